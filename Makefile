@@ -1,0 +1,43 @@
+# The build and test entry points. `make test` is the full gate CI runs.
+GO       ?= go
+BIN      := bin
+# The environment may set GOFLAGS=-buildvcs=false; auto puts the VCS revision into
+# --version whenever the tree is a git checkout.
+BUILDFLAGS := -buildvcs=auto
+
+.PHONY: all build install test check-format vet diff-check unit smoke bench clean
+
+all: build
+
+build:
+	$(GO) build $(BUILDFLAGS) -o $(BIN)/ ./cmd/...
+
+install:
+	$(GO) install $(BUILDFLAGS) ./cmd/...
+
+test: check-format vet build diff-check unit smoke
+
+check-format:
+	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+	$(GO) build ./...
+
+diff-check:
+	@if git rev-parse --git-dir >/dev/null 2>&1; then git diff --check HEAD; fi
+
+unit:
+	$(GO) test -race -count=1 ./...
+
+smoke: build
+	$(BIN)/tamq --help >/dev/null
+	$(BIN)/tamq --version
+	$(BIN)/coordination-engine --help >/dev/null
+	$(BIN)/coordination-engine --version
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+clean:
+	rm -rf $(BIN)

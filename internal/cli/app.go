@@ -1,0 +1,128 @@
+// Package cli holds what both programs' command lines share: the global flags,
+// output conventions, error-to-exit-status handling, and the commands every
+// program has (version, config, db-version, repos). Program-specific commands live
+// in internal/tamq/cli and internal/engine/cli.
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
+)
+
+// App is what a command needs from its surroundings. Streams, environment and
+// clock are injected so tests can run commands in-process.
+type App struct {
+	Program paths.Program
+	// Short is the one-line description shown by --help.
+	Short string
+	// Migrations is the program's database schema, for db-version.
+	Migrations []sqlitedb.Migration
+
+	Getenv func(string) string
+	Now    func() time.Time
+	In     io.Reader
+	Out    io.Writer
+	Err    io.Writer
+
+	// Global flags.
+	JSON    bool
+	Quiet   bool
+	Verbose bool
+
+	paths    *paths.Paths
+	registry *gita.Reader
+}
+
+// NewApp returns an App wired to the process's real environment.
+func NewApp(p paths.Program, short string, migrations []sqlitedb.Migration) *App {
+	return &App{
+		Program: p, Short: short, Migrations: migrations,
+		Getenv: os.Getenv, Now: time.Now,
+		In: os.Stdin, Out: os.Stdout, Err: os.Stderr,
+	}
+}
+
+// Name is the program's command name.
+func (a *App) Name() string { return string(a.Program) }
+
+// Paths resolves (once) where the program keeps its files.
+func (a *App) Paths() (paths.Paths, error) {
+	if a.paths == nil {
+		p, err := paths.Resolve(a.Program, a.Getenv)
+		if err != nil {
+			return paths.Paths{}, err
+		}
+		a.paths = &p
+	}
+	return *a.paths, nil
+}
+
+// Config loads and validates the effective configuration.
+func (a *App) Config() (*config.Loaded, error) {
+	p, err := a.Paths()
+	if err != nil {
+		return nil, err
+	}
+	return config.Load(p)
+}
+
+// Registry reads the current gita registry; each call sees the file as it is now.
+func (a *App) Registry() (*gita.Registry, error) {
+	if a.registry == nil {
+		dir, err := gita.Dir(a.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		a.registry = gita.NewReader(dir)
+	}
+	return a.registry.Load()
+}
+
+// Logger returns a slog logger on stderr honouring --quiet, --verbose and --json.
+func (a *App) Logger() *slog.Logger { return NewLogger(a.Err, a.JSON, a.Quiet, a.Verbose) }
+
+// NewLogger builds the logger both daemons use: info by default, errors only when
+// quiet, debug when verbose, JSON records when asked for.
+func NewLogger(w io.Writer, asJSON, quiet, verbose bool) *slog.Logger {
+	level := slog.LevelInfo
+	switch {
+	case quiet:
+		level = slog.LevelError
+	case verbose:
+		level = slog.LevelDebug
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if asJSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// PrintJSON writes v to stdout as one indented JSON document.
+func (a *App) PrintJSON(v any) error {
+	enc := json.NewEncoder(a.Out)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// Printf writes human output to stdout.
+func (a *App) Printf(format string, args ...any) {
+	fmt.Fprintf(a.Out, format, args...)
+}
+
+// Notef writes a diagnostic note to stderr unless --quiet.
+func (a *App) Notef(format string, args ...any) {
+	if !a.Quiet {
+		fmt.Fprintf(a.Err, a.Name()+": "+format+"\n", args...)
+	}
+}

@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/paths"
+)
+
+// configRecord is `config show --json`. Secrets are never part of it.
+type configRecord struct {
+	Paths                    paths.Paths   `json:"paths"`
+	ConfigFileExists         bool          `json:"config_file_exists"`
+	Overrides                []string      `json:"overrides"`
+	ConfigVersion            string        `json:"config_version"`
+	PolicyProfile            string        `json:"policy_profile"`
+	CredentialCommandPresent bool          `json:"credential_command_configured"`
+	Config                   config.Config `json:"config"`
+}
+
+func newConfigShowCmd(a *App) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show",
+		Short: "Print the effective configuration and paths",
+		Long: `Print the effective configuration (file values over defaults, then environment
+overrides), the paths in use and the effective config version recorded in receipts.
+The output is TOML that the program accepts as a config file. The State Hub
+credential command is never printed, only whether one is configured.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := a.Paths()
+			if err != nil {
+				return err
+			}
+			l, err := a.Config()
+			if err != nil {
+				return err
+			}
+			rec := configRecord{
+				Paths: p, ConfigFileExists: l.FileExists, Overrides: l.Overrides,
+				ConfigVersion: l.Version, PolicyProfile: l.ProfileRef(),
+				CredentialCommandPresent: l.HasCredentialCommand(), Config: l.Redacted(),
+			}
+			if rec.Overrides == nil {
+				rec.Overrides = []string{}
+			}
+			if a.JSON {
+				return a.PrintJSON(rec)
+			}
+			body, err := rec.Config.TOML()
+			if err != nil {
+				return errs.Wrap(errs.Internal, err, "render config")
+			}
+			present := "present"
+			if !l.FileExists {
+				present = "absent; defaults in effect"
+			}
+			a.Printf("# config file:    %s (%s)\n", p.ConfigFile, present)
+			for _, o := range l.Overrides {
+				a.Printf("# override:       %s\n", o)
+			}
+			a.Printf("# state dir:      %s\n", p.StateDir)
+			a.Printf("# database:       %s\n", p.Database)
+			a.Printf("# log file:       %s\n", p.LogFile)
+			a.Printf("# socket:         %s\n", p.Socket)
+			if p.Program != paths.Tamq {
+				a.Printf("# tamq socket:    %s\n", p.TamqSocket)
+			}
+			a.Printf("# config version: %s\n", l.Version)
+			a.Printf("# policy profile: %s\n", l.ProfileRef())
+			if l.HasCredentialCommand() {
+				a.Printf("# statehub.credential_command is configured (not shown)\n")
+			}
+			a.Printf("\n%s", body)
+			return nil
+		},
+	}
+}

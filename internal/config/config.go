@@ -1,0 +1,387 @@
+// Package config loads, validates and describes the TOML configuration shared by
+// tamq and coordination-engine: the runtime values of spec section 9.1, storage and
+// service settings, the State Hub address and the policy profiles of section 6.1.
+// Decoding is strict, so a misspelt key is an error rather than a silent default.
+package config
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/policy"
+)
+
+// Delivery acknowledgement modes (spec section 5).
+const (
+	AckInjected     = "injected"
+	AckAcknowledged = "acknowledged"
+)
+
+// Config is the effective configuration of one program.
+type Config struct {
+	Coordination Coordination `toml:"coordination" json:"coordination"`
+	StateHub     StateHub     `toml:"statehub" json:"statehub"`
+	SQLite       SQLite       `toml:"sqlite" json:"sqlite"`
+	Service      Service      `toml:"service" json:"service"`
+	Policy       Policy       `toml:"policy" json:"policy"`
+}
+
+// Coordination holds the values spec section 9.1 requires to be configurable.
+type Coordination struct {
+	StateHubPollIntervalSeconds int    `toml:"statehub_poll_interval_seconds" json:"statehub_poll_interval_seconds"`
+	WakeAckTimeoutSeconds       int    `toml:"wake_ack_timeout_seconds" json:"wake_ack_timeout_seconds"`
+	LeaseRenewIntervalSeconds   int    `toml:"lease_renew_interval_seconds" json:"lease_renew_interval_seconds"`
+	RetryBackoffSeconds         []int  `toml:"retry_backoff_seconds" json:"retry_backoff_seconds"`
+	MaxAttempts                 int    `toml:"max_attempts" json:"max_attempts"`
+	SafetyGatedMaxAttempts      int    `toml:"safety_gated_max_attempts" json:"safety_gated_max_attempts"`
+	DeliveryAckMode             string `toml:"delivery_ack_mode" json:"delivery_ack_mode"`
+}
+
+// StateHub says where State Hub is and how to obtain its credentials. The token
+// itself never appears in configuration: credential_command is run when needed.
+type StateHub struct {
+	APIBase           string   `toml:"api_base" json:"api_base"`
+	CredentialCommand []string `toml:"credential_command" json:"credential_command,omitempty"`
+}
+
+// SQLite holds storage settings.
+type SQLite struct {
+	BusyTimeoutMS int `toml:"busy_timeout_ms" json:"busy_timeout_ms"`
+}
+
+// Service holds daemon settings.
+type Service struct {
+	ShutdownGraceSeconds int `toml:"shutdown_grace_seconds" json:"shutdown_grace_seconds"`
+}
+
+// Policy selects a profile and defines the available ones.
+type Policy struct {
+	Profile  string                    `toml:"profile" json:"profile"`
+	Profiles map[string]policy.Profile `toml:"profiles" json:"profiles"`
+}
+
+// DefaultStateHubAPIBase is statehub.api_base when neither config nor environment set it.
+const DefaultStateHubAPIBase = "http://127.0.0.1:8000"
+
+// Default returns the configuration used when no file sets anything.
+func Default() Config {
+	return Config{
+		Coordination: Coordination{
+			StateHubPollIntervalSeconds: 15,
+			WakeAckTimeoutSeconds:       30,
+			LeaseRenewIntervalSeconds:   10,
+			RetryBackoffSeconds:         []int{5, 15, 60, 300},
+			MaxAttempts:                 4,
+			SafetyGatedMaxAttempts:      0,
+			DeliveryAckMode:             AckInjected,
+		},
+		StateHub: StateHub{APIBase: DefaultStateHubAPIBase},
+		SQLite:   SQLite{BusyTimeoutMS: 5000},
+		Service:  Service{ShutdownGraceSeconds: 10},
+		Policy: Policy{
+			Profile:  policy.DefaultName,
+			Profiles: map[string]policy.Profile{policy.DefaultName: policy.Default()},
+		},
+	}
+}
+
+// Loaded is a validated effective configuration and where it came from.
+type Loaded struct {
+	Config
+	// File is the config file consulted; FileExists says whether it was there.
+	File       string
+	FileExists bool
+	// Overrides lists values taken from the environment, as "key from VAR".
+	Overrides []string
+	// Version is the effective config version recorded in receipts.
+	Version string
+}
+
+// Load reads the program's config file (a missing default file means defaults),
+// applies environment overrides and validates the result.
+func Load(p paths.Paths) (*Loaded, error) {
+	data, err := os.ReadFile(p.ConfigFile)
+	exists := true
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && p.ConfigVar == "":
+		data, exists = nil, false
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, errs.New(errs.ConfigInvalid, "config file %s (from %s) does not exist", p.ConfigFile, p.ConfigVar).
+			WithHint("create it, or unset %s to use %s's defaults", p.ConfigVar, p.Program)
+	case err != nil:
+		return nil, errs.New(errs.ConfigInvalid, "cannot read config file %s: %v", p.ConfigFile, pathErrCause(err))
+	}
+	cfg, err := Parse(p.ConfigFile, data)
+	if err != nil {
+		return nil, err
+	}
+	l := &Loaded{Config: cfg, File: p.ConfigFile, FileExists: exists}
+	if p.StateHubAPIBase != "" {
+		l.StateHub.APIBase = p.StateHubAPIBase
+		l.Overrides = append(l.Overrides, "statehub.api_base from "+paths.StateHubAPIBaseVar)
+	}
+	if p.PolicyProfile != "" {
+		l.Policy.Profile = p.PolicyProfile
+		l.Overrides = append(l.Overrides, "policy.profile from "+p.PolicyProfileVar)
+	}
+	if err := l.Validate(); err != nil {
+		return nil, errs.New(errs.ConfigInvalid, "%s", l.describe(err))
+	}
+	l.Version = l.Config.Version()
+	return l, nil
+}
+
+// describe names where a bad value came from: the environment or the file.
+func (l *Loaded) describe(err error) string {
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		for _, o := range l.Overrides {
+			if key, variable, _ := strings.Cut(o, " from "); key == fe.key {
+				return fmt.Sprintf("%s: %s", variable, fe.problem)
+			}
+		}
+	}
+	return fmt.Sprintf("config %s: %v", l.File, err)
+}
+
+func pathErrCause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// Parse decodes TOML over the defaults without validating. A [policy.profiles.X]
+// table replaces the built-in profile of the same name whole, so what a profile
+// allows is always visible in one place.
+func Parse(file string, data []byte) (Config, error) {
+	cfg := Default()
+	cfg.Policy.Profiles = nil
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return Config{}, errs.New(errs.ConfigInvalid, "%s", decodeMessage(file, err))
+	}
+	if _, ok := cfg.Policy.Profiles[policy.DefaultName]; !ok {
+		if cfg.Policy.Profiles == nil {
+			cfg.Policy.Profiles = map[string]policy.Profile{}
+		}
+		cfg.Policy.Profiles[policy.DefaultName] = policy.Default()
+	}
+	return cfg, nil
+}
+
+func decodeMessage(file string, err error) string {
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) {
+		keys := make([]string, 0, len(strict.Errors))
+		for _, e := range strict.Errors {
+			row, _ := e.Position()
+			keys = append(keys, fmt.Sprintf("'%s' (line %d)", strings.Join(e.Key(), "."), row))
+		}
+		noun := "key"
+		if len(keys) > 1 {
+			noun = "keys"
+		}
+		return fmt.Sprintf("config %s: unknown %s %s", file, noun, strings.Join(keys, ", "))
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, col := de.Position()
+		msg := goTypeDetail.ReplaceAllString(strings.TrimPrefix(de.Error(), "toml: "), "a value of type $1")
+		if key := strings.Join(de.Key(), "."); key != "" {
+			msg = key + ": " + msg
+		}
+		return fmt.Sprintf("config %s: line %d, column %d: %s", file, row, col, msg)
+	}
+	// Type mismatches come as plain errors; strip the library's prefix.
+	return fmt.Sprintf("config %s: %s", file, strings.TrimPrefix(err.Error(), "toml: "))
+}
+
+// goTypeDetail matches the Go struct field the TOML library names in type errors,
+// which means nothing to someone editing the file.
+var goTypeDetail = regexp.MustCompile(`struct field \S+ of type (\S+)`)
+
+// fieldError is a validation problem of one key.
+type fieldError struct{ key, problem string }
+
+func (e *fieldError) Error() string { return e.key + ": " + e.problem }
+
+func bad(key, format string, args ...any) error {
+	return &fieldError{key: key, problem: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks every value; the error names the first offending key.
+func (c *Config) Validate() error {
+	co := c.Coordination
+	positive := []struct {
+		key   string
+		value int
+		max   int
+	}{
+		{"coordination.statehub_poll_interval_seconds", co.StateHubPollIntervalSeconds, 86400},
+		{"coordination.wake_ack_timeout_seconds", co.WakeAckTimeoutSeconds, 86400},
+		{"coordination.lease_renew_interval_seconds", co.LeaseRenewIntervalSeconds, 86400},
+		{"sqlite.busy_timeout_ms", c.SQLite.BusyTimeoutMS, 600000},
+		{"service.shutdown_grace_seconds", c.Service.ShutdownGraceSeconds, 3600},
+	}
+	for _, p := range positive {
+		if p.value < 1 || p.value > p.max {
+			return bad(p.key, "%d is out of range 1..%d", p.value, p.max)
+		}
+	}
+	if len(co.RetryBackoffSeconds) == 0 {
+		return bad("coordination.retry_backoff_seconds", "must list at least one delay")
+	}
+	for i, s := range co.RetryBackoffSeconds {
+		if s < 1 || s > 86400 {
+			return bad("coordination.retry_backoff_seconds", "entry %d is %d; each delay must be 1..86400 seconds", i+1, s)
+		}
+	}
+	for _, a := range []struct {
+		key   string
+		value int
+	}{{"coordination.max_attempts", co.MaxAttempts}, {"coordination.safety_gated_max_attempts", co.SafetyGatedMaxAttempts}} {
+		if a.value < 0 || a.value > policy.MaxAttemptsLimit {
+			return bad(a.key, "%d is out of range 0..%d", a.value, policy.MaxAttemptsLimit)
+		}
+	}
+	if co.DeliveryAckMode != AckInjected && co.DeliveryAckMode != AckAcknowledged {
+		return bad("coordination.delivery_ack_mode", "%q is not one of %s, %s", co.DeliveryAckMode, AckInjected, AckAcknowledged)
+	}
+	if err := validateAPIBase(c.StateHub.APIBase); err != nil {
+		return bad("statehub.api_base", "%v", err)
+	}
+	if len(c.StateHub.CredentialCommand) > 0 && c.StateHub.CredentialCommand[0] == "" {
+		return bad("statehub.credential_command", "the program name (first element) is empty")
+	}
+	for _, name := range c.profileNames() {
+		if err := policy.ValidateName(name); err != nil {
+			return bad("policy.profiles", "%v", err)
+		}
+		if err := c.Policy.Profiles[name].Validate(); err != nil {
+			return bad("policy.profiles."+name, "%v", err)
+		}
+	}
+	if _, ok := c.Policy.Profiles[c.Policy.Profile]; !ok {
+		return bad("policy.profile", "profile %q is not defined (defined: %s)", c.Policy.Profile, strings.Join(c.profileNames(), ", "))
+	}
+	return nil
+}
+
+func (c *Config) profileNames() []string {
+	names := make([]string, 0, len(c.Policy.Profiles))
+	for n := range c.Policy.Profiles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// validateAPIBase accepts an absolute http(s) URL without embedded credentials:
+// secrets never live in configuration (spec section 9.1).
+func validateAPIBase(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL", raw)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("%q must be an absolute http:// or https:// URL", raw)
+	}
+	if u.User != nil {
+		return fmt.Errorf("must not contain credentials; use statehub.credential_command")
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%q must not have a query or fragment", raw)
+	}
+	return nil
+}
+
+// ActiveProfile is the selected policy profile.
+func (c *Config) ActiveProfile() policy.Profile { return c.Policy.Profiles[c.Policy.Profile] }
+
+// ProfileRef is the "name@version" recorded with every message, lease and receipt.
+func (c *Config) ProfileRef() string { return c.Policy.Profile + "@" + c.ActiveProfile().Version() }
+
+// EffectiveSafetyGatedMaxAttempts is the smaller of the coordination setting and
+// the profile's, so enabling retries of safety-gated work always takes an explicit
+// policy (spec section 3) and no single setting can bypass it.
+func (c *Config) EffectiveSafetyGatedMaxAttempts() int {
+	return min(c.Coordination.SafetyGatedMaxAttempts, c.ActiveProfile().SafetyGatedMaxAttempts)
+}
+
+// RetryBackoff is the delay before attempt n+1 after attempt n (1-based) failed;
+// past the end of the list the last delay repeats.
+func (c *Config) RetryBackoff(attempt int) time.Duration {
+	list := c.Coordination.RetryBackoffSeconds
+	i := min(max(attempt, 1), len(list)) - 1
+	return time.Duration(list[i]) * time.Second
+}
+
+// BusyTimeout is SQLite's busy timeout.
+func (c *Config) BusyTimeout() time.Duration {
+	return time.Duration(c.SQLite.BusyTimeoutMS) * time.Millisecond
+}
+
+// ShutdownGrace bounds how long a service takes to stop.
+func (c *Config) ShutdownGrace() time.Duration {
+	return time.Duration(c.Service.ShutdownGraceSeconds) * time.Second
+}
+
+// Version is a short, stable hash of the normalized effective configuration: equal
+// configurations hash equal however the file was written (order, comments, values
+// spelt out that equal the defaults).
+func (c *Config) Version() string {
+	norm := *c
+	norm.Policy.Profiles = map[string]policy.Profile{}
+	for name, p := range c.Policy.Profiles {
+		p.Allow = slices.Sorted(slices.Values(p.Allow))
+		p.RequireHuman = slices.Sorted(slices.Values(p.RequireHuman))
+		norm.Policy.Profiles[name] = p
+	}
+	b, err := json.Marshal(norm) // maps marshal with sorted keys
+	if err != nil {
+		panic(err) // only ints, strings and slices of them: cannot fail
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
+}
+
+// Redacted is a copy safe to print: the credential command may carry a secret in
+// its arguments, so it is left out (HasCredentialCommand says whether one is set).
+func (c *Config) Redacted() Config {
+	out := *c
+	out.StateHub.CredentialCommand = nil
+	return out
+}
+
+// HasCredentialCommand reports whether State Hub credentials can be obtained.
+func (c *Config) HasCredentialCommand() bool { return len(c.StateHub.CredentialCommand) > 0 }
+
+// TOML renders the configuration as a TOML document that Parse accepts.
+func (c Config) TOML() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := toml.NewEncoder(&buf)
+	enc.SetIndentTables(false)
+	if err := enc.Encode(c); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

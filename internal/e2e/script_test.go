@@ -1,0 +1,176 @@
+// Package e2e runs both programs end to end through testscript: real binaries
+// (this test binary re-executed as tamq and coordination-engine), real files,
+// private XDG directories per script.
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	enginecli "github.com/tmux-amq/tamq/internal/engine/cli"
+	enginestore "github.com/tmux-amq/tamq/internal/engine/store"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	tamqcli "github.com/tmux-amq/tamq/internal/tamq/cli"
+	tamqstore "github.com/tmux-amq/tamq/internal/tamq/store"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"tamq":                func() { os.Exit(tamqcli.Main()) },
+		"coordination-engine": func() { os.Exit(enginecli.Main()) },
+	})
+}
+
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata/script",
+		RequireExplicitExec: true,
+		Setup: func(env *testscript.Env) error {
+			work := env.WorkDir
+			env.Setenv("HOME", filepath.Join(work, "home"))
+			env.Setenv("XDG_CONFIG_HOME", filepath.Join(work, "config"))
+			env.Setenv("XDG_STATE_HOME", filepath.Join(work, "state"))
+			env.Setenv("XDG_RUNTIME_DIR", filepath.Join(work, "run"))
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"exit":     cmdExit,
+			"mkrepo":   cmdMkrepo,
+			"gita-add": cmdGitaAdd,
+			"dbinit":   cmdDBInit,
+			"mode":     cmdMode,
+		},
+	})
+}
+
+// exit N PROG [ARGS...] runs PROG and requires exit status N; stdout and stderr
+// are then available to the stdout and stderr commands.
+func cmdExit(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exit N program [args...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exit: bad status %q", args[0])
+	}
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		got = ee.ExitCode()
+	case err != nil:
+		ts.Fatalf("exit: %v", err)
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
+}
+
+// mkrepo DIR... makes each DIR a real git repository.
+func cmdMkrepo(ts *testscript.TestScript, neg bool, args []string) {
+	for _, dir := range args {
+		dir = ts.MkAbs(dir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			ts.Fatalf("mkrepo: %v", err)
+		}
+		if out, err := exec.Command("git", "init", "-q", dir).CombinedOutput(); err != nil {
+			ts.Fatalf("git init %s: %v\n%s", dir, err, out)
+		}
+	}
+}
+
+// gita-add PATH [NAME] appends a row to repos.csv exactly as gita 0.16 writes it:
+// Python's csv writer with CRLF line ends and minimal quoting. NAME defaults to
+// the directory's base name, as gita derives it.
+func cmdGitaAdd(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: gita-add PATH [NAME]")
+	}
+	path := ts.MkAbs(args[0])
+	name := filepath.Base(path)
+	if len(args) == 2 {
+		name = args[1]
+	}
+	dir := filepath.Join(ts.Getenv("XDG_CONFIG_HOME"), "gita")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		ts.Fatalf("gita-add: %v", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "repos.csv"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		ts.Fatalf("gita-add: %v", err)
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintf(f, "%s,%s,,\r\n", pyCSV(path), pyCSV(name)); err != nil {
+		ts.Fatalf("gita-add: %v", err)
+	}
+}
+
+// pyCSV quotes a field the way Python's csv.QUOTE_MINIMAL does (unlike Go's
+// encoding/csv, it does not quote a leading space).
+func pyCSV(field string) string {
+	if strings.ContainsAny(field, ",\"\r\n") {
+		return `"` + strings.ReplaceAll(field, `"`, `""`) + `"`
+	}
+	return field
+}
+
+// dbinit PROGRAM [USER_VERSION] creates PROGRAM's database with its migrations, as
+// the service will at start; with USER_VERSION it then forces that schema version
+// (to stand for a database written by a newer binary).
+func cmdDBInit(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: dbinit tamq|coordination-engine [user_version]")
+	}
+	var o sqlitedb.Options
+	switch args[0] {
+	case "tamq":
+		o = sqlitedb.Options{Path: filepath.Join(ts.Getenv("XDG_STATE_HOME"), "tamq", "tamq.sqlite3"), Migrations: tamqstore.Migrations}
+	case "coordination-engine":
+		o = sqlitedb.Options{Path: filepath.Join(ts.Getenv("XDG_STATE_HOME"), "coordination-engine", "coordination.sqlite3"), Migrations: enginestore.Migrations}
+	default:
+		ts.Fatalf("dbinit: unknown program %q", args[0])
+	}
+	o.BackupDir = filepath.Join(filepath.Dir(o.Path), "backups")
+	db, err := sqlitedb.Open(context.Background(), o)
+	if err != nil {
+		ts.Fatalf("dbinit: %v", err)
+	}
+	defer db.Close()
+	if len(args) == 2 {
+		v, err := strconv.Atoi(args[1])
+		if err != nil {
+			ts.Fatalf("dbinit: %v", err)
+		}
+		if _, err := db.Writer.Exec(fmt.Sprintf("PRAGMA user_version = %d", v)); err != nil {
+			ts.Fatalf("dbinit: %v", err)
+		}
+	}
+}
+
+// mode PERM PATH requires PATH's permission bits to be PERM (octal).
+func cmdMode(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: mode PERM PATH")
+	}
+	want, err := strconv.ParseUint(args[0], 8, 32)
+	if err != nil {
+		ts.Fatalf("mode: %v", err)
+	}
+	fi, err := os.Stat(ts.MkAbs(args[1]))
+	if err != nil {
+		ts.Fatalf("mode: %v", err)
+	}
+	if got := uint64(fi.Mode().Perm()); (got == want) == neg {
+		ts.Fatalf("%s has mode %o, want %s%o", args[1], got, map[bool]string{true: "not ", false: ""}[neg], want)
+	}
+}

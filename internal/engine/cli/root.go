@@ -1,0 +1,33 @@
+// Package cli is coordination-engine's command line: it adds the engine's own
+// commands to the root both programs share.
+package cli
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+
+	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/engine/store"
+	"github.com/tmux-amq/tamq/internal/paths"
+)
+
+const short = "wake repository agents when State Hub says their work is ready"
+
+// NewApp returns coordination-engine's App wired to the real process environment.
+func NewApp() *sharedcli.App { return sharedcli.NewApp(paths.Engine, short, store.Migrations) }
+
+// NewRoot builds coordination-engine's command tree.
+func NewRoot(a *sharedcli.App) *cobra.Command {
+	root := sharedcli.NewRoot(a)
+	root.Long = `coordination-engine watches State Hub, turns changes into deduplicated
+triggers, stops with a durable receipt wherever a human must decide, takes an
+idempotent lease, and wakes the owning repository's agent through tamq.`
+	return root
+}
+
+// Main runs coordination-engine with the process's arguments and returns its exit status.
+func Main() int {
+	a := NewApp()
+	return sharedcli.Run(a, NewRoot(a), os.Args[1:])
+}

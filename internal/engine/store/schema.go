@@ -1,0 +1,117 @@
+// Package store is coordination-engine's SQLite adapter: triggers, coordination
+// leases, checkpoints, attached endpoints and receipts.
+package store
+
+import "github.com/tmux-amq/tamq/internal/sqlitedb"
+
+// Times are INTEGER Unix milliseconds (UTC). Prompts are never stored: they are
+// generated from the trigger and checkpoint when a wake is sent.
+const schemaV1 = `
+-- The idempotency key (source, source_id, source_revision, target_repo) is unique,
+-- so repeated observations collapse to one trigger (spec section 2).
+CREATE TABLE triggers (
+	id              TEXT PRIMARY KEY,
+	source          TEXT NOT NULL CHECK (source IN ('workplan', 'task', 'message', 'checkpoint')),
+	source_id       TEXT NOT NULL,
+	source_revision TEXT NOT NULL,
+	target_repo     TEXT NOT NULL,
+	target_agent    TEXT,
+	reason          TEXT NOT NULL CHECK (reason IN ('task_actionable', 'dependency_satisfied', 'inbox_message', 'retry_due', 'checkpoint_resume')),
+	state           TEXT NOT NULL CHECK (state IN ('pending', 'leased', 'gated', 'completed', 'stopped', 'superseded')),
+	gate_reason     TEXT,
+	observed_at     INTEGER NOT NULL,
+	updated_at      INTEGER NOT NULL,
+	UNIQUE (source, source_id, source_revision, target_repo)
+) STRICT;
+CREATE INDEX triggers_state ON triggers(state, observed_at);
+CREATE INDEX triggers_source ON triggers(source, source_id);
+
+CREATE TABLE endpoints (
+	coordination_endpoint_id TEXT PRIMARY KEY,
+	tamq_endpoint_id         TEXT NOT NULL,     -- tmux-amq-<pid>
+	tmux_session             TEXT,
+	agent_command            TEXT,
+	protocol_version         TEXT NOT NULL,     -- negotiated at attach
+	capabilities             TEXT NOT NULL,     -- JSON array
+	state                    TEXT NOT NULL CHECK (state IN ('attached', 'detached')),
+	attached_at              INTEGER NOT NULL,
+	updated_at               INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE endpoint_repos (
+	coordination_endpoint_id TEXT NOT NULL REFERENCES endpoints(coordination_endpoint_id),
+	repo                     TEXT NOT NULL,
+	path                     TEXT NOT NULL,     -- as the session reported it; checked against gita
+	mode                     TEXT NOT NULL CHECK (mode IN ('trigger', 'manual')),
+	PRIMARY KEY (coordination_endpoint_id, repo)
+) STRICT;
+
+-- WorkerLease of spec section 4. A retried wake keeps its lease_id; the partial
+-- unique index allows one live lease per trigger.
+CREATE TABLE leases (
+	lease_id                 TEXT PRIMARY KEY,
+	trigger_id               TEXT NOT NULL REFERENCES triggers(id),
+	owner                    TEXT NOT NULL DEFAULT 'coordination-engine' CHECK (owner = 'coordination-engine'),
+	target_repo              TEXT NOT NULL,
+	target_agent             TEXT,
+	state                    TEXT NOT NULL CHECK (state IN ('offered', 'acknowledged', 'running', 'checkpointed', 'completed', 'retry_wait', 'stopped')),
+	attempt                  INTEGER NOT NULL CHECK (attempt >= 1),
+	acquired_at              INTEGER NOT NULL,
+	expires_at               INTEGER NOT NULL,
+	next_retry_at            INTEGER,
+	last_checkpoint_at       INTEGER,
+	coordination_endpoint_id TEXT REFERENCES endpoints(coordination_endpoint_id),
+	local_lease_id           TEXT,              -- tamq's message id for the wake
+	stop_reason              TEXT,
+	policy_profile           TEXT NOT NULL,
+	config_version           TEXT NOT NULL,
+	updated_at               INTEGER NOT NULL
+) STRICT;
+CREATE UNIQUE INDEX leases_one_live_per_trigger ON leases(trigger_id) WHERE state NOT IN ('completed', 'stopped');
+CREATE INDEX leases_expiry ON leases(state, expires_at);
+
+CREATE TABLE checkpoints (
+	id             INTEGER PRIMARY KEY AUTOINCREMENT,
+	lease_id       TEXT NOT NULL REFERENCES leases(lease_id),
+	task_id        TEXT,
+	summary        TEXT NOT NULL,
+	files_changed  TEXT NOT NULL DEFAULT '[]',  -- JSON array of paths
+	next_action    TEXT,
+	blocked_reason TEXT CHECK (blocked_reason IS NULL OR blocked_reason IN ('human', 'secret', 'destructive', 'policy', 'dependency', 'unavailable')),
+	recorded_at    INTEGER NOT NULL
+) STRICT;
+CREATE INDEX checkpoints_lease ON checkpoints(lease_id, recorded_at);
+
+-- What the observer last saw of State Hub (cursors, ETags), by key.
+CREATE TABLE observer_state (
+	key        TEXT PRIMARY KEY,
+	value      TEXT NOT NULL,
+	updated_at INTEGER NOT NULL
+) STRICT;
+
+-- Sanitized receipts (spec section 7); projected_at NULL means still to be
+-- published to State Hub.
+CREATE TABLE receipts (
+	id                       INTEGER PRIMARY KEY AUTOINCREMENT,
+	at                       INTEGER NOT NULL,
+	kind                     TEXT NOT NULL,
+	trigger_id               TEXT,
+	lease_id                 TEXT,
+	status                   TEXT NOT NULL,
+	reason                   TEXT,
+	attempt                  INTEGER,
+	next_retry_at            INTEGER,
+	coordination_endpoint_id TEXT,
+	policy_profile           TEXT,
+	config_version           TEXT,
+	detail                   TEXT,
+	projected_at             INTEGER
+) STRICT;
+CREATE INDEX receipts_pending ON receipts(id) WHERE projected_at IS NULL;
+CREATE INDEX receipts_trigger ON receipts(trigger_id, id);
+`
+
+// Migrations is coordination-engine's schema history; append, never edit a released entry.
+var Migrations = []sqlitedb.Migration{
+	{Version: 1, Name: "triggers, leases, checkpoints, endpoints, receipts", TouchesData: true, SQL: schemaV1},
+}

@@ -1,0 +1,77 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
+)
+
+func setup(t *testing.T) *sqlitedb.DB {
+	t.Helper()
+	db, err := sqlitedb.Open(context.Background(), sqlitedb.Options{
+		Path: filepath.Join(t.TempDir(), "coordination.sqlite3"), Migrations: Migrations,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func exec(db *sqlitedb.DB, q string, args ...any) error {
+	return db.WriteTx(context.Background(), func(tx *sql.Tx) error {
+		_, err := tx.Exec(q, args...)
+		return err
+	})
+}
+
+const (
+	insertTrigger = `INSERT INTO triggers (id, source, source_id, source_revision, target_repo, reason, state, observed_at, updated_at)
+		VALUES (?, 'task', 'T-1', ?, 'net-kingdom', 'task_actionable', 'pending', 1, 1)`
+	insertLease = `INSERT INTO leases (lease_id, trigger_id, target_repo, state, attempt, acquired_at, expires_at,
+		policy_profile, config_version, updated_at) VALUES (?, ?, 'net-kingdom', ?, 1, 1, 2, 'default@1', 'cfg', 1)`
+)
+
+func TestSchemaConstraints(t *testing.T) {
+	t.Parallel()
+	db := setup(t)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(exec(db, insertTrigger, "t1", "rev1"))
+	must(exec(db, insertTrigger, "t2", "rev2")) // a new revision is a new trigger
+	must(exec(db, insertLease, "L1", "t1", "stopped"))
+	must(exec(db, insertLease, "L2", "t1", "offered")) // one live lease beside a finished one
+
+	refused := []struct {
+		name string
+		q    string
+		args []any
+	}{
+		{"repeated observation", insertTrigger, []any{"t3", "rev1"}},
+		{"second live lease for a trigger", insertLease, []any{"L3", "t1", "retry_wait"}},
+		{"lease for unknown trigger", insertLease, []any{"L4", "ghost", "offered"}},
+		{"unknown lease state", insertLease, []any{"L5", "t2", "sleeping"}},
+		{"foreign owner", `INSERT INTO leases (lease_id, trigger_id, owner, target_repo, state, attempt, acquired_at, expires_at,
+			policy_profile, config_version, updated_at) VALUES ('L6', 't2', 'someone-else', 'r', 'offered', 1, 1, 2, 'p', 'c', 1)`, nil},
+		{"unknown trigger source", `INSERT INTO triggers (id, source, source_id, source_revision, target_repo, reason, state, observed_at, updated_at)
+			VALUES ('t9', 'email', 'x', '1', 'r', 'task_actionable', 'pending', 1, 1)`, nil},
+		{"unknown blocked reason", `INSERT INTO checkpoints (lease_id, summary, blocked_reason, recorded_at) VALUES ('L2', 's', 'bored', 1)`, nil},
+		{"checkpoint for unknown lease", `INSERT INTO checkpoints (lease_id, summary, recorded_at) VALUES ('ghost', 's', 1)`, nil},
+	}
+	for _, r := range refused {
+		if err := exec(db, r.q, r.args...); err == nil {
+			t.Errorf("%s: accepted", r.name)
+		}
+	}
+	must(exec(db, `INSERT INTO checkpoints (lease_id, summary, blocked_reason, recorded_at) VALUES ('L2', 'did x', 'dependency', 1)`))
+	// Once the live lease ends, the trigger may be leased again.
+	must(exec(db, `UPDATE leases SET state = 'completed' WHERE lease_id = 'L2'`))
+	must(exec(db, insertLease, "L7", "t1", "offered"))
+}

@@ -1,0 +1,178 @@
+// Package paths works out where each program keeps its config, state and socket:
+// XDG base directories by default, overridden by environment variables.
+package paths
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+)
+
+// Program names one of the two programs; it picks the file names and variables.
+type Program string
+
+const (
+	Tamq   Program = "tamq"
+	Engine Program = "coordination-engine"
+)
+
+// vars are the environment variables that override a program's defaults.
+type vars struct{ config, stateDir, socket, profile string }
+
+var programVars = map[Program]vars{
+	Tamq:   {"TAMQ_CONFIG", "TAMQ_STATE_DIR", "TAMQ_SOCKET", "TAMQ_POLICY_PROFILE"},
+	Engine: {"COORDINATION_ENGINE_CONFIG", "COORDINATION_ENGINE_STATE_DIR", "COORDINATION_ENGINE_SOCKET", "COORDINATION_ENGINE_POLICY_PROFILE"},
+}
+
+var databaseNames = map[Program]string{Tamq: "tamq.sqlite3", Engine: "coordination.sqlite3"}
+
+// StateHubAPIBaseVar overrides statehub.api_base for both programs.
+const StateHubAPIBaseVar = "STATEHUB_API_BASE"
+
+// Paths are the resolved locations of one program. Nothing here exists yet
+// necessarily: directories are created only when something is written.
+type Paths struct {
+	Program Program `json:"program"`
+
+	ConfigFile string `json:"config_file"`
+	// ConfigVar names the variable that chose ConfigFile, or "" for the default.
+	ConfigVar string `json:"config_var,omitempty"`
+
+	StateDir  string `json:"state_dir"`
+	Database  string `json:"database"`
+	LogFile   string `json:"log_file"`
+	BackupDir string `json:"backup_dir"`
+	LockFile  string `json:"lock_file"`
+	// OrwellLog is the separate 0600 sink of --orwell diagnostics.
+	OrwellLog string `json:"orwell_log"`
+
+	Socket string `json:"socket"`
+	// TamqSocket is where coordination-engine reaches tamq (equal to Socket for tamq).
+	TamqSocket string `json:"tamq_socket"`
+
+	// PolicyProfile and StateHubAPIBase are the environment's overrides, "" when unset.
+	PolicyProfile    string `json:"-"`
+	PolicyProfileVar string `json:"-"`
+	StateHubAPIBase  string `json:"-"`
+}
+
+// Resolve computes a program's paths from the environment (getenv is os.Getenv
+// outside tests).
+func Resolve(p Program, getenv func(string) string) (Paths, error) {
+	v, ok := programVars[p]
+	if !ok {
+		return Paths{}, errs.New(errs.Internal, "unknown program %q", p)
+	}
+	configHome, err := xdgDir(getenv, "XDG_CONFIG_HOME", ".config")
+	if err != nil {
+		return Paths{}, err
+	}
+	stateHome, err := xdgDir(getenv, "XDG_STATE_HOME", filepath.Join(".local", "state"))
+	if err != nil {
+		return Paths{}, err
+	}
+	runtimeDir := getenv("XDG_RUNTIME_DIR")
+	if !filepath.IsAbs(runtimeDir) {
+		runtimeDir = "/tmp"
+	}
+
+	out := Paths{
+		Program:          p,
+		ConfigFile:       filepath.Join(configHome, string(p), "config.toml"),
+		StateDir:         filepath.Join(stateHome, string(p)),
+		Socket:           filepath.Join(runtimeDir, string(p)+".sock"),
+		TamqSocket:       filepath.Join(runtimeDir, string(Tamq)+".sock"),
+		PolicyProfile:    getenv(v.profile),
+		PolicyProfileVar: v.profile,
+		StateHubAPIBase:  getenv(StateHubAPIBaseVar),
+	}
+	if f := getenv(v.config); f != "" {
+		if out.ConfigFile, err = absolute(v.config, f); err != nil {
+			return Paths{}, err
+		}
+		out.ConfigVar = v.config
+	}
+	if d := getenv(v.stateDir); d != "" {
+		if out.StateDir, err = absolute(v.stateDir, d); err != nil {
+			return Paths{}, err
+		}
+	}
+	if s := getenv(v.socket); s != "" {
+		if out.Socket, err = absolute(v.socket, s); err != nil {
+			return Paths{}, err
+		}
+	}
+	if s := getenv(programVars[Tamq].socket); s != "" {
+		if out.TamqSocket, err = absolute(programVars[Tamq].socket, s); err != nil {
+			return Paths{}, err
+		}
+	}
+	if p == Tamq {
+		out.TamqSocket = out.Socket
+	}
+	out.Database = filepath.Join(out.StateDir, databaseNames[p])
+	out.LogFile = filepath.Join(out.StateDir, string(p)+".log")
+	out.BackupDir = filepath.Join(out.StateDir, "backups")
+	out.LockFile = filepath.Join(out.StateDir, string(p)+".lock")
+	out.OrwellLog = filepath.Join(out.StateDir, "orwell.log")
+	return out, nil
+}
+
+// xdgDir follows the XDG base directory rule: a variable holding a relative path
+// is invalid and ignored, and the fallback is under $HOME.
+func xdgDir(getenv func(string) string, name, fallback string) (string, error) {
+	if d := getenv(name); filepath.IsAbs(d) {
+		return filepath.Clean(d), nil
+	}
+	home := getenv("HOME")
+	if home == "" {
+		return "", errs.New(errs.ConfigInvalid, "cannot locate the %s directory: neither %s nor HOME is set", fallback, name).
+			WithHint("set HOME, or %s to an absolute path", name)
+	}
+	return filepath.Join(home, fallback), nil
+}
+
+func absolute(name, value string) (string, error) {
+	abs, err := filepath.Abs(value)
+	if err != nil {
+		return "", errs.Wrap(errs.ConfigInvalid, err, "%s=%q", name, value)
+	}
+	return abs, nil
+}
+
+// EnsurePrivateDir creates dir (and missing parents) with mode 0700 when it does not
+// exist. An existing directory is left as the user made it; a non-directory there is
+// an error naming the path.
+func EnsurePrivateDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err == nil {
+		if !fi.IsDir() {
+			return errs.New(errs.Storage, "state directory %s exists but is not a directory", dir)
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return errs.Wrap(errs.Storage, err, "cannot use state directory %s", dir)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return errs.Wrap(errs.Storage, unwrapPath(err), "cannot create state directory %s", dir)
+	}
+	// MkdirAll honours the umask; make the leaf exactly 0700 whatever it was.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return errs.Wrap(errs.Storage, unwrapPath(err), "cannot set mode of %s", dir)
+	}
+	return nil
+}
+
+// unwrapPath drops the *PathError wrapper so messages name the path only once.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Path, pe.Err)
+	}
+	return err
+}

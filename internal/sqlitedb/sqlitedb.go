@@ -1,0 +1,355 @@
+// Package sqlitedb opens the SQLite databases of tamq and coordination-engine the one
+// way the storage rules allow: WAL, foreign keys, a busy timeout, a single writer
+// connection whose transactions are BEGIN IMMEDIATE, a read-only reader pool, private
+// file modes, and forward-only migrations recorded in PRAGMA user_version.
+package sqlitedb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+)
+
+// DefaultBusyTimeout is used when Options.BusyTimeout is not positive.
+const DefaultBusyTimeout = 5 * time.Second
+
+const (
+	// busy_timeout has already waited on every attempt; the retries are for the busy
+	// errors SQLite returns without calling its busy handler, which clear quickly.
+	busyAttempts = 5
+	busyBackoff  = 10 * time.Millisecond
+)
+
+// Options says which database to open and how.
+type Options struct {
+	Path        string
+	BackupDir   string        // where migrations put backups; default <dir of Path>/backups
+	BusyTimeout time.Duration // default DefaultBusyTimeout
+	Synchronous string        // "FULL" (default) or "NORMAL"
+	Migrations  []Migration
+	Now         func() time.Time    // names backups; default time.Now
+	Sleep       func(time.Duration) // backoff between busy retries; default time.Sleep
+}
+
+// DB is an open database: all writes go through Writer (one connection, so writes
+// never contend inside the process), all reads through Reader.
+type DB struct {
+	Writer     *sql.DB
+	Reader     *sql.DB
+	Path       string
+	BackupPath string // the backup Open made before migrating, if it made one
+
+	sleep func(time.Duration)
+}
+
+// Info describes a database file without opening it for writing.
+type Info struct {
+	Path                string `json:"path"`
+	Exists              bool   `json:"exists"`
+	SchemaVersion       int    `json:"schema_version"`
+	BinarySchemaVersion int    `json:"binary_schema_version"`
+	SizeBytes           int64  `json:"size_bytes"`
+	WALSizeBytes        int64  `json:"wal_size_bytes"`
+}
+
+// Open opens (creating if needed) the database at o.Path and applies pending
+// migrations. A database with a newer schema than o.Migrations know is refused
+// untouched.
+func Open(ctx context.Context, o Options) (*DB, error) {
+	if o.Path == "" {
+		return nil, errs.New(errs.Internal, "sqlitedb: no database path given")
+	}
+	path, err := filepath.Abs(o.Path)
+	if err != nil {
+		return nil, errs.Wrap(errs.Storage, err, "database path %s", o.Path)
+	}
+	if err := checkMigrations(o.Migrations); err != nil {
+		return nil, err
+	}
+	syncMode := strings.ToUpper(o.Synchronous)
+	switch syncMode {
+	case "":
+		syncMode = "FULL"
+	case "FULL", "NORMAL":
+	default:
+		return nil, errs.New(errs.ConfigInvalid, "invalid SQLite synchronous setting %q: want FULL or NORMAL", o.Synchronous)
+	}
+	busy := o.BusyTimeout
+	if busy <= 0 {
+		busy = DefaultBusyTimeout
+	}
+	backupDir := o.BackupDir
+	if backupDir == "" {
+		backupDir = filepath.Join(filepath.Dir(path), "backups")
+	}
+	now, sleep := o.Now, o.Sleep
+	if now == nil {
+		now = time.Now
+	}
+	if sleep == nil {
+		sleep = time.Sleep
+	}
+
+	dir := filepath.Dir(path)
+	if err := ensureDir(dir); err != nil {
+		return nil, errs.Wrap(errs.Storage, err, "state dir %s is not usable", dir)
+	}
+	if err := ensureFile(path); err != nil {
+		return nil, errs.Wrap(errs.Storage, err, "database file %s is not usable", path)
+	}
+
+	// Checked on a read-only connection before the writer opens: switching to WAL is
+	// itself a write, and a newer binary's database must be left exactly as it is.
+	latest := LatestVersion(o.Migrations)
+	v, err := readVersion(ctx, path, busy)
+	if err != nil {
+		return nil, err
+	}
+	if v > latest {
+		return nil, tooNew(path, v, latest)
+	}
+
+	pragmas := []string{
+		fmt.Sprintf("_pragma=busy_timeout(%d)", max(busy.Milliseconds(), 1)),
+		"_pragma=foreign_keys(1)",
+		"_pragma=synchronous(" + syncMode + ")",
+	}
+	writer, err := sql.Open("sqlite", dsn(path, append(pragmas, "_pragma=journal_mode(WAL)", "_txlock=immediate")...))
+	if err != nil {
+		return nil, errs.Wrap(errs.Storage, err, "open database %s", path)
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	db := &DB{Writer: writer, Path: path, sleep: sleep}
+
+	// PRAGMA journal_mode reports the old mode instead of failing when it cannot switch.
+	var mode string
+	if err := writer.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		writer.Close()
+		return nil, errs.Wrap(errs.Storage, err, "open database %s", path)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		writer.Close()
+		return nil, errs.New(errs.Storage, "database %s could not be switched to WAL mode (it is in %s mode)", path, mode)
+	}
+
+	if err := db.migrate(ctx, o.Migrations, backupDir, now); err != nil {
+		writer.Close()
+		return nil, err
+	}
+
+	// mode=ro as well as query_only: query_only is a pragma any statement could undo.
+	reader, err := sql.Open("sqlite", dsn(path, append([]string{"mode=ro"}, append(pragmas, "_pragma=query_only(1)")...)...))
+	if err != nil {
+		writer.Close()
+		return nil, errs.Wrap(errs.Storage, err, "open database %s", path)
+	}
+	if err := reader.PingContext(ctx); err != nil {
+		reader.Close()
+		writer.Close()
+		return nil, errs.Wrap(errs.Storage, err, "open database %s for reading", path)
+	}
+	db.Reader = reader
+	return db, nil
+}
+
+// WriteTx runs fn in one BEGIN IMMEDIATE transaction and commits it. When SQLite
+// reports the database busy or locked anywhere in it, the whole transaction is
+// rolled back and run again, a few times with backoff, so fn must do nothing but
+// database work through tx. An error returned by fn is returned unchanged.
+func (db *DB) WriteTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	var err error
+	for attempt := 1; ; attempt++ {
+		var fromFn bool
+		fromFn, err = db.writeOnce(ctx, fn)
+		if err == nil {
+			return nil
+		}
+		if !isBusy(err) {
+			if fromFn {
+				return err
+			}
+			return errs.Wrap(errs.Storage, err, "write to database %s", db.Path)
+		}
+		if attempt == busyAttempts {
+			break
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		db.sleep(busyBackoff << (attempt - 1))
+	}
+	return errs.Wrap(errs.Storage, err, "database %s stayed busy after %d attempts", db.Path, busyAttempts).
+		WithHint("another process may be holding a long write transaction on it")
+}
+
+func (db *DB) writeOnce(ctx context.Context, fn func(*sql.Tx) error) (fromFn bool, err error) {
+	tx, err := db.Writer.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	// A transaction left open would hold the only writer connection for good.
+	defer func() {
+		if p := recover(); p != nil {
+			_ = tx.Rollback()
+			panic(p)
+		}
+	}()
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return true, err
+	}
+	return false, tx.Commit()
+}
+
+// isBusy reports whether err is SQLite's busy or locked result, including the
+// extended codes (extended result codes are on in modernc.org/sqlite).
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return true
+	}
+	return false
+}
+
+// SchemaVersion returns PRAGMA user_version.
+func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	if err := db.Reader.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return 0, errs.Wrap(errs.Storage, err, "read schema version of %s", db.Path)
+	}
+	return v, nil
+}
+
+// Close closes the readers first so that the writer, closing last, checkpoints the WAL.
+func (db *DB) Close() error {
+	var rerr error
+	if db.Reader != nil {
+		rerr = db.Reader.Close()
+	}
+	return errors.Join(rerr, db.Writer.Close())
+}
+
+// Inspect reports on the database at path for db-version. It only reads: a missing
+// file or directory is reported, never created.
+func Inspect(path string, known int) (Info, error) {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	info := Info{Path: path, BinarySchemaVersion: known}
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return info, nil
+	}
+	if err != nil {
+		return info, errs.Wrap(errs.Storage, err, "database file %s is not usable", path)
+	}
+	if !fi.Mode().IsRegular() {
+		return info, errs.New(errs.Storage, "database file %s is not a regular file", path)
+	}
+	info.Exists = true
+	info.SizeBytes = fi.Size()
+	if info.SchemaVersion, err = readVersion(context.Background(), path, DefaultBusyTimeout); err != nil {
+		return info, err
+	}
+	wal, err := os.Stat(path + "-wal")
+	switch {
+	case err == nil:
+		info.WALSizeBytes = wal.Size()
+	case !errors.Is(err, fs.ErrNotExist):
+		return info, errs.Wrap(errs.Storage, err, "database WAL %s-wal is not usable", path)
+	}
+	return info, nil
+}
+
+func tooNew(path string, v, latest int) error {
+	return errs.New(errs.SchemaTooNew, "database %s has schema version %d, newer than this binary supports (%d); it was left untouched", path, v, latest).
+		WithHint("run a newer build of this program against it")
+}
+
+// readVersion reads user_version on a mode=ro connection, which can neither create
+// the file nor change it.
+func readVersion(ctx context.Context, path string, busy time.Duration) (int, error) {
+	db, err := sql.Open("sqlite", dsn(path, "mode=ro", fmt.Sprintf("_pragma=busy_timeout(%d)", max(busy.Milliseconds(), 1))))
+	if err != nil {
+		return 0, errs.Wrap(errs.Storage, err, "read schema version of %s", path)
+	}
+	defer db.Close()
+	var v int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return 0, errs.Wrap(errs.Storage, err, "read schema version of %s", path)
+	}
+	return v, nil
+}
+
+// dsn builds a file: URI, the form in which modernc.org/sqlite hands SQLite's own
+// parameters (mode=ro) through as well as its _pragma and _txlock ones.
+func dsn(path string, params ...string) string {
+	escaped := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
+	return "file:" + escaped + "?" + strings.Join(params, "&")
+}
+
+// ensureDir creates dir and any missing parents 0700, whatever the umask. A directory
+// that already exists keeps its mode: it is the user's.
+func ensureDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := ensureDir(filepath.Dir(dir)); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil // created meanwhile by someone else; theirs to set
+		}
+		return err
+	}
+	return os.Chmod(dir, 0o700)
+}
+
+// ensureFile creates the database file 0600 whatever the umask, so that SQLite,
+// which gives -wal and -shm the mode of the database file, creates those 0600 too.
+func ensureFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		return errors.Join(f.Chmod(0o600), f.Close())
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	f, err = os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", path)
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+// Package store is tamq's SQLite adapter: the schema of the durable message queue
+// and, as later work adds them, the queries behind each state transition.
+package store
+
+import "github.com/tmux-amq/tamq/internal/sqlitedb"
+
+// Times are INTEGER Unix milliseconds (UTC): they sort, compare and index
+// cheaply; ids are time-ordered UUIDv7 strings, which break ties within a
+// millisecond. Message bodies are stored here and nowhere else (spec section 9.1:
+// they stay local unless explicitly exported); receipts never hold them.
+const schemaV1 = `
+CREATE TABLE endpoints (
+	id               TEXT PRIMARY KEY,           -- tmux-amq-<tmux server pid>
+	tmux_socket      TEXT NOT NULL,              -- path of the tmux server's socket
+	tmux_server_pid  INTEGER NOT NULL,
+	session_name     TEXT NOT NULL,
+	state            TEXT NOT NULL CHECK (state IN ('connected', 'disconnected')),
+	coordination_endpoint_id TEXT,               -- granted by coordination-engine at attach
+	protocol_version TEXT,                       -- negotiated at attach
+	created_at       INTEGER NOT NULL,
+	updated_at       INTEGER NOT NULL
+) STRICT;
+
+-- Within an endpoint a repo slug maps to exactly one window.
+CREATE TABLE windows (
+	endpoint_id TEXT NOT NULL REFERENCES endpoints(id),
+	repo        TEXT NOT NULL,
+	repo_path   TEXT NOT NULL,
+	window_id   TEXT,                           -- tmux @N
+	pane_id     TEXT,                           -- tmux %N
+	mode        TEXT NOT NULL CHECK (mode IN ('trigger', 'manual')),
+	command     TEXT,                           -- the agent command; NULL runs the user's shell
+	created_at  INTEGER NOT NULL,
+	updated_at  INTEGER NOT NULL,
+	PRIMARY KEY (endpoint_id, repo)
+) STRICT;
+
+CREATE TABLE batches (
+	id         TEXT PRIMARY KEY,
+	kind       TEXT NOT NULL CHECK (kind IN ('send', 'worker', 'wake', 'replay')),
+	source     TEXT,                            -- replay: the file replayed
+	created_at INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE messages (
+	id               TEXT PRIMARY KEY,          -- local message id (UUIDv7)
+	batch_id         TEXT NOT NULL REFERENCES batches(id),
+	endpoint_id      TEXT REFERENCES endpoints(id), -- the endpoint it is bound to
+	coordination_endpoint_id TEXT,
+	sender           TEXT NOT NULL,             -- repo slug, or the operator label
+	sender_kind      TEXT NOT NULL CHECK (sender_kind IN ('worker', 'operator', 'coordination', 'replay')),
+	target_repo      TEXT NOT NULL,
+	body             TEXT NOT NULL CHECK (length(CAST(body AS BLOB)) <= 8192),
+	ack_mode         TEXT NOT NULL CHECK (ack_mode IN ('injected', 'acknowledged')),
+	state            TEXT NOT NULL CHECK (state IN ('queued', 'delivering', 'injected', 'awaiting_ack', 'acknowledged', 'failed')),
+	attempts         INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+	max_attempts     INTEGER NOT NULL CHECK (max_attempts BETWEEN 0 AND 9),
+	idempotency_key  TEXT,                      -- wakes: the coordination lease id
+	request_hash     TEXT,                      -- detects an idempotency key reused for another request
+	correlation_id   TEXT,                      -- wakes: the trigger revision
+	replay_of        TEXT,                      -- the original message id of a replayed message
+	policy_profile   TEXT NOT NULL,             -- name@version in force when accepted
+	config_version   TEXT NOT NULL,             -- effective config version when accepted
+	created_at       INTEGER NOT NULL,
+	updated_at       INTEGER NOT NULL,
+	next_attempt_at  INTEGER,                   -- when a queued message may be claimed
+	ack_deadline_at  INTEGER,                   -- awaiting_ack: redeliver after this
+	injected_at      INTEGER,                   -- when the bytes were last written
+	acked_at         INTEGER,
+	failed_at        INTEGER,
+	last_error       TEXT                       -- sanitized: never terminal output or body text
+) STRICT;
+CREATE UNIQUE INDEX messages_idempotency_key ON messages(idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE INDEX messages_due ON messages(state, next_attempt_at);
+CREATE INDEX messages_created ON messages(created_at, id);
+CREATE INDEX messages_target ON messages(target_repo, created_at);
+CREATE INDEX messages_sender ON messages(sender, created_at);
+CREATE INDEX messages_batch ON messages(batch_id);
+
+-- A claim for delivery is a local lease with an expiry: a crash mid-delivery
+-- leaves the row, and the same message id is delivered again after restart.
+CREATE TABLE delivery_leases (
+	message_id  TEXT PRIMARY KEY REFERENCES messages(id),
+	lease_id    TEXT NOT NULL UNIQUE,
+	attempt     INTEGER NOT NULL CHECK (attempt >= 1),
+	holder      TEXT NOT NULL,                  -- the service instance or broker writing it
+	acquired_at INTEGER NOT NULL,
+	expires_at  INTEGER NOT NULL
+) STRICT;
+CREATE INDEX delivery_leases_expiry ON delivery_leases(expires_at);
+
+-- Sanitized audit receipts: ids, states, reasons, counts; never bodies,
+-- prompts, credentials or terminal output. projected_at is set once State Hub
+-- has them; NULL means pending.
+CREATE TABLE receipts (
+	id                       INTEGER PRIMARY KEY AUTOINCREMENT,
+	at                       INTEGER NOT NULL,
+	kind                     TEXT NOT NULL,     -- e.g. message.transition, service.shutdown, auth.refused
+	subject_id               TEXT,              -- message, endpoint or purge id
+	status                   TEXT NOT NULL,
+	reason                   TEXT,
+	attempt                  INTEGER,
+	next_retry_at            INTEGER,
+	endpoint_id              TEXT,
+	coordination_endpoint_id TEXT,
+	policy_profile           TEXT,
+	config_version           TEXT,
+	detail                   TEXT,              -- sanitized JSON object
+	projected_at             INTEGER
+) STRICT;
+CREATE INDEX receipts_pending ON receipts(id) WHERE projected_at IS NULL;
+CREATE INDEX receipts_subject ON receipts(subject_id, id);
+`
+
+// Migrations is tamq's schema history; append, never edit a released entry.
+var Migrations = []sqlitedb.Migration{
+	{Version: 1, Name: "messages, delivery leases, endpoints, windows, receipts", TouchesData: true, SQL: schemaV1},
+}

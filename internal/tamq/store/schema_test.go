@@ -1,0 +1,87 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
+)
+
+func setup(t *testing.T) *sqlitedb.DB {
+	t.Helper()
+	db, err := sqlitedb.Open(context.Background(), sqlitedb.Options{
+		Path: filepath.Join(t.TempDir(), "tamq.sqlite3"), Migrations: Migrations,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func exec(t *testing.T, db *sqlitedb.DB, q string, args ...any) error {
+	t.Helper()
+	return db.WriteTx(context.Background(), func(tx *sql.Tx) error {
+		_, err := tx.Exec(q, args...)
+		return err
+	})
+}
+
+const insertMessage = `INSERT INTO messages (id, batch_id, sender, sender_kind, target_repo, body, ack_mode, state,
+	max_attempts, idempotency_key, policy_profile, config_version, created_at, updated_at)
+	VALUES (?, 'b1', 'operator', 'operator', 'net-kingdom', ?, 'injected', ?, 4, ?, 'default@1', 'cfg', 1, 1)`
+
+func TestSchemaConstraints(t *testing.T) {
+	t.Parallel()
+	db := setup(t)
+	if v, err := db.SchemaVersion(context.Background()); err != nil || v != sqlitedb.LatestVersion(Migrations) {
+		t.Fatalf("schema version %d, %v", v, err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(exec(t, db, `INSERT INTO batches (id, kind, created_at) VALUES ('b1', 'send', 1)`))
+	must(exec(t, db, insertMessage, "m1", "hello", "queued", "k1"))
+	must(exec(t, db, insertMessage, "m2", strings.Repeat("é", 4096), "queued", nil)) // exactly 8 KiB of UTF-8
+
+	refused := []struct {
+		name string
+		q    string
+		args []any
+	}{
+		{"body over 8 KiB", insertMessage, []any{"m3", strings.Repeat("x", 8193), "queued", nil}},
+		{"unknown state", insertMessage, []any{"m4", "x", "lost", nil}},
+		{"reused idempotency key", insertMessage, []any{"m5", "x", "queued", "k1"}},
+		{"duplicate id", insertMessage, []any{"m1", "x", "queued", nil}},
+		{"unknown batch", `INSERT INTO messages (id, batch_id, sender, sender_kind, target_repo, body, ack_mode, state,
+			max_attempts, policy_profile, config_version, created_at, updated_at)
+			VALUES ('m6', 'nope', 'o', 'operator', 'r', 'x', 'injected', 'queued', 4, 'p', 'c', 1, 1)`, nil},
+		{"lease for unknown message", `INSERT INTO delivery_leases (message_id, lease_id, attempt, holder, acquired_at, expires_at)
+			VALUES ('ghost', 'l1', 1, 'svc', 1, 2)`, nil},
+		{"second lease on a message", `INSERT INTO delivery_leases (message_id, lease_id, attempt, holder, acquired_at, expires_at)
+			VALUES ('m1', 'l1', 1, 'svc', 1, 2), ('m1', 'l2', 1, 'svc', 1, 2)`, nil},
+		{"attempts above 9", `INSERT INTO messages (id, batch_id, sender, sender_kind, target_repo, body, ack_mode, state,
+			max_attempts, policy_profile, config_version, created_at, updated_at)
+			VALUES ('m7', 'b1', 'o', 'operator', 'r', 'x', 'injected', 'queued', 10, 'p', 'c', 1, 1)`, nil},
+		{"window mode", `INSERT INTO endpoints (id, tmux_socket, tmux_server_pid, session_name, state, created_at, updated_at)
+			VALUES ('tmux-amq-1', '/s', 1, 's', 'connected', 1, 1);
+			INSERT INTO windows (endpoint_id, repo, repo_path, mode, created_at, updated_at)
+			VALUES ('tmux-amq-1', 'r', '/p', 'auto', 1, 1)`, nil},
+		{"text in an integer column", `UPDATE messages SET attempts = 'many' WHERE id = 'm1'`, nil},
+	}
+	for _, r := range refused {
+		if err := exec(t, db, r.q, r.args...); err == nil {
+			t.Errorf("%s: accepted", r.name)
+		}
+	}
+	var n int
+	if err := db.Reader.QueryRow(`SELECT count(*) FROM messages`).Scan(&n); err != nil || n != 2 {
+		t.Errorf("messages = %d, %v; a refused statement left rows behind", n, err)
+	}
+}
