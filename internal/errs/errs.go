@@ -30,6 +30,10 @@ const (
 	BadRequest     Code = "bad_request" // malformed protocol frame or arguments
 	Incompatible   Code = "incompatible_protocol"
 	Timeout        Code = "timeout"
+	FrameTooLarge  Code = "frame_too_large" // a protocol frame over the 64 KiB limit
+	UnknownOp      Code = "unknown_op"      // a protocol operation the service does not have
+	ShuttingDown   Code = "shutting_down"   // the service is stopping and takes no new work
+	AlreadyRunning Code = "already_running" // another service holds the state dir or listens on the socket
 )
 
 // exitStatus is the one table from codes to process exit statuses. 0 is success,
@@ -52,6 +56,10 @@ var exitStatus = map[Code]int{
 	BadRequest:     15,
 	Incompatible:   16,
 	Timeout:        17,
+	FrameTooLarge:  18,
+	UnknownOp:      19,
+	ShuttingDown:   20,
+	AlreadyRunning: 21,
 }
 
 // Codes lists every code in exit-status order, for documentation and tests.

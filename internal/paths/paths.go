@@ -47,6 +47,8 @@ type Paths struct {
 	LogFile   string `json:"log_file"`
 	BackupDir string `json:"backup_dir"`
 	LockFile  string `json:"lock_file"`
+	// StartLockFile serializes concurrent starts of the service.
+	StartLockFile string `json:"start_lock_file"`
 	// OrwellLog is the separate 0600 sink of --orwell diagnostics.
 	OrwellLog string `json:"orwell_log"`
 
@@ -118,6 +120,7 @@ func Resolve(p Program, getenv func(string) string) (Paths, error) {
 	out.LogFile = filepath.Join(out.StateDir, string(p)+".log")
 	out.BackupDir = filepath.Join(out.StateDir, "backups")
 	out.LockFile = filepath.Join(out.StateDir, string(p)+".lock")
+	out.StartLockFile = filepath.Join(out.StateDir, "start.lock")
 	out.OrwellLog = filepath.Join(out.StateDir, "orwell.log")
 	return out, nil
 }

@@ -25,9 +25,11 @@ func TestResolveDefaults(t *testing.T) {
 		LogFile:    "/home/u/.local/state/tamq/tamq.log",
 		BackupDir:  "/home/u/.local/state/tamq/backups",
 		LockFile:   "/home/u/.local/state/tamq/tamq.lock",
-		OrwellLog:  "/home/u/.local/state/tamq/orwell.log",
-		Socket:     "/tmp/tamq.sock",
-		TamqSocket: "/tmp/tamq.sock",
+
+		StartLockFile: "/home/u/.local/state/tamq/start.lock",
+		OrwellLog:     "/home/u/.local/state/tamq/orwell.log",
+		Socket:        "/tmp/tamq.sock",
+		TamqSocket:    "/tmp/tamq.sock",
 
 		PolicyProfileVar: "TAMQ_POLICY_PROFILE",
 	}

@@ -353,3 +353,30 @@ func ensureFile(path string) error {
 	}
 	return nil
 }
+
+// OpenReadOnly opens an existing database for reading only (status while the
+// service is down). It never creates or changes the file; a missing file is
+// errs.NotFound, a newer schema than known is errs.SchemaTooNew.
+func OpenReadOnly(ctx context.Context, path string, known int, busy time.Duration) (*sql.DB, error) {
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, errs.New(errs.NotFound, "database %s does not exist yet", path)
+		}
+		return nil, errs.Wrap(errs.Storage, err, "database file %s is not usable", path)
+	}
+	if busy <= 0 {
+		busy = DefaultBusyTimeout
+	}
+	v, err := readVersion(ctx, path, busy)
+	if err != nil {
+		return nil, err
+	}
+	if v > known {
+		return nil, tooNew(path, v, known)
+	}
+	db, err := sql.Open("sqlite", dsn(path, "mode=ro", fmt.Sprintf("_pragma=busy_timeout(%d)", busy.Milliseconds()), "_pragma=query_only(1)"))
+	if err != nil {
+		return nil, errs.Wrap(errs.Storage, err, "open %s read-only", path)
+	}
+	return db, nil
+}

@@ -23,6 +23,13 @@ func NewRoot(a *sharedcli.App) *cobra.Command {
 	root.Long = `tamq opens one tmux window per gita-registered repository, keeps a durable
 SQLite message queue, and delivers 'To:<repo>: text' messages between the agents
 in those windows. It works on its own; coordination-engine wakes agents through it.`
+	root.AddCommand(
+		newServeCmd(a),
+		newStartCmd(a),
+		newStopCmd(a),
+		newPingCmd(a),
+		newStatusCmd(a),
+	)
 	return root
 }
 

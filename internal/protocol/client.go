@@ -1,0 +1,116 @@
+package protocol
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+)
+
+// Client calls the service, opening a new connection per call as the spec asks
+// (recovery after a restart then never depends on a connection's state).
+type Client struct {
+	Socket string
+	// Service names the service in messages ("tamq").
+	Service string
+	// Timeout bounds one call, dial included; zero means 30 s.
+	Timeout time.Duration
+}
+
+// Call sends op with args and decodes the result into result (which may be nil).
+func (c *Client) Call(ctx context.Context, op string, args, result any) error {
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.Socket)
+	if err != nil {
+		return c.dialError(err)
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	req := Request{Proto: Version, Op: op, ID: newID()}
+	if args != nil {
+		if req.Args, err = json.Marshal(args); err != nil {
+			return errs.Wrap(errs.Internal, err, "encode %s arguments", op)
+		}
+	}
+	frame, err := EncodeFrame(req)
+	if err != nil {
+		return err
+	}
+	if _, err := conn.Write(frame); err != nil {
+		return c.connError(op, err)
+	}
+	line, err := NewFrameReader(conn).Next()
+	if err != nil {
+		return c.connError(op, err)
+	}
+	var resp Response
+	if err := json.Unmarshal(line, &resp); err != nil {
+		return errs.Wrap(errs.BadRequest, err, "malformed response from %s", c.name())
+	}
+	if !resp.OK {
+		if resp.Error == nil {
+			return errs.New(errs.Internal, "%s answered %s with neither result nor error", c.name(), op)
+		}
+		return resp.Error.AsError()
+	}
+	if result != nil && len(resp.Result) > 0 {
+		if err := json.Unmarshal(resp.Result, result); err != nil {
+			return errs.Wrap(errs.BadRequest, err, "malformed %s result from %s", op, c.name())
+		}
+	}
+	return nil
+}
+
+func (c *Client) name() string {
+	if c.Service == "" {
+		return "the service"
+	}
+	return c.Service
+}
+
+func (c *Client) dialError(err error) error {
+	switch {
+	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ECONNREFUSED):
+		return errs.New(errs.Unavailable, "the %s service is not running (nothing listens on %s)", c.name(), c.Socket).
+			WithHint("start it with `%s start --detach`", c.name())
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return errs.New(errs.PermissionDeny, "cannot connect to %s: permission denied", c.Socket).
+			WithHint("the socket belongs to another user; set TAMQ_SOCKET to your own")
+	case errors.Is(err, context.DeadlineExceeded):
+		return errs.New(errs.Timeout, "timed out connecting to %s on %s", c.name(), c.Socket)
+	}
+	return errs.Wrap(errs.Unavailable, err, "cannot connect to %s on %s", c.name(), c.Socket)
+}
+
+func (c *Client) connError(op string, err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return errs.New(errs.Timeout, "%s did not answer %s in time", c.name(), op)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return errs.New(errs.Unavailable, "%s closed the connection during %s", c.name(), op)
+	}
+	return errs.Wrap(errs.Unavailable, err, "talking to %s", c.name())
+}
+
+// newID returns a random request id; it only pairs a response with its request.
+func newID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,77 @@
+package protocol
+
+import "time"
+
+// StatusReport is the result of the status op and the document `tamq status
+// --json` prints (docs/status.md). Sections are separate so one unhealthy part
+// does not hide the others.
+type StatusReport struct {
+	Healthy  bool           `json:"healthy"`
+	Service  ServiceStatus  `json:"service"`
+	SQLite   SQLiteStatus   `json:"sqlite"`
+	Registry RegistryStatus `json:"registry"`
+	StateHub StateHubStatus `json:"statehub"`
+	Queue    QueueStatus    `json:"queue"`
+	Leases   LeaseStatus    `json:"leases"`
+}
+
+// ServiceStatus is the process and its socket.
+type ServiceStatus struct {
+	Running       bool       `json:"running"`
+	PID           int        `json:"pid,omitempty"`
+	StartedAt     *time.Time `json:"started_at,omitempty"`
+	UptimeSeconds float64    `json:"uptime_seconds,omitempty"`
+	ServerVersion string     `json:"server_version,omitempty"`
+	Proto         string     `json:"proto,omitempty"`
+	Socket        string     `json:"socket"`
+	LogFile       string     `json:"log_file"`
+	Orwell        bool       `json:"orwell"`
+	PolicyProfile string     `json:"policy_profile,omitempty"`
+	ConfigVersion string     `json:"config_version,omitempty"`
+	Error         string     `json:"error,omitempty"`
+}
+
+// SQLiteStatus is the database file.
+type SQLiteStatus struct {
+	Path                string `json:"path"`
+	Exists              bool   `json:"exists"`
+	SchemaVersion       int    `json:"schema_version"`
+	BinarySchemaVersion int    `json:"binary_schema_version"`
+	SizeBytes           int64  `json:"size_bytes"`
+	WALSizeBytes        int64  `json:"wal_size_bytes"`
+	Error               string `json:"error,omitempty"`
+}
+
+// RegistryStatus is the gita registry.
+type RegistryStatus struct {
+	Path              string `json:"path"`
+	Readable          bool   `json:"readable"`
+	RepoCount         int    `json:"repo_count"`
+	UnregisteredCount int    `json:"unregistered_count"`
+	Error             string `json:"error,omitempty"`
+}
+
+// StateHubStatus is the State Hub connection. tamq works without it.
+type StateHubStatus struct {
+	APIBase               string `json:"api_base"`
+	Reachable             bool   `json:"reachable"`
+	CredentialsConfigured bool   `json:"credentials_configured"`
+	PendingProjections    int    `json:"pending_projections"`
+	Error                 string `json:"error,omitempty"`
+}
+
+// QueueStatus counts messages by state.
+type QueueStatus struct {
+	Counts          map[string]int `json:"counts"`
+	OldestPendingAt *time.Time     `json:"oldest_pending_at,omitempty"`
+	HistoryMessages int            `json:"history_messages"`
+	HistoryBytes    int64          `json:"history_bytes"`
+	Error           string         `json:"error,omitempty"`
+}
+
+// LeaseStatus counts local delivery leases (claims of messages being written).
+type LeaseStatus struct {
+	ActiveDeliveryLeases  int    `json:"active_delivery_leases"`
+	ExpiredDeliveryLeases int    `json:"expired_delivery_leases"`
+	Error                 string `json:"error,omitempty"`
+}

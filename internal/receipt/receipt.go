@@ -1,0 +1,88 @@
+// Package receipt is the model of the sanitized audit receipts both programs
+// write for every transition (spec section 7): identifiers, states, reasons,
+// timestamps and counts, never message bodies, prompts, credentials or
+// terminal output.
+package receipt
+
+import (
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Receipt is one audit record.
+type Receipt struct {
+	At                     time.Time
+	Kind                   string // e.g. "service.start", "message.transition"
+	SubjectID              string // the message, endpoint or other id it is about
+	Status                 string
+	Reason                 string
+	Attempt                int // 0 when not applicable
+	NextRetryAt            time.Time
+	EndpointID             string
+	CoordinationEndpointID string
+	PolicyProfile          string // name@version
+	ConfigVersion          string
+	Detail                 map[string]any
+}
+
+// Kinds written by tamq's service.
+const (
+	KindServiceStart    = "service.start"
+	KindServiceShutdown = "service.shutdown"
+	KindAuthRefused     = "auth.refused"
+)
+
+// forbidden are detail keys that could carry content rather than metadata.
+var forbidden = []string{"body", "text", "prompt", "token", "secret", "password", "credential", "output", "payload", "key"}
+
+// maxValue bounds a detail string: identifiers and reasons are short.
+const maxValue = 200
+
+// Sanitize returns a copy of detail safe to store and project: keys that name
+// content are dropped, strings are stripped of control characters and cut
+// short, and only strings, numbers and booleans are kept.
+func Sanitize(detail map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range detail {
+		if isForbidden(k) {
+			continue
+		}
+		switch x := v.(type) {
+		case string:
+			out[k] = clean(x)
+		case bool, int, int32, int64, uint32, uint64, float64:
+			out[k] = x
+		}
+	}
+	return out
+}
+
+func isForbidden(key string) bool {
+	k := strings.ToLower(key)
+	for _, f := range forbidden {
+		if strings.Contains(k, f) {
+			return true
+		}
+	}
+	return false
+}
+
+func clean(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, s)
+	if len(s) > maxValue {
+		cut := maxValue
+		for cut > 0 && !utf8Start(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

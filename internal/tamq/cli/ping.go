@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+
+	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+)
+
+type pingRecord struct {
+	protocol.PingResult
+	RoundTripMS float64 `json:"round_trip_ms"`
+}
+
+func newPingCmd(a *sharedcli.App) *cobra.Command {
+	return &cobra.Command{
+		Use:   "ping",
+		Short: "Check that the service answers",
+		Long: `One round trip over the Unix socket. Exit status 0 when the service answers,
+non-zero (8, unavailable) with a message on stderr when it does not.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// Only the socket path is needed: no config is read, so ping stays cheap.
+			p, err := a.Paths()
+			if err != nil {
+				return err
+			}
+			start := time.Now()
+			res, err := daemon.Ping(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			rtt := float64(time.Since(start).Microseconds()) / 1000
+			if a.JSON {
+				return a.PrintJSON(pingRecord{PingResult: res, RoundTripMS: rtt})
+			}
+			if !a.Quiet {
+				a.Printf("tamq is alive (pid %d, version %s, protocol %s, %.2f ms)\n", res.PID, res.ServerVersion, res.Proto, rtt)
+			}
+			return nil
+		},
+	}
+}

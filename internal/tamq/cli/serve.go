@@ -1,0 +1,140 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/policy"
+	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/tamq/service"
+)
+
+// serviceFlags are the flags of serve and start that shape the service.
+type serviceFlags struct {
+	orwell   bool
+	notifyFD int
+}
+
+func (f *serviceFlags) register(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.orwell, "orwell", false,
+		"UNSAFE diagnostics: also log message bodies and other omitted fields to a private local file (needs a policy profile that allows orwell_diagnostics)")
+}
+
+func newServeCmd(a *sharedcli.App) *cobra.Command {
+	var f serviceFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the service in the foreground, logging to stderr",
+		Long: `Run tamq's service in the foreground: it owns the message database and listens
+on the Unix socket (mode 0600, same user only). It logs to stderr and stops on
+SIGTERM or SIGINT within the configured grace period, keeping queues for the next
+start. Use 'tamq start --detach' to run it in the background.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runService(cmd.Context(), a, f, a.Err)
+		},
+	}
+	f.register(cmd)
+	// Set by `start --detach` for the child it spawns.
+	cmd.Flags().IntVar(&f.notifyFD, "notify-fd", 0, "report readiness on this descriptor")
+	cmd.Flags().MarkHidden("notify-fd")
+	return cmd
+}
+
+// runService runs the service until a signal or a stop request.
+func runService(ctx context.Context, a *sharedcli.App, f serviceFlags, stderr io.Writer) (err error) {
+	detached := f.notifyFD > 0
+	notified := false
+	// A detached start waits for exactly one report: ready, or why not.
+	notify := func(startErr error) {
+		if detached && !notified {
+			notified = true
+			daemon.NotifyReady(f.notifyFD, startErr)
+		}
+	}
+	defer func() { notify(err) }()
+	p, err := a.Paths()
+	if err != nil {
+		return err
+	}
+	cfg, err := a.Config()
+	if err != nil {
+		return err
+	}
+	var orwell io.WriteCloser
+	if f.orwell {
+		if orwell, err = openOrwell(a, p, cfg.Policy.Profile, cfg.ActiveProfile(), cfg.ProfileRef()); err != nil {
+			return err
+		}
+		defer orwell.Close()
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case sig := <-sigs:
+			cancel(fmt.Errorf("%s", signalName(sig)))
+		case <-ctx.Done():
+		}
+	}()
+
+	opts := service.Options{
+		Paths: p, Config: cfg, Registry: a.Registry, Log: a.Logger(),
+		Notices: stderr, Detached: detached,
+	}
+	if orwell != nil {
+		opts.Orwell = orwell
+	}
+	svc, err := service.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	notify(nil)
+	return svc.Run(ctx)
+}
+
+func signalName(sig os.Signal) string {
+	switch sig {
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGINT:
+		return "SIGINT"
+	}
+	return sig.String()
+}
+
+// openOrwell checks that policy allows --orwell, warns, and opens the private
+// sink. Orwell output goes only there: never to the log, never to State Hub.
+func openOrwell(a *sharedcli.App, p paths.Paths, name string, prof policy.Profile, ref string) (io.WriteCloser, error) {
+	if !prof.Allows(policy.OrwellDiagnostics) {
+		return nil, errs.New(errs.PolicyRefused, "--orwell is refused by policy profile %s", ref).
+			WithHint("it needs a non-production profile whose allow list has %q (profile %q has not)", policy.OrwellDiagnostics, name)
+	}
+	if err := paths.EnsurePrivateDir(p.StateDir); err != nil {
+		return nil, err
+	}
+	sink, err := os.OpenFile(p.OrwellLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, errs.Wrap(errs.Storage, err, "cannot open the orwell sink")
+	}
+	if err := sink.Chmod(0o600); err != nil {
+		sink.Close()
+		return nil, errs.Wrap(errs.Storage, err, "cannot make %s private", p.OrwellLog)
+	}
+	fmt.Fprintf(a.Err, "%[1]s: WARNING: --orwell is on. Message bodies and other fields that are normally\n"+
+		"%[1]s: WARNING: omitted are written to %[2]s (mode 0600).\n"+
+		"%[1]s: WARNING: Not for production use; delete that file after diagnosis.\n", a.Name(), p.OrwellLog)
+	return sink, nil
+}

@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/tamq/status"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
+)
+
+func newStatusCmd(a *sharedcli.App) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Show the health of the service, database, registry, State Hub, queue and leases",
+		Long: `Show tamq's health in separate sections: process and socket, SQLite, the gita
+registry, State Hub, the queue and delivery leases. When the service is down,
+status reports what it can read locally and says so. The exit status is 0 when
+healthy, else the status of the first problem (8 when the service is down).
+--json prints the document described in docs/status.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := a.Paths()
+			if err != nil {
+				return err
+			}
+			cfg, err := a.Config()
+			if err != nil {
+				return err
+			}
+			var r protocol.StatusReport
+			callErr := daemon.Client(p, 10*time.Second).Call(cmd.Context(), protocol.OpStatus, nil, &r)
+			if callErr != nil {
+				if !errs.Is(callErr, errs.Unavailable) {
+					return callErr
+				}
+				r = status.Collect(cmd.Context(), status.Sources{
+					Paths: p, Config: cfg, Registry: a.Registry, Migrations: store.Migrations, Now: a.Now(),
+				})
+				r.Service.PolicyProfile, r.Service.ConfigVersion = cfg.ProfileRef(), cfg.Version
+			}
+			problem := status.Judge(&r)
+			if a.JSON {
+				if err := a.PrintJSON(r); err != nil {
+					return err
+				}
+			} else {
+				printStatus(a, r)
+			}
+			return problem
+		},
+	}
+}
+
+func printStatus(a *sharedcli.App, r protocol.StatusReport) {
+	tw := tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
+	line := func(section, format string, args ...any) {
+		fmt.Fprintf(tw, "%s\t%s\n", section, fmt.Sprintf(format, args...))
+	}
+	health := "healthy"
+	if !r.Healthy {
+		health = "UNHEALTHY"
+	}
+	line("tamq", "%s", health)
+	s := r.Service
+	if s.Running {
+		line("service", "running, pid %d, up %s, version %s, protocol %s", s.PID,
+			time.Duration(s.UptimeSeconds*float64(time.Second)).Round(time.Second), s.ServerVersion, s.Proto)
+		if s.Orwell {
+			line("", "ORWELL diagnostics on")
+		}
+	} else {
+		line("service", "NOT RUNNING (start it with `tamq start --detach`)")
+	}
+	line("", "socket %s", s.Socket)
+	line("", "policy %s, config %s", s.PolicyProfile, s.ConfigVersion)
+
+	q := r.SQLite
+	switch {
+	case q.Error != "":
+		line("sqlite", "ERROR %s", q.Error)
+	case !q.Exists:
+		line("sqlite", "%s (not created yet)", q.Path)
+	default:
+		line("sqlite", "%s, schema %d, %s, WAL %s", q.Path, q.SchemaVersion, bytesText(q.SizeBytes), bytesText(q.WALSizeBytes))
+	}
+
+	g := r.Registry
+	if g.Error != "" {
+		line("registry", "ERROR %s", g.Error)
+	} else {
+		line("registry", "%s, %d repos", g.Path, g.RepoCount)
+		if g.UnregisteredCount > 0 {
+			line("", "%d rows are not git repositories (see `tamq repos --all`)", g.UnregisteredCount)
+		}
+	}
+
+	h := r.StateHub
+	reach := "reachable"
+	if !h.Reachable {
+		reach = "not reachable"
+	}
+	creds := "credentials configured"
+	if !h.CredentialsConfigured {
+		creds = "no credentials configured"
+	}
+	line("statehub", "%s, %s, %s, %d projections pending", h.APIBase, reach, creds, h.PendingProjections)
+
+	if r.Queue.Error != "" {
+		line("queue", "ERROR %s", r.Queue.Error)
+	} else {
+		var parts []string
+		for _, st := range store.MessageStates {
+			parts = append(parts, fmt.Sprintf("%s %d", st, r.Queue.Counts[st]))
+		}
+		line("queue", "%s", strings.Join(parts, ", "))
+		if r.Queue.OldestPendingAt != nil {
+			line("", "oldest pending since %s", r.Queue.OldestPendingAt.Local().Format(time.DateTime))
+		}
+		line("", "history %d messages, %s", r.Queue.HistoryMessages, bytesText(r.Queue.HistoryBytes))
+	}
+	line("leases", "%d active delivery leases, %d expired", r.Leases.ActiveDeliveryLeases, r.Leases.ExpiredDeliveryLeases)
+	tw.Flush()
+}
+
+func bytesText(n int64) string {
+	switch {
+	case n >= 1000*1000:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	case n >= 1000:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,295 @@
+// Package service is tamq's daemon: it owns the database, listens on the
+// Unix socket, answers the protocol's operations and shuts down cleanly.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/buildinfo"
+	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/lockfile"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/receipt"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/tamq/status"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
+)
+
+// IdleTimeout closes a client connection that sends nothing for this long.
+const IdleTimeout = 30 * time.Second
+
+// Options configure a service.
+type Options struct {
+	Paths    paths.Paths
+	Config   *config.Loaded
+	Registry func() (*gita.Registry, error)
+	Log      *slog.Logger
+	Now      func() time.Time
+	// Notices receives what the operator must see at start (the history
+	// advisory); stderr in practice.
+	Notices io.Writer
+	// Orwell, when set, receives every protocol frame in full (--orwell).
+	Orwell   io.Writer
+	Detached bool
+}
+
+// Service is a running tamq service.
+type Service struct {
+	opts      Options
+	log       *slog.Logger
+	lock      *lockfile.Lock
+	db        *sqlitedb.DB
+	store     *store.Store
+	ln        *protocol.Listener
+	server    *protocol.Server
+	startedAt time.Time
+
+	stopOnce sync.Once
+	stopped  chan struct{}
+}
+
+// Start brings the service up to the point where it accepts connections. The
+// order matters: every check that can fail runs before the database is
+// opened, so a failed start leaves existing data untouched; the socket is
+// bound last, so nobody reaches a half-started service.
+func Start(ctx context.Context, o Options) (*Service, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{opts: o, log: o.Log, stopped: make(chan struct{})}
+	if err := paths.EnsurePrivateDir(o.Paths.StateDir); err != nil {
+		return nil, err
+	}
+	if err := protocol.CheckSocketPath(o.Paths.Socket); err != nil {
+		return nil, err
+	}
+	lock, err := lockfile.TryLock(o.Paths.LockFile)
+	if errors.Is(err, lockfile.ErrHeld) {
+		return nil, errs.New(errs.AlreadyRunning, "another tamq service (pid %d) already uses %s", lockfile.HolderPID(o.Paths.LockFile), o.Paths.StateDir).
+			WithHint("see `tamq status`; stop it with `tamq stop`")
+	}
+	if err != nil {
+		return nil, errs.Wrap(errs.Storage, err, "cannot start: state dir %s", o.Paths.StateDir)
+	}
+	s.lock = lock
+	fail := func(err error) (*Service, error) {
+		s.release()
+		return nil, err
+	}
+	db, err := sqlitedb.Open(ctx, sqlitedb.Options{
+		Path: o.Paths.Database, BackupDir: o.Paths.BackupDir, BusyTimeout: o.Config.BusyTimeout(),
+		Migrations: store.Migrations, Now: o.Now,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	s.db = db
+	s.store = &store.Store{DB: db, Now: o.Now}
+	if db.BackupPath != "" {
+		s.log.Info("database migrated", "backup", db.BackupPath)
+	}
+	ln, err := protocol.Listen(o.Paths.Socket)
+	if err != nil {
+		return fail(err)
+	}
+	s.ln = ln
+	s.startedAt = o.Now()
+	s.server = &protocol.Server{
+		Handlers:    s.handlers(),
+		Log:         s.log,
+		Refused:     s.refused,
+		IdleTimeout: IdleTimeout,
+	}
+	if o.Orwell != nil {
+		s.server.Trace = orwellTracer(o.Orwell, o.Now)
+	}
+	if err := s.store.AddReceipt(ctx, s.receipt(receipt.KindServiceStart, "started", "", map[string]any{
+		"pid": os.Getpid(), "version": buildinfo.Get().Version, "proto": protocol.Version, "detached": o.Detached, "orwell": o.Orwell != nil,
+	})); err != nil {
+		return fail(err)
+	}
+	s.advise(ctx)
+	s.log.Info("tamq service started", "pid", os.Getpid(), "socket", o.Paths.Socket, "database", o.Paths.Database,
+		"policy_profile", o.Config.ProfileRef(), "config_version", o.Config.Version)
+	return s, nil
+}
+
+func (s *Service) receipt(kind, status, reason string, detail map[string]any) receipt.Receipt {
+	return receipt.Receipt{
+		Kind: kind, Status: status, Reason: reason, Detail: detail,
+		PolicyProfile: s.opts.Config.ProfileRef(), ConfigVersion: s.opts.Config.Version,
+	}
+}
+
+// refused records a connection rejected by peer credentials. Nothing was read
+// from it, so the receipt holds only the peer's identity.
+func (s *Service) refused(peer protocol.Peer, err error) {
+	s.log.Warn("connection refused", "peer_uid", peer.UID, "peer_pid", peer.PID, "reason", err.Error())
+	r := s.receipt(receipt.KindAuthRefused, "refused", "peer uid differs from service uid",
+		map[string]any{"peer_uid": peer.UID, "peer_pid": peer.PID})
+	if werr := s.store.AddReceipt(context.Background(), r); werr != nil {
+		s.log.Error("cannot record refused connection", "error", werr.Error())
+	}
+}
+
+// Run serves until ctx ends (a signal) or a client asks the service to stop,
+// then shuts down: no new connections or requests, the requests under way
+// finish (within the grace period), endpoints are marked disconnected, the
+// socket is closed and removed, a shutdown receipt is written. Queues and leases
+// stay in the database for the next start.
+func (s *Service) Run(ctx context.Context) error {
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.server.Serve(ctx, s.ln) }()
+	reason := "stop request"
+	select {
+	case <-ctx.Done():
+		reason = "signal"
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			reason = cause.Error()
+		}
+	case <-s.stopped:
+	case err := <-serveErr:
+		s.log.Error("accept loop failed", "error", err)
+		reason = "listener failure"
+	}
+	return s.shutdown(reason)
+}
+
+func (s *Service) shutdown(reason string) error {
+	grace := s.opts.Config.ShutdownGrace()
+	began := s.opts.Now()
+	s.log.Info("shutting down", "reason", reason, "grace", grace)
+	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+
+	s.ln.Close()
+	sockErr := s.ln.Remove()
+	drainErr := s.server.Shutdown(graceCtx)
+	if drainErr != nil {
+		s.log.Warn("grace period ended with requests still running")
+	}
+	// The writes below are short; they get their own bound so a wedged
+	// database cannot hold the process past the grace period by much.
+	writeCtx, cancelWrite := context.WithTimeout(context.Background(), max(grace-time.Since(began), time.Second))
+	defer cancelWrite()
+	n, markErr := s.store.MarkEndpointsDisconnected(writeCtx)
+	rcptErr := s.store.AddReceipt(writeCtx, s.receipt(receipt.KindServiceShutdown, "stopped", reason, map[string]any{
+		"pid": os.Getpid(), "endpoints_disconnected": n, "grace_exceeded": drainErr != nil,
+		"duration_ms": s.opts.Now().Sub(began).Milliseconds(),
+	}))
+	s.release()
+	if err := errors.Join(sockErr, markErr, rcptErr); err != nil {
+		s.log.Error("unclean shutdown", "error", err.Error())
+		return errs.Wrap(errs.Storage, err, "unclean shutdown")
+	}
+	s.log.Info("tamq service stopped")
+	return nil
+}
+
+// requestStop makes Run shut down, as a signal would.
+func (s *Service) requestStop() { s.stopOnce.Do(func() { close(s.stopped) }) }
+
+func (s *Service) release() {
+	if s.db != nil {
+		s.db.Close()
+	}
+	s.lock.Release()
+}
+
+func (s *Service) handlers() map[string]protocol.Handler {
+	return map[string]protocol.Handler{
+		protocol.OpHello:    s.hello,
+		protocol.OpPing:     s.ping,
+		protocol.OpStatus:   s.status,
+		protocol.OpShutdown: s.shutdownOp,
+	}
+}
+
+func (s *Service) hello(_ context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args protocol.HelloArgs
+	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	proto, err := protocol.Negotiate(protocol.Version, req.Proto)
+	if err != nil {
+		return nil, err
+	}
+	return protocol.HelloResult{Server: "tamq", ServerVersion: buildinfo.Get().Version, Proto: proto, Capabilities: Capabilities}, nil
+}
+
+// Capabilities lists what this service offers, for hello.
+var Capabilities = []string{"ping", "status", "shutdown"}
+
+func (s *Service) ping(_ context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	return protocol.PingResult{PID: os.Getpid(), StartedAt: s.startedAt, ServerVersion: buildinfo.Get().Version, Proto: protocol.Version}, nil
+}
+
+func (s *Service) status(ctx context.Context, _ protocol.Peer, _ *protocol.Request) (any, error) {
+	now := s.opts.Now()
+	r := status.Collect(ctx, status.Sources{
+		Paths: s.opts.Paths, Config: s.opts.Config, Registry: s.opts.Registry,
+		Migrations: store.Migrations, DB: s.db.Reader, Now: now,
+	})
+	started := s.startedAt.UTC()
+	r.Service = protocol.ServiceStatus{
+		Running: true, PID: os.Getpid(), StartedAt: &started, UptimeSeconds: now.Sub(s.startedAt).Seconds(),
+		ServerVersion: buildinfo.Get().Version, Proto: protocol.Version,
+		Socket: s.opts.Paths.Socket, LogFile: s.opts.Paths.LogFile, Orwell: s.opts.Orwell != nil,
+		PolicyProfile: s.opts.Config.ProfileRef(), ConfigVersion: s.opts.Config.Version,
+	}
+	status.Judge(&r)
+	return r, nil
+}
+
+func (s *Service) shutdownOp(_ context.Context, peer protocol.Peer, _ *protocol.Request) (any, error) {
+	s.log.Info("stop requested", "peer_pid", peer.PID)
+	s.requestStop()
+	return protocol.ShutdownResult{PID: os.Getpid(), GraceSeconds: s.opts.Config.ShutdownGrace().Seconds()}, nil
+}
+
+// advise prints the spec's history advisory when history is over the limit.
+func (s *Service) advise(ctx context.Context) {
+	size, since, _, err := store.HistorySize(ctx, s.db.Reader)
+	if err != nil {
+		s.log.Warn("cannot measure history", "error", err.Error())
+		return
+	}
+	if msg := HistoryAdvisory(size, since, AdvisoryLimit); msg != "" && s.opts.Notices != nil {
+		fmt.Fprintln(s.opts.Notices, msg)
+	}
+}
+
+// AdvisoryLimit is the history size above which the service advises a purge.
+const AdvisoryLimit = 100 * 1000 * 1000
+
+// HistoryAdvisory is the spec's advisory text, or "" under the limit.
+func HistoryAdvisory(bytes int64, since time.Time, limit int64) string {
+	if bytes <= limit {
+		return ""
+	}
+	return fmt.Sprintf("Size of history is %d MB since %s, exceeding %dMB. Consider using 'tamq purge'.",
+		bytes/1000/1000, since.UTC().Format("060102"), limit/1000/1000)
+}
+
+// orwellTracer writes frames to the Orwell sink, one line each.
+func orwellTracer(w io.Writer, now func() time.Time) func(string, []byte) {
+	var mu sync.Mutex
+	return func(direction string, frame []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(w, "%s %s %s\n", now().UTC().Format(time.RFC3339Nano), direction, frame)
+	}
+}

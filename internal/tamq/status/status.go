@@ -1,0 +1,118 @@
+// Package status assembles tamq's health report. The service fills it with live
+// figures; the CLI fills what it can from local files when the service is down.
+package status
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/statehub"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
+)
+
+// ProbeTimeout bounds the State Hub reachability check.
+const ProbeTimeout = time.Second
+
+// Sources are what a report is read from.
+type Sources struct {
+	Paths      paths.Paths
+	Config     *config.Loaded
+	Registry   func() (*gita.Registry, error)
+	Migrations []sqlitedb.Migration
+	// DB is a reader of the database, or nil to open one read-only (service down).
+	DB  *sql.DB
+	Now time.Time
+}
+
+// Collect fills every section except Service, which the caller sets.
+func Collect(ctx context.Context, src Sources) protocol.StatusReport {
+	r := protocol.StatusReport{
+		Service: protocol.ServiceStatus{Socket: src.Paths.Socket, LogFile: src.Paths.LogFile},
+	}
+	known := sqlitedb.LatestVersion(src.Migrations)
+	info, err := sqlitedb.Inspect(src.Paths.Database, known)
+	r.SQLite = protocol.SQLiteStatus{
+		Path: src.Paths.Database, Exists: info.Exists, SchemaVersion: info.SchemaVersion,
+		BinarySchemaVersion: known, SizeBytes: info.SizeBytes, WALSizeBytes: info.WALSizeBytes,
+	}
+	if err != nil {
+		r.SQLite.Error = err.Error()
+	} else if info.SchemaVersion > known {
+		r.SQLite.Error = "schema is newer than this binary supports"
+	}
+
+	if reg, err := src.Registry(); err != nil {
+		r.Registry.Error = err.Error()
+	} else {
+		r.Registry = protocol.RegistryStatus{Path: reg.ReposFile, Readable: true, RepoCount: len(reg.Repos), UnregisteredCount: len(reg.Unregistered)}
+	}
+
+	r.StateHub = protocol.StateHubStatus{
+		APIBase:               src.Config.StateHub.APIBase,
+		CredentialsConfigured: src.Config.HasCredentialCommand(),
+	}
+	if err := statehub.Probe(ctx, src.Config.StateHub.APIBase, ProbeTimeout); err != nil {
+		r.StateHub.Error = err.Error()
+	} else {
+		r.StateHub.Reachable = true
+	}
+
+	r.Queue.Counts = map[string]int{}
+	for _, s := range store.MessageStates {
+		r.Queue.Counts[s] = 0
+	}
+	db := src.DB
+	if db == nil && info.Exists && r.SQLite.Error == "" {
+		ro, err := sqlitedb.OpenReadOnly(ctx, src.Paths.Database, known, src.Config.BusyTimeout())
+		if err != nil {
+			r.Queue.Error = err.Error()
+		} else {
+			defer ro.Close()
+			db = ro
+		}
+	}
+	if db != nil && info.SchemaVersion >= 1 {
+		st, err := store.Stats(ctx, db, src.Now)
+		if err != nil {
+			r.Queue.Error, r.Leases.Error = err.Error(), err.Error()
+		} else {
+			r.Queue.Counts = st.Counts
+			if !st.OldestPendingAt.IsZero() {
+				t := st.OldestPendingAt
+				r.Queue.OldestPendingAt = &t
+			}
+			r.Queue.HistoryMessages, r.Queue.HistoryBytes = st.HistoryMessages, st.HistoryBytes
+			r.Leases = protocol.LeaseStatus{ActiveDeliveryLeases: st.ActiveLeases, ExpiredDeliveryLeases: st.ExpiredLeases}
+			r.StateHub.PendingProjections = st.PendingProjections
+		}
+	}
+	return r
+}
+
+// Judge sets Healthy and returns the error that sums up what is wrong, or nil;
+// its code gives status its exit status. State Hub being unreachable is not
+// unhealthy: tamq works without it and queues the projections.
+func Judge(r *protocol.StatusReport) error {
+	var err error
+	switch {
+	case !r.Service.Running:
+		err = errs.New(errs.Unavailable, "tamq is not running").WithHint("start it with `tamq start --detach`")
+	case r.SQLite.Error != "" && r.SQLite.SchemaVersion > r.SQLite.BinarySchemaVersion:
+		err = errs.New(errs.SchemaTooNew, "database: %s", r.SQLite.Error)
+	case r.SQLite.Error != "":
+		err = errs.New(errs.Storage, "database: %s", r.SQLite.Error)
+	case r.Registry.Error != "":
+		err = errs.New(errs.RegistryError, "gita registry: %s", r.Registry.Error)
+	case r.Queue.Error != "":
+		err = errs.New(errs.Storage, "queue: %s", r.Queue.Error)
+	}
+	r.Healthy = err == nil
+	return err
+}

@@ -1,0 +1,204 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/receipt"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
+)
+
+// MessageStates lists every message state, in lifecycle order.
+var MessageStates = []string{"queued", "delivering", "injected", "awaiting_ack", "acknowledged", "failed"}
+
+// Store is tamq's durable state.
+type Store struct {
+	DB  *sqlitedb.DB
+	Now func() time.Time
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+// nullMS stores the zero time as NULL.
+func nullMS(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return ms(t)
+}
+
+func nullStr(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// AddReceipt writes one sanitized receipt in its own transaction.
+func (s *Store) AddReceipt(ctx context.Context, r receipt.Receipt) error {
+	return s.DB.WriteTx(ctx, func(tx *sql.Tx) error { return s.AddReceiptTx(tx, r) })
+}
+
+// AddReceiptTx writes a receipt inside the caller's transaction, so a
+// transition and its receipt commit together.
+func (s *Store) AddReceiptTx(tx *sql.Tx, r receipt.Receipt) error {
+	if r.At.IsZero() {
+		r.At = s.Now()
+	}
+	var detail any
+	if len(r.Detail) > 0 {
+		b, err := json.Marshal(receipt.Sanitize(r.Detail))
+		if err != nil {
+			return errs.Wrap(errs.Internal, err, "encode receipt detail")
+		}
+		detail = string(b)
+	}
+	var attempt any
+	if r.Attempt > 0 {
+		attempt = r.Attempt
+	}
+	_, err := tx.Exec(`INSERT INTO receipts (at, kind, subject_id, status, reason, attempt, next_retry_at,
+		endpoint_id, coordination_endpoint_id, policy_profile, config_version, detail)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		ms(r.At), r.Kind, nullStr(r.SubjectID), r.Status, nullStr(r.Reason), attempt, nullMS(r.NextRetryAt),
+		nullStr(r.EndpointID), nullStr(r.CoordinationEndpointID), nullStr(r.PolicyProfile), nullStr(r.ConfigVersion), detail)
+	return err
+}
+
+// MarkEndpointsDisconnected records that no endpoint is reachable through this
+// service any more (it is stopping); it returns how many were connected.
+func (s *Store) MarkEndpointsDisconnected(ctx context.Context) (int, error) {
+	var n int64
+	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.Exec(`UPDATE endpoints SET state = 'disconnected', updated_at = ? WHERE state = 'connected'`, ms(s.Now()))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
+
+// Receipt is a stored receipt as read back (for status, explain and tests).
+type Receipt struct {
+	ID        int64          `json:"id"`
+	At        time.Time      `json:"at"`
+	Kind      string         `json:"kind"`
+	SubjectID string         `json:"subject_id,omitempty"`
+	Status    string         `json:"status"`
+	Reason    string         `json:"reason,omitempty"`
+	Detail    map[string]any `json:"detail,omitempty"`
+}
+
+// Receipts returns the receipts of a kind, oldest first.
+func Receipts(ctx context.Context, db *sql.DB, kind string) ([]Receipt, error) {
+	rows, err := db.QueryContext(ctx, `SELECT id, at, kind, COALESCE(subject_id, ''), status, COALESCE(reason, ''), COALESCE(detail, '')
+		FROM receipts WHERE kind = ? ORDER BY id`, kind)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Receipt
+	for rows.Next() {
+		var r Receipt
+		var at int64
+		var detail string
+		if err := rows.Scan(&r.ID, &at, &r.Kind, &r.SubjectID, &r.Status, &r.Reason, &detail); err != nil {
+			return nil, err
+		}
+		r.At = fromMS(at)
+		if detail != "" {
+			if err := json.Unmarshal([]byte(detail), &r.Detail); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// QueueStats is what status shows of the queue and the delivery leases.
+type QueueStats struct {
+	Counts               map[string]int
+	OldestPendingAt      time.Time // zero when nothing is pending
+	ActiveLeases         int
+	ExpiredLeases        int
+	PendingProjections   int
+	HistoryBytes         int64
+	HistorySince         time.Time
+	HistoryMessages      int
+	ConnectedEndpoints   int
+	DisconnectedEndpoint int
+}
+
+// pendingStates are the states of a message not yet delivered for good.
+const pendingStates = `('queued', 'delivering', 'awaiting_ack')`
+
+// Stats reads queue, lease and receipt figures; db may be a read-only handle.
+func Stats(ctx context.Context, db *sql.DB, now time.Time) (QueueStats, error) {
+	st := QueueStats{Counts: map[string]int{}}
+	for _, s := range MessageStates {
+		st.Counts[s] = 0
+	}
+	rows, err := db.QueryContext(ctx, `SELECT state, count(*) FROM messages GROUP BY state`)
+	if err != nil {
+		return st, err
+	}
+	for rows.Next() {
+		var state string
+		var n int
+		if err := rows.Scan(&state, &n); err != nil {
+			rows.Close()
+			return st, err
+		}
+		st.Counts[state] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return st, err
+	}
+	var oldest sql.NullInt64
+	if err := db.QueryRowContext(ctx, `SELECT min(created_at) FROM messages WHERE state IN `+pendingStates).Scan(&oldest); err != nil {
+		return st, err
+	}
+	if oldest.Valid {
+		st.OldestPendingAt = fromMS(oldest.Int64)
+	}
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE expires_at > ?), count(*) FILTER (WHERE expires_at <= ?) FROM delivery_leases`,
+		ms(now), ms(now)).Scan(&st.ActiveLeases, &st.ExpiredLeases); err != nil {
+		return st, err
+	}
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM receipts WHERE projected_at IS NULL`).Scan(&st.PendingProjections); err != nil {
+		return st, err
+	}
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE state = 'connected'), count(*) FILTER (WHERE state = 'disconnected') FROM endpoints`).
+		Scan(&st.ConnectedEndpoints, &st.DisconnectedEndpoint); err != nil {
+		return st, err
+	}
+	st.HistoryBytes, st.HistorySince, st.HistoryMessages, err = HistorySize(ctx, db)
+	return st, err
+}
+
+// messageBytes estimates what one message row holds: its text columns plus 8
+// bytes per integer column. Purge reports the same estimate.
+const messageBytes = `length(CAST(body AS BLOB)) + length(id) + length(batch_id) + length(sender) + length(sender_kind)
+	+ length(target_repo) + length(ack_mode) + length(state) + length(policy_profile) + length(config_version)
+	+ COALESCE(length(endpoint_id), 0) + COALESCE(length(coordination_endpoint_id), 0)
+	+ COALESCE(length(idempotency_key), 0) + COALESCE(length(request_hash), 0) + COALESCE(length(correlation_id), 0)
+	+ COALESCE(length(replay_of), 0) + COALESCE(length(last_error), 0) + 8 * 10`
+
+// HistorySize estimates the bytes of message history and its oldest message.
+func HistorySize(ctx context.Context, db *sql.DB) (bytes int64, since time.Time, count int, err error) {
+	var oldest sql.NullInt64
+	err = db.QueryRowContext(ctx, `SELECT COALESCE(sum(`+messageBytes+`), 0), min(created_at), count(*) FROM messages`).Scan(&bytes, &oldest, &count)
+	if oldest.Valid {
+		since = fromMS(oldest.Int64)
+	}
+	return bytes, since, count, err
+}

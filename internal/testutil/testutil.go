@@ -1,0 +1,209 @@
+// Package testutil builds and runs the real programs for integration tests:
+// binaries built once per test process, private XDG directories per test,
+// private tmux servers. Nothing here is a fake of the project's own parts.
+package testutil
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// Binaries builds tamq and coordination-engine once per test process into a
+// directory every user can read and execute (tests run children under other
+// uids), and returns that directory.
+func Binaries(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "tamq-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		if err := os.Chmod(dir, 0o755); err != nil {
+			buildErr = err
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", dir+"/", "github.com/tmux-amq/tamq/cmd/...")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		binDir = dir
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+// Env is a private set of XDG directories and the environment that points the
+// programs at them.
+type Env struct {
+	Root    string // world-readable root of everything below
+	Home    string
+	Config  string // XDG_CONFIG_HOME
+	State   string // XDG_STATE_HOME
+	Runtime string // XDG_RUNTIME_DIR
+	Bin     string
+	Vars    []string
+}
+
+// NewEnv makes fresh directories for one test and removes them afterwards.
+// The root is 0755 so that children running as another uid can reach the
+// binaries and whatever the test opens up for them.
+func NewEnv(t testing.TB) *Env {
+	t.Helper()
+	bin := Binaries(t)
+	root, err := os.MkdirTemp("", "tamq-it-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	e := &Env{
+		Root: root, Bin: bin,
+		Home:    filepath.Join(root, "home"),
+		Config:  filepath.Join(root, "config"),
+		State:   filepath.Join(root, "state"),
+		Runtime: filepath.Join(root, "run"),
+	}
+	e.Vars = []string{
+		"HOME=" + e.Home, "XDG_CONFIG_HOME=" + e.Config, "XDG_STATE_HOME=" + e.State, "XDG_RUNTIME_DIR=" + e.Runtime,
+		"PATH=" + os.Getenv("PATH"),
+	}
+	return e
+}
+
+// TamqState is tamq's state directory.
+func (e *Env) TamqState() string { return filepath.Join(e.State, "tamq") }
+
+// Socket is tamq's socket path.
+func (e *Env) Socket() string { return filepath.Join(e.Runtime, "tamq.sock") }
+
+// Database is tamq's database path.
+func (e *Env) Database() string { return filepath.Join(e.TamqState(), "tamq.sqlite3") }
+
+// Result is a finished command.
+type Result struct {
+	Stdout, Stderr string
+	Status         int
+}
+
+func (r Result) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Status, r.Stdout, r.Stderr)
+}
+
+// Command prepares a program of the project with the test's environment.
+func (e *Env) Command(ctx context.Context, program string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, filepath.Join(e.Bin, program), args...)
+	cmd.Env = append([]string{}, e.Vars...)
+	cmd.Dir = e.Root
+	return cmd
+}
+
+// Run runs a program to completion (bounded by a minute).
+func (e *Env) Run(t testing.TB, program string, args ...string) Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return RunCmd(t, e.Command(ctx, program, args...))
+}
+
+// RunCmd runs cmd and collects its output and exit status.
+func RunCmd(t testing.TB, cmd *exec.Cmd) Result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := Result{Stdout: out.String(), Stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.Status = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("run %s: %v", cmd.Path, err)
+	}
+	return r
+}
+
+// Tamq runs tamq and fails the test unless it exits 0.
+func (e *Env) Tamq(t testing.TB, args ...string) Result {
+	t.Helper()
+	r := e.Run(t, "tamq", args...)
+	if r.Status != 0 {
+		t.Fatalf("tamq %s: %s", strings.Join(args, " "), r)
+	}
+	return r
+}
+
+// WaitFor polls cond until it holds or the deadline passes; the deadline is a
+// safety net for a broken test, not a timing assumption.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	delay := time.Millisecond
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(delay)
+		delay = min(delay*2, 50*time.Millisecond)
+	}
+}
+
+// Tmux is a private tmux server on its own socket, killed when the test ends.
+type Tmux struct {
+	Name string // the -L socket name
+}
+
+// NewTmux starts a private tmux server with one detached session.
+func NewTmux(t testing.TB) *Tmux {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("tmux is required (CI installs it): ", err)
+	}
+	tm := &Tmux{Name: fmt.Sprintf("tamq-test-%d-%d", os.Getpid(), time.Now().UnixNano())}
+	tm.Must(t, "new-session", "-d", "-s", "work", "-x", "200", "-y", "50")
+	t.Cleanup(func() { exec.Command("tmux", "-L", tm.Name, "kill-server").Run() })
+	return tm
+}
+
+// Cmd runs a tmux command against the private server.
+func (tm *Tmux) Cmd(args ...string) ([]byte, error) {
+	return exec.Command("tmux", append([]string{"-L", tm.Name}, args...)...).CombinedOutput()
+}
+
+// Must runs a tmux command and fails the test on error.
+func (tm *Tmux) Must(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := tm.Cmd(args...)
+	if err != nil {
+		t.Fatalf("tmux %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// RemoveBinaries deletes what Binaries built; call it from TestMain after m.Run.
+func RemoveBinaries() {
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+}
