@@ -18,6 +18,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
@@ -205,7 +206,7 @@ func decodeMessage(file string, err error) string {
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
 		row, col := de.Position()
-		msg := goTypeDetail.ReplaceAllString(strings.TrimPrefix(de.Error(), "toml: "), "a value of type $1")
+		msg := goTypeDetail().ReplaceAllString(strings.TrimPrefix(de.Error(), "toml: "), "a value of type $1")
 		if key := strings.Join(de.Key(), "."); key != "" {
 			msg = key + ": " + msg
 		}
@@ -217,7 +218,8 @@ func decodeMessage(file string, err error) string {
 
 // goTypeDetail matches the Go struct field the TOML library names in type errors,
 // which means nothing to someone editing the file.
-var goTypeDetail = regexp.MustCompile(`struct field \S+ of type (\S+)`)
+// It is compiled on first use, since it is needed only for a broken file.
+var goTypeDetail = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`struct field \S+ of type (\S+)`) })
 
 // fieldError is a validation problem of one key.
 type fieldError struct{ key, problem string }

@@ -12,12 +12,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
 	enginecli "github.com/tmux-amq/tamq/internal/engine/cli"
 	enginestore "github.com/tmux-amq/tamq/internal/engine/store"
+	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	tamqcli "github.com/tmux-amq/tamq/internal/tamq/cli"
 	tamqstore "github.com/tmux-amq/tamq/internal/tamq/store"
@@ -40,6 +42,8 @@ func TestScripts(t *testing.T) {
 			env.Setenv("XDG_CONFIG_HOME", filepath.Join(work, "config"))
 			env.Setenv("XDG_STATE_HOME", filepath.Join(work, "state"))
 			env.Setenv("XDG_RUNTIME_DIR", filepath.Join(work, "run"))
+			// A script that fails midway must not leave its service running.
+			env.Defer(func() { killService(filepath.Join(work, "state", "tamq", "tamq.lock")) })
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -50,6 +54,18 @@ func TestScripts(t *testing.T) {
 			"mode":     cmdMode,
 		},
 	})
+}
+
+// killService kills the tamq service that holds lockFile, if one still runs.
+func killService(lockFile string) {
+	pid := lockfile.HolderPID(lockFile)
+	if pid <= 0 {
+		return
+	}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err == nil && filepath.Base(exe) == "tamq" {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
 }
 
 // exit N PROG [ARGS...] runs PROG and requires exit status N; stdout and stderr

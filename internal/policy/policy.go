@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Category is an action category a profile can allow or send to a human.
@@ -103,11 +104,13 @@ func sortedCopy(cs []Category) []Category {
 	return out
 }
 
-var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+// namePattern is compiled on first use: every command start pays for package
+// initialization, and most commands never validate a profile name.
+var namePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`) })
 
 // ValidateName checks a profile name: lower-case letters, digits, '_', '.', '-'.
 func ValidateName(name string) error {
-	if !namePattern.MatchString(name) {
+	if !namePattern().MatchString(name) {
 		return fmt.Errorf("invalid profile name %q: use lower-case letters, digits, '_', '.' and '-'", name)
 	}
 	return nil

@@ -277,6 +277,22 @@ func Inspect(path string, known int) (Info, error) {
 	return info, nil
 }
 
+// InspectOpen is Inspect for a database the caller already has open: the
+// version comes from db, the sizes from the files.
+func InspectOpen(ctx context.Context, db *sql.DB, path string, known int) (Info, error) {
+	info := Info{Path: path, BinarySchemaVersion: known, Exists: true}
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&info.SchemaVersion); err != nil {
+		return info, errs.Wrap(errs.Storage, err, "read schema version of %s", path)
+	}
+	if fi, err := os.Stat(path); err == nil {
+		info.SizeBytes = fi.Size()
+	}
+	if fi, err := os.Stat(path + "-wal"); err == nil {
+		info.WALSizeBytes = fi.Size()
+	}
+	return info, nil
+}
+
 func tooNew(path string, v, latest int) error {
 	return errs.New(errs.SchemaTooNew, "database %s has schema version %d, newer than this binary supports (%d); it was left untouched", path, v, latest).
 		WithHint("run a newer build of this program against it")

@@ -39,6 +39,8 @@ func Binaries(t testing.TB) string {
 			return
 		}
 		cmd := exec.Command("go", "build", "-o", dir+"/", "github.com/tmux-amq/tamq/cmd/...")
+		// As the Makefile builds them: static, so no dynamic loader runs at start.
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -41,7 +42,18 @@ type Options struct {
 	// Orwell, when set, receives every protocol frame in full (--orwell).
 	Orwell   io.Writer
 	Detached bool
+	// AdvisoryLimit is the history size that triggers the purge advisory;
+	// zero means the spec's 100 MB.
+	AdvisoryLimit int64
+	// IdleRelease is how long after its last request the service hands freed
+	// memory back to the system; zero means DefaultIdleRelease.
+	IdleRelease time.Duration
 }
+
+// DefaultIdleRelease keeps an idle service small: the Go runtime returns freed
+// heap to the system only gradually, and a daemon that mostly waits should not
+// hold on to the peak of its last burst of work.
+const DefaultIdleRelease = 2 * time.Second
 
 // Service is a running tamq service.
 type Service struct {
@@ -56,6 +68,7 @@ type Service struct {
 
 	stopOnce sync.Once
 	stopped  chan struct{}
+	idle     *time.Timer
 }
 
 // Start brings the service up to the point where it accepts connections. The
@@ -176,6 +189,7 @@ func (s *Service) shutdown(reason string) error {
 	defer cancel()
 
 	s.ln.Close()
+	s.idle.Stop()
 	sockErr := s.ln.Remove()
 	drainErr := s.server.Shutdown(graceCtx)
 	if drainErr != nil {
@@ -210,12 +224,24 @@ func (s *Service) release() {
 }
 
 func (s *Service) handlers() map[string]protocol.Handler {
-	return map[string]protocol.Handler{
+	hs := map[string]protocol.Handler{
 		protocol.OpHello:    s.hello,
 		protocol.OpPing:     s.ping,
 		protocol.OpStatus:   s.status,
 		protocol.OpShutdown: s.shutdownOp,
 	}
+	release := s.opts.IdleRelease
+	if release == 0 {
+		release = DefaultIdleRelease
+	}
+	s.idle = time.AfterFunc(release, debug.FreeOSMemory)
+	for op, h := range hs {
+		hs[op] = func(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
+			defer s.idle.Reset(release)
+			return h(ctx, peer, req)
+		}
+	}
+	return hs
 }
 
 func (s *Service) hello(_ context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
@@ -267,8 +293,15 @@ func (s *Service) advise(ctx context.Context) {
 		s.log.Warn("cannot measure history", "error", err.Error())
 		return
 	}
-	if msg := HistoryAdvisory(size, since, AdvisoryLimit); msg != "" && s.opts.Notices != nil {
-		fmt.Fprintln(s.opts.Notices, msg)
+	limit := s.opts.AdvisoryLimit
+	if limit == 0 {
+		limit = AdvisoryLimit
+	}
+	if msg := HistoryAdvisory(size, since, limit); msg != "" {
+		s.log.Warn("history is large", "bytes", size, "since", since)
+		if s.opts.Notices != nil {
+			fmt.Fprintln(s.opts.Notices, msg)
+		}
 	}
 }
 

@@ -37,7 +37,14 @@ func Collect(ctx context.Context, src Sources) protocol.StatusReport {
 		Service: protocol.ServiceStatus{Socket: src.Paths.Socket, LogFile: src.Paths.LogFile},
 	}
 	known := sqlitedb.LatestVersion(src.Migrations)
-	info, err := sqlitedb.Inspect(src.Paths.Database, known)
+	var info sqlitedb.Info
+	var err error
+	if src.DB != nil {
+		// The service's own reader: no extra connection per status request.
+		info, err = sqlitedb.InspectOpen(ctx, src.DB, src.Paths.Database, known)
+	} else {
+		info, err = sqlitedb.Inspect(src.Paths.Database, known)
+	}
 	r.SQLite = protocol.SQLiteStatus{
 		Path: src.Paths.Database, Exists: info.Exists, SchemaVersion: info.SchemaVersion,
 		BinarySchemaVersion: known, SizeBytes: info.SizeBytes, WALSizeBytes: info.WALSizeBytes,

@@ -1,0 +1,36 @@
+package receipt
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestSanitizeKeepsMetadataOnly(t *testing.T) {
+	in := map[string]any{
+		"message_id": "m1", "attempt": 2, "ok": true, "ratio": 0.5,
+		"body": "secret plans", "Prompt": "x", "auth_token": "t", "terminal_output": "y", "payload_size": 3,
+		"nested": map[string]any{"a": 1}, "list": []string{"a"},
+		"reason": "bad\x1b[31m\nline", "long": strings.Repeat("é", 300),
+	}
+	out := Sanitize(in)
+	for _, k := range []string{"body", "Prompt", "auth_token", "terminal_output", "payload_size", "nested", "list"} {
+		if _, ok := out[k]; ok {
+			t.Errorf("%s kept", k)
+		}
+	}
+	if out["message_id"] != "m1" || out["attempt"] != 2 || out["ok"] != true || out["ratio"] != 0.5 {
+		t.Errorf("metadata lost: %v", out)
+	}
+	if out["reason"] != "bad[31mline" {
+		t.Errorf("control characters kept: %q", out["reason"])
+	}
+	long := out["long"].(string)
+	if len(long) > maxValue+len("…") || !strings.HasSuffix(long, "…") || !strings.HasPrefix(long, "é") {
+		t.Errorf("long value %q", long)
+	}
+	for _, r := range long {
+		if r == '\uFFFD' {
+			t.Fatal("cut inside a UTF-8 sequence")
+		}
+	}
+}

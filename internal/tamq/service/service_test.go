@@ -1,0 +1,135 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
+)
+
+func TestHistoryAdvisoryText(t *testing.T) {
+	since := time.Date(2026, 3, 4, 23, 0, 0, 0, time.UTC)
+	if got := HistoryAdvisory(100_000_000, since, AdvisoryLimit); got != "" {
+		t.Errorf("at the limit: %q", got)
+	}
+	want := "Size of history is 123 MB since 260304, exceeding 100MB. Consider using 'tamq purge'."
+	if got := HistoryAdvisory(123_456_789, since, AdvisoryLimit); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
+
+// setup starts an in-process service on private paths.
+func setup(t *testing.T, o Options) (*Service, paths.Paths) {
+	t.Helper()
+	root := t.TempDir()
+	env := map[string]string{"HOME": root, "XDG_STATE_HOME": filepath.Join(root, "state"), "XDG_RUNTIME_DIR": filepath.Join(root, "run")}
+	p, err := paths.Resolve(paths.Tamq, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startAt(t, p, o)
+}
+
+func TestAdvisoryAtStartAndCleanShutdown(t *testing.T) {
+	t.Parallel()
+	// Seed a database with a little history and a connected endpoint.
+	svc, p := setup(t, Options{})
+	ctx := context.Background()
+	err := svc.db.WriteTx(ctx, func(tx *sql.Tx) error {
+		for _, q := range []string{
+			`INSERT INTO batches (id, kind, created_at) VALUES ('b', 'send', 1772668800000)`,
+			`INSERT INTO messages (id, batch_id, sender, sender_kind, target_repo, body, ack_mode, state, max_attempts,
+				policy_profile, config_version, created_at, updated_at)
+				VALUES ('m', 'b', 'operator', 'operator', 'r', 'hello', 'injected', 'queued', 4, 'p', 'c', 1772668800000, 1772668800000)`,
+			`INSERT INTO endpoints (id, tmux_socket, tmux_server_pid, session_name, state, created_at, updated_at)
+				VALUES ('tmux-amq-1', '/s', 1, 's', 'connected', 1, 1)`,
+		} {
+			if _, err := tx.Exec(q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(runCtx) }()
+	var ping protocol.PingResult
+	if err := (&protocol.Client{Socket: p.Socket}).Call(ctx, protocol.OpPing, nil, &ping); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// Restart with a tiny advisory limit: the advisory names size and date.
+	var notices bytes.Buffer
+	svc2, _ := startAt(t, p, Options{Notices: &notices, AdvisoryLimit: 1})
+	if got := notices.String(); !strings.HasPrefix(got, "Size of history is 0 MB since 260305, exceeding 0MB. Consider using 'tamq purge'.") {
+		t.Errorf("advisory %q", got)
+	}
+	var state string
+	if err := svc2.db.Reader.QueryRow(`SELECT state FROM endpoints`).Scan(&state); err != nil || state != "disconnected" {
+		t.Errorf("endpoint state after shutdown: %q %v", state, err)
+	}
+	var queued int
+	svc2.db.Reader.QueryRow(`SELECT count(*) FROM messages WHERE state = 'queued'`).Scan(&queued)
+	if queued != 1 {
+		t.Errorf("queued messages after restart: %d", queued)
+	}
+	rs, err := store.Receipts(ctx, svc2.db.Reader, "service.shutdown")
+	if err != nil || len(rs) != 1 || rs[0].Reason != "signal" || rs[0].Detail["endpoints_disconnected"] != float64(1) {
+		t.Errorf("shutdown receipts %+v %v", rs, err)
+	}
+	ctx2, stop2 := context.WithCancelCause(ctx)
+	done2 := make(chan error, 1)
+	go func() { done2 <- svc2.Run(ctx2) }()
+	stop2(errSIGTERM)
+	if err := <-done2; err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqlitedb.OpenReadOnly(ctx, p.Database, 1, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rs, _ = store.Receipts(ctx, db, "service.shutdown")
+	if len(rs) != 2 || rs[1].Reason != "SIGTERM" {
+		t.Errorf("second shutdown receipt %+v", rs)
+	}
+}
+
+type sigErr string
+
+func (e sigErr) Error() string { return string(e) }
+
+const errSIGTERM = sigErr("SIGTERM")
+
+// startAt starts a service on the given paths.
+func startAt(t *testing.T, p paths.Paths, o Options) (*Service, paths.Paths) {
+	t.Helper()
+	cfg, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Paths, o.Config = p, cfg
+	o.Registry = gita.NewReader(filepath.Join(filepath.Dir(p.StateDir), "gita")).Load
+	svc, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, p
+}
