@@ -40,7 +40,16 @@ type Config struct {
 	StateHub     StateHub     `toml:"statehub" json:"statehub"`
 	SQLite       SQLite       `toml:"sqlite" json:"sqlite"`
 	Service      Service      `toml:"service" json:"service"`
+	Delivery     Delivery     `toml:"delivery" json:"delivery"`
 	Policy       Policy       `toml:"policy" json:"policy"`
+}
+
+// Delivery holds how tamq writes into terminals.
+type Delivery struct {
+	// EnterPauseMS separates the pasted text from the Enter that submits it:
+	// agents treat an Enter that arrives with a paste as a newline
+	// (docs/delivery.md).
+	EnterPauseMS int `toml:"enter_pause_ms" json:"enter_pause_ms"`
 }
 
 // Coordination holds the values spec section 9.1 requires to be configurable.
@@ -95,6 +104,7 @@ func Default() Config {
 		StateHub: StateHub{APIBase: DefaultStateHubAPIBase},
 		SQLite:   SQLite{BusyTimeoutMS: 5000},
 		Service:  Service{ShutdownGraceSeconds: 10},
+		Delivery: Delivery{EnterPauseMS: 200},
 		Policy: Policy{
 			Profile:  policy.DefaultName,
 			Profiles: map[string]policy.Profile{policy.DefaultName: policy.Default()},
@@ -249,6 +259,9 @@ func (c *Config) Validate() error {
 			return bad(p.key, "%d is out of range 1..%d", p.value, p.max)
 		}
 	}
+	if p := c.Delivery.EnterPauseMS; p < 0 || p > 10000 {
+		return bad("delivery.enter_pause_ms", "%d is out of range 0..10000", p)
+	}
 	if len(co.RetryBackoffSeconds) == 0 {
 		return bad("coordination.retry_backoff_seconds", "must list at least one delay")
 	}
@@ -340,6 +353,11 @@ func (c *Config) RetryBackoff(attempt int) time.Duration {
 // BusyTimeout is SQLite's busy timeout.
 func (c *Config) BusyTimeout() time.Duration {
 	return time.Duration(c.SQLite.BusyTimeoutMS) * time.Millisecond
+}
+
+// EnterPause is the pause between a paste and its Enter.
+func (c *Config) EnterPause() time.Duration {
+	return time.Duration(c.Delivery.EnterPauseMS) * time.Millisecond
 }
 
 // ShutdownGrace bounds how long a service takes to stop.

@@ -38,3 +38,106 @@ type ShutdownResult struct {
 	PID          int     `json:"pid"`
 	GraceSeconds float64 `json:"grace_seconds"`
 }
+
+// Messaging operations.
+const (
+	OpRegister  = "register"
+	OpSend      = "send"
+	OpAck       = "ack"
+	OpRetry     = "retry"
+	OpHistory   = "history"
+	OpEndpoints = "endpoints"
+)
+
+// EndpointWindow is one repo window of an endpoint.
+type EndpointWindow struct {
+	Repo     string `json:"repo"`
+	RepoPath string `json:"repo_path"`
+	WindowID string `json:"window_id"`
+	PaneID   string `json:"pane_id"`
+	Mode     string `json:"mode"`              // trigger | manual; "" on register keeps the recorded mode
+	Command  string `json:"command,omitempty"` // "" runs the user's shell
+	Alive    bool   `json:"alive"`
+	// Reused says the window existed already: on register its recorded command
+	// stays (a running window's command cannot change).
+	Reused bool `json:"reused,omitempty"`
+}
+
+// Endpoint is a tmux server tamq delivers into.
+type Endpoint struct {
+	ID         string           `json:"id"` // tmux-amq-<tmux server pid>
+	TmuxSocket string           `json:"tmux_socket"`
+	ServerPID  int              `json:"tmux_server_pid"`
+	Session    string           `json:"session"`
+	State      string           `json:"state"` // connected | disconnected
+	Windows    []EndpointWindow `json:"windows"`
+}
+
+// RegisterArgs records the windows `tamq open` opened.
+type RegisterArgs struct {
+	Endpoint Endpoint `json:"endpoint"`
+}
+
+// SendArgs asks for one message to be queued. Text is "To:<repo>: body". The
+// sender is derived by the service from FromPane (the pane the command runs
+// in, with its tmux socket), never from the text.
+type SendArgs struct {
+	Text       string `json:"text"`
+	FromSocket string `json:"from_socket,omitempty"`
+	FromPane   string `json:"from_pane,omitempty"`
+	EndpointID string `json:"endpoint_id,omitempty"`
+	AckMode    string `json:"ack_mode,omitempty"` // "" uses delivery_ack_mode
+}
+
+// IDArgs names one message.
+type IDArgs struct {
+	ID string `json:"id"`
+}
+
+// HistoryArgs filters history.
+type HistoryArgs struct {
+	// After continues a listing: only messages older than this id.
+	After       string `json:"after,omitempty"`
+	Repo        string `json:"repo,omitempty"`
+	State       string `json:"state,omitempty"`
+	Limit       int    `json:"limit,omitempty"`
+	IncludeBody bool   `json:"include_body,omitempty"`
+}
+
+// Message is a message record as commands print it.
+type Message struct {
+	ID            string     `json:"id"`
+	BatchID       string     `json:"batch_id"`
+	EndpointID    string     `json:"endpoint_id,omitempty"`
+	Sender        string     `json:"sender"`
+	SenderKind    string     `json:"sender_kind"`
+	Provenance    string     `json:"provenance"` // "o" for operator messages, else ""
+	Target        string     `json:"target"`
+	Body          *string    `json:"body,omitempty"`
+	AckMode       string     `json:"ack_mode"`
+	State         string     `json:"state"`
+	Attempts      int        `json:"attempts"`
+	MaxAttempts   int        `json:"max_attempts"`
+	PolicyProfile string     `json:"policy_profile"`
+	ConfigVersion string     `json:"config_version"`
+	CreatedAt     time.Time  `json:"created_at"`
+	UpdatedAt     time.Time  `json:"updated_at"`
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	AckDeadlineAt *time.Time `json:"ack_deadline_at,omitempty"`
+	InjectedAt    *time.Time `json:"injected_at,omitempty"`
+	AckedAt       *time.Time `json:"acked_at,omitempty"`
+	FailedAt      *time.Time `json:"failed_at,omitempty"`
+	LastError     string     `json:"last_error,omitempty"`
+}
+
+// HistoryResult lists messages newest first. When more match than one
+// response frame holds, Next is the After of the following page.
+type HistoryResult struct {
+	Messages []Message `json:"messages"`
+	Next     string    `json:"next,omitempty"`
+}
+
+// EndpointsResult lists endpoints.
+type EndpointsResult struct {
+	Endpoints []Endpoint `json:"endpoints"`
+}

@@ -13,6 +13,8 @@ type StatusReport struct {
 	StateHub StateHubStatus `json:"statehub"`
 	Queue    QueueStatus    `json:"queue"`
 	Leases   LeaseStatus    `json:"leases"`
+	// Endpoints are the tmux servers tamq delivers into, with their windows.
+	Endpoints []Endpoint `json:"endpoints"`
 }
 
 // ServiceStatus is the process and its socket.

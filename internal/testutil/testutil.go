@@ -80,6 +80,9 @@ func NewEnv(t testing.TB) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Mkdir(filepath.Join(root, "rec"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	e := &Env{
 		Root: root, Bin: bin,
 		Home:    filepath.Join(root, "home"),
@@ -208,4 +211,65 @@ func RemoveBinaries() {
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
+}
+
+// Gita registers real git repositories (under Root/src) in a gita registry
+// written as gita 0.16 writes it: CRLF line ends, fields quoted only when
+// needed. It returns each name's path.
+func (e *Env) Gita(t testing.TB, names ...string) map[string]string {
+	t.Helper()
+	dir := filepath.Join(e.Config, "gita")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "repos.csv"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	for _, name := range names {
+		path := filepath.Join(e.Root, "src", name)
+		if b, err := exec.Command("git", "init", "-q", path).CombinedOutput(); err != nil {
+			t.Fatalf("git init %s: %v\n%s", path, err, b)
+		}
+		if _, err := fmt.Fprintf(f, "%s,%s,,\r\n", pyCSV(path), pyCSV(name)); err != nil {
+			t.Fatal(err)
+		}
+		out[name] = path
+	}
+	return out
+}
+
+// pyCSV quotes a field as Python's csv.QUOTE_MINIMAL does.
+func pyCSV(field string) string {
+	if strings.ContainsAny(field, ",\"\r\n") {
+		return `"` + strings.ReplaceAll(field, `"`, `""`) + `"`
+	}
+	return field
+}
+
+// WriteConfig writes tamq's config file.
+func (e *Env) WriteConfig(t testing.TB, toml string) {
+	t.Helper()
+	dir := filepath.Join(e.Config, "tamq")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// RecorderCommand is an agent for tests: it puts its terminal in raw mode and
+// appends every byte it reads to Root/rec/<repo>, so a test sees exactly what
+// reached the terminal. The file appears once the terminal is raw.
+func (e *Env) RecorderCommand() string {
+	return "sh -c 'stty raw -echo; exec cat > \"" + filepath.Join(e.Root, "rec") + "/$TAMQ_REPO\"'"
+}
+
+// Recording reads what the recorder of repo has received so far.
+func (e *Env) Recording(repo string) (string, bool) {
+	b, err := os.ReadFile(filepath.Join(e.Root, "rec", repo))
+	return string(b), err == nil
 }

@@ -3,7 +3,9 @@
 package cli
 
 import (
+	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -23,7 +25,32 @@ func NewRoot(a *sharedcli.App) *cobra.Command {
 	root.Long = `tamq opens one tmux window per gita-registered repository, keeps a durable
 SQLite message queue, and delivers 'To:<repo>: text' messages between the agents
 in those windows. It works on its own; coordination-engine wakes agents through it.`
+	// The spec's root form, `tamq --command codex --mode trigger REPO...`, is open.
+	var o openOptions
+	o.register(root)
+	root.Args = cobra.ArbitraryArgs
+	root.SuggestionsMinimumDistance = 2
+	root.ValidArgsFunction = sharedcli.CompleteRepos(a)
+	root.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		if !cmd.Flags().Changed("command") && !cmd.Flags().Changed("mode") && !anyRegistered(a, args) {
+			// Neither a repo nor the root form's flags: most likely a mistyped command.
+			msg := fmt.Sprintf("unknown command or repo %q for %q", args[0], cmd.CommandPath())
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+			}
+			return sharedcli.UsageError("%s", msg)
+		}
+		return runOpen(cmd, a, o, args)
+	}
 	root.AddCommand(
+		newOpenCmd(a),
+		newSendCmd(a),
+		newAckCmd(a),
+		newRetryCmd(a),
+		newHistoryCmd(a),
 		newServeCmd(a),
 		newStartCmd(a),
 		newStopCmd(a),
@@ -31,6 +58,20 @@ in those windows. It works on its own; coordination-engine wakes agents through 
 		newStatusCmd(a),
 	)
 	return root
+}
+
+// anyRegistered reports whether some arg is a registered repo slug.
+func anyRegistered(a *sharedcli.App, args []string) bool {
+	reg, err := a.Registry()
+	if err != nil {
+		return false
+	}
+	for _, arg := range args {
+		if _, ok := reg.Lookup(arg); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // Main runs tamq with the process's arguments and returns its exit status.

@@ -22,6 +22,7 @@ import (
 type serviceFlags struct {
 	orwell   bool
 	notifyFD int
+	restore  bool
 }
 
 func (f *serviceFlags) register(cmd *cobra.Command) {
@@ -47,6 +48,8 @@ start. Use 'tamq start --detach' to run it in the background.`,
 	// Set by `start --detach` for the child it spawns.
 	cmd.Flags().IntVar(&f.notifyFD, "notify-fd", 0, "report readiness on this descriptor")
 	cmd.Flags().MarkHidden("notify-fd")
+	cmd.Flags().BoolVar(&f.restore, "restore", false, "reopen the recorded windows (what start does)")
+	cmd.Flags().MarkHidden("restore")
 	return cmd
 }
 
@@ -92,7 +95,7 @@ func runService(ctx context.Context, a *sharedcli.App, f serviceFlags, stderr io
 
 	opts := service.Options{
 		Paths: p, Config: cfg, Registry: a.Registry, Log: a.Logger(),
-		Notices: stderr, Detached: detached,
+		Notices: stderr, Detached: detached, Restore: f.restore,
 	}
 	if orwell != nil {
 		opts.Orwell = orwell

@@ -31,7 +31,9 @@ func newStartCmd(a *sharedcli.App) *cobra.Command {
 		Short: "Start the service unless it is running",
 		Long: `Start tamq's service unless it already answers (exit 0 either way). Like serve it
 stays in the foreground unless --detach is given; detached, it runs in a new
-session and logs to tamq.log in the state directory. Starts are lock-protected:
+session and logs to tamq.log in the state directory. It also brings back the
+workspace: the tmux server and the windows recorded by earlier opens (with their
+command and mode) are reused, or created again after a reboot. Starts are lock-protected:
 any number of concurrent starts leave exactly one service. If the service cannot
 start, the reason is printed and the exit status is non-zero.`,
 		Args: cobra.NoArgs,
@@ -53,6 +55,8 @@ start, the reason is printed and the exit status is non-zero.`,
 			if res, err := daemon.Ping(cmd.Context(), p); err == nil {
 				return reportStart(a, res, true, p.Socket, "")
 			}
+			// Like the spec says, start also brings back the recorded windows.
+			f.restore = true
 			if !detach {
 				return runService(cmd.Context(), a, f, a.Err)
 			}
@@ -60,7 +64,7 @@ start, the reason is printed and the exit status is non-zero.`,
 			if err != nil {
 				return errs.Wrap(errs.Internal, err, "cannot find the tamq executable")
 			}
-			childArgs := []string{"serve"}
+			childArgs := []string{"serve", "--restore"}
 			if f.orwell {
 				childArgs = append(childArgs, "--orwell")
 			}

@@ -127,6 +127,27 @@ func printStatus(a *sharedcli.App, r protocol.StatusReport) {
 		line("", "history %d messages, %s", r.Queue.HistoryMessages, bytesText(r.Queue.HistoryBytes))
 	}
 	line("leases", "%d active delivery leases, %d expired", r.Leases.ActiveDeliveryLeases, r.Leases.ExpiredDeliveryLeases)
+	if len(r.Endpoints) == 0 {
+		line("endpoints", "none (open windows with `tamq open REPO...`)")
+	}
+	for i, ep := range r.Endpoints {
+		section := ""
+		if i == 0 {
+			section = "endpoints"
+		}
+		line(section, "%s %s, tmux %s", ep.ID, ep.State, ep.TmuxSocket)
+		for _, w := range ep.Windows {
+			alive := "alive"
+			if !w.Alive {
+				alive = "GONE"
+			}
+			cmd := w.Command
+			if cmd == "" {
+				cmd = "(shell)"
+			}
+			line("", "  %s: window %s pane %s, %s, %s, %s", w.Repo, w.WindowID, w.PaneID, w.Mode, cmd, alive)
+		}
+	}
 	tw.Flush()
 }
 

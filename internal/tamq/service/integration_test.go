@@ -125,8 +125,9 @@ func TestPingStatusStop(t *testing.T) {
 		t.Errorf("queue counts %v", up.Queue.Counts)
 	}
 	human := e.Run(t, "tamq", "status")
-	for _, want := range []string{"service   running, pid " + strconv.Itoa(pid), "sqlite", "registry  ERROR", "statehub", "queue", "leases"} {
-		if !strings.Contains(human.Stdout, want) {
+	flat := strings.Join(strings.Fields(human.Stdout), " ")
+	for _, want := range []string{"service running, pid " + strconv.Itoa(pid), "sqlite", "registry ERROR", "statehub", "queue", "leases", "endpoints none"} {
+		if !strings.Contains(flat, want) {
 			t.Errorf("status output lacks %q:\n%s", want, human.Stdout)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/buildinfo"
@@ -22,8 +23,10 @@ import (
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/status"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
 // IdleTimeout closes a client connection that sends nothing for this long.
@@ -48,6 +51,10 @@ type Options struct {
 	// IdleRelease is how long after its last request the service hands freed
 	// memory back to the system; zero means DefaultIdleRelease.
 	IdleRelease time.Duration
+	// Writer writes into terminals; nil means TmuxWriter.
+	Writer Writer
+	// Restore reopens the windows recorded for each tmux socket (tamq start).
+	Restore bool
 }
 
 // DefaultIdleRelease keeps an idle service small: the Go runtime returns freed
@@ -69,6 +76,13 @@ type Service struct {
 	stopOnce sync.Once
 	stopped  chan struct{}
 	idle     *time.Timer
+
+	stopWork     context.CancelFunc
+	instance     string // names this run's delivery claims
+	wakeCh       chan struct{}
+	enqCh        chan enqueueReq
+	stopping     atomic.Bool
+	dispatchDone chan struct{}
 }
 
 // Start brings the service up to the point where it accepts connections. The
@@ -82,7 +96,14 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{opts: o, log: o.Log, stopped: make(chan struct{})}
+	s := &Service{
+		opts: o, log: o.Log, stopped: make(chan struct{}),
+		instance: store.NewID(), wakeCh: make(chan struct{}, 1), enqCh: make(chan enqueueReq, 256),
+		dispatchDone: make(chan struct{}),
+	}
+	if s.opts.Writer == nil {
+		s.opts.Writer = TmuxWriter{Pause: s.enterPause}
+	}
 	if err := paths.EnsurePrivateDir(o.Paths.StateDir); err != nil {
 		return nil, err
 	}
@@ -135,6 +156,10 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		return fail(err)
 	}
 	s.advise(ctx)
+	s.reconnectEndpoints(ctx)
+	if o.Restore {
+		s.restore(ctx)
+	}
 	s.log.Info("tamq service started", "pid", os.Getpid(), "socket", o.Paths.Socket, "database", o.Paths.Database,
 		"policy_profile", o.Config.ProfileRef(), "config_version", o.Config.Version)
 	return s, nil
@@ -166,6 +191,14 @@ func (s *Service) refused(peer protocol.Peer, err error) {
 func (s *Service) Run(ctx context.Context) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- s.server.Serve(ctx, s.ln) }()
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	go s.commit(workCtx)
+	go func() {
+		defer close(s.dispatchDone)
+		s.dispatch(workCtx)
+	}()
+	s.stopWork = stopWork
 	reason := "stop request"
 	select {
 	case <-ctx.Done():
@@ -190,8 +223,18 @@ func (s *Service) shutdown(reason string) error {
 
 	s.ln.Close()
 	s.idle.Stop()
+	s.stopping.Store(true) // no new deliveries are claimed
 	sockErr := s.ln.Remove()
 	drainErr := s.server.Shutdown(graceCtx)
+	// Deliveries under way finish (they are short) unless the grace period ends.
+	if s.stopWork != nil {
+		s.stopWork()
+		select {
+		case <-s.dispatchDone:
+		case <-graceCtx.Done():
+			drainErr = errors.Join(drainErr, errs.New(errs.Timeout, "deliveries still running when the grace period ended"))
+		}
+	}
 	if drainErr != nil {
 		s.log.Warn("grace period ended with requests still running")
 	}
@@ -225,10 +268,16 @@ func (s *Service) release() {
 
 func (s *Service) handlers() map[string]protocol.Handler {
 	hs := map[string]protocol.Handler{
-		protocol.OpHello:    s.hello,
-		protocol.OpPing:     s.ping,
-		protocol.OpStatus:   s.status,
-		protocol.OpShutdown: s.shutdownOp,
+		protocol.OpHello:     s.hello,
+		protocol.OpPing:      s.ping,
+		protocol.OpStatus:    s.status,
+		protocol.OpShutdown:  s.shutdownOp,
+		protocol.OpRegister:  s.register,
+		protocol.OpSend:      s.send,
+		protocol.OpAck:       s.ack,
+		protocol.OpRetry:     s.retry,
+		protocol.OpHistory:   s.history,
+		protocol.OpEndpoints: s.endpoints,
 	}
 	release := s.opts.IdleRelease
 	if release == 0 {
@@ -257,7 +306,7 @@ func (s *Service) hello(_ context.Context, _ protocol.Peer, req *protocol.Reques
 }
 
 // Capabilities lists what this service offers, for hello.
-var Capabilities = []string{"ping", "status", "shutdown"}
+var Capabilities = []string{"ping", "status", "shutdown", "register", "send", "ack", "retry", "history", "endpoints"}
 
 func (s *Service) ping(_ context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
 	return protocol.PingResult{PID: os.Getpid(), StartedAt: s.startedAt, ServerVersion: buildinfo.Get().Version, Proto: protocol.Version}, nil
@@ -324,5 +373,81 @@ func orwellTracer(w io.Writer, now func() time.Time) func(string, []byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintf(w, "%s %s %s\n", now().UTC().Format(time.RFC3339Nano), direction, frame)
+	}
+}
+
+func (s *Service) isStopping() bool { return s.stopping.Load() }
+
+// reconnectEndpoints marks each recorded endpoint connected when its tmux
+// server still runs with the same pid, else disconnected.
+func (s *Service) reconnectEndpoints(ctx context.Context) {
+	eps, err := store.Endpoints(ctx, s.db.Reader)
+	if err != nil {
+		s.log.Error("cannot read endpoints", "error", err.Error())
+		return
+	}
+	for _, ep := range eps {
+		state := "disconnected"
+		if pid, err := (tmux.Server{Socket: ep.TmuxSocket}).PID(ctx); err == nil && pid == ep.ServerPID {
+			state = "connected"
+		}
+		if err := s.store.SetEndpointState(ctx, ep.ID, state); err != nil {
+			s.log.Error("cannot record endpoint state", "endpoint", ep.ID, "error", err.Error())
+		}
+	}
+}
+
+type enqueueReq struct {
+	m    *queue.Message
+	done chan error
+}
+
+// enqueue hands a message to the committer and waits until it is durable.
+func (s *Service) enqueue(ctx context.Context, m *queue.Message) error {
+	req := enqueueReq{m: m, done: make(chan error, 1)}
+	select {
+	case s.enqCh <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return <-req.done
+}
+
+// commit writes queued messages in groups: every request waiting when a
+// commit starts joins it, so concurrent senders share one fsync instead of
+// paying one each. A group that fails is retried one message at a time, so
+// one bad message cannot fail the others.
+func (s *Service) commit(ctx context.Context) {
+	for {
+		var group []enqueueReq
+		select {
+		case <-ctx.Done():
+			return
+		case req := <-s.enqCh:
+			group = append(group, req)
+		}
+	more:
+		for len(group) < 256 {
+			select {
+			case req := <-s.enqCh:
+				group = append(group, req)
+			default:
+				break more
+			}
+		}
+		msgs := make([]*queue.Message, len(group))
+		for i, r := range group {
+			msgs[i] = r.m
+		}
+		if err := s.store.Enqueue(ctx, "send", msgs); err == nil {
+			for _, r := range group {
+				r.done <- nil
+			}
+			continue
+		}
+		for _, r := range group {
+			r.m.ID, r.m.BatchID = "", ""
+			r.done <- s.store.Enqueue(ctx, "send", []*queue.Message{r.m})
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
 // ProbeTimeout bounds the State Hub reachability check.
@@ -99,8 +100,36 @@ func Collect(ctx context.Context, src Sources) protocol.StatusReport {
 			r.Leases = protocol.LeaseStatus{ActiveDeliveryLeases: st.ActiveLeases, ExpiredDeliveryLeases: st.ExpiredLeases}
 			r.StateHub.PendingProjections = st.PendingProjections
 		}
+		if eps, err := store.Endpoints(ctx, db); err == nil {
+			r.Endpoints = Live(ctx, eps)
+		}
+	}
+	if r.Endpoints == nil {
+		r.Endpoints = []protocol.Endpoint{}
 	}
 	return r
+}
+
+// Live adds whether each window's pane is alive: one tmux call per endpoint,
+// however many windows it has.
+func Live(ctx context.Context, eps []store.Endpoint) []protocol.Endpoint {
+	out := []protocol.Endpoint{}
+	for _, ep := range eps {
+		alive := map[string]bool{}
+		if wins, err := (tmux.Server{Socket: ep.TmuxSocket}).ListWindows(ctx); err == nil {
+			for _, w := range wins {
+				alive[w.PaneID] = !w.Dead
+			}
+		}
+		pe := protocol.Endpoint{ID: ep.ID, TmuxSocket: ep.TmuxSocket, ServerPID: ep.ServerPID, Session: ep.Session,
+			State: ep.State, Windows: []protocol.EndpointWindow{}}
+		for _, w := range ep.Windows {
+			pe.Windows = append(pe.Windows, protocol.EndpointWindow{Repo: w.Repo, RepoPath: w.RepoPath, WindowID: w.WindowID,
+				PaneID: w.PaneID, Mode: w.Mode, Command: w.Command, Alive: alive[w.PaneID]})
+		}
+		out = append(out, pe)
+	}
+	return out
 }
 
 // Judge sets Healthy and returns the error that sums up what is wrong, or nil;

@@ -1,0 +1,43 @@
+package cli
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+
+	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+)
+
+func newAckCmd(a *sharedcli.App) *cobra.Command {
+	return &cobra.Command{
+		Use:   "ack ID",
+		Short: "Acknowledge a message (stops its redelivery)",
+		Long: `Acknowledge message ID. Accepted in every state, after failure too: a late
+acknowledgement wins. Acknowledging twice is not an error.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return messageOp(cmd, a, protocol.OpAck, args[0], "acknowledged")
+		},
+	}
+}
+
+// messageOp runs an operation on one message id and prints the result.
+func messageOp(cmd *cobra.Command, a *sharedcli.App, op, id, verb string) error {
+	p, err := a.Paths()
+	if err != nil {
+		return err
+	}
+	var m protocol.Message
+	if err := daemon.Client(p, 30*time.Second).Call(cmd.Context(), op, protocol.IDArgs{ID: id}, &m); err != nil {
+		return err
+	}
+	if a.JSON {
+		return a.PrintJSON(m)
+	}
+	if !a.Quiet {
+		a.Printf("%s %s (now %s)\n", verb, m.ID, m.State)
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/tamq/workspace"
+	"github.com/tmux-amq/tamq/internal/tmux"
+)
+
+// openOptions are the flags of open and of the root form.
+type openOptions struct {
+	command    string
+	mode       string
+	noService  bool
+	tmuxSocket string
+}
+
+func (o *openOptions) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&o.command, "command", "", "run this command in each window (default: your shell)")
+	fs.StringVar(&o.mode, "mode", "manual", "trigger (coordination-engine may wake the agent) or manual")
+	fs.BoolVar(&o.noService, "no-service", false, "open the windows without messaging (no service, no delivery)")
+	fs.StringVar(&o.tmuxSocket, "tmux-socket", "", "tmux server socket name, as tmux -L (default: the server tmux would use)")
+	cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions([]string{"trigger", "manual"}, cobra.ShellCompDirectiveNoFileComp))
+}
+
+type openRecord struct {
+	EndpointID string                    `json:"endpoint_id"`
+	TmuxSocket string                    `json:"tmux_socket"`
+	Service    bool                      `json:"service"`
+	Windows    []protocol.EndpointWindow `json:"windows"`
+}
+
+func newOpenCmd(a *sharedcli.App) *cobra.Command {
+	var o openOptions
+	cmd := &cobra.Command{
+		Use:   "open [--command CMD] [--mode trigger|manual] REPO...",
+		Short: "Open one tmux window per repo, and the service when it is not running",
+		Long: `Open one tmux window per gita-registered repo, named after it and started in its
+path, running --command or your shell. A repo that already has its window is not
+opened twice. The service is started (detached) when it is not running; if it
+cannot start, nothing is opened. --no-service opens the windows without messaging.
+
+The root form 'tamq --command codex --mode trigger REPO...' means the same; a
+command name wins over a repo of the same name.`,
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: sharedcli.CompleteRepos(a),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runOpen(cmd, a, o, args)
+		},
+	}
+	o.register(cmd)
+	return cmd
+}
+
+func runOpen(cmd *cobra.Command, a *sharedcli.App, o openOptions, slugs []string) error {
+	if o.mode != "trigger" && o.mode != "manual" {
+		return sharedcli.UsageError("--mode must be trigger or manual, not %q", o.mode)
+	}
+	reg, err := a.Registry()
+	if err != nil {
+		return err
+	}
+	var repos []gita.Repo
+	for _, slug := range slugs {
+		r, err := reg.Resolve(slug)
+		if err != nil {
+			return err
+		}
+		repos = append(repos, r)
+	}
+	p, err := a.Paths()
+	if err != nil {
+		return err
+	}
+	if o.noService {
+		fmt.Fprintf(a.Err, "%s: WARNING: --no-service: these windows get no messages; use `tamq send` after `tamq start`\n", a.Name())
+	} else {
+		if _, err := a.Config(); err != nil {
+			return err
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			return errs.Wrap(errs.Internal, err, "cannot find the tamq executable")
+		}
+		if _, err := daemon.EnsureRunning(cmd.Context(), daemon.Options{Paths: p, Exe: exe, Args: []string{"serve"}}); err != nil {
+			return err
+		}
+	}
+	var want []workspace.Repo
+	for _, r := range repos {
+		want = append(want, workspace.Repo{Repo: r, Command: o.command, Mode: o.mode, KeepMode: !cmd.Flags().Changed("mode")})
+	}
+	ctx := cmd.Context()
+	res, err := workspace.Open(ctx, tmux.Choose(o.tmuxSocket, a.Getenv), want, p.Socket, a.Notef)
+	if err != nil {
+		return err
+	}
+	rec := openRecord{EndpointID: res.Endpoint.ID, TmuxSocket: res.Endpoint.TmuxSocket, Service: !o.noService, Windows: res.Endpoint.Windows}
+	if !o.noService {
+		if err := daemon.Client(p, 30*time.Second).Call(ctx, protocol.OpRegister, protocol.RegisterArgs{Endpoint: res.Endpoint}, nil); err != nil {
+			return err
+		}
+	}
+	if a.JSON {
+		return a.PrintJSON(rec)
+	}
+	for _, w := range rec.Windows {
+		verb := "opened"
+		if w.Reused {
+			verb = "reusing the window of"
+		}
+		mode := w.Mode + " mode"
+		if w.Mode == "" {
+			mode = "mode unchanged"
+		}
+		a.Printf("%s %s: window %s, pane %s (%s) on %s\n", verb, w.Repo, w.WindowID, w.PaneID, mode, rec.EndpointID)
+	}
+	return nil
+}

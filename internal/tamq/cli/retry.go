@@ -1,0 +1,21 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+
+	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/protocol"
+)
+
+func newRetryCmd(a *sharedcli.App) *cobra.Command {
+	return &cobra.Command{
+		Use:   "retry ID",
+		Short: "Queue a failed message again",
+		Long: `Queue failed message ID again, with the same id and a fresh budget of
+attempts. This is the only way out of the failed state.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return messageOp(cmd, a, protocol.OpRetry, args[0], "queued again")
+		},
+	}
+}

@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/tmux"
+)
+
+func newSendCmd(a *sharedcli.App) *cobra.Command {
+	var endpoint, mode string
+	cmd := &cobra.Command{
+		Use:   "send 'To:REPO: TEXT' | send -",
+		Short: "Queue a message for the agent in a repo's window",
+		Long: `Queue one message, written 'To:<repo>: text'. The text may span lines; with '-'
+it is read from standard input. The repo must be registered in gita and have a
+window on exactly one connected endpoint (else name one with --endpoint). The
+sender is where the command runs: inside a tamq window, that window's repo;
+anywhere else, the operator (marked /o). Bodies are UTF-8 text of at most 8 KiB;
+newlines and tabs are the only control characters allowed.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			text := args[0]
+			if text == "-" {
+				b, err := io.ReadAll(io.LimitReader(a.In, queue.MaxBody*2))
+				if err != nil {
+					return errs.Wrap(errs.BodyInvalid, err, "cannot read standard input")
+				}
+				text = strings.TrimSuffix(string(b), "\n")
+			}
+			p, err := a.Paths()
+			if err != nil {
+				return err
+			}
+			req := protocol.SendArgs{Text: text, EndpointID: endpoint, AckMode: mode}
+			if pane := a.Getenv("TMUX_PANE"); pane != "" && a.Getenv("TMUX") != "" {
+				req.FromPane = pane
+				req.FromSocket = tmux.Choose("", a.Getenv).Socket
+			}
+			var m protocol.Message
+			if err := daemon.Client(p, 30*time.Second).Call(cmd.Context(), protocol.OpSend, req, &m); err != nil {
+				return err
+			}
+			if a.JSON {
+				return a.PrintJSON(m)
+			}
+			if !a.Quiet {
+				a.Printf("queued %s for %s (%s mode)\n", m.ID, m.Target, m.AckMode)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&endpoint, "endpoint", "", "the endpoint (tmux-amq-<pid>) to deliver through, when the repo has windows on several")
+	cmd.Flags().StringVar(&mode, "ack-mode", "", "injected or acknowledged (default: delivery_ack_mode from config)")
+	cmd.RegisterFlagCompletionFunc("ack-mode", cobra.FixedCompletions([]string{"injected", "acknowledged"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}

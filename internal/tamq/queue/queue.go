@@ -1,0 +1,302 @@
+// Package queue is the message domain of tamq: what a message is, how its body
+// and address are checked, how it is presented in a terminal, and the state
+// machine of its delivery. It does no I/O; the store applies these rules inside
+// transactions and the service drives them with a clock.
+package queue
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+)
+
+// State is where a message is in its delivery.
+type State string
+
+const (
+	Queued       State = "queued"
+	Delivering   State = "delivering"
+	Injected     State = "injected"
+	AwaitingAck  State = "awaiting_ack"
+	Acknowledged State = "acknowledged"
+	Failed       State = "failed"
+)
+
+// Final reports whether no further delivery happens from s on its own.
+func (s State) Final() bool { return s == Injected || s == Acknowledged || s == Failed }
+
+// AckMode is when a message counts as delivered (spec section 5).
+type AckMode string
+
+const (
+	// ModeInjected: delivered once the bytes were written to the terminal.
+	ModeInjected AckMode = "injected"
+	// ModeAcknowledged: delivered once the receiver runs `tamq ack ID`;
+	// until then the same id is redelivered after each deadline.
+	ModeAcknowledged AckMode = "acknowledged"
+)
+
+// SenderKind is where a message came from.
+type SenderKind string
+
+const (
+	FromWorker       SenderKind = "worker"
+	FromOperator     SenderKind = "operator"
+	FromCoordination SenderKind = "coordination"
+	FromReplay       SenderKind = "replay"
+)
+
+// MaxBody is the largest body in bytes of UTF-8.
+const MaxBody = 8 << 10
+
+// Message is one message and its delivery state.
+type Message struct {
+	ID         string
+	BatchID    string
+	EndpointID string
+	Sender     string
+	SenderKind SenderKind
+	Target     string
+	Body       string
+	AckMode    AckMode
+	State      State
+	// Attempts counts delivery attempts made; MaxAttempts is how many
+	// redeliveries may follow the first, so at most 1+MaxAttempts are made.
+	Attempts    int
+	MaxAttempts int
+
+	IdempotencyKey string
+	CorrelationID  string
+	ReplayOf       string
+	PolicyProfile  string
+	ConfigVersion  string
+
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	NextAttemptAt time.Time
+	AckDeadlineAt time.Time
+	InjectedAt    time.Time
+	AckedAt       time.Time
+	FailedAt      time.Time
+	LastError     string
+}
+
+// Timing is what the state machine needs from configuration.
+type Timing struct {
+	// AckTimeout is how long an acknowledged-mode message waits for its ack.
+	AckTimeout time.Duration
+	// Backoff is the delay before the attempt after attempt n (1-based).
+	Backoff func(attempt int) time.Duration
+}
+
+// CleanBody normalizes line ends (CRLF and lone CR become LF, as pasted text
+// often has them) and checks the body: UTF-8, not empty, at most 8 KiB, no NUL
+// or other control bytes but newline and tab.
+func CleanBody(body string) (string, error) {
+	body = strings.ReplaceAll(body, "\r\n", "\n")
+	body = strings.ReplaceAll(body, "\r", "\n")
+	if len(body) > MaxBody {
+		return "", errs.New(errs.BodyTooLarge, "message body is %d bytes; the limit is %d", len(body), MaxBody)
+	}
+	if !utf8.ValidString(body) {
+		return "", errs.New(errs.BodyInvalid, "message body is not valid UTF-8")
+	}
+	for i, r := range body {
+		if r == '\n' || r == '\t' {
+			continue
+		}
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return "", errs.New(errs.BodyInvalid, "message body has control byte 0x%02x at offset %d; only text, newlines and tabs are allowed", r, i)
+		}
+	}
+	if strings.TrimSpace(body) == "" {
+		return "", errs.New(errs.BodyInvalid, "message body is empty")
+	}
+	return body, nil
+}
+
+// ParseAddress splits "To:<slug>: text" into the target slug and the body.
+// Slugs may contain spaces, commas and colons, so the address is matched
+// against the registered slugs (the longest match wins), never split on a
+// character. unknown is the slug as written when none matches.
+func ParseAddress(text string, slugs []string) (target, body string, err error) {
+	rest, ok := strings.CutPrefix(text, "To:")
+	if !ok {
+		return "", "", errs.New(errs.Usage, "a message must start with 'To:<repo>: ' (got %q)", preview(text))
+	}
+	for _, s := range slugs {
+		if strings.HasPrefix(rest, s+":") && len(s) > len(target) {
+			target = s
+		}
+	}
+	if target == "" {
+		return "", "", errs.New(errs.UnknownTarget, "unknown target '%s': not in the gita registry (see `gita ls`)", AddressedSlug(text))
+	}
+	body = strings.TrimPrefix(rest[len(target)+1:], " ")
+	return target, body, nil
+}
+
+// AddressedSlug is the slug an address names as written, up to its first ':'
+// (for messages about addresses that match no registered slug).
+func AddressedSlug(text string) string {
+	rest := strings.TrimPrefix(text, "To:")
+	written, _, _ := strings.Cut(rest, ":")
+	if nl := strings.IndexByte(written, '\n'); nl >= 0 {
+		written = written[:nl]
+	}
+	return written
+}
+
+func preview(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// Envelope is what is written into the receiver's terminal:
+// "From:<sender>: <body>", with "/o" after an operator's label. No line of it
+// can be read as an address: body lines that start with "To:" (after spaces)
+// are quoted with "> ". In acknowledged mode a last line names the message id
+// and the exact command that acknowledges it.
+func Envelope(m Message) string {
+	var b strings.Builder
+	b.WriteString("From:")
+	b.WriteString(m.Sender)
+	if m.SenderKind == FromOperator {
+		b.WriteString("/o")
+	}
+	b.WriteString(": ")
+	for i, line := range strings.Split(m.Body, "\n") {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		if strings.HasPrefix(strings.TrimLeft(line, " \t"), "To:") {
+			b.WriteString("> ")
+		}
+		b.WriteString(line)
+	}
+	if m.AckMode == ModeAcknowledged {
+		fmt.Fprintf(&b, "\n[tamq message %s: acknowledge with: tamq ack %s]", m.ID, m.ID)
+	}
+	return b.String()
+}
+
+func transitionError(m *Message, action string) error {
+	return errs.New(errs.Conflict, "message %s is %s; cannot %s", m.ID, m.State, action)
+}
+
+// Claim starts a delivery attempt of a queued message that is due.
+func (m *Message) Claim(now time.Time) error {
+	if m.State != Queued {
+		return transitionError(m, "claim it")
+	}
+	if now.Before(m.NextAttemptAt) {
+		return errs.New(errs.Conflict, "message %s is not due until %s", m.ID, m.NextAttemptAt.Format(time.RFC3339))
+	}
+	m.State = Delivering
+	m.Attempts++
+	m.UpdatedAt = now
+	return nil
+}
+
+// Written records that the bytes reached the terminal.
+func (m *Message) Written(now time.Time, t Timing) error {
+	if m.State != Delivering {
+		return transitionError(m, "mark it written")
+	}
+	m.InjectedAt, m.UpdatedAt, m.LastError = now, now, ""
+	if m.AckMode == ModeAcknowledged {
+		m.State = AwaitingAck
+		m.AckDeadlineAt = now.Add(t.AckTimeout)
+		return nil
+	}
+	m.State = Injected
+	return nil
+}
+
+// WriteFailed records a failed write. maybeWritten says whether any byte may
+// have arrived: then a resend could double the text, so injected mode fails
+// for the operator to retry and acknowledged mode waits for its deadline;
+// otherwise the message is queued again after the backoff.
+func (m *Message) WriteFailed(now time.Time, t Timing, maybeWritten bool, reason string) error {
+	if m.State != Delivering {
+		return transitionError(m, "record a failed write")
+	}
+	m.LastError, m.UpdatedAt = reason, now
+	switch {
+	case maybeWritten && m.AckMode == ModeAcknowledged:
+		m.State = AwaitingAck
+		m.AckDeadlineAt = now.Add(t.AckTimeout)
+	case maybeWritten:
+		m.fail(now, "write may have partly arrived; not resent blindly: "+reason)
+	default:
+		m.requeueOrFail(now, t)
+	}
+	return nil
+}
+
+// AckDeadlinePassed redelivers an unacknowledged message (same id) after the
+// backoff, or fails it when its attempts are used up.
+func (m *Message) AckDeadlinePassed(now time.Time, t Timing) error {
+	if m.State != AwaitingAck {
+		return transitionError(m, "expire its ack deadline")
+	}
+	if now.Before(m.AckDeadlineAt) {
+		return errs.New(errs.Conflict, "message %s waits for its ack until %s", m.ID, m.AckDeadlineAt.Format(time.RFC3339))
+	}
+	m.LastError = "not acknowledged in time"
+	m.requeueOrFail(now, t)
+	return nil
+}
+
+// LeaseExpired returns a message whose delivery claim outlived its holder (a
+// crash mid-delivery) to the queue, same id, due at once. The attempt counts.
+func (m *Message) LeaseExpired(now time.Time) error {
+	if m.State != Delivering {
+		return transitionError(m, "expire its delivery lease")
+	}
+	m.State, m.NextAttemptAt, m.UpdatedAt = Queued, now, now
+	m.LastError = "delivery interrupted"
+	return nil
+}
+
+// Ack records the receiver's acknowledgement. It is accepted in every state,
+// after failure too (a late ack wins); acking twice changes nothing.
+func (m *Message) Ack(now time.Time) (changed bool) {
+	if m.State == Acknowledged {
+		return false
+	}
+	m.State, m.AckedAt, m.UpdatedAt = Acknowledged, now, now
+	m.AckDeadlineAt, m.NextAttemptAt = time.Time{}, time.Time{}
+	return true
+}
+
+// Retry is the only way out of failed: the message is queued again, due at
+// once, with a fresh budget of attempts.
+func (m *Message) Retry(now time.Time) error {
+	if m.State != Failed {
+		return transitionError(m, "retry it (only failed messages can be retried)")
+	}
+	m.State, m.Attempts, m.NextAttemptAt, m.UpdatedAt = Queued, 0, now, now
+	m.FailedAt, m.LastError = time.Time{}, ""
+	return nil
+}
+
+func (m *Message) requeueOrFail(now time.Time, t Timing) {
+	if m.Attempts > m.MaxAttempts {
+		m.fail(now, fmt.Sprintf("gave up after %d attempts: %s", m.Attempts, m.LastError))
+		return
+	}
+	m.State = Queued
+	m.NextAttemptAt = now.Add(t.Backoff(m.Attempts))
+	m.AckDeadlineAt = time.Time{}
+}
+
+func (m *Message) fail(now time.Time, reason string) {
+	m.State, m.FailedAt, m.LastError = Failed, now, reason
+	m.AckDeadlineAt, m.NextAttemptAt = time.Time{}, time.Time{}
+}

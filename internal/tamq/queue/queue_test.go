@@ -1,0 +1,203 @@
+package queue
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+)
+
+var t0 = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+
+var timing = Timing{
+	AckTimeout: 30 * time.Second,
+	Backoff:    func(n int) time.Duration { return time.Duration(n) * 5 * time.Second },
+}
+
+func queued(mode AckMode, maxAttempts int) *Message {
+	return &Message{ID: "m1", State: Queued, AckMode: mode, MaxAttempts: maxAttempts, NextAttemptAt: t0}
+}
+
+func TestCleanBody(t *testing.T) {
+	ok := []struct{ in, want string }{
+		{"hello", "hello"},
+		{"two\nlines\tand tab", "two\nlines\tand tab"},
+		{"crlf\r\nlines\rold mac", "crlf\nlines\nold mac"},
+		{"ünïcödé ✓ 日本", "ünïcödé ✓ 日本"},
+		{strings.Repeat("é", MaxBody/2), strings.Repeat("é", MaxBody/2)},
+	}
+	for _, tt := range ok {
+		got, err := CleanBody(tt.in)
+		if err != nil || got != tt.want {
+			t.Errorf("CleanBody(%q) = %q, %v", preview(tt.in), preview(got), err)
+		}
+	}
+	bad := []struct {
+		in   string
+		code errs.Code
+	}{
+		{strings.Repeat("x", MaxBody+1), errs.BodyTooLarge},
+		{"nul\x00byte", errs.BodyInvalid},
+		{"escape \x1b[201~ end paste", errs.BodyInvalid},
+		{"bell\a", errs.BodyInvalid},
+		{"del\x7f", errs.BodyInvalid},
+		{"c1 \u0085", errs.BodyInvalid},
+		{"bad utf8 \xff", errs.BodyInvalid},
+		{"  \n\t ", errs.BodyInvalid},
+		{"", errs.BodyInvalid},
+	}
+	for _, tt := range bad {
+		if _, err := CleanBody(tt.in); !errs.Is(err, tt.code) {
+			t.Errorf("CleanBody(%q) = %v, want %s", preview(tt.in), err, tt.code)
+		}
+	}
+}
+
+func TestParseAddress(t *testing.T) {
+	slugs := []string{"net", "net-kingdom", "with space,comma", "a:b"}
+	tests := []struct{ in, target, body string }{
+		{"To:net-kingdom: hello", "net-kingdom", "hello"},
+		{"To:net: hi", "net", "hi"},
+		{"To:with space,comma: x", "with space,comma", "x"},
+		{"To:a:b: colon", "a:b", "colon"},
+		{"To:net-kingdom:no space", "net-kingdom", "no space"},
+		{"To:net-kingdom: line1\nline2", "net-kingdom", "line1\nline2"},
+	}
+	for _, tt := range tests {
+		target, body, err := ParseAddress(tt.in, slugs)
+		if err != nil || target != tt.target || body != tt.body {
+			t.Errorf("ParseAddress(%q) = %q, %q, %v", tt.in, target, body, err)
+		}
+	}
+	if _, _, err := ParseAddress("To:ghost: boo", slugs); !errs.Is(err, errs.UnknownTarget) || !strings.Contains(err.Error(), "'ghost'") {
+		t.Errorf("unknown: %v", err)
+	}
+	if _, _, err := ParseAddress("To:*: everyone", slugs); !errs.Is(err, errs.UnknownTarget) {
+		t.Errorf("wildcard: %v", err)
+	}
+	if _, _, err := ParseAddress("hello", slugs); !errs.Is(err, errs.Usage) {
+		t.Errorf("no address: %v", err)
+	}
+}
+
+func TestEnvelope(t *testing.T) {
+	m := Message{ID: "0193", Sender: "net-kingdom", SenderKind: FromWorker, Body: "done\nTo:railiance: sneaky\n  To:x: indented\nplain To:y: mid-line"}
+	want := "From:net-kingdom: done\n> To:railiance: sneaky\n>   To:x: indented\nplain To:y: mid-line"
+	if got := Envelope(m); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	m = Message{ID: "0193", Sender: "operator", SenderKind: FromOperator, Body: "To:a: first line", AckMode: ModeAcknowledged}
+	want = "From:operator/o: > To:a: first line\n[tamq message 0193: acknowledge with: tamq ack 0193]"
+	if got := Envelope(m); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
+
+func TestInjectedModeLifecycle(t *testing.T) {
+	m := queued(ModeInjected, 4)
+	if err := m.Claim(t0.Add(-time.Second)); !errs.Is(err, errs.Conflict) {
+		t.Errorf("claim before due: %v", err)
+	}
+	must(t, m.Claim(t0))
+	if m.State != Delivering || m.Attempts != 1 {
+		t.Fatalf("%+v", m)
+	}
+	must(t, m.Written(t0, timing))
+	if m.State != Injected || !m.State.Final() || !m.InjectedAt.Equal(t0) {
+		t.Fatalf("%+v", m)
+	}
+	if err := m.Claim(t0); err == nil {
+		t.Error("claimed an injected message")
+	}
+}
+
+func TestAcknowledgedModeRedeliversSameIDUntilAcked(t *testing.T) {
+	m := queued(ModeAcknowledged, 2)
+	now := t0
+	for attempt := 1; attempt <= 3; attempt++ {
+		must(t, m.Claim(now))
+		must(t, m.Written(now, timing))
+		if m.State != AwaitingAck || !m.AckDeadlineAt.Equal(now.Add(30*time.Second)) {
+			t.Fatalf("attempt %d: %+v", attempt, m)
+		}
+		if err := m.AckDeadlinePassed(now.Add(29*time.Second), timing); err == nil {
+			t.Fatal("deadline expired early")
+		}
+		now = now.Add(30 * time.Second)
+		must(t, m.AckDeadlinePassed(now, timing))
+		if attempt < 3 {
+			if m.State != Queued || !m.NextAttemptAt.Equal(now.Add(time.Duration(attempt)*5*time.Second)) || m.ID != "m1" {
+				t.Fatalf("attempt %d: %+v", attempt, m)
+			}
+			now = m.NextAttemptAt
+		}
+	}
+	if m.State != Failed || m.Attempts != 3 || !strings.Contains(m.LastError, "gave up after 3 attempts") {
+		t.Fatalf("after exhaustion: %+v", m)
+	}
+	// A late ack wins.
+	if !m.Ack(now) || m.State != Acknowledged {
+		t.Fatalf("late ack: %+v", m)
+	}
+	if m.Ack(now) {
+		t.Error("second ack changed something")
+	}
+}
+
+func TestWriteFailures(t *testing.T) {
+	// Nothing written: back to the queue with backoff, then failed.
+	m := queued(ModeInjected, 1)
+	must(t, m.Claim(t0))
+	must(t, m.WriteFailed(t0, timing, false, "pane gone"))
+	if m.State != Queued || !m.NextAttemptAt.Equal(t0.Add(5*time.Second)) || m.LastError != "pane gone" {
+		t.Fatalf("%+v", m)
+	}
+	must(t, m.Claim(m.NextAttemptAt))
+	must(t, m.WriteFailed(t0, timing, false, "pane gone"))
+	if m.State != Failed {
+		t.Fatalf("%+v", m)
+	}
+	// Maybe written, injected mode: failed, never resent blindly.
+	m = queued(ModeInjected, 4)
+	must(t, m.Claim(t0))
+	must(t, m.WriteFailed(t0, timing, true, "enter failed"))
+	if m.State != Failed || !strings.Contains(m.LastError, "not resent blindly") {
+		t.Fatalf("%+v", m)
+	}
+	// Maybe written, acknowledged mode: the ack deadline decides.
+	m = queued(ModeAcknowledged, 4)
+	must(t, m.Claim(t0))
+	must(t, m.WriteFailed(t0, timing, true, "enter failed"))
+	if m.State != AwaitingAck || !m.AckDeadlineAt.Equal(t0.Add(30*time.Second)) {
+		t.Fatalf("%+v", m)
+	}
+}
+
+func TestRetryAndLeaseExpiry(t *testing.T) {
+	m := queued(ModeInjected, 0)
+	must(t, m.Claim(t0))
+	must(t, m.LeaseExpired(t0))
+	if m.State != Queued || m.Attempts != 1 || m.ID != "m1" {
+		t.Fatalf("after lease expiry: %+v", m)
+	}
+	if err := m.Retry(t0); err == nil {
+		t.Error("retried a queued message")
+	}
+	must(t, m.Claim(t0))
+	must(t, m.WriteFailed(t0, timing, false, "x"))
+	if m.State != Failed {
+		t.Fatalf("max_attempts 0 allows one attempt only: %+v", m)
+	}
+	must(t, m.Retry(t0.Add(time.Minute)))
+	if m.State != Queued || m.Attempts != 0 || !m.NextAttemptAt.Equal(t0.Add(time.Minute)) || !m.FailedAt.IsZero() {
+		t.Fatalf("after retry: %+v", m)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

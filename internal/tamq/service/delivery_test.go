@@ -1,0 +1,325 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/testutil"
+)
+
+// workspace starts a service with the given config, registers repos in gita
+// and opens recorder windows for them on a private tmux server.
+func workspace(t *testing.T, config string, repos ...string) (*testutil.Env, *testutil.Tmux) {
+	t.Helper()
+	e := testutil.NewEnv(t)
+	e.WriteConfig(t, config)
+	e.Gita(t, repos...)
+	tm := testutil.NewTmux(t)
+	args := append([]string{"open", "--tmux-socket", tm.Name, "--command", e.RecorderCommand()}, repos...)
+	e.Tamq(t, args...)
+	t.Cleanup(func() { e.Run(t, "tamq", "stop") })
+	for _, r := range repos {
+		testutil.WaitFor(t, "the recorder of "+r, func() bool { _, ok := e.Recording(r); return ok })
+	}
+	return e, tm
+}
+
+func send(t *testing.T, e *testutil.Env, args ...string) protocol.Message {
+	t.Helper()
+	r := e.Tamq(t, append([]string{"send", "--json"}, args...)...)
+	var m protocol.Message
+	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil {
+		t.Fatalf("send --json: %v\n%s", err, r)
+	}
+	return m
+}
+
+func history(t *testing.T, e *testutil.Env, args ...string) []protocol.Message {
+	t.Helper()
+	r := e.Tamq(t, append([]string{"history", "--json", "--limit", "1000"}, args...)...)
+	var ms []protocol.Message
+	if err := json.Unmarshal([]byte(r.Stdout), &ms); err != nil {
+		t.Fatalf("history --json: %v\n%s", err, r)
+	}
+	return ms
+}
+
+func stateOf(t *testing.T, e *testutil.Env, id string) protocol.Message {
+	t.Helper()
+	for _, m := range history(t, e) {
+		if m.ID == id {
+			return m
+		}
+	}
+	t.Fatalf("message %s not in history", id)
+	return protocol.Message{}
+}
+
+func waitState(t *testing.T, e *testutil.Env, id, state string) protocol.Message {
+	t.Helper()
+	var m protocol.Message
+	testutil.WaitFor(t, id+" to be "+state, func() bool {
+		m = stateOf(t, e, id)
+		return m.State == state
+	})
+	return m
+}
+
+const fastConfig = "[delivery]\nenter_pause_ms = 20\n"
+
+func TestBodiesArriveByteExact(t *testing.T) {
+	t.Parallel()
+	e, _ := workspace(t, fastConfig, "net-kingdom", "with space,comma")
+	long := strings.Repeat("0123456789abcdef", 512)[:8192-3] + "end"
+	cases := []struct{ repo, text, want string }{
+		{"net-kingdom", "To:net-kingdom: hello", "From:operator/o: hello\r"},
+		{"net-kingdom", "To:net-kingdom: line one\nline two\n\tindented", "From:operator/o: line one\nline two\n\tindented\r"},
+		{"net-kingdom", "To:net-kingdom: reply here\nTo:railiance: not an address", "From:operator/o: reply here\n> To:railiance: not an address\r"},
+		{"with space,comma", "To:with space,comma: ünïcödé ✓ 日本語", "From:operator/o: ünïcödé ✓ 日本語\r"},
+		{"with space,comma", "To:with space,comma: " + long, "From:operator/o: " + long + "\r"},
+	}
+	want := map[string]string{}
+	for _, c := range cases {
+		m := send(t, e, c.text)
+		if m.Target != c.repo || m.Sender != "operator" || m.Provenance != "o" || m.State != "queued" ||
+			!strings.HasPrefix(m.PolicyProfile, "default@") || m.ConfigVersion == "" {
+			t.Errorf("send record %+v", m)
+		}
+		waitState(t, e, m.ID, "injected")
+		want[c.repo] += c.want
+	}
+	for repo, w := range want {
+		got, _ := e.Recording(repo)
+		if got != w {
+			t.Errorf("%s received\n%q\nwant\n%q", repo, got, w)
+		}
+	}
+	// From standard input, multi-line.
+	cmd := e.Command(context.Background(), "tamq", "send", "--json", "-")
+	cmd.Stdin = strings.NewReader("To:net-kingdom: from stdin\nsecond\n")
+	r := testutil.RunCmd(t, cmd)
+	var m protocol.Message
+	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil || r.Status != 0 {
+		t.Fatalf("send -: %s", r)
+	}
+	waitState(t, e, m.ID, "injected")
+	if got, _ := e.Recording("net-kingdom"); !strings.HasSuffix(got, "From:operator/o: from stdin\nsecond\r") {
+		t.Errorf("stdin message: %q", got)
+	}
+}
+
+func TestBadMessagesAreRejectedAndNothingStored(t *testing.T) {
+	t.Parallel()
+	e, _ := workspace(t, fastConfig, "net-kingdom")
+	cases := []struct {
+		name   string
+		text   string
+		status int
+		stderr string
+	}{
+		{"unknown target", "To:net-kingdon: hi", 5, "unknown target 'net-kingdon'"},
+		{"wildcard", "To:*: everyone", 5, "unknown target '*'"},
+		{"oversized", "To:net-kingdom: " + strings.Repeat("x", 8193), 10, "limit is 8192"},
+		{"binary", "To:net-kingdom: nul\x00byte", 11, "control byte 0x00"},
+		{"escape", "To:net-kingdom: \x1b[201~", 11, "control byte 0x1b"},
+		{"no address", "hello", 2, "must start with 'To:<repo>: '"},
+	}
+	for _, c := range cases {
+		cmd := e.Command(context.Background(), "tamq", "send", "-")
+		cmd.Stdin = strings.NewReader(c.text)
+		r := testutil.RunCmd(t, cmd)
+		if r.Status != c.status || !strings.Contains(r.Stderr, c.stderr) || r.Stdout != "" {
+			t.Errorf("%s: %s", c.name, r)
+		}
+	}
+	if ms := history(t, e); len(ms) != 0 {
+		t.Errorf("rejected messages were stored: %+v", ms)
+	}
+	// A registered repo without a window is unavailable, not unknown.
+	e.Gita(t, "no-window")
+	r := e.Run(t, "tamq", "send", "To:no-window: hi")
+	if r.Status != 8 || !strings.Contains(r.Stderr, "no connected endpoint has a window for \"no-window\"") {
+		t.Errorf("repo without window: %s", r)
+	}
+}
+
+func TestAcknowledgedModeRedeliversSameIDUntilAcked(t *testing.T) {
+	t.Parallel()
+	cfg := fastConfig + "[coordination]\nwake_ack_timeout_seconds = 1\nretry_backoff_seconds = [1]\nmax_attempts = 3\n"
+	e, _ := workspace(t, cfg, "net-kingdom")
+	m := send(t, e, "--ack-mode", "acknowledged", "To:net-kingdom: please ack")
+	envelope := fmt.Sprintf("From:operator/o: please ack\n[tamq message %s: acknowledge with: tamq ack %s]\r", m.ID, m.ID)
+	testutil.WaitFor(t, "a redelivery", func() bool {
+		got, _ := e.Recording("net-kingdom")
+		return strings.Count(got, envelope) >= 2
+	})
+	e.Tamq(t, "ack", m.ID)
+	acked := stateOf(t, e, m.ID)
+	if acked.State != "acknowledged" || acked.AckDeadlineAt != nil || acked.AckedAt == nil {
+		t.Fatalf("after ack: %+v", acked)
+	}
+	// Nothing more of it arrives: a later message is the next thing the window sees.
+	before, _ := e.Recording("net-kingdom")
+	next := send(t, e, "To:net-kingdom: after")
+	waitState(t, e, next.ID, "injected")
+	got, _ := e.Recording("net-kingdom")
+	if rest := strings.TrimPrefix(got, before); !strings.HasPrefix(rest, "From:operator/o: after") && !strings.HasSuffix(before, envelope) {
+		t.Errorf("after ack the window got %q", rest)
+	}
+	if again := stateOf(t, e, m.ID); again.State != "acknowledged" || again.Attempts != acked.Attempts {
+		t.Errorf("acknowledged message changed: %+v", again)
+	}
+}
+
+func TestLateAckWinsAndRetryRequeues(t *testing.T) {
+	t.Parallel()
+	cfg := fastConfig + "[coordination]\nwake_ack_timeout_seconds = 1\nretry_backoff_seconds = [1]\nmax_attempts = 0\ndelivery_ack_mode = \"acknowledged\"\n"
+	e, _ := workspace(t, cfg, "net-kingdom")
+	m := send(t, e, "To:net-kingdom: one chance")
+	if m.AckMode != "acknowledged" {
+		t.Fatalf("config's delivery_ack_mode not applied: %+v", m)
+	}
+	failed := waitState(t, e, m.ID, "failed")
+	if failed.Attempts != 1 || !strings.Contains(failed.LastError, "gave up after 1 attempts") {
+		t.Errorf("failed: %+v", failed)
+	}
+	r := e.Run(t, "tamq", "retry", "no-such-id")
+	if r.Status != 12 {
+		t.Errorf("retry of an unknown id: %s", r)
+	}
+	e.Tamq(t, "retry", m.ID)
+	waitState(t, e, m.ID, "failed") // delivered once more, again not acked
+	got, _ := e.Recording("net-kingdom")
+	if strings.Count(got, "one chance") != 2 {
+		t.Errorf("retry did not redeliver exactly once more: %q", got)
+	}
+	r = e.Run(t, "tamq", "retry", m.ID)
+	if r.Status != 0 {
+		t.Fatalf("second retry: %s", r)
+	}
+	r = e.Run(t, "tamq", "ack", m.ID)
+	if r.Status != 0 || !strings.Contains(r.Stdout, "now acknowledged") {
+		t.Fatalf("late ack: %s", r)
+	}
+	if r := e.Run(t, "tamq", "retry", m.ID); r.Status != 13 {
+		t.Errorf("retry of an acknowledged message: %s", r)
+	}
+	e.Tamq(t, "ack", m.ID) // twice is fine
+}
+
+func TestOpenTwiceLeavesOneWindow(t *testing.T) {
+	t.Parallel()
+	e, tm := workspace(t, fastConfig, "net-kingdom")
+	r := e.Tamq(t, "open", "--tmux-socket", tm.Name, "net-kingdom")
+	if !strings.Contains(r.Stdout, "reusing the window of net-kingdom") {
+		t.Errorf("second open: %s", r)
+	}
+	// The spec's root form means the same.
+	r = e.Tamq(t, "--tmux-socket", tm.Name, "--mode", "trigger", "net-kingdom")
+	if !strings.Contains(r.Stdout, "reusing the window of net-kingdom") || !strings.Contains(r.Stdout, "trigger mode") {
+		t.Errorf("root form: %s", r)
+	}
+	names := tm.Must(t, "list-windows", "-a", "-F", "#{window_name}")
+	if strings.Count(names, "net-kingdom") != 1 {
+		t.Errorf("windows: %q", names)
+	}
+	// A duplicate made behind tamq's back is reconciled, not doubled.
+	tm.Must(t, "new-window", "-d", "-t", "=tamq:", "-n", "net-kingdom")
+	id := tm.Must(t, "list-windows", "-a", "-F", "#{window_id} #{window_name}")
+	last := strings.Fields(id[strings.LastIndex(id, "\n")+1:])[0]
+	tm.Must(t, "set-option", "-w", "-t", last, "@tamq_repo", "net-kingdom")
+	r = e.Tamq(t, "open", "--tmux-socket", tm.Name, "net-kingdom")
+	if !strings.Contains(r.Stderr, "no longer used for messages") {
+		t.Errorf("duplicate not reconciled: %s", r)
+	}
+	var st protocol.StatusReport
+	if err := json.Unmarshal([]byte(e.Run(t, "tamq", "status", "--json").Stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Endpoints) != 1 || len(st.Endpoints[0].Windows) != 1 || !st.Endpoints[0].Windows[0].Alive ||
+		st.Endpoints[0].Windows[0].Mode != "trigger" || st.Endpoints[0].State != "connected" {
+		t.Errorf("status endpoints %+v", st.Endpoints)
+	}
+}
+
+func TestStartRestoresTheWorkspace(t *testing.T) {
+	t.Parallel()
+	e, tm := workspace(t, fastConfig, "net-kingdom")
+	e.Tamq(t, "stop")
+	// A reboot: the tmux server is gone.
+	tm.Cmd("kill-server")
+	e.Tamq(t, "start", "--detach")
+	var st protocol.StatusReport
+	if err := json.Unmarshal([]byte(e.Run(t, "tamq", "status", "--json").Stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	var live *protocol.Endpoint
+	for i, ep := range st.Endpoints {
+		if ep.State == "connected" {
+			live = &st.Endpoints[i]
+		}
+	}
+	if live == nil || len(live.Windows) != 1 || !live.Windows[0].Alive || live.Windows[0].Command != e.RecorderCommand() {
+		t.Fatalf("restored endpoints %+v", st.Endpoints)
+	}
+	testutil.WaitFor(t, "the restored recorder", func() bool { _, ok := e.Recording("net-kingdom"); return ok })
+	m := send(t, e, "To:net-kingdom: after reboot")
+	waitState(t, e, m.ID, "injected")
+}
+
+func TestCrashMidDeliveryLosesAndDoublesNothing(t *testing.T) {
+	t.Parallel()
+	e, _ := workspace(t, "[delivery]\nenter_pause_ms = 0\n", "alpha", "beta")
+	client := &protocol.Client{Socket: e.Socket()}
+	const n = 500
+	for i := range n {
+		repo := []string{"alpha", "beta"}[i%2]
+		if err := client.Call(context.Background(), protocol.OpSend, protocol.SendArgs{Text: fmt.Sprintf("To:%s: msg-%03d", repo, i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Kill the service while deliveries are in flight.
+	testutil.WaitFor(t, "some deliveries", func() bool {
+		a, _ := e.Recording("alpha")
+		return strings.Count(a, "\r") >= 20
+	})
+	pid := pingPID(t, e)
+	syscall.Kill(pid, syscall.SIGKILL)
+	testutil.WaitFor(t, "the service to die", func() bool { return syscall.Kill(pid, 0) == syscall.ESRCH })
+	e.Tamq(t, "start", "--detach")
+	testutil.WaitFor(t, "every message to be injected", func() bool {
+		return len(history(t, e, "--state", "injected")) == n
+	})
+	if ms := history(t, e); len(ms) != n {
+		t.Fatalf("%d messages in history, want %d", len(ms), n)
+	}
+	for _, repo := range []string{"alpha", "beta"} {
+		got, _ := e.Recording(repo)
+		seen := map[string]int{}
+		for _, chunk := range strings.Split(strings.TrimSuffix(got, "\r"), "\r") {
+			seen[chunk]++
+		}
+		doubled := 0
+		for i := range n {
+			if []string{"alpha", "beta"}[i%2] != repo {
+				continue
+			}
+			c := seen[fmt.Sprintf("From:operator/o: msg-%03d", i)]
+			if c == 0 {
+				t.Errorf("%s never received msg-%03d", repo, i)
+			}
+			if c > 1 {
+				doubled++
+			}
+		}
+		// Only the message being written at the kill may arrive twice.
+		if doubled > 1 {
+			t.Errorf("%s received %d messages twice", repo, doubled)
+		}
+	}
+}

@@ -1,0 +1,252 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/tamq/status"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
+)
+
+// OperatorLabel is the sender of messages sent from outside any tamq window.
+const OperatorLabel = "operator"
+
+func (s *Service) register(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args protocol.RegisterArgs
+	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	ep := args.Endpoint
+	if !strings.HasPrefix(ep.ID, "tmux-amq-") || ep.TmuxSocket == "" || len(ep.Windows) == 0 {
+		return nil, errs.New(errs.BadRequest, "register needs an endpoint id tmux-amq-<pid>, its tmux socket and windows")
+	}
+	reg, err := s.opts.Registry()
+	if err != nil {
+		return nil, err
+	}
+	rec := store.Endpoint{ID: ep.ID, TmuxSocket: ep.TmuxSocket, ServerPID: ep.ServerPID, Session: ep.Session}
+	for _, w := range ep.Windows {
+		repo, err := reg.Resolve(w.Repo)
+		if err != nil {
+			return nil, err
+		}
+		if repo.Path != w.RepoPath {
+			return nil, errs.New(errs.Conflict, "window for %q reports path %s, but gita registers %s", w.Repo, w.RepoPath, repo.Path)
+		}
+		if w.Mode != "trigger" && w.Mode != "manual" && !(w.Mode == "" && w.Reused) {
+			return nil, errs.New(errs.BadRequest, "window mode %q is not trigger or manual", w.Mode)
+		}
+		rec.Windows = append(rec.Windows, store.Window{Repo: w.Repo, RepoPath: w.RepoPath, WindowID: w.WindowID, PaneID: w.PaneID,
+			Mode: w.Mode, Command: w.Command, Reused: w.Reused})
+	}
+	if err := s.store.Register(ctx, rec); err != nil {
+		return nil, err
+	}
+	s.wake()
+	return map[string]string{"endpoint_id": ep.ID}, nil
+}
+
+func (s *Service) send(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args protocol.SendArgs
+	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	reg, err := s.opts.Registry() // re-read: every address check sees the current registry
+	if err != nil {
+		return nil, err
+	}
+	target, body, err := queue.ParseAddress(args.Text, reg.Slugs())
+	if errs.Is(err, errs.UnknownTarget) {
+		// The registry's own error names near matches.
+		if _, rerr := reg.Resolve(queue.AddressedSlug(args.Text)); rerr != nil {
+			return nil, rerr
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if body, err = queue.CleanBody(body); err != nil {
+		return nil, err
+	}
+	mode := queue.AckMode(s.opts.Config.Coordination.DeliveryAckMode)
+	if args.AckMode != "" {
+		mode = queue.AckMode(args.AckMode)
+		if mode != queue.ModeInjected && mode != queue.ModeAcknowledged {
+			return nil, errs.New(errs.BadRequest, "ack mode %q is not injected or acknowledged", args.AckMode)
+		}
+	}
+	endpoints, err := store.Endpoints(ctx, s.db.Reader)
+	if err != nil {
+		return nil, err
+	}
+	sender, kind := s.senderOf(endpoints, args.FromSocket, args.FromPane)
+	epID, err := pickEndpoint(endpoints, target, args.EndpointID)
+	if err != nil {
+		return nil, err
+	}
+	m := &queue.Message{
+		EndpointID: epID, Sender: sender, SenderKind: kind, Target: target, Body: body, AckMode: mode,
+		MaxAttempts:   s.opts.Config.Coordination.MaxAttempts,
+		PolicyProfile: s.opts.Config.ProfileRef(), ConfigVersion: s.opts.Config.Version,
+	}
+	if err := s.enqueue(ctx, m); err != nil {
+		return nil, err
+	}
+	s.wake()
+	return MessageRecord(*m, false), nil
+}
+
+// senderOf derives the sender from the window the command runs in: a tamq
+// window speaks for its repo; anything else is the operator.
+func (s *Service) senderOf(endpoints []store.Endpoint, socket, pane string) (string, queue.SenderKind) {
+	if pane != "" && socket != "" {
+		for _, ep := range endpoints {
+			if ep.TmuxSocket != socket {
+				continue
+			}
+			for _, w := range ep.Windows {
+				if w.PaneID == pane {
+					return w.Repo, queue.FromWorker
+				}
+			}
+		}
+	}
+	return OperatorLabel, queue.FromOperator
+}
+
+// pickEndpoint resolves the one connected endpoint hosting target.
+func pickEndpoint(endpoints []store.Endpoint, target, want string) (string, error) {
+	var hosts []string
+	for _, ep := range endpoints {
+		if ep.State != "connected" {
+			continue
+		}
+		for _, w := range ep.Windows {
+			if w.Repo == target {
+				hosts = append(hosts, ep.ID)
+			}
+		}
+	}
+	if want != "" {
+		for _, h := range hosts {
+			if h == want {
+				return h, nil
+			}
+		}
+		return "", errs.New(errs.Unavailable, "endpoint %s does not host a connected window for %q", want, target)
+	}
+	switch len(hosts) {
+	case 0:
+		return "", errs.New(errs.Unavailable, "no connected endpoint has a window for %q", target).
+			WithHint("open one with `tamq open %s`", target)
+	case 1:
+		return hosts[0], nil
+	}
+	return "", errs.New(errs.Conflict, "%q has windows on %d endpoints (%s)", target, len(hosts), strings.Join(hosts, ", ")).
+		WithHint("name one with --endpoint")
+}
+
+func (s *Service) ack(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args protocol.IDArgs
+	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	m, err := s.store.Transition(ctx, args.ID, "acknowledged", func(m *queue.Message) error {
+		m.Ack(s.opts.Now())
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return MessageRecord(m, false), nil
+}
+
+func (s *Service) retry(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args protocol.IDArgs
+	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	m, err := s.store.Transition(ctx, args.ID, "retry requested", func(m *queue.Message) error {
+		return m.Retry(s.opts.Now())
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.wake()
+	return MessageRecord(m, false), nil
+}
+
+func (s *Service) history(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args protocol.HistoryArgs
+	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	msgs, err := s.store.History(ctx, s.db.Reader, store.HistoryFilter{After: args.After, Repo: args.Repo, State: args.State, Limit: args.Limit})
+	if err != nil {
+		return nil, err
+	}
+	// Fill one response frame at most; the client asks for the next page.
+	out := protocol.HistoryResult{Messages: []protocol.Message{}}
+	size := 0
+	for _, m := range msgs {
+		rec := MessageRecord(m, args.IncludeBody)
+		b, _ := json.Marshal(rec)
+		if size+len(b) > historyPageBytes && len(out.Messages) > 0 {
+			out.Next = out.Messages[len(out.Messages)-1].ID
+			break
+		}
+		size += len(b) + 1
+		out.Messages = append(out.Messages, rec)
+	}
+	return out, nil
+}
+
+func (s *Service) endpoints(ctx context.Context, _ protocol.Peer, _ *protocol.Request) (any, error) {
+	eps, err := store.Endpoints(ctx, s.db.Reader)
+	if err != nil {
+		return nil, err
+	}
+	return protocol.EndpointsResult{Endpoints: status.Live(ctx, eps)}, nil
+}
+
+// historyPageBytes keeps a history page well inside one protocol frame.
+const historyPageBytes = protocol.MaxFrame * 3 / 4
+
+// MessageRecord is the wire form of a message; the body only when asked for.
+func MessageRecord(m queue.Message, withBody bool) protocol.Message {
+	opt := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		return &t
+	}
+	r := protocol.Message{
+		ID: m.ID, BatchID: m.BatchID, EndpointID: m.EndpointID, Sender: m.Sender, SenderKind: string(m.SenderKind),
+		Target: m.Target, AckMode: string(m.AckMode), State: string(m.State), Attempts: m.Attempts, MaxAttempts: m.MaxAttempts,
+		PolicyProfile: m.PolicyProfile, ConfigVersion: m.ConfigVersion, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
+		NextAttemptAt: opt(m.NextAttemptAt), AckDeadlineAt: opt(m.AckDeadlineAt), InjectedAt: opt(m.InjectedAt),
+		AckedAt: opt(m.AckedAt), FailedAt: opt(m.FailedAt), LastError: m.LastError,
+	}
+	if m.SenderKind == queue.FromOperator {
+		r.Provenance = "o"
+	}
+	if withBody {
+		b := m.Body
+		r.Body = &b
+	}
+	return r
+}
+
+// timing is the state machine's view of the configuration.
+func timing(c *config.Loaded) queue.Timing {
+	return queue.Timing{
+		AckTimeout: time.Duration(c.Coordination.WakeAckTimeoutSeconds) * time.Second,
+		Backoff:    c.RetryBackoff,
+	}
+}

@@ -1,0 +1,317 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/receipt"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
+)
+
+// Receipt kinds of the message lifecycle.
+const (
+	KindTransition = "message.transition"
+	KindAttempt    = "message.attempt"
+)
+
+// NewID returns a time-ordered id (UUIDv7), unique across endpoints.
+func NewID() string { return uuid.Must(uuid.NewV7()).String() }
+
+const messageColumns = `id, batch_id, COALESCE(endpoint_id, ''), sender, sender_kind, target_repo, body, ack_mode, state,
+	attempts, max_attempts, COALESCE(idempotency_key, ''), COALESCE(correlation_id, ''), COALESCE(replay_of, ''),
+	policy_profile, config_version, created_at, updated_at, COALESCE(next_attempt_at, 0), COALESCE(ack_deadline_at, 0),
+	COALESCE(injected_at, 0), COALESCE(acked_at, 0), COALESCE(failed_at, 0), COALESCE(last_error, '')`
+
+type scanner interface{ Scan(...any) error }
+
+func timeOrZero(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return fromMS(v)
+}
+
+func scanMessage(row scanner) (queue.Message, error) {
+	var m queue.Message
+	var kind, mode, state string
+	var created, updated, next, deadline, injected, acked, failed int64
+	err := row.Scan(&m.ID, &m.BatchID, &m.EndpointID, &m.Sender, &kind, &m.Target, &m.Body, &mode, &state,
+		&m.Attempts, &m.MaxAttempts, &m.IdempotencyKey, &m.CorrelationID, &m.ReplayOf,
+		&m.PolicyProfile, &m.ConfigVersion, &created, &updated, &next, &deadline, &injected, &acked, &failed, &m.LastError)
+	m.SenderKind, m.AckMode, m.State = queue.SenderKind(kind), queue.AckMode(mode), queue.State(state)
+	m.CreatedAt, m.UpdatedAt = fromMS(created), fromMS(updated)
+	m.NextAttemptAt, m.AckDeadlineAt = timeOrZero(next), timeOrZero(deadline)
+	m.InjectedAt, m.AckedAt, m.FailedAt = timeOrZero(injected), timeOrZero(acked), timeOrZero(failed)
+	return m, err
+}
+
+// Enqueue stores new messages in one transaction under one new batch, each
+// with its receipt. Grouping concurrent sends into one commit is what lets the
+// queue keep up with many clients on a disk that syncs every commit.
+func (s *Store) Enqueue(ctx context.Context, kind string, msgs []*queue.Message) error {
+	now := s.Now()
+	return s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		batches := map[string]bool{}
+		for _, m := range msgs {
+			if m.BatchID == "" {
+				m.BatchID = NewID()
+			}
+			if !batches[m.BatchID] {
+				if _, err := tx.Exec(`INSERT OR IGNORE INTO batches (id, kind, created_at) VALUES (?, ?, ?)`, m.BatchID, kind, ms(now)); err != nil {
+					return err
+				}
+				batches[m.BatchID] = true
+			}
+			if m.ID == "" {
+				m.ID = NewID()
+			}
+			m.State, m.CreatedAt, m.UpdatedAt = queue.Queued, now, now
+			if m.NextAttemptAt.IsZero() {
+				m.NextAttemptAt = now
+			}
+			if _, err := tx.Exec(`INSERT INTO messages (id, batch_id, endpoint_id, sender, sender_kind, target_repo, body,
+				ack_mode, state, attempts, max_attempts, idempotency_key, correlation_id, replay_of, policy_profile,
+				config_version, created_at, updated_at, next_attempt_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				m.ID, m.BatchID, nullStr(m.EndpointID), m.Sender, string(m.SenderKind), m.Target, m.Body,
+				string(m.AckMode), string(m.State), m.MaxAttempts, nullStr(m.IdempotencyKey), nullStr(m.CorrelationID),
+				nullStr(m.ReplayOf), m.PolicyProfile, m.ConfigVersion, ms(now), ms(now), ms(m.NextAttemptAt)); err != nil {
+				return err
+			}
+			if err := s.AddReceiptTx(tx, transitionReceipt(m, "", "accepted")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func transitionReceipt(m *queue.Message, from queue.State, reason string) receipt.Receipt {
+	detail := map[string]any{"to": string(m.State), "target": m.Target, "sender_kind": string(m.SenderKind), "ack_mode": string(m.AckMode)}
+	if from != "" {
+		detail["from"] = string(from)
+	}
+	return receipt.Receipt{
+		Kind: KindTransition, SubjectID: m.ID, Status: string(m.State), Reason: reason,
+		Attempt: m.Attempts, NextRetryAt: nextRetry(m), EndpointID: m.EndpointID,
+		PolicyProfile: m.PolicyProfile, ConfigVersion: m.ConfigVersion, Detail: detail,
+	}
+}
+
+func nextRetry(m *queue.Message) time.Time {
+	if m.State == queue.Queued {
+		return m.NextAttemptAt
+	}
+	return time.Time{}
+}
+
+// Get reads one message.
+func (s *Store) Get(ctx context.Context, id string) (queue.Message, error) {
+	m, err := scanMessage(s.DB.Reader.QueryRowContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return m, errs.New(errs.NotFound, "no message %s", id).WithHint("see `tamq history`")
+	}
+	return m, err
+}
+
+// Transition applies change to one message in one transaction, saves it and
+// writes its receipt. change returning an error leaves everything as it was.
+func (s *Store) Transition(ctx context.Context, id, reason string, change func(*queue.Message) error) (queue.Message, error) {
+	var out queue.Message
+	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		m, err := scanMessage(tx.QueryRow(`SELECT `+messageColumns+` FROM messages WHERE id = ?`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return errs.New(errs.NotFound, "no message %s", id).WithHint("see `tamq history`")
+		}
+		if err != nil {
+			return err
+		}
+		from := m.State
+		if err := change(&m); err != nil {
+			return err
+		}
+		if err := saveTx(tx, &m); err != nil {
+			return err
+		}
+		if m.State != queue.Delivering {
+			if _, err := tx.Exec(`DELETE FROM delivery_leases WHERE message_id = ?`, m.ID); err != nil {
+				return err
+			}
+		}
+		if from != m.State {
+			if err := s.AddReceiptTx(tx, transitionReceipt(&m, from, reason)); err != nil {
+				return err
+			}
+		}
+		out = m
+		return nil
+	})
+	return out, err
+}
+
+func saveTx(tx *sql.Tx, m *queue.Message) error {
+	_, err := tx.Exec(`UPDATE messages SET state = ?, attempts = ?, updated_at = ?, next_attempt_at = ?, ack_deadline_at = ?,
+		injected_at = ?, acked_at = ?, failed_at = ?, last_error = ?, endpoint_id = ? WHERE id = ?`,
+		string(m.State), m.Attempts, ms(m.UpdatedAt), nullMS(m.NextAttemptAt), nullMS(m.AckDeadlineAt),
+		nullMS(m.InjectedAt), nullMS(m.AckedAt), nullMS(m.FailedAt), nullStr(m.LastError), nullStr(m.EndpointID), m.ID)
+	return err
+}
+
+// Claim takes the oldest due queued message for each (endpoint, target) not
+// in busy, moving it to delivering under a delivery lease that expires at
+// now+ttl. A message whose lease outlives its holder is found by
+// ExpiredLeases and delivered again with the same id.
+func (s *Store) Claim(ctx context.Context, holder string, ttl time.Duration, busy map[string]bool, limit int) ([]queue.Message, error) {
+	now := s.Now()
+	var out []queue.Message
+	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		rows, err := tx.Query(`SELECT `+messageColumns+` FROM messages
+			WHERE state = 'queued' AND next_attempt_at <= ? AND endpoint_id IS NOT NULL
+			ORDER BY created_at, id LIMIT ?`, ms(now), limit*8+64)
+		if err != nil {
+			return err
+		}
+		var candidates []queue.Message
+		for rows.Next() {
+			m, err := scanMessage(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			candidates = append(candidates, m)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		taken := map[string]bool{}
+		for _, m := range candidates {
+			key := DeliveryKey(m.EndpointID, m.Target)
+			if busy[key] || taken[key] || len(out) >= limit {
+				continue
+			}
+			if err := m.Claim(now); err != nil {
+				return err
+			}
+			if err := saveTx(tx, &m); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(`INSERT INTO delivery_leases (message_id, lease_id, attempt, holder, acquired_at, expires_at)
+				VALUES (?, ?, ?, ?, ?, ?)
+				ON CONFLICT (message_id) DO UPDATE SET lease_id = excluded.lease_id, attempt = excluded.attempt,
+				holder = excluded.holder, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at`,
+				m.ID, NewID(), m.Attempts, holder, ms(now), ms(now.Add(ttl))); err != nil {
+				return err
+			}
+			if err := s.AddReceiptTx(tx, transitionReceipt(&m, queue.Queued, "claimed for delivery")); err != nil {
+				return err
+			}
+			taken[key] = true
+			out = append(out, m)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// DeliveryKey names the one writer slot of a target window.
+func DeliveryKey(endpointID, target string) string { return endpointID + "\x00" + target }
+
+// ExpiredLeases lists delivering messages whose lease has expired (or that
+// have no lease: a crash between claim and lease cannot happen, but a
+// restart finds every earlier holder's claims dead).
+func (s *Store) ExpiredLeases(ctx context.Context, holder string) ([]string, error) {
+	return s.ids(ctx, `SELECT m.id FROM messages m LEFT JOIN delivery_leases l ON l.message_id = m.id
+		WHERE m.state = 'delivering' AND (l.expires_at IS NULL OR l.expires_at <= ? OR l.holder <> ?)`, ms(s.Now()), holder)
+}
+
+// DueAcks lists messages whose ack deadline has passed.
+func (s *Store) DueAcks(ctx context.Context) ([]string, error) {
+	return s.ids(ctx, `SELECT id FROM messages WHERE state = 'awaiting_ack' AND ack_deadline_at <= ?`, ms(s.Now()))
+}
+
+func (s *Store) ids(ctx context.Context, q string, args ...any) ([]string, error) {
+	rows, err := s.DB.Reader.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+// NextDue is the earliest moment something becomes due: a queued message's
+// next attempt or an ack deadline. Zero when nothing waits.
+func (s *Store) NextDue(ctx context.Context) (time.Time, error) {
+	var v sql.NullInt64
+	err := s.DB.Reader.QueryRowContext(ctx, `SELECT min(t) FROM (
+		SELECT min(next_attempt_at) AS t FROM messages WHERE state = 'queued' AND endpoint_id IS NOT NULL
+		UNION ALL SELECT min(ack_deadline_at) FROM messages WHERE state = 'awaiting_ack')`).Scan(&v)
+	if err != nil || !v.Valid {
+		return time.Time{}, err
+	}
+	return fromMS(v.Int64), nil
+}
+
+// HistoryFilter selects messages for history.
+type HistoryFilter struct {
+	After string // only messages older than this id (ids are time-ordered)
+	Repo  string // sender or target
+	State string
+	Limit int
+}
+
+// History lists messages newest first.
+func (s *Store) History(ctx context.Context, db *sql.DB, f HistoryFilter) ([]queue.Message, error) {
+	var where []string
+	var args []any
+	if f.Repo != "" {
+		where = append(where, "(sender = ? OR target_repo = ?)")
+		args = append(args, f.Repo, f.Repo)
+	}
+	if f.State != "" {
+		where = append(where, "state = ?")
+		args = append(args, f.State)
+	}
+	if f.After != "" {
+		where = append(where, "id < ?")
+		args = append(args, f.After)
+	}
+	q := `SELECT ` + messageColumns + ` FROM messages`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	q += " ORDER BY id DESC LIMIT ?"
+	args = append(args, f.Limit)
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []queue.Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}

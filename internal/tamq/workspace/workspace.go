@@ -1,0 +1,103 @@
+// Package workspace opens the tmux windows of repos: one window per repo per
+// tmux server, reused when it exists, never doubled. Both `tamq open` and the
+// service's restore at `tamq start` use it.
+package workspace
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tmux"
+)
+
+// SessionName is the tmux session tamq opens its windows in.
+const SessionName = "tamq"
+
+// Repo is a repo to open, with how its window runs.
+type Repo struct {
+	gita.Repo
+	Command string // "" runs the user's shell
+	Mode    string // trigger | manual
+	// KeepMode leaves a reused window's recorded mode as it is.
+	KeepMode bool
+}
+
+// Result is the endpoint the windows are on, with the windows.
+type Result struct {
+	Endpoint protocol.Endpoint
+}
+
+// Open makes sure each repo has exactly one live window on srv. tamqSocket is
+// given to the windows' processes as TAMQ_SOCKET. note reports reconciled
+// duplicates.
+func Open(ctx context.Context, srv tmux.Server, repos []Repo, tamqSocket string, note func(format string, args ...any)) (Result, error) {
+	var res Result
+	if len(repos) == 0 {
+		return res, nil
+	}
+	if _, err := srv.EnsureSession(ctx, SessionName, repos[0].Path); err != nil {
+		return res, err
+	}
+	pid, err := srv.PID(ctx)
+	if err != nil {
+		return res, err
+	}
+	socket, err := srv.SocketPath(ctx)
+	if err != nil {
+		return res, err
+	}
+	srv = tmux.Server{Socket: socket} // name the server exactly from here on
+	endpointID := "tmux-amq-" + strconv.Itoa(pid)
+	existing, err := srv.ListWindows(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.Endpoint = protocol.Endpoint{ID: endpointID, TmuxSocket: socket, ServerPID: pid, Session: SessionName, State: "connected"}
+	for _, r := range repos {
+		w, reused, dups := find(existing, r.Name)
+		for _, d := range dups {
+			// Reconciled, never doubled: the extra window is left to the user but
+			// no longer marked as the repo's.
+			if _, err := srv.Run(ctx, nil, "set-option", "-w", "-u", "-t", d.ID, tmux.RepoOption); err != nil {
+				return res, err
+			}
+			note("window %s was a second window for %s; it is no longer used for messages", d.ID, r.Name)
+		}
+		if !reused {
+			var argv []string
+			if r.Command != "" {
+				argv = []string{r.Command}
+			}
+			env := map[string]string{"TAMQ_REPO": r.Name, "TAMQ_ENDPOINT": endpointID, "TAMQ_SOCKET": tamqSocket}
+			if w, err = srv.NewWindow(ctx, SessionName, r.Name, r.Name, r.Path, argv, env); err != nil {
+				return res, err
+			}
+		}
+		ew := protocol.EndpointWindow{Repo: r.Name, RepoPath: r.Path, WindowID: w.ID, PaneID: w.PaneID, Mode: r.Mode, Command: r.Command, Alive: !w.Dead, Reused: reused}
+		if reused {
+			ew.Command = "" // what runs there is whatever was started; the record keeps it
+			if r.KeepMode {
+				ew.Mode = ""
+			}
+		}
+		res.Endpoint.Windows = append(res.Endpoint.Windows, ew)
+	}
+	return res, nil
+}
+
+// find returns the live window tamq opened for repo, and any duplicates.
+func find(ws []tmux.Window, repo string) (found tmux.Window, ok bool, dups []tmux.Window) {
+	for _, w := range ws {
+		if w.Repo != repo || w.Dead {
+			continue
+		}
+		if !ok {
+			found, ok = w, true
+			continue
+		}
+		dups = append(dups, w)
+	}
+	return found, ok, dups
+}

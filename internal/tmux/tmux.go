@@ -1,0 +1,435 @@
+// Package tmux runs the tmux command for tamq: it picks the server, opens one
+// window per repository and writes text into panes.
+//
+// Every call names its server explicitly (-S or -L), so nothing depends on
+// which server $TMUX happens to point at when the call runs. Nothing here kills
+// a server or changes a server-wide option: the only options we set are window
+// options on windows we open, because the server may be the user's own.
+package tmux
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+)
+
+// RepoOption is the window user option that marks a window as opened by tamq
+// and names its repository.
+const RepoOption = "@tamq_repo"
+
+// ErrNotWritten marks a failed write that provably put nothing into the pane,
+// so the caller may try again without risking a duplicate.
+var ErrNotWritten = errors.New("nothing was written to the pane")
+
+// errNotRun marks failures that tmux reported before running the command
+// (no server, unknown target, no tmux binary): nothing happened.
+var errNotRun = errors.New("tmux did not run the command")
+
+// Server names a tmux server the way tmux chooses one.
+type Server struct {
+	Socket string // -S path; "" when Name is used
+	Name   string // -L name
+}
+
+// Choose picks the server like tmux does: an explicit -L name (socketName, from
+// --tmux-socket) wins; else the socket path in $TMUX; else the default server.
+// The default server is returned as its socket path, so every later call names
+// it even if the environment changes. Unlike tmux we do not resolve symlinks
+// in the path; the path still reaches the same socket.
+func Choose(socketName string, getenv func(string) string) Server {
+	if socketName != "" {
+		return Server{Name: socketName}
+	}
+	if path, _, _ := strings.Cut(getenv("TMUX"), ","); path != "" {
+		return Server{Socket: path}
+	}
+	dir := getenv("TMUX_TMPDIR")
+	if dir == "" {
+		dir = "/tmp"
+	}
+	return Server{Socket: filepath.Join(dir, fmt.Sprintf("tmux-%d", os.Getuid()), "default")}
+}
+
+// args mirrors tmux, where -S beats -L.
+func (s Server) args() []string {
+	switch {
+	case s.Socket != "":
+		return []string{"-S", s.Socket}
+	case s.Name != "":
+		return []string{"-L", s.Name}
+	}
+	return nil
+}
+
+func (s Server) String() string {
+	if a := s.args(); a != nil {
+		return strings.Join(a, " ")
+	}
+	return "(no server)"
+}
+
+// Run runs one tmux command line (commands may be separated by ";" arguments)
+// against s and returns its standard output. On failure the error carries
+// tmux's own message and an errs code.
+func (s Server) Run(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
+	server := s.args()
+	if server == nil || len(args) == 0 {
+		return "", errs.New(errs.Internal, "tmux: no server or no command given")
+	}
+	// -u: without a UTF-8 locale (a daemon's environment often has none) tmux
+	// replaces control and non-ASCII characters in its output, which would
+	// garble names and the list separators.
+	cmd := exec.CommandContext(ctx, "tmux", append(append([]string{"-u"}, server...), args...)...)
+	cmd.Stdin = stdin
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err == nil {
+		return stdout.String(), nil
+	}
+	what := fmt.Sprintf("tmux %s %s", s, args[0])
+	if errors.Is(err, exec.ErrNotFound) {
+		return "", (&errs.Error{Code: errs.Unavailable, Message: what + ": tmux is not installed (not found in PATH)", Err: errNotRun}).
+			WithHint("install tmux 3.2 or newer")
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		code := errs.Internal
+		if errors.Is(ctxErr, context.DeadlineExceeded) {
+			code = errs.Timeout
+		}
+		return "", errs.Wrap(code, ctxErr, "%s", what)
+	}
+	msg := strings.TrimSpace(stderr.String())
+	if msg == "" {
+		msg = err.Error()
+	}
+	code, notRun := classify(msg)
+	cause := errors.New(msg)
+	if notRun {
+		cause = errNotRun
+	}
+	return "", &errs.Error{Code: code, Message: what + ": " + msg, Err: cause}
+}
+
+// classify maps tmux's messages (it exits 1 for every failure) to codes, and
+// tells whether tmux refused before the command could do anything.
+func classify(msg string) (code errs.Code, notRun bool) {
+	switch {
+	case strings.Contains(msg, "no server running on"):
+		return errs.Unavailable, true
+	case strings.Contains(msg, "error connecting to"):
+		if strings.Contains(msg, "Permission denied") {
+			return errs.PermissionDeny, true
+		}
+		return errs.Unavailable, true
+	case strings.Contains(msg, "can't find "): // pane, window or session
+		return errs.NotFound, true
+	case strings.Contains(msg, "server exited"), strings.Contains(msg, "lost server"):
+		return errs.Unavailable, false
+	}
+	return errs.Internal, false
+}
+
+// Alive reports whether a server answers on s. A server with no sessions
+// normally exits, but display works on one that stays (exit-empty off).
+func (s Server) Alive(ctx context.Context) bool {
+	_, err := s.PID(ctx)
+	return err == nil
+}
+
+// PID is the server's process id.
+func (s Server) PID(ctx context.Context) (int, error) {
+	out, err := s.Run(ctx, nil, "display-message", "-p", "#{pid}")
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		return 0, errs.Wrap(errs.Internal, err, "tmux %s: bad server pid %q", s, out)
+	}
+	return pid, nil
+}
+
+// SocketPath is the path of the socket the server listens on, as tmux resolved it.
+func (s Server) SocketPath(ctx context.Context) (string, error) {
+	out, err := s.Run(ctx, nil, "display-message", "-p", "#{socket_path}")
+	return strings.TrimSuffix(out, "\n"), err
+}
+
+// CheckSessionName rejects names tmux would silently change: it replaces "."
+// and ":" with "_", after which "=NAME" targets no longer find the session.
+func CheckSessionName(name string) error {
+	if name == "" || strings.ContainsAny(name, ".:") {
+		return errs.New(errs.Usage, "tmux session name %q is empty or contains '.' or ':', which tmux does not keep", name)
+	}
+	return nil
+}
+
+// EnsureSession starts the server if needed and makes sure the session exists,
+// reporting whether this call created it. dir, if not empty, is the session's
+// working directory.
+func (s Server) EnsureSession(ctx context.Context, name, dir string) (created bool, err error) {
+	if err := CheckSessionName(name); err != nil {
+		return false, err
+	}
+	if s.Socket != "" {
+		// tmux makes the directory for -L sockets but not for -S ones; the
+		// default server chosen as a path must still start like tmux would.
+		if err := os.Mkdir(filepath.Dir(s.Socket), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return false, errs.Wrap(errs.Unavailable, err, "tmux %s: cannot make the socket directory", s)
+		}
+	}
+	args := []string{"new-session", "-d", "-s", literal(name), "-x", "200", "-y", "50"}
+	if dir != "" {
+		args = append(args, "-c", literal(dir))
+	}
+	// Creating and treating "duplicate" as success is one call and has no race
+	// between checking and creating.
+	if _, err := s.Run(ctx, nil, args...); err != nil {
+		if strings.Contains(err.Error(), "duplicate session: ") {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// Window is one window as ListWindows sees it. The pane fields describe the
+// window's active pane; windows tamq opens have only one.
+type Window struct {
+	ID      string // @N
+	Name    string
+	Session string
+	PaneID  string // %N
+	PanePID int
+	Dead    bool   // pane_dead: the process exited (needs remain-on-exit on)
+	Repo    string // the @tamq_repo option; "" for windows tamq did not open
+}
+
+// tmux prints names raw, control characters included, so no separator is safe
+// in the free-text fields. The fixed fields come first with the byte lengths
+// (#{n:...}) of the free-text ones, which follow unseparated.
+const listFormat = "#{window_id}\x1f#{pane_id}\x1f#{pane_pid}\x1f#{pane_dead}\x1f" +
+	"#{n:session_name}\x1f#{n:window_name}\x1f#{n:" + RepoOption + "}\x1f" +
+	"#{session_name}#{window_name}#{" + RepoOption + "}"
+
+// ListWindows lists every window of every session in one tmux call. A window
+// linked into several sessions appears once per session.
+func (s Server) ListWindows(ctx context.Context) ([]Window, error) {
+	out, err := s.Run(ctx, nil, "list-windows", "-a", "-F", listFormat)
+	if err != nil {
+		return nil, err
+	}
+	var ws []Window
+	for rest := out; rest != ""; {
+		var w Window
+		if w, rest, err = parseWindow(rest); err != nil {
+			return nil, errs.Wrap(errs.Internal, err, "tmux %s list-windows: unexpected output", s)
+		}
+		ws = append(ws, w)
+	}
+	return ws, nil
+}
+
+func parseWindow(in string) (Window, string, error) {
+	var f [7]string
+	for i := range f {
+		var ok bool
+		if f[i], in, ok = strings.Cut(in, "\x1f"); !ok {
+			return Window{}, "", errors.New("missing field")
+		}
+	}
+	var n [3]int
+	total := 0
+	for i := range n {
+		v, err := strconv.Atoi(f[4+i])
+		if err != nil || v < 0 {
+			return Window{}, "", fmt.Errorf("bad length %q", f[4+i])
+		}
+		n[i] = v
+		total += v
+	}
+	if len(in) < total+1 || in[total] != '\n' {
+		return Window{}, "", errors.New("record shorter than its lengths")
+	}
+	pid, err := strconv.Atoi(f[2])
+	if err != nil {
+		return Window{}, "", fmt.Errorf("bad pane pid %q", f[2])
+	}
+	return Window{
+		ID: f[0], PaneID: f[1], PanePID: pid, Dead: f[3] == "1",
+		Session: in[:n[0]],
+		Name:    in[n[0] : n[0]+n[1]],
+		Repo:    in[n[0]+n[1] : total],
+	}, in[total+1:], nil
+}
+
+// NewWindow opens a detached window named name at the end of session, in
+// directory dir (tmux's default when empty), running argv with env added to its
+// environment. Following tmux, an empty argv runs the default shell, a single
+// element is a shell command line, and two or more are executed directly.
+//
+// The window is marked with RepoOption=repo and gets allow-rename off,
+// automatic-rename off (a title escape from the program cannot rename it) and
+// remain-on-exit on (a program that exits leaves a dead pane instead of no
+// window).
+func (s Server) NewWindow(ctx context.Context, session, name, repo, dir string, argv []string, env map[string]string) (Window, error) {
+	if dir != "" {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return Window{}, errs.New(errs.NotFound, "tmux %s: directory %q for window %q is not a directory", s, dir, name)
+		}
+	}
+	// One command list, because tmux handles no pane output or process exit
+	// between its commands: the options are in place before the program can
+	// print a title or exit. "-a" after {end} makes the new window the one
+	// {end} names next.
+	target := "=" + session + ":{end}"
+	args := []string{"new-window", "-d", "-a", "-t", target, "-n", literal(name),
+		"-P", "-F", "#{window_id}\x1f#{pane_id}\x1f#{pane_pid}"}
+	if dir != "" {
+		args = append(args, "-c", literal(dir))
+	}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		args = append(args, "-e", arg(k+"="+env[k]))
+	}
+	if len(argv) > 0 {
+		args = append(args, "--")
+		for _, a := range argv {
+			args = append(args, arg(a))
+		}
+	}
+	opts := [][2]string{{"allow-rename", "off"}, {"automatic-rename", "off"}, {"remain-on-exit", "on"}}
+	if repo != "" {
+		opts = append(opts, [2]string{RepoOption, repo})
+	}
+	for _, o := range opts {
+		args = append(args, ";", "set-option", "-w", "-t", target, o[0], arg(o[1]))
+	}
+	out, err := s.Run(ctx, nil, args...)
+	if err != nil {
+		return Window{}, errs.Wrap(errs.CodeOf(err), err, "open window %q in session %q", name, session)
+	}
+	f := strings.Split(strings.TrimSuffix(out, "\n"), "\x1f")
+	if len(f) != 3 {
+		return Window{}, errs.New(errs.Internal, "tmux %s new-window: unexpected output %q", s, out)
+	}
+	pid, err := strconv.Atoi(f[2])
+	if err != nil {
+		return Window{}, errs.New(errs.Internal, "tmux %s new-window: bad pane pid %q", s, f[2])
+	}
+	return Window{ID: f[0], Name: name, Session: session, PaneID: f[1], PanePID: pid, Repo: repo}, nil
+}
+
+// checkPane refuses anything but a pane id: tmux parses other targets and may
+// resolve a bad one to some other pane.
+func checkPane(paneID string) error {
+	digits, ok := strings.CutPrefix(paneID, "%")
+	if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return errs.New(errs.Internal, "tmux: %q is not a pane id (%%N)", paneID)
+	}
+	return nil
+}
+
+// Paste writes text into the pane as one paste, bracketed only if the program
+// turned bracketed paste on, with LF kept as LF. tmux passes the bytes as they
+// are, so the caller must keep control bytes (other than LF and tab) out: an
+// ESC[201~ in text would end the paste early. Empty text writes nothing.
+//
+// The error wraps ErrNotWritten when nothing reached the pane; any other error
+// means the bytes may have arrived, and the caller must not blindly retry.
+func (s Server) Paste(ctx context.Context, paneID, text string) error {
+	if err := checkPane(paneID); err != nil {
+		return err
+	}
+	if text == "" {
+		return nil
+	}
+	buf := bufferName()
+	if _, err := s.Run(ctx, strings.NewReader(text), "load-buffer", "-b", buf, "-"); err != nil {
+		s.dropBuffer(ctx, buf)
+		return notWritten(err, "paste into pane %s", paneID)
+	}
+	if _, err := s.Run(ctx, nil, "paste-buffer", "-p", "-r", "-d", "-b", buf, "-t", paneID); err != nil {
+		s.dropBuffer(ctx, buf)
+		return pasteFailed(err, "paste into pane %s", paneID)
+	}
+	return nil
+}
+
+// SendEnter writes one carriage return into the pane as its own write. It is
+// pasted rather than sent with send-keys (which yields the same 0x0d) because
+// send-keys goes to copy mode while the pane is in it, and the CR would be
+// lost; a paste always reaches the program.
+func (s Server) SendEnter(ctx context.Context, paneID string) error {
+	if err := checkPane(paneID); err != nil {
+		return err
+	}
+	buf := bufferName()
+	if _, err := s.Run(ctx, nil, "set-buffer", "-b", buf, "\r", ";",
+		"paste-buffer", "-d", "-b", buf, "-t", paneID); err != nil {
+		s.dropBuffer(ctx, buf)
+		return pasteFailed(err, "send Enter to pane %s", paneID)
+	}
+	return nil
+}
+
+func pasteFailed(err error, format string, args ...any) error {
+	if errors.Is(err, errNotRun) {
+		return notWritten(err, format, args...)
+	}
+	return errs.Wrap(errs.CodeOf(err), err, format+" (may be partly written)", args...)
+}
+
+func notWritten(err error, format string, args ...any) error {
+	return &errs.Error{
+		Code:    errs.CodeOf(err),
+		Message: fmt.Sprintf(format, args...) + ": nothing written: " + err.Error(),
+		Err:     errors.Join(ErrNotWritten, err),
+	}
+}
+
+// dropBuffer deletes a buffer a failed call may have left behind. It runs
+// even when ctx is done, since that is one way the buffer gets left.
+func (s Server) dropBuffer(ctx context.Context, buf string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	s.Run(ctx, nil, "delete-buffer", "-b", buf)
+}
+
+// bufferName is unique across processes: buffer names are server-wide.
+func bufferName() string { return "tamq-" + rand.Text() }
+
+// CapturePane returns the pane's visible text, for tests and diagnostics; it
+// is never used to read what an agent wrote.
+func (s Server) CapturePane(ctx context.Context, paneID string) (string, error) {
+	if err := checkPane(paneID); err != nil {
+		return "", err
+	}
+	return s.Run(ctx, nil, "capture-pane", "-p", "-J", "-t", paneID)
+}
+
+// arg protects an argument from tmux's command-line parsing, which takes a
+// trailing ";" as a command separator; "\;" at the end stands for ";".
+func arg(a string) string {
+	if strings.HasSuffix(a, ";") {
+		return a[:len(a)-1] + `\;`
+	}
+	return a
+}
+
+// literal protects an argument that tmux also expands as a format (new-window
+// -n and -c, new-session -s and -c), where "##" stands for "#".
+func literal(a string) string { return arg(strings.ReplaceAll(a, "#", "##")) }

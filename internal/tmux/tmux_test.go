@@ -1,0 +1,436 @@
+package tmux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/testutil"
+)
+
+func ctxFor(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// private starts a private server with session "work", removed at cleanup.
+func private(t testing.TB) Server {
+	s := Server{Name: testutil.NewTmux(t).Name}
+	cleanUp(t, s)
+	return s
+}
+
+// unstarted names a private server that does not run yet and is removed at
+// cleanup if the test starts it.
+func unstarted(t testing.TB) Server {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("tmux is required: ", err)
+	}
+	s := Server{Name: fmt.Sprintf("tamq-test-%d-%d", os.Getpid(), time.Now().UnixNano())}
+	cleanUp(t, s)
+	return s
+}
+
+// cleanUp kills the private server s and removes its socket file, which tmux
+// leaves behind.
+func cleanUp(t testing.TB, s Server) {
+	t.Cleanup(func() {
+		path, err := s.SocketPath(context.Background())
+		exec.Command("tmux", "-L", s.Name, "kill-server").Run()
+		if err == nil {
+			os.Remove(path)
+		}
+	})
+}
+
+func env(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+func TestChoose(t *testing.T) {
+	uid := os.Getuid()
+	cases := []struct {
+		name   string
+		socket string
+		vars   map[string]string
+		want   Server
+	}{
+		{"-L wins", "mine", map[string]string{"TMUX": "/tmp/tmux-0/default,1234,0"}, Server{Name: "mine"}},
+		{"$TMUX", "", map[string]string{"TMUX": "/tmp/tmux-0/default,1234,0", "TMUX_TMPDIR": "/x"}, Server{Socket: "/tmp/tmux-0/default"}},
+		{"default", "", nil, Server{Socket: fmt.Sprintf("/tmp/tmux-%d/default", uid)}},
+		{"TMUX_TMPDIR", "", map[string]string{"TMUX_TMPDIR": "/var/run/t/"}, Server{Socket: fmt.Sprintf("/var/run/t/tmux-%d/default", uid)}},
+		{"empty $TMUX path", "", map[string]string{"TMUX": ",1,2"}, Server{Socket: fmt.Sprintf("/tmp/tmux-%d/default", uid)}},
+	}
+	for _, c := range cases {
+		if got := Choose(c.socket, env(c.vars)); got != c.want {
+			t.Errorf("%s: Choose = %+v, want %+v", c.name, got, c.want)
+		}
+	}
+	if got := (Server{Socket: "/s", Name: "n"}).args(); strings.Join(got, " ") != "-S /s" {
+		t.Errorf("args = %q, want -S to win as in tmux", got)
+	}
+}
+
+func TestSessionAndServer(t *testing.T) {
+	ctx := ctxFor(t)
+	s := unstarted(t)
+	if s.Alive(ctx) {
+		t.Fatal("Alive for a server never started")
+	}
+	if _, err := s.PID(ctx); !errs.Is(err, errs.Unavailable) || !strings.Contains(err.Error(), s.Name) {
+		t.Fatalf("PID of no server: %v (want unavailable, naming the server)", err)
+	}
+	if _, err := s.ListWindows(ctx); !errs.Is(err, errs.Unavailable) {
+		t.Fatalf("ListWindows of no server: %v", err)
+	}
+	dir := t.TempDir()
+	created, err := s.EnsureSession(ctx, "my sess,#1", dir)
+	if err != nil || !created {
+		t.Fatalf("EnsureSession first: created=%v err=%v", created, err)
+	}
+	created, err = s.EnsureSession(ctx, "my sess,#1", dir)
+	if err != nil || created {
+		t.Fatalf("EnsureSession second: created=%v err=%v", created, err)
+	}
+	if !s.Alive(ctx) {
+		t.Fatal("not Alive after EnsureSession")
+	}
+	pid, err := s.PID(ctx)
+	if err != nil || pid <= 1 {
+		t.Fatalf("PID = %d, %v", pid, err)
+	}
+	path, err := s.SocketPath(ctx)
+	if err != nil || filepath.Base(path) != s.Name {
+		t.Fatalf("SocketPath = %q, %v", path, err)
+	}
+	// The path names the same server.
+	if p2, err := (Server{Socket: path}).PID(ctx); err != nil || p2 != pid {
+		t.Fatalf("PID via -S %s = %d, %v; want %d", path, p2, err, pid)
+	}
+	ws, err := s.ListWindows(ctx)
+	if err != nil || len(ws) != 1 || ws[0].Session != "my sess,#1" {
+		t.Fatalf("ListWindows = %+v, %v", ws, err)
+	}
+	for _, bad := range []string{"", "a.b", "a:b"} {
+		if _, err := s.EnsureSession(ctx, bad, ""); !errs.Is(err, errs.Usage) {
+			t.Errorf("EnsureSession(%q) = %v, want a usage error", bad, err)
+		}
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	ctx := ctxFor(t)
+	if _, err := (Server{}).Run(ctx, nil, "list-sessions"); err == nil {
+		t.Fatal("Run with no server chosen succeeded")
+	}
+	t.Setenv("PATH", t.TempDir())
+	_, err := Server{Name: "x"}.Run(ctx, nil, "list-sessions")
+	if !errs.Is(err, errs.Unavailable) || !strings.Contains(err.Error(), "not installed") {
+		t.Fatalf("missing tmux: %v", err)
+	}
+}
+
+func waitFile(t testing.TB, path, want string) {
+	t.Helper()
+	var got []byte
+	testutil.WaitFor(t, fmt.Sprintf("%s to hold %q", filepath.Base(path), want), func() bool {
+		got, _ = os.ReadFile(path)
+		return string(got) == want || len(got) > len(want)
+	})
+	if string(got) != want {
+		t.Fatalf("%s holds %q, want %q", filepath.Base(path), got, want)
+	}
+}
+
+func windowByID(t testing.TB, ctx context.Context, s Server, id string) Window {
+	t.Helper()
+	ws, err := s.ListWindows(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		if w.ID == id {
+			return w
+		}
+	}
+	t.Fatalf("window %s not listed in %+v", id, ws)
+	return Window{}
+}
+
+func TestNewWindow(t *testing.T) {
+	ctx := ctxFor(t)
+	s := private(t)
+	// Our own server: make renaming possible, so the window options must stop it.
+	for _, o := range []string{"allow-rename", "automatic-rename"} {
+		if _, err := s.Run(ctx, nil, "set-option", "-g", "-w", o, "on"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A foreign window whose name holds the list separators.
+	if _, err := s.Run(ctx, nil, "new-window", "-d", "-n", arg("x\x1fy\nz;"), "-t", "=work:"); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	dir := filepath.Join(root, "repo dir, with space#1")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(root, "env")
+	name, repo := "with space,comma #{pid};", "org/repo with space,comma;"
+	script := `printf '%s' "$TAMQ_REPO" > "$1"; printf '\033]2;renamed\033\\'; printf '\033kname\033\\'; echo DONE; exec cat`
+	w, err := s.NewWindow(ctx, "work", name, repo, dir, []string{"sh", "-c", script, "sh", out}, map[string]string{"TAMQ_REPO": repo, "OTHER": "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(w.ID, "@") || !strings.HasPrefix(w.PaneID, "%") || w.PanePID <= 1 {
+		t.Fatalf("NewWindow = %+v", w)
+	}
+	waitFile(t, out, repo)
+	testutil.WaitFor(t, "DONE on the screen", func() bool {
+		text, _ := s.CapturePane(ctx, w.PaneID)
+		return strings.Contains(text, "DONE")
+	})
+
+	ws, err := s.ListWindows(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine []Window
+	foreign := false
+	for _, x := range ws {
+		if x.Repo == repo {
+			mine = append(mine, x)
+		}
+		foreign = foreign || x.Name == "x\x1fy\nz;"
+	}
+	want := Window{ID: w.ID, Name: name, Session: "work", PaneID: w.PaneID, PanePID: w.PanePID, Repo: repo}
+	if len(mine) != 1 || mine[0] != want {
+		t.Fatalf("windows with our repo: %+v, want [%+v]", mine, want)
+	}
+	if !foreign {
+		t.Fatalf("foreign window with separators in its name not listed: %+v", ws)
+	}
+
+	cwd, err := s.Run(ctx, nil, "display-message", "-p", "-t", w.PaneID, "#{pane_current_path}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if real, _ := filepath.EvalSymlinks(dir); strings.TrimSuffix(cwd, "\n") != real {
+		t.Fatalf("pane cwd %q, want %q", cwd, real)
+	}
+	for _, o := range []string{"allow-rename", "automatic-rename", "remain-on-exit"} {
+		v, err := s.Run(ctx, nil, "show-options", "-w", "-v", "-t", w.ID, o)
+		if want := map[bool]string{true: "on", false: "off"}[o == "remain-on-exit"]; err != nil || strings.TrimSpace(v) != want {
+			t.Errorf("window option %s = %q, %v; want %s", o, v, err, want)
+		}
+	}
+
+	if err := syscall.Kill(w.PanePID, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the pane to be dead", func() bool { return windowByID(t, ctx, s, w.ID).Dead })
+	if got := windowByID(t, ctx, s, w.ID); got.Name != name {
+		t.Fatalf("dead window renamed to %q", got.Name)
+	}
+}
+
+func TestNewWindowQuickExitAndErrors(t *testing.T) {
+	ctx := ctxFor(t)
+	s := private(t)
+	// Exits at once: remain-on-exit must already be set when it does.
+	w, err := s.NewWindow(ctx, "work", "quick", "r", "", []string{"sh", "-c", "exit 3"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the pane to be dead", func() bool { return windowByID(t, ctx, s, w.ID).Dead })
+
+	// Empty argv: the default shell; no repo: no marker.
+	w, err = s.NewWindow(ctx, "work", "shell", "", "", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := windowByID(t, ctx, s, w.ID); got.Repo != "" || got.Dead {
+		t.Fatalf("shell window = %+v", got)
+	}
+
+	if _, err := s.NewWindow(ctx, "no such session", "x", "r", "", nil, nil); !errs.Is(err, errs.NotFound) {
+		t.Fatalf("NewWindow in a missing session: %v", err)
+	}
+	if _, err := s.NewWindow(ctx, "work", "x", "r", filepath.Join(t.TempDir(), "missing"), nil, nil); !errs.Is(err, errs.NotFound) {
+		t.Fatalf("NewWindow in a missing dir: %v", err)
+	}
+}
+
+// recorder opens a window whose program appends every byte it reads from its
+// raw terminal to a file, and waits until it is ready. bracketed turns on
+// bracketed paste first.
+func recorder(t testing.TB, ctx context.Context, s Server, bracketed bool) (paneID, file string) {
+	t.Helper()
+	file = filepath.Join(t.TempDir(), "rec")
+	mode := ""
+	if bracketed {
+		mode = `\033[?2004h`
+	}
+	// READY is printed after the mode change, so once tmux shows it, tmux
+	// has seen the mode too.
+	script := `stty raw -echo && printf '` + mode + `READY' && exec cat > "$0"`
+	w, err := s.NewWindow(ctx, "work", "rec", "", "", []string{"sh", "-c", script, file}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the recorder", func() bool {
+		text, _ := s.CapturePane(ctx, w.PaneID)
+		return strings.Contains(text, "READY")
+	})
+	return w.PaneID, file
+}
+
+func TestPasteExact(t *testing.T) {
+	ctx := ctxFor(t)
+	s := private(t)
+	pane, file := recorder(t, ctx, s, false)
+	body := "line1\nline2 ünïcödé\ttab"
+	if err := s.Paste(ctx, pane, body); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendEnter(ctx, pane); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, file, body+"\r")
+
+	bpane, bfile := recorder(t, ctx, s, true)
+	if err := s.Paste(ctx, bpane, body); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendEnter(ctx, bpane); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, bfile, "\x1b[200~"+body+"\x1b[201~\r")
+
+	if out, err := s.Run(ctx, nil, "list-buffers"); err != nil || out != "" {
+		t.Fatalf("buffers left behind: %q, %v", out, err)
+	}
+}
+
+func TestPasteLarge(t *testing.T) {
+	ctx := ctxFor(t)
+	s := private(t)
+	pane, file := recorder(t, ctx, s, false)
+	var b strings.Builder
+	for i := 0; b.Len() < 8192; i++ {
+		fmt.Fprintf(&b, "line %04d: the quick brown fox jumps over the lazy dog\n", i)
+	}
+	body := b.String()[:8192]
+	if err := s.Paste(ctx, pane, body); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, file, body)
+}
+
+func TestPasteConcurrent(t *testing.T) {
+	ctx := ctxFor(t)
+	s := private(t)
+	const n = 20
+	var panes, files, wants [2]string
+	for i := range panes {
+		panes[i], files[i] = recorder(t, ctx, s, false)
+	}
+	var wg sync.WaitGroup
+	errc := make(chan error, 2*n)
+	for i := range panes {
+		var want strings.Builder
+		for j := range n {
+			fmt.Fprintf(&want, "pane %d message %d\n", i, j)
+		}
+		wants[i] = want.String()
+		wg.Go(func() {
+			for j := range n {
+				errc <- s.Paste(ctx, panes[i], fmt.Sprintf("pane %d message %d\n", i, j))
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range panes {
+		waitFile(t, files[i], wants[i])
+	}
+}
+
+func TestPasteErrors(t *testing.T) {
+	ctx := ctxFor(t)
+	s := private(t)
+	err := s.Paste(ctx, "%99999", "hello")
+	if !errs.Is(err, errs.NotFound) || !errors.Is(err, ErrNotWritten) || !strings.Contains(err.Error(), "%99999") {
+		t.Fatalf("Paste to a missing pane: %v", err)
+	}
+	if err := s.SendEnter(ctx, "%99999"); !errs.Is(err, errs.NotFound) {
+		t.Fatalf("SendEnter to a missing pane: %v", err)
+	}
+	if err := s.Paste(ctx, "work:0", "hello"); err == nil {
+		t.Fatal("Paste accepted a target that is not a pane id")
+	}
+	if out, err := s.Run(ctx, nil, "list-buffers"); err != nil || out != "" {
+		t.Fatalf("buffers left behind: %q, %v", out, err)
+	}
+
+	down := unstarted(t)
+	err = down.Paste(ctx, "%1", "hello")
+	if !errors.Is(err, ErrNotWritten) || !errs.Is(err, errs.Unavailable) || !strings.Contains(err.Error(), down.Name) {
+		t.Fatalf("Paste with no server: %v", err)
+	}
+
+	// A paste cut off while running may have been written.
+	if err := pasteFailed(errs.New(errs.Internal, "killed"), "paste"); errors.Is(err, ErrNotWritten) {
+		t.Fatalf("uncertain paste failure marked as not written: %v", err)
+	}
+}
+
+func TestSendEnterInCopyMode(t *testing.T) {
+	ctx := ctxFor(t)
+	s := private(t)
+	pane, file := recorder(t, ctx, s, false)
+	if _, err := s.Run(ctx, nil, "copy-mode", "-t", pane); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendEnter(ctx, pane); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, file, "\r")
+}
+
+func BenchmarkPaste(b *testing.B) {
+	ctx := ctxFor(b)
+	s := private(b)
+	pane, file := recorder(b, ctx, s, false)
+	const body = "From:bench: a message of ordinary length, about one line of text"
+	n := 0
+	for b.Loop() {
+		n++
+		if err := s.Paste(ctx, pane, body); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.SendEnter(ctx, pane); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	testutil.WaitFor(b, "every paste recorded", func() bool {
+		fi, err := os.Stat(file)
+		return err == nil && fi.Size() == int64(n*(len(body)+1))
+	})
+}
