@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -51,6 +52,9 @@ type DB struct {
 	BackupPath string // the backup Open made before migrating, if it made one
 
 	sleep func(time.Duration)
+
+	writerStmts, readerStmts sync.Map // query text -> *sql.Stmt
+	wanted                   sync.Map // writer queries to prepare after the transaction
 }
 
 // Info describes a database file without opening it for writing.
@@ -169,6 +173,9 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 // rolled back and run again, a few times with backoff, so fn must do nothing but
 // database work through tx. An error returned by fn is returned unchanged.
 func (db *DB) WriteTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	// Statements first seen inside the last transaction are prepared now that
+	// the writer's one connection is free again.
+	defer db.prepareWanted()
 	var err error
 	for attempt := 1; ; attempt++ {
 		var fromFn bool
@@ -395,4 +402,73 @@ func OpenReadOnly(ctx context.Context, path string, known int, busy time.Duratio
 		return nil, errs.Wrap(errs.Storage, err, "open %s read-only", path)
 	}
 	return db, nil
+}
+
+// stmt returns a statement for q prepared once on pool: SQLite spends as long
+// parsing a small statement as running it, and the hot paths run the same few
+// statements thousands of times. Nil means not prepared yet: inside a write
+// transaction the writer's only connection is taken, so preparing there would
+// wait forever; the query is remembered and prepared after the transaction.
+func (db *DB) stmt(cache *sync.Map, pool *sql.DB, q string) *sql.Stmt {
+	if s, ok := cache.Load(q); ok {
+		return s.(*sql.Stmt)
+	}
+	if pool == db.Writer {
+		db.wanted.Store(q, true)
+		return nil
+	}
+	return db.prepare(cache, pool, q)
+}
+
+func (db *DB) prepare(cache *sync.Map, pool *sql.DB, q string) *sql.Stmt {
+	s, err := pool.Prepare(q)
+	if err != nil {
+		return nil // the caller runs q directly and reports the error
+	}
+	if prev, loaded := cache.LoadOrStore(q, s); loaded {
+		s.Close()
+		return prev.(*sql.Stmt)
+	}
+	return s
+}
+
+// prepareWanted prepares the writer statements stmt deferred.
+func (db *DB) prepareWanted() {
+	db.wanted.Range(func(q, _ any) bool {
+		db.wanted.Delete(q)
+		db.prepare(&db.writerStmts, db.Writer, q.(string))
+		return true
+	})
+}
+
+// TxExec runs q inside tx with a cached prepared statement.
+func (db *DB) TxExec(tx *sql.Tx, q string, args ...any) (sql.Result, error) {
+	if s := db.stmt(&db.writerStmts, db.Writer, q); s != nil {
+		return tx.Stmt(s).Exec(args...)
+	}
+	return tx.Exec(q, args...)
+}
+
+// TxQueryRow runs q inside tx with a cached prepared statement.
+func (db *DB) TxQueryRow(tx *sql.Tx, q string, args ...any) *sql.Row {
+	if s := db.stmt(&db.writerStmts, db.Writer, q); s != nil {
+		return tx.Stmt(s).QueryRow(args...)
+	}
+	return tx.QueryRow(q, args...)
+}
+
+// Query runs q on the reader pool with a cached prepared statement.
+func (db *DB) Query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if s := db.stmt(&db.readerStmts, db.Reader, q); s != nil {
+		return s.QueryContext(ctx, args...)
+	}
+	return db.Reader.QueryContext(ctx, q, args...)
+}
+
+// QueryRow runs q on the reader pool with a cached prepared statement.
+func (db *DB) QueryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	if s := db.stmt(&db.readerStmts, db.Reader, q); s != nil {
+		return s.QueryRowContext(ctx, args...)
+	}
+	return db.Reader.QueryRowContext(ctx, q, args...)
 }

@@ -187,7 +187,11 @@ func NewTmux(t testing.TB) *Tmux {
 	}
 	tm := &Tmux{Name: fmt.Sprintf("tamq-test-%d-%d", os.Getpid(), time.Now().UnixNano())}
 	tm.Must(t, "new-session", "-d", "-s", "work", "-x", "200", "-y", "50")
-	t.Cleanup(func() { exec.Command("tmux", "-L", tm.Name, "kill-server").Run() })
+	socket := tm.Must(t, "display", "-p", "#{socket_path}")
+	t.Cleanup(func() {
+		exec.Command("tmux", "-L", tm.Name, "kill-server").Run()
+		os.Remove(socket) // tmux leaves its socket file behind
+	})
 	return tm
 }
 

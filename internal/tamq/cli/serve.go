@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -99,6 +100,13 @@ func runService(ctx context.Context, a *sharedcli.App, f serviceFlags, stderr io
 	}
 	if orwell != nil {
 		opts.Orwell = orwell
+	}
+	// A diagnostic for performance work: a CPU profile of the whole run.
+	if path := a.Getenv("TAMQ_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			pprof.StartCPUProfile(f)
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
 	}
 	svc, err := service.Start(ctx, opts)
 	if err != nil {

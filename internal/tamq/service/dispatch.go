@@ -80,25 +80,50 @@ func (s *Service) dispatch(ctx context.Context) {
 			recovered = s.recoverClaims(ctx) == nil
 		}
 		s.expireAcks(ctx)
-		if !s.isStopping() {
-			claimed, err := s.store.Claim(ctx, s.instance, DeliveryLease, busy, 32)
-			if err != nil && ctx.Err() == nil {
-				s.log.Error("claim failed", "error", err.Error())
-			}
-			for _, m := range claimed {
-				key := store.DeliveryKey(m.EndpointID, m.Target)
-				busy[key] = true
-				inflight++
-				go func() {
-					s.deliver(ctx, m)
-					done <- outcome{key: key}
-				}()
+		// Wake at the earliest of: a free window's next message, an ack deadline.
+		var next time.Time
+		earliest := func(t time.Time) {
+			if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+				next = t
 			}
 		}
-		next, err := s.store.NextDue(ctx)
-		wait := time.Minute
-		if err == nil && !next.IsZero() {
-			wait = max(next.Sub(s.opts.Now()), 5*time.Millisecond)
+		if d, err := s.store.NextAckDeadline(ctx); err == nil {
+			earliest(d)
+		}
+		targets, err := s.store.QueuedTargets(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Error("reading the queue failed", "error", err.Error())
+		}
+		now := s.opts.Now()
+		for _, t := range targets {
+			if busy[t.Key()] || s.isStopping() {
+				continue // a busy window wakes the loop when its delivery ends
+			}
+			if t.NextAt.After(now) {
+				earliest(t.NextAt)
+				continue
+			}
+			m, ok, err := s.store.Claim(ctx, s.instance, DeliveryLease, t)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Error("claim failed", "error", err.Error())
+				}
+				continue
+			}
+			if !ok {
+				continue
+			}
+			key := t.Key()
+			busy[key] = true
+			inflight++
+			go func() {
+				s.deliver(ctx, m)
+				done <- outcome{key: key}
+			}()
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(next.Sub(s.opts.Now()), time.Millisecond)
 		}
 		timer := time.NewTimer(wait)
 		select {
@@ -173,7 +198,7 @@ func (s *Service) deliver(ctx context.Context, m queue.Message) {
 }
 
 func (s *Service) windowFor(ctx context.Context, endpointID, repo string) (store.Endpoint, store.Window, error) {
-	eps, err := store.Endpoints(ctx, s.db.Reader)
+	eps, err := s.knownEndpoints(ctx)
 	if err != nil {
 		return store.Endpoint{}, store.Window{}, err
 	}

@@ -45,7 +45,9 @@ func (s *Service) register(ctx context.Context, _ protocol.Peer, req *protocol.R
 		rec.Windows = append(rec.Windows, store.Window{Repo: w.Repo, RepoPath: w.RepoPath, WindowID: w.WindowID, PaneID: w.PaneID,
 			Mode: w.Mode, Command: w.Command, Reused: w.Reused})
 	}
-	if err := s.store.Register(ctx, rec); err != nil {
+	err = s.store.Register(ctx, rec)
+	s.endpointsChanged()
+	if err != nil {
 		return nil, err
 	}
 	s.wake()
@@ -81,7 +83,7 @@ func (s *Service) send(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 			return nil, errs.New(errs.BadRequest, "ack mode %q is not injected or acknowledged", args.AckMode)
 		}
 	}
-	endpoints, err := store.Endpoints(ctx, s.db.Reader)
+	endpoints, err := s.knownEndpoints(ctx)
 	if err != nil {
 		return nil, err
 	}

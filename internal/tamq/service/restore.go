@@ -24,6 +24,7 @@ func (s *Service) restore(ctx context.Context) {
 		s.log.Warn("cannot restore windows without the gita registry", "error", err.Error())
 		return
 	}
+	defer s.endpointsChanged()
 	seen := map[string]bool{}
 	for _, ep := range eps { // newest first
 		if seen[ep.TmuxSocket] {

@@ -77,8 +77,11 @@ type Service struct {
 	stopped  chan struct{}
 	idle     *time.Timer
 
-	stopWork     context.CancelFunc
-	instance     string // names this run's delivery claims
+	stopWork context.CancelFunc
+
+	epMu         sync.Mutex
+	epCache      []store.Endpoint // the endpoints table; nil when stale
+	instance     string           // names this run's delivery claims
 	wakeCh       chan struct{}
 	enqCh        chan enqueueReq
 	stopping     atomic.Bool
@@ -395,6 +398,7 @@ func (s *Service) reconnectEndpoints(ctx context.Context) {
 			s.log.Error("cannot record endpoint state", "endpoint", ep.ID, "error", err.Error())
 		}
 	}
+	s.endpointsChanged()
 }
 
 type enqueueReq struct {
@@ -450,4 +454,29 @@ func (s *Service) commit(ctx context.Context) {
 			r.done <- s.store.Enqueue(ctx, "send", []*queue.Message{r.m})
 		}
 	}
+}
+
+// knownEndpoints returns the recorded endpoints, read once and then kept
+// until something changes them: every send needs them.
+func (s *Service) knownEndpoints(ctx context.Context) ([]store.Endpoint, error) {
+	s.epMu.Lock()
+	defer s.epMu.Unlock()
+	if s.epCache == nil {
+		eps, err := store.Endpoints(ctx, s.db.Reader)
+		if err != nil {
+			return nil, err
+		}
+		if eps == nil {
+			eps = []store.Endpoint{}
+		}
+		s.epCache = eps
+	}
+	return s.epCache, nil
+}
+
+// endpointsChanged drops the endpoint cache.
+func (s *Service) endpointsChanged() {
+	s.epMu.Lock()
+	s.epCache = nil
+	s.epMu.Unlock()
 }

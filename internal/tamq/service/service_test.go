@@ -31,7 +31,12 @@ func TestHistoryAdvisoryText(t *testing.T) {
 // setup starts an in-process service on private paths.
 func setup(t *testing.T, o Options) (*Service, paths.Paths) {
 	t.Helper()
-	root := t.TempDir()
+	return setupIn(t, t.TempDir(), o)
+}
+
+// setupIn starts an in-process service with its files under root.
+func setupIn(t testing.TB, root string, o Options) (*Service, paths.Paths) {
+	t.Helper()
 	env := map[string]string{"HOME": root, "XDG_STATE_HOME": filepath.Join(root, "state"), "XDG_RUNTIME_DIR": filepath.Join(root, "run")}
 	p, err := paths.Resolve(paths.Tamq, func(k string) string { return env[k] })
 	if err != nil {
@@ -119,7 +124,7 @@ func (e sigErr) Error() string { return string(e) }
 const errSIGTERM = sigErr("SIGTERM")
 
 // startAt starts a service on the given paths.
-func startAt(t *testing.T, p paths.Paths, o Options) (*Service, paths.Paths) {
+func startAt(t testing.TB, p paths.Paths, o Options) (*Service, paths.Paths) {
 	t.Helper()
 	cfg, err := config.Load(p)
 	if err != nil {

@@ -34,7 +34,7 @@ type Window struct {
 func (s *Store) Register(ctx context.Context, ep Endpoint) error {
 	now := ms(s.Now())
 	return s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.Exec(`INSERT INTO endpoints (id, tmux_socket, tmux_server_pid, session_name, state, created_at, updated_at)
+		if _, err := s.DB.TxExec(tx, `INSERT INTO endpoints (id, tmux_socket, tmux_server_pid, session_name, state, created_at, updated_at)
 			VALUES (?, ?, ?, ?, 'connected', ?, ?)
 			ON CONFLICT (id) DO UPDATE SET tmux_socket = excluded.tmux_socket, session_name = excluded.session_name,
 			state = 'connected', updated_at = excluded.updated_at`,
@@ -44,7 +44,7 @@ func (s *Store) Register(ctx context.Context, ep Endpoint) error {
 		for _, w := range ep.Windows {
 			// A reused window keeps its recorded command, and its mode unless a
 			// new one is given; a new window's row is replaced whole.
-			if _, err := tx.Exec(`INSERT INTO windows (endpoint_id, repo, repo_path, window_id, pane_id, mode, command, created_at, updated_at)
+			if _, err := s.DB.TxExec(tx, `INSERT INTO windows (endpoint_id, repo, repo_path, window_id, pane_id, mode, command, created_at, updated_at)
 				VALUES (?1, ?2, ?3, ?4, ?5, COALESCE(?6, 'manual'), ?7, ?8, ?8)
 				ON CONFLICT (endpoint_id, repo) DO UPDATE SET repo_path = excluded.repo_path, window_id = excluded.window_id,
 				pane_id = excluded.pane_id, mode = COALESCE(?6, windows.mode),
@@ -63,7 +63,7 @@ func (s *Store) Register(ctx context.Context, ep Endpoint) error {
 // SetEndpointState marks an endpoint connected or disconnected.
 func (s *Store) SetEndpointState(ctx context.Context, id, state string) error {
 	return s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.Exec(`UPDATE endpoints SET state = ?, updated_at = ? WHERE id = ? AND state <> ?`, state, ms(s.Now()), id, state)
+		res, err := s.DB.TxExec(tx, `UPDATE endpoints SET state = ?, updated_at = ? WHERE id = ? AND state <> ?`, state, ms(s.Now()), id, state)
 		if err != nil {
 			return err
 		}
@@ -122,7 +122,7 @@ func Endpoints(ctx context.Context, db *sql.DB) ([]Endpoint, error) {
 func (s *Store) Rebind(ctx context.Context, oldID, newID string) (int, error) {
 	var n int64
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.Exec(`UPDATE messages SET endpoint_id = ?, updated_at = ? WHERE endpoint_id = ? AND state IN ('queued', 'awaiting_ack')`,
+		res, err := s.DB.TxExec(tx, `UPDATE messages SET endpoint_id = ?, updated_at = ? WHERE endpoint_id = ? AND state IN ('queued', 'awaiting_ack')`,
 			newID, ms(s.Now()), oldID)
 		if err != nil {
 			return err

@@ -63,7 +63,7 @@ func (s *Store) Enqueue(ctx context.Context, kind string, msgs []*queue.Message)
 				m.BatchID = NewID()
 			}
 			if !batches[m.BatchID] {
-				if _, err := tx.Exec(`INSERT OR IGNORE INTO batches (id, kind, created_at) VALUES (?, ?, ?)`, m.BatchID, kind, ms(now)); err != nil {
+				if _, err := s.DB.TxExec(tx, `INSERT OR IGNORE INTO batches (id, kind, created_at) VALUES (?, ?, ?)`, m.BatchID, kind, ms(now)); err != nil {
 					return err
 				}
 				batches[m.BatchID] = true
@@ -75,7 +75,7 @@ func (s *Store) Enqueue(ctx context.Context, kind string, msgs []*queue.Message)
 			if m.NextAttemptAt.IsZero() {
 				m.NextAttemptAt = now
 			}
-			if _, err := tx.Exec(`INSERT INTO messages (id, batch_id, endpoint_id, sender, sender_kind, target_repo, body,
+			if _, err := s.DB.TxExec(tx, `INSERT INTO messages (id, batch_id, endpoint_id, sender, sender_kind, target_repo, body,
 				ack_mode, state, attempts, max_attempts, idempotency_key, correlation_id, replay_of, policy_profile,
 				config_version, created_at, updated_at, next_attempt_at)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -113,7 +113,7 @@ func nextRetry(m *queue.Message) time.Time {
 
 // Get reads one message.
 func (s *Store) Get(ctx context.Context, id string) (queue.Message, error) {
-	m, err := scanMessage(s.DB.Reader.QueryRowContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = ?`, id))
+	m, err := scanMessage(s.DB.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, errs.New(errs.NotFound, "no message %s", id).WithHint("see `tamq history`")
 	}
@@ -125,7 +125,7 @@ func (s *Store) Get(ctx context.Context, id string) (queue.Message, error) {
 func (s *Store) Transition(ctx context.Context, id, reason string, change func(*queue.Message) error) (queue.Message, error) {
 	var out queue.Message
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-		m, err := scanMessage(tx.QueryRow(`SELECT `+messageColumns+` FROM messages WHERE id = ?`, id))
+		m, err := scanMessage(s.DB.TxQueryRow(tx, `SELECT `+messageColumns+` FROM messages WHERE id = ?`, id))
 		if errors.Is(err, sql.ErrNoRows) {
 			return errs.New(errs.NotFound, "no message %s", id).WithHint("see `tamq history`")
 		}
@@ -136,11 +136,11 @@ func (s *Store) Transition(ctx context.Context, id, reason string, change func(*
 		if err := change(&m); err != nil {
 			return err
 		}
-		if err := saveTx(tx, &m); err != nil {
+		if err := s.saveTx(tx, &m); err != nil {
 			return err
 		}
 		if m.State != queue.Delivering {
-			if _, err := tx.Exec(`DELETE FROM delivery_leases WHERE message_id = ?`, m.ID); err != nil {
+			if _, err := s.DB.TxExec(tx, `DELETE FROM delivery_leases WHERE message_id = ?`, m.ID); err != nil {
 				return err
 			}
 		}
@@ -155,70 +155,91 @@ func (s *Store) Transition(ctx context.Context, id, reason string, change func(*
 	return out, err
 }
 
-func saveTx(tx *sql.Tx, m *queue.Message) error {
-	_, err := tx.Exec(`UPDATE messages SET state = ?, attempts = ?, updated_at = ?, next_attempt_at = ?, ack_deadline_at = ?,
+func (s *Store) saveTx(tx *sql.Tx, m *queue.Message) error {
+	_, err := s.DB.TxExec(tx, `UPDATE messages SET state = ?, attempts = ?, updated_at = ?, next_attempt_at = ?, ack_deadline_at = ?,
 		injected_at = ?, acked_at = ?, failed_at = ?, last_error = ?, endpoint_id = ? WHERE id = ?`,
 		string(m.State), m.Attempts, ms(m.UpdatedAt), nullMS(m.NextAttemptAt), nullMS(m.AckDeadlineAt),
 		nullMS(m.InjectedAt), nullMS(m.AckedAt), nullMS(m.FailedAt), nullStr(m.LastError), nullStr(m.EndpointID), m.ID)
 	return err
 }
 
-// Claim takes the oldest due queued message for each (endpoint, target) not
-// in busy, moving it to delivering under a delivery lease that expires at
-// now+ttl. A message whose lease outlives its holder is found by
-// ExpiredLeases and delivered again with the same id.
-func (s *Store) Claim(ctx context.Context, holder string, ttl time.Duration, busy map[string]bool, limit int) ([]queue.Message, error) {
+// Target is a window's queue: messages for one repo on one endpoint.
+type Target struct {
+	EndpointID string
+	Repo       string
+	// NextAt is when its oldest queued message is due.
+	NextAt time.Time
+}
+
+// Key names the one writer slot of the target's window.
+func (t Target) Key() string { return DeliveryKey(t.EndpointID, t.Repo) }
+
+// QueuedTargets lists every target with queued messages and when the first is
+// due, in one grouped read (the dispatcher's view of the queue).
+func (s *Store) QueuedTargets(ctx context.Context) ([]Target, error) {
+	// Driven by the windows, each probe an index lookup of the queue's head:
+	// the cost follows the number of windows, not the length of the queue.
+	rows, err := s.DB.Query(ctx, `SELECT w.endpoint_id, w.repo, (SELECT m.next_attempt_at FROM messages m
+		WHERE m.state = 'queued' AND m.endpoint_id = w.endpoint_id AND m.target_repo = w.repo
+		ORDER BY m.created_at, m.id LIMIT 1) AS next
+		FROM windows w WHERE next IS NOT NULL`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Target
+	for rows.Next() {
+		var t Target
+		var next int64
+		if err := rows.Scan(&t.EndpointID, &t.Repo, &next); err != nil {
+			return nil, err
+		}
+		t.NextAt = fromMS(next)
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// Claim takes the head of a target's queue (its oldest queued message: one
+// window gets its messages in the order they were sent, and a message waiting
+// out a backoff holds back the ones behind it) when it is due, moving it to
+// delivering under a delivery lease that expires at now+ttl; ok is false when
+// it is not due. A claim that outlives its holder is found by ExpiredLeases and
+// delivered again with the same id.
+func (s *Store) Claim(ctx context.Context, holder string, ttl time.Duration, t Target) (m queue.Message, ok bool, err error) {
 	now := s.Now()
-	var out []queue.Message
-	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-		out = out[:0]
-		rows, err := tx.Query(`SELECT `+messageColumns+` FROM messages
-			WHERE state = 'queued' AND next_attempt_at <= ? AND endpoint_id IS NOT NULL
-			ORDER BY created_at, id LIMIT ?`, ms(now), limit*8+64)
+	err = s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		m, err = scanMessage(s.DB.TxQueryRow(tx, `SELECT `+messageColumns+` FROM messages
+			WHERE state = 'queued' AND endpoint_id = ? AND target_repo = ?
+			ORDER BY created_at, id LIMIT 1`, t.EndpointID, t.Repo))
+		if errors.Is(err, sql.ErrNoRows) {
+			ok = false
+			return nil
+		}
 		if err != nil {
 			return err
 		}
-		var candidates []queue.Message
-		for rows.Next() {
-			m, err := scanMessage(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			candidates = append(candidates, m)
+		if m.NextAttemptAt.After(now) {
+			ok = false
+			return nil
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err := m.Claim(now); err != nil {
 			return err
 		}
-		taken := map[string]bool{}
-		for _, m := range candidates {
-			key := DeliveryKey(m.EndpointID, m.Target)
-			if busy[key] || taken[key] || len(out) >= limit {
-				continue
-			}
-			if err := m.Claim(now); err != nil {
-				return err
-			}
-			if err := saveTx(tx, &m); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(`INSERT INTO delivery_leases (message_id, lease_id, attempt, holder, acquired_at, expires_at)
-				VALUES (?, ?, ?, ?, ?, ?)
-				ON CONFLICT (message_id) DO UPDATE SET lease_id = excluded.lease_id, attempt = excluded.attempt,
-				holder = excluded.holder, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at`,
-				m.ID, NewID(), m.Attempts, holder, ms(now), ms(now.Add(ttl))); err != nil {
-				return err
-			}
-			if err := s.AddReceiptTx(tx, transitionReceipt(&m, queue.Queued, "claimed for delivery")); err != nil {
-				return err
-			}
-			taken[key] = true
-			out = append(out, m)
+		if err := s.saveTx(tx, &m); err != nil {
+			return err
 		}
-		return nil
+		if _, err := s.DB.TxExec(tx, `INSERT INTO delivery_leases (message_id, lease_id, attempt, holder, acquired_at, expires_at)
+			VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (message_id) DO UPDATE SET lease_id = excluded.lease_id, attempt = excluded.attempt,
+			holder = excluded.holder, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at`,
+			m.ID, NewID(), m.Attempts, holder, ms(now), ms(now.Add(ttl))); err != nil {
+			return err
+		}
+		ok = true
+		return s.AddReceiptTx(tx, transitionReceipt(&m, queue.Queued, "claimed for delivery"))
 	})
-	return out, err
+	return m, ok, err
 }
 
 // DeliveryKey names the one writer slot of a target window.
@@ -238,7 +259,7 @@ func (s *Store) DueAcks(ctx context.Context) ([]string, error) {
 }
 
 func (s *Store) ids(ctx context.Context, q string, args ...any) ([]string, error) {
-	rows, err := s.DB.Reader.QueryContext(ctx, q, args...)
+	rows, err := s.DB.Query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -254,13 +275,10 @@ func (s *Store) ids(ctx context.Context, q string, args ...any) ([]string, error
 	return out, rows.Err()
 }
 
-// NextDue is the earliest moment something becomes due: a queued message's
-// next attempt or an ack deadline. Zero when nothing waits.
-func (s *Store) NextDue(ctx context.Context) (time.Time, error) {
+// NextAckDeadline is the earliest ack deadline, zero when none waits.
+func (s *Store) NextAckDeadline(ctx context.Context) (time.Time, error) {
 	var v sql.NullInt64
-	err := s.DB.Reader.QueryRowContext(ctx, `SELECT min(t) FROM (
-		SELECT min(next_attempt_at) AS t FROM messages WHERE state = 'queued' AND endpoint_id IS NOT NULL
-		UNION ALL SELECT min(ack_deadline_at) FROM messages WHERE state = 'awaiting_ack')`).Scan(&v)
+	err := s.DB.QueryRow(ctx, `SELECT min(ack_deadline_at) FROM messages WHERE state = 'awaiting_ack'`).Scan(&v)
 	if err != nil || !v.Valid {
 		return time.Time{}, err
 	}

@@ -71,7 +71,8 @@ CREATE TABLE messages (
 	last_error       TEXT                       -- sanitized: never terminal output or body text
 ) STRICT;
 CREATE UNIQUE INDEX messages_idempotency_key ON messages(idempotency_key) WHERE idempotency_key IS NOT NULL;
-CREATE INDEX messages_due ON messages(state, next_attempt_at);
+CREATE INDEX messages_queue ON messages(state, endpoint_id, target_repo, created_at, id);
+CREATE INDEX messages_ack_deadline ON messages(ack_deadline_at) WHERE state = 'awaiting_ack';
 CREATE INDEX messages_created ON messages(created_at, id);
 CREATE INDEX messages_target ON messages(target_repo, created_at);
 CREATE INDEX messages_sender ON messages(sender, created_at);

@@ -62,7 +62,7 @@ func (s *Store) AddReceiptTx(tx *sql.Tx, r receipt.Receipt) error {
 	if r.Attempt > 0 {
 		attempt = r.Attempt
 	}
-	_, err := tx.Exec(`INSERT INTO receipts (at, kind, subject_id, status, reason, attempt, next_retry_at,
+	_, err := s.DB.TxExec(tx, `INSERT INTO receipts (at, kind, subject_id, status, reason, attempt, next_retry_at,
 		endpoint_id, coordination_endpoint_id, policy_profile, config_version, detail)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		ms(r.At), r.Kind, nullStr(r.SubjectID), r.Status, nullStr(r.Reason), attempt, nullMS(r.NextRetryAt),
@@ -75,7 +75,7 @@ func (s *Store) AddReceiptTx(tx *sql.Tx, r receipt.Receipt) error {
 func (s *Store) MarkEndpointsDisconnected(ctx context.Context) (int, error) {
 	var n int64
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.Exec(`UPDATE endpoints SET state = 'disconnected', updated_at = ? WHERE state = 'connected'`, ms(s.Now()))
+		res, err := s.DB.TxExec(tx, `UPDATE endpoints SET state = 'disconnected', updated_at = ? WHERE state = 'connected'`, ms(s.Now()))
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,60 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
+)
+
+// discardWriter stands in for the terminal so the benchmark measures the
+// enqueue path alone.
+type discardWriter struct{}
+
+func (discardWriter) Write(context.Context, store.Endpoint, store.Window, string) (bool, error) {
+	return false, nil
+}
+
+// BenchmarkEnqueueInProcess profiles the send path (validation, endpoint
+// lookup, grouped durable commit) with 8 concurrent clients on a real socket
+// and database; the end-to-end version is BenchmarkEnqueueThroughput.
+func BenchmarkEnqueueInProcess(b *testing.B) {
+	root := b.TempDir()
+	repo := filepath.Join(root, "src", "net-kingdom")
+	if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
+		b.Fatalf("%v %s", err, out)
+	}
+	os.MkdirAll(filepath.Join(root, "state", "gita"), 0o755)
+	os.WriteFile(filepath.Join(root, "state", "gita", "repos.csv"), []byte(repo+",net-kingdom,,\r\n"), 0o644)
+	svc, p := setupIn(b, root, Options{Writer: discardWriter{}})
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	b.Cleanup(func() { stop(); <-done })
+	if err := svc.store.Register(ctx, store.Endpoint{ID: "tmux-amq-1", TmuxSocket: "/nonexistent", ServerPID: 1, Session: "tamq",
+		Windows: []store.Window{{Repo: "net-kingdom", RepoPath: repo, WindowID: "@1", PaneID: "%1", Mode: "manual"}}}); err != nil {
+		b.Fatal(err)
+	}
+	client := &protocol.Client{Socket: p.Socket}
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for c := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := c; i < b.N; i += 8 {
+				if err := client.Call(ctx, protocol.OpSend, protocol.SendArgs{Text: fmt.Sprintf("To:net-kingdom: load %d", i)}, nil); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
