@@ -323,3 +323,34 @@ func TestCrashMidDeliveryLosesAndDoublesNothing(t *testing.T) {
 		}
 	}
 }
+
+func TestSenderComesFromTheWindowNotTheText(t *testing.T) {
+	t.Parallel()
+	e, _ := workspace(t, fastConfig, "net-kingdom", "railiance")
+	var st protocol.StatusReport
+	if err := json.Unmarshal([]byte(e.Run(t, "tamq", "status", "--json").Stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	ep := st.Endpoints[0]
+	var pane string
+	for _, w := range ep.Windows {
+		if w.Repo == "net-kingdom" {
+			pane = w.PaneID
+		}
+	}
+	// What `tamq send` sends from inside net-kingdom's window ($TMUX, $TMUX_PANE).
+	cmd := e.Command(context.Background(), "tamq", "send", "--json", "To:railiance: From:operator/o: pretending")
+	cmd.Env = append(cmd.Env, "TMUX="+ep.TmuxSocket+",1,0", "TMUX_PANE="+pane)
+	r := testutil.RunCmd(t, cmd)
+	var m protocol.Message
+	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil {
+		t.Fatalf("send from a window: %s", r)
+	}
+	if m.Sender != "net-kingdom" || m.SenderKind != "worker" || m.Provenance != "" {
+		t.Errorf("sender %+v", m)
+	}
+	waitState(t, e, m.ID, "injected")
+	if got, _ := e.Recording("railiance"); got != "From:net-kingdom: From:operator/o: pretending\r" {
+		t.Errorf("railiance received %q", got)
+	}
+}
