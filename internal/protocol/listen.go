@@ -19,7 +19,10 @@ import (
 type Listener struct {
 	*net.UnixListener
 	Path string
-	ino  uint64
+	// ino and ctime identify our socket file: an inode number alone can be
+	// reused by a successor's socket once ours is gone.
+	ino   uint64
+	ctime unix.Timespec
 }
 
 // Listen binds a Unix socket at path so that it is never reachable with wider
@@ -61,11 +64,14 @@ func Listen(path string) (*Listener, error) {
 		}
 		return fail(errs.Wrap(errs.Storage, err, "cannot create socket %s", path))
 	}
+	// Drop the bind directory first: unlinking the temporary name changes the
+	// inode's ctime, which must be final when it is recorded.
+	os.RemoveAll(tmp)
 	var st unix.Stat_t
 	if err := unix.Lstat(path, &st); err != nil {
 		return fail(errs.Wrap(errs.Storage, err, "cannot stat socket %s", path))
 	}
-	return &Listener{UnixListener: ln, Path: path, ino: st.Ino}, nil
+	return &Listener{UnixListener: ln, Path: path, ino: st.Ino, ctime: st.Ctim}, nil
 }
 
 // CheckSocketPath does Listen's checks without binding: the service runs it
@@ -87,7 +93,7 @@ func (l *Listener) Remove() error {
 		}
 		return err
 	}
-	if st.Ino != l.ino {
+	if st.Ino != l.ino || st.Ctim != l.ctime {
 		return nil
 	}
 	return os.Remove(l.Path)

@@ -300,16 +300,14 @@ func TestCrashMidDeliveryLosesAndDoublesNothing(t *testing.T) {
 	}
 	for _, repo := range []string{"alpha", "beta"} {
 		got, _ := e.Recording(repo)
-		seen := map[string]int{}
-		for _, chunk := range strings.Split(strings.TrimSuffix(got, "\r"), "\r") {
-			seen[chunk]++
-		}
 		doubled := 0
 		for i := range n {
 			if []string{"alpha", "beta"}[i%2] != repo {
 				continue
 			}
-			c := seen[fmt.Sprintf("From:operator/o: msg-%03d", i)]
+			// The message being written at the kill may have arrived partly
+			// (no Enter yet) and then again whole; every other arrives once.
+			c := strings.Count(got, fmt.Sprintf("From:operator/o: msg-%03d", i))
 			if c == 0 {
 				t.Errorf("%s never received msg-%03d", repo, i)
 			}
@@ -317,9 +315,8 @@ func TestCrashMidDeliveryLosesAndDoublesNothing(t *testing.T) {
 				doubled++
 			}
 		}
-		// Only the message being written at the kill may arrive twice.
 		if doubled > 1 {
-			t.Errorf("%s received %d messages twice", repo, doubled)
+			t.Errorf("%s received %d messages more than once", repo, doubled)
 		}
 	}
 }
