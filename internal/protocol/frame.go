@@ -10,12 +10,18 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 )
 
-// FrameReader reads newline-terminated frames of at most MaxFrame bytes.
-type FrameReader struct{ r *bufio.Reader }
+// FrameReader reads newline-terminated frames of at most MaxFrame bytes. It
+// starts with a small buffer and grows only for a long frame: most frames are
+// a few hundred bytes, and a connection per request makes a 64 KiB buffer per
+// connection a steady stream of garbage.
+type FrameReader struct {
+	r    *bufio.Reader
+	long []byte
+}
 
 // NewFrameReader wraps r.
 func NewFrameReader(r io.Reader) *FrameReader {
-	return &FrameReader{r: bufio.NewReaderSize(r, MaxFrame)}
+	return &FrameReader{r: bufio.NewReaderSize(r, 4096)}
 }
 
 // Next returns the next frame without its newline. The slice is valid until the
@@ -23,16 +29,31 @@ func NewFrameReader(r io.Reader) *FrameReader {
 // stream cannot be resynchronized and must be closed. A last frame without a
 // newline counts as a frame.
 func (fr *FrameReader) Next() ([]byte, error) {
-	line, err := fr.r.ReadSlice('\n')
-	switch {
-	case errors.Is(err, bufio.ErrBufferFull):
-		return nil, errs.New(errs.FrameTooLarge, "frame exceeds %d bytes", MaxFrame)
-	case errors.Is(err, io.EOF) && len(line) > 0:
-		return line, nil
-	case err != nil:
-		return nil, err
+	fr.long = fr.long[:0]
+	for {
+		chunk, err := fr.r.ReadSlice('\n')
+		if len(fr.long)+len(chunk) > MaxFrame {
+			return nil, errs.New(errs.FrameTooLarge, "frame exceeds %d bytes", MaxFrame)
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			fr.long = append(fr.long, chunk...)
+			continue
+		case errors.Is(err, io.EOF) && len(fr.long)+len(chunk) > 0:
+			if len(fr.long)+len(chunk)+1 > MaxFrame { // as if it had its newline
+				return nil, errs.New(errs.FrameTooLarge, "frame exceeds %d bytes", MaxFrame)
+			}
+			return append(fr.long, chunk...), nil
+		case err != nil:
+			return nil, err
+		}
+		line := chunk
+		if len(fr.long) > 0 {
+			fr.long = append(fr.long, chunk...)
+			line = fr.long
+		}
+		return bytes.TrimSuffix(line[:len(line)-1], []byte("\r")), nil
 	}
-	return bytes.TrimSuffix(line[:len(line)-1], []byte("\r")), nil
 }
 
 // DecodeRequest parses and checks one request frame. The request is returned

@@ -357,12 +357,13 @@ func (s Server) Paste(ctx context.Context, paneID, text string) error {
 	if text == "" {
 		return nil
 	}
+	// One tmux process for both steps: a delivery spawns as few processes as
+	// it can. When the pane cannot be found or the server not reached, tmux
+	// ran nothing (pasteFailed reports ErrNotWritten); other failures may have
+	// happened after bytes arrived.
 	buf := bufferName()
-	if _, err := s.Run(ctx, strings.NewReader(text), "load-buffer", "-b", buf, "-"); err != nil {
-		s.dropBuffer(ctx, buf)
-		return notWritten(err, "paste into pane %s", paneID)
-	}
-	if _, err := s.Run(ctx, nil, "paste-buffer", "-p", "-r", "-d", "-b", buf, "-t", paneID); err != nil {
+	if _, err := s.Run(ctx, strings.NewReader(text), "load-buffer", "-b", buf, "-", ";",
+		"paste-buffer", "-p", "-r", "-d", "-b", buf, "-t", paneID); err != nil {
 		s.dropBuffer(ctx, buf)
 		return pasteFailed(err, "paste into pane %s", paneID)
 	}

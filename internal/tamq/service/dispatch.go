@@ -49,6 +49,14 @@ func (s *Service) enterPause(text string) time.Duration {
 // whose holder is gone is delivered again.
 const DeliveryLease = 60 * time.Second
 
+// wakeFor wakes the dispatcher for a new message unless its window is busy:
+// the end of that delivery makes the dispatcher look at the window again.
+func (s *Service) wakeFor(endpointID, target string) {
+	if _, busy := s.busy.Load(store.DeliveryKey(endpointID, target)); !busy {
+		s.wake()
+	}
+}
+
 // wake nudges the dispatcher to look for work now.
 func (s *Service) wake() {
 	select {
@@ -115,6 +123,7 @@ func (s *Service) dispatch(ctx context.Context) {
 			}
 			key := t.Key()
 			busy[key] = true
+			s.busy.Store(key, true)
 			inflight++
 			go func() {
 				s.deliver(ctx, m)
@@ -134,6 +143,7 @@ func (s *Service) dispatch(ctx context.Context) {
 		case o := <-done:
 			inflight--
 			delete(busy, o.key)
+			s.busy.Delete(o.key)
 		case <-timer.C:
 		}
 		timer.Stop()

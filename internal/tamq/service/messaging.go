@@ -100,7 +100,7 @@ func (s *Service) send(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 	if err := s.enqueue(ctx, m); err != nil {
 		return nil, err
 	}
-	s.wake()
+	s.wakeFor(m.EndpointID, m.Target)
 	return MessageRecord(*m, false), nil
 }
 

@@ -85,6 +85,7 @@ type Service struct {
 	wakeCh       chan struct{}
 	enqCh        chan enqueueReq
 	stopping     atomic.Bool
+	busy         sync.Map // delivery keys of windows being written to
 	dispatchDone chan struct{}
 }
 
