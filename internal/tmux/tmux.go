@@ -50,6 +50,10 @@ type Server struct {
 // it even if the environment changes. Unlike tmux we do not resolve symlinks
 // in the path; the path still reaches the same socket.
 func Choose(socketName string, getenv func(string) string) Server {
+	// A name with a slash is a socket path, as tmux's -S takes.
+	if strings.Contains(socketName, "/") {
+		return Server{Socket: socketName}
+	}
 	if socketName != "" {
 		return Server{Name: socketName}
 	}

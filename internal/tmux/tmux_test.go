@@ -66,6 +66,7 @@ func TestChoose(t *testing.T) {
 		want   Server
 	}{
 		{"-L wins", "mine", map[string]string{"TMUX": "/tmp/tmux-0/default,1234,0"}, Server{Name: "mine"}},
+		{"a path is -S", "/run/t/sock", map[string]string{"TMUX": "/tmp/tmux-0/default,1234,0"}, Server{Socket: "/run/t/sock"}},
 		{"$TMUX", "", map[string]string{"TMUX": "/tmp/tmux-0/default,1234,0", "TMUX_TMPDIR": "/x"}, Server{Socket: "/tmp/tmux-0/default"}},
 		{"default", "", nil, Server{Socket: fmt.Sprintf("/tmp/tmux-%d/default", uid)}},
 		{"TMUX_TMPDIR", "", map[string]string{"TMUX_TMPDIR": "/var/run/t/"}, Server{Socket: fmt.Sprintf("/var/run/t/tmux-%d/default", uid)}},

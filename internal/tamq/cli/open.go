@@ -29,7 +29,7 @@ func (o *openOptions) register(cmd *cobra.Command) {
 	fs.StringVar(&o.command, "command", "", "run this command in each window (default: your shell)")
 	fs.StringVar(&o.mode, "mode", "manual", "trigger (coordination-engine may wake the agent) or manual")
 	fs.BoolVar(&o.noService, "no-service", false, "open the windows without messaging (no service, no delivery)")
-	fs.StringVar(&o.tmuxSocket, "tmux-socket", "", "tmux server socket name, as tmux -L (default: the server tmux would use)")
+	fs.StringVar(&o.tmuxSocket, "tmux-socket", "", "tmux server: a socket name as tmux -L, or a socket path as tmux -S (default: the server tmux would use)")
 	cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions([]string{"trigger", "manual"}, cobra.ShellCompDirectiveNoFileComp))
 }
 
