@@ -122,6 +122,17 @@ type Loaded struct {
 	Overrides []string
 	// Version is the effective config version recorded in receipts.
 	Version string
+
+	profileRef string
+}
+
+// ProfileRef is Config.ProfileRef computed once: it is recorded with every
+// message, and hashing the profile each time is wasted work.
+func (l *Loaded) ProfileRef() string {
+	if l.profileRef == "" {
+		l.profileRef = l.Config.ProfileRef()
+	}
+	return l.profileRef
 }
 
 // Load reads the program's config file (a missing default file means defaults),
@@ -155,6 +166,7 @@ func Load(p paths.Paths) (*Loaded, error) {
 		return nil, errs.New(errs.ConfigInvalid, "%s", l.describe(err))
 	}
 	l.Version = l.Config.Version()
+	l.profileRef = l.Config.ProfileRef()
 	return l, nil
 }
 
