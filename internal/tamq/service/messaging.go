@@ -30,7 +30,6 @@ func (s *Service) register(ctx context.Context, _ protocol.Peer, req *protocol.R
 	if err != nil {
 		return nil, err
 	}
-	rec := store.Endpoint{ID: ep.ID, TmuxSocket: ep.TmuxSocket, ServerPID: ep.ServerPID, Session: ep.Session}
 	for _, w := range ep.Windows {
 		repo, err := reg.Resolve(w.Repo)
 		if err != nil {
@@ -42,10 +41,8 @@ func (s *Service) register(ctx context.Context, _ protocol.Peer, req *protocol.R
 		if w.Mode != "trigger" && w.Mode != "manual" && !(w.Mode == "" && w.Reused) {
 			return nil, errs.New(errs.BadRequest, "window mode %q is not trigger or manual", w.Mode)
 		}
-		rec.Windows = append(rec.Windows, store.Window{Repo: w.Repo, RepoPath: w.RepoPath, WindowID: w.WindowID, PaneID: w.PaneID,
-			Mode: w.Mode, Command: w.Command, Reused: w.Reused})
 	}
-	err = s.store.Register(ctx, rec)
+	err = s.store.Register(ctx, ep)
 	s.endpointsChanged()
 	if err != nil {
 		return nil, err

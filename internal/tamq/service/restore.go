@@ -49,11 +49,7 @@ func (s *Service) restore(ctx context.Context) {
 		if len(res.Endpoint.Windows) == 0 {
 			continue
 		}
-		rec := store.Endpoint{ID: res.Endpoint.ID, TmuxSocket: res.Endpoint.TmuxSocket, ServerPID: res.Endpoint.ServerPID, Session: res.Endpoint.Session}
-		for _, w := range res.Endpoint.Windows {
-			rec.Windows = append(rec.Windows, store.Window{Repo: w.Repo, RepoPath: w.RepoPath, WindowID: w.WindowID, PaneID: w.PaneID,
-				Mode: w.Mode, Command: w.Command, Reused: w.Reused})
-		}
+		rec := res.Endpoint
 		if err := s.store.Register(ctx, rec); err != nil {
 			s.log.Error("cannot record restored windows", "endpoint", rec.ID, "error", err.Error())
 			continue

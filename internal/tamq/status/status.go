@@ -5,6 +5,7 @@ package status
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/config"
@@ -121,13 +122,11 @@ func Live(ctx context.Context, eps []store.Endpoint) []protocol.Endpoint {
 				alive[w.PaneID] = !w.Dead
 			}
 		}
-		pe := protocol.Endpoint{ID: ep.ID, TmuxSocket: ep.TmuxSocket, ServerPID: ep.ServerPID, Session: ep.Session,
-			State: ep.State, Windows: []protocol.EndpointWindow{}}
-		for _, w := range ep.Windows {
-			pe.Windows = append(pe.Windows, protocol.EndpointWindow{Repo: w.Repo, RepoPath: w.RepoPath, WindowID: w.WindowID,
-				PaneID: w.PaneID, Mode: w.Mode, Command: w.Command, Alive: alive[w.PaneID]})
+		ep.Windows = slices.Clone(ep.Windows)
+		for i := range ep.Windows {
+			ep.Windows[i].Alive = alive[ep.Windows[i].PaneID]
 		}
-		out = append(out, pe)
+		out = append(out, ep)
 	}
 	return out
 }

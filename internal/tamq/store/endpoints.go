@@ -4,30 +4,17 @@ import (
 	"context"
 	"database/sql"
 
+	"github.com/tmux-amq/tamq/internal/protocol"
+
 	"github.com/tmux-amq/tamq/internal/receipt"
 )
 
-// Endpoint is one tmux server tamq delivers into.
-type Endpoint struct {
-	ID         string   `json:"id"` // tmux-amq-<tmux server pid>
-	TmuxSocket string   `json:"tmux_socket"`
-	ServerPID  int      `json:"tmux_server_pid"`
-	Session    string   `json:"session"`
-	State      string   `json:"state"` // connected | disconnected
-	Windows    []Window `json:"windows"`
-}
-
-// Window is the one window of a repo within an endpoint.
-type Window struct {
-	Repo     string `json:"repo"`
-	RepoPath string `json:"repo_path"`
-	WindowID string `json:"window_id"`
-	PaneID   string `json:"pane_id"`
-	Mode     string `json:"mode"`    // trigger | manual
-	Command  string `json:"command"` // "" runs the user's shell
-	// Reused keeps the recorded command (and the mode when Mode is "").
-	Reused bool `json:"-"`
-}
+// Endpoint and Window are stored as the protocol describes them; Alive is
+// not stored (status asks tmux).
+type (
+	Endpoint = protocol.Endpoint
+	Window   = protocol.EndpointWindow
+)
 
 // Register records an endpoint as connected with its windows (replacing what
 // was recorded for the same repos), with a receipt, in one transaction.
