@@ -126,7 +126,10 @@ func (s *Service) dispatch(ctx context.Context) {
 			s.busy.Store(key, true)
 			inflight++
 			go func() {
-				s.deliver(ctx, m)
+				// A delivery under way finishes even while the service stops
+				// (shutdown waits for it within the grace period): cutting it
+				// off mid-write would leave text without its Enter.
+				s.deliver(context.WithoutCancel(ctx), m)
 				done <- outcome{key: key}
 			}()
 		}
