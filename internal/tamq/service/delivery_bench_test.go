@@ -58,7 +58,9 @@ func BenchmarkSendEndToEnd(b *testing.B) {
 // at half the measured rate and reports the p99 latency of an enqueue
 // (target: 5 ms).
 func BenchmarkEnqueueThroughput(b *testing.B) {
-	e, _ := benchWorkspace(b, "[delivery]\nenter_pause_ms = 0\n", "net-kingdom")
+	// The shipped configuration: deliveries pace themselves with the Enter
+	// pause, as they do for real agents.
+	e, _ := benchWorkspace(b, "", "net-kingdom")
 	const clients = 8
 	n := max(b.N, 400)
 
