@@ -124,6 +124,10 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	}
 	s.lock = lock
 	fail := func(err error) (*Service, error) {
+		if s.ln != nil {
+			s.ln.Close()
+			s.ln.Remove()
+		}
 		s.release()
 		return nil, err
 	}
