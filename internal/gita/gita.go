@@ -17,7 +17,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tmux-amq/tamq/internal/errs"
 )
@@ -226,6 +229,47 @@ type Reader struct {
 	mu     sync.Mutex
 	repos  parsed[[]row]
 	groups parsed[[]Group]
+
+	// What the files looked like at the last read, and when it was.
+	stamps   [2]stamp
+	lastRead time.Time
+}
+
+// stamp is what stat says of a file; equal stamps mean an unchanged file only
+// if the file's last change is well before the read that is being reused (see
+// unchangedSince), because file times are coarse.
+type stamp struct {
+	exists      bool
+	size        int64
+	ino         uint64
+	mtime, ctim unix.Timespec
+}
+
+func stampOf(path string) stamp {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil {
+		return stamp{}
+	}
+	return stamp{exists: true, size: st.Size, ino: st.Ino, mtime: st.Mtim, ctim: st.Ctim}
+}
+
+// racyWindow is how long after a file's last change a read of it is not
+// trusted to have seen that change (kernel file times move in coarse ticks),
+// the rule git uses for its index ("racy git").
+const racyWindow = 2 * time.Second
+
+// unchangedSince reports whether the files are as they were at the last read
+// and their last change was long enough before it.
+func (rd *Reader) unchangedSince(now [2]stamp) bool {
+	if rd.lastRead.IsZero() || now != rd.stamps {
+		return false
+	}
+	for _, st := range now {
+		if st.exists && time.Unix(st.ctim.Unix()).After(rd.lastRead.Add(-racyWindow)) {
+			return false
+		}
+	}
+	return true
 }
 
 // NewReader returns a Reader of the registry in dir (see Dir).
@@ -265,23 +309,33 @@ func (rd *Reader) Load() (*Registry, error) {
 		ReposFile:  filepath.Join(rd.dir, ReposFileName),
 		GroupsFile: filepath.Join(rd.dir, GroupsFileName),
 	}
-	reposData, err := os.ReadFile(reg.ReposFile)
-	if err != nil {
-		return nil, missingOrUnreadable(rd.dir, reg.ReposFile, err)
-	}
-	groupsData, err := os.ReadFile(reg.GroupsFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		// gita creates groups.csv only when a group is made.
-		groupsData, err = nil, nil
-	}
-	if err != nil {
-		return nil, unreadable(reg.GroupsFile, err)
-	}
-
+	stamps := [2]stamp{stampOf(reg.ReposFile), stampOf(reg.GroupsFile)}
 	rd.mu.Lock()
-	rows, rowsErr := rd.repos.get(reposData, func(b []byte) ([]row, error) { return parseRepos(reg.ReposFile, b) })
-	groups, groupsErr := rd.groups.get(groupsData, func(b []byte) ([]Group, error) { return parseGroups(reg.GroupsFile, b) })
+	fresh := rd.repos.set && rd.groups.set && rd.unchangedSince(stamps)
+	rows, rowsErr := rd.repos.val, rd.repos.err
+	groups, groupsErr := rd.groups.val, rd.groups.err
 	rd.mu.Unlock()
+	if !fresh {
+		// Stat before reading: a change after the stat shows in the next stat.
+		readAt := time.Now()
+		reposData, err := os.ReadFile(reg.ReposFile)
+		if err != nil {
+			return nil, missingOrUnreadable(rd.dir, reg.ReposFile, err)
+		}
+		groupsData, err := os.ReadFile(reg.GroupsFile)
+		if errors.Is(err, fs.ErrNotExist) {
+			// gita creates groups.csv only when a group is made.
+			groupsData, err = nil, nil
+		}
+		if err != nil {
+			return nil, unreadable(reg.GroupsFile, err)
+		}
+		rd.mu.Lock()
+		rows, rowsErr = rd.repos.get(reposData, func(b []byte) ([]row, error) { return parseRepos(reg.ReposFile, b) })
+		groups, groupsErr = rd.groups.get(groupsData, func(b []byte) ([]Group, error) { return parseGroups(reg.GroupsFile, b) })
+		rd.stamps, rd.lastRead = stamps, readAt
+		rd.mu.Unlock()
+	}
 	if rowsErr != nil {
 		return nil, rowsErr
 	}

@@ -448,7 +448,7 @@ func (s *Service) commit(ctx context.Context) {
 		for i, r := range group {
 			msgs[i] = r.m
 		}
-		if err := s.store.Enqueue(ctx, "send", msgs); err == nil {
+		if err := s.store.Enqueue(ctx, msgs); err == nil {
 			for _, r := range group {
 				r.done <- nil
 			}
@@ -456,7 +456,7 @@ func (s *Service) commit(ctx context.Context) {
 		}
 		for _, r := range group {
 			r.m.ID, r.m.BatchID = "", ""
-			r.done <- s.store.Enqueue(ctx, "send", []*queue.Message{r.m})
+			r.done <- s.store.Enqueue(ctx, []*queue.Message{r.m})
 		}
 	}
 }

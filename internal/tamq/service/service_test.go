@@ -52,7 +52,6 @@ func TestAdvisoryAtStartAndCleanShutdown(t *testing.T) {
 	ctx := context.Background()
 	err := svc.db.WriteTx(ctx, func(tx *sql.Tx) error {
 		for _, q := range []string{
-			`INSERT INTO batches (id, kind, created_at) VALUES ('b', 'send', 1772668800000)`,
 			`INSERT INTO messages (id, batch_id, sender, sender_kind, target_repo, body, ack_mode, state, max_attempts,
 				policy_profile, config_version, created_at, updated_at)
 				VALUES ('m', 'b', 'operator', 'operator', 'r', 'hello', 'injected', 'queued', 4, 'p', 'c', 1772668800000, 1772668800000)`,

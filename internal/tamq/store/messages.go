@@ -54,22 +54,15 @@ func scanMessage(row scanner) (queue.Message, error) {
 // Enqueue stores new messages in one transaction under one new batch, each
 // with its receipt. Grouping concurrent sends into one commit is what lets the
 // queue keep up with many clients on a disk that syncs every commit.
-func (s *Store) Enqueue(ctx context.Context, kind string, msgs []*queue.Message) error {
+func (s *Store) Enqueue(ctx context.Context, msgs []*queue.Message) error {
 	now := s.Now()
 	return s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-		batches := map[string]bool{}
 		for _, m := range msgs {
-			if m.BatchID == "" {
-				m.BatchID = NewID()
-			}
-			if !batches[m.BatchID] {
-				if _, err := s.DB.TxExec(tx, `INSERT OR IGNORE INTO batches (id, kind, created_at) VALUES (?, ?, ?)`, m.BatchID, kind, ms(now)); err != nil {
-					return err
-				}
-				batches[m.BatchID] = true
-			}
 			if m.ID == "" {
 				m.ID = NewID()
+			}
+			if m.BatchID == "" {
+				m.BatchID = m.ID // a send is a batch of one
 			}
 			m.State, m.CreatedAt, m.UpdatedAt = queue.Queued, now, now
 			if m.NextAttemptAt.IsZero() {

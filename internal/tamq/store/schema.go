@@ -35,16 +35,9 @@ CREATE TABLE windows (
 	PRIMARY KEY (endpoint_id, repo)
 ) STRICT;
 
-CREATE TABLE batches (
-	id         TEXT PRIMARY KEY,
-	kind       TEXT NOT NULL CHECK (kind IN ('send', 'worker', 'wake', 'replay')),
-	source     TEXT,                            -- replay: the file replayed
-	created_at INTEGER NOT NULL
-) STRICT;
-
 CREATE TABLE messages (
 	id               TEXT PRIMARY KEY,          -- local message id (UUIDv7)
-	batch_id         TEXT NOT NULL REFERENCES batches(id),
+	batch_id         TEXT NOT NULL,             -- a send is its own batch; a replay shares one
 	endpoint_id      TEXT REFERENCES endpoints(id), -- the endpoint it is bound to
 	coordination_endpoint_id TEXT,
 	sender           TEXT NOT NULL,             -- repo slug, or the operator label
@@ -73,10 +66,6 @@ CREATE TABLE messages (
 CREATE UNIQUE INDEX messages_idempotency_key ON messages(idempotency_key) WHERE idempotency_key IS NOT NULL;
 CREATE INDEX messages_queue ON messages(state, endpoint_id, target_repo, created_at, id);
 CREATE INDEX messages_ack_deadline ON messages(ack_deadline_at) WHERE state = 'awaiting_ack';
-CREATE INDEX messages_created ON messages(created_at, id);
-CREATE INDEX messages_target ON messages(target_repo, created_at);
-CREATE INDEX messages_sender ON messages(sender, created_at);
-CREATE INDEX messages_batch ON messages(batch_id);
 
 -- A claim for delivery is a local lease with an expiry: a crash mid-delivery
 -- leaves the row, and the same message id is delivered again after restart.
@@ -110,7 +99,6 @@ CREATE TABLE receipts (
 	projected_at             INTEGER
 ) STRICT;
 CREATE INDEX receipts_pending ON receipts(id) WHERE projected_at IS NULL;
-CREATE INDEX receipts_subject ON receipts(subject_id, id);
 `
 
 // Migrations is tamq's schema history; append, never edit a released entry.

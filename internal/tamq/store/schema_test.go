@@ -46,7 +46,6 @@ func TestSchemaConstraints(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(exec(t, db, `INSERT INTO batches (id, kind, created_at) VALUES ('b1', 'send', 1)`))
 	must(exec(t, db, insertMessage, "m1", "hello", "queued", "k1"))
 	must(exec(t, db, insertMessage, "m2", strings.Repeat("é", 4096), "queued", nil)) // exactly 8 KiB of UTF-8
 
@@ -59,9 +58,6 @@ func TestSchemaConstraints(t *testing.T) {
 		{"unknown state", insertMessage, []any{"m4", "x", "lost", nil}},
 		{"reused idempotency key", insertMessage, []any{"m5", "x", "queued", "k1"}},
 		{"duplicate id", insertMessage, []any{"m1", "x", "queued", nil}},
-		{"unknown batch", `INSERT INTO messages (id, batch_id, sender, sender_kind, target_repo, body, ack_mode, state,
-			max_attempts, policy_profile, config_version, created_at, updated_at)
-			VALUES ('m6', 'nope', 'o', 'operator', 'r', 'x', 'injected', 'queued', 4, 'p', 'c', 1, 1)`, nil},
 		{"lease for unknown message", `INSERT INTO delivery_leases (message_id, lease_id, attempt, holder, acquired_at, expires_at)
 			VALUES ('ghost', 'l1', 1, 'svc', 1, 2)`, nil},
 		{"second lease on a message", `INSERT INTO delivery_leases (message_id, lease_id, attempt, holder, acquired_at, expires_at)

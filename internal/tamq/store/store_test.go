@@ -27,7 +27,6 @@ func TestStatsAndReceipts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(exec(t, db, `INSERT INTO batches (id, kind, created_at) VALUES ('b1', 'send', 1)`))
 	old := now.Add(-time.Hour).UnixMilli()
 	for i, st := range []string{"queued", "awaiting_ack", "injected", "failed"} {
 		must(exec(t, db, `INSERT INTO messages (id, batch_id, sender, sender_kind, target_repo, body, ack_mode, state,
