@@ -11,8 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -90,11 +92,29 @@ func NewEnv(t testing.TB) *Env {
 		State:   filepath.Join(root, "state"),
 		Runtime: filepath.Join(root, "run"),
 	}
+	// Whatever a failing test left running is killed before its files go.
+	t.Cleanup(func() { e.killService() })
 	e.Vars = []string{
 		"HOME=" + e.Home, "XDG_CONFIG_HOME=" + e.Config, "XDG_STATE_HOME=" + e.State, "XDG_RUNTIME_DIR=" + e.Runtime,
 		"PATH=" + os.Getenv("PATH"),
 	}
 	return e
+}
+
+// killService kills the tamq service holding this environment's lock, if one
+// still runs (the lock file names its holder).
+func (e *Env) killService() {
+	b, err := os.ReadFile(filepath.Join(e.TamqState(), "tamq.lock"))
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return
+	}
+	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && strings.HasPrefix(exe, e.Bin+"/") {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
 }
 
 // TamqState is tamq's state directory.
