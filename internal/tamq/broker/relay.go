@@ -1,0 +1,146 @@
+// Package broker is tamq's PTY broker: it runs an agent under a new
+// pseudo-terminal and relays bytes between the real terminal and the agent
+// unchanged, so the window feels exactly like running the agent directly.
+// (Observing To: lines and delivering through the PTY build on this relay.)
+package broker
+
+import (
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/creack/pty"
+	"golang.org/x/term"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+)
+
+// Relay runs one child under a PTY.
+type Relay struct {
+	// Argv is the child's command line; Env its environment (nil: ours).
+	Argv []string
+	Env  []string
+	Dir  string
+	// In and Out are the outer terminal. When In is a terminal it is put in raw
+	// mode for the child's lifetime and its size is passed on.
+	In  *os.File
+	Out io.Writer
+
+	mu   sync.Mutex // one writer into the child's input at a time
+	ptmx *os.File
+}
+
+// Run starts the child and relays until it exits; it returns the child's exit
+// status as a shell reports it (128+n for a signal).
+func (r *Relay) Run() (int, error) {
+	if len(r.Argv) == 0 {
+		return 0, errs.New(errs.Usage, "no command to run under the broker")
+	}
+	cmd := exec.Command(r.Argv[0], r.Argv[1:]...)
+	cmd.Env, cmd.Dir = r.Env, r.Dir
+	isTerm := r.In != nil && term.IsTerminal(int(r.In.Fd()))
+	var size *pty.Winsize
+	if isTerm {
+		size, _ = pty.GetsizeFull(r.In)
+	}
+	ptmx, err := pty.StartWithSize(cmd, size) // sets Setsid and Setctty
+	if err != nil {
+		return 0, errs.Wrap(errs.Internal, err, "cannot start %s", r.Argv[0])
+	}
+	r.mu.Lock()
+	r.ptmx = ptmx
+	r.mu.Unlock()
+	// Closed under the lock, so the input pump and the resizer never use a
+	// closed descriptor.
+	defer func() {
+		r.mu.Lock()
+		r.ptmx = nil
+		r.mu.Unlock()
+		ptmx.Close()
+	}()
+
+	if isTerm {
+		old, err := term.MakeRaw(int(r.In.Fd()))
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return 0, errs.Wrap(errs.Internal, err, "cannot put the terminal in raw mode")
+		}
+		// Restored on every way out of Run, the child's death included.
+		defer term.Restore(int(r.In.Fd()), old)
+		winch := make(chan os.Signal, 1)
+		signal.Notify(winch, syscall.SIGWINCH)
+		defer signal.Stop(winch)
+		go func() {
+			for range winch {
+				r.mu.Lock()
+				if r.ptmx != nil {
+					pty.InheritSize(r.In, r.ptmx)
+				}
+				r.mu.Unlock()
+			}
+		}()
+	}
+	if r.In != nil {
+		go r.pumpInput()
+	}
+	// The child's output until the PTY reports EIO (no more slaves open).
+	_, copyErr := io.Copy(r.Out, ptmx)
+	cmd.Wait() // the status is read from ProcessState
+	if copyErr != nil && !errors.Is(copyErr, syscall.EIO) {
+		return exitStatus(cmd), errs.Wrap(errs.Internal, copyErr, "relaying output")
+	}
+	return exitStatus(cmd), nil
+}
+
+// pumpInput passes the operator's bytes to the child as they come.
+func (r *Relay) pumpInput() {
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := r.In.Read(buf)
+		if n > 0 {
+			if _, werr := r.WriteInput(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// WriteInput writes to the child's input under the lock every writer shares,
+// so typed keys and delivered text never interleave.
+func (r *Relay) WriteInput(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ptmx == nil {
+		return 0, os.ErrClosed
+	}
+	return r.ptmx.Write(p)
+}
+
+// childSize is the size of the child's terminal.
+func (r *Relay) childSize() (*pty.Winsize, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ptmx == nil {
+		return nil, os.ErrNotExist
+	}
+	return pty.GetsizeFull(r.ptmx)
+}
+
+func exitStatus(cmd *exec.Cmd) int {
+	st := cmd.ProcessState
+	if st == nil {
+		return 1
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return st.ExitCode()
+}

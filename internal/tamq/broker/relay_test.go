@@ -1,0 +1,185 @@
+package broker
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/term"
+)
+
+// outer is the terminal the broker runs in: a real PTY whose master plays the
+// user (typing, reading the screen, resizing).
+type outer struct {
+	master, tty *os.File
+	mu          sync.Mutex
+	screen      bytes.Buffer
+}
+
+func newOuter(t *testing.T, rows, cols uint16) *outer {
+	t.Helper()
+	m, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); tty.Close() })
+	if err := pty.Setsize(m, &pty.Winsize{Rows: rows, Cols: cols}); err != nil {
+		t.Fatal(err)
+	}
+	o := &outer{master: m, tty: tty}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := m.Read(buf)
+			o.mu.Lock()
+			o.screen.Write(buf[:n])
+			o.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return o
+}
+
+func (o *outer) waitFor(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		o.mu.Lock()
+		got := o.screen.String()
+		o.mu.Unlock()
+		if strings.Contains(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("screen never showed %q; it shows %q", want, got)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestRelayIsTransparent(t *testing.T) {
+	o := newOuter(t, 33, 101)
+	before, err := term.GetState(int(o.tty.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := `stty size; printf 'ready\n'; read line; printf 'got:%s\n' "$line"; ` +
+		`printf 'resize\n'; read line2; stty size; exit 7`
+	r := &Relay{Argv: []string{"sh", "-c", script}, In: o.tty, Out: o.tty, Env: []string{"PATH=" + os.Getenv("PATH")}}
+	type result struct {
+		code int
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, err := r.Run()
+		done <- result{code, err}
+	}()
+	o.waitFor(t, "33 101")
+	o.waitFor(t, "ready")
+	// Raw mode on the outer terminal: the child's own terminal does the echo.
+	if st, _ := term.GetState(int(o.tty.Fd())); st == nil || *st == *before {
+		t.Error("outer terminal not in raw mode while the child runs")
+	}
+	o.master.Write([]byte("hello ünï\r"))
+	o.waitFor(t, "got:hello ünï")
+	o.waitFor(t, "resize")
+	// A resize of the outer terminal reaches the child.
+	if err := pty.Setsize(o.master, &pty.Winsize{Rows: 40, Cols: 120}); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGWINCH) // what the terminal driver sends the foreground group
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if ws, err := r.childSize(); err == nil && ws.Rows == 40 && ws.Cols == 120 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the resize never reached the child's terminal")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	o.master.Write([]byte("\r"))
+	o.waitFor(t, "40 120")
+	res := <-done
+	if res.err != nil || res.code != 7 {
+		t.Fatalf("Run = %d, %v", res.code, res.err)
+	}
+	if after, _ := term.GetState(int(o.tty.Fd())); after == nil || *after != *before {
+		t.Error("outer terminal mode not restored after the child exited")
+	}
+}
+
+func TestExitStatusOfASignal(t *testing.T) {
+	o := newOuter(t, 24, 80)
+	r := &Relay{Argv: []string{"sh", "-c", "kill -TERM $$"}, In: o.tty, Out: o.tty}
+	code, err := r.Run()
+	if err != nil || code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("Run = %d, %v", code, err)
+	}
+}
+
+func TestCtrlCReachesTheChildNotTheBroker(t *testing.T) {
+	o := newOuter(t, 24, 80)
+	r := &Relay{Argv: []string{"sh", "-c", "trap 'echo caught; exit 3' INT; echo armed; while :; do sleep 0.05; done"}, In: o.tty, Out: o.tty}
+	done := make(chan int, 1)
+	go func() {
+		code, _ := r.Run()
+		done <- code
+	}()
+	o.waitFor(t, "armed")
+	o.master.Write([]byte{0x03}) // ^C, as the keyboard sends it
+	o.waitFor(t, "caught")
+	if code := <-done; code != 3 {
+		t.Fatalf("exit %d", code)
+	}
+}
+
+func TestWithoutATerminal(t *testing.T) {
+	var out bytes.Buffer
+	in, w, _ := os.Pipe()
+	w.Close()
+	r := &Relay{Argv: []string{"printf", "plain\\n"}, In: in, Out: &out}
+	code, err := r.Run()
+	if err != nil || code != 0 || !strings.Contains(out.String(), "plain") {
+		t.Fatalf("Run = %d, %v, %q", code, err, out.String())
+	}
+}
+
+// BenchmarkRelayThroughput compares 64 MB of child output through the relay
+// with the same child under a bare PTY read directly. Target: at least 0.8.
+func BenchmarkRelayThroughput(b *testing.B) {
+	const size = 64 << 20
+	argv := []string{"head", "-c", "67108864", "/dev/zero"}
+	var direct, relayed time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		cmd := execCommand(argv)
+		ptmx, err := pty.Start(cmd)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, ptmx)
+		cmd.Wait()
+		ptmx.Close()
+		direct += time.Since(t0)
+
+		t0 = time.Now()
+		r := &Relay{Argv: argv, Out: io.Discard}
+		if _, err := r.Run(); err != nil {
+			b.Fatal(err)
+		}
+		relayed += time.Since(t0)
+	}
+	b.ReportMetric(float64(size)*float64(b.N)/direct.Seconds()/1e6, "direct-MB/s")
+	b.ReportMetric(float64(size)*float64(b.N)/relayed.Seconds()/1e6, "relayed-MB/s")
+	b.ReportMetric(direct.Seconds()/relayed.Seconds(), "ratio")
+}
