@@ -1,0 +1,146 @@
+package broker
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+var slugs = []string{"net-kingdom", "net", "with space,comma", "a:b", "railiance"}
+
+type recorder struct {
+	blocks  []Block
+	unknown []string
+	now     time.Time
+}
+
+func newObserver() (*Observer, *recorder) {
+	rec := &recorder{now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
+	o := &Observer{
+		Slugs:   func() []string { return slugs },
+		Emit:    func(b Block) { rec.blocks = append(rec.blocks, b) },
+		Unknown: func(s string) { rec.unknown = append(rec.unknown, s) },
+		Now:     func() time.Time { return rec.now },
+	}
+	return o, rec
+}
+
+func TestBlocks(t *testing.T) {
+	tests := []struct {
+		name    string
+		out     string
+		want    []Block
+		unknown []string
+	}{
+		{"one line, empty line ends it", "To:net-kingdom: hello\n\nafter\n", []Block{{"net-kingdom", "hello"}}, nil},
+		{"CRLF", "To:net-kingdom: hello\r\nsecond\r\n\r\n", []Block{{"net-kingdom", "hello\nsecond"}}, nil},
+		{"next address ends a block, exit ends the last", "To:net: one\nmore\nTo:railiance: two\nlines",
+			[]Block{{"net", "one\nmore"}, {"railiance", "two\nlines"}}, nil},
+		{"longest slug wins", "To:net-kingdom: x\n\nTo:with space,comma: y\n\nTo:a:b: z\n\n",
+			[]Block{{"net-kingdom", "x"}, {"with space,comma", "y"}, {"a:b", "z"}}, nil},
+		{"colours and styles are not text", "\x1b[1;32mTo:net-kingdom:\x1b[0m \x1b[4mhi\x1b[24m there\x1b[0m\n\n",
+			[]Block{{"net-kingdom", "hi there"}}, nil},
+		{"OSC title and hyperlink dropped", "\x1b]0;agent\x07To:net: \x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\\n\n",
+			[]Block{{"net", "link"}}, nil},
+		{"carriage return redraws the line", "To:net: progress 10%\rTo:net: progress 99%\n\n",
+			[]Block{{"net", "progress 99%"}}, nil},
+		{"erase line after CR", "To:net: long line here\r\x1b[KTo:net: short\n\n", []Block{{"net", "short"}}, nil},
+		{"indented address", "  To:net: indented\n\n", []Block{{"net", "indented"}}, nil},
+		{"mid-line address is not one", "see To:net: no\nquote > To:net: no\n\n", nil, nil},
+		{"unknown slug", "To:nowhere: hi\nbody\n\n", nil, []string{"nowhere"}},
+		{"wildcard", "To:*: all\n\n", nil, []string{"*"}},
+		{"cursor to another row ends the line", "To:net: row one\x1b[2;1Hrow two\x1b[3;1H\x1b[3;1H\n",
+			[]Block{{"net", "row one\nrow two"}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, bytewise := range []bool{false, true} {
+				o, rec := newObserver()
+				if bytewise {
+					for i := range len(tt.out) {
+						o.Write([]byte{tt.out[i]})
+					}
+				} else {
+					o.Write([]byte(tt.out))
+				}
+				o.Close()
+				if !reflect.DeepEqual(rec.blocks, tt.want) {
+					t.Errorf("bytewise=%v: blocks %q, want %q", bytewise, rec.blocks, tt.want)
+				}
+				if !reflect.DeepEqual(rec.unknown, tt.unknown) {
+					t.Errorf("bytewise=%v: unknown %q, want %q", bytewise, rec.unknown, tt.unknown)
+				}
+			}
+		})
+	}
+}
+
+func TestRedrawsCollapse(t *testing.T) {
+	o, rec := newObserver()
+	screen := "\x1b[H\x1b[2JTo:net-kingdom: status report\r\nall green\r\n\r\n\x1b[24;1H> "
+	for range 3 {
+		o.Write([]byte(screen))
+	}
+	if len(rec.blocks) != 1 {
+		t.Fatalf("redraws gave %d blocks: %q", len(rec.blocks), rec.blocks)
+	}
+	// Long after, the same text is a new message.
+	rec.now = rec.now.Add(RedrawWindow + time.Second)
+	o.Write([]byte(screen))
+	if len(rec.blocks) != 2 {
+		t.Fatalf("a repeat after the window was dropped: %q", rec.blocks)
+	}
+}
+
+func TestInjectedTextIsNeverReadBack(t *testing.T) {
+	o, rec := newObserver()
+	o.Injected("From:operator/o: please answer\n> To:railiance: this was quoted\n[tamq message 1: acknowledge with: tamq ack 1]")
+	// The agent echoes what it received, with or without the quote marker.
+	o.Write([]byte("From:operator/o: please answer\r\n> To:railiance: this was quoted\r\nTo:railiance: this was quoted\r\n\r\n"))
+	o.Close()
+	if len(rec.blocks) != 0 || len(rec.unknown) != 0 {
+		t.Fatalf("injected text routed: %q %q", rec.blocks, rec.unknown)
+	}
+	// The agent's own address still works.
+	o.Write([]byte("To:railiance: my own words\n\n"))
+	if !slices.Equal(rec.blocks, []Block{{"railiance", "my own words"}}) {
+		t.Fatalf("blocks %q", rec.blocks)
+	}
+}
+
+func TestOversizedBlockIsCut(t *testing.T) {
+	o, rec := newObserver()
+	o.Write([]byte("To:net: start\n"))
+	line := strings.Repeat("x", 1000) + "\n"
+	for range 20 {
+		o.Write([]byte(line))
+	}
+	o.Write([]byte("To:railiance: next\n\n"))
+	if len(rec.blocks) != 2 || rec.blocks[1] != (Block{"railiance", "next"}) {
+		t.Fatalf("blocks after an oversized one: %d", len(rec.blocks))
+	}
+}
+
+// FuzzObserver feeds arbitrary terminal output: nothing panics, every block
+// names a registered slug and starts from an address line.
+func FuzzObserver(f *testing.F) {
+	f.Add([]byte("To:net-kingdom: hi\r\n\r\n"))
+	f.Add([]byte("\x1b[1mTo:\x1b[0mnet: x\x1b[2J\x1b[H\rTo:a:b: y\n"))
+	f.Add([]byte("\x1b]8;;To:net: x\x07To:with space,comma:\n\x1bP1$r\x1b\\\n"))
+	f.Add([]byte{0xff, 0xfe, '\r', '\n', 0x1b, '[', '9', '9', '9', '9', '9', '9', 'm'})
+	f.Fuzz(func(t *testing.T, out []byte) {
+		o, rec := newObserver()
+		o.Write(out)
+		o.Close()
+		for _, b := range rec.blocks {
+			if !slices.Contains(slugs, b.Target) {
+				t.Fatalf("block for unregistered %q", b.Target)
+			}
+			if len(b.Body) > len(out) {
+				t.Fatalf("body longer than the input")
+			}
+		}
+	})
+}
