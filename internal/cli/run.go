@@ -23,6 +23,10 @@ func Run(a *App, root *cobra.Command, args []string) int {
 	if err == nil {
 		return 0
 	}
+	var pass PassStatus
+	if errors.As(err, &pass) {
+		return int(pass)
+	}
 	var e *errs.Error
 	if !errors.As(err, &e) {
 		// Cobra's own errors (unknown command, bad flag, wrong argument count) are
@@ -64,6 +68,13 @@ func markStarted(root *cobra.Command) {
 }
 
 func started(root *cobra.Command) bool { return root.Annotations[startedAnnotation] == "yes" }
+
+// PassStatus is returned by a command that passes on another program's exit
+// status (the broker passes on its agent's): Run exits with it and prints
+// nothing.
+type PassStatus int
+
+func (p PassStatus) Error() string { return fmt.Sprintf("exit status %d", int(p)) }
 
 // UsageError is for a command's own argument checks that cobra cannot express.
 func UsageError(format string, args ...any) error {

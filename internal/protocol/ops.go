@@ -85,6 +85,9 @@ type SendArgs struct {
 	Text       string `json:"text"`
 	FromSocket string `json:"from_socket,omitempty"`
 	FromPane   string `json:"from_pane,omitempty"`
+	// Operator marks a line the operator typed into a window (the broker
+	// saw it): operator provenance, labelled with the window's repo.
+	Operator   bool   `json:"operator,omitempty"`
 	EndpointID string `json:"endpoint_id,omitempty"`
 	AckMode    string `json:"ack_mode,omitempty"` // "" uses delivery_ack_mode
 }

@@ -29,9 +29,56 @@ type Relay struct {
 	// mode for the child's lifetime and its size is passed on.
 	In  *os.File
 	Out io.Writer
+	// FilterInput, when set, sees the operator's bytes first and returns what
+	// passes to the child. Observe, when set, sees the child's output after
+	// the operator's terminal has it.
+	FilterInput func(p []byte) []byte
+	Observe     io.Writer
 
-	mu   sync.Mutex // one writer into the child's input at a time
-	ptmx *os.File
+	mu    sync.Mutex // one writer into the child's input at a time
+	ptmx  *os.File
+	outMu sync.Mutex // one writer onto the operator's terminal at a time
+}
+
+// Notice writes a line of tamq's own onto the operator's terminal, between
+// the child's writes (never into the child's input).
+func (r *Relay) Notice(msg string) {
+	r.outMu.Lock()
+	defer r.outMu.Unlock()
+	io.WriteString(r.Out, "\r\n"+msg+"\r\n")
+}
+
+// EchoLocal writes bytes onto the operator's terminal only.
+func (r *Relay) EchoLocal(p []byte) {
+	r.outMu.Lock()
+	defer r.outMu.Unlock()
+	r.Out.Write(p)
+}
+
+// relayOutput copies the child's output to the operator's terminal and the
+// observer.
+func (r *Relay) relayOutput(ptmx io.Reader) error {
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := ptmx.Read(buf)
+		if n > 0 {
+			r.outMu.Lock()
+			_, werr := r.Out.Write(buf[:n])
+			r.outMu.Unlock()
+			if werr != nil {
+				return werr
+			}
+			if r.Observe != nil {
+				r.Observe.Write(buf[:n])
+			}
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
 }
 
 // Run starts the child and relays until it exits; it returns the child's exit
@@ -89,7 +136,7 @@ func (r *Relay) Run() (int, error) {
 		go r.pumpInput()
 	}
 	// The child's output until the PTY reports EIO (no more slaves open).
-	_, copyErr := io.Copy(r.Out, ptmx)
+	copyErr := r.relayOutput(ptmx)
 	cmd.Wait() // the status is read from ProcessState
 	if copyErr != nil && !errors.Is(copyErr, syscall.EIO) {
 		return exitStatus(cmd), errs.Wrap(errs.Internal, copyErr, "relaying output")
@@ -103,8 +150,14 @@ func (r *Relay) pumpInput() {
 	for {
 		n, err := r.In.Read(buf)
 		if n > 0 {
-			if _, werr := r.WriteInput(buf[:n]); werr != nil {
-				return
+			p := buf[:n]
+			if r.FilterInput != nil {
+				p = r.FilterInput(p)
+			}
+			if len(p) > 0 {
+				if _, werr := r.WriteInput(p); werr != nil {
+					return
+				}
 			}
 		}
 		if err != nil {

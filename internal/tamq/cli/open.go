@@ -82,6 +82,7 @@ func runOpen(cmd *cobra.Command, a *sharedcli.App, o openOptions, slugs []string
 	if err != nil {
 		return err
 	}
+	var brk workspace.Broker
 	if o.noService {
 		fmt.Fprintf(a.Err, "%s: WARNING: --no-service: these windows get no messages; use `tamq send` after `tamq start`\n", a.Name())
 	} else {
@@ -95,13 +96,14 @@ func runOpen(cmd *cobra.Command, a *sharedcli.App, o openOptions, slugs []string
 		if _, err := daemon.EnsureRunning(cmd.Context(), daemon.Options{Paths: p, Exe: exe, Args: []string{"serve"}}); err != nil {
 			return err
 		}
+		brk = workspace.Broker{Exe: exe, GitaDir: reg.Dir}
 	}
 	var want []workspace.Repo
 	for _, r := range repos {
 		want = append(want, workspace.Repo{Repo: r, Command: o.command, Mode: o.mode, KeepMode: !cmd.Flags().Changed("mode")})
 	}
 	ctx := cmd.Context()
-	res, err := workspace.Open(ctx, tmux.Choose(o.tmuxSocket, a.Getenv), want, p.Socket, a.Notef)
+	res, err := workspace.Open(ctx, tmux.Choose(o.tmuxSocket, a.Getenv), want, p.Socket, brk, a.Notef)
 	if err != nil {
 		return err
 	}

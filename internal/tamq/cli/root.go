@@ -51,6 +51,7 @@ in those windows. It works on its own; coordination-engine wakes agents through 
 		newAckCmd(a),
 		newRetryCmd(a),
 		newHistoryCmd(a),
+		newBrokerCmd(a),
 		newServeCmd(a),
 		newStartCmd(a),
 		newStopCmd(a),

@@ -351,3 +351,79 @@ func TestSenderComesFromTheWindowNotTheText(t *testing.T) {
 		t.Errorf("railiance received %q", got)
 	}
 }
+
+func TestBrokerRoutesAgentAndOperatorLines(t *testing.T) {
+	t.Parallel()
+	e := testutil.NewEnv(t)
+	e.WriteConfig(t, fastConfig)
+	e.Gita(t, "net-kingdom", "railiance")
+	tm := testutil.NewTmux(t)
+	t.Cleanup(func() { e.Run(t, "tamq", "stop") })
+	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", e.RecorderCommand(), "railiance")
+	// An agent that prints a coloured block and an address to an unknown repo,
+	// then records everything it is given.
+	agent := `printf '\033[1;32mTo:railiance:\033[0m build is green\nsecond line\n\nTo:nowhere: lost\n\n'; ` +
+		`stty raw -echo; exec cat > "` + e.Root + `/rec/$TAMQ_REPO"`
+	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", agent, "net-kingdom")
+	testutil.WaitFor(t, "the agent's recorder", func() bool { _, ok := e.Recording("net-kingdom"); return ok })
+
+	find := func(pred func(protocol.Message) bool) *protocol.Message {
+		for _, m := range history(t, e, "--body") {
+			if pred(m) {
+				return &m
+			}
+		}
+		return nil
+	}
+	var worker *protocol.Message
+	testutil.WaitFor(t, "the agent's block to be routed", func() bool {
+		worker = find(func(m protocol.Message) bool { return m.Sender == "net-kingdom" && m.SenderKind == "worker" })
+		return worker != nil
+	})
+	if worker.Target != "railiance" || worker.Body == nil || *worker.Body != "build is green\nsecond line" {
+		t.Errorf("worker message %+v", worker)
+	}
+	testutil.WaitFor(t, "railiance to receive it", func() bool {
+		got, _ := e.Recording("railiance")
+		return strings.Contains(got, "From:net-kingdom: build is green\nsecond line\r")
+	})
+
+	// The operator types an address line into net-kingdom's window.
+	var st protocol.StatusReport
+	if err := json.Unmarshal([]byte(e.Run(t, "tamq", "status", "--json").Stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	var pane string
+	for _, w := range st.Endpoints[0].Windows {
+		if w.Repo == "net-kingdom" {
+			pane = w.PaneID
+		}
+	}
+	tm.Must(t, "send-keys", "-t", pane, "-l", "To:railiance: typed by hand")
+	tm.Must(t, "send-keys", "-t", pane, "Enter")
+	var op *protocol.Message
+	testutil.WaitFor(t, "the operator's line to be routed", func() bool {
+		op = find(func(m protocol.Message) bool { return m.Provenance == "o" })
+		return op != nil
+	})
+	if op.Sender != "net-kingdom" || op.Target != "railiance" || *op.Body != "typed by hand" {
+		t.Errorf("operator message %+v", op)
+	}
+	// Other keys pass through; the address line never reached the agent.
+	tm.Must(t, "send-keys", "-t", pane, "-l", "plain keys")
+	testutil.WaitFor(t, "plain keys to reach the agent", func() bool {
+		got, _ := e.Recording("net-kingdom")
+		return strings.Contains(got, "plain keys")
+	})
+	if got, _ := e.Recording("net-kingdom"); strings.Contains(got, "typed by hand") {
+		t.Errorf("the operator's address line reached the agent: %q", got)
+	}
+	// The unknown address got a notice on the screen, not a message.
+	screen, _ := tm.Cmd("capture-pane", "-p", "-t", pane)
+	if !strings.Contains(string(screen), "tamq: not sent: unknown target 'nowhere'") {
+		t.Errorf("no notice for the unknown target:\n%s", screen)
+	}
+	if find(func(m protocol.Message) bool { return m.Target == "nowhere" }) != nil {
+		t.Error("a message to an unknown repo was stored")
+	}
+}

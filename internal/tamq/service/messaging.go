@@ -12,6 +12,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/status"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
 // OperatorLabel is the sender of messages sent from outside any tamq window.
@@ -84,7 +85,10 @@ func (s *Service) send(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 	if err != nil {
 		return nil, err
 	}
-	sender, kind := s.senderOf(endpoints, args.FromSocket, args.FromPane)
+	sender, kind := s.senderOf(ctx, endpoints, args.FromSocket, args.FromPane)
+	if args.Operator {
+		kind = queue.FromOperator
+	}
 	epID, err := pickEndpoint(endpoints, target, args.EndpointID)
 	if err != nil {
 		return nil, err
@@ -102,17 +106,27 @@ func (s *Service) send(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 }
 
 // senderOf derives the sender from the window the command runs in: a tamq
-// window speaks for its repo; anything else is the operator.
-func (s *Service) senderOf(endpoints []store.Endpoint, socket, pane string) (string, queue.SenderKind) {
-	if pane != "" && socket != "" {
-		for _, ep := range endpoints {
-			if ep.TmuxSocket != socket {
-				continue
+// window speaks for its repo; anything else is the operator. A window that is
+// not registered yet (an agent that speaks before `tamq open` has finished)
+// is known by the repo mark tamq put on it in tmux.
+func (s *Service) senderOf(ctx context.Context, endpoints []store.Endpoint, socket, pane string) (string, queue.SenderKind) {
+	if pane == "" || socket == "" {
+		return OperatorLabel, queue.FromOperator
+	}
+	for _, ep := range endpoints {
+		if ep.TmuxSocket != socket {
+			continue
+		}
+		for _, w := range ep.Windows {
+			if w.PaneID == pane {
+				return w.Repo, queue.FromWorker
 			}
-			for _, w := range ep.Windows {
-				if w.PaneID == pane {
-					return w.Repo, queue.FromWorker
-				}
+		}
+	}
+	if wins, err := (tmux.Server{Socket: socket}).ListWindows(ctx); err == nil {
+		for _, w := range wins {
+			if w.PaneID == pane && w.Repo != "" {
+				return w.Repo, queue.FromWorker
 			}
 		}
 	}

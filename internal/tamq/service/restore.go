@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/tamq/workspace"
@@ -41,7 +42,9 @@ func (s *Service) restore(ctx context.Context) {
 			repos = append(repos, workspace.Repo{Repo: r, Command: w.Command, Mode: w.Mode})
 		}
 		note := func(format string, args ...any) { s.log.Info(fmt.Sprintf(format, args...)) }
-		res, err := workspace.Open(ctx, tmux.Server{Socket: ep.TmuxSocket}, repos, s.opts.Paths.Socket, note)
+		exe, _ := os.Executable() // restored windows run under the broker, as opened ones do
+		brk := workspace.Broker{Exe: exe, GitaDir: reg.Dir}
+		res, err := workspace.Open(ctx, tmux.Server{Socket: ep.TmuxSocket}, repos, s.opts.Paths.Socket, brk, note)
 		if err != nil {
 			s.log.Error("cannot restore windows", "endpoint", ep.ID, "error", err.Error())
 			continue

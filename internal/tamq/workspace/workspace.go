@@ -5,6 +5,7 @@ package workspace
 
 import (
 	"context"
+	"os"
 	"strconv"
 
 	"github.com/tmux-amq/tamq/internal/gita"
@@ -29,10 +30,19 @@ type Result struct {
 	Endpoint protocol.Endpoint
 }
 
+// Broker says how windows run under `tamq broker`, which routes the To:
+// lines of agent and operator. The zero Broker opens plain windows
+// (--no-service).
+type Broker struct {
+	Exe     string // the tamq executable
+	GitaDir string // the registry the broker checks addresses against
+}
+
 // Open makes sure each repo has exactly one live window on srv. tamqSocket is
-// given to the windows' processes as TAMQ_SOCKET. note reports reconciled
+// given to the windows' processes as TAMQ_SOCKET (the tmux server's
+// environment may name other directories than ours). note reports reconciled
 // duplicates.
-func Open(ctx context.Context, srv tmux.Server, repos []Repo, tamqSocket string, note func(format string, args ...any)) (Result, error) {
+func Open(ctx context.Context, srv tmux.Server, repos []Repo, tamqSocket string, broker Broker, note func(format string, args ...any)) (Result, error) {
 	var res Result
 	if len(repos) == 0 {
 		return res, nil
@@ -66,10 +76,7 @@ func Open(ctx context.Context, srv tmux.Server, repos []Repo, tamqSocket string,
 			note("window %s was a second window for %s; it is no longer used for messages", d.ID, r.Name)
 		}
 		if !reused {
-			var argv []string
-			if r.Command != "" {
-				argv = []string{r.Command}
-			}
+			argv := windowArgv(r, broker)
 			env := map[string]string{"TAMQ_REPO": r.Name, "TAMQ_ENDPOINT": endpointID, "TAMQ_SOCKET": tamqSocket}
 			if w, err = srv.NewWindow(ctx, SessionName, r.Name, r.Name, r.Path, argv, env); err != nil {
 				return res, err
@@ -85,6 +92,26 @@ func Open(ctx context.Context, srv tmux.Server, repos []Repo, tamqSocket string,
 		res.Endpoint.Windows = append(res.Endpoint.Windows, ew)
 	}
 	return res, nil
+}
+
+// windowArgv is what a new window runs: the command (through the shell) or
+// the user's shell, under the broker when there is one.
+func windowArgv(r Repo, broker Broker) []string {
+	if broker.Exe == "" {
+		if r.Command == "" {
+			return nil // tmux's default shell
+		}
+		return []string{r.Command}
+	}
+	argv := []string{broker.Exe, "broker", "--repo", r.Name, "--gita-dir", broker.GitaDir, "--"}
+	if r.Command != "" {
+		return append(argv, "/bin/sh", "-c", r.Command)
+	}
+	shell := os.Getenv("SHELL")
+	if shell == "" {
+		shell = "/bin/sh"
+	}
+	return append(argv, shell)
 }
 
 // find returns the live window tamq opened for repo, and any duplicates.
