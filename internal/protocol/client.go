@@ -139,3 +139,40 @@ func newID() string {
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// OpenStream starts a streaming operation (the broker session): it sends the
+// request, checks the first reply, and hands over the connection.
+func (c *Client) OpenStream(ctx context.Context, op string, args any) (net.Conn, *FrameReader, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.Socket)
+	if err != nil {
+		return nil, nil, c.dialError(err)
+	}
+	req := Request{Proto: Version, Op: op, ID: newID()}
+	if req.Args, err = json.Marshal(args); err != nil {
+		conn.Close()
+		return nil, nil, errs.Wrap(errs.Internal, err, "encode %s arguments", op)
+	}
+	frame, err := EncodeFrame(req)
+	if err == nil {
+		_, err = conn.Write(frame)
+	}
+	fr := NewFrameReader(conn)
+	var line []byte
+	if err == nil {
+		line, err = fr.Next()
+	}
+	if err != nil {
+		conn.Close()
+		return nil, nil, c.connError(op, err)
+	}
+	var resp Response
+	if err := json.Unmarshal(line, &resp); err != nil || !resp.OK {
+		conn.Close()
+		if resp.Error != nil {
+			return nil, nil, resp.Error.AsError()
+		}
+		return nil, nil, errs.New(errs.BadRequest, "malformed %s reply", op)
+	}
+	return conn, fr, nil
+}

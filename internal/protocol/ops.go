@@ -58,6 +58,8 @@ type EndpointWindow struct {
 	Mode     string `json:"mode"`              // trigger | manual; "" on register keeps the recorded mode
 	Command  string `json:"command,omitempty"` // "" runs the user's shell
 	Alive    bool   `json:"alive"`
+	// Broker says a broker session is attached: deliveries go through it.
+	Broker bool `json:"broker"`
 	// Reused says the window existed already: on register its recorded command
 	// stays (a running window's command cannot change).
 	Reused bool `json:"reused,omitempty"`
@@ -143,4 +145,35 @@ type HistoryResult struct {
 // EndpointsResult lists endpoints.
 type EndpointsResult struct {
 	Endpoints []Endpoint `json:"endpoints"`
+}
+
+// The broker session (a stream): the broker opens it with OpBrokerSession;
+// the service then sends Deliver frames on it (requests with op "deliver")
+// and the broker answers each with a response carrying a DeliverResult.
+const (
+	OpBrokerSession = "broker_session"
+	OpDeliver       = "deliver"
+)
+
+// BrokerSessionArgs announce the window a broker runs in.
+type BrokerSessionArgs struct {
+	Repo   string `json:"repo"`
+	Socket string `json:"tmux_socket"`
+	Pane   string `json:"pane_id"`
+}
+
+// DeliverArgs ask the broker to write one message into its agent.
+type DeliverArgs struct {
+	MessageID string `json:"message_id"`
+	Text      string `json:"text"`
+	PauseMS   int    `json:"pause_ms"`
+}
+
+// DeliverResult says what the broker wrote.
+type DeliverResult struct {
+	Written      bool      `json:"written"`
+	MaybeWritten bool      `json:"maybe_written"`
+	WrittenAt    time.Time `json:"written_at"`
+	Bracketed    bool      `json:"bracketed"`
+	Error        string    `json:"error,omitempty"`
 }

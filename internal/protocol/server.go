@@ -131,13 +131,32 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer Peer) {
 		if s.Log != nil {
 			s.Log.Debug("request", "op", req.Op, "id", req.ID, "code", codeOrOK(err), "duration", time.Since(start))
 		}
+		// A stream keeps the connection: its result is the first reply, then
+		// the stream owns the connection until it ends.
+		stream, isStream := result.(Stream)
+		if isStream {
+			result = stream.Result
+		}
 		// The reply is part of the request: Shutdown waits for it to be written.
 		ok := s.reply(c, req, result, err)
 		s.handlers.Done()
 		if !ok {
 			return
 		}
+		if isStream && err == nil {
+			c.SetReadDeadline(time.Time{})
+			stream.Run(c, fr)
+			return
+		}
 	}
+}
+
+// Stream is what a handler returns to keep its connection: Result is the
+// reply to the request; Run then has the connection (and its reader) until it
+// returns, after which the connection is closed. Shutdown closes it too.
+type Stream struct {
+	Result any
+	Run    func(conn net.Conn, fr *FrameReader)
 }
 
 // beginRequest registers a request unless the server is closing, so Shutdown

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/charmbracelet/x/ansi"
@@ -31,8 +33,7 @@ type Block struct {
 //     address, however the agent echoes it.
 //
 // An address to an unregistered slug is reported to Unknown, once per block.
-// Observer is not safe for concurrent use; the broker feeds it from one
-// goroutine.
+// Observer is safe for concurrent use.
 type Observer struct {
 	// Slugs returns the registered slugs (re-read by the caller as gita
 	// changes).
@@ -43,6 +44,8 @@ type Observer struct {
 	Unknown func(slug string)
 	Now     func() time.Time
 
+	mu      sync.Mutex // Write runs in the relay, Injected in the delivery session
+	paste   atomic.Bool
 	parser  *ansi.Parser
 	line    []rune
 	col     int
@@ -84,7 +87,15 @@ func (o *Observer) init() {
 		Print:   o.print,
 		Execute: o.execute,
 		// A cursor move to another row ends the line as a terminal shows it.
-		HandleCsi: func(cmd ansi.Cmd, _ ansi.Params) {
+		HandleCsi: func(cmd ansi.Cmd, params ansi.Params) {
+			// The agent turning bracketed paste on or off (CSI ? 2004 h / l).
+			if cmd.Prefix() == '?' && (cmd.Final() == 'h' || cmd.Final() == 'l') {
+				params.ForEach(0, func(_, p int, _ bool) {
+					if p == 2004 {
+						o.paste.Store(cmd.Final() == 'h')
+					}
+				})
+			}
 			switch cmd.Final() {
 			case 'A', 'B', 'E', 'F', 'H', 'f', 'd':
 				o.endLine()
@@ -99,8 +110,13 @@ func (o *Observer) init() {
 	})
 }
 
+// BracketedPaste reports whether the agent has bracketed paste on.
+func (o *Observer) BracketedPaste() bool { return o.paste.Load() }
+
 // Write feeds output of the agent.
 func (o *Observer) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	o.init()
 	for _, b := range p {
 		o.parser.Advance(b)
@@ -111,6 +127,8 @@ func (o *Observer) Write(p []byte) (int, error) {
 // Injected records text we wrote into the agent, so its lines are never
 // read back as addresses.
 func (o *Observer) Injected(text string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	o.init()
 	now := o.Now()
 	for _, l := range strings.Split(text, "\n") {
@@ -124,6 +142,8 @@ func (o *Observer) Injected(text string) {
 // Close ends the stream (the agent exited): a line in progress and an open
 // block are completed.
 func (o *Observer) Close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	o.init()
 	if len(o.line) > 0 {
 		o.endLine()

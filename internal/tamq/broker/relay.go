@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/term"
@@ -175,6 +176,32 @@ func (r *Relay) WriteInput(p []byte) (int, error) {
 		return 0, os.ErrClosed
 	}
 	return r.ptmx.Write(p)
+}
+
+// Deliver writes text into the child as one paste (bracketed when the child
+// asked for bracketed paste), waits pause, then writes a CR of its own: agents
+// take an Enter that comes with a paste for a newline. The input lock is held
+// throughout, so the operator's keys never land inside a delivery. It returns
+// when the CR was written; an error after the first write means the text may
+// be in the child's input without its Enter.
+func (r *Relay) Deliver(text string, bracketed bool, pause time.Duration) (maybeWritten bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ptmx == nil {
+		return false, os.ErrClosed
+	}
+	body := text
+	if bracketed {
+		body = "\x1b[200~" + text + "\x1b[201~"
+	}
+	if _, err := io.WriteString(r.ptmx, body); err != nil {
+		return true, err
+	}
+	time.Sleep(pause)
+	if _, err := r.ptmx.Write([]byte{'\r'}); err != nil {
+		return true, err
+	}
+	return false, nil
 }
 
 // childSize is the size of the child's terminal.

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -78,7 +80,13 @@ not sent. The exit status is the agent's.`,
 				},
 			}
 			relay.Observe, relay.FilterInput = obs, filter.Filter
+			sessionCtx, endSession := context.WithCancel(context.Background())
+			if from.FromPane != "" {
+				go deliverySession(sessionCtx, daemon.Client(p, 10*time.Second),
+					protocol.BrokerSessionArgs{Repo: repo, Socket: from.FromSocket, Pane: from.FromPane}, relay, obs)
+			}
 			code, err := relay.Run()
+			endSession()
 			obs.Close()
 			close(out)
 			if err != nil {
@@ -104,5 +112,63 @@ func routeMessages(c *protocol.Client, in <-chan protocol.SendArgs, notice func(
 			notice(fmt.Sprintf("tamq: not sent to %s: %s", target, errs.CodeOf(err)))
 		}
 		// Success is silent: a line on the screen would scar a full-screen agent.
+	}
+}
+
+// deliverySession keeps the broker attached to the service, so messages for
+// this window are written through the broker (which knows when the agent
+// wants bracketed paste and when exactly the bytes went in). When the service
+// is down or restarts, it attaches again on its own; the terminal never waits.
+func deliverySession(ctx context.Context, c *protocol.Client, args protocol.BrokerSessionArgs, relay *broker.Relay, obs *broker.Observer) {
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		conn, fr, err := c.OpenStream(ctx, protocol.OpBrokerSession, args)
+		if err == nil {
+			delay = 100 * time.Millisecond
+			stop := context.AfterFunc(ctx, func() { conn.Close() })
+			serveDeliveries(conn, fr, relay, obs)
+			stop()
+			conn.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+// serveDeliveries writes each delivery the service sends and answers with
+// what happened, until the connection ends.
+func serveDeliveries(conn net.Conn, fr *protocol.FrameReader, relay *broker.Relay, obs *broker.Observer) {
+	for {
+		frame, err := fr.Next()
+		if err != nil {
+			return
+		}
+		req, err := protocol.DecodeRequest(frame)
+		if err != nil || req.Op != protocol.OpDeliver {
+			continue
+		}
+		var d protocol.DeliverArgs
+		if err := protocol.DecodeArgs(req, &d); err != nil {
+			continue
+		}
+		obs.Injected(d.Text) // never read back as an address
+		bracketed := obs.BracketedPaste()
+		maybe, werr := relay.Deliver(d.Text, bracketed, time.Duration(d.PauseMS)*time.Millisecond)
+		res := protocol.DeliverResult{Written: werr == nil, MaybeWritten: maybe, WrittenAt: time.Now().UTC(), Bracketed: bracketed}
+		if werr != nil {
+			res.Error = werr.Error()
+		}
+		b, _ := json.Marshal(res)
+		reply, err := protocol.EncodeFrame(protocol.Response{Proto: protocol.Version, ID: req.ID, OK: true, Result: b})
+		if err != nil {
+			return
+		}
+		if _, err := conn.Write(reply); err != nil {
+			return
+		}
 	}
 }

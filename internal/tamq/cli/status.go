@@ -145,7 +145,11 @@ func printStatus(a *sharedcli.App, r protocol.StatusReport) {
 			if cmd == "" {
 				cmd = "(shell)"
 			}
-			line("", "  %s: window %s pane %s, %s, %s, %s", w.Repo, w.WindowID, w.PaneID, w.Mode, cmd, alive)
+			brk := "no broker"
+			if w.Broker {
+				brk = "broker attached"
+			}
+			line("", "  %s: window %s pane %s, %s, %s, %s, %s", w.Repo, w.WindowID, w.PaneID, w.Mode, cmd, alive, brk)
 		}
 	}
 	tw.Flush()

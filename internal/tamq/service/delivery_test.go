@@ -427,3 +427,59 @@ func TestBrokerRoutesAgentAndOperatorLines(t *testing.T) {
 		t.Error("a message to an unknown repo was stored")
 	}
 }
+
+func TestDeliveryThroughTheBrokerSurvivesServiceRestarts(t *testing.T) {
+	t.Parallel()
+	e := testutil.NewEnv(t)
+	e.WriteConfig(t, fastConfig)
+	e.Gita(t, "net-kingdom")
+	tm := testutil.NewTmux(t)
+	t.Cleanup(func() { e.Run(t, "tamq", "stop") })
+	// An agent that turns bracketed paste on, as readline and agent TUIs do.
+	agent := `printf '\033[?2004h'; stty raw -echo; exec cat > "` + e.Root + `/rec/$TAMQ_REPO"`
+	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", agent, "net-kingdom")
+	testutil.WaitFor(t, "the recorder", func() bool { _, ok := e.Recording("net-kingdom"); return ok })
+	brokerAttached := func() bool {
+		var st protocol.StatusReport
+		if json.Unmarshal([]byte(e.Run(t, "tamq", "status", "--json").Stdout), &st) != nil {
+			return false
+		}
+		for _, ep := range st.Endpoints {
+			for _, w := range ep.Windows {
+				if w.Repo == "net-kingdom" && w.Broker && ep.State == "connected" {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	testutil.WaitFor(t, "the broker to attach", brokerAttached)
+	m := send(t, e, "To:net-kingdom: through the broker")
+	waitState(t, e, m.ID, "injected")
+	want := "\x1b[200~From:operator/o: through the broker\x1b[201~\r"
+	if got, _ := e.Recording("net-kingdom"); got != want {
+		t.Fatalf("received %q, want %q", got, want)
+	}
+
+	// The service goes away: the terminal keeps working.
+	e.Tamq(t, "stop")
+	var pane string
+	for _, line := range strings.Split(tm.Must(t, "list-windows", "-a", "-F", "#{window_name} #{pane_id}"), "\n") {
+		if name, id, ok := strings.Cut(line, " "); ok && name == "net-kingdom" {
+			pane = id
+		}
+	}
+	tm.Must(t, "send-keys", "-t", pane, "-l", "still typing")
+	testutil.WaitFor(t, "keys to reach the agent without the service", func() bool {
+		got, _ := e.Recording("net-kingdom")
+		return strings.HasSuffix(got, "still typing")
+	})
+	// It comes back, and the broker attaches again on its own.
+	e.Tamq(t, "start", "--detach")
+	testutil.WaitFor(t, "the broker to reattach", brokerAttached)
+	m = send(t, e, "To:net-kingdom: after the restart")
+	waitState(t, e, m.ID, "injected")
+	if got, _ := e.Recording("net-kingdom"); !strings.HasSuffix(got, "\x1b[200~From:operator/o: after the restart\x1b[201~\r") {
+		t.Fatalf("after restart received %q", got)
+	}
+}

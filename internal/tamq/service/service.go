@@ -79,6 +79,7 @@ type Service struct {
 
 	stopWork context.CancelFunc
 
+	brokers      brokers
 	epMu         sync.Mutex
 	epCache      []store.Endpoint // the endpoints table; nil when stale
 	instance     string           // names this run's delivery claims
@@ -106,7 +107,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		dispatchDone: make(chan struct{}),
 	}
 	if s.opts.Writer == nil {
-		s.opts.Writer = TmuxWriter{Pause: s.enterPause}
+		s.opts.Writer = RoutingWriter{svc: s, tmux: TmuxWriter{Pause: s.enterPause}}
 	}
 	if err := paths.EnsurePrivateDir(o.Paths.StateDir); err != nil {
 		return nil, err
@@ -276,16 +277,17 @@ func (s *Service) release() {
 
 func (s *Service) handlers() map[string]protocol.Handler {
 	hs := map[string]protocol.Handler{
-		protocol.OpHello:     s.hello,
-		protocol.OpPing:      s.ping,
-		protocol.OpStatus:    s.status,
-		protocol.OpShutdown:  s.shutdownOp,
-		protocol.OpRegister:  s.register,
-		protocol.OpSend:      s.send,
-		protocol.OpAck:       s.ack,
-		protocol.OpRetry:     s.retry,
-		protocol.OpHistory:   s.history,
-		protocol.OpEndpoints: s.endpoints,
+		protocol.OpHello:         s.hello,
+		protocol.OpPing:          s.ping,
+		protocol.OpStatus:        s.status,
+		protocol.OpShutdown:      s.shutdownOp,
+		protocol.OpRegister:      s.register,
+		protocol.OpSend:          s.send,
+		protocol.OpAck:           s.ack,
+		protocol.OpRetry:         s.retry,
+		protocol.OpHistory:       s.history,
+		protocol.OpEndpoints:     s.endpoints,
+		protocol.OpBrokerSession: s.brokerSession,
 	}
 	release := s.opts.IdleRelease
 	if release == 0 {
@@ -326,6 +328,11 @@ func (s *Service) status(ctx context.Context, _ protocol.Peer, _ *protocol.Reque
 		Paths: s.opts.Paths, Config: s.opts.Config, Registry: s.opts.Registry,
 		Migrations: store.Migrations, DB: s.db.Reader, Now: now,
 	})
+	for i, ep := range r.Endpoints {
+		for j, w := range ep.Windows {
+			r.Endpoints[i].Windows[j].Broker = s.brokerLive(ep.TmuxSocket, w.PaneID)
+		}
+	}
 	started := s.startedAt.UTC()
 	r.Service = protocol.ServiceStatus{
 		Running: true, PID: os.Getpid(), StartedAt: &started, UptimeSeconds: now.Sub(s.startedAt).Seconds(),
