@@ -12,9 +12,12 @@ import (
 )
 
 // Block is one addressed message the agent printed: "To:<target>: body".
+// Unknown marks a target that is not a registered slug (as written, up to its
+// first colon): it is still passed on, so the service records the refusal.
 type Block struct {
-	Target string
-	Body   string
+	Target  string
+	Body    string
+	Unknown bool
 }
 
 // Observer reads what the agent prints and finds its addressed blocks. The
@@ -32,17 +35,15 @@ type Block struct {
 //   - a line that is one of the lines we recently injected is never an
 //     address, however the agent echoes it.
 //
-// An address to an unregistered slug is reported to Unknown, once per block.
+// An address to an unregistered slug makes a block marked Unknown.
 // Observer is safe for concurrent use.
 type Observer struct {
 	// Slugs returns the registered slugs (re-read by the caller as gita
 	// changes).
 	Slugs func() []string
-	// Emit receives each completed block; Unknown each address to a slug that
-	// is not registered.
-	Emit    func(Block)
-	Unknown func(slug string)
-	Now     func() time.Time
+	// Emit receives each completed block.
+	Emit func(Block)
+	Now  func() time.Time
 
 	mu      sync.Mutex // Write runs in the relay, Injected in the delivery session
 	paste   atomic.Bool
@@ -194,9 +195,10 @@ func (o *Observer) handleLine(text string) {
 			}
 		}
 		if target == "" {
-			if o.Unknown != nil {
-				o.Unknown(queue.AddressedSlug(trimmed))
-			}
+			slug := queue.AddressedSlug(trimmed)
+			rest := strings.TrimPrefix(trimmed, "To:"+slug)
+			o.open = &Block{Target: slug, Body: strings.TrimPrefix(strings.TrimPrefix(rest, ":"), " "), Unknown: true}
+			o.lines = 1
 			return
 		}
 		o.open = &Block{Target: target, Body: strings.TrimPrefix(trimmed[len("To:"+target+":"):], " ")}

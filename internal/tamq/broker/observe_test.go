@@ -16,13 +16,20 @@ type recorder struct {
 	now     time.Time
 }
 
+func (r *recorder) emit(b Block) {
+	if b.Unknown {
+		r.unknown = append(r.unknown, b.Target)
+		return
+	}
+	r.blocks = append(r.blocks, b)
+}
+
 func newObserver() (*Observer, *recorder) {
 	rec := &recorder{now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
 	o := &Observer{
-		Slugs:   func() []string { return slugs },
-		Emit:    func(b Block) { rec.blocks = append(rec.blocks, b) },
-		Unknown: func(s string) { rec.unknown = append(rec.unknown, s) },
-		Now:     func() time.Time { return rec.now },
+		Slugs: func() []string { return slugs },
+		Emit:  rec.emit,
+		Now:   func() time.Time { return rec.now },
 	}
 	return o, rec
 }
@@ -34,25 +41,25 @@ func TestBlocks(t *testing.T) {
 		want    []Block
 		unknown []string
 	}{
-		{"one line, empty line ends it", "To:net-kingdom: hello\n\nafter\n", []Block{{"net-kingdom", "hello"}}, nil},
-		{"CRLF", "To:net-kingdom: hello\r\nsecond\r\n\r\n", []Block{{"net-kingdom", "hello\nsecond"}}, nil},
+		{"one line, empty line ends it", "To:net-kingdom: hello\n\nafter\n", []Block{{"net-kingdom", "hello", false}}, nil},
+		{"CRLF", "To:net-kingdom: hello\r\nsecond\r\n\r\n", []Block{{"net-kingdom", "hello\nsecond", false}}, nil},
 		{"next address ends a block, exit ends the last", "To:net: one\nmore\nTo:railiance: two\nlines",
-			[]Block{{"net", "one\nmore"}, {"railiance", "two\nlines"}}, nil},
+			[]Block{{"net", "one\nmore", false}, {"railiance", "two\nlines", false}}, nil},
 		{"longest slug wins", "To:net-kingdom: x\n\nTo:with space,comma: y\n\nTo:a:b: z\n\n",
-			[]Block{{"net-kingdom", "x"}, {"with space,comma", "y"}, {"a:b", "z"}}, nil},
+			[]Block{{"net-kingdom", "x", false}, {"with space,comma", "y", false}, {"a:b", "z", false}}, nil},
 		{"colours and styles are not text", "\x1b[1;32mTo:net-kingdom:\x1b[0m \x1b[4mhi\x1b[24m there\x1b[0m\n\n",
-			[]Block{{"net-kingdom", "hi there"}}, nil},
+			[]Block{{"net-kingdom", "hi there", false}}, nil},
 		{"OSC title and hyperlink dropped", "\x1b]0;agent\x07To:net: \x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\\n\n",
-			[]Block{{"net", "link"}}, nil},
+			[]Block{{"net", "link", false}}, nil},
 		{"carriage return redraws the line", "To:net: progress 10%\rTo:net: progress 99%\n\n",
-			[]Block{{"net", "progress 99%"}}, nil},
-		{"erase line after CR", "To:net: long line here\r\x1b[KTo:net: short\n\n", []Block{{"net", "short"}}, nil},
-		{"indented address", "  To:net: indented\n\n", []Block{{"net", "indented"}}, nil},
+			[]Block{{"net", "progress 99%", false}}, nil},
+		{"erase line after CR", "To:net: long line here\r\x1b[KTo:net: short\n\n", []Block{{"net", "short", false}}, nil},
+		{"indented address", "  To:net: indented\n\n", []Block{{"net", "indented", false}}, nil},
 		{"mid-line address is not one", "see To:net: no\nquote > To:net: no\n\n", nil, nil},
 		{"unknown slug", "To:nowhere: hi\nbody\n\n", nil, []string{"nowhere"}},
 		{"wildcard", "To:*: all\n\n", nil, []string{"*"}},
 		{"cursor to another row ends the line", "To:net: row one\x1b[2;1Hrow two\x1b[3;1H\x1b[3;1H\n",
-			[]Block{{"net", "row one\nrow two"}}, nil},
+			[]Block{{"net", "row one\nrow two", false}}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,7 +74,7 @@ func TestBlocks(t *testing.T) {
 				}
 				o.Close()
 				if !reflect.DeepEqual(rec.blocks, tt.want) {
-					t.Errorf("bytewise=%v: blocks %q, want %q", bytewise, rec.blocks, tt.want)
+					t.Errorf("bytewise=%v: blocks %+v, want %+v", bytewise, rec.blocks, tt.want)
 				}
 				if !reflect.DeepEqual(rec.unknown, tt.unknown) {
 					t.Errorf("bytewise=%v: unknown %q, want %q", bytewise, rec.unknown, tt.unknown)
@@ -84,13 +91,13 @@ func TestRedrawsCollapse(t *testing.T) {
 		o.Write([]byte(screen))
 	}
 	if len(rec.blocks) != 1 {
-		t.Fatalf("redraws gave %d blocks: %q", len(rec.blocks), rec.blocks)
+		t.Fatalf("redraws gave %d blocks: %+v", len(rec.blocks), rec.blocks)
 	}
 	// Long after, the same text is a new message.
 	rec.now = rec.now.Add(RedrawWindow + time.Second)
 	o.Write([]byte(screen))
 	if len(rec.blocks) != 2 {
-		t.Fatalf("a repeat after the window was dropped: %q", rec.blocks)
+		t.Fatalf("a repeat after the window was dropped: %+v", rec.blocks)
 	}
 }
 
@@ -101,12 +108,12 @@ func TestInjectedTextIsNeverReadBack(t *testing.T) {
 	o.Write([]byte("From:operator/o: please answer\r\n> To:railiance: this was quoted\r\nTo:railiance: this was quoted\r\n\r\n"))
 	o.Close()
 	if len(rec.blocks) != 0 || len(rec.unknown) != 0 {
-		t.Fatalf("injected text routed: %q %q", rec.blocks, rec.unknown)
+		t.Fatalf("injected text routed: %+v %q", rec.blocks, rec.unknown)
 	}
 	// The agent's own address still works.
 	o.Write([]byte("To:railiance: my own words\n\n"))
-	if !slices.Equal(rec.blocks, []Block{{"railiance", "my own words"}}) {
-		t.Fatalf("blocks %q", rec.blocks)
+	if !slices.Equal(rec.blocks, []Block{{"railiance", "my own words", false}}) {
+		t.Fatalf("blocks %+v", rec.blocks)
 	}
 }
 
@@ -118,7 +125,7 @@ func TestOversizedBlockIsCut(t *testing.T) {
 		o.Write([]byte(line))
 	}
 	o.Write([]byte("To:railiance: next\n\n"))
-	if len(rec.blocks) != 2 || rec.blocks[1] != (Block{"railiance", "next"}) {
+	if len(rec.blocks) != 2 || rec.blocks[1] != (Block{"railiance", "next", false}) {
 		t.Fatalf("blocks after an oversized one: %d", len(rec.blocks))
 	}
 }
@@ -136,7 +143,7 @@ func FuzzObserver(f *testing.F) {
 		o.Close()
 		for _, b := range rec.blocks {
 			if !slices.Contains(slugs, b.Target) {
-				t.Fatalf("block for unregistered %q", b.Target)
+				t.Fatalf("block for unregistered %q not marked unknown", b.Target)
 			}
 			if len(b.Body) > len(out) {
 				t.Fatalf("body longer than the input")

@@ -66,9 +66,6 @@ not sent. The exit status is the agent's.`,
 					m.Text = "To:" + b.Target + ": " + b.Body
 					out <- m
 				},
-				Unknown: func(slug string) {
-					relay.Notice(fmt.Sprintf("tamq: not sent: unknown target '%s' (not in the gita registry)", slug))
-				},
 			}
 			filter := &broker.InputFilter{
 				Slugs: slugs,
@@ -108,8 +105,13 @@ func routeMessages(c *protocol.Client, in <-chan protocol.SendArgs, notice func(
 	for m := range in {
 		var rec protocol.Message
 		if err := c.Call(context.Background(), protocol.OpSend, m, &rec); err != nil {
+			// The service checked it as it checks `tamq send`, and recorded a refusal.
 			target, _, _ := strings.Cut(strings.TrimPrefix(m.Text, "To:"), ":")
-			notice(fmt.Sprintf("tamq: not sent to %s: %s", target, errs.CodeOf(err)))
+			if errs.Is(err, errs.UnknownTarget) {
+				notice(fmt.Sprintf("tamq: not sent: unknown target '%s' (not in the gita registry)", target))
+				continue
+			}
+			notice(fmt.Sprintf("tamq: not sent to %s: %v", target, err))
 		}
 		// Success is silent: a line on the screen would scar a full-screen agent.
 	}

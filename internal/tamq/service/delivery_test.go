@@ -140,6 +140,16 @@ func TestBadMessagesAreRejectedAndNothingStored(t *testing.T) {
 	if ms := history(t, e); len(ms) != 0 {
 		t.Errorf("rejected messages were stored: %+v", ms)
 	}
+	// Each refusal is recorded, without the text.
+	rs := receipts(t, e, "message.rejected")
+	if len(rs) != 5 {
+		t.Errorf("%d rejection receipts, want 5: %v", len(rs), rs)
+	}
+	for _, r := range rs {
+		if r["sender"] != "operator" || r["body"] != nil || r["text"] != nil {
+			t.Errorf("rejection receipt %v", r)
+		}
+	}
 	// A registered repo without a window is unavailable, not unknown.
 	e.Gita(t, "no-window")
 	r := e.Run(t, "tamq", "send", "To:no-window: hi")

@@ -65,13 +65,15 @@ func (s *Service) send(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 	if errs.Is(err, errs.UnknownTarget) {
 		// The registry's own error names near matches.
 		if _, rerr := reg.Resolve(queue.AddressedSlug(args.Text)); rerr != nil {
-			return nil, rerr
+			err = rerr
 		}
+		s.rejected(ctx, queue.AddressedSlug(args.Text), args, err)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if body, err = queue.CleanBody(body); err != nil {
+		s.rejected(ctx, target, args, err)
 		return nil, err
 	}
 	mode := queue.AckMode(s.opts.Config.Coordination.DeliveryAckMode)
@@ -103,6 +105,20 @@ func (s *Service) send(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 	}
 	s.wakeFor(m.EndpointID, m.Target)
 	return MessageRecord(*m, false), nil
+}
+
+// rejected records a refused message: who sent it and why, never its text.
+func (s *Service) rejected(ctx context.Context, target string, args protocol.SendArgs, cause error) {
+	sender, kind := s.senderOf(ctx, nil, args.FromSocket, args.FromPane)
+	if eps, err := s.knownEndpoints(ctx); err == nil {
+		sender, kind = s.senderOf(ctx, eps, args.FromSocket, args.FromPane)
+	}
+	r := s.receipt(store.KindRejected, "rejected", string(errs.CodeOf(cause)), map[string]any{
+		"target": target, "sender": sender, "sender_kind": string(kind),
+	})
+	if err := s.store.AddReceipt(ctx, r); err != nil {
+		s.log.Error("cannot record a refused message", "error", err.Error())
+	}
 }
 
 // senderOf derives the sender from the window the command runs in: a tamq

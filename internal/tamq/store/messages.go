@@ -17,6 +17,7 @@ import (
 // Receipt kinds of the message lifecycle.
 const (
 	KindTransition = "message.transition"
+	KindRejected   = "message.rejected"
 	KindAttempt    = "message.attempt"
 )
 
