@@ -38,6 +38,7 @@ type Relay struct {
 
 	mu    sync.Mutex // one writer into the child's input at a time
 	ptmx  *os.File
+	proc  *os.Process
 	outMu sync.Mutex // one writer onto the operator's terminal at a time
 }
 
@@ -100,7 +101,7 @@ func (r *Relay) Run() (int, error) {
 		return 0, errs.Wrap(errs.Internal, err, "cannot start %s", r.Argv[0])
 	}
 	r.mu.Lock()
-	r.ptmx = ptmx
+	r.ptmx, r.proc = ptmx, cmd.Process
 	r.mu.Unlock()
 	// Closed under the lock, so the input pump and the resizer never use a
 	// closed descriptor.
@@ -202,6 +203,17 @@ func (r *Relay) Deliver(text string, bracketed bool, pause time.Duration) (maybe
 		return true, err
 	}
 	return false, nil
+}
+
+// Signal sends sig to the child's process group (the PTY's session), as the
+// terminal would.
+func (r *Relay) Signal(sig syscall.Signal) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.proc == nil {
+		return os.ErrProcessDone
+	}
+	return syscall.Kill(-r.proc.Pid, sig)
 }
 
 // childSize is the size of the child's terminal.
