@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/charmbracelet/x/ansi"
-
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
@@ -21,8 +19,8 @@ type Block struct {
 }
 
 // Observer reads what the agent prints and finds its addressed blocks. The
-// terminal stream is decoded by a maintained parser (escape sequences of every
-// kind are dropped, never guessed at with patterns), lines are assembled as a
+// terminal stream is decoded by a maintained parser's state machine (escape
+// sequences of every kind are dropped, never guessed at with patterns), lines are assembled as a
 // terminal would show them (a carriage return goes back to the line's start;
 // CRLF is one line end), and then:
 //
@@ -47,7 +45,7 @@ type Observer struct {
 
 	mu      sync.Mutex // Write runs in the relay, Injected in the delivery session
 	paste   atomic.Bool
-	parser  *ansi.Parser
+	vt      *vt
 	line    []rune
 	col     int
 	open    *Block
@@ -77,28 +75,27 @@ const EchoWindow = 10 * time.Minute
 const maxLine = queue.MaxBody + 256
 
 func (o *Observer) init() {
-	if o.parser != nil {
+	if o.vt != nil {
 		return
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	o.parser = ansi.NewParser()
-	o.parser.SetHandler(ansi.Handler{
-		Print:   o.print,
-		Execute: o.execute,
-		// A cursor move to another row ends the line as a terminal shows it.
-		HandleCsi: func(cmd ansi.Cmd, params ansi.Params) {
+	o.vt = &vt{
+		print:   o.print,
+		execute: o.execute,
+		csi: func(prefix, final byte, params []int) {
 			// The agent turning bracketed paste on or off (CSI ? 2004 h / l).
-			if cmd.Prefix() == '?' && (cmd.Final() == 'h' || cmd.Final() == 'l') {
-				params.ForEach(0, func(_, p int, _ bool) {
+			if prefix == '?' && (final == 'h' || final == 'l') {
+				for _, p := range params {
 					if p == 2004 {
-						o.paste.Store(cmd.Final() == 'h')
+						o.paste.Store(final == 'h')
 					}
-				})
+				}
 			}
-			switch cmd.Final() {
+			switch final {
 			case 'A', 'B', 'E', 'F', 'H', 'f', 'd':
+				// A cursor move to another row ends the line as a terminal shows it.
 				o.endLine()
 			case 'G', '`':
 				o.col = 0 // column moves: only the start matters to us
@@ -108,7 +105,7 @@ func (o *Observer) init() {
 				}
 			}
 		},
-	})
+	}
 }
 
 // BracketedPaste reports whether the agent has bracketed paste on.
@@ -120,7 +117,7 @@ func (o *Observer) Write(p []byte) (int, error) {
 	defer o.mu.Unlock()
 	o.init()
 	for _, b := range p {
-		o.parser.Advance(b)
+		o.vt.advance(b)
 	}
 	return len(p), nil
 }
