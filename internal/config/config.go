@@ -50,6 +50,10 @@ type Delivery struct {
 	// agents treat an Enter that arrives with a paste as a newline
 	// (docs/delivery.md).
 	EnterPauseMS int `toml:"enter_pause_ms" json:"enter_pause_ms"`
+	// A broker delivers when the agent's output has been quiet for QuietMS
+	// and the operator is not mid-line, or after MaxQuietWaitMS regardless.
+	QuietMS        int `toml:"quiet_ms" json:"quiet_ms"`
+	MaxQuietWaitMS int `toml:"max_quiet_wait_ms" json:"max_quiet_wait_ms"`
 }
 
 // Coordination holds the values spec section 9.1 requires to be configurable.
@@ -104,7 +108,7 @@ func Default() Config {
 		StateHub: StateHub{APIBase: DefaultStateHubAPIBase},
 		SQLite:   SQLite{BusyTimeoutMS: 5000},
 		Service:  Service{ShutdownGraceSeconds: 10},
-		Delivery: Delivery{EnterPauseMS: 200},
+		Delivery: Delivery{EnterPauseMS: 200, QuietMS: 150, MaxQuietWaitMS: 2000},
 		Policy: Policy{
 			Profile:  policy.DefaultName,
 			Profiles: map[string]policy.Profile{policy.DefaultName: policy.Default()},
@@ -271,8 +275,13 @@ func (c *Config) Validate() error {
 			return bad(p.key, "%d is out of range 1..%d", p.value, p.max)
 		}
 	}
-	if p := c.Delivery.EnterPauseMS; p < 0 || p > 10000 {
-		return bad("delivery.enter_pause_ms", "%d is out of range 0..10000", p)
+	for _, d := range []struct {
+		key   string
+		value int
+	}{{"delivery.enter_pause_ms", c.Delivery.EnterPauseMS}, {"delivery.quiet_ms", c.Delivery.QuietMS}, {"delivery.max_quiet_wait_ms", c.Delivery.MaxQuietWaitMS}} {
+		if d.value < 0 || d.value > 60000 {
+			return bad(d.key, "%d is out of range 0..60000", d.value)
+		}
 	}
 	if len(co.RetryBackoffSeconds) == 0 {
 		return bad("coordination.retry_backoff_seconds", "must list at least one delay")

@@ -167,6 +167,10 @@ type DeliverArgs struct {
 	MessageID string `json:"message_id"`
 	Text      string `json:"text"`
 	PauseMS   int    `json:"pause_ms"`
+	// QuietMS and MaxWaitMS: deliver once the agent's output has been quiet
+	// that long and the operator is not mid-line, but within MaxWaitMS.
+	QuietMS   int `json:"quiet_ms"`
+	MaxWaitMS int `json:"max_wait_ms"`
 }
 
 // DeliverResult says what the broker wrote.
@@ -175,5 +179,8 @@ type DeliverResult struct {
 	MaybeWritten bool      `json:"maybe_written"`
 	WrittenAt    time.Time `json:"written_at"`
 	Bracketed    bool      `json:"bracketed"`
-	Error        string    `json:"error,omitempty"`
+	// Quiet says a quiet moment came; false means MaxWait ran out first.
+	Quiet    bool   `json:"quiet"`
+	WaitedMS int64  `json:"waited_ms"`
+	Error    string `json:"error,omitempty"`
 }

@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"strings"
+	"sync/atomic"
 
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
@@ -22,7 +23,11 @@ type InputFilter struct {
 
 	midLine bool
 	held    []byte
+	busy    atomic.Bool // midLine or held, for the delivery goroutine
 }
+
+// MidLine reports whether the operator is in the middle of typing a line.
+func (f *InputFilter) MidLine() bool { return f.busy.Load() }
 
 // Filter takes what the operator typed and returns what passes to the agent now.
 func (f *InputFilter) Filter(p []byte) []byte {
@@ -30,6 +35,7 @@ func (f *InputFilter) Filter(p []byte) []byte {
 	for _, b := range p {
 		out = f.feed(out, b)
 	}
+	f.busy.Store(f.midLine || len(f.held) > 0)
 	return out
 }
 

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,6 +36,8 @@ type Relay struct {
 	// the operator's terminal has it.
 	FilterInput func(p []byte) []byte
 	Observe     io.Writer
+
+	lastOutput atomic.Int64 // when the child last wrote (Unix nanoseconds)
 
 	mu    sync.Mutex // one writer into the child's input at a time
 	ptmx  *os.File
@@ -64,6 +67,7 @@ func (r *Relay) relayOutput(ptmx io.Reader) error {
 	for {
 		n, err := ptmx.Read(buf)
 		if n > 0 {
+			r.lastOutput.Store(time.Now().UnixNano())
 			r.outMu.Lock()
 			_, werr := r.Out.Write(buf[:n])
 			r.outMu.Unlock()
@@ -177,6 +181,31 @@ func (r *Relay) WriteInput(p []byte) (int, error) {
 		return 0, os.ErrClosed
 	}
 	return r.ptmx.Write(p)
+}
+
+// Moment says when a delivery may go in: once the child's output has been
+// quiet for Quiet and Busy (the operator is mid-line) is false, but after
+// MaxWait in any case: a message is never held forever.
+type Moment struct {
+	Quiet, MaxWait time.Duration
+	Busy           func() bool
+}
+
+// AwaitMoment waits for a good moment to deliver and reports whether one came
+// (false: MaxWait ran out first). The input lock is not held while waiting,
+// so the operator keeps typing.
+func (r *Relay) AwaitMoment(m Moment) (quiet bool, waited time.Duration) {
+	start := time.Now()
+	for {
+		idle := time.Since(time.Unix(0, r.lastOutput.Load()))
+		if idle >= m.Quiet && (m.Busy == nil || !m.Busy()) {
+			return true, time.Since(start)
+		}
+		if time.Since(start) >= m.MaxWait {
+			return false, time.Since(start)
+		}
+		time.Sleep(min(10*time.Millisecond, max(m.Quiet-idle, time.Millisecond)))
+	}
 }
 
 // Deliver writes text into the child as one paste (bracketed when the child

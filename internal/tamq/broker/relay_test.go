@@ -183,3 +183,31 @@ func BenchmarkRelayThroughput(b *testing.B) {
 	b.ReportMetric(float64(size)*float64(b.N)/relayed.Seconds()/1e6, "relayed-MB/s")
 	b.ReportMetric(direct.Seconds()/relayed.Seconds(), "ratio")
 }
+
+func TestAwaitMoment(t *testing.T) {
+	start := func(script string) *Relay {
+		r := &Relay{Argv: []string{"sh", "-c", script}, Out: io.Discard}
+		done := make(chan struct{})
+		go func() { r.Run(); close(done) }()
+		t.Cleanup(func() { r.Signal(syscall.SIGKILL); <-done })
+		for r.Signal(0) != nil { // wait until the child runs
+			time.Sleep(time.Millisecond)
+		}
+		return r
+	}
+	chatty := start("while :; do echo busy; sleep 0.005; done")
+	for chatty.lastOutput.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if quiet, waited := chatty.AwaitMoment(Moment{Quiet: 200 * time.Millisecond, MaxWait: 100 * time.Millisecond}); quiet || waited < 100*time.Millisecond {
+		t.Errorf("a chatty agent gave a quiet moment (%v after %v)", quiet, waited)
+	}
+	silent := start("exec sleep 60")
+	if quiet, _ := silent.AwaitMoment(Moment{Quiet: 20 * time.Millisecond, MaxWait: 5 * time.Second}); !quiet {
+		t.Error("a silent agent gave no quiet moment")
+	}
+	busy := func() bool { return true }
+	if quiet, waited := silent.AwaitMoment(Moment{Quiet: 0, MaxWait: 50 * time.Millisecond, Busy: busy}); quiet || waited < 50*time.Millisecond {
+		t.Errorf("an operator mid-line did not hold the delivery back (%v after %v)", quiet, waited)
+	}
+}

@@ -80,7 +80,7 @@ not sent. The exit status is the agent's.`,
 			sessionCtx, endSession := context.WithCancel(context.Background())
 			if from.FromPane != "" {
 				go deliverySession(sessionCtx, daemon.Client(p, 10*time.Second),
-					protocol.BrokerSessionArgs{Repo: repo, Socket: from.FromSocket, Pane: from.FromPane}, relay, obs)
+					protocol.BrokerSessionArgs{Repo: repo, Socket: from.FromSocket, Pane: from.FromPane}, relay, obs, filter)
 			}
 			code, err := relay.Run()
 			endSession()
@@ -121,14 +121,14 @@ func routeMessages(c *protocol.Client, in <-chan protocol.SendArgs, notice func(
 // this window are written through the broker (which knows when the agent
 // wants bracketed paste and when exactly the bytes went in). When the service
 // is down or restarts, it attaches again on its own; the terminal never waits.
-func deliverySession(ctx context.Context, c *protocol.Client, args protocol.BrokerSessionArgs, relay *broker.Relay, obs *broker.Observer) {
+func deliverySession(ctx context.Context, c *protocol.Client, args protocol.BrokerSessionArgs, relay *broker.Relay, obs *broker.Observer, filter *broker.InputFilter) {
 	delay := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		conn, fr, err := c.OpenStream(ctx, protocol.OpBrokerSession, args)
 		if err == nil {
 			delay = 100 * time.Millisecond
 			stop := context.AfterFunc(ctx, func() { conn.Close() })
-			serveDeliveries(conn, fr, relay, obs)
+			serveDeliveries(conn, fr, relay, obs, filter)
 			stop()
 			conn.Close()
 		}
@@ -143,7 +143,7 @@ func deliverySession(ctx context.Context, c *protocol.Client, args protocol.Brok
 
 // serveDeliveries writes each delivery the service sends and answers with
 // what happened, until the connection ends.
-func serveDeliveries(conn net.Conn, fr *protocol.FrameReader, relay *broker.Relay, obs *broker.Observer) {
+func serveDeliveries(conn net.Conn, fr *protocol.FrameReader, relay *broker.Relay, obs *broker.Observer, filter *broker.InputFilter) {
 	for {
 		frame, err := fr.Next()
 		if err != nil {
@@ -157,10 +157,15 @@ func serveDeliveries(conn net.Conn, fr *protocol.FrameReader, relay *broker.Rela
 		if err := protocol.DecodeArgs(req, &d); err != nil {
 			continue
 		}
+		quiet, waited := relay.AwaitMoment(broker.Moment{
+			Quiet: time.Duration(d.QuietMS) * time.Millisecond, MaxWait: time.Duration(d.MaxWaitMS) * time.Millisecond,
+			Busy: filter.MidLine,
+		})
 		obs.Injected(d.Text) // never read back as an address
 		bracketed := obs.BracketedPaste()
 		maybe, werr := relay.Deliver(d.Text, bracketed, time.Duration(d.PauseMS)*time.Millisecond)
-		res := protocol.DeliverResult{Written: werr == nil, MaybeWritten: maybe, WrittenAt: time.Now().UTC(), Bracketed: bracketed}
+		res := protocol.DeliverResult{Written: werr == nil, MaybeWritten: maybe, WrittenAt: time.Now().UTC(), Bracketed: bracketed,
+			Quiet: quiet, WaitedMS: waited.Milliseconds()}
 		if werr != nil {
 			res.Error = werr.Error()
 		}

@@ -93,13 +93,12 @@ func (s *Service) brokerSession(_ context.Context, _ protocol.Peer, req *protoco
 }
 
 // deliver asks the broker to write text; maybeWritten follows the Writer rule.
-func (bc *brokerConn) deliver(ctx context.Context, messageID, text string, pause time.Duration) (bool, error) {
+func (bc *brokerConn) deliver(ctx context.Context, d protocol.DeliverArgs, log func(quiet bool, waitedMS int64)) (bool, error) {
 	bc.mu.Lock()
 	defer bc.mu.Unlock()
 	bc.seq++
 	id := strconv.Itoa(bc.seq)
-	frame, err := protocol.EncodeFrame(protocol.Request{Proto: protocol.Version, Op: protocol.OpDeliver, ID: id,
-		Args: mustJSON(protocol.DeliverArgs{MessageID: messageID, Text: text, PauseMS: int(pause / time.Millisecond)})})
+	frame, err := protocol.EncodeFrame(protocol.Request{Proto: protocol.Version, Op: protocol.OpDeliver, ID: id, Args: mustJSON(d)})
 	if err != nil {
 		return false, err
 	}
@@ -120,6 +119,7 @@ func (bc *brokerConn) deliver(ctx context.Context, messageID, text string, pause
 			if !resp.OK || json.Unmarshal(resp.Result, &res) != nil {
 				return true, errs.New(errs.Internal, "the broker answered the delivery without a result")
 			}
+			log(res.Quiet, res.WaitedMS)
 			if !res.Written {
 				return res.MaybeWritten, errors.New(res.Error)
 			}
@@ -143,7 +143,13 @@ type RoutingWriter struct {
 // Write implements Writer.
 func (rw RoutingWriter) Write(ctx context.Context, ep store.Endpoint, w store.Window, text string) (bool, error) {
 	if bc := rw.svc.brokers.get(ep.TmuxSocket, w.PaneID); bc != nil {
-		return bc.deliver(ctx, "", text, rw.svc.enterPause(text))
+		c := rw.svc.opts.Config.Delivery
+		d := protocol.DeliverArgs{Text: text, PauseMS: int(rw.svc.enterPause(text) / time.Millisecond),
+			QuietMS: c.QuietMS, MaxWaitMS: c.MaxQuietWaitMS}
+		return bc.deliver(ctx, d, func(quiet bool, waitedMS int64) {
+			// Which moment the text went in: a quiet one, or the bound ran out.
+			rw.svc.log.Info("delivered through broker", "repo", w.Repo, "quiet_moment", quiet, "waited_ms", waitedMS)
+		})
 	}
 	return rw.tmux.Write(ctx, ep, w, text)
 }
