@@ -493,3 +493,53 @@ func TestDeliveryThroughTheBrokerSurvivesServiceRestarts(t *testing.T) {
 		t.Fatalf("after restart received %q", got)
 	}
 }
+
+func TestDeliveryIntoInteractiveShells(t *testing.T) {
+	t.Parallel()
+	e := testutil.NewEnv(t)
+	e.WriteConfig(t, fastConfig)
+	e.Gita(t, "bash-agent", "python-agent")
+	tm := testutil.NewTmux(t)
+	t.Cleanup(func() { e.Run(t, "tamq", "stop") })
+	// Real line editors as agents: bash's readline turns bracketed paste on;
+	// python's REPL reads plain lines.
+	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", "env -i PATH=/usr/bin:/bin TERM=xterm PS1='bash$ ' bash --norc -i", "bash-agent")
+	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", "env -i PATH=/usr/bin:/bin TERM=xterm python3 -i -q", "python-agent")
+	screen := func(repo string) string {
+		out, _ := tm.Cmd("capture-pane", "-p", "-J", "-t", "=tamq:"+repo)
+		return string(out)
+	}
+	testutil.WaitFor(t, "the bash prompt", func() bool { return strings.Contains(screen("bash-agent"), "bash$") })
+	testutil.WaitFor(t, "the python prompt", func() bool { return strings.Contains(screen("python-agent"), ">>>") })
+	testutil.WaitFor(t, "the brokers to attach", func() bool {
+		var st protocol.StatusReport
+		json.Unmarshal([]byte(e.Run(t, "tamq", "status", "--json").Stdout), &st)
+		n := 0
+		for _, ep := range st.Endpoints {
+			for _, w := range ep.Windows {
+				if w.Broker {
+					n++
+				}
+			}
+		}
+		return n == 2
+	})
+	m := send(t, e, "To:bash-agent: two\nlines")
+	waitState(t, e, m.ID, "injected")
+	// bash got one paste and one Enter: it runs the two lines once each.
+	defer func() {
+		if t.Failed() {
+			t.Logf("bash screen:\n%s", screen("bash-agent"))
+		}
+	}()
+	testutil.WaitFor(t, "bash to run the delivery", func() bool {
+		s := screen("bash-agent")
+		return strings.Count(s, "bash: From:operator/o:: No such file or directory") == 1 &&
+			strings.Count(s, "bash: lines: command not found") == 1
+	})
+	m = send(t, e, "To:python-agent: 6*7")
+	waitState(t, e, m.ID, "injected")
+	testutil.WaitFor(t, "python to read the delivery", func() bool {
+		return strings.Contains(screen("python-agent"), "SyntaxError")
+	})
+}
