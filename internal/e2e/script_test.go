@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	tamqcli "github.com/tmux-amq/tamq/internal/tamq/cli"
 	tamqstore "github.com/tmux-amq/tamq/internal/tamq/store"
+	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -126,18 +126,9 @@ func cmdGitaAdd(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("gita-add: %v", err)
 	}
 	defer f.Close()
-	if _, err := fmt.Fprintf(f, "%s,%s,,\r\n", pyCSV(path), pyCSV(name)); err != nil {
+	if _, err := f.WriteString(testutil.GitaRow(path, name)); err != nil {
 		ts.Fatalf("gita-add: %v", err)
 	}
-}
-
-// pyCSV quotes a field the way Python's csv.QUOTE_MINIMAL does (unlike Go's
-// encoding/csv, it does not quote a leading space).
-func pyCSV(field string) string {
-	if strings.ContainsAny(field, ",\"\r\n") {
-		return `"` + strings.ReplaceAll(field, `"`, `""`) + `"`
-	}
-	return field
 }
 
 // dbinit PROGRAM [USER_VERSION] creates PROGRAM's database with its migrations, as

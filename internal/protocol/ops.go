@@ -164,9 +164,8 @@ type BrokerSessionArgs struct {
 
 // DeliverArgs ask the broker to write one message into its agent.
 type DeliverArgs struct {
-	MessageID string `json:"message_id"`
-	Text      string `json:"text"`
-	PauseMS   int    `json:"pause_ms"`
+	Text    string `json:"text"`
+	PauseMS int    `json:"pause_ms"`
 	// QuietMS and MaxWaitMS: deliver once the agent's output has been quiet
 	// that long and the operator is not mid-line, but within MaxWaitMS.
 	QuietMS   int `json:"quiet_ms"`

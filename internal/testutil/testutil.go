@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -257,7 +258,7 @@ func (e *Env) Gita(t testing.TB, names ...string) map[string]string {
 		if b, err := exec.Command("git", "init", "-q", path).CombinedOutput(); err != nil {
 			t.Fatalf("git init %s: %v\n%s", path, err, b)
 		}
-		if _, err := fmt.Fprintf(f, "%s,%s,,\r\n", pyCSV(path), pyCSV(name)); err != nil {
+		if _, err := io.WriteString(f, GitaRow(path, name)); err != nil {
 			t.Fatal(err)
 		}
 		out[name] = path
@@ -265,7 +266,14 @@ func (e *Env) Gita(t testing.TB, names ...string) map[string]string {
 	return out
 }
 
-// pyCSV quotes a field as Python's csv.QUOTE_MINIMAL does.
+// GitaRow is one repos.csv row as gita 0.16 writes it: Python's csv writer,
+// CRLF line end, fields quoted only when needed.
+func GitaRow(path, name string) string {
+	return pyCSV(path) + "," + pyCSV(name) + ",,\r\n"
+}
+
+// pyCSV quotes a field as Python's csv.QUOTE_MINIMAL does (unlike Go's
+// encoding/csv, it does not quote a leading space).
 func pyCSV(field string) string {
 	if strings.ContainsAny(field, ",\"\r\n") {
 		return `"` + strings.ReplaceAll(field, `"`, `""`) + `"`

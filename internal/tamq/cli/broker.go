@@ -17,7 +17,6 @@ import (
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/daemon"
-	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
 func newBrokerCmd(a *sharedcli.App) *cobra.Command {
@@ -53,10 +52,7 @@ not sent. The exit status is the agent's.`,
 				}
 				return reg.Slugs()
 			}
-			from := protocol.SendArgs{}
-			if pane := a.Getenv("TMUX_PANE"); pane != "" && a.Getenv("TMUX") != "" {
-				from.FromPane, from.FromSocket = pane, tmux.Choose("", a.Getenv).Socket
-			}
+			from := windowOrigin(a)
 			out := make(chan protocol.SendArgs, 64)
 			go routeMessages(daemon.Client(p, 10*time.Second), out, relay.Notice)
 			obs := &broker.Observer{

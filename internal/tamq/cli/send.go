@@ -40,11 +40,8 @@ newlines and tabs are the only control characters allowed.`,
 			if err != nil {
 				return err
 			}
-			req := protocol.SendArgs{Text: text, EndpointID: endpoint, AckMode: mode}
-			if pane := a.Getenv("TMUX_PANE"); pane != "" && a.Getenv("TMUX") != "" {
-				req.FromPane = pane
-				req.FromSocket = tmux.Choose("", a.Getenv).Socket
-			}
+			req := windowOrigin(a)
+			req.Text, req.EndpointID, req.AckMode = text, endpoint, mode
 			var m protocol.Message
 			if err := daemon.Client(p, 30*time.Second).Call(cmd.Context(), protocol.OpSend, req, &m); err != nil {
 				return err
@@ -62,4 +59,14 @@ newlines and tabs are the only control characters allowed.`,
 	cmd.Flags().StringVar(&mode, "ack-mode", "", "injected or acknowledged (default: delivery_ack_mode from config)")
 	cmd.RegisterFlagCompletionFunc("ack-mode", cobra.FixedCompletions([]string{"injected", "acknowledged"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// windowOrigin says which tmux pane the command runs in ($TMUX and
+// $TMUX_PANE), so the service can tell a window's agent from the operator.
+func windowOrigin(a *sharedcli.App) protocol.SendArgs {
+	var from protocol.SendArgs
+	if pane := a.Getenv("TMUX_PANE"); pane != "" && a.Getenv("TMUX") != "" {
+		from.FromPane, from.FromSocket = pane, tmux.Choose("", a.Getenv).Socket
+	}
+	return from
 }

@@ -449,20 +449,7 @@ func TestDeliveryThroughTheBrokerSurvivesServiceRestarts(t *testing.T) {
 	agent := `printf '\033[?2004h'; stty raw -echo; exec cat > "` + e.Root + `/rec/$TAMQ_REPO"`
 	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", agent, "net-kingdom")
 	testutil.WaitFor(t, "the recorder", func() bool { _, ok := e.Recording("net-kingdom"); return ok })
-	brokerAttached := func() bool {
-		var st protocol.StatusReport
-		if json.Unmarshal([]byte(e.Run(t, "tamq", "status", "--json").Stdout), &st) != nil {
-			return false
-		}
-		for _, ep := range st.Endpoints {
-			for _, w := range ep.Windows {
-				if w.Repo == "net-kingdom" && w.Broker && ep.State == "connected" {
-					return true
-				}
-			}
-		}
-		return false
-	}
+	brokerAttached := func() bool { return brokersAttached(t, e) == 1 }
 	testutil.WaitFor(t, "the broker to attach", brokerAttached)
 	m := send(t, e, "To:net-kingdom: through the broker")
 	waitState(t, e, m.ID, "injected")
@@ -511,19 +498,7 @@ func TestDeliveryIntoInteractiveShells(t *testing.T) {
 	}
 	testutil.WaitFor(t, "the bash prompt", func() bool { return strings.Contains(screen("bash-agent"), "bash$") })
 	testutil.WaitFor(t, "the python prompt", func() bool { return strings.Contains(screen("python-agent"), ">>>") })
-	testutil.WaitFor(t, "the brokers to attach", func() bool {
-		var st protocol.StatusReport
-		json.Unmarshal([]byte(e.Run(t, "tamq", "status", "--json").Stdout), &st)
-		n := 0
-		for _, ep := range st.Endpoints {
-			for _, w := range ep.Windows {
-				if w.Broker {
-					n++
-				}
-			}
-		}
-		return n == 2
-	})
+	testutil.WaitFor(t, "the brokers to attach", func() bool { return brokersAttached(t, e) == 2 })
 	m := send(t, e, "To:bash-agent: two\nlines")
 	waitState(t, e, m.ID, "injected")
 	// bash got one paste and one Enter: it runs the two lines once each.
@@ -542,4 +517,23 @@ func TestDeliveryIntoInteractiveShells(t *testing.T) {
 	testutil.WaitFor(t, "python to read the delivery", func() bool {
 		return strings.Contains(screen("python-agent"), "SyntaxError")
 	})
+}
+
+// brokersAttached counts the windows of connected endpoints whose broker is
+// attached, as status reports them.
+func brokersAttached(t *testing.T, e *testutil.Env) int {
+	t.Helper()
+	var st protocol.StatusReport
+	if json.Unmarshal([]byte(e.Run(t, "tamq", "status", "--json").Stdout), &st) != nil {
+		return 0
+	}
+	n := 0
+	for _, ep := range st.Endpoints {
+		for _, w := range ep.Windows {
+			if w.Broker && ep.State == "connected" {
+				n++
+			}
+		}
+	}
+	return n
 }

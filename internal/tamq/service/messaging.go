@@ -109,10 +109,8 @@ func (s *Service) send(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 
 // rejected records a refused message: who sent it and why, never its text.
 func (s *Service) rejected(ctx context.Context, target string, args protocol.SendArgs, cause error) {
-	sender, kind := s.senderOf(ctx, nil, args.FromSocket, args.FromPane)
-	if eps, err := s.knownEndpoints(ctx); err == nil {
-		sender, kind = s.senderOf(ctx, eps, args.FromSocket, args.FromPane)
-	}
+	eps, _ := s.knownEndpoints(ctx) // without them the sender is found through tmux
+	sender, kind := s.senderOf(ctx, eps, args.FromSocket, args.FromPane)
 	r := s.receipt(store.KindRejected, "rejected", string(errs.CodeOf(cause)), map[string]any{
 		"target": target, "sender": sender, "sender_kind": string(kind),
 	})

@@ -125,16 +125,14 @@ func Receipts(ctx context.Context, db *sql.DB, kind string) ([]Receipt, error) {
 
 // QueueStats is what status shows of the queue and the delivery leases.
 type QueueStats struct {
-	Counts               map[string]int
-	OldestPendingAt      time.Time // zero when nothing is pending
-	ActiveLeases         int
-	ExpiredLeases        int
-	PendingProjections   int
-	HistoryBytes         int64
-	HistorySince         time.Time
-	HistoryMessages      int
-	ConnectedEndpoints   int
-	DisconnectedEndpoint int
+	Counts             map[string]int
+	OldestPendingAt    time.Time // zero when nothing is pending
+	ActiveLeases       int
+	ExpiredLeases      int
+	PendingProjections int
+	HistoryBytes       int64
+	HistorySince       time.Time
+	HistoryMessages    int
 }
 
 // pendingStates are the states of a message not yet delivered for good.
@@ -175,10 +173,6 @@ func Stats(ctx context.Context, db *sql.DB, now time.Time) (QueueStats, error) {
 		return st, err
 	}
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM receipts WHERE projected_at IS NULL`).Scan(&st.PendingProjections); err != nil {
-		return st, err
-	}
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE state = 'connected'), count(*) FILTER (WHERE state = 'disconnected') FROM endpoints`).
-		Scan(&st.ConnectedEndpoints, &st.DisconnectedEndpoint); err != nil {
 		return st, err
 	}
 	st.HistoryBytes, st.HistorySince, st.HistoryMessages, err = HistorySize(ctx, db)
