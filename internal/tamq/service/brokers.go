@@ -92,38 +92,45 @@ func (s *Service) brokerSession(_ context.Context, _ protocol.Peer, req *protoco
 	}, nil
 }
 
-// deliver asks the broker to write text; maybeWritten follows the Writer rule.
-func (bc *brokerConn) deliver(ctx context.Context, d protocol.DeliverArgs, log func(quiet bool, waitedMS int64)) (bool, error) {
+// deliver asks the broker to write text and reports what it said.
+func (bc *brokerConn) deliver(ctx context.Context, d protocol.DeliverArgs) (Written, error) {
+	out := Written{Path: "broker"}
 	bc.mu.Lock()
 	defer bc.mu.Unlock()
 	bc.seq++
 	id := strconv.Itoa(bc.seq)
 	frame, err := protocol.EncodeFrame(protocol.Request{Proto: protocol.Version, Op: protocol.OpDeliver, ID: id, Args: mustJSON(d)})
 	if err != nil {
-		return false, err
+		return out, err
 	}
 	if _, err := bc.conn.Write(frame); err != nil {
-		return false, errs.Wrap(errs.Unavailable, err, "broker session lost")
+		return out, errs.Wrap(errs.Unavailable, err, "broker session lost")
 	}
+	out.MaybeWritten = true // from here on, bytes may have gone in
 	for {
 		select {
 		case <-ctx.Done():
-			return true, errs.New(errs.Timeout, "the broker did not report the write in time")
+			return out, errs.New(errs.Timeout, "the broker did not report the write in time")
 		case <-bc.closed:
-			return true, errs.New(errs.Unavailable, "the broker session ended during a delivery")
+			return out, errs.New(errs.Unavailable, "the broker session ended during a delivery")
 		case resp := <-bc.replies:
 			if resp.ID != id {
 				continue
 			}
 			var res protocol.DeliverResult
 			if !resp.OK || json.Unmarshal(resp.Result, &res) != nil {
-				return true, errs.New(errs.Internal, "the broker answered the delivery without a result")
+				return out, errs.New(errs.Internal, "the broker answered the delivery without a result")
 			}
-			log(res.Quiet, res.WaitedMS)
+			out.Moment, out.WaitedMS = "bounded", res.WaitedMS
+			if res.Quiet {
+				out.Moment = "quiet"
+			}
 			if !res.Written {
-				return res.MaybeWritten, errors.New(res.Error)
+				out.MaybeWritten = res.MaybeWritten
+				return out, errors.New(res.Error)
 			}
-			return false, nil
+			out.MaybeWritten, out.At = false, res.WrittenAt
+			return out, nil
 		}
 	}
 }
@@ -141,15 +148,12 @@ type RoutingWriter struct {
 }
 
 // Write implements Writer.
-func (rw RoutingWriter) Write(ctx context.Context, ep store.Endpoint, w store.Window, text string) (bool, error) {
+func (rw RoutingWriter) Write(ctx context.Context, ep store.Endpoint, w store.Window, text string) (Written, error) {
 	if bc := rw.svc.brokers.get(ep.TmuxSocket, w.PaneID); bc != nil {
 		c := rw.svc.opts.Config.Delivery
 		d := protocol.DeliverArgs{Text: text, PauseMS: int(rw.svc.enterPause(text) / time.Millisecond),
 			QuietMS: c.QuietMS, MaxWaitMS: c.MaxQuietWaitMS}
-		return bc.deliver(ctx, d, func(quiet bool, waitedMS int64) {
-			// Which moment the text went in: a quiet one, or the bound ran out.
-			rw.svc.log.Info("delivered through broker", "repo", w.Repo, "quiet_moment", quiet, "waited_ms", waitedMS)
-		})
+		return bc.deliver(ctx, d)
 	}
 	return rw.tmux.Write(ctx, ep, w, text)
 }

@@ -7,8 +7,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -457,6 +460,11 @@ func TestDeliveryThroughTheBrokerSurvivesServiceRestarts(t *testing.T) {
 	if got, _ := e.Recording("net-kingdom"); got != want {
 		t.Fatalf("received %q, want %q", got, want)
 	}
+	// The receipt says how it went in: through the broker, at a quiet moment
+	// (the agent prints nothing and nobody types).
+	if d := injectedDetail(t, e, m.ID); d["path"] != "broker" || d["moment"] != "quiet" {
+		t.Errorf("injected receipt detail %v", d)
+	}
 
 	// The service goes away: the terminal keeps working.
 	e.Tamq(t, "stop")
@@ -478,6 +486,31 @@ func TestDeliveryThroughTheBrokerSurvivesServiceRestarts(t *testing.T) {
 	waitState(t, e, m.ID, "injected")
 	if got, _ := e.Recording("net-kingdom"); !strings.HasSuffix(got, "\x1b[200~From:operator/o: after the restart\x1b[201~\r") {
 		t.Fatalf("after restart received %q", got)
+	}
+}
+
+// A window opened without the service has no broker; opened again with it, the
+// window is reused and deliveries take the tmux path.
+func TestDeliveryWithoutABrokerGoesThroughTmux(t *testing.T) {
+	t.Parallel()
+	e := testutil.NewEnv(t)
+	e.WriteConfig(t, fastConfig)
+	e.Gita(t, "net-kingdom")
+	tm := testutil.NewTmux(t)
+	t.Cleanup(func() { e.Run(t, "tamq", "stop") })
+	e.Tamq(t, "open", "--no-service", "--tmux-socket", tm.Name, "--command", e.RecorderCommand(), "net-kingdom")
+	testutil.WaitFor(t, "the recorder", func() bool { _, ok := e.Recording("net-kingdom"); return ok })
+	e.Tamq(t, "open", "--tmux-socket", tm.Name, "net-kingdom")
+	if n := brokersAttached(t, e); n != 0 {
+		t.Fatalf("%d brokers attached to a window opened without one", n)
+	}
+	m := send(t, e, "To:net-kingdom: through tmux")
+	waitState(t, e, m.ID, "injected")
+	if got, _ := e.Recording("net-kingdom"); got != "From:operator/o: through tmux\r" {
+		t.Errorf("received %q", got)
+	}
+	if d := injectedDetail(t, e, m.ID); d["path"] != "tmux" || d["moment"] != nil {
+		t.Errorf("injected receipt detail %v", d)
 	}
 }
 
@@ -521,7 +554,28 @@ func TestDeliveryIntoInteractiveShells(t *testing.T) {
 
 // brokersAttached counts the windows of connected endpoints whose broker is
 // attached, as status reports them.
-func brokersAttached(t *testing.T, e *testutil.Env) int {
+// injectedDetail reads the detail of a message's receipt for its move to injected.
+func injectedDetail(t *testing.T, e *testutil.Env, id string) map[string]any {
+	t.Helper()
+	db, err := sqlitedb.OpenReadOnly(context.Background(), e.Database(), 1, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rs, err := store.Receipts(context.Background(), db, store.KindTransition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if r.SubjectID == id && r.Status == "injected" {
+			return r.Detail
+		}
+	}
+	t.Fatalf("no injected receipt for %s", id)
+	return nil
+}
+
+func brokersAttached(t testing.TB, e *testutil.Env) int {
 	t.Helper()
 	var st protocol.StatusReport
 	if json.Unmarshal([]byte(e.Run(t, "tamq", "status", "--json").Stdout), &st) != nil {

@@ -10,10 +10,34 @@ import (
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
-// Writer puts text into a window's terminal. On failure, maybeWritten says
-// whether any byte may have arrived (then the text is never resent blindly).
+// Writer puts text into a window's terminal.
 type Writer interface {
-	Write(ctx context.Context, ep store.Endpoint, w store.Window, text string) (maybeWritten bool, err error)
+	Write(ctx context.Context, ep store.Endpoint, w store.Window, text string) (Written, error)
+}
+
+// Written is what a Writer reports of one delivery.
+type Written struct {
+	// MaybeWritten, on failure, says whether any byte may have arrived (then
+	// the text is never resent blindly).
+	MaybeWritten bool
+	// At is when the last byte (the Enter) went in; zero means when Write
+	// returned.
+	At time.Time
+	// Path is "broker" or "tmux".
+	Path string
+	// Moment, through a broker: "quiet" when the agent's output was quiet and
+	// the operator not mid-line, "bounded" when the wait for that ran out.
+	Moment   string
+	WaitedMS int64
+}
+
+// detail is the receipt detail of a delivery: how, never what.
+func (w Written) detail() map[string]any {
+	d := map[string]any{"path": w.Path}
+	if w.Moment != "" {
+		d["moment"], d["waited_ms"] = w.Moment, w.WaitedMS
+	}
+	return d
 }
 
 // TmuxWriter writes through tmux: one bracketed paste of the whole text
@@ -24,20 +48,20 @@ type TmuxWriter struct {
 }
 
 // Write implements Writer.
-func (tw TmuxWriter) Write(ctx context.Context, ep store.Endpoint, w store.Window, text string) (bool, error) {
+func (tw TmuxWriter) Write(ctx context.Context, ep store.Endpoint, w store.Window, text string) (Written, error) {
 	srv := tmux.Server{Socket: ep.TmuxSocket}
 	if err := srv.Paste(ctx, w.PaneID, text); err != nil {
-		return !errors.Is(err, tmux.ErrNotWritten), err
+		return Written{Path: "tmux", MaybeWritten: !errors.Is(err, tmux.ErrNotWritten)}, err
 	}
 	select {
 	case <-time.After(tw.Pause(text)):
 	case <-ctx.Done():
-		return true, ctx.Err()
+		return Written{Path: "tmux", MaybeWritten: true}, ctx.Err()
 	}
 	if err := srv.SendEnter(ctx, w.PaneID); err != nil {
-		return true, err
+		return Written{Path: "tmux", MaybeWritten: true}, err
 	}
-	return false, nil
+	return Written{Path: "tmux"}, nil
 }
 
 // enterPause grows with the text: long pastes take agents longer to take in.
@@ -187,23 +211,28 @@ func (s *Service) expireAcks(ctx context.Context) {
 func (s *Service) deliver(ctx context.Context, m queue.Message) {
 	t := timing(s.opts.Config)
 	ep, w, err := s.windowFor(ctx, m.EndpointID, m.Target)
-	var maybe bool
+	var wr Written
 	if err == nil {
 		wctx, cancel := context.WithTimeout(ctx, DeliveryLease/2)
-		maybe, err = s.opts.Writer.Write(wctx, ep, w, queue.Envelope(m))
+		wr, err = s.opts.Writer.Write(wctx, ep, w, queue.Envelope(m))
 		cancel()
 	}
 	if err != nil {
-		s.log.Warn("delivery failed", "message", m.ID, "target", m.Target, "maybe_written", maybe, "error", err.Error())
+		s.log.Warn("delivery failed", "message", m.ID, "target", m.Target, "maybe_written", wr.MaybeWritten, "error", err.Error())
 		if _, terr := s.store.Transition(context.WithoutCancel(ctx), m.ID, "write failed", func(x *queue.Message) error {
-			return x.WriteFailed(s.opts.Now(), t, maybe, err.Error())
+			return x.WriteFailed(s.opts.Now(), t, wr.MaybeWritten, err.Error())
 		}); terr != nil {
 			s.log.Error("record failed write", "message", m.ID, "error", terr.Error())
 		}
 		return
 	}
-	if _, err := s.store.Transition(context.WithoutCancel(ctx), m.ID, "written to terminal", func(x *queue.Message) error {
-		return x.Written(s.opts.Now(), t)
+	// injected means written: the time is the writer's report of the write.
+	at := wr.At
+	if at.IsZero() {
+		at = s.opts.Now()
+	}
+	if _, err := s.store.TransitionDetail(context.WithoutCancel(ctx), m.ID, "written to terminal", wr.detail(), func(x *queue.Message) error {
+		return x.Written(at, t)
 	}); err != nil {
 		s.log.Error("record write", "message", m.ID, "error", err.Error())
 	}

@@ -17,8 +17,8 @@ import (
 // enqueue path alone.
 type discardWriter struct{}
 
-func (discardWriter) Write(context.Context, store.Endpoint, store.Window, string) (bool, error) {
-	return false, nil
+func (discardWriter) Write(context.Context, store.Endpoint, store.Window, string) (Written, error) {
+	return Written{Path: "discard"}, nil
 }
 
 // BenchmarkEnqueueInProcess profiles the send path (validation, endpoint

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"maps"
 	"strings"
 	"time"
 
@@ -117,6 +118,12 @@ func (s *Store) Get(ctx context.Context, id string) (queue.Message, error) {
 // Transition applies change to one message in one transaction, saves it and
 // writes its receipt. change returning an error leaves everything as it was.
 func (s *Store) Transition(ctx context.Context, id, reason string, change func(*queue.Message) error) (queue.Message, error) {
+	return s.TransitionDetail(ctx, id, reason, nil, change)
+}
+
+// TransitionDetail is Transition with extra receipt detail (sanitized like
+// every receipt detail).
+func (s *Store) TransitionDetail(ctx context.Context, id, reason string, detail map[string]any, change func(*queue.Message) error) (queue.Message, error) {
 	var out queue.Message
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		m, err := scanMessage(s.DB.TxQueryRow(tx, `SELECT `+messageColumns+` FROM messages WHERE id = ?`, id))
@@ -139,7 +146,9 @@ func (s *Store) Transition(ctx context.Context, id, reason string, change func(*
 			}
 		}
 		if from != m.State {
-			if err := s.AddReceiptTx(tx, transitionReceipt(&m, from, reason)); err != nil {
+			r := transitionReceipt(&m, from, reason)
+			maps.Copy(r.Detail, detail)
+			if err := s.AddReceiptTx(tx, r); err != nil {
 				return err
 			}
 		}
