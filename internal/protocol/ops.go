@@ -102,29 +102,39 @@ type IDArgs struct {
 // HistoryArgs filters history.
 type HistoryArgs struct {
 	// After continues a listing: only messages older than this id.
-	After       string `json:"after,omitempty"`
-	Repo        string `json:"repo,omitempty"`
-	State       string `json:"state,omitempty"`
-	Limit       int    `json:"limit,omitempty"`
-	IncludeBody bool   `json:"include_body,omitempty"`
+	After       string     `json:"after,omitempty"`
+	Repo        string     `json:"repo,omitempty"` // as sender or target
+	State       string     `json:"state,omitempty"`
+	Since       *time.Time `json:"since,omitempty"` // created at or after
+	Until       *time.Time `json:"until,omitempty"` // created before
+	BatchID     string     `json:"batch_id,omitempty"`
+	ID          string     `json:"id,omitempty"`
+	Limit       int        `json:"limit,omitempty"`
+	IncludeBody bool       `json:"include_body,omitempty"`
 }
 
 // Message is a message record as commands print it.
 type Message struct {
-	ID            string     `json:"id"`
-	BatchID       string     `json:"batch_id"`
-	EndpointID    string     `json:"endpoint_id,omitempty"`
-	Sender        string     `json:"sender"`
-	SenderKind    string     `json:"sender_kind"`
-	Provenance    string     `json:"provenance"` // "o" for operator messages, else ""
-	Target        string     `json:"target"`
-	Body          *string    `json:"body,omitempty"`
-	AckMode       string     `json:"ack_mode"`
-	State         string     `json:"state"`
-	Attempts      int        `json:"attempts"`
-	MaxAttempts   int        `json:"max_attempts"`
-	PolicyProfile string     `json:"policy_profile"`
-	ConfigVersion string     `json:"config_version"`
+	ID            string  `json:"id"`
+	BatchID       string  `json:"batch_id"`
+	EndpointID    string  `json:"endpoint_id,omitempty"`
+	Sender        string  `json:"sender"`
+	SenderKind    string  `json:"sender_kind"`
+	Provenance    string  `json:"provenance"` // "o" for operator messages, else ""
+	Target        string  `json:"target"`
+	Body          *string `json:"body,omitempty"`
+	AckMode       string  `json:"ack_mode"`
+	State         string  `json:"state"`
+	Attempts      int     `json:"attempts"`
+	MaxAttempts   int     `json:"max_attempts"`
+	PolicyProfile string  `json:"policy_profile"`
+	ConfigVersion string  `json:"config_version"`
+	// Wakes carry the coordination lease id and trigger revision.
+	IdempotencyKey         string `json:"idempotency_key,omitempty"`
+	CorrelationID          string `json:"correlation_id,omitempty"`
+	CoordinationEndpointID string `json:"coordination_endpoint_id,omitempty"`
+	// ReplayOf is the original message a replayed one copies.
+	ReplayOf      string     `json:"replay_of,omitempty"`
 	CreatedAt     time.Time  `json:"created_at"`
 	UpdatedAt     time.Time  `json:"updated_at"`
 	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
@@ -140,6 +150,79 @@ type Message struct {
 type HistoryResult struct {
 	Messages []Message `json:"messages"`
 	Next     string    `json:"next,omitempty"`
+}
+
+// EnvelopeVersion is the version of the JSONL export line (docs/jsonl.md).
+// A reader refuses lines of a newer version.
+const EnvelopeVersion = 1
+
+// Envelope is one line of a JSONL export: the whole message, body included.
+type Envelope struct {
+	V int `json:"v"`
+	Message
+}
+
+// OpReplay queues replayed messages into an endpoint, a chunk per request.
+const OpReplay = "replay"
+
+// ReplayArgs is one chunk of a replay run. The first chunk leaves BatchID
+// empty and the service names the run's batch; the following ones send it
+// back. The last request of a run carries Summary (and may carry no
+// entries): the service records the run's receipt from it.
+type ReplayArgs struct {
+	EndpointID string         `json:"endpoint_id"`
+	BatchID    string         `json:"batch_id,omitempty"`
+	Strict     bool           `json:"strict,omitempty"` // stop at the first rejected entry
+	Entries    []ReplayEntry  `json:"entries,omitempty"`
+	Summary    *ReplaySummary `json:"summary,omitempty"`
+}
+
+// ReplayEntry is one message to replay, from line Line of the file.
+type ReplayEntry struct {
+	Line int `json:"line"`
+	// Original is the first original message: the line's replay_of when it
+	// was itself a replay, else its id.
+	Original               string `json:"original"`
+	Sender                 string `json:"sender"`
+	SenderKind             string `json:"sender_kind"`
+	Target                 string `json:"target"`
+	Body                   string `json:"body"`
+	AckMode                string `json:"ack_mode,omitempty"`
+	IdempotencyKey         string `json:"idempotency_key,omitempty"`
+	CorrelationID          string `json:"correlation_id,omitempty"`
+	CoordinationEndpointID string `json:"coordination_endpoint_id,omitempty"`
+}
+
+// Replay outcomes.
+const (
+	ReplayAccepted  = "accepted"
+	ReplayDuplicate = "duplicate"
+	ReplayRejected  = "rejected"
+)
+
+// ReplayOutcome is what became of one entry (or of one line the client could
+// not read).
+type ReplayOutcome struct {
+	Line   int    `json:"line"`
+	Status string `json:"status"`
+	ID     string `json:"id,omitempty"`   // the new message, when accepted
+	Code   string `json:"code,omitempty"` // the error code, when rejected
+	Reason string `json:"reason,omitempty"`
+}
+
+// ReplayResult answers a chunk: the outcomes of its entries in order (under
+// Strict, up to the first rejected one).
+type ReplayResult struct {
+	BatchID  string          `json:"batch_id"`
+	Outcomes []ReplayOutcome `json:"outcomes"`
+}
+
+// ReplaySummary counts a whole run.
+type ReplaySummary struct {
+	Lines      int `json:"lines"`
+	Accepted   int `json:"accepted"`
+	Duplicates int `json:"duplicates"`
+	Rejected   int `json:"rejected"`
 }
 
 // EndpointsResult lists endpoints.

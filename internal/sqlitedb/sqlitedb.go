@@ -129,7 +129,14 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 		"_pragma=foreign_keys(1)",
 		"_pragma=synchronous(" + syncMode + ")",
 	}
-	writer, err := sql.Open("sqlite", dsn(path, append(pragmas, "_pragma=journal_mode(WAL)", "_txlock=immediate")...))
+	writerPragmas := append([]string{}, pragmas...)
+	if v == 0 {
+		// Incremental auto-vacuum lets a purge give space back in small steps
+		// while the service keeps writing; SQLite takes it only before the
+		// database's first page is written (the switch to WAL writes it).
+		writerPragmas = append(writerPragmas, "_pragma=auto_vacuum(INCREMENTAL)")
+	}
+	writer, err := sql.Open("sqlite", dsn(path, append(writerPragmas, "_pragma=journal_mode(WAL)", "_txlock=immediate")...))
 	if err != nil {
 		return nil, errs.Wrap(errs.Storage, err, "open database %s", path)
 	}

@@ -9,44 +9,60 @@ import (
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
 	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/tamq/service"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
 )
 
 func newHistoryCmd(a *sharedcli.App) *cobra.Command {
-	var args protocol.HistoryArgs
+	var f filterFlags
+	var after string
+	var limit int
+	var withBody bool
 	cmd := &cobra.Command{
 		Use:   "history",
 		Short: "List messages and their delivery state, newest first",
-		Long: `List messages with their delivery state, newest first. Bodies stay local and
-are shown only with --body.`,
+		Long: `List messages with their delivery state, newest first, a page at a time:
+--after ID continues after the last message of a page. It reads the local
+database directly, so it works while the service is stopped. Bodies stay local
+and are shown only with --body.`,
+		Example: `  tamq history --repo net-kingdom --since 7d
+  tamq history --state failed --json
+  tamq history --limit 20 --after 019a5c1e-...`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := a.Paths()
+			filter, err := f.filter(a.Now())
 			if err != nil {
 				return err
 			}
-			var res protocol.HistoryResult
-			page := args
-			for {
-				var part protocol.HistoryResult
-				if err := daemon.Client(p, 30*time.Second).Call(cmd.Context(), protocol.OpHistory, page, &part); err != nil {
+			if limit <= 0 {
+				return sharedcli.UsageError("--limit must be at least 1")
+			}
+			db, ok, err := openHistory(cmd.Context(), a)
+			if err != nil {
+				return err
+			}
+			var msgs []queue.Message
+			if ok {
+				defer db.Close()
+				if msgs, err = store.History(cmd.Context(), db, store.Page{Filter: filter, After: after, Limit: limit}); err != nil {
 					return err
 				}
-				res.Messages = append(res.Messages, part.Messages...)
-				if part.Next == "" || len(res.Messages) >= args.Limit {
-					break
-				}
-				page.After, page.Limit = part.Next, args.Limit-len(res.Messages)
 			}
-			if res.Messages == nil {
-				res.Messages = []protocol.Message{}
+			records := make([]protocol.Message, len(msgs))
+			for i, m := range msgs {
+				records[i] = service.MessageRecord(m, withBody)
 			}
 			if a.JSON {
-				return a.PrintJSON(res.Messages)
+				return a.PrintJSON(records)
+			}
+			if len(records) == 0 {
+				a.Notef("no messages match")
+				return nil
 			}
 			tw := tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tCREATED\tFROM\tTO\tSTATE\tATTEMPTS\tMODE")
-			for _, m := range res.Messages {
+			for _, m := range records {
 				from := m.Sender
 				if m.Provenance != "" {
 					from += "/" + m.Provenance
@@ -56,14 +72,18 @@ are shown only with --body.`,
 					fmt.Fprintf(tw, "\t%q\n", *m.Body)
 				}
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if len(records) == limit {
+				a.Notef("more may follow: --after %s", records[len(records)-1].ID)
+			}
+			return nil
 		},
 	}
-	cmd.Flags().StringVar(&args.Repo, "repo", "", "only messages from or to this repo")
-	cmd.Flags().StringVar(&args.State, "state", "", "only messages in this state")
-	cmd.Flags().IntVar(&args.Limit, "limit", 50, "at most this many messages")
-	cmd.Flags().BoolVar(&args.IncludeBody, "body", false, "show message bodies")
-	cmd.RegisterFlagCompletionFunc("repo", sharedcli.CompleteRepos(a))
-	cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions([]string{"queued", "delivering", "injected", "awaiting_ack", "acknowledged", "failed"}, cobra.ShellCompDirectiveNoFileComp))
+	f.register(a, cmd)
+	cmd.Flags().StringVar(&after, "after", "", "continue after this message id (the last of the previous page)")
+	cmd.Flags().IntVar(&limit, "limit", store.DefaultPageLimit, "at most this many messages")
+	cmd.Flags().BoolVar(&withBody, "body", false, "show message bodies")
 	return cmd
 }

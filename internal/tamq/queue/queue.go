@@ -68,11 +68,14 @@ type Message struct {
 	Attempts    int
 	MaxAttempts int
 
-	IdempotencyKey string
-	CorrelationID  string
-	ReplayOf       string
-	PolicyProfile  string
-	ConfigVersion  string
+	IdempotencyKey         string
+	CorrelationID          string
+	CoordinationEndpointID string
+	// ReplayOf is the original message a replayed one copies (the first
+	// original, when the line was itself a replay).
+	ReplayOf      string
+	PolicyProfile string
+	ConfigVersion string
 
 	CreatedAt     time.Time
 	UpdatedAt     time.Time

@@ -214,7 +214,7 @@ func (s *Service) history(ctx context.Context, _ protocol.Peer, req *protocol.Re
 	if err := protocol.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	msgs, err := s.store.History(ctx, s.db.Reader, store.HistoryFilter{After: args.After, Repo: args.Repo, State: args.State, Limit: args.Limit})
+	msgs, err := store.History(ctx, s.db.Reader, HistoryPage(args))
 	if err != nil {
 		return nil, err
 	}
@@ -242,6 +242,18 @@ func (s *Service) endpoints(ctx context.Context, _ protocol.Peer, _ *protocol.Re
 	return protocol.EndpointsResult{Endpoints: status.Live(ctx, eps)}, nil
 }
 
+// HistoryPage is the store's page for history arguments.
+func HistoryPage(a protocol.HistoryArgs) store.Page {
+	p := store.Page{After: a.After, Limit: a.Limit, Filter: store.Filter{Repo: a.Repo, State: a.State, BatchID: a.BatchID, ID: a.ID}}
+	if a.Since != nil {
+		p.Since = *a.Since
+	}
+	if a.Until != nil {
+		p.Until = *a.Until
+	}
+	return p
+}
+
 // historyPageBytes keeps a history page well inside one protocol frame.
 const historyPageBytes = protocol.MaxFrame * 3 / 4
 
@@ -259,6 +271,8 @@ func MessageRecord(m queue.Message, withBody bool) protocol.Message {
 		PolicyProfile: m.PolicyProfile, ConfigVersion: m.ConfigVersion, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
 		NextAttemptAt: opt(m.NextAttemptAt), AckDeadlineAt: opt(m.AckDeadlineAt), InjectedAt: opt(m.InjectedAt),
 		AckedAt: opt(m.AckedAt), FailedAt: opt(m.FailedAt), LastError: m.LastError,
+		IdempotencyKey: m.IdempotencyKey, CorrelationID: m.CorrelationID,
+		CoordinationEndpointID: m.CoordinationEndpointID, ReplayOf: m.ReplayOf,
 	}
 	if m.SenderKind == queue.FromOperator {
 		r.Provenance = "o"

@@ -286,6 +286,7 @@ func (s *Service) handlers() map[string]protocol.Handler {
 		protocol.OpAck:           s.ack,
 		protocol.OpRetry:         s.retry,
 		protocol.OpHistory:       s.history,
+		protocol.OpReplay:        s.replay,
 		protocol.OpEndpoints:     s.endpoints,
 		protocol.OpBrokerSession: s.brokerSession,
 	}

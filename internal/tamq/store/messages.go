@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"maps"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -26,7 +25,7 @@ const (
 func NewID() string { return uuid.Must(uuid.NewV7()).String() }
 
 const messageColumns = `id, batch_id, COALESCE(endpoint_id, ''), sender, sender_kind, target_repo, body, ack_mode, state,
-	attempts, max_attempts, COALESCE(idempotency_key, ''), COALESCE(correlation_id, ''), COALESCE(replay_of, ''),
+	attempts, max_attempts, COALESCE(idempotency_key, ''), COALESCE(correlation_id, ''), COALESCE(coordination_endpoint_id, ''), COALESCE(replay_of, ''),
 	policy_profile, config_version, created_at, updated_at, COALESCE(next_attempt_at, 0), COALESCE(ack_deadline_at, 0),
 	COALESCE(injected_at, 0), COALESCE(acked_at, 0), COALESCE(failed_at, 0), COALESCE(last_error, '')`
 
@@ -44,7 +43,7 @@ func scanMessage(row scanner) (queue.Message, error) {
 	var kind, mode, state string
 	var created, updated, next, deadline, injected, acked, failed int64
 	err := row.Scan(&m.ID, &m.BatchID, &m.EndpointID, &m.Sender, &kind, &m.Target, &m.Body, &mode, &state,
-		&m.Attempts, &m.MaxAttempts, &m.IdempotencyKey, &m.CorrelationID, &m.ReplayOf,
+		&m.Attempts, &m.MaxAttempts, &m.IdempotencyKey, &m.CorrelationID, &m.CoordinationEndpointID, &m.ReplayOf,
 		&m.PolicyProfile, &m.ConfigVersion, &created, &updated, &next, &deadline, &injected, &acked, &failed, &m.LastError)
 	m.SenderKind, m.AckMode, m.State = queue.SenderKind(kind), queue.AckMode(mode), queue.State(state)
 	m.CreatedAt, m.UpdatedAt = fromMS(created), fromMS(updated)
@@ -70,13 +69,7 @@ func (s *Store) Enqueue(ctx context.Context, msgs []*queue.Message) error {
 			if m.NextAttemptAt.IsZero() {
 				m.NextAttemptAt = now
 			}
-			if _, err := s.DB.TxExec(tx, `INSERT INTO messages (id, batch_id, endpoint_id, sender, sender_kind, target_repo, body,
-				ack_mode, state, attempts, max_attempts, idempotency_key, correlation_id, replay_of, policy_profile,
-				config_version, created_at, updated_at, next_attempt_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-				m.ID, m.BatchID, nullStr(m.EndpointID), m.Sender, string(m.SenderKind), m.Target, m.Body,
-				string(m.AckMode), string(m.State), m.MaxAttempts, nullStr(m.IdempotencyKey), nullStr(m.CorrelationID),
-				nullStr(m.ReplayOf), m.PolicyProfile, m.ConfigVersion, ms(now), ms(now), ms(m.NextAttemptAt)); err != nil {
+			if _, err := s.insertTx(tx, m, false); err != nil {
 				return err
 			}
 			if err := s.AddReceiptTx(tx, transitionReceipt(m, "", "accepted")); err != nil {
@@ -85,6 +78,31 @@ func (s *Store) Enqueue(ctx context.Context, msgs []*queue.Message) error {
 		}
 		return nil
 	})
+}
+
+// insertTx inserts a new message. A replay is inserted only when neither the
+// same original nor the same idempotency key is already there (inserted is
+// false then); anything else that clashes is an error.
+func (s *Store) insertTx(tx *sql.Tx, m *queue.Message, replay bool) (inserted bool, err error) {
+	q := `INSERT INTO messages (id, batch_id, endpoint_id, sender, sender_kind, target_repo, body,
+		ack_mode, state, attempts, max_attempts, idempotency_key, correlation_id, coordination_endpoint_id, replay_of,
+		replay_endpoint_id, policy_profile, config_version, created_at, updated_at, next_attempt_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	var replayEndpoint any
+	if replay {
+		q += ` ON CONFLICT DO NOTHING`
+		replayEndpoint = nullStr(m.EndpointID)
+	}
+	res, err := s.DB.TxExec(tx, q,
+		m.ID, m.BatchID, nullStr(m.EndpointID), m.Sender, string(m.SenderKind), m.Target, m.Body,
+		string(m.AckMode), string(m.State), m.MaxAttempts, nullStr(m.IdempotencyKey), nullStr(m.CorrelationID),
+		nullStr(m.CoordinationEndpointID), nullStr(m.ReplayOf), replayEndpoint, m.PolicyProfile, m.ConfigVersion,
+		ms(m.CreatedAt), ms(m.UpdatedAt), ms(m.NextAttemptAt))
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
 }
 
 func transitionReceipt(m *queue.Message, from queue.State, reason string) receipt.Receipt {
@@ -286,53 +304,4 @@ func (s *Store) NextAckDeadline(ctx context.Context) (time.Time, error) {
 		return time.Time{}, err
 	}
 	return fromMS(v.Int64), nil
-}
-
-// HistoryFilter selects messages for history.
-type HistoryFilter struct {
-	After string // only messages older than this id (ids are time-ordered)
-	Repo  string // sender or target
-	State string
-	Limit int
-}
-
-// History lists messages newest first.
-func (s *Store) History(ctx context.Context, db *sql.DB, f HistoryFilter) ([]queue.Message, error) {
-	var where []string
-	var args []any
-	if f.Repo != "" {
-		where = append(where, "(sender = ? OR target_repo = ?)")
-		args = append(args, f.Repo, f.Repo)
-	}
-	if f.State != "" {
-		where = append(where, "state = ?")
-		args = append(args, f.State)
-	}
-	if f.After != "" {
-		where = append(where, "id < ?")
-		args = append(args, f.After)
-	}
-	q := `SELECT ` + messageColumns + ` FROM messages`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	if f.Limit <= 0 {
-		f.Limit = 50
-	}
-	q += " ORDER BY id DESC LIMIT ?"
-	args = append(args, f.Limit)
-	rows, err := db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []queue.Message
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
 }

@@ -101,7 +101,22 @@ CREATE TABLE receipts (
 CREATE INDEX receipts_pending ON receipts(id) WHERE projected_at IS NULL;
 `
 
+// schemaV2 serves history, export, replay and purge. History pages run newest
+// first on (created_at, id) within a repo as sender or as target, or over all
+// messages; a replay is known by the original message and the endpoint it was
+// replayed into (replay_endpoint_id never changes, unlike endpoint_id, which a
+// rebind moves), so replaying the same line there twice adds nothing.
+const schemaV2 = `
+ALTER TABLE messages ADD COLUMN replay_endpoint_id TEXT;
+CREATE UNIQUE INDEX messages_replay ON messages(replay_of, replay_endpoint_id) WHERE replay_of IS NOT NULL;
+CREATE INDEX messages_created ON messages(created_at, id);
+CREATE INDEX messages_sender ON messages(sender, created_at, id);
+CREATE INDEX messages_target ON messages(target_repo, created_at, id);
+CREATE INDEX messages_batch ON messages(batch_id);
+`
+
 // Migrations is tamq's schema history; append, never edit a released entry.
 var Migrations = []sqlitedb.Migration{
 	{Version: 1, Name: "messages, delivery leases, endpoints, windows, receipts", TouchesData: true, SQL: schemaV1},
+	{Version: 2, Name: "history indexes and replay provenance", TouchesData: true, SQL: schemaV2},
 }

@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"os"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// Progress shows how far a long run is, on stderr. The zero value, and a
+// nil *Progress, show nothing.
+type Progress struct {
+	bar *progressbar.ProgressBar
+}
+
+// NewProgress returns a progress bar for total units (bytes when bytes is
+// set), or a silent one when stderr is not a terminal or --quiet or --json
+// was given; total -1 means unknown.
+func (a *App) NewProgress(total int64, description string, bytes bool) *Progress {
+	f, ok := a.Err.(*os.File)
+	if !ok || a.Quiet || a.JSON || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	opts := []progressbar.Option{
+		progressbar.OptionSetWriter(f),
+		progressbar.OptionSetDescription(description),
+		progressbar.OptionShowCount(),
+		progressbar.OptionThrottle(100_000_000), // 100 ms: redrawing costs more than the work
+		progressbar.OptionClearOnFinish(),
+		progressbar.OptionFullWidth(),
+	}
+	if bytes {
+		opts = append(opts, progressbar.OptionShowBytes(true))
+	} else {
+		opts = append(opts, progressbar.OptionShowIts(), progressbar.OptionSetItsString("msgs"))
+	}
+	return &Progress{bar: progressbar.NewOptions64(total, opts...)}
+}
+
+// Set moves the bar to n.
+func (p *Progress) Set(n int64) {
+	if p != nil {
+		_ = p.bar.Set64(n)
+	}
+}
+
+// Add moves the bar on by n.
+func (p *Progress) Add(n int64) {
+	if p != nil {
+		_ = p.bar.Add64(n)
+	}
+}
+
+// Done clears the bar.
+func (p *Progress) Done() {
+	if p != nil {
+		_ = p.bar.Finish()
+	}
+}

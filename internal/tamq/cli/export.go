@@ -1,0 +1,161 @@
+package cli
+
+import (
+	"bufio"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/tamq/service"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
+)
+
+type exportRecord struct {
+	File     string `json:"file"`
+	Exported int    `json:"exported"`
+}
+
+func newExportCmd(a *sharedcli.App) *cobra.Command {
+	var f filterFlags
+	cmd := &cobra.Command{
+		Use:   "export [FILE|-]",
+		Short: "Write messages, bodies included, as JSONL (one envelope per line)",
+		Long: `Write the messages the filters match, oldest first, as JSONL: one complete
+message envelope per line, body included (docs/jsonl.md names every field).
+FILE is appended to (created 0600 when missing), so exports can accumulate in
+one file: replaying it skips what it already replayed. Without FILE, or with -,
+the lines go to standard output. A failed export leaves FILE as it was.`,
+		Example: `  tamq export history.jsonl
+  tamq export --repo net-kingdom --since 30d - | gzip > nk.jsonl.gz`,
+		Args: cobra.MaximumNArgs(1),
+		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return []string{"jsonl"}, cobra.ShellCompDirectiveFilterFileExt
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			filter, err := f.filter(a.Now())
+			if err != nil {
+				return err
+			}
+			file := "-"
+			if len(args) == 1 {
+				file = args[0]
+			}
+			db, ok, err := openHistory(cmd.Context(), a)
+			if err != nil {
+				return err
+			}
+			var out io.Writer = a.Out
+			var commit func(ok bool) error
+			if file != "-" {
+				if out, commit, err = appendTo(file); err != nil {
+					return err
+				}
+			}
+			n := 0
+			if ok {
+				defer db.Close()
+				n, err = export(cmd, a, db, filter, out)
+			}
+			if commit != nil {
+				if cerr := commit(err == nil); err == nil {
+					err = cerr
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if a.JSON && file != "-" {
+				return a.PrintJSON(exportRecord{File: file, Exported: n})
+			}
+			a.Notef("exported %d messages to %s", n, displayName(file))
+			return nil
+		},
+	}
+	f.register(a, cmd)
+	return cmd
+}
+
+func export(cmd *cobra.Command, a *sharedcli.App, db *sql.DB, filter store.Filter, out io.Writer) (int, error) {
+	ctx := cmd.Context()
+	var progress *sharedcli.Progress
+	if total, err := store.Count(ctx, db, filter); err == nil && total > 1000 {
+		progress = a.NewProgress(int64(total), "exporting", false)
+	}
+	defer progress.Done()
+	w := bufio.NewWriterSize(out, 256<<10)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	n := 0
+	err := store.Each(ctx, db, filter, func(m *queue.Message) error {
+		if err := enc.Encode(protocol.Envelope{V: protocol.EnvelopeVersion, Message: service.MessageRecord(*m, true)}); err != nil {
+			return err
+		}
+		n++
+		if n%1024 == 0 {
+			progress.Set(int64(n))
+		}
+		return nil
+	})
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		return n, errs.Wrap(errs.Storage, err, "export stopped after %d messages", n)
+	}
+	return n, nil
+}
+
+// appendTo opens file for appending. commit(true) syncs it; commit(false)
+// cuts it back to the size it had, so a failed export adds no partial lines.
+func appendTo(file string) (io.Writer, func(ok bool) error, error) {
+	f, err := os.OpenFile(file, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, nil, errs.Wrap(errs.Storage, err, "cannot open %s for writing", file)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, errs.Wrap(errs.Storage, err, "cannot open %s for writing", file)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, errs.New(errs.Usage, "%s is not a regular file", file)
+	}
+	start := fi.Size()
+	// A file that does not end its last line (cut short, or written by
+	// something else) gets the newline, so the first new line stands alone.
+	if start > 0 {
+		last := make([]byte, 1)
+		if _, err := f.ReadAt(last, start-1); err == nil && last[0] != '\n' {
+			if _, err := f.Write([]byte{'\n'}); err != nil {
+				f.Close()
+				return nil, nil, errs.Wrap(errs.Storage, err, "cannot write %s", file)
+			}
+		}
+	}
+	commit := func(ok bool) error {
+		if !ok {
+			return errors.Join(f.Truncate(start), f.Close())
+		}
+		if err := errors.Join(f.Sync(), f.Close()); err != nil {
+			return errs.Wrap(errs.Storage, err, "cannot write %s", file)
+		}
+		return nil
+	}
+	return f, commit, nil
+}
+
+func displayName(file string) string {
+	if file == "-" {
+		return "standard output"
+	}
+	return file
+}

@@ -1,0 +1,302 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
+)
+
+// maxReplayLine bounds one JSONL line: a valid envelope is far smaller (an
+// 8 KiB body escapes to at most 48 KiB), so a longer line is rejected unread.
+const maxReplayLine = 256 << 10
+
+// replayChunkBytes is how much encoded entries one request carries: one
+// protocol frame, with room for the largest single entry above it.
+const replayChunkBytes = protocol.MaxFrame - 8<<10
+
+type replayRecord struct {
+	File       string                   `json:"file"`
+	EndpointID string                   `json:"endpoint_id"`
+	BatchID    string                   `json:"batch_id"`
+	Summary    protocol.ReplaySummary   `json:"summary"`
+	Rejections []protocol.ReplayOutcome `json:"rejections"`
+	Stopped    bool                     `json:"stopped,omitempty"` // --strict stopped at a rejection
+}
+
+func newReplayCmd(a *sharedcli.App) *cobra.Command {
+	var endpoint string
+	var strict bool
+	cmd := &cobra.Command{
+		Use:   "replay FILE|- --endpoint ID",
+		Short: "Queue the messages of a JSONL export again, into one endpoint",
+		Long: `Queue every message of a JSONL export (tamq export) again, as new messages of
+one new batch in the endpoint ID. Each line goes through what a new message goes
+through: the target must be a registered repo with a window on that endpoint,
+the body must pass the body rules, the active policy must allow it. The new
+message records the original's id; a line already replayed into the endpoint is
+skipped and counted, and nothing existing is ever changed. A line that cannot
+be read or is rejected is reported with its number and reason, and the others
+go on (--strict stops at the first). The service must be running.
+
+The exit status is 0 when no line was rejected, else that of the first
+rejection's error code.`,
+		Example: `  tamq replay history.jsonl --endpoint tmux-amq-4242
+  tamq export --repo net-kingdom - | tamq replay - --endpoint tmux-amq-4242`,
+		Args: cobra.ExactArgs(1),
+		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return []string{"jsonl"}, cobra.ShellCompDirectiveFilterFileExt
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if endpoint == "" {
+				return sharedcli.UsageError("--endpoint is required (`tamq status` lists the endpoints)")
+			}
+			p, err := a.Paths()
+			if err != nil {
+				return err
+			}
+			in, size, closeIn, err := openInput(a, args[0])
+			if err != nil {
+				return err
+			}
+			defer closeIn()
+			r := &replayer{client: daemon.Client(p, 30*time.Second), args: protocol.ReplayArgs{EndpointID: endpoint, Strict: strict},
+				a: a, rec: replayRecord{File: displayName(args[0]), EndpointID: endpoint, Rejections: []protocol.ReplayOutcome{}}}
+			// An empty first request checks the endpoint and names the batch
+			// before any line is read.
+			if err := r.send(cmd.Context()); err != nil {
+				return err
+			}
+			progress := a.NewProgress(size, "replaying", true)
+			err = r.run(cmd.Context(), &countingReader{r: in, progress: progress})
+			progress.Done()
+			if err != nil {
+				return err
+			}
+			r.args.Summary = &r.rec.Summary
+			if err := r.send(cmd.Context()); err != nil {
+				return err
+			}
+			if a.JSON {
+				if err := a.PrintJSON(r.rec); err != nil {
+					return err
+				}
+			} else if !a.Quiet {
+				s := r.rec.Summary
+				a.Printf("replayed %s into %s as batch %s: %d accepted, %d skipped as duplicates, %d rejected (%d lines)\n",
+					r.rec.File, endpoint, r.rec.BatchID, s.Accepted, s.Duplicates, s.Rejected, s.Lines)
+				if r.rec.Stopped {
+					a.Printf("stopped at the first rejected line (--strict)\n")
+				}
+			}
+			if len(r.rec.Rejections) > 0 {
+				first := r.rec.Rejections[0]
+				return sharedcli.PassStatus(errs.ExitStatus(errs.Code(first.Code)))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&endpoint, "endpoint", "", "the endpoint to queue the messages into (required)")
+	cmd.Flags().BoolVar(&strict, "strict", false, "stop at the first line that cannot be read or is rejected")
+	cmd.RegisterFlagCompletionFunc("endpoint", cobra.NoFileCompletions)
+	return cmd
+}
+
+// replayer reads lines, sends them in chunks and counts what became of them.
+type replayer struct {
+	client *protocol.Client
+	a      *sharedcli.App
+	args   protocol.ReplayArgs
+	size   int // encoded bytes of the entries in args
+	rec    replayRecord
+}
+
+func (r *replayer) run(ctx context.Context, in io.Reader) error {
+	br := bufio.NewReaderSize(in, 64<<10)
+	for line := 1; !r.rec.Stopped; line++ {
+		raw, err := readLine(br)
+		if errors.Is(err, io.EOF) && len(raw) == 0 {
+			break
+		}
+		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, errLineTooLong) {
+			return errs.Wrap(errs.Storage, err, "cannot read line %d", line)
+		}
+		if len(bytes.TrimSpace(raw)) == 0 && err == nil {
+			continue
+		}
+		r.rec.Summary.Lines++
+		if errors.Is(err, errLineTooLong) {
+			r.reject(protocol.ReplayOutcome{Line: line, Code: string(errs.BodyTooLarge),
+				Reason: fmt.Sprintf("the line is longer than %d bytes", maxReplayLine)})
+			continue
+		}
+		e, perr := parseEnvelope(raw)
+		if perr != nil {
+			r.reject(protocol.ReplayOutcome{Line: line, Code: string(errs.CodeOf(perr)), Reason: perr.Error()})
+			continue
+		}
+		e.Line = line
+		enc, _ := json.Marshal(e)
+		if r.size+len(enc) > replayChunkBytes {
+			if err := r.send(ctx); err != nil {
+				return err
+			}
+		}
+		r.args.Entries = append(r.args.Entries, e)
+		r.size += len(enc) + 1
+	}
+	if !r.rec.Stopped && len(r.args.Entries) > 0 {
+		return r.send(ctx)
+	}
+	return nil
+}
+
+// send sends the entries collected so far and counts their outcomes.
+func (r *replayer) send(ctx context.Context) error {
+	var res protocol.ReplayResult
+	if err := r.client.Call(ctx, protocol.OpReplay, r.args, &res); err != nil {
+		return err
+	}
+	r.args.BatchID, r.rec.BatchID = res.BatchID, res.BatchID
+	for _, o := range res.Outcomes {
+		switch o.Status {
+		case protocol.ReplayAccepted:
+			r.rec.Summary.Accepted++
+		case protocol.ReplayDuplicate:
+			r.rec.Summary.Duplicates++
+		default:
+			r.reject(o)
+		}
+	}
+	// Under --strict the service stops at a rejection; what it left unread is
+	// not sent again.
+	r.args.Entries, r.size = r.args.Entries[:0], 0
+	return nil
+}
+
+// reject reports a rejected line at once, on stderr, and counts it.
+func (r *replayer) reject(o protocol.ReplayOutcome) {
+	o.Status = protocol.ReplayRejected
+	r.rec.Summary.Rejected++
+	r.rec.Rejections = append(r.rec.Rejections, o)
+	if !r.a.JSON {
+		fmt.Fprintf(r.a.Err, "%s: line %d: rejected (%s): %s\n", r.a.Name(), o.Line, o.Code, o.Reason)
+	}
+	if r.args.Strict {
+		r.rec.Stopped = true
+	}
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads one line without its newline. A line over maxReplayLine is
+// read to its end and dropped, with errLineTooLong.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		part, err := br.ReadSlice('\n')
+		if len(line)+len(part) > maxReplayLine+1 {
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = br.ReadSlice('\n')
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			return nil, errLineTooLong
+		}
+		line = append(line, part...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return bytes.TrimSuffix(line, []byte{'\n'}), err
+	}
+}
+
+// parseEnvelope reads one export line into the entry a replay sends; the
+// body rules are checked here too, so an oversized body never travels.
+func parseEnvelope(raw []byte) (protocol.ReplayEntry, error) {
+	var env protocol.Envelope
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return protocol.ReplayEntry{}, errs.New(errs.BadRequest, "not a JSON message envelope: %s", jsonProblem(err, len(raw)))
+	}
+	switch {
+	case env.V == 0:
+		return protocol.ReplayEntry{}, errs.New(errs.BadRequest, `the line has no version field "v"`)
+	case env.V > protocol.EnvelopeVersion:
+		return protocol.ReplayEntry{}, errs.New(errs.Incompatible, "the line is version %d; this tamq reads up to %d", env.V, protocol.EnvelopeVersion)
+	}
+	if env.Body == nil {
+		return protocol.ReplayEntry{}, errs.New(errs.BodyInvalid, "the line has no body")
+	}
+	if _, err := queue.CleanBody(*env.Body); err != nil {
+		return protocol.ReplayEntry{}, err
+	}
+	if env.ID == "" || env.Target == "" || env.Sender == "" {
+		return protocol.ReplayEntry{}, errs.New(errs.BadRequest, "the line lacks id, sender or target")
+	}
+	original := env.ReplayOf
+	if original == "" {
+		original = env.ID
+	}
+	return protocol.ReplayEntry{
+		Original: original, Sender: env.Sender, SenderKind: env.SenderKind, Target: env.Target, Body: *env.Body,
+		AckMode: env.AckMode, IdempotencyKey: env.IdempotencyKey, CorrelationID: env.CorrelationID,
+		CoordinationEndpointID: env.CoordinationEndpointID,
+	}, nil
+}
+
+// jsonProblem describes a JSON error without quoting the line's content.
+func jsonProblem(err error, size int) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn) && syn.Offset >= int64(size):
+		return "the line is cut short"
+	case errors.As(err, &syn):
+		return fmt.Sprintf("invalid JSON at byte %d", syn.Offset)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("field %q has the wrong type", typ.Field)
+	}
+	return "invalid JSON"
+}
+
+// openInput opens FILE, or standard input for -; size is -1 when unknown.
+func openInput(a *sharedcli.App, name string) (io.Reader, int64, func(), error) {
+	if name == "-" {
+		return a.In, -1, func() {}, nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, 0, nil, errs.Wrap(errs.Usage, err, "cannot read %s", name)
+	}
+	size := int64(-1)
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		size = fi.Size()
+	}
+	return f, size, func() { f.Close() }, nil
+}
+
+// countingReader moves a progress bar by the bytes read.
+type countingReader struct {
+	r        io.Reader
+	progress *sharedcli.Progress
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.progress.Add(int64(n))
+	return n, err
+}

@@ -1,0 +1,132 @@
+package service
+
+import (
+	"context"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/policy"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
+)
+
+// KindReplayed is the receipt of a finished replay run.
+const KindReplayed = "history.replayed"
+
+// replay queues one chunk of a replay run into an endpoint. Every entry goes
+// through what a new message goes through (registered target with a window
+// on that endpoint, body rules, ack mode, the active policy) and the replay
+// deduplication; nothing existing is changed.
+func (s *Service) replay(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args protocol.ReplayArgs
+	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	endpoints, err := s.knownEndpoints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !hasEndpoint(endpoints, args.EndpointID) {
+		return nil, errs.New(errs.NotFound, "no endpoint %q", args.EndpointID).WithHint("`tamq status` lists the endpoints")
+	}
+	res := protocol.ReplayResult{BatchID: args.BatchID, Outcomes: []protocol.ReplayOutcome{}}
+	if res.BatchID == "" {
+		res.BatchID = store.NewID()
+	}
+	reg, err := s.opts.Registry()
+	if err != nil {
+		return nil, err
+	}
+	var msgs []*queue.Message
+	var at []int // outcome index of each message
+	for _, e := range args.Entries {
+		m, err := s.replayed(e, reg.Resolve, endpoints, args.EndpointID)
+		if err != nil {
+			res.Outcomes = append(res.Outcomes, protocol.ReplayOutcome{Line: e.Line, Status: protocol.ReplayRejected,
+				Code: string(errs.CodeOf(err)), Reason: err.Error()})
+			if args.Strict {
+				break
+			}
+			continue
+		}
+		at = append(at, len(res.Outcomes))
+		msgs = append(msgs, m)
+		res.Outcomes = append(res.Outcomes, protocol.ReplayOutcome{Line: e.Line})
+	}
+	if len(msgs) > 0 {
+		inserted, err := s.store.Replay(ctx, res.BatchID, msgs)
+		if err != nil {
+			return nil, err
+		}
+		for i, m := range msgs {
+			o := &res.Outcomes[at[i]]
+			if o.Status = protocol.ReplayDuplicate; inserted[i] {
+				o.Status, o.ID = protocol.ReplayAccepted, m.ID
+			}
+		}
+		s.wake()
+	}
+	if sum := args.Summary; sum != nil {
+		r := s.receipt(KindReplayed, "replayed", "", map[string]any{
+			"batch_id": res.BatchID, "lines": sum.Lines, "accepted": sum.Accepted,
+			"duplicates": sum.Duplicates, "rejected": sum.Rejected,
+		})
+		r.SubjectID, r.EndpointID = res.BatchID, args.EndpointID
+		if err := s.store.AddReceipt(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// replayed checks one entry and makes the message it becomes.
+func (s *Service) replayed(e protocol.ReplayEntry, resolve func(string) (gita.Repo, error), endpoints []store.Endpoint, endpointID string) (*queue.Message, error) {
+	if e.Original == "" || e.Sender == "" {
+		return nil, errs.New(errs.BodyInvalid, "the line has no id or no sender")
+	}
+	kind := queue.SenderKind(e.SenderKind)
+	switch kind {
+	case queue.FromWorker, queue.FromOperator, queue.FromReplay:
+	case queue.FromCoordination:
+		// A wake replayed outside coordination-engine skips its gates unless
+		// the profile lets coordination wake agents unattended.
+		p := s.opts.Config.ActiveProfile()
+		if !p.Allows(policy.CoordinationMessages) || !p.Allows(policy.TmuxWake) {
+			return nil, errs.New(errs.PolicyRefused, "policy profile %s does not allow replaying coordination wakes", s.opts.Config.ProfileRef())
+		}
+	default:
+		return nil, errs.New(errs.BodyInvalid, "sender kind %q is not worker, operator, coordination or replay", e.SenderKind)
+	}
+	if _, err := resolve(e.Target); err != nil {
+		return nil, err
+	}
+	if _, err := pickEndpoint(endpoints, e.Target, endpointID); err != nil {
+		return nil, err
+	}
+	body, err := queue.CleanBody(e.Body)
+	if err != nil {
+		return nil, err
+	}
+	mode := queue.AckMode(s.opts.Config.Coordination.DeliveryAckMode)
+	if e.AckMode != "" {
+		if mode = queue.AckMode(e.AckMode); mode != queue.ModeInjected && mode != queue.ModeAcknowledged {
+			return nil, errs.New(errs.BodyInvalid, "ack mode %q is not injected or acknowledged", e.AckMode)
+		}
+	}
+	return &queue.Message{
+		EndpointID: endpointID, Sender: e.Sender, SenderKind: kind, Target: e.Target, Body: body, AckMode: mode,
+		MaxAttempts: s.opts.Config.Coordination.MaxAttempts, ReplayOf: e.Original,
+		IdempotencyKey: e.IdempotencyKey, CorrelationID: e.CorrelationID, CoordinationEndpointID: e.CoordinationEndpointID,
+		PolicyProfile: s.opts.Config.ProfileRef(), ConfigVersion: s.opts.Config.Version,
+	}, nil
+}
+
+func hasEndpoint(endpoints []store.Endpoint, id string) bool {
+	for _, ep := range endpoints {
+		if ep.ID == id {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,157 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
+)
+
+// Filter selects messages for history, export and purge. Zero fields match
+// everything.
+type Filter struct {
+	Repo    string // as sender or as target
+	State   string
+	Since   time.Time // created at or after
+	Until   time.Time // created before
+	BatchID string
+	ID      string
+}
+
+// where is the filter as SQL conditions on messages; withRepo false leaves
+// the repo out, for a query that places it itself.
+func (f Filter) where(withRepo bool) (conds []string, args []any) {
+	if withRepo && f.Repo != "" {
+		conds, args = append(conds, "(sender = ? OR target_repo = ?)"), append(args, f.Repo, f.Repo)
+	}
+	if f.State != "" {
+		conds, args = append(conds, "state = ?"), append(args, f.State)
+	}
+	if !f.Since.IsZero() {
+		conds, args = append(conds, "created_at >= ?"), append(args, ms(f.Since))
+	}
+	if !f.Until.IsZero() {
+		conds, args = append(conds, "created_at < ?"), append(args, ms(f.Until))
+	}
+	if f.BatchID != "" {
+		conds, args = append(conds, "batch_id = ?"), append(args, f.BatchID)
+	}
+	if f.ID != "" {
+		conds, args = append(conds, "id = ?"), append(args, f.ID)
+	}
+	return conds, args
+}
+
+// Page asks for one page of history, newest first.
+type Page struct {
+	Filter
+	// After continues a listing: only messages older than this one.
+	After string
+	Limit int
+}
+
+// DefaultPageLimit is the page size when none is given.
+const DefaultPageLimit = 50
+
+// History lists one page of messages, newest first (by creation, then id).
+// Paging is by key, never by offset, so a page costs the same however deep
+// it is and messages arriving meanwhile never shift the pages.
+func History(ctx context.Context, db *sql.DB, p Page) ([]queue.Message, error) {
+	if p.Limit <= 0 {
+		p.Limit = DefaultPageLimit
+	}
+	conds, args := p.where(false)
+	if p.After != "" {
+		var created int64
+		err := db.QueryRowContext(ctx, `SELECT created_at FROM messages WHERE id = ?`, p.After).Scan(&created)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, errs.New(errs.NotFound, "no message %s to continue after (purged?)", p.After).
+				WithHint("start again without --after")
+		}
+		if err != nil {
+			return nil, err
+		}
+		conds, args = append(conds, "(created_at, id) < (?, ?)"), append(args, created, p.After)
+	}
+	and := func(extra ...string) string {
+		all := append(extra, conds...)
+		if len(all) == 0 {
+			return ""
+		}
+		return " WHERE " + strings.Join(all, " AND ")
+	}
+	const order = " ORDER BY created_at DESC, id DESC LIMIT ?"
+	var q string
+	var qargs []any
+	if p.Repo == "" {
+		q = `SELECT ` + messageColumns + ` FROM messages` + and() + order
+		qargs = append(args, p.Limit)
+	} else {
+		// One index walk per role, each stopping after a page; the page is
+		// the newest of the two. An OR would read every message of the repo.
+		q = `SELECT ` + messageColumns + ` FROM messages WHERE rowid IN (
+			SELECT rowid FROM (SELECT rowid FROM messages` + and("sender = ?") + order + `)
+			UNION
+			SELECT rowid FROM (SELECT rowid FROM messages` + and("target_repo = ?") + order + `))` + order
+		qargs = append(qargs, p.Repo)
+		qargs = append(qargs, args...)
+		qargs = append(qargs, p.Limit, p.Repo)
+		qargs = append(qargs, args...)
+		qargs = append(qargs, p.Limit, p.Limit)
+	}
+	rows, err := db.QueryContext(ctx, q, qargs...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []queue.Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// Each calls fn for every message the filter matches, oldest first, from one
+// consistent snapshot, until fn returns an error.
+func Each(ctx context.Context, db *sql.DB, f Filter, fn func(*queue.Message) error) error {
+	conds, args := f.where(true)
+	q := `SELECT ` + messageColumns + ` FROM messages`
+	if len(conds) > 0 {
+		q += " WHERE " + strings.Join(conds, " AND ")
+	}
+	rows, err := db.QueryContext(ctx, q+" ORDER BY created_at, id", args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var m queue.Message
+	for rows.Next() {
+		if m, err = scanMessage(rows); err != nil {
+			return err
+		}
+		if err := fn(&m); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Count is how many messages the filter matches.
+func Count(ctx context.Context, db *sql.DB, f Filter) (int, error) {
+	conds, args := f.where(true)
+	q := `SELECT count(*) FROM messages`
+	if len(conds) > 0 {
+		q += " WHERE " + strings.Join(conds, " AND ")
+	}
+	var n int
+	err := db.QueryRowContext(ctx, q, args...).Scan(&n)
+	return n, err
+}

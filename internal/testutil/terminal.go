@@ -1,0 +1,56 @@
+package testutil
+
+import (
+	"bytes"
+	"io"
+	"os/exec"
+	"sync"
+	"testing"
+
+	"github.com/creack/pty"
+)
+
+// OnTerminal runs cmd with a real PTY as its terminal (standard input, output
+// and error), waits for prompt to appear in its output, types answer, and
+// returns all it printed once it has exited 0.
+func OnTerminal(t testing.TB, cmd *exec.Cmd, prompt, answer string) string {
+	t.Helper()
+	ptmx, err := pty.Start(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	var mu sync.Mutex
+	var out bytes.Buffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			mu.Lock()
+			out.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				return // EIO once the child has exited and closed the terminal
+			}
+		}
+	}()
+	WaitFor(t, "the prompt "+prompt, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return bytes.Contains(out.Bytes(), []byte(prompt))
+	})
+	if _, err := io.WriteString(ptmx, answer); err != nil {
+		t.Fatal(err)
+	}
+	werr := cmd.Wait()
+	ptmx.Close()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if werr != nil {
+		t.Fatalf("%s on a terminal: %v\n%s", cmd.Path, werr, out.String())
+	}
+	return out.String()
+}
