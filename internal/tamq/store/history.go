@@ -32,10 +32,10 @@ func (f Filter) where(withRepo bool) (conds []string, args []any) {
 		conds, args = append(conds, "state = ?"), append(args, f.State)
 	}
 	if !f.Since.IsZero() {
-		conds, args = append(conds, "created_at >= ?"), append(args, ms(f.Since))
+		conds, args = append(conds, "created_at >= ?"), append(args, msCeil(f.Since))
 	}
 	if !f.Until.IsZero() {
-		conds, args = append(conds, "created_at < ?"), append(args, ms(f.Until))
+		conds, args = append(conds, "created_at < ?"), append(args, msCeil(f.Until))
 	}
 	if f.BatchID != "" {
 		conds, args = append(conds, "batch_id = ?"), append(args, f.BatchID)
@@ -44,6 +44,16 @@ func (f Filter) where(withRepo bool) (conds []string, args []any) {
 		conds, args = append(conds, "id = ?"), append(args, f.ID)
 	}
 	return conds, args
+}
+
+// msCeil is t in whole milliseconds, rounded up: stored times are whole
+// milliseconds, so created_at >= msCeil(t) means created at or after t.
+func msCeil(t time.Time) int64 {
+	v := t.UnixMilli()
+	if t.Sub(time.UnixMilli(v)) > 0 {
+		v++
+	}
+	return v
 }
 
 // Page asks for one page of history, newest first.

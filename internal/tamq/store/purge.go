@@ -70,7 +70,7 @@ func PlanPurge(ctx context.Context, db *sql.DB, r PurgeRule) (PurgePlan, error) 
 		if err := rows.Scan(&id, &created, &size); err != nil {
 			return p, err
 		}
-		old := !r.Before.IsZero() && created < ms(r.Before)
+		old := !r.Before.IsZero() && created < msCeil(r.Before)
 		over := r.MaxBytes > 0 && left > r.MaxBytes
 		if !old && !over {
 			break // oldest first: nothing later is older or needed for size
