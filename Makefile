@@ -9,7 +9,7 @@ BUILDFLAGS := -buildvcs=auto
 # keep cgo, which -race needs.
 STATIC := CGO_ENABLED=0
 
-.PHONY: all build install test check-format vet diff-check unit smoke bench clean
+.PHONY: all build install test check-format vet diff-check unit smoke bench demo clean
 
 all: build
 
@@ -42,6 +42,11 @@ smoke: build
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+# The first-run demo (docs/demo.md): make demo DEMOFLAGS=--keep leaves it running.
+demo: build
+	$(STATIC) $(GO) build $(BUILDFLAGS) -o $(BIN)/tamq-demo ./tools/demo
+	$(BIN)/tamq-demo --tamq $(BIN)/tamq $(DEMOFLAGS)
 
 clean:
 	rm -rf $(BIN)

@@ -397,4 +397,3 @@ func TestPurgeAsksOnATerminal(t *testing.T) {
 		}
 	}
 }
-
