@@ -44,8 +44,9 @@ bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 
 # The first-run demo (docs/demo.md): make demo DEMOFLAGS=--keep leaves it running.
-demo: build
-	$(STATIC) $(GO) build $(BUILDFLAGS) -o $(BIN)/tamq-demo ./tools/demo
+# It builds only what it runs (tamq and the demo, in one go build).
+demo:
+	$(STATIC) $(GO) build $(BUILDFLAGS) -o $(BIN)/ ./cmd/tamq ./tools/tamq-demo
 	$(BIN)/tamq-demo --tamq $(BIN)/tamq $(DEMOFLAGS)
 
 clean:

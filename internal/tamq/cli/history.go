@@ -61,16 +61,21 @@ and are shown only with --body.`,
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tCREATED\tFROM\tTO\tSTATE\tATTEMPTS\tMODE")
+			header := "ID\tCREATED\tFROM\tTO\tSTATE\tATTEMPTS\tMODE"
+			if withBody {
+				header += "\tBODY" // last, so long bodies widen no other column
+			}
+			fmt.Fprintln(tw, header)
 			for _, m := range records {
 				from := m.Sender
 				if m.Provenance != "" {
 					from += "/" + m.Provenance
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", m.ID, m.CreatedAt.Local().Format(time.DateTime), from, m.Target, m.State, m.Attempts, m.AckMode)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s", m.ID, m.CreatedAt.Local().Format(time.DateTime), from, m.Target, m.State, m.Attempts, m.AckMode)
 				if m.Body != nil {
-					fmt.Fprintf(tw, "\t%q\n", *m.Body)
+					fmt.Fprintf(tw, "\t%q", *m.Body)
 				}
+				fmt.Fprintln(tw)
 			}
 			if err := tw.Flush(); err != nil {
 				return err

@@ -6,12 +6,14 @@ package daemon
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -206,12 +208,28 @@ func waitAlive(ctx context.Context, p paths.Paths) (protocol.PingResult, error) 
 	}
 }
 
+// exited reports whether pid has exited. A zombie has: it holds no files,
+// locks or sockets any more, and the detached service's zombie lasts until
+// init reaps it, which some inits (a container without one) never do.
+func exited(pid int) bool {
+	if syscall.Kill(pid, 0) == syscall.ESRCH {
+		return true
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// "pid (comm) state ...": comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+}
+
 // WaitGone polls until the process pid has exited and the socket no longer
 // answers, or ctx ends.
 func WaitGone(ctx context.Context, p paths.Paths, pid int) error {
 	delay := 5 * time.Millisecond
 	for {
-		procGone := syscall.Kill(pid, 0) == syscall.ESRCH
+		procGone := exited(pid)
 		if _, err := Ping(ctx, p); err != nil && procGone {
 			return nil
 		}

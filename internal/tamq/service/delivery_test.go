@@ -557,7 +557,7 @@ func TestDeliveryIntoInteractiveShells(t *testing.T) {
 // injectedDetail reads the detail of a message's receipt for its move to injected.
 func injectedDetail(t *testing.T, e *testutil.Env, id string) map[string]any {
 	t.Helper()
-	db, err := sqlitedb.OpenReadOnly(context.Background(), e.Database(), 1, time.Second)
+	db, err := sqlitedb.OpenReadOnly(context.Background(), e.Database(), sqlitedb.LatestVersion(store.Migrations), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

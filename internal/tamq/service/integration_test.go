@@ -17,6 +17,8 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -114,7 +116,7 @@ func TestPingStatusStop(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Stdout), &up); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, r)
 	}
-	if !up.Service.Running || up.Service.PID != pid || up.SQLite.SchemaVersion != 1 || !up.SQLite.Exists {
+	if !up.Service.Running || up.Service.PID != pid || up.SQLite.SchemaVersion != sqlitedb.LatestVersion(store.Migrations) || !up.SQLite.Exists {
 		t.Errorf("up report: %+v", up)
 	}
 	// No gita registry in this environment: unhealthy, with the registry's exit status.

@@ -105,7 +105,7 @@ func TestAdvisoryAtStartAndCleanShutdown(t *testing.T) {
 	if err := <-done2; err != nil {
 		t.Fatal(err)
 	}
-	db, err := sqlitedb.OpenReadOnly(ctx, p.Database, 1, time.Second)
+	db, err := sqlitedb.OpenReadOnly(ctx, p.Database, sqlitedb.LatestVersion(store.Migrations), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

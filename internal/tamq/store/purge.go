@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"math"
 	"strings"
 	"time"
 
@@ -49,46 +50,62 @@ func PlanPurge(ctx context.Context, db *sql.DB, r PurgeRule) (PurgePlan, error) 
 	if r.Before.IsZero() && r.MaxBytes <= 0 {
 		return p, nil
 	}
-	conds := []string{"state IN " + finalStates}
+	conds := []string{"+state IN " + finalStates} // + keeps SQLite off the state index: the walk is by creation
 	var args []any
 	if r.Repo != "" {
-		conds, args = append(conds, "(sender = ? OR target_repo = ?)"), append(args, r.Repo, r.Repo)
+		conds, args = append(conds, "(+sender = ? OR +target_repo = ?)"), append(args, r.Repo, r.Repo)
 	}
 	if r.State != "" {
 		conds, args = append(conds, "state = ?"), append(args, r.State)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT id, created_at, `+messageBytes+` FROM messages WHERE `+
-		strings.Join(conds, " AND ")+` ORDER BY created_at, id`, args...)
-	if err != nil {
-		return p, err
-	}
-	defer rows.Close()
+	// Oldest first, in pages: with a LIMIT SQLite walks the creation index;
+	// without one it would sort the whole table before the first row.
+	q := `SELECT id, created_at, ` + messageBytes + ` FROM messages WHERE ` + strings.Join(conds, " AND ") +
+		` AND (created_at, id) > (?, ?) ORDER BY created_at, id LIMIT 2000`
 	left := p.HistoryBytes
-	for rows.Next() {
-		var id string
-		var created, size int64
-		if err := rows.Scan(&id, &created, &size); err != nil {
+	lastCreated, lastID := int64(math.MinInt64), ""
+	for {
+		rows, err := tx.QueryContext(ctx, q, append(args, lastCreated, lastID)...)
+		if err != nil {
 			return p, err
 		}
-		old := !r.Before.IsZero() && created < msCeil(r.Before)
-		over := r.MaxBytes > 0 && left > r.MaxBytes
-		if !old && !over {
-			break // oldest first: nothing later is older or needed for size
+		n, done := 0, false
+		for rows.Next() {
+			var id string
+			var created, size int64
+			if err := rows.Scan(&id, &created, &size); err != nil {
+				rows.Close()
+				return p, err
+			}
+			n++
+			lastCreated, lastID = created, id
+			old := !r.Before.IsZero() && created < msCeil(r.Before)
+			over := r.MaxBytes > 0 && left > r.MaxBytes
+			if !old && !over {
+				done = true // oldest first: nothing later is older or needed for size
+				break
+			}
+			p.IDs = append(p.IDs, id)
+			p.Bytes += size
+			left -= size
+			if p.Oldest.IsZero() {
+				p.Oldest = fromMS(created)
+			}
+			p.Newest = fromMS(created)
 		}
-		p.IDs = append(p.IDs, id)
-		p.Bytes += size
-		left -= size
-		if p.Oldest.IsZero() {
-			p.Oldest = fromMS(created)
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return p, err
 		}
-		p.Newest = fromMS(created)
+		if done || n < 2000 {
+			return p, nil
+		}
 	}
-	return p, rows.Err()
 }
 
 // PurgeChunk is how many messages one purge transaction deletes: small
 // enough that the service, writing at the same time, waits milliseconds.
-const PurgeChunk = 500
+const PurgeChunk = 1000
 
 // Purge deletes the planned messages in short transactions, each checking
 // again that the message is in a final state (one retried meanwhile stays),
@@ -98,19 +115,23 @@ func (s *Store) Purge(ctx context.Context, ids []string, progress func(done int)
 	deleted := 0
 	for start := 0; start < len(ids); start += PurgeChunk {
 		chunk := ids[start:min(start+PurgeChunk, len(ids))]
-		q := `DELETE FROM messages WHERE state IN ` + finalStates + ` AND id IN (?` + strings.Repeat(", ?", len(chunk)-1) + `)`
-		args := make([]any, len(chunk))
-		for i, id := range chunk {
-			args[i] = id
-		}
 		err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-			res, err := tx.ExecContext(ctx, q, args...)
-			if err != nil {
-				return err
+			n := 0
+			for _, id := range chunk {
+				// One id at a time: an IN list next to the state test leads
+				// SQLite to walk the state index instead of the primary key.
+				res, err := s.DB.TxExec(tx, `DELETE FROM messages WHERE id = ? AND state IN `+finalStates, id)
+				if err != nil {
+					return err
+				}
+				k, err := res.RowsAffected()
+				if err != nil {
+					return err
+				}
+				n += int(k)
 			}
-			n, err := res.RowsAffected()
-			deleted += int(n)
-			return err
+			deleted += n
+			return nil
 		})
 		if err != nil {
 			return deleted, err

@@ -180,12 +180,15 @@ func Stats(ctx context.Context, db *sql.DB, now time.Time) (QueueStats, error) {
 }
 
 // messageBytes estimates what one message row holds: its text columns plus 8
-// bytes per integer column. Purge reports the same estimate.
-const messageBytes = `length(CAST(body AS BLOB)) + length(id) + length(batch_id) + length(sender) + length(sender_kind)
-	+ length(target_repo) + length(ack_mode) + length(state) + length(policy_profile) + length(config_version)
-	+ COALESCE(length(endpoint_id), 0) + COALESCE(length(coordination_endpoint_id), 0)
-	+ COALESCE(length(idempotency_key), 0) + COALESCE(length(request_hash), 0) + COALESCE(length(correlation_id), 0)
-	+ COALESCE(length(replay_of), 0) + COALESCE(length(last_error), 0) + 8 * 10`
+// bytes per integer column. Purge reports the same estimate. octet_length
+// reads a value's size from the row header without loading the value.
+const messageBytes = `octet_length(body) + octet_length(id) + octet_length(batch_id) + octet_length(sender)
+	+ octet_length(sender_kind) + octet_length(target_repo) + octet_length(ack_mode) + octet_length(state)
+	+ octet_length(policy_profile) + octet_length(config_version)
+	+ COALESCE(octet_length(endpoint_id), 0) + COALESCE(octet_length(coordination_endpoint_id), 0)
+	+ COALESCE(octet_length(idempotency_key), 0) + COALESCE(octet_length(request_hash), 0)
+	+ COALESCE(octet_length(correlation_id), 0) + COALESCE(octet_length(replay_of), 0)
+	+ COALESCE(octet_length(last_error), 0) + 8 * 10`
 
 // HistorySize estimates the bytes of message history and its oldest message.
 func HistorySize(ctx context.Context, db *sql.DB) (bytes int64, since time.Time, count int, err error) {

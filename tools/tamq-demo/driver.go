@@ -1,0 +1,606 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+// The demo's repos, in relay order, and the message that starts the relay.
+var repos = []string{"alpha", "beta", "gamma"}
+
+const (
+	firstMessage = "To:alpha: Hi alpha, please start a relay around the team (hops left: 3)"
+	// The operator's message, three relay hops, and the summary back.
+	wantMessages = 5
+)
+
+type options struct {
+	tamq    string
+	keep    bool
+	timeout time.Duration
+}
+
+// demo is one run: where its files are and which tmux server is its own.
+type demo struct {
+	tamq string // the tamq binary, absolute
+	dir  string // the temporary root of everything below
+	tmux string // the private tmux server's socket name (tmux -L)
+	// tmuxSocket is that server's socket file, once tamq open said where.
+	tmuxSocket string
+	out        io.Writer
+}
+
+// The layout under the temporary root.
+func (d *demo) configDir() string  { return filepath.Join(d.dir, "config") } // XDG_CONFIG_HOME
+func (d *demo) stateDir() string   { return filepath.Join(d.dir, "state") }  // XDG_STATE_HOME
+func (d *demo) runtimeDir() string { return filepath.Join(d.dir, "run") }    // XDG_RUNTIME_DIR
+func (d *demo) gitaDir() string    { return filepath.Join(d.configDir(), "gita") }
+func (d *demo) repoDir(r string) string {
+	return filepath.Join(d.dir, "repos", r)
+}
+func (d *demo) agentExe() string { return filepath.Join(d.dir, "bin", "tamq-demo") }
+
+// run is the demo from start to end; the cleanup runs on every way out.
+func run(ctx context.Context, o options, out, errw io.Writer) (err error) {
+	tamq, err := filepath.Abs(o.tamq)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(tamq); err != nil {
+		return fmt.Errorf("no tamq binary at %s (run `make build` or pass --tamq PATH)", o.tamq)
+	}
+	for _, tool := range []string{"tmux", "git"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("the demo needs %s: %v", tool, err)
+		}
+	}
+	dir, err := os.MkdirTemp("", "tamq-demo-") // 0700: the demo's state is private
+	if err != nil {
+		return err
+	}
+	// The tmux server is named after the directory, which is new, so no other
+	// server answers to the name.
+	d := &demo{tamq: tamq, dir: dir, tmux: filepath.Base(dir), out: out}
+	defer func() {
+		if o.keep {
+			d.printKeep()
+			return
+		}
+		if cerr := d.cleanup(); cerr != nil {
+			fmt.Fprintln(errw, "tamq-demo: cleanup:", cerr)
+			if err == nil {
+				err = cerr
+			}
+			return
+		}
+		d.say("cleaned up: the tmux server, the service and %s are gone", d.dir)
+	}()
+
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	// fail says what the windows show, which usually tells why.
+	fail := func(err error) error {
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w (the demo gives up after --timeout %s)", err, o.timeout)
+		}
+		return d.explain(err)
+	}
+	fmt.Fprintf(out, "tamq demo: three repos, three scripted agents, one message to start a relay\n")
+	d.say("tamq       %s", o.tamq)
+	d.say("workspace  %s  (gita registry, config, state and runtime dir, all private to the demo)", d.dir)
+	if err := d.setup(); err != nil {
+		return err
+	}
+	if err := d.open(ctx); err != nil {
+		return fail(err)
+	}
+	if err := d.waitBrokers(ctx); err != nil {
+		return fail(err)
+	}
+	d.say("send       tamq send '%s'", firstMessage)
+	if _, err := d.call(ctx, "tamq", "send", firstMessage); err != nil {
+		return fail(err)
+	}
+	d.say("waiting for the relay to go round (%d messages)...", wantMessages)
+	msgs, err := d.waitMessages(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Fprintln(out)
+	printTimeline(out, msgs)
+	fmt.Fprintln(out)
+	return nil
+}
+
+func (d *demo) say(format string, args ...any) {
+	fmt.Fprintf(d.out, "  "+format+"\n", args...)
+}
+
+// setup writes what a user would have before running tamq: git repositories
+// registered with gita. It also puts a copy of this program where the
+// windows can run it as their agent for as long as the demo's files exist
+// (`go run` deletes its binary when it exits, which matters with --keep).
+func (d *demo) setup() error {
+	for _, sub := range []string{d.configDir(), d.gitaDir(), d.stateDir(), d.runtimeDir(), filepath.Dir(d.agentExe())} {
+		// 0700 throughout; XDG_RUNTIME_DIR must be, and tamq checks.
+		if err := os.MkdirAll(sub, 0o700); err != nil {
+			return err
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("cannot find the demo's own executable for the agents: %v", err)
+	}
+	if err := copyFile(self, d.agentExe(), 0o700); err != nil {
+		return err
+	}
+	var csv strings.Builder
+	for _, r := range repos {
+		if out, err := exec.Command("git", "init", "-q", d.repoDir(r)).CombinedOutput(); err != nil {
+			return fmt.Errorf("git init %s: %v: %s", d.repoDir(r), err, bytes.TrimSpace(out))
+		}
+		csv.WriteString(gitaRow(d.repoDir(r), r))
+	}
+	reposCSV := filepath.Join(d.gitaDir(), "repos.csv")
+	if err := os.WriteFile(reposCSV, []byte(csv.String()), 0o600); err != nil {
+		return err
+	}
+	d.say("gita       registered %s in %s", strings.Join(repos, ", "), reposCSV)
+	return nil
+}
+
+// gitaRow is one repos.csv row as gita 0.16 writes it (Python's csv writer:
+// CRLF line end, a field quoted only when it needs to be; the empty type and
+// flags columns last).
+func gitaRow(path, name string) string {
+	quote := func(f string) string {
+		if strings.ContainsAny(f, ",\"\r\n") {
+			return `"` + strings.ReplaceAll(f, `"`, `""`) + `"`
+		}
+		return f
+	}
+	return quote(path) + "," + quote(name) + ",,\r\n"
+}
+
+// open opens the repo windows on a private tmux server; tamq open starts the
+// service (detached) and the tmux server as needed.
+func (d *demo) open(ctx context.Context) error {
+	agent := shellQuote(d.agentExe()) + " agent"
+	for _, r := range repos {
+		agent += " " + shellQuote(r)
+	}
+	// exec: the agent itself is the process in the broker's terminal, so it
+	// gets the hangup when the window closes.
+	args := append([]string{"open", "--json", "--tmux-socket", d.tmux, "--command", "exec " + agent}, repos...)
+	out, err := d.call(ctx, "tamq", args...)
+	if err != nil {
+		return err
+	}
+	var rec struct {
+		EndpointID string `json:"endpoint_id"`
+		TmuxSocket string `json:"tmux_socket"`
+	}
+	if err := json.Unmarshal(out, &rec); err != nil {
+		return fmt.Errorf("tamq open --json: %v", err)
+	}
+	d.tmuxSocket = rec.TmuxSocket
+	d.say("tmux       private server `tmux -L %s`, session tamq, endpoint %s", d.tmux, rec.EndpointID)
+	d.say("windows    %s: each runs the demo agent under tamq's PTY broker", strings.Join(repos, ", "))
+	if st, err := d.status(ctx); err == nil {
+		d.say("service    started by tamq open, pid %d, log %s", st.Service.PID, st.Service.LogFile)
+	}
+	return nil
+}
+
+// statusReport is the part of `tamq status --json` the demo reads.
+type statusReport struct {
+	Service struct {
+		PID     int    `json:"pid"`
+		LogFile string `json:"log_file"`
+	} `json:"service"`
+	Endpoints []struct {
+		State   string `json:"state"`
+		Windows []struct {
+			Repo   string `json:"repo"`
+			Alive  bool   `json:"alive"`
+			Broker bool   `json:"broker"`
+		} `json:"windows"`
+	} `json:"endpoints"`
+}
+
+func (d *demo) status(ctx context.Context) (statusReport, error) {
+	var st statusReport
+	// status exits non-zero when something is unhealthy; the document is what
+	// counts here.
+	out, err := d.call(ctx, "tamq", "status", "--json")
+	if jerr := json.Unmarshal(out, &st); jerr != nil {
+		return st, errors.Join(err, jerr)
+	}
+	return st, nil
+}
+
+// waitBrokers waits until every window's broker has attached to the service,
+// so the first message goes in through the broker, as it will for a user.
+func (d *demo) waitBrokers(ctx context.Context) error {
+	for {
+		st, err := d.status(ctx)
+		if err == nil {
+			attached := 0
+			for _, ep := range st.Endpoints {
+				for _, w := range ep.Windows {
+					if !w.Alive {
+						return fmt.Errorf("the agent in window %s exited", w.Repo)
+					}
+					if w.Broker && ep.State == "connected" {
+						attached++
+					}
+				}
+			}
+			if attached == len(repos) {
+				d.say("brokers    all %d attached to the service", attached)
+				return nil
+			}
+		}
+		if err := pause(ctx, 50*time.Millisecond); err != nil {
+			return fmt.Errorf("waiting for the windows' brokers to attach: %w", err)
+		}
+	}
+}
+
+// message is the part of `tamq history --json --body` the demo reads.
+type message struct {
+	ID         string     `json:"id"`
+	Sender     string     `json:"sender"`
+	Provenance string     `json:"provenance"`
+	Target     string     `json:"target"`
+	Body       *string    `json:"body"`
+	State      string     `json:"state"`
+	CreatedAt  time.Time  `json:"created_at"`
+	InjectedAt *time.Time `json:"injected_at"`
+}
+
+// from is the sender as tamq shows it: an operator's label carries "/o".
+func (m message) from() string {
+	if m.Provenance != "" {
+		return m.Sender + "/" + m.Provenance
+	}
+	return m.Sender
+}
+
+// waitMessages polls the history until the whole conversation is in and
+// delivered, and returns it oldest first.
+func (d *demo) waitMessages(ctx context.Context) ([]message, error) {
+	var msgs []message
+	for {
+		out, err := d.call(ctx, "tamq", "history", "--json", "--body", "--limit", "100")
+		if err == nil {
+			msgs = nil // a fresh slice: Unmarshal would reuse old elements' fields
+			if err := json.Unmarshal(out, &msgs); err != nil {
+				return nil, fmt.Errorf("tamq history --json: %v", err)
+			}
+			sortMessages(msgs)
+			injected := 0
+			for _, m := range msgs {
+				switch m.State {
+				case "injected":
+					injected++
+				case "failed":
+					return nil, fmt.Errorf("message %s from %s to %s failed", m.ID, m.from(), m.Target)
+				}
+			}
+			if len(msgs) > wantMessages {
+				fmt.Fprintln(d.out)
+				printTimeline(d.out, msgs)
+				fmt.Fprintln(d.out)
+				return nil, fmt.Errorf("the agents sent %d messages, the relay has %d", len(msgs), wantMessages)
+			}
+			if injected == wantMessages {
+				return msgs, nil
+			}
+		}
+		if err := pause(ctx, 100*time.Millisecond); err != nil {
+			if len(msgs) > 0 {
+				fmt.Fprintln(d.out)
+				printTimeline(d.out, msgs)
+				fmt.Fprintln(d.out)
+			}
+			return nil, fmt.Errorf("waiting for %d delivered messages (have %d): %w", wantMessages, len(msgs), err)
+		}
+	}
+}
+
+// sortMessages puts messages oldest first; history lists them newest first.
+func sortMessages(msgs []message) {
+	sort.SliceStable(msgs, func(i, j int) bool {
+		if !msgs[i].CreatedAt.Equal(msgs[j].CreatedAt) {
+			return msgs[i].CreatedAt.Before(msgs[j].CreatedAt)
+		}
+		return msgs[i].ID < msgs[j].ID
+	})
+}
+
+// printTimeline prints one line per message, oldest first, times counted from
+// the first message.
+func printTimeline(w io.Writer, msgs []message) {
+	if len(msgs) == 0 {
+		return
+	}
+	t0 := msgs[0].CreatedAt
+	offset := func(t time.Time) string { return fmt.Sprintf("+%.3fs", t.Sub(t0).Seconds()) }
+	plural := "s"
+	if len(msgs) == 1 {
+		plural = ""
+	}
+	fmt.Fprintf(w, "Timeline (%d message%s; times from the first message):\n", len(msgs), plural)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  SENT\tFROM -> TO\tSTATE\tIN TERMINAL\tMESSAGE")
+	for _, m := range msgs {
+		in := "-"
+		if m.InjectedAt != nil {
+			in = offset(*m.InjectedAt)
+		}
+		body := ""
+		if m.Body != nil {
+			body = strings.ReplaceAll(*m.Body, "\n", `\n`)
+		}
+		fmt.Fprintf(tw, "  %s\t%s -> %s\t%s\t%s\t%s\n", offset(m.CreatedAt), m.from(), m.Target, m.State, in, body)
+	}
+	tw.Flush()
+}
+
+// explain adds what the windows show to a failure.
+func (d *demo) explain(err error) error {
+	out, terr := exec.Command("tmux", "-L", d.tmux, "list-panes", "-a", "-F", "#{pane_id} #{window_name}").Output()
+	if terr != nil {
+		return err
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pane, name, _ := strings.Cut(line, " ")
+		screen, _ := exec.Command("tmux", "-L", d.tmux, "capture-pane", "-p", "-t", pane).Output()
+		fmt.Fprintf(&b, "\n--- window %s ---\n%s", name, strings.TrimRight(string(screen), "\n"))
+	}
+	return fmt.Errorf("%w\nwhat the windows show:%s", err, b.String())
+}
+
+// env is the environment of every tamq the demo runs: the demo's own
+// directories, and nothing of the user's tamq, gita or tmux session. The tmux
+// server tamq open starts inherits it, and so do the windows' brokers.
+func (d *demo) env() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(name, "TAMQ_"), strings.HasPrefix(name, "COORDINATION_ENGINE_"),
+			slices.Contains([]string{"XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR", "GITA_PROJECT_HOME",
+				"STATEHUB_API_BASE", "TMUX", "TMUX_PANE"}, name):
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, d.envVars()...)
+}
+
+// envVars point tamq (and gita, which reads $GITA_PROJECT_HOME/gita) at the
+// demo's directories.
+func (d *demo) envVars() []string {
+	return []string{
+		"XDG_CONFIG_HOME=" + d.configDir(),
+		"XDG_STATE_HOME=" + d.stateDir(),
+		"XDG_RUNTIME_DIR=" + d.runtimeDir(),
+		"GITA_PROJECT_HOME=" + d.configDir(),
+	}
+}
+
+// call runs tamq or tmux (on the demo's server) and returns its output; a
+// failure carries what it said on stderr.
+func (d *demo) call(ctx context.Context, program string, args ...string) ([]byte, error) {
+	var cmd *exec.Cmd
+	switch program {
+	case "tamq":
+		cmd = exec.CommandContext(ctx, d.tamq, args...)
+	case "tmux":
+		cmd = exec.CommandContext(ctx, "tmux", append([]string{"-L", d.tmux}, args...)...)
+	default:
+		panic("call: " + program)
+	}
+	cmd.Env = d.env()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// The service tamq open starts must not hold our pipes open.
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return stdout.Bytes(), ctx.Err()
+		}
+		return stdout.Bytes(), fmt.Errorf("%s %s: %v: %s", program, strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return stdout.Bytes(), nil
+}
+
+// cleanup removes everything the demo started: the tmux server (its windows'
+// brokers and agents end with it), the service, and the demo's files. It is
+// safe at any stage, and it does not use the demo's context, which may be the
+// one an interrupt cancelled.
+func (d *demo) cleanup() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var errs []error
+
+	// The tmux server: remember its socket file and pane processes first.
+	if sock, err := d.call(ctx, "tmux", "display-message", "-p", "#{socket_path}"); err == nil {
+		panes, _ := d.call(ctx, "tmux", "list-panes", "-a", "-F", "#{pane_pid}")
+		d.call(ctx, "tmux", "kill-server")
+		// kill-server returns before the server is gone.
+		if err := waitUntil(ctx, func() bool { _, err := d.call(ctx, "tmux", "list-sessions"); return err != nil }); err != nil {
+			errs = append(errs, fmt.Errorf("the tmux server -L %s is still running", d.tmux))
+		}
+		// The windows' brokers get the hangup from tmux, and their agents from
+		// the brokers' terminals; neither is instant.
+		for _, f := range strings.Fields(string(panes)) {
+			pid, _ := strconv.Atoi(f)
+			if pid > 0 && waitUntil(ctx, func() bool { return !alive(pid) }) != nil {
+				errs = append(errs, fmt.Errorf("window process %d is still running", pid))
+			}
+		}
+		os.Remove(strings.TrimSpace(string(sock))) // tmux leaves its socket file behind
+	}
+	if waitUntil(ctx, func() bool { return len(processesOf(d.agentExe())) == 0 }) != nil {
+		errs = append(errs, fmt.Errorf("demo agents still running: pids %v", processesOf(d.agentExe())))
+	}
+
+	// The service: asked to stop; killed if it will not.
+	if _, err := d.call(ctx, "tamq", "stop"); err != nil {
+		errs = append(errs, err)
+	}
+	if pid := d.servicePID(); pid > 0 && alive(pid) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		if waitUntil(ctx, func() bool { return !alive(pid) }) != nil {
+			errs = append(errs, fmt.Errorf("the service (pid %d) is still running", pid))
+		}
+	}
+
+	if len(errs) > 0 {
+		// Keep the files: the log says what went wrong.
+		return fmt.Errorf("%w (left %s for a look)", errors.Join(errs...), d.dir)
+	}
+	return os.RemoveAll(d.dir)
+}
+
+// servicePID is the pid in the service's lock file when that process runs
+// the demo's tamq binary, else 0 (a stale file or a reused pid).
+func (d *demo) servicePID() int {
+	b, err := os.ReadFile(filepath.Join(d.stateDir(), "tamq", "tamq.lock"))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err != nil || strings.TrimSuffix(exe, " (deleted)") != d.tamq {
+		return 0
+	}
+	return pid
+}
+
+// printKeep says how to look at what --keep left running, and how to remove it.
+func (d *demo) printKeep() {
+	var exports []string
+	for _, kv := range d.envVars() {
+		name, value, _ := strings.Cut(kv, "=")
+		exports = append(exports, name+"="+shellQuote(value))
+	}
+	tamq := shellQuote(d.tamq)
+	rm := shellQuote(d.dir)
+	if d.tmuxSocket != "" {
+		rm += " " + shellQuote(d.tmuxSocket) // tmux leaves its socket file behind
+	}
+	w := d.out
+	fmt.Fprintf(w, "The demo is still running (--keep).\n")
+	fmt.Fprintf(w, "  Watch it:  tmux -L %s attach -t tamq:alpha\n", d.tmux)
+	fmt.Fprintf(w, "             (a window per repo: C-b n and C-b p switch, C-b d detaches)\n")
+	fmt.Fprintf(w, "  Use tamq:  the session's first window is a shell set up for the demo; in any other shell, first\n")
+	fmt.Fprintf(w, "               export %s\n", strings.Join(exports, " "))
+	fmt.Fprintf(w, "             then, for example:\n")
+	fmt.Fprintf(w, "               %s history --body\n", tamq)
+	fmt.Fprintf(w, "               %s send 'To:beta: Hi beta, please start a relay around the team (hops left: 2)'\n", tamq)
+	fmt.Fprintf(w, "  Clean up:  with those exports:\n")
+	fmt.Fprintf(w, "               %s stop; tmux -L %s kill-server; rm -rf %s\n", tamq, d.tmux, rm)
+}
+
+// shellQuote quotes s for /bin/sh.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// processesOf lists the live processes whose executable is exe. It reads
+// /proc; without one (not Linux) it knows of none.
+func processesOf(exe string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		// A running program whose file was removed reads as "path (deleted)".
+		if p, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && strings.TrimSuffix(p, " (deleted)") == exe && alive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// alive says whether pid is a running process. A zombie is not: where init
+// does not reap (some containers), the dead keep their pids.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true // no /proc: kill(0) is all we know
+	}
+	// The state follows the command name, which is in parentheses.
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] != 'Z'
+	}
+	return true
+}
+
+// waitUntil polls cond until it holds or ctx ends.
+func waitUntil(ctx context.Context, cond func() bool) error {
+	for !cond() {
+		if err := pause(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pause sleeps for d unless ctx ends first.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func copyFile(src, dst string, perm os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
