@@ -85,7 +85,7 @@ func startDemo(t *testing.T, args ...string) *demoRun {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	r.cmd = exec.CommandContext(ctx, filepath.Join(bin, "demo"), append([]string{"--tamq", r.tamq}, args...)...)
+	r.cmd = exec.CommandContext(ctx, filepath.Join(bin, "tamq-demo"), append([]string{"--tamq", r.tamq}, args...)...)
 	stdout, err := r.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -208,10 +208,10 @@ func waitAlive(ctx context.Context, p paths.Paths) (protocol.PingResult, error) 
 	}
 }
 
-// exited reports whether pid has exited. A zombie has: it holds no files,
+// Exited reports whether pid has exited. A zombie has: it holds no files,
 // locks or sockets any more, and the detached service's zombie lasts until
 // init reaps it, which some inits (a container without one) never do.
-func exited(pid int) bool {
+func Exited(pid int) bool {
 	if syscall.Kill(pid, 0) == syscall.ESRCH {
 		return true
 	}
@@ -229,7 +229,7 @@ func exited(pid int) bool {
 func WaitGone(ctx context.Context, p paths.Paths, pid int) error {
 	delay := 5 * time.Millisecond
 	for {
-		procGone := exited(pid)
+		procGone := Exited(pid)
 		if _, err := Ping(ctx, p); err != nil && procGone {
 			return nil
 		}

@@ -14,14 +14,14 @@ func TestExitedCountsZombies(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
-	if exited(os.Getpid()) {
+	if Exited(os.Getpid()) {
 		t.Fatal("the test process counts as exited")
 	}
 	// Not reaped yet: wait for the kernel to make it a zombie.
-	for !exited(pid) {
+	for !Exited(pid) {
 	}
 	cmd.Wait()
-	if !exited(pid) {
+	if !Exited(pid) {
 		t.Error("a reaped child does not count as exited")
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/tamq/daemon"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
@@ -303,7 +304,7 @@ func TestCrashMidDeliveryLosesAndDoublesNothing(t *testing.T) {
 	})
 	pid := pingPID(t, e)
 	syscall.Kill(pid, syscall.SIGKILL)
-	testutil.WaitFor(t, "the service to die", func() bool { return syscall.Kill(pid, 0) == syscall.ESRCH })
+	testutil.WaitFor(t, "the service to die", func() bool { return daemon.Exited(pid) })
 	e.Tamq(t, "start", "--detach")
 	testutil.WaitFor(t, "every message to be injected", func() bool {
 		return len(history(t, e, "--state", "injected")) == n

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 )
@@ -21,10 +22,10 @@ func (discardWriter) Write(context.Context, store.Endpoint, store.Window, string
 	return Written{Path: "discard"}, nil
 }
 
-// BenchmarkEnqueueInProcess profiles the send path (validation, endpoint
-// lookup, grouped durable commit) with 8 concurrent clients on a real socket
-// and database; the end-to-end version is BenchmarkEnqueueThroughput.
-func BenchmarkEnqueueInProcess(b *testing.B) {
+// inProcessService runs a service in this process, with a gita registry of
+// one repo and an endpoint with its window registered, writing deliveries
+// nowhere.
+func inProcessService(b *testing.B) (*Service, paths.Paths) {
 	root := b.TempDir()
 	repo := filepath.Join(root, "src", "net-kingdom")
 	if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
@@ -41,6 +42,15 @@ func BenchmarkEnqueueInProcess(b *testing.B) {
 		Windows: []store.Window{{Repo: "net-kingdom", RepoPath: repo, WindowID: "@1", PaneID: "%1", Mode: "manual"}}}); err != nil {
 		b.Fatal(err)
 	}
+	return svc, p
+}
+
+// BenchmarkEnqueueInProcess profiles the send path (validation, endpoint
+// lookup, grouped durable commit) with 8 concurrent clients on a real socket
+// and database; the end-to-end version is BenchmarkEnqueueThroughput.
+func BenchmarkEnqueueInProcess(b *testing.B) {
+	_, p := inProcessService(b)
+	ctx := context.Background()
 	client := &protocol.Client{Socket: p.Socket}
 	b.ResetTimer()
 	var wg sync.WaitGroup

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/tamq/daemon"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
@@ -141,8 +142,8 @@ func TestPingStatusStop(t *testing.T) {
 	if _, err := os.Stat(e.Socket()); !os.IsNotExist(err) {
 		t.Errorf("socket left behind: %v", err)
 	}
-	if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
-		t.Errorf("service pid %d still exists: %v", pid, err)
+	if !daemon.Exited(pid) {
+		t.Errorf("service pid %d still exists", pid)
 	}
 	// Only the service stopped: the tmux server and its window live on.
 	if out := tm.Must(t, "list-windows", "-t", "work", "-F", "#{window_name}"); out == "" {
@@ -265,7 +266,7 @@ func TestSignalsShutDownCleanly(t *testing.T) {
 			e.Tamq(t, "start", "--detach")
 			pid := pingPID(t, e)
 			e.Tamq(t, "stop")
-			if syscall.Kill(pid, 0) != syscall.ESRCH {
+			if !daemon.Exited(pid) {
 				t.Errorf("restarted service %d still alive", pid)
 			}
 		})
