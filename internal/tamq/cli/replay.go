@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -77,7 +78,7 @@ rejection's error code.`,
 				a: a, rec: replayRecord{File: displayName(args[0]), EndpointID: endpoint, Rejections: []protocol.ReplayOutcome{}}}
 			// An empty first request checks the endpoint and names the batch
 			// before any line is read.
-			if err := r.send(cmd.Context()); err != nil {
+			if err := r.call(cmd.Context()); err != nil {
 				return err
 			}
 			progress := a.NewProgress(size, "replaying", true)
@@ -87,7 +88,7 @@ rejection's error code.`,
 				return err
 			}
 			r.args.Summary = &r.rec.Summary
-			if err := r.send(cmd.Context()); err != nil {
+			if err := r.call(cmd.Context()); err != nil {
 				return err
 			}
 			if a.JSON {
@@ -116,62 +117,119 @@ rejection's error code.`,
 }
 
 // replayer reads lines, sends them in chunks and counts what became of them.
+// Reading and parsing run one chunk ahead of the service's work on the
+// previous one, so the two overlap.
 type replayer struct {
 	client *protocol.Client
 	a      *sharedcli.App
 	args   protocol.ReplayArgs
-	size   int // encoded bytes of the entries in args
 	rec    replayRecord
 }
 
+// chunk is a run of lines: the entries to send and the lines rejected while
+// reading, each with its line number.
+type chunk struct {
+	entries  []protocol.ReplayEntry
+	rejected []protocol.ReplayOutcome
+	lastLine int
+	err      error // reading failed after these lines
+}
+
 func (r *replayer) run(ctx context.Context, in io.Reader) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	chunks := make(chan chunk, 1)
+	go r.read(ctx, in, chunks)
+	for c := range chunks {
+		if err := r.consume(ctx, c); err != nil {
+			return err
+		}
+		if c.err != nil {
+			return c.err
+		}
+		if r.rec.Stopped {
+			return nil
+		}
+	}
+	return nil
+}
+
+// read parses lines into chunks of at most replayChunkBytes of entries. Under
+// --strict a rejected line ends its chunk and the reading.
+func (r *replayer) read(ctx context.Context, in io.Reader, out chan<- chunk) {
+	defer close(out)
 	br := bufio.NewReaderSize(in, 64<<10)
-	for line := 1; !r.rec.Stopped; line++ {
+	var c chunk
+	size := 0
+	emit := func() bool {
+		select {
+		case out <- c:
+			c, size = chunk{}, 0
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for line := 1; ; line++ {
 		raw, err := readLine(br)
 		if errors.Is(err, io.EOF) && len(raw) == 0 {
 			break
 		}
 		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, errLineTooLong) {
-			return errs.Wrap(errs.Storage, err, "cannot read line %d", line)
+			c.err = errs.Wrap(errs.Storage, err, "cannot read line %d", line)
+			break
 		}
 		if len(bytes.TrimSpace(raw)) == 0 && err == nil {
 			continue
 		}
-		r.rec.Summary.Lines++
+		var rejected error
+		var e protocol.ReplayEntry
 		if errors.Is(err, errLineTooLong) {
-			r.reject(protocol.ReplayOutcome{Line: line, Code: string(errs.BodyTooLarge),
-				Reason: fmt.Sprintf("the line is longer than %d bytes", maxReplayLine)})
-			continue
+			rejected = errs.New(errs.BodyTooLarge, "the line is longer than %d bytes", maxReplayLine)
+		} else {
+			e, rejected = parseEnvelope(raw)
 		}
-		e, perr := parseEnvelope(raw)
-		if perr != nil {
-			r.reject(protocol.ReplayOutcome{Line: line, Code: string(errs.CodeOf(perr)), Reason: perr.Error()})
+		if rejected != nil {
+			c.rejected = append(c.rejected, protocol.ReplayOutcome{Line: line, Status: protocol.ReplayRejected,
+				Code: string(errs.CodeOf(rejected)), Reason: rejected.Error()})
+			c.lastLine = line
+			if r.args.Strict {
+				break
+			}
 			continue
 		}
 		e.Line = line
 		enc, _ := json.Marshal(e)
-		if r.size+len(enc) > replayChunkBytes {
-			if err := r.send(ctx); err != nil {
-				return err
-			}
+		if size+len(enc) > replayChunkBytes && !emit() {
+			return
 		}
-		r.args.Entries = append(r.args.Entries, e)
-		r.size += len(enc) + 1
+		c.entries = append(c.entries, e)
+		c.lastLine = line
+		size += len(enc) + 1
 	}
-	if !r.rec.Stopped && len(r.args.Entries) > 0 {
-		return r.send(ctx)
+	if len(c.entries) > 0 || len(c.rejected) > 0 || c.err != nil {
+		emit()
 	}
-	return nil
 }
 
-// send sends the entries collected so far and counts their outcomes.
-func (r *replayer) send(ctx context.Context) error {
-	var res protocol.ReplayResult
-	if err := r.client.Call(ctx, protocol.OpReplay, r.args, &res); err != nil {
-		return err
+// consume sends a chunk's entries and counts, in line order, what became of
+// every line in it.
+func (r *replayer) consume(ctx context.Context, c chunk) error {
+	outcomes := c.rejected
+	if len(c.entries) > 0 {
+		r.args.Entries = c.entries
+		var res protocol.ReplayResult
+		err := r.client.Call(ctx, protocol.OpReplay, r.args, &res)
+		r.args.Entries = nil
+		if err != nil {
+			return err
+		}
+		r.args.BatchID, r.rec.BatchID = res.BatchID, res.BatchID
+		outcomes = append(outcomes, res.Outcomes...)
 	}
-	r.args.BatchID, r.rec.BatchID = res.BatchID, res.BatchID
-	for _, o := range res.Outcomes {
+	slices.SortFunc(outcomes, func(a, b protocol.ReplayOutcome) int { return a.Line - b.Line })
+	counted := c.lastLine
+	for _, o := range outcomes {
 		switch o.Status {
 		case protocol.ReplayAccepted:
 			r.rec.Summary.Accepted++
@@ -180,14 +238,43 @@ func (r *replayer) send(ctx context.Context) error {
 		default:
 			r.reject(o)
 		}
+		if r.rec.Stopped {
+			counted = o.Line // what follows was not taken in
+			break
+		}
 	}
-	// Under --strict the service stops at a rejection; what it left unread is
-	// not sent again.
-	r.args.Entries, r.size = r.args.Entries[:0], 0
+	r.rec.Summary.Lines += countedLines(c, counted)
 	return nil
 }
 
-// reject reports a rejected line at once, on stderr, and counts it.
+// call sends a request without entries (the first, and the summary).
+func (r *replayer) call(ctx context.Context) error {
+	var res protocol.ReplayResult
+	if err := r.client.Call(ctx, protocol.OpReplay, r.args, &res); err != nil {
+		return err
+	}
+	r.args.BatchID, r.rec.BatchID = res.BatchID, res.BatchID
+	return nil
+}
+
+// countedLines is how many of the chunk's lines up to last were entries or
+// rejections (blank lines are not counted).
+func countedLines(c chunk, last int) int {
+	n := 0
+	for _, e := range c.entries {
+		if e.Line <= last {
+			n++
+		}
+	}
+	for _, o := range c.rejected {
+		if o.Line <= last {
+			n++
+		}
+	}
+	return n
+}
+
+// reject reports a rejected line on stderr and counts it.
 func (r *replayer) reject(o protocol.ReplayOutcome) {
 	o.Status = protocol.ReplayRejected
 	r.rec.Summary.Rejected++
