@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -12,9 +11,6 @@ import (
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
-	"github.com/tmux-amq/tamq/internal/tamq/service"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 )
 
@@ -91,11 +87,10 @@ func export(cmd *cobra.Command, a *sharedcli.App, db *sql.DB, filter store.Filte
 	}
 	defer progress.Done()
 	w := bufio.NewWriterSize(out, 256<<10)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
 	n := 0
-	err := store.Each(ctx, db, filter, func(m *queue.Message) error {
-		if err := enc.Encode(protocol.Envelope{V: protocol.EnvelopeVersion, Message: service.MessageRecord(*m, true)}); err != nil {
+	err := store.ExportLines(ctx, db, filter, func(line []byte) error {
+		w.Write(line)
+		if err := w.WriteByte('\n'); err != nil {
 			return err
 		}
 		n++

@@ -91,3 +91,4 @@ func FuzzParseEnvelope(f *testing.F) {
 		}
 	})
 }
+

@@ -55,6 +55,13 @@ func generatedHistory(b *testing.B) string {
 	return generatedPath
 }
 
+// removeGeneratedHistory deletes the generated database, if one was made.
+func removeGeneratedHistory() {
+	if generatedPath != "" {
+		os.RemoveAll(filepath.Dir(generatedPath))
+	}
+}
+
 func generate(path string, n int, start time.Time) error {
 	ctx := context.Background()
 	db, err := sqlitedb.Open(ctx, sqlitedb.Options{Path: path, Migrations: store.Migrations, Synchronous: "NORMAL"})
@@ -192,9 +199,10 @@ func BenchmarkExport(b *testing.B) {
 	b.ResetTimer()
 	t0 := time.Now()
 	cmd := e.Command(context.Background(), "tamq", "export", "-")
-	cmd.Stdout = io.Discard
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("%v %s", err, out)
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("%v %s", err, stderr.String())
 	}
 	ours := time.Since(t0)
 	b.StopTimer()
@@ -204,7 +212,7 @@ func BenchmarkExport(b *testing.B) {
 	}
 	defer db.Close()
 	t0 = time.Now()
-	rows, err := db.Query(`SELECT * FROM messages ORDER BY created_at, id`)
+	rows, err := db.Query(`SELECT * FROM messages ORDER BY rowid`)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	testutil.RemoveBinaries()
+	removeGeneratedHistory()
 	os.Exit(code)
 }
 
