@@ -9,7 +9,7 @@ BUILDFLAGS := -buildvcs=auto
 # keep cgo, which -race needs.
 STATIC := CGO_ENABLED=0
 
-.PHONY: all build install test check-format vet diff-check unit smoke bench demo clean
+.PHONY: all build install deps test check-format vet diff-check unit smoke bench demo clean
 
 all: build
 
@@ -19,7 +19,11 @@ build:
 install:
 	$(STATIC) $(GO) install $(BUILDFLAGS) ./cmd/...
 
-test: check-format vet build diff-check unit smoke
+# tmux (3.2+), git and gcc, through apt-get when missing; nothing when present.
+deps:
+	@scripts/install-deps
+
+test: deps check-format vet build diff-check unit smoke
 
 check-format:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
@@ -45,7 +49,7 @@ bench:
 
 # The first-run demo (docs/demo.md): make demo DEMOFLAGS=--keep leaves it running.
 # It builds only what it runs (tamq and the demo, in one go build).
-demo:
+demo: deps
 	$(STATIC) $(GO) build $(BUILDFLAGS) -o $(BIN)/ ./cmd/tamq ./tools/tamq-demo
 	$(BIN)/tamq-demo --tamq $(BIN)/tamq $(DEMOFLAGS)
 
