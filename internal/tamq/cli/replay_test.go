@@ -91,4 +91,3 @@ func FuzzParseEnvelope(f *testing.F) {
 		}
 	})
 }
-
