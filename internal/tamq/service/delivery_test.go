@@ -7,26 +7,32 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/tamq/daemon"
-	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
-// workspace starts a service with the given config, registers repos in gita
-// and opens recorder windows for them on a private tmux server.
-func workspace(t *testing.T, config string, repos ...string) (*testutil.Env, *testutil.Tmux) {
+// emptyWorkspace writes the config, registers repos in gita and starts a
+// private tmux server; the test opens the windows, and stops the service at
+// its end.
+func emptyWorkspace(t *testing.T, config string, repos ...string) (*testutil.Env, *testutil.Tmux) {
 	t.Helper()
 	e := testutil.NewEnv(t)
 	e.WriteConfig(t, config)
 	e.Gita(t, repos...)
 	tm := testutil.NewTmux(t)
+	t.Cleanup(func() { e.Run(t, "tamq", "stop") })
+	return e, tm
+}
+
+// workspace starts a service with the given config, registers repos in gita
+// and opens recorder windows for them on a private tmux server.
+func workspace(t *testing.T, config string, repos ...string) (*testutil.Env, *testutil.Tmux) {
+	t.Helper()
+	e, tm := emptyWorkspace(t, config, repos...)
 	args := append([]string{"open", "--tmux-socket", tm.Name, "--command", e.RecorderCommand()}, repos...)
 	e.Tamq(t, args...)
-	t.Cleanup(func() { e.Run(t, "tamq", "stop") })
 	for _, r := range repos {
 		testutil.WaitFor(t, "the recorder of "+r, func() bool { _, ok := e.Recording(r); return ok })
 	}
@@ -368,11 +374,7 @@ func TestSenderComesFromTheWindowNotTheText(t *testing.T) {
 
 func TestBrokerRoutesAgentAndOperatorLines(t *testing.T) {
 	t.Parallel()
-	e := testutil.NewEnv(t)
-	e.WriteConfig(t, fastConfig)
-	e.Gita(t, "net-kingdom", "railiance")
-	tm := testutil.NewTmux(t)
-	t.Cleanup(func() { e.Run(t, "tamq", "stop") })
+	e, tm := emptyWorkspace(t, fastConfig, "net-kingdom", "railiance")
 	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", e.RecorderCommand(), "railiance")
 	// An agent that prints a coloured block and an address to an unknown repo,
 	// then records everything it is given.
@@ -444,11 +446,7 @@ func TestBrokerRoutesAgentAndOperatorLines(t *testing.T) {
 
 func TestDeliveryThroughTheBrokerSurvivesServiceRestarts(t *testing.T) {
 	t.Parallel()
-	e := testutil.NewEnv(t)
-	e.WriteConfig(t, fastConfig)
-	e.Gita(t, "net-kingdom")
-	tm := testutil.NewTmux(t)
-	t.Cleanup(func() { e.Run(t, "tamq", "stop") })
+	e, tm := emptyWorkspace(t, fastConfig, "net-kingdom")
 	// An agent that turns bracketed paste on, as readline and agent TUIs do.
 	agent := `printf '\033[?2004h'; stty raw -echo; exec cat > "` + e.Root + `/rec/$TAMQ_REPO"`
 	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", agent, "net-kingdom")
@@ -494,11 +492,7 @@ func TestDeliveryThroughTheBrokerSurvivesServiceRestarts(t *testing.T) {
 // window is reused and deliveries take the tmux path.
 func TestDeliveryWithoutABrokerGoesThroughTmux(t *testing.T) {
 	t.Parallel()
-	e := testutil.NewEnv(t)
-	e.WriteConfig(t, fastConfig)
-	e.Gita(t, "net-kingdom")
-	tm := testutil.NewTmux(t)
-	t.Cleanup(func() { e.Run(t, "tamq", "stop") })
+	e, tm := emptyWorkspace(t, fastConfig, "net-kingdom")
 	e.Tamq(t, "open", "--no-service", "--tmux-socket", tm.Name, "--command", e.RecorderCommand(), "net-kingdom")
 	testutil.WaitFor(t, "the recorder", func() bool { _, ok := e.Recording("net-kingdom"); return ok })
 	e.Tamq(t, "open", "--tmux-socket", tm.Name, "net-kingdom")
@@ -517,11 +511,7 @@ func TestDeliveryWithoutABrokerGoesThroughTmux(t *testing.T) {
 
 func TestDeliveryIntoInteractiveShells(t *testing.T) {
 	t.Parallel()
-	e := testutil.NewEnv(t)
-	e.WriteConfig(t, fastConfig)
-	e.Gita(t, "bash-agent", "python-agent")
-	tm := testutil.NewTmux(t)
-	t.Cleanup(func() { e.Run(t, "tamq", "stop") })
+	e, tm := emptyWorkspace(t, fastConfig, "bash-agent", "python-agent")
 	// Real line editors as agents: bash's readline turns bracketed paste on;
 	// python's REPL reads plain lines.
 	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", "env -i PATH=/usr/bin:/bin TERM=xterm PS1='bash$ ' bash --norc -i", "bash-agent")
@@ -553,29 +543,20 @@ func TestDeliveryIntoInteractiveShells(t *testing.T) {
 	})
 }
 
-// brokersAttached counts the windows of connected endpoints whose broker is
-// attached, as status reports them.
 // injectedDetail reads the detail of a message's receipt for its move to injected.
 func injectedDetail(t *testing.T, e *testutil.Env, id string) map[string]any {
 	t.Helper()
-	db, err := sqlitedb.OpenReadOnly(context.Background(), e.Database(), sqlitedb.LatestVersion(store.Migrations), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rs, err := store.Receipts(context.Background(), db, store.KindTransition)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rs {
-		if r.SubjectID == id && r.Status == "injected" {
-			return r.Detail
+	for _, r := range receipts(t, e, "message.transition") {
+		if r["subject_id"] == id && r["status"] == "injected" {
+			return r
 		}
 	}
 	t.Fatalf("no injected receipt for %s", id)
 	return nil
 }
 
+// brokersAttached counts the windows of connected endpoints whose broker is
+// attached, as status reports them.
 func brokersAttached(t testing.TB, e *testutil.Env) int {
 	t.Helper()
 	var st protocol.StatusReport

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
@@ -22,10 +23,22 @@ func (discardWriter) Write(context.Context, store.Endpoint, store.Window, string
 	return Written{Path: "discard"}, nil
 }
 
+// pacedWriter stands in for a terminal that takes as long as the default
+// Enter pause to write a message into.
+type pacedWriter struct{}
+
+func (pacedWriter) Write(ctx context.Context, _ store.Endpoint, _ store.Window, _ string) (Written, error) {
+	select {
+	case <-time.After(200 * time.Millisecond):
+	case <-ctx.Done():
+	}
+	return Written{Path: "paced"}, nil
+}
+
 // inProcessService runs a service in this process, with a gita registry of
 // one repo and an endpoint with its window registered, writing deliveries
-// nowhere.
-func inProcessService(b *testing.B) (*Service, paths.Paths) {
+// with w.
+func inProcessService(b *testing.B, w Writer) (*Service, paths.Paths) {
 	root := b.TempDir()
 	repo := filepath.Join(root, "src", "net-kingdom")
 	if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
@@ -33,7 +46,7 @@ func inProcessService(b *testing.B) (*Service, paths.Paths) {
 	}
 	os.MkdirAll(filepath.Join(root, "state", "gita"), 0o755)
 	os.WriteFile(filepath.Join(root, "state", "gita", "repos.csv"), []byte(repo+",net-kingdom,,\r\n"), 0o644)
-	svc, p := setupIn(b, root, Options{Writer: discardWriter{}})
+	svc, p := setupIn(b, root, Options{Writer: w})
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
@@ -49,7 +62,7 @@ func inProcessService(b *testing.B) (*Service, paths.Paths) {
 // lookup, grouped durable commit) with 8 concurrent clients on a real socket
 // and database; the end-to-end version is BenchmarkEnqueueThroughput.
 func BenchmarkEnqueueInProcess(b *testing.B) {
-	_, p := inProcessService(b)
+	_, p := inProcessService(b, discardWriter{})
 	ctx := context.Background()
 	client := &protocol.Client{Socket: p.Socket}
 	b.ResetTimer()

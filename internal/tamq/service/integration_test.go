@@ -60,22 +60,22 @@ func receipts(t *testing.T, e *testutil.Env, kind string) []map[string]any {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rows, err := db.Query(`SELECT status, COALESCE(reason, ''), COALESCE(detail, '{}') FROM receipts WHERE kind = ? ORDER BY id`, kind)
+	rows, err := db.Query(`SELECT status, COALESCE(reason, ''), COALESCE(subject_id, ''), COALESCE(detail, '{}') FROM receipts WHERE kind = ? ORDER BY id`, kind)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
 	var out []map[string]any
 	for rows.Next() {
-		var status, reason, detail string
-		if err := rows.Scan(&status, &reason, &detail); err != nil {
+		var status, reason, subject, detail string
+		if err := rows.Scan(&status, &reason, &subject, &detail); err != nil {
 			t.Fatal(err)
 		}
 		m := map[string]any{}
 		if err := json.Unmarshal([]byte(detail), &m); err != nil {
 			t.Fatal(err)
 		}
-		m["status"], m["reason"] = status, reason
+		m["status"], m["reason"], m["subject_id"] = status, reason, subject
 		out = append(out, m)
 	}
 	return out

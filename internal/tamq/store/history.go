@@ -129,43 +129,22 @@ func History(ctx context.Context, db *sql.DB, p Page) ([]queue.Message, error) {
 	return out, rows.Err()
 }
 
-// Each calls fn for every message the filter matches, in the order they were
-// stored (oldest first), from one consistent snapshot, until fn returns an
-// error. Storage order is the table's own: reading it needs no index, which
-// makes a whole-history export read the file front to back.
-func Each(ctx context.Context, db *sql.DB, f Filter, fn func(*queue.Message) error) error {
-	conds, args := f.where(true)
-	q := `SELECT ` + messageColumns + ` FROM messages`
-	if len(conds) > 0 {
-		q += " WHERE " + strings.Join(conds, " AND ")
-	}
-	rows, err := db.QueryContext(ctx, q+" ORDER BY rowid", args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	var m queue.Message
-	for rows.Next() {
-		if m, err = scanMessage(rows); err != nil {
-			return err
-		}
-		if err := fn(&m); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
-}
-
 // Count is how many messages the filter matches.
 func Count(ctx context.Context, db *sql.DB, f Filter) (int, error) {
-	conds, args := f.where(true)
-	q := `SELECT count(*) FROM messages`
-	if len(conds) > 0 {
-		q += " WHERE " + strings.Join(conds, " AND ")
-	}
+	q, args := f.selectFrom("count(*)")
 	var n int
 	err := db.QueryRowContext(ctx, q, args...).Scan(&n)
 	return n, err
+}
+
+// selectFrom is SELECT cols FROM messages with the filter as its WHERE.
+func (f Filter) selectFrom(cols string) (string, []any) {
+	conds, args := f.where(true)
+	q := `SELECT ` + cols + ` FROM messages`
+	if len(conds) > 0 {
+		q += " WHERE " + strings.Join(conds, " AND ")
+	}
+	return q, args
 }
 
 // envelopeSQL builds a message's JSONL export line (protocol.Envelope, version
@@ -197,14 +176,13 @@ func optional(col string) string {
 var exportTimes = []string{"created_at", "updated_at", "next_attempt_at", "ack_deadline_at", "injected_at", "acked_at", "failed_at"}
 
 // ExportLines calls fn with the JSONL line (without newline) of every message
-// the filter matches, in storage order, from one consistent snapshot. The
+// the filter matches, in the order they were stored (oldest first), from one
+// consistent snapshot. The
 // line is only valid during the call.
 func ExportLines(ctx context.Context, db *sql.DB, f Filter, fn func(line []byte) error) error {
-	conds, args := f.where(true)
-	q := `SELECT ` + envelopeSQL + `, ` + strings.Join(exportTimes, ", ") + ` FROM messages`
-	if len(conds) > 0 {
-		q += " WHERE " + strings.Join(conds, " AND ")
-	}
+	// Storage order is the table's own: reading it needs no index, so a
+	// whole-history export reads the file front to back.
+	q, args := f.selectFrom(envelopeSQL + ", " + strings.Join(exportTimes, ", "))
 	rows, err := db.QueryContext(ctx, q+" ORDER BY rowid", args...)
 	if err != nil {
 		return err
