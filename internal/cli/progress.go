@@ -13,14 +13,21 @@ type Progress struct {
 	bar *progressbar.ProgressBar
 }
 
-// NewProgress returns a progress bar for total units (bytes when bytes is
-// set), or a silent one when stderr is not a terminal or --quiet or --json
-// was given; total -1 means unknown.
-func (a *App) NewProgress(total int64, description string, bytes bool) *Progress {
+// ShowsProgress reports whether progress bars show: only on a terminal
+// (stderr), and neither with --quiet nor --json.
+func (a *App) ShowsProgress() bool {
 	f, ok := a.Err.(*os.File)
-	if !ok || a.Quiet || a.JSON || !term.IsTerminal(int(f.Fd())) {
+	return ok && !a.Quiet && !a.JSON && term.IsTerminal(int(f.Fd()))
+}
+
+// NewProgress returns a progress bar for total units (bytes when bytes is
+// set) on stderr, or a silent one (nil) when progress does not show; total
+// -1 means unknown.
+func (a *App) NewProgress(total int64, description string, bytes bool) *Progress {
+	if !a.ShowsProgress() {
 		return nil
 	}
+	f := a.Err.(*os.File)
 	opts := []progressbar.Option{
 		progressbar.OptionSetWriter(f),
 		progressbar.OptionSetDescription(description),

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"database/sql"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -58,7 +60,7 @@ the lines go to standard output. A failed export leaves FILE as it was.`,
 			n := 0
 			if ok {
 				defer db.Close()
-				n, err = export(cmd, a, db, filter, out)
+				n, err = export(cmd.Context(), a, db, filter, out)
 			}
 			if commit != nil {
 				if cerr := commit(err == nil); err == nil {
@@ -79,11 +81,12 @@ the lines go to standard output. A failed export leaves FILE as it was.`,
 	return cmd
 }
 
-func export(cmd *cobra.Command, a *sharedcli.App, db *sql.DB, filter store.Filter, out io.Writer) (int, error) {
-	ctx := cmd.Context()
+func export(ctx context.Context, a *sharedcli.App, db *sql.DB, filter store.Filter, out io.Writer) (int, error) {
 	var progress *sharedcli.Progress
-	if total, err := store.Count(ctx, db, filter); err == nil && total > 1000 {
-		progress = a.NewProgress(int64(total), "exporting", false)
+	if a.ShowsProgress() {
+		if total, err := store.Count(ctx, db, filter); err == nil && total > 1000 {
+			progress = a.NewProgress(int64(total), "exporting", false)
+		}
 	}
 	defer progress.Done()
 	w := bufio.NewWriterSize(out, 256<<10)
@@ -111,6 +114,8 @@ func export(cmd *cobra.Command, a *sharedcli.App, db *sql.DB, filter store.Filte
 // appendTo opens file for appending. commit(true) syncs it; commit(false)
 // cuts it back to the size it had, so a failed export adds no partial lines.
 func appendTo(file string) (io.Writer, func(ok bool) error, error) {
+	_, statErr := os.Lstat(file)
+	created := errors.Is(statErr, fs.ErrNotExist)
 	f, err := os.OpenFile(file, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, nil, errs.Wrap(errs.Storage, err, "cannot open %s for writing", file)
@@ -138,6 +143,9 @@ func appendTo(file string) (io.Writer, func(ok bool) error, error) {
 	}
 	commit := func(ok bool) error {
 		if !ok {
+			if created {
+				return errors.Join(f.Close(), os.Remove(file))
+			}
 			return errors.Join(f.Truncate(start), f.Close())
 		}
 		if err := errors.Join(f.Sync(), f.Close()); err != nil {
