@@ -240,9 +240,8 @@ func TestDemoKeep(t *testing.T) {
 	}
 	// The tmux server, its windows and the service are left for the user,
 	// with the commands to use them.
-	// (The session also has the shell window tmux created it with.)
 	b, err := exec.Command("tmux", "-L", d.tmux, "list-windows", "-t", "tamq", "-F", "#{window_name}").CombinedOutput()
-	if windows := strings.Fields(string(b)); err != nil || !slices.Contains(windows, "alpha") || !slices.Contains(windows, "beta") || !slices.Contains(windows, "gamma") {
+	if windows := strings.Fields(string(b)); err != nil || !slices.Equal(windows, []string{"alpha", "beta", "gamma"}) {
 		t.Errorf("the tmux server is not left running with the windows: %v\n%s", err, b)
 	}
 	if _, err := d.call(context.Background(), "tamq", "ping"); err != nil {

@@ -514,7 +514,7 @@ func (d *demo) printKeep() {
 	fmt.Fprintf(w, "The demo is still running (--keep).\n")
 	fmt.Fprintf(w, "  Watch it:  tmux -L %s attach -t tamq:alpha\n", d.tmux)
 	fmt.Fprintf(w, "             (a window per repo: C-b n and C-b p switch, C-b d detaches)\n")
-	fmt.Fprintf(w, "  Use tamq:  the session's first window is a shell set up for the demo; in any other shell, first\n")
+	fmt.Fprintf(w, "  Use tamq:  in a shell of its own (the windows run the agents), first\n")
 	fmt.Fprintf(w, "               export %s\n", strings.Join(exports, " "))
 	fmt.Fprintf(w, "             then, for example:\n")
 	fmt.Fprintf(w, "               %s history --body\n", tamq)

@@ -248,6 +248,11 @@ func TestOpenTwiceLeavesOneWindow(t *testing.T) {
 	if strings.Count(names, "net-kingdom") != 1 {
 		t.Errorf("windows: %q", names)
 	}
+	// The session tamq made holds the repo's window only: not the plain shell
+	// tmux starts a new session with.
+	if names := tm.Must(t, "list-windows", "-t", "=tamq:", "-F", "#{window_name}"); names != "net-kingdom" {
+		t.Errorf("windows of the tamq session: %q", names)
+	}
 	// A duplicate made behind tamq's back is reconciled, not doubled.
 	tm.Must(t, "new-window", "-d", "-t", "=tamq:", "-n", "net-kingdom")
 	id := tm.Must(t, "list-windows", "-a", "-F", "#{window_id} #{window_name}")

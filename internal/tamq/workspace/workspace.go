@@ -47,7 +47,8 @@ func Open(ctx context.Context, srv tmux.Server, repos []Repo, tamqSocket string,
 	if len(repos) == 0 {
 		return res, nil
 	}
-	if _, err := srv.EnsureSession(ctx, SessionName, repos[0].Path); err != nil {
+	created, err := srv.EnsureSession(ctx, SessionName, repos[0].Path)
+	if err != nil {
 		return res, err
 	}
 	pid, err := srv.PID(ctx)
@@ -90,6 +91,17 @@ func Open(ctx context.Context, srv tmux.Server, repos []Repo, tamqSocket string,
 			}
 		}
 		res.Endpoint.Windows = append(res.Endpoint.Windows, ew)
+	}
+	if created {
+		// tmux makes a session with a first window of its own, a plain shell
+		// that attaching would land in; the repo windows replace it.
+		for _, w := range existing {
+			if w.Session == SessionName && w.Repo == "" {
+				if _, err := srv.Run(ctx, nil, "kill-window", "-t", w.ID); err != nil {
+					return res, err
+				}
+			}
+		}
 	}
 	return res, nil
 }
