@@ -345,6 +345,21 @@ func TestPurge(t *testing.T) {
 	if !strings.Contains(r.Stdout, "nothing to purge") || count() != 5 {
 		t.Errorf("purge with defaults: %s", r)
 	}
+	var defaults struct {
+		Before   time.Time `json:"before"`
+		MaxBytes int64     `json:"max_bytes"`
+	}
+	r = e.Tamq(t, "purge", "--dry-run", "--json")
+	if json.Unmarshal([]byte(r.Stdout), &defaults) != nil || defaults.MaxBytes != 100_000_000 ||
+		time.Since(defaults.Before) < 365*24*time.Hour || time.Since(defaults.Before) > 366*24*time.Hour {
+		t.Errorf("default rule: %+v\n%s", defaults, r)
+	}
+	// A filter of the rule's own kind replaces both defaults.
+	r = e.Tamq(t, "purge", "--dry-run", "--json", "--max-size", "1GB")
+	defaults.Before, defaults.MaxBytes = time.Time{}, 0
+	if json.Unmarshal([]byte(r.Stdout), &defaults) != nil || defaults.MaxBytes != 1_000_000_000 || !defaults.Before.IsZero() {
+		t.Errorf("--max-size alone: %s", r)
+	}
 	// Without a terminal and without --yes: a dry run.
 	r = e.Tamq(t, "purge", "--before", "0s")
 	if !strings.Contains(r.Stdout, "would purge 4 messages") || !strings.Contains(r.Stderr, "pass --yes") || count() != 5 {
