@@ -85,7 +85,14 @@ rejection's error code.`,
 			err = r.run(cmd.Context(), &countingReader{r: in, progress: progress})
 			progress.Done()
 			if err != nil {
-				return err
+				// What was accepted stays queued; say how far it got.
+				s := r.rec.Summary
+				e := errs.Wrap(errs.CodeOf(err), err, "replay stopped after %d lines (%d accepted, %d duplicates, %d rejected) of batch %s",
+					s.Lines, s.Accepted, s.Duplicates, s.Rejected, r.rec.BatchID)
+				if s.Lines > 0 {
+					return e.WithHint("replaying the file again skips what was accepted")
+				}
+				return e
 			}
 			r.args.Summary = &r.rec.Summary
 			if err := r.call(cmd.Context()); err != nil {
@@ -179,7 +186,10 @@ func (r *replayer) read(ctx context.Context, in io.Reader, out chan<- chunk) {
 			c.err = errs.Wrap(errs.Storage, err, "cannot read line %d", line)
 			break
 		}
-		if len(bytes.TrimSpace(raw)) == 0 && err == nil {
+		if len(bytes.TrimSpace(raw)) == 0 && !errors.Is(err, errLineTooLong) {
+			if err != nil {
+				break // a blank last line
+			}
 			continue
 		}
 		var rejected error
