@@ -42,9 +42,8 @@ func PlanPurge(ctx context.Context, db *sql.DB, r PurgeRule) (PurgePlan, error) 
 		return p, err
 	}
 	defer tx.Rollback()
-	var oldest sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(sum(`+messageBytes+`), 0), min(created_at), count(*) FROM messages`).
-		Scan(&p.HistoryBytes, &oldest, &p.HistoryMessages); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(sum(`+messageBytes+`), 0), count(*) FROM messages`).
+		Scan(&p.HistoryBytes, &p.HistoryMessages); err != nil {
 		return p, err
 	}
 	if r.Before.IsZero() && r.MaxBytes <= 0 {
@@ -56,7 +55,7 @@ func PlanPurge(ctx context.Context, db *sql.DB, r PurgeRule) (PurgePlan, error) 
 		conds, args = append(conds, "(+sender = ? OR +target_repo = ?)"), append(args, r.Repo, r.Repo)
 	}
 	if r.State != "" {
-		conds, args = append(conds, "state = ?"), append(args, r.State)
+		conds, args = append(conds, "+state = ?"), append(args, r.State)
 	}
 	// Oldest first, in pages: with a LIMIT SQLite walks the creation index;
 	// without one it would sort the whole table before the first row.
