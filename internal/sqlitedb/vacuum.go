@@ -2,6 +2,7 @@ package sqlitedb
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/tmux-amq/tamq/internal/errs"
 )
@@ -47,7 +48,7 @@ func (db *DB) Reclaim(ctx context.Context, progress func(pagesLeft int64)) error
 		}
 		// The pragma frees one page per step of its statement; Exec runs it
 		// to the end.
-		if _, err := db.Writer.ExecContext(ctx, "PRAGMA incremental_vacuum(1024)"); err != nil {
+		if _, err := db.Writer.ExecContext(ctx, fmt.Sprintf("PRAGMA incremental_vacuum(%d)", VacuumStep)); err != nil {
 			return errs.Wrap(errs.Storage, err, "give back free pages of %s", db.Path)
 		}
 	}
