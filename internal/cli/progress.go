@@ -20,26 +20,25 @@ func (a *App) ShowsProgress() bool {
 	return ok && !a.Quiet && !a.JSON && term.IsTerminal(int(f.Fd()))
 }
 
-// NewProgress returns a progress bar for total units (bytes when bytes is
-// set) on stderr, or a silent one (nil) when progress does not show; total
-// -1 means unknown.
-func (a *App) NewProgress(total int64, description string, bytes bool) *Progress {
+// NewProgress returns a progress bar on stderr for total units ("bytes", or
+// what unit names, like "msgs"), or a silent one (nil) when progress does not
+// show; total -1 means unknown.
+func (a *App) NewProgress(total int64, description, unit string) *Progress {
 	if !a.ShowsProgress() {
 		return nil
 	}
-	f := a.Err.(*os.File)
 	opts := []progressbar.Option{
-		progressbar.OptionSetWriter(f),
+		progressbar.OptionSetWriter(a.Err),
 		progressbar.OptionSetDescription(description),
 		progressbar.OptionShowCount(),
 		progressbar.OptionThrottle(100_000_000), // 100 ms: redrawing costs more than the work
 		progressbar.OptionClearOnFinish(),
 		progressbar.OptionFullWidth(),
 	}
-	if bytes {
+	if unit == "bytes" {
 		opts = append(opts, progressbar.OptionShowBytes(true))
 	} else {
-		opts = append(opts, progressbar.OptionShowIts(), progressbar.OptionSetItsString("msgs"))
+		opts = append(opts, progressbar.OptionShowIts(), progressbar.OptionSetItsString(unit))
 	}
 	return &Progress{bar: progressbar.NewOptions64(total, opts...)}
 }

@@ -26,9 +26,9 @@ var (
 	buildErr  error
 )
 
-// Binaries builds tamq and coordination-engine once per test process into a
-// directory every user can read and execute (tests run children under other
-// uids), and returns that directory.
+// Binaries builds tamq, coordination-engine and tamq-demo once per test
+// process into a directory every user can read and execute (tests run
+// children under other uids), and returns that directory.
 func Binaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -41,7 +41,7 @@ func Binaries(t testing.TB) string {
 			buildErr = err
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", dir+"/", "github.com/tmux-amq/tamq/cmd/...")
+		cmd := exec.Command("go", "build", "-o", dir+"/", "github.com/tmux-amq/tamq/cmd/...", "github.com/tmux-amq/tamq/tools/tamq-demo")
 		// As the Makefile builds them: static, so no dynamic loader runs at start.
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := cmd.CombinedOutput()

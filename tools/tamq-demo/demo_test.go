@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -19,46 +18,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
+	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	testutil.RemoveBinaries()
 	os.Exit(code)
-}
-
-// binaries builds tamq (static, as `make build` does) and the demo once per
-// test process, and returns their directory.
-func binaries(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "tamq-demo-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		for _, pkg := range []string{"github.com/tmux-amq/tamq/cmd/tamq", "github.com/tmux-amq/tamq/tools/tamq-demo"} {
-			cmd := exec.Command("go", "build", "-o", dir+"/", pkg)
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
-				return
-			}
-		}
-		buildDir = dir
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return buildDir
 }
 
 // demoRun is one demo run as a test sees it.
@@ -78,7 +45,7 @@ func startDemo(t *testing.T, args ...string) *demoRun {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Fatal("the demo needs tmux (CI installs it): ", err)
 	}
-	bin := binaries(t)
+	bin := testutil.Binaries(t)
 	r := &demoRun{tamq: filepath.Join(t.TempDir(), "tamq"), seen: make(chan string, 1000)}
 	if err := copyFile(filepath.Join(bin, "tamq"), r.tamq, 0o755); err != nil {
 		t.Fatal(err)

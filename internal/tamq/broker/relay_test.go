@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/creack/pty"
 	"golang.org/x/term"
+
+	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
 // outer is the terminal the broker runs in: a real PTY whose master plays the
@@ -50,19 +53,11 @@ func newOuter(t *testing.T, rows, cols uint16) *outer {
 
 func (o *outer) waitFor(t *testing.T, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.WaitFor(t, "the screen to show "+strconv.Quote(want), func() bool {
 		o.mu.Lock()
-		got := o.screen.String()
-		o.mu.Unlock()
-		if strings.Contains(got, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("screen never showed %q; it shows %q", want, got)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		defer o.mu.Unlock()
+		return strings.Contains(o.screen.String(), want)
+	})
 }
 
 func TestRelayIsTransparent(t *testing.T) {
@@ -97,16 +92,10 @@ func TestRelayIsTransparent(t *testing.T) {
 		t.Fatal(err)
 	}
 	syscall.Kill(os.Getpid(), syscall.SIGWINCH) // what the terminal driver sends the foreground group
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if ws, err := r.childSize(); err == nil && ws.Rows == 40 && ws.Cols == 120 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the resize never reached the child's terminal")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, "the resize to reach the child's terminal", func() bool {
+		ws, err := r.childSize()
+		return err == nil && ws.Rows == 40 && ws.Cols == 120
+	})
 	o.master.Write([]byte("\r"))
 	o.waitFor(t, "40 120")
 	res := <-done
@@ -190,15 +179,11 @@ func TestAwaitMoment(t *testing.T) {
 		done := make(chan struct{})
 		go func() { r.Run(); close(done) }()
 		t.Cleanup(func() { r.Signal(syscall.SIGKILL); <-done })
-		for r.Signal(0) != nil { // wait until the child runs
-			time.Sleep(time.Millisecond)
-		}
+		testutil.WaitFor(t, "the child to run", func() bool { return r.Signal(0) == nil })
 		return r
 	}
 	chatty := start("while :; do echo busy; sleep 0.005; done")
-	for chatty.lastOutput.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, "the child's first output", func() bool { return chatty.lastOutput.Load() != 0 })
 	if quiet, waited := chatty.AwaitMoment(Moment{Quiet: 200 * time.Millisecond, MaxWait: 100 * time.Millisecond}); quiet || waited < 100*time.Millisecond {
 		t.Errorf("a chatty agent gave a quiet moment (%v after %v)", quiet, waited)
 	}

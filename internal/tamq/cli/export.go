@@ -85,7 +85,7 @@ func export(ctx context.Context, a *sharedcli.App, db *sql.DB, filter store.Filt
 	var progress *sharedcli.Progress
 	if a.ShowsProgress() {
 		if total, err := store.Count(ctx, db, filter); err == nil && total > 1000 {
-			progress = a.NewProgress(int64(total), "exporting", false)
+			progress = a.NewProgress(int64(total), "exporting", "msgs")
 		}
 	}
 	defer progress.Done()

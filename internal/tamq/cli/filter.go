@@ -9,7 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 )
@@ -66,6 +68,11 @@ func openHistory(ctx context.Context, a *sharedcli.App) (db *sql.DB, ok bool, er
 	if err != nil {
 		return nil, false, err
 	}
+	return openHistoryAt(ctx, p, cfg)
+}
+
+// openHistoryAt is openHistory for paths and configuration already loaded.
+func openHistoryAt(ctx context.Context, p paths.Paths, cfg *config.Loaded) (db *sql.DB, ok bool, err error) {
 	db, err = sqlitedb.OpenReadOnly(ctx, p.Database, sqlitedb.LatestVersion(store.Migrations), cfg.BusyTimeout())
 	if errs.Is(err, errs.NotFound) {
 		return nil, false, nil

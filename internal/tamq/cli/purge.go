@@ -13,7 +13,6 @@ import (
 	"golang.org/x/term"
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
-	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 )
@@ -108,7 +107,15 @@ func runPurge(ctx context.Context, a *sharedcli.App, rule store.PurgeRule, yes, 
 	if !rule.Before.IsZero() {
 		rec.Before = &rule.Before
 	}
-	ro, ok, err := openHistory(ctx, a)
+	p, err := a.Paths()
+	if err != nil {
+		return err
+	}
+	cfg, err := a.Config()
+	if err != nil {
+		return err
+	}
+	ro, ok, err := openHistoryAt(ctx, p, cfg)
 	if err != nil {
 		return err
 	}
@@ -138,29 +145,19 @@ func runPurge(ctx context.Context, a *sharedcli.App, rule store.PurgeRule, yes, 
 		return nil
 	}
 
-	p, err := a.Paths()
+	st, err := store.Open(ctx, p, cfg.BusyTimeout(), a.Now)
 	if err != nil {
 		return err
 	}
-	cfg, err := a.Config()
-	if err != nil {
-		return err
-	}
-	db, err := sqlitedb.Open(ctx, sqlitedb.Options{Path: p.Database, BackupDir: p.BackupDir,
-		BusyTimeout: cfg.BusyTimeout(), Migrations: store.Migrations, Now: a.Now})
-	if err != nil {
-		return err
-	}
-	defer db.Close()
+	defer st.DB.Close()
 	rec.DryRun, rec.FileBytesBefore = false, fileBytes(p.Database)
-	st := &store.Store{DB: db, Now: a.Now}
-	progress := a.NewProgress(int64(len(plan.IDs)), "purging", false)
+	progress := a.NewProgress(int64(len(plan.IDs)), "purging", "msgs")
 	rec.Deleted, err = st.Purge(ctx, plan.IDs, func(done int) { progress.Set(int64(done)) })
 	progress.Done()
 	if rec.Deleted > 0 {
 		// Even a purge cut short leaves its receipt for what it did delete.
 		rec.PurgeID = store.NewID()
-		r := store.PurgeReceipt(rec.PurgeID, rule, len(plan.IDs), rec.Deleted, plan.Bytes, plan)
+		r := store.PurgeReceipt(rec.PurgeID, rule, plan, rec.Deleted)
 		r.PolicyProfile, r.ConfigVersion = cfg.ProfileRef(), cfg.Version
 		if rerr := st.AddReceipt(ctx, r); err == nil {
 			err = rerr
@@ -169,7 +166,17 @@ func runPurge(ctx context.Context, a *sharedcli.App, rule store.PurgeRule, yes, 
 	if err != nil {
 		return err
 	}
-	if err := db.Reclaim(ctx, nil); err != nil {
+	var reclaim *sharedcli.Progress
+	var pages int64
+	err = st.DB.Reclaim(ctx, func(left int64) {
+		if pages == 0 { // the first report: all the free pages
+			pages = left
+			reclaim = a.NewProgress(pages, "giving space back", "pages")
+		}
+		reclaim.Set(pages - left)
+	})
+	reclaim.Done()
+	if err != nil {
 		return err
 	}
 	rec.FileBytesAfter = fileBytes(p.Database)

@@ -81,7 +81,7 @@ rejection's error code.`,
 			if err := r.call(cmd.Context()); err != nil {
 				return err
 			}
-			progress := a.NewProgress(size, "replaying", true)
+			progress := a.NewProgress(size, "replaying", "bytes")
 			err = r.run(cmd.Context(), &countingReader{r: in, progress: progress})
 			progress.Done()
 			if err != nil {

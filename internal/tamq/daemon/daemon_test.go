@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // A child that has exited but is not reaped yet (a zombie) counts as exited:
@@ -17,8 +19,13 @@ func TestExitedCountsZombies(t *testing.T) {
 	if Exited(os.Getpid()) {
 		t.Fatal("the test process counts as exited")
 	}
-	// Not reaped yet: wait for the kernel to make it a zombie.
-	for !Exited(pid) {
+	// Wait for the exit but leave the child unreaped (WNOWAIT): a zombie.
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !Exited(pid) {
+		t.Error("a zombie does not count as exited")
 	}
 	cmd.Wait()
 	if !Exited(pid) {

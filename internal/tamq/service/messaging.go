@@ -214,7 +214,7 @@ func (s *Service) history(ctx context.Context, _ protocol.Peer, req *protocol.Re
 	if err := protocol.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	msgs, err := store.History(ctx, s.db.Reader, HistoryPage(args))
+	msgs, err := store.History(ctx, s.db.Reader, historyPage(args))
 	if err != nil {
 		return nil, err
 	}
@@ -242,8 +242,8 @@ func (s *Service) endpoints(ctx context.Context, _ protocol.Peer, _ *protocol.Re
 	return protocol.EndpointsResult{Endpoints: status.Live(ctx, eps)}, nil
 }
 
-// HistoryPage is the store's page for history arguments.
-func HistoryPage(a protocol.HistoryArgs) store.Page {
+// historyPage is the store's page for history arguments.
+func historyPage(a protocol.HistoryArgs) store.Page {
 	p := store.Page{After: a.After, Limit: a.Limit, Filter: store.Filter{Repo: a.Repo, State: a.State, BatchID: a.BatchID, ID: a.ID}}
 	if a.Since != nil {
 		p.Since = *a.Since

@@ -132,17 +132,13 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		s.release()
 		return nil, err
 	}
-	db, err := sqlitedb.Open(ctx, sqlitedb.Options{
-		Path: o.Paths.Database, BackupDir: o.Paths.BackupDir, BusyTimeout: o.Config.BusyTimeout(),
-		Migrations: store.Migrations, Now: o.Now,
-	})
+	st, err := store.Open(ctx, o.Paths, o.Config.BusyTimeout(), o.Now)
 	if err != nil {
 		return fail(err)
 	}
-	s.db = db
-	s.store = &store.Store{DB: db, Now: o.Now}
-	if db.BackupPath != "" {
-		s.log.Info("database migrated", "backup", db.BackupPath)
+	s.db, s.store = st.DB, st
+	if st.DB.BackupPath != "" {
+		s.log.Info("database migrated", "backup", st.DB.BackupPath)
 	}
 	ln, err := protocol.Listen(o.Paths.Socket)
 	if err != nil {

@@ -146,8 +146,8 @@ func (s *Store) Purge(ctx context.Context, ids []string, progress func(done int)
 const KindPurged = "history.purged"
 
 // PurgeReceipt records an executed purge: its rule and counts, no bodies.
-func PurgeReceipt(id string, r PurgeRule, planned, deleted int, bytes int64, p PurgePlan) receipt.Receipt {
-	d := map[string]any{"planned": planned, "deleted": deleted, "estimated_bytes": bytes}
+func PurgeReceipt(id string, r PurgeRule, p PurgePlan, deleted int) receipt.Receipt {
+	d := map[string]any{"planned": len(p.IDs), "deleted": deleted, "estimated_bytes": p.Bytes}
 	if !r.Before.IsZero() {
 		d["before"] = r.Before.UTC().Format(time.RFC3339)
 	}

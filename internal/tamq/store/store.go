@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
 )
@@ -37,6 +38,18 @@ func nullStr(s string) any {
 		return nil
 	}
 	return s
+}
+
+// Open opens (creating and migrating as needed) tamq's database at p, for
+// the service and for the commands that write to it beside the service.
+func Open(ctx context.Context, p paths.Paths, busy time.Duration, now func() time.Time) (*Store, error) {
+	db, err := sqlitedb.Open(ctx, sqlitedb.Options{
+		Path: p.Database, BackupDir: p.BackupDir, BusyTimeout: busy, Migrations: Migrations, Now: now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Store{DB: db, Now: now}, nil
 }
 
 // AddReceipt writes one sanitized receipt in its own transaction.
