@@ -54,6 +54,10 @@ type Delivery struct {
 	// and the operator is not mid-line, or after MaxQuietWaitMS regardless.
 	QuietMS        int `toml:"quiet_ms" json:"quiet_ms"`
 	MaxQuietWaitMS int `toml:"max_quiet_wait_ms" json:"max_quiet_wait_ms"`
+	// BlockQuietMS closes a To: block the agent is printing once its output
+	// has been quiet this long, so an open block never swallows the prompt
+	// and whatever the terminal shows next.
+	BlockQuietMS int `toml:"block_quiet_ms" json:"block_quiet_ms"`
 }
 
 // Coordination holds the values spec section 9.1 requires to be configurable.
@@ -108,7 +112,7 @@ func Default() Config {
 		StateHub: StateHub{APIBase: DefaultStateHubAPIBase},
 		SQLite:   SQLite{BusyTimeoutMS: 5000},
 		Service:  Service{ShutdownGraceSeconds: 10},
-		Delivery: Delivery{EnterPauseMS: 200, QuietMS: 150, MaxQuietWaitMS: 2000},
+		Delivery: Delivery{EnterPauseMS: 200, QuietMS: 150, MaxQuietWaitMS: 2000, BlockQuietMS: 3000},
 		Policy: Policy{
 			Profile:  policy.DefaultName,
 			Profiles: map[string]policy.Profile{policy.DefaultName: policy.Default()},
@@ -269,6 +273,7 @@ func (c *Config) Validate() error {
 		{"coordination.lease_renew_interval_seconds", co.LeaseRenewIntervalSeconds, 86400},
 		{"sqlite.busy_timeout_ms", c.SQLite.BusyTimeoutMS, 600000},
 		{"service.shutdown_grace_seconds", c.Service.ShutdownGraceSeconds, 3600},
+		{"delivery.block_quiet_ms", c.Delivery.BlockQuietMS, 60000},
 	}
 	for _, p := range positive {
 		if p.value < 1 || p.value > p.max {

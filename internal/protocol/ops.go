@@ -81,17 +81,20 @@ type RegisterArgs struct {
 }
 
 // SendArgs asks for one message to be queued. Text is "To:<repo>: body". The
-// sender is derived by the service from FromPane (the pane the command runs
-// in, with its tmux socket), never from the text.
+// sender is never declared: the service derives it from the connecting
+// process (its peer credentials): a process that descends from a tamq
+// window's pane is that window's repo, anything else is the operator.
 type SendArgs struct {
-	Text       string `json:"text"`
-	FromSocket string `json:"from_socket,omitempty"`
-	FromPane   string `json:"from_pane,omitempty"`
+	Text string `json:"text"`
 	// Operator marks a line the operator typed into a window (the broker
-	// saw it): operator provenance, labelled with the window's repo.
+	// saw it): operator provenance, labelled with the window's repo. Only the
+	// window's broker itself (the pane's own process) may set it.
 	Operator   bool   `json:"operator,omitempty"`
 	EndpointID string `json:"endpoint_id,omitempty"`
 	AckMode    string `json:"ack_mode,omitempty"` // "" uses delivery_ack_mode
+	// ObservedAt is when a broker saw the line, for lines it kept in its
+	// spool while the service was down; they are recorded with that time.
+	ObservedAt *time.Time `json:"observed_at,omitempty"`
 }
 
 // IDArgs names one message.
@@ -262,7 +265,25 @@ type DeliverResult struct {
 	WrittenAt    time.Time `json:"written_at"`
 	Bracketed    bool      `json:"bracketed"`
 	// Quiet says a quiet moment came; false means MaxWait ran out first.
-	Quiet    bool   `json:"quiet"`
-	WaitedMS int64  `json:"waited_ms"`
+	Quiet    bool  `json:"quiet"`
+	WaitedMS int64 `json:"waited_ms"`
+	// NotReady says nothing was written because the agent was not at its
+	// input prompt (a dialog, a menu, a confirmation, or a screen the broker
+	// could not read); Reason says what it saw. The message waits for the
+	// broker's next BrokerState with AtPrompt.
+	NotReady bool   `json:"not_ready,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 	Error    string `json:"error,omitempty"`
+}
+
+// OpBrokerState is a notification the broker sends on its session (a request
+// frame that gets no response) whenever its view of the agent changes.
+const OpBrokerState = "broker_state"
+
+// BrokerState is the broker's view of its agent: whether the agent is at its
+// input prompt, where a delivery's Enter submits the text; when not, Reason
+// says what shows instead ("dialog: trust this folder?", "agent exited").
+type BrokerState struct {
+	AtPrompt bool   `json:"at_prompt"`
+	Reason   string `json:"reason,omitempty"`
 }

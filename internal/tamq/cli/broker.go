@@ -17,6 +17,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
 func newBrokerCmd(a *sharedcli.App) *cobra.Command {
@@ -52,31 +53,31 @@ not sent. The exit status is the agent's.`,
 				}
 				return reg.Slugs()
 			}
-			from := windowOrigin(a)
+			// The pane this broker runs in, as tmux told it; the service checks
+			// it against the process tree before it believes it.
+			var session protocol.BrokerSessionArgs
+			if pane := a.Getenv("TMUX_PANE"); pane != "" && a.Getenv("TMUX") != "" {
+				session = protocol.BrokerSessionArgs{Repo: repo, Socket: tmux.Choose("", a.Getenv).Socket, Pane: pane}
+			}
 			out := make(chan protocol.SendArgs, 64)
 			go routeMessages(daemon.Client(p, 10*time.Second), out, relay.Notice)
 			obs := &broker.Observer{
 				Slugs: slugs,
 				Emit: func(b broker.Block) {
-					m := from
-					m.Text = "To:" + b.Target + ": " + b.Body
-					out <- m
+					out <- protocol.SendArgs{Text: "To:" + b.Target + ": " + b.Body}
 				},
 			}
 			filter := &broker.InputFilter{
 				Slugs: slugs,
 				Echo:  relay.EchoLocal,
 				Route: func(target, body string) {
-					m := from
-					m.Text, m.Operator = "To:"+target+": "+body, true
-					out <- m
+					out <- protocol.SendArgs{Text: "To:" + target + ": " + body, Operator: true}
 				},
 			}
 			relay.Observe, relay.FilterInput = obs, filter.Filter
 			sessionCtx, endSession := context.WithCancel(context.Background())
-			if from.FromPane != "" {
-				go deliverySession(sessionCtx, daemon.Client(p, 10*time.Second),
-					protocol.BrokerSessionArgs{Repo: repo, Socket: from.FromSocket, Pane: from.FromPane}, relay, obs, filter)
+			if session.Pane != "" {
+				go deliverySession(sessionCtx, daemon.Client(p, 10*time.Second), session, relay, obs, filter)
 			}
 			code, err := relay.Run()
 			endSession()

@@ -12,7 +12,6 @@ import (
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/daemon"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
-	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
 func newSendCmd(a *sharedcli.App) *cobra.Command {
@@ -23,8 +22,9 @@ func newSendCmd(a *sharedcli.App) *cobra.Command {
 		Long: `Queue one message, written 'To:<repo>: text'. The text may span lines; with '-'
 it is read from standard input. The repo must be registered in gita and have a
 window on exactly one connected endpoint (else name one with --endpoint). The
-sender is where the command runs: inside a tamq window, that window's repo;
-anywhere else, the operator (marked /o). Bodies are UTF-8 text of at most 8 KiB;
+sender is the process that runs the command: one started inside a tamq window
+(a descendant of its pane's process) speaks for that window's repo; anything
+else is the operator (marked /o). Environment variables do not change it. Bodies are UTF-8 text of at most 8 KiB;
 newlines and tabs are the only control characters allowed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -40,8 +40,7 @@ newlines and tabs are the only control characters allowed.`,
 			if err != nil {
 				return err
 			}
-			req := windowOrigin(a)
-			req.Text, req.EndpointID, req.AckMode = text, endpoint, mode
+			req := protocol.SendArgs{Text: text, EndpointID: endpoint, AckMode: mode}
 			var m protocol.Message
 			if err := daemon.Client(p, 30*time.Second).Call(cmd.Context(), protocol.OpSend, req, &m); err != nil {
 				return err
@@ -59,14 +58,4 @@ newlines and tabs are the only control characters allowed.`,
 	cmd.Flags().StringVar(&mode, "ack-mode", "", "injected or acknowledged (default: delivery_ack_mode from config)")
 	cmd.RegisterFlagCompletionFunc("ack-mode", cobra.FixedCompletions([]string{"injected", "acknowledged"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
-}
-
-// windowOrigin says which tmux pane the command runs in ($TMUX and
-// $TMUX_PANE), so the service can tell a window's agent from the operator.
-func windowOrigin(a *sharedcli.App) protocol.SendArgs {
-	var from protocol.SendArgs
-	if pane := a.Getenv("TMUX_PANE"); pane != "" && a.Getenv("TMUX") != "" {
-		from.FromPane, from.FromSocket = pane, tmux.Choose("", a.Getenv).Socket
-	}
-	return from
 }

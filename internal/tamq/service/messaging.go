@@ -87,7 +87,7 @@ func (s *Service) send(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 	if err != nil {
 		return nil, err
 	}
-	sender, kind := s.senderOf(ctx, endpoints, args.FromSocket, args.FromPane)
+	sender, kind := s.senderOf(ctx, endpoints, "", "")
 	if args.Operator {
 		kind = queue.FromOperator
 	}
@@ -110,7 +110,7 @@ func (s *Service) send(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 // rejected records a refused message: who sent it and why, never its text.
 func (s *Service) rejected(ctx context.Context, target string, args protocol.SendArgs, cause error) {
 	eps, _ := s.knownEndpoints(ctx) // without them the sender is found through tmux
-	sender, kind := s.senderOf(ctx, eps, args.FromSocket, args.FromPane)
+	sender, kind := s.senderOf(ctx, eps, "", "")
 	r := s.receipt(store.KindRejected, "rejected", string(errs.CodeOf(cause)), map[string]any{
 		"target": target, "sender": sender, "sender_kind": string(kind),
 	})
