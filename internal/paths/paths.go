@@ -49,6 +49,9 @@ type Paths struct {
 	LockFile  string `json:"lock_file"`
 	// StartLockFile serializes concurrent starts of the service.
 	StartLockFile string `json:"start_lock_file"`
+	// OpenLockFile serializes the opening of windows, so concurrent opens of
+	// one repo leave one window.
+	OpenLockFile string `json:"open_lock_file"`
 	// OrwellLog is the separate 0600 sink of --orwell diagnostics.
 	OrwellLog string `json:"orwell_log"`
 
@@ -121,6 +124,7 @@ func Resolve(p Program, getenv func(string) string) (Paths, error) {
 	out.BackupDir = filepath.Join(out.StateDir, "backups")
 	out.LockFile = filepath.Join(out.StateDir, string(p)+".lock")
 	out.StartLockFile = filepath.Join(out.StateDir, "start.lock")
+	out.OpenLockFile = filepath.Join(out.StateDir, "open.lock")
 	out.OrwellLog = filepath.Join(out.StateDir, "orwell.log")
 	return out, nil
 }

@@ -27,6 +27,7 @@ func TestResolveDefaults(t *testing.T) {
 		LockFile:   "/home/u/.local/state/tamq/tamq.lock",
 
 		StartLockFile: "/home/u/.local/state/tamq/start.lock",
+		OpenLockFile:  "/home/u/.local/state/tamq/open.lock",
 		OrwellLog:     "/home/u/.local/state/tamq/orwell.log",
 		Socket:        "/tmp/tamq.sock",
 		TamqSocket:    "/tmp/tamq.sock",

@@ -60,6 +60,11 @@ type EndpointWindow struct {
 	Alive    bool   `json:"alive"`
 	// Broker says a broker session is attached: deliveries go through it.
 	Broker bool `json:"broker"`
+	// Waiting counts the messages queued for the window; WaitReason says why
+	// they wait when the window cannot take them now (its agent has exited,
+	// the window is closed, the agent shows a dialog).
+	Waiting    int    `json:"waiting"`
+	WaitReason string `json:"wait_reason,omitempty"`
 	// Reused says the window existed already: on register its recorded command
 	// stays (a running window's command cannot change).
 	Reused bool `json:"reused,omitempty"`
@@ -67,12 +72,15 @@ type EndpointWindow struct {
 
 // Endpoint is a tmux server tamq delivers into.
 type Endpoint struct {
-	ID         string           `json:"id"` // tmux-amq-<tmux server pid>
-	TmuxSocket string           `json:"tmux_socket"`
-	ServerPID  int              `json:"tmux_server_pid"`
-	Session    string           `json:"session"`
-	State      string           `json:"state"` // connected | disconnected
-	Windows    []EndpointWindow `json:"windows"`
+	ID         string `json:"id"` // tmux-amq-<tmux server pid>
+	TmuxSocket string `json:"tmux_socket"`
+	ServerPID  int    `json:"tmux_server_pid"`
+	Session    string `json:"session"`
+	State      string `json:"state"` // connected | disconnected
+	// Forgotten: the operator said it is gone for good (tamq endpoints
+	// forget); it is kept for history only.
+	Forgotten bool             `json:"forgotten,omitempty"`
+	Windows   []EndpointWindow `json:"windows"`
 }
 
 // RegisterArgs records the windows `tamq open` opened.
@@ -286,4 +294,35 @@ const OpBrokerState = "broker_state"
 type BrokerState struct {
 	AtPrompt bool   `json:"at_prompt"`
 	Reason   string `json:"reason,omitempty"`
+}
+
+// Endpoint operations beyond the listing: bring back the workspace through a
+// running service, and forget an endpoint that is gone for good.
+const (
+	OpRestore = "restore"
+	OpForget  = "forget_endpoint"
+)
+
+// EndpointsArgs filters the endpoint listing.
+type EndpointsArgs struct {
+	// All includes forgotten endpoints.
+	All bool `json:"all,omitempty"`
+}
+
+// RestoreArgs asks the service to bring back the recorded windows of every
+// tmux socket whose server runs, and of the sockets in Recreate even when
+// their server is gone (it is started again).
+type RestoreArgs struct {
+	Recreate []string `json:"recreate,omitempty"`
+}
+
+// RestoreResult lists the endpoints whose windows were brought back.
+type RestoreResult struct {
+	Endpoints []Endpoint `json:"endpoints"`
+}
+
+// ForgetResult says what forgetting an endpoint did.
+type ForgetResult struct {
+	EndpointID     string `json:"endpoint_id"`
+	FailedMessages int    `json:"failed_messages"` // its undelivered messages, now failed (tamq retry sends them again)
 }

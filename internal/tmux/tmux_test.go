@@ -275,7 +275,7 @@ func TestNewWindowQuickExitAndErrors(t *testing.T) {
 // recorder opens a window whose program appends every byte it reads from its
 // raw terminal to a file, and waits until it is ready. bracketed turns on
 // bracketed paste first.
-func recorder(t testing.TB, ctx context.Context, s Server, bracketed bool) (paneID, file string) {
+func recorder(t testing.TB, ctx context.Context, s Server, bracketed bool) (g Guard, file string) {
 	t.Helper()
 	file = filepath.Join(t.TempDir(), "rec")
 	mode := ""
@@ -285,7 +285,8 @@ func recorder(t testing.TB, ctx context.Context, s Server, bracketed bool) (pane
 	// READY is printed after the mode change, so once tmux shows it, tmux
 	// has seen the mode too.
 	script := `stty raw -echo && printf '` + mode + `READY' && exec cat > "$0"`
-	w, err := s.NewWindow(ctx, "work", "rec", "", "", []string{"sh", "-c", script, file}, nil)
+	repo := filepath.Base(filepath.Dir(file))
+	w, err := s.NewWindow(ctx, "work", "rec", repo, "", []string{"sh", "-c", script, file}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +294,11 @@ func recorder(t testing.TB, ctx context.Context, s Server, bracketed bool) (pane
 		text, _ := s.CapturePane(ctx, w.PaneID)
 		return strings.Contains(text, "READY")
 	})
-	return w.PaneID, file
+	pid, err := s.PID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Guard{PaneID: w.PaneID, ServerPID: pid, Repo: repo}, file
 }
 
 func TestPasteExact(t *testing.T) {
@@ -342,7 +347,8 @@ func TestPasteConcurrent(t *testing.T) {
 	ctx := ctxFor(t)
 	s := private(t)
 	const n = 20
-	var panes, files, wants [2]string
+	var panes [2]Guard
+	var files, wants [2]string
 	for i := range panes {
 		panes[i], files[i] = recorder(t, ctx, s, false)
 	}
@@ -375,22 +381,30 @@ func TestPasteConcurrent(t *testing.T) {
 func TestPasteErrors(t *testing.T) {
 	ctx := ctxFor(t)
 	s := private(t)
-	err := s.Paste(ctx, "%99999", "hello")
+	pid, err := s.PID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := Guard{PaneID: "%99999", ServerPID: pid, Repo: "r"}
+	err = s.Paste(ctx, missing, "hello")
 	if !errs.Is(err, errs.NotFound) || !errors.Is(err, ErrNotWritten) || !strings.Contains(err.Error(), "%99999") {
 		t.Fatalf("Paste to a missing pane: %v", err)
 	}
-	if err := s.SendEnter(ctx, "%99999"); !errs.Is(err, errs.NotFound) {
+	if err := s.SendEnter(ctx, missing); !errs.Is(err, errs.NotFound) {
 		t.Fatalf("SendEnter to a missing pane: %v", err)
 	}
-	if err := s.Paste(ctx, "work:0", "hello"); err == nil {
+	if err := s.Paste(ctx, Guard{PaneID: "work:0", ServerPID: pid, Repo: "r"}, "hello"); err == nil {
 		t.Fatal("Paste accepted a target that is not a pane id")
+	}
+	if err := s.Paste(ctx, Guard{PaneID: "%0"}, "hello"); err == nil {
+		t.Fatal("Paste accepted a guard without server pid and repo")
 	}
 	if out, err := s.Run(ctx, nil, "list-buffers"); err != nil || out != "" {
 		t.Fatalf("buffers left behind: %q, %v", out, err)
 	}
 
 	down := unstarted(t)
-	err = down.Paste(ctx, "%1", "hello")
+	err = down.Paste(ctx, Guard{PaneID: "%1", ServerPID: 1, Repo: "r"}, "hello")
 	if !errors.Is(err, ErrNotWritten) || !errs.Is(err, errs.Unavailable) || !strings.Contains(err.Error(), down.Name) {
 		t.Fatalf("Paste with no server: %v", err)
 	}
@@ -405,7 +419,7 @@ func TestSendEnterInCopyMode(t *testing.T) {
 	ctx := ctxFor(t)
 	s := private(t)
 	pane, file := recorder(t, ctx, s, false)
-	if _, err := s.Run(ctx, nil, "copy-mode", "-t", pane); err != nil {
+	if _, err := s.Run(ctx, nil, "copy-mode", "-t", pane.PaneID); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SendEnter(ctx, pane); err != nil {
@@ -434,4 +448,95 @@ func BenchmarkPaste(b *testing.B) {
 		fi, err := os.Stat(file)
 		return err == nil && fi.Size() == int64(n*(len(body)+1))
 	})
+}
+
+// A write into a pane whose program has exited is refused, and the server,
+// with every other window, survives: tmux 3.3a crashes when something is
+// pasted into a dead pane, so without the guard this test kills the server.
+func TestGuardRefusesADeadPane(t *testing.T) {
+	ctx := ctxFor(t)
+	s := private(t)
+	live, liveFile := recorder(t, ctx, s, false)
+	w, err := s.NewWindow(ctx, "work", "gone", "gone", "", []string{"sh", "-c", "exit 0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the pane to be dead", func() bool { return windowByID(t, ctx, s, w.ID).Dead })
+	dead := Guard{PaneID: w.PaneID, ServerPID: live.ServerPID, Repo: "gone"}
+	for name, write := range map[string]func() error{
+		"paste": func() error { return s.Paste(ctx, dead, "hello") },
+		"enter": func() error { return s.SendEnter(ctx, dead) },
+	} {
+		err := write()
+		r := RefusalOf(err)
+		if !errors.Is(err, ErrNotWritten) || r == nil || !r.AgentExited || !errs.Is(err, errs.Unavailable) {
+			t.Fatalf("%s into a dead pane: %v (%+v)", name, err, r)
+		}
+	}
+	if !s.Alive(ctx) {
+		t.Fatal("the tmux server died")
+	}
+	if err := s.Paste(ctx, live, "still here"); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, liveFile, "still here")
+	if out, err := s.Run(ctx, nil, "list-buffers"); err != nil || out != "" {
+		t.Fatalf("buffers left behind: %q, %v", out, err)
+	}
+}
+
+// A guard names the server and the repo: the same pane id on another server,
+// or in a window marked for another repo, is not written to.
+func TestGuardRefusesAnotherServerOrRepo(t *testing.T) {
+	ctx := ctxFor(t)
+	s := private(t)
+	g, file := recorder(t, ctx, s, false)
+	cases := map[string]Guard{
+		"another server":            {PaneID: g.PaneID, ServerPID: g.ServerPID + 1, Repo: g.Repo},
+		"another repo":              {PaneID: g.PaneID, ServerPID: g.ServerPID, Repo: g.Repo + "x"},
+		"a repo with format syntax": {PaneID: g.PaneID, ServerPID: g.ServerPID, Repo: "a,b}#{pid}"},
+	}
+	for name, bad := range cases {
+		err := s.Paste(ctx, bad, "wrong")
+		if r := RefusalOf(err); !errors.Is(err, ErrRefused) || r == nil || r.AgentExited {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// The mark may hold format syntax itself and still match exactly.
+	odd := "with space,comma}#{x}"
+	if _, err := s.Run(ctx, nil, "set-option", "-w", "-t", g.PaneID, RepoOption, odd); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Paste(ctx, Guard{PaneID: g.PaneID, ServerPID: g.ServerPID, Repo: odd}, "right"); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, file, "right")
+}
+
+func TestSnapshot(t *testing.T) {
+	ctx := ctxFor(t)
+	s := private(t)
+	w, err := s.NewWindow(ctx, "work", "snap", "snap repo", "", []string{"sleep", "60"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, wins, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := s.PID(ctx); pid != want {
+		t.Errorf("snapshot pid %d, want %d", pid, want)
+	}
+	found := false
+	for _, x := range wins {
+		if x.PaneID == w.PaneID {
+			found = x.Repo == "snap repo" && x.PanePID == w.PanePID && !x.Dead
+		}
+	}
+	if !found || len(wins) != 2 {
+		t.Errorf("snapshot windows %+v", wins)
+	}
+	if _, _, err := unstarted(t).Snapshot(ctx); !errs.Is(err, errs.Unavailable) {
+		t.Errorf("snapshot of no server: %v", err)
+	}
 }

@@ -103,7 +103,7 @@ func runOpen(cmd *cobra.Command, a *sharedcli.App, o openOptions, slugs []string
 		want = append(want, workspace.Repo{Repo: r, Command: o.command, Mode: o.mode, KeepMode: !cmd.Flags().Changed("mode")})
 	}
 	ctx := cmd.Context()
-	res, err := workspace.Open(ctx, tmux.Choose(o.tmuxSocket, a.Getenv), want, p.Socket, brk, a.Notef)
+	res, err := workspace.Open(ctx, tmux.Choose(o.tmuxSocket, a.Getenv), want, p.Socket, p.OpenLockFile, brk, a.Notef)
 	if err != nil {
 		return err
 	}

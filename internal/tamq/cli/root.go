@@ -60,6 +60,7 @@ in those windows. It works on its own; coordination-engine wakes agents through 
 		newStopCmd(a),
 		newPingCmd(a),
 		newStatusCmd(a),
+		newEndpointsCmd(a),
 	)
 	return root
 }

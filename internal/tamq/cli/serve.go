@@ -24,6 +24,7 @@ type serviceFlags struct {
 	orwell   bool
 	notifyFD int
 	restore  bool
+	recreate []string
 }
 
 func (f *serviceFlags) register(cmd *cobra.Command) {
@@ -51,6 +52,8 @@ start. Use 'tamq start --detach' to run it in the background.`,
 	cmd.Flags().MarkHidden("notify-fd")
 	cmd.Flags().BoolVar(&f.restore, "restore", false, "reopen the recorded windows (what start does)")
 	cmd.Flags().MarkHidden("restore")
+	cmd.Flags().StringArrayVar(&f.recreate, "recreate", nil, "with --restore: a tmux socket whose windows come back even if its server is gone")
+	cmd.Flags().MarkHidden("recreate")
 	return cmd
 }
 
@@ -96,7 +99,7 @@ func runService(ctx context.Context, a *sharedcli.App, f serviceFlags, stderr io
 
 	opts := service.Options{
 		Paths: p, Config: cfg, Registry: a.Registry, Log: a.Logger(),
-		Notices: stderr, Detached: detached, Restore: f.restore,
+		Notices: stderr, Detached: detached, Restore: f.restore, Recreate: f.recreate,
 	}
 	if orwell != nil {
 		opts.Orwell = orwell

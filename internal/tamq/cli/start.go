@@ -10,6 +10,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
 type startRecord struct {
@@ -22,9 +23,10 @@ type startRecord struct {
 
 func newStartCmd(a *sharedcli.App) *cobra.Command {
 	var (
-		f       serviceFlags
-		detach  bool
-		timeout time.Duration
+		f          serviceFlags
+		detach     bool
+		timeout    time.Duration
+		tmuxSocket string
 	)
 	cmd := &cobra.Command{
 		Use:   "start",
@@ -32,8 +34,11 @@ func newStartCmd(a *sharedcli.App) *cobra.Command {
 		Long: `Start tamq's service unless it already answers (exit 0 either way). Like serve it
 stays in the foreground unless --detach is given; detached, it runs in a new
 session and logs to tamq.log in the state directory. It also brings back the
-workspace: the tmux server and the windows recorded by earlier opens (with their
-command and mode) are reused, or created again after a reboot. Starts are lock-protected:
+workspace, whether the service was running or not: the windows recorded by
+earlier opens (with their command and mode) are reused or opened again on every
+tmux server that runs, and on the server of --tmux-socket (default: tmux's
+own), which is started again after a reboot. Servers of other sockets that are
+gone are left alone. Starts are lock-protected:
 any number of concurrent starts leave exactly one service. If the service cannot
 start, the reason is printed and the exit status is non-zero.`,
 		Args: cobra.NoArgs,
@@ -52,11 +57,16 @@ start, the reason is printed and the exit status is non-zero.`,
 					return err
 				}
 			}
+			// Like the spec says, start also brings back the recorded windows.
+			recreate := tmux.ChoosePath(tmuxSocket, a.Getenv)
 			if res, err := daemon.Ping(cmd.Context(), p); err == nil {
+				var restored protocol.RestoreResult
+				if err := daemon.Client(p, timeout).Call(cmd.Context(), protocol.OpRestore, protocol.RestoreArgs{Recreate: []string{recreate}}, &restored); err != nil {
+					return err
+				}
 				return reportStart(a, res, true, p.Socket, "")
 			}
-			// Like the spec says, start also brings back the recorded windows.
-			f.restore = true
+			f.restore, f.recreate = true, []string{recreate}
 			if !detach {
 				return runService(cmd.Context(), a, f, a.Err)
 			}
@@ -64,7 +74,7 @@ start, the reason is printed and the exit status is non-zero.`,
 			if err != nil {
 				return errs.Wrap(errs.Internal, err, "cannot find the tamq executable")
 			}
-			childArgs := []string{"serve", "--restore"}
+			childArgs := []string{"serve", "--restore", "--recreate", recreate}
 			if f.orwell {
 				childArgs = append(childArgs, "--orwell")
 			}
@@ -84,6 +94,7 @@ start, the reason is printed and the exit status is non-zero.`,
 	f.register(cmd)
 	cmd.Flags().BoolVarP(&detach, "detach", "d", false, "run the service in the background")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for the service to become ready")
+	cmd.Flags().StringVar(&tmuxSocket, "tmux-socket", "", "the tmux server whose windows come back even if it is gone: a socket name as tmux -L, or a path as tmux -S (default: the server tmux would use)")
 	return cmd
 }
 

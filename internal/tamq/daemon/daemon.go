@@ -6,14 +6,12 @@ package daemon
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/proc"
 	"github.com/tmux-amq/tamq/internal/protocol"
 )
 
@@ -208,28 +207,12 @@ func waitAlive(ctx context.Context, p paths.Paths) (protocol.PingResult, error) 
 	}
 }
 
-// Exited reports whether pid has exited. A zombie has: it holds no files,
-// locks or sockets any more, and the detached service's zombie lasts until
-// init reaps it, which some inits (a container without one) never do.
-func Exited(pid int) bool {
-	if syscall.Kill(pid, 0) == syscall.ESRCH {
-		return true
-	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// "pid (comm) state ...": comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(stat, ')')
-	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
-}
-
 // WaitGone polls until the process pid has exited and the socket no longer
 // answers, or ctx ends.
 func WaitGone(ctx context.Context, p paths.Paths, pid int) error {
 	delay := 5 * time.Millisecond
 	for {
-		procGone := Exited(pid)
+		procGone := proc.Exited(pid)
 		if _, err := Ping(ctx, p); err != nil && procGone {
 			return nil
 		}

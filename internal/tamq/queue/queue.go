@@ -267,6 +267,27 @@ func (m *Message) LeaseExpired(now time.Time) error {
 	return nil
 }
 
+// Deferred returns a claimed message to the queue when its window could not
+// take it (the agent has exited, the window is gone, or the agent shows a
+// dialog rather than its input prompt). Nothing was written, so the attempt
+// does not count; the message waits, with the reason, until the window can
+// take it.
+func (m *Message) Deferred(now time.Time, reason string) error {
+	if m.State != Delivering {
+		return transitionError(m, "put it back in the queue")
+	}
+	m.State, m.NextAttemptAt, m.UpdatedAt, m.LastError = Queued, now, now, reason
+	m.Attempts = max(m.Attempts-1, 0)
+	return nil
+}
+
+// Abandon fails an undelivered message whose endpoint is gone for good (the
+// operator forgot it); `tamq retry` can send it again through a live one.
+func (m *Message) Abandon(now time.Time, reason string) {
+	m.UpdatedAt = now
+	m.fail(now, reason)
+}
+
 // Ack records the receiver's acknowledgement. It is accepted in every state,
 // after failure too (a late ack wins); acking twice changes nothing.
 func (m *Message) Ack(now time.Time) (changed bool) {

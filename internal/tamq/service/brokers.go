@@ -5,57 +5,109 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/proc"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
-// brokers are the live broker sessions, by tmux socket and pane.
+// brokerWriteTimeout bounds one frame written to a broker: a broker that
+// stops reading must not hold a delivery, or shutdown, forever.
+const brokerWriteTimeout = 5 * time.Second
+
+// brokers are the live broker sessions, by delivery key (endpoint and repo).
 type brokers struct {
 	mu   sync.Mutex
 	live map[string]*brokerConn
 }
 
-func paneKey(socket, pane string) string { return socket + "\x00" + pane }
-
-func (b *brokers) get(socket, pane string) *brokerConn {
+func (b *brokers) get(key string) *brokerConn {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.live[paneKey(socket, pane)]
+	return b.live[key]
 }
 
 // brokerConn is one broker's session: one delivery at a time (the dispatcher
-// never has two in flight for a window).
+// never has two in flight for a window). The session was verified when it
+// opened: its process is the pane's own, on the tmux server of endpointID, in
+// the window marked for repo.
 type brokerConn struct {
-	conn    net.Conn
-	mu      sync.Mutex
-	replies chan protocol.Response
-	closed  chan struct{}
-	seq     int
+	conn       net.Conn
+	endpointID string
+	repo       string
+	paneID     string
+	mu         sync.Mutex
+	replies    chan protocol.Response
+	closed     chan struct{}
+	seq        int
 }
 
-// Live reports whether a broker session serves the pane.
-func (s *Service) brokerLive(socket, pane string) bool { return s.brokers.get(socket, pane) != nil }
+// brokerLive reports whether a broker session serves the window.
+func (s *Service) brokerLive(endpointID, repo, paneID string) bool {
+	bc := s.brokers.get(store.DeliveryKey(endpointID, repo))
+	return bc != nil && bc.paneID == paneID
+}
+
+// verifyBroker checks that the process at the other end of a broker session
+// is what it says: the process tmux runs in the pane (or one it started), in
+// a live pane of the window tamq marked for the repo. It returns the pane.
+func (s *Service) verifyBroker(ctx context.Context, peer protocol.Peer, args protocol.BrokerSessionArgs) (paneSeen, error) {
+	refuse := func(format string, a ...any) (paneSeen, error) {
+		return paneSeen{}, errs.New(errs.PermissionDeny, "broker session for %s refused: "+format, append([]any{args.Repo}, a...)...)
+	}
+	if args.Socket == "" || args.Pane == "" || args.Repo == "" {
+		return paneSeen{}, errs.New(errs.BadRequest, "a broker session needs its repo, tmux socket and pane")
+	}
+	pid, wins, err := (tmux.Server{Socket: args.Socket}).Snapshot(ctx)
+	if err != nil {
+		return refuse("cannot ask its tmux server: %v", err)
+	}
+	i := slices.IndexFunc(wins, func(w tmux.Window) bool { return w.PaneID == args.Pane })
+	if i < 0 || wins[i].Dead {
+		return refuse("no live pane %s on that tmux server", args.Pane)
+	}
+	w := wins[i]
+	if w.Repo != args.Repo {
+		return refuse("pane %s is in a window marked for %q", args.Pane, w.Repo)
+	}
+	chain, err := proc.Ancestors(int(peer.PID))
+	if err != nil {
+		return refuse("cannot read its process: %v", err)
+	}
+	j := slices.IndexFunc(chain, func(st proc.Stat) bool { return st.PID == w.PanePID })
+	if j < 0 {
+		return refuse("its process (pid %d) does not run in pane %s", peer.PID, args.Pane)
+	}
+	p := paneSeen{endpointID: "tmux-amq-" + strconv.Itoa(pid), socket: args.Socket, paneID: w.PaneID, repo: w.Repo,
+		pid: w.PanePID, start: chain[j].StartTime}
+	s.live.addPane(p)
+	return p, nil
+}
 
 // brokerSession is the stream handler: it records the broker as live until
 // its connection ends.
-func (s *Service) brokerSession(_ context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) brokerSession(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
 	var args protocol.BrokerSessionArgs
 	if err := protocol.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	if args.Socket == "" || args.Pane == "" {
-		return nil, errs.New(errs.BadRequest, "a broker session needs its tmux socket and pane")
+	p, err := s.verifyBroker(ctx, peer, args)
+	if err != nil {
+		s.log.Warn("broker session refused", "repo", args.Repo, "peer_pid", peer.PID, "error", err.Error())
+		return nil, err
 	}
 	return protocol.Stream{
 		Result: map[string]bool{"accepted": true},
 		Run: func(conn net.Conn, fr *protocol.FrameReader) {
-			bc := &brokerConn{conn: conn, replies: make(chan protocol.Response, 1), closed: make(chan struct{})}
-			key := paneKey(args.Socket, args.Pane)
+			bc := &brokerConn{conn: conn, endpointID: p.endpointID, repo: p.repo, paneID: p.paneID,
+				replies: make(chan protocol.Response, 1), closed: make(chan struct{})}
+			key := store.DeliveryKey(p.endpointID, p.repo)
 			s.brokers.mu.Lock()
 			if s.brokers.live == nil {
 				s.brokers.live = map[string]*brokerConn{}
@@ -65,7 +117,7 @@ func (s *Service) brokerSession(_ context.Context, _ protocol.Peer, req *protoco
 			}
 			s.brokers.live[key] = bc
 			s.brokers.mu.Unlock()
-			s.log.Info("broker attached", "repo", args.Repo, "pane", args.Pane)
+			s.log.Info("broker attached", "repo", p.repo, "pane", p.paneID, "endpoint", p.endpointID)
 			defer func() {
 				s.brokers.mu.Lock()
 				if s.brokers.live[key] == bc {
@@ -73,23 +125,60 @@ func (s *Service) brokerSession(_ context.Context, _ protocol.Peer, req *protoco
 				}
 				s.brokers.mu.Unlock()
 				close(bc.closed)
-				s.log.Info("broker detached", "repo", args.Repo, "pane", args.Pane)
+				// The broker's view goes with it; whether the window can take
+				// deliveries is tmux's to say now (its agent may have exited).
+				if s.live.setBrokerWait(key, "") {
+					s.wake()
+				}
+				s.live.requestList()
+				s.log.Info("broker detached", "repo", p.repo, "pane", p.paneID)
 			}()
+			s.wake() // deliveries that waited for a broker may go now
 			for {
 				frame, err := fr.Next()
 				if err != nil {
 					return
 				}
-				var resp protocol.Response
-				if json.Unmarshal(frame, &resp) == nil {
-					select {
-					case bc.replies <- resp:
-					default: // an answer nobody waits for
-					}
-				}
+				s.brokerFrame(key, bc, frame)
 			}
 		},
 	}, nil
+}
+
+// brokerFrame handles one frame a broker sent: the answer to a delivery, or
+// a notification of its agent's state.
+func (s *Service) brokerFrame(key string, bc *brokerConn, frame []byte) {
+	var note struct {
+		Op   string          `json:"op"`
+		Args json.RawMessage `json:"args"`
+	}
+	if json.Unmarshal(frame, &note) == nil && note.Op != "" {
+		if note.Op != protocol.OpBrokerState {
+			return // a notification this service does not know
+		}
+		var st protocol.BrokerState
+		if json.Unmarshal(note.Args, &st) != nil {
+			return
+		}
+		reason := ""
+		if !st.AtPrompt {
+			reason = "the agent is not at its input prompt"
+			if st.Reason != "" {
+				reason += ": " + st.Reason
+			}
+		}
+		if s.live.setBrokerWait(key, reason) {
+			s.wake()
+		}
+		return
+	}
+	var resp protocol.Response
+	if json.Unmarshal(frame, &resp) == nil {
+		select {
+		case bc.replies <- resp:
+		default: // an answer nobody waits for
+		}
+	}
 }
 
 // deliver asks the broker to write text and reports what it said.
@@ -103,7 +192,9 @@ func (bc *brokerConn) deliver(ctx context.Context, d protocol.DeliverArgs) (Writ
 	if err != nil {
 		return out, err
 	}
+	bc.conn.SetWriteDeadline(time.Now().Add(brokerWriteTimeout))
 	if _, err := bc.conn.Write(frame); err != nil {
+		// A partly written frame is not a request the broker can act on.
 		return out, errs.Wrap(errs.Unavailable, err, "broker session lost")
 	}
 	out.MaybeWritten = true // from here on, bytes may have gone in
@@ -124,6 +215,13 @@ func (bc *brokerConn) deliver(ctx context.Context, d protocol.DeliverArgs) (Writ
 			out.Moment, out.WaitedMS = "bounded", res.WaitedMS
 			if res.Quiet {
 				out.Moment = "quiet"
+			}
+			if res.NotReady {
+				out.MaybeWritten, out.Deferred, out.Reason = false, true, res.Reason
+				if out.Reason == "" {
+					out.Reason = "the agent is not at its input prompt"
+				}
+				return out, errs.New(errs.Unavailable, "nothing written: %s", out.Reason)
 			}
 			if !res.Written {
 				out.MaybeWritten = res.MaybeWritten
@@ -147,9 +245,11 @@ type RoutingWriter struct {
 	tmux Writer
 }
 
-// Write implements Writer.
+// Write implements Writer. The broker's session was verified for this very
+// window (endpoint, repo and pane) when it opened; through tmux, every write
+// checks the pane again.
 func (rw RoutingWriter) Write(ctx context.Context, ep store.Endpoint, w store.Window, text string) (Written, error) {
-	if bc := rw.svc.brokers.get(ep.TmuxSocket, w.PaneID); bc != nil {
+	if bc := rw.svc.brokers.get(store.DeliveryKey(ep.ID, w.Repo)); bc != nil && bc.paneID == w.PaneID {
 		c := rw.svc.opts.Config.Delivery
 		d := protocol.DeliverArgs{Text: text, PauseMS: int(rw.svc.enterPause(text) / time.Millisecond),
 			QuietMS: c.QuietMS, MaxWaitMS: c.MaxQuietWaitMS}

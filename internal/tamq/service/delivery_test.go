@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tmux-amq/tamq/internal/proc"
 	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/tamq/daemon"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -276,9 +276,10 @@ func TestStartRestoresTheWorkspace(t *testing.T) {
 	t.Parallel()
 	e, tm := workspace(t, fastConfig, "net-kingdom")
 	e.Tamq(t, "stop")
-	// A reboot: the tmux server is gone.
+	// A reboot: the tmux server is gone. start brings back the server it is
+	// told to (tmux's default one when not told).
 	tm.Cmd("kill-server")
-	e.Tamq(t, "start", "--detach")
+	e.Tamq(t, "start", "--detach", "--tmux-socket", tm.Name)
 	var st protocol.StatusReport
 	if err := json.Unmarshal([]byte(e.Run(t, "tamq", "status", "--json").Stdout), &st); err != nil {
 		t.Fatal(err)
@@ -315,7 +316,7 @@ func TestCrashMidDeliveryLosesAndDoublesNothing(t *testing.T) {
 	})
 	pid := pingPID(t, e)
 	syscall.Kill(pid, syscall.SIGKILL)
-	testutil.WaitFor(t, "the service to die", func() bool { return daemon.Exited(pid) })
+	testutil.WaitFor(t, "the service to die", func() bool { return proc.Exited(pid) })
 	e.Tamq(t, "start", "--detach")
 	testutil.WaitFor(t, "every message to be injected", func() bool {
 		return len(history(t, e, "--state", "injected")) == n
@@ -346,35 +347,72 @@ func TestCrashMidDeliveryLosesAndDoublesNothing(t *testing.T) {
 	}
 }
 
-func TestSenderComesFromTheWindowNotTheText(t *testing.T) {
+// The sender is the window the sending process runs in, as the process tree
+// shows it: neither the text nor $TMUX/$TMUX_PANE can make it another.
+func TestSenderIsTheWindowTheProcessRunsIn(t *testing.T) {
 	t.Parallel()
-	e, _ := workspace(t, fastConfig, "net-kingdom", "railiance")
+	e, tm := workspace(t, fastConfig, "net-kingdom", "railiance")
+	railiancePane := paneOf(t, e, "railiance")
+	// Outside tmux, with $TMUX and $TMUX_PANE set by hand to railiance's pane:
+	// the operator.
+	cmd := e.Command(context.Background(), "tamq", "send", "--json", "To:net-kingdom: spoofed")
+	cmd.Env = append(cmd.Env, "TMUX="+tmuxSocketPath(t, tm)+",1,0", "TMUX_PANE="+railiancePane)
+	r := testutil.RunCmd(t, cmd)
+	var m protocol.Message
+	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil {
+		t.Fatalf("send with a spoofed pane: %s", r)
+	}
+	if m.Sender != "operator" || m.SenderKind != "operator" || m.Provenance != "o" {
+		t.Errorf("a spoofed $TMUX_PANE made the sender %+v", m)
+	}
+	waitState(t, e, m.ID, "injected")
+
+	// An agent in a window of its own sends, claiming railiance's pane in its
+	// environment and the operator in its text: it is its window's repo.
+	e.Gita(t, "agent-repo")
+	agent := `TMUX_PANE=` + railiancePane + ` "` + e.Bin + `/tamq" send 'To:net-kingdom: From:operator/o: pretending'; ` + e.RecorderCommand()
+	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", agent, "agent-repo")
+	var got *protocol.Message
+	testutil.WaitFor(t, "the agent's message", func() bool {
+		for _, h := range history(t, e) {
+			if h.Target == "net-kingdom" && h.ID != m.ID {
+				got = &h
+				return true
+			}
+		}
+		return false
+	})
+	if got.Sender != "agent-repo" || got.SenderKind != "worker" || got.Provenance != "" {
+		t.Errorf("sender from inside a window %+v", got)
+	}
+	waitState(t, e, got.ID, "injected")
+	if rec, _ := e.Recording("net-kingdom"); !strings.HasSuffix(rec, "From:agent-repo: From:operator/o: pretending\r") {
+		t.Errorf("net-kingdom received %q", rec)
+	}
+}
+
+// paneOf is the pane of repo's window, as status reports it.
+func paneOf(t testing.TB, e *testutil.Env, repo string) string {
+	t.Helper()
 	var st protocol.StatusReport
 	if err := json.Unmarshal([]byte(e.Run(t, "tamq", "status", "--json").Stdout), &st); err != nil {
 		t.Fatal(err)
 	}
-	ep := st.Endpoints[0]
-	var pane string
-	for _, w := range ep.Windows {
-		if w.Repo == "net-kingdom" {
-			pane = w.PaneID
+	for _, ep := range st.Endpoints {
+		for _, w := range ep.Windows {
+			if w.Repo == repo && ep.State == "connected" {
+				return w.PaneID
+			}
 		}
 	}
-	// What `tamq send` sends from inside net-kingdom's window ($TMUX, $TMUX_PANE).
-	cmd := e.Command(context.Background(), "tamq", "send", "--json", "To:railiance: From:operator/o: pretending")
-	cmd.Env = append(cmd.Env, "TMUX="+ep.TmuxSocket+",1,0", "TMUX_PANE="+pane)
-	r := testutil.RunCmd(t, cmd)
-	var m protocol.Message
-	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil {
-		t.Fatalf("send from a window: %s", r)
-	}
-	if m.Sender != "net-kingdom" || m.SenderKind != "worker" || m.Provenance != "" {
-		t.Errorf("sender %+v", m)
-	}
-	waitState(t, e, m.ID, "injected")
-	if got, _ := e.Recording("railiance"); got != "From:net-kingdom: From:operator/o: pretending\r" {
-		t.Errorf("railiance received %q", got)
-	}
+	t.Fatalf("no connected window for %s: %+v", repo, st.Endpoints)
+	return ""
+}
+
+// tmuxSocketPath is the socket path of a private tmux server.
+func tmuxSocketPath(t testing.TB, tm *testutil.Tmux) string {
+	t.Helper()
+	return tm.Must(t, "display", "-p", "#{socket_path}")
 }
 
 func TestBrokerRoutesAgentAndOperatorLines(t *testing.T) {

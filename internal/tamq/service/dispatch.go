@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/tmux"
@@ -29,6 +30,12 @@ type Written struct {
 	// the operator not mid-line, "bounded" when the wait for that ran out.
 	Moment   string
 	WaitedMS int64
+	// Deferred: nothing was written because the window cannot take text now
+	// (its agent has exited, its pane is gone or is not the window's any more,
+	// or the agent is not at its input prompt); Reason says which. The
+	// message waits for the window, without spending an attempt.
+	Deferred bool
+	Reason   string
 }
 
 // detail is the receipt detail of a delivery: how, never what.
@@ -47,10 +54,16 @@ type TmuxWriter struct {
 	Pause func(text string) time.Duration
 }
 
-// Write implements Writer.
+// Write implements Writer. Both writes are guarded: tmux itself checks, at
+// the moment of each, that the pane is the window's (same server, same repo
+// mark) and that its program is alive.
 func (tw TmuxWriter) Write(ctx context.Context, ep store.Endpoint, w store.Window, text string) (Written, error) {
 	srv := tmux.Server{Socket: ep.TmuxSocket}
-	if err := srv.Paste(ctx, w.PaneID, text); err != nil {
+	g := tmux.Guard{PaneID: w.PaneID, ServerPID: ep.ServerPID, Repo: w.Repo}
+	if err := srv.Paste(ctx, g, text); err != nil {
+		if r := tmux.RefusalOf(err); r != nil {
+			return Written{Path: "tmux", Deferred: true, Reason: r.Reason}, err
+		}
 		return Written{Path: "tmux", MaybeWritten: !errors.Is(err, tmux.ErrNotWritten)}, err
 	}
 	select {
@@ -58,7 +71,7 @@ func (tw TmuxWriter) Write(ctx context.Context, ep store.Endpoint, w store.Windo
 	case <-ctx.Done():
 		return Written{Path: "tmux", MaybeWritten: true}, ctx.Err()
 	}
-	if err := srv.SendEnter(ctx, w.PaneID); err != nil {
+	if err := srv.SendEnter(ctx, g); err != nil {
 		return Written{Path: "tmux", MaybeWritten: true}, err
 	}
 	return Written{Path: "tmux"}, nil
@@ -108,10 +121,15 @@ func (s *Service) dispatch(ctx context.Context) {
 	}()
 	recovered := false
 	for {
+		// Work that failed (the database refused a write) is tried again
+		// after a short pause rather than forgotten.
+		var retryAt time.Time
 		if !recovered {
 			recovered = s.recoverClaims(ctx) == nil
 		}
-		s.expireAcks(ctx)
+		if !recovered || s.expireAcks(ctx) != nil {
+			retryAt = s.opts.Now().Add(time.Second)
+		}
 		// Wake at the earliest of: a free window's next message, an ack deadline.
 		var next time.Time
 		earliest := func(t time.Time) {
@@ -119,17 +137,29 @@ func (s *Service) dispatch(ctx context.Context) {
 				next = t
 			}
 		}
+		earliest(retryAt)
 		if d, err := s.store.NextAckDeadline(ctx); err == nil {
 			earliest(d)
+		} else if ctx.Err() == nil {
+			s.log.Error("reading ack deadlines failed; will try again", "error", err.Error())
+			earliest(s.opts.Now().Add(time.Second))
 		}
 		targets, err := s.store.QueuedTargets(ctx)
 		if err != nil && ctx.Err() == nil {
-			s.log.Error("reading the queue failed", "error", err.Error())
+			s.log.Error("reading the queue failed; will try again", "error", err.Error())
+			earliest(s.opts.Now().Add(time.Second))
 		}
+		connected := s.connectedEndpoints(ctx)
 		now := s.opts.Now()
 		for _, t := range targets {
 			if busy[t.Key()] || s.isStopping() {
 				continue // a busy window wakes the loop when its delivery ends
+			}
+			// A window that cannot take text now (its tmux server is gone,
+			// its agent exited, it shows a dialog) is not claimed: whatever
+			// clears the reason wakes the loop.
+			if !connected[t.EndpointID] || s.live.waitReason(t.Key()) != "" {
+				continue
 			}
 			if t.NextAt.After(now) {
 				earliest(t.NextAt)
@@ -177,34 +207,63 @@ func (s *Service) dispatch(ctx context.Context) {
 	}
 }
 
+// connectedEndpoints are the ids of the endpoints whose tmux server runs.
+func (s *Service) connectedEndpoints(ctx context.Context) map[string]bool {
+	out := map[string]bool{}
+	eps, err := s.knownEndpoints(ctx)
+	if err != nil {
+		s.log.Error("cannot read endpoints", "error", err.Error())
+	}
+	for _, ep := range eps {
+		if ep.State == store.Connected {
+			out[ep.ID] = true
+		}
+	}
+	return out
+}
+
 // recoverClaims returns to the queue every delivery claimed by an earlier
 // instance (a crash or kill mid-delivery): the same id is delivered again.
+// It fails if any claim could not be returned, so the dispatcher tries again.
 func (s *Service) recoverClaims(ctx context.Context) error {
 	ids, err := s.store.ExpiredLeases(ctx, s.instance)
 	if err != nil {
+		s.log.Error("cannot read interrupted deliveries; will try again", "error", err.Error())
 		return err
 	}
+	var errAll error
 	for _, id := range ids {
 		if _, err := s.store.Transition(ctx, id, "delivery interrupted; redelivering", func(m *queue.Message) error {
 			return m.LeaseExpired(s.opts.Now())
-		}); err != nil {
-			s.log.Error("recover claim", "message", id, "error", err.Error())
+		}); err != nil && !errs.Is(err, errs.Conflict) {
+			s.log.Error("cannot return an interrupted delivery to the queue; will try again", "message", id, "error", err.Error())
+			errAll = errors.Join(errAll, err)
 		}
 	}
-	return nil
+	return errAll
 }
 
-func (s *Service) expireAcks(ctx context.Context) {
+// expireAcks redelivers (or fails) the messages whose ack deadline passed.
+// It fails if any could not be moved, so the dispatcher tries again soon.
+func (s *Service) expireAcks(ctx context.Context) error {
 	ids, err := s.store.DueAcks(ctx)
 	if err != nil {
-		return
+		s.log.Error("cannot read ack deadlines; will try again", "error", err.Error())
+		return err
 	}
 	t := timing(s.opts.Config)
+	var errAll error
 	for _, id := range ids {
-		s.store.Transition(ctx, id, "ack deadline passed", func(m *queue.Message) error {
+		if _, err := s.store.Transition(ctx, id, "ack deadline passed", func(m *queue.Message) error {
 			return m.AckDeadlinePassed(s.opts.Now(), t)
-		})
+		}); err != nil && !errs.Is(err, errs.Conflict) {
+			// Conflict: acked meanwhile (a late ack wins). Anything else is
+			// the database failing; the deadline stays due and is tried again.
+			s.log.Error("cannot expire an ack deadline; will try again", "message", id, "error", err.Error())
+			errAll = errors.Join(errAll, err)
+		}
 	}
+	return errAll
 }
 
 // deliver writes one claimed message and records the outcome.
@@ -216,6 +275,12 @@ func (s *Service) deliver(ctx context.Context, m queue.Message) {
 		wctx, cancel := context.WithTimeout(ctx, DeliveryLease/2)
 		wr, err = s.opts.Writer.Write(wctx, ep, w, queue.Envelope(m))
 		cancel()
+	} else {
+		wr = Written{Deferred: true, Reason: err.Error()}
+	}
+	if wr.Deferred {
+		s.deferDelivery(ctx, m, wr)
+		return
 	}
 	if err != nil {
 		s.log.Warn("delivery failed", "message", m.ID, "target", m.Target, "maybe_written", wr.MaybeWritten, "error", err.Error())
@@ -239,6 +304,27 @@ func (s *Service) deliver(ctx context.Context, m queue.Message) {
 	s.log.Debug("delivered", "message", m.ID, "target", m.Target, "attempt", m.Attempts)
 }
 
+// deferDelivery puts a message its window could not take back in the queue
+// (its attempt not spent) and holds the window's deliveries until what stood
+// in the way clears: the watcher lists the window again, or the broker says
+// its agent is back at its prompt.
+func (s *Service) deferDelivery(ctx context.Context, m queue.Message, wr Written) {
+	key := store.DeliveryKey(m.EndpointID, m.Target)
+	if wr.Path == "broker" {
+		s.live.setBrokerWait(key, wr.Reason)
+	} else {
+		s.live.setPaneHealth(key, wr.Reason)
+		s.live.requestList()
+	}
+	s.log.Info("delivery waits", "message", m.ID, "target", m.Target, "reason", wr.Reason)
+	if _, err := s.store.Transition(context.WithoutCancel(ctx), m.ID, "window cannot take it now: "+wr.Reason, func(x *queue.Message) error {
+		return x.Deferred(s.opts.Now(), wr.Reason)
+	}); err != nil {
+		// The claim stays; it expires and the message is delivered again.
+		s.log.Error("record a deferred delivery", "message", m.ID, "error", err.Error())
+	}
+}
+
 func (s *Service) windowFor(ctx context.Context, endpointID, repo string) (store.Endpoint, store.Window, error) {
 	eps, err := s.knownEndpoints(ctx)
 	if err != nil {
@@ -257,4 +343,4 @@ func (s *Service) windowFor(ctx context.Context, endpointID, repo string) (store
 	return store.Endpoint{}, store.Window{}, errNoWindow
 }
 
-var errNoWindow = errors.New("the target window is no longer recorded")
+var errNoWindow = errors.New("no window is recorded for it on its endpoint")

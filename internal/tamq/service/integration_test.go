@@ -16,9 +16,9 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/tmux-amq/tamq/internal/proc"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
-	"github.com/tmux-amq/tamq/internal/tamq/daemon"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
@@ -143,7 +143,7 @@ func TestPingStatusStop(t *testing.T) {
 	if _, err := os.Stat(e.Socket()); !os.IsNotExist(err) {
 		t.Errorf("socket left behind: %v", err)
 	}
-	if !daemon.Exited(pid) {
+	if !proc.Exited(pid) {
 		t.Errorf("service pid %d still exists", pid)
 	}
 	// Only the service stopped: the tmux server and its window live on.
@@ -267,7 +267,7 @@ func TestSignalsShutDownCleanly(t *testing.T) {
 			e.Tamq(t, "start", "--detach")
 			pid := pingPID(t, e)
 			e.Tamq(t, "stop")
-			if !daemon.Exited(pid) {
+			if !proc.Exited(pid) {
 				t.Errorf("restarted service %d still alive", pid)
 			}
 		})

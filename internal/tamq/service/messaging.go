@@ -12,7 +12,6 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/status"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
-	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
 // OperatorLabel is the sender of messages sent from outside any tamq window.
@@ -48,13 +47,21 @@ func (s *Service) register(ctx context.Context, _ protocol.Peer, req *protocol.R
 	if err != nil {
 		return nil, err
 	}
+	// The windows are looked at again (a reopened window clears what held its
+	// deliveries), and messages stranded on a gone endpoint of the same
+	// socket move here.
+	s.live.requestRebind()
 	s.wake()
 	return map[string]string{"endpoint_id": ep.ID}, nil
 }
 
-func (s *Service) send(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) send(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
 	var args protocol.SendArgs
 	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	sender, kind, err := s.senderOf(ctx, peer, args.Operator)
+	if err != nil {
 		return nil, err
 	}
 	reg, err := s.opts.Registry() // re-read: every address check sees the current registry
@@ -67,13 +74,13 @@ func (s *Service) send(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 		if _, rerr := reg.Resolve(queue.AddressedSlug(args.Text)); rerr != nil {
 			err = rerr
 		}
-		s.rejected(ctx, queue.AddressedSlug(args.Text), args, err)
+		s.rejected(ctx, queue.AddressedSlug(args.Text), sender, kind, err)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if body, err = queue.CleanBody(body); err != nil {
-		s.rejected(ctx, target, args, err)
+		s.rejected(ctx, target, sender, kind, err)
 		return nil, err
 	}
 	mode := queue.AckMode(s.opts.Config.Coordination.DeliveryAckMode)
@@ -87,10 +94,6 @@ func (s *Service) send(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 	if err != nil {
 		return nil, err
 	}
-	sender, kind := s.senderOf(ctx, endpoints, "", "")
-	if args.Operator {
-		kind = queue.FromOperator
-	}
 	epID, err := pickEndpoint(endpoints, target, args.EndpointID)
 	if err != nil {
 		return nil, err
@@ -100,6 +103,13 @@ func (s *Service) send(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 		MaxAttempts:   s.opts.Config.Coordination.MaxAttempts,
 		PolicyProfile: s.opts.Config.ProfileRef(), ConfigVersion: s.opts.Config.Version,
 	}
+	if args.ObservedAt != nil {
+		// A line a broker kept while the service was down is recorded as said
+		// when it was said; a time from the future is not believed.
+		if at := args.ObservedAt.UTC(); !at.IsZero() && at.Before(s.opts.Now()) {
+			m.CreatedAt = at
+		}
+	}
 	if err := s.enqueue(ctx, m); err != nil {
 		return nil, err
 	}
@@ -108,9 +118,7 @@ func (s *Service) send(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 }
 
 // rejected records a refused message: who sent it and why, never its text.
-func (s *Service) rejected(ctx context.Context, target string, args protocol.SendArgs, cause error) {
-	eps, _ := s.knownEndpoints(ctx) // without them the sender is found through tmux
-	sender, kind := s.senderOf(ctx, eps, "", "")
+func (s *Service) rejected(ctx context.Context, target, sender string, kind queue.SenderKind, cause error) {
 	r := s.receipt(store.KindRejected, "rejected", string(errs.CodeOf(cause)), map[string]any{
 		"target": target, "sender": sender, "sender_kind": string(kind),
 	})
@@ -119,32 +127,22 @@ func (s *Service) rejected(ctx context.Context, target string, args protocol.Sen
 	}
 }
 
-// senderOf derives the sender from the window the command runs in: a tamq
-// window speaks for its repo; anything else is the operator. A window that is
-// not registered yet (an agent that speaks before `tamq open` has finished)
-// is known by the repo mark tamq put on it in tmux.
-func (s *Service) senderOf(ctx context.Context, endpoints []store.Endpoint, socket, pane string) (string, queue.SenderKind) {
-	if pane == "" || socket == "" {
-		return OperatorLabel, queue.FromOperator
+// senderOf derives the sender from the connecting process, never from what
+// it declares: a process running in a tamq window (the pane's own process or
+// one of its descendants) speaks for that window's repo; any other process is
+// the operator. Only a window's broker, the pane's own process, may pass on a
+// line its operator typed, as the operator's (labelled with the window's repo).
+func (s *Service) senderOf(ctx context.Context, peer protocol.Peer, operatorLine bool) (string, queue.SenderKind, error) {
+	p, self, ok := s.paneOf(ctx, peer.PID)
+	switch {
+	case !ok:
+		return OperatorLabel, queue.FromOperator, nil
+	case operatorLine && !self:
+		return "", "", errs.New(errs.PermissionDeny, "only the broker of %s's window may send a line its operator typed", p.repo)
+	case operatorLine:
+		return p.repo, queue.FromOperator, nil
 	}
-	for _, ep := range endpoints {
-		if ep.TmuxSocket != socket {
-			continue
-		}
-		for _, w := range ep.Windows {
-			if w.PaneID == pane {
-				return w.Repo, queue.FromWorker
-			}
-		}
-	}
-	if wins, err := (tmux.Server{Socket: socket}).ListWindows(ctx); err == nil {
-		for _, w := range wins {
-			if w.PaneID == pane && w.Repo != "" {
-				return w.Repo, queue.FromWorker
-			}
-		}
-	}
-	return OperatorLabel, queue.FromOperator
+	return p.repo, queue.FromWorker, nil
 }
 
 // pickEndpoint resolves the one connected endpoint hosting target.
@@ -205,6 +203,8 @@ func (s *Service) retry(ctx context.Context, _ protocol.Peer, req *protocol.Requ
 	if err != nil {
 		return nil, err
 	}
+	// A message whose endpoint is gone moves to its replacement, if any.
+	s.live.requestRebind()
 	s.wake()
 	return MessageRecord(m, false), nil
 }
@@ -234,12 +234,30 @@ func (s *Service) history(ctx context.Context, _ protocol.Peer, req *protocol.Re
 	return out, nil
 }
 
-func (s *Service) endpoints(ctx context.Context, _ protocol.Peer, _ *protocol.Request) (any, error) {
-	eps, err := store.Endpoints(ctx, s.db.Reader)
+func (s *Service) endpoints(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args protocol.EndpointsArgs
+	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	eps, err := store.Endpoints(ctx, s.db.Reader, args.All)
 	if err != nil {
 		return nil, err
 	}
 	return protocol.EndpointsResult{Endpoints: status.Live(ctx, eps)}, nil
+}
+
+// forget marks an endpoint whose tmux server is gone as forgotten.
+func (s *Service) forget(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args protocol.IDArgs
+	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	n, err := s.store.Forget(ctx, args.ID)
+	s.endpointsChanged()
+	if err != nil {
+		return nil, err
+	}
+	return protocol.ForgetResult{EndpointID: args.ID, FailedMessages: n}, nil
 }
 
 // historyPage is the store's page for history arguments.

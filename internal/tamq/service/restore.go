@@ -4,34 +4,57 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/tamq/workspace"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
-// restore brings back the workspace recorded for each tmux socket (the newest
-// endpoint of each): the server is created or reused and every recorded window
-// is reused or opened again with its command and mode. A replaced endpoint's
-// undelivered messages move to its replacement.
-func (s *Service) restore(ctx context.Context) {
-	eps, err := store.Endpoints(ctx, s.db.Reader)
+// restore brings back the workspace recorded for the tmux sockets that are
+// wanted: every socket whose server runs now, and the sockets named in
+// recreate (the one the user asked for, or tmux's default), whose server is
+// started again if it is gone. Other sockets, such as the private servers of
+// old experiments, are left alone. For each, the newest endpoint's windows
+// are reused or opened again with their command and mode; the undelivered
+// messages of a replaced endpoint move to its replacement.
+func (s *Service) restore(ctx context.Context, recreate []string) (protocol.RestoreResult, error) {
+	res := protocol.RestoreResult{Endpoints: []protocol.Endpoint{}}
+	eps, err := store.Endpoints(ctx, s.db.Reader, false)
 	if err != nil {
-		s.log.Error("cannot read endpoints to restore", "error", err.Error())
-		return
+		return res, err
 	}
-	reg, err := s.opts.Registry()
-	if err != nil {
-		s.log.Warn("cannot restore windows without the gita registry", "error", err.Error())
-		return
-	}
-	defer s.endpointsChanged()
+	// The newest endpoint of each wanted socket.
+	var wanted []store.Endpoint
 	seen := map[string]bool{}
 	for _, ep := range eps { // newest first
 		if seen[ep.TmuxSocket] {
 			continue
 		}
 		seen[ep.TmuxSocket] = true
+		if slices.Contains(recreate, ep.TmuxSocket) || (tmux.Server{Socket: ep.TmuxSocket}).Alive(ctx) {
+			wanted = append(wanted, ep)
+		} else {
+			s.log.Debug("not restoring the windows of a tmux server that is gone", "endpoint", ep.ID, "socket", ep.TmuxSocket)
+		}
+	}
+	if len(wanted) == 0 {
+		return res, nil
+	}
+	reg, err := s.opts.Registry()
+	if err != nil {
+		return res, errs.Wrap(errs.CodeOf(err), err, "cannot restore windows without the gita registry")
+	}
+	exe, err := os.Executable() // restored windows run under the broker, as opened ones do
+	if err != nil {
+		return res, errs.Wrap(errs.Internal, err, "cannot restore windows: cannot find the tamq executable")
+	}
+	defer s.endpointsChanged()
+	var failed error
+	for _, ep := range wanted {
+		srv := tmux.Server{Socket: ep.TmuxSocket}
 		var repos []workspace.Repo
 		for _, w := range ep.Windows {
 			r, ok := reg.Lookup(w.Repo)
@@ -42,28 +65,46 @@ func (s *Service) restore(ctx context.Context) {
 			repos = append(repos, workspace.Repo{Repo: r, Command: w.Command, Mode: w.Mode})
 		}
 		note := func(format string, args ...any) { s.log.Info(fmt.Sprintf(format, args...)) }
-		exe, _ := os.Executable() // restored windows run under the broker, as opened ones do
 		brk := workspace.Broker{Exe: exe, GitaDir: reg.Dir}
-		res, err := workspace.Open(ctx, tmux.Server{Socket: ep.TmuxSocket}, repos, s.opts.Paths.Socket, brk, note)
+		opened, err := workspace.Open(ctx, srv, repos, s.opts.Paths.Socket, s.opts.Paths.OpenLockFile, brk, note)
 		if err != nil {
 			s.log.Error("cannot restore windows", "endpoint", ep.ID, "error", err.Error())
+			failed = err
 			continue
 		}
-		if len(res.Endpoint.Windows) == 0 {
+		if len(opened.Endpoint.Windows) == 0 {
 			continue
 		}
-		rec := res.Endpoint
+		rec := opened.Endpoint
 		if err := s.store.Register(ctx, rec); err != nil {
 			s.log.Error("cannot record restored windows", "endpoint", rec.ID, "error", err.Error())
+			failed = err
 			continue
 		}
+		res.Endpoints = append(res.Endpoints, rec)
 		if rec.ID != ep.ID {
-			s.store.SetEndpointState(ctx, ep.ID, "disconnected")
-			n, err := s.store.Rebind(ctx, ep.ID, rec.ID)
-			if err != nil {
-				s.log.Error("cannot move messages to the restored endpoint", "error", err.Error())
+			if err := s.store.SetEndpointState(ctx, ep.ID, store.Disconnected, "replaced by "+rec.ID); err != nil {
+				s.log.Error("cannot record a replaced endpoint", "endpoint", ep.ID, "error", err.Error())
+				failed = err
 			}
-			s.log.Info("workspace restored", "endpoint", rec.ID, "replaces", ep.ID, "windows", len(rec.Windows), "messages_moved", n)
+			s.log.Info("workspace restored", "endpoint", rec.ID, "replaces", ep.ID, "windows", len(rec.Windows))
 		}
 	}
+	s.endpointsChanged()
+	if err := s.rebindStranded(ctx); err != nil {
+		s.log.Error("cannot move messages to the restored endpoints; will try again", "error", err.Error())
+		s.live.requestRebind()
+	}
+	s.live.requestList()
+	return res, failed
+}
+
+// restoreOp is `tamq start` reaching a service that already runs: the
+// workspace comes back without a service restart.
+func (s *Service) restoreOp(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args protocol.RestoreArgs
+	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	return s.restore(ctx, args.Recreate)
 }

@@ -53,8 +53,11 @@ type Options struct {
 	IdleRelease time.Duration
 	// Writer writes into terminals; nil means TmuxWriter.
 	Writer Writer
-	// Restore reopens the windows recorded for each tmux socket (tamq start).
-	Restore bool
+	// Restore reopens the recorded windows at start (tamq start): those of
+	// every tmux server that runs, and those of the sockets in Recreate,
+	// whose server is started again when it is gone.
+	Restore  bool
+	Recreate []string
 }
 
 // DefaultIdleRelease keeps an idle service small: the Go runtime returns freed
@@ -77,9 +80,13 @@ type Service struct {
 	stopped  chan struct{}
 	idle     *time.Timer
 
-	stopWork context.CancelFunc
+	// The background work, stopped in this order at shutdown: the dispatcher
+	// (its deliveries finish), then, once the requests under way are
+	// answered, the committer they may need, then the watcher.
+	stopDispatch, stopCommit, stopWatch context.CancelFunc
 
 	brokers      brokers
+	live         *live
 	epMu         sync.Mutex
 	epCache      []store.Endpoint // the endpoints table; nil when stale
 	instance     string           // names this run's delivery claims
@@ -88,6 +95,8 @@ type Service struct {
 	stopping     atomic.Bool
 	busy         sync.Map // delivery keys of windows being written to
 	dispatchDone chan struct{}
+	commitDone   chan struct{}
+	watchDone    chan struct{}
 }
 
 // Start brings the service up to the point where it accepts connections. The
@@ -104,7 +113,8 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	s := &Service{
 		opts: o, log: o.Log, stopped: make(chan struct{}),
 		instance: store.NewID(), wakeCh: make(chan struct{}, 1), enqCh: make(chan enqueueReq, 256),
-		dispatchDone: make(chan struct{}),
+		dispatchDone: make(chan struct{}), commitDone: make(chan struct{}), watchDone: make(chan struct{}),
+		live: newLive(),
 	}
 	if s.opts.Writer == nil {
 		s.opts.Writer = RoutingWriter{svc: s, tmux: TmuxWriter{Pause: s.enterPause}}
@@ -136,6 +146,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	if err != nil {
 		return fail(err)
 	}
+	st.PolicyProfile, st.ConfigVersion = o.Config.ProfileRef(), o.Config.Version
 	s.db, s.store = st.DB, st
 	if st.DB.BackupPath != "" {
 		s.log.Info("database migrated", "backup", st.DB.BackupPath)
@@ -163,7 +174,11 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	s.advise(ctx)
 	s.reconnectEndpoints(ctx)
 	if o.Restore {
-		s.restore(ctx)
+		if _, err := s.restore(ctx, o.Recreate); err != nil {
+			// The service runs without the windows that could not come back;
+			// the log says which, and `tamq start` can be run again.
+			s.log.Error("the workspace was not fully restored", "error", err.Error())
+		}
 	}
 	s.log.Info("tamq service started", "pid", os.Getpid(), "socket", o.Paths.Socket, "database", o.Paths.Database,
 		"policy_profile", o.Config.ProfileRef(), "config_version", o.Config.Version)
@@ -195,15 +210,29 @@ func (s *Service) refused(peer protocol.Peer, err error) {
 // stay in the database for the next start.
 func (s *Service) Run(ctx context.Context) error {
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- s.server.Serve(ctx, s.ln) }()
-	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWork()
-	go s.commit(workCtx)
+	// Requests are served with a context a signal does not cancel: a
+	// request accepted before SIGTERM is answered, not failed.
+	go func() { serveErr <- s.server.Serve(context.WithoutCancel(ctx), s.ln) }()
+	base := context.WithoutCancel(ctx)
+	var commitCtx, dispatchCtx, watchCtx context.Context
+	commitCtx, s.stopCommit = context.WithCancel(base)
+	dispatchCtx, s.stopDispatch = context.WithCancel(base)
+	watchCtx, s.stopWatch = context.WithCancel(base)
+	defer s.stopCommit()
+	defer s.stopDispatch()
+	defer s.stopWatch()
+	go func() {
+		defer close(s.commitDone)
+		s.commit(commitCtx)
+	}()
 	go func() {
 		defer close(s.dispatchDone)
-		s.dispatch(workCtx)
+		s.dispatch(dispatchCtx)
 	}()
-	s.stopWork = stopWork
+	go func() {
+		defer close(s.watchDone)
+		s.watch(watchCtx)
+	}()
 	reason := "stop request"
 	select {
 	case <-ctx.Done():
@@ -230,18 +259,27 @@ func (s *Service) shutdown(reason string) error {
 	s.idle.Stop()
 	s.stopping.Store(true) // no new deliveries are claimed
 	sockErr := s.ln.Remove()
-	drainErr := s.server.Shutdown(graceCtx)
-	// Deliveries under way finish (they are short) unless the grace period ends.
-	if s.stopWork != nil {
-		s.stopWork()
-		select {
-		case <-s.dispatchDone:
-		case <-graceCtx.Done():
-			drainErr = errors.Join(drainErr, errs.New(errs.Timeout, "deliveries still running when the grace period ended"))
-		}
+	var drainErr error
+	// Deliveries under way finish first, while their brokers' sessions are
+	// still open: a delivery cut off would be recorded as failed although its
+	// text arrived.
+	s.stopDispatch()
+	select {
+	case <-s.dispatchDone:
+	case <-graceCtx.Done():
+		drainErr = errs.New(errs.Timeout, "deliveries still running when the grace period ended")
+	}
+	// Then the requests under way are answered (the committer still runs for
+	// the sends among them), and every connection, broker sessions too, closes.
+	drainErr = errors.Join(drainErr, s.server.Shutdown(graceCtx))
+	s.stopCommit()
+	s.stopWatch()
+	select {
+	case <-s.commitDone:
+	case <-graceCtx.Done():
 	}
 	if drainErr != nil {
-		s.log.Warn("grace period ended with requests still running")
+		s.log.Warn("grace period ended with work still running", "error", drainErr.Error())
 	}
 	// The writes below are short; they get their own bound so a wedged
 	// database cannot hold the process past the grace period by much.
@@ -284,6 +322,8 @@ func (s *Service) handlers() map[string]protocol.Handler {
 		protocol.OpHistory:       s.history,
 		protocol.OpReplay:        s.replay,
 		protocol.OpEndpoints:     s.endpoints,
+		protocol.OpForget:        s.forget,
+		protocol.OpRestore:       s.restoreOp,
 		protocol.OpBrokerSession: s.brokerSession,
 	}
 	release := s.opts.IdleRelease
@@ -313,7 +353,7 @@ func (s *Service) hello(_ context.Context, _ protocol.Peer, req *protocol.Reques
 }
 
 // Capabilities lists what this service offers, for hello.
-var Capabilities = []string{"ping", "status", "shutdown", "register", "send", "ack", "retry", "history", "endpoints"}
+var Capabilities = []string{"ping", "status", "shutdown", "register", "send", "ack", "retry", "history", "replay", "endpoints", "forget_endpoint", "restore", "broker_session"}
 
 func (s *Service) ping(_ context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
 	return protocol.PingResult{PID: os.Getpid(), StartedAt: s.startedAt, ServerVersion: buildinfo.Get().Version, Proto: protocol.Version}, nil
@@ -327,7 +367,14 @@ func (s *Service) status(ctx context.Context, _ protocol.Peer, _ *protocol.Reque
 	})
 	for i, ep := range r.Endpoints {
 		for j, w := range ep.Windows {
-			r.Endpoints[i].Windows[j].Broker = s.brokerLive(ep.TmuxSocket, w.PaneID)
+			win := &r.Endpoints[i].Windows[j]
+			win.Broker = s.brokerLive(ep.ID, w.Repo, w.PaneID)
+			switch {
+			case ep.State != store.Connected:
+				win.WaitReason = "its tmux server is gone"
+			default:
+				win.WaitReason = s.live.waitReason(store.DeliveryKey(ep.ID, w.Repo))
+			}
 		}
 	}
 	started := s.startedAt.UTC()
@@ -393,21 +440,22 @@ func (s *Service) isStopping() bool { return s.stopping.Load() }
 // reconnectEndpoints marks each recorded endpoint connected when its tmux
 // server still runs with the same pid, else disconnected.
 func (s *Service) reconnectEndpoints(ctx context.Context) {
-	eps, err := store.Endpoints(ctx, s.db.Reader)
+	eps, err := store.Endpoints(ctx, s.db.Reader, false)
 	if err != nil {
 		s.log.Error("cannot read endpoints", "error", err.Error())
 		return
 	}
 	for _, ep := range eps {
-		state := "disconnected"
+		state, reason := store.Disconnected, "its tmux server is gone"
 		if pid, err := (tmux.Server{Socket: ep.TmuxSocket}).PID(ctx); err == nil && pid == ep.ServerPID {
-			state = "connected"
+			state, reason = store.Connected, "its tmux server still runs"
 		}
-		if err := s.store.SetEndpointState(ctx, ep.ID, state); err != nil {
+		if err := s.store.SetEndpointState(ctx, ep.ID, state, reason); err != nil {
 			s.log.Error("cannot record endpoint state", "endpoint", ep.ID, "error", err.Error())
 		}
 	}
 	s.endpointsChanged()
+	s.live.requestRebind()
 }
 
 type enqueueReq struct {
@@ -416,14 +464,30 @@ type enqueueReq struct {
 }
 
 // enqueue hands a message to the committer and waits until it is durable.
+// It never waits on a committer that has stopped.
 func (s *Service) enqueue(ctx context.Context, m *queue.Message) error {
+	stopped := errs.New(errs.ShuttingDown, "the service is shutting down; the message was not queued").
+		WithHint("send it again once the service is back")
 	req := enqueueReq{m: m, done: make(chan error, 1)}
 	select {
 	case s.enqCh <- req:
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-s.commitDone:
+		return stopped
 	}
-	return <-req.done
+	select {
+	case err := <-req.done:
+		return err
+	case <-s.commitDone:
+		// The committer answers every request it took before it stops.
+		select {
+		case err := <-req.done:
+			return err
+		default:
+			return stopped
+		}
+	}
 }
 
 // commit writes queued messages in groups: every request waiting when a
@@ -471,7 +535,7 @@ func (s *Service) knownEndpoints(ctx context.Context) ([]store.Endpoint, error) 
 	s.epMu.Lock()
 	defer s.epMu.Unlock()
 	if s.epCache == nil {
-		eps, err := store.Endpoints(ctx, s.db.Reader)
+		eps, err := store.Endpoints(ctx, s.db.Reader, false)
 		if err != nil {
 			return nil, err
 		}

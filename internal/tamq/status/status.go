@@ -101,8 +101,15 @@ func Collect(ctx context.Context, src Sources) protocol.StatusReport {
 			r.Leases = protocol.LeaseStatus{ActiveDeliveryLeases: st.ActiveLeases, ExpiredDeliveryLeases: st.ExpiredLeases}
 			r.StateHub.PendingProjections = st.PendingProjections
 		}
-		if eps, err := store.Endpoints(ctx, db); err == nil {
+		if eps, err := store.Endpoints(ctx, db, false); err == nil {
 			r.Endpoints = Live(ctx, eps)
+			if queued, err := store.QueuedByWindow(ctx, db); err == nil {
+				for i, ep := range r.Endpoints {
+					for j, w := range ep.Windows {
+						r.Endpoints[i].Windows[j].Waiting = queued[store.DeliveryKey(ep.ID, w.Repo)]
+					}
+				}
+			}
 		}
 	}
 	if r.Endpoints == nil {

@@ -3,10 +3,13 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"strings"
 
+	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
-
 	"github.com/tmux-amq/tamq/internal/receipt"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
 // Endpoint and Window are stored as the protocol describes them; Alive is
@@ -16,15 +19,23 @@ type (
 	Window   = protocol.EndpointWindow
 )
 
+// Endpoint states.
+const (
+	Connected    = "connected"
+	Disconnected = "disconnected"
+)
+
 // Register records an endpoint as connected with its windows (replacing what
-// was recorded for the same repos), with a receipt, in one transaction.
+// was recorded for the same repos), with a receipt, in one transaction. A
+// forgotten endpoint that comes back (the same tmux server pid) is
+// remembered again.
 func (s *Store) Register(ctx context.Context, ep Endpoint) error {
 	now := ms(s.Now())
-	return s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		if _, err := s.DB.TxExec(tx, `INSERT INTO endpoints (id, tmux_socket, tmux_server_pid, session_name, state, created_at, updated_at)
 			VALUES (?, ?, ?, ?, 'connected', ?, ?)
 			ON CONFLICT (id) DO UPDATE SET tmux_socket = excluded.tmux_socket, session_name = excluded.session_name,
-			state = 'connected', updated_at = excluded.updated_at`,
+			state = 'connected', forgotten_at = NULL, updated_at = excluded.updated_at`,
 			ep.ID, ep.TmuxSocket, ep.ServerPID, ep.Session, now, now); err != nil {
 			return err
 		}
@@ -41,15 +52,17 @@ func (s *Store) Register(ctx context.Context, ep Endpoint) error {
 			}
 		}
 		return s.AddReceiptTx(tx, receipt.Receipt{
-			Kind: "endpoint.register", SubjectID: ep.ID, Status: "connected", EndpointID: ep.ID,
+			Kind: "endpoint.register", SubjectID: ep.ID, Status: Connected, EndpointID: ep.ID,
 			Detail: map[string]any{"windows": len(ep.Windows), "tmux_server_pid": ep.ServerPID},
 		})
 	})
+	return storageErr(err, "record endpoint "+ep.ID)
 }
 
-// SetEndpointState marks an endpoint connected or disconnected.
-func (s *Store) SetEndpointState(ctx context.Context, id, state string) error {
-	return s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+// SetEndpointState marks an endpoint connected or disconnected; reason says
+// why (for the receipt) and may be empty.
+func (s *Store) SetEndpointState(ctx context.Context, id, state, reason string) error {
+	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		res, err := s.DB.TxExec(tx, `UPDATE endpoints SET state = ?, updated_at = ? WHERE id = ? AND state <> ?`, state, ms(s.Now()), id, state)
 		if err != nil {
 			return err
@@ -57,20 +70,31 @@ func (s *Store) SetEndpointState(ctx context.Context, id, state string) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return nil
 		}
-		return s.AddReceiptTx(tx, receipt.Receipt{Kind: "endpoint.state", SubjectID: id, Status: state, EndpointID: id})
+		return s.AddReceiptTx(tx, receipt.Receipt{Kind: "endpoint.state", SubjectID: id, Status: state, Reason: reason, EndpointID: id})
 	})
+	return storageErr(err, "record the state of endpoint "+id)
 }
 
 // Endpoints lists the recorded endpoints with their windows, newest first.
-func Endpoints(ctx context.Context, db *sql.DB) ([]Endpoint, error) {
-	rows, err := db.QueryContext(ctx, `SELECT id, tmux_socket, tmux_server_pid, session_name, state FROM endpoints ORDER BY updated_at DESC, id`)
+// Forgotten endpoints are left out unless withForgotten.
+func Endpoints(ctx context.Context, db *sql.DB, withForgotten bool) ([]Endpoint, error) {
+	eps, err := endpoints(ctx, db, withForgotten)
+	return eps, storageErr(err, "read endpoints")
+}
+
+func endpoints(ctx context.Context, db *sql.DB, withForgotten bool) ([]Endpoint, error) {
+	q := `SELECT id, tmux_socket, tmux_server_pid, session_name, state, forgotten_at IS NOT NULL FROM endpoints`
+	if !withForgotten {
+		q += ` WHERE forgotten_at IS NULL`
+	}
+	rows, err := db.QueryContext(ctx, q+` ORDER BY updated_at DESC, id`)
 	if err != nil {
 		return nil, err
 	}
 	var out []Endpoint
 	for rows.Next() {
 		var ep Endpoint
-		if err := rows.Scan(&ep.ID, &ep.TmuxSocket, &ep.ServerPID, &ep.Session, &ep.State); err != nil {
+		if err := rows.Scan(&ep.ID, &ep.TmuxSocket, &ep.ServerPID, &ep.Session, &ep.State, &ep.Forgotten); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -103,14 +127,21 @@ func Endpoints(ctx context.Context, db *sql.DB) ([]Endpoint, error) {
 	return out, nil
 }
 
-// Rebind moves the undelivered messages of a replaced endpoint to its one
-// replacement (the same tmux socket after a reboot or a server restart), so
-// they reach the new windows under their same ids.
-func (s *Store) Rebind(ctx context.Context, oldID, newID string) (int, error) {
+// Rebind moves the undelivered messages of a replaced endpoint for the given
+// repos to its replacement (the same tmux socket after a server restart or a
+// reboot), so they reach the new windows under their same ids.
+func (s *Store) Rebind(ctx context.Context, oldID, newID string, repos []string) (int, error) {
+	if len(repos) == 0 {
+		return 0, nil
+	}
 	var n int64
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-		res, err := s.DB.TxExec(tx, `UPDATE messages SET endpoint_id = ?, updated_at = ? WHERE endpoint_id = ? AND state IN ('queued', 'awaiting_ack')`,
-			newID, ms(s.Now()), oldID)
+		args := []any{newID, ms(s.Now()), oldID}
+		for _, r := range repos {
+			args = append(args, r)
+		}
+		res, err := s.DB.TxExec(tx, `UPDATE messages SET endpoint_id = ?, updated_at = ? WHERE endpoint_id = ?
+			AND state IN ('queued', 'awaiting_ack') AND target_repo IN (?`+strings.Repeat(", ?", len(repos)-1)+`)`, args...)
 		if err != nil {
 			return err
 		}
@@ -120,5 +151,108 @@ func (s *Store) Rebind(ctx context.Context, oldID, newID string) (int, error) {
 		return s.AddReceiptTx(tx, receipt.Receipt{Kind: "endpoint.rebind", SubjectID: newID, Status: "rebound", EndpointID: newID,
 			Detail: map[string]any{"from_endpoint": oldID, "messages": n}})
 	})
-	return int(n), err
+	return int(n), storageErr(err, "move messages from endpoint "+oldID+" to "+newID)
+}
+
+// PendingOn counts the undelivered messages bound to an endpoint for each
+// target repo: queued or awaiting an ack (a delivery under way belongs to
+// the service writing it).
+func PendingOn(ctx context.Context, db *sql.DB, endpointID string) (map[string]int, error) {
+	rows, err := db.QueryContext(ctx, `SELECT target_repo, count(*) FROM messages
+		WHERE endpoint_id = ? AND state IN ('queued', 'awaiting_ack') GROUP BY target_repo`, endpointID)
+	if err != nil {
+		return nil, storageErr(err, "count pending messages")
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var repo string
+		var n int
+		if err := rows.Scan(&repo, &n); err != nil {
+			return nil, storageErr(err, "count pending messages")
+		}
+		out[repo] = n
+	}
+	return out, storageErr(rows.Err(), "count pending messages")
+}
+
+// QueuedByWindow counts the queued messages of every window, by DeliveryKey.
+func QueuedByWindow(ctx context.Context, db *sql.DB) (map[string]int, error) {
+	rows, err := db.QueryContext(ctx, `SELECT endpoint_id, target_repo, count(*) FROM messages
+		WHERE state = 'queued' AND endpoint_id IS NOT NULL GROUP BY endpoint_id, target_repo`)
+	if err != nil {
+		return nil, storageErr(err, "count queued messages")
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var ep, repo string
+		var n int
+		if err := rows.Scan(&ep, &repo, &n); err != nil {
+			return nil, storageErr(err, "count queued messages")
+		}
+		out[DeliveryKey(ep, repo)] = n
+	}
+	return out, storageErr(rows.Err(), "count queued messages")
+}
+
+// Forget marks an endpoint that is gone for good as forgotten: it stays in
+// history, but is no longer listed, restored or counted. Its undelivered
+// messages fail (with a receipt each), so `tamq retry` can send them again
+// through a live endpoint. A connected endpoint cannot be forgotten.
+func (s *Store) Forget(ctx context.Context, id string) (failed int, err error) {
+	now := s.Now()
+	err = s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		var state string
+		var forgotten sql.NullInt64
+		err := s.DB.TxQueryRow(tx, `SELECT state, forgotten_at FROM endpoints WHERE id = ?`, id).Scan(&state, &forgotten)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errs.New(errs.NotFound, "no endpoint %s", id).WithHint("see `tamq endpoints`")
+		}
+		if err != nil {
+			return err
+		}
+		if state == Connected {
+			return errs.New(errs.Conflict, "endpoint %s is connected: its tmux server runs", id).
+				WithHint("only an endpoint whose tmux server is gone can be forgotten")
+		}
+		if forgotten.Valid {
+			return nil
+		}
+		if _, err := s.DB.TxExec(tx, `UPDATE endpoints SET forgotten_at = ?, updated_at = ? WHERE id = ?`, ms(now), ms(now), id); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE endpoint_id = ? AND state IN ('queued', 'awaiting_ack')`, id)
+		if err != nil {
+			return err
+		}
+		var pending []queue.Message
+		for rows.Next() {
+			m, err := scanMessage(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			pending = append(pending, m)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for i := range pending {
+			m := &pending[i]
+			from := m.State
+			m.Abandon(now, "endpoint "+id+" was forgotten")
+			if err := s.saveTx(tx, m); err != nil {
+				return err
+			}
+			if err := s.AddReceiptTx(tx, transitionReceipt(m, from, "endpoint forgotten")); err != nil {
+				return err
+			}
+		}
+		failed = len(pending)
+		return s.AddReceiptTx(tx, receipt.Receipt{Kind: "endpoint.forget", SubjectID: id, Status: "forgotten", EndpointID: id,
+			Detail: map[string]any{"failed_messages": failed}})
+	})
+	return failed, storageErr(err, "forget endpoint "+id)
 }

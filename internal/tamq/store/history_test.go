@@ -206,7 +206,7 @@ func TestMigrationFromV1KeepsMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if v, _ := db.SchemaVersion(ctx); v != 2 || db.BackupPath == "" {
+	if v, _ := db.SchemaVersion(ctx); v != sqlitedb.LatestVersion(Migrations) || db.BackupPath == "" {
 		t.Fatalf("version %d, backup %q", v, db.BackupPath)
 	}
 	if _, err := os.Stat(db.BackupPath); err != nil {

@@ -65,7 +65,10 @@ func (s *Store) Enqueue(ctx context.Context, msgs []*queue.Message) error {
 			if m.BatchID == "" {
 				m.BatchID = m.ID // a send is a batch of one
 			}
-			m.State, m.CreatedAt, m.UpdatedAt = queue.Queued, now, now
+			if m.CreatedAt.IsZero() || m.CreatedAt.After(now) {
+				m.CreatedAt = now // a given time is when a broker saw the line
+			}
+			m.State, m.UpdatedAt = queue.Queued, now
 			if m.NextAttemptAt.IsZero() {
 				m.NextAttemptAt = now
 			}

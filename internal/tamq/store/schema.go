@@ -115,8 +115,16 @@ CREATE INDEX messages_target ON messages(target_repo, created_at, id);
 CREATE INDEX messages_batch ON messages(batch_id);
 `
 
+// schemaV3 lets the operator forget an endpoint that is gone for good: it
+// stays in history (its messages name it) but is no longer listed, counted,
+// restored or offered as a replacement.
+const schemaV3 = `
+ALTER TABLE endpoints ADD COLUMN forgotten_at INTEGER;
+`
+
 // Migrations is tamq's schema history; append, never edit a released entry.
 var Migrations = []sqlitedb.Migration{
 	{Version: 1, Name: "messages, delivery leases, endpoints, windows, receipts", TouchesData: true, SQL: schemaV1},
 	{Version: 2, Name: "history indexes and replay provenance", TouchesData: true, SQL: schemaV2},
+	{Version: 3, Name: "forgotten endpoints", TouchesData: false, SQL: schemaV3},
 }

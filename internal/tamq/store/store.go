@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -19,6 +20,11 @@ var MessageStates = []string{"queued", "delivering", "injected", "awaiting_ack",
 type Store struct {
 	DB  *sqlitedb.DB
 	Now func() time.Time
+	// PolicyProfile (name@version) and ConfigVersion are in force for this
+	// process: every receipt carries them (spec section 6.1), so a receipt
+	// written without its own gets these.
+	PolicyProfile string
+	ConfigVersion string
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
@@ -63,6 +69,12 @@ func (s *Store) AddReceiptTx(tx *sql.Tx, r receipt.Receipt) error {
 	if r.At.IsZero() {
 		r.At = s.Now()
 	}
+	if r.PolicyProfile == "" {
+		r.PolicyProfile = s.PolicyProfile
+	}
+	if r.ConfigVersion == "" {
+		r.ConfigVersion = s.ConfigVersion
+	}
 	var detail any
 	if len(r.Detail) > 0 {
 		b, err := json.Marshal(receipt.Sanitize(r.Detail))
@@ -95,7 +107,21 @@ func (s *Store) MarkEndpointsDisconnected(ctx context.Context) (int, error) {
 		n, err = res.RowsAffected()
 		return err
 	})
-	return int(n), err
+	return int(n), storageErr(err, "mark endpoints disconnected")
+}
+
+// storageErr names the store operation that failed: an SQLite error says
+// what went wrong, not what tamq was doing. Errors that already carry a code
+// (a refused transition, a missing message) pass unchanged.
+func storageErr(err error, op string) error {
+	if err == nil {
+		return nil
+	}
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return errs.Wrap(errs.Storage, err, "%s", op)
 }
 
 // Receipt is a stored receipt as read back (for status, explain and tests).

@@ -6,9 +6,12 @@ package workspace
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/lockfile"
+	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
@@ -41,12 +44,21 @@ type Broker struct {
 // Open makes sure each repo has exactly one live window on srv. tamqSocket is
 // given to the windows' processes as TAMQ_SOCKET (the tmux server's
 // environment may name other directories than ours). note reports reconciled
-// duplicates.
-func Open(ctx context.Context, srv tmux.Server, repos []Repo, tamqSocket string, broker Broker, note func(format string, args ...any)) (Result, error) {
+// duplicates. lockFile serializes opens: finding a repo's window and creating
+// it when missing is one step for concurrent opens, so they leave one window.
+func Open(ctx context.Context, srv tmux.Server, repos []Repo, tamqSocket, lockFile string, broker Broker, note func(format string, args ...any)) (Result, error) {
 	var res Result
 	if len(repos) == 0 {
 		return res, nil
 	}
+	if err := paths.EnsurePrivateDir(filepath.Dir(lockFile)); err != nil {
+		return res, err
+	}
+	lock, err := lockfile.Acquire(ctx, lockFile)
+	if err != nil {
+		return res, err
+	}
+	defer lock.Release()
 	created, err := srv.EnsureSession(ctx, SessionName, repos[0].Path)
 	if err != nil {
 		return res, err
@@ -74,7 +86,11 @@ func Open(ctx context.Context, srv tmux.Server, repos []Repo, tamqSocket string,
 			if _, err := srv.Run(ctx, nil, "set-option", "-w", "-u", "-t", d.ID, tmux.RepoOption); err != nil {
 				return res, err
 			}
-			note("window %s was a second window for %s; it is no longer used for messages", d.ID, r.Name)
+			if d.Dead {
+				note("window %s of %s: its agent had exited; a new window takes its place for messages", d.ID, r.Name)
+			} else {
+				note("window %s was a second window for %s; it is no longer used for messages", d.ID, r.Name)
+			}
 		}
 		if !reused {
 			argv := windowArgv(r, broker)
@@ -126,17 +142,22 @@ func windowArgv(r Repo, broker Broker) []string {
 	return append(argv, shell)
 }
 
-// find returns the live window tamq opened for repo, and any duplicates.
+// find returns the live window tamq opened for repo, and the other windows
+// marked for it: further live ones, and dead ones (whose agent exited) when a
+// new window replaces them, so a dead pane that is respawned later never
+// makes a second window for the repo.
 func find(ws []tmux.Window, repo string) (found tmux.Window, ok bool, dups []tmux.Window) {
+	var dead []tmux.Window
 	for _, w := range ws {
-		if w.Repo != repo || w.Dead {
-			continue
-		}
-		if !ok {
+		switch {
+		case w.Repo != repo:
+		case w.Dead:
+			dead = append(dead, w)
+		case !ok:
 			found, ok = w, true
-			continue
+		default:
+			dups = append(dups, w)
 		}
-		dups = append(dups, w)
 	}
-	return found, ok, dups
+	return found, ok, append(dups, dead...)
 }

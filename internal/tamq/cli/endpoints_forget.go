@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+
+	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+)
+
+func newEndpointsForgetCmd(a *sharedcli.App) *cobra.Command {
+	return &cobra.Command{
+		Use:   "forget ENDPOINT",
+		Short: "Forget an endpoint whose tmux server is gone for good",
+		Long: `Forget an endpoint whose tmux server is gone: it is no longer listed, counted
+in status, restored by 'tamq start' or offered as a target, but stays in
+history. Its undelivered messages fail (see them with 'tamq history --state
+failed'); 'tamq retry ID' sends one again through the repo's live window. A
+connected endpoint cannot be forgotten (exit 13).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := a.Paths()
+			if err != nil {
+				return err
+			}
+			var res protocol.ForgetResult
+			if err := daemon.Client(p, 10*time.Second).Call(cmd.Context(), protocol.OpForget, protocol.IDArgs{ID: args[0]}, &res); err != nil {
+				return err
+			}
+			if a.JSON {
+				return a.PrintJSON(res)
+			}
+			if !a.Quiet {
+				a.Printf("forgot %s (%d undelivered messages failed)\n", res.EndpointID, res.FailedMessages)
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,395 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/proc"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
+	"github.com/tmux-amq/tamq/internal/tmux"
+)
+
+// How often the watcher looks at the terminals. A dead tmux server is seen
+// by its pid alone, which costs no process; listing windows costs one tmux
+// call per server, so it runs less often, and at once when something asks
+// (a write refused, a broker gone, a window registered).
+const (
+	watchInterval = time.Second
+	listInterval  = 5 * time.Second
+	// learnInterval limits how often a sender's hint makes the service ask a
+	// tmux server it does not know yet.
+	learnInterval = time.Second
+)
+
+// live is the service's view of the terminals it delivers into, kept fresh
+// by the watcher: which tmux servers still run, which process runs in which
+// marked pane, and why a window cannot take a delivery now.
+type live struct {
+	mu sync.Mutex
+	// serverStart is the start time of each connected endpoint's tmux server
+	// process, recorded once tmux itself confirmed the pid: a pid that later
+	// names another process is a server that is gone.
+	serverStart map[string]uint64
+	listed      map[string]time.Time // endpoint id: when its windows were listed
+	learned     map[string]time.Time // tmux socket: when a sender's hint made us ask it
+	// panes are the processes of the marked, live panes, by pid.
+	panes map[int]paneSeen
+	// paneHealth says why a window cannot take a delivery, as tmux shows it
+	// (the agent exited, the window closed); brokerWait why its broker's agent
+	// is not at its input prompt. Both by delivery key.
+	paneHealth map[string]string
+	brokerWait map[string]string
+	// rebind asks the watcher to move messages stranded on a gone endpoint
+	// to its replacement.
+	rebind  bool
+	listNow chan struct{}
+}
+
+// paneSeen is the process running in a pane tamq marked for a repo.
+type paneSeen struct {
+	endpointID string
+	socket     string
+	paneID     string
+	repo       string
+	pid        int
+	start      uint64 // the process's start time: the pid alone may be reused
+}
+
+func newLive() *live {
+	return &live{
+		serverStart: map[string]uint64{}, listed: map[string]time.Time{}, learned: map[string]time.Time{},
+		panes: map[int]paneSeen{}, paneHealth: map[string]string{}, brokerWait: map[string]string{},
+		listNow: make(chan struct{}, 1),
+	}
+}
+
+// requestList makes the watcher list every connected endpoint's windows now.
+func (l *live) requestList() {
+	select {
+	case l.listNow <- struct{}{}:
+	default:
+	}
+}
+
+// requestRebind makes the watcher look for stranded messages at its next turn.
+func (l *live) requestRebind() {
+	l.mu.Lock()
+	l.rebind = true
+	l.mu.Unlock()
+	l.requestList()
+}
+
+// waitReason is why the window of key cannot take a delivery now, or "".
+func (l *live) waitReason(key string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r := l.paneHealth[key]; r != "" {
+		return r
+	}
+	return l.brokerWait[key]
+}
+
+func (l *live) setPaneHealth(key, reason string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if reason == "" {
+		delete(l.paneHealth, key)
+	} else {
+		l.paneHealth[key] = reason
+	}
+}
+
+// setBrokerWait records the broker's view; it reports whether the window
+// became able to take deliveries.
+func (l *live) setBrokerWait(key, reason string) (ready bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	was := l.brokerWait[key]
+	if reason == "" {
+		delete(l.brokerWait, key)
+	} else {
+		l.brokerWait[key] = reason
+	}
+	return was != "" && reason == ""
+}
+
+// addPane records a verified pane process (from a listing or a broker's
+// session).
+func (l *live) addPane(p paneSeen) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.panes[p.pid] = p
+}
+
+// match finds the marked pane whose process is the first of chain (a
+// process and its ancestors, nearest first) that runs in one, and says
+// whether that is the process itself.
+func (l *live) match(chain []proc.Stat) (p paneSeen, self, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, st := range chain {
+		if p, ok := l.panes[st.PID]; ok && p.start == st.StartTime {
+			return p, i == 0, true
+		}
+	}
+	return paneSeen{}, false, false
+}
+
+// watch keeps the live view fresh until ctx ends.
+func (s *Service) watch(ctx context.Context) {
+	tick := time.NewTicker(watchInterval)
+	defer tick.Stop()
+	for {
+		force := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-s.live.listNow:
+			force = true
+		}
+		s.watchOnce(ctx, force)
+	}
+}
+
+// watchOnce notices tmux servers that are gone (their endpoint becomes
+// disconnected: sends to repos only there are refused, deliveries wait),
+// refreshes the windows of the live ones, and moves messages stranded on a
+// gone endpoint to its replacement.
+func (s *Service) watchOnce(ctx context.Context, force bool) {
+	eps, err := s.knownEndpoints(ctx)
+	if err != nil {
+		s.log.Error("cannot read endpoints", "error", err.Error())
+		return
+	}
+	now := time.Now()
+	for _, ep := range eps {
+		if ep.State != store.Connected {
+			continue
+		}
+		if reason := s.live.serverGone(ep); reason != "" {
+			s.disconnect(ctx, ep, reason)
+			continue
+		}
+		s.live.mu.Lock()
+		due := force || now.Sub(s.live.listed[ep.ID]) >= listInterval
+		s.live.mu.Unlock()
+		if due {
+			s.list(ctx, ep, now)
+		}
+	}
+	s.live.mu.Lock()
+	rebind := s.live.rebind
+	s.live.rebind = false
+	s.live.mu.Unlock()
+	if rebind {
+		if err := s.rebindStranded(ctx); err != nil {
+			s.log.Error("cannot move messages to a replacement endpoint; will try again", "error", err.Error())
+			s.live.requestRebind()
+		}
+	}
+}
+
+// serverGone says why an endpoint's tmux server is gone, or "" while it runs.
+func (l *live) serverGone(ep store.Endpoint) string {
+	if proc.Exited(ep.ServerPID) {
+		return fmt.Sprintf("its tmux server (pid %d) has exited", ep.ServerPID)
+	}
+	st, err := proc.ReadStat(ep.ServerPID)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if start, ok := l.serverStart[ep.ID]; ok && err == nil && st.StartTime != start {
+		return fmt.Sprintf("its tmux server (pid %d) has exited; the pid now names another process", ep.ServerPID)
+	}
+	return ""
+}
+
+// list asks the endpoint's tmux server for its windows and derives, for each
+// registered window, whether it can take deliveries.
+func (s *Service) list(ctx context.Context, ep store.Endpoint, now time.Time) {
+	srv := tmux.Server{Socket: ep.TmuxSocket}
+	pid, wins, err := srv.Snapshot(ctx)
+	switch {
+	case errs.Is(err, errs.Unavailable):
+		s.disconnect(ctx, ep, "its tmux server does not answer: "+err.Error())
+		return
+	case err != nil:
+		s.log.Warn("cannot list the windows of an endpoint", "endpoint", ep.ID, "error", err.Error())
+		return
+	case pid != ep.ServerPID:
+		s.disconnect(ctx, ep, fmt.Sprintf("another tmux server (pid %d) now runs on its socket", pid))
+		return
+	}
+	st, statErr := proc.ReadStat(pid)
+	l := s.live
+	l.mu.Lock()
+	l.listed[ep.ID] = now
+	if statErr == nil {
+		l.serverStart[ep.ID] = st.StartTime
+	}
+	for pid, p := range l.panes {
+		if p.endpointID == ep.ID {
+			delete(l.panes, pid)
+		}
+	}
+	l.mu.Unlock()
+	s.live.addPanes(ep.ID, ep.TmuxSocket, wins)
+	byPane := map[string]tmux.Window{}
+	for _, w := range wins {
+		byPane[w.PaneID] = w
+	}
+	woke := false
+	for _, w := range ep.Windows {
+		reason := ""
+		switch tw, ok := byPane[w.PaneID]; {
+		case !ok:
+			reason = "its window is closed"
+		case tw.Repo != w.Repo:
+			reason = fmt.Sprintf("its window is no longer marked for %s", w.Repo)
+		case tw.Dead:
+			reason = "the agent in its window has exited"
+		}
+		key := store.DeliveryKey(ep.ID, w.Repo)
+		if s.live.waitReason(key) != "" && reason == "" {
+			woke = true
+		}
+		s.live.setPaneHealth(key, reason)
+	}
+	if woke {
+		s.wake()
+	}
+}
+
+// addPanes records the processes of the live, marked panes of one server.
+func (l *live) addPanes(endpointID, socket string, wins []tmux.Window) {
+	for _, w := range wins {
+		if w.Repo == "" || w.Dead {
+			continue
+		}
+		st, err := proc.ReadStat(w.PanePID)
+		if err != nil {
+			continue
+		}
+		l.addPane(paneSeen{endpointID: endpointID, socket: socket, paneID: w.PaneID, repo: w.Repo, pid: w.PanePID, start: st.StartTime})
+	}
+}
+
+// disconnect records that an endpoint's tmux server is gone.
+func (s *Service) disconnect(ctx context.Context, ep store.Endpoint, reason string) {
+	if err := s.store.SetEndpointState(ctx, ep.ID, store.Disconnected, reason); err != nil {
+		// The endpoint stays connected in the database; the next turn tries again.
+		s.log.Error("cannot record a gone endpoint", "endpoint", ep.ID, "error", err.Error())
+		return
+	}
+	s.log.Warn("endpoint disconnected", "endpoint", ep.ID, "reason", reason)
+	l := s.live
+	l.mu.Lock()
+	delete(l.serverStart, ep.ID)
+	delete(l.listed, ep.ID)
+	for pid, p := range l.panes {
+		if p.endpointID == ep.ID {
+			delete(l.panes, pid)
+		}
+	}
+	l.rebind = true
+	l.mu.Unlock()
+	s.endpointsChanged()
+}
+
+// rebindStranded moves the undelivered messages of each gone endpoint to its
+// replacement: the one connected endpoint on the same tmux socket (the
+// server was restarted there). Only the repos the replacement hosts move;
+// nothing moves while the old endpoint is connected.
+func (s *Service) rebindStranded(ctx context.Context) error {
+	eps, err := s.knownEndpoints(ctx)
+	if err != nil {
+		return err
+	}
+	moved := 0
+	for _, old := range eps {
+		if old.State == store.Connected {
+			continue
+		}
+		var repl []store.Endpoint
+		for _, ep := range eps {
+			if ep.State == store.Connected && ep.TmuxSocket == old.TmuxSocket {
+				repl = append(repl, ep)
+			}
+		}
+		if len(repl) != 1 {
+			continue
+		}
+		pending, err := store.PendingOn(ctx, s.db.Reader, old.ID)
+		if err != nil {
+			return err
+		}
+		var repos []string
+		for _, w := range repl[0].Windows {
+			if pending[w.Repo] > 0 {
+				repos = append(repos, w.Repo)
+			}
+		}
+		n, err := s.store.Rebind(ctx, old.ID, repl[0].ID, repos)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			s.log.Info("messages moved to the replacement endpoint", "from", old.ID, "to", repl[0].ID, "messages", n)
+			moved += n
+		}
+	}
+	if moved > 0 {
+		s.wake()
+	}
+	return nil
+}
+
+// learn asks the tmux server a sender's environment names for its marked
+// panes, at most once a second per server. The answer is only used after the
+// sender's process tree is checked against it.
+func (s *Service) learn(ctx context.Context, socket string) {
+	l := s.live
+	l.mu.Lock()
+	if time.Since(l.learned[socket]) < learnInterval {
+		l.mu.Unlock()
+		return
+	}
+	l.learned[socket] = time.Now()
+	l.mu.Unlock()
+	pid, wins, err := (tmux.Server{Socket: socket}).Snapshot(ctx)
+	if err != nil {
+		return
+	}
+	l.addPanes("tmux-amq-"+strconv.Itoa(pid), socket, wins)
+}
+
+// paneOf finds the tamq window a process runs in: the marked pane whose
+// process is the process itself or one of its ancestors, as tmux reports the
+// pane's process. self says the process is the pane's own (a window's
+// broker). A process in no such pane is the operator's.
+func (s *Service) paneOf(ctx context.Context, pid int32) (p paneSeen, self, ok bool) {
+	chain, err := proc.Ancestors(int(pid))
+	if err != nil || len(chain) == 0 {
+		return paneSeen{}, false, false
+	}
+	if p, self, ok := s.live.match(chain); ok {
+		return p, self, true
+	}
+	// A window opened a moment ago, or on a server not registered yet: the
+	// process's $TMUX says which server to ask. It is a hint only; the answer
+	// is checked against the process tree like any other.
+	for _, st := range chain {
+		if v, found := proc.Getenv(st.PID, "TMUX"); found {
+			if socket, _, _ := strings.Cut(v, ","); socket != "" {
+				s.learn(ctx, socket)
+			}
+			break
+		}
+	}
+	return s.live.match(chain)
+}
