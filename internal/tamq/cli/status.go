@@ -150,6 +150,13 @@ func printStatus(a *sharedcli.App, r protocol.StatusReport) {
 				brk = "broker attached"
 			}
 			line("", "  %s: window %s pane %s, %s, %s, %s, %s", w.Repo, w.WindowID, w.PaneID, w.Mode, cmd, alive, brk)
+			if w.WaitReason != "" || w.Waiting > 0 {
+				why := ""
+				if w.WaitReason != "" {
+					why = ": " + w.WaitReason
+				}
+				line("", "    %d queued%s", w.Waiting, why)
+			}
 		}
 	}
 	tw.Flush()

@@ -127,9 +127,7 @@ func (s *Service) brokerSession(ctx context.Context, peer protocol.Peer, req *pr
 				close(bc.closed)
 				// The broker's view goes with it; whether the window can take
 				// deliveries is tmux's to say now (its agent may have exited).
-				if s.live.setBrokerWait(key, "") {
-					s.wake()
-				}
+				s.setWait(fromBroker, p.endpointID, p.repo, "")
 				s.live.requestList()
 				s.log.Info("broker detached", "repo", p.repo, "pane", p.paneID)
 			}()
@@ -139,7 +137,7 @@ func (s *Service) brokerSession(ctx context.Context, peer protocol.Peer, req *pr
 				if err != nil {
 					return
 				}
-				s.brokerFrame(key, bc, frame)
+				s.brokerFrame(bc, frame)
 			}
 		},
 	}, nil
@@ -147,7 +145,7 @@ func (s *Service) brokerSession(ctx context.Context, peer protocol.Peer, req *pr
 
 // brokerFrame handles one frame a broker sent: the answer to a delivery, or
 // a notification of its agent's state.
-func (s *Service) brokerFrame(key string, bc *brokerConn, frame []byte) {
+func (s *Service) brokerFrame(bc *brokerConn, frame []byte) {
 	var note struct {
 		Op   string          `json:"op"`
 		Args json.RawMessage `json:"args"`
@@ -167,9 +165,7 @@ func (s *Service) brokerFrame(key string, bc *brokerConn, frame []byte) {
 				reason += ": " + st.Reason
 			}
 		}
-		if s.live.setBrokerWait(key, reason) {
-			s.wake()
-		}
+		s.setWait(fromBroker, bc.endpointID, bc.repo, reason)
 		return
 	}
 	var resp protocol.Response

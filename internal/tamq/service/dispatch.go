@@ -309,19 +309,18 @@ func (s *Service) deliver(ctx context.Context, m queue.Message) {
 // in the way clears: the watcher lists the window again, or the broker says
 // its agent is back at its prompt.
 func (s *Service) deferDelivery(ctx context.Context, m queue.Message, wr Written) {
-	key := store.DeliveryKey(m.EndpointID, m.Target)
-	if wr.Path == "broker" {
-		s.live.setBrokerWait(key, wr.Reason)
-	} else {
-		s.live.setPaneHealth(key, wr.Reason)
-		s.live.requestList()
-	}
 	s.log.Info("delivery waits", "message", m.ID, "target", m.Target, "reason", wr.Reason)
 	if _, err := s.store.Transition(context.WithoutCancel(ctx), m.ID, "window cannot take it now: "+wr.Reason, func(x *queue.Message) error {
 		return x.Deferred(s.opts.Now(), wr.Reason)
 	}); err != nil {
 		// The claim stays; it expires and the message is delivered again.
 		s.log.Error("record a deferred delivery", "message", m.ID, "error", err.Error())
+	}
+	if wr.Path == "broker" {
+		s.setWait(fromBroker, m.EndpointID, m.Target, wr.Reason)
+	} else {
+		s.setWait(fromPane, m.EndpointID, m.Target, wr.Reason)
+		s.live.requestList()
 	}
 }
 

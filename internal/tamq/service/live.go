@@ -94,28 +94,52 @@ func (l *live) waitReason(key string) string {
 	return l.brokerWait[key]
 }
 
-func (l *live) setPaneHealth(key, reason string) {
+// Where a window's wait reason comes from.
+type waitSource int
+
+const (
+	fromPane   waitSource = iota // tmux: the agent exited, the window closed
+	fromBroker                   // the broker: its agent is not at its prompt
+)
+
+// setWait records one source's reason (or "" when it no longer holds) and
+// returns the window's overall wait reason before and after.
+func (l *live) setWait(src waitSource, key, reason string) (before, after string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if reason == "" {
-		delete(l.paneHealth, key)
-	} else {
-		l.paneHealth[key] = reason
+	reasonOf := func() string {
+		if r := l.paneHealth[key]; r != "" {
+			return r
+		}
+		return l.brokerWait[key]
 	}
+	before = reasonOf()
+	m := l.paneHealth
+	if src == fromBroker {
+		m = l.brokerWait
+	}
+	if reason == "" {
+		delete(m, key)
+	} else {
+		m[key] = reason
+	}
+	return before, reasonOf()
 }
 
-// setBrokerWait records the broker's view; it reports whether the window
-// became able to take deliveries.
-func (l *live) setBrokerWait(key, reason string) (ready bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	was := l.brokerWait[key]
-	if reason == "" {
-		delete(l.brokerWait, key)
-	} else {
-		l.brokerWait[key] = reason
+// setWait records why a window cannot take deliveries now, or that it can
+// again ("" reason): the dispatcher then claims its messages. A new reason is
+// noted on the messages waiting for the window, so history says why they wait.
+func (s *Service) setWait(src waitSource, endpointID, repo, reason string) {
+	before, after := s.live.setWait(src, store.DeliveryKey(endpointID, repo), reason)
+	switch {
+	case after == before:
+	case after == "":
+		s.wake()
+	default:
+		if err := s.store.NoteWaiting(context.Background(), endpointID, repo, after); err != nil {
+			s.log.Error("cannot note why messages wait", "repo", repo, "error", err.Error())
+		}
 	}
-	return was != "" && reason == ""
 }
 
 // addPane records a verified pane process (from a listing or a broker's
@@ -243,7 +267,6 @@ func (s *Service) list(ctx context.Context, ep store.Endpoint, now time.Time) {
 	for _, w := range wins {
 		byPane[w.PaneID] = w
 	}
-	woke := false
 	for _, w := range ep.Windows {
 		reason := ""
 		switch tw, ok := byPane[w.PaneID]; {
@@ -254,14 +277,7 @@ func (s *Service) list(ctx context.Context, ep store.Endpoint, now time.Time) {
 		case tw.Dead:
 			reason = "the agent in its window has exited"
 		}
-		key := store.DeliveryKey(ep.ID, w.Repo)
-		if s.live.waitReason(key) != "" && reason == "" {
-			woke = true
-		}
-		s.live.setPaneHealth(key, reason)
-	}
-	if woke {
-		s.wake()
+		s.setWait(fromPane, ep.ID, w.Repo, reason)
 	}
 }
 

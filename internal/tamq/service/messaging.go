@@ -103,6 +103,8 @@ func (s *Service) send(ctx context.Context, peer protocol.Peer, req *protocol.Re
 		MaxAttempts:   s.opts.Config.Coordination.MaxAttempts,
 		PolicyProfile: s.opts.Config.ProfileRef(), ConfigVersion: s.opts.Config.Version,
 	}
+	// A window that cannot take text now keeps the message waiting; it says why.
+	m.LastError = s.live.waitReason(store.DeliveryKey(epID, target))
 	if args.ObservedAt != nil {
 		// A line a broker kept while the service was down is recorded as said
 		// when it was said; a time from the future is not believed.

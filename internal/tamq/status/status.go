@@ -154,7 +154,30 @@ func Judge(r *protocol.StatusReport) error {
 		err = errs.New(errs.RegistryError, "gita registry: %s", r.Registry.Error)
 	case r.Queue.Error != "":
 		err = errs.New(errs.Storage, "queue: %s", r.Queue.Error)
+	default:
+		if ep := goneEndpoint(r.Endpoints); ep != nil {
+			err = errs.New(errs.Unavailable, "endpoint %s is disconnected: its tmux server (%s) is gone", ep.ID, ep.TmuxSocket).
+				WithHint("bring its windows back with `tamq start --tmux-socket %s` or `tamq open`, or forget it with `tamq endpoints forget %s`", ep.TmuxSocket, ep.ID)
+		}
 	}
 	r.Healthy = err == nil
 	return err
+}
+
+// goneEndpoint is the first endpoint whose tmux server is gone and that
+// nothing has replaced: no connected endpoint on the same socket, and not
+// forgotten. Its windows cannot be reached.
+func goneEndpoint(eps []protocol.Endpoint) *protocol.Endpoint {
+	replaced := map[string]bool{}
+	for _, ep := range eps {
+		if ep.State == store.Connected {
+			replaced[ep.TmuxSocket] = true
+		}
+	}
+	for i, ep := range eps {
+		if ep.State != store.Connected && !ep.Forgotten && !replaced[ep.TmuxSocket] {
+			return &eps[i]
+		}
+	}
+	return nil
 }

@@ -89,8 +89,8 @@ func (s *Store) Enqueue(ctx context.Context, msgs []*queue.Message) error {
 func (s *Store) insertTx(tx *sql.Tx, m *queue.Message, replay bool) (inserted bool, err error) {
 	q := `INSERT INTO messages (id, batch_id, endpoint_id, sender, sender_kind, target_repo, body,
 		ack_mode, state, attempts, max_attempts, idempotency_key, correlation_id, coordination_endpoint_id, replay_of,
-		replay_endpoint_id, policy_profile, config_version, created_at, updated_at, next_attempt_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		replay_endpoint_id, policy_profile, config_version, created_at, updated_at, next_attempt_at, last_error)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	var replayEndpoint any
 	if replay {
 		q += ` ON CONFLICT DO NOTHING`
@@ -100,7 +100,7 @@ func (s *Store) insertTx(tx *sql.Tx, m *queue.Message, replay bool) (inserted bo
 		m.ID, m.BatchID, nullStr(m.EndpointID), m.Sender, string(m.SenderKind), m.Target, m.Body,
 		string(m.AckMode), string(m.State), m.MaxAttempts, nullStr(m.IdempotencyKey), nullStr(m.CorrelationID),
 		nullStr(m.CoordinationEndpointID), nullStr(m.ReplayOf), replayEndpoint, m.PolicyProfile, m.ConfigVersion,
-		ms(m.CreatedAt), ms(m.UpdatedAt), ms(m.NextAttemptAt))
+		ms(m.CreatedAt), ms(m.UpdatedAt), ms(m.NextAttemptAt), nullStr(m.LastError))
 	if err != nil {
 		return false, err
 	}
@@ -307,4 +307,25 @@ func (s *Store) NextAckDeadline(ctx context.Context) (time.Time, error) {
 		return time.Time{}, err
 	}
 	return fromMS(v.Int64), nil
+}
+
+// NoteWaiting records on the queued messages of a window why they wait (its
+// agent exited, its window closed, it shows a dialog), with one receipt for
+// the window, so history and status say it.
+func (s *Store) NoteWaiting(ctx context.Context, endpointID, repo, reason string) error {
+	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		res, err := s.DB.TxExec(tx, `UPDATE messages SET last_error = ?, updated_at = ?
+			WHERE state = 'queued' AND endpoint_id = ? AND target_repo = ? AND COALESCE(last_error, '') <> ?`,
+			reason, ms(s.Now()), endpointID, repo, reason)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		return s.AddReceiptTx(tx, receipt.Receipt{Kind: "window.waiting", SubjectID: repo, Status: "waiting",
+			Reason: reason, EndpointID: endpointID, Detail: map[string]any{"repo": repo, "messages": n}})
+	})
+	return storageErr(err, "note why messages for "+repo+" wait")
 }
