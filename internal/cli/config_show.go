@@ -8,7 +8,9 @@ import (
 	"github.com/tmux-amq/tamq/internal/paths"
 )
 
-// configRecord is `config show --json`. Secrets are never part of it.
+// configRecord is `config show --json`. Secrets are never part of it: the
+// configuration holds none (the State Hub token is fetched by the credential
+// command, an argv that is shown like every other setting).
 type configRecord struct {
 	Paths                    paths.Paths   `json:"paths"`
 	ConfigFileExists         bool          `json:"config_file_exists"`
@@ -25,8 +27,9 @@ func newConfigShowCmd(a *App) *cobra.Command {
 		Short: "Print the effective configuration and paths",
 		Long: `Print the effective configuration (file values over defaults, then environment
 overrides), the paths in use and the effective config version recorded in receipts.
-The output is TOML that the program accepts as a config file. The State Hub
-credential command is never printed, only whether one is configured.`,
+The output is TOML that the program accepts as a config file. It includes the
+State Hub credential command (the argv that prints the token when run; the token
+itself is never stored or shown).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := a.Paths()
@@ -40,7 +43,7 @@ credential command is never printed, only whether one is configured.`,
 			rec := configRecord{
 				Paths: p, ConfigFileExists: l.FileExists, Overrides: l.Overrides,
 				ConfigVersion: l.Version, PolicyProfile: l.ProfileRef(),
-				CredentialCommandPresent: l.HasCredentialCommand(), Config: l.Redacted(),
+				CredentialCommandPresent: l.HasCredentialCommand(), Config: l.Config,
 			}
 			if rec.Overrides == nil {
 				rec.Overrides = []string{}
@@ -69,9 +72,6 @@ credential command is never printed, only whether one is configured.`,
 			}
 			a.Printf("# config version: %s\n", l.Version)
 			a.Printf("# policy profile: %s\n", l.ProfileRef())
-			if l.HasCredentialCommand() {
-				a.Printf("# statehub.credential_command is configured (not shown)\n")
-			}
 			a.Printf("\n%s", body)
 			return nil
 		},

@@ -134,6 +134,15 @@ type Loaded struct {
 	profileRef string
 }
 
+// Defaults is the configuration with every default and no file, for
+// reports that go on when the file is invalid.
+func Defaults(p paths.Paths) *Loaded {
+	l := &Loaded{Config: Default(), File: p.ConfigFile}
+	l.Version = l.Config.Version()
+	l.profileRef = l.Config.ProfileRef()
+	return l
+}
+
 // ProfileRef is Config.ProfileRef computed once: it is recorded with every
 // message, and hashing the profile each time is wasted work.
 func (l *Loaded) ProfileRef() string {
@@ -408,14 +417,6 @@ func (c *Config) Version() string {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:6])
-}
-
-// Redacted is a copy safe to print: the credential command may carry a secret in
-// its arguments, so it is left out (HasCredentialCommand says whether one is set).
-func (c *Config) Redacted() Config {
-	out := *c
-	out.StateHub.CredentialCommand = nil
-	return out
 }
 
 // HasCredentialCommand reports whether State Hub credentials can be obtained.

@@ -7,6 +7,7 @@ import "time"
 // does not hide the others.
 type StatusReport struct {
 	Healthy  bool           `json:"healthy"`
+	Config   ConfigStatus   `json:"config"`
 	Service  ServiceStatus  `json:"service"`
 	SQLite   SQLiteStatus   `json:"sqlite"`
 	Registry RegistryStatus `json:"registry"`
@@ -31,6 +32,17 @@ type ServiceStatus struct {
 	PolicyProfile string     `json:"policy_profile,omitempty"`
 	ConfigVersion string     `json:"config_version,omitempty"`
 	Error         string     `json:"error,omitempty"`
+}
+
+// ConfigStatus is the config file as it is now. The service reads it at
+// start: a file changed since then takes effect at the next start.
+type ConfigStatus struct {
+	File    string `json:"file"`
+	Version string `json:"version,omitempty"` // of the file now; "" when it is invalid
+	// Stale says the running service uses another version (the file changed
+	// since it started; restart the service to apply it).
+	Stale bool   `json:"stale,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // SQLiteStatus is the database file.
@@ -58,8 +70,11 @@ type StateHubStatus struct {
 	APIBase               string `json:"api_base"`
 	Reachable             bool   `json:"reachable"`
 	CredentialsConfigured bool   `json:"credentials_configured"`
-	PendingProjections    int    `json:"pending_projections"`
-	Error                 string `json:"error,omitempty"`
+	// UnpublishedReceipts counts the receipts kept only locally. tamq itself
+	// publishes nothing to State Hub (coordination-engine's publisher will),
+	// so this grows with use and is not a problem.
+	UnpublishedReceipts int    `json:"unpublished_receipts"`
+	Error               string `json:"error,omitempty"`
 }
 
 // QueueStatus counts messages by state.

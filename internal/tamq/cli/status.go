@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/daemon"
@@ -31,9 +32,11 @@ healthy, else the status of the first problem (8 when the service is down).
 			if err != nil {
 				return err
 			}
-			cfg, err := a.Config()
-			if err != nil {
-				return err
+			// A bad config file is reported, not fatal: status shows all the
+			// rest (read with the defaults when the service is down).
+			cfg, cfgErr := a.Config()
+			if cfgErr != nil && !errs.Is(cfgErr, errs.ConfigInvalid) {
+				return cfgErr
 			}
 			var r protocol.StatusReport
 			callErr := daemon.Client(p, 10*time.Second).Call(cmd.Context(), protocol.OpStatus, nil, &r)
@@ -41,10 +44,21 @@ healthy, else the status of the first problem (8 when the service is down).
 				if !errs.Is(callErr, errs.Unavailable) {
 					return callErr
 				}
+				local := cfg
+				if local == nil {
+					local = config.Defaults(p)
+				}
 				r = status.Collect(cmd.Context(), status.Sources{
-					Paths: p, Config: cfg, Registry: a.Registry, Migrations: store.Migrations, Now: a.Now(),
+					Paths: p, Config: local, Registry: a.Registry, Migrations: store.Migrations, Now: a.Now(),
 				})
-				r.Service.PolicyProfile, r.Service.ConfigVersion = cfg.ProfileRef(), cfg.Version
+				r.Service.PolicyProfile, r.Service.ConfigVersion = local.ProfileRef(), local.Version
+			}
+			r.Config = protocol.ConfigStatus{File: p.ConfigFile}
+			if cfgErr != nil {
+				r.Config.Error = cfgErr.Error()
+			} else {
+				r.Config.Version = cfg.Version
+				r.Config.Stale = r.Service.Running && r.Service.ConfigVersion != cfg.Version
 			}
 			problem := status.Judge(&r)
 			if a.JSON {
@@ -69,6 +83,13 @@ func printStatus(a *sharedcli.App, r protocol.StatusReport) {
 		health = "UNHEALTHY"
 	}
 	line("tamq", "%s", health)
+	switch c := r.Config; {
+	case c.Error != "":
+		line("config", "ERROR %s", c.Error)
+	case c.Stale:
+		line("config", "%s, version %s: CHANGED since the service started (it runs %s); restart it to apply: `tamq stop && tamq start --detach`",
+			c.File, c.Version, r.Service.ConfigVersion)
+	}
 	s := r.Service
 	if s.Running {
 		line("service", "running, pid %d, up %s, version %s, protocol %s", s.PID,
@@ -111,7 +132,8 @@ func printStatus(a *sharedcli.App, r protocol.StatusReport) {
 	if !h.CredentialsConfigured {
 		creds = "no credentials configured"
 	}
-	line("statehub", "%s, %s, %s, %d projections pending", h.APIBase, reach, creds, h.PendingProjections)
+	line("statehub", "%s, %s, %s", h.APIBase, reach, creds)
+	line("", "%d receipts kept locally (tamq does not publish them itself)", h.UnpublishedReceipts)
 
 	if r.Queue.Error != "" {
 		line("queue", "ERROR %s", r.Queue.Error)

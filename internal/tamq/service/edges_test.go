@@ -372,3 +372,28 @@ func TestBrokerSessionFromOutsideThePaneIsRefused(t *testing.T) {
 		t.Errorf("refusal: %v", err)
 	}
 }
+
+// status says when the config file changed since the service started (a
+// restart applies it), and reports a bad config file with exit status 3
+// while still showing the rest.
+func TestStatusReportsConfigChangesAndErrors(t *testing.T) {
+	t.Parallel()
+	e, _ := workspace(t, fastConfig, "net-kingdom")
+	st, code := statusOf(t, e)
+	if code != 0 || st.Config.Stale || st.Config.Version != st.Service.ConfigVersion {
+		t.Fatalf("status with the file unchanged: exit %d, %+v / %s", code, st.Config, st.Service.ConfigVersion)
+	}
+	e.WriteConfig(t, fastConfig+"[coordination]\nmax_attempts = 2\n")
+	st, code = statusOf(t, e)
+	if code != 0 || !st.Config.Stale || st.Config.Version == st.Service.ConfigVersion {
+		t.Errorf("status after the file changed: exit %d, %+v", code, st.Config)
+	}
+	if r := e.Run(t, "tamq", "status"); !strings.Contains(r.Stdout, "CHANGED since the service started") {
+		t.Errorf("status text after the file changed:\n%s", r.Stdout)
+	}
+	e.WriteConfig(t, "[coordination]\nmax_attempts = 99\n")
+	st, code = statusOf(t, e)
+	if code != 3 || !strings.Contains(st.Config.Error, "max_attempts") || !st.Service.Running || len(st.Endpoints) != 1 {
+		t.Errorf("status with a bad config file: exit %d, %+v", code, st)
+	}
+}

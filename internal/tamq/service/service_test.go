@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 )
 
@@ -136,4 +138,25 @@ func startAt(t testing.TB, p paths.Paths, o Options) (*Service, paths.Paths) {
 		t.Fatal(err)
 	}
 	return svc, p
+}
+
+// A send that reaches the queue after the committer stopped (a request
+// still being served when shutdown ends) is refused at once, never left
+// waiting forever.
+func TestEnqueueNeverWaitsOnAStoppedCommitter(t *testing.T) {
+	t.Parallel()
+	svc, _ := setup(t, Options{})
+	ctx := context.Background()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(runCtx) }()
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	err := svc.enqueue(ctx, &queue.Message{Sender: "operator", SenderKind: queue.FromOperator, Target: "r", Body: "late",
+		AckMode: queue.ModeInjected, PolicyProfile: "p", ConfigVersion: "c"})
+	if !errs.Is(err, errs.ShuttingDown) {
+		t.Fatalf("enqueue after shutdown: %v", err)
+	}
 }

@@ -99,7 +99,7 @@ func Collect(ctx context.Context, src Sources) protocol.StatusReport {
 			}
 			r.Queue.HistoryMessages, r.Queue.HistoryBytes = st.HistoryMessages, st.HistoryBytes
 			r.Leases = protocol.LeaseStatus{ActiveDeliveryLeases: st.ActiveLeases, ExpiredDeliveryLeases: st.ExpiredLeases}
-			r.StateHub.PendingProjections = st.PendingProjections
+			r.StateHub.UnpublishedReceipts = st.UnpublishedReceipts
 		}
 		if eps, err := store.Endpoints(ctx, db, false); err == nil {
 			r.Endpoints = Live(ctx, eps)
@@ -144,6 +144,8 @@ func Live(ctx context.Context, eps []store.Endpoint) []protocol.Endpoint {
 func Judge(r *protocol.StatusReport) error {
 	var err error
 	switch {
+	case r.Config.Error != "":
+		err = errs.New(errs.ConfigInvalid, "%s", r.Config.Error)
 	case !r.Service.Running:
 		err = errs.New(errs.Unavailable, "tamq is not running").WithHint("start it with `tamq start --detach`")
 	case r.SQLite.Error != "" && r.SQLite.SchemaVersion > r.SQLite.BinarySchemaVersion:

@@ -168,7 +168,7 @@ type QueueStats struct {
 	OldestPendingAt    time.Time // zero when nothing is pending
 	ActiveLeases       int
 	ExpiredLeases      int
-	PendingProjections int
+	UnpublishedReceipts int
 	HistoryBytes       int64
 	HistorySince       time.Time
 	HistoryMessages    int
@@ -211,7 +211,7 @@ func Stats(ctx context.Context, db *sql.DB, now time.Time) (QueueStats, error) {
 		ms(now), ms(now)).Scan(&st.ActiveLeases, &st.ExpiredLeases); err != nil {
 		return st, err
 	}
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM receipts WHERE projected_at IS NULL`).Scan(&st.PendingProjections); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM receipts WHERE projected_at IS NULL`).Scan(&st.UnpublishedReceipts); err != nil {
 		return st, err
 	}
 	st.HistoryBytes, st.HistorySince, st.HistoryMessages, err = HistorySize(ctx, db)

@@ -53,7 +53,7 @@ func TestStatsAndReceipts(t *testing.T) {
 	if !st.OldestPendingAt.Equal(time.UnixMilli(old)) {
 		t.Errorf("oldest pending %v, want %v", st.OldestPendingAt, time.UnixMilli(old))
 	}
-	if st.ActiveLeases != 1 || st.ExpiredLeases != 1 || st.PendingProjections != 1 || st.HistoryMessages != 4 {
+	if st.ActiveLeases != 1 || st.ExpiredLeases != 1 || st.UnpublishedReceipts != 1 || st.HistoryMessages != 4 {
 		t.Errorf("stats %+v", st)
 	}
 	if st.HistoryBytes < 4*int64(len("hello")) || !st.HistorySince.Equal(time.UnixMilli(old)) {
