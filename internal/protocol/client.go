@@ -143,11 +143,17 @@ func newID() string {
 // OpenStream starts a streaming operation (the broker session): it sends the
 // request, checks the first reply, and hands over the connection.
 func (c *Client) OpenStream(ctx context.Context, op string, args any) (net.Conn, *FrameReader, error) {
-	var d net.Dialer
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	d := net.Dialer{Timeout: timeout}
 	conn, err := d.DialContext(ctx, "unix", c.Socket)
 	if err != nil {
 		return nil, nil, c.dialError(err)
 	}
+	// The handshake is bounded like a call; the stream then has no deadline.
+	conn.SetDeadline(time.Now().Add(timeout))
 	req := Request{Proto: Version, Op: op, ID: newID()}
 	if req.Args, err = json.Marshal(args); err != nil {
 		conn.Close()
@@ -174,5 +180,6 @@ func (c *Client) OpenStream(ctx context.Context, op string, args any) (net.Conn,
 		}
 		return nil, nil, errs.New(errs.BadRequest, "malformed %s reply", op)
 	}
+	conn.SetDeadline(time.Time{})
 	return conn, fr, nil
 }
