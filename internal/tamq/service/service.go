@@ -29,6 +29,11 @@ import (
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
+// Now is the service's clock: UTC, to the millisecond, so every time it
+// reports is what the database keeps (Unix milliseconds) and every JSON time
+// is RFC 3339 in UTC with at most millisecond precision.
+func Now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+
 // IdleTimeout closes a client connection that sends nothing for this long.
 const IdleTimeout = 30 * time.Second
 
@@ -105,7 +110,7 @@ type Service struct {
 // bound last, so nobody reaches a half-started service.
 func Start(ctx context.Context, o Options) (*Service, error) {
 	if o.Now == nil {
-		o.Now = time.Now
+		o.Now = Now
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
