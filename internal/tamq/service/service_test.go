@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
 func TestHistoryAdvisoryText(t *testing.T) {
@@ -159,4 +163,71 @@ func TestEnqueueNeverWaitsOnAStoppedCommitter(t *testing.T) {
 	if !errs.Is(err, errs.ShuttingDown) {
 		t.Fatalf("enqueue after shutdown: %v", err)
 	}
+}
+
+// syncBuffer is a log sink the test reads while the service writes to it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// An ack deadline that cannot be expired because the database refuses the
+// write is logged and tried again until it can, never silently dropped.
+func TestAckExpiryFailureIsLoggedAndRetried(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	cfgDir := filepath.Join(root, ".config", "tamq")
+	if err := os.MkdirAll(cfgDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfgDir, "config.toml"), []byte("[sqlite]\nbusy_timeout_ms = 20\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	svc, p := setupIn(t, root, Options{Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	ctx := context.Background()
+	past := time.Now().Add(-time.Minute).UnixMilli()
+	if err := svc.db.WriteTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`INSERT INTO messages (id, batch_id, sender, sender_kind, target_repo, body, ack_mode, state, attempts,
+			max_attempts, policy_profile, config_version, created_at, updated_at, ack_deadline_at)
+			VALUES ('m', 'b', 'operator', 'operator', 'r', 'hello', 'acknowledged', 'awaiting_ack', 1, 4, 'p', 'c', ?, ?, ?)`, past, past, past)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Another connection holds the write lock: every write of the service fails.
+	holder, err := sql.Open("sqlite", "file:"+p.Database+"?_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	lock, err := holder.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	testutil.WaitFor(t, "the failure to be logged", func() bool {
+		return strings.Contains(logs.String(), "cannot expire an ack deadline; will try again")
+	})
+	lock.Rollback()
+	testutil.WaitFor(t, "the deadline to be expired once the database takes writes", func() bool {
+		var state string
+		svc.db.Reader.QueryRow(`SELECT state FROM messages WHERE id = 'm'`).Scan(&state)
+		return state == "queued"
+	})
 }
