@@ -51,6 +51,14 @@ func endpointState(t testing.TB, e *testutil.Env, id string) string {
 	return ""
 }
 
+// killServer kills a private tmux server and waits for the service to notice
+// that endpoint id is gone.
+func killServer(t testing.TB, e *testutil.Env, tm *testutil.Tmux, id string) {
+	t.Helper()
+	tm.Cmd("kill-server")
+	testutil.WaitFor(t, "endpoint "+id+" to be disconnected", func() bool { return endpointState(t, e, id) == "disconnected" })
+}
+
 // A message for a repo whose agent has exited waits in the queue, saying
 // why; the tmux server and every other window live on; the message goes in
 // once the repo's window is opened again, its attempt never spent.
@@ -103,10 +111,7 @@ func TestGoneTmuxServerIsNoticedAndReplaced(t *testing.T) {
 	m := send(t, e, "--ack-mode", "acknowledged", "To:net-kingdom: before the crash")
 	waitState(t, e, m.ID, "awaiting_ack")
 
-	tm.Cmd("kill-server")
-	testutil.WaitFor(t, "the endpoint to be disconnected", func() bool {
-		return endpointState(t, e, old.ID) == "disconnected"
-	})
+	killServer(t, e, tm, old.ID)
 	if _, code := statusOf(t, e); code != 8 {
 		t.Errorf("status exit %d with its only endpoint gone, want 8", code)
 	}
@@ -144,10 +149,7 @@ func TestRetryAfterServerRestartNeverReachesAnotherRepo(t *testing.T) {
 	m := send(t, e, "--ack-mode", "acknowledged", "To:alpha: for alpha only")
 	waitState(t, e, m.ID, "failed")
 
-	tm.Cmd("kill-server")
-	testutil.WaitFor(t, "the endpoint to be disconnected", func() bool {
-		return endpointState(t, e, oldEP.ID) == "disconnected"
-	})
+	killServer(t, e, tm, oldEP.ID)
 	tm.Must(t, "new-session", "-d", "-s", "work")
 	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", e.RecorderCommand(), "beta")
 	testutil.WaitFor(t, "beta's recorder", func() bool { _, ok := e.Recording("beta"); return ok })
@@ -185,10 +187,7 @@ func TestGoneEndpointDoesNotMakeALiveOneAmbiguous(t *testing.T) {
 	if r := e.Run(t, "tamq", "send", "To:net-kingdom: which one?"); r.Status != 13 {
 		t.Fatalf("send with two live endpoints: %s", r)
 	}
-	tm.Cmd("kill-server")
-	testutil.WaitFor(t, "the first endpoint to be disconnected", func() bool {
-		return endpointState(t, e, first.ID) == "disconnected"
-	})
+	killServer(t, e, tm, first.ID)
 	m := send(t, e, "To:net-kingdom: the live one")
 	if m.EndpointID == first.ID {
 		t.Fatalf("sent through the gone endpoint: %+v", m)
@@ -244,14 +243,11 @@ func TestStopDuringADeliveryKeepsItsOutcome(t *testing.T) {
 func TestReceiptsCarryProfileAndConfigVersion(t *testing.T) {
 	t.Parallel()
 	e, tm := workspace(t, fastConfig, "net-kingdom")
+	ep, _ := windowStatus(t, e, "net-kingdom")
 	m := send(t, e, "To:net-kingdom: counted")
 	waitState(t, e, m.ID, "injected")
 	e.Run(t, "tamq", "send", "To:nowhere: refused")
-	tm.Cmd("kill-server")
-	testutil.WaitFor(t, "the endpoint to be disconnected", func() bool {
-		st, _ := statusOf(t, e)
-		return len(st.Endpoints) == 1 && st.Endpoints[0].State == "disconnected"
-	})
+	killServer(t, e, tm, ep.ID)
 	e.Tamq(t, "stop")
 	db, err := sql.Open("sqlite", "file:"+e.Database()+"?mode=ro")
 	if err != nil {
@@ -294,8 +290,7 @@ func TestEndpointsListAndForget(t *testing.T) {
 	e.Gita(t, "railiance")
 	e.Tamq(t, "open", "--tmux-socket", tm2.Name, "--command", e.RecorderCommand(), "railiance")
 	live, _ := windowStatus(t, e, "railiance")
-	tm.Cmd("kill-server")
-	testutil.WaitFor(t, "the endpoint to be disconnected", func() bool { return endpointState(t, e, gone.ID) == "disconnected" })
+	killServer(t, e, tm, gone.ID)
 
 	list := func(args ...string) []protocol.Endpoint {
 		var eps []protocol.Endpoint
