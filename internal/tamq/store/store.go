@@ -164,14 +164,14 @@ func Receipts(ctx context.Context, db *sql.DB, kind string) ([]Receipt, error) {
 
 // QueueStats is what status shows of the queue and the delivery leases.
 type QueueStats struct {
-	Counts             map[string]int
-	OldestPendingAt    time.Time // zero when nothing is pending
-	ActiveLeases       int
-	ExpiredLeases      int
+	Counts              map[string]int
+	OldestPendingAt     time.Time // zero when nothing is pending
+	ActiveLeases        int
+	ExpiredLeases       int
 	UnpublishedReceipts int
-	HistoryBytes       int64
-	HistorySince       time.Time
-	HistoryMessages    int
+	HistoryBytes        int64
+	HistorySince        time.Time
+	HistoryMessages     int
 }
 
 // pendingStates are the states of a message not yet delivered for good.
