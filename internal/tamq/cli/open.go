@@ -103,13 +103,22 @@ func runOpen(cmd *cobra.Command, a *sharedcli.App, o openOptions, slugs []string
 		want = append(want, workspace.Repo{Repo: r, Command: o.command, Mode: o.mode, KeepMode: !cmd.Flags().Changed("mode")})
 	}
 	ctx := cmd.Context()
-	res, err := workspace.Open(ctx, tmux.Choose(o.tmuxSocket, a.Getenv), want, p.Socket, p.OpenLockFile, brk, a.Notef)
+	wo := workspace.Options{TamqSocket: p.Socket, LockFile: p.OpenLockFile, Broker: brk, Note: a.Notef}
+	client := daemon.Client(p, 30*time.Second)
+	if !o.noService {
+		// The service learns the tmux server before any window's agent starts,
+		// so what an agent says at once is known to come from its window.
+		wo.Announce = func(ep protocol.Endpoint) error {
+			return client.Call(ctx, protocol.OpRegister, protocol.RegisterArgs{Endpoint: ep}, nil)
+		}
+	}
+	res, err := workspace.Open(ctx, tmux.Choose(o.tmuxSocket, a.Getenv), want, wo)
 	if err != nil {
 		return err
 	}
 	rec := openRecord{EndpointID: res.Endpoint.ID, TmuxSocket: res.Endpoint.TmuxSocket, Service: !o.noService, Windows: res.Endpoint.Windows}
 	if !o.noService {
-		if err := daemon.Client(p, 30*time.Second).Call(ctx, protocol.OpRegister, protocol.RegisterArgs{Endpoint: res.Endpoint}, nil); err != nil {
+		if err := client.Call(ctx, protocol.OpRegister, protocol.RegisterArgs{Endpoint: res.Endpoint}, nil); err != nil {
 			return err
 		}
 	}

@@ -64,6 +64,15 @@ func (s *Service) verifyBroker(ctx context.Context, peer protocol.Peer, args pro
 	if args.Socket == "" || args.Pane == "" || args.Repo == "" {
 		return paneSeen{}, errs.New(errs.BadRequest, "a broker session needs its repo, tmux socket and pane")
 	}
+	// Only a tmux server tamq opened windows on is asked, never one the
+	// client names: anyone can start a server and mark a window for any repo.
+	eps, err := s.knownEndpoints(ctx)
+	if err != nil {
+		return paneSeen{}, err
+	}
+	if !slices.ContainsFunc(eps, func(ep store.Endpoint) bool { return ep.State == store.Connected && ep.TmuxSocket == args.Socket }) {
+		return refuse("tmux server %s is not one tamq opened windows on", args.Socket)
+	}
 	pid, wins, err := (tmux.Server{Socket: args.Socket}).Snapshot(ctx)
 	if err != nil {
 		return refuse("cannot ask its tmux server: %v", err)

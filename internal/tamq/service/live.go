@@ -3,8 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,8 +19,8 @@ import (
 const (
 	watchInterval = time.Second
 	listInterval  = 5 * time.Second
-	// learnInterval limits how often a sender's hint makes the service ask a
-	// tmux server it does not know yet.
+	// learnInterval limits how often a sender in no known window makes the
+	// service list every tmux server again.
 	learnInterval = time.Second
 )
 
@@ -36,7 +34,7 @@ type live struct {
 	// names another process is a server that is gone.
 	serverStart map[string]uint64
 	listed      map[string]time.Time // endpoint id: when its windows were listed
-	learned     map[string]time.Time // tmux socket: when a sender's hint made us ask it
+	refreshed   time.Time            // when an unknown sender last made us list every server
 	// panes are the processes of the marked, live panes, by pid.
 	panes map[int]paneSeen
 	// paneHealth says why a window cannot take a delivery, as tmux shows it
@@ -62,7 +60,7 @@ type paneSeen struct {
 
 func newLive() *live {
 	return &live{
-		serverStart: map[string]uint64{}, listed: map[string]time.Time{}, learned: map[string]time.Time{},
+		serverStart: map[string]uint64{}, listed: map[string]time.Time{},
 		panes: map[int]paneSeen{}, paneHealth: map[string]string{}, brokerWait: map[string]string{},
 		listNow: make(chan struct{}, 1),
 	}
@@ -365,29 +363,12 @@ func (s *Service) rebindStranded(ctx context.Context) error {
 	return nil
 }
 
-// learn asks the tmux server a sender's environment names for its marked
-// panes, at most once a second per server. The answer is only used after the
-// sender's process tree is checked against it.
-func (s *Service) learn(ctx context.Context, socket string) {
-	l := s.live
-	l.mu.Lock()
-	if time.Since(l.learned[socket]) < learnInterval {
-		l.mu.Unlock()
-		return
-	}
-	l.learned[socket] = time.Now()
-	l.mu.Unlock()
-	pid, wins, err := (tmux.Server{Socket: socket}).Snapshot(ctx)
-	if err != nil {
-		return
-	}
-	l.addPanes("tmux-amq-"+strconv.Itoa(pid), socket, wins)
-}
-
 // paneOf finds the tamq window a process runs in: the marked pane whose
 // process is the process itself or one of its ancestors, as tmux reports the
 // pane's process. self says the process is the pane's own (a window's
-// broker). A process in no such pane is the operator's.
+// broker). A process in no such pane is the operator's. Only the tmux servers
+// of known endpoints are asked, never one a client names: a server anyone can
+// start could mark a window with any repo.
 func (s *Service) paneOf(ctx context.Context, pid int32) (p paneSeen, self, ok bool) {
 	chain, err := proc.Ancestors(int(pid))
 	if err != nil || len(chain) == 0 {
@@ -396,15 +377,27 @@ func (s *Service) paneOf(ctx context.Context, pid int32) (p paneSeen, self, ok b
 	if p, self, ok := s.live.match(chain); ok {
 		return p, self, true
 	}
-	// A window opened a moment ago, or on a server not registered yet: the
-	// process's $TMUX says which server to ask. It is a hint only; the answer
-	// is checked against the process tree like any other.
-	for _, st := range chain {
-		if v, found := proc.Getenv(st.PID, "TMUX"); found {
-			if socket, _, _ := strings.Cut(v, ","); socket != "" {
-				s.learn(ctx, socket)
-			}
-			break
+	// A window opened since the last listing: list again, at most once a
+	// second (a process outside every window would otherwise cost a tmux
+	// call per server on each send).
+	l := s.live
+	l.mu.Lock()
+	stale := time.Since(l.refreshed) >= learnInterval
+	if stale {
+		l.refreshed = time.Now()
+	}
+	l.mu.Unlock()
+	if !stale {
+		return paneSeen{}, false, false
+	}
+	eps, err := s.knownEndpoints(ctx)
+	if err != nil {
+		return paneSeen{}, false, false
+	}
+	now := time.Now()
+	for _, ep := range eps {
+		if ep.State == store.Connected {
+			s.list(ctx, ep, now)
 		}
 	}
 	return s.live.match(chain)

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,8 +24,11 @@ func (s *Service) register(ctx context.Context, _ protocol.Peer, req *protocol.R
 		return nil, err
 	}
 	ep := args.Endpoint
-	if !strings.HasPrefix(ep.ID, "tmux-amq-") || ep.TmuxSocket == "" || len(ep.Windows) == 0 {
-		return nil, errs.New(errs.BadRequest, "register needs an endpoint id tmux-amq-<pid>, its tmux socket and windows")
+	// An endpoint is registered twice by an open: first alone, as soon as its
+	// tmux server is known (before any window's program starts), then with
+	// its windows.
+	if ep.ID != "tmux-amq-"+strconv.Itoa(ep.ServerPID) || ep.ServerPID <= 0 || ep.TmuxSocket == "" {
+		return nil, errs.New(errs.BadRequest, "register needs an endpoint id tmux-amq-<pid> matching its tmux server pid, and its tmux socket")
 	}
 	reg, err := s.opts.Registry()
 	if err != nil {

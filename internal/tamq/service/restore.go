@@ -64,9 +64,16 @@ func (s *Service) restore(ctx context.Context, recreate []string) (protocol.Rest
 			}
 			repos = append(repos, workspace.Repo{Repo: r, Command: w.Command, Mode: w.Mode})
 		}
-		note := func(format string, args ...any) { s.log.Info(fmt.Sprintf(format, args...)) }
-		brk := workspace.Broker{Exe: exe, GitaDir: reg.Dir}
-		opened, err := workspace.Open(ctx, srv, repos, s.opts.Paths.Socket, s.opts.Paths.OpenLockFile, brk, note)
+		opened, err := workspace.Open(ctx, srv, repos, workspace.Options{
+			TamqSocket: s.opts.Paths.Socket, LockFile: s.opts.Paths.OpenLockFile,
+			Broker: workspace.Broker{Exe: exe, GitaDir: reg.Dir},
+			Note:   func(format string, args ...any) { s.log.Info(fmt.Sprintf(format, args...)) },
+			Announce: func(ep protocol.Endpoint) error {
+				err := s.store.Register(ctx, ep)
+				s.endpointsChanged()
+				return err
+			},
+		})
 		if err != nil {
 			s.log.Error("cannot restore windows", "endpoint", ep.ID, "error", err.Error())
 			failed = err

@@ -177,7 +177,7 @@ func goneEndpoint(eps []protocol.Endpoint) *protocol.Endpoint {
 		}
 	}
 	for i, ep := range eps {
-		if ep.State != store.Connected && !ep.Forgotten && !replaced[ep.TmuxSocket] {
+		if ep.State != store.Connected && !ep.Forgotten && !replaced[ep.TmuxSocket] && len(ep.Windows) > 0 {
 			return &eps[i]
 		}
 	}

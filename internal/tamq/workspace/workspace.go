@@ -41,20 +41,33 @@ type Broker struct {
 	GitaDir string // the registry the broker checks addresses against
 }
 
-// Open makes sure each repo has exactly one live window on srv. tamqSocket is
-// given to the windows' processes as TAMQ_SOCKET (the tmux server's
-// environment may name other directories than ours). note reports reconciled
-// duplicates. lockFile serializes opens: finding a repo's window and creating
-// it when missing is one step for concurrent opens, so they leave one window.
-func Open(ctx context.Context, srv tmux.Server, repos []Repo, tamqSocket, lockFile string, broker Broker, note func(format string, args ...any)) (Result, error) {
+// Options say how Open opens windows.
+type Options struct {
+	// TamqSocket is given to the windows' processes as TAMQ_SOCKET (the tmux
+	// server's environment may name other directories than ours).
+	TamqSocket string
+	// LockFile serializes opens: finding a repo's window and creating it when
+	// missing is one step for concurrent opens, so they leave one window.
+	LockFile string
+	Broker   Broker
+	// Announce, when set, is told the endpoint (with no windows yet) once the
+	// tmux server is known and before any window's program starts, so the
+	// service knows the server before anything in it speaks.
+	Announce func(protocol.Endpoint) error
+	// Note reports reconciled duplicates.
+	Note func(format string, args ...any)
+}
+
+// Open makes sure each repo has exactly one live window on srv.
+func Open(ctx context.Context, srv tmux.Server, repos []Repo, o Options) (Result, error) {
 	var res Result
 	if len(repos) == 0 {
 		return res, nil
 	}
-	if err := paths.EnsurePrivateDir(filepath.Dir(lockFile)); err != nil {
+	if err := paths.EnsurePrivateDir(filepath.Dir(o.LockFile)); err != nil {
 		return res, err
 	}
-	lock, err := lockfile.Acquire(ctx, lockFile)
+	lock, err := lockfile.Acquire(ctx, o.LockFile)
 	if err != nil {
 		return res, err
 	}
@@ -78,6 +91,11 @@ func Open(ctx context.Context, srv tmux.Server, repos []Repo, tamqSocket, lockFi
 		return res, err
 	}
 	res.Endpoint = protocol.Endpoint{ID: endpointID, TmuxSocket: socket, ServerPID: pid, Session: SessionName, State: "connected"}
+	if o.Announce != nil {
+		if err := o.Announce(res.Endpoint); err != nil {
+			return res, err
+		}
+	}
 	for _, r := range repos {
 		w, reused, dups := find(existing, r.Name)
 		for _, d := range dups {
@@ -87,14 +105,14 @@ func Open(ctx context.Context, srv tmux.Server, repos []Repo, tamqSocket, lockFi
 				return res, err
 			}
 			if d.Dead {
-				note("window %s of %s: its agent had exited; a new window takes its place for messages", d.ID, r.Name)
+				o.Note("window %s of %s: its agent had exited; a new window takes its place for messages", d.ID, r.Name)
 			} else {
-				note("window %s was a second window for %s; it is no longer used for messages", d.ID, r.Name)
+				o.Note("window %s was a second window for %s; it is no longer used for messages", d.ID, r.Name)
 			}
 		}
 		if !reused {
-			argv := windowArgv(r, broker)
-			env := map[string]string{"TAMQ_REPO": r.Name, "TAMQ_ENDPOINT": endpointID, "TAMQ_SOCKET": tamqSocket}
+			argv := windowArgv(r, o.Broker)
+			env := map[string]string{"TAMQ_REPO": r.Name, "TAMQ_ENDPOINT": endpointID, "TAMQ_SOCKET": o.TamqSocket}
 			if w, err = srv.NewWindow(ctx, SessionName, r.Name, r.Name, r.Path, argv, env); err != nil {
 				return res, err
 			}
