@@ -215,3 +215,28 @@ func TestUnusableStorageFilesNameTheFileAndTheFix(t *testing.T) {
 		}
 	})
 }
+
+// TestDamagedDatabaseIsAStorageError: an SQLite failure reading the history
+// exits with the storage status (6), naming what was being done, where it
+// used to exit 1 (internal) with SQLite's bare message.
+func TestDamagedDatabaseIsAStorageError(t *testing.T) {
+	t.Parallel()
+	e := nobodysEnv(t, 0)
+	f, err := os.OpenFile(e.Database(), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	_, err = f.WriteAt([]byte(strings.Repeat("\xa5", int(fi.Size())-4096)), 4096) // every page but the header's
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ args []string }{{[]string{"history"}}, {[]string{"export"}}, {[]string{"purge", "--dry-run"}}} {
+		r := e.Run(t, "tamq", c.args...)
+		if r.Status != 6 || !strings.Contains(r.Stderr, "database disk image is malformed") ||
+			!strings.Contains(r.Stderr, "hint: the database file is damaged") {
+			t.Errorf("%v on a damaged database: %s", c.args, r)
+		}
+	}
+}
