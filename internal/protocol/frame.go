@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"unicode/utf8"
 
 	"github.com/tmux-amq/tamq/internal/errs"
 )
@@ -60,6 +61,12 @@ func (fr *FrameReader) Next() ([]byte, error) {
 // even on error, as far as it was read, so the response can carry its id.
 func DecodeRequest(frame []byte) (*Request, error) {
 	var req Request
+	// JSON is UTF-8. encoding/json would turn invalid bytes inside strings into
+	// U+FFFD without a word, so a client that sent raw bytes (not every client
+	// is written in Go) would have its text changed instead of refused.
+	if at := InvalidUTF8At(frame); at >= 0 {
+		return &req, errs.New(errs.BadRequest, "request is not valid UTF-8 (invalid byte at offset %d)", at)
+	}
 	if err := json.Unmarshal(frame, &req); err != nil {
 		return &req, errs.New(errs.BadRequest, "malformed request: %v", err)
 	}
@@ -87,4 +94,20 @@ func EncodeFrame(v any) ([]byte, error) {
 		return nil, errs.New(errs.FrameTooLarge, "frame of %d bytes exceeds %d", len(b)+1, MaxFrame)
 	}
 	return append(b, '\n'), nil
+}
+
+// InvalidUTF8At is the offset of the first byte of b that does not begin a
+// valid UTF-8 sequence, or -1 when b is valid UTF-8.
+func InvalidUTF8At(b []byte) int {
+	if utf8.Valid(b) {
+		return -1
+	}
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,6 +119,31 @@ func TestErrorsGetTheirCodesAndTheServiceGoesOn(t *testing.T) {
 	last := resps[len(resps)-1]
 	if !last.OK || last.ID != "last" || string(last.Result) != `{"a":1}` {
 		t.Errorf("good request after bad ones: %+v", last)
+	}
+}
+
+// TestFramesThatAreNotUTF8AreRefused sends raw bytes a Go client never would:
+// the request is refused before decoding, which would have replaced them.
+func TestFramesThatAreNotUTF8AreRefused(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	_, ln := setup(t, map[string]Handler{"echo": func(ctx context.Context, p Peer, req *Request) (any, error) {
+		calls.Add(1)
+		return echo(ctx, p, req)
+	}})
+	resps := raw(t, ln.Path,
+		`{"proto":"0.1","op":"echo","id":"1","args":{"text":"To:x: caf`+"\xe9"+`"}}`+"\n",
+		`{"proto":"0.1","op":"echo","id":"2","args":{"text":"To:x: café"}}`+"\n")
+	if bad := resps[0]; bad.OK || bad.Error == nil || bad.Error.Code != errs.BadRequest ||
+		bad.Error.Message != "request is not valid UTF-8 (invalid byte at offset 61)" {
+		t.Errorf("frame with a raw 0xe9: %+v", bad)
+	}
+	// The connection goes on, and valid UTF-8 passes untouched.
+	if good := resps[1]; !good.OK || string(good.Result) != `{"text":"To:x: café"}` {
+		t.Errorf("valid frame after the bad one: %+v", good)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the handler ran %d times, want once (for the valid request)", n)
 	}
 }
 

@@ -51,7 +51,7 @@ func checkMigrations(ms []Migration) error {
 func (db *DB) migrate(ctx context.Context, ms []Migration, backupDir string, now func() time.Time) error {
 	var start int
 	if err := db.Writer.QueryRowContext(ctx, "PRAGMA user_version").Scan(&start); err != nil {
-		return errs.Wrap(errs.Storage, err, "read schema version of %s", db.Path)
+		return storageError(err, "read schema version of %s", db.Path)
 	}
 	if start > len(ms) {
 		return tooNew(db.Path, start, len(ms))
@@ -85,7 +85,7 @@ func (db *DB) migrate(ctx context.Context, ms []Migration, backupDir string, now
 			return err
 		})
 		if err != nil {
-			return errs.Wrap(errs.Storage, err, "migrate database %s to schema version %d (%s)", db.Path, m.Version, m.Name)
+			return storageError(err, "migrate database %s to schema version %d (%s)", db.Path, m.Version, m.Name)
 		}
 	}
 	return nil
@@ -95,7 +95,10 @@ func (db *DB) migrate(ctx context.Context, ms []Migration, backupDir string, now
 // while the WAL is in use, to <dir>/<name>-v<version>-<UTC time>.sqlite3.
 func (db *DB) backup(ctx context.Context, dir string, version int, at time.Time) (string, error) {
 	if err := ensureDir(dir); err != nil {
-		return "", errs.Wrap(errs.Storage, err, "backup dir %s is not usable", dir)
+		return "", storageError(err, "%s %s is not usable", nameBackupDir, dir)
+	}
+	if err := checkAccess(nameBackupDir, dir, "wx"); err != nil {
+		return "", err
 	}
 	base := strings.TrimSuffix(filepath.Base(db.Path), filepath.Ext(db.Path))
 	target := filepath.Join(dir, fmt.Sprintf("%s-v%d-%s.sqlite3", base, version, at.UTC().Format("20060102T150405Z")))
@@ -104,19 +107,19 @@ func (db *DB) backup(ctx context.Context, dir string, version int, at time.Time)
 	// copy gets 0600 whatever the umask.
 	f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return "", errs.Wrap(errs.Storage, err, "create backup %s", target)
+		return "", storageError(err, "create backup %s", target)
 	}
 	if err := errors.Join(f.Chmod(0o600), f.Close()); err != nil {
 		os.Remove(target)
-		return "", errs.Wrap(errs.Storage, err, "create backup %s", target)
+		return "", storageError(err, "create backup %s", target)
 	}
 	if _, err := db.Writer.ExecContext(ctx, "VACUUM INTO ?", target); err != nil {
 		os.Remove(target)
-		return "", errs.Wrap(errs.Storage, err, "back up database %s to %s", db.Path, target)
+		return "", storageError(err, "back up database %s to %s", db.Path, target)
 	}
 	// The migration that follows commits durably; so must the backup that guards it.
 	if err := errors.Join(syncPath(target), syncPath(dir)); err != nil {
-		return "", errs.Wrap(errs.Storage, err, "back up database %s to %s", db.Path, target)
+		return "", storageError(err, "back up database %s to %s", db.Path, target)
 	}
 	return target, nil
 }

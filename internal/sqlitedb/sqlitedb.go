@@ -76,7 +76,7 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	}
 	path, err := filepath.Abs(o.Path)
 	if err != nil {
-		return nil, errs.Wrap(errs.Storage, err, "database path %s", o.Path)
+		return nil, storageError(err, "database path %s", o.Path)
 	}
 	if err := checkMigrations(o.Migrations); err != nil {
 		return nil, err
@@ -107,10 +107,13 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 
 	dir := filepath.Dir(path)
 	if err := ensureDir(dir); err != nil {
-		return nil, errs.Wrap(errs.Storage, err, "state dir %s is not usable", dir)
+		return nil, storageError(err, "state dir %s is not usable", dir)
+	}
+	if err := checkWritable(path); err != nil {
+		return nil, err
 	}
 	if err := ensureFile(path); err != nil {
-		return nil, errs.Wrap(errs.Storage, err, "database file %s is not usable", path)
+		return nil, storageError(err, "database file %s is not usable", path)
 	}
 
 	// Checked on a read-only connection before the writer opens: switching to WAL is
@@ -138,7 +141,7 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	}
 	writer, err := sql.Open("sqlite", dsn(path, append(writerPragmas, "_pragma=journal_mode(WAL)", "_txlock=immediate")...))
 	if err != nil {
-		return nil, errs.Wrap(errs.Storage, err, "open database %s", path)
+		return nil, storageError(err, "open database %s", path)
 	}
 	writer.SetMaxOpenConns(1)
 	writer.SetMaxIdleConns(1)
@@ -148,7 +151,7 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	var mode string
 	if err := writer.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
 		writer.Close()
-		return nil, errs.Wrap(errs.Storage, err, "open database %s", path)
+		return nil, storageError(err, "open database %s", path)
 	}
 	if !strings.EqualFold(mode, "wal") {
 		writer.Close()
@@ -164,12 +167,12 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	reader, err := sql.Open("sqlite", dsn(path, append([]string{"mode=ro"}, append(pragmas, "_pragma=query_only(1)")...)...))
 	if err != nil {
 		writer.Close()
-		return nil, errs.Wrap(errs.Storage, err, "open database %s", path)
+		return nil, storageError(err, "open database %s", path)
 	}
 	if err := reader.PingContext(ctx); err != nil {
 		reader.Close()
 		writer.Close()
-		return nil, errs.Wrap(errs.Storage, err, "open database %s for reading", path)
+		return nil, storageError(err, "open database %s for reading", path)
 	}
 	db.Reader = reader
 	return db, nil
@@ -178,7 +181,10 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 // WriteTx runs fn in one BEGIN IMMEDIATE transaction and commits it. When SQLite
 // reports the database busy or locked anywhere in it, the whole transaction is
 // rolled back and run again, a few times with backoff, so fn must do nothing but
-// database work through tx. An error returned by fn is returned unchanged.
+// database work through tx: anything it counts or records outside tx must be
+// taken from the attempt that committed, once WriteTx has returned nil. An
+// error returned by fn is returned unchanged when it carries a code; an SQLite
+// failure goes through Wrap.
 func (db *DB) WriteTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	// Statements first seen inside the last transaction are prepared now that
 	// the writer's one connection is free again.
@@ -192,9 +198,9 @@ func (db *DB) WriteTx(ctx context.Context, fn func(*sql.Tx) error) error {
 		}
 		if !isBusy(err) {
 			if fromFn {
-				return err
+				return Wrap(err, "write to database %s", db.Path)
 			}
-			return errs.Wrap(errs.Storage, err, "write to database %s", db.Path)
+			return Wrap(err, "commit to database %s", db.Path)
 		}
 		if attempt == busyAttempts {
 			break
@@ -204,7 +210,7 @@ func (db *DB) WriteTx(ctx context.Context, fn func(*sql.Tx) error) error {
 		}
 		db.sleep(busyBackoff << (attempt - 1))
 	}
-	return errs.Wrap(errs.Storage, err, "database %s stayed busy after %d attempts", db.Path, busyAttempts).
+	return storageError(err, "database %s stayed busy after %d attempts", db.Path, busyAttempts).
 		WithHint("another process may be holding a long write transaction on it")
 }
 
@@ -245,7 +251,7 @@ func isBusy(err error) bool {
 func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
 	var v int
 	if err := db.Reader.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-		return 0, errs.Wrap(errs.Storage, err, "read schema version of %s", db.Path)
+		return 0, storageError(err, "read schema version of %s", db.Path)
 	}
 	return v, nil
 }
@@ -260,25 +266,20 @@ func (db *DB) Close() error {
 }
 
 // Inspect reports on the database at path for db-version. It only reads: a missing
-// file or directory is reported, never created.
+// file or directory is reported, never created, and it leaves nothing behind
+// that the service could not use (see prepareToRead).
 func Inspect(path string, known int) (Info, error) {
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
 	info := Info{Path: path, BinarySchemaVersion: known}
-	fi, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return info, nil
-	}
-	if err != nil {
-		return info, errs.Wrap(errs.Storage, err, "database file %s is not usable", path)
-	}
-	if !fi.Mode().IsRegular() {
-		return info, errs.New(errs.Storage, "database file %s is not a regular file", path)
+	fi, params, err := statForReading(path)
+	if fi == nil || err != nil {
+		return info, err
 	}
 	info.Exists = true
 	info.SizeBytes = fi.Size()
-	if info.SchemaVersion, err = readVersion(context.Background(), path, DefaultBusyTimeout); err != nil {
+	if info.SchemaVersion, err = readVersion(context.Background(), path, DefaultBusyTimeout, params...); err != nil {
 		return info, err
 	}
 	wal, err := os.Stat(path + "-wal")
@@ -286,7 +287,7 @@ func Inspect(path string, known int) (Info, error) {
 	case err == nil:
 		info.WALSizeBytes = wal.Size()
 	case !errors.Is(err, fs.ErrNotExist):
-		return info, errs.Wrap(errs.Storage, err, "database WAL %s-wal is not usable", path)
+		return info, storageError(err, "database WAL %s-wal is not usable", path)
 	}
 	return info, nil
 }
@@ -296,7 +297,7 @@ func Inspect(path string, known int) (Info, error) {
 func InspectOpen(ctx context.Context, db *sql.DB, path string, known int) (Info, error) {
 	info := Info{Path: path, BinarySchemaVersion: known, Exists: true}
 	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&info.SchemaVersion); err != nil {
-		return info, errs.Wrap(errs.Storage, err, "read schema version of %s", path)
+		return info, storageError(err, "read schema version of %s", path)
 	}
 	if fi, err := os.Stat(path); err == nil {
 		info.SizeBytes = fi.Size()
@@ -313,16 +314,16 @@ func tooNew(path string, v, latest int) error {
 }
 
 // readVersion reads user_version on a mode=ro connection, which can neither create
-// the file nor change it.
-func readVersion(ctx context.Context, path string, busy time.Duration) (int, error) {
-	db, err := sql.Open("sqlite", dsn(path, "mode=ro", fmt.Sprintf("_pragma=busy_timeout(%d)", max(busy.Milliseconds(), 1))))
+// the file nor change it; params are added to its DSN.
+func readVersion(ctx context.Context, path string, busy time.Duration, params ...string) (int, error) {
+	db, err := sql.Open("sqlite", dsn(path, append([]string{"mode=ro", fmt.Sprintf("_pragma=busy_timeout(%d)", max(busy.Milliseconds(), 1))}, params...)...))
 	if err != nil {
-		return 0, errs.Wrap(errs.Storage, err, "read schema version of %s", path)
+		return 0, storageError(err, "read schema version of %s", path)
 	}
 	defer db.Close()
 	var v int
 	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-		return 0, errs.Wrap(errs.Storage, err, "read schema version of %s", path)
+		return 0, storageError(err, "read schema version of %s", path)
 	}
 	return v, nil
 }
@@ -384,29 +385,57 @@ func ensureFile(path string) error {
 	return nil
 }
 
-// OpenReadOnly opens an existing database for reading only (status while the
-// service is down). It never creates or changes the file; a missing file is
-// errs.NotFound, a newer schema than known is errs.SchemaTooNew.
-func OpenReadOnly(ctx context.Context, path string, known int, busy time.Duration) (*sql.DB, error) {
-	if _, err := os.Stat(path); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errs.New(errs.NotFound, "database %s does not exist yet", path)
+// statForReading stats the database at path for a reader and checks that
+// it can be read; fi is nil when there is no database. params are what a
+// reader's DSN needs beyond mode=ro ("immutable=1", see prepareToRead).
+func statForReading(path string) (fi fs.FileInfo, params []string, err error) {
+	fi, err = os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil, nil
+	case errors.Is(err, fs.ErrPermission):
+		if derr := checkAccess(nameStateDir, filepath.Dir(path), "x"); derr != nil {
+			return nil, nil, derr
 		}
-		return nil, errs.Wrap(errs.Storage, err, "database file %s is not usable", path)
+		return nil, nil, storageError(err, "%s %s is not usable", nameDatabase, path)
+	case err != nil:
+		return nil, nil, storageError(err, "%s %s is not usable", nameDatabase, path)
+	case !fi.Mode().IsRegular():
+		return nil, nil, errs.New(errs.Storage, "%s %s is not a regular file", nameDatabase, path)
+	}
+	immutable, err := prepareToRead(path, fi)
+	if immutable {
+		params = []string{"immutable=1"}
+	}
+	return fi, params, err
+}
+
+// OpenReadOnly opens an existing database for reading only (status while the
+// service is down). It never creates or changes the database, and leaves
+// nothing behind that the service could not use (see prepareToRead); a
+// missing file is errs.NotFound, a newer schema than known is
+// errs.SchemaTooNew.
+func OpenReadOnly(ctx context.Context, path string, known int, busy time.Duration) (*sql.DB, error) {
+	fi, params, err := statForReading(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi == nil {
+		return nil, errs.New(errs.NotFound, "database %s does not exist yet", path)
 	}
 	if busy <= 0 {
 		busy = DefaultBusyTimeout
 	}
-	v, err := readVersion(ctx, path, busy)
+	v, err := readVersion(ctx, path, busy, params...)
 	if err != nil {
 		return nil, err
 	}
 	if v > known {
 		return nil, tooNew(path, v, known)
 	}
-	db, err := sql.Open("sqlite", dsn(path, "mode=ro", fmt.Sprintf("_pragma=busy_timeout(%d)", busy.Milliseconds()), "_pragma=query_only(1)"))
+	db, err := sql.Open("sqlite", dsn(path, append([]string{"mode=ro", fmt.Sprintf("_pragma=busy_timeout(%d)", busy.Milliseconds()), "_pragma=query_only(1)"}, params...)...))
 	if err != nil {
-		return nil, errs.Wrap(errs.Storage, err, "open %s read-only", path)
+		return nil, storageError(err, "open %s read-only", path)
 	}
 	return db, nil
 }
@@ -448,34 +477,49 @@ func (db *DB) prepareWanted() {
 	})
 }
 
+// The statement helpers below report SQLite failures through Wrap, naming
+// what the statement does and the database, so every caller's errors carry
+// a code.
+
 // TxExec runs q inside tx with a cached prepared statement.
 func (db *DB) TxExec(tx *sql.Tx, q string, args ...any) (sql.Result, error) {
+	var res sql.Result
+	var err error
 	if s := db.stmt(&db.writerStmts, db.Writer, q); s != nil {
-		return tx.Stmt(s).Exec(args...)
+		res, err = tx.Stmt(s).Exec(args...)
+	} else {
+		res, err = tx.Exec(q, args...)
 	}
-	return tx.Exec(q, args...)
+	return res, stmtError(err, q, db.Path)
 }
 
 // TxQueryRow runs q inside tx with a cached prepared statement.
-func (db *DB) TxQueryRow(tx *sql.Tx, q string, args ...any) *sql.Row {
+func (db *DB) TxQueryRow(tx *sql.Tx, q string, args ...any) *Row {
 	if s := db.stmt(&db.writerStmts, db.Writer, q); s != nil {
-		return tx.Stmt(s).QueryRow(args...)
+		return &Row{tx.Stmt(s).QueryRow(args...), q, db.Path}
 	}
-	return tx.QueryRow(q, args...)
+	return &Row{tx.QueryRow(q, args...), q, db.Path}
 }
 
 // Query runs q on the reader pool with a cached prepared statement.
-func (db *DB) Query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+func (db *DB) Query(ctx context.Context, q string, args ...any) (*Rows, error) {
+	var rows *sql.Rows
+	var err error
 	if s := db.stmt(&db.readerStmts, db.Reader, q); s != nil {
-		return s.QueryContext(ctx, args...)
+		rows, err = s.QueryContext(ctx, args...)
+	} else {
+		rows, err = db.Reader.QueryContext(ctx, q, args...)
 	}
-	return db.Reader.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, stmtError(err, q, db.Path)
+	}
+	return &Rows{rows, q, db.Path}, nil
 }
 
 // QueryRow runs q on the reader pool with a cached prepared statement.
-func (db *DB) QueryRow(ctx context.Context, q string, args ...any) *sql.Row {
+func (db *DB) QueryRow(ctx context.Context, q string, args ...any) *Row {
 	if s := db.stmt(&db.readerStmts, db.Reader, q); s != nil {
-		return s.QueryRowContext(ctx, args...)
+		return &Row{s.QueryRowContext(ctx, args...), q, db.Path}
 	}
-	return db.Reader.QueryRowContext(ctx, q, args...)
+	return &Row{db.Reader.QueryRowContext(ctx, q, args...), q, db.Path}
 }

@@ -3,8 +3,6 @@ package sqlitedb
 import (
 	"context"
 	"fmt"
-
-	"github.com/tmux-amq/tamq/internal/errs"
 )
 
 // VacuumStep is how many free pages one incremental step returns to the file
@@ -21,21 +19,21 @@ const VacuumStep = 1024
 func (db *DB) Reclaim(ctx context.Context, progress func(pagesLeft int64)) error {
 	var mode int
 	if err := db.Writer.QueryRowContext(ctx, "PRAGMA auto_vacuum").Scan(&mode); err != nil {
-		return errs.Wrap(errs.Storage, err, "read auto_vacuum of %s", db.Path)
+		return storageError(err, "read auto_vacuum of %s", db.Path)
 	}
 	const incremental = 2
 	if mode != incremental {
 		if _, err := db.Writer.ExecContext(ctx, "PRAGMA auto_vacuum = INCREMENTAL"); err != nil {
-			return errs.Wrap(errs.Storage, err, "set auto_vacuum of %s", db.Path)
+			return storageError(err, "set auto_vacuum of %s", db.Path)
 		}
 		if _, err := db.Writer.ExecContext(ctx, "VACUUM"); err != nil {
-			return errs.Wrap(errs.Storage, err, "vacuum %s", db.Path)
+			return storageError(err, "vacuum %s", db.Path)
 		}
 	}
 	for {
 		var free int64
 		if err := db.Writer.QueryRowContext(ctx, "PRAGMA freelist_count").Scan(&free); err != nil {
-			return errs.Wrap(errs.Storage, err, "read free pages of %s", db.Path)
+			return storageError(err, "read free pages of %s", db.Path)
 		}
 		if progress != nil {
 			progress(free)
@@ -49,7 +47,7 @@ func (db *DB) Reclaim(ctx context.Context, progress func(pagesLeft int64)) error
 		// The pragma frees one page per step of its statement; Exec runs it
 		// to the end.
 		if _, err := db.Writer.ExecContext(ctx, fmt.Sprintf("PRAGMA incremental_vacuum(%d)", VacuumStep)); err != nil {
-			return errs.Wrap(errs.Storage, err, "give back free pages of %s", db.Path)
+			return storageError(err, "give back free pages of %s", db.Path)
 		}
 	}
 	// A busy checkpoint is not an error: the WAL is reused, and truncated by

@@ -5,11 +5,16 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -30,7 +35,8 @@ func newExportCmd(a *sharedcli.App) *cobra.Command {
 message envelope per line, body included (docs/jsonl.md names every field).
 FILE is appended to (created 0600 when missing), so exports can accumulate in
 one file: replaying it skips what it already replayed. Without FILE, or with -,
-the lines go to standard output. A failed export leaves FILE as it was.`,
+the lines go to standard output. A failed export leaves FILE as it was, and so
+does an interrupted one (Ctrl-C or SIGTERM), which exits 130 (143 for SIGTERM).`,
 		Example: `  tamq export history.jsonl
   tamq export --repo net-kingdom --since 30d - | gzip > nk.jsonl.gz`,
 		Args: cobra.MaximumNArgs(1),
@@ -50,6 +56,13 @@ the lines go to standard output. A failed export leaves FILE as it was.`,
 			if err != nil {
 				return err
 			}
+			if ok {
+				defer db.Close()
+			}
+			// From before the first byte is written: an interrupt stops the
+			// export, which then cuts FILE back like a failed one.
+			ctx, caught, stop := interruptible(cmd.Context())
+			defer stop()
 			var out io.Writer = a.Out
 			var commit func(ok bool) error
 			if file != "-" {
@@ -59,16 +72,28 @@ the lines go to standard output. A failed export leaves FILE as it was.`,
 			}
 			n := 0
 			if ok {
-				defer db.Close()
-				n, err = export(cmd.Context(), a, db, filter, out)
+				n, err = export(ctx, a, db, filter, out)
+			}
+			sig := caught()
+			if sig != 0 {
+				err = nil // what the interrupt cut short is no failure of its own
 			}
 			if commit != nil {
-				if cerr := commit(err == nil); err == nil {
+				if cerr := commit(err == nil && sig == 0); err == nil {
 					err = cerr
 				}
 			}
 			if err != nil {
 				return err
+			}
+			if sig != 0 {
+				// The shell's convention for a command ended by a signal.
+				msg := fmt.Sprintf("%s: export interrupted by %s", a.Name(), unix.SignalName(sig))
+				if file != "-" {
+					msg += "; " + file + " left as it was"
+				}
+				fmt.Fprintln(a.Err, msg)
+				return sharedcli.PassStatus(128 + int(sig))
 			}
 			if a.JSON && file != "-" {
 				return a.PrintJSON(exportRecord{File: file, Exported: n})
@@ -105,10 +130,40 @@ func export(ctx context.Context, a *sharedcli.App, db *sql.DB, filter store.Filt
 	if err == nil {
 		err = w.Flush()
 	}
-	if err != nil {
-		return n, errs.Wrap(errs.Storage, err, "export stopped after %d messages", n)
+	if err == nil {
+		return n, nil
 	}
-	return n, nil
+	// A store error keeps its code and hint; a failed write is storage's.
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return n, &errs.Error{Code: e.Code, Message: fmt.Sprintf("export stopped after %d messages: %s", n, e.Message), Hint: e.Hint, Err: err}
+	}
+	return n, errs.Wrap(errs.Storage, err, "export stopped after %d messages", n)
+}
+
+// interruptible returns a context cancelled by SIGINT or SIGTERM, which
+// then no longer end the process, and caught, the signal that came (0
+// before one did). stop restores the signals' default.
+func interruptible(parent context.Context) (ctx context.Context, caught func() syscall.Signal, stop func()) {
+	ctx, cancel := context.WithCancel(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	var got atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			got.Store(int32(s.(syscall.Signal)))
+			cancel()
+		case <-done:
+		}
+	}()
+	stop = func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	}
+	return ctx, func() syscall.Signal { return syscall.Signal(got.Load()) }, stop
 }
 
 // appendTo opens file for appending. commit(true) syncs it; commit(false)
@@ -143,10 +198,16 @@ func appendTo(file string) (io.Writer, func(ok bool) error, error) {
 	}
 	commit := func(ok bool) error {
 		if !ok {
+			var err error
 			if created {
-				return errors.Join(f.Close(), os.Remove(file))
+				err = errors.Join(f.Close(), os.Remove(file))
+			} else {
+				err = errors.Join(f.Truncate(start), f.Close())
 			}
-			return errors.Join(f.Truncate(start), f.Close())
+			if err != nil {
+				return errs.Wrap(errs.Storage, err, "cannot cut %s back to its %d bytes before the export", file, start)
+			}
+			return nil
 		}
 		if err := errors.Join(f.Sync(), f.Close()); err != nil {
 			return errs.Wrap(errs.Storage, err, "cannot write %s", file)

@@ -35,7 +35,9 @@ type purgeRecord struct {
 	Newest          *time.Time `json:"newest,omitempty"`
 	HistoryBytes    int64      `json:"history_bytes"`
 	HistoryMessages int        `json:"history_messages"`
+	HistoryReceipts int        `json:"history_receipts"`
 	Deleted         int        `json:"deleted"`
+	ReceiptsDeleted int        `json:"receipts_deleted"`
 	PurgeID         string     `json:"purge_id,omitempty"`
 	FileBytesBefore int64      `json:"file_bytes_before,omitempty"`
 	FileBytesAfter  int64      `json:"file_bytes_after,omitempty"`
@@ -54,12 +56,13 @@ and --state narrow what may go. A message still queued, being delivered or
 awaiting its ack is never removed. History is never deleted on its own: only
 this command deletes, and you may want to tamq export first.
 
-It first prints what would go: how many messages, their date range and the
-estimated bytes. On a terminal it then asks for confirmation; without one it
-deletes only with --yes (and otherwise stops there, as a dry run). --dry-run
-never deletes. Each purge writes a receipt with its filters and counts, and
-gives the space back to the file system in small steps, so a running service
-is held up for milliseconds at a time.`,
+The history's size counts messages and their receipts alike, and a purged
+message takes its receipts with it. It first prints what would go: how many
+messages, their date range and the estimated bytes. On a terminal it then asks
+for confirmation; without one it deletes only with --yes (and otherwise stops
+there, as a dry run). --dry-run never deletes. Each purge writes a receipt
+with its filters and counts, and gives the space back to the file system in
+small steps, so a running service is held up for milliseconds at a time.`,
 		Example: `  tamq purge                       # what the defaults would delete; asks on a terminal
   tamq purge --before 90d --yes
   tamq purge --max-size 50MB --repo net-kingdom --dry-run`,
@@ -128,7 +131,7 @@ func runPurge(ctx context.Context, a *sharedcli.App, rule store.PurgeRule, yes, 
 		}
 	}
 	rec.Matching, rec.EstimatedBytes = len(plan.IDs), plan.Bytes
-	rec.HistoryBytes, rec.HistoryMessages = plan.HistoryBytes, plan.HistoryMessages
+	rec.HistoryBytes, rec.HistoryMessages, rec.HistoryReceipts = plan.HistoryBytes, plan.HistoryMessages, plan.HistoryReceipts
 	if len(plan.IDs) > 0 {
 		rec.Oldest, rec.Newest = &plan.Oldest, &plan.Newest
 	}
@@ -152,12 +155,13 @@ func runPurge(ctx context.Context, a *sharedcli.App, rule store.PurgeRule, yes, 
 	defer st.DB.Close()
 	rec.DryRun, rec.FileBytesBefore = false, fileBytes(p.Database)
 	progress := a.NewProgress(int64(len(plan.IDs)), "purging", "msgs")
-	rec.Deleted, err = st.Purge(ctx, plan.IDs, func(done int) { progress.Set(int64(done)) })
+	done, err := st.Purge(ctx, plan.IDs, func(done int) { progress.Set(int64(done)) })
 	progress.Done()
+	rec.Deleted, rec.ReceiptsDeleted = done.Messages, done.Receipts
 	if rec.Deleted > 0 {
 		// Even a purge cut short leaves its receipt for what it did delete.
 		rec.PurgeID = store.NewID()
-		r := store.PurgeReceipt(rec.PurgeID, rule, plan, rec.Deleted)
+		r := store.PurgeReceipt(rec.PurgeID, rule, plan, done)
 		r.PolicyProfile, r.ConfigVersion = cfg.ProfileRef(), cfg.Version
 		if rerr := st.AddReceipt(ctx, r); err == nil {
 			err = rerr
@@ -183,7 +187,7 @@ func runPurge(ctx context.Context, a *sharedcli.App, rule store.PurgeRule, yes, 
 	if a.JSON {
 		return a.PrintJSON(rec)
 	}
-	a.Printf("purged %d messages; database %s -> %s\n", rec.Deleted,
+	a.Printf("purged %d messages and their %d receipts; database %s -> %s\n", rec.Deleted, rec.ReceiptsDeleted,
 		humanize.Bytes(uint64(rec.FileBytesBefore)), humanize.Bytes(uint64(rec.FileBytesAfter)))
 	if kept := len(plan.IDs) - rec.Deleted; kept > 0 {
 		a.Printf("%d left a final state meanwhile (retried) and were kept\n", kept)
@@ -205,12 +209,12 @@ func printPlan(a *sharedcli.App, r purgeRecord) {
 	if r.State != "" {
 		rule = append(rule, "in state "+r.State)
 	}
-	a.Printf("history: %d messages, about %s\n", r.HistoryMessages, humanize.Bytes(uint64(r.HistoryBytes)))
+	a.Printf("history: %d messages and %d receipts, about %s\n", r.HistoryMessages, r.HistoryReceipts, humanize.Bytes(uint64(r.HistoryBytes)))
 	if r.Matching == 0 {
 		a.Printf("nothing to purge (final-state messages %s)\n", strings.Join(rule, ", "))
 		return
 	}
-	a.Printf("would purge %d messages (final-state, %s), about %s, created %s to %s\n", r.Matching,
+	a.Printf("would purge %d messages with their receipts (final-state, %s), about %s, created %s to %s\n", r.Matching,
 		strings.Join(rule, ", "), humanize.Bytes(uint64(r.EstimatedBytes)),
 		r.Oldest.Local().Format(time.DateTime), r.Newest.Local().Format(time.DateTime))
 }

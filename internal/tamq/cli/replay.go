@@ -325,6 +325,11 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 // parseEnvelope reads one export line into the entry a replay sends; the
 // body rules are checked here too, so an oversized body never travels.
 func parseEnvelope(raw []byte) (protocol.ReplayEntry, error) {
+	// Checked before decoding: encoding/json would replace invalid bytes with
+	// U+FFFD and replay a body that was never sent.
+	if at := protocol.InvalidUTF8At(raw); at >= 0 {
+		return protocol.ReplayEntry{}, errs.New(errs.BodyInvalid, "the line is not valid UTF-8 (invalid byte at offset %d)", at)
+	}
 	var env protocol.Envelope
 	if err := json.Unmarshal(raw, &env); err != nil {
 		return protocol.ReplayEntry{}, errs.New(errs.BadRequest, "not a JSON message envelope: %s", jsonProblem(err, len(raw)))

@@ -60,6 +60,11 @@ func TestParseEnvelope(t *testing.T) {
 		{`{"v": 1, "id": "m1", "sender": "a", "target": "b"}`, errs.BodyInvalid},
 		{`{"v": 1, "id": "m1", "sender": "a", "target": "b", "body": "\u0007"}`, errs.BodyInvalid},
 		{`{"v": 1, "sender": "a", "target": "b", "body": "x"}`, errs.BadRequest},
+		// Raw bytes that are not UTF-8, in the body or anywhere else, are
+		// refused before decoding (which would replace them with U+FFFD).
+		{"{\"v\": 1, \"id\": \"m1\", \"sender\": \"a\", \"target\": \"b\", \"body\": \"caf\xe9\"}", errs.BodyInvalid},
+		{"{\"v\": 1, \"id\": \"m1\", \"sender\": \"a\xff\", \"target\": \"b\", \"body\": \"x\"}", errs.BodyInvalid},
+		{`{"v": 1, "id": "m1", "sender": "a", "target": "b", "body": "lone\rCR"}`, errs.BodyInvalid},
 	} {
 		if _, err := parseEnvelope([]byte(c.line)); errs.CodeOf(err) != c.code {
 			t.Errorf("%s: %v, want %s", c.line, err, c.code)
@@ -86,7 +91,7 @@ func FuzzParseEnvelope(f *testing.F) {
 			}
 			return
 		}
-		if e.Original == "" || e.Target == "" || e.Sender == "" || !utf8.ValidString(e.Body) || len(e.Body) > 8192 {
+		if e.Original == "" || e.Target == "" || e.Sender == "" || !utf8.Valid(line) || len(e.Body) > 8192 {
 			t.Fatalf("accepted a bad entry %+v", e)
 		}
 	})

@@ -34,7 +34,16 @@ newlines and tabs are the only control characters allowed.`,
 				if err != nil {
 					return errs.Wrap(errs.BodyInvalid, err, "cannot read standard input")
 				}
-				text = strings.TrimSuffix(string(b), "\n")
+				// The line end a shell or editor adds is not part of the message.
+				var ended bool
+				if text, ended = strings.CutSuffix(string(b), "\n"); ended {
+					text = strings.TrimSuffix(text, "\r")
+				}
+			}
+			// Checked here, on the raw bytes: encoding the request as JSON
+			// would silently turn invalid bytes into U+FFFD.
+			if err := checkUTF8(text); err != nil {
+				return err
 			}
 			p, err := a.Paths()
 			if err != nil {
@@ -58,4 +67,13 @@ newlines and tabs are the only control characters allowed.`,
 	cmd.Flags().StringVar(&mode, "ack-mode", "", "injected or acknowledged (default: delivery_ack_mode from config)")
 	cmd.RegisterFlagCompletionFunc("ack-mode", cobra.FixedCompletions([]string{"injected", "acknowledged"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// checkUTF8 refuses text that is not valid UTF-8, naming the offset of the
+// first bad byte, never the text.
+func checkUTF8(text string) error {
+	if at := protocol.InvalidUTF8At([]byte(text)); at >= 0 {
+		return errs.New(errs.BodyInvalid, "the message is not valid UTF-8 (invalid byte at offset %d); bodies are UTF-8 text", at)
+	}
+	return nil
 }

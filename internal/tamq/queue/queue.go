@@ -95,12 +95,13 @@ type Timing struct {
 	Backoff func(attempt int) time.Duration
 }
 
-// CleanBody normalizes line ends (CRLF and lone CR become LF, as pasted text
-// often has them) and checks the body: UTF-8, not empty, at most 8 KiB, no NUL
-// or other control bytes but newline and tab.
+// CleanBody normalizes line ends (CRLF becomes LF, as pasted text often has
+// it) and checks the body: UTF-8, not empty, at most 8 KiB, no NUL or other
+// control bytes but newline and tab. A lone CR is a control byte like the
+// others: in a terminal it returns to the line's start, so text after it
+// would overwrite what the receiver sees.
 func CleanBody(body string) (string, error) {
 	body = strings.ReplaceAll(body, "\r\n", "\n")
-	body = strings.ReplaceAll(body, "\r", "\n")
 	if len(body) > MaxBody {
 		return "", errs.New(errs.BodyTooLarge, "message body is %d bytes; the limit is %d", len(body), MaxBody)
 	}
@@ -110,6 +111,9 @@ func CleanBody(body string) (string, error) {
 	for i, r := range body {
 		if r == '\n' || r == '\t' {
 			continue
+		}
+		if r == '\r' {
+			return "", errs.New(errs.BodyInvalid, "message body has a carriage return (0x0d) without a newline after it at offset %d; only text, newlines and tabs are allowed", i)
 		}
 		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
 			return "", errs.New(errs.BodyInvalid, "message body has control byte 0x%02x at offset %d; only text, newlines and tabs are allowed", r, i)

@@ -23,7 +23,7 @@ func TestCleanBody(t *testing.T) {
 	ok := []struct{ in, want string }{
 		{"hello", "hello"},
 		{"two\nlines\tand tab", "two\nlines\tand tab"},
-		{"crlf\r\nlines\rold mac", "crlf\nlines\nold mac"},
+		{"crlf\r\nlines\r\n", "crlf\nlines\n"},
 		{"ünïcödé ✓ 日本", "ünïcödé ✓ 日本"},
 		{strings.Repeat("é", MaxBody/2), strings.Repeat("é", MaxBody/2)},
 	}
@@ -41,6 +41,9 @@ func TestCleanBody(t *testing.T) {
 		{"nul\x00byte", errs.BodyInvalid},
 		{"escape \x1b[201~ end paste", errs.BodyInvalid},
 		{"bell\a", errs.BodyInvalid},
+		{"lone\rcarriage return", errs.BodyInvalid},
+		{"ends in CR\r", errs.BodyInvalid},
+		{"CR before CRLF\r\r\n", errs.BodyInvalid},
 		{"del\x7f", errs.BodyInvalid},
 		{"c1 \u0085", errs.BodyInvalid},
 		{"bad utf8 \xff", errs.BodyInvalid},

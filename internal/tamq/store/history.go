@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
@@ -71,6 +72,11 @@ const DefaultPageLimit = 50
 // Paging is by key, never by offset, so a page costs the same however deep
 // it is and messages arriving meanwhile never shift the pages.
 func History(ctx context.Context, db *sql.DB, p Page) ([]queue.Message, error) {
+	page, err := historyPage(ctx, db, p)
+	return page, sqlitedb.Wrap(err, "read the history")
+}
+
+func historyPage(ctx context.Context, db *sql.DB, p Page) ([]queue.Message, error) {
 	if p.Limit <= 0 {
 		p.Limit = DefaultPageLimit
 	}
@@ -134,7 +140,7 @@ func Count(ctx context.Context, db *sql.DB, f Filter) (int, error) {
 	q, args := f.selectFrom("count(*)")
 	var n int
 	err := db.QueryRowContext(ctx, q, args...).Scan(&n)
-	return n, err
+	return n, sqlitedb.Wrap(err, "count messages")
 }
 
 // selectFrom is SELECT cols FROM messages with the filter as its WHERE.
@@ -180,6 +186,11 @@ var exportTimes = []string{"created_at", "updated_at", "next_attempt_at", "ack_d
 // consistent snapshot. The
 // line is only valid during the call.
 func ExportLines(ctx context.Context, db *sql.DB, f Filter, fn func(line []byte) error) error {
+	// fn's own errors carry no SQLite code and pass through Wrap unchanged.
+	return sqlitedb.Wrap(exportLines(ctx, db, f, fn), "export messages")
+}
+
+func exportLines(ctx context.Context, db *sql.DB, f Filter, fn func(line []byte) error) error {
 	// Storage order is the table's own: reading it needs no index, so a
 	// whole-history export reads the file front to back.
 	q, args := f.selectFrom(envelopeSQL + ", " + strings.Join(exportTimes, ", "))

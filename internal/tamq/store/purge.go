@@ -3,21 +3,73 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"math"
 	"strings"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/receipt"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
 )
 
 // finalStates are the states no delivery leaves on its own; only messages in
 // them are ever purged. A failed message waits only for `tamq retry`.
 const finalStates = `('injected', 'acknowledged', 'failed')`
 
+// receiptBytes estimates what one receipt row holds, as messageBytes does
+// for a message: its text columns plus 8 bytes per integer column.
+const receiptBytes = `octet_length(kind) + octet_length(status) + COALESCE(octet_length(subject_id), 0)
+	+ COALESCE(octet_length(reason), 0) + COALESCE(octet_length(endpoint_id), 0)
+	+ COALESCE(octet_length(coordination_endpoint_id), 0) + COALESCE(octet_length(policy_profile), 0)
+	+ COALESCE(octet_length(config_version), 0) + COALESCE(octet_length(detail), 0) + 8 * 6`
+
+// aboutAMessage selects the receipts about one message: those of the
+// message.* kinds that name it. They go with it when it is purged.
+const aboutAMessage = `kind GLOB 'message.*' AND subject_id IS NOT NULL`
+
+// history is what the history holds, in estimated bytes.
+type history struct {
+	messageBytes, receiptBytes int64
+	messageReceiptBytes        int64 // of the receipts about a message
+	messages, receipts         int
+	oldest                     time.Time // the oldest message; zero without messages
+}
+
+func (h history) bytes() int64 { return h.messageBytes + h.receiptBytes }
+
+// receiptShare estimates the receipts one message takes with it when it is
+// purged: their average per message. Finding each message's own would take a
+// pass over every receipt, since receipts are not indexed by message.
+func (h history) receiptShare() int64 {
+	if h.messages == 0 {
+		return 0
+	}
+	return h.messageReceiptBytes / int64(h.messages)
+}
+
+// measureHistory reads the history's figures in one statement, so from one
+// snapshot; q is a database or a transaction.
+func measureHistory(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) (history, error) {
+	var h history
+	var oldest sql.NullInt64
+	err := q.QueryRowContext(ctx, `SELECT m.bytes, m.oldest, m.n, r.bytes, r.message_bytes, r.n
+		FROM (SELECT COALESCE(sum(`+messageBytes+`), 0) AS bytes, min(created_at) AS oldest, count(*) AS n FROM messages) AS m,
+			(SELECT COALESCE(sum(`+receiptBytes+`), 0) AS bytes,
+				COALESCE(sum(`+receiptBytes+`) FILTER (WHERE `+aboutAMessage+`), 0) AS message_bytes, count(*) AS n FROM receipts) AS r`).
+		Scan(&h.messageBytes, &oldest, &h.messages, &h.receiptBytes, &h.messageReceiptBytes, &h.receipts)
+	if oldest.Valid {
+		h.oldest = fromMS(oldest.Int64)
+	}
+	return h, sqlitedb.Wrap(err, "measure the history")
+}
+
 // PurgeRule chooses what a purge removes. Among the final-state messages
 // that Repo and State allow, a message goes when it was created before
-// Before, or while the history (every message, pending ones included) is
-// larger than MaxBytes, oldest first. Zero Before and MaxBytes choose nothing.
+// Before, or while the history (every message, pending ones included, and
+// every receipt) is larger than MaxBytes, oldest first. Zero Before and
+// MaxBytes choose nothing.
 type PurgeRule struct {
 	Before   time.Time
 	MaxBytes int64
@@ -27,28 +79,38 @@ type PurgeRule struct {
 
 // PurgePlan is what a purge would remove.
 type PurgePlan struct {
-	IDs             []string
-	Bytes           int64 // estimated, as history size counts them
+	IDs []string
+	// Bytes is estimated as history size counts them: the messages' own,
+	// and for their receipts the history's average per message.
+	Bytes           int64
 	Oldest, Newest  time.Time
-	HistoryBytes    int64 // the whole history before the purge
+	HistoryBytes    int64 // the whole history before the purge, receipts included
 	HistoryMessages int
+	HistoryReceipts int
 }
 
 // PlanPurge reads, from one snapshot, which messages the rule removes.
 func PlanPurge(ctx context.Context, db *sql.DB, r PurgeRule) (PurgePlan, error) {
+	p, err := planPurge(ctx, db, r)
+	return p, sqlitedb.Wrap(err, "plan the purge")
+}
+
+func planPurge(ctx context.Context, db *sql.DB, r PurgeRule) (PurgePlan, error) {
 	var p PurgePlan
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return p, err
 	}
 	defer tx.Rollback()
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(sum(`+messageBytes+`), 0), count(*) FROM messages`).
-		Scan(&p.HistoryBytes, &p.HistoryMessages); err != nil {
+	h, err := measureHistory(ctx, tx)
+	if err != nil {
 		return p, err
 	}
+	p.HistoryBytes, p.HistoryMessages, p.HistoryReceipts = h.bytes(), h.messages, h.receipts
 	if r.Before.IsZero() && r.MaxBytes <= 0 {
 		return p, nil
 	}
+	share := h.receiptShare()
 	conds := []string{"+state IN " + finalStates} // + keeps SQLite off the state index: the walk is by creation
 	var args []any
 	if r.Repo != "" {
@@ -85,8 +147,8 @@ func PlanPurge(ctx context.Context, db *sql.DB, r PurgeRule) (PurgePlan, error) 
 				break
 			}
 			p.IDs = append(p.IDs, id)
-			p.Bytes += size
-			left -= size
+			p.Bytes += size + share
+			left -= size + share
 			if p.Oldest.IsZero() {
 				p.Oldest = fromMS(created)
 			}
@@ -106,48 +168,134 @@ func PlanPurge(ctx context.Context, db *sql.DB, r PurgeRule) (PurgePlan, error) 
 // enough that the service, writing at the same time, waits milliseconds.
 const PurgeChunk = 1000
 
+// Purged is what a purge deleted.
+type Purged struct {
+	Messages, Receipts int
+}
+
+// testHookPurgeChunk, when a test sets it, runs inside each purge
+// transaction after its messages are deleted and before the receipts
+// written since the purge looked for them are: where a test makes the
+// transaction fail or adds such a receipt.
+var testHookPurgeChunk func(tx *sql.Tx) error
+
 // Purge deletes the planned messages in short transactions, each checking
 // again that the message is in a final state (one retried meanwhile stays),
-// and returns how many went. progress, when set, hears the count after each
-// transaction. Receipts stay: they hold no bodies and are the audit trail.
-func (s *Store) Purge(ctx context.Context, ids []string, progress func(done int)) (int, error) {
-	deleted := 0
+// together with the receipts about each message it deletes, so a message and
+// its receipts go in one transaction. Every other receipt stays, the purge's
+// own included. progress, when set, hears the count after each transaction.
+// The counts are those of committed transactions only: one retried after a
+// busy database counts once.
+func (s *Store) Purge(ctx context.Context, ids []string, progress func(done int)) (Purged, error) {
+	var total Purged
+	// Receipts are not indexed by message: one pass over them, beside the
+	// service, finds those of the planned messages; each transaction then
+	// also removes any written for its messages after that pass.
+	receipts, seen, err := s.receiptsAbout(ctx, ids)
+	if err != nil {
+		return total, err
+	}
 	for start := 0; start < len(ids); start += PurgeChunk {
 		chunk := ids[start:min(start+PurgeChunk, len(ids))]
+		var done Purged
 		err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-			n := 0
+			done = Purged{}
+			var gone []string
 			for _, id := range chunk {
 				// One id at a time: an IN list next to the state test leads
 				// SQLite to walk the state index instead of the primary key.
-				res, err := s.DB.TxExec(tx, `DELETE FROM messages WHERE id = ? AND state IN `+finalStates, id)
+				n, err := affected(s.DB.TxExec(tx, `DELETE FROM messages WHERE id = ? AND state IN `+finalStates, id))
 				if err != nil {
 					return err
 				}
-				k, err := res.RowsAffected()
-				if err != nil {
-					return err
+				if n == 0 {
+					continue
 				}
-				n += int(k)
+				done.Messages++
+				gone = append(gone, id)
+				for _, rowid := range receipts[id] {
+					n, err := affected(s.DB.TxExec(tx, `DELETE FROM receipts WHERE rowid = ? AND subject_id = ?`, rowid, id))
+					if err != nil {
+						return err
+					}
+					done.Receipts += n
+				}
 			}
-			deleted += n
-			return nil
+			if testHookPurgeChunk != nil {
+				if err := testHookPurgeChunk(tx); err != nil {
+					return err
+				}
+			}
+			if len(gone) == 0 {
+				return nil
+			}
+			list, _ := json.Marshal(gone)
+			n, err := affected(s.DB.TxExec(tx, `DELETE FROM receipts WHERE rowid > ? AND `+aboutAMessage+`
+				AND subject_id IN (SELECT value FROM json_each(?))`, seen, string(list)))
+			done.Receipts += n
+			return err
 		})
 		if err != nil {
-			return deleted, err
+			return total, err
 		}
+		total.Messages += done.Messages
+		total.Receipts += done.Receipts
 		if progress != nil {
 			progress(start + len(chunk))
 		}
 	}
-	return deleted, nil
+	return total, nil
+}
+
+// receiptsAbout finds, from one snapshot of the reader, the receipts about
+// the given messages (their rowids by message) and the last receipt rowid
+// there was.
+func (s *Store) receiptsAbout(ctx context.Context, ids []string) (map[string][]int64, int64, error) {
+	out := map[string][]int64{}
+	if len(ids) == 0 {
+		return out, 0, nil
+	}
+	tx, err := s.DB.Reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, 0, sqlitedb.Wrap(err, "find the receipts of the purged messages")
+	}
+	defer tx.Rollback()
+	var seen int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(max(rowid), 0) FROM receipts`).Scan(&seen); err != nil {
+		return nil, 0, sqlitedb.Wrap(err, "find the receipts of the purged messages")
+	}
+	list, _ := json.Marshal(ids)
+	rows, err := tx.QueryContext(ctx, `SELECT rowid, subject_id FROM receipts WHERE `+aboutAMessage+`
+		AND subject_id IN (SELECT value FROM json_each(?))`, string(list))
+	if err != nil {
+		return nil, 0, sqlitedb.Wrap(err, "find the receipts of the purged messages")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var rowid int64
+		var id string
+		if err := rows.Scan(&rowid, &id); err != nil {
+			return nil, 0, sqlitedb.Wrap(err, "find the receipts of the purged messages")
+		}
+		out[id] = append(out[id], rowid)
+	}
+	return out, seen, sqlitedb.Wrap(rows.Err(), "find the receipts of the purged messages")
+}
+
+func affected(res sql.Result, err error) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
 }
 
 // KindPurged is the receipt of an executed purge.
 const KindPurged = "history.purged"
 
 // PurgeReceipt records an executed purge: its rule and counts, no bodies.
-func PurgeReceipt(id string, r PurgeRule, p PurgePlan, deleted int) receipt.Receipt {
-	d := map[string]any{"planned": len(p.IDs), "deleted": deleted, "estimated_bytes": p.Bytes}
+func PurgeReceipt(id string, r PurgeRule, p PurgePlan, done Purged) receipt.Receipt {
+	d := map[string]any{"planned": len(p.IDs), "deleted": done.Messages, "receipts_deleted": done.Receipts, "estimated_bytes": p.Bytes}
 	if !r.Before.IsZero() {
 		d["before"] = r.Before.UTC().Format(time.RFC3339)
 	}

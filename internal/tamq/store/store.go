@@ -229,12 +229,10 @@ const messageBytes = `octet_length(body) + octet_length(id) + octet_length(batch
 	+ COALESCE(octet_length(correlation_id), 0) + COALESCE(octet_length(replay_of), 0)
 	+ COALESCE(octet_length(last_error), 0) + 8 * 10`
 
-// HistorySize estimates the bytes of message history and its oldest message.
+// HistorySize estimates the bytes of history, messages and receipts alike
+// (receipts take about as much of the file as messages), and gives its
+// oldest message and the number of messages.
 func HistorySize(ctx context.Context, db *sql.DB) (bytes int64, since time.Time, count int, err error) {
-	var oldest sql.NullInt64
-	err = db.QueryRowContext(ctx, `SELECT COALESCE(sum(`+messageBytes+`), 0), min(created_at), count(*) FROM messages`).Scan(&bytes, &oldest, &count)
-	if oldest.Valid {
-		since = fromMS(oldest.Int64)
-	}
-	return bytes, since, count, err
+	h, err := measureHistory(ctx, db)
+	return h.bytes(), h.oldest, h.messages, err
 }

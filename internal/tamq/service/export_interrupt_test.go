@@ -1,0 +1,108 @@
+package service_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
+	"github.com/tmux-amq/tamq/internal/testutil"
+)
+
+// largeHistory writes n messages of 8 KiB bodies: an export of them takes
+// long enough (about 80 MB of JSONL) to be interrupted well before its end.
+func largeHistory(t *testing.T, path string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlitedb.Open(ctx, sqlitedb.Options{Path: path, Migrations: store.Migrations, Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.WriteTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`WITH RECURSIVE c(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM c WHERE n + 1 < ?)
+			INSERT INTO messages (id, batch_id, sender, sender_kind, target_repo, body, ack_mode, state,
+				max_attempts, policy_profile, config_version, created_at, updated_at)
+			SELECT printf('00000000-0000-7000-8000-%012x', n), printf('00000000-0000-7000-8000-%012x', n),
+				'railiance', 'worker', 'net-kingdom', printf('%d %.*c', n, 8000, 'x'), 'injected', 'injected',
+				3, 'default@1', 'c', 1000 + n, 1000 + n
+			FROM c`, n)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestInterruptedExportLeavesTheFileAsItWas starts a large export into a
+// file, signals it once some of it is written, and checks that the file is
+// byte for byte what it was (or, when the export created it, gone) and the
+// exit status is the shell's for that signal. A SIGINT used to kill the
+// process mid-write, leaving part of the export and a cut line.
+func TestInterruptedExportLeavesTheFileAsItWas(t *testing.T) {
+	t.Parallel()
+	e := testutil.NewEnv(t)
+	largeHistory(t, e.Database(), 10_000)
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name    string
+		before  *string // nil: no file before the export
+		sig     syscall.Signal
+		status  int
+		message string
+	}{
+		// The last line lacks its newline: the export adds one first.
+		{"SIGINT appending", ptr("{\"v\":1,\"id\":\"earlier\"}\n{\"v\":1,\"id\":\"cut"), syscall.SIGINT, 130, "export interrupted by SIGINT"},
+		{"SIGTERM creating", nil, syscall.SIGTERM, 143, "export interrupted by SIGTERM"},
+	} {
+		file := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".jsonl")
+		size := int64(0)
+		if c.before != nil {
+			if err := os.WriteFile(file, []byte(*c.before), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			size = int64(len(*c.before))
+		}
+		cmd := e.Command(context.Background(), "tamq", "export", file)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitFor(t, c.name+": the export to write lines", func() bool {
+			fi, err := os.Stat(file)
+			return err == nil && fi.Size() > size+1
+		})
+		// Stopped at once, so the rest of the export cannot run ahead of
+		// the signal however slowly this test is scheduled; the signal
+		// arrives as the process continues.
+		for _, s := range []syscall.Signal{syscall.SIGSTOP, c.sig, syscall.SIGCONT} {
+			if err := cmd.Process.Signal(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := cmd.Wait()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != c.status || !strings.Contains(stderr.String(), c.message+"; "+file+" left as it was") {
+			t.Errorf("%s: %v\n%s", c.name, err, stderr.String())
+		}
+		got, err := os.ReadFile(file)
+		switch {
+		case c.before == nil && !errors.Is(err, fs.ErrNotExist):
+			t.Errorf("%s: the file the export created is still there (%d bytes, %v)", c.name, len(got), err)
+		case c.before != nil && string(got) != *c.before:
+			t.Errorf("%s: the file has %d bytes, want the %d it had", c.name, len(got), len(*c.before))
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
