@@ -153,6 +153,7 @@ func runPurge(ctx context.Context, a *sharedcli.App, rule store.PurgeRule, yes, 
 		return err
 	}
 	defer st.DB.Close()
+	st.PolicyProfile, st.ConfigVersion = cfg.ProfileRef(), cfg.Version
 	rec.DryRun, rec.FileBytesBefore = false, fileBytes(p.Database)
 	progress := a.NewProgress(int64(len(plan.IDs)), "purging", "msgs")
 	done, err := st.Purge(ctx, plan.IDs, func(done int) { progress.Set(int64(done)) })
