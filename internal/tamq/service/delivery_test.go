@@ -104,8 +104,11 @@ func TestBodiesArriveByteExact(t *testing.T) {
 		want[c.repo] += c.want
 	}
 	for repo, w := range want {
-		got, _ := e.Recording(repo)
-		if got != w {
+		testutil.WaitFor(t, repo+" to record every message", func() bool {
+			got, _ := e.Recording(repo)
+			return len(got) >= len(w)
+		})
+		if got, _ := e.Recording(repo); got != w {
 			t.Errorf("%s received\n%q\nwant\n%q", repo, got, w)
 		}
 	}
@@ -118,9 +121,11 @@ func TestBodiesArriveByteExact(t *testing.T) {
 		t.Fatalf("send -: %s", r)
 	}
 	waitState(t, e, m.ID, "injected")
-	if got, _ := e.Recording("net-kingdom"); !strings.HasSuffix(got, "From:operator/o: from stdin\nsecond\r") {
-		t.Errorf("stdin message: %q", got)
-	}
+	// Written to the terminal is not yet read by the recorder: wait for it.
+	testutil.WaitFor(t, "the stdin message to be recorded", func() bool {
+		got, _ := e.Recording("net-kingdom")
+		return strings.HasSuffix(got, "From:operator/o: from stdin\nsecond\r")
+	})
 }
 
 func TestBadMessagesAreRejectedAndNothingStored(t *testing.T) {
