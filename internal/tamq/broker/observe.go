@@ -65,6 +65,7 @@ type Observer struct {
 	open      *openBlock
 	lastWrite time.Time
 	cur       cursor
+	redraws   uint64 // times the whole screen was cleared, reset or switched
 	emitted   []emitted
 	echoes    []echo
 }
@@ -238,6 +239,27 @@ func (o *Observer) Close() {
 	o.closeBlock()
 }
 
+// Lost says output was skipped (the screen model fell too far behind): the
+// line in progress and an open block cannot be trusted and are dropped.
+func (o *Observer) Lost() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.init()
+	o.line, o.col, o.broken = o.line[:0], 0, false
+	if o.open != nil {
+		o.Notice(fmt.Sprintf("tamq: not sent to %s: the agent printed faster than tamq could read, and part of the block was missed", o.open.Target))
+		o.open = nil
+	}
+}
+
+// Redraws counts the times the agent cleared, reset or switched its whole
+// screen: after one, a picture that missed output is whole again.
+func (o *Observer) Redraws() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.redraws
+}
+
 func (o *Observer) print(r rune) {
 	if o.col < len(o.line) {
 		o.line[o.col] = r
@@ -301,6 +323,7 @@ func (o *Observer) csi(prefix, final byte, params []int) {
 		}
 	case final == 'J' && (params[0] == 2 || params[0] == 3):
 		o.redrawn()
+		o.redraws++
 	case final == 'S': // scroll up: lines leave at the top
 		o.cur.scrolled += n
 	case final == 'T' || final == 'L' || final == 'M':
@@ -329,6 +352,7 @@ func (o *Observer) esc(inter, final byte) {
 	switch final {
 	case 'c': // full reset
 		o.redrawn()
+		o.redraws++
 		o.cur = cursor{rows: o.cur.rows, scrolled: o.cur.scrolled, bottom: -1}
 	case 'D': // index: a line feed
 		o.endLine()
@@ -377,6 +401,7 @@ func (o *Observer) switchScreen(alt bool) {
 		return
 	}
 	o.redrawn()
+	o.redraws++
 	if alt {
 		o.cur.main = [2]int{o.cur.row, o.cur.scrolled}
 		o.cur.scrolled = 0

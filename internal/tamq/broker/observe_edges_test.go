@@ -51,7 +51,7 @@ func TestBlockEdges(t *testing.T) {
 			for _, bytewise := range []bool{false, true} {
 				o, rec := newObserver()
 				o.SetRows(tt.rows)
-				feed(o, tt.out, bytewise)
+				feedObserver(o, tt.out, bytewise)
 				if !reflect.DeepEqual(rec.blocks, tt.want) {
 					t.Errorf("bytewise=%v: blocks %+v, want %+v", bytewise, rec.blocks, tt.want)
 				}

@@ -67,7 +67,7 @@ func TestBlocks(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, bytewise := range []bool{false, true} {
 				o, rec := newObserver()
-				feed(o, tt.out, bytewise)
+				feedObserver(o, tt.out, bytewise)
 				if !reflect.DeepEqual(rec.blocks, tt.want) {
 					t.Errorf("bytewise=%v: blocks %+v, want %+v", bytewise, rec.blocks, tt.want)
 				}
@@ -155,9 +155,9 @@ func FuzzObserver(f *testing.F) {
 	})
 }
 
-// feed writes out into o and ends the stream; bytewise, one byte a write,
+// feedObserver writes out into o and ends the stream; bytewise, one byte a write,
 // as a slow terminal would deliver it.
-func feed(o *Observer, out string, bytewise bool) {
+func feedObserver(o *Observer, out string, bytewise bool) {
 	if bytewise {
 		for i := range len(out) {
 			o.Write([]byte{out[i]})

@@ -33,9 +33,13 @@ type Relay struct {
 	Out io.Writer
 	// FilterInput, when set, sees the operator's bytes first and returns what
 	// passes to the child. Observe, when set, sees the child's output after
-	// the operator's terminal has it.
+	// the operator's terminal has it; it must not block (Model copies and
+	// returns).
 	FilterInput func(p []byte) []byte
 	Observe     io.Writer
+	// Resized, when set, learns the child's terminal size at start and after
+	// every resize.
+	Resized func(cols, rows int)
 
 	lastOutput atomic.Int64 // when the child last wrote (Unix nanoseconds)
 
@@ -107,6 +111,9 @@ func (r *Relay) Run() (int, error) {
 	r.mu.Lock()
 	r.ptmx, r.proc = ptmx, cmd.Process
 	r.mu.Unlock()
+	if size != nil && r.Resized != nil {
+		r.Resized(int(size.Cols), int(size.Rows))
+	}
 	// Closed under the lock, so the input pump and the resizer never use a
 	// closed descriptor.
 	defer func() {
@@ -135,6 +142,9 @@ func (r *Relay) Run() (int, error) {
 					pty.InheritSize(r.In, r.ptmx)
 				}
 				r.mu.Unlock()
+				if ws, err := pty.GetsizeFull(r.In); err == nil && r.Resized != nil {
+					r.Resized(int(ws.Cols), int(ws.Rows))
+				}
 			}
 		}()
 	}
