@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +13,7 @@ import (
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/daemon"
@@ -22,18 +22,26 @@ import (
 
 func newBrokerCmd(a *sharedcli.App) *cobra.Command {
 	var repo, gitaDir string
+	var exitWait time.Duration
 	cmd := &cobra.Command{
 		Use:   "broker --repo REPO -- COMMAND [ARGS...]",
 		Short: "Run an agent under tamq's PTY broker (what tamq windows run)",
 		Long: `Run COMMAND under a new pseudo-terminal and relay the terminal to it unchanged.
-Lines the agent prints as 'To:<repo>: text' (a block, up to an empty line) are
-sent as the window's messages; a line the operator types as 'To:<repo>: text'
-and Enter is sent as an operator message and not passed to the agent. When the
-service is down the terminal keeps working and a one-line notice says what was
-not sent. The exit status is the agent's.`,
+Lines the agent prints as 'To:<repo>: text' (a block, up to an empty line, a
+quiet spell or a redrawn screen) are sent as the window's messages; a line the
+operator types as 'To:<repo>: text' and Enter is sent as an operator message
+and not passed to the agent. When the service is down the terminal keeps
+working and such lines are kept in a spool of this broker's own
+(STATE_DIR/spool/<pid>.jsonl) and sent when it is back. When the agent exits,
+the broker waits up to --exit-wait for the service to take what it still
+holds. The exit status is the agent's.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := a.Paths()
+			if err != nil {
+				return err
+			}
+			cfg, err := a.Config()
 			if err != nil {
 				return err
 			}
@@ -59,30 +67,39 @@ not sent. The exit status is the agent's.`,
 			if pane := a.Getenv("TMUX_PANE"); pane != "" && a.Getenv("TMUX") != "" {
 				session = protocol.BrokerSessionArgs{Repo: repo, Socket: tmux.Choose("", a.Getenv).Socket, Pane: pane}
 			}
-			out := make(chan protocol.SendArgs, 64)
-			go routeMessages(daemon.Client(p, 10*time.Second), out, relay.Notice)
+			spool := broker.SpoolFor(p.StateDir, os.Getpid())
+			outbox := &broker.Outbox{Send: sendLine(p), Notice: relay.Notice, Spool: spool}
+			outbox.Start()
 			obs := &broker.Observer{
-				Slugs: slugs,
+				Slugs:  slugs,
+				Notice: relay.Notice,
+				Quiet:  time.Duration(cfg.Delivery.BlockQuietMS) * time.Millisecond,
 				Emit: func(b broker.Block) {
-					out <- protocol.SendArgs{Text: "To:" + b.Target + ": " + b.Body}
+					outbox.Put(b.Target, protocol.SendArgs{Text: "To:" + b.Target + ": " + b.Body})
 				},
 			}
+			model := broker.NewModel(80, 24, obs)
 			filter := &broker.InputFilter{
 				Slugs: slugs,
 				Echo:  relay.EchoLocal,
 				Route: func(target, body string) {
-					out <- protocol.SendArgs{Text: "To:" + target + ": " + body, Operator: true}
+					outbox.Put(target, protocol.SendArgs{Text: "To:" + target + ": " + body, Operator: true})
 				},
 			}
-			relay.Observe, relay.FilterInput = obs, filter.Filter
+			relay.Observe, relay.FilterInput, relay.Resized = model, filter.Filter, model.Resize
 			sessionCtx, endSession := context.WithCancel(context.Background())
 			if session.Pane != "" {
 				go deliverySession(sessionCtx, daemon.Client(p, 10*time.Second), session, relay, obs, filter)
 			}
 			code, err := relay.Run()
 			endSession()
-			obs.Close()
-			close(out)
+			model.Close() // the agent's last block goes into the outbox
+			waiting := func(n int) {
+				relay.Notice(fmt.Sprintf("tamq: the agent exited; waiting up to %s for the service to take %d %s", exitWait, n, plural(n, "line", "lines")))
+			}
+			if kept := outbox.Close(exitWait, waiting); kept > 0 {
+				relay.Notice(fmt.Sprintf("tamq: service down; %d %s kept in %s, not sent", kept, plural(kept, "line", "lines"), spool.Path))
+			}
 			if err != nil {
 				return err
 			}
@@ -91,27 +108,36 @@ not sent. The exit status is the agent's.`,
 	}
 	cmd.Flags().StringVar(&repo, "repo", "", "the gita repo this window belongs to")
 	cmd.Flags().StringVar(&gitaDir, "gita-dir", "", "the gita registry directory (default: gita's own)")
+	cmd.Flags().DurationVar(&exitWait, "exit-wait", 10*time.Second, "how long to wait at exit for the service to take the lines not yet sent")
 	cmd.RegisterFlagCompletionFunc("repo", sharedcli.CompleteRepos(a))
 	return cmd
 }
 
-// routeMessages sends what the broker saw, in order, one at a time, so the
-// terminal never waits on the service; what cannot be sent is said on the
-// operator's screen, never typed into the agent.
-func routeMessages(c *protocol.Client, in <-chan protocol.SendArgs, notice func(string)) {
-	for m := range in {
-		var rec protocol.Message
-		if err := c.Call(context.Background(), protocol.OpSend, m, &rec); err != nil {
-			// The service checked it as it checks `tamq send`, and recorded a refusal.
-			target, _, _ := strings.Cut(strings.TrimPrefix(m.Text, "To:"), ":")
-			if errs.Is(err, errs.UnknownTarget) {
-				notice(fmt.Sprintf("tamq: not sent: unknown target '%s' (not in the gita registry)", target))
-				continue
+// sendLine hands one line to the service. A service that cannot be reached
+// at all is down (the outbox keeps the line); one that answered refused it.
+func sendLine(p paths.Paths) func(ctx context.Context, m protocol.SendArgs) error {
+	c := daemon.Client(p, 10*time.Second)
+	return func(ctx context.Context, m protocol.SendArgs) error {
+		err := c.Call(ctx, protocol.OpSend, m, nil)
+		switch {
+		case errs.Is(err, errs.ShuttingDown):
+			return fmt.Errorf("%w: %v", broker.ErrServiceDown, err)
+		case errs.Is(err, errs.Unavailable):
+			// Unavailable is also the service's answer for a target without
+			// a window; only a service that does not answer ping is down.
+			if _, perr := daemon.Ping(ctx, p); perr != nil {
+				return fmt.Errorf("%w: %v", broker.ErrServiceDown, err)
 			}
-			notice(fmt.Sprintf("tamq: not sent to %s: %v", target, err))
 		}
-		// Success is silent: a line on the screen would scar a full-screen agent.
+		return err
 	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // deliverySession keeps the broker attached to the service, so messages for
