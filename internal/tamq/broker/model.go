@@ -26,11 +26,12 @@ type Model struct {
 	Changed      func()
 	ChangedEvery time.Duration
 
-	mu    sync.Mutex // the emulator and what is read off it
-	emu   *xvt.Emulator
-	title string
-	stale bool
-	seq   uint64 // chunks applied so far
+	mu      sync.Mutex // the emulator and what is read off it
+	emu     *xvt.Emulator
+	title   titleScanner
+	stale   bool
+	seq     uint64 // chunks applied so far
+	handled uint64 // bytes applied or skipped so far
 
 	feed feed
 	done chan struct{}
@@ -41,11 +42,12 @@ const feedLimit = 16 << 20
 
 // feed passes output from the relay to the model's goroutine.
 type feed struct {
-	mu     sync.Mutex
-	buf    []byte
-	lost   bool
-	closed bool
-	ready  chan struct{}
+	mu      sync.Mutex
+	buf     []byte
+	lost    bool
+	skipped uint64
+	closed  bool
+	ready   chan struct{}
 }
 
 // NewModel makes a model of a cols×rows terminal and starts its goroutine.
@@ -67,9 +69,6 @@ func (m *Model) reset(cols, rows int) {
 		closeAnswers(m.emu)
 	}
 	emu := xvt.NewEmulator(cols, rows)
-	emu.SetCallbacks(xvt.Callbacks{
-		Title: func(t string) { m.title = t }, // runs inside Write, under mu
-	})
 	// The emulator answers the agent's terminal queries into a pipe; the
 	// real terminal answers them already, so the pipe is drained and its
 	// answers dropped (an undrained pipe would block the emulator).
@@ -93,6 +92,7 @@ func (m *Model) Write(p []byte) (int, error) {
 		// Once a chunk is skipped, so is all that follows until the model
 		// has taken what came before it: the gap stays in one place.
 		f.lost = true
+		f.skipped += uint64(len(p))
 	} else {
 		f.buf = append(f.buf, p...)
 	}
@@ -157,14 +157,14 @@ func (m *Model) run() {
 		}
 		f := &m.feed
 		f.mu.Lock()
-		chunk, lost, closed := f.buf, f.lost, f.closed
-		f.buf, f.lost = spare[:0], false
+		chunk, lost, closed, skipped := f.buf, f.lost, f.closed, f.skipped
+		f.buf, f.lost, f.skipped = spare[:0], false, 0
 		f.mu.Unlock()
 		if len(chunk) > 0 {
 			m.apply(chunk)
 		}
 		if lost {
-			m.lose()
+			m.lose(skipped)
 		}
 		spare = chunk
 		if closed {
@@ -189,7 +189,9 @@ func (m *Model) apply(chunk []byte) {
 	}
 	m.mu.Lock()
 	m.emu.Write(chunk)
+	m.title.feed(chunk)
 	m.seq++
+	m.handled += uint64(len(chunk))
 	if m.Observer != nil && m.Observer.Redraws() != redraws {
 		m.stale = false // the agent drew a whole new screen: the picture is right again
 	}
@@ -198,14 +200,23 @@ func (m *Model) apply(chunk []byte) {
 
 // lose starts over after output was skipped: the screen is stale until the
 // agent redraws it whole, and a block in progress cannot be trusted.
-func (m *Model) lose() {
+func (m *Model) lose(skipped uint64) {
 	m.mu.Lock()
+	m.handled += skipped
 	m.reset(m.emu.Width(), m.emu.Height())
 	m.stale = true
 	m.mu.Unlock()
 	if m.Observer != nil {
 		m.Observer.Lost()
 	}
+}
+
+// Handled counts the bytes of output the model has applied or skipped:
+// once it equals what the relay passed on, a snapshot shows all of it.
+func (m *Model) Handled() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.handled
 }
 
 // Snapshot reads the screen as the agent last drew it.
@@ -230,6 +241,7 @@ func (m *Model) Snapshot() Screen {
 	pos := m.emu.CursorPosition()
 	return Screen{
 		Rows: rows, CursorX: pos.X, CursorY: pos.Y, CursorVisible: !m.emu.CursorHidden(),
-		Title: m.title, AltScreen: m.emu.IsAltScreen(), Stale: m.stale, Seq: m.seq,
+		Title: m.title.title, AltScreen: m.emu.IsAltScreen(), Stale: m.stale, Seq: m.seq,
+		Drawing: m.Observer != nil && m.Observer.Drawing(),
 	}
 }

@@ -66,6 +66,7 @@ type Observer struct {
 	lastWrite time.Time
 	cur       cursor
 	redraws   uint64 // times the whole screen was cleared, reset or switched
+	drawing   bool   // inside a synchronized-output frame (mode 2026)
 	emitted   []emitted
 	echoes    []echo
 }
@@ -252,6 +253,14 @@ func (o *Observer) Lost() {
 	}
 }
 
+// Drawing reports whether the agent is in the middle of a frame it asked
+// the terminal to show at once (synchronized output).
+func (o *Observer) Drawing() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.drawing
+}
+
 // Redraws counts the times the agent cleared, reset or switched its whole
 // screen: after one, a picture that missed output is whole again.
 func (o *Observer) Redraws() uint64 {
@@ -297,6 +306,8 @@ func (o *Observer) csi(prefix, final byte, params []int) {
 				o.paste.Store(final == 'h')
 			case 47, 1047, 1049:
 				o.switchScreen(final == 'h')
+			case 2026: // synchronized output: a frame is being drawn
+				o.drawing = final == 'h'
 			}
 		}
 	case prefix != 0:

@@ -41,7 +41,8 @@ type Relay struct {
 	// every resize.
 	Resized func(cols, rows int)
 
-	lastOutput atomic.Int64 // when the child last wrote (Unix nanoseconds)
+	lastOutput atomic.Int64  // when the child last wrote (Unix nanoseconds)
+	output     atomic.Uint64 // bytes the child wrote so far
 
 	mu    sync.Mutex // one writer into the child's input at a time
 	ptmx  *os.File
@@ -72,6 +73,7 @@ func (r *Relay) relayOutput(ptmx io.Reader) error {
 		n, err := ptmx.Read(buf)
 		if n > 0 {
 			r.lastOutput.Store(time.Now().UnixNano())
+			r.output.Add(uint64(n))
 			r.outMu.Lock()
 			_, werr := r.Out.Write(buf[:n])
 			r.outMu.Unlock()
@@ -218,30 +220,21 @@ func (r *Relay) AwaitMoment(m Moment) (quiet bool, waited time.Duration) {
 	}
 }
 
-// Deliver writes text into the child as one paste (bracketed when the child
-// asked for bracketed paste), waits pause, then writes a CR of its own: agents
-// take an Enter that comes with a paste for a newline. The input lock is held
-// throughout, so the operator's keys never land inside a delivery. It returns
-// when the CR was written; an error after the first write means the text may
-// be in the child's input without its Enter.
-func (r *Relay) Deliver(text string, bracketed bool, pause time.Duration) (maybeWritten bool, err error) {
+// Output counts the bytes the child has written so far.
+func (r *Relay) Output() uint64 { return r.output.Load() }
+
+// Exclusive runs fn holding the input lock: the operator's keys wait until
+// it returns, so they never land inside what fn writes with write.
+func (r *Relay) Exclusive(fn func(write func(p []byte) error) error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ptmx == nil {
-		return false, os.ErrClosed
+		return os.ErrClosed
 	}
-	body := text
-	if bracketed {
-		body = "\x1b[200~" + text + "\x1b[201~"
-	}
-	if _, err := io.WriteString(r.ptmx, body); err != nil {
-		return true, err
-	}
-	time.Sleep(pause)
-	if _, err := r.ptmx.Write([]byte{'\r'}); err != nil {
-		return true, err
-	}
-	return false, nil
+	return fn(func(p []byte) error {
+		_, err := r.ptmx.Write(p)
+		return err
+	})
 }
 
 // Signal sends sig to the child's process group (the PTY's session), as the

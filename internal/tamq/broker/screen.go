@@ -18,6 +18,9 @@ type Screen struct {
 	Agent string
 	// Stale says the picture missed some of the agent's output.
 	Stale bool
+	// Drawing says the agent is midway through a frame it asked to have
+	// shown at once (synchronized output, mode 2026).
+	Drawing bool
 	// Seq counts the chunks of output applied when it was read.
 	Seq uint64
 }

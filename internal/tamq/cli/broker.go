@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,12 +63,6 @@ holds. The exit status is the agent's.`,
 				}
 				return reg.Slugs()
 			}
-			// The pane this broker runs in, as tmux told it; the service checks
-			// it against the process tree before it believes it.
-			var session protocol.BrokerSessionArgs
-			if pane := a.Getenv("TMUX_PANE"); pane != "" && a.Getenv("TMUX") != "" {
-				session = protocol.BrokerSessionArgs{Repo: repo, Socket: tmux.Choose("", a.Getenv).Socket, Pane: pane}
-			}
 			spool := broker.SpoolFor(p.StateDir, os.Getpid())
 			outbox := &broker.Outbox{Send: sendLine(p), Notice: relay.Notice, Spool: spool}
 			outbox.Start()
@@ -78,7 +74,6 @@ holds. The exit status is the agent's.`,
 					outbox.Put(b.Target, protocol.SendArgs{Text: "To:" + b.Target + ": " + b.Body})
 				},
 			}
-			model := broker.NewModel(80, 24, obs)
 			filter := &broker.InputFilter{
 				Slugs: slugs,
 				Echo:  relay.EchoLocal,
@@ -86,10 +81,28 @@ holds. The exit status is the agent's.`,
 					outbox.Put(target, protocol.SendArgs{Text: "To:" + target + ": " + body, Operator: true})
 				},
 			}
+			model := broker.NewModel(80, 24, obs)
+			sess := &session{gate: &broker.Gate{Relay: relay, Model: model, Hooks: &broker.HookState{},
+				Agent: broker.AgentOf(args), Busy: filter.MidLine, Settle: 50 * time.Millisecond}, obs: obs}
+			model.Changed, model.ChangedEvery = func() { sess.report(false) }, 100*time.Millisecond
 			relay.Observe, relay.FilterInput, relay.Resized = model, filter.Filter, model.Resize
+			// The agent's hooks (`tamq hook`) report to this broker alone.
+			hooks, err := broker.ListenHooks(broker.HookSocketFor(p.StateDir, os.Getpid()), func(e broker.HookEvent) {
+				sess.gate.Hooks.Apply(e, time.Now())
+				sess.report(false)
+			})
+			if err == nil {
+				defer hooks.Close()
+				relay.Env = append(relay.Env, broker.HookSocketEnv+"="+hooks.Path())
+			} else {
+				relay.Notice(fmt.Sprintf("tamq: the agent's hooks cannot reach the broker: %v", err))
+			}
 			sessionCtx, endSession := context.WithCancel(context.Background())
-			if session.Pane != "" {
-				go deliverySession(sessionCtx, daemon.Client(p, 10*time.Second), session, relay, obs, filter)
+			// The pane this broker runs in, as tmux told it; the service checks
+			// it against the process tree before it believes it.
+			if pane := a.Getenv("TMUX_PANE"); pane != "" && a.Getenv("TMUX") != "" {
+				args := protocol.BrokerSessionArgs{Repo: repo, Socket: tmux.Choose("", a.Getenv).Socket, Pane: pane}
+				go sess.run(sessionCtx, daemon.Client(p, 10*time.Second), args)
 			}
 			code, err := relay.Run()
 			endSession()
@@ -140,18 +153,32 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// deliverySession keeps the broker attached to the service, so messages for
-// this window are written through the broker (which knows when the agent
-// wants bracketed paste and when exactly the bytes went in). When the service
-// is down or restarts, it attaches again on its own; the terminal never waits.
-func deliverySession(ctx context.Context, c *protocol.Client, args protocol.BrokerSessionArgs, relay *broker.Relay, obs *broker.Observer, filter *broker.InputFilter) {
+// session keeps the broker attached to the service, so messages for this
+// window are written through the broker (which knows when the agent is at
+// its prompt, when it wants bracketed paste and when exactly the bytes went
+// in), and tells the service whenever its view of the agent changes. When the
+// service is down or restarts, it attaches again on its own; the terminal
+// never waits.
+type session struct {
+	gate *broker.Gate
+	obs  *broker.Observer
+
+	mu   sync.Mutex // one writer on the connection
+	conn net.Conn
+	sent *protocol.BrokerState // the view the service has, nil: none yet
+	n    int
+}
+
+func (s *session) run(ctx context.Context, c *protocol.Client, args protocol.BrokerSessionArgs) {
 	delay := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		conn, fr, err := c.OpenStream(ctx, protocol.OpBrokerSession, args)
 		if err == nil {
 			delay = 100 * time.Millisecond
 			stop := context.AfterFunc(ctx, func() { conn.Close() })
-			serveDeliveries(conn, fr, relay, obs, filter)
+			s.attach(conn)
+			s.serve(fr)
+			s.attach(nil)
 			stop()
 			conn.Close()
 		}
@@ -164,9 +191,54 @@ func deliverySession(ctx context.Context, c *protocol.Client, args protocol.Brok
 	}
 }
 
-// serveDeliveries writes each delivery the service sends and answers with
-// what happened, until the connection ends.
-func serveDeliveries(conn net.Conn, fr *protocol.FrameReader, relay *broker.Relay, obs *broker.Observer, filter *broker.InputFilter) {
+// attach sets the connection (nil: none) and, on a new one, tells the
+// service the broker's view at once.
+func (s *session) attach(conn net.Conn) {
+	s.mu.Lock()
+	s.conn, s.sent = conn, nil
+	s.mu.Unlock()
+	if conn != nil {
+		s.report(true)
+	}
+}
+
+// report sends a broker_state notification when the view changed (or
+// always, with force).
+func (s *session) report(force bool) {
+	at, reason := s.gate.View()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn == nil {
+		return
+	}
+	st := protocol.BrokerState{AtPrompt: at, Reason: reason}
+	if !force && s.sent != nil && *s.sent == st {
+		return
+	}
+	s.n++
+	args, _ := json.Marshal(st)
+	frame, err := protocol.EncodeFrame(protocol.Request{Proto: protocol.Version, Op: protocol.OpBrokerState, ID: "state-" + strconv.Itoa(s.n), Args: args})
+	if err != nil {
+		return
+	}
+	if _, err := s.conn.Write(frame); err == nil {
+		s.sent = &st
+	}
+}
+
+func (s *session) write(frame []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn == nil {
+		return net.ErrClosed
+	}
+	_, err := s.conn.Write(frame)
+	return err
+}
+
+// serve writes each delivery the service sends and answers with what
+// happened, until the connection ends.
+func (s *session) serve(fr *protocol.FrameReader) {
 	for {
 		frame, err := fr.Next()
 		if err != nil {
@@ -180,25 +252,26 @@ func serveDeliveries(conn net.Conn, fr *protocol.FrameReader, relay *broker.Rela
 		if err := protocol.DecodeArgs(req, &d); err != nil {
 			continue
 		}
-		quiet, waited := relay.AwaitMoment(broker.Moment{
-			Quiet: time.Duration(d.QuietMS) * time.Millisecond, MaxWait: time.Duration(d.MaxWaitMS) * time.Millisecond,
-			Busy: filter.MidLine,
-		})
-		obs.Injected(d.Text) // never read back as an address
-		bracketed := obs.BracketedPaste()
-		maybe, werr := relay.Deliver(d.Text, bracketed, time.Duration(d.PauseMS)*time.Millisecond)
-		res := protocol.DeliverResult{Written: werr == nil, MaybeWritten: maybe, WrittenAt: time.Now().UTC(), Bracketed: bracketed,
-			Quiet: quiet, WaitedMS: waited.Milliseconds()}
-		if werr != nil {
-			res.Error = werr.Error()
+		s.obs.Injected(d.Text) // never read back as an address
+		bracketed := s.obs.BracketedPaste()
+		out := s.gate.Deliver(broker.Delivery{Text: d.Text, Bracketed: bracketed,
+			Pause: time.Duration(d.PauseMS) * time.Millisecond, Quiet: time.Duration(d.QuietMS) * time.Millisecond,
+			MaxWait: time.Duration(d.MaxWaitMS) * time.Millisecond})
+		res := protocol.DeliverResult{Written: out.Written, MaybeWritten: out.MaybeWritten, WrittenAt: time.Now().UTC(),
+			Bracketed: bracketed, Quiet: out.Quiet, WaitedMS: out.Waited.Milliseconds(), NotReady: out.NotReady, Reason: out.Reason}
+		switch {
+		case out.Err != nil:
+			res.Error = out.Err.Error()
+		case out.NotReady:
+			res.Error = "the agent is not at its prompt: " + out.Reason
+		case !out.Written:
+			res.Error = "the text is in but the Enter was held back: " + out.Reason
 		}
 		b, _ := json.Marshal(res)
 		reply, err := protocol.EncodeFrame(protocol.Response{Proto: protocol.Version, ID: req.ID, OK: true, Result: b})
-		if err != nil {
+		if err != nil || s.write(reply) != nil {
 			return
 		}
-		if _, err := conn.Write(reply); err != nil {
-			return
-		}
+		s.report(false)
 	}
 }

@@ -1,0 +1,29 @@
+package broker
+
+import "testing"
+
+func TestTitleScanner(t *testing.T) {
+	tests := []struct{ name, out, want string }{
+		{"OSC 2 with BEL", "\x1b]2;[ ! ] Action Required\x07", "[ ! ] Action Required"},
+		{"OSC 0 with ST", "\x1b]0;repo\x1b\\", "repo"},
+		{"UTF-8 with a 0x9C byte inside", "\x1b]0;✳ Claude Code\x07", "✳ Claude Code"},
+		{"the last one wins", "\x1b]0;one\x07text\x1b]2;two\x07", "two"},
+		{"other OSCs are not titles", "\x1b]0;kept\x07\x1b]8;;http://x\x07link\x1b]8;;\x07\x1b]11;?\x1b\\", "kept"},
+		{"a cut string sets nothing", "\x1b]0;kept\x07\x1b]2;cut\x1b[0m", "kept"},
+	}
+	for _, tt := range tests {
+		for _, bytewise := range []bool{false, true} {
+			var s titleScanner
+			if bytewise {
+				for i := range len(tt.out) {
+					s.feed([]byte{tt.out[i]})
+				}
+			} else {
+				s.feed([]byte(tt.out))
+			}
+			if s.title != tt.want {
+				t.Errorf("%s (bytewise=%v): title %q, want %q", tt.name, bytewise, s.title, tt.want)
+			}
+		}
+	}
+}
