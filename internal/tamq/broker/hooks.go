@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,20 +32,43 @@ type HookEvent struct {
 
 // ParseHook reads the JSON an agent passes its hook: Claude Code's
 // (hook_event_name, notification_type, tool_name), Codex's hooks (the
-// same names) and Codex's notify ({"type":"agent-turn-complete"}).
+// same names) and Codex's notify ({"type":"agent-turn-complete"}). It walks
+// the top-level fields and skips the rest, so input cut short after the
+// fields it wants (a huge tool input) still reads.
 func ParseHook(raw []byte) (HookEvent, error) {
-	var in struct {
-		HookEventName    string `json:"hook_event_name"`
-		NotificationType string `json:"notification_type"`
-		ToolName         string `json:"tool_name"`
-		Type             string `json:"type"`
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return HookEvent{}, errors.New("hook input is not a JSON object")
 	}
-	if err := json.Unmarshal(raw, &in); err != nil {
-		return HookEvent{}, fmt.Errorf("hook input is not JSON: %w", err)
+	var e HookEvent
+	var notifyType string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		key, _ := tok.(string)
+		var dst *string
+		switch key {
+		case "hook_event_name":
+			dst = &e.Event
+		case "notification_type":
+			dst = &e.Type
+		case "tool_name":
+			dst = &e.Tool
+		case "type":
+			dst = &notifyType
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			break
+		}
+		if dst != nil {
+			json.Unmarshal(v, dst) // a value of another type leaves it empty
+		}
 	}
-	e := HookEvent{Event: in.HookEventName, Type: in.NotificationType, Tool: in.ToolName}
 	if e.Event == "" {
-		e.Event = in.Type // Codex's notify names its event "type"
+		e.Event = notifyType // Codex's notify names its event "type"
 	}
 	if e.Event == "" {
 		return HookEvent{}, errors.New("hook input names no event")
