@@ -6,23 +6,29 @@ import (
 	"sync"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
 	xvt "github.com/charmbracelet/x/vt"
 )
 
-// Model is the broker's picture of the agent's terminal: a maintained
-// terminal emulator (charmbracelet/x/vt) fed everything the agent prints,
-// from which Snapshot reads the screen for the prompt detector, and the
-// Observer fed the same bytes for addressed blocks. Both run on the model's
-// own goroutine: the relay hands each chunk over (Write copies and returns
-// at once) after the operator's terminal already has it, so the agent's
-// output never waits on the model. Should the model fall more than
-// feedLimit behind, the missing bytes are skipped and the screen marked
-// stale until the agent next redraws it whole.
+// Model is the broker's picture of the agent's terminal, fed everything the
+// agent prints after the operator's terminal has it (Write copies and
+// returns at once: the agent's output never waits on the model). Two
+// readers take the output, each on a goroutine of its own:
+//
+//   - the screen: a maintained terminal emulator (charmbracelet/x/vt), read
+//     by Snapshot for the prompt detector. It takes a few MB/s, so when it
+//     falls more than feedLimit behind (a flood, such as a big file printed
+//     in a shell) it skips all output until the agent pauses for
+//     resumeAfter, and its picture is stale until the agent next redraws
+//     its whole screen;
+//   - the Observer, which finds addressed blocks. It is cheap and keeps up
+//     with floods; only past observerLimit behind does it skip (and drop a
+//     block in progress, with a notice).
 type Model struct {
 	Observer *Observer
-	// Changed, when set, is called on the model's goroutine after output
-	// was applied (at most every ChangedEvery): the broker re-reads its
-	// view of the agent.
+	// Changed, when set, is called on the screen's goroutine after output
+	// was applied (at most every ChangedEvery): the broker re-reads its view
+	// of the agent.
 	Changed      func()
 	ChangedEvery time.Duration
 
@@ -30,50 +36,148 @@ type Model struct {
 	emu     *xvt.Emulator
 	title   titleScanner
 	stale   bool
+	drawing bool   // inside a synchronized-output frame (mode 2026)
 	seq     uint64 // chunks applied so far
 	handled uint64 // bytes applied or skipped so far
 
-	feed feed
-	done chan struct{}
+	screen, observer feed
+	done             sync.WaitGroup
 }
 
-// feedLimit is how far the model may fall behind the agent's output.
-const feedLimit = 16 << 20
+// feedLimit is how far the screen may fall behind the agent's output: what
+// the emulator takes in about a tenth of a second. A full-screen agent's
+// frame is a few tens of KB.
+const feedLimit = 256 << 10
 
-// feed passes output from the relay to the model's goroutine.
+// resumeAfter is the pause in the agent's output after which a screen that
+// fell behind takes output again.
+const resumeAfter = 50 * time.Millisecond
+
+// observerLimit is how far the observer may fall behind.
+const observerLimit = 16 << 20
+
+// feed passes output from the relay to one reader's goroutine.
 type feed struct {
-	mu      sync.Mutex
-	buf     []byte
-	lost    bool
-	skipped uint64
-	closed  bool
-	ready   chan struct{}
+	limit int
+	// skipUntilPause: once behind, skip all until the output pauses.
+	skipUntilPause bool
+
+	mu       sync.Mutex
+	buf      []byte
+	lost     bool      // output was skipped since the reader last took some
+	skipping bool      // skipping until a pause
+	lastSkip time.Time // when output was last skipped
+	skipped  uint64
+	closed   bool
+	ready    chan struct{}
 }
 
-// NewModel makes a model of a cols×rows terminal and starts its goroutine.
+func (f *feed) write(p []byte) {
+	f.mu.Lock()
+	if f.lost || f.skipping || len(f.buf)+len(p) > f.limit {
+		// Once a chunk is skipped, so is all that follows until the reader
+		// has taken what came before it: the gap stays in one place.
+		f.lost, f.lastSkip = true, time.Now()
+		f.skipping = f.skipUntilPause
+		f.skipped += uint64(len(p))
+	} else {
+		f.buf = append(f.buf, p...)
+	}
+	f.mu.Unlock()
+	f.poke()
+}
+
+func (f *feed) poke() {
+	select {
+	case f.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (f *feed) close() {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.poke()
+}
+
+// take returns what came since the last take, swapping in spare.
+func (f *feed) take(spare []byte) (chunk []byte, lost bool, skipped uint64, closed bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	chunk, lost, skipped, closed = f.buf, f.lost, f.skipped, f.closed
+	f.buf, f.lost, f.skipped = spare[:0], false, 0
+	return chunk, lost, skipped, closed
+}
+
+// awaitPause waits until the output has paused for resumeAfter (or the
+// feed is closed), then lets output in again.
+func (f *feed) awaitPause() {
+	for {
+		f.mu.Lock()
+		idle := time.Since(f.lastSkip)
+		if idle >= resumeAfter || f.closed {
+			f.skipping = false
+			f.mu.Unlock()
+			return
+		}
+		f.mu.Unlock()
+		time.Sleep(resumeAfter - idle)
+	}
+}
+
+// NewModel makes a model of a cols×rows terminal and starts its readers.
 func NewModel(cols, rows int, obs *Observer) *Model {
-	m := &Model{Observer: obs, done: make(chan struct{})}
-	m.feed.ready = make(chan struct{}, 1)
+	m := &Model{Observer: obs}
+	m.screen = feed{limit: feedLimit, skipUntilPause: true, ready: make(chan struct{}, 1)}
+	m.observer = feed{limit: observerLimit, ready: make(chan struct{}, 1)}
 	m.reset(max(cols, 1), max(rows, 1))
+	m.done.Add(1)
+	go m.runScreen()
 	if obs != nil {
 		obs.SetRows(rows)
+		m.done.Add(1)
+		go m.runObserver()
 	}
-	go m.run()
 	return m
 }
 
-// reset starts a fresh emulator. Called with mu held (or before the
-// goroutine starts).
+// reset starts a fresh emulator. Called with mu held (or before the readers
+// start).
 func (m *Model) reset(cols, rows int) {
 	if m.emu != nil {
 		closeAnswers(m.emu)
 	}
 	emu := xvt.NewEmulator(cols, rows)
+	// These run inside emu.Write, under mu. After a whole new screen (the
+	// alternate screen switched, the screen erased or reset) the picture is
+	// right again.
+	whole := func() { m.stale = false }
+	emu.SetCallbacks(xvt.Callbacks{
+		AltScreen: func(bool) { whole() },
+		EnableMode: func(mode ansi.Mode) {
+			if mode == ansi.ModeSynchronizedOutput {
+				m.drawing = true
+			}
+		},
+		DisableMode: func(mode ansi.Mode) {
+			if mode == ansi.ModeSynchronizedOutput {
+				m.drawing = false
+			}
+		},
+	})
+	emu.RegisterCsiHandler('J', func(params ansi.Params) bool {
+		if n, _, _ := params.Param(0, 0); n == 2 || n == 3 {
+			whole()
+		}
+		return false // the emulator's own handler erases
+	})
+	emu.RegisterEscHandler('c', func() bool { whole(); return false })
 	// The emulator answers the agent's terminal queries into a pipe; the
 	// real terminal answers them already, so the pipe is drained and its
 	// answers dropped (an undrained pipe would block the emulator).
 	go io.Copy(io.Discard, emu)
-	m.emu = emu
+	m.emu, m.drawing = emu, false
 }
 
 // closeAnswers ends the drain of an emulator's answers. (Emulator.Close
@@ -86,20 +190,9 @@ func closeAnswers(emu *xvt.Emulator) {
 
 // Write hands a chunk of the agent's output to the model; it never blocks.
 func (m *Model) Write(p []byte) (int, error) {
-	f := &m.feed
-	f.mu.Lock()
-	if f.lost || len(f.buf)+len(p) > feedLimit {
-		// Once a chunk is skipped, so is all that follows until the model
-		// has taken what came before it: the gap stays in one place.
-		f.lost = true
-		f.skipped += uint64(len(p))
-	} else {
-		f.buf = append(f.buf, p...)
-	}
-	f.mu.Unlock()
-	select {
-	case f.ready <- struct{}{}:
-	default:
+	m.screen.write(p)
+	if m.Observer != nil {
+		m.observer.write(p)
 	}
 	return len(p), nil
 }
@@ -117,17 +210,12 @@ func (m *Model) Resize(cols, rows int) {
 	}
 }
 
-// Close applies what is still queued, ends the model's goroutine and then
-// the observer's stream (its last block is completed).
+// Close applies what is still queued, ends the readers and then the
+// observer's stream (its last block is completed).
 func (m *Model) Close() {
-	m.feed.mu.Lock()
-	m.feed.closed = true
-	m.feed.mu.Unlock()
-	select {
-	case m.feed.ready <- struct{}{}:
-	default:
-	}
-	<-m.done
+	m.screen.close()
+	m.observer.close()
+	m.done.Wait()
 	m.mu.Lock()
 	closeAnswers(m.emu)
 	m.mu.Unlock()
@@ -136,44 +224,31 @@ func (m *Model) Close() {
 	}
 }
 
-func (m *Model) run() {
-	defer close(m.done)
+func (m *Model) runScreen() {
+	defer m.done.Done()
 	var spare []byte
-	quiet := time.NewTimer(time.Hour)
-	quiet.Stop()
 	var lastChanged time.Time
 	changed := time.NewTimer(time.Hour)
 	changed.Stop()
 	for {
 		select {
-		case <-m.feed.ready:
-		case <-quiet.C:
-			m.Observer.Tick()
-			continue
+		case <-m.screen.ready:
 		case <-changed.C:
 			lastChanged = time.Now()
 			m.Changed()
 			continue
 		}
-		f := &m.feed
-		f.mu.Lock()
-		chunk, lost, closed, skipped := f.buf, f.lost, f.closed, f.skipped
-		f.buf, f.lost, f.skipped = spare[:0], false, 0
-		f.mu.Unlock()
+		chunk, lost, skipped, closed := m.screen.take(spare)
 		if len(chunk) > 0 {
 			m.apply(chunk)
 		}
 		if lost {
 			m.lose(skipped)
+			m.screen.awaitPause()
 		}
 		spare = chunk
 		if closed {
 			return
-		}
-		if m.Observer != nil {
-			if due, ok := m.Observer.QuietDue(); ok {
-				quiet.Reset(time.Until(due))
-			}
 		}
 		if m.Changed != nil && len(chunk) > 0 {
 			changed.Reset(max(m.ChangedEvery-time.Since(lastChanged), 0))
@@ -181,37 +256,53 @@ func (m *Model) run() {
 	}
 }
 
-func (m *Model) apply(chunk []byte) {
-	var redraws uint64
-	if m.Observer != nil {
-		redraws = m.Observer.Redraws()
+func (m *Model) runObserver() {
+	defer m.done.Done()
+	var spare []byte
+	quiet := time.NewTimer(time.Hour)
+	quiet.Stop()
+	for {
+		select {
+		case <-m.observer.ready:
+		case <-quiet.C:
+			m.Observer.Tick()
+			continue
+		}
+		chunk, lost, _, closed := m.observer.take(spare)
 		m.Observer.Write(chunk)
+		if lost {
+			m.Observer.Lost()
+		}
+		spare = chunk
+		if closed {
+			return
+		}
+		if due, ok := m.Observer.QuietDue(); ok {
+			quiet.Reset(time.Until(due))
+		}
 	}
+}
+
+func (m *Model) apply(chunk []byte) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.emu.Write(chunk)
 	m.title.feed(chunk)
 	m.seq++
 	m.handled += uint64(len(chunk))
-	if m.Observer != nil && m.Observer.Redraws() != redraws {
-		m.stale = false // the agent drew a whole new screen: the picture is right again
-	}
-	m.mu.Unlock()
 }
 
 // lose starts over after output was skipped: the screen is stale until the
-// agent redraws it whole, and a block in progress cannot be trusted.
+// agent redraws it whole.
 func (m *Model) lose(skipped uint64) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.handled += skipped
 	m.reset(m.emu.Width(), m.emu.Height())
 	m.stale = true
-	m.mu.Unlock()
-	if m.Observer != nil {
-		m.Observer.Lost()
-	}
 }
 
-// Handled counts the bytes of output the model has applied or skipped:
+// Handled counts the bytes of output the screen has applied or skipped:
 // once it equals what the relay passed on, a snapshot shows all of it.
 func (m *Model) Handled() uint64 {
 	m.mu.Lock()
@@ -241,7 +332,6 @@ func (m *Model) Snapshot() Screen {
 	pos := m.emu.CursorPosition()
 	return Screen{
 		Rows: rows, CursorX: pos.X, CursorY: pos.Y, CursorVisible: !m.emu.CursorHidden(),
-		Title: m.title.title, AltScreen: m.emu.IsAltScreen(), Stale: m.stale, Seq: m.seq,
-		Drawing: m.Observer != nil && m.Observer.Drawing(),
+		Title: m.title.title, AltScreen: m.emu.IsAltScreen(), Stale: m.stale, Drawing: m.drawing, Seq: m.seq,
 	}
 }

@@ -66,23 +66,48 @@ func TestModelReadsTheScreen(t *testing.T) {
 	}
 }
 
-// Output the model cannot keep up with is skipped, never waited for: the
-// picture is then stale until the agent redraws its whole screen.
+// Output the screen cannot keep up with is skipped, never waited for, until
+// the agent pauses; the picture is then stale until the agent redraws its
+// whole screen. The observer keeps up with the same flood.
 func TestModelSkipsWhatItCannotKeepUpWith(t *testing.T) {
-	var notices []string
-	obs := &Observer{Slugs: func() []string { return slugs }, Emit: func(Block) {}, Notice: func(n string) { notices = append(notices, n) }}
+	var mu sync.Mutex
+	var blocks []Block
+	obs := &Observer{Slugs: func() []string { return slugs }, Emit: func(b Block) { mu.Lock(); blocks = append(blocks, b); mu.Unlock() }}
 	m := NewModel(80, 24, obs)
-	m.mu.Lock() // the model's goroutine stalls on its next chunk
-	m.Write([]byte("To:net: a block in progress\r\n"))
-	big := make([]byte, feedLimit+1)
-	m.Write(big) // returns at once, though nothing is read
+	m.mu.Lock() // the screen's goroutine stalls on its next chunk
+	m.Write([]byte("To:net: a block in a flood\r\n"))
+	m.Write(make([]byte, feedLimit+1)) // returns at once, though the screen reads nothing
+	m.Write([]byte("\r\n\r\n"))
 	m.mu.Unlock()
-	testutil.WaitFor(t, "the model to go stale", func() bool { return m.Snapshot().Stale })
+	testutil.WaitFor(t, "the screen to go stale", func() bool { return m.Snapshot().Stale })
+	testutil.WaitFor(t, "the screen to take output again after a pause", func() bool {
+		m.screen.mu.Lock()
+		defer m.screen.mu.Unlock()
+		return !m.screen.skipping
+	})
 	m.Write([]byte("\x1b[2Jredrawn"))
 	testutil.WaitFor(t, "a full redraw to make it whole", func() bool {
 		s := m.Snapshot()
 		return !s.Stale && strings.HasPrefix(s.Rows[0], "redrawn")
 	})
+	m.Close()
+	if !slices.Equal(blocks, []Block{{"net", "a block in a flood", false}}) {
+		t.Fatalf("the observer lost the block in the flood: %+v", blocks)
+	}
+}
+
+// Past observerLimit behind, the observer too skips, and a block it was
+// reading is dropped with a notice rather than sent with a hole in it.
+func TestObserverSkipsPastItsLimit(t *testing.T) {
+	var notices []string
+	obs := &Observer{Slugs: func() []string { return slugs }, Emit: func(Block) {}, Notice: func(n string) { notices = append(notices, n) }}
+	m := NewModel(80, 24, obs)
+	m.Write([]byte("To:net: a block in progress\r\n"))
+	testutil.WaitFor(t, "the block to open", func() bool { obs.mu.Lock(); defer obs.mu.Unlock(); return obs.open != nil })
+	obs.mu.Lock() // the observer's goroutine stalls on its next chunk
+	m.Write([]byte("more\r\n"))
+	m.Write(make([]byte, observerLimit+1))
+	obs.mu.Unlock()
 	m.Close()
 	if len(notices) != 1 || !strings.Contains(notices[0], "part of the block was missed") {
 		t.Fatalf("notices %q", notices)

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/charmbracelet/x/ansi/parser"
+
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
@@ -65,9 +67,8 @@ type Observer struct {
 	open      *openBlock
 	lastWrite time.Time
 	cur       cursor
-	redraws   uint64 // times the whole screen was cleared, reset or switched
-	drawing   bool   // inside a synchronized-output frame (mode 2026)
-	emitted   []emitted
+	emitted   map[place][]emitted // blocks sent lately, by where they sat
+	nEmitted  int
 	echoes    []echo
 }
 
@@ -129,7 +130,6 @@ func (c *cursor) clamp(row int) int {
 
 type emitted struct {
 	block Block
-	at    place
 	when  time.Time
 }
 
@@ -185,6 +185,16 @@ func (o *Observer) Write(p []byte) (int, error) {
 	o.init()
 	o.lastWrite = o.Now()
 	for _, b := range p {
+		if b >= 0x20 && b < 0x7f && o.vt.state == parser.GroundState {
+			// Plain text, most of all output: no table walk (print, inlined).
+			if o.col < len(o.line) {
+				o.line[o.col] = rune(b)
+			} else if len(o.line) < maxLine {
+				o.line = append(o.line, rune(b))
+			}
+			o.col++
+			continue
+		}
 		o.vt.advance(b)
 	}
 	return len(p), nil
@@ -253,22 +263,6 @@ func (o *Observer) Lost() {
 	}
 }
 
-// Drawing reports whether the agent is in the middle of a frame it asked
-// the terminal to show at once (synchronized output).
-func (o *Observer) Drawing() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.drawing
-}
-
-// Redraws counts the times the agent cleared, reset or switched its whole
-// screen: after one, a picture that missed output is whole again.
-func (o *Observer) Redraws() uint64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.redraws
-}
-
 func (o *Observer) print(r rune) {
 	if o.col < len(o.line) {
 		o.line[o.col] = r
@@ -306,8 +300,6 @@ func (o *Observer) csi(prefix, final byte, params []int) {
 				o.paste.Store(final == 'h')
 			case 47, 1047, 1049:
 				o.switchScreen(final == 'h')
-			case 2026: // synchronized output: a frame is being drawn
-				o.drawing = final == 'h'
 			}
 		}
 	case prefix != 0:
@@ -334,7 +326,6 @@ func (o *Observer) csi(prefix, final byte, params []int) {
 		}
 	case final == 'J' && (params[0] == 2 || params[0] == 3):
 		o.redrawn()
-		o.redraws++
 	case final == 'S': // scroll up: lines leave at the top
 		o.cur.scrolled += n
 	case final == 'T' || final == 'L' || final == 'M':
@@ -363,7 +354,6 @@ func (o *Observer) esc(inter, final byte) {
 	switch final {
 	case 'c': // full reset
 		o.redrawn()
-		o.redraws++
 		o.cur = cursor{rows: o.cur.rows, scrolled: o.cur.scrolled, bottom: -1}
 	case 'D': // index: a line feed
 		o.endLine()
@@ -412,7 +402,6 @@ func (o *Observer) switchScreen(alt bool) {
 		return
 	}
 	o.redrawn()
-	o.redraws++
 	if alt {
 		o.cur.main = [2]int{o.cur.row, o.cur.scrolled}
 		o.cur.scrolled = 0
@@ -423,10 +412,26 @@ func (o *Observer) switchScreen(alt bool) {
 }
 
 func (o *Observer) endLine() {
+	if o.open == nil && !addressLike(o.line) {
+		// Most lines are not addresses: no string is made of them.
+		o.line, o.col, o.broken = o.line[:0], 0, false
+		return
+	}
 	text := strings.TrimRight(string(o.line), " ")
 	broken := o.broken
 	o.line, o.col, o.broken = o.line[:0], 0, false
 	o.handleLine(text, broken)
+}
+
+// addressLike reports whether line starts, after spaces, with "To:".
+func addressLike(line []rune) bool {
+	for i, r := range line {
+		if r != ' ' && r != '\t' {
+			rest := line[i:]
+			return len(rest) >= 3 && rest[0] == 'T' && rest[1] == 'o' && rest[2] == ':'
+		}
+	}
+	return false
 }
 
 func (o *Observer) handleLine(text string, broken bool) {
@@ -495,27 +500,24 @@ func (o *Observer) closeBlock() {
 		return
 	}
 	now := o.Now()
-	o.expire(now)
-	for _, e := range o.emitted {
-		if e.block == b.Block && e.at == b.at {
+	for _, e := range o.emitted[b.at] {
+		if e.block == b.Block && now.Sub(e.when) < RedrawWindow {
 			return // the same text over the same rows: a redraw of a block already sent
 		}
 	}
-	if len(o.emitted) >= maxEmitted {
-		o.emitted = o.emitted[1:]
+	if o.emitted == nil || o.nEmitted >= maxEmitted {
+		// Past the bound all are forgotten at once: a redraw then is sent again.
+		o.emitted, o.nEmitted = map[place][]emitted{}, 0
 	}
-	o.emitted = append(o.emitted, emitted{block: b.Block, at: b.at, when: now})
+	o.emitted[b.at] = append(o.emitted[b.at], emitted{block: b.Block, when: now})
+	o.nEmitted++
 	o.Emit(b.Block)
 }
 
 func (o *Observer) expire(now time.Time) {
-	keep := o.emitted[:0]
-	for _, e := range o.emitted {
-		if now.Sub(e.when) < RedrawWindow {
-			keep = append(keep, e)
-		}
+	if len(o.echoes) == 0 || now.Sub(o.echoes[0].at) < EchoWindow {
+		return // the oldest is still fresh
 	}
-	o.emitted = keep
 	echoes := o.echoes[:0]
 	for _, e := range o.echoes {
 		if now.Sub(e.at) < EchoWindow {
