@@ -12,8 +12,9 @@ import (
 //  1. the screen model has caught up with the agent's output, and two reads
 //     of it in a row show the prompt (AtPrompt), for the agent's kind;
 //  2. the agent's hooks, when it has them, report no open dialog;
-//  3. after the paste, the text shows in the input box (InputShows), the
-//     screen still shows the prompt, and no hook event came in between.
+//  3. after the paste, the text shows in the input box with the cursor
+//     after it (InputShows; for other programs, still no dialog markers),
+//     and no hook event came in between.
 //
 // When 1 or 2 do not hold within the delivery's wait, nothing is written
 // (NotReady, with the reason). When 3 fails the text is in but the Enter is
@@ -146,10 +147,11 @@ func (g *Gate) pasteShows(text string, hooks uint64) string {
 		if g.hookSeq() != hooks {
 			return "the agent's hooks reported an event during the paste"
 		}
-		if at, why := AtPrompt(s); !at {
-			reason = "after the paste: " + why
-		} else if ok, why := InputShows(s, text); !ok {
+		if ok, why := InputShows(s, text); !ok {
 			reason = why
+		} else if at, why := AtPrompt(s); s.Agent == "" && !at {
+			// A program tamq cannot read an input box of: no dialog came up.
+			reason = "after the paste: " + why
 		}
 		if reason == "" || !time.Now().Before(deadline) {
 			return reason

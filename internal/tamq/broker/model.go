@@ -331,7 +331,7 @@ func (m *Model) Snapshot() Screen {
 	}
 	pos := m.emu.CursorPosition()
 	return Screen{
-		Rows: rows, CursorX: pos.X, CursorY: pos.Y, CursorVisible: !m.emu.CursorHidden(),
-		Title: m.title.title, AltScreen: m.emu.IsAltScreen(), Stale: m.stale, Drawing: m.drawing, Seq: m.seq,
+		Rows: rows, Cols: w, CursorX: pos.X, CursorY: pos.Y, CursorVisible: !m.emu.CursorHidden(),
+		Title: m.title.title, Status: m.title.status, AltScreen: m.emu.IsAltScreen(), Stale: m.stale, Drawing: m.drawing, Seq: m.seq,
 	}
 }

@@ -40,6 +40,10 @@ type Relay struct {
 	// Resized, when set, learns the child's terminal size at start and after
 	// every resize.
 	Resized func(cols, rows int)
+	// AnswerStatusProbe answers the child's Program Status Protocol probe
+	// (see statusProbe), so that it reports its state.
+	AnswerStatusProbe bool
+	probe             probeScanner
 
 	lastOutput atomic.Int64  // when the child last wrote (Unix nanoseconds)
 	output     atomic.Uint64 // bytes the child wrote so far
@@ -74,6 +78,11 @@ func (r *Relay) relayOutput(ptmx io.Reader) error {
 		if n > 0 {
 			r.lastOutput.Store(time.Now().UnixNano())
 			r.output.Add(uint64(n))
+			if r.AnswerStatusProbe {
+				for _, answer := range r.probe.answers(buf[:n]) {
+					r.answerChild(answer)
+				}
+			}
 			r.outMu.Lock()
 			_, werr := r.Out.Write(buf[:n])
 			r.outMu.Unlock()
@@ -91,6 +100,21 @@ func (r *Relay) relayOutput(ptmx io.Reader) error {
 			return err
 		}
 	}
+}
+
+// answerChild writes an answer to the child's query into its input at
+// once, ahead of the terminal's own answers to what follows the query. A
+// delivery holding the input lock is not waited for (the output must flow):
+// the answer then follows the delivery.
+func (r *Relay) answerChild(answer []byte) {
+	if r.mu.TryLock() {
+		if r.ptmx != nil {
+			r.ptmx.Write(answer)
+		}
+		r.mu.Unlock()
+		return
+	}
+	go r.WriteInput(answer)
 }
 
 // Run starts the child and relays until it exits; it returns the child's exit

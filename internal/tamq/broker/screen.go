@@ -7,12 +7,18 @@ package broker
 // #{cursor_x}, #{cursor_y}, #{cursor_flag}, #{pane_title},
 // #{alternate_on}.
 type Screen struct {
-	Rows          []string
+	Rows []string
+	// Cols is the screen's width (#{pane_width}); 0: the widest row's.
+	Cols          int
 	CursorX       int
 	CursorY       int
 	CursorVisible bool
 	Title         string
 	AltScreen     bool
+	// Status is the agent's last Program Status Protocol state (OSC 7501):
+	// "idle", "working", "done", "blocked:permission", …; "" when it has
+	// reported none.
+	Status string
 	// Agent is the program drawing it, as AgentOf names it: "claude",
 	// "codex", or "" for any other (a shell, a REPL).
 	Agent string

@@ -51,7 +51,7 @@ holds. The exit status is the agent's.`,
 				return sharedcli.UsageError("--repo is required")
 			}
 			env := append(os.Environ(), "TAMQ_REPO="+repo, "TAMQ_SOCKET="+p.Socket)
-			relay := &broker.Relay{Argv: args, Env: env, In: os.Stdin, Out: os.Stdout}
+			relay := &broker.Relay{Argv: args, Env: env, In: os.Stdin, Out: os.Stdout, AnswerStatusProbe: true}
 			registry := a.Registry
 			if gitaDir != "" {
 				registry = gita.NewReader(gitaDir).Load
