@@ -135,17 +135,7 @@ func TestRealAgents(t *testing.T) {
 		e, tm := emptyWorkspace(t, agentsConfig)
 		repo := e.Gita(t, "claude-repo")["claude-repo"]
 		pane, screen := agentWindow(t, e, tm, "claude-repo", claudeHome(t, e, repo, false), bin)
-		waitLong(t, "the trust dialog", 2*time.Minute, func() bool { return strings.Contains(screen(), "Yes, I trust this folder") })
-		m := send(t, e, fmt.Sprintf(threeLines, "claude-repo"))
-		waitLong(t, "the broker to hold the delivery back", 2*time.Minute, func() bool {
-			return strings.Contains(stateOf(t, e, m.ID).LastError, "not at its prompt")
-		})
-		if st := stateOf(t, e, m.ID); st.State != "queued" {
-			t.Errorf("message %+v", st)
-		}
-		if paneDead(t, tm, pane) || !strings.Contains(screen(), "Yes, I trust this folder") {
-			t.Errorf("the dialog was answered:\n%s", screen())
-		}
+		noEnterIntoTheDialog(t, e, tm, pane, screen, "claude-repo", "Yes, I trust this folder")
 	})
 	t.Run("Codex takes a three-line message as one prompt", func(t *testing.T) {
 		bin := agentBin(t, "codex")
@@ -169,16 +159,24 @@ func TestRealAgents(t *testing.T) {
 		e, tm := emptyWorkspace(t, agentsConfig)
 		repo := e.Gita(t, "codex-repo")["codex-repo"]
 		pane, screen := agentWindow(t, e, tm, "codex-repo", codexHome(t, e, bin, repo, false), bin+" --no-daemon")
-		waitLong(t, "the sign-in menu", 2*time.Minute, func() bool { return strings.Contains(screen(), "Press enter to continue") })
-		m := send(t, e, fmt.Sprintf(threeLines, "codex-repo"))
-		waitLong(t, "the broker to hold the delivery back", 2*time.Minute, func() bool {
-			return strings.Contains(stateOf(t, e, m.ID).LastError, "not at its prompt")
-		})
-		if st := stateOf(t, e, m.ID); st.State != "queued" {
-			t.Errorf("message %+v", st)
-		}
-		if paneDead(t, tm, pane) || !strings.Contains(screen(), "Sign in with ChatGPT") {
-			t.Errorf("the menu was answered:\n%s", screen())
-		}
+		noEnterIntoTheDialog(t, e, tm, pane, screen, "codex-repo", "Sign in with ChatGPT")
 	})
+}
+
+// noEnterIntoTheDialog waits for the dialog (known by its text), sends a
+// message, and checks that the broker held it back: queued with the reason,
+// the agent alive, the dialog still there.
+func noEnterIntoTheDialog(t *testing.T, e *testutil.Env, tm *testutil.Tmux, pane string, screen func() string, repo, dialog string) {
+	t.Helper()
+	waitLong(t, "the dialog", 2*time.Minute, func() bool { return strings.Contains(screen(), dialog) })
+	m := send(t, e, fmt.Sprintf(threeLines, repo))
+	waitLong(t, "the broker to hold the delivery back", 2*time.Minute, func() bool {
+		return strings.Contains(stateOf(t, e, m.ID).LastError, "not at its prompt")
+	})
+	if st := stateOf(t, e, m.ID); st.State != "queued" {
+		t.Errorf("message %+v", st)
+	}
+	if paneDead(t, tm, pane) || !strings.Contains(screen(), dialog) {
+		t.Errorf("the dialog was answered:\n%s", screen())
+	}
 }
