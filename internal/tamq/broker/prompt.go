@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -190,33 +191,37 @@ func squeeze(s string) string {
 	return strings.Join(strings.Fields(s), "")
 }
 
-var (
+// dialogPatterns are compiled on first use: every tamq command links this
+// package, and only the broker needs them.
+var dialogPatterns = sync.OnceValue(func() (p struct{ highlighted, numbered, footer *regexp.Regexp }) {
 	// A highlighted numbered option: a highlight glyph, then "1." or "1)".
-	highlighted = regexp.MustCompile(`^\s*[❯›>▸▶→●◉]\s*\d{1,2}[.)]\s+\S`)
+	p.highlighted = regexp.MustCompile(`^\s*[❯›>▸▶→●◉]\s*\d{1,2}[.)]\s+\S`)
 	// Any numbered option.
-	numbered = regexp.MustCompile(`^\s*(?:[❯›>▸▶→●◉]\s*)?\d{1,2}[.)]\s+\S`)
+	p.numbered = regexp.MustCompile(`^\s*(?:[❯›>▸▶→●◉]\s*)?\d{1,2}[.)]\s+\S`)
 	// Footers and questions of selection dialogs and confirmations, as the
 	// agents and common programs word them.
-	footer = regexp.MustCompile(`(?i)\b(?:press\s+)?(?:enter|return)\s+(?:to\s+)?(?:confirm|continue|select|submit|approve|accept|proceed)\b` +
+	p.footer = regexp.MustCompile(`(?i)\b(?:press\s+)?(?:enter|return)\s+(?:to\s+)?(?:confirm|continue|select|submit|approve|accept|proceed)\b` +
 		`|\besc(?:ape)?\s+(?:to\s+)?(?:cancel|back|go\s+back|skip|exit|decline|reject)\b` +
 		`|\btab to amend\b` +
 		`|[(\[]\s*y(?:es)?\s*/\s*n(?:o)?\s*[)\]]` +
 		`|\bdo you want to (?:proceed|continue|allow|run|make|create|trust)\b` +
 		`|\bwould you like to (?:run|proceed|continue|allow|make|apply)\b` +
 		`|\btrust this folder\b|\bhooks need review\b|\bwaiting for startup\b`)
-)
+	return p
+})
 
 // dialogMarker returns the first row from from on that marks a dialog, or "".
 func dialogMarker(rows []string, from int) string {
+	p := dialogPatterns()
 	for y := from; y < len(rows); y++ {
 		row := rows[y]
-		if footer.MatchString(row) {
+		if p.footer.MatchString(row) {
 			return quoteRow(row)
 		}
-		if highlighted.MatchString(row) {
+		if p.highlighted.MatchString(row) {
 			// Another numbered option close by makes it a list to choose from.
 			for z := max(y-6, 0); z < min(y+7, len(rows)); z++ {
-				if z != y && numbered.MatchString(rows[z]) {
+				if z != y && p.numbered.MatchString(rows[z]) {
 					return quoteRow(row)
 				}
 			}

@@ -117,6 +117,10 @@ func (r *Relay) answerChild(answer []byte) {
 	go r.WriteInput(answer)
 }
 
+// drainAfterExit bounds how long output is still relayed after the child
+// exited: what it wrote last is read in far less.
+const drainAfterExit = time.Second
+
 // Run starts the child and relays until it exits; it returns the child's exit
 // status as a shell reports it (128+n for a signal).
 func (r *Relay) Run() (int, error) {
@@ -177,9 +181,17 @@ func (r *Relay) Run() (int, error) {
 	if r.In != nil {
 		go r.pumpInput()
 	}
-	// The child's output until the PTY reports EIO (no more slaves open).
-	copyErr := r.relayOutput(ptmx)
+	// The child's output until the PTY reports EIO (no more slaves open),
+	// or, once the child has exited, for drainAfterExit at most: a process it
+	// left behind (Codex leaves a daemon) may hold the terminal for good.
+	outDone := make(chan error, 1)
+	go func() { outDone <- r.relayOutput(ptmx) }()
 	cmd.Wait() // the status is read from ProcessState
+	var copyErr error
+	select {
+	case copyErr = <-outDone:
+	case <-time.After(drainAfterExit):
+	}
 	if copyErr != nil && !errors.Is(copyErr, syscall.EIO) {
 		return exitStatus(cmd), errs.Wrap(errs.Internal, copyErr, "relaying output")
 	}
