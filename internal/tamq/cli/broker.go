@@ -82,10 +82,8 @@ holds. The exit status is the agent's.`,
 				},
 			}
 			model := broker.NewModel(80, 24, obs)
-			sess := &session{gate: &broker.Gate{Relay: relay, Model: model, Hooks: &broker.HookState{},
-				Agent: broker.AgentOf(args), Busy: filter.MidLine, Settle: 50 * time.Millisecond}, obs: obs}
-			model.Changed, model.ChangedEvery = func() { sess.report(false) }, 100*time.Millisecond
-			relay.Observe, relay.FilterInput, relay.Resized = model, filter.Filter, model.Resize
+			sess := newSession(relay, model, obs, filter.MidLine, broker.AgentOf(args))
+			relay.FilterInput = filter.Filter
 			// The agent's hooks (`tamq hook`) report to this broker alone.
 			hooks, err := broker.ListenHooks(broker.HookSocketFor(p.StateDir, os.Getpid()), func(e broker.HookEvent) {
 				sess.gate.Hooks.Apply(e, time.Now())
@@ -167,6 +165,16 @@ type session struct {
 	conn net.Conn
 	sent *protocol.BrokerState // the view the service has, nil: none yet
 	n    int
+}
+
+// newSession wires the broker's delivery gate and its reports to the relay
+// and the model.
+func newSession(relay *broker.Relay, model *broker.Model, obs *broker.Observer, busy func() bool, agent string) *session {
+	s := &session{gate: &broker.Gate{Relay: relay, Model: model, Hooks: &broker.HookState{},
+		Agent: agent, Busy: busy, Settle: 50 * time.Millisecond}, obs: obs}
+	model.Changed, model.ChangedEvery = func() { s.report(false) }, 100*time.Millisecond
+	relay.Observe, relay.Resized = model, model.Resize
+	return s
 }
 
 func (s *session) run(ctx context.Context, c *protocol.Client, args protocol.BrokerSessionArgs) {
