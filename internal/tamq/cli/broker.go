@@ -87,7 +87,7 @@ holds. The exit status is the agent's.`,
 			// The agent's hooks (`tamq hook`) report to this broker alone.
 			hooks, err := broker.ListenHooks(broker.HookSocketFor(p.StateDir, os.Getpid()), func(e broker.HookEvent) {
 				sess.gate.Hooks.Apply(e, time.Now())
-				sess.report(false)
+				sess.report()
 			})
 			if err == nil {
 				defer hooks.Close()
@@ -172,7 +172,7 @@ type session struct {
 func newSession(relay *broker.Relay, model *broker.Model, obs *broker.Observer, busy func() bool, agent string) *session {
 	s := &session{gate: &broker.Gate{Relay: relay, Model: model, Hooks: &broker.HookState{},
 		Agent: agent, Busy: busy, Settle: 50 * time.Millisecond}, obs: obs}
-	model.Changed, model.ChangedEvery = func() { s.report(false) }, 100*time.Millisecond
+	model.Changed, model.ChangedEvery = func() { s.report() }, 100*time.Millisecond
 	relay.Observe, relay.Resized = model, model.Resize
 	return s
 }
@@ -200,29 +200,36 @@ func (s *session) run(ctx context.Context, c *protocol.Client, args protocol.Bro
 }
 
 // attach sets the connection (nil: none) and, on a new one, tells the
-// service the broker's view at once.
+// service the broker's view at once. Both happen under the lock, so a
+// report racing it sends nothing twice.
 func (s *session) attach(conn net.Conn) {
-	s.mu.Lock()
-	s.conn, s.sent = conn, nil
-	s.mu.Unlock()
+	var st protocol.BrokerState
 	if conn != nil {
-		s.report(true)
+		st.AtPrompt, st.Reason = s.gate.View()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.conn, s.sent = conn, nil
+	if conn != nil {
+		s.sendState(st)
 	}
 }
 
-// report sends a broker_state notification when the view changed (or
-// always, with force).
-func (s *session) report(force bool) {
+// report sends a broker_state notification when the view changed.
+func (s *session) report() {
 	at, reason := s.gate.View()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.conn == nil {
-		return
-	}
 	st := protocol.BrokerState{AtPrompt: at, Reason: reason}
-	if !force && s.sent != nil && *s.sent == st {
+	if s.conn == nil || s.sent != nil && *s.sent == st {
 		return
 	}
+	s.sendState(st)
+}
+
+// sendState writes a broker_state notification (a request that gets no
+// reply). Called with mu held.
+func (s *session) sendState(st protocol.BrokerState) {
 	s.n++
 	args, _ := json.Marshal(st)
 	frame, err := protocol.EncodeFrame(protocol.Request{Proto: protocol.Version, Op: protocol.OpBrokerState, ID: "state-" + strconv.Itoa(s.n), Args: args})
@@ -280,6 +287,6 @@ func (s *session) serve(fr *protocol.FrameReader) {
 		if err != nil || s.write(reply) != nil {
 			return
 		}
-		s.report(false)
+		s.report()
 	}
 }
