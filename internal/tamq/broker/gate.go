@@ -103,6 +103,18 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 			out.Reason = reason
 			return nil
 		}
+		// An agent draws the paste once it has read it, which under load
+		// can be well after the write; an Enter that follows its reading
+		// too closely is taken for part of the paste (Codex: within
+		// 120 ms). So the pause also runs from the agent's last output.
+		if quiet, _ := g.Relay.AwaitMoment(Moment{Quiet: d.Pause, MaxWait: pasteShowsWithin}); !quiet {
+			out.Reason = "the agent kept drawing after the paste"
+			return nil
+		}
+		if reason := g.pasteShows(d.Text, hooks); reason != "" {
+			out.Reason = reason
+			return nil
+		}
 		if err := write([]byte{'\r'}); err != nil {
 			return err
 		}

@@ -120,6 +120,11 @@ func TestRealAgents(t *testing.T) {
 		e, tm := emptyWorkspace(t, agentsConfig)
 		repo := e.Gita(t, "claude-repo")["claude-repo"]
 		_, screen := agentWindow(t, e, tm, "claude-repo", claudeHome(t, e, repo, true), bin)
+		defer func() {
+			if t.Failed() {
+				t.Logf("screen:\n%s", screen())
+			}
+		}()
 		m := send(t, e, fmt.Sprintf(threeLines, "claude-repo"))
 		waitLong(t, "the message to go in", 3*time.Minute, func() bool { return stateOf(t, e, m.ID).State == "injected" })
 		waitLong(t, "Claude to submit it and fail on its API", 2*time.Minute, func() bool {
@@ -143,6 +148,11 @@ func TestRealAgents(t *testing.T) {
 		e, tm := emptyWorkspace(t, agentsConfig)
 		repo := e.Gita(t, "codex-repo")["codex-repo"]
 		_, screen := agentWindow(t, e, tm, "codex-repo", codexHome(t, e, bin, repo, true), bin+" --no-daemon")
+		defer func() {
+			if t.Failed() {
+				t.Logf("screen:\n%s", screen())
+			}
+		}()
 		m := send(t, e, fmt.Sprintf(threeLines, "codex-repo"))
 		waitLong(t, "the message to go in", 3*time.Minute, func() bool { return stateOf(t, e, m.ID).State == "injected" })
 		waitLong(t, "Codex to submit it", 2*time.Minute, func() bool {
