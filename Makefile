@@ -9,7 +9,7 @@ BUILDFLAGS := -buildvcs=auto
 # keep cgo, which -race needs.
 STATIC := CGO_ENABLED=0
 
-.PHONY: all build install deps test check-format vet diff-check unit smoke bench demo clean
+.PHONY: all build install deps test check-format vet diff-check unit smoke bench demo clean test-agents
 
 all: build
 
@@ -52,6 +52,13 @@ bench:
 demo: deps
 	$(STATIC) $(GO) build $(BUILDFLAGS) -o $(BIN)/ ./cmd/tamq ./tools/tamq-demo
 	$(BIN)/tamq-demo --tamq $(BIN)/tamq $(DEMOFLAGS)
+
+# The real agents, offline (opt-in, not part of `make test`): installs Claude Code
+# and Codex from npm into .agents/ and runs them under tamq with fake keys
+# (docs/broker.md). Minutes long: each waits out its network timeouts.
+test-agents: deps
+	@scripts/install-agents
+	TAMQ_TEST_AGENTS=$(CURDIR)/.agents $(GO) test -count=1 -timeout 30m -run 'TestRealAgents' -v ./internal/tamq/service/
 
 clean:
 	rm -rf $(BIN)

@@ -1,10 +1,13 @@
 package broker
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/charmbracelet/x/ansi/parser"
 
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
@@ -20,16 +23,23 @@ type Block struct {
 
 // Observer reads what the agent prints and finds its addressed blocks. The
 // terminal stream is decoded by a maintained parser's state machine (escape
-// sequences of every kind are dropped, never guessed at with patterns), lines are assembled as a
-// terminal would show them (a carriage return goes back to the line's start;
-// CRLF is one line end), and then:
+// sequences of every kind are dropped, never guessed at with patterns), lines
+// are assembled as a terminal would show them (a carriage return goes back to
+// the line's start; CRLF is one line end), and then:
 //
 //   - a line that starts, after spaces, with "To:<slug>:" for a registered
 //     slug opens a block; the longest registered slug that matches wins, since
 //     slugs may contain spaces, commas and colons;
-//   - the block closes on an empty line, the next address, or Close;
-//   - a block that repeats one emitted within RedrawWindow (a full-screen
-//     program redrawing its screen) is dropped;
+//   - the block closes on an empty line, the next address, Close, a quiet
+//     spell of Quiet, a redrawn screen (cleared, reset, or switched to or from
+//     the alternate screen), or the cursor leaving the block's rows (any move
+//     but down to the next row): what the terminal shows after that is not
+//     part of the block;
+//   - a block that grows past the body limit, or holds bytes that are not
+//     valid UTF-8, is not sent; Notice says why on the operator's screen;
+//   - a block with the same text over the same rows as one sent within
+//     RedrawWindow is a redraw (a full-screen program repainting) and is
+//     dropped; the same text printed again on new rows is a new message;
 //   - a line that is one of the lines we recently injected is never an
 //     address, however the agent echoes it.
 //
@@ -39,24 +49,88 @@ type Observer struct {
 	// Slugs returns the registered slugs (re-read by the caller as gita
 	// changes).
 	Slugs func() []string
-	// Emit receives each completed block.
+	// Emit receives each completed block; it must not block.
 	Emit func(Block)
-	Now  func() time.Time
+	// Notice shows one line of tamq's own on the operator's screen.
+	Notice func(string)
+	Now    func() time.Time
+	// Quiet closes an open block once the agent has printed nothing for
+	// that long (zero: never); the caller calls Tick when QuietDue says.
+	Quiet time.Duration
 
-	mu      sync.Mutex // Write runs in the relay, Injected in the delivery session
-	paste   atomic.Bool
-	vt      *vt
-	line    []rune
-	col     int
-	open    *Block
-	lines   int
-	emitted []emitted
-	echoes  []echo
+	mu        sync.Mutex // Write runs in the screen reader, Injected in the delivery session
+	paste     atomic.Bool
+	vt        *vt
+	line      []rune
+	col       int
+	broken    bool // the line in progress had bytes that are not valid UTF-8
+	open      *openBlock
+	lastWrite time.Time
+	cur       cursor
+	emitted   map[place][]emitted // blocks sent lately, by where they sat
+	nEmitted  int
+	echoes    []echo
+}
+
+type openBlock struct {
+	Block
+	at      place
+	invalid bool
+}
+
+// place is where a line sits: its row on the screen plus the lines scrolled
+// off above it, so a line keeps its place while the screen scrolls.
+type place struct {
+	alt bool
+	row int
+}
+
+// cursor follows the cursor's row as the terminal moves it.
+type cursor struct {
+	rows     int // the screen's height; 0 while unknown (no scrolling then)
+	row      int // on the screen, from 0
+	scrolled int // lines scrolled off the top so far
+	alt      bool
+	saved    int    // DECSC / CSI s
+	main     [2]int // the main screen's row and scroll while the alternate shows
+	top      int    // the scroll region's first row
+	bottom   int    // its last row; -1: the screen's last row
+}
+
+func (c *cursor) place() place { return place{alt: c.alt, row: c.row + c.scrolled} }
+
+func (c *cursor) lastRow() int {
+	if c.bottom >= 0 && (c.rows == 0 || c.bottom < c.rows) {
+		return c.bottom
+	}
+	return c.rows - 1
+}
+
+// lineFeed moves down a row, scrolling at the bottom of the scroll region.
+func (c *cursor) lineFeed() {
+	if c.rows > 0 && c.row == c.lastRow() {
+		c.scrolled++
+		return
+	}
+	c.row++
+	if c.rows > 0 && c.row >= c.rows {
+		c.row = c.rows - 1
+	}
+}
+
+func (c *cursor) clamp(row int) int {
+	if row < 0 {
+		return 0
+	}
+	if c.rows > 0 && row >= c.rows {
+		return c.rows - 1
+	}
+	return row
 }
 
 type emitted struct {
 	block Block
-	at    time.Time
+	when  time.Time
 }
 
 type echo struct {
@@ -64,12 +138,15 @@ type echo struct {
 	at   time.Time
 }
 
-// RedrawWindow is how long an identical block counts as a redraw of the one
-// already sent.
+// RedrawWindow is how long a block at the same place with the same text
+// counts as a redraw of the one already sent.
 const RedrawWindow = 10 * time.Minute
 
 // EchoWindow is how long lines we injected are recognized when they come back.
 const EchoWindow = 10 * time.Minute
+
+// maxEmitted bounds the blocks remembered for recognizing redraws.
+const maxEmitted = 256
 
 // maxLine bounds one line; a longer one is not an address anyway.
 const maxLine = queue.MaxBody + 256
@@ -81,31 +158,21 @@ func (o *Observer) init() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	o.vt = &vt{
-		print:   o.print,
-		execute: o.execute,
-		csi: func(prefix, final byte, params []int) {
-			// The agent turning bracketed paste on or off (CSI ? 2004 h / l).
-			if prefix == '?' && (final == 'h' || final == 'l') {
-				for _, p := range params {
-					if p == 2004 {
-						o.paste.Store(final == 'h')
-					}
-				}
-			}
-			switch final {
-			case 'A', 'B', 'E', 'F', 'H', 'f', 'd':
-				// A cursor move to another row ends the line as a terminal shows it.
-				o.endLine()
-			case 'G', '`':
-				o.col = 0 // column moves: only the start matters to us
-			case 'K':
-				if o.col < len(o.line) {
-					o.line = o.line[:o.col]
-				}
-			}
-		},
+	if o.Notice == nil {
+		o.Notice = func(string) {}
 	}
+	o.cur.bottom = -1
+	o.vt = &vt{print: o.print, execute: o.execute, csi: o.csi, esc: o.esc, broken: func() { o.broken = true }}
+}
+
+// SetRows tells the observer the height of the agent's screen, which says
+// where a line feed scrolls.
+func (o *Observer) SetRows(rows int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.init()
+	o.cur.rows = max(rows, 0)
+	o.cur.row = o.cur.clamp(o.cur.row)
 }
 
 // BracketedPaste reports whether the agent has bracketed paste on.
@@ -116,10 +183,44 @@ func (o *Observer) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.init()
+	o.lastWrite = o.Now()
 	for _, b := range p {
+		if b >= 0x20 && b < 0x7f && o.vt.state == parser.GroundState {
+			// Plain text, most of all output: no table walk (print, inlined).
+			if o.col < len(o.line) {
+				o.line[o.col] = rune(b)
+			} else if len(o.line) < maxLine {
+				o.line = append(o.line, rune(b))
+			}
+			o.col++
+			continue
+		}
 		o.vt.advance(b)
 	}
 	return len(p), nil
+}
+
+// QuietDue says when Tick would close the open block (false: none is open,
+// or no quiet period is set).
+func (o *Observer) QuietDue() (time.Time, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.open == nil || o.Quiet <= 0 {
+		return time.Time{}, false
+	}
+	return o.lastWrite.Add(o.Quiet), true
+}
+
+// Tick closes the open block when the agent has been quiet for Quiet. A line
+// still in progress is left out: after a quiet spell that is a prompt, not
+// more of the message.
+func (o *Observer) Tick() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.init()
+	if o.open != nil && o.Quiet > 0 && !o.Now().Before(o.lastWrite.Add(o.Quiet)) {
+		o.closeBlock()
+	}
 }
 
 // Injected records text we wrote into the agent, so its lines are never
@@ -149,6 +250,19 @@ func (o *Observer) Close() {
 	o.closeBlock()
 }
 
+// Lost says output was skipped (the screen model fell too far behind): the
+// line in progress and an open block cannot be trusted and are dropped.
+func (o *Observer) Lost() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.init()
+	o.line, o.col, o.broken = o.line[:0], 0, false
+	if o.open != nil {
+		o.Notice(fmt.Sprintf("tamq: not sent to %s: the agent printed faster than tamq could read, and part of the block was missed", o.open.Target))
+		o.open = nil
+	}
+}
+
 func (o *Observer) print(r rune) {
 	if o.col < len(o.line) {
 		o.line[o.col] = r
@@ -160,8 +274,9 @@ func (o *Observer) print(r rune) {
 
 func (o *Observer) execute(b byte) {
 	switch b {
-	case '\n':
+	case '\n', '\v', '\f':
 		o.endLine()
+		o.cur.lineFeed()
 	case '\r':
 		// Back to the line's start, where what follows overwrites; a CR before
 		// LF thus changes nothing.
@@ -175,13 +290,151 @@ func (o *Observer) execute(b byte) {
 	}
 }
 
-func (o *Observer) endLine() {
-	text := strings.TrimRight(string(o.line), " ")
-	o.line, o.col = o.line[:0], 0
-	o.handleLine(text)
+func (o *Observer) csi(prefix, final byte, params []int) {
+	n := max(params[0], 1) // a count parameter: 0 and absent mean 1
+	switch {
+	case prefix == '?' && (final == 'h' || final == 'l'):
+		for _, p := range params {
+			switch p {
+			case 2004: // the agent turning bracketed paste on or off
+				o.paste.Store(final == 'h')
+			case 47, 1047, 1049:
+				o.switchScreen(final == 'h')
+			}
+		}
+	case prefix != 0:
+	case final == 'A': // up
+		o.moveRow(o.cur.row - n)
+	case final == 'B' || final == 'e': // down
+		o.moveRow(o.cur.row + n)
+	case final == 'E': // down, to the line's start
+		o.moveRow(o.cur.row + n)
+		o.col = 0
+	case final == 'F': // up, to the line's start
+		o.moveRow(o.cur.row - n)
+		o.col = 0
+	case final == 'H' || final == 'f':
+		o.moveRow(max(params[0], 1) - 1)
+		o.col = 0 // columns: only the line's start matters to us
+	case final == 'd':
+		o.moveRow(max(params[0], 1) - 1)
+	case final == 'G' || final == '`':
+		o.col = 0
+	case final == 'K':
+		if o.col < len(o.line) {
+			o.line = o.line[:o.col]
+		}
+	case final == 'J' && (params[0] == 2 || params[0] == 3):
+		o.redrawn()
+	case final == 'S': // scroll up: lines leave at the top
+		o.cur.scrolled += n
+	case final == 'T' || final == 'L' || final == 'M':
+		// Scrolling down, inserting or deleting lines moves rows under the
+		// block: what follows is a redraw, not more of it.
+		o.redrawn()
+	case final == 'r':
+		o.cur.top = max(params[0], 1) - 1
+		o.cur.bottom = -1
+		if len(params) > 1 && params[1] > 0 {
+			o.cur.bottom = params[1] - 1
+		}
+		o.moveRow(0) // DECSTBM homes the cursor
+		o.col = 0
+	case final == 's':
+		o.cur.saved = o.cur.row
+	case final == 'u':
+		o.moveRow(o.cur.saved)
+	}
 }
 
-func (o *Observer) handleLine(text string) {
+func (o *Observer) esc(inter, final byte) {
+	if inter != 0 {
+		return // character set designations and the like
+	}
+	switch final {
+	case 'c': // full reset
+		o.redrawn()
+		o.cur = cursor{rows: o.cur.rows, scrolled: o.cur.scrolled, bottom: -1}
+	case 'D': // index: a line feed
+		o.endLine()
+		o.cur.lineFeed()
+	case 'E': // next line
+		o.endLine()
+		o.cur.lineFeed()
+		o.col = 0
+	case 'M': // reverse index
+		if o.cur.row == o.cur.top {
+			o.redrawn() // scrolls the region down under the block
+			return
+		}
+		o.moveRow(o.cur.row - 1)
+	case '7':
+		o.cur.saved = o.cur.row
+	case '8':
+		o.moveRow(o.cur.saved)
+	}
+}
+
+// moveRow moves the cursor to another row: the line in progress ends there,
+// and a block ends unless the cursor went on to the next row.
+func (o *Observer) moveRow(to int) {
+	to = o.cur.clamp(to)
+	if to == o.cur.row {
+		return
+	}
+	o.endLine()
+	if o.open != nil && to != o.cur.row+1 {
+		o.closeBlock()
+	}
+	o.cur.row = to
+}
+
+// redrawn ends the line and any block: the screen was cleared or replaced.
+func (o *Observer) redrawn() {
+	if len(o.line) > 0 {
+		o.endLine()
+	}
+	o.closeBlock()
+}
+
+func (o *Observer) switchScreen(alt bool) {
+	if alt == o.cur.alt {
+		return
+	}
+	o.redrawn()
+	if alt {
+		o.cur.main = [2]int{o.cur.row, o.cur.scrolled}
+		o.cur.scrolled = 0
+	} else {
+		o.cur.row, o.cur.scrolled = o.cur.main[0], o.cur.main[1]
+	}
+	o.cur.alt = alt
+}
+
+func (o *Observer) endLine() {
+	if o.open == nil && !addressLike(o.line) {
+		// Most lines are not addresses: no string is made of them.
+		o.line, o.col, o.broken = o.line[:0], 0, false
+		return
+	}
+	text := strings.TrimRight(string(o.line), " ")
+	broken := o.broken
+	o.line, o.col, o.broken = o.line[:0], 0, false
+	o.handleLine(text, broken)
+}
+
+// addressLike reports whether line starts, after spaces, with "To:".
+func addressLike(line []rune) bool {
+	for i, r := range line {
+		if r != ' ' && r != '\t' {
+			rest := line[i:]
+			return len(rest) >= 3 && rest[0] == 'T' && rest[1] == 'o' && rest[2] == ':'
+		}
+	}
+	return false
+}
+
+func (o *Observer) handleLine(text string, broken bool) {
 	trimmed := strings.TrimLeft(text, " \t")
 	if strings.HasPrefix(trimmed, "To:") && !o.isEcho(trimmed) {
 		o.closeBlock()
@@ -191,15 +444,16 @@ func (o *Observer) handleLine(text string) {
 				target = s
 			}
 		}
+		b := &openBlock{at: o.cur.place(), invalid: broken}
 		if target == "" {
 			slug := queue.AddressedSlug(trimmed)
 			rest := strings.TrimPrefix(trimmed, "To:"+slug)
-			o.open = &Block{Target: slug, Body: strings.TrimPrefix(strings.TrimPrefix(rest, ":"), " "), Unknown: true}
-			o.lines = 1
-			return
+			b.Block = Block{Target: slug, Body: strings.TrimPrefix(strings.TrimPrefix(rest, ":"), " "), Unknown: true}
+		} else {
+			b.Block = Block{Target: target, Body: strings.TrimPrefix(trimmed[len("To:"+target+":"):], " ")}
 		}
-		o.open = &Block{Target: target, Body: strings.TrimPrefix(trimmed[len("To:"+target+":"):], " ")}
-		o.lines = 1
+		o.open = b
+		o.checkSize()
 		return
 	}
 	if o.open == nil {
@@ -210,10 +464,18 @@ func (o *Observer) handleLine(text string) {
 		return
 	}
 	o.open.Body += "\n" + text
-	o.lines++
-	if len(o.open.Body) > queue.MaxBody {
-		o.closeBlock() // validation refuses it; do not swallow the rest of the screen
+	o.open.invalid = o.open.invalid || broken
+	o.checkSize()
+}
+
+// checkSize drops a block that has grown past the body limit: it could not
+// be sent whole, and a cut one would say something its author did not.
+func (o *Observer) checkSize() {
+	if len(o.open.Body) <= queue.MaxBody {
+		return
 	}
+	o.Notice(fmt.Sprintf("tamq: not sent to %s: the block grew past %d bytes (the limit); send it in parts", o.open.Target, queue.MaxBody))
+	o.open = nil
 }
 
 func (o *Observer) isEcho(line string) bool {
@@ -233,25 +495,29 @@ func (o *Observer) closeBlock() {
 	if b == nil {
 		return
 	}
+	if b.invalid {
+		o.Notice(fmt.Sprintf("tamq: not sent to %s: the block has bytes that are not valid UTF-8", b.Target))
+		return
+	}
 	now := o.Now()
-	o.expire(now)
-	for _, e := range o.emitted {
-		if e.block == *b {
-			return // a redraw of a block already sent
+	for _, e := range o.emitted[b.at] {
+		if e.block == b.Block && now.Sub(e.when) < RedrawWindow {
+			return // the same text over the same rows: a redraw of a block already sent
 		}
 	}
-	o.emitted = append(o.emitted, emitted{block: *b, at: now})
-	o.Emit(*b)
+	if o.emitted == nil || o.nEmitted >= maxEmitted {
+		// Past the bound all are forgotten at once: a redraw then is sent again.
+		o.emitted, o.nEmitted = map[place][]emitted{}, 0
+	}
+	o.emitted[b.at] = append(o.emitted[b.at], emitted{block: b.Block, when: now})
+	o.nEmitted++
+	o.Emit(b.Block)
 }
 
 func (o *Observer) expire(now time.Time) {
-	keep := o.emitted[:0]
-	for _, e := range o.emitted {
-		if now.Sub(e.at) < RedrawWindow {
-			keep = append(keep, e)
-		}
+	if len(o.echoes) == 0 || now.Sub(o.echoes[0].at) < EchoWindow {
+		return // the oldest is still fresh
 	}
-	o.emitted = keep
 	echoes := o.echoes[:0]
 	for _, e := range o.echoes {
 		if now.Sub(e.at) < EchoWindow {

@@ -13,6 +13,7 @@ var slugs = []string{"net-kingdom", "net", "with space,comma", "a:b", "railiance
 type recorder struct {
 	blocks  []Block
 	unknown []string
+	notices []string
 	now     time.Time
 }
 
@@ -27,9 +28,10 @@ func (r *recorder) emit(b Block) {
 func newObserver() (*Observer, *recorder) {
 	rec := &recorder{now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
 	o := &Observer{
-		Slugs: func() []string { return slugs },
-		Emit:  rec.emit,
-		Now:   func() time.Time { return rec.now },
+		Slugs:  func() []string { return slugs },
+		Emit:   rec.emit,
+		Notice: func(s string) { rec.notices = append(rec.notices, s) },
+		Now:    func() time.Time { return rec.now },
 	}
 	return o, rec
 }
@@ -65,14 +67,7 @@ func TestBlocks(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, bytewise := range []bool{false, true} {
 				o, rec := newObserver()
-				if bytewise {
-					for i := range len(tt.out) {
-						o.Write([]byte{tt.out[i]})
-					}
-				} else {
-					o.Write([]byte(tt.out))
-				}
-				o.Close()
+				feedObserver(o, tt.out, bytewise)
 				if !reflect.DeepEqual(rec.blocks, tt.want) {
 					t.Errorf("bytewise=%v: blocks %+v, want %+v", bytewise, rec.blocks, tt.want)
 				}
@@ -117,7 +112,7 @@ func TestInjectedTextIsNeverReadBack(t *testing.T) {
 	}
 }
 
-func TestOversizedBlockIsCut(t *testing.T) {
+func TestOversizedBlockIsDroppedWithANotice(t *testing.T) {
 	o, rec := newObserver()
 	o.Write([]byte("To:net: start\n"))
 	line := strings.Repeat("x", 1000) + "\n"
@@ -125,8 +120,16 @@ func TestOversizedBlockIsCut(t *testing.T) {
 		o.Write([]byte(line))
 	}
 	o.Write([]byte("To:railiance: next\n\n"))
-	if len(rec.blocks) != 2 || rec.blocks[1] != (Block{"railiance", "next", false}) {
-		t.Fatalf("blocks after an oversized one: %d", len(rec.blocks))
+	if len(rec.blocks) != 1 || rec.blocks[0] != (Block{"railiance", "next", false}) {
+		t.Fatalf("blocks after an oversized one: %+v", rec.blocks)
+	}
+	if len(rec.notices) != 1 || !strings.Contains(rec.notices[0], "not sent to net: the block grew past 8192 bytes") {
+		t.Fatalf("notices %q", rec.notices)
+	}
+	// Exactly the limit is a message.
+	o.Write([]byte("To:net: " + strings.Repeat("y", 8192) + "\n\n"))
+	if len(rec.blocks) != 2 || len(rec.blocks[1].Body) != 8192 {
+		t.Fatalf("a block of exactly 8192 bytes: %d blocks", len(rec.blocks))
 	}
 }
 
@@ -150,4 +153,17 @@ func FuzzObserver(f *testing.F) {
 			}
 		}
 	})
+}
+
+// feedObserver writes out into o and ends the stream; bytewise, one byte a write,
+// as a slow terminal would deliver it.
+func feedObserver(o *Observer, out string, bytewise bool) {
+	if bytewise {
+		for i := range len(out) {
+			o.Write([]byte{out[i]})
+		}
+	} else {
+		o.Write([]byte(out))
+	}
+	o.Close()
 }

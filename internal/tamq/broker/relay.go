@@ -33,11 +33,20 @@ type Relay struct {
 	Out io.Writer
 	// FilterInput, when set, sees the operator's bytes first and returns what
 	// passes to the child. Observe, when set, sees the child's output after
-	// the operator's terminal has it.
+	// the operator's terminal has it; it must not block (Model copies and
+	// returns).
 	FilterInput func(p []byte) []byte
 	Observe     io.Writer
+	// Resized, when set, learns the child's terminal size at start and after
+	// every resize.
+	Resized func(cols, rows int)
+	// AnswerStatusProbe answers the child's Program Status Protocol probe
+	// (see statusProbe), so that it reports its state.
+	AnswerStatusProbe bool
+	probe             probeScanner
 
-	lastOutput atomic.Int64 // when the child last wrote (Unix nanoseconds)
+	lastOutput atomic.Int64  // when the child last wrote (Unix nanoseconds)
+	output     atomic.Uint64 // bytes the child wrote so far
 
 	mu    sync.Mutex // one writer into the child's input at a time
 	ptmx  *os.File
@@ -68,6 +77,12 @@ func (r *Relay) relayOutput(ptmx io.Reader) error {
 		n, err := ptmx.Read(buf)
 		if n > 0 {
 			r.lastOutput.Store(time.Now().UnixNano())
+			r.output.Add(uint64(n))
+			if r.AnswerStatusProbe {
+				for _, answer := range r.probe.answers(buf[:n]) {
+					r.answerChild(answer)
+				}
+			}
 			r.outMu.Lock()
 			_, werr := r.Out.Write(buf[:n])
 			r.outMu.Unlock()
@@ -86,6 +101,25 @@ func (r *Relay) relayOutput(ptmx io.Reader) error {
 		}
 	}
 }
+
+// answerChild writes an answer to the child's query into its input at
+// once, ahead of the terminal's own answers to what follows the query. A
+// delivery holding the input lock is not waited for (the output must flow):
+// the answer then follows the delivery.
+func (r *Relay) answerChild(answer []byte) {
+	if r.mu.TryLock() {
+		if r.ptmx != nil {
+			r.ptmx.Write(answer)
+		}
+		r.mu.Unlock()
+		return
+	}
+	go r.WriteInput(answer)
+}
+
+// drainAfterExit bounds how long output is still relayed after the child
+// exited: what it wrote last is read in far less.
+const drainAfterExit = time.Second
 
 // Run starts the child and relays until it exits; it returns the child's exit
 // status as a shell reports it (128+n for a signal).
@@ -107,6 +141,9 @@ func (r *Relay) Run() (int, error) {
 	r.mu.Lock()
 	r.ptmx, r.proc = ptmx, cmd.Process
 	r.mu.Unlock()
+	if size != nil && r.Resized != nil {
+		r.Resized(int(size.Cols), int(size.Rows))
+	}
 	// Closed under the lock, so the input pump and the resizer never use a
 	// closed descriptor.
 	defer func() {
@@ -135,15 +172,26 @@ func (r *Relay) Run() (int, error) {
 					pty.InheritSize(r.In, r.ptmx)
 				}
 				r.mu.Unlock()
+				if ws, err := pty.GetsizeFull(r.In); err == nil && r.Resized != nil {
+					r.Resized(int(ws.Cols), int(ws.Rows))
+				}
 			}
 		}()
 	}
 	if r.In != nil {
 		go r.pumpInput()
 	}
-	// The child's output until the PTY reports EIO (no more slaves open).
-	copyErr := r.relayOutput(ptmx)
+	// The child's output until the PTY reports EIO (no more slaves open),
+	// or, once the child has exited, for drainAfterExit at most: a process it
+	// left behind (Codex leaves a daemon) may hold the terminal for good.
+	outDone := make(chan error, 1)
+	go func() { outDone <- r.relayOutput(ptmx) }()
 	cmd.Wait() // the status is read from ProcessState
+	var copyErr error
+	select {
+	case copyErr = <-outDone:
+	case <-time.After(drainAfterExit):
+	}
 	if copyErr != nil && !errors.Is(copyErr, syscall.EIO) {
 		return exitStatus(cmd), errs.Wrap(errs.Internal, copyErr, "relaying output")
 	}
@@ -208,30 +256,21 @@ func (r *Relay) AwaitMoment(m Moment) (quiet bool, waited time.Duration) {
 	}
 }
 
-// Deliver writes text into the child as one paste (bracketed when the child
-// asked for bracketed paste), waits pause, then writes a CR of its own: agents
-// take an Enter that comes with a paste for a newline. The input lock is held
-// throughout, so the operator's keys never land inside a delivery. It returns
-// when the CR was written; an error after the first write means the text may
-// be in the child's input without its Enter.
-func (r *Relay) Deliver(text string, bracketed bool, pause time.Duration) (maybeWritten bool, err error) {
+// Output counts the bytes the child has written so far.
+func (r *Relay) Output() uint64 { return r.output.Load() }
+
+// Exclusive runs fn holding the input lock: the operator's keys wait until
+// it returns, so they never land inside what fn writes with write.
+func (r *Relay) Exclusive(fn func(write func(p []byte) error) error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ptmx == nil {
-		return false, os.ErrClosed
+		return os.ErrClosed
 	}
-	body := text
-	if bracketed {
-		body = "\x1b[200~" + text + "\x1b[201~"
-	}
-	if _, err := io.WriteString(r.ptmx, body); err != nil {
-		return true, err
-	}
-	time.Sleep(pause)
-	if _, err := r.ptmx.Write([]byte{'\r'}); err != nil {
-		return true, err
-	}
-	return false, nil
+	return fn(func(p []byte) error {
+		_, err := r.ptmx.Write(p)
+		return err
+	})
 }
 
 // Signal sends sig to the child's process group (the PTY's session), as the

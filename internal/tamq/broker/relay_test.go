@@ -132,6 +132,24 @@ func TestCtrlCReachesTheChildNotTheBroker(t *testing.T) {
 	}
 }
 
+// A process the agent leaves behind holding the terminal (Codex leaves a
+// daemon) does not keep the broker from exiting with the agent.
+func TestRunEndsWithTheChildNotWhatItLeftBehind(t *testing.T) {
+	var out bytes.Buffer
+	r := &Relay{Argv: []string{"sh", "-c", "sleep 60 & echo left-behind; exit 4"}, Out: &out}
+	t.Cleanup(func() { r.Signal(syscall.SIGKILL) }) // what it left behind
+	done := make(chan int, 1)
+	go func() { code, _ := r.Run(); done <- code }()
+	select {
+	case code := <-done:
+		if code != 4 || !strings.Contains(out.String(), "left-behind") {
+			t.Fatalf("Run = %d, %q", code, out.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run waited for the process the child left behind")
+	}
+}
+
 func TestWithoutATerminal(t *testing.T) {
 	var out bytes.Buffer
 	in, w, _ := os.Pipe()

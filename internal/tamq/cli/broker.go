@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strings"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +15,7 @@ import (
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/daemon"
@@ -22,18 +24,26 @@ import (
 
 func newBrokerCmd(a *sharedcli.App) *cobra.Command {
 	var repo, gitaDir string
+	var exitWait time.Duration
 	cmd := &cobra.Command{
 		Use:   "broker --repo REPO -- COMMAND [ARGS...]",
 		Short: "Run an agent under tamq's PTY broker (what tamq windows run)",
 		Long: `Run COMMAND under a new pseudo-terminal and relay the terminal to it unchanged.
-Lines the agent prints as 'To:<repo>: text' (a block, up to an empty line) are
-sent as the window's messages; a line the operator types as 'To:<repo>: text'
-and Enter is sent as an operator message and not passed to the agent. When the
-service is down the terminal keeps working and a one-line notice says what was
-not sent. The exit status is the agent's.`,
+Lines the agent prints as 'To:<repo>: text' (a block, up to an empty line, a
+quiet spell or a redrawn screen) are sent as the window's messages; a line the
+operator types as 'To:<repo>: text' and Enter is sent as an operator message
+and not passed to the agent. When the service is down the terminal keeps
+working and such lines are kept in a spool of this broker's own
+(STATE_DIR/spool/<pid>.jsonl) and sent when it is back. When the agent exits,
+the broker waits up to --exit-wait for the service to take what it still
+holds. The exit status is the agent's.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := a.Paths()
+			if err != nil {
+				return err
+			}
+			cfg, err := a.Config()
 			if err != nil {
 				return err
 			}
@@ -41,7 +51,7 @@ not sent. The exit status is the agent's.`,
 				return sharedcli.UsageError("--repo is required")
 			}
 			env := append(os.Environ(), "TAMQ_REPO="+repo, "TAMQ_SOCKET="+p.Socket)
-			relay := &broker.Relay{Argv: args, Env: env, In: os.Stdin, Out: os.Stdout}
+			relay := &broker.Relay{Argv: args, Env: env, In: os.Stdin, Out: os.Stdout, AnswerStatusProbe: true}
 			registry := a.Registry
 			if gitaDir != "" {
 				registry = gita.NewReader(gitaDir).Load
@@ -53,36 +63,54 @@ not sent. The exit status is the agent's.`,
 				}
 				return reg.Slugs()
 			}
-			// The pane this broker runs in, as tmux told it; the service checks
-			// it against the process tree before it believes it.
-			var session protocol.BrokerSessionArgs
-			if pane := a.Getenv("TMUX_PANE"); pane != "" && a.Getenv("TMUX") != "" {
-				session = protocol.BrokerSessionArgs{Repo: repo, Socket: tmux.Choose("", a.Getenv).Socket, Pane: pane}
-			}
-			out := make(chan protocol.SendArgs, 64)
-			go routeMessages(daemon.Client(p, 10*time.Second), out, relay.Notice)
+			spool := broker.SpoolFor(p.StateDir, os.Getpid())
+			outbox := &broker.Outbox{Send: sendLine(p), Notice: relay.Notice, Spool: spool}
+			outbox.Start()
 			obs := &broker.Observer{
-				Slugs: slugs,
+				Slugs:  slugs,
+				Notice: relay.Notice,
+				Quiet:  time.Duration(cfg.Delivery.BlockQuietMS) * time.Millisecond,
 				Emit: func(b broker.Block) {
-					out <- protocol.SendArgs{Text: "To:" + b.Target + ": " + b.Body}
+					outbox.Put(b.Target, protocol.SendArgs{Text: "To:" + b.Target + ": " + b.Body})
 				},
 			}
 			filter := &broker.InputFilter{
 				Slugs: slugs,
 				Echo:  relay.EchoLocal,
 				Route: func(target, body string) {
-					out <- protocol.SendArgs{Text: "To:" + target + ": " + body, Operator: true}
+					outbox.Put(target, protocol.SendArgs{Text: "To:" + target + ": " + body, Operator: true})
 				},
 			}
-			relay.Observe, relay.FilterInput = obs, filter.Filter
+			model := broker.NewModel(80, 24, obs)
+			sess := newSession(relay, model, obs, filter.MidLine, broker.AgentOf(args))
+			relay.FilterInput = filter.Filter
+			// The agent's hooks (`tamq hook`) report to this broker alone.
+			hooks, err := broker.ListenHooks(broker.HookSocketFor(p.StateDir, os.Getpid()), func(e broker.HookEvent) {
+				sess.gate.Hooks.Apply(e, time.Now())
+				sess.report()
+			})
+			if err == nil {
+				defer hooks.Close()
+				relay.Env = append(relay.Env, broker.HookSocketEnv+"="+hooks.Path())
+			} else {
+				relay.Notice(fmt.Sprintf("tamq: the agent's hooks cannot reach the broker: %v", err))
+			}
 			sessionCtx, endSession := context.WithCancel(context.Background())
-			if session.Pane != "" {
-				go deliverySession(sessionCtx, daemon.Client(p, 10*time.Second), session, relay, obs, filter)
+			// The pane this broker runs in, as tmux told it; the service checks
+			// it against the process tree before it believes it.
+			if pane := a.Getenv("TMUX_PANE"); pane != "" && a.Getenv("TMUX") != "" {
+				args := protocol.BrokerSessionArgs{Repo: repo, Socket: tmux.Choose("", a.Getenv).Socket, Pane: pane}
+				go sess.run(sessionCtx, daemon.Client(p, 10*time.Second), args)
 			}
 			code, err := relay.Run()
 			endSession()
-			obs.Close()
-			close(out)
+			model.Close() // the agent's last block goes into the outbox
+			waiting := func(n int) {
+				relay.Notice(fmt.Sprintf("tamq: the agent exited; waiting up to %s for the service to take %d %s", exitWait, n, plural(n, "line", "lines")))
+			}
+			if kept := outbox.Close(exitWait, waiting); kept > 0 {
+				relay.Notice(fmt.Sprintf("tamq: service down; %d %s kept in %s, not sent", kept, plural(kept, "line", "lines"), spool.Path))
+			}
 			if err != nil {
 				return err
 			}
@@ -91,41 +119,74 @@ not sent. The exit status is the agent's.`,
 	}
 	cmd.Flags().StringVar(&repo, "repo", "", "the gita repo this window belongs to")
 	cmd.Flags().StringVar(&gitaDir, "gita-dir", "", "the gita registry directory (default: gita's own)")
+	cmd.Flags().DurationVar(&exitWait, "exit-wait", 10*time.Second, "how long to wait at exit for the service to take the lines not yet sent")
 	cmd.RegisterFlagCompletionFunc("repo", sharedcli.CompleteRepos(a))
 	return cmd
 }
 
-// routeMessages sends what the broker saw, in order, one at a time, so the
-// terminal never waits on the service; what cannot be sent is said on the
-// operator's screen, never typed into the agent.
-func routeMessages(c *protocol.Client, in <-chan protocol.SendArgs, notice func(string)) {
-	for m := range in {
-		var rec protocol.Message
-		if err := c.Call(context.Background(), protocol.OpSend, m, &rec); err != nil {
-			// The service checked it as it checks `tamq send`, and recorded a refusal.
-			target, _, _ := strings.Cut(strings.TrimPrefix(m.Text, "To:"), ":")
-			if errs.Is(err, errs.UnknownTarget) {
-				notice(fmt.Sprintf("tamq: not sent: unknown target '%s' (not in the gita registry)", target))
-				continue
+// sendLine hands one line to the service. A service that cannot be reached
+// at all is down (the outbox keeps the line); one that answered refused it.
+func sendLine(p paths.Paths) func(ctx context.Context, m protocol.SendArgs) error {
+	c := daemon.Client(p, 10*time.Second)
+	return func(ctx context.Context, m protocol.SendArgs) error {
+		err := c.Call(ctx, protocol.OpSend, m, nil)
+		switch {
+		case errs.Is(err, errs.ShuttingDown):
+			return fmt.Errorf("%w: %v", broker.ErrServiceDown, err)
+		case errs.Is(err, errs.Unavailable):
+			// Unavailable is also the service's answer for a target without
+			// a window; only a service that does not answer ping is down.
+			if _, perr := daemon.Ping(ctx, p); perr != nil {
+				return fmt.Errorf("%w: %v", broker.ErrServiceDown, err)
 			}
-			notice(fmt.Sprintf("tamq: not sent to %s: %v", target, err))
 		}
-		// Success is silent: a line on the screen would scar a full-screen agent.
+		return err
 	}
 }
 
-// deliverySession keeps the broker attached to the service, so messages for
-// this window are written through the broker (which knows when the agent
-// wants bracketed paste and when exactly the bytes went in). When the service
-// is down or restarts, it attaches again on its own; the terminal never waits.
-func deliverySession(ctx context.Context, c *protocol.Client, args protocol.BrokerSessionArgs, relay *broker.Relay, obs *broker.Observer, filter *broker.InputFilter) {
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// session keeps the broker attached to the service, so messages for this
+// window are written through the broker (which knows when the agent is at
+// its prompt, when it wants bracketed paste and when exactly the bytes went
+// in), and tells the service whenever its view of the agent changes. When the
+// service is down or restarts, it attaches again on its own; the terminal
+// never waits.
+type session struct {
+	gate *broker.Gate
+	obs  *broker.Observer
+
+	mu   sync.Mutex // one writer on the connection
+	conn net.Conn
+	sent *protocol.BrokerState // the view the service has, nil: none yet
+	n    int
+}
+
+// newSession wires the broker's delivery gate and its reports to the relay
+// and the model.
+func newSession(relay *broker.Relay, model *broker.Model, obs *broker.Observer, busy func() bool, agent string) *session {
+	s := &session{gate: &broker.Gate{Relay: relay, Model: model, Hooks: &broker.HookState{},
+		Agent: agent, Busy: busy, Settle: 50 * time.Millisecond}, obs: obs}
+	model.Changed, model.ChangedEvery = func() { s.report() }, 100*time.Millisecond
+	relay.Observe, relay.Resized = model, model.Resize
+	return s
+}
+
+func (s *session) run(ctx context.Context, c *protocol.Client, args protocol.BrokerSessionArgs) {
 	delay := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		conn, fr, err := c.OpenStream(ctx, protocol.OpBrokerSession, args)
 		if err == nil {
 			delay = 100 * time.Millisecond
 			stop := context.AfterFunc(ctx, func() { conn.Close() })
-			serveDeliveries(conn, fr, relay, obs, filter)
+			s.attach(conn)
+			s.serve(fr)
+			s.attach(nil)
 			stop()
 			conn.Close()
 		}
@@ -138,9 +199,61 @@ func deliverySession(ctx context.Context, c *protocol.Client, args protocol.Brok
 	}
 }
 
-// serveDeliveries writes each delivery the service sends and answers with
-// what happened, until the connection ends.
-func serveDeliveries(conn net.Conn, fr *protocol.FrameReader, relay *broker.Relay, obs *broker.Observer, filter *broker.InputFilter) {
+// attach sets the connection (nil: none) and, on a new one, tells the
+// service the broker's view at once. Both happen under the lock, so a
+// report racing it sends nothing twice.
+func (s *session) attach(conn net.Conn) {
+	var st protocol.BrokerState
+	if conn != nil {
+		st.AtPrompt, st.Reason = s.gate.View()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.conn, s.sent = conn, nil
+	if conn != nil {
+		s.sendState(st)
+	}
+}
+
+// report sends a broker_state notification when the view changed.
+func (s *session) report() {
+	at, reason := s.gate.View()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := protocol.BrokerState{AtPrompt: at, Reason: reason}
+	if s.conn == nil || s.sent != nil && *s.sent == st {
+		return
+	}
+	s.sendState(st)
+}
+
+// sendState writes a broker_state notification (a request that gets no
+// reply). Called with mu held.
+func (s *session) sendState(st protocol.BrokerState) {
+	s.n++
+	args, _ := json.Marshal(st)
+	frame, err := protocol.EncodeFrame(protocol.Request{Proto: protocol.Version, Op: protocol.OpBrokerState, ID: "state-" + strconv.Itoa(s.n), Args: args})
+	if err != nil {
+		return
+	}
+	if _, err := s.conn.Write(frame); err == nil {
+		s.sent = &st
+	}
+}
+
+func (s *session) write(frame []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn == nil {
+		return net.ErrClosed
+	}
+	_, err := s.conn.Write(frame)
+	return err
+}
+
+// serve writes each delivery the service sends and answers with what
+// happened, until the connection ends.
+func (s *session) serve(fr *protocol.FrameReader) {
 	for {
 		frame, err := fr.Next()
 		if err != nil {
@@ -154,25 +267,26 @@ func serveDeliveries(conn net.Conn, fr *protocol.FrameReader, relay *broker.Rela
 		if err := protocol.DecodeArgs(req, &d); err != nil {
 			continue
 		}
-		quiet, waited := relay.AwaitMoment(broker.Moment{
-			Quiet: time.Duration(d.QuietMS) * time.Millisecond, MaxWait: time.Duration(d.MaxWaitMS) * time.Millisecond,
-			Busy: filter.MidLine,
-		})
-		obs.Injected(d.Text) // never read back as an address
-		bracketed := obs.BracketedPaste()
-		maybe, werr := relay.Deliver(d.Text, bracketed, time.Duration(d.PauseMS)*time.Millisecond)
-		res := protocol.DeliverResult{Written: werr == nil, MaybeWritten: maybe, WrittenAt: time.Now().UTC(), Bracketed: bracketed,
-			Quiet: quiet, WaitedMS: waited.Milliseconds()}
-		if werr != nil {
-			res.Error = werr.Error()
+		s.obs.Injected(d.Text) // never read back as an address
+		bracketed := s.obs.BracketedPaste()
+		out := s.gate.Deliver(broker.Delivery{Text: d.Text, Bracketed: bracketed,
+			Pause: time.Duration(d.PauseMS) * time.Millisecond, Quiet: time.Duration(d.QuietMS) * time.Millisecond,
+			MaxWait: time.Duration(d.MaxWaitMS) * time.Millisecond})
+		res := protocol.DeliverResult{Written: out.Written, MaybeWritten: out.MaybeWritten, WrittenAt: time.Now().UTC(),
+			Bracketed: bracketed, Quiet: out.Quiet, WaitedMS: out.Waited.Milliseconds(), NotReady: out.NotReady, Reason: out.Reason}
+		switch {
+		case out.Err != nil:
+			res.Error = out.Err.Error()
+		case out.NotReady:
+			res.Error = "the agent is not at its prompt: " + out.Reason
+		case !out.Written:
+			res.Error = "the text is in but the Enter was held back: " + out.Reason
 		}
 		b, _ := json.Marshal(res)
 		reply, err := protocol.EncodeFrame(protocol.Response{Proto: protocol.Version, ID: req.ID, OK: true, Result: b})
-		if err != nil {
+		if err != nil || s.write(reply) != nil {
 			return
 		}
-		if _, err := conn.Write(reply); err != nil {
-			return
-		}
+		s.report()
 	}
 }

@@ -55,6 +55,7 @@ in those windows. It works on its own; coordination-engine wakes agents through 
 		newReplayCmd(a),
 		newPurgeCmd(a),
 		newBrokerCmd(a),
+		newHookCmd(a),
 		newServeCmd(a),
 		newStartCmd(a),
 		newStopCmd(a),

@@ -1,0 +1,199 @@
+package broker
+
+import (
+	"time"
+)
+
+// Gate writes deliveries into the agent and presses their Enter only when it
+// can tell the Enter submits the text: the agent at its input prompt, not in
+// a selection dialog, a confirmation or a permission prompt, where an Enter
+// would choose something nobody chose. Every signal must agree:
+//
+//  1. the screen model has caught up with the agent's output, and two reads
+//     of it in a row show the prompt (AtPrompt), for the agent's kind;
+//  2. the agent's hooks, when it has them, report no open dialog;
+//  3. after the paste, the text shows in the input box with the cursor
+//     after it (InputShows; for other programs, still no dialog markers),
+//     and no hook event came in between.
+//
+// When 1 or 2 do not hold within the delivery's wait, nothing is written
+// (NotReady, with the reason). When 3 fails the text is in but the Enter is
+// not pressed (MaybeWritten, with the reason); a second Enter is never sent.
+type Gate struct {
+	Relay *Relay
+	Model *Model
+	// Hooks is what the agent's hooks said; nil when none report.
+	Hooks *HookState
+	// Agent is AgentOf the window's command.
+	Agent string
+	// Busy says the operator is midway through typing a line.
+	Busy func() bool
+	// Settle is the pause between the two reads of the screen.
+	Settle time.Duration
+}
+
+// Delivery is one message to write.
+type Delivery struct {
+	Text      string
+	Bracketed bool
+	// Pause is the gap between the paste and its Enter; Quiet and MaxWait
+	// as in Moment. MaxWait also bounds the wait for the prompt.
+	Pause, Quiet, MaxWait time.Duration
+}
+
+// Outcome is what became of a delivery.
+type Outcome struct {
+	Written, MaybeWritten, NotReady bool
+	Reason                          string
+	Quiet                           bool
+	Waited                          time.Duration
+	Err                             error
+}
+
+// pasteShowsWithin bounds how long after the pause the text may take to
+// show in the input box.
+const pasteShowsWithin = time.Second
+
+// View is the broker's view of its agent now: at its prompt or not, and why
+// not.
+func (g *Gate) View() (atPrompt bool, reason string) {
+	s := g.Model.Snapshot()
+	s.Agent = g.Agent
+	at, why := AtPrompt(s)
+	if g.Hooks != nil {
+		if d := g.Hooks.Dialog(at, time.Now()); d != "" {
+			return false, d
+		}
+	}
+	return at, why
+}
+
+// Deliver writes d into the agent when it is at its prompt.
+func (g *Gate) Deliver(d Delivery) Outcome {
+	start := time.Now()
+	deadline := start.Add(d.MaxWait)
+	quiet, _ := g.Relay.AwaitMoment(Moment{Quiet: d.Quiet, MaxWait: d.MaxWait, Busy: g.Busy})
+	var hooks uint64
+	for {
+		var reason string
+		hooks, reason = g.ready(deadline)
+		if reason == "" {
+			break
+		}
+		if !time.Now().Before(deadline) {
+			return Outcome{NotReady: true, Reason: reason, Quiet: quiet, Waited: time.Since(start)}
+		}
+		time.Sleep(min(100*time.Millisecond, time.Until(deadline)))
+	}
+	out := Outcome{Quiet: quiet, Waited: time.Since(start)}
+	body := d.Text
+	if d.Bracketed {
+		body = "\x1b[200~" + d.Text + "\x1b[201~"
+	}
+	out.Err = g.Relay.Exclusive(func(write func([]byte) error) error {
+		// From the first byte on, the text may be in the agent's input.
+		out.MaybeWritten = true
+		if err := write([]byte(body)); err != nil {
+			return err
+		}
+		// Agents take an Enter that comes with a paste for a newline: the
+		// pause keeps them apart.
+		time.Sleep(d.Pause)
+		if reason := g.pasteShows(d.Text, hooks); reason != "" {
+			out.Reason = reason
+			return nil
+		}
+		// An agent draws the paste once it has read it, which under load
+		// can be well after the write; an Enter that follows its reading
+		// too closely is taken for part of the paste (Codex: within
+		// 120 ms). So the pause also runs from the agent's last output.
+		if quiet, _ := g.Relay.AwaitMoment(Moment{Quiet: d.Pause, MaxWait: pasteShowsWithin}); !quiet {
+			out.Reason = "the agent kept drawing after the paste"
+			return nil
+		}
+		if reason := g.pasteShows(d.Text, hooks); reason != "" {
+			out.Reason = reason
+			return nil
+		}
+		if err := write([]byte{'\r'}); err != nil {
+			return err
+		}
+		out.Written, out.MaybeWritten = true, false
+		return nil
+	})
+	return out
+}
+
+// ready reads the screen twice, Settle apart, and returns "" when both show
+// the prompt and the hooks agree, with the hooks' event count at the first
+// read.
+func (g *Gate) ready(deadline time.Time) (hooks uint64, reason string) {
+	hooks = g.hookSeq()
+	// Output that outran the wait for a quiet moment still gets a moment to
+	// reach the model.
+	deadline = later(deadline, time.Now().Add(250*time.Millisecond))
+	for range 2 {
+		if !g.caughtUp(deadline) {
+			return hooks, "the screen model is behind the agent's output"
+		}
+		if at, why := g.View(); !at {
+			return hooks, why
+		}
+		time.Sleep(g.Settle)
+	}
+	if g.hookSeq() != hooks {
+		return hooks, "the agent's hooks reported an event while the screen was read"
+	}
+	return hooks, ""
+}
+
+// pasteShows checks, after the paste, that the text sits in the input box
+// and nothing else happened; "" when the Enter may go.
+func (g *Gate) pasteShows(text string, hooks uint64) string {
+	deadline := time.Now().Add(pasteShowsWithin)
+	for {
+		g.caughtUp(deadline)
+		s := g.Model.Snapshot()
+		s.Agent = g.Agent
+		reason := ""
+		if g.hookSeq() != hooks {
+			return "the agent's hooks reported an event during the paste"
+		}
+		if ok, why := InputShows(s, text); !ok {
+			reason = why
+		} else if at, why := AtPrompt(s); s.Agent == "" && !at {
+			// A program tamq cannot read an input box of: no dialog came up.
+			reason = "after the paste: " + why
+		}
+		if reason == "" || !time.Now().Before(deadline) {
+			return reason
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (g *Gate) hookSeq() uint64 {
+	if g.Hooks == nil {
+		return 0
+	}
+	return g.Hooks.Seq()
+}
+
+// caughtUp waits (up to deadline) until the model has taken all the output
+// the relay passed on.
+func (g *Gate) caughtUp(deadline time.Time) bool {
+	for g.Model.Handled() < g.Relay.Output() {
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return true
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,251 @@
+package broker
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/protocol"
+)
+
+// HookSocketEnv names the variable that tells an agent's hooks (through
+// `tamq hook`) where their window's broker listens.
+const HookSocketEnv = "TAMQ_HOOK_SOCKET"
+
+// HookEvent is what an agent's hook reports: the event's name (Claude Code's
+// hook_event_name, Codex's hook event or notify type), a notification's
+// type, and the tool a permission is asked for. Nothing else of the hook's
+// input (prompts, tool arguments) is kept or forwarded.
+type HookEvent struct {
+	Event string `json:"event"`
+	Type  string `json:"type,omitempty"`
+	Tool  string `json:"tool,omitempty"`
+}
+
+// ParseHook reads the JSON an agent passes its hook: Claude Code's
+// (hook_event_name, notification_type, tool_name), Codex's hooks (the
+// same names) and Codex's notify ({"type":"agent-turn-complete"}). It walks
+// the top-level fields and skips the rest, so input cut short after the
+// fields it wants (a huge tool input) still reads.
+func ParseHook(raw []byte) (HookEvent, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return HookEvent{}, errors.New("hook input is not a JSON object")
+	}
+	var e HookEvent
+	var notifyType string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		key, _ := tok.(string)
+		var dst *string
+		switch key {
+		case "hook_event_name":
+			dst = &e.Event
+		case "notification_type":
+			dst = &e.Type
+		case "tool_name":
+			dst = &e.Tool
+		case "type":
+			dst = &notifyType
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			break
+		}
+		if dst != nil {
+			json.Unmarshal(v, dst) // a value of another type leaves it empty
+		}
+	}
+	if e.Event == "" {
+		e.Event = notifyType // Codex's notify names its event "type"
+	}
+	if e.Event == "" {
+		return HookEvent{}, errors.New("hook input names no event")
+	}
+	return HookEvent{Event: cut(e.Event, 64), Type: cut(e.Type, 64), Tool: cut(e.Tool, 64)}, nil
+}
+
+func cut(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// HookStale is how long the screen must show the prompt, after a hook said
+// a dialog opened, before that word is taken as out of date: nothing fires
+// when the user dismisses a dialog with Esc.
+const HookStale = 5 * time.Second
+
+// HookState is what the agent's hooks have said: whether a dialog is open
+// (a permission request not yet answered), and a count of events, so a
+// delivery can tell that something happened between its checks and its
+// Enter. It does no I/O; the time is passed in.
+type HookState struct {
+	mu          sync.Mutex
+	seq         uint64
+	dialog      string
+	since       time.Time
+	promptSince time.Time
+}
+
+// Apply takes one event.
+func (h *HookState) Apply(e HookEvent, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.seq++
+	switch e.Event {
+	case "PermissionRequest":
+		h.open(fmt.Sprintf("the agent asks permission%s (hook PermissionRequest)", forTool(e.Tool)), now)
+	case "Notification":
+		switch e.Type {
+		case "permission_prompt", "elicitation_dialog":
+			h.open("the agent waits for an answer (hook Notification "+e.Type+")", now)
+		case "idle_prompt":
+			h.dialog = ""
+		}
+	case "Stop", "SubagentStop", "UserPromptSubmit", "SessionStart", "PostToolUse", "PostToolUseFailure",
+		"Interrupt", "agent-turn-complete":
+		// A turn ended, a prompt was submitted, or the tool asked about ran:
+		// whatever dialog there was is answered.
+		h.dialog = ""
+	}
+}
+
+func forTool(tool string) string {
+	if tool == "" {
+		return ""
+	}
+	return " for " + tool
+}
+
+func (h *HookState) open(reason string, now time.Time) {
+	h.dialog, h.since, h.promptSince = reason, now, time.Time{}
+}
+
+// Seq counts the events so far.
+func (h *HookState) Seq() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seq
+}
+
+// Dialog returns why the hooks say a dialog is open, or "". The screen's
+// word (atPrompt) retires a dialog once the prompt has shown for HookStale,
+// both since the event and without a break.
+func (h *HookState) Dialog(atPrompt bool, now time.Time) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.dialog == "" {
+		return ""
+	}
+	if !atPrompt {
+		h.promptSince = time.Time{}
+		return h.dialog
+	}
+	if h.promptSince.IsZero() {
+		h.promptSince = now
+	}
+	if now.Sub(h.promptSince) >= HookStale && now.Sub(h.since) >= HookStale {
+		h.dialog = ""
+	}
+	return h.dialog
+}
+
+// HookListener is the broker's private socket for its agent's hooks, in
+// tamq's 0700 state directory, 0600 itself; a peer of another uid is closed
+// unread.
+type HookListener struct {
+	ln   *protocol.Listener
+	wg   sync.WaitGroup
+	uid  uint32
+	take func(HookEvent)
+}
+
+// HookSocketFor is the hook socket of the broker with process id pid.
+func HookSocketFor(stateDir string, pid int) string {
+	return filepath.Join(stateDir, "hooks", fmt.Sprintf("%d.sock", pid))
+}
+
+// ListenHooks listens at path and hands each event to take.
+func ListenHooks(path string, take func(HookEvent)) (*HookListener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	ln, err := protocol.Listen(path)
+	if err != nil {
+		return nil, err
+	}
+	h := &HookListener{ln: ln, uid: uint32(os.Getuid()), take: take}
+	h.wg.Add(1)
+	go h.serve()
+	return h, nil
+}
+
+// Path is where the listener listens.
+func (h *HookListener) Path() string { return h.ln.Path }
+
+// Close stops listening and removes the socket.
+func (h *HookListener) Close() {
+	h.ln.Close()
+	h.ln.Remove()
+	h.wg.Wait()
+}
+
+func (h *HookListener) serve() {
+	defer h.wg.Done()
+	for {
+		c, err := h.ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			defer c.Close()
+			if peer, err := protocol.PeerOf(c); err != nil || peer.UID != h.uid {
+				return
+			}
+			c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			line, err := bufio.NewReader(io.LimitReader(c, 4096)).ReadBytes('\n')
+			if err != nil && len(line) == 0 {
+				return
+			}
+			var e HookEvent
+			if json.Unmarshal(line, &e) != nil || e.Event == "" {
+				return
+			}
+			h.take(e)
+		}()
+	}
+}
+
+// SendHook forwards one event to the broker listening at path.
+func SendHook(path string, e HookEvent, timeout time.Duration) error {
+	c, err := net.DialTimeout("unix", path, timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(timeout))
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	_, err = c.Write(append(b, '\n'))
+	return err
+}

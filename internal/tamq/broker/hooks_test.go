@@ -1,0 +1,103 @@
+package broker
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/testutil"
+)
+
+func TestParseHook(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     HookEvent
+		err      bool
+	}{
+		{"Claude PermissionRequest", `{"session_id":"s","cwd":"/r","hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{"command":"rm -rf x"}}`,
+			HookEvent{Event: "PermissionRequest", Tool: "Bash"}, false},
+		{"Claude Notification", `{"hook_event_name":"Notification","message":"Claude needs your permission","notification_type":"permission_prompt"}`,
+			HookEvent{Event: "Notification", Type: "permission_prompt"}, false},
+		{"Codex notify", `{"type":"agent-turn-complete","turn-id":"1","input-messages":["hi"]}`, HookEvent{Event: "agent-turn-complete"}, false},
+		{"cut short after the event", `{"hook_event_name":"PreToolUse","tool_name":"Write","tool_input":{"content":"aaaa`,
+			HookEvent{Event: "PreToolUse", Tool: "Write"}, false},
+		{"values of other types", `{"hook_event_name":7,"type":"Stop","tool_name":{"x":1}}`, HookEvent{Event: "Stop"}, false},
+		{"no event", `{"cwd":"/r"}`, HookEvent{}, true},
+		{"not JSON", `PermissionRequest`, HookEvent{}, true},
+		{"an array", `["hook_event_name"]`, HookEvent{}, true},
+		{"long names are cut", `{"hook_event_name":"` + strings.Repeat("x", 500) + `"}`, HookEvent{Event: strings.Repeat("x", 64)}, false},
+	}
+	for _, tt := range tests {
+		got, err := ParseHook([]byte(tt.in))
+		if got != tt.want || (err != nil) != tt.err {
+			t.Errorf("%s: ParseHook = %+v, %v; want %+v (error %v)", tt.name, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+func TestHookState(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	var h HookState
+	if d := h.Dialog(true, t0); d != "" {
+		t.Fatalf("a dialog before any event: %q", d)
+	}
+	h.Apply(HookEvent{Event: "PermissionRequest", Tool: "Bash"}, t0)
+	if d := h.Dialog(false, t0); d != "the agent asks permission for Bash (hook PermissionRequest)" {
+		t.Fatalf("after PermissionRequest: %q", d)
+	}
+	// The screen showing the prompt does not outvote a fresh event...
+	if d := h.Dialog(true, t0.Add(time.Second)); d == "" {
+		t.Fatal("a fresh permission request was dropped on one screen read")
+	}
+	// ...but a prompt that stays HookStale retires it (Esc fires no hook).
+	if d := h.Dialog(true, t0.Add(time.Second+HookStale)); d != "" {
+		t.Fatalf("stale dialog kept: %q", d)
+	}
+	h.Apply(HookEvent{Event: "Notification", Type: "permission_prompt"}, t0)
+	h.Apply(HookEvent{Event: "PostToolUse", Tool: "Bash"}, t0)
+	if d := h.Dialog(false, t0); d != "" {
+		t.Fatalf("the tool ran, the dialog is answered: %q", d)
+	}
+	h.Apply(HookEvent{Event: "Notification", Type: "elicitation_dialog"}, t0)
+	h.Apply(HookEvent{Event: "Stop"}, t0)
+	if d := h.Dialog(false, t0); d != "" {
+		t.Fatalf("after Stop: %q", d)
+	}
+	if h.Seq() != 5 {
+		t.Fatalf("Seq = %d, want 5 events", h.Seq())
+	}
+}
+
+func TestHookListener(t *testing.T) {
+	dir, err := os.MkdirTemp("", "tamq-hk-") // short: socket paths are limited
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	got := make(chan HookEvent, 1)
+	h, err := ListenHooks(HookSocketFor(dir, 4242), func(e HookEvent) { got <- e })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	for path, mode := range map[string]os.FileMode{h.Path(): 0o600, filepath.Dir(h.Path()): 0o700} {
+		if st, err := os.Lstat(path); err != nil || st.Mode().Perm() != mode {
+			t.Errorf("%s: %v %v, want %v", path, st.Mode(), err, mode)
+		}
+	}
+	if err := SendHook(h.Path(), HookEvent{Event: "PermissionRequest", Tool: "Bash"}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-got:
+		if e != (HookEvent{Event: "PermissionRequest", Tool: "Bash"}) {
+			t.Errorf("got %+v", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the event never arrived")
+	}
+	h.Close()
+	testutil.WaitFor(t, "the socket to be removed", func() bool { _, err := os.Lstat(h.Path()); return os.IsNotExist(err) })
+}

@@ -1,0 +1,132 @@
+package broker
+
+import (
+	"strings"
+	"testing"
+)
+
+// screen builds a screen from rows, with the cursor at the end of the last
+// non-empty row.
+func screen(agent string, rows ...string) Screen {
+	s := Screen{Rows: rows, Agent: agent, CursorVisible: true, Cols: 80}
+	for y, r := range rows {
+		if r != "" {
+			s.CursorY, s.CursorX = y, len([]rune(r))
+		}
+	}
+	return s
+}
+
+func TestClassifyOtherPrograms(t *testing.T) {
+	tests := []struct {
+		name string
+		s    Screen
+		want string
+	}{
+		{"a shell prompt", screen("", "$ ls", "README", "$ "), StatePrompt},
+		{"a REPL", screen("", ">>> 1+1", "2", ">>> "), StatePrompt},
+		{"an empty screen (the test recorders)", Screen{Rows: make([]string, 24)}, StatePrompt},
+		{"a numbered list printed by a program", screen("", "1. one", "2. two", "$ "), StatePrompt},
+		{"one highlighted line is no menu", screen("", "> 1. the only step", "$ "), StatePrompt},
+		{"apt asks", screen("", "Need to get 10 MB.", "Do you want to continue? [Y/n] "), StateDialog},
+		{"a menu", screen("", "> 1. Sign in", "  2. Quit", ""), StateDialog},
+		{"a menu with ❯", screen("", "❯ 1. Yes", "  2. No", "Esc to cancel"), StateDialog},
+		{"a confirmation footer", screen("", "Delete it?", "Enter to confirm · Esc to cancel"), StateDialog},
+		{"press enter to continue", screen("", "Press Enter to continue"), StateDialog},
+		{"an old dialog far above the cursor", screen("", append([]string{"Press enter to continue"}, append(make([]string, 12), "$ ")...)...), StatePrompt},
+		{"Action Required in the title", Screen{Rows: []string{"$ "}, Title: "[ ! ] Action Required | repo"}, StateDialog},
+		{"blocked by its own report", Screen{Rows: []string{"$ "}, Status: "blocked:permission"}, StateDialog},
+		{"working by its own report", Screen{Rows: []string{"$ "}, Status: "working"}, StateBusy},
+		{"idle by its own report", Screen{Rows: []string{"$ "}, Status: "idle"}, StatePrompt},
+		{"a frame half drawn", Screen{Rows: []string{"$ "}, Drawing: true}, StateDialog},
+		{"a stale picture of a shell still counts", Screen{Rows: []string{"$ "}, Stale: true}, StatePrompt},
+	}
+	for _, tt := range tests {
+		if got, why := Classify(tt.s); got != tt.want {
+			t.Errorf("%s: Classify = %s (%s), want %s", tt.name, got, why, tt.want)
+		}
+	}
+}
+
+func TestClassifyAgents(t *testing.T) {
+	rule := strings.Repeat("─", 80)
+	claudeBox := func(input string, footer string) Screen {
+		s := Screen{Agent: AgentClaude, Cols: 80, Rows: []string{"● earlier output", "", rule, "❯\u00a0" + input, rule, "  " + footer}}
+		s.CursorY, s.CursorX = 3, 2+len([]rune(input))
+		return s
+	}
+	codex := func(title, input string) Screen {
+		s := Screen{Agent: AgentCodex, Title: title, CursorVisible: true, Rows: []string{">_ OpenAI Codex", "", "› " + input, "", "  model · /repo"}}
+		s.CursorY, s.CursorX = 2, 2+len([]rune(input))
+		if input == "" {
+			s.Rows[2] = "› Ask Codex to do anything"
+		}
+		return s
+	}
+	stale := claudeBox("", "? for shortcuts")
+	stale.Stale = true
+	hidden := codex("repo", "")
+	hidden.CursorVisible = false
+	pastBox := claudeBox("", "? for shortcuts")
+	pastBox.Rows[3] = "❯ an old prompt" // a plain space: the transcript, not the box
+	tests := []struct {
+		name string
+		s    Screen
+		want string
+	}{
+		{"Claude at its prompt", claudeBox("", "? for shortcuts"), StatePrompt},
+		{"Claude with a draft", claudeBox("half typed", "? for shortcuts"), StatePromptText},
+		{"Claude busy", claudeBox("", "esc to interrupt"), StateBusy},
+		{"Claude's transcript, no box", pastBox, StateDialog},
+		{"Claude, a stale picture", stale, StateDialog},
+		{"Codex at its prompt", codex("repo", ""), StatePrompt},
+		{"Codex starting", codex("", ""), StateStarting},
+		{"Codex busy", codex("⠦ repo", ""), StateBusy},
+		{"Codex with a draft", codex("repo", "draft"), StatePromptText},
+		{"Codex with its cursor hidden", hidden, StateDialog},
+	}
+	for _, tt := range tests {
+		if got, why := Classify(tt.s); got != tt.want {
+			t.Errorf("%s: Classify = %s (%s), want %s", tt.name, got, why, tt.want)
+		}
+	}
+}
+
+func TestInputShows(t *testing.T) {
+	rule := strings.Repeat("─", 80)
+	box := func(cx int, rows ...string) Screen {
+		all := append(append([]string{rule}, rows...), rule)
+		return Screen{Agent: AgentClaude, Cols: 80, Rows: all, CursorX: cx, CursorY: len(rows)}
+	}
+	tests := []struct {
+		name string
+		s    Screen
+		text string
+		want bool
+	}{
+		{"three lines", box(12, "❯\u00a0line one", "  line two", "  line three"), "line one\nline two\nline three", true},
+		{"collapsed", box(30, "❯\u00a0[Pasted text #1 +29 lines]"), "long\ntext", true},
+		{"a draft, not our text", box(7, "❯\u00a0draft"), "line one", false},
+		{"still empty", box(2, "❯\u00a0"), "line one", false},
+		{"a shell: nothing to read", Screen{Rows: []string{"$ "}}, "anything", true},
+	}
+	for _, tt := range tests {
+		if got, why := InputShows(tt.s, tt.text); got != tt.want {
+			t.Errorf("%s: InputShows = %v (%s), want %v", tt.name, got, why, tt.want)
+		}
+	}
+}
+
+func TestAgentOf(t *testing.T) {
+	for argv, want := range map[string]string{
+		"claude":                                  AgentClaude,
+		"/x/node_modules/.bin/codex --no-daemon":  AgentCodex,
+		"sh -c 'exec claude --settings s.json'":   AgentClaude,
+		"bash":                                    "",
+		"sh -c 'stty raw -echo; exec cat > file'": "",
+	} {
+		if got := AgentOf(strings.Fields(argv)); got != want {
+			t.Errorf("AgentOf(%q) = %q, want %q", argv, got, want)
+		}
+	}
+}

@@ -1,0 +1,192 @@
+package service_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/testutil"
+)
+
+// The real Claude Code and Codex CLIs under tamq, offline with fake keys:
+// `make test-agents` installs them (scripts/install-agents) and sets
+// TAMQ_TEST_AGENTS to the folder holding their node_modules.
+
+// Fake keys of the right shape: the agents start with them and fail only
+// when they reach for their API.
+const (
+	fakeAnthropicKey = "sk-ant-api03-tamqtesttamqtesttamqtesttamqtesttamqtesttamqtesttamqtesttamqtesttamqtesttamqtestAA"
+	fakeOpenAIKey    = "sk-proj-tamqtesttamqtesttamqtesttamqtesttamqtestab"
+)
+
+// agentsConfig lets a delivery that finds no prompt be tried again for
+// over a minute: offline, the agents take up to 40 s to show their prompt.
+const agentsConfig = "[delivery]\nenter_pause_ms = 300\n[coordination]\nretry_backoff_seconds = [8]\nmax_attempts = 9\n"
+
+func agentBin(t *testing.T, name string) string {
+	t.Helper()
+	dir := os.Getenv("TAMQ_TEST_AGENTS")
+	if dir == "" {
+		t.Skip("TAMQ_TEST_AGENTS is unset: `make test-agents` installs the real Claude Code and Codex from npm (about 760 MB) and runs these tests; they take minutes offline, so `make test` leaves them out")
+	}
+	bin := filepath.Join(dir, "node_modules", ".bin", name)
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%s is not installed in %s (run scripts/install-agents): %v", name, dir, err)
+	}
+	return bin
+}
+
+// agentWindow opens a window for repo running command with env, and
+// returns the pane and a reader of its screen.
+func agentWindow(t *testing.T, e *testutil.Env, tm *testutil.Tmux, repo string, env []string, command string) (string, func() string) {
+	t.Helper()
+	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", "env "+strings.Join(env, " ")+" "+command, repo)
+	pane := paneOf(t, tm, repo)
+	return pane, func() string { out, _ := tm.Cmd("capture-pane", "-p", "-J", "-t", pane); return string(out) }
+}
+
+// waitLong is testutil.WaitFor with a deadline for agents that take their
+// time offline.
+func waitLong(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func paneDead(t *testing.T, tm *testutil.Tmux, pane string) bool {
+	return tm.Must(t, "display", "-p", "-t", pane, "#{pane_dead}") == "1"
+}
+
+// claudeHome writes what Claude Code needs to start offline without its
+// first-run screens; trusted says whether it trusts the repo.
+func claudeHome(t *testing.T, e *testutil.Env, repoPath string, trusted bool) []string {
+	t.Helper()
+	home := filepath.Join(e.Root, "agent-home")
+	os.MkdirAll(home, 0o755)
+	projects := map[string]any{}
+	if trusted {
+		projects[repoPath] = map[string]bool{"hasTrustDialogAccepted": true}
+	}
+	cfg, _ := json.Marshal(map[string]any{
+		"hasCompletedOnboarding": true,
+		"customApiKeyResponses":  map[string][]string{"approved": {fakeAnthropicKey[len(fakeAnthropicKey)-20:]}, "rejected": {}},
+		"projects":               projects,
+	})
+	if err := os.WriteFile(filepath.Join(home, ".claude.json"), cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"HOME=" + home, "ANTHROPIC_API_KEY=" + fakeAnthropicKey, "DISABLE_AUTOUPDATER=1",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "TERM=xterm-256color"}
+}
+
+// codexHome writes Codex's home: logged in with the fake key (or not, to
+// get its sign-in menu) and trusting the repo.
+func codexHome(t *testing.T, e *testutil.Env, bin, repoPath string, loggedIn bool) []string {
+	t.Helper()
+	home := filepath.Join(e.Root, "agent-home")
+	os.MkdirAll(filepath.Join(home, ".codex"), 0o755)
+	env := []string{"HOME=" + home, "OPENAI_API_KEY=" + fakeOpenAIKey, "TERM=xterm-256color"}
+	if loggedIn {
+		login := exec.Command(bin, "login", "--with-api-key")
+		login.Env, login.Dir = append(os.Environ(), env...), repoPath
+		login.Stdin = strings.NewReader(fakeOpenAIKey + "\n")
+		if out, err := login.CombinedOutput(); err != nil {
+			t.Fatalf("codex login: %v\n%s", err, out)
+		}
+	}
+	cfg := fmt.Sprintf("[projects.%q]\ntrust_level = \"trusted\"\n", repoPath)
+	if err := os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+const threeLines = "To:%s: line one\nline two\nline three"
+
+func TestRealAgents(t *testing.T) {
+	t.Run("Claude Code takes a three-line message as one prompt", func(t *testing.T) {
+		bin := agentBin(t, "claude")
+		t.Parallel()
+		e, tm := emptyWorkspace(t, agentsConfig)
+		repo := e.Gita(t, "claude-repo")["claude-repo"]
+		_, screen := agentWindow(t, e, tm, "claude-repo", claudeHome(t, e, repo, true), bin)
+		defer func() {
+			if t.Failed() {
+				t.Logf("screen:\n%s", screen())
+			}
+		}()
+		m := send(t, e, fmt.Sprintf(threeLines, "claude-repo"))
+		waitLong(t, "the message to go in", 3*time.Minute, func() bool { return stateOf(t, e, m.ID).State == "injected" })
+		waitLong(t, "Claude to submit it and fail on its API", 2*time.Minute, func() bool {
+			return strings.Contains(screen(), "Can't reach the API server")
+		})
+		if s := screen(); strings.Count(s, "From:operator/o: line one") != 1 || !strings.Contains(s, "line three") {
+			t.Errorf("not one prompt of three lines:\n%s", s)
+		}
+	})
+	t.Run("Claude Code's trust dialog gets no Enter", func(t *testing.T) {
+		bin := agentBin(t, "claude")
+		t.Parallel()
+		e, tm := emptyWorkspace(t, agentsConfig)
+		repo := e.Gita(t, "claude-repo")["claude-repo"]
+		pane, screen := agentWindow(t, e, tm, "claude-repo", claudeHome(t, e, repo, false), bin)
+		noEnterIntoTheDialog(t, e, tm, pane, screen, "claude-repo", "Yes, I trust this folder")
+	})
+	t.Run("Codex takes a three-line message as one prompt", func(t *testing.T) {
+		bin := agentBin(t, "codex")
+		t.Parallel()
+		e, tm := emptyWorkspace(t, agentsConfig)
+		repo := e.Gita(t, "codex-repo")["codex-repo"]
+		_, screen := agentWindow(t, e, tm, "codex-repo", codexHome(t, e, bin, repo, true), bin+" --no-daemon")
+		defer func() {
+			if t.Failed() {
+				t.Logf("screen:\n%s", screen())
+			}
+		}()
+		m := send(t, e, fmt.Sprintf(threeLines, "codex-repo"))
+		waitLong(t, "the message to go in", 3*time.Minute, func() bool { return stateOf(t, e, m.ID).State == "injected" })
+		waitLong(t, "Codex to submit it", 2*time.Minute, func() bool {
+			s := screen()
+			return strings.Contains(s, "esc to interrupt") || strings.Contains(s, "Reconnecting") || strings.Contains(s, "Queued follow-up")
+		})
+		if s := screen(); strings.Count(s, "From:operator/o: line one") != 1 || !strings.Contains(s, "line three") {
+			t.Errorf("not one prompt of three lines:\n%s", s)
+		}
+	})
+	t.Run("Codex's sign-in menu gets no Enter", func(t *testing.T) {
+		bin := agentBin(t, "codex")
+		t.Parallel()
+		e, tm := emptyWorkspace(t, agentsConfig)
+		repo := e.Gita(t, "codex-repo")["codex-repo"]
+		pane, screen := agentWindow(t, e, tm, "codex-repo", codexHome(t, e, bin, repo, false), bin+" --no-daemon")
+		noEnterIntoTheDialog(t, e, tm, pane, screen, "codex-repo", "Sign in with ChatGPT")
+	})
+}
+
+// noEnterIntoTheDialog waits for the dialog (known by its text), sends a
+// message, and checks that the broker held it back: queued with the reason,
+// the agent alive, the dialog still there.
+func noEnterIntoTheDialog(t *testing.T, e *testutil.Env, tm *testutil.Tmux, pane string, screen func() string, repo, dialog string) {
+	t.Helper()
+	waitLong(t, "the dialog", 2*time.Minute, func() bool { return strings.Contains(screen(), dialog) })
+	m := send(t, e, fmt.Sprintf(threeLines, repo))
+	waitLong(t, "the broker to hold the delivery back", 2*time.Minute, func() bool {
+		return strings.Contains(stateOf(t, e, m.ID).LastError, "not at its prompt")
+	})
+	if st := stateOf(t, e, m.ID); st.State != "queued" {
+		t.Errorf("message %+v", st)
+	}
+	if paneDead(t, tm, pane) || !strings.Contains(screen(), dialog) {
+		t.Errorf("the dialog was answered:\n%s", screen())
+	}
+}
