@@ -357,7 +357,8 @@ func TestCrashMidDeliveryLosesAndDoublesNothing(t *testing.T) {
 func TestSenderIsTheWindowTheProcessRunsIn(t *testing.T) {
 	t.Parallel()
 	e, tm := workspace(t, fastConfig, "net-kingdom", "railiance")
-	railiancePane := paneOf(t, e, "railiance")
+	_, railiance := windowStatus(t, e, "railiance")
+	railiancePane := railiance.PaneID
 	// Outside tmux, with $TMUX and $TMUX_PANE set by hand to railiance's pane:
 	// the operator.
 	cmd := e.Command(context.Background(), "tamq", "send", "--json", "To:net-kingdom: spoofed")
@@ -394,24 +395,6 @@ func TestSenderIsTheWindowTheProcessRunsIn(t *testing.T) {
 	if rec, _ := e.Recording("net-kingdom"); !strings.HasSuffix(rec, "From:agent-repo: From:operator/o: pretending\r") {
 		t.Errorf("net-kingdom received %q", rec)
 	}
-}
-
-// paneOf is the pane of repo's window, as status reports it.
-func paneOf(t testing.TB, e *testutil.Env, repo string) string {
-	t.Helper()
-	var st protocol.StatusReport
-	if err := json.Unmarshal([]byte(e.Run(t, "tamq", "status", "--json").Stdout), &st); err != nil {
-		t.Fatal(err)
-	}
-	for _, ep := range st.Endpoints {
-		for _, w := range ep.Windows {
-			if w.Repo == repo && ep.State == "connected" {
-				return w.PaneID
-			}
-		}
-	}
-	t.Fatalf("no connected window for %s: %+v", repo, st.Endpoints)
-	return ""
 }
 
 // tmuxSocketPath is the socket path of a private tmux server.
