@@ -169,10 +169,7 @@ func (s *Service) brokerFrame(bc *brokerConn, frame []byte) {
 		}
 		reason := ""
 		if !st.AtPrompt {
-			reason = "the agent is not at its input prompt"
-			if st.Reason != "" {
-				reason += ": " + st.Reason
-			}
+			reason = notAtPrompt(st.Reason)
 		}
 		s.setWait(fromBroker, bc.endpointID, bc.repo, reason)
 		return
@@ -222,10 +219,7 @@ func (bc *brokerConn) deliver(ctx context.Context, d protocol.DeliverArgs) (Writ
 				out.Moment = "quiet"
 			}
 			if res.NotReady {
-				out.MaybeWritten, out.Deferred, out.Reason = false, true, res.Reason
-				if out.Reason == "" {
-					out.Reason = "the agent is not at its input prompt"
-				}
+				out.MaybeWritten, out.Deferred, out.Reason = false, true, notAtPrompt(res.Reason)
 				return out, errs.New(errs.Unavailable, "nothing written: %s", out.Reason)
 			}
 			if !res.Written {
@@ -236,6 +230,15 @@ func (bc *brokerConn) deliver(ctx context.Context, d protocol.DeliverArgs) (Writ
 			return out, nil
 		}
 	}
+}
+
+// notAtPrompt is the wait reason of a window whose broker says its agent is
+// not at its input prompt, with what the broker saw instead.
+func notAtPrompt(saw string) string {
+	if saw == "" {
+		return "the agent is not at its prompt"
+	}
+	return "the agent is not at its prompt: " + saw
 }
 
 func mustJSON(v any) json.RawMessage {
