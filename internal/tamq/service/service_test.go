@@ -53,22 +53,22 @@ func setupIn(t testing.TB, root string, o Options) (*Service, paths.Paths) {
 
 func TestAdvisoryAtStartAndCleanShutdown(t *testing.T) {
 	t.Parallel()
-	// Seed a database with a little history and a connected endpoint.
+	// Seed a database with a little history and a connected endpoint (a real
+	// tmux server, so the service's watcher keeps it connected).
 	svc, p := setup(t, Options{})
 	ctx := context.Background()
+	tm := testutil.NewTmux(t)
+	socket := tm.Must(t, "display", "-p", "#{socket_path}")
+	pid := tm.Must(t, "display", "-p", "#{pid}")
 	err := svc.db.WriteTx(ctx, func(tx *sql.Tx) error {
-		for _, q := range []string{
-			`INSERT INTO messages (id, batch_id, sender, sender_kind, target_repo, body, ack_mode, state, max_attempts,
+		if _, err := tx.Exec(`INSERT INTO messages (id, batch_id, sender, sender_kind, target_repo, body, ack_mode, state, max_attempts,
 				policy_profile, config_version, created_at, updated_at)
-				VALUES ('m', 'b', 'operator', 'operator', 'r', 'hello', 'injected', 'queued', 4, 'p', 'c', 1772668800000, 1772668800000)`,
-			`INSERT INTO endpoints (id, tmux_socket, tmux_server_pid, session_name, state, created_at, updated_at)
-				VALUES ('tmux-amq-1', '/s', 1, 's', 'connected', 1, 1)`,
-		} {
-			if _, err := tx.Exec(q); err != nil {
-				return err
-			}
+				VALUES ('m', 'b', 'operator', 'operator', 'r', 'hello', 'injected', 'queued', 4, 'p', 'c', 1772668800000, 1772668800000)`); err != nil {
+			return err
 		}
-		return nil
+		_, err := tx.Exec(`INSERT INTO endpoints (id, tmux_socket, tmux_server_pid, session_name, state, created_at, updated_at)
+				VALUES (?, ?, ?, 's', 'connected', 1, 1)`, "tmux-amq-"+pid, socket, pid)
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -92,8 +92,10 @@ func TestAdvisoryAtStartAndCleanShutdown(t *testing.T) {
 		t.Errorf("advisory %q", got)
 	}
 	var state string
-	if err := svc2.db.Reader.QueryRow(`SELECT state FROM endpoints`).Scan(&state); err != nil || state != "disconnected" {
-		t.Errorf("endpoint state after shutdown: %q %v", state, err)
+	// Marked disconnected at shutdown (the receipt below says so), then
+	// connected again by the new start: its tmux server still runs.
+	if err := svc2.db.Reader.QueryRow(`SELECT state FROM endpoints`).Scan(&state); err != nil || state != "connected" {
+		t.Errorf("endpoint state after the restart: %q %v", state, err)
 	}
 	var queued int
 	svc2.db.Reader.QueryRow(`SELECT count(*) FROM messages WHERE state = 'queued'`).Scan(&queued)
