@@ -540,3 +540,24 @@ func TestSnapshot(t *testing.T) {
 		t.Errorf("snapshot of no server: %v", err)
 	}
 }
+
+func TestCapture(t *testing.T) {
+	ctx := ctxFor(t)
+	s := private(t)
+	w, err := s.NewWindow(ctx, "work", "cap", "cap", "", []string{"sh", "-c", `printf '\033]2;a title\007line one\nline two'; exec sleep 60`}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c Capture
+	testutil.WaitFor(t, "the window's text", func() bool {
+		c, err = s.Capture(ctx, w.PaneID)
+		return err == nil && len(c.Rows) > 1 && c.Rows[1] == "line two"
+	})
+	if c.Rows[0] != "line one" || c.CursorX != len("line two") || c.CursorY != 1 || !c.CursorVisible || c.AltScreen ||
+		c.Width != 200 || c.Title != "a title" {
+		t.Errorf("capture %+v", c)
+	}
+	if _, err := s.Capture(ctx, "%99999"); err == nil {
+		t.Error("capture of a missing pane")
+	}
+}

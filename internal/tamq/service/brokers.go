@@ -140,6 +140,9 @@ func (s *Service) brokerSession(ctx context.Context, peer protocol.Peer, req *pr
 				s.live.requestList()
 				s.log.Info("broker detached", "repo", p.repo, "pane", p.paneID)
 			}()
+			// The broker reports its agent from now on; what the pane showed
+			// before it came no longer holds the window.
+			s.setWait(fromScreen, p.endpointID, p.repo, "")
 			s.wake() // deliveries that waited for a broker may go now
 			for {
 				frame, err := fr.Next()
@@ -219,7 +222,7 @@ func (bc *brokerConn) deliver(ctx context.Context, d protocol.DeliverArgs) (Writ
 				out.Moment = "quiet"
 			}
 			if res.NotReady {
-				out.MaybeWritten, out.Deferred, out.Reason = false, true, notAtPrompt(res.Reason)
+				out.MaybeWritten, out.Deferred, out.NotAtPrompt, out.Reason = false, true, true, notAtPrompt(res.Reason)
 				return out, errs.New(errs.Unavailable, "nothing written: %s", out.Reason)
 			}
 			if !res.Written {

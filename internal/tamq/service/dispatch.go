@@ -3,9 +3,11 @@ package service
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/tmux"
@@ -36,6 +38,8 @@ type Written struct {
 	// message waits for the window, without spending an attempt.
 	Deferred bool
 	Reason   string
+	// NotAtPrompt: deferred because the program was not at its input prompt.
+	NotAtPrompt bool
 }
 
 // detail is the receipt detail of a delivery: how, never what.
@@ -60,6 +64,11 @@ type TmuxWriter struct {
 func (tw TmuxWriter) Write(ctx context.Context, ep store.Endpoint, w store.Window, text string) (Written, error) {
 	srv := tmux.Server{Socket: ep.TmuxSocket}
 	g := tmux.Guard{PaneID: w.PaneID, ServerPID: ep.ServerPID, Repo: w.Repo}
+	// Nothing goes in unless the program is at its input prompt: the Enter
+	// would otherwise answer whatever dialog shows.
+	if ok, why := paneAtPrompt(ctx, srv, w); !ok {
+		return Written{Path: "tmux", Deferred: true, NotAtPrompt: true, Reason: notAtPrompt(why)}, errs.New(errs.Unavailable, "nothing written: %s", why)
+	}
 	if err := srv.Paste(ctx, g, text); err != nil {
 		if r := tmux.RefusalOf(err); r != nil {
 			return Written{Path: "tmux", Deferred: true, Reason: r.Reason}, err
@@ -71,10 +80,44 @@ func (tw TmuxWriter) Write(ctx context.Context, ep store.Endpoint, w store.Windo
 	case <-ctx.Done():
 		return Written{Path: "tmux", MaybeWritten: true}, ctx.Err()
 	}
+	if ok, why := pasteShows(ctx, srv, w, text); !ok {
+		// The text is in but not where the Enter would submit it: no Enter.
+		return Written{Path: "tmux", MaybeWritten: true}, errs.New(errs.Unavailable, "the text is in but the Enter was held back: %s", why)
+	}
 	if err := srv.SendEnter(ctx, g); err != nil {
 		return Written{Path: "tmux", MaybeWritten: true}, err
 	}
 	return Written{Path: "tmux"}, nil
+}
+
+// screenOf reads a pane as the broker's detector reads its model.
+func screenOf(ctx context.Context, srv tmux.Server, w store.Window) (broker.Screen, error) {
+	c, err := srv.Capture(ctx, w.PaneID)
+	if err != nil {
+		return broker.Screen{}, err
+	}
+	return broker.Screen{Rows: c.Rows, Cols: c.Width, CursorX: c.CursorX, CursorY: c.CursorY, CursorVisible: c.CursorVisible,
+		Title: c.Title, AltScreen: c.AltScreen, Agent: broker.AgentOf(strings.Fields(w.Command))}, nil
+}
+
+// paneAtPrompt says whether a window without a broker shows its program at
+// its input prompt, with the broker's rules; a pane that cannot be read is
+// not. (The guard of the write still checks the pane itself.)
+func paneAtPrompt(ctx context.Context, srv tmux.Server, w store.Window) (bool, string) {
+	scr, err := screenOf(ctx, srv, w)
+	if err != nil {
+		return false, "its screen cannot be read: " + err.Error()
+	}
+	return broker.AtPrompt(scr)
+}
+
+// pasteShows says whether the pasted text sits in the program's input box.
+func pasteShows(ctx context.Context, srv tmux.Server, w store.Window, text string) (bool, string) {
+	scr, err := screenOf(ctx, srv, w)
+	if err != nil {
+		return false, "its screen cannot be read: " + err.Error()
+	}
+	return broker.InputShows(scr, text)
 }
 
 // enterPause grows with the text: long pastes take agents longer to take in.
@@ -316,9 +359,12 @@ func (s *Service) deferDelivery(ctx context.Context, m queue.Message, wr Written
 		// The claim stays; it expires and the message is delivered again.
 		s.log.Error("record a deferred delivery", "message", m.ID, "error", err.Error())
 	}
-	if wr.Path == "broker" {
+	switch {
+	case wr.Path == "broker":
 		s.setWait(fromBroker, m.EndpointID, m.Target, wr.Reason)
-	} else {
+	case wr.NotAtPrompt:
+		s.setWait(fromScreen, m.EndpointID, m.Target, wr.Reason)
+	default:
 		s.setWait(fromPane, m.EndpointID, m.Target, wr.Reason)
 		s.live.requestList()
 	}

@@ -398,3 +398,38 @@ func TestStatusReportsConfigChangesAndErrors(t *testing.T) {
 		t.Errorf("status with a bad config file: exit %d, %+v", code, st)
 	}
 }
+
+// A window without a broker gets the same care: tmux shows its screen, and
+// nothing is written while a dialog shows there; once it is answered the
+// message goes in.
+func TestNoEnterIntoADialogThroughTmux(t *testing.T) {
+	t.Parallel()
+	e, tm := emptyWorkspace(t, fastConfig, "net-kingdom")
+	rec := filepath.Join(e.Root, "rec")
+	agent := `printf 'Choose how to sign in.\n\n> 1. Sign in with a browser\n  2. Use a key\n\nPress enter to continue\n'; ` +
+		`read answer; printf '%s' "$answer" > "` + rec + `/answer"; clear; stty raw -echo; exec cat > "` + rec + `/$TAMQ_REPO"`
+	e.Tamq(t, "open", "--no-service", "--tmux-socket", tm.Name, "--command", agent, "net-kingdom")
+	e.Tamq(t, "open", "--tmux-socket", tm.Name, "net-kingdom")
+	_, w := windowStatus(t, e, "net-kingdom")
+	testutil.WaitFor(t, "the dialog", func() bool {
+		out, _ := tm.Cmd("capture-pane", "-p", "-t", w.PaneID)
+		return strings.Contains(string(out), "Press enter to continue")
+	})
+	m := send(t, e, "To:net-kingdom: not into the menu")
+	testutil.WaitFor(t, "the delivery to wait", func() bool {
+		return strings.Contains(stateOf(t, e, m.ID).LastError, "not at its prompt: a dialog shows")
+	})
+	if _, err := os.Stat(filepath.Join(rec, "answer")); !os.IsNotExist(err) {
+		t.Fatalf("the dialog was answered: %v", err)
+	}
+	tm.Must(t, "send-keys", "-t", w.PaneID, "-l", "2")
+	tm.Must(t, "send-keys", "-t", w.PaneID, "Enter")
+	got := waitState(t, e, m.ID, "injected")
+	if b, _ := os.ReadFile(filepath.Join(rec, "answer")); string(b) != "2" || got.Attempts != 1 {
+		t.Errorf("answer %q, message %+v", b, got)
+	}
+	testutil.WaitFor(t, "the message in the agent", func() bool {
+		r, _ := e.Recording("net-kingdom")
+		return strings.HasPrefix(r, "From:operator/o: not into the menu")
+	})
+}

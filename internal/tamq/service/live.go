@@ -39,9 +39,11 @@ type live struct {
 	panes map[int]paneSeen
 	// paneHealth says why a window cannot take a delivery, as tmux shows it
 	// (the agent exited, the window closed); brokerWait why its broker's agent
-	// is not at its input prompt. Both by delivery key.
+	// is not at its input prompt; screenWait why the program of a window
+	// without a broker is not, as its pane shows. All by delivery key.
 	paneHealth map[string]string
 	brokerWait map[string]string
+	screenWait map[string]string
 	// rebind asks the watcher to move messages stranded on a gone endpoint
 	// to its replacement.
 	rebind  bool
@@ -61,7 +63,7 @@ type paneSeen struct {
 func newLive() *live {
 	return &live{
 		serverStart: map[string]uint64{}, listed: map[string]time.Time{},
-		panes: map[int]paneSeen{}, paneHealth: map[string]string{}, brokerWait: map[string]string{},
+		panes: map[int]paneSeen{}, paneHealth: map[string]string{}, brokerWait: map[string]string{}, screenWait: map[string]string{},
 		listNow: make(chan struct{}, 1),
 	}
 }
@@ -86,10 +88,28 @@ func (l *live) requestRebind() {
 func (l *live) waitReason(key string) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if r := l.paneHealth[key]; r != "" {
-		return r
+	return l.reasonOf(key)
+}
+
+// reasonOf is the window's wait reason; mu is held.
+func (l *live) reasonOf(key string) string {
+	for _, m := range []map[string]string{l.paneHealth, l.brokerWait, l.screenWait} {
+		if r := m[key]; r != "" {
+			return r
+		}
 	}
-	return l.brokerWait[key]
+	return ""
+}
+
+// screenWaiting lists the keys of windows held by their pane's screen.
+func (l *live) screenWaiting() map[string]bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]bool{}
+	for k := range l.screenWait {
+		out[k] = true
+	}
+	return out
 }
 
 // Where a window's wait reason comes from.
@@ -98,6 +118,7 @@ type waitSource int
 const (
 	fromPane   waitSource = iota // tmux: the agent exited, the window closed
 	fromBroker                   // the broker: its agent is not at its prompt
+	fromScreen                   // the pane of a window without a broker: not at its prompt
 )
 
 // setWait records one source's reason (or "" when it no longer holds) and
@@ -105,23 +126,14 @@ const (
 func (l *live) setWait(src waitSource, key, reason string) (before, after string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	reasonOf := func() string {
-		if r := l.paneHealth[key]; r != "" {
-			return r
-		}
-		return l.brokerWait[key]
-	}
-	before = reasonOf()
-	m := l.paneHealth
-	if src == fromBroker {
-		m = l.brokerWait
-	}
+	before = l.reasonOf(key)
+	m := map[waitSource]map[string]string{fromPane: l.paneHealth, fromBroker: l.brokerWait, fromScreen: l.screenWait}[src]
 	if reason == "" {
 		delete(m, key)
 	} else {
 		m[key] = reason
 	}
-	return before, reasonOf()
+	return before, l.reasonOf(key)
 }
 
 // setWait records why a window cannot take deliveries now, or that it can
@@ -265,6 +277,7 @@ func (s *Service) list(ctx context.Context, ep store.Endpoint, now time.Time) {
 	for _, w := range wins {
 		byPane[w.PaneID] = w
 	}
+	held := s.live.screenWaiting()
 	for _, w := range ep.Windows {
 		reason := ""
 		switch tw, ok := byPane[w.PaneID]; {
@@ -276,6 +289,18 @@ func (s *Service) list(ctx context.Context, ep store.Endpoint, now time.Time) {
 			reason = "the agent in its window has exited"
 		}
 		s.setWait(fromPane, ep.ID, w.Repo, reason)
+		// A window without a broker held by what its pane showed is looked
+		// at again; a broker reports its own agent.
+		key := store.DeliveryKey(ep.ID, w.Repo)
+		if held[key] && reason == "" {
+			why := ""
+			if s.brokers.get(key) == nil {
+				if ok, r := paneAtPrompt(ctx, srv, w); !ok {
+					why = notAtPrompt(r)
+				}
+			}
+			s.setWait(fromScreen, ep.ID, w.Repo, why)
+		}
 	}
 }
 
