@@ -22,13 +22,22 @@ type Stat struct {
 	StartTime uint64
 }
 
-// ReadStat reads the stat of pid.
+// ReadStat reads the stat of pid. It runs on every send (the sender is
+// looked up by its process), so it reads with one open and one read into a
+// buffer on the stack rather than os.ReadFile's stat and growing buffer.
 func ReadStat(pid int) (Stat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	path := "/proc/" + strconv.Itoa(pid) + "/stat"
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return Stat{}, err
+		return Stat{}, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	return parseStat(pid, b)
+	defer syscall.Close(fd)
+	var buf [1024]byte // a stat line is a few hundred bytes
+	n, err := syscall.Read(fd, buf[:])
+	if err != nil {
+		return Stat{}, &os.PathError{Op: "read", Path: path, Err: err}
+	}
+	return parseStat(pid, buf[:n])
 }
 
 // parseStat reads "pid (comm) state ppid … starttime …"; comm may hold

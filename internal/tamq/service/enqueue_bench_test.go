@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
 // discardWriter stands in for the terminal so the benchmark measures the
@@ -38,7 +40,7 @@ func (pacedWriter) Write(ctx context.Context, _ store.Endpoint, _ store.Window, 
 // inProcessService runs a service in this process, with a gita registry of
 // one repo and an endpoint with its window registered, writing deliveries
 // with w.
-func inProcessService(b *testing.B, w Writer) (*Service, paths.Paths) {
+func inProcessService(b *testing.B, w Writer) (*Service, paths.Paths, string) {
 	root := b.TempDir()
 	repo := filepath.Join(root, "src", "net-kingdom")
 	if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
@@ -51,18 +53,27 @@ func inProcessService(b *testing.B, w Writer) (*Service, paths.Paths) {
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
 	b.Cleanup(func() { stop(); <-done })
-	if err := svc.store.Register(ctx, store.Endpoint{ID: "tmux-amq-1", TmuxSocket: "/nonexistent", ServerPID: 1, Session: "tamq",
-		Windows: []store.Window{{Repo: "net-kingdom", RepoPath: repo, WindowID: "@1", PaneID: "%1", Mode: "manual"}}}); err != nil {
+	// A real tmux server, so the watcher keeps the endpoint connected; the
+	// writer never touches it.
+	tm := testutil.NewTmux(b)
+	pid, err := strconv.Atoi(tm.Must(b, "display", "-p", "#{pid}"))
+	if err != nil {
 		b.Fatal(err)
 	}
-	return svc, p
+	if err := svc.store.Register(ctx, store.Endpoint{ID: "tmux-amq-" + strconv.Itoa(pid), TmuxSocket: tm.Must(b, "display", "-p", "#{socket_path}"),
+		ServerPID: pid, Session: "tamq",
+		Windows: []store.Window{{Repo: "net-kingdom", RepoPath: repo, WindowID: "@0", PaneID: "%0", Mode: "manual"}}}); err != nil {
+		b.Fatal(err)
+	}
+	svc.endpointsChanged()
+	return svc, p, "tmux-amq-" + strconv.Itoa(pid)
 }
 
 // BenchmarkEnqueueInProcess profiles the send path (validation, endpoint
 // lookup, grouped durable commit) with 8 concurrent clients on a real socket
 // and database; the end-to-end version is BenchmarkEnqueueThroughput.
 func BenchmarkEnqueueInProcess(b *testing.B) {
-	_, p := inProcessService(b, discardWriter{})
+	_, p, _ := inProcessService(b, discardWriter{})
 	ctx := context.Background()
 	client := &protocol.Client{Socket: p.Socket}
 	b.ResetTimer()

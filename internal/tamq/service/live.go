@@ -37,6 +37,9 @@ type live struct {
 	refreshed   time.Time            // when an unknown sender last made us list every server
 	// panes are the processes of the marked, live panes, by pid.
 	panes map[int]paneSeen
+	// senders are recent answers to "which window does this process run
+	// in", by pid.
+	senders map[int]senderSeen
 	// paneHealth says why a window cannot take a delivery, as tmux shows it
 	// (the agent exited, the window closed); brokerWait why its broker's agent
 	// is not at its input prompt; screenWait why the program of a window
@@ -48,6 +51,33 @@ type live struct {
 	// to its replacement.
 	rebind  bool
 	listNow chan struct{}
+}
+
+// senderSeen is what paneOf found for a process, kept for senderTTL.
+type senderSeen struct {
+	pane     paneSeen
+	self, ok bool
+	start    uint64
+	until    time.Time
+}
+
+const senderTTL = time.Second
+
+func (l *live) cachedSender(st proc.Stat) (senderSeen, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c, hit := l.senders[st.PID]
+	return c, hit && c.start == st.StartTime && time.Now().Before(c.until)
+}
+
+func (l *live) cacheSender(st proc.Stat, c senderSeen) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.senders) > 1000 {
+		clear(l.senders) // many short-lived clients: start afresh
+	}
+	c.start, c.until = st.StartTime, time.Now().Add(senderTTL)
+	l.senders[st.PID] = c
 }
 
 // paneSeen is the process running in a pane tamq marked for a repo.
@@ -63,7 +93,7 @@ type paneSeen struct {
 func newLive() *live {
 	return &live{
 		serverStart: map[string]uint64{}, listed: map[string]time.Time{},
-		panes: map[int]paneSeen{}, paneHealth: map[string]string{}, brokerWait: map[string]string{}, screenWait: map[string]string{},
+		panes: map[int]paneSeen{}, senders: map[int]senderSeen{}, paneHealth: map[string]string{}, brokerWait: map[string]string{}, screenWait: map[string]string{},
 		listNow: make(chan struct{}, 1),
 	}
 }
@@ -395,7 +425,24 @@ func (s *Service) rebindStranded(ctx context.Context) error {
 // of known endpoints are asked, never one a client names: a server anyone can
 // start could mark a window with any repo.
 func (s *Service) paneOf(ctx context.Context, pid int32) (p paneSeen, self, ok bool) {
-	chain, err := proc.Ancestors(int(pid))
+	// A client that sends many messages is looked up once a second: the walk
+	// up the process tree reads a file per ancestor. Its answer cannot go
+	// stale in a way that matters: a process never becomes a descendant of a
+	// pane that starts after it.
+	st, err := proc.ReadStat(int(pid))
+	if err != nil {
+		return paneSeen{}, false, false
+	}
+	if c, hit := s.live.cachedSender(st); hit {
+		return c.pane, c.self, c.ok
+	}
+	p, self, ok = s.findPane(ctx, int(pid))
+	s.live.cacheSender(st, senderSeen{pane: p, self: self, ok: ok})
+	return p, self, ok
+}
+
+func (s *Service) findPane(ctx context.Context, pid int) (p paneSeen, self, ok bool) {
+	chain, err := proc.Ancestors(pid)
 	if err != nil || len(chain) == 0 {
 		return paneSeen{}, false, false
 	}

@@ -25,7 +25,7 @@ import (
 // protocol and the receipts cost on top of storing the rows.
 func BenchmarkReplay(b *testing.B) {
 	const lines = 20_000
-	_, p := inProcessService(b, pacedWriter{})
+	_, p, endpoint := inProcessService(b, pacedWriter{})
 	dir := b.TempDir()
 	file := filepath.Join(dir, "export.jsonl")
 	f, err := os.Create(file)
@@ -48,7 +48,7 @@ func BenchmarkReplay(b *testing.B) {
 	}
 	f.Close()
 	bin := testutil.Binaries(b)
-	cmd := exec.Command(filepath.Join(bin, "tamq"), "replay", "--quiet", file, "--endpoint", "tmux-amq-1")
+	cmd := exec.Command(filepath.Join(bin, "tamq"), "replay", "--quiet", file, "--endpoint", endpoint)
 	cmd.Env = append(os.Environ(), "TAMQ_SOCKET="+p.Socket, "TAMQ_STATE_DIR="+p.StateDir, "TAMQ_CONFIG="+p.ConfigFile)
 	b.ResetTimer()
 	t0 := time.Now()
