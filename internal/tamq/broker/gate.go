@@ -124,7 +124,8 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 	return out
 }
 
-// ready reads the screen twice, Settle apart, and returns "" when both show
+// ready reads the screen twice, Settle apart (once when the agent wrote
+// nothing for Settle before), and returns "" when both show
 // the prompt and the hooks agree, with the hooks' event count at the first
 // read.
 func (g *Gate) ready(deadline time.Time) (hooks uint64, reason string) {
@@ -132,12 +133,18 @@ func (g *Gate) ready(deadline time.Time) (hooks uint64, reason string) {
 	// Output that outran the wait for a quiet moment still gets a moment to
 	// reach the model.
 	deadline = later(deadline, time.Now().Add(250*time.Millisecond))
-	for range 2 {
+	for read := 0; ; read++ {
+		// A screen the agent has not written to for Settle already reads the
+		// same twice: one read of it is the two reads.
+		stable := g.Relay.Idle() >= g.Settle
 		if !g.caughtUp(deadline) {
 			return hooks, "the screen model is behind the agent's output"
 		}
 		if at, why := g.View(); !at {
 			return hooks, why
+		}
+		if stable || read == 1 {
+			break
 		}
 		time.Sleep(g.Settle)
 	}

@@ -245,7 +245,7 @@ type Moment struct {
 func (r *Relay) AwaitMoment(m Moment) (quiet bool, waited time.Duration) {
 	start := time.Now()
 	for {
-		idle := time.Since(time.Unix(0, r.lastOutput.Load()))
+		idle := r.Idle()
 		if idle >= m.Quiet && (m.Busy == nil || !m.Busy()) {
 			return true, time.Since(start)
 		}
@@ -258,6 +258,9 @@ func (r *Relay) AwaitMoment(m Moment) (quiet bool, waited time.Duration) {
 
 // Output counts the bytes the child has written so far.
 func (r *Relay) Output() uint64 { return r.output.Load() }
+
+// Idle is how long the child has written nothing.
+func (r *Relay) Idle() time.Duration { return time.Since(time.Unix(0, r.lastOutput.Load())) }
 
 // Exclusive runs fn holding the input lock: the operator's keys wait until
 // it returns, so they never land inside what fn writes with write.

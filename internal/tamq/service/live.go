@@ -296,11 +296,6 @@ func (s *Service) list(ctx context.Context, ep store.Endpoint, now time.Time) {
 	if statErr == nil {
 		l.serverStart[ep.ID] = st.StartTime
 	}
-	for pid, p := range l.panes {
-		if p.endpointID == ep.ID {
-			delete(l.panes, pid)
-		}
-	}
 	l.mu.Unlock()
 	s.live.addPanes(ep.ID, ep.TmuxSocket, wins)
 	byPane := map[string]tmux.Window{}
@@ -334,17 +329,33 @@ func (s *Service) list(ctx context.Context, ep store.Endpoint, now time.Time) {
 	}
 }
 
-// addPanes records the processes of the live, marked panes of one server.
+// addPanes records the processes of the live, marked panes of one server,
+// replacing what was known of its panes. A pane process already known keeps
+// its start time: tmux still runs it in that pane, so it is the same process
+// (and the listing reads no file per window).
 func (l *live) addPanes(endpointID, socket string, wins []tmux.Window) {
+	l.mu.Lock()
+	old := map[int]paneSeen{}
+	for pid, p := range l.panes {
+		if p.endpointID == endpointID {
+			old[pid] = p
+			delete(l.panes, pid)
+		}
+	}
+	l.mu.Unlock()
 	for _, w := range wins {
 		if w.Repo == "" || w.Dead {
 			continue
 		}
-		st, err := proc.ReadStat(w.PanePID)
-		if err != nil {
+		p := paneSeen{endpointID: endpointID, socket: socket, paneID: w.PaneID, repo: w.Repo, pid: w.PanePID}
+		if o, ok := old[w.PanePID]; ok && o.paneID == w.PaneID {
+			p.start = o.start
+		} else if st, err := proc.ReadStat(w.PanePID); err == nil {
+			p.start = st.StartTime
+		} else {
 			continue
 		}
-		l.addPane(paneSeen{endpointID: endpointID, socket: socket, paneID: w.PaneID, repo: w.Repo, pid: w.PanePID, start: st.StartTime})
+		l.addPane(p)
 	}
 }
 
