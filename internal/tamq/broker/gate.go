@@ -51,8 +51,10 @@ type Outcome struct {
 }
 
 // pasteShowsWithin bounds how long after the pause the text may take to
-// show in the input box.
-const pasteShowsWithin = time.Second
+// show in the input box, and the agent to stop drawing it. An agent on a
+// loaded machine (several agents on two cores) takes seconds; past the bound
+// the Enter is held back and the message fails for the operator to see.
+const pasteShowsWithin = 5 * time.Second
 
 // View is the broker's view of its agent now: at its prompt or not, and why
 // not.

@@ -126,6 +126,11 @@ func TestRealAgents(t *testing.T) {
 			}
 		}()
 		m := send(t, e, fmt.Sprintf(threeLines, "claude-repo"))
+		defer func() {
+			if t.Failed() {
+				t.Logf("message: %+v", stateOf(t, e, m.ID))
+			}
+		}()
 		waitLong(t, "the message to go in", 3*time.Minute, func() bool { return stateOf(t, e, m.ID).State == "injected" })
 		waitLong(t, "Claude to submit it and fail on its API", 2*time.Minute, func() bool {
 			return strings.Contains(screen(), "Can't reach the API server")
