@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/paths"
@@ -43,9 +44,11 @@ holds. The exit status is the agent's.`,
 			if err != nil {
 				return err
 			}
-			cfg, err := a.Config()
-			if err != nil {
-				return err
+			// A config file being edited must not keep agents from starting:
+			// the broker falls back to the defaults and says so.
+			cfg, cfgErr := a.Config()
+			if cfgErr != nil {
+				cfg = config.Defaults(p)
 			}
 			if repo == "" {
 				return sharedcli.UsageError("--repo is required")
@@ -94,6 +97,9 @@ holds. The exit status is the agent's.`,
 				relay.Env = append(relay.Env, broker.HookSocketEnv+"="+hooks.Path())
 			} else {
 				relay.Notice(fmt.Sprintf("tamq: the agent's hooks cannot reach the broker: %v", err))
+			}
+			if cfgErr != nil {
+				relay.Notice(fmt.Sprintf("tamq: %v; the broker uses the defaults", cfgErr))
 			}
 			sessionCtx, endSession := context.WithCancel(context.Background())
 			// The pane this broker runs in, as tmux told it; the service checks

@@ -433,3 +433,15 @@ func TestNoEnterIntoADialogThroughTmux(t *testing.T) {
 		return strings.HasPrefix(r, "From:operator/o: not into the menu")
 	})
 }
+
+// A config file that is invalid (the user is editing it) never keeps an
+// agent from starting: the broker runs it with the defaults and says so.
+func TestBrokerRunsTheAgentWithABadConfig(t *testing.T) {
+	t.Parallel()
+	e := testutil.NewEnv(t)
+	e.WriteConfig(t, "[coordination]\nmax_attempts = 99\n")
+	r := e.Run(t, "tamq", "broker", "--repo", "net-kingdom", "--exit-wait", "0s", "--", "sh", "-c", "echo agent-ran; exit 7")
+	if r.Status != 7 || !strings.Contains(r.Stdout, "agent-ran") || !strings.Contains(r.Stdout, "the broker uses the defaults") {
+		t.Errorf("broker with a bad config: %s", r)
+	}
+}
