@@ -99,6 +99,10 @@ func (s Server) String() string {
 	return "(no server)"
 }
 
+// pipeWaitDelay is how long a finished or killed tmux client's pipes may stay
+// open (held by the server it passed them to) before they are closed.
+const pipeWaitDelay = time.Second
+
 // Run runs one tmux command line (commands may be separated by ";" arguments)
 // against s and returns its standard output. On failure the error carries
 // tmux's own message and an errs code.
@@ -114,8 +118,14 @@ func (s Server) Run(ctx context.Context, stdin io.Reader, args ...string) (strin
 	cmd.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// The tmux client hands its stdio to the server, so a hung server holds
+	// our pipes open after the client is killed: without a wait delay, a
+	// deadline would never end the call.
+	cmd.WaitDelay = pipeWaitDelay
 	err := cmd.Run()
-	if err == nil {
+	if err == nil || (errors.Is(err, exec.ErrWaitDelay) && ctx.Err() == nil) {
+		// The client succeeded and its output is complete; only the server
+		// was slow to let go of the pipes.
 		return stdout.String(), nil
 	}
 	what := fmt.Sprintf("tmux %s %s", s, args[0])

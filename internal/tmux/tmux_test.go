@@ -561,3 +561,39 @@ func TestCapture(t *testing.T) {
 		t.Error("capture of a missing pane")
 	}
 }
+
+// A server that stops answering must not hang its callers past their
+// deadline: the tmux client hands its pipes to the server, so killing the
+// client alone would leave the call waiting on them forever.
+func TestAHungServerTimesOut(t *testing.T) {
+	t.Parallel()
+	ctx := ctxFor(t)
+	s := private(t)
+	pid, err := s.PID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	done := make(chan error, 1)
+	go func() {
+		askCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, _, err := s.Snapshot(askCtx)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errs.Is(err, errs.Timeout) {
+			t.Errorf("snapshot of a hung server: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("snapshot of a hung server did not return")
+	}
+	syscall.Kill(pid, syscall.SIGCONT)
+	if got, err := s.PID(ctx); err != nil || got != pid {
+		t.Errorf("after the server resumed: pid %d, %v", got, err)
+	}
+}

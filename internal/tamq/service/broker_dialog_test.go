@@ -12,15 +12,17 @@ import (
 // Issue 10 B: a delivery while the agent shows a selection dialog must not
 // press Enter into it. The agent here is a plain program (the generic rule):
 // it shows a menu with a highlighted numbered option and "Press enter to
-// continue", and reads one line as its answer; once answered it clears the
-// screen and records what it is given.
+// continue", and reads one line as its answer; once answered it puts its
+// terminal in raw mode (before anything lets a delivery through, so the
+// recording holds the bytes as written), clears the screen and records what
+// it is given.
 func TestBrokerHoldsTheEnterWhileADialogShows(t *testing.T) {
 	t.Parallel()
 	cfg := fastConfig + "[coordination]\nretry_backoff_seconds = [1]\nmax_attempts = 9\n"
 	e, tm := emptyWorkspace(t, cfg, "net-kingdom")
 	rec := filepath.Join(e.Root, "rec")
 	agent := `printf 'Choose how to sign in.\n\n> 1. Sign in with a browser\n  2. Use a key\n\nPress enter to continue\n'; ` +
-		`read answer; printf '%s' "$answer" > "` + rec + `/answer"; clear; stty raw -echo; exec cat > "` + rec + `/$TAMQ_REPO"`
+		`read answer; stty raw -echo; printf '%s' "$answer" > "` + rec + `/answer"; clear; exec cat > "` + rec + `/$TAMQ_REPO"`
 	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", agent, "net-kingdom")
 	pane := paneOf(t, tm, "net-kingdom")
 	screen := func() string { out, _ := tm.Cmd("capture-pane", "-p", "-t", pane); return string(out) }
@@ -58,7 +60,7 @@ func TestBrokerHoldsTheEnterWhileAHookSaysADialogIsOpen(t *testing.T) {
 	rec := filepath.Join(e.Root, "rec")
 	hook := filepath.Join(e.Bin, "tamq") + " hook"
 	agent := `printf '{"hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{"command":"rm -rf /"}}' | ` + hook + ` && echo HOOKED; ` +
-		`read go; ` + hook + ` '{"hook_event_name":"Stop"}'; stty raw -echo; exec cat > "` + rec + `/$TAMQ_REPO"`
+		`read go; stty raw -echo; ` + hook + ` '{"hook_event_name":"Stop"}'; exec cat > "` + rec + `/$TAMQ_REPO"`
 	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", agent, "net-kingdom")
 	pane := paneOf(t, tm, "net-kingdom")
 	screen := func() string { out, _ := tm.Cmd("capture-pane", "-p", "-t", pane); return string(out) }

@@ -73,7 +73,9 @@ func (s *Service) verifyBroker(ctx context.Context, peer protocol.Peer, args pro
 	if !slices.ContainsFunc(eps, func(ep store.Endpoint) bool { return ep.State == store.Connected && ep.TmuxSocket == args.Socket }) {
 		return refuse("tmux server %s is not one tamq opened windows on", args.Socket)
 	}
-	pid, wins, err := (tmux.Server{Socket: args.Socket}).Snapshot(ctx)
+	askCtx, cancel := askTmux(ctx)
+	pid, wins, err := (tmux.Server{Socket: args.Socket}).Snapshot(askCtx)
+	cancel()
 	if err != nil {
 		return refuse("cannot ask its tmux server: %v", err)
 	}

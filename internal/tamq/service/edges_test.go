@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -444,4 +445,19 @@ func TestBrokerRunsTheAgentWithABadConfig(t *testing.T) {
 	if r.Status != 7 || !strings.Contains(r.Stdout, "agent-ran") || !strings.Contains(r.Stdout, "the broker uses the defaults") {
 		t.Errorf("broker with a bad config: %s", r)
 	}
+}
+
+// A tmux server that stops answering (hung) is as good as gone for
+// deliveries; when it answers again its endpoint is connected again.
+func TestHungTmuxServerIsDisconnectedUntilItAnswers(t *testing.T) {
+	t.Parallel()
+	e, _ := workspace(t, fastConfig, "net-kingdom")
+	ep, _ := windowStatus(t, e, "net-kingdom")
+	syscall.Kill(ep.ServerPID, syscall.SIGSTOP)
+	defer syscall.Kill(ep.ServerPID, syscall.SIGCONT)
+	testutil.WaitFor(t, "the hung server's endpoint to be disconnected", func() bool { return endpointState(t, e, ep.ID) == "disconnected" })
+	syscall.Kill(ep.ServerPID, syscall.SIGCONT)
+	testutil.WaitFor(t, "the endpoint to be connected again", func() bool { return endpointState(t, e, ep.ID) == "connected" })
+	m := send(t, e, "To:net-kingdom: back")
+	waitState(t, e, m.ID, "injected")
 }

@@ -19,6 +19,7 @@ import (
 const (
 	watchInterval = time.Second
 	listInterval  = 5 * time.Second
+	listTimeout   = 5 * time.Second
 	// learnInterval limits how often a sender in no known window makes the
 	// service list every tmux server again.
 	learnInterval = time.Second
@@ -234,6 +235,7 @@ func (s *Service) watchOnce(ctx context.Context, force bool) {
 	now := time.Now()
 	for _, ep := range eps {
 		if ep.State != store.Connected {
+			s.maybeReconnect(ctx, ep, now)
 			continue
 		}
 		if reason := s.live.serverGone(ep); reason != "" {
@@ -259,6 +261,44 @@ func (s *Service) watchOnce(ctx context.Context, force bool) {
 	}
 }
 
+// askTmux bounds one question to a tmux server: a server that hangs must not
+// hang the service, and one that does not answer in time counts as gone.
+func askTmux(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, listTimeout)
+}
+
+// maybeReconnect connects a disconnected endpoint again when its very tmux
+// server answers once more (it hung for a while), looked at once per list
+// interval; an endpoint whose server process is gone costs nothing.
+func (s *Service) maybeReconnect(ctx context.Context, ep store.Endpoint, now time.Time) {
+	if proc.Exited(ep.ServerPID) {
+		return
+	}
+	l := s.live
+	l.mu.Lock()
+	due := now.Sub(l.listed[ep.ID]) >= listInterval
+	if due {
+		l.listed[ep.ID] = now
+	}
+	l.mu.Unlock()
+	if !due {
+		return
+	}
+	askCtx, cancel := askTmux(ctx)
+	pid, err := (tmux.Server{Socket: ep.TmuxSocket}).PID(askCtx)
+	cancel()
+	if err != nil || pid != ep.ServerPID {
+		return
+	}
+	if err := s.store.SetEndpointState(ctx, ep.ID, store.Connected, "its tmux server answers again"); err != nil {
+		s.log.Error("cannot record an endpoint back", "endpoint", ep.ID, "error", err.Error())
+		return
+	}
+	s.log.Info("endpoint connected again", "endpoint", ep.ID)
+	s.endpointsChanged()
+	s.live.requestList()
+}
+
 // serverGone says why an endpoint's tmux server is gone, or "" while it runs.
 func (l *live) serverGone(ep store.Endpoint) string {
 	if proc.Exited(ep.ServerPID) {
@@ -277,9 +317,11 @@ func (l *live) serverGone(ep store.Endpoint) string {
 // registered window, whether it can take deliveries.
 func (s *Service) list(ctx context.Context, ep store.Endpoint, now time.Time) {
 	srv := tmux.Server{Socket: ep.TmuxSocket}
-	pid, wins, err := srv.Snapshot(ctx)
+	askCtx, cancel := askTmux(ctx)
+	pid, wins, err := srv.Snapshot(askCtx)
+	cancel()
 	switch {
-	case errs.Is(err, errs.Unavailable):
+	case errs.Is(err, errs.Unavailable), errs.Is(err, errs.Timeout):
 		s.disconnect(ctx, ep, "its tmux server does not answer: "+err.Error())
 		return
 	case err != nil:

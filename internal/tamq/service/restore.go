@@ -34,7 +34,10 @@ func (s *Service) restore(ctx context.Context, recreate []string) (protocol.Rest
 			continue
 		}
 		seen[ep.TmuxSocket] = true
-		if slices.Contains(recreate, ep.TmuxSocket) || (tmux.Server{Socket: ep.TmuxSocket}).Alive(ctx) {
+		askCtx, cancel := askTmux(ctx)
+		alive := (tmux.Server{Socket: ep.TmuxSocket}).Alive(askCtx)
+		cancel()
+		if slices.Contains(recreate, ep.TmuxSocket) || alive {
 			wanted = append(wanted, ep)
 		} else {
 			s.log.Debug("not restoring the windows of a tmux server that is gone", "endpoint", ep.ID, "socket", ep.TmuxSocket)

@@ -452,7 +452,10 @@ func (s *Service) reconnectEndpoints(ctx context.Context) {
 	}
 	for _, ep := range eps {
 		state, reason := store.Disconnected, "its tmux server is gone"
-		if pid, err := (tmux.Server{Socket: ep.TmuxSocket}).PID(ctx); err == nil && pid == ep.ServerPID {
+		askCtx, cancel := askTmux(ctx)
+		pid, err := (tmux.Server{Socket: ep.TmuxSocket}).PID(askCtx)
+		cancel()
+		if err == nil && pid == ep.ServerPID {
 			state, reason = store.Connected, "its tmux server still runs"
 		}
 		if err := s.store.SetEndpointState(ctx, ep.ID, state, reason); err != nil {

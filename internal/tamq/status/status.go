@@ -118,13 +118,24 @@ func Collect(ctx context.Context, src Sources) protocol.StatusReport {
 	return r
 }
 
-// Live adds whether each window's pane is alive: one tmux call per endpoint,
-// however many windows it has.
+// liveTimeout bounds the question to one tmux server: a hung server must
+// not hang status.
+const liveTimeout = 2 * time.Second
+
+// Live adds whether each window's pane is alive: one tmux call per connected
+// endpoint, however many windows it has (a disconnected one has none alive).
 func Live(ctx context.Context, eps []store.Endpoint) []protocol.Endpoint {
 	out := []protocol.Endpoint{}
 	for _, ep := range eps {
 		alive := map[string]bool{}
-		if wins, err := (tmux.Server{Socket: ep.TmuxSocket}).ListWindows(ctx); err == nil {
+		askCtx, cancel := context.WithTimeout(ctx, liveTimeout)
+		var wins []tmux.Window
+		var err error
+		if ep.State == store.Connected {
+			wins, err = (tmux.Server{Socket: ep.TmuxSocket}).ListWindows(askCtx)
+		}
+		cancel()
+		if err == nil {
 			for _, w := range wins {
 				alive[w.PaneID] = !w.Dead
 			}
