@@ -58,6 +58,10 @@ type Paths struct {
 	Socket string `json:"socket"`
 	// TamqSocket is where coordination-engine reaches tamq (equal to Socket for tamq).
 	TamqSocket string `json:"tamq_socket"`
+	// PrivateDir is the per-user directory that holds the sockets when
+	// XDG_RUNTIME_DIR is unset (see PrivateRuntimeDir), "" otherwise. Every
+	// program checks it on every use, as tmux checks /tmp/tmux-<uid>.
+	PrivateDir string `json:"private_dir,omitempty"`
 
 	// PolicyProfile and StateHubAPIBase are the environment's overrides, "" when unset.
 	PolicyProfile    string `json:"-"`
@@ -80,9 +84,10 @@ func Resolve(p Program, getenv func(string) string) (Paths, error) {
 	if err != nil {
 		return Paths{}, err
 	}
-	runtimeDir := getenv("XDG_RUNTIME_DIR")
+	runtimeDir, private := getenv("XDG_RUNTIME_DIR"), ""
 	if !filepath.IsAbs(runtimeDir) {
-		runtimeDir = "/tmp"
+		runtimeDir = PrivateRuntimeDir(getenv)
+		private = runtimeDir
 	}
 
 	out := Paths{
@@ -91,6 +96,7 @@ func Resolve(p Program, getenv func(string) string) (Paths, error) {
 		StateDir:         filepath.Join(stateHome, string(p)),
 		Socket:           filepath.Join(runtimeDir, string(p)+".sock"),
 		TamqSocket:       filepath.Join(runtimeDir, string(Tamq)+".sock"),
+		PrivateDir:       private,
 		PolicyProfile:    getenv(v.profile),
 		PolicyProfileVar: v.profile,
 		StateHubAPIBase:  getenv(StateHubAPIBaseVar),
@@ -127,6 +133,25 @@ func Resolve(p Program, getenv func(string) string) (Paths, error) {
 	out.OpenLockFile = filepath.Join(out.StateDir, "open.lock")
 	out.OrwellLog = filepath.Join(out.StateDir, "orwell.log")
 	return out, nil
+}
+
+// PrivateRuntimeDir is where both programs put their sockets when
+// XDG_RUNTIME_DIR is unset: a directory of the user's own under $TMPDIR (else
+// /tmp), named by uid like tmux's /tmp/tmux-<uid>. The spec's literal default,
+// /tmp/<program>.sock, would let another user bind that path first and receive
+// every message; a private directory cannot be entered by anyone else.
+func PrivateRuntimeDir(getenv func(string) string) string {
+	base := getenv("TMPDIR")
+	if !filepath.IsAbs(base) {
+		base = "/tmp"
+	}
+	return filepath.Join(filepath.Clean(base), fmt.Sprintf("tamq-%d", os.Getuid()))
+}
+
+// SocketDirPrivate reports whether socket lies in the private runtime
+// directory, which must then be checked before the socket is used.
+func (p Paths) SocketDirPrivate(socket string) bool {
+	return p.PrivateDir != "" && filepath.Dir(socket) == p.PrivateDir
 }
 
 // xdgDir follows the XDG base directory rule: a variable holding a relative path

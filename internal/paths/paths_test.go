@@ -1,6 +1,7 @@
 package paths
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -29,8 +30,10 @@ func TestResolveDefaults(t *testing.T) {
 		StartLockFile: "/home/u/.local/state/tamq/start.lock",
 		OpenLockFile:  "/home/u/.local/state/tamq/open.lock",
 		OrwellLog:     "/home/u/.local/state/tamq/orwell.log",
-		Socket:        "/tmp/tamq.sock",
-		TamqSocket:    "/tmp/tamq.sock",
+		// No XDG_RUNTIME_DIR: a private directory of the user's own.
+		Socket:     fmt.Sprintf("/tmp/tamq-%d/tamq.sock", os.Getuid()),
+		TamqSocket: fmt.Sprintf("/tmp/tamq-%d/tamq.sock", os.Getuid()),
+		PrivateDir: fmt.Sprintf("/tmp/tamq-%d", os.Getuid()),
 
 		PolicyProfileVar: "TAMQ_POLICY_PROFILE",
 	}
@@ -61,6 +64,31 @@ func TestResolveXDG(t *testing.T) {
 	}
 }
 
+// Without XDG_RUNTIME_DIR both programs share one private directory under
+// $TMPDIR, so the engine still finds tamq's socket.
+func TestPrivateRuntimeDir(t *testing.T) {
+	vars := map[string]string{"HOME": "/home/u", "TMPDIR": "/var/tmp/"}
+	e, err := Resolve(Engine, env(vars))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := fmt.Sprintf("/var/tmp/tamq-%d", os.Getuid())
+	if e.PrivateDir != dir || e.Socket != dir+"/coordination-engine.sock" || e.TamqSocket != dir+"/tamq.sock" {
+		t.Errorf("engine paths %+v", e)
+	}
+	if !e.SocketDirPrivate(e.TamqSocket) || e.SocketDirPrivate("/elsewhere/tamq.sock") {
+		t.Error("SocketDirPrivate")
+	}
+	vars["TMPDIR"] = "relative"
+	if e, _ := Resolve(Tamq, env(vars)); e.PrivateDir != fmt.Sprintf("/tmp/tamq-%d", os.Getuid()) {
+		t.Errorf("a relative TMPDIR was not ignored: %q", e.PrivateDir)
+	}
+	vars["XDG_RUNTIME_DIR"] = "/run/user/7"
+	if e, _ := Resolve(Tamq, env(vars)); e.PrivateDir != "" || e.SocketDirPrivate(e.Socket) {
+		t.Errorf("private dir with XDG_RUNTIME_DIR set: %q", e.PrivateDir)
+	}
+}
+
 func TestResolveRelativeXDGIsIgnored(t *testing.T) {
 	p, err := Resolve(Tamq, env(map[string]string{
 		"HOME": "/home/u", "XDG_CONFIG_HOME": "rel/cfg", "XDG_STATE_HOME": "rel", "XDG_RUNTIME_DIR": "run",
@@ -68,7 +96,8 @@ func TestResolveRelativeXDGIsIgnored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.ConfigFile != "/home/u/.config/tamq/config.toml" || p.StateDir != "/home/u/.local/state/tamq" || p.Socket != "/tmp/tamq.sock" {
+	if p.ConfigFile != "/home/u/.config/tamq/config.toml" || p.StateDir != "/home/u/.local/state/tamq" ||
+		p.Socket != fmt.Sprintf("/tmp/tamq-%d/tamq.sock", os.Getuid()) {
 		t.Errorf("relative XDG values were not ignored: %+v", p)
 	}
 }

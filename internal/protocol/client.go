@@ -25,6 +25,9 @@ type Client struct {
 	Service string
 	// Timeout bounds one call, dial included; zero means 30 s.
 	Timeout time.Duration
+	// PrivateDir, when set, is the directory holding Socket that must be
+	// private to the user (see CheckPrivateDir); it is checked on every call.
+	PrivateDir string
 }
 
 // Call sends op with args and decodes the result into result (which may be nil).
@@ -36,7 +39,7 @@ func (c *Client) Call(ctx context.Context, op string, args, result any) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	dl, _ := ctx.Deadline()
-	conn, err := dialBlocking(c.Socket, dl)
+	conn, err := c.dialBlocking(dl)
 	if err != nil {
 		return c.dialError(err)
 	}
@@ -84,7 +87,10 @@ func (c *Client) name() string {
 }
 
 func (c *Client) dialError(err error) error {
+	var e *errs.Error
 	switch {
+	case errors.As(err, &e):
+		return e // a check refused the socket, and said why
 	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ECONNREFUSED):
 		return errs.New(errs.Unavailable, "the %s service is not running (nothing listens on %s)", c.name(), c.Socket).
 			WithHint("start it with `%s start --detach`", c.name())
@@ -111,8 +117,13 @@ func (c *Client) connError(op string, err error) error {
 // dialBlocking connects with plain blocking system calls, bounded by deadline
 // through the socket's own timeouts. A CLI command makes one call and exits;
 // Go's network poller would add thread start-ups and wake-ups that cost more
-// than the whole round trip on a local socket.
-func dialBlocking(path string, deadline time.Time) (io.ReadWriteCloser, error) {
+// than the whole round trip on a local socket. Nothing is written before the
+// socket and the process behind it are known to be the user's own.
+func (c *Client) dialBlocking(deadline time.Time) (io.ReadWriteCloser, error) {
+	path := c.Socket
+	if err := checkBeforeDial(path, c.PrivateDir); err != nil {
+		return nil, err
+	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -127,6 +138,10 @@ func dialBlocking(path string, deadline time.Time) (io.ReadWriteCloser, error) {
 		if errors.Is(err, unix.EAGAIN) {
 			return nil, context.DeadlineExceeded
 		}
+		return nil, err
+	}
+	if err := checkPeerFD(fd, path); err != nil {
+		unix.Close(fd)
 		return nil, err
 	}
 	// The descriptor is blocking, so os.File uses plain read and write.
@@ -147,8 +162,7 @@ func (c *Client) OpenStream(ctx context.Context, op string, args any) (net.Conn,
 	if timeout == 0 {
 		timeout = 30 * time.Second
 	}
-	d := net.Dialer{Timeout: timeout}
-	conn, err := d.DialContext(ctx, "unix", c.Socket)
+	conn, err := DialUnix(ctx, c.Socket, c.PrivateDir, net.Dialer{Timeout: timeout})
 	if err != nil {
 		return nil, nil, c.dialError(err)
 	}

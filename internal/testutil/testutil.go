@@ -4,6 +4,7 @@
 package testutil
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -26,9 +27,10 @@ var (
 	buildErr  error
 )
 
-// Binaries builds tamq, coordination-engine and tamq-demo once per test
-// process into a directory every user can read and execute (tests run
-// children under other uids), and returns that directory.
+// Binaries builds tamq, coordination-engine, tamq-demo and squatter (a
+// hostile local user's stand-in) once per test process into a directory every
+// user can read and execute (tests run children under other uids), and
+// returns that directory.
 func Binaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -41,7 +43,8 @@ func Binaries(t testing.TB) string {
 			buildErr = err
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", dir+"/", "github.com/tmux-amq/tamq/cmd/...", "github.com/tmux-amq/tamq/tools/tamq-demo")
+		cmd := exec.Command("go", "build", "-o", dir+"/", "github.com/tmux-amq/tamq/cmd/...", "github.com/tmux-amq/tamq/tools/tamq-demo",
+			"github.com/tmux-amq/tamq/internal/testutil/squatter")
 		// As the Makefile builds them: static, so no dynamic loader runs at start.
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := cmd.CombinedOutput()
@@ -304,4 +307,56 @@ func (e *Env) RecorderCommand() string {
 func (e *Env) Recording(repo string) (string, bool) {
 	b, err := os.ReadFile(filepath.Join(e.Root, "rec", repo))
 	return string(b), err == nil
+}
+
+// Squatter is another local user's process listening on a socket path the
+// user's programs may dial; Conns reports what each connection sent it.
+type Squatter struct {
+	mu    sync.Mutex
+	conns []int
+}
+
+// Conns returns the byte counts of the connections that have ended so far.
+func (s *Squatter) Conns() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int{}, s.conns...)
+}
+
+// Squat runs the squatter as uid (with the same gid) on path until the test
+// ends, and returns once it listens.
+func (e *Env) Squat(t testing.TB, uid uint32, path string) *Squatter {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(e.Bin, "squatter"), path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	s := &Squatter{}
+	ready := make(chan bool, 1)
+	go func() {
+		lines := bufio.NewScanner(out)
+		for lines.Scan() {
+			var n int
+			if lines.Text() == "ready" {
+				ready <- true
+			} else if _, err := fmt.Sscanf(lines.Text(), "conn %d", &n); err == nil {
+				s.mu.Lock()
+				s.conns = append(s.conns, n)
+				s.mu.Unlock()
+			}
+		}
+		ready <- false
+	}()
+	if !<-ready {
+		t.Fatalf("squatter on %s did not start: %s", path, errb.String())
+	}
+	return s
 }

@@ -3,6 +3,7 @@ package broker
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -234,9 +235,10 @@ func (h *HookListener) serve() {
 	}
 }
 
-// SendHook forwards one event to the broker listening at path.
+// SendHook forwards one event to the broker listening at path, only if that
+// broker is the user's own (what a hook reports may name the agent's tools).
 func SendHook(path string, e HookEvent, timeout time.Duration) error {
-	c, err := net.DialTimeout("unix", path, timeout)
+	c, err := protocol.DialUnix(context.Background(), path, "", net.Dialer{Timeout: timeout})
 	if err != nil {
 		return err
 	}

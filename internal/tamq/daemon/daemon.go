@@ -47,7 +47,11 @@ type Result struct {
 
 // Client returns a protocol client for the service at p.
 func Client(p paths.Paths, timeout time.Duration) *protocol.Client {
-	return &protocol.Client{Socket: p.Socket, Service: "tamq", Timeout: timeout}
+	c := &protocol.Client{Socket: p.Socket, Service: "tamq", Timeout: timeout}
+	if p.SocketDirPrivate(p.Socket) {
+		c.PrivateDir = p.PrivateDir
+	}
+	return c
 }
 
 // Ping asks the service whether it is alive.
@@ -69,6 +73,8 @@ func EnsureRunning(ctx context.Context, o Options) (Result, error) {
 	defer cancel()
 	if res, err := Ping(ctx, o.Paths); err == nil {
 		return Result{Ping: res, AlreadyRunning: true}, nil
+	} else if refusedSocket(err) {
+		return Result{}, err
 	}
 	if err := paths.EnsurePrivateDir(o.Paths.StateDir); err != nil {
 		return Result{}, err
@@ -195,8 +201,8 @@ func waitAlive(ctx context.Context, p paths.Paths) (protocol.PingResult, error) 
 	delay := 5 * time.Millisecond
 	for {
 		res, err := Ping(ctx, p)
-		if err == nil {
-			return res, nil
+		if err == nil || refusedSocket(err) {
+			return res, err
 		}
 		select {
 		case <-ctx.Done():
@@ -205,6 +211,13 @@ func waitAlive(ctx context.Context, p paths.Paths) (protocol.PingResult, error) 
 		}
 		delay = min(delay*2, 100*time.Millisecond)
 	}
+}
+
+// refusedSocket tells a socket the client will not talk to (another user's,
+// or not a socket) from one where nothing listens yet: waiting or starting a
+// service cannot change the first.
+func refusedSocket(err error) bool {
+	return errs.Is(err, errs.PermissionDeny) || errs.Is(err, errs.Conflict)
 }
 
 // WaitGone polls until the process pid has exited and the socket no longer

@@ -127,6 +127,13 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	if err := paths.EnsurePrivateDir(o.Paths.StateDir); err != nil {
 		return nil, err
 	}
+	if o.Paths.SocketDirPrivate(o.Paths.Socket) {
+		// Made and checked as tmux makes /tmp/tmux-<uid>: in a shared /tmp,
+		// only a directory of our own keeps others from the socket's path.
+		if err := protocol.CheckPrivateDir(o.Paths.PrivateDir, true); err != nil {
+			return nil, err
+		}
+	}
 	if err := protocol.CheckSocketPath(o.Paths.Socket); err != nil {
 		return nil, err
 	}
