@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // RepoOption is the window user option that marks a window as opened by tamq
@@ -527,6 +528,11 @@ func (s Server) Paste(ctx context.Context, g Guard, text string) error {
 	}
 	if text == "" {
 		return nil
+	}
+	// The last line of defence: whatever was checked before, a paste never
+	// carries a byte that could end the bracketed paste or press a key.
+	if !textsafe.Inert(text) {
+		return notWritten(errs.New(errs.BodyInvalid, "the text has a control character other than newline and tab"), "refusing to paste into %s", g.PaneID)
 	}
 	// One tmux process for every step: a delivery spawns as few processes as
 	// it can. When the pane cannot be found or the server not reached, tmux

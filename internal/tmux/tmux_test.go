@@ -597,3 +597,23 @@ func TestAHungServerTimesOut(t *testing.T) {
 		t.Errorf("after the server resumed: pid %d, %v", got, err)
 	}
 }
+
+// Issue 11, item 2: the last line of defence. Whatever let it through, a
+// paste that could end the bracketed paste or press a key is not written.
+func TestPasteRefusesWhatCouldAct(t *testing.T) {
+	t.Parallel()
+	ctx := ctxFor(t)
+	s := private(t)
+	pane, file := recorder(t, ctx, s, true)
+	for _, text := range []string{"x\x1b[201~echo pwned\r", "carriage\rreturn", "osc \x1b]52;c;aGk=\a", "c1 \u009b31m", "bidi \u202e"} {
+		err := s.Paste(ctx, pane, text)
+		if !errors.Is(err, ErrNotWritten) || !errs.Is(err, errs.BodyInvalid) {
+			t.Errorf("Paste(%q) = %v", text, err)
+		}
+	}
+	// The pane got nothing of them: the next paste is the first thing in it.
+	if err := s.Paste(ctx, pane, "clean"); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, file, "\x1b[200~clean\x1b[201~")
+}

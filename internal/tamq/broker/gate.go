@@ -2,6 +2,9 @@ package broker
 
 import (
 	"time"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // Gate writes deliveries into the agent and presses their Enter only when it
@@ -72,6 +75,11 @@ func (g *Gate) View() (atPrompt bool, reason string) {
 
 // Deliver writes d into the agent when it is at its prompt.
 func (g *Gate) Deliver(d Delivery) Outcome {
+	// The last line of defence: whatever the service sent, nothing written
+	// here may end the bracketed paste or press a key.
+	if !textsafe.Inert(d.Text) {
+		return Outcome{Err: errs.New(errs.BodyInvalid, "refusing to type a delivery with a control character other than newline and tab")}
+	}
 	start := time.Now()
 	deadline := start.Add(d.MaxWait)
 	quiet, _ := g.Relay.AwaitMoment(Moment{Quiet: d.Quiet, MaxWait: d.MaxWait, Busy: g.Busy})

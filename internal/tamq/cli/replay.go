@@ -349,6 +349,9 @@ func parseEnvelope(raw []byte) (protocol.ReplayEntry, error) {
 	if env.ID == "" || env.Target == "" || env.Sender == "" {
 		return protocol.ReplayEntry{}, errs.New(errs.BadRequest, "the line lacks id, sender or target")
 	}
+	if err := queue.CheckFields(envelopeFields(env)...); err != nil {
+		return protocol.ReplayEntry{}, err
+	}
 	original := env.ReplayOf
 	if original == "" {
 		original = env.ID
@@ -358,6 +361,14 @@ func parseEnvelope(raw []byte) (protocol.ReplayEntry, error) {
 		AckMode: env.AckMode, IdempotencyKey: env.IdempotencyKey, CorrelationID: env.CorrelationID,
 		CoordinationEndpointID: env.CoordinationEndpointID,
 	}, nil
+}
+
+// envelopeFields are the fields of a line that the replayed message keeps:
+// the service checks them again; checking here names the line.
+func envelopeFields(env protocol.Envelope) [][2]string {
+	return [][2]string{{"id", env.ID}, {"replay_of", env.ReplayOf}, {"sender", env.Sender}, {"sender_kind", env.SenderKind},
+		{"target", env.Target}, {"ack_mode", env.AckMode}, {"idempotency_key", env.IdempotencyKey},
+		{"correlation_id", env.CorrelationID}, {"coordination_endpoint_id", env.CoordinationEndpointID}}
 }
 
 // jsonProblem describes a JSON error without quoting the line's content.

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // State is where a message is in its delivery.
@@ -123,6 +124,24 @@ func CleanBody(body string) (string, error) {
 		return "", errs.New(errs.BodyInvalid, "message body is empty")
 	}
 	return body, nil
+}
+
+// CheckFields holds envelope fields (ids, sender, target, keys) to the name
+// rule of textsafe: each may reach a terminal (the sender and id are typed
+// into the receiver's) or a person's screen, so none may hold a control or
+// format character. Each field is its name and value; empty values are left
+// to the caller.
+func CheckFields(fields ...[2]string) error {
+	for _, f := range fields {
+		name, value := f[0], f[1]
+		if value == "" {
+			continue
+		}
+		if p := textsafe.NameProblem(value); p != "" {
+			return errs.New(errs.BodyInvalid, "field %s \"%s\": %s", name, textsafe.Escape(value), p)
+		}
+	}
+	return nil
 }
 
 // ParseAddress splits "To:<slug>: text" into the target slug and the body.

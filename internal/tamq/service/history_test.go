@@ -158,7 +158,7 @@ func TestReplayReportsBadLinesAndLandsTheRest(t *testing.T) {
 	e, _ := workspace(t, fastConfig, "net-kingdom")
 	ep := endpointOf(t, e)
 	line := func(id, target, body string) string {
-		b, _ := json.Marshal(protocol.Envelope{V: 1, Message: protocol.Message{ID: id, BatchID: id, Sender: "railiance",
+		b, _ := json.Marshal(protocol.Envelope{V: 1, Message: protocol.Message{ID: id, BatchID: id, Sender: "net-kingdom",
 			SenderKind: "worker", Target: target, Body: &body, AckMode: "injected", State: "injected"}})
 		return string(b)
 	}

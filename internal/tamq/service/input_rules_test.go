@@ -68,7 +68,7 @@ func TestReplayRefusesLinesThatAreNotUTF8(t *testing.T) {
 	t.Parallel()
 	e, _ := workspace(t, fastConfig, "net-kingdom")
 	line := func(id, body string) string {
-		return `{"v":1,"id":"` + id + `","batch_id":"` + id + `","sender":"railiance","sender_kind":"worker",` +
+		return `{"v":1,"id":"` + id + `","batch_id":"` + id + `","sender":"net-kingdom","sender_kind":"worker",` +
 			`"target":"net-kingdom","body":"` + body + `","ack_mode":"injected","state":"injected"}`
 	}
 	lines := []string{

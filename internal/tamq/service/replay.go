@@ -85,6 +85,14 @@ func (s *Service) replayed(e protocol.ReplayEntry, resolve func(string) (gita.Re
 	if e.Original == "" || e.Sender == "" {
 		return nil, errs.New(errs.BodyInvalid, "the line has no id or no sender")
 	}
+	// Every field that reaches a terminal or a screen is a name; the sender
+	// is typed into the receiver's terminal, so it must be one tamq could
+	// have written itself.
+	if err := queue.CheckFields([][2]string{{"id", e.Original}, {"sender", e.Sender}, {"target", e.Target},
+		{"idempotency_key", e.IdempotencyKey}, {"correlation_id", e.CorrelationID},
+		{"coordination_endpoint_id", e.CoordinationEndpointID}}...); err != nil {
+		return nil, err
+	}
 	kind := queue.SenderKind(e.SenderKind)
 	switch kind {
 	case queue.FromWorker, queue.FromOperator, queue.FromReplay:
@@ -100,6 +108,9 @@ func (s *Service) replayed(e protocol.ReplayEntry, resolve func(string) (gita.Re
 	}
 	if _, err := resolve(e.Target); err != nil {
 		return nil, err
+	}
+	if _, err := resolve(e.Sender); err != nil && e.Sender != OperatorLabel {
+		return nil, errs.New(errs.BodyInvalid, "sender %q is neither a registered repo nor %s", e.Sender, OperatorLabel)
 	}
 	if _, err := pickEndpoint(endpoints, e.Target, endpointID); err != nil {
 		return nil, err

@@ -37,7 +37,7 @@ func BenchmarkReplay(b *testing.B) {
 	for i := range lines {
 		body := fmt.Sprintf("replayed message %d: the build is green, please rebase onto main", i)
 		env := protocol.Envelope{V: protocol.EnvelopeVersion, Message: protocol.Message{
-			ID: fmt.Sprintf("01900000-0000-7000-8000-%012d", i), BatchID: "b", Sender: "railiance", SenderKind: "worker",
+			ID: fmt.Sprintf("01900000-0000-7000-8000-%012d", i), BatchID: "b", Sender: "net-kingdom", SenderKind: "worker",
 			Target: "net-kingdom", Body: &body, AckMode: "injected", State: "injected", Attempts: 1, MaxAttempts: 3,
 			PolicyProfile: "default@x", ConfigVersion: "c", CreatedAt: created, UpdatedAt: created}}
 		line, _ := json.Marshal(env)

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -164,5 +165,62 @@ func TestSomethingPlantedAtTheSocketPath(t *testing.T) {
 	}
 	if r := e.Run(t, "tamq", "serve"); r.Status != 13 || !strings.Contains(r.Stderr, e.Socket()+" exists and is not a socket") {
 		t.Errorf("serve with a directory at the socket path: %s", r)
+	}
+}
+
+// Issue 11, item 2: nothing in a replayed envelope can end the paste or press
+// a key. A sender, target, id or key holding control or format characters is
+// refused, as is a sender tamq could not have written (neither a registered
+// repo nor the operator); the good line lands and arrives intact.
+func TestReplayedFieldsCannotAct(t *testing.T) {
+	t.Parallel()
+	e, _ := workspace(t, fastConfig, "net-kingdom", "railiance")
+	line := func(n int, edit func(*protocol.Message)) string {
+		body := fmt.Sprintf("message %d", n)
+		m := protocol.Message{ID: fmt.Sprintf("00000000-0000-7000-8000-%012d", n), BatchID: "b", Sender: "railiance",
+			SenderKind: "worker", Target: "net-kingdom", Body: &body, AckMode: "injected", State: "injected"}
+		edit(&m)
+		b, _ := json.Marshal(protocol.Envelope{V: 1, Message: m})
+		return string(b)
+	}
+	pwned := filepath.Join(e.Root, "pwned")
+	lines := []string{
+		line(1, func(m *protocol.Message) { m.Sender = "railiance\x1b[201~\rtouch " + pwned + "\r" }),
+		line(2, func(m *protocol.Message) { m.Sender = "mallory" }),
+		line(3, func(m *protocol.Message) { m.Target = "net-kingdom\a" }),
+		line(4, func(m *protocol.Message) { m.ID = "id-\x1b]52;c;aGk=\a" }),
+		line(5, func(m *protocol.Message) { m.CorrelationID = "txt\u202eexe" }),
+		line(6, func(m *protocol.Message) { m.IdempotencyKey = "key\u009b" }),
+		line(7, func(m *protocol.Message) {}),
+	}
+	file := filepath.Join(t.TempDir(), "crafted.jsonl")
+	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run, r := replay(t, e, file, "--endpoint", endpointOf(t, e))
+	if run.Summary.Accepted != 1 || run.Summary.Rejected != 6 || r.Status == 0 {
+		t.Fatalf("replay of crafted lines: %+v\n%s", run, r)
+	}
+	for _, o := range run.Rejections {
+		if o.Code != "body_invalid" && o.Code != "unknown_target" {
+			t.Errorf("line %d: %+v", o.Line, o)
+		}
+	}
+	if strings.ContainsAny(r.Stdout+r.Stderr, "\x1b\a\r\u009b\u202e") {
+		t.Errorf("replay printed a crafted field raw: %q", r.Stdout+r.Stderr)
+	}
+	testutil.WaitFor(t, "the good line to arrive", func() bool {
+		got, _ := e.Recording("net-kingdom")
+		return strings.Contains(got, "message 7\r")
+	})
+	if got, _ := e.Recording("net-kingdom"); got != "From:railiance: message 7\r" {
+		t.Errorf("net-kingdom received %q", got)
+	}
+	if _, err := os.Stat(pwned); !os.IsNotExist(err) {
+		t.Fatalf("a crafted sender ran a command: %v", err)
+	}
+	h := e.Tamq(t, "history")
+	if strings.ContainsAny(h.Stdout, "\x1b\a\u009b\u202e") || strings.Contains(h.Stdout, "mallory") {
+		t.Errorf("history holds a crafted field:\n%s", h.Stdout)
 	}
 }
