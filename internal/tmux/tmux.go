@@ -47,9 +47,11 @@ type Server struct {
 
 // Choose picks the server like tmux does: an explicit -L name (socketName, from
 // --tmux-socket) wins; else the socket path in $TMUX; else the default server.
-// The default server is returned as its socket path, so every later call names
-// it even if the environment changes. Unlike tmux we do not resolve symlinks
-// in the path; the path still reaches the same socket.
+// The default server is named by its label ("default"), never by its path:
+// tmux then checks that its socket directory (/tmp/tmux-<uid>) is the user's
+// own and private before it connects or starts a server there, a check that
+// naming the path with -S would skip. Callers read the path back with
+// SocketPath once the server runs.
 func Choose(socketName string, getenv func(string) string) Server {
 	// A name with a slash is a socket path, as tmux's -S takes.
 	if strings.Contains(socketName, "/") {
@@ -61,11 +63,16 @@ func Choose(socketName string, getenv func(string) string) Server {
 	if path, _, _ := strings.Cut(getenv("TMUX"), ","); path != "" {
 		return Server{Socket: path}
 	}
+	return Server{Name: "default"}
+}
+
+// labelDir is the directory where tmux keeps the sockets of -L labels.
+func labelDir(getenv func(string) string) string {
 	dir := getenv("TMUX_TMPDIR")
 	if dir == "" {
 		dir = "/tmp"
 	}
-	return Server{Socket: filepath.Join(dir, fmt.Sprintf("tmux-%d", os.Getuid()), "default")}
+	return filepath.Join(dir, fmt.Sprintf("tmux-%d", os.Getuid()))
 }
 
 // ChoosePath is the socket path of the server Choose picks, worked out as
@@ -75,11 +82,17 @@ func ChoosePath(socketName string, getenv func(string) string) string {
 	if s.Socket != "" {
 		return s.Socket
 	}
-	dir := getenv("TMUX_TMPDIR")
-	if dir == "" {
-		dir = "/tmp"
+	return filepath.Join(labelDir(getenv), s.Name)
+}
+
+// ServerAt names the server whose socket is path, by its label when path is
+// in tmux's label directory, so that tmux's own check of that directory runs
+// before a server is started there (restoring windows may start one).
+func ServerAt(path string, getenv func(string) string) Server {
+	if filepath.Dir(path) == labelDir(getenv) {
+		return Server{Name: filepath.Base(path)}
 	}
-	return filepath.Join(dir, fmt.Sprintf("tmux-%d", os.Getuid()), s.Name)
+	return Server{Socket: path}
 }
 
 // args mirrors tmux, where -S beats -L.
@@ -164,6 +177,10 @@ func classify(msg string) (code errs.Code, notRun bool) {
 			return errs.PermissionDeny, true
 		}
 		return errs.Unavailable, true
+	case strings.Contains(msg, "has unsafe permissions"):
+		// tmux's own check of its socket directory (another user's, or open
+		// to others): its wording is kept, it says what to fix.
+		return errs.PermissionDeny, true
 	case strings.Contains(msg, "can't find "): // pane, window or session
 		return errs.NotFound, true
 	case strings.Contains(msg, "server exited"), strings.Contains(msg, "lost server"):

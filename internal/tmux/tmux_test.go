@@ -68,14 +68,33 @@ func TestChoose(t *testing.T) {
 		{"-L wins", "mine", map[string]string{"TMUX": "/tmp/tmux-0/default,1234,0"}, Server{Name: "mine"}},
 		{"a path is -S", "/run/t/sock", map[string]string{"TMUX": "/tmp/tmux-0/default,1234,0"}, Server{Socket: "/run/t/sock"}},
 		{"$TMUX", "", map[string]string{"TMUX": "/tmp/tmux-0/default,1234,0", "TMUX_TMPDIR": "/x"}, Server{Socket: "/tmp/tmux-0/default"}},
-		{"default", "", nil, Server{Socket: fmt.Sprintf("/tmp/tmux-%d/default", uid)}},
-		{"TMUX_TMPDIR", "", map[string]string{"TMUX_TMPDIR": "/var/run/t/"}, Server{Socket: fmt.Sprintf("/var/run/t/tmux-%d/default", uid)}},
-		{"empty $TMUX path", "", map[string]string{"TMUX": ",1,2"}, Server{Socket: fmt.Sprintf("/tmp/tmux-%d/default", uid)}},
+		{"default", "", nil, Server{Name: "default"}},
+		{"TMUX_TMPDIR", "", map[string]string{"TMUX_TMPDIR": "/var/run/t/"}, Server{Name: "default"}},
+		{"empty $TMUX path", "", map[string]string{"TMUX": ",1,2"}, Server{Name: "default"}},
 	}
 	for _, c := range cases {
 		if got := Choose(c.socket, env(c.vars)); got != c.want {
 			t.Errorf("%s: Choose = %+v, want %+v", c.name, got, c.want)
 		}
+	}
+	paths := map[string]string{
+		"":         fmt.Sprintf("/tmp/tmux-%d/default", uid),
+		"mine":     fmt.Sprintf("/tmp/tmux-%d/mine", uid),
+		"/run/t/s": "/run/t/s",
+	}
+	for name, want := range paths {
+		if got := ChoosePath(name, env(nil)); got != want {
+			t.Errorf("ChoosePath(%q) = %q, want %q", name, got, want)
+		}
+	}
+	if got := ChoosePath("", env(map[string]string{"TMUX_TMPDIR": "/var/run/t/"})); got != fmt.Sprintf("/var/run/t/tmux-%d/default", uid) {
+		t.Errorf("ChoosePath with TMUX_TMPDIR = %q", got)
+	}
+	if got := ServerAt(fmt.Sprintf("/tmp/tmux-%d/work", uid), env(nil)); got != (Server{Name: "work"}) {
+		t.Errorf("ServerAt in the label directory = %+v", got)
+	}
+	if got := ServerAt("/run/t/s", env(nil)); got != (Server{Socket: "/run/t/s"}) {
+		t.Errorf("ServerAt elsewhere = %+v", got)
 	}
 	if got := (Server{Socket: "/s", Name: "n"}).args(); strings.Join(got, " ") != "-S /s" {
 		t.Errorf("args = %q, want -S to win as in tmux", got)

@@ -105,7 +105,7 @@ holds. The exit status is the agent's.`,
 			// The pane this broker runs in, as tmux told it; the service checks
 			// it against the process tree before it believes it.
 			if pane := a.Getenv("TMUX_PANE"); pane != "" && a.Getenv("TMUX") != "" {
-				args := protocol.BrokerSessionArgs{Repo: repo, Socket: tmux.Choose("", a.Getenv).Socket, Pane: pane}
+				args := protocol.BrokerSessionArgs{Repo: repo, Socket: tmux.ChoosePath("", a.Getenv), Pane: pane}
 				go sess.run(sessionCtx, daemon.Client(p, 10*time.Second), args)
 			}
 			code, err := relay.Run()

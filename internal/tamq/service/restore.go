@@ -57,7 +57,9 @@ func (s *Service) restore(ctx context.Context, recreate []string) (protocol.Rest
 	defer s.endpointsChanged()
 	var failed error
 	for _, ep := range wanted {
-		srv := tmux.Server{Socket: ep.TmuxSocket}
+		// By its label where it has one: restoring may start the server, and
+		// tmux then checks its directory first.
+		srv := tmux.ServerAt(ep.TmuxSocket, os.Getenv)
 		var repos []workspace.Repo
 		for _, w := range ep.Windows {
 			r, ok := reg.Lookup(w.Repo)

@@ -224,3 +224,41 @@ func TestReplayedFieldsCannotAct(t *testing.T) {
 		t.Errorf("history holds a crafted field:\n%s", h.Stdout)
 	}
 }
+
+// Issue 11, item 3: tamq never bypasses tmux's check of its socket directory.
+// Another user made /tmp/tmux-<uid> (here under a shared TMUX_TMPDIR) to host
+// the victim's next server: tamq open refuses with tmux's own words and
+// starts nothing there.
+func TestDefaultTmuxServerKeepsTmuxsDirectoryCheck(t *testing.T) {
+	t.Parallel()
+	e := testutil.NewEnv(t)
+	e.Gita(t, "net-kingdom")
+	shared := sharedDir(t, e, "tmux-tmp")
+	setVar(e, "TMUX_TMPDIR", shared)
+	planted := filepath.Join(shared, fmt.Sprintf("tmux-%d", os.Getuid()))
+	cmd := exec.Command("mkdir", "-m", "0777", planted)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	if r := testutil.RunCmd(t, cmd); r.Status != 0 {
+		t.Fatalf("planting %s: %s", planted, r)
+	}
+	t.Cleanup(func() { e.Run(t, "tamq", "stop") })
+	r := e.Run(t, "tamq", "open", "--command", "sleep 60", "net-kingdom")
+	if r.Status != 9 || !strings.Contains(r.Stderr, "directory "+planted+" has unsafe permissions") {
+		t.Errorf("open with a planted tmux directory: %s", r)
+	}
+	if entries, _ := os.ReadDir(planted); len(entries) != 0 {
+		exec.Command("tmux", "-S", filepath.Join(planted, "default"), "kill-server").Run()
+		t.Fatalf("a tmux server was started in another user's directory: %v", entries)
+	}
+
+	// Made private and the user's own, the default server works.
+	os.RemoveAll(planted)
+	e.Tamq(t, "open", "--command", "sleep 60", "net-kingdom")
+	t.Cleanup(func() { exec.Command("tmux", "-S", filepath.Join(planted, "default"), "kill-server").Run() })
+	if fi, err := os.Stat(planted); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("tmux's directory: %v %v", fi, err)
+	}
+	if r := e.Tamq(t, "endpoints"); !strings.Contains(r.Stdout, filepath.Join(planted, "default")) {
+		t.Errorf("endpoints do not show the default socket path:\n%s", r.Stdout)
+	}
+}
