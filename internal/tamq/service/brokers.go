@@ -113,6 +113,10 @@ func (s *Service) brokerSession(ctx context.Context, peer protocol.Peer, req *pr
 		s.log.Warn("broker session refused", "repo", args.Repo, "peer_pid", peer.PID, "error", err.Error())
 		return nil, err
 	}
+	if s.brokers.get(store.DeliveryKey(p.endpointID, p.repo)) != nil {
+		s.log.Warn("broker session refused: the window has a live one", "repo", p.repo, "peer_pid", peer.PID)
+		return nil, errs.New(errs.Conflict, "broker session for %s refused: the window already has a live broker session", p.repo)
+	}
 	return protocol.Stream{
 		Result: map[string]bool{"accepted": true},
 		Run: func(conn net.Conn, fr *protocol.FrameReader) {
@@ -124,7 +128,14 @@ func (s *Service) brokerSession(ctx context.Context, peer protocol.Peer, req *pr
 				s.brokers.live = map[string]*brokerConn{}
 			}
 			if old := s.brokers.live[key]; old != nil {
-				old.conn.Close() // a reconnecting broker replaces its dead session
+				// A second session never displaces a live one: it would take
+				// the window's deliveries from the broker that types them. A
+				// broker whose session died is gone from the map already (its
+				// connection ended), so a reconnecting one is not refused.
+				// (Checked before accepting; this is the rare race of two
+				// sessions accepted at once: the later one is closed.)
+				s.brokers.mu.Unlock()
+				return
 			}
 			s.brokers.live[key] = bc
 			s.brokers.mu.Unlock()

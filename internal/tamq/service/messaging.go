@@ -13,6 +13,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/status"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
 // OperatorLabel is the sender of messages sent from outside any tamq window.
@@ -46,6 +47,10 @@ func (s *Service) register(ctx context.Context, _ protocol.Peer, req *protocol.R
 			return nil, errs.New(errs.BadRequest, "window mode %q is not trigger or manual", w.Mode)
 		}
 	}
+	if err := s.verifyRegistration(ctx, ep); err != nil {
+		s.log.Warn("registration refused", "endpoint", ep.ID, "error", err.Error())
+		return nil, err
+	}
 	err = s.store.Register(ctx, ep)
 	s.endpointsChanged()
 	if err != nil {
@@ -57,6 +62,53 @@ func (s *Service) register(ctx context.Context, _ protocol.Peer, req *protocol.R
 	s.live.requestRebind()
 	s.wake()
 	return map[string]string{"endpoint_id": ep.ID}, nil
+}
+
+// verifyRegistration asks the endpoint's tmux server itself whether what a
+// registration says holds: the server answers with the pid the endpoint is
+// named after, and each window's pane is there, in a window marked for its
+// repo. A window already recorded on a live pane is never moved to another
+// pane while that one still runs marked for the repo: deliveries would go
+// where the registering process chose, not where the agent is.
+func (s *Service) verifyRegistration(ctx context.Context, ep protocol.Endpoint) error {
+	askCtx, cancel := askTmux(ctx)
+	pid, wins, err := (tmux.Server{Socket: ep.TmuxSocket}).Snapshot(askCtx)
+	cancel()
+	if err != nil {
+		return errs.Wrap(errs.CodeOf(err), err, "cannot register endpoint %s: cannot ask its tmux server", ep.ID)
+	}
+	if pid != ep.ServerPID {
+		return errs.New(errs.PermissionDeny, "cannot register endpoint %s: the tmux server on %s has pid %d", ep.ID, ep.TmuxSocket, pid)
+	}
+	panes := map[string]tmux.Window{}
+	for _, w := range wins {
+		panes[w.PaneID] = w
+	}
+	known, err := s.knownEndpoints(ctx)
+	if err != nil {
+		return err
+	}
+	recorded := map[string]string{} // repo -> pane, on this endpoint
+	for _, k := range known {
+		if k.ID == ep.ID {
+			for _, w := range k.Windows {
+				recorded[w.Repo] = w.PaneID
+			}
+		}
+	}
+	for _, w := range ep.Windows {
+		p, ok := panes[w.PaneID]
+		if !ok || p.Repo != w.Repo {
+			return errs.New(errs.PermissionDeny, "cannot register the window of %q: pane %s is not in a window marked for it on %s", w.Repo, w.PaneID, ep.TmuxSocket)
+		}
+		if old := recorded[w.Repo]; old != "" && old != w.PaneID {
+			if o, ok := panes[old]; ok && !o.Dead && o.Repo == w.Repo {
+				return errs.New(errs.Conflict, "cannot move the window of %q to pane %s: its pane %s still runs", w.Repo, w.PaneID, old).
+					WithHint("close that window first, or use it: `tamq open %s` reuses it", w.Repo)
+			}
+		}
+	}
+	return nil
 }
 
 func (s *Service) send(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {

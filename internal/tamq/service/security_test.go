@@ -262,3 +262,89 @@ func TestDefaultTmuxServerKeepsTmuxsDirectoryCheck(t *testing.T) {
 		t.Errorf("endpoints do not show the default socket path:\n%s", r.Stdout)
 	}
 }
+
+// Issue 11, items 4 and 5: a process that runs in a window (the agent, or a
+// program it started) is that window's worker and nothing more. It cannot
+// send as the operator, and it cannot open a second broker session that
+// would take the window's deliveries from the broker that types them.
+func TestAProcessInAWindowCannotActAsItsBroker(t *testing.T) {
+	t.Parallel()
+	e, tm := emptyWorkspace(t, fastConfig, "net-kingdom", "railiance")
+	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", e.RecorderCommand(), "railiance")
+	rec := filepath.Join(e.Root, "rec")
+	script := filepath.Join(e.Root, "agent.sh")
+	agent := `until [ -e "` + rec + `/go" ]; do sleep 0.05; done
+sq="` + filepath.Join(e.Bin, "squatter") + `"
+"$sq" dial "$TAMQ_SOCKET" '{"proto":"0.1","op":"broker_session","id":"s","args":{"repo":"net-kingdom","tmux_socket":"'"${TMUX%%,*}"'","pane_id":"'"$TMUX_PANE"'"}}' > "` + rec + `/session-reply"
+"$sq" dial "$TAMQ_SOCKET" '{"proto":"0.1","op":"send","id":"o","args":{"text":"To:railiance: as the operator","operator":true}}' > "` + rec + `/operator-reply"
+stty raw -echo; exec cat > "` + rec + `/net-kingdom"
+`
+	if err := os.WriteFile(script, []byte(agent), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", "sh "+script, "net-kingdom")
+	testutil.WaitFor(t, "both brokers to attach", func() bool { return brokersAttached(t, e) == 2 })
+	if err := os.WriteFile(filepath.Join(rec, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the agent's recorder", func() bool { _, ok := e.Recording("net-kingdom"); return ok })
+	reply := func(name string) string { b, _ := os.ReadFile(filepath.Join(rec, name)); return string(b) }
+	if r := reply("session-reply"); !strings.Contains(r, `"code":"conflict"`) || !strings.Contains(r, "already has a live broker session") {
+		t.Errorf("a second broker session from inside the pane: %q", r)
+	}
+	if r := reply("operator-reply"); !strings.Contains(r, `"code":"permission_denied"`) {
+		t.Errorf("the operator flag from the agent: %q", r)
+	}
+	// The real broker still has the window.
+	m := send(t, e, "To:net-kingdom: still mine")
+	waitState(t, e, m.ID, "injected")
+	if got, _ := e.Recording("net-kingdom"); got != "From:operator/o: still mine\r" {
+		t.Errorf("net-kingdom received %q", got)
+	}
+	if got, _ := e.Recording("railiance"); got != "" {
+		t.Errorf("railiance received %q", got)
+	}
+}
+
+// Issue 11, item 5: register cannot point a repo's window at a pane tamq
+// did not open for it, nor move it off a pane that still runs.
+func TestRegisterNeedsTheWindowsTmuxShows(t *testing.T) {
+	t.Parallel()
+	e, tm := workspace(t, fastConfig, "net-kingdom", "railiance")
+	ep, w := windowStatus(t, e, "net-kingdom")
+	_, other := windowStatus(t, e, "railiance")
+	register := func(paneID string) string {
+		t.Helper()
+		args := protocol.RegisterArgs{Endpoint: protocol.Endpoint{ID: ep.ID, TmuxSocket: ep.TmuxSocket, ServerPID: ep.ServerPID,
+			Session: ep.Session, Windows: []protocol.EndpointWindow{{Repo: "net-kingdom", RepoPath: w.RepoPath, PaneID: paneID, Mode: "manual"}}}}
+		b, _ := json.Marshal(protocol.Request{Proto: protocol.Version, Op: protocol.OpRegister, ID: "r", Args: mustJSON(t, args)})
+		return e.Run(t, "squatter", "dial", e.Socket(), string(b)).Stdout
+	}
+	// railiance's pane, and a pane in a window nobody marked.
+	if r := register(other.PaneID); !strings.Contains(r, `"code":"permission_denied"`) || !strings.Contains(r, "is not in a window marked for it") {
+		t.Errorf("register onto another repo's pane: %s", r)
+	}
+	stray := strings.TrimSpace(tm.Must(t, "new-window", "-d", "-P", "-F", "#{pane_id}", "sleep 60"))
+	if r := register(stray); !strings.Contains(r, `"code":"permission_denied"`) {
+		t.Errorf("register onto an unmarked pane: %s", r)
+	}
+	// Marked by hand for net-kingdom while net-kingdom's window still runs.
+	tm.Must(t, "set-option", "-w", "-t", stray, "@tamq_repo", "net-kingdom")
+	if r := register(stray); !strings.Contains(r, `"code":"conflict"`) || !strings.Contains(r, "still runs") {
+		t.Errorf("register moving a live window: %s", r)
+	}
+	m := send(t, e, "To:net-kingdom: where it was")
+	waitState(t, e, m.ID, "injected")
+	if got, _ := e.Recording("net-kingdom"); got != "From:operator/o: where it was\r" {
+		t.Errorf("net-kingdom received %q", got)
+	}
+}
+
+func mustJSON(t *testing.T, v any) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -2,9 +2,10 @@
 // tests. `squatter SOCKET` binds a Unix socket at a path before the user's
 // service can, lets anyone connect, and reports how many bytes each
 // connection sent it ("conn N" on stdout), so a test can show that a client
-// refused it before writing a byte. `squatter dial SOCKET` connects to a
-// service as a raw client would, without the checks tamq's own client makes,
-// sends a ping and prints the reply ("reply ..." or "closed").
+// refused it before writing a byte. `squatter dial SOCKET [FRAME]` connects
+// to a service as a raw client would, without the checks tamq's own client
+// makes, sends FRAME (a ping by default) and prints the first reply ("reply
+// ..." or "closed").
 package main
 
 import (
@@ -21,9 +22,11 @@ func main() {
 	case len(os.Args) == 2:
 		squat(os.Args[1])
 	case len(os.Args) == 3 && os.Args[1] == "dial":
-		dial(os.Args[2])
+		dial(os.Args[2], `{"proto":"0.1","op":"ping","id":"squatter"}`)
+	case len(os.Args) == 4 && os.Args[1] == "dial":
+		dial(os.Args[2], os.Args[3])
 	default:
-		fmt.Fprintln(os.Stderr, "usage: squatter SOCKET | squatter dial SOCKET")
+		fmt.Fprintln(os.Stderr, "usage: squatter SOCKET | squatter dial SOCKET [FRAME]")
 		os.Exit(2)
 	}
 }
@@ -52,7 +55,7 @@ func squat(path string) {
 	}
 }
 
-func dial(path string) {
+func dial(path, frame string) {
 	c, err := net.DialTimeout("unix", path, 5*time.Second)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "squatter:", err)
@@ -60,7 +63,7 @@ func dial(path string) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprintf(c, "{\"proto\":\"0.1\",\"op\":\"ping\",\"id\":\"squatter\"}\n")
+	fmt.Fprintf(c, "%s\n", frame)
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil {
 		fmt.Println("closed")
