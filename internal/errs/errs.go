@@ -20,7 +20,7 @@ const (
 	UnknownTarget  Code = "unknown_target" // a repo slug that is not registered in gita
 	Storage        Code = "storage_error"  // SQLite failure, unreadable or unwritable state dir
 	SchemaTooNew   Code = "schema_too_new" // the database was written by a newer binary
-	Unavailable    Code = "unavailable"    // the service (or a needed endpoint) is not running
+	Unavailable    Code = "unavailable"    // the service (or a needed endpoint) is not running, or takes no more connections now
 	PermissionDeny Code = "permission_denied"
 	BodyTooLarge   Code = "body_too_large"
 	BodyInvalid    Code = "body_invalid" // not UTF-8, or binary control bytes

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -54,12 +55,15 @@ func (c *Client) Call(ctx context.Context, op string, args, result any) error {
 	if err != nil {
 		return err
 	}
-	if _, err := conn.Write(frame); err != nil {
-		return c.connError(op, err)
+	_, werr := conn.Write(frame)
+	// When the service closed the connection, it may have said why first
+	// (too many connections open): that answer is read and wins.
+	if werr != nil && !errors.Is(werr, syscall.EPIPE) && !errors.Is(werr, syscall.ECONNRESET) {
+		return c.connError(op, werr)
 	}
 	line, err := NewFrameReader(conn).Next()
 	if err != nil {
-		return c.connError(op, err)
+		return c.connError(op, cmp.Or(werr, err))
 	}
 	var resp Response
 	if err := json.Unmarshal(line, &resp); err != nil {
@@ -174,17 +178,18 @@ func (c *Client) OpenStream(ctx context.Context, op string, args any) (net.Conn,
 		return nil, nil, errs.Wrap(errs.Internal, err, "encode %s arguments", op)
 	}
 	frame, err := EncodeFrame(req)
-	if err == nil {
-		_, err = conn.Write(frame)
-	}
-	fr := NewFrameReader(conn)
-	var line []byte
-	if err == nil {
-		line, err = fr.Next()
-	}
 	if err != nil {
 		conn.Close()
-		return nil, nil, c.connError(op, err)
+		return nil, nil, err
+	}
+	_, werr := conn.Write(frame)
+	// A refusal sent before the service closed the connection is read even
+	// when the write failed, as in Call.
+	fr := NewFrameReader(conn)
+	line, err := fr.Next()
+	if err != nil {
+		conn.Close()
+		return nil, nil, c.connError(op, cmp.Or(werr, err))
 	}
 	var resp Response
 	if err := json.Unmarshal(line, &resp); err != nil || !resp.OK {

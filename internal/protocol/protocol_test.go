@@ -22,6 +22,13 @@ import (
 // socket and returns its path.
 func setup(t *testing.T, handlers map[string]Handler) (*Server, *Listener) {
 	t.Helper()
+	srv := &Server{Handlers: handlers, IdleTimeout: 10 * time.Second}
+	return srv, serve(t, srv)
+}
+
+// serve runs srv on a private socket until the test ends.
+func serve(t *testing.T, srv *Server) *Listener {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "proto-")
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +38,6 @@ func setup(t *testing.T, handlers map[string]Handler) (*Server, *Listener) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &Server{Handlers: handlers, IdleTimeout: 10 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(context.Background(), ln) }()
 	t.Cleanup(func() {
@@ -41,7 +47,7 @@ func setup(t *testing.T, handlers map[string]Handler) (*Server, *Listener) {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return srv, ln
+	return ln
 }
 
 func echo(_ context.Context, _ Peer, req *Request) (any, error) {

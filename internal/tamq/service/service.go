@@ -37,6 +37,17 @@ func Now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 // IdleTimeout closes a client connection that sends nothing for this long.
 const IdleTimeout = 30 * time.Second
 
+// The connection caps. A CLI command holds one connection for one request,
+// so hundreds at once already means something runs amok; a broker holds one
+// session per agent window for its whole life. Together they bound the
+// descriptors connections take well below any usual RLIMIT_NOFILE (Go raises
+// the soft limit to the hard one at start), so a flood of connections is
+// refused before it can use them up.
+const (
+	MaxConns   = 256
+	MaxStreams = 512
+)
+
 // Options configure a service.
 type Options struct {
 	Paths    paths.Paths
@@ -172,8 +183,11 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	s.server = &protocol.Server{
 		Handlers:    s.handlers(),
 		Log:         s.log,
+		StreamOps:   map[string]bool{protocol.OpBrokerSession: true},
 		Refused:     s.refused,
 		IdleTimeout: IdleTimeout,
+		MaxConns:    MaxConns,
+		MaxStreams:  MaxStreams,
 	}
 	if o.Orwell != nil {
 		s.server.Trace = orwellTracer(o.Orwell, o.Now)
