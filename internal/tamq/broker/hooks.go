@@ -207,16 +207,37 @@ func (h *HookListener) Close() {
 	h.wg.Wait()
 }
 
+// hookConns bounds the hook connections served at once: a hook sends one
+// short line, so more at once is a flood, closed unread.
+const hookConns = 16
+
 func (h *HookListener) serve() {
 	defer h.wg.Done()
+	slots := make(chan struct{}, hookConns)
+	var backoff time.Duration
 	for {
 		c, err := h.ln.AcceptUnix()
-		if err != nil {
+		if errors.Is(err, net.ErrClosed) {
 			return
+		}
+		if err != nil {
+			// Out of descriptors and the like: the agent's hooks must still
+			// reach the broker once the spell ends.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		select {
+		case slots <- struct{}{}:
+		default:
+			c.Close()
+			continue
 		}
 		h.wg.Add(1)
 		go func() {
 			defer h.wg.Done()
+			defer func() { <-slots }()
 			defer c.Close()
 			if peer, err := protocol.PeerOf(c); err != nil || peer.UID != h.uid {
 				return
