@@ -19,6 +19,7 @@ import (
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 type exportRecord struct {
@@ -90,7 +91,7 @@ does an interrupted one (Ctrl-C or SIGTERM), which exits 130 (143 for SIGTERM).`
 				// The shell's convention for a command ended by a signal.
 				msg := fmt.Sprintf("%s: export interrupted by %s", a.Name(), unix.SignalName(sig))
 				if file != "-" {
-					msg += "; " + file + " left as it was"
+					msg += "; " + textsafe.Escape(file) + " left as it was"
 				}
 				fmt.Fprintln(a.Err, msg)
 				return sharedcli.PassStatus(128 + int(sig))
@@ -221,5 +222,5 @@ func displayName(file string) string {
 	if file == "-" {
 		return "standard output"
 	}
-	return file
+	return textsafe.Escape(file)
 }
