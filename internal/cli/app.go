@@ -16,6 +16,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // App is what a command needs from its surroundings. Streams, environment and
@@ -107,7 +108,12 @@ func NewLogger(w io.Writer, asJSON, quiet, verbose bool) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// PrintJSON writes v to stdout as one indented JSON document.
+// PrintJSON writes v to stdout as one indented JSON document. Its strings are
+// not escaped for a terminal: encoding/json writes control characters below
+// U+0020 (ESC, BEL, CR...) and U+2028/U+2029 as \u escapes, but C1 controls,
+// DEL and bidirectional format characters are valid UTF-8 and go out as they
+// are. That is right for JSON, whose reader is a program that gets the value
+// back exactly; a program that shows a value to a person escapes it itself.
 func (a *App) PrintJSON(v any) error {
 	enc := json.NewEncoder(a.Out)
 	enc.SetIndent("", "  ")
@@ -115,14 +121,16 @@ func (a *App) PrintJSON(v any) error {
 	return enc.Encode(v)
 }
 
-// Printf writes human output to stdout.
+// Printf writes human output to stdout. Commands escape the names they print;
+// escaping the whole text again is the second line of defence for a field one
+// forgot (a no-op on text that cannot act).
 func (a *App) Printf(format string, args ...any) {
-	fmt.Fprintf(a.Out, format, args...)
+	io.WriteString(a.Out, textsafe.EscapeText(fmt.Sprintf(format, args...)))
 }
 
-// Notef writes a diagnostic note to stderr unless --quiet.
+// Notef writes a diagnostic note to stderr unless --quiet, escaped as Printf.
 func (a *App) Notef(format string, args ...any) {
 	if !a.Quiet {
-		fmt.Fprintf(a.Err, a.Name()+": "+format+"\n", args...)
+		io.WriteString(a.Err, a.Name()+": "+textsafe.EscapeText(fmt.Sprintf(format, args...))+"\n")
 	}
 }

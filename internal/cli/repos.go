@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 type repoRecord struct {
@@ -68,12 +69,15 @@ The registry is read, never written.`,
 			if a.JSON {
 				return a.PrintJSON(rec)
 			}
+			// The registry refuses names and paths that could act in a
+			// terminal; they are escaped here all the same, as everywhere a
+			// person reads them.
 			tw := tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
 			for _, r := range rec.Repos {
-				tw.Write([]byte(r.Name + "\t" + r.Path + "\n"))
+				tw.Write([]byte(textsafe.Escape(r.Name) + "\t" + textsafe.Escape(r.Path) + "\n"))
 			}
 			for _, u := range rec.Unregistered {
-				tw.Write([]byte(u.Name + "\t" + u.Path + "\t(not registered: " + u.Reason + ")\n"))
+				tw.Write([]byte(textsafe.Escape(u.Name) + "\t" + textsafe.Escape(u.Path) + "\t(not registered: " + textsafe.Escape(u.Reason) + ")\n"))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // Run executes the command line and returns the process exit status. Every error
@@ -49,9 +50,12 @@ func Run(a *App, root *cobra.Command, args []string) int {
 		return status
 	}
 	// Cobra's messages can span lines (suggestions); keep them, prefixed once.
-	fmt.Fprintf(a.Err, "%s: %s\n", a.Name(), strings.TrimRight(e.Message, "\n"))
+	// A message may quote what came from anywhere (an argument, the registry,
+	// a database row, a line being replayed): escaped, nothing in it can act
+	// in the terminal, whichever error built it.
+	fmt.Fprintf(a.Err, "%s: %s\n", a.Name(), textsafe.EscapeText(strings.TrimRight(e.Message, "\n")))
 	if e.Hint != "" {
-		fmt.Fprintf(a.Err, "%s: hint: %s\n", a.Name(), e.Hint)
+		fmt.Fprintf(a.Err, "%s: hint: %s\n", a.Name(), textsafe.EscapeText(e.Hint))
 	}
 	return status
 }

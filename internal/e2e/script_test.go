@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -52,6 +53,8 @@ func TestScripts(t *testing.T) {
 			"gita-add": cmdGitaAdd,
 			"dbinit":   cmdDBInit,
 			"mode":     cmdMode,
+			"unescape": cmdUnescape,
+			"sql":      cmdSQL,
 		},
 	})
 }
@@ -179,5 +182,50 @@ func cmdMode(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	if got := uint64(fi.Mode().Perm()); (got == want) == neg {
 		ts.Fatalf("%s has mode %o, want %s%o", args[1], got, map[bool]string{true: "not ", false: ""}[neg], want)
+	}
+}
+
+// unescape SRC DST writes SRC's text to DST with $VARS expanded and Go escapes
+// (\x1b, \u202e, \a, \r\n...) turned into the bytes they stand for, and
+// without SRC's own line ends: scripts keep the hostile bytes they test
+// readable.
+func cmdUnescape(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: unescape src dst")
+	}
+	text := os.Expand(ts.ReadFile(args[0]), ts.Getenv)
+	var out strings.Builder
+	for line := range strings.Lines(text) {
+		line = strings.TrimSuffix(line, "\n")
+		u, err := strconv.Unquote(`"` + strings.ReplaceAll(line, `"`, `\"`) + `"`)
+		if err != nil {
+			ts.Fatalf("unescape %q: %v", line, err)
+		}
+		out.WriteString(u)
+	}
+	dst := ts.MkAbs(args[1])
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		ts.Fatalf("unescape: %v", err)
+	}
+	if err := os.WriteFile(dst, []byte(out.String()), 0o644); err != nil {
+		ts.Fatalf("unescape: %v", err)
+	}
+}
+
+// sql FILE runs the statements in FILE on tamq's database (create it with
+// dbinit first), to put there rows no command would write.
+func cmdSQL(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: sql file")
+	}
+	db, err := sqlitedb.Open(context.Background(), sqlitedb.Options{
+		Path: filepath.Join(ts.Getenv("XDG_STATE_HOME"), "tamq", "tamq.sqlite3"), Migrations: tamqstore.Migrations,
+	})
+	if err != nil {
+		ts.Fatalf("sql: %v", err)
+	}
+	defer db.Close()
+	if _, err := db.Writer.Exec(ts.ReadFile(args[0])); err != nil {
+		ts.Fatalf("sql: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // seeds are lines a hand-edited or gita-written registry may hold.
@@ -35,6 +36,9 @@ func FuzzParseRepos(f *testing.F) {
 			if !errs.Is(err, errs.RegistryError) || !strings.HasPrefix(err.Error(), file+":") {
 				t.Fatalf("error %q (%s) should be a registry_error naming the file and line", err, errs.CodeOf(err))
 			}
+			if textsafe.ControlProblem(err.Error()) != "" {
+				t.Fatalf("error %q holds what could act in a terminal", err)
+			}
 			return
 		}
 		seen := map[string]bool{}
@@ -42,6 +46,12 @@ func FuzzParseRepos(f *testing.F) {
 		for _, r := range rows {
 			if r.repo.Name == "" || r.repo.Path == "" {
 				t.Fatalf("accepted a row without a name or path: %+v", r)
+			}
+			if p := textsafe.NameProblem(r.repo.Name); p != "" {
+				t.Fatalf("accepted name %q: %s", r.repo.Name, p)
+			}
+			if p := textsafe.ControlProblem(r.repo.Path); p != "" {
+				t.Fatalf("accepted path %q: %s", r.repo.Path, p)
 			}
 			if seen[r.repo.Name] {
 				t.Fatalf("accepted name %q twice", r.repo.Name)
@@ -71,12 +81,20 @@ func FuzzParseGroups(f *testing.F) {
 			if !errs.Is(err, errs.RegistryError) || !strings.HasPrefix(err.Error(), file+":") {
 				t.Fatalf("error %q (%s) should be a registry_error naming the file and line", err, errs.CodeOf(err))
 			}
+			if textsafe.ControlProblem(err.Error()) != "" {
+				t.Fatalf("error %q holds what could act in a terminal", err)
+			}
 			return
 		}
 		seen := map[string]bool{}
 		for _, g := range groups {
 			if g.Name == "" || seen[g.Name] {
 				t.Fatalf("accepted an empty or repeated group name %q", g.Name)
+			}
+			for _, name := range append([]string{g.Name}, g.Repos...) {
+				if p := textsafe.NameProblem(name); p != "" {
+					t.Fatalf("accepted name %q: %s", name, p)
+				}
 			}
 			seen[g.Name] = true
 		}

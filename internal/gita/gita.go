@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // The files gita keeps in its directory.
@@ -444,7 +445,11 @@ func describeErr(err error) string {
 // parseRepos reads repos.csv as gita does (csv.DictReader with the field names
 // path,name,type,flags and "" for missing ones), but refuses what gita would
 // misread silently: a row without a path or name, extra fields, a name used
-// twice (gita would keep only the last) and broken quoting.
+// twice (gita would keep only the last) and broken quoting. It also refuses
+// what gita takes but tamq must not: a name that could act in a terminal (a
+// name is typed into agents' terminals as a sender and printed by every
+// command) and a path with a control character, which no repository tamq
+// opens a window in has.
 func parseRepos(file string, data []byte) ([]row, error) {
 	var rows []row
 	firstLine := map[string]int{}
@@ -460,6 +465,12 @@ func parseRepos(file string, data []byte) ([]row, error) {
 		case repo.Name == "":
 			return lineError(file, line, "empty name")
 		}
+		if p := textsafe.NameProblem(repo.Name); p != "" {
+			return lineError(file, line, "name '%s' cannot be used: %s", textsafe.Escape(repo.Name), p)
+		}
+		if p := textsafe.ControlProblem(repo.Path); p != "" {
+			return lineError(file, line, "path '%s' cannot be used: %s", textsafe.Escape(repo.Path), p)
+		}
 		if first, dup := firstLine[repo.Name]; dup {
 			return lineError(file, line, "duplicate name '%s' (first on line %d)", repo.Name, first)
 		}
@@ -471,7 +482,8 @@ func parseRepos(file string, data []byte) ([]row, error) {
 }
 
 // parseGroups reads groups.csv, whose rows are name:repos[:path] with the repo
-// names space separated; older gita wrote no path.
+// names space separated; older gita wrote no path. Group and repo names follow
+// the rule of repos.csv (see parseRepos).
 func parseGroups(file string, data []byte) ([]Group, error) {
 	var groups []Group
 	firstLine := map[string]int{}
@@ -483,6 +495,17 @@ func parseGroups(file string, data []byte) ([]Group, error) {
 		g := Group{Name: rec[0], Repos: strings.Fields(rec[1]), Path: rec[2]}
 		if g.Name == "" {
 			return lineError(file, line, "empty group name")
+		}
+		if p := textsafe.NameProblem(g.Name); p != "" {
+			return lineError(file, line, "group name '%s' cannot be used: %s", textsafe.Escape(g.Name), p)
+		}
+		for _, name := range g.Repos {
+			if p := textsafe.NameProblem(name); p != "" {
+				return lineError(file, line, "repo name '%s' in group '%s' cannot be used: %s", textsafe.Escape(name), g.Name, p)
+			}
+		}
+		if p := textsafe.ControlProblem(g.Path); p != "" {
+			return lineError(file, line, "group path '%s' cannot be used: %s", textsafe.Escape(g.Path), p)
 		}
 		if first, dup := firstLine[g.Name]; dup {
 			return lineError(file, line, "duplicate group '%s' (first on line %d)", g.Name, first)

@@ -99,8 +99,9 @@ func TestParseRepos(t *testing.T) {
 		{"needless quotes", "\"/s/a b\",\"a b\",\"\",\"\"\r\n", []row{r(1, "/s/a b", "a b", "", "")}},
 		{"spaces are kept", "/p, lead ,,\r\n", []row{r(1, "/p", " lead ", "", "")}},
 		{"flags split on runs of spaces", "/a,a,,  -c   x  \r\n", []row{r(1, "/a", "a", "", "  -c   x  ")}},
-		{"quoted line break moves later line numbers", "\"/a\r\nb\",ab,,\r\n/c,c,,\r\n", []row{
-			r(1, "/a\nb", "ab", "", ""), r(3, "/c", "c", "", ""),
+		// Only in the type column, unused: a name or path may not hold one.
+		{"quoted line break moves later line numbers", "/a,a,\"x\r\ny\",\r\n/c,c,,\r\n", []row{
+			r(1, "/a", "a", "x\ny", ""), r(3, "/c", "c", "", ""),
 		}},
 		{"empty file", "", nil},
 		{"only blank lines", "\r\n\r\n", nil},
@@ -135,6 +136,17 @@ func TestParseReposErrors(t *testing.T) {
 		{"too many fields", "/a,a,,,x\r\n", file + ":1: row has 5 fields, want path,name[,type,flags]"},
 		{"duplicate name", "/a,a,,\r\n/b,b,,\r\n/c,a,,\r\n", file + ":3: duplicate name 'a' (first on line 1)"},
 		{"names are case-sensitive, duplicates exact", "/a,a,,\r\n/b,A,,\r\n/c,A,,\r\n", file + ":3: duplicate name 'A' (first on line 2)"},
+		// A name is typed into agents' terminals and printed by every command:
+		// nothing in it may act there, and the message shows it escaped.
+		{"OSC 52 in a name", "/a,a,,\r\n/b,\"evil\x1b]52;c;aGk=\x07\",,\r\n", file + `:2: name 'evil\x1b]52;c;aGk=\x07' cannot be used: it has the control or format character U+001B at byte 4`},
+		{"end of bracketed paste in a name", "/a,evil\x1b[201~,,\r\n", file + `:1: name 'evil\x1b[201~' cannot be used: it has the control or format character U+001B at byte 4`},
+		{"bidi override in a name", "/a,a,,\r\n/b,txt\u202egnp.exe,,\r\n", file + `:2: name 'txt\u202egnp.exe' cannot be used: it has the control or format character U+202E at byte 3`},
+		{"BEL in a name", "/a,ding\a,,\r\n", file + `:1: name 'ding\x07' cannot be used: it has the control or format character U+0007 at byte 4`},
+		{"C1 CSI in a name", "/a,c1\u009b31m,,\r\n", file + `:1: name 'c1\x9b31m' cannot be used: it has the control or format character U+009B at byte 2`},
+		{"line break in a quoted name", "/a,\"two\nlines\",,\r\n", file + `:1: name 'two\x0alines' cannot be used: it has the control or format character U+000A at byte 3`},
+		{"invalid UTF-8 in a name", "/a,bad\xff,,\r\n", file + `:1: name 'bad\xff' cannot be used: it is not valid UTF-8`},
+		{"name too long", "/a," + strings.Repeat("n", 300) + ",,\r\n", file + ":1: name '" + strings.Repeat("n", 300) + "' cannot be used: it is 300 bytes long; the limit is 256"},
+		{"escape in a path", "/a,a,,\r\n/src/\x1b[2J,b,,\r\n", file + `:2: path '/src/\x1b[2J' cannot be used: it has the control or format character U+001B at byte 5`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -177,6 +189,9 @@ func TestParseGroups(t *testing.T) {
 		{name: "empty name", data: ":x:\r\n", wantErr: file + ":1: empty group name"},
 		{name: "duplicate", data: "a:x:\r\nb:y:\r\na:z:\r\n", wantErr: file + ":3: duplicate group 'a' (first on line 1)"},
 		{name: "unterminated quote", data: "a:x:\r\nb:y:\"/p\r\n", wantErr: file + `:2: quoted field not closed, or text after its closing "`},
+		{name: "escape in a group name", data: "a:x:\r\nevil\x1b]0;t\x07:y:\r\n", wantErr: file + `:2: group name 'evil\x1b]0;t\x07' cannot be used: it has the control or format character U+001B at byte 4`},
+		{name: "bidi in a member", data: "a:x y\u202e:\r\n", wantErr: file + `:1: repo name 'y\u202e' in group 'a' cannot be used: it has the control or format character U+202E at byte 1`},
+		{name: "escape in a group path", data: "a:x:/p\x1b[201~\r\n", wantErr: file + `:1: group path '/p\x1b[201~' cannot be used: it has the control or format character U+001B at byte 2`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -436,6 +451,11 @@ func TestLoadErrors(t *testing.T) {
 			writeFile(t, filepath.Join(dir, ReposFileName), "/a,a,,\r\n/b,b,,\r\n/c\r\n/d,d,,\r\n")
 			return filepath.Join(dir, ReposFileName) + ":3: row has 1 field, want path,name[,type,flags]"
 		}, "line 3"},
+		{"hostile name in repos.csv", func(t *testing.T, dir string) string {
+			mkdir(t, dir)
+			writeFile(t, filepath.Join(dir, ReposFileName), "/a,a,,\r\n/b,\"b\x1b]52;c;aGk=\x07\",,\r\n")
+			return filepath.Join(dir, ReposFileName) + `:2: name 'b\x1b]52;c;aGk=\x07' cannot be used: it has the control or format character U+001B at byte 1`
+		}, "line 2"},
 		{"malformed groups.csv", func(t *testing.T, dir string) string {
 			mkdir(t, dir)
 			writeFile(t, filepath.Join(dir, ReposFileName), "")

@@ -35,7 +35,15 @@ func NameProblem(s string) string {
 		return "it is empty"
 	case len(s) > MaxName:
 		return fmt.Sprintf("it is %d bytes long; the limit is %d", len(s), MaxName)
-	case !utf8.ValidString(s):
+	}
+	return ControlProblem(s)
+}
+
+// ControlProblem says why s, which may be of any length (a path, say), can
+// act in a terminal, or "" when it cannot: it must be valid UTF-8 with
+// nothing in it that Acts.
+func ControlProblem(s string) string {
+	if !utf8.ValidString(s) {
 		return "it is not valid UTF-8"
 	}
 	for i, r := range s {
@@ -51,9 +59,23 @@ func NameProblem(s string) string {
 // UTF-8) written as a Go escape, and backslashes doubled so the result is
 // unambiguous.
 func Escape(s string) string {
-	if !needsEscape(s) {
+	if ControlProblem(s) == "" {
 		return s
 	}
+	return escape(s, false)
+}
+
+// EscapeText is Escape for text that may span lines, such as a message body:
+// newlines and tabs are kept as they are, so the text still reads as it was
+// written; everything else that acts is escaped.
+func EscapeText(s string) string {
+	if Inert(s) {
+		return s
+	}
+	return escape(s, true)
+}
+
+func escape(s string, keepLines bool) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
@@ -62,6 +84,8 @@ func Escape(s string) string {
 			fmt.Fprintf(&b, `\x%02x`, s[i])
 		case r == '\\':
 			b.WriteString(`\\`)
+		case keepLines && (r == '\n' || r == '\t'):
+			b.WriteRune(r)
 		case Acts(r) && r < 0x100:
 			fmt.Fprintf(&b, `\x%02x`, r)
 		case Acts(r):
@@ -72,18 +96,6 @@ func Escape(s string) string {
 		i += size
 	}
 	return b.String()
-}
-
-func needsEscape(s string) bool {
-	if !utf8.ValidString(s) {
-		return true
-	}
-	for _, r := range s {
-		if Acts(r) {
-			return true
-		}
-	}
-	return false
 }
 
 // Inert reports whether writing s into a terminal as text can do nothing but

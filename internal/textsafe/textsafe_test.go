@@ -1,6 +1,9 @@
 package textsafe
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestNameProblem(t *testing.T) {
 	good := []string{"net-kingdom", "with space,comma", "café", "日本", "a:b"}
@@ -75,6 +78,65 @@ func FuzzEscapeIsInert(f *testing.F) {
 		}
 		if NameProblem(s) == "" && e != s {
 			t.Fatalf("a valid name %q was changed to %q", s, e)
+		}
+	})
+}
+
+func TestControlProblem(t *testing.T) {
+	long := "/" + strings.Repeat("a", 4*MaxName)
+	for _, s := range []string{"", "/home/u/src/net-kingdom", "/srv/with space,comma/café", long} {
+		if p := ControlProblem(s); p != "" {
+			t.Errorf("ControlProblem(%q) = %q, want none", s, p)
+		}
+	}
+	bad := map[string]string{
+		"/src/\x1b]52;c;aGk=\a": "it has the control or format character U+001B at byte 5",
+		"/src/a\nb":             "it has the control or format character U+000A at byte 6",
+		"/src/\u202eab":         "it has the control or format character U+202E at byte 5",
+		"/src/\xff":             "it is not valid UTF-8",
+	}
+	for s, want := range bad {
+		if got := ControlProblem(s); got != want {
+			t.Errorf("ControlProblem(%q) = %q, want %q", s, got, want)
+		}
+	}
+}
+
+func TestEscapeText(t *testing.T) {
+	cases := map[string]string{
+		"two\nlines\tand a tab ✓":     "two\nlines\tand a tab ✓",
+		"back\\slash\n":               "back\\slash\n", // nothing acts: unchanged
+		"end paste\x1b[201~\rrm -rf":  "end paste\\x1b[201~\\x0drm -rf",
+		"osc\x1b]52;c;aGk=\a\n\\ok\t": "osc\\x1b]52;c;aGk=\\x07\n\\\\ok\t",
+		"bidi\u202etxt\n":             "bidi\\u202etxt\n",
+		"crlf\r\n":                    "crlf\\x0d\n",
+		"bad\xff\n":                   "bad\\xff\n",
+	}
+	for in, want := range cases {
+		got := EscapeText(in)
+		if got != want {
+			t.Errorf("EscapeText(%q) = %q, want %q", in, got, want)
+		}
+		if !Inert(got) {
+			t.Errorf("EscapeText(%q) = %q still acts", in, got)
+		}
+	}
+}
+
+func FuzzEscapeTextIsInert(f *testing.F) {
+	for _, s := range []string{"plain\n", "\x1b[201~\r\n\t", "\u202e", "\xff\\"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		e := EscapeText(s)
+		if !Inert(e) {
+			t.Fatalf("EscapeText(%q) = %q acts", s, e)
+		}
+		if Inert(s) && e != s {
+			t.Fatalf("inert text %q was changed to %q", s, e)
+		}
+		if strings.Count(e, "\n") != strings.Count(s, "\n") {
+			t.Fatalf("EscapeText(%q) = %q changed the lines", s, e)
 		}
 	})
 }

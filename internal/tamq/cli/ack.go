@@ -8,6 +8,7 @@ import (
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 func newAckCmd(a *sharedcli.App) *cobra.Command {
@@ -37,7 +38,7 @@ func messageOp(cmd *cobra.Command, a *sharedcli.App, op, id, verb string) error 
 		return a.PrintJSON(m)
 	}
 	if !a.Quiet {
-		a.Printf("%s %s (now %s)\n", verb, m.ID, m.State)
+		a.Printf("%s %s (now %s)\n", verb, textsafe.Escape(m.ID), textsafe.Escape(m.State))
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 func newEndpointsCmd(a *sharedcli.App) *cobra.Command {
@@ -39,6 +40,9 @@ name it, until it is replaced on the same socket or forgotten with
 				a.Printf("no endpoints (open windows with `tamq open REPO...`)\n")
 				return nil
 			}
+			// What the service answers comes from its database and tmux:
+			// escaped, nothing in it acts in the terminal.
+			esc := textsafe.Escape
 			tw := tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "ENDPOINT\tSTATE\tTMUX SOCKET\tWINDOWS\n")
 			for _, ep := range res.Endpoints {
@@ -46,7 +50,7 @@ name it, until it is replaced on the same socket or forgotten with
 				if ep.Forgotten {
 					state = "forgotten"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ep.ID, state, ep.TmuxSocket, windowList(ep.Windows))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", esc(ep.ID), esc(state), esc(ep.TmuxSocket), esc(windowList(ep.Windows)))
 			}
 			return tw.Flush()
 		},

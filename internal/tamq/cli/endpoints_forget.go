@@ -8,6 +8,7 @@ import (
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 func newEndpointsForgetCmd(a *sharedcli.App) *cobra.Command {
@@ -33,7 +34,7 @@ connected endpoint cannot be forgotten (exit 13).`,
 				return a.PrintJSON(res)
 			}
 			if !a.Quiet {
-				a.Printf("forgot %s (%d undelivered messages failed)\n", res.EndpointID, res.FailedMessages)
+				a.Printf("forgot %s (%d undelivered messages failed)\n", textsafe.Escape(res.EndpointID), res.FailedMessages)
 			}
 			return nil
 		},

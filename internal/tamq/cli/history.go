@@ -12,6 +12,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/service"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 func newHistoryCmd(a *sharedcli.App) *cobra.Command {
@@ -66,12 +67,17 @@ and are shown only with --body.`,
 				header += "\tBODY" // last, so long bodies widen no other column
 			}
 			fmt.Fprintln(tw, header)
+			// Every field is read from the database, which may be old or
+			// hold replayed rows: all are escaped. A body is shown quoted
+			// (%q escapes every character that is not printable, so nothing
+			// in it acts either) to keep one line per message.
+			esc := textsafe.Escape
 			for _, m := range records {
 				from := m.Sender
 				if m.Provenance != "" {
 					from += "/" + m.Provenance
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s", m.ID, m.CreatedAt.Local().Format(time.DateTime), from, m.Target, m.State, m.Attempts, m.AckMode)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s", esc(m.ID), m.CreatedAt.Local().Format(time.DateTime), esc(from), esc(m.Target), esc(m.State), m.Attempts, esc(m.AckMode))
 				if m.Body != nil {
 					fmt.Fprintf(tw, "\t%q", *m.Body)
 				}

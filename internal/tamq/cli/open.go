@@ -13,6 +13,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/daemon"
 	"github.com/tmux-amq/tamq/internal/tamq/workspace"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
@@ -134,7 +135,8 @@ func runOpen(cmd *cobra.Command, a *sharedcli.App, o openOptions, slugs []string
 		if w.Mode == "" {
 			mode = "mode unchanged"
 		}
-		a.Printf("%s %s: window %s, pane %s (%s) on %s\n", verb, w.Repo, w.WindowID, w.PaneID, mode, rec.EndpointID)
+		esc := textsafe.Escape
+		a.Printf("%s %s: window %s, pane %s (%s) on %s\n", verb, esc(w.Repo), esc(w.WindowID), esc(w.PaneID), esc(mode), esc(rec.EndpointID))
 	}
 	return nil
 }

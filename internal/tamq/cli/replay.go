@@ -19,6 +19,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/daemon"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // maxReplayLine bounds one JSONL line: a valid envelope is far smaller (an
@@ -105,7 +106,7 @@ rejection's error code.`,
 			} else if !a.Quiet {
 				s := r.rec.Summary
 				a.Printf("replayed %s into %s as batch %s: %d accepted, %d skipped as duplicates, %d rejected (%d lines)\n",
-					r.rec.File, endpoint, r.rec.BatchID, s.Accepted, s.Duplicates, s.Rejected, s.Lines)
+					textsafe.Escape(r.rec.File), textsafe.Escape(endpoint), r.rec.BatchID, s.Accepted, s.Duplicates, s.Rejected, s.Lines)
 				if r.rec.Stopped {
 					a.Printf("stopped at the first rejected line (--strict)\n")
 				}
@@ -290,7 +291,8 @@ func (r *replayer) reject(o protocol.ReplayOutcome) {
 	r.rec.Summary.Rejected++
 	r.rec.Rejections = append(r.rec.Rejections, o)
 	if !r.a.JSON {
-		fmt.Fprintf(r.a.Err, "%s: line %d: rejected (%s): %s\n", r.a.Name(), o.Line, o.Code, o.Reason)
+		// The reason may quote the line (a target, an id): escaped.
+		fmt.Fprintf(r.a.Err, "%s: line %d: rejected (%s): %s\n", r.a.Name(), o.Line, o.Code, textsafe.Escape(o.Reason))
 	}
 	if r.args.Strict {
 		r.rec.Stopped = true

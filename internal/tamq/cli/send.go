@@ -12,6 +12,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/daemon"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 func newSendCmd(a *sharedcli.App) *cobra.Command {
@@ -58,7 +59,7 @@ newlines and tabs are the only control characters allowed.`,
 				return a.PrintJSON(m)
 			}
 			if !a.Quiet {
-				a.Printf("queued %s for %s (%s mode)\n", m.ID, m.Target, m.AckMode)
+				a.Printf("queued %s for %s (%s mode)\n", textsafe.Escape(m.ID), textsafe.Escape(m.Target), textsafe.Escape(m.AckMode))
 			}
 			return nil
 		},

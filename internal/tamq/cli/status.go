@@ -15,6 +15,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/daemon"
 	"github.com/tmux-amq/tamq/internal/tamq/status"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 func newStatusCmd(a *sharedcli.App) *cobra.Command {
@@ -75,8 +76,11 @@ healthy, else the status of the first problem (8 when the service is down).
 
 func printStatus(a *sharedcli.App, r protocol.StatusReport) {
 	tw := tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
+	// Nearly every field comes from elsewhere (the registry, the database,
+	// tmux, the service's answer), so each line is escaped whole: no name,
+	// path or error in it can act in the terminal or break the layout.
 	line := func(section, format string, args ...any) {
-		fmt.Fprintf(tw, "%s\t%s\n", section, fmt.Sprintf(format, args...))
+		fmt.Fprintf(tw, "%s\t%s\n", section, textsafe.Escape(fmt.Sprintf(format, args...)))
 	}
 	health := "healthy"
 	if !r.Healthy {

@@ -1,0 +1,40 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/textsafe"
+)
+
+// The status report comes from the service, the database and tmux: every
+// name, path and error in it is printed escaped, one line each.
+func TestPrintStatusEscapes(t *testing.T) {
+	const evil = "evil\x1b]52;c;aGk=\a\u202e\n"
+	var out bytes.Buffer
+	a := &sharedcli.App{Program: paths.Tamq, Out: &out}
+	printStatus(a, protocol.StatusReport{
+		Config:   protocol.ConfigStatus{Error: "config " + evil},
+		Service:  protocol.ServiceStatus{Socket: "/run/" + evil, PolicyProfile: evil},
+		SQLite:   protocol.SQLiteStatus{Error: "db " + evil},
+		Registry: protocol.RegistryStatus{Error: "registry " + evil},
+		Queue:    protocol.QueueStatus{Error: "queue " + evil},
+		Endpoints: []protocol.Endpoint{{ID: "tmux-amq-1" + evil, State: "connected", TmuxSocket: "/tmp/" + evil,
+			Windows: []protocol.EndpointWindow{{Repo: evil, WindowID: "@1" + evil, PaneID: "%1", Command: evil, WaitReason: evil, Waiting: 1}}}},
+	})
+	got := out.String()
+	if !textsafe.Inert(got) {
+		t.Errorf("status output could act in a terminal:\n%q", got)
+	}
+	if !strings.Contains(got, `  evil\x1b]52;c;aGk=\x07\u202e\x0a: window @1evil`) {
+		t.Errorf("the window's repo is not shown escaped:\n%s", got)
+	}
+	// Escaped line breaks keep one line per item.
+	if n := strings.Count(got, "\n"); n != 14 {
+		t.Errorf("%d lines, want 14:\n%s", n, got)
+	}
+}
