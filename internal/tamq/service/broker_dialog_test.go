@@ -44,7 +44,9 @@ func TestBrokerHoldsTheEnterWhileADialogShows(t *testing.T) {
 	tm.Must(t, "send-keys", "-t", pane, "Enter")
 	testutil.WaitFor(t, "the answer", func() bool { b, _ := os.ReadFile(filepath.Join(rec, "answer")); return string(b) == "2" })
 	waitState(t, e, m.ID, "injected")
-	if got, _ := e.Recording("net-kingdom"); got != "From:operator/o: do not answer the menu\r" {
+	// Injected means written; the agent takes its time to read it.
+	want := "From:operator/o: do not answer the menu\r"
+	if got := waitRecorded(t, e, "net-kingdom", "\r"); got != want {
 		t.Errorf("received %q", got)
 	}
 }
@@ -73,7 +75,9 @@ func TestBrokerHoldsTheEnterWhileAHookSaysADialogIsOpen(t *testing.T) {
 	tm.Must(t, "send-keys", "-t", pane, "-l", "go")
 	tm.Must(t, "send-keys", "-t", pane, "Enter")
 	waitState(t, e, m.ID, "injected")
-	if got, _ := e.Recording("net-kingdom"); got != "From:operator/o: wait for the answer\r" {
+	// Injected means written; the agent takes its time to read it.
+	want := "From:operator/o: wait for the answer\r"
+	if got := waitRecorded(t, e, "net-kingdom", "\r"); got != want {
 		t.Errorf("received %q", got)
 	}
 	if s := screen(); strings.Contains(s, "rm -rf") {

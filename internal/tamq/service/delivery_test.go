@@ -70,6 +70,19 @@ func stateOf(t *testing.T, e *testutil.Env, id string) protocol.Message {
 	return protocol.Message{}
 }
 
+// waitRecorded waits until repo's recorder has taken in text ending with
+// suffix and returns all it recorded: "injected" means written into the
+// terminal, and the agent reads it when it gets to it.
+func waitRecorded(t *testing.T, e *testutil.Env, repo, suffix string) string {
+	t.Helper()
+	var got string
+	testutil.WaitFor(t, fmt.Sprintf("%s to record %q", repo, suffix), func() bool {
+		got, _ = e.Recording(repo)
+		return strings.HasSuffix(got, suffix)
+	})
+	return got
+}
+
 func waitState(t *testing.T, e *testutil.Env, id, state string) protocol.Message {
 	t.Helper()
 	var m protocol.Message
@@ -192,7 +205,7 @@ func TestAcknowledgedModeRedeliversSameIDUntilAcked(t *testing.T) {
 	before, _ := e.Recording("net-kingdom")
 	next := send(t, e, "To:net-kingdom: after")
 	waitState(t, e, next.ID, "injected")
-	got, _ := e.Recording("net-kingdom")
+	got := waitRecorded(t, e, "net-kingdom", "From:operator/o: after\r")
 	if rest := strings.TrimPrefix(got, before); !strings.HasPrefix(rest, "From:operator/o: after") && !strings.HasSuffix(before, envelope) {
 		t.Errorf("after ack the window got %q", rest)
 	}
@@ -392,9 +405,7 @@ func TestSenderIsTheWindowTheProcessRunsIn(t *testing.T) {
 		t.Errorf("sender from inside a window %+v", got)
 	}
 	waitState(t, e, got.ID, "injected")
-	if rec, _ := e.Recording("net-kingdom"); !strings.HasSuffix(rec, "From:agent-repo: From:operator/o: pretending\r") {
-		t.Errorf("net-kingdom received %q", rec)
-	}
+	waitRecorded(t, e, "net-kingdom", "From:agent-repo: From:operator/o: pretending\r")
 }
 
 // tmuxSocketPath is the socket path of a private tmux server.
@@ -514,9 +525,7 @@ func TestDeliveryThroughTheBrokerSurvivesServiceRestarts(t *testing.T) {
 	testutil.WaitFor(t, "the broker to reattach", brokerAttached)
 	m = send(t, e, "To:net-kingdom: after the restart")
 	waitState(t, e, m.ID, "injected")
-	if got, _ := e.Recording("net-kingdom"); !strings.HasSuffix(got, "\x1b[200~From:operator/o: after the restart\x1b[201~\r") {
-		t.Fatalf("after restart received %q", got)
-	}
+	waitRecorded(t, e, "net-kingdom", "\x1b[200~From:operator/o: after the restart\x1b[201~\r")
 }
 
 // A window opened without the service has no broker; opened again with it, the
@@ -532,7 +541,7 @@ func TestDeliveryWithoutABrokerGoesThroughTmux(t *testing.T) {
 	}
 	m := send(t, e, "To:net-kingdom: through tmux")
 	waitState(t, e, m.ID, "injected")
-	if got, _ := e.Recording("net-kingdom"); got != "From:operator/o: through tmux\r" {
+	if got := waitRecorded(t, e, "net-kingdom", "\r"); got != "From:operator/o: through tmux\r" {
 		t.Errorf("received %q", got)
 	}
 	if d := injectedDetail(t, e, m.ID); d["path"] != "tmux" || d["moment"] != nil {

@@ -169,7 +169,7 @@ func TestRetryAfterServerRestartNeverReachesAnotherRepo(t *testing.T) {
 	testutil.WaitFor(t, "the retried message to be queued", func() bool { return stateOf(t, e, m.ID).State == "queued" })
 	probe := send(t, e, "To:beta: probe") // delivered after anything wrongly claimed before it
 	waitState(t, e, probe.ID, "injected")
-	if rec, _ := e.Recording("beta"); strings.Contains(rec, "for alpha only") || rec != "From:operator/o: probe\r" {
+	if rec := waitRecorded(t, e, "beta", "probe\r"); strings.Contains(rec, "for alpha only") || rec != "From:operator/o: probe\r" {
 		t.Fatalf("beta received %q", rec)
 	}
 	// alpha's window comes back: the message goes there.
