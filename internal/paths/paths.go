@@ -148,6 +148,9 @@ func PrivateRuntimeDir(getenv func(string) string) string {
 	return filepath.Join(filepath.Clean(base), fmt.Sprintf("tamq-%d", os.Getuid()))
 }
 
+// SocketVar is the variable that moves the program's socket.
+func (p Paths) SocketVar() string { return programVars[p.Program].socket }
+
 // SocketDirPrivate reports whether socket lies in the private runtime
 // directory, which must then be checked before the socket is used.
 func (p Paths) SocketDirPrivate(socket string) bool {

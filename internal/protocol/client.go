@@ -22,8 +22,8 @@ import (
 // (recovery after a restart then never depends on a connection's state).
 type Client struct {
 	Socket string
-	// Service names the service in messages ("tamq").
-	Service string
+	// Names name the service in messages and hints.
+	Names Names
 	// Timeout bounds one call, dial included; zero means 30 s.
 	Timeout time.Duration
 	// PrivateDir, when set, is the directory holding Socket that must be
@@ -83,12 +83,7 @@ func (c *Client) Call(ctx context.Context, op string, args, result any) error {
 	return nil
 }
 
-func (c *Client) name() string {
-	if c.Service == "" {
-		return "the service"
-	}
-	return c.Service
-}
+func (c *Client) name() string { return c.Names.program() }
 
 func (c *Client) dialError(err error) error {
 	var e *errs.Error
@@ -100,7 +95,7 @@ func (c *Client) dialError(err error) error {
 			WithHint("start it with `%s start --detach`", c.name())
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
 		return errs.New(errs.PermissionDeny, "cannot connect to %s: permission denied", c.Socket).
-			WithHint("the socket belongs to another user; set TAMQ_SOCKET to your own")
+			WithHint("the socket belongs to another user; %s", c.Names.moveSocket())
 	case errors.Is(err, context.DeadlineExceeded):
 		return errs.New(errs.Timeout, "timed out connecting to %s on %s", c.name(), c.Socket)
 	}
@@ -125,7 +120,7 @@ func (c *Client) connError(op string, err error) error {
 // socket and the process behind it are known to be the user's own.
 func (c *Client) dialBlocking(deadline time.Time) (io.ReadWriteCloser, error) {
 	path := c.Socket
-	if err := checkBeforeDial(path, c.PrivateDir); err != nil {
+	if err := checkBeforeDial(path, c.PrivateDir, c.Names); err != nil {
 		return nil, err
 	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
@@ -144,7 +139,7 @@ func (c *Client) dialBlocking(deadline time.Time) (io.ReadWriteCloser, error) {
 		}
 		return nil, err
 	}
-	if err := checkPeerFD(fd, path); err != nil {
+	if err := checkPeerFD(fd, path, c.Names); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
@@ -166,7 +161,7 @@ func (c *Client) OpenStream(ctx context.Context, op string, args any) (net.Conn,
 	if timeout == 0 {
 		timeout = 30 * time.Second
 	}
-	conn, err := DialUnix(ctx, c.Socket, c.PrivateDir, net.Dialer{Timeout: timeout})
+	conn, err := DialUnix(ctx, c.Socket, c.PrivateDir, c.Names, net.Dialer{Timeout: timeout})
 	if err != nil {
 		return nil, nil, c.dialError(err)
 	}

@@ -126,7 +126,7 @@ func TestConnectionsOverACapAreRefusedAndTheOthersGoOn(t *testing.T) {
 	c4.closedByServer(t, "connection over both caps")
 	// The client reports the service's answer, whether its request went out
 	// before the service closed the connection or not.
-	client := &Client{Socket: ln.Path, Service: "test"}
+	client := &Client{Socket: ln.Path, Names: testNames}
 	err := client.Call(context.Background(), "echo", nil, nil)
 	if !errs.Is(err, errs.Unavailable) || !strings.Contains(err.Error(), "too many connections open") {
 		t.Fatalf("client call over the caps: %v", err)

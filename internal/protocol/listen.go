@@ -34,12 +34,12 @@ type Listener struct {
 // user, a socket some process still listens on, and a parent directory that
 // others may write without the sticky bit. A stale socket (nobody listens) of
 // ours is removed first.
-func Listen(path string) (*Listener, error) {
-	if err := CheckSocketPath(path); err != nil {
+func Listen(path string, n Names) (*Listener, error) {
+	if err := CheckSocketPath(path, n); err != nil {
 		return nil, err
 	}
 	dir := filepath.Dir(path)
-	tmp, err := os.MkdirTemp(dir, ".tamq-bind-")
+	tmp, err := os.MkdirTemp(dir, ".bind-")
 	if err != nil {
 		return nil, errs.Wrap(errs.Storage, err, "cannot prepare socket %s", path)
 	}
@@ -76,11 +76,11 @@ func Listen(path string) (*Listener, error) {
 
 // CheckSocketPath does Listen's checks without binding: the service runs it
 // before touching its database, so a start that must fail fails first.
-func CheckSocketPath(path string) error {
-	if err := checkParent(filepath.Dir(path)); err != nil {
+func CheckSocketPath(path string, n Names) error {
+	if err := checkParent(filepath.Dir(path), n); err != nil {
 		return err
 	}
-	return clearStale(path)
+	return clearStale(path, n)
 }
 
 // Remove deletes the socket file if it is still the one this listener created,
@@ -102,7 +102,7 @@ func (l *Listener) Remove() error {
 // checkParent creates a missing parent 0700 and refuses one that other users
 // could use to swap the socket: owned by someone else, or writable by others
 // without the sticky bit (which is what makes /tmp acceptable).
-func checkParent(dir string) error {
+func checkParent(dir string, n Names) error {
 	fi, err := os.Stat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -121,11 +121,11 @@ func checkParent(dir string) error {
 	sticky := fi.Mode()&fs.ModeSticky != 0
 	if st.Uid != uid && st.Uid != 0 {
 		return errs.New(errs.PermissionDeny, "socket directory %s is owned by uid %d, not by you (uid %d)", dir, st.Uid, uid).
-			WithHint("choose a directory of your own with TAMQ_SOCKET or XDG_RUNTIME_DIR")
+			WithHint("%s", n.moveSocket())
 	}
 	if fi.Mode().Perm()&0o022 != 0 && !sticky {
 		return errs.New(errs.PermissionDeny, "socket directory %s is writable by others (mode %o)", dir, fi.Mode().Perm()).
-			WithHint("make it private (chmod go-w) or choose another with TAMQ_SOCKET")
+			WithHint("make it private (chmod go-w), or %s", n.moveSocket())
 	}
 	return nil
 }
@@ -133,7 +133,7 @@ func checkParent(dir string) error {
 // clearStale checks what is at path: nothing is fine; a stale socket of ours
 // is removed once a dial proves nobody listens; everything else is refused and
 // left alone.
-func clearStale(path string) error {
+func clearStale(path string, n Names) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -143,18 +143,18 @@ func clearStale(path string) error {
 	}
 	if fi.Mode()&fs.ModeSocket == 0 {
 		return errs.New(errs.Conflict, "%s exists and is not a socket; refusing to touch it", path).
-			WithHint("move it away, or choose another socket path with TAMQ_SOCKET")
+			WithHint("move it away, or %s", n.moveSocket())
 	}
 	uid := uint32(os.Getuid())
 	if owner := fi.Sys().(*syscall.Stat_t).Uid; owner != uid {
 		return errs.New(errs.PermissionDeny, "socket %s is owned by uid %d, not by you (uid %d); refusing to use or remove it", path, owner, uid).
-			WithHint("choose another socket path with TAMQ_SOCKET or XDG_RUNTIME_DIR")
+			WithHint("%s", n.moveSocket())
 	}
 	conn, err := net.DialTimeout("unix", path, time.Second)
 	if err == nil {
 		conn.Close()
 		return errs.New(errs.AlreadyRunning, "a service is already listening on %s", path).
-			WithHint("see `tamq status`; stop it with `tamq stop`")
+			WithHint("see `%s status`; stop it with `%s stop`", n.program(), n.program())
 	}
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		return errs.Wrap(errs.Storage, err, "cannot tell whether socket %s is stale", path)

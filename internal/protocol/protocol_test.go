@@ -20,6 +20,9 @@ import (
 
 // setup starts an in-process server with the given handlers on a private
 // socket and returns its path.
+// testNames name the service of these tests in messages.
+var testNames = Names{Program: "test", SocketVar: "TEST_SOCKET"}
+
 func setup(t *testing.T, handlers map[string]Handler) (*Server, *Listener) {
 	t.Helper()
 	srv := &Server{Handlers: handlers, IdleTimeout: 10 * time.Second}
@@ -34,7 +37,7 @@ func serve(t *testing.T, srv *Server) *Listener {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	ln, err := Listen(filepath.Join(dir, "s.sock"))
+	ln, err := Listen(filepath.Join(dir, "s.sock"), testNames)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +203,7 @@ func TestClientRoundTripAndErrors(t *testing.T) {
 			return nil, errs.New(errs.UnknownTarget, "unknown target 'x'").WithHint("see gita ls")
 		},
 	})
-	c := &Client{Socket: ln.Path, Service: "test"}
+	c := &Client{Socket: ln.Path, Names: testNames}
 	var out map[string]string
 	if err := c.Call(context.Background(), "echo", map[string]string{"k": "v"}, &out); err != nil || out["k"] != "v" {
 		t.Fatalf("echo: %v %v", out, err)
@@ -213,7 +216,7 @@ func TestClientRoundTripAndErrors(t *testing.T) {
 	if err := c.Call(context.Background(), "nope", nil, nil); !errs.Is(err, errs.UnknownOp) {
 		t.Errorf("unknown op: %v", err)
 	}
-	down := &Client{Socket: filepath.Join(t.TempDir(), "none.sock"), Service: "test"}
+	down := &Client{Socket: filepath.Join(t.TempDir(), "none.sock"), Names: testNames}
 	if err := down.Call(context.Background(), "echo", nil, nil); !errs.Is(err, errs.Unavailable) {
 		t.Errorf("no service: %v", err)
 	}
@@ -293,13 +296,13 @@ func TestListenRefusesUnsafeParents(t *testing.T) {
 	open := filepath.Join(dir, "open")
 	os.Mkdir(open, 0o777)
 	os.Chmod(open, 0o777)
-	if _, err := Listen(filepath.Join(open, "s.sock")); !errs.Is(err, errs.PermissionDeny) {
+	if _, err := Listen(filepath.Join(open, "s.sock"), testNames); !errs.Is(err, errs.PermissionDeny) {
 		t.Errorf("world-writable parent: %v", err)
 	}
 	sticky := filepath.Join(dir, "sticky")
 	os.Mkdir(sticky, 0o777)
 	os.Chmod(sticky, 0o777|os.ModeSticky)
-	ln, err := Listen(filepath.Join(sticky, "s.sock"))
+	ln, err := Listen(filepath.Join(sticky, "s.sock"), testNames)
 	if err != nil {
 		t.Fatalf("sticky parent (like /tmp): %v", err)
 	}
@@ -319,7 +322,7 @@ func TestListenRefusesUnsafeParents(t *testing.T) {
 		t.Error("Remove left the socket")
 	}
 	missing := filepath.Join(dir, "new", "deeper")
-	ln, err = Listen(filepath.Join(missing, "s.sock"))
+	ln, err = Listen(filepath.Join(missing, "s.sock"), testNames)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,13 +336,13 @@ func TestRemoveSparesASuccessorsSocket(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "s.sock")
-	first, err := Listen(path)
+	first, err := Listen(path, testNames)
 	if err != nil {
 		t.Fatal(err)
 	}
 	first.Close()
 	os.Remove(path)
-	second, err := Listen(path)
+	second, err := Listen(path, testNames)
 	if err != nil {
 		t.Fatal(err)
 	}

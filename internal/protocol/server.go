@@ -21,6 +21,8 @@ type Handler func(ctx context.Context, peer Peer, req *Request) (any, error)
 
 // Server runs the request loop on an authenticated listener.
 type Server struct {
+	// Names name the service in hints.
+	Names    Names
 	Handlers map[string]Handler
 	// StreamOps are the operations whose handler may return a Stream (the
 	// broker session). The server must know them before the handler runs: a
@@ -409,7 +411,7 @@ func (s *Server) handle(ctx context.Context, peer Peer, req *Request) (result an
 	h, ok := s.Handlers[req.Op]
 	if !ok {
 		return nil, errs.New(errs.UnknownOp, "unknown operation %q", req.Op).
-			WithHint("the service may be older than this client; see `tamq version`")
+			WithHint("the service may be older than this client; see `%s version`", s.Names.program())
 	}
 	defer func() {
 		// A bug in one handler must not take the service down.

@@ -51,18 +51,18 @@ func CheckPrivateDir(dir string, create bool) error {
 // checkSocketFile refuses, before connecting, a socket path that is not a
 // socket or whose socket belongs to another user: saying so is clearer than
 // the peer check below, which alone is decisive.
-func checkSocketFile(path string) error {
+func checkSocketFile(path string, n Names) error {
 	var st unix.Stat_t
 	if err := unix.Lstat(path, &st); err != nil {
 		return &fs.PathError{Op: "lstat", Path: path, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		return errs.New(errs.Conflict, "%s is not a socket; refusing to use it (someone may have planted it)", path).
-			WithHint("move it away if it is yours; else choose another socket path")
+			WithHint("move it away if it is yours; else %s", n.moveSocket())
 	}
 	if uid := uint32(os.Getuid()); st.Uid != uid {
 		return errs.New(errs.PermissionDeny, "socket %s is owned by uid %d, not by you (uid %d); refusing to talk to it", path, st.Uid, uid).
-			WithHint("another user may be waiting there for your messages; set XDG_RUNTIME_DIR or the socket variable to a private path of your own")
+			WithHint("another user may be waiting there for your messages; %s", n.moveSocket())
 	}
 	return nil
 }
@@ -70,20 +70,20 @@ func checkSocketFile(path string) error {
 // checkPeerFD refuses a connected socket whose listening process is not of
 // the user's own uid, as the kernel reports it (SO_PEERCRED): a socket file
 // can be chowned, the process behind it cannot be faked.
-func checkPeerFD(fd int, path string) error {
+func checkPeerFD(fd int, path string, n Names) error {
 	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil {
 		return errs.Wrap(errs.Unavailable, err, "cannot tell who listens on %s", path)
 	}
 	if uid := uint32(os.Getuid()); cred.Uid != uid {
 		return errs.New(errs.PermissionDeny, "the process listening on %s (pid %d) runs as uid %d, not as you (uid %d); refusing to send it anything", path, cred.Pid, cred.Uid, uid).
-			WithHint("another user may be waiting there for your messages; set XDG_RUNTIME_DIR or the socket variable to a private path of your own")
+			WithHint("another user may be waiting there for your messages; %s", n.moveSocket())
 	}
 	return nil
 }
 
 // CheckPeer is checkPeerFD for a net.Conn dialled on a Unix socket.
-func CheckPeer(c net.Conn, path string) error {
+func CheckPeer(c net.Conn, path string, n Names) error {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return errs.New(errs.Internal, "%s is not a Unix socket connection", path)
@@ -93,7 +93,7 @@ func CheckPeer(c net.Conn, path string) error {
 		return errs.Wrap(errs.Unavailable, err, "cannot tell who listens on %s", path)
 	}
 	var peerErr error
-	if err := raw.Control(func(fd uintptr) { peerErr = checkPeerFD(int(fd), path) }); err != nil {
+	if err := raw.Control(func(fd uintptr) { peerErr = checkPeerFD(int(fd), path, n) }); err != nil {
 		return errs.Wrap(errs.Unavailable, err, "cannot tell who listens on %s", path)
 	}
 	return peerErr
@@ -102,26 +102,26 @@ func CheckPeer(c net.Conn, path string) error {
 // DialUnix connects to the Unix socket at path after the checks above
 // (private, when privateDir is not "", is the directory that must be
 // private), for callers that need a net.Conn: streams and the hook socket.
-func DialUnix(ctx context.Context, path, privateDir string, d net.Dialer) (net.Conn, error) {
-	if err := checkBeforeDial(path, privateDir); err != nil {
+func DialUnix(ctx context.Context, path, privateDir string, n Names, d net.Dialer) (net.Conn, error) {
+	if err := checkBeforeDial(path, privateDir, n); err != nil {
 		return nil, err
 	}
 	c, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckPeer(c, path); err != nil {
+	if err := CheckPeer(c, path, n); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-func checkBeforeDial(path, privateDir string) error {
+func checkBeforeDial(path, privateDir string, n Names) error {
 	if privateDir != "" {
 		if err := CheckPrivateDir(privateDir, false); err != nil {
 			return err
 		}
 	}
-	return checkSocketFile(path)
+	return checkSocketFile(path, n)
 }

@@ -1,8 +1,8 @@
-// Package protocol is the local Unix-socket protocol between tamq's service and
-// its clients (the CLI, brokers, coordination-engine): wire types, framing,
-// version negotiation, the authenticated listener, the server loop and the
-// client. Every wire type lives here, so client and server cannot drift apart.
-// See docs/protocol.md.
+// Package protocol is the transport of our local services: JSON frames over a
+// Unix socket, version negotiation, error codes, the authenticated listener,
+// the server loop and the client. It knows no program: each passes its Names
+// (for messages and hints) and its own operations, which live with the
+// program (tamq's in internal/tamq/api). See docs/protocol.md.
 package protocol
 
 import (
@@ -19,6 +19,29 @@ import (
 // independently of the programs: a different major is refused, a different minor
 // interoperates at the lower of the two.
 const Version = "0.1"
+
+// Names are what a program tells the transport about itself, so that
+// messages and hints name the program and the variable that moves its socket.
+type Names struct {
+	Program   string // "tamq"
+	SocketVar string // "TAMQ_SOCKET"; "" for a socket no variable moves
+}
+
+// program is the name to use in messages.
+func (n Names) program() string {
+	if n.Program == "" {
+		return "the service"
+	}
+	return n.Program
+}
+
+// moveSocket is the hint's advice for a socket path that cannot be used.
+func (n Names) moveSocket() string {
+	if n.SocketVar == "" {
+		return "choose a socket path of your own"
+	}
+	return "choose a socket path of your own with " + n.SocketVar + " or XDG_RUNTIME_DIR"
+}
 
 // MaxFrame is the largest frame, newline included, either side accepts.
 const MaxFrame = 64 << 10

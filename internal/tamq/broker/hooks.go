@@ -174,6 +174,9 @@ type HookListener struct {
 	take func(HookEvent)
 }
 
+// hookNames name the hook socket's listener in messages.
+var hookNames = protocol.Names{Program: "the broker"}
+
 // HookSocketFor is the hook socket of the broker with process id pid.
 func HookSocketFor(stateDir string, pid int) string {
 	return filepath.Join(stateDir, "hooks", fmt.Sprintf("%d.sock", pid))
@@ -187,7 +190,7 @@ func ListenHooks(path string, take func(HookEvent)) (*HookListener, error) {
 	if err := os.Chmod(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	ln, err := protocol.Listen(path)
+	ln, err := protocol.Listen(path, hookNames)
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +262,7 @@ func (h *HookListener) serve() {
 // SendHook forwards one event to the broker listening at path, only if that
 // broker is the user's own (what a hook reports may name the agent's tools).
 func SendHook(path string, e HookEvent, timeout time.Duration) error {
-	c, err := protocol.DialUnix(context.Background(), path, "", net.Dialer{Timeout: timeout})
+	c, err := protocol.DialUnix(context.Background(), path, "", hookNames, net.Dialer{Timeout: timeout})
 	if err != nil {
 		return err
 	}

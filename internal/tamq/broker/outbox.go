@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 )
 
 // ErrServiceDown marks a send that found no service to take it: the line is
@@ -28,7 +28,7 @@ var ErrServiceDown = errors.New("the service is down")
 type Outbox struct {
 	// Send hands one line to the service; an error wrapping ErrServiceDown
 	// means it never got there.
-	Send func(ctx context.Context, m protocol.SendArgs) error
+	Send func(ctx context.Context, m api.SendArgs) error
 	// Notice shows one line of tamq's own on the operator's screen.
 	Notice func(string)
 	Spool  *Spool
@@ -50,7 +50,7 @@ type Outbox struct {
 
 type pending struct {
 	target  string
-	m       protocol.SendArgs
+	m       api.SendArgs
 	seen    time.Time
 	spooled bool
 }
@@ -75,7 +75,7 @@ func (o *Outbox) Start() {
 
 // Put queues one line for target ("To:<target>: body" in m.Text). It
 // returns at once.
-func (o *Outbox) Put(target string, m protocol.SendArgs) {
+func (o *Outbox) Put(target string, m api.SendArgs) {
 	if !utf8.ValidString(m.Text) {
 		target = strings.ToValidUTF8(target, "?")
 		o.Notice(fmt.Sprintf("tamq: not sent to %s: the line has bytes that are not valid UTF-8", target))

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -24,11 +24,11 @@ type service struct {
 	mu      sync.Mutex
 	down    bool
 	hang    chan struct{}
-	got     []protocol.SendArgs
+	got     []api.SendArgs
 	notices []string
 }
 
-func (s *service) send(ctx context.Context, m protocol.SendArgs) error {
+func (s *service) send(ctx context.Context, m api.SendArgs) error {
 	s.mu.Lock()
 	down, hang := s.down, s.hang
 	s.mu.Unlock()
@@ -53,7 +53,7 @@ func (s *service) notice(n string) {
 	s.notices = append(s.notices, n)
 }
 
-func (s *service) snapshot() ([]protocol.SendArgs, []string) {
+func (s *service) snapshot() ([]api.SendArgs, []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.got), slices.Clone(s.notices)
@@ -67,7 +67,7 @@ func newOutbox(t *testing.T, svc *service) *Outbox {
 }
 
 func put(o *Outbox, target, body string) {
-	o.Put(target, protocol.SendArgs{Text: "To:" + target + ": " + body})
+	o.Put(target, api.SendArgs{Text: "To:" + target + ": " + body})
 }
 
 func TestOutboxSendsInOrderAndFlushesAtClose(t *testing.T) {
@@ -186,17 +186,17 @@ func TestOutboxRefusesBrokenUTF8(t *testing.T) {
 	}
 }
 
-func spooled(t *testing.T, s *Spool) []protocol.SendArgs {
+func spooled(t *testing.T, s *Spool) []api.SendArgs {
 	t.Helper()
 	f, err := os.Open(s.Path)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	var out []protocol.SendArgs
+	var out []api.SendArgs
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var m protocol.SendArgs
+		var m api.SendArgs
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			t.Fatalf("spool line %q: %v", sc.Text(), err)
 		}

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 )
 
 // Spool is the file where a broker keeps the lines it could not send while
@@ -25,7 +25,7 @@ func SpoolFor(stateDir string, pid int) *Spool {
 }
 
 // Append adds one line.
-func (s *Spool) Append(m protocol.SendArgs, seen time.Time) error {
+func (s *Spool) Append(m api.SendArgs, seen time.Time) error {
 	line, err := spoolLine(m, seen)
 	if err != nil {
 		return err
@@ -77,7 +77,7 @@ func (s *Spool) dir() error {
 	return os.Chmod(dir, 0o700) // an older, looser directory is tightened
 }
 
-func spoolLine(m protocol.SendArgs, seen time.Time) ([]byte, error) {
+func spoolLine(m api.SendArgs, seen time.Time) ([]byte, error) {
 	seen = seen.UTC()
 	m.ObservedAt = &seen
 	b, err := json.Marshal(m)

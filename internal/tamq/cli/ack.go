@@ -1,13 +1,13 @@
 package cli
 
 import (
-	"time"
+	"context"
 
 	"github.com/spf13/cobra"
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
@@ -19,19 +19,19 @@ func newAckCmd(a *sharedcli.App) *cobra.Command {
 acknowledgement wins. Acknowledging twice is not an error.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return messageOp(cmd, a, protocol.OpAck, args[0], "acknowledged")
+			return messageOp(cmd, a, (*client.Client).Ack, args[0], "acknowledged")
 		},
 	}
 }
 
 // messageOp runs an operation on one message id and prints the result.
-func messageOp(cmd *cobra.Command, a *sharedcli.App, op, id, verb string) error {
+func messageOp(cmd *cobra.Command, a *sharedcli.App, op func(*client.Client, context.Context, string) (api.Message, error), id, verb string) error {
 	p, err := a.Paths()
 	if err != nil {
 		return err
 	}
-	var m protocol.Message
-	if err := daemon.Client(p, 30*time.Second).Call(cmd.Context(), op, protocol.IDArgs{ID: id}, &m); err != nil {
+	m, err := op(client.New(p), cmd.Context(), id)
+	if err != nil {
 		return err
 	}
 	if a.JSON {

@@ -14,12 +14,14 @@ import (
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
 	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
-	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
@@ -74,14 +76,14 @@ holds. The exit status is the agent's.`,
 				Notice: relay.Notice,
 				Quiet:  time.Duration(cfg.Delivery.BlockQuietMS) * time.Millisecond,
 				Emit: func(b broker.Block) {
-					outbox.Put(b.Target, protocol.SendArgs{Text: "To:" + b.Target + ": " + b.Body})
+					outbox.Put(b.Target, api.SendArgs{Text: "To:" + b.Target + ": " + b.Body})
 				},
 			}
 			filter := &broker.InputFilter{
 				Slugs: slugs,
 				Echo:  relay.EchoLocal,
 				Route: func(target, body string) {
-					outbox.Put(target, protocol.SendArgs{Text: "To:" + target + ": " + body, Operator: true})
+					outbox.Put(target, api.SendArgs{Text: "To:" + target + ": " + body, Operator: true})
 				},
 			}
 			model := broker.NewModel(80, 24, obs)
@@ -105,8 +107,8 @@ holds. The exit status is the agent's.`,
 			// The pane this broker runs in, as tmux told it; the service checks
 			// it against the process tree before it believes it.
 			if pane := a.Getenv("TMUX_PANE"); pane != "" && a.Getenv("TMUX") != "" {
-				args := protocol.BrokerSessionArgs{Repo: repo, Socket: tmux.ChoosePath("", a.Getenv), Pane: pane}
-				go sess.run(sessionCtx, daemon.Client(p, 10*time.Second), args)
+				args := api.BrokerSessionArgs{Repo: repo, Socket: tmux.ChoosePath("", a.Getenv), Pane: pane}
+				go sess.run(sessionCtx, client.New(p), args)
 			}
 			code, err := relay.Run()
 			endSession()
@@ -132,10 +134,10 @@ holds. The exit status is the agent's.`,
 
 // sendLine hands one line to the service. A service that cannot be reached
 // at all is down (the outbox keeps the line); one that answered refused it.
-func sendLine(p paths.Paths) func(ctx context.Context, m protocol.SendArgs) error {
-	c := daemon.Client(p, 10*time.Second)
-	return func(ctx context.Context, m protocol.SendArgs) error {
-		err := c.Call(ctx, protocol.OpSend, m, nil)
+func sendLine(p paths.Paths) func(ctx context.Context, m api.SendArgs) error {
+	c := client.New(p)
+	return func(ctx context.Context, m api.SendArgs) error {
+		_, err := c.Send(ctx, m)
 		switch {
 		case errs.Is(err, errs.ShuttingDown):
 			return fmt.Errorf("%w: %v", broker.ErrServiceDown, err)
@@ -169,7 +171,7 @@ type session struct {
 
 	mu   sync.Mutex // one writer on the connection
 	conn net.Conn
-	sent *protocol.BrokerState // the view the service has, nil: none yet
+	sent *api.BrokerState // the view the service has, nil: none yet
 	n    int
 }
 
@@ -183,10 +185,10 @@ func newSession(relay *broker.Relay, model *broker.Model, obs *broker.Observer, 
 	return s
 }
 
-func (s *session) run(ctx context.Context, c *protocol.Client, args protocol.BrokerSessionArgs) {
+func (s *session) run(ctx context.Context, c *client.Client, args api.BrokerSessionArgs) {
 	delay := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		conn, fr, err := c.OpenStream(ctx, protocol.OpBrokerSession, args)
+		conn, fr, err := c.BrokerSession(ctx, args)
 		if err == nil {
 			delay = 100 * time.Millisecond
 			stop := context.AfterFunc(ctx, func() { conn.Close() })
@@ -209,7 +211,7 @@ func (s *session) run(ctx context.Context, c *protocol.Client, args protocol.Bro
 // service the broker's view at once. Both happen under the lock, so a
 // report racing it sends nothing twice.
 func (s *session) attach(conn net.Conn) {
-	var st protocol.BrokerState
+	var st api.BrokerState
 	if conn != nil {
 		st.AtPrompt, st.Reason = s.gate.View()
 	}
@@ -226,7 +228,7 @@ func (s *session) report() {
 	at, reason := s.gate.View()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := protocol.BrokerState{AtPrompt: at, Reason: reason}
+	st := api.BrokerState{AtPrompt: at, Reason: reason}
 	if s.conn == nil || s.sent != nil && *s.sent == st {
 		return
 	}
@@ -235,10 +237,10 @@ func (s *session) report() {
 
 // sendState writes a broker_state notification (a request that gets no
 // reply). Called with mu held.
-func (s *session) sendState(st protocol.BrokerState) {
+func (s *session) sendState(st api.BrokerState) {
 	s.n++
 	args, _ := json.Marshal(st)
-	frame, err := protocol.EncodeFrame(protocol.Request{Proto: protocol.Version, Op: protocol.OpBrokerState, ID: "state-" + strconv.Itoa(s.n), Args: args})
+	frame, err := protocol.EncodeFrame(protocol.Request{Proto: protocol.Version, Op: api.OpBrokerState, ID: "state-" + strconv.Itoa(s.n), Args: args})
 	if err != nil {
 		return
 	}
@@ -266,10 +268,10 @@ func (s *session) serve(fr *protocol.FrameReader) {
 			return
 		}
 		req, err := protocol.DecodeRequest(frame)
-		if err != nil || req.Op != protocol.OpDeliver {
+		if err != nil || req.Op != api.OpDeliver {
 			continue
 		}
-		var d protocol.DeliverArgs
+		var d api.DeliverArgs
 		if err := protocol.DecodeArgs(req, &d); err != nil {
 			continue
 		}
@@ -278,7 +280,7 @@ func (s *session) serve(fr *protocol.FrameReader) {
 		out := s.gate.Deliver(broker.Delivery{Text: d.Text, Bracketed: bracketed,
 			Pause: time.Duration(d.PauseMS) * time.Millisecond, Quiet: time.Duration(d.QuietMS) * time.Millisecond,
 			MaxWait: time.Duration(d.MaxWaitMS) * time.Millisecond})
-		res := protocol.DeliverResult{Written: out.Written, MaybeWritten: out.MaybeWritten, WrittenAt: time.Now().UTC(),
+		res := api.DeliverResult{Written: out.Written, MaybeWritten: out.MaybeWritten, WrittenAt: time.Now().UTC(),
 			Bracketed: bracketed, Quiet: out.Quiet, WaitedMS: out.Waited.Milliseconds(), NotReady: out.NotReady, Reason: out.Reason}
 		switch {
 		case out.Err != nil:

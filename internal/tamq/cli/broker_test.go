@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
@@ -68,14 +69,14 @@ func TestSessionReportsTheAgentAndHoldsDeliveries(t *testing.T) {
 		t.Helper()
 		m := next()
 		args, _ := m["args"].(map[string]any)
-		if m["op"] != protocol.OpBrokerState || args["at_prompt"] != atPrompt || !strings.Contains(fmt.Sprint(args["reason"]), reason) {
+		if m["op"] != api.OpBrokerState || args["at_prompt"] != atPrompt || !strings.Contains(fmt.Sprint(args["reason"]), reason) {
 			t.Fatalf("got %v, want broker_state at_prompt=%v reason ~ %q", m, atPrompt, reason)
 		}
 	}
 	deliver := func(id string) map[string]any {
 		t.Helper()
-		args, _ := json.Marshal(protocol.DeliverArgs{Text: "From:net: hello", PauseMS: 50, QuietMS: 20, MaxWaitMS: 500})
-		frame, _ := protocol.EncodeFrame(protocol.Request{Proto: protocol.Version, Op: protocol.OpDeliver, ID: id, Args: args})
+		args, _ := json.Marshal(api.DeliverArgs{Text: "From:net: hello", PauseMS: 50, QuietMS: 20, MaxWaitMS: 500})
+		frame, _ := protocol.EncodeFrame(protocol.Request{Proto: protocol.Version, Op: api.OpDeliver, ID: id, Args: args})
 		if _, err := service.Write(frame); err != nil {
 			t.Fatal(err)
 		}

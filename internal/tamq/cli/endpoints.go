@@ -3,13 +3,12 @@ package cli
 import (
 	"fmt"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
@@ -29,8 +28,8 @@ name it, until it is replaced on the same socket or forgotten with
 			if err != nil {
 				return err
 			}
-			var res protocol.EndpointsResult
-			if err := daemon.Client(p, 10*time.Second).Call(cmd.Context(), protocol.OpEndpoints, protocol.EndpointsArgs{All: all}, &res); err != nil {
+			res, err := client.New(p).Endpoints(cmd.Context(), all)
+			if err != nil {
 				return err
 			}
 			if a.JSON {
@@ -62,7 +61,7 @@ name it, until it is replaced on the same socket or forgotten with
 
 // windowList names an endpoint's windows by repo, marking the ones whose
 // pane is gone or whose agent has exited.
-func windowList(ws []protocol.EndpointWindow) string {
+func windowList(ws []api.EndpointWindow) string {
 	if len(ws) == 0 {
 		return "-"
 	}

@@ -1,13 +1,10 @@
 package cli
 
 import (
-	"time"
-
 	"github.com/spf13/cobra"
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
@@ -26,8 +23,8 @@ connected endpoint cannot be forgotten (exit 13).`,
 			if err != nil {
 				return err
 			}
-			var res protocol.ForgetResult
-			if err := daemon.Client(p, 10*time.Second).Call(cmd.Context(), protocol.OpForget, protocol.IDArgs{ID: args[0]}, &res); err != nil {
+			res, err := client.New(p).Forget(cmd.Context(), args[0])
+			if err != nil {
 				return err
 			}
 			if a.JSON {

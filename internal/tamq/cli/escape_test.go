@@ -7,7 +7,7 @@ import (
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
@@ -17,14 +17,14 @@ func TestPrintStatusEscapes(t *testing.T) {
 	const evil = "evil\x1b]52;c;aGk=\a\u202e\n"
 	var out bytes.Buffer
 	a := &sharedcli.App{Program: paths.Tamq, Out: &out}
-	printStatus(a, protocol.StatusReport{
-		Config:   protocol.ConfigStatus{Error: "config " + evil},
-		Service:  protocol.ServiceStatus{Socket: "/run/" + evil, PolicyProfile: evil},
-		SQLite:   protocol.SQLiteStatus{Error: "db " + evil},
-		Registry: protocol.RegistryStatus{Error: "registry " + evil},
-		Queue:    protocol.QueueStatus{Error: "queue " + evil},
-		Endpoints: []protocol.Endpoint{{ID: "tmux-amq-1" + evil, State: "connected", TmuxSocket: "/tmp/" + evil,
-			Windows: []protocol.EndpointWindow{{Repo: evil, WindowID: "@1" + evil, PaneID: "%1", Command: evil, WaitReason: evil, Waiting: 1}}}},
+	printStatus(a, api.StatusReport{
+		Config:   api.ConfigStatus{Error: "config " + evil},
+		Service:  api.ServiceStatus{Socket: "/run/" + evil, PolicyProfile: evil},
+		SQLite:   api.SQLiteStatus{Error: "db " + evil},
+		Registry: api.RegistryStatus{Error: "registry " + evil},
+		Queue:    api.QueueStatus{Error: "queue " + evil},
+		Endpoints: []api.Endpoint{{ID: "tmux-amq-1" + evil, State: "connected", TmuxSocket: "/tmp/" + evil,
+			Windows: []api.EndpointWindow{{Repo: evil, WindowID: "@1" + evil, PaneID: "%1", Command: evil, WaitReason: evil, Waiting: 1}}}},
 	})
 	got := out.String()
 	if !textsafe.Inert(got) {

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
-	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/service"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
@@ -50,7 +50,7 @@ and are shown only with --body.`,
 					return err
 				}
 			}
-			records := make([]protocol.Message, len(msgs))
+			records := make([]api.Message, len(msgs))
 			for i, m := range msgs {
 				records[i] = service.MessageRecord(m, withBody)
 			}

@@ -3,15 +3,15 @@ package cli
 import (
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/tamq/workspace"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 	"github.com/tmux-amq/tamq/internal/tmux"
@@ -35,10 +35,10 @@ func (o *openOptions) register(cmd *cobra.Command) {
 }
 
 type openRecord struct {
-	EndpointID string                    `json:"endpoint_id"`
-	TmuxSocket string                    `json:"tmux_socket"`
-	Service    bool                      `json:"service"`
-	Windows    []protocol.EndpointWindow `json:"windows"`
+	EndpointID string               `json:"endpoint_id"`
+	TmuxSocket string               `json:"tmux_socket"`
+	Service    bool                 `json:"service"`
+	Windows    []api.EndpointWindow `json:"windows"`
 }
 
 func newOpenCmd(a *sharedcli.App) *cobra.Command {
@@ -105,13 +105,11 @@ func runOpen(cmd *cobra.Command, a *sharedcli.App, o openOptions, slugs []string
 	}
 	ctx := cmd.Context()
 	wo := workspace.Options{TamqSocket: p.Socket, LockFile: p.OpenLockFile, Broker: brk, Note: a.Notef}
-	client := daemon.Client(p, 30*time.Second)
+	service := client.New(p)
 	if !o.noService {
 		// The service learns the tmux server before any window's agent starts,
 		// so what an agent says at once is known to come from its window.
-		wo.Announce = func(ep protocol.Endpoint) error {
-			return client.Call(ctx, protocol.OpRegister, protocol.RegisterArgs{Endpoint: ep}, nil)
-		}
+		wo.Announce = func(ep api.Endpoint) error { return service.Register(ctx, ep) }
 	}
 	res, err := workspace.Open(ctx, tmux.Choose(o.tmuxSocket, a.Getenv), want, wo)
 	if err != nil {
@@ -119,7 +117,7 @@ func runOpen(cmd *cobra.Command, a *sharedcli.App, o openOptions, slugs []string
 	}
 	rec := openRecord{EndpointID: res.Endpoint.ID, TmuxSocket: res.Endpoint.TmuxSocket, Service: !o.noService, Windows: res.Endpoint.Windows}
 	if !o.noService {
-		if err := client.Call(ctx, protocol.OpRegister, protocol.RegisterArgs{Endpoint: res.Endpoint}, nil); err != nil {
+		if err := service.Register(ctx, res.Endpoint); err != nil {
 			return err
 		}
 	}

@@ -6,12 +6,11 @@ import (
 	"github.com/spf13/cobra"
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/daemon"
 )
 
 type pingRecord struct {
-	protocol.PingResult
+	daemon.PingResult
 	RoundTripMS float64 `json:"round_trip_ms"`
 }
 

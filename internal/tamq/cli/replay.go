@@ -10,14 +10,14 @@ import (
 	"io"
 	"os"
 	"slices"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
@@ -31,12 +31,12 @@ const maxReplayLine = 256 << 10
 const replayChunkBytes = protocol.MaxFrame - 8<<10
 
 type replayRecord struct {
-	File       string                   `json:"file"`
-	EndpointID string                   `json:"endpoint_id"`
-	BatchID    string                   `json:"batch_id"`
-	Summary    protocol.ReplaySummary   `json:"summary"`
-	Rejections []protocol.ReplayOutcome `json:"rejections"`
-	Stopped    bool                     `json:"stopped,omitempty"` // --strict stopped at a rejection
+	File       string              `json:"file"`
+	EndpointID string              `json:"endpoint_id"`
+	BatchID    string              `json:"batch_id"`
+	Summary    api.ReplaySummary   `json:"summary"`
+	Rejections []api.ReplayOutcome `json:"rejections"`
+	Stopped    bool                `json:"stopped,omitempty"` // --strict stopped at a rejection
 }
 
 func newReplayCmd(a *sharedcli.App) *cobra.Command {
@@ -75,8 +75,8 @@ rejection's error code.`,
 				return err
 			}
 			defer closeIn()
-			r := &replayer{client: daemon.Client(p, 30*time.Second), args: protocol.ReplayArgs{EndpointID: endpoint, Strict: strict},
-				a: a, rec: replayRecord{File: displayName(args[0]), EndpointID: endpoint, Rejections: []protocol.ReplayOutcome{}}}
+			r := &replayer{client: client.New(p), args: api.ReplayArgs{EndpointID: endpoint, Strict: strict},
+				a: a, rec: replayRecord{File: displayName(args[0]), EndpointID: endpoint, Rejections: []api.ReplayOutcome{}}}
 			// An empty first request checks the endpoint and names the batch
 			// before any line is read.
 			if err := r.call(cmd.Context()); err != nil {
@@ -128,17 +128,17 @@ rejection's error code.`,
 // Reading and parsing run one chunk ahead of the service's work on the
 // previous one, so the two overlap.
 type replayer struct {
-	client *protocol.Client
+	client *client.Client
 	a      *sharedcli.App
-	args   protocol.ReplayArgs
+	args   api.ReplayArgs
 	rec    replayRecord
 }
 
 // chunk is a run of lines: the entries to send and the lines rejected while
 // reading, each with its line number.
 type chunk struct {
-	entries  []protocol.ReplayEntry
-	rejected []protocol.ReplayOutcome
+	entries  []api.ReplayEntry
+	rejected []api.ReplayOutcome
 	lastLine int
 	err      error // reading failed after these lines
 }
@@ -194,14 +194,14 @@ func (r *replayer) read(ctx context.Context, in io.Reader, out chan<- chunk) {
 			continue
 		}
 		var rejected error
-		var e protocol.ReplayEntry
+		var e api.ReplayEntry
 		if errors.Is(err, errLineTooLong) {
 			rejected = errs.New(errs.BodyTooLarge, "the line is longer than %d bytes", maxReplayLine)
 		} else {
 			e, rejected = parseEnvelope(raw)
 		}
 		if rejected != nil {
-			c.rejected = append(c.rejected, protocol.ReplayOutcome{Line: line, Status: protocol.ReplayRejected,
+			c.rejected = append(c.rejected, api.ReplayOutcome{Line: line, Status: api.ReplayRejected,
 				Code: string(errs.CodeOf(rejected)), Reason: rejected.Error()})
 			c.lastLine = line
 			if r.args.Strict {
@@ -229,8 +229,7 @@ func (r *replayer) consume(ctx context.Context, c chunk) error {
 	outcomes := c.rejected
 	if len(c.entries) > 0 {
 		r.args.Entries = c.entries
-		var res protocol.ReplayResult
-		err := r.client.Call(ctx, protocol.OpReplay, r.args, &res)
+		res, err := r.client.Replay(ctx, r.args)
 		r.args.Entries = nil
 		if err != nil {
 			return err
@@ -238,13 +237,13 @@ func (r *replayer) consume(ctx context.Context, c chunk) error {
 		r.args.BatchID, r.rec.BatchID = res.BatchID, res.BatchID
 		outcomes = append(outcomes, res.Outcomes...)
 	}
-	slices.SortFunc(outcomes, func(a, b protocol.ReplayOutcome) int { return a.Line - b.Line })
+	slices.SortFunc(outcomes, func(a, b api.ReplayOutcome) int { return a.Line - b.Line })
 	counted := c.lastLine
 	for _, o := range outcomes {
 		switch o.Status {
-		case protocol.ReplayAccepted:
+		case api.ReplayAccepted:
 			r.rec.Summary.Accepted++
-		case protocol.ReplayDuplicate:
+		case api.ReplayDuplicate:
 			r.rec.Summary.Duplicates++
 		default:
 			r.reject(o)
@@ -260,8 +259,8 @@ func (r *replayer) consume(ctx context.Context, c chunk) error {
 
 // call sends a request without entries (the first, and the summary).
 func (r *replayer) call(ctx context.Context) error {
-	var res protocol.ReplayResult
-	if err := r.client.Call(ctx, protocol.OpReplay, r.args, &res); err != nil {
+	res, err := r.client.Replay(ctx, r.args)
+	if err != nil {
 		return err
 	}
 	r.args.BatchID, r.rec.BatchID = res.BatchID, res.BatchID
@@ -286,8 +285,8 @@ func countedLines(c chunk, last int) int {
 }
 
 // reject reports a rejected line on stderr and counts it.
-func (r *replayer) reject(o protocol.ReplayOutcome) {
-	o.Status = protocol.ReplayRejected
+func (r *replayer) reject(o api.ReplayOutcome) {
+	o.Status = api.ReplayRejected
 	r.rec.Summary.Rejected++
 	r.rec.Rejections = append(r.rec.Rejections, o)
 	if !r.a.JSON {
@@ -326,39 +325,39 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 
 // parseEnvelope reads one export line into the entry a replay sends; the
 // body rules are checked here too, so an oversized body never travels.
-func parseEnvelope(raw []byte) (protocol.ReplayEntry, error) {
+func parseEnvelope(raw []byte) (api.ReplayEntry, error) {
 	// Checked before decoding: encoding/json would replace invalid bytes with
 	// U+FFFD and replay a body that was never sent.
 	if at := protocol.InvalidUTF8At(raw); at >= 0 {
-		return protocol.ReplayEntry{}, errs.New(errs.BodyInvalid, "the line is not valid UTF-8 (invalid byte at offset %d)", at)
+		return api.ReplayEntry{}, errs.New(errs.BodyInvalid, "the line is not valid UTF-8 (invalid byte at offset %d)", at)
 	}
-	var env protocol.Envelope
+	var env api.Envelope
 	if err := json.Unmarshal(raw, &env); err != nil {
-		return protocol.ReplayEntry{}, errs.New(errs.BadRequest, "not a JSON message envelope: %s", jsonProblem(err, len(raw)))
+		return api.ReplayEntry{}, errs.New(errs.BadRequest, "not a JSON message envelope: %s", jsonProblem(err, len(raw)))
 	}
 	switch {
 	case env.V == 0:
-		return protocol.ReplayEntry{}, errs.New(errs.BadRequest, `the line has no version field "v"`)
-	case env.V > protocol.EnvelopeVersion:
-		return protocol.ReplayEntry{}, errs.New(errs.Incompatible, "the line is version %d; this tamq reads up to %d", env.V, protocol.EnvelopeVersion)
+		return api.ReplayEntry{}, errs.New(errs.BadRequest, `the line has no version field "v"`)
+	case env.V > api.EnvelopeVersion:
+		return api.ReplayEntry{}, errs.New(errs.Incompatible, "the line is version %d; this tamq reads up to %d", env.V, api.EnvelopeVersion)
 	}
 	if env.Body == nil {
-		return protocol.ReplayEntry{}, errs.New(errs.BodyInvalid, "the line has no body")
+		return api.ReplayEntry{}, errs.New(errs.BodyInvalid, "the line has no body")
 	}
 	if _, err := queue.CleanBody(*env.Body); err != nil {
-		return protocol.ReplayEntry{}, err
+		return api.ReplayEntry{}, err
 	}
 	if env.ID == "" || env.Target == "" || env.Sender == "" {
-		return protocol.ReplayEntry{}, errs.New(errs.BadRequest, "the line lacks id, sender or target")
+		return api.ReplayEntry{}, errs.New(errs.BadRequest, "the line lacks id, sender or target")
 	}
 	if err := queue.CheckFields(envelopeFields(env)...); err != nil {
-		return protocol.ReplayEntry{}, err
+		return api.ReplayEntry{}, err
 	}
 	original := env.ReplayOf
 	if original == "" {
 		original = env.ID
 	}
-	return protocol.ReplayEntry{
+	return api.ReplayEntry{
 		Original: original, Sender: env.Sender, SenderKind: env.SenderKind, Target: env.Target, Body: *env.Body,
 		AckMode: env.AckMode, IdempotencyKey: env.IdempotencyKey, CorrelationID: env.CorrelationID,
 		CoordinationEndpointID: env.CoordinationEndpointID,
@@ -367,7 +366,7 @@ func parseEnvelope(raw []byte) (protocol.ReplayEntry, error) {
 
 // envelopeFields are the fields of a line that the replayed message keeps:
 // the service checks them again; checking here names the line.
-func envelopeFields(env protocol.Envelope) [][2]string {
+func envelopeFields(env api.Envelope) [][2]string {
 	return [][2]string{{"id", env.ID}, {"replay_of", env.ReplayOf}, {"sender", env.Sender}, {"sender_kind", env.SenderKind},
 		{"target", env.Target}, {"ack_mode", env.AckMode}, {"idempotency_key", env.IdempotencyKey},
 		{"correlation_id", env.CorrelationID}, {"coordination_endpoint_id", env.CoordinationEndpointID}}

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 )
 
 func TestReadLine(t *testing.T) {
@@ -36,7 +36,7 @@ func TestReadLine(t *testing.T) {
 
 func TestParseEnvelope(t *testing.T) {
 	body := "hi"
-	base := protocol.Envelope{V: 1, Message: protocol.Message{ID: "m1", Sender: "a", SenderKind: "worker", Target: "b", Body: &body}}
+	base := api.Envelope{V: 1, Message: api.Message{ID: "m1", Sender: "a", SenderKind: "worker", Target: "b", Body: &body}}
 	ok, _ := json.Marshal(base)
 	e, err := parseEnvelope(ok)
 	if err != nil || e.Original != "m1" || e.Body != "hi" || e.Target != "b" {

@@ -4,7 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
-	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/client"
 )
 
 func newRetryCmd(a *sharedcli.App) *cobra.Command {
@@ -15,7 +15,7 @@ func newRetryCmd(a *sharedcli.App) *cobra.Command {
 attempts. This is the only way out of the failed state.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return messageOp(cmd, a, protocol.OpRetry, args[0], "queued again")
+			return messageOp(cmd, a, (*client.Client).Retry, args[0], "queued again")
 		},
 	}
 }

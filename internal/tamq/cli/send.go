@@ -3,14 +3,14 @@ package cli
 import (
 	"io"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
@@ -50,9 +50,9 @@ newlines and tabs are the only control characters allowed.`,
 			if err != nil {
 				return err
 			}
-			req := protocol.SendArgs{Text: text, EndpointID: endpoint, AckMode: mode}
-			var m protocol.Message
-			if err := daemon.Client(p, 30*time.Second).Call(cmd.Context(), protocol.OpSend, req, &m); err != nil {
+			req := api.SendArgs{Text: text, EndpointID: endpoint, AckMode: mode}
+			m, err := client.New(p).Send(cmd.Context(), req)
+			if err != nil {
 				return err
 			}
 			if a.JSON {

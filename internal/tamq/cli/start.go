@@ -1,15 +1,16 @@
 package cli
 
 import (
+	"context"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
@@ -60,8 +61,9 @@ start, the reason is printed and the exit status is non-zero.`,
 			// Like the spec says, start also brings back the recorded windows.
 			recreate := tmux.ChoosePath(tmuxSocket, a.Getenv)
 			if res, err := daemon.Ping(cmd.Context(), p); err == nil {
-				var restored protocol.RestoreResult
-				if err := daemon.Client(p, timeout).Call(cmd.Context(), protocol.OpRestore, protocol.RestoreArgs{Recreate: []string{recreate}}, &restored); err != nil {
+				ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+				defer cancel()
+				if _, err := client.New(p).Restore(ctx, []string{recreate}); err != nil {
 					return err
 				}
 				return reportStart(a, res, true, p.Socket, "")
@@ -98,7 +100,7 @@ start, the reason is printed and the exit status is non-zero.`,
 	return cmd
 }
 
-func reportStart(a *sharedcli.App, res protocol.PingResult, already bool, socket, logFile string) error {
+func reportStart(a *sharedcli.App, res daemon.PingResult, already bool, socket, logFile string) error {
 	if a.JSON {
 		return a.PrintJSON(startRecord{Running: true, AlreadyRunning: already, PID: res.PID, Socket: socket, LogFile: logFile})
 	}

@@ -11,8 +11,8 @@ import (
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/tamq/status"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/textsafe"
@@ -39,8 +39,7 @@ healthy, else the status of the first problem (8 when the service is down).
 			if cfgErr != nil && !errs.Is(cfgErr, errs.ConfigInvalid) {
 				return cfgErr
 			}
-			var r protocol.StatusReport
-			callErr := daemon.Client(p, 10*time.Second).Call(cmd.Context(), protocol.OpStatus, nil, &r)
+			r, callErr := client.New(p).Status(cmd.Context())
 			if callErr != nil {
 				if !errs.Is(callErr, errs.Unavailable) {
 					return callErr
@@ -54,7 +53,7 @@ healthy, else the status of the first problem (8 when the service is down).
 				})
 				r.Service.PolicyProfile, r.Service.ConfigVersion = local.ProfileRef(), local.Version
 			}
-			r.Config = protocol.ConfigStatus{File: p.ConfigFile}
+			r.Config = api.ConfigStatus{File: p.ConfigFile}
 			if cfgErr != nil {
 				r.Config.Error = cfgErr.Error()
 			} else {
@@ -74,7 +73,7 @@ healthy, else the status of the first problem (8 when the service is down).
 	}
 }
 
-func printStatus(a *sharedcli.App, r protocol.StatusReport) {
+func printStatus(a *sharedcli.App, r api.StatusReport) {
 	tw := tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
 	// Nearly every field comes from elsewhere (the registry, the database,
 	// tmux, the service's answer), so each line is escaped whole: no name,

@@ -7,9 +7,9 @@ import (
 	"github.com/spf13/cobra"
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/tamq/daemon"
+	"github.com/tmux-amq/tamq/internal/tamq/client"
 )
 
 type stopRecord struct {
@@ -32,8 +32,7 @@ running is not an error.`,
 			if err != nil {
 				return err
 			}
-			var res protocol.ShutdownResult
-			err = daemon.Client(p, 5*time.Second).Call(cmd.Context(), protocol.OpShutdown, nil, &res)
+			res, err := client.New(p).Stop(cmd.Context())
 			if errs.Is(err, errs.Unavailable) {
 				if a.JSON {
 					return a.PrintJSON(stopRecord{})

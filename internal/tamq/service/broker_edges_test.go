@@ -19,7 +19,7 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -88,9 +88,9 @@ func (b *brokerOnTerminal) exit(t *testing.T) int {
 }
 
 // bodiesTo lists the bodies of the messages to target, oldest first.
-func bodiesTo(t *testing.T, e *testutil.Env, target string) ([]string, []protocol.Message) {
+func bodiesTo(t *testing.T, e *testutil.Env, target string) ([]string, []api.Message) {
 	t.Helper()
-	var ms []protocol.Message
+	var ms []api.Message
 	for _, m := range history(t, e, "--body", "--repo", target) {
 		if m.Target == target && m.Body != nil {
 			ms = append(ms, m)
@@ -183,7 +183,7 @@ func TestBrokerLeavesItsSpoolWhenTheServiceStaysDown(t *testing.T) {
 		t.Errorf("spool directory %v", dir.Mode())
 	}
 	raw, _ := os.ReadFile(spool)
-	var kept protocol.SendArgs
+	var kept api.SendArgs
 	if err := json.Unmarshal(bytes.TrimSpace(raw), &kept); err != nil || kept.Text != "To:railiance: last words" || kept.ObservedAt == nil {
 		t.Errorf("spool holds %q (%v)", raw, err)
 	}
@@ -222,7 +222,7 @@ func TestBrokerSendsItsSpoolWhenTheServiceIsBack(t *testing.T) {
 	seenAfter := time.Now()
 	e.Tamq(t, "start", "--detach")
 	want := []string{"first", "second", "typed while down"}
-	var ms []protocol.Message
+	var ms []api.Message
 	testutil.WaitFor(t, "the kept lines to arrive", func() bool {
 		var got []string
 		got, ms = bodiesTo(t, e, "railiance")

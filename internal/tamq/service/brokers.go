@@ -13,6 +13,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/proc"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
@@ -57,7 +58,7 @@ func (s *Service) brokerLive(endpointID, repo, paneID string) bool {
 // verifyBroker checks that the process at the other end of a broker session
 // is what it says: the process tmux runs in the pane (or one it started), in
 // a live pane of the window tamq marked for the repo. It returns the pane.
-func (s *Service) verifyBroker(ctx context.Context, peer protocol.Peer, args protocol.BrokerSessionArgs) (paneSeen, error) {
+func (s *Service) verifyBroker(ctx context.Context, peer protocol.Peer, args api.BrokerSessionArgs) (paneSeen, error) {
 	refuse := func(format string, a ...any) (paneSeen, error) {
 		return paneSeen{}, errs.New(errs.PermissionDeny, "broker session for %s refused: "+format, append([]any{args.Repo}, a...)...)
 	}
@@ -104,7 +105,7 @@ func (s *Service) verifyBroker(ctx context.Context, peer protocol.Peer, args pro
 // brokerSession is the stream handler: it records the broker as live until
 // its connection ends.
 func (s *Service) brokerSession(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
-	var args protocol.BrokerSessionArgs
+	var args api.BrokerSessionArgs
 	if err := protocol.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
@@ -176,10 +177,10 @@ func (s *Service) brokerFrame(bc *brokerConn, frame []byte) {
 		Args json.RawMessage `json:"args"`
 	}
 	if json.Unmarshal(frame, &note) == nil && note.Op != "" {
-		if note.Op != protocol.OpBrokerState {
+		if note.Op != api.OpBrokerState {
 			return // a notification this service does not know
 		}
-		var st protocol.BrokerState
+		var st api.BrokerState
 		if json.Unmarshal(note.Args, &st) != nil {
 			return
 		}
@@ -200,13 +201,13 @@ func (s *Service) brokerFrame(bc *brokerConn, frame []byte) {
 }
 
 // deliver asks the broker to write text and reports what it said.
-func (bc *brokerConn) deliver(ctx context.Context, d protocol.DeliverArgs) (Written, error) {
+func (bc *brokerConn) deliver(ctx context.Context, d api.DeliverArgs) (Written, error) {
 	out := Written{Path: "broker"}
 	bc.mu.Lock()
 	defer bc.mu.Unlock()
 	bc.seq++
 	id := strconv.Itoa(bc.seq)
-	frame, err := protocol.EncodeFrame(protocol.Request{Proto: protocol.Version, Op: protocol.OpDeliver, ID: id, Args: mustJSON(d)})
+	frame, err := protocol.EncodeFrame(protocol.Request{Proto: protocol.Version, Op: api.OpDeliver, ID: id, Args: mustJSON(d)})
 	if err != nil {
 		return out, err
 	}
@@ -226,7 +227,7 @@ func (bc *brokerConn) deliver(ctx context.Context, d protocol.DeliverArgs) (Writ
 			if resp.ID != id {
 				continue
 			}
-			var res protocol.DeliverResult
+			var res api.DeliverResult
 			if !resp.OK || json.Unmarshal(resp.Result, &res) != nil {
 				return out, errs.New(errs.Internal, "the broker answered the delivery without a result")
 			}
@@ -275,7 +276,7 @@ type RoutingWriter struct {
 func (rw RoutingWriter) Write(ctx context.Context, ep store.Endpoint, w store.Window, text string) (Written, error) {
 	if bc := rw.svc.brokers.get(store.DeliveryKey(ep.ID, w.Repo)); bc != nil && bc.paneID == w.PaneID {
 		c := rw.svc.opts.Config.Delivery
-		d := protocol.DeliverArgs{Text: text, PauseMS: int(rw.svc.enterPause(text) / time.Millisecond),
+		d := api.DeliverArgs{Text: text, PauseMS: int(rw.svc.enterPause(text) / time.Millisecond),
 			QuietMS: c.QuietMS, MaxWaitMS: c.MaxQuietWaitMS}
 		return bc.deliver(ctx, d)
 	}

@@ -16,7 +16,9 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/tmux-amq/tamq/internal/benchutil"
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -70,7 +72,7 @@ func BenchmarkEnqueueThroughput(b *testing.B) {
 	client := &protocol.Client{Socket: e.Socket()}
 	send := func(i int) time.Duration {
 		t0 := time.Now()
-		if err := client.Call(context.Background(), protocol.OpSend, protocol.SendArgs{Text: fmt.Sprintf("To:net-kingdom: load %d", i)}, nil); err != nil {
+		if err := client.Call(context.Background(), api.OpSend, api.SendArgs{Text: fmt.Sprintf("To:net-kingdom: load %d", i)}, nil); err != nil {
 			b.Fatal(err)
 		}
 		return time.Since(t0)
@@ -180,8 +182,8 @@ func BenchmarkEnqueueToPTY(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		before := size()
 		t0 := time.Now()
-		var m protocol.Message
-		if err := client.Call(context.Background(), protocol.OpSend, protocol.SendArgs{Text: fmt.Sprintf("To:net-kingdom: ping %d", i)}, &m); err != nil {
+		var m api.Message
+		if err := client.Call(context.Background(), api.OpSend, api.SendArgs{Text: fmt.Sprintf("To:net-kingdom: ping %d", i)}, &m); err != nil {
 			b.Fatal(err)
 		}
 		for size() == before {
@@ -239,9 +241,9 @@ func BenchmarkManyWindows(b *testing.B) {
 		const msgs = 10
 		for i := range msgs {
 			before := calls()
-			var m protocol.Message
-			if err := (&protocol.Client{Socket: e.Socket()}).Call(context.Background(), protocol.OpSend,
-				protocol.SendArgs{Text: fmt.Sprintf("To:%s: hello %d", names[i%windows], i)}, &m); err != nil {
+			var m api.Message
+			if err := (&protocol.Client{Socket: e.Socket()}).Call(context.Background(), api.OpSend,
+				api.SendArgs{Text: fmt.Sprintf("To:%s: hello %d", names[i%windows], i)}, &m); err != nil {
 				b.Fatal(err)
 			}
 			testutil.WaitFor(b, "delivery", func() bool {
@@ -256,8 +258,8 @@ func BenchmarkManyWindows(b *testing.B) {
 	one := perDelivery(1)
 	hundred := perDelivery(100)
 	b.StopTimer()
-	var ping protocol.PingResult
-	if err := (&protocol.Client{Socket: e.Socket()}).Call(context.Background(), protocol.OpPing, nil, &ping); err != nil {
+	var ping daemon.PingResult
+	if err := (&protocol.Client{Socket: e.Socket()}).Call(context.Background(), daemon.OpPing, nil, &ping); err != nil {
 		b.Fatal(err)
 	}
 	time.Sleep(time.Second) // settle after the last delivery

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/proc"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -39,27 +40,27 @@ func workspace(t *testing.T, config string, repos ...string) (*testutil.Env, *te
 	return e, tm
 }
 
-func send(t *testing.T, e *testutil.Env, args ...string) protocol.Message {
+func send(t *testing.T, e *testutil.Env, args ...string) api.Message {
 	t.Helper()
 	r := e.Tamq(t, append([]string{"send", "--json"}, args...)...)
-	var m protocol.Message
+	var m api.Message
 	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil {
 		t.Fatalf("send --json: %v\n%s", err, r)
 	}
 	return m
 }
 
-func history(t *testing.T, e *testutil.Env, args ...string) []protocol.Message {
+func history(t *testing.T, e *testutil.Env, args ...string) []api.Message {
 	t.Helper()
 	r := e.Tamq(t, append([]string{"history", "--json", "--limit", "1000"}, args...)...)
-	var ms []protocol.Message
+	var ms []api.Message
 	if err := json.Unmarshal([]byte(r.Stdout), &ms); err != nil {
 		t.Fatalf("history --json: %v\n%s", err, r)
 	}
 	return ms
 }
 
-func stateOf(t *testing.T, e *testutil.Env, id string) protocol.Message {
+func stateOf(t *testing.T, e *testutil.Env, id string) api.Message {
 	t.Helper()
 	for _, m := range history(t, e) {
 		if m.ID == id {
@@ -67,7 +68,7 @@ func stateOf(t *testing.T, e *testutil.Env, id string) protocol.Message {
 		}
 	}
 	t.Fatalf("message %s not in history", id)
-	return protocol.Message{}
+	return api.Message{}
 }
 
 // waitRecorded waits until repo's recorder has taken in text ending with
@@ -83,9 +84,9 @@ func waitRecorded(t *testing.T, e *testutil.Env, repo, suffix string) string {
 	return got
 }
 
-func waitState(t *testing.T, e *testutil.Env, id, state string) protocol.Message {
+func waitState(t *testing.T, e *testutil.Env, id, state string) api.Message {
 	t.Helper()
-	var m protocol.Message
+	var m api.Message
 	testutil.WaitFor(t, id+" to be "+state, func() bool {
 		m = stateOf(t, e, id)
 		return m.State == state
@@ -129,7 +130,7 @@ func TestBodiesArriveByteExact(t *testing.T) {
 	cmd := e.Command(context.Background(), "tamq", "send", "--json", "-")
 	cmd.Stdin = strings.NewReader("To:net-kingdom: from stdin\nsecond\n")
 	r := testutil.RunCmd(t, cmd)
-	var m protocol.Message
+	var m api.Message
 	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil || r.Status != 0 {
 		t.Fatalf("send -: %s", r)
 	}
@@ -280,7 +281,7 @@ func TestOpenTwiceLeavesOneWindow(t *testing.T) {
 	if !strings.Contains(r.Stderr, "no longer used for messages") {
 		t.Errorf("duplicate not reconciled: %s", r)
 	}
-	var st protocol.StatusReport
+	var st api.StatusReport
 	if err := json.Unmarshal([]byte(e.Run(t, "tamq", "status", "--json").Stdout), &st); err != nil {
 		t.Fatal(err)
 	}
@@ -298,11 +299,11 @@ func TestStartRestoresTheWorkspace(t *testing.T) {
 	// told to (tmux's default one when not told).
 	tm.Cmd("kill-server")
 	e.Tamq(t, "start", "--detach", "--tmux-socket", tm.Name)
-	var st protocol.StatusReport
+	var st api.StatusReport
 	if err := json.Unmarshal([]byte(e.Run(t, "tamq", "status", "--json").Stdout), &st); err != nil {
 		t.Fatal(err)
 	}
-	var live *protocol.Endpoint
+	var live *api.Endpoint
 	for i, ep := range st.Endpoints {
 		if ep.State == "connected" {
 			live = &st.Endpoints[i]
@@ -323,7 +324,7 @@ func TestCrashMidDeliveryLosesAndDoublesNothing(t *testing.T) {
 	const n = 500
 	for i := range n {
 		repo := []string{"alpha", "beta"}[i%2]
-		if err := client.Call(context.Background(), protocol.OpSend, protocol.SendArgs{Text: fmt.Sprintf("To:%s: msg-%03d", repo, i)}, nil); err != nil {
+		if err := client.Call(context.Background(), api.OpSend, api.SendArgs{Text: fmt.Sprintf("To:%s: msg-%03d", repo, i)}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -377,7 +378,7 @@ func TestSenderIsTheWindowTheProcessRunsIn(t *testing.T) {
 	cmd := e.Command(context.Background(), "tamq", "send", "--json", "To:net-kingdom: spoofed")
 	cmd.Env = append(cmd.Env, "TMUX="+tmuxSocketPath(t, tm)+",1,0", "TMUX_PANE="+railiancePane)
 	r := testutil.RunCmd(t, cmd)
-	var m protocol.Message
+	var m api.Message
 	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil {
 		t.Fatalf("send with a spoofed pane: %s", r)
 	}
@@ -391,7 +392,7 @@ func TestSenderIsTheWindowTheProcessRunsIn(t *testing.T) {
 	e.Gita(t, "agent-repo")
 	agent := `TMUX_PANE=` + railiancePane + ` "` + e.Bin + `/tamq" send 'To:net-kingdom: From:operator/o: pretending'; ` + e.RecorderCommand()
 	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", agent, "agent-repo")
-	var got *protocol.Message
+	var got *api.Message
 	testutil.WaitFor(t, "the agent's message", func() bool {
 		for _, h := range history(t, e) {
 			if h.Target == "net-kingdom" && h.ID != m.ID {
@@ -425,7 +426,7 @@ func TestBrokerRoutesAgentAndOperatorLines(t *testing.T) {
 	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", agent, "net-kingdom")
 	testutil.WaitFor(t, "the agent's recorder", func() bool { _, ok := e.Recording("net-kingdom"); return ok })
 
-	find := func(pred func(protocol.Message) bool) *protocol.Message {
+	find := func(pred func(api.Message) bool) *api.Message {
 		for _, m := range history(t, e, "--body") {
 			if pred(m) {
 				return &m
@@ -433,9 +434,9 @@ func TestBrokerRoutesAgentAndOperatorLines(t *testing.T) {
 		}
 		return nil
 	}
-	var worker *protocol.Message
+	var worker *api.Message
 	testutil.WaitFor(t, "the agent's block to be routed", func() bool {
-		worker = find(func(m protocol.Message) bool { return m.Sender == "net-kingdom" && m.SenderKind == "worker" })
+		worker = find(func(m api.Message) bool { return m.Sender == "net-kingdom" && m.SenderKind == "worker" })
 		return worker != nil
 	})
 	if worker.Target != "railiance" || worker.Body == nil || *worker.Body != "build is green\nsecond line" {
@@ -447,7 +448,7 @@ func TestBrokerRoutesAgentAndOperatorLines(t *testing.T) {
 	})
 
 	// The operator types an address line into net-kingdom's window.
-	var st protocol.StatusReport
+	var st api.StatusReport
 	if err := json.Unmarshal([]byte(e.Run(t, "tamq", "status", "--json").Stdout), &st); err != nil {
 		t.Fatal(err)
 	}
@@ -459,9 +460,9 @@ func TestBrokerRoutesAgentAndOperatorLines(t *testing.T) {
 	}
 	tm.Must(t, "send-keys", "-t", pane, "-l", "To:railiance: typed by hand")
 	tm.Must(t, "send-keys", "-t", pane, "Enter")
-	var op *protocol.Message
+	var op *api.Message
 	testutil.WaitFor(t, "the operator's line to be routed", func() bool {
-		op = find(func(m protocol.Message) bool { return m.Provenance == "o" })
+		op = find(func(m api.Message) bool { return m.Provenance == "o" })
 		return op != nil
 	})
 	if op.Sender != "net-kingdom" || op.Target != "railiance" || *op.Body != "typed by hand" {
@@ -481,7 +482,7 @@ func TestBrokerRoutesAgentAndOperatorLines(t *testing.T) {
 	if !strings.Contains(string(screen), "tamq: not sent: unknown target 'nowhere'") {
 		t.Errorf("no notice for the unknown target:\n%s", screen)
 	}
-	if find(func(m protocol.Message) bool { return m.Target == "nowhere" }) != nil {
+	if find(func(m api.Message) bool { return m.Target == "nowhere" }) != nil {
 		t.Error("a message to an unknown repo was stored")
 	}
 }
@@ -599,7 +600,7 @@ func injectedDetail(t *testing.T, e *testutil.Env, id string) map[string]any {
 // attached, as status reports them.
 func brokersAttached(t testing.TB, e *testutil.Env) int {
 	t.Helper()
-	var st protocol.StatusReport
+	var st api.StatusReport
 	if json.Unmarshal([]byte(e.Run(t, "tamq", "status", "--json").Stdout), &st) != nil {
 		return 0
 	}

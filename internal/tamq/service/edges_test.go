@@ -13,14 +13,15 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
 // statusOf reads `tamq status --json` (whatever its exit status).
-func statusOf(t testing.TB, e *testutil.Env) (protocol.StatusReport, int) {
+func statusOf(t testing.TB, e *testutil.Env) (api.StatusReport, int) {
 	t.Helper()
 	r := e.Run(t, "tamq", "status", "--json")
-	var st protocol.StatusReport
+	var st api.StatusReport
 	if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, r)
 	}
@@ -28,7 +29,7 @@ func statusOf(t testing.TB, e *testutil.Env) (protocol.StatusReport, int) {
 }
 
 // windowStatus is repo's window on a connected endpoint, as status shows it.
-func windowStatus(t testing.TB, e *testutil.Env, repo string) (protocol.Endpoint, protocol.EndpointWindow) {
+func windowStatus(t testing.TB, e *testutil.Env, repo string) (api.Endpoint, api.EndpointWindow) {
 	t.Helper()
 	st, _ := statusOf(t, e)
 	for _, ep := range st.Endpoints {
@@ -39,7 +40,7 @@ func windowStatus(t testing.TB, e *testutil.Env, repo string) (protocol.Endpoint
 		}
 	}
 	t.Fatalf("no connected window for %s in %+v", repo, st.Endpoints)
-	return protocol.Endpoint{}, protocol.EndpointWindow{}
+	return api.Endpoint{}, api.EndpointWindow{}
 }
 
 // endpointState is the state of endpoint id as status shows it, "" if absent.
@@ -299,8 +300,8 @@ func TestEndpointsListAndForget(t *testing.T) {
 	live, _ := windowStatus(t, e, "railiance")
 	killServer(t, e, tm, gone.ID)
 
-	list := func(args ...string) []protocol.Endpoint {
-		var eps []protocol.Endpoint
+	list := func(args ...string) []api.Endpoint {
+		var eps []api.Endpoint
 		r := e.Tamq(t, append([]string{"endpoints", "--json"}, args...)...)
 		if err := json.Unmarshal([]byte(r.Stdout), &eps); err != nil {
 			t.Fatalf("endpoints --json: %v\n%s", err, r)
@@ -364,8 +365,8 @@ func TestBrokerSessionFromOutsideThePaneIsRefused(t *testing.T) {
 	e, tm := workspace(t, fastConfig, "net-kingdom")
 	_, w := windowStatus(t, e, "net-kingdom")
 	client := &protocol.Client{Socket: e.Socket()}
-	conn, _, err := client.OpenStream(context.Background(), protocol.OpBrokerSession,
-		protocol.BrokerSessionArgs{Repo: "net-kingdom", Socket: tmuxSocketPath(t, tm), Pane: w.PaneID})
+	conn, _, err := client.OpenStream(context.Background(), api.OpBrokerSession,
+		api.BrokerSessionArgs{Repo: "net-kingdom", Socket: tmuxSocketPath(t, tm), Pane: w.PaneID})
 	if err == nil {
 		conn.Close()
 		t.Fatal("a broker session from outside the pane was accepted")

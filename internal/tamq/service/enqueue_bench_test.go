@@ -13,6 +13,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
@@ -83,7 +84,7 @@ func BenchmarkEnqueueInProcess(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			for i := c; i < b.N; i += 8 {
-				if err := client.Call(ctx, protocol.OpSend, protocol.SendArgs{Text: fmt.Sprintf("To:net-kingdom: load %d", i)}, nil); err != nil {
+				if err := client.Call(ctx, api.OpSend, api.SendArgs{Text: fmt.Sprintf("To:net-kingdom: load %d", i)}, nil); err != nil {
 					b.Error(err)
 					return
 				}

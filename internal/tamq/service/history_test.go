@@ -11,29 +11,29 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
 // endpointOf is the endpoint id of the workspace's only endpoint.
 func endpointOf(t *testing.T, e *testutil.Env) string {
 	t.Helper()
-	var st protocol.StatusReport
+	var st api.StatusReport
 	if err := json.Unmarshal([]byte(e.Tamq(t, "status", "--json").Stdout), &st); err != nil || len(st.Endpoints) != 1 {
 		t.Fatalf("status: %v %+v", err, st.Endpoints)
 	}
 	return st.Endpoints[0].ID
 }
 
-func readEnvelopes(t *testing.T, path string) []protocol.Envelope {
+func readEnvelopes(t *testing.T, path string) []api.Envelope {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []protocol.Envelope
+	var out []api.Envelope
 	for i, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-		var env protocol.Envelope
+		var env api.Envelope
 		if err := json.Unmarshal([]byte(line), &env); err != nil {
 			t.Fatalf("line %d of %s: %v", i+1, path, err)
 		}
@@ -44,10 +44,10 @@ func readEnvelopes(t *testing.T, path string) []protocol.Envelope {
 
 // replayRun is the --json summary of tamq replay.
 type replayRun struct {
-	BatchID    string                   `json:"batch_id"`
-	Summary    protocol.ReplaySummary   `json:"summary"`
-	Rejections []protocol.ReplayOutcome `json:"rejections"`
-	Stopped    bool                     `json:"stopped"`
+	BatchID    string              `json:"batch_id"`
+	Summary    api.ReplaySummary   `json:"summary"`
+	Rejections []api.ReplayOutcome `json:"rejections"`
+	Stopped    bool                `json:"stopped"`
 }
 
 func replay(t *testing.T, e *testutil.Env, args ...string) (replayRun, testutil.Result) {
@@ -68,7 +68,7 @@ func TestExportAndReplayRoundTrip(t *testing.T) {
 		"To:with space,comma: ünïcödé ✓ <&> \"quoted\"\ttab",
 		"To:net-kingdom: third",
 	}
-	var sent []protocol.Message
+	var sent []api.Message
 	for _, text := range texts {
 		m := send(t, a, text)
 		waitState(t, a, m.ID, "injected")
@@ -85,7 +85,7 @@ func TestExportAndReplayRoundTrip(t *testing.T) {
 	}
 	for i, env := range envs {
 		m := stateOf(t, a, sent[i].ID)
-		if env.V != protocol.EnvelopeVersion || env.ID != sent[i].ID || env.Body == nil || env.State != "injected" ||
+		if env.V != api.EnvelopeVersion || env.ID != sent[i].ID || env.Body == nil || env.State != "injected" ||
 			env.InjectedAt == nil || env.BatchID != m.BatchID || env.EndpointID != m.EndpointID || env.Sender != "operator" ||
 			env.Provenance != "o" || env.Attempts != 1 || env.CreatedAt.IsZero() {
 			t.Errorf("line %d: %+v", i+1, env)
@@ -100,7 +100,7 @@ func TestExportAndReplayRoundTrip(t *testing.T) {
 	b, _ := workspace(t, fastConfig, "net-kingdom", "with space,comma")
 	ep := endpointOf(t, b)
 	run, r := replay(t, b, file, "--endpoint", ep)
-	if r.Status != 0 || run.Summary != (protocol.ReplaySummary{Lines: 3, Accepted: 3}) || run.BatchID == "" {
+	if r.Status != 0 || run.Summary != (api.ReplaySummary{Lines: 3, Accepted: 3}) || run.BatchID == "" {
 		t.Fatalf("replay: %+v\n%s", run, r)
 	}
 	got := history(t, b, "--body")
@@ -127,12 +127,12 @@ func TestExportAndReplayRoundTrip(t *testing.T) {
 
 	// Again: nothing new. An export appended twice to one file: nothing new.
 	run, _ = replay(t, b, file, "--endpoint", ep)
-	if run.Summary != (protocol.ReplaySummary{Lines: 3, Duplicates: 3}) {
+	if run.Summary != (api.ReplaySummary{Lines: 3, Duplicates: 3}) {
 		t.Errorf("second replay: %+v", run.Summary)
 	}
 	a.Tamq(t, "export", file)
 	run, _ = replay(t, b, file, "--endpoint", ep)
-	if run.Summary != (protocol.ReplaySummary{Lines: 6, Duplicates: 6}) {
+	if run.Summary != (api.ReplaySummary{Lines: 6, Duplicates: 6}) {
 		t.Errorf("replay of a doubled file: %+v", run.Summary)
 	}
 	// B's own export, replays included, replayed back into B adds nothing
@@ -158,7 +158,7 @@ func TestReplayReportsBadLinesAndLandsTheRest(t *testing.T) {
 	e, _ := workspace(t, fastConfig, "net-kingdom")
 	ep := endpointOf(t, e)
 	line := func(id, target, body string) string {
-		b, _ := json.Marshal(protocol.Envelope{V: 1, Message: protocol.Message{ID: id, BatchID: id, Sender: "net-kingdom",
+		b, _ := json.Marshal(api.Envelope{V: 1, Message: api.Message{ID: id, BatchID: id, Sender: "net-kingdom",
 			SenderKind: "worker", Target: target, Body: &body, AckMode: "injected", State: "injected"}})
 		return string(b)
 	}
@@ -179,7 +179,7 @@ func TestReplayReportsBadLinesAndLandsTheRest(t *testing.T) {
 	}
 	run, r := replay(t, e, file, "--endpoint", ep)
 	want := map[int]string{2: "bad_request", 3: "body_too_large", 4: "body_invalid", 5: "unknown_target", 6: "bad_request", 8: "incompatible_protocol"}
-	if run.Summary != (protocol.ReplaySummary{Lines: 8, Accepted: 2, Rejected: 6}) || len(run.Rejections) != 6 {
+	if run.Summary != (api.ReplaySummary{Lines: 8, Accepted: 2, Rejected: 6}) || len(run.Rejections) != 6 {
 		t.Fatalf("summary %+v\n%s", run, r)
 	}
 	for _, o := range run.Rejections {
@@ -214,7 +214,7 @@ func TestReplayReportsBadLinesAndLandsTheRest(t *testing.T) {
 	// --strict stops at the first: line 1 lands, nothing after line 2.
 	strict, _ := workspace(t, fastConfig, "net-kingdom")
 	run, r = replay(t, strict, file, "--strict", "--endpoint", endpointOf(t, strict))
-	if !run.Stopped || run.Summary != (protocol.ReplaySummary{Lines: 2, Accepted: 1, Rejected: 1}) || r.Status != 15 {
+	if !run.Stopped || run.Summary != (api.ReplaySummary{Lines: 2, Accepted: 1, Rejected: 1}) || r.Status != 15 {
 		t.Errorf("strict: %+v\n%s", run, r)
 	}
 	if n := len(history(t, strict)); n != 1 {
@@ -247,7 +247,7 @@ func TestHistoryFiltersAndPages(t *testing.T) {
 	if len(all) != 7 || all[0].ID != ids[6] || all[6].ID != ids[0] {
 		t.Fatalf("history is not newest first: %v", all)
 	}
-	idsOf := func(ms []protocol.Message) []string {
+	idsOf := func(ms []api.Message) []string {
 		var out []string
 		for _, m := range ms {
 			out = append(out, m.ID)
@@ -263,7 +263,7 @@ func TestHistoryFiltersAndPages(t *testing.T) {
 			args = append(args, "--after", after)
 		}
 		r := e.Tamq(t, append([]string{"history", "--json"}, args...)...)
-		var page []protocol.Message
+		var page []api.Message
 		json.Unmarshal([]byte(r.Stdout), &page)
 		if len(page) == 0 {
 			break

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -52,7 +52,7 @@ func TestBodiesThatAreNotUTF8TextAreRefused(t *testing.T) {
 	cmd := e.Command(context.Background(), "tamq", "send", "--json", "-")
 	cmd.Stdin = strings.NewReader("To:net-kingdom: first\r\nsecond\r\n")
 	r := testutil.RunCmd(t, cmd)
-	var m protocol.Message
+	var m api.Message
 	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil || r.Status != 0 {
 		t.Fatalf("CRLF on stdin: %s", r)
 	}
@@ -81,7 +81,7 @@ func TestReplayRefusesLinesThatAreNotUTF8(t *testing.T) {
 		t.Fatal(err)
 	}
 	run, r := replay(t, e, file, "--endpoint", endpointOf(t, e))
-	if run.Summary != (protocol.ReplaySummary{Lines: 3, Accepted: 2, Rejected: 1}) || len(run.Rejections) != 1 || r.Status != 11 {
+	if run.Summary != (api.ReplaySummary{Lines: 3, Accepted: 2, Rejected: 1}) || len(run.Rejections) != 1 || r.Status != 11 {
 		t.Fatalf("replay: %+v\n%s", run, r)
 	}
 	if o := run.Rejections[0]; o.Line != 2 || o.Code != "body_invalid" || !strings.Contains(o.Reason, "not valid UTF-8") ||

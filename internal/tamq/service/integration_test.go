@@ -16,9 +16,10 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/proc"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
@@ -36,7 +37,7 @@ const nobody = 65534
 func pingPID(t *testing.T, e *testutil.Env) int {
 	t.Helper()
 	r := e.Tamq(t, "ping", "--json")
-	var res protocol.PingResult
+	var res daemon.PingResult
 	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
 		t.Fatalf("ping --json: %v\n%s", err, r.Stdout)
 	}
@@ -93,7 +94,7 @@ func TestPingStatusStop(t *testing.T) {
 	if r.Status != 8 {
 		t.Fatalf("status while down: %s", r)
 	}
-	var down protocol.StatusReport
+	var down api.StatusReport
 	if err := json.Unmarshal([]byte(r.Stdout), &down); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, r.Stdout)
 	}
@@ -114,7 +115,7 @@ func TestPingStatusStop(t *testing.T) {
 	}
 
 	r = e.Run(t, "tamq", "status", "--json")
-	var up protocol.StatusReport
+	var up api.StatusReport
 	if err := json.Unmarshal([]byte(r.Stdout), &up); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, r)
 	}

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/status"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
@@ -20,7 +20,7 @@ import (
 const OperatorLabel = "operator"
 
 func (s *Service) register(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
-	var args protocol.RegisterArgs
+	var args api.RegisterArgs
 	if err := protocol.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func (s *Service) register(ctx context.Context, _ protocol.Peer, req *protocol.R
 // repo. A window already recorded on a live pane is never moved to another
 // pane while that one still runs marked for the repo: deliveries would go
 // where the registering process chose, not where the agent is.
-func (s *Service) verifyRegistration(ctx context.Context, ep protocol.Endpoint) error {
+func (s *Service) verifyRegistration(ctx context.Context, ep api.Endpoint) error {
 	askCtx, cancel := askTmux(ctx)
 	pid, wins, err := (tmux.Server{Socket: ep.TmuxSocket}).Snapshot(askCtx)
 	cancel()
@@ -112,7 +112,7 @@ func (s *Service) verifyRegistration(ctx context.Context, ep protocol.Endpoint) 
 }
 
 func (s *Service) send(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
-	var args protocol.SendArgs
+	var args api.SendArgs
 	if err := protocol.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
@@ -236,7 +236,7 @@ func pickEndpoint(endpoints []store.Endpoint, target, want string) (string, erro
 }
 
 func (s *Service) ack(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
-	var args protocol.IDArgs
+	var args api.IDArgs
 	if err := protocol.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
@@ -251,7 +251,7 @@ func (s *Service) ack(ctx context.Context, _ protocol.Peer, req *protocol.Reques
 }
 
 func (s *Service) retry(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
-	var args protocol.IDArgs
+	var args api.IDArgs
 	if err := protocol.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
@@ -267,33 +267,8 @@ func (s *Service) retry(ctx context.Context, _ protocol.Peer, req *protocol.Requ
 	return MessageRecord(m, false), nil
 }
 
-func (s *Service) history(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
-	var args protocol.HistoryArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
-		return nil, err
-	}
-	msgs, err := store.History(ctx, s.db.Reader, historyPage(args))
-	if err != nil {
-		return nil, err
-	}
-	// Fill one response frame at most; the client asks for the next page.
-	out := protocol.HistoryResult{Messages: []protocol.Message{}}
-	size := 0
-	for _, m := range msgs {
-		rec := MessageRecord(m, args.IncludeBody)
-		b, _ := json.Marshal(rec)
-		if size+len(b) > historyPageBytes && len(out.Messages) > 0 {
-			out.Next = out.Messages[len(out.Messages)-1].ID
-			break
-		}
-		size += len(b) + 1
-		out.Messages = append(out.Messages, rec)
-	}
-	return out, nil
-}
-
 func (s *Service) endpoints(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
-	var args protocol.EndpointsArgs
+	var args api.EndpointsArgs
 	if err := protocol.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
@@ -301,12 +276,12 @@ func (s *Service) endpoints(ctx context.Context, _ protocol.Peer, req *protocol.
 	if err != nil {
 		return nil, err
 	}
-	return protocol.EndpointsResult{Endpoints: status.Live(ctx, eps)}, nil
+	return api.EndpointsResult{Endpoints: status.Live(ctx, eps)}, nil
 }
 
 // forget marks an endpoint whose tmux server is gone as forgotten.
 func (s *Service) forget(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
-	var args protocol.IDArgs
+	var args api.IDArgs
 	if err := protocol.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
@@ -315,33 +290,18 @@ func (s *Service) forget(ctx context.Context, _ protocol.Peer, req *protocol.Req
 	if err != nil {
 		return nil, err
 	}
-	return protocol.ForgetResult{EndpointID: args.ID, FailedMessages: n}, nil
+	return api.ForgetResult{EndpointID: args.ID, FailedMessages: n}, nil
 }
-
-// historyPage is the store's page for history arguments.
-func historyPage(a protocol.HistoryArgs) store.Page {
-	p := store.Page{After: a.After, Limit: a.Limit, Filter: store.Filter{Repo: a.Repo, State: a.State, BatchID: a.BatchID, ID: a.ID}}
-	if a.Since != nil {
-		p.Since = *a.Since
-	}
-	if a.Until != nil {
-		p.Until = *a.Until
-	}
-	return p
-}
-
-// historyPageBytes keeps a history page well inside one protocol frame.
-const historyPageBytes = protocol.MaxFrame * 3 / 4
 
 // MessageRecord is the wire form of a message; the body only when asked for.
-func MessageRecord(m queue.Message, withBody bool) protocol.Message {
+func MessageRecord(m queue.Message, withBody bool) api.Message {
 	opt := func(t time.Time) *time.Time {
 		if t.IsZero() {
 			return nil
 		}
 		return &t
 	}
-	r := protocol.Message{
+	r := api.Message{
 		ID: m.ID, BatchID: m.BatchID, EndpointID: m.EndpointID, Sender: m.Sender, SenderKind: string(m.SenderKind),
 		Target: m.Target, AckMode: string(m.AckMode), State: string(m.State), Attempts: m.Attempts, MaxAttempts: m.MaxAttempts,
 		PolicyProfile: m.PolicyProfile, ConfigVersion: m.ConfigVersion, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,

@@ -7,6 +7,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/policy"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 )
@@ -19,7 +20,7 @@ const KindReplayed = "history.replayed"
 // on that endpoint, body rules, ack mode, the active policy) and the replay
 // deduplication; nothing existing is changed.
 func (s *Service) replay(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
-	var args protocol.ReplayArgs
+	var args api.ReplayArgs
 	if err := protocol.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
@@ -30,7 +31,7 @@ func (s *Service) replay(ctx context.Context, _ protocol.Peer, req *protocol.Req
 	if !hasEndpoint(endpoints, args.EndpointID) {
 		return nil, errs.New(errs.NotFound, "no endpoint %q", args.EndpointID).WithHint("`tamq status` lists the endpoints")
 	}
-	res := protocol.ReplayResult{BatchID: args.BatchID, Outcomes: []protocol.ReplayOutcome{}}
+	res := api.ReplayResult{BatchID: args.BatchID, Outcomes: []api.ReplayOutcome{}}
 	if res.BatchID == "" {
 		res.BatchID = store.NewID()
 	}
@@ -43,7 +44,7 @@ func (s *Service) replay(ctx context.Context, _ protocol.Peer, req *protocol.Req
 	for _, e := range args.Entries {
 		m, err := s.replayed(e, reg.Resolve, endpoints, args.EndpointID)
 		if err != nil {
-			res.Outcomes = append(res.Outcomes, protocol.ReplayOutcome{Line: e.Line, Status: protocol.ReplayRejected,
+			res.Outcomes = append(res.Outcomes, api.ReplayOutcome{Line: e.Line, Status: api.ReplayRejected,
 				Code: string(errs.CodeOf(err)), Reason: err.Error()})
 			if args.Strict {
 				break
@@ -52,7 +53,7 @@ func (s *Service) replay(ctx context.Context, _ protocol.Peer, req *protocol.Req
 		}
 		at = append(at, len(res.Outcomes))
 		msgs = append(msgs, m)
-		res.Outcomes = append(res.Outcomes, protocol.ReplayOutcome{Line: e.Line})
+		res.Outcomes = append(res.Outcomes, api.ReplayOutcome{Line: e.Line})
 	}
 	if len(msgs) > 0 {
 		inserted, err := s.store.Replay(ctx, res.BatchID, msgs)
@@ -61,8 +62,8 @@ func (s *Service) replay(ctx context.Context, _ protocol.Peer, req *protocol.Req
 		}
 		for i, m := range msgs {
 			o := &res.Outcomes[at[i]]
-			if o.Status = protocol.ReplayDuplicate; inserted[i] {
-				o.Status, o.ID = protocol.ReplayAccepted, m.ID
+			if o.Status = api.ReplayDuplicate; inserted[i] {
+				o.Status, o.ID = api.ReplayAccepted, m.ID
 			}
 		}
 		s.wake()
@@ -81,7 +82,7 @@ func (s *Service) replay(ctx context.Context, _ protocol.Peer, req *protocol.Req
 }
 
 // replayed checks one entry and makes the message it becomes.
-func (s *Service) replayed(e protocol.ReplayEntry, resolve func(string) (gita.Repo, error), endpoints []store.Endpoint, endpointID string) (*queue.Message, error) {
+func (s *Service) replayed(e api.ReplayEntry, resolve func(string) (gita.Repo, error), endpoints []store.Endpoint, endpointID string) (*queue.Message, error) {
 	if e.Original == "" || e.Sender == "" {
 		return nil, errs.New(errs.BodyInvalid, "the line has no id or no sender")
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -36,7 +36,7 @@ func BenchmarkReplay(b *testing.B) {
 	created := time.Now().Add(-time.Hour)
 	for i := range lines {
 		body := fmt.Sprintf("replayed message %d: the build is green, please rebase onto main", i)
-		env := protocol.Envelope{V: protocol.EnvelopeVersion, Message: protocol.Message{
+		env := api.Envelope{V: api.EnvelopeVersion, Message: api.Message{
 			ID: fmt.Sprintf("01900000-0000-7000-8000-%012d", i), BatchID: "b", Sender: "net-kingdom", SenderKind: "worker",
 			Target: "net-kingdom", Body: &body, AckMode: "injected", State: "injected", Attempts: 1, MaxAttempts: 3,
 			PolicyProfile: "default@x", ConfigVersion: "c", CreatedAt: created, UpdatedAt: created}}

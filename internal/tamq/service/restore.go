@@ -8,6 +8,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/tamq/workspace"
 	"github.com/tmux-amq/tamq/internal/tmux"
@@ -20,8 +21,8 @@ import (
 // old experiments, are left alone. For each, the newest endpoint's windows
 // are reused or opened again with their command and mode; the undelivered
 // messages of a replaced endpoint move to its replacement.
-func (s *Service) restore(ctx context.Context, recreate []string) (protocol.RestoreResult, error) {
-	res := protocol.RestoreResult{Endpoints: []protocol.Endpoint{}}
+func (s *Service) restore(ctx context.Context, recreate []string) (api.RestoreResult, error) {
+	res := api.RestoreResult{Endpoints: []api.Endpoint{}}
 	eps, err := store.Endpoints(ctx, s.db.Reader, false)
 	if err != nil {
 		return res, err
@@ -73,7 +74,7 @@ func (s *Service) restore(ctx context.Context, recreate []string) (protocol.Rest
 			TamqSocket: s.opts.Paths.Socket, LockFile: s.opts.Paths.OpenLockFile,
 			Broker: workspace.Broker{Exe: exe, GitaDir: reg.Dir},
 			Note:   func(format string, args ...any) { s.log.Info(fmt.Sprintf(format, args...)) },
-			Announce: func(ep protocol.Endpoint) error {
+			Announce: func(ep api.Endpoint) error {
 				err := s.store.Register(ctx, ep)
 				s.endpointsChanged()
 				return err
@@ -114,7 +115,7 @@ func (s *Service) restore(ctx context.Context, recreate []string) (protocol.Rest
 // restoreOp is `tamq start` reaching a service that already runs: the
 // workspace comes back without a service restart.
 func (s *Service) restoreOp(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
-	var args protocol.RestoreArgs
+	var args api.RestoreArgs
 	if err := protocol.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}

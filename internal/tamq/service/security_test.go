@@ -15,6 +15,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -73,8 +74,8 @@ func TestClientsRefuseAnotherUsersSocket(t *testing.T) {
 			}
 		}
 		// The broker's stream too: it would type what the squatter sends.
-		c := protocol.Client{Socket: e.Socket(), Service: "tamq", Timeout: 5 * time.Second}
-		if _, _, err := c.OpenStream(context.Background(), protocol.OpBrokerSession, protocol.BrokerSessionArgs{Repo: "net-kingdom"}); !errs.Is(err, errs.PermissionDeny) {
+		c := protocol.Client{Socket: e.Socket(), Names: protocol.Names{Program: "tamq"}, Timeout: 5 * time.Second}
+		if _, _, err := c.OpenStream(context.Background(), api.OpBrokerSession, api.BrokerSessionArgs{Repo: "net-kingdom"}); !errs.Is(err, errs.PermissionDeny) {
 			t.Errorf("broker session with another user's socket: %v", err)
 		}
 	}
@@ -188,23 +189,23 @@ func TestSomethingPlantedAtTheSocketPath(t *testing.T) {
 func TestReplayedFieldsCannotAct(t *testing.T) {
 	t.Parallel()
 	e, _ := workspace(t, fastConfig, "net-kingdom", "railiance")
-	line := func(n int, edit func(*protocol.Message)) string {
+	line := func(n int, edit func(*api.Message)) string {
 		body := fmt.Sprintf("message %d", n)
-		m := protocol.Message{ID: fmt.Sprintf("00000000-0000-7000-8000-%012d", n), BatchID: "b", Sender: "railiance",
+		m := api.Message{ID: fmt.Sprintf("00000000-0000-7000-8000-%012d", n), BatchID: "b", Sender: "railiance",
 			SenderKind: "worker", Target: "net-kingdom", Body: &body, AckMode: "injected", State: "injected"}
 		edit(&m)
-		b, _ := json.Marshal(protocol.Envelope{V: 1, Message: m})
+		b, _ := json.Marshal(api.Envelope{V: 1, Message: m})
 		return string(b)
 	}
 	pwned := filepath.Join(e.Root, "pwned")
 	lines := []string{
-		line(1, func(m *protocol.Message) { m.Sender = "railiance\x1b[201~\rtouch " + pwned + "\r" }),
-		line(2, func(m *protocol.Message) { m.Sender = "mallory" }),
-		line(3, func(m *protocol.Message) { m.Target = "net-kingdom\a" }),
-		line(4, func(m *protocol.Message) { m.ID = "id-\x1b]52;c;aGk=\a" }),
-		line(5, func(m *protocol.Message) { m.CorrelationID = "txt\u202eexe" }),
-		line(6, func(m *protocol.Message) { m.IdempotencyKey = "key\u009b" }),
-		line(7, func(m *protocol.Message) {}),
+		line(1, func(m *api.Message) { m.Sender = "railiance\x1b[201~\rtouch " + pwned + "\r" }),
+		line(2, func(m *api.Message) { m.Sender = "mallory" }),
+		line(3, func(m *api.Message) { m.Target = "net-kingdom\a" }),
+		line(4, func(m *api.Message) { m.ID = "id-\x1b]52;c;aGk=\a" }),
+		line(5, func(m *api.Message) { m.CorrelationID = "txt\u202eexe" }),
+		line(6, func(m *api.Message) { m.IdempotencyKey = "key\u009b" }),
+		line(7, func(m *api.Message) {}),
 	}
 	file := filepath.Join(t.TempDir(), "crafted.jsonl")
 	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
@@ -329,9 +330,9 @@ func TestRegisterNeedsTheWindowsTmuxShows(t *testing.T) {
 	_, other := windowStatus(t, e, "railiance")
 	register := func(paneID string) string {
 		t.Helper()
-		args := protocol.RegisterArgs{Endpoint: protocol.Endpoint{ID: ep.ID, TmuxSocket: ep.TmuxSocket, ServerPID: ep.ServerPID,
-			Session: ep.Session, Windows: []protocol.EndpointWindow{{Repo: "net-kingdom", RepoPath: w.RepoPath, PaneID: paneID, Mode: "manual"}}}}
-		b, _ := json.Marshal(protocol.Request{Proto: protocol.Version, Op: protocol.OpRegister, ID: "r", Args: mustJSON(t, args)})
+		args := api.RegisterArgs{Endpoint: api.Endpoint{ID: ep.ID, TmuxSocket: ep.TmuxSocket, ServerPID: ep.ServerPID,
+			Session: ep.Session, Windows: []api.EndpointWindow{{Repo: "net-kingdom", RepoPath: w.RepoPath, PaneID: paneID, Mode: "manual"}}}}
+		b, _ := json.Marshal(protocol.Request{Proto: protocol.Version, Op: api.OpRegister, ID: "r", Args: mustJSON(t, args)})
 		return e.Run(t, "squatter", "dial", e.Socket(), string(b)).Stdout
 	}
 	// railiance's pane, and a pane in a window nobody marked.

@@ -8,14 +8,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/buildinfo"
 	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lockfile"
@@ -23,6 +26,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/status"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
@@ -145,7 +149,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 			return nil, err
 		}
 	}
-	if err := protocol.CheckSocketPath(o.Paths.Socket); err != nil {
+	if err := protocol.CheckSocketPath(o.Paths.Socket, daemon.Names(o.Paths)); err != nil {
 		return nil, err
 	}
 	lock, err := lockfile.TryLock(o.Paths.LockFile)
@@ -174,16 +178,17 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	if st.DB.BackupPath != "" {
 		s.log.Info("database migrated", "backup", st.DB.BackupPath)
 	}
-	ln, err := protocol.Listen(o.Paths.Socket)
+	ln, err := protocol.Listen(o.Paths.Socket, daemon.Names(o.Paths))
 	if err != nil {
 		return fail(err)
 	}
 	s.ln = ln
 	s.startedAt = o.Now()
 	s.server = &protocol.Server{
+		Names:       daemon.Names(o.Paths),
 		Handlers:    s.handlers(),
 		Log:         s.log,
-		StreamOps:   map[string]bool{protocol.OpBrokerSession: true},
+		StreamOps:   map[string]bool{api.OpBrokerSession: true},
 		Refused:     s.refused,
 		IdleTimeout: IdleTimeout,
 		MaxConns:    MaxConns,
@@ -337,20 +342,19 @@ func (s *Service) release() {
 
 func (s *Service) handlers() map[string]protocol.Handler {
 	hs := map[string]protocol.Handler{
-		protocol.OpHello:         s.hello,
-		protocol.OpPing:          s.ping,
-		protocol.OpStatus:        s.status,
-		protocol.OpShutdown:      s.shutdownOp,
-		protocol.OpRegister:      s.register,
-		protocol.OpSend:          s.send,
-		protocol.OpAck:           s.ack,
-		protocol.OpRetry:         s.retry,
-		protocol.OpHistory:       s.history,
-		protocol.OpReplay:        s.replay,
-		protocol.OpEndpoints:     s.endpoints,
-		protocol.OpForget:        s.forget,
-		protocol.OpRestore:       s.restoreOp,
-		protocol.OpBrokerSession: s.brokerSession,
+		daemon.OpHello:      s.hello,
+		daemon.OpPing:       s.ping,
+		api.OpStatus:        s.status,
+		daemon.OpShutdown:   s.shutdownOp,
+		api.OpRegister:      s.register,
+		api.OpSend:          s.send,
+		api.OpAck:           s.ack,
+		api.OpRetry:         s.retry,
+		api.OpReplay:        s.replay,
+		api.OpEndpoints:     s.endpoints,
+		api.OpForget:        s.forget,
+		api.OpRestore:       s.restoreOp,
+		api.OpBrokerSession: s.brokerSession,
 	}
 	release := s.opts.IdleRelease
 	if release == 0 {
@@ -367,7 +371,7 @@ func (s *Service) handlers() map[string]protocol.Handler {
 }
 
 func (s *Service) hello(_ context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
-	var args protocol.HelloArgs
+	var args daemon.HelloArgs
 	if err := protocol.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
@@ -375,14 +379,14 @@ func (s *Service) hello(_ context.Context, _ protocol.Peer, req *protocol.Reques
 	if err != nil {
 		return nil, err
 	}
-	return protocol.HelloResult{Server: "tamq", ServerVersion: buildinfo.Get().Version, Proto: proto, Capabilities: Capabilities}, nil
+	// What it offers is what it answers: its operations, never a list kept
+	// apart from them.
+	caps := slices.Sorted(maps.Keys(s.server.Handlers))
+	return daemon.HelloResult{Server: "tamq", ServerVersion: buildinfo.Get().Version, Proto: proto, Capabilities: caps}, nil
 }
 
-// Capabilities lists what this service offers, for hello.
-var Capabilities = []string{"ping", "status", "shutdown", "register", "send", "ack", "retry", "history", "replay", "endpoints", "forget_endpoint", "restore", "broker_session"}
-
 func (s *Service) ping(_ context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
-	return protocol.PingResult{PID: os.Getpid(), StartedAt: s.startedAt, ServerVersion: buildinfo.Get().Version, Proto: protocol.Version}, nil
+	return daemon.PingResult{PID: os.Getpid(), StartedAt: s.startedAt, ServerVersion: buildinfo.Get().Version, Proto: protocol.Version}, nil
 }
 
 func (s *Service) status(ctx context.Context, _ protocol.Peer, _ *protocol.Request) (any, error) {
@@ -404,7 +408,7 @@ func (s *Service) status(ctx context.Context, _ protocol.Peer, _ *protocol.Reque
 		}
 	}
 	started := s.startedAt.UTC()
-	r.Service = protocol.ServiceStatus{
+	r.Service = api.ServiceStatus{
 		Running: true, PID: os.Getpid(), StartedAt: &started, UptimeSeconds: now.Sub(s.startedAt).Seconds(),
 		ServerVersion: buildinfo.Get().Version, Proto: protocol.Version,
 		Socket: s.opts.Paths.Socket, LogFile: s.opts.Paths.LogFile, Orwell: s.opts.Orwell != nil,
@@ -417,7 +421,7 @@ func (s *Service) status(ctx context.Context, _ protocol.Peer, _ *protocol.Reque
 func (s *Service) shutdownOp(_ context.Context, peer protocol.Peer, _ *protocol.Request) (any, error) {
 	s.log.Info("stop requested", "peer_pid", peer.PID)
 	s.requestStop()
-	return protocol.ShutdownResult{PID: os.Getpid(), GraceSeconds: s.opts.Config.ShutdownGrace().Seconds()}, nil
+	return daemon.ShutdownResult{PID: os.Getpid(), GraceSeconds: s.opts.Config.ShutdownGrace().Seconds()}, nil
 }
 
 // advise prints the spec's history advisory when history is over the limit.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/paths"
@@ -76,8 +77,8 @@ func TestAdvisoryAtStartAndCleanShutdown(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(runCtx) }()
-	var ping protocol.PingResult
-	if err := (&protocol.Client{Socket: p.Socket}).Call(ctx, protocol.OpPing, nil, &ping); err != nil {
+	var ping daemon.PingResult
+	if err := (&protocol.Client{Socket: p.Socket}).Call(ctx, daemon.OpPing, nil, &ping); err != nil {
 		t.Fatal(err)
 	}
 	stop()

@@ -12,9 +12,9 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/statehub"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
@@ -34,9 +34,9 @@ type Sources struct {
 }
 
 // Collect fills every section except Service, which the caller sets.
-func Collect(ctx context.Context, src Sources) protocol.StatusReport {
-	r := protocol.StatusReport{
-		Service: protocol.ServiceStatus{Socket: src.Paths.Socket, LogFile: src.Paths.LogFile},
+func Collect(ctx context.Context, src Sources) api.StatusReport {
+	r := api.StatusReport{
+		Service: api.ServiceStatus{Socket: src.Paths.Socket, LogFile: src.Paths.LogFile},
 	}
 	known := sqlitedb.LatestVersion(src.Migrations)
 	var info sqlitedb.Info
@@ -47,7 +47,7 @@ func Collect(ctx context.Context, src Sources) protocol.StatusReport {
 	} else {
 		info, err = sqlitedb.Inspect(src.Paths.Database, known)
 	}
-	r.SQLite = protocol.SQLiteStatus{
+	r.SQLite = api.SQLiteStatus{
 		Path: src.Paths.Database, Exists: info.Exists, SchemaVersion: info.SchemaVersion,
 		BinarySchemaVersion: known, SizeBytes: info.SizeBytes, WALSizeBytes: info.WALSizeBytes,
 	}
@@ -60,10 +60,10 @@ func Collect(ctx context.Context, src Sources) protocol.StatusReport {
 	if reg, err := src.Registry(); err != nil {
 		r.Registry.Error = err.Error()
 	} else {
-		r.Registry = protocol.RegistryStatus{Path: reg.ReposFile, Readable: true, RepoCount: len(reg.Repos), UnregisteredCount: len(reg.Unregistered)}
+		r.Registry = api.RegistryStatus{Path: reg.ReposFile, Readable: true, RepoCount: len(reg.Repos), UnregisteredCount: len(reg.Unregistered)}
 	}
 
-	r.StateHub = protocol.StateHubStatus{
+	r.StateHub = api.StateHubStatus{
 		APIBase:               src.Config.StateHub.APIBase,
 		CredentialsConfigured: src.Config.HasCredentialCommand(),
 	}
@@ -98,7 +98,7 @@ func Collect(ctx context.Context, src Sources) protocol.StatusReport {
 				r.Queue.OldestPendingAt = &t
 			}
 			r.Queue.HistoryMessages, r.Queue.HistoryBytes = st.HistoryMessages, st.HistoryBytes
-			r.Leases = protocol.LeaseStatus{ActiveDeliveryLeases: st.ActiveLeases, ExpiredDeliveryLeases: st.ExpiredLeases}
+			r.Leases = api.LeaseStatus{ActiveDeliveryLeases: st.ActiveLeases, ExpiredDeliveryLeases: st.ExpiredLeases}
 			r.StateHub.UnpublishedReceipts = st.UnpublishedReceipts
 		}
 		if eps, err := store.Endpoints(ctx, db, false); err == nil {
@@ -113,7 +113,7 @@ func Collect(ctx context.Context, src Sources) protocol.StatusReport {
 		}
 	}
 	if r.Endpoints == nil {
-		r.Endpoints = []protocol.Endpoint{}
+		r.Endpoints = []api.Endpoint{}
 	}
 	return r
 }
@@ -124,8 +124,8 @@ const liveTimeout = 2 * time.Second
 
 // Live adds whether each window's pane is alive: one tmux call per connected
 // endpoint, however many windows it has (a disconnected one has none alive).
-func Live(ctx context.Context, eps []store.Endpoint) []protocol.Endpoint {
-	out := []protocol.Endpoint{}
+func Live(ctx context.Context, eps []store.Endpoint) []api.Endpoint {
+	out := []api.Endpoint{}
 	for _, ep := range eps {
 		alive := map[string]bool{}
 		askCtx, cancel := context.WithTimeout(ctx, liveTimeout)
@@ -152,7 +152,7 @@ func Live(ctx context.Context, eps []store.Endpoint) []protocol.Endpoint {
 // Judge sets Healthy and returns the error that sums up what is wrong, or nil;
 // its code gives status its exit status. State Hub being unreachable is not
 // unhealthy: tamq works without it and queues the projections.
-func Judge(r *protocol.StatusReport) error {
+func Judge(r *api.StatusReport) error {
 	var err error
 	switch {
 	case r.Config.Error != "":
@@ -180,7 +180,7 @@ func Judge(r *protocol.StatusReport) error {
 // goneEndpoint is the first endpoint whose tmux server is gone and that
 // nothing has replaced: no connected endpoint on the same socket, and not
 // forgotten. Its windows cannot be reached.
-func goneEndpoint(eps []protocol.Endpoint) *protocol.Endpoint {
+func goneEndpoint(eps []api.Endpoint) *api.Endpoint {
 	replaced := map[string]bool{}
 	for _, ep := range eps {
 		if ep.State == store.Connected {

@@ -7,16 +7,16 @@ import (
 	"strings"
 
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/receipt"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
 // Endpoint and Window are stored as the protocol describes them; Alive is
 // not stored (status asks tmux).
 type (
-	Endpoint = protocol.Endpoint
-	Window   = protocol.EndpointWindow
+	Endpoint = api.Endpoint
+	Window   = api.EndpointWindow
 )
 
 // Endpoint states.

@@ -153,7 +153,7 @@ func (f Filter) selectFrom(cols string) (string, []any) {
 	return q, args
 }
 
-// envelopeSQL builds a message's JSONL export line (protocol.Envelope, version
+// envelopeSQL builds a message's JSONL export line (api.Envelope, version
 // 1), all but its times and closing brace, inside SQLite: the driver fetches
 // each column under a lock, so one text column instead of two dozen is what
 // lets an export keep pace with reading the file, and concatenating

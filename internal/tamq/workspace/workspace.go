@@ -12,7 +12,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
@@ -30,7 +30,7 @@ type Repo struct {
 
 // Result is the endpoint the windows are on, with the windows.
 type Result struct {
-	Endpoint protocol.Endpoint
+	Endpoint api.Endpoint
 }
 
 // Broker says how windows run under `tamq broker`, which routes the To:
@@ -53,7 +53,7 @@ type Options struct {
 	// Announce, when set, is told the endpoint (with no windows yet) once the
 	// tmux server is known and before any window's program starts, so the
 	// service knows the server before anything in it speaks.
-	Announce func(protocol.Endpoint) error
+	Announce func(api.Endpoint) error
 	// Note reports reconciled duplicates.
 	Note func(format string, args ...any)
 }
@@ -90,7 +90,7 @@ func Open(ctx context.Context, srv tmux.Server, repos []Repo, o Options) (Result
 	if err != nil {
 		return res, err
 	}
-	res.Endpoint = protocol.Endpoint{ID: endpointID, TmuxSocket: socket, ServerPID: pid, Session: SessionName, State: "connected"}
+	res.Endpoint = api.Endpoint{ID: endpointID, TmuxSocket: socket, ServerPID: pid, Session: SessionName, State: "connected"}
 	if o.Announce != nil {
 		if err := o.Announce(res.Endpoint); err != nil {
 			return res, err
@@ -117,7 +117,7 @@ func Open(ctx context.Context, srv tmux.Server, repos []Repo, o Options) (Result
 				return res, err
 			}
 		}
-		ew := protocol.EndpointWindow{Repo: r.Name, RepoPath: r.Path, WindowID: w.ID, PaneID: w.PaneID, Mode: r.Mode, Command: r.Command, Alive: !w.Dead, Reused: reused}
+		ew := api.EndpointWindow{Repo: r.Name, RepoPath: r.Path, WindowID: w.ID, PaneID: w.PaneID, Mode: r.Mode, Command: r.Command, Alive: !w.Dead, Reused: reused}
 		if reused {
 			ew.Command = "" // what runs there is whatever was started; the record keeps it
 			if r.KeepMode {

@@ -1,51 +1,18 @@
-package protocol
+// Package api is tamq's service API: its operations and their argument and
+// result types, as they travel over the socket protocol (internal/protocol).
+// The CLI, the broker and coordination-engine reach the service through the
+// typed client in internal/tamq/client. See docs/protocol.md.
+package api
 
 import "time"
 
-// The operations of protocol 0.1. docs/protocol.md describes each.
+// tamq's operations.
 const (
-	OpHello    = "hello"
-	OpPing     = "ping"
-	OpStatus   = "status"
-	OpShutdown = "shutdown"
-)
-
-// HelloArgs introduces a client.
-type HelloArgs struct {
-	Client        string `json:"client"`         // e.g. "tamq-cli"
-	ClientVersion string `json:"client_version"` // the client's build version
-}
-
-// HelloResult is the negotiated protocol and what the service offers.
-type HelloResult struct {
-	Server        string   `json:"server"`
-	ServerVersion string   `json:"server_version"`
-	Proto         string   `json:"proto"` // negotiated
-	Capabilities  []string `json:"capabilities"`
-}
-
-// PingResult proves the service is alive and says which one answered.
-type PingResult struct {
-	PID           int       `json:"pid"`
-	StartedAt     time.Time `json:"started_at"`
-	ServerVersion string    `json:"server_version"`
-	Proto         string    `json:"proto"`
-}
-
-// ShutdownResult acknowledges a stop request; the service then stops within
-// the grace period.
-type ShutdownResult struct {
-	PID          int     `json:"pid"`
-	GraceSeconds float64 `json:"grace_seconds"`
-}
-
-// Messaging operations.
-const (
+	OpStatus    = "status"
 	OpRegister  = "register"
 	OpSend      = "send"
 	OpAck       = "ack"
 	OpRetry     = "retry"
-	OpHistory   = "history"
 	OpEndpoints = "endpoints"
 )
 
@@ -110,20 +77,6 @@ type IDArgs struct {
 	ID string `json:"id"`
 }
 
-// HistoryArgs filters history.
-type HistoryArgs struct {
-	// After continues a listing: only messages older than this id.
-	After       string     `json:"after,omitempty"`
-	Repo        string     `json:"repo,omitempty"` // as sender or target
-	State       string     `json:"state,omitempty"`
-	Since       *time.Time `json:"since,omitempty"` // created at or after
-	Until       *time.Time `json:"until,omitempty"` // created before
-	BatchID     string     `json:"batch_id,omitempty"`
-	ID          string     `json:"id,omitempty"`
-	Limit       int        `json:"limit,omitempty"`
-	IncludeBody bool       `json:"include_body,omitempty"`
-}
-
 // Message is a message record as commands print it.
 type Message struct {
 	ID            string  `json:"id"`
@@ -154,13 +107,6 @@ type Message struct {
 	AckedAt       *time.Time `json:"acked_at,omitempty"`
 	FailedAt      *time.Time `json:"failed_at,omitempty"`
 	LastError     string     `json:"last_error,omitempty"`
-}
-
-// HistoryResult lists messages newest first. When more match than one
-// response frame holds, Next is the After of the following page.
-type HistoryResult struct {
-	Messages []Message `json:"messages"`
-	Next     string    `json:"next,omitempty"`
 }
 
 // EnvelopeVersion is the version of the JSONL export line (docs/jsonl.md).

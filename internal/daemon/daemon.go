@@ -41,13 +41,18 @@ type Options struct {
 
 // Result says which service answered.
 type Result struct {
-	Ping           protocol.PingResult
+	Ping           PingResult
 	AlreadyRunning bool
+}
+
+// Names are how the transport names the program of p in its messages.
+func Names(p paths.Paths) protocol.Names {
+	return protocol.Names{Program: string(p.Program), SocketVar: p.SocketVar()}
 }
 
 // Client returns a protocol client for the service at p.
 func Client(p paths.Paths, timeout time.Duration) *protocol.Client {
-	c := &protocol.Client{Socket: p.Socket, Service: "tamq", Timeout: timeout}
+	c := &protocol.Client{Socket: p.Socket, Names: Names(p), Timeout: timeout}
 	if p.SocketDirPrivate(p.Socket) {
 		c.PrivateDir = p.PrivateDir
 	}
@@ -55,9 +60,9 @@ func Client(p paths.Paths, timeout time.Duration) *protocol.Client {
 }
 
 // Ping asks the service whether it is alive.
-func Ping(ctx context.Context, p paths.Paths) (protocol.PingResult, error) {
-	var res protocol.PingResult
-	err := Client(p, 5*time.Second).Call(ctx, protocol.OpPing, nil, &res)
+func Ping(ctx context.Context, p paths.Paths) (PingResult, error) {
+	var res PingResult
+	err := Client(p, 5*time.Second).Call(ctx, OpPing, nil, &res)
 	return res, err
 }
 
@@ -197,7 +202,7 @@ func NotifyReady(fd int, startErr error) {
 }
 
 // waitAlive polls until the service answers or ctx ends.
-func waitAlive(ctx context.Context, p paths.Paths) (protocol.PingResult, error) {
+func waitAlive(ctx context.Context, p paths.Paths) (PingResult, error) {
 	delay := 5 * time.Millisecond
 	for {
 		res, err := Ping(ctx, p)
