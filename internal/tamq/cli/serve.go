@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime/pprof"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -84,18 +82,8 @@ func runService(ctx context.Context, a *sharedcli.App, f serviceFlags, stderr io
 		}
 		defer orwell.Close()
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	go func() {
-		select {
-		case sig := <-sigs:
-			cancel(fmt.Errorf("%s", signalName(sig)))
-		case <-ctx.Done():
-		}
-	}()
+	ctx, stopSignals := daemon.SignalContext(ctx)
+	defer stopSignals()
 
 	opts := service.Options{
 		Paths: p, Config: cfg, Registry: a.Registry, Log: a.Logger(),
@@ -117,16 +105,6 @@ func runService(ctx context.Context, a *sharedcli.App, f serviceFlags, stderr io
 	}
 	notify(nil)
 	return svc.Run(ctx)
-}
-
-func signalName(sig os.Signal) string {
-	switch sig {
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	case syscall.SIGINT:
-		return "SIGINT"
-	}
-	return sig.String()
 }
 
 // openOrwell checks that policy allows --orwell, warns, and opens the private

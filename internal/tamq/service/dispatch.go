@@ -162,30 +162,14 @@ func (s *Service) dispatch(ctx context.Context) {
 			<-done
 		}
 	}()
-	recovered := false
 	for {
-		// Work that failed (the database refused a write) is tried again
-		// after a short pause rather than forgotten.
-		var retryAt time.Time
-		if !recovered {
-			recovered = s.recoverClaims(ctx) == nil
-		}
-		if !recovered || s.expireAcks(ctx) != nil {
-			retryAt = s.opts.Now().Add(time.Second)
-		}
-		// Wake at the earliest of: a free window's next message, an ack deadline.
+		// Wake at a free window's next message; work that failed (the
+		// database refused a read) is tried again after a short pause.
 		var next time.Time
 		earliest := func(t time.Time) {
 			if !t.IsZero() && (next.IsZero() || t.Before(next)) {
 				next = t
 			}
-		}
-		earliest(retryAt)
-		if d, err := s.store.NextAckDeadline(ctx); err == nil {
-			earliest(d)
-		} else if ctx.Err() == nil {
-			s.log.Error("reading ack deadlines failed; will try again", "error", err.Error())
-			earliest(s.opts.Now().Add(time.Second))
 		}
 		targets, err := s.store.QueuedTargets(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -244,6 +228,7 @@ func (s *Service) dispatch(ctx context.Context) {
 			inflight--
 			delete(busy, o.key)
 			s.busy.Delete(o.key)
+			s.wakeAcks() // the delivery may have set an ack deadline
 		case <-timer.C:
 		}
 		timer.Stop()
@@ -263,6 +248,62 @@ func (s *Service) connectedEndpoints(ctx context.Context) map[string]bool {
 		}
 	}
 	return out
+}
+
+// rescueLeases is the lease rescuer: at start it returns to the queue the
+// deliveries an earlier instance claimed and never finished, trying again
+// each second until every one is back, then wakes the dispatcher and ends.
+func (s *Service) rescueLeases(ctx context.Context) {
+	for s.recoverClaims(ctx) != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+	s.wake()
+}
+
+// expireAcksLoop is the ack expirer: it moves the messages whose ack
+// deadline passed (redelivered or failed), then sleeps until the next
+// deadline, or until a delivery ends (it may have set one); a failed
+// database step is tried again a second later.
+func (s *Service) expireAcksLoop(ctx context.Context) {
+	for {
+		next := s.opts.Now().Add(time.Second)
+		if s.expireAcks(ctx) == nil {
+			d, err := s.store.NextAckDeadline(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				s.log.Error("reading ack deadlines failed; will try again", "error", err.Error())
+			case err == nil && d.IsZero():
+				next = time.Time{}
+			case err == nil:
+				next = d
+			}
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(next.Sub(s.opts.Now()), time.Millisecond)
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-s.ackWakeCh:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// wakeAcks makes the ack expirer look at the deadlines again.
+func (s *Service) wakeAcks() {
+	select {
+	case s.ackWakeCh <- struct{}{}:
+	default:
+	}
 }
 
 // recoverClaims returns to the queue every delivery claimed by an earlier
@@ -296,6 +337,9 @@ func (s *Service) expireAcks(ctx context.Context) error {
 	}
 	t := timing(s.opts.Config)
 	var errAll error
+	if len(ids) > 0 {
+		defer s.wake() // redelivered messages are queued again
+	}
 	for _, id := range ids {
 		if _, err := s.store.Transition(ctx, id, "ack deadline passed", func(m *queue.Message) error {
 			return m.AckDeadlinePassed(s.opts.Now(), t)

@@ -21,7 +21,6 @@ import (
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
-	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/receipt"
@@ -85,38 +84,36 @@ type Options struct {
 // hold on to the peak of its last burst of work.
 const DefaultIdleRelease = 2 * time.Second
 
-// Service is a running tamq service.
+// Service is a running tamq service: the shared skeleton (internal/daemon)
+// with tamq's handlers and workers.
 type Service struct {
 	opts      Options
 	log       *slog.Logger
-	lock      *lockfile.Lock
+	d         *daemon.Service
 	db        *sqlitedb.DB
 	store     *store.Store
-	ln        *protocol.Listener
 	server    *protocol.Server
 	startedAt time.Time
+	idle      *time.Timer
+	// shutdownBegan is when the shutdown began, for its receipt.
+	shutdownBegan time.Time
 
-	stopOnce sync.Once
-	stopped  chan struct{}
-	idle     *time.Timer
+	// The background work. At shutdown the dispatcher stops first (its
+	// deliveries finish while their brokers' sessions are open), then, once
+	// the requests under way are answered, the others: the committer those
+	// requests may need last.
+	dispatcher, committer, ackExpirer, leaseRescuer, watcher *daemon.Worker
 
-	// The background work, stopped in this order at shutdown: the dispatcher
-	// (its deliveries finish), then, once the requests under way are
-	// answered, the committer they may need, then the watcher.
-	stopDispatch, stopCommit, stopWatch context.CancelFunc
-
-	brokers      brokers
-	live         *live
-	epMu         sync.Mutex
-	epCache      []store.Endpoint // the endpoints table; nil when stale
-	instance     string           // names this run's delivery claims
-	wakeCh       chan struct{}
-	enqCh        chan enqueueReq
-	stopping     atomic.Bool
-	busy         sync.Map // delivery keys of windows being written to
-	dispatchDone chan struct{}
-	commitDone   chan struct{}
-	watchDone    chan struct{}
+	brokers   brokers
+	live      *live
+	epMu      sync.Mutex
+	epCache   []store.Endpoint // the endpoints table; nil when stale
+	instance  string           // names this run's delivery claims
+	wakeCh    chan struct{}
+	enqCh     chan enqueueReq
+	ackWakeCh chan struct{}
+	stopping  atomic.Bool
+	busy      sync.Map // delivery keys of windows being written to
 }
 
 // Start brings the service up to the point where it accepts connections. The
@@ -131,61 +128,39 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{
-		opts: o, log: o.Log, stopped: make(chan struct{}),
-		instance: store.NewID(), wakeCh: make(chan struct{}, 1), enqCh: make(chan enqueueReq, 256),
-		dispatchDone: make(chan struct{}), commitDone: make(chan struct{}), watchDone: make(chan struct{}),
+		opts: o, log: o.Log,
+		instance: store.NewID(), wakeCh: make(chan struct{}, 1), ackWakeCh: make(chan struct{}, 1), enqCh: make(chan enqueueReq, 256),
 		live: newLive(),
 	}
+	s.dispatcher = &daemon.Worker{Name: "dispatcher", Run: s.dispatch}
+	s.committer = &daemon.Worker{Name: "committer", Run: s.commit}
+	s.ackExpirer = &daemon.Worker{Name: "ack expirer", Run: s.expireAcksLoop}
+	s.leaseRescuer = &daemon.Worker{Name: "lease rescuer", Run: s.rescueLeases}
+	s.watcher = &daemon.Worker{Name: "watcher", Run: s.watch}
 	if s.opts.Writer == nil {
 		s.opts.Writer = RoutingWriter{svc: s, tmux: TmuxWriter{Pause: s.enterPause}}
 	}
-	if err := paths.EnsurePrivateDir(o.Paths.StateDir); err != nil {
-		return nil, err
-	}
-	if o.Paths.SocketDirPrivate(o.Paths.Socket) {
-		// Made and checked as tmux makes /tmp/tmux-<uid>: in a shared /tmp,
-		// only a directory of our own keeps others from the socket's path.
-		if err := protocol.CheckPrivateDir(o.Paths.PrivateDir, true); err != nil {
-			return nil, err
-		}
-	}
-	if err := protocol.CheckSocketPath(o.Paths.Socket, daemon.Names(o.Paths)); err != nil {
-		return nil, err
-	}
-	lock, err := lockfile.TryLock(o.Paths.LockFile)
-	if errors.Is(err, lockfile.ErrHeld) {
-		return nil, errs.New(errs.AlreadyRunning, "another tamq service (pid %d) already uses %s", lockfile.HolderPID(o.Paths.LockFile), o.Paths.StateDir).
-			WithHint("see `tamq status`; stop it with `tamq stop`")
-	}
+	d, err := daemon.Open(o.Paths, o.Log)
 	if err != nil {
-		return nil, errs.Wrap(errs.Storage, err, "cannot start: state dir %s", o.Paths.StateDir)
+		return nil, err
 	}
-	s.lock = lock
+	s.d = d
 	fail := func(err error) (*Service, error) {
-		if s.ln != nil {
-			s.ln.Close()
-			s.ln.Remove()
-		}
-		s.release()
+		d.Close()
 		return nil, err
 	}
 	st, err := store.Open(ctx, o.Paths, o.Config.BusyTimeout(), o.Now)
 	if err != nil {
 		return fail(err)
 	}
+	d.OnClose(func() { st.DB.Close() })
 	st.PolicyProfile, st.ConfigVersion = o.Config.ProfileRef(), o.Config.Version
 	s.db, s.store = st.DB, st
 	if st.DB.BackupPath != "" {
 		s.log.Info("database migrated", "backup", st.DB.BackupPath)
 	}
-	ln, err := protocol.Listen(o.Paths.Socket, daemon.Names(o.Paths))
-	if err != nil {
-		return fail(err)
-	}
-	s.ln = ln
 	s.startedAt = o.Now()
 	s.server = &protocol.Server{
-		Names:       daemon.Names(o.Paths),
 		Handlers:    s.handlers(),
 		Log:         s.log,
 		StreamOps:   map[string]bool{api.OpBrokerSession: true},
@@ -196,6 +171,9 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	}
 	if o.Orwell != nil {
 		s.server.Trace = orwellTracer(o.Orwell, o.Now)
+	}
+	if err := d.Listen(s.server); err != nil {
+		return fail(err)
 	}
 	if err := s.store.AddReceipt(ctx, s.receipt(receipt.KindServiceStart, "started", "", map[string]any{
 		"pid": os.Getpid(), "version": buildinfo.Get().Version, "proto": protocol.Version, "detached": o.Detached, "orwell": o.Orwell != nil,
@@ -235,110 +213,38 @@ func (s *Service) refused(peer protocol.Peer, err error) {
 }
 
 // Run serves until ctx ends (a signal) or a client asks the service to stop,
-// then shuts down: no new connections or requests, the requests under way
-// finish (within the grace period), endpoints are marked disconnected, the
-// socket is closed and removed, a shutdown receipt is written. Queues and leases
-// stay in the database for the next start.
+// then shuts down as the skeleton does (internal/daemon): no new connections
+// or requests, deliveries and requests under way finish within the grace
+// period, then tamq marks its endpoints disconnected and writes the shutdown
+// receipt. Queues and leases stay in the database for the next start.
 func (s *Service) Run(ctx context.Context) error {
-	serveErr := make(chan error, 1)
-	// Requests are served with a context a signal does not cancel: a
-	// request accepted before SIGTERM is answered, not failed.
-	go func() { serveErr <- s.server.Serve(context.WithoutCancel(ctx), s.ln) }()
-	base := context.WithoutCancel(ctx)
-	var commitCtx, dispatchCtx, watchCtx context.Context
-	commitCtx, s.stopCommit = context.WithCancel(base)
-	dispatchCtx, s.stopDispatch = context.WithCancel(base)
-	watchCtx, s.stopWatch = context.WithCancel(base)
-	defer s.stopCommit()
-	defer s.stopDispatch()
-	defer s.stopWatch()
-	go func() {
-		defer close(s.commitDone)
-		s.commit(commitCtx)
-	}()
-	go func() {
-		defer close(s.dispatchDone)
-		s.dispatch(dispatchCtx)
-	}()
-	go func() {
-		defer close(s.watchDone)
-		s.watch(watchCtx)
-	}()
-	reason := "stop request"
-	select {
-	case <-ctx.Done():
-		reason = "signal"
-		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-			reason = cause.Error()
-		}
-	case <-s.stopped:
-	case err := <-serveErr:
-		s.log.Error("accept loop failed", "error", err)
-		reason = "listener failure"
-	}
-	return s.shutdown(reason)
+	return s.d.Run(ctx, daemon.Plan{
+		Grace:      s.opts.Config.ShutdownGrace(),
+		DrainFirst: []*daemon.Worker{s.dispatcher},
+		Workers:    []*daemon.Worker{s.committer, s.ackExpirer, s.leaseRescuer, s.watcher},
+		Stopping: func() {
+			s.shutdownBegan = s.opts.Now()
+			s.idle.Stop()
+			s.stopping.Store(true) // no new deliveries are claimed
+		},
+		Stopped: s.stopped,
+	})
 }
 
-func (s *Service) shutdown(reason string) error {
-	grace := s.opts.Config.ShutdownGrace()
-	began := s.opts.Now()
-	s.log.Info("shutting down", "reason", reason, "grace", grace)
-	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-
-	s.ln.Close()
-	s.idle.Stop()
-	s.stopping.Store(true) // no new deliveries are claimed
-	sockErr := s.ln.Remove()
-	var drainErr error
-	// Deliveries under way finish first, while their brokers' sessions are
-	// still open: a delivery cut off would be recorded as failed although its
-	// text arrived.
-	s.stopDispatch()
-	select {
-	case <-s.dispatchDone:
-	case <-graceCtx.Done():
-		drainErr = errs.New(errs.Timeout, "deliveries still running when the grace period ended")
-	}
-	// Then the requests under way are answered (the committer still runs for
-	// the sends among them), and every connection, broker sessions too, closes.
-	drainErr = errors.Join(drainErr, s.server.Shutdown(graceCtx))
-	s.stopCommit()
-	s.stopWatch()
-	select {
-	case <-s.commitDone:
-	case <-graceCtx.Done():
-	}
-	if drainErr != nil {
-		s.log.Warn("grace period ended with work still running", "error", drainErr.Error())
-	}
-	// The writes below are short; they get their own bound so a wedged
-	// database cannot hold the process past the grace period by much.
-	writeCtx, cancelWrite := context.WithTimeout(context.Background(), max(grace-time.Since(began), time.Second))
-	defer cancelWrite()
-	n, markErr := s.store.MarkEndpointsDisconnected(writeCtx)
-	rcptErr := s.store.AddReceipt(writeCtx, s.receipt(receipt.KindServiceShutdown, "stopped", reason, map[string]any{
-		"pid": os.Getpid(), "endpoints_disconnected": n, "grace_exceeded": drainErr != nil,
-		"duration_ms": s.opts.Now().Sub(began).Milliseconds(),
+// stopped writes what a shutdown leaves: the endpoints disconnected (their
+// windows may outlive the service, but nothing delivers into them now) and
+// the shutdown receipt.
+func (s *Service) stopped(ctx context.Context, reason string, graceExceeded bool) error {
+	n, markErr := s.store.MarkEndpointsDisconnected(ctx)
+	rcptErr := s.store.AddReceipt(ctx, s.receipt(receipt.KindServiceShutdown, "stopped", reason, map[string]any{
+		"pid": os.Getpid(), "endpoints_disconnected": n, "grace_exceeded": graceExceeded,
+		"duration_ms": s.opts.Now().Sub(s.shutdownBegan).Milliseconds(),
 	}))
-	s.release()
-	if err := errors.Join(sockErr, markErr, rcptErr); err != nil {
-		s.log.Error("unclean shutdown", "error", err.Error())
-		return errs.Wrap(errs.Storage, err, "unclean shutdown")
-	}
-	s.log.Info("tamq service stopped")
-	return nil
+	return errors.Join(markErr, rcptErr)
 }
 
 // requestStop makes Run shut down, as a signal would.
-func (s *Service) requestStop() { s.stopOnce.Do(func() { close(s.stopped) }) }
-
-func (s *Service) release() {
-	if s.db != nil {
-		s.db.Close()
-	}
-	s.lock.Release()
-}
+func (s *Service) requestStop() { s.d.Stop() }
 
 func (s *Service) handlers() map[string]protocol.Handler {
 	hs := map[string]protocol.Handler{
@@ -506,13 +412,13 @@ func (s *Service) enqueue(ctx context.Context, m *queue.Message) error {
 	case s.enqCh <- req:
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-s.commitDone:
+	case <-s.committer.Done():
 		return stopped
 	}
 	select {
 	case err := <-req.done:
 		return err
-	case <-s.commitDone:
+	case <-s.committer.Done():
 		// The committer answers every request it took before it stops.
 		select {
 		case err := <-req.done:

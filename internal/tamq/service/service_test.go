@@ -16,6 +16,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
@@ -141,6 +142,17 @@ func startAt(t testing.TB, p paths.Paths, o Options) (*Service, paths.Paths) {
 	o.Paths, o.Config = p, cfg
 	o.Registry = gita.NewReader(filepath.Join(filepath.Dir(p.StateDir), "gita")).Load
 	svc, err := Start(context.Background(), o)
+	// A service of this very process that just stopped released its lock,
+	// but a child another test forked at that moment may hold a copy of the
+	// descriptor until it execs: the lock is free again a moment later.
+	for errs.Is(err, errs.AlreadyRunning) && lockfile.HolderPID(p.LockFile) == os.Getpid() {
+		testutil.WaitFor(t, "the lock of the stopped service", func() bool {
+			l, lerr := lockfile.TryLock(p.LockFile)
+			l.Release()
+			return lerr == nil
+		})
+		svc, err = Start(context.Background(), o)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,9 @@
-// Package daemon starts tamq's service in the background when it is not
-// running: lock-protected, so any number of concurrent starts leave exactly one
-// service, and with a readiness handshake, so a failed start is reported by
-// the command that asked for it.
 package daemon
+
+// The launcher: it starts a program's service in the background when it is
+// not running: lock-protected, so any number of concurrent starts leave
+// exactly one service, and with a readiness handshake, so a failed start is
+// reported by the command that asked for it.
 
 import (
 	"bufio"
@@ -68,7 +69,7 @@ func Ping(ctx context.Context, p paths.Paths) (PingResult, error) {
 
 // EnsureRunning starts the service detached unless it already answers. Starts
 // are serialized by a lock in the state dir; the service itself holds another
-// lock for its lifetime, so even a start racing a foreground `tamq serve`
+// lock for its lifetime, so even a start racing a foreground `serve`
 // leaves one service.
 func EnsureRunning(ctx context.Context, o Options) (Result, error) {
 	if o.Timeout == 0 {
@@ -96,7 +97,7 @@ func EnsureRunning(ctx context.Context, o Options) (Result, error) {
 	err = spawn(ctx, o)
 	var e *errs.Error
 	if errors.As(err, &e) && e.Code == errs.AlreadyRunning {
-		// Lost to a service started another way (tamq serve): wait for it.
+		// Lost to a service started another way (a foreground serve): wait for it.
 		res, perr := waitAlive(ctx, o.Paths)
 		if perr != nil {
 			return Result{}, err
@@ -236,7 +237,7 @@ func WaitGone(ctx context.Context, p paths.Paths, pid int) error {
 		}
 		select {
 		case <-ctx.Done():
-			return errs.New(errs.Timeout, "tamq (pid %d) did not stop in time", pid)
+			return errs.New(errs.Timeout, "%s (pid %d) did not stop in time", p.Program, pid)
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 100*time.Millisecond)

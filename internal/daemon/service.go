@@ -1,0 +1,216 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/lockfile"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/protocol"
+)
+
+// Service is the process-level part of a running service: its lifetime lock,
+// its socket and the server on it, its workers, and the shutdown that stops
+// them in order. The program opens it, opens its own data, listens, then runs
+// it; its handlers and workers are its own.
+type Service struct {
+	paths paths.Paths
+	log   *slog.Logger
+	lock  *lockfile.Lock
+	ln    *protocol.Listener
+	srv   *protocol.Server
+
+	closeOnce sync.Once
+	onClose   []func()
+	stopOnce  sync.Once
+	stopped   chan struct{}
+}
+
+// Open makes the checks a start must pass before the program touches its data
+// (so a failed start leaves the data as it was) and takes the lifetime lock:
+// the state directory is the user's (0700), the socket's private directory
+// (without XDG_RUNTIME_DIR) is made and checked as tmux checks its own, the
+// socket path is free or stale, and no other service of the program runs.
+func Open(p paths.Paths, log *slog.Logger) (*Service, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := paths.EnsurePrivateDir(p.StateDir); err != nil {
+		return nil, err
+	}
+	if p.SocketDirPrivate(p.Socket) {
+		// In a shared /tmp only a directory of our own keeps others from the
+		// socket's path.
+		if err := protocol.CheckPrivateDir(p.PrivateDir, true); err != nil {
+			return nil, err
+		}
+	}
+	if err := protocol.CheckSocketPath(p.Socket, Names(p)); err != nil {
+		return nil, err
+	}
+	lock, err := lockfile.TryLock(p.LockFile)
+	if errors.Is(err, lockfile.ErrHeld) {
+		return nil, errs.New(errs.AlreadyRunning, "another %s service (pid %d) already uses %s", p.Program, lockfile.HolderPID(p.LockFile), p.StateDir).
+			WithHint("see `%s status`; stop it with `%s stop`", p.Program, p.Program)
+	}
+	if err != nil {
+		return nil, errs.Wrap(errs.Storage, err, "cannot start: state dir %s", p.StateDir)
+	}
+	return &Service{paths: p, log: log, lock: lock, stopped: make(chan struct{})}, nil
+}
+
+// OnClose adds what Close releases besides the lock and the socket (the
+// program's database), run in reverse order.
+func (s *Service) OnClose(f func()) { s.onClose = append(s.onClose, f) }
+
+// Listen binds the socket, last of a start, so nobody reaches a half-started
+// service; srv serves it once Run starts. The server is given the program's
+// names.
+func (s *Service) Listen(srv *protocol.Server) error {
+	ln, err := protocol.Listen(s.paths.Socket, Names(s.paths))
+	if err != nil {
+		return err
+	}
+	srv.Names = Names(s.paths)
+	s.ln, s.srv = ln, srv
+	return nil
+}
+
+// Close releases everything Open and Listen took, and what OnClose added. A
+// start that fails before Run calls it; Run calls it at the end.
+func (s *Service) Close() {
+	s.closeOnce.Do(func() {
+		if s.ln != nil {
+			s.ln.Close()
+			s.ln.Remove()
+		}
+		for i := len(s.onClose) - 1; i >= 0; i-- {
+			s.onClose[i]()
+		}
+		s.lock.Release()
+	})
+}
+
+// Stop makes Run shut down, as a signal would (a client's stop request).
+func (s *Service) Stop() { s.stopOnce.Do(func() { close(s.stopped) }) }
+
+// Plan is what Run runs and in which order it stops it.
+type Plan struct {
+	// Grace bounds the shutdown: deliveries and requests under way finish
+	// within it.
+	Grace time.Duration
+	// DrainFirst are workers whose work must end while connections are still
+	// open (tamq's dispatcher: a delivery cut off would be recorded as failed
+	// although its text arrived). They stop before the server drains.
+	DrainFirst []*Worker
+	// Workers stop after the server has answered the requests under way
+	// (which may need them: tamq's committer), in reverse order.
+	Workers []*Worker
+	// Stopping runs first at shutdown, before anything stops (tamq stops
+	// claiming deliveries).
+	Stopping func()
+	// Stopped runs last, before Close, with a short bound of its own: the
+	// program's final writes (endpoints disconnected, the shutdown receipt).
+	// graceExceeded says whether work was still running when the grace
+	// period ended.
+	Stopped func(ctx context.Context, reason string, graceExceeded bool) error
+}
+
+// Run serves the socket and runs the workers until ctx ends (a signal) or
+// Stop is called, then shuts down: no new connections (the socket is removed
+// at once), the drain-first workers finish, the requests under way are
+// answered, every connection closes, the other workers stop, the Stopped hook
+// writes what the program keeps, and everything is released. Requests are
+// served with a context a signal does not cancel: a request accepted before
+// SIGTERM is answered, not failed.
+func (s *Service) Run(ctx context.Context, plan Plan) error {
+	base := context.WithoutCancel(ctx)
+	go s.srv.Serve(base, s.ln) // it returns only once the listener is closed
+	for _, w := range plan.Workers {
+		w.Start(base)
+	}
+	for _, w := range plan.DrainFirst {
+		w.Start(base)
+	}
+	reason := "stop request"
+	select {
+	case <-ctx.Done():
+		reason = "signal"
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			reason = cause.Error()
+		}
+	case <-s.stopped:
+	}
+	return s.shutdown(plan, reason)
+}
+
+func (s *Service) shutdown(plan Plan, reason string) error {
+	defer s.Close()
+	began := time.Now()
+	s.log.Info("shutting down", "reason", reason, "grace", plan.Grace)
+	grace, cancel := context.WithTimeout(context.Background(), plan.Grace)
+	defer cancel()
+	s.ln.Close()
+	sockErr := s.ln.Remove()
+	if plan.Stopping != nil {
+		plan.Stopping()
+	}
+	var drainErr error
+	for _, w := range plan.DrainFirst {
+		drainErr = errors.Join(drainErr, w.Stop(grace))
+	}
+	drainErr = errors.Join(drainErr, s.srv.Shutdown(grace))
+	for i := len(plan.Workers) - 1; i >= 0; i-- {
+		drainErr = errors.Join(drainErr, plan.Workers[i].Stop(grace))
+	}
+	if drainErr != nil {
+		s.log.Warn("grace period ended with work still running", "error", drainErr.Error())
+	}
+	var finalErr error
+	if plan.Stopped != nil {
+		// Short writes, with their own bound so a wedged database cannot
+		// hold the process past the grace period by much.
+		write, cancelWrite := context.WithTimeout(context.Background(), max(plan.Grace-time.Since(began), time.Second))
+		finalErr = plan.Stopped(write, reason, drainErr != nil)
+		cancelWrite()
+	}
+	if err := errors.Join(sockErr, finalErr); err != nil {
+		s.log.Error("unclean shutdown", "error", err.Error())
+		return errs.Wrap(errs.Storage, err, "unclean shutdown")
+	}
+	s.log.Info(string(s.paths.Program) + " service stopped")
+	return nil
+}
+
+// SignalContext is ctx, ended with the signal's name as its cause by the
+// first SIGTERM or SIGINT; stop stops listening.
+func SignalContext(ctx context.Context) (_ context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		select {
+		case sig := <-sigs:
+			cancel(errors.New(signalName(sig)))
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(sigs); cancel(nil) }
+}
+
+func signalName(sig os.Signal) string {
+	switch sig {
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGINT:
+		return "SIGINT"
+	}
+	return sig.String()
+}
