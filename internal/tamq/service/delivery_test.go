@@ -2,15 +2,19 @@ package service_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/tmux-amq/tamq/internal/proc"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/service"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -60,15 +64,39 @@ func history(t *testing.T, e *testutil.Env, args ...string) []api.Message {
 	return ms
 }
 
+// readers are read-only connections to the databases of the tests' services.
+var readers sync.Map // *testutil.Env -> *sql.DB
+
+// readerOf is a read-only connection to e's database: tests watch a message
+// there (a query) rather than spawn `tamq history` (a process) each time.
+func readerOf(t *testing.T, e *testutil.Env) *sql.DB {
+	t.Helper()
+	if db, ok := readers.Load(e); ok {
+		return db.(*sql.DB)
+	}
+	db, err := sql.Open("sqlite", "file:"+e.Database()+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prev, loaded := readers.LoadOrStore(e, db); loaded {
+		db.Close()
+		return prev.(*sql.DB)
+	}
+	t.Cleanup(func() { readers.Delete(e); db.Close() })
+	return db
+}
+
+// stateOf is message id as history shows it (without its body).
 func stateOf(t *testing.T, e *testutil.Env, id string) api.Message {
 	t.Helper()
-	for _, m := range history(t, e) {
-		if m.ID == id {
-			return m
-		}
+	ms, err := store.History(context.Background(), readerOf(t, e), store.Page{Filter: store.Filter{ID: id}, Limit: 1})
+	if err != nil {
+		t.Fatalf("reading message %s: %v", id, err)
 	}
-	t.Fatalf("message %s not in history", id)
-	return api.Message{}
+	if len(ms) == 0 {
+		t.Fatalf("message %s not in history", id)
+	}
+	return service.MessageRecord(ms[0], false)
 }
 
 // waitRecorded waits until repo's recorder has taken in text ending with
