@@ -3,7 +3,6 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
 )
@@ -12,13 +11,14 @@ import (
 // configuration holds none (the State Hub token is fetched by the credential
 // command, an argv that is shown like every other setting).
 type configRecord struct {
-	Paths                    paths.Paths   `json:"paths"`
-	ConfigFileExists         bool          `json:"config_file_exists"`
-	Overrides                []string      `json:"overrides"`
-	ConfigVersion            string        `json:"config_version"`
-	PolicyProfile            string        `json:"policy_profile"`
-	CredentialCommandPresent bool          `json:"credential_command_configured"`
-	Config                   config.Config `json:"config"`
+	Paths                    paths.Paths `json:"paths"`
+	ConfigFileExists         bool        `json:"config_file_exists"`
+	Overrides                []string    `json:"overrides"`
+	ConfigVersion            string      `json:"config_version"`
+	PolicyProfile            string      `json:"policy_profile"`
+	CredentialCommandPresent bool        `json:"credential_command_configured"`
+	// Config holds the program's own keys and the shared ones, no others.
+	Config any `json:"config"`
 }
 
 func newConfigShowCmd(a *App) *cobra.Command {
@@ -27,6 +27,7 @@ func newConfigShowCmd(a *App) *cobra.Command {
 		Short: "Print the effective configuration and paths",
 		Long: `Print the effective configuration (file values over defaults, then environment
 overrides), the paths in use and the effective config version recorded in receipts.
+It shows the keys this program reads: its own and those both programs share.
 The output is TOML that the program accepts as a config file. It includes the
 State Hub credential command (the argv that prints the token when run; the token
 itself is never stored or shown).`,
@@ -43,7 +44,7 @@ itself is never stored or shown).`,
 			rec := configRecord{
 				Paths: p, ConfigFileExists: l.FileExists, Overrides: l.Overrides,
 				ConfigVersion: l.Version, PolicyProfile: l.ProfileRef(),
-				CredentialCommandPresent: l.HasCredentialCommand(), Config: l.Config,
+				CredentialCommandPresent: l.HasCredentialCommand(), Config: l.View(p.Program),
 			}
 			if rec.Overrides == nil {
 				rec.Overrides = []string{}
@@ -51,7 +52,7 @@ itself is never stored or shown).`,
 			if a.JSON {
 				return a.PrintJSON(rec)
 			}
-			body, err := rec.Config.TOML()
+			body, err := l.TOML(p.Program)
 			if err != nil {
 				return errs.Wrap(errs.Internal, err, "render config")
 			}

@@ -1,7 +1,9 @@
-// Package config loads, validates and describes the TOML configuration shared by
-// tamq and coordination-engine: the runtime values of spec section 9.1, storage and
+// Package config loads, validates and describes the TOML configuration of tamq
+// and coordination-engine: the runtime values of spec section 9.1, storage and
 // service settings, the State Hub address and the policy profiles of section 6.1.
-// Decoding is strict, so a misspelt key is an error rather than a silent default.
+// Each program has its own file and reads only its own keys and the shared ones
+// (docs/configuration.md has the table). Decoding is strict, so a misspelt key,
+// or the other program's key, is an error rather than a silent default.
 package config
 
 import (
@@ -23,18 +25,14 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/policy"
 )
 
-// Delivery acknowledgement modes (spec section 5).
-const (
-	AckInjected     = "injected"
-	AckAcknowledged = "acknowledged"
-)
-
-// Config is the effective configuration of one program.
+// Config holds the settings of both programs. A program reads only the part
+// its View names; the rest keeps its defaults and is neither shown nor hashed.
 type Config struct {
 	Coordination Coordination `toml:"coordination" json:"coordination"`
 	StateHub     StateHub     `toml:"statehub" json:"statehub"`
@@ -44,7 +42,7 @@ type Config struct {
 	Policy       Policy       `toml:"policy" json:"policy"`
 }
 
-// Delivery holds how tamq writes into terminals.
+// Delivery holds how tamq writes into terminals. Only tamq reads it.
 type Delivery struct {
 	// EnterPauseMS separates the pasted text from the Enter that submits it:
 	// agents treat an Enter that arrives with a paste as a newline
@@ -60,15 +58,90 @@ type Delivery struct {
 	BlockQuietMS int `toml:"block_quiet_ms" json:"block_quiet_ms"`
 }
 
-// Coordination holds the values spec section 9.1 requires to be configurable.
+// Coordination holds the values spec section 9.1 requires to be configurable,
+// grouped by the program that reads them so each program's view can name its
+// own. The fields are promoted: c.Coordination.MaxAttempts reads as before.
 type Coordination struct {
-	StateHubPollIntervalSeconds int    `toml:"statehub_poll_interval_seconds" json:"statehub_poll_interval_seconds"`
-	WakeAckTimeoutSeconds       int    `toml:"wake_ack_timeout_seconds" json:"wake_ack_timeout_seconds"`
-	LeaseRenewIntervalSeconds   int    `toml:"lease_renew_interval_seconds" json:"lease_renew_interval_seconds"`
-	RetryBackoffSeconds         []int  `toml:"retry_backoff_seconds" json:"retry_backoff_seconds"`
-	MaxAttempts                 int    `toml:"max_attempts" json:"max_attempts"`
-	SafetyGatedMaxAttempts      int    `toml:"safety_gated_max_attempts" json:"safety_gated_max_attempts"`
-	DeliveryAckMode             string `toml:"delivery_ack_mode" json:"delivery_ack_mode"`
+	SharedCoordination
+	TamqCoordination
+	EngineCoordination
+}
+
+// SharedCoordination is the part of [coordination] both programs read: tamq
+// for its deliveries (the ack deadline of acknowledged mode, redelivery
+// backoff and attempts), the engine for its leases.
+type SharedCoordination struct {
+	WakeAckTimeoutSeconds int   `toml:"wake_ack_timeout_seconds" json:"wake_ack_timeout_seconds"`
+	RetryBackoffSeconds   []int `toml:"retry_backoff_seconds" json:"retry_backoff_seconds"`
+	MaxAttempts           int   `toml:"max_attempts" json:"max_attempts"`
+}
+
+// TamqCoordination is the part of [coordination] only tamq reads.
+type TamqCoordination struct {
+	// DeliveryAckMode is the mode of a message sent without one.
+	DeliveryAckMode ackmode.Mode `toml:"delivery_ack_mode" json:"delivery_ack_mode"`
+}
+
+// EngineCoordination is the part of [coordination] only coordination-engine
+// reads: it polls State Hub, renews leases and gates safety-gated work.
+type EngineCoordination struct {
+	StateHubPollIntervalSeconds int `toml:"statehub_poll_interval_seconds" json:"statehub_poll_interval_seconds"`
+	LeaseRenewIntervalSeconds   int `toml:"lease_renew_interval_seconds" json:"lease_renew_interval_seconds"`
+	SafetyGatedMaxAttempts      int `toml:"safety_gated_max_attempts" json:"safety_gated_max_attempts"`
+}
+
+// tamqView and engineView are the keys each program reads, in the order
+// `config show` prints them. They point into a Config, so decoding a file
+// into a view fills the Config and reports every other key as unknown, and
+// encoding a view shows and hashes that program's keys and no others.
+type tamqView struct {
+	Coordination struct {
+		*SharedCoordination
+		*TamqCoordination
+	} `toml:"coordination" json:"coordination"`
+	StateHub *StateHub `toml:"statehub" json:"statehub"`
+	SQLite   *SQLite   `toml:"sqlite" json:"sqlite"`
+	Service  *Service  `toml:"service" json:"service"`
+	Delivery *Delivery `toml:"delivery" json:"delivery"`
+	Policy   *Policy   `toml:"policy" json:"policy"`
+}
+
+type engineView struct {
+	Coordination struct {
+		*SharedCoordination
+		*EngineCoordination
+	} `toml:"coordination" json:"coordination"`
+	StateHub *StateHub `toml:"statehub" json:"statehub"`
+	SQLite   *SQLite   `toml:"sqlite" json:"sqlite"`
+	Service  *Service  `toml:"service" json:"service"`
+	Policy   *Policy   `toml:"policy" json:"policy"`
+}
+
+// View is the part of c that program p reads, for encoding (as JSON or
+// TOML) or decoding into; it shares c's memory.
+func (c *Config) View(p paths.Program) any {
+	switch p {
+	case paths.Tamq:
+		v := &tamqView{StateHub: &c.StateHub, SQLite: &c.SQLite, Service: &c.Service, Delivery: &c.Delivery, Policy: &c.Policy}
+		v.Coordination.SharedCoordination = &c.Coordination.SharedCoordination
+		v.Coordination.TamqCoordination = &c.Coordination.TamqCoordination
+		return v
+	case paths.Engine:
+		v := &engineView{StateHub: &c.StateHub, SQLite: &c.SQLite, Service: &c.Service, Policy: &c.Policy}
+		v.Coordination.SharedCoordination = &c.Coordination.SharedCoordination
+		v.Coordination.EngineCoordination = &c.Coordination.EngineCoordination
+		return v
+	}
+	// paths.Resolve accepts no other program, so this is a bug.
+	panic(fmt.Sprintf("config: unknown program %q", p))
+}
+
+// other is the program whose keys p refuses.
+func other(p paths.Program) paths.Program {
+	if p == paths.Tamq {
+		return paths.Engine
+	}
+	return paths.Tamq
 }
 
 // StateHub says where State Hub is and how to obtain its credentials. The token
@@ -101,13 +174,17 @@ const DefaultStateHubAPIBase = "http://127.0.0.1:8000"
 func Default() Config {
 	return Config{
 		Coordination: Coordination{
-			StateHubPollIntervalSeconds: 15,
-			WakeAckTimeoutSeconds:       30,
-			LeaseRenewIntervalSeconds:   10,
-			RetryBackoffSeconds:         []int{5, 15, 60, 300},
-			MaxAttempts:                 4,
-			SafetyGatedMaxAttempts:      0,
-			DeliveryAckMode:             AckInjected,
+			SharedCoordination: SharedCoordination{
+				WakeAckTimeoutSeconds: 30,
+				RetryBackoffSeconds:   []int{5, 15, 60, 300},
+				MaxAttempts:           4,
+			},
+			TamqCoordination: TamqCoordination{DeliveryAckMode: ackmode.Injected},
+			EngineCoordination: EngineCoordination{
+				StateHubPollIntervalSeconds: 15,
+				LeaseRenewIntervalSeconds:   10,
+				SafetyGatedMaxAttempts:      0,
+			},
 		},
 		StateHub: StateHub{APIBase: DefaultStateHubAPIBase},
 		SQLite:   SQLite{BusyTimeoutMS: 5000},
@@ -128,7 +205,8 @@ type Loaded struct {
 	FileExists bool
 	// Overrides lists values taken from the environment, as "key from VAR".
 	Overrides []string
-	// Version is the effective config version recorded in receipts.
+	// Version is the effective config version recorded in receipts: a hash
+	// of the keys the program reads.
 	Version string
 
 	profileRef string
@@ -138,7 +216,7 @@ type Loaded struct {
 // reports that go on when the file is invalid.
 func Defaults(p paths.Paths) *Loaded {
 	l := &Loaded{Config: Default(), File: p.ConfigFile}
-	l.Version = l.Config.Version()
+	l.Version = l.Config.Version(p.Program)
 	l.profileRef = l.Config.ProfileRef()
 	return l
 }
@@ -166,7 +244,7 @@ func Load(p paths.Paths) (*Loaded, error) {
 	case err != nil:
 		return nil, errs.New(errs.ConfigInvalid, "cannot read config file %s: %v", p.ConfigFile, pathErrCause(err))
 	}
-	cfg, err := Parse(p.ConfigFile, data)
+	cfg, err := Parse(p.Program, p.ConfigFile, data)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +260,7 @@ func Load(p paths.Paths) (*Loaded, error) {
 	if err := l.Validate(); err != nil {
 		return nil, errs.New(errs.ConfigInvalid, "%s", l.describe(err))
 	}
-	l.Version = l.Config.Version()
+	l.Version = l.Config.Version(p.Program)
 	l.profileRef = l.Config.ProfileRef()
 	return l, nil
 }
@@ -208,15 +286,26 @@ func pathErrCause(err error) error {
 	return err
 }
 
-// Parse decodes TOML over the defaults without validating. A [policy.profiles.X]
-// table replaces the built-in profile of the same name whole, so what a profile
-// allows is always visible in one place.
-func Parse(file string, data []byte) (Config, error) {
+// Parse decodes program p's TOML over the defaults without validating. A
+// [policy.profiles.X] table replaces the built-in profile of the same name
+// whole, so what a profile allows is always visible in one place.
+func Parse(p paths.Program, file string, data []byte) (Config, error) {
 	cfg := Default()
 	cfg.Policy.Profiles = nil
-	dec := toml.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
+	err := decodeStrict(data, cfg.View(p))
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) {
+		// Keys p does not read are misspelt or the other program's. Decoding
+		// against every key of both tells which: what fails there (a
+		// misspelling, or a wrong type) is reported as it always was, and
+		// what does not is the other program's. Each program has its own
+		// file, so such a key is in the wrong one.
+		all := Default()
+		if err = decodeStrict(data, &all); err == nil {
+			return Config{}, errs.New(errs.ConfigInvalid, "config %s: %s", file, othersKeys(p, strict))
+		}
+	}
+	if err != nil {
 		return Config{}, errs.New(errs.ConfigInvalid, "%s", decodeMessage(file, err))
 	}
 	if _, ok := cfg.Policy.Profiles[policy.DefaultName]; !ok {
@@ -228,19 +317,38 @@ func Parse(file string, data []byte) (Config, error) {
 	return cfg, nil
 }
 
+func decodeStrict(data []byte, v any) error {
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// missingKeys names the keys a strict decode did not know, with their lines.
+func missingKeys(strict *toml.StrictMissingError) string {
+	keys := make([]string, 0, len(strict.Errors))
+	for _, e := range strict.Errors {
+		row, _ := e.Position()
+		keys = append(keys, fmt.Sprintf("'%s' (line %d)", strings.Join(e.Key(), "."), row))
+	}
+	return strings.Join(keys, ", ")
+}
+
+// othersKeys says that the keys strict lists belong to the program other than p.
+func othersKeys(p paths.Program, strict *toml.StrictMissingError) string {
+	if len(strict.Errors) == 1 {
+		return fmt.Sprintf("key %s is %s's; %s does not use it", missingKeys(strict), other(p), p)
+	}
+	return fmt.Sprintf("keys %s are %s's; %s does not use them", missingKeys(strict), other(p), p)
+}
+
 func decodeMessage(file string, err error) string {
 	var strict *toml.StrictMissingError
 	if errors.As(err, &strict) {
-		keys := make([]string, 0, len(strict.Errors))
-		for _, e := range strict.Errors {
-			row, _ := e.Position()
-			keys = append(keys, fmt.Sprintf("'%s' (line %d)", strings.Join(e.Key(), "."), row))
-		}
 		noun := "key"
-		if len(keys) > 1 {
+		if len(strict.Errors) > 1 {
 			noun = "keys"
 		}
-		return fmt.Sprintf("config %s: unknown %s %s", file, noun, strings.Join(keys, ", "))
+		return fmt.Sprintf("config %s: unknown %s %s", file, noun, missingKeys(strict))
 	}
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
@@ -313,8 +421,8 @@ func (c *Config) Validate() error {
 			return bad(a.key, "%d is out of range 0..%d", a.value, policy.MaxAttemptsLimit)
 		}
 	}
-	if co.DeliveryAckMode != AckInjected && co.DeliveryAckMode != AckAcknowledged {
-		return bad("coordination.delivery_ack_mode", "%q is not one of %s, %s", co.DeliveryAckMode, AckInjected, AckAcknowledged)
+	if _, err := ackmode.Parse(string(co.DeliveryAckMode)); err != nil {
+		return bad("coordination.delivery_ack_mode", "%q is not one of %s", co.DeliveryAckMode, strings.Join(ackmode.Names(), ", "))
 	}
 	if err := validateAPIBase(c.StateHub.APIBase); err != nil {
 		return bad("statehub.api_base", "%v", err)
@@ -400,18 +508,19 @@ func (c *Config) ShutdownGrace() time.Duration {
 	return time.Duration(c.Service.ShutdownGraceSeconds) * time.Second
 }
 
-// Version is a short, stable hash of the normalized effective configuration: equal
-// configurations hash equal however the file was written (order, comments, values
-// spelt out that equal the defaults).
-func (c *Config) Version() string {
+// Version is a short, stable hash of the normalized effective configuration of
+// program p, of the keys p reads and no others: equal configurations hash
+// equal however the file was written (order, comments, values spelt out that
+// equal the defaults), and a key only the other program reads cannot change it.
+func (c *Config) Version(p paths.Program) string {
 	norm := *c
 	norm.Policy.Profiles = map[string]policy.Profile{}
-	for name, p := range c.Policy.Profiles {
-		p.Allow = slices.Sorted(slices.Values(p.Allow))
-		p.RequireHuman = slices.Sorted(slices.Values(p.RequireHuman))
-		norm.Policy.Profiles[name] = p
+	for name, prof := range c.Policy.Profiles {
+		prof.Allow = slices.Sorted(slices.Values(prof.Allow))
+		prof.RequireHuman = slices.Sorted(slices.Values(prof.RequireHuman))
+		norm.Policy.Profiles[name] = prof
 	}
-	b, err := json.Marshal(norm) // maps marshal with sorted keys
+	b, err := json.Marshal(norm.View(p)) // maps marshal with sorted keys
 	if err != nil {
 		panic(err) // only ints, strings and slices of them: cannot fail
 	}
@@ -422,12 +531,12 @@ func (c *Config) Version() string {
 // HasCredentialCommand reports whether State Hub credentials can be obtained.
 func (c *Config) HasCredentialCommand() bool { return len(c.StateHub.CredentialCommand) > 0 }
 
-// TOML renders the configuration as a TOML document that Parse accepts.
-func (c Config) TOML() ([]byte, error) {
+// TOML renders program p's keys as a TOML document that Parse accepts for p.
+func (c *Config) TOML(p paths.Program) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := toml.NewEncoder(&buf)
 	enc.SetIndentTables(false)
-	if err := enc.Encode(c); err != nil {
+	if err := enc.Encode(c.View(p)); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/policy"
@@ -16,12 +17,18 @@ import (
 // setup writes content (if not nil) to a config file and returns tamq's paths for it.
 func setup(t *testing.T, content *string, extraEnv map[string]string) paths.Paths {
 	t.Helper()
+	return setupFor(t, paths.Tamq, content, extraEnv)
+}
+
+// setupFor is setup for the given program.
+func setupFor(t *testing.T, program paths.Program, content *string, extraEnv map[string]string) paths.Paths {
+	t.Helper()
 	dir := t.TempDir()
 	env := map[string]string{"HOME": dir, "XDG_CONFIG_HOME": filepath.Join(dir, "cfg")}
 	for k, v := range extraEnv {
 		env[k] = v
 	}
-	p, err := paths.Resolve(paths.Tamq, func(k string) string { return env[k] })
+	p, err := paths.Resolve(program, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,6 +142,8 @@ func TestUserDefaultProfileReplacesBuiltIn(t *testing.T) {
 }
 
 func TestValidationErrors(t *testing.T) {
+	// Keys only coordination-engine reads are checked in its file; the rest in tamq's.
+	const engine = "engine "
 	tests := []struct {
 		name    string
 		content string
@@ -148,15 +157,15 @@ func TestValidationErrors(t *testing.T) {
 		{"wrong type", "[coordination]\nmax_attempts = \"four\"\n", nil, "max_attempts"},
 		{"max_attempts high", "[coordination]\nmax_attempts = 10\n", nil, "coordination.max_attempts: 10 is out of range 0..9"},
 		{"max_attempts negative", "[coordination]\nmax_attempts = -1\n", nil, "coordination.max_attempts: -1 is out of range 0..9"},
-		{"gated high", "[coordination]\nsafety_gated_max_attempts = 10\n", nil, "coordination.safety_gated_max_attempts: 10 is out of range 0..9"},
+		{engine + "gated high", "[coordination]\nsafety_gated_max_attempts = 10\n", nil, "coordination.safety_gated_max_attempts: 10 is out of range 0..9"},
 		{"profile gated high", "[policy.profiles.default]\nsafety_gated_max_attempts = 12\n", nil, "policy.profiles.default: safety_gated_max_attempts: 12"},
 		{"backoff empty", "[coordination]\nretry_backoff_seconds = []\n", nil, "coordination.retry_backoff_seconds: must list at least one delay"},
 		{"backoff zero", "[coordination]\nretry_backoff_seconds = [5, 0]\n", nil, "entry 2 is 0"},
 		{"backoff negative", "[coordination]\nretry_backoff_seconds = [-5]\n", nil, "entry 1 is -5"},
 		{"ack mode", "[coordination]\ndelivery_ack_mode = \"maybe\"\n", nil, `coordination.delivery_ack_mode: "maybe" is not one of injected, acknowledged`},
-		{"poll zero", "[coordination]\nstatehub_poll_interval_seconds = 0\n", nil, "coordination.statehub_poll_interval_seconds: 0 is out of range"},
+		{engine + "poll zero", "[coordination]\nstatehub_poll_interval_seconds = 0\n", nil, "coordination.statehub_poll_interval_seconds: 0 is out of range"},
 		{"wake timeout", "[coordination]\nwake_ack_timeout_seconds = 0\n", nil, "coordination.wake_ack_timeout_seconds"},
-		{"renew", "[coordination]\nlease_renew_interval_seconds = -3\n", nil, "coordination.lease_renew_interval_seconds"},
+		{engine + "renew", "[coordination]\nlease_renew_interval_seconds = -3\n", nil, "coordination.lease_renew_interval_seconds"},
 		{"busy timeout", "[sqlite]\nbusy_timeout_ms = 0\n", nil, "sqlite.busy_timeout_ms: 0 is out of range"},
 		{"grace", "[service]\nshutdown_grace_seconds = 0\n", nil, "service.shutdown_grace_seconds"},
 		{"api base scheme", "[statehub]\napi_base = \"ftp://x\"\n", nil, "statehub.api_base"},
@@ -170,7 +179,11 @@ func TestValidationErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := setup(t, ptr(tt.content), tt.env)
+			program := paths.Tamq
+			if strings.HasPrefix(tt.name, engine) {
+				program = paths.Engine
+			}
+			p := setupFor(t, program, ptr(tt.content), tt.env)
 			_, err := Load(p)
 			if !errs.Is(err, errs.ConfigInvalid) {
 				t.Fatalf("err = %v, want config_invalid", err)
@@ -212,6 +225,11 @@ func TestVersionStability(t *testing.T) {
 		return l.Version
 	}
 	base := version("")
+	// A fixed value guards against accidental changes to the hash's input:
+	// every receipt records it, so a change must be deliberate.
+	if base != "82e8869759a8" {
+		t.Errorf("tamq's default config version is %s; was the hash's input changed?", base)
+	}
 	same := []string{
 		"# only a comment\n",
 		"[coordination]\nmax_attempts = 4\nretry_backoff_seconds = [5, 15, 60, 300]\n",
@@ -226,12 +244,11 @@ require_human = ["secrets", "destructive", "live_external", "scope_change", "amb
 			t.Errorf("equal config %q hashed %s, want %s", c, v, base)
 		}
 	}
-	// A fixed value guards against accidental changes to the hash's input.
 	def := Default()
-	if base != def.Version() {
-		t.Errorf("loaded defaults %s differ from Default() %s", base, def.Version())
+	if base != def.Version(paths.Tamq) {
+		t.Errorf("loaded defaults %s differ from Default() %s", base, def.Version(paths.Tamq))
 	}
-	for _, c := range []string{"[coordination]\nmax_attempts = 5\n", "[coordination]\nretry_backoff_seconds = [15, 5, 60, 300]\n", "[statehub]\napi_base = \"http://127.0.0.1:8001\"\n"} {
+	for _, c := range []string{"[coordination]\nmax_attempts = 5\n", "[coordination]\nretry_backoff_seconds = [15, 5, 60, 300]\n", "[statehub]\napi_base = \"http://127.0.0.1:8001\"\n", "[delivery]\nquiet_ms = 151\n"} {
 		if v := version(c); v == base {
 			t.Errorf("changed config %q kept version %s", c, v)
 		}
@@ -241,16 +258,20 @@ require_human = ["secrets", "destructive", "live_external", "scope_change", "amb
 func TestTOMLRoundTrip(t *testing.T) {
 	cfg := Default()
 	cfg.Coordination.MaxAttempts = 7
-	out, err := cfg.TOML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := Parse("show.toml", out)
-	if err != nil {
-		t.Fatalf("Parse(TOML()) = %v\n%s", err, out)
-	}
-	if back.Version() != cfg.Version() {
-		t.Errorf("round trip changed the config:\n%s", out)
+	cfg.Coordination.DeliveryAckMode = ackmode.Acknowledged
+	cfg.Coordination.LeaseRenewIntervalSeconds = 20
+	for _, p := range []paths.Program{paths.Tamq, paths.Engine} {
+		out, err := cfg.TOML(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := Parse(p, "show.toml", out)
+		if err != nil {
+			t.Fatalf("%s: Parse(TOML()) = %v\n%s", p, err, out)
+		}
+		if back.Version(p) != cfg.Version(p) {
+			t.Errorf("%s: round trip changed the config:\n%s", p, out)
+		}
 	}
 }
 
@@ -265,5 +286,141 @@ func TestEffectiveSafetyGatedMaxAttempts(t *testing.T) {
 	cfg.Policy.Profiles["default"] = p
 	if cfg.EffectiveSafetyGatedMaxAttempts() != 2 {
 		t.Errorf("got %d, want 2", cfg.EffectiveSafetyGatedMaxAttempts())
+	}
+}
+
+// Each program has its own file: a key only the other program reads is
+// refused, naming the key, its line and whose it is, and a shared key is
+// accepted by both.
+func TestProgramsRefuseEachOthersKeys(t *testing.T) {
+	tests := []struct {
+		program paths.Program
+		content string
+		want    string
+	}{
+		{paths.Engine, "[delivery]\nquiet_ms = 10\n", "key 'delivery' (line 1) is tamq's; coordination-engine does not use it"},
+		{paths.Engine, "delivery.quiet_ms = 10\n", "is tamq's; coordination-engine does not use it"},
+		{paths.Engine, "[coordination]\nmax_attempts = 3\ndelivery_ack_mode = \"acknowledged\"\n", "key 'coordination.delivery_ack_mode' (line 3) is tamq's; coordination-engine does not use it"},
+		{paths.Tamq, "[coordination]\nstatehub_poll_interval_seconds = 5\n", "key 'coordination.statehub_poll_interval_seconds' (line 2) is coordination-engine's; tamq does not use it"},
+		{paths.Tamq, "[coordination]\nlease_renew_interval_seconds = 5\nsafety_gated_max_attempts = 1\n",
+			"keys 'coordination.lease_renew_interval_seconds' (line 2), 'coordination.safety_gated_max_attempts' (line 3) are coordination-engine's; tamq does not use them"},
+		// A misspelling is reported as one, before the other program's keys.
+		{paths.Tamq, "[coordination]\nlease_renew_interval_seconds = 5\nmax_attempt = 3\n", "unknown key 'coordination.max_attempt' (line 3)"},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.program)+" "+tt.content, func(t *testing.T) {
+			p := setupFor(t, tt.program, ptr(tt.content), nil)
+			_, err := Load(p)
+			if !errs.Is(err, errs.ConfigInvalid) {
+				t.Fatalf("err = %v, want config_invalid", err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tt.want) || !strings.Contains(msg, p.ConfigFile) || strings.Contains(msg, "\n") {
+				t.Errorf("error %q: want one line naming %s and containing %q", msg, p.ConfigFile, tt.want)
+			}
+		})
+	}
+
+	shared := `
+[coordination]
+wake_ack_timeout_seconds = 20
+retry_backoff_seconds = [1, 2]
+max_attempts = 5
+[statehub]
+api_base = "http://127.0.0.1:8001"
+credential_command = ["pass", "show", "statehub"]
+[sqlite]
+busy_timeout_ms = 100
+[service]
+shutdown_grace_seconds = 3
+[policy]
+profile = "strict"
+[policy.profiles.strict]
+allow = ["statehub_read"]
+`
+	for _, program := range []paths.Program{paths.Tamq, paths.Engine} {
+		l, err := Load(setupFor(t, program, &shared, nil))
+		if err != nil {
+			t.Fatalf("%s refused the shared keys: %v", program, err)
+		}
+		if l.Coordination.MaxAttempts != 5 || l.SQLite.BusyTimeoutMS != 100 || l.Policy.Profile != "strict" {
+			t.Errorf("%s: shared values not applied: %+v", program, l.Config)
+		}
+	}
+}
+
+// A program's version hashes the keys it reads and no others.
+func TestVersionPerProgram(t *testing.T) {
+	def := Default()
+	tamq, engine := def.Version(paths.Tamq), def.Version(paths.Engine)
+	if engine != "a9e6d9aa4e82" {
+		t.Errorf("coordination-engine's default config version is %s; was the hash's input changed?", engine)
+	}
+	if tamq == engine {
+		t.Error("the programs' default versions are equal though they read different keys")
+	}
+	changes := []struct {
+		name         string
+		change       func(*Config)
+		tamq, engine bool // whose version changes
+	}{
+		{"delivery.quiet_ms", func(c *Config) { c.Delivery.QuietMS++ }, true, false},
+		{"delivery.block_quiet_ms", func(c *Config) { c.Delivery.BlockQuietMS++ }, true, false},
+		{"coordination.delivery_ack_mode", func(c *Config) { c.Coordination.DeliveryAckMode = ackmode.Acknowledged }, true, false},
+		{"coordination.statehub_poll_interval_seconds", func(c *Config) { c.Coordination.StateHubPollIntervalSeconds++ }, false, true},
+		{"coordination.lease_renew_interval_seconds", func(c *Config) { c.Coordination.LeaseRenewIntervalSeconds++ }, false, true},
+		{"coordination.safety_gated_max_attempts", func(c *Config) { c.Coordination.SafetyGatedMaxAttempts++ }, false, true},
+		{"coordination.wake_ack_timeout_seconds", func(c *Config) { c.Coordination.WakeAckTimeoutSeconds++ }, true, true},
+		{"coordination.max_attempts", func(c *Config) { c.Coordination.MaxAttempts++ }, true, true},
+		{"sqlite.busy_timeout_ms", func(c *Config) { c.SQLite.BusyTimeoutMS++ }, true, true},
+		{"statehub.credential_command", func(c *Config) { c.StateHub.CredentialCommand = []string{"pass"} }, true, true},
+		{"policy.profile", func(c *Config) { c.Policy.Profile = "other"; c.Policy.Profiles["other"] = policy.Default() }, true, true},
+	}
+	for _, ch := range changes {
+		c := Default()
+		ch.change(&c)
+		if got := c.Version(paths.Tamq) != tamq; got != ch.tamq {
+			t.Errorf("%s: tamq's version changed = %v, want %v", ch.name, got, ch.tamq)
+		}
+		if got := c.Version(paths.Engine) != engine; got != ch.engine {
+			t.Errorf("%s: coordination-engine's version changed = %v, want %v", ch.name, got, ch.engine)
+		}
+	}
+}
+
+// config show prints what a program reads: its own keys and the shared ones.
+func TestTOMLShowsOwnKeys(t *testing.T) {
+	def := Default()
+	for _, tt := range []struct {
+		program       paths.Program
+		want, notWant []string
+	}{
+		{paths.Tamq,
+			[]string{"[delivery]", "quiet_ms = 150", "delivery_ack_mode = 'injected'", "max_attempts = 4", "wake_ack_timeout_seconds = 30", "busy_timeout_ms", "shutdown_grace_seconds", "api_base", "[policy.profiles.default]"},
+			[]string{"statehub_poll_interval_seconds", "lease_renew_interval_seconds"}},
+		{paths.Engine,
+			[]string{"statehub_poll_interval_seconds = 15", "lease_renew_interval_seconds = 10", "max_attempts = 4", "wake_ack_timeout_seconds = 30", "busy_timeout_ms", "shutdown_grace_seconds", "api_base", "[policy.profiles.default]"},
+			[]string{"[delivery]", "quiet_ms", "delivery_ack_mode"}},
+	} {
+		out, err := def.TOML(tt.program)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("%s: %q missing from\n%s", tt.program, w, out)
+			}
+		}
+		for _, w := range tt.notWant {
+			if strings.Contains(string(out), w) {
+				t.Errorf("%s: %q in\n%s", tt.program, w, out)
+			}
+		}
+		// A profile has a safety_gated_max_attempts of its own; the
+		// coordination one is the engine's.
+		_, coordination, _ := strings.Cut(string(out), "[coordination]\n")
+		coordination, _, _ = strings.Cut(coordination, "\n[")
+		if got := strings.Contains(coordination, "safety_gated_max_attempts"); got != (tt.program == paths.Engine) {
+			t.Errorf("%s: coordination.safety_gated_max_attempts shown = %v in\n%s", tt.program, got, coordination)
+		}
 	}
 }

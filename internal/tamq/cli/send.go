@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tmux-amq/tamq/internal/ackmode"
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
@@ -65,8 +66,8 @@ newlines and tabs are the only control characters allowed.`,
 		},
 	}
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "the endpoint (tmux-amq-<pid>) to deliver through, when the repo has windows on several")
-	cmd.Flags().StringVar(&mode, "ack-mode", "", "injected or acknowledged (default: delivery_ack_mode from config)")
-	cmd.RegisterFlagCompletionFunc("ack-mode", cobra.FixedCompletions([]string{"injected", "acknowledged"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.Flags().StringVar(&mode, "ack-mode", "", strings.Join(ackmode.Names(), " or ")+" (default: delivery_ack_mode from config)")
+	cmd.RegisterFlagCompletionFunc("ack-mode", cobra.FixedCompletions(ackmode.Names(), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 

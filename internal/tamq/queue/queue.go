@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
@@ -28,17 +29,6 @@ const (
 
 // Final reports whether no further delivery happens from s on its own.
 func (s State) Final() bool { return s == Injected || s == Acknowledged || s == Failed }
-
-// AckMode is when a message counts as delivered (spec section 5).
-type AckMode string
-
-const (
-	// ModeInjected: delivered once the bytes were written to the terminal.
-	ModeInjected AckMode = "injected"
-	// ModeAcknowledged: delivered once the receiver runs `tamq ack ID`;
-	// until then the same id is redelivered after each deadline.
-	ModeAcknowledged AckMode = "acknowledged"
-)
 
 // SenderKind is where a message came from.
 type SenderKind string
@@ -62,7 +52,7 @@ type Message struct {
 	SenderKind SenderKind
 	Target     string
 	Body       string
-	AckMode    AckMode
+	AckMode    ackmode.Mode
 	State      State
 	// Attempts counts delivery attempts made; MaxAttempts is how many
 	// redeliveries may follow the first, so at most 1+MaxAttempts are made.
@@ -205,7 +195,7 @@ func Envelope(m Message) string {
 		}
 		b.WriteString(line)
 	}
-	if m.AckMode == ModeAcknowledged {
+	if m.AckMode == ackmode.Acknowledged {
 		fmt.Fprintf(&b, "\n[tamq message %s: acknowledge with: tamq ack %s]", m.ID, m.ID)
 	}
 	return b.String()
@@ -235,7 +225,7 @@ func (m *Message) Written(now time.Time, t Timing) error {
 		return transitionError(m, "mark it written")
 	}
 	m.InjectedAt, m.UpdatedAt, m.LastError = now, now, ""
-	if m.AckMode == ModeAcknowledged {
+	if m.AckMode == ackmode.Acknowledged {
 		m.State = AwaitingAck
 		m.AckDeadlineAt = now.Add(t.AckTimeout)
 		return nil
@@ -254,7 +244,7 @@ func (m *Message) WriteFailed(now time.Time, t Timing, maybeWritten bool, reason
 	}
 	m.LastError, m.UpdatedAt = reason, now
 	switch {
-	case maybeWritten && m.AckMode == ModeAcknowledged:
+	case maybeWritten && m.AckMode == ackmode.Acknowledged:
 		m.State = AwaitingAck
 		m.AckDeadlineAt = now.Add(t.AckTimeout)
 	case maybeWritten:

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/errs"
 )
 
@@ -15,7 +16,7 @@ var timing = Timing{
 	Backoff:    func(n int) time.Duration { return time.Duration(n) * 5 * time.Second },
 }
 
-func queued(mode AckMode, maxAttempts int) *Message {
+func queued(mode ackmode.Mode, maxAttempts int) *Message {
 	return &Message{ID: "m1", State: Queued, AckMode: mode, MaxAttempts: maxAttempts, NextAttemptAt: t0}
 }
 
@@ -90,7 +91,7 @@ func TestEnvelope(t *testing.T) {
 	if got := Envelope(m); got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
-	m = Message{ID: "0193", Sender: "operator", SenderKind: FromOperator, Body: "To:a: first line", AckMode: ModeAcknowledged}
+	m = Message{ID: "0193", Sender: "operator", SenderKind: FromOperator, Body: "To:a: first line", AckMode: ackmode.Acknowledged}
 	want = "From:operator/o: > To:a: first line\n[tamq message 0193: acknowledge with: tamq ack 0193]"
 	if got := Envelope(m); got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
@@ -98,7 +99,7 @@ func TestEnvelope(t *testing.T) {
 }
 
 func TestInjectedModeLifecycle(t *testing.T) {
-	m := queued(ModeInjected, 4)
+	m := queued(ackmode.Injected, 4)
 	if err := m.Claim(t0.Add(-time.Second)); !errs.Is(err, errs.Conflict) {
 		t.Errorf("claim before due: %v", err)
 	}
@@ -116,7 +117,7 @@ func TestInjectedModeLifecycle(t *testing.T) {
 }
 
 func TestAcknowledgedModeRedeliversSameIDUntilAcked(t *testing.T) {
-	m := queued(ModeAcknowledged, 2)
+	m := queued(ackmode.Acknowledged, 2)
 	now := t0
 	for attempt := 1; attempt <= 3; attempt++ {
 		must(t, m.Claim(now))
@@ -150,7 +151,7 @@ func TestAcknowledgedModeRedeliversSameIDUntilAcked(t *testing.T) {
 
 func TestWriteFailures(t *testing.T) {
 	// Nothing written: back to the queue with backoff, then failed.
-	m := queued(ModeInjected, 1)
+	m := queued(ackmode.Injected, 1)
 	must(t, m.Claim(t0))
 	must(t, m.WriteFailed(t0, timing, false, "pane gone"))
 	if m.State != Queued || !m.NextAttemptAt.Equal(t0.Add(5*time.Second)) || m.LastError != "pane gone" {
@@ -162,14 +163,14 @@ func TestWriteFailures(t *testing.T) {
 		t.Fatalf("%+v", m)
 	}
 	// Maybe written, injected mode: failed, never resent blindly.
-	m = queued(ModeInjected, 4)
+	m = queued(ackmode.Injected, 4)
 	must(t, m.Claim(t0))
 	must(t, m.WriteFailed(t0, timing, true, "enter failed"))
 	if m.State != Failed || !strings.Contains(m.LastError, "not resent blindly") {
 		t.Fatalf("%+v", m)
 	}
 	// Maybe written, acknowledged mode: the ack deadline decides.
-	m = queued(ModeAcknowledged, 4)
+	m = queued(ackmode.Acknowledged, 4)
 	must(t, m.Claim(t0))
 	must(t, m.WriteFailed(t0, timing, true, "enter failed"))
 	if m.State != AwaitingAck || !m.AckDeadlineAt.Equal(t0.Add(30*time.Second)) {
@@ -178,7 +179,7 @@ func TestWriteFailures(t *testing.T) {
 }
 
 func TestRetryAndLeaseExpiry(t *testing.T) {
-	m := queued(ModeInjected, 0)
+	m := queued(ackmode.Injected, 0)
 	must(t, m.Claim(t0))
 	must(t, m.LeaseExpired(t0))
 	if m.State != Queued || m.Attempts != 1 || m.ID != "m1" {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
@@ -139,11 +140,10 @@ func (s *Service) send(ctx context.Context, peer protocol.Peer, req *protocol.Re
 		s.rejected(ctx, target, sender, kind, err)
 		return nil, err
 	}
-	mode := queue.AckMode(s.opts.Config.Coordination.DeliveryAckMode)
+	mode := s.opts.Config.Coordination.DeliveryAckMode
 	if args.AckMode != "" {
-		mode = queue.AckMode(args.AckMode)
-		if mode != queue.ModeInjected && mode != queue.ModeAcknowledged {
-			return nil, errs.New(errs.BadRequest, "ack mode %q is not injected or acknowledged", args.AckMode)
+		if mode, err = ackmode.Parse(args.AckMode); err != nil {
+			return nil, errs.New(errs.BadRequest, "ack mode %v", err)
 		}
 	}
 	endpoints, err := s.knownEndpoints(ctx)

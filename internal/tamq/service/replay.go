@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 
+	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/policy"
@@ -120,10 +121,10 @@ func (s *Service) replayed(e api.ReplayEntry, resolve func(string) (gita.Repo, e
 	if err != nil {
 		return nil, err
 	}
-	mode := queue.AckMode(s.opts.Config.Coordination.DeliveryAckMode)
+	mode := s.opts.Config.Coordination.DeliveryAckMode
 	if e.AckMode != "" {
-		if mode = queue.AckMode(e.AckMode); mode != queue.ModeInjected && mode != queue.ModeAcknowledged {
-			return nil, errs.New(errs.BodyInvalid, "ack mode %q is not injected or acknowledged", e.AckMode)
+		if mode, err = ackmode.Parse(e.AckMode); err != nil {
+			return nil, errs.New(errs.BodyInvalid, "ack mode %v", err)
 		}
 	}
 	return &queue.Message{

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -174,7 +175,7 @@ func TestEnqueueNeverWaitsOnAStoppedCommitter(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := svc.enqueue(ctx, &queue.Message{Sender: "operator", SenderKind: queue.FromOperator, Target: "r", Body: "late",
-		AckMode: queue.ModeInjected, PolicyProfile: "p", ConfigVersion: "c"})
+		AckMode: ackmode.Injected, PolicyProfile: "p", ConfigVersion: "c"})
 	if !errs.Is(err, errs.ShuttingDown) {
 		t.Fatalf("enqueue after shutdown: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
@@ -45,7 +46,7 @@ func scanMessage(row scanner) (queue.Message, error) {
 	err := row.Scan(&m.ID, &m.BatchID, &m.EndpointID, &m.Sender, &kind, &m.Target, &m.Body, &mode, &state,
 		&m.Attempts, &m.MaxAttempts, &m.IdempotencyKey, &m.CorrelationID, &m.CoordinationEndpointID, &m.ReplayOf,
 		&m.PolicyProfile, &m.ConfigVersion, &created, &updated, &next, &deadline, &injected, &acked, &failed, &m.LastError)
-	m.SenderKind, m.AckMode, m.State = queue.SenderKind(kind), queue.AckMode(mode), queue.State(state)
+	m.SenderKind, m.AckMode, m.State = queue.SenderKind(kind), ackmode.Mode(mode), queue.State(state)
 	m.CreatedAt, m.UpdatedAt = fromMS(created), fromMS(updated)
 	m.NextAttemptAt, m.AckDeadlineAt = timeOrZero(next), timeOrZero(deadline)
 	m.InjectedAt, m.AckedAt, m.FailedAt = timeOrZero(injected), timeOrZero(acked), timeOrZero(failed)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
@@ -26,7 +27,7 @@ func purgeFixture(t *testing.T, n int) (*Store, []string) {
 	var ids []string
 	for i := range n {
 		m := &queue.Message{Sender: "operator", SenderKind: queue.FromOperator, Target: "net-kingdom",
-			Body: fmt.Sprintf("message %d", i), AckMode: queue.ModeInjected, MaxAttempts: 3, PolicyProfile: "p@1", ConfigVersion: "c"}
+			Body: fmt.Sprintf("message %d", i), AckMode: ackmode.Injected, MaxAttempts: 3, PolicyProfile: "p@1", ConfigVersion: "c"}
 		if err := s.Enqueue(ctx, []*queue.Message{m}); err != nil {
 			t.Fatal(err)
 		}
