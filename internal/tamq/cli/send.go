@@ -66,7 +66,7 @@ newlines and tabs are the only control characters allowed.`,
 	}
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "the endpoint (tmux-amq-<pid>) to deliver through, when the repo has windows on several")
 	cmd.Flags().StringVar(&mode, "ack-mode", "", "injected or acknowledged (default: delivery_ack_mode from config)")
-	cmd.RegisterFlagCompletionFunc("ack-mode", cobra.FixedCompletions([]string{"injected", "acknowledged"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("ack-mode", cobra.FixedCompletions(queue.Names(queue.AckModes), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
