@@ -96,27 +96,14 @@ func (f *InputFilter) afterKey(out []byte, b byte) []byte {
 }
 
 // viable reports whether s can still grow into "To:<slug>:".
-func (f *InputFilter) viable(s string) bool {
-	if len(s) <= len("To:") {
-		return strings.HasPrefix("To:", s)
-	}
-	rest := strings.TrimPrefix(s, "To:")
-	if len(rest) == len(s) {
-		return false
-	}
-	for _, slug := range f.Slugs() {
-		if strings.HasPrefix(slug+":", rest) || strings.HasPrefix(rest, slug+":") {
-			return true
-		}
-	}
-	return false
-}
+func (f *InputFilter) viable(s string) bool { return queue.CouldBeAddress(s, f.Slugs()) }
 
-// address parses a complete typed line.
+// address parses a complete typed line: an address to a registered slug,
+// with something to say.
 func (f *InputFilter) address(line string) (target, body string, ok bool) {
-	target, body, err := queue.ParseAddress(line, f.Slugs())
-	if err != nil || strings.TrimSpace(body) == "" {
+	a, ok := queue.ReadAddress(line, f.Slugs())
+	if !ok || !a.Known || strings.TrimSpace(a.Body) == "" {
 		return "", "", false
 	}
-	return target, body, true
+	return a.Target, a.Body, true
 }

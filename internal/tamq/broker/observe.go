@@ -436,23 +436,10 @@ func addressLike(line []rune) bool {
 
 func (o *Observer) handleLine(text string, broken bool) {
 	trimmed := strings.TrimLeft(text, " \t")
-	if strings.HasPrefix(trimmed, "To:") && !o.isEcho(trimmed) {
+	if strings.HasPrefix(trimmed, queue.AddressPrefix) && !o.isEcho(trimmed) {
 		o.closeBlock()
-		target := ""
-		for _, s := range o.Slugs() {
-			if strings.HasPrefix(trimmed, "To:"+s+":") && len(s) > len(target) {
-				target = s
-			}
-		}
-		b := &openBlock{at: o.cur.place(), invalid: broken}
-		if target == "" {
-			slug := queue.AddressedSlug(trimmed)
-			rest := strings.TrimPrefix(trimmed, "To:"+slug)
-			b.Block = Block{Target: slug, Body: strings.TrimPrefix(strings.TrimPrefix(rest, ":"), " "), Unknown: true}
-		} else {
-			b.Block = Block{Target: target, Body: strings.TrimPrefix(trimmed[len("To:"+target+":"):], " ")}
-		}
-		o.open = b
+		a, _ := queue.ReadAddress(trimmed, o.Slugs())
+		o.open = &openBlock{Block: Block{Target: a.Target, Body: a.Body, Unknown: !a.Known}, at: o.cur.place(), invalid: broken}
 		o.checkSize()
 		return
 	}

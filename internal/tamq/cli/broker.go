@@ -22,6 +22,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
@@ -76,14 +77,14 @@ holds. The exit status is the agent's.`,
 				Notice: relay.Notice,
 				Quiet:  time.Duration(cfg.Delivery.BlockQuietMS) * time.Millisecond,
 				Emit: func(b broker.Block) {
-					outbox.Put(b.Target, api.SendArgs{Text: "To:" + b.Target + ": " + b.Body})
+					outbox.Put(b.Target, api.SendArgs{Text: queue.FormatAddress(b.Target, b.Body)})
 				},
 			}
 			filter := &broker.InputFilter{
 				Slugs: slugs,
 				Echo:  relay.EchoLocal,
 				Route: func(target, body string) {
-					outbox.Put(target, api.SendArgs{Text: "To:" + target + ": " + body, Operator: true})
+					outbox.Put(target, api.SendArgs{Text: queue.FormatAddress(target, body), Operator: true})
 				},
 			}
 			model := broker.NewModel(80, 24, obs)

@@ -10,7 +10,6 @@ import (
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
-	"github.com/tmux-amq/tamq/internal/tamq/service"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
@@ -52,7 +51,7 @@ and are shown only with --body.`,
 			}
 			records := make([]api.Message, len(msgs))
 			for i, m := range msgs {
-				records[i] = service.MessageRecord(m, withBody)
+				records[i] = api.MessageOf(m, withBody)
 			}
 			if a.JSON {
 				return a.PrintJSON(records)

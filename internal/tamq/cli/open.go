@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/workspace"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 	"github.com/tmux-amq/tamq/internal/tmux"
@@ -28,10 +30,10 @@ type openOptions struct {
 func (o *openOptions) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&o.command, "command", "", "run this command in each window (default: your shell)")
-	fs.StringVar(&o.mode, "mode", "manual", "trigger (coordination-engine may wake the agent) or manual")
+	fs.StringVar(&o.mode, "mode", string(queue.Manual), "trigger (coordination-engine may wake the agent) or manual")
 	fs.BoolVar(&o.noService, "no-service", false, "open the windows without messaging (no service, no delivery)")
 	fs.StringVar(&o.tmuxSocket, "tmux-socket", "", "tmux server: a socket name as tmux -L, or a socket path as tmux -S (default: the server tmux would use)")
-	cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions([]string{"trigger", "manual"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions(queue.Names(queue.WindowModes), cobra.ShellCompDirectiveNoFileComp))
 }
 
 type openRecord struct {
@@ -64,7 +66,7 @@ command name wins over a repo of the same name.`,
 }
 
 func runOpen(cmd *cobra.Command, a *sharedcli.App, o openOptions, slugs []string) error {
-	if o.mode != "trigger" && o.mode != "manual" {
+	if !slices.Contains(queue.WindowModes, queue.WindowMode(o.mode)) {
 		return sharedcli.UsageError("--mode must be trigger or manual, not %q", o.mode)
 	}
 	reg, err := a.Registry()

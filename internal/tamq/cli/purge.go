@@ -101,7 +101,7 @@ small steps, so a running service is held up for milliseconds at a time.`,
 	fs.BoolVarP(&yes, "yes", "y", false, "delete without asking")
 	fs.BoolVar(&dryRun, "dry-run", false, "only show what would be deleted")
 	cmd.RegisterFlagCompletionFunc("repo", sharedcli.CompleteRepos(a))
-	cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions([]string{"injected", "acknowledged", "failed"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions(queue.Names([]queue.State{queue.Injected, queue.Acknowledged, queue.Failed}), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 

@@ -1,7 +1,9 @@
-// Package queue is the message domain of tamq: what a message is, how its body
-// and address are checked, how it is presented in a terminal, and the state
-// machine of its delivery. It does no I/O; the store applies these rules inside
-// transactions and the service drives them with a clock.
+// Package queue is the domain of tamq: what a message is, how its body and
+// address are checked, how it is presented in a terminal, and the state
+// machine of its delivery; and the endpoints and windows messages go to. It
+// does no I/O and knows neither SQL nor the wire: the store maps its rows to
+// these types, the api package maps these types to the wire, and the service
+// drives the rules with a clock.
 package queue
 
 import (
@@ -134,45 +136,6 @@ func CheckFields(fields ...[2]string) error {
 	return nil
 }
 
-// ParseAddress splits "To:<slug>: text" into the target slug and the body.
-// Slugs may contain spaces, commas and colons, so the address is matched
-// against the registered slugs (the longest match wins), never split on a
-// character. unknown is the slug as written when none matches.
-func ParseAddress(text string, slugs []string) (target, body string, err error) {
-	rest, ok := strings.CutPrefix(text, "To:")
-	if !ok {
-		return "", "", errs.New(errs.Usage, "a message must start with 'To:<repo>: ' (got %q)", preview(text))
-	}
-	for _, s := range slugs {
-		if strings.HasPrefix(rest, s+":") && len(s) > len(target) {
-			target = s
-		}
-	}
-	if target == "" {
-		return "", "", errs.New(errs.UnknownTarget, "unknown target '%s': not in the gita registry (see `gita ls`)", AddressedSlug(text))
-	}
-	body = strings.TrimPrefix(rest[len(target)+1:], " ")
-	return target, body, nil
-}
-
-// AddressedSlug is the slug an address names as written, up to its first ':'
-// (for messages about addresses that match no registered slug).
-func AddressedSlug(text string) string {
-	rest := strings.TrimPrefix(text, "To:")
-	written, _, _ := strings.Cut(rest, ":")
-	if nl := strings.IndexByte(written, '\n'); nl >= 0 {
-		written = written[:nl]
-	}
-	return written
-}
-
-func preview(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
-}
-
 // Envelope is what is written into the receiver's terminal:
 // "From:<sender>: <body>", with "/o" after an operator's label. No line of it
 // can be read as an address: body lines that start with "To:" (after spaces)
@@ -190,7 +153,7 @@ func Envelope(m Message) string {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		if strings.HasPrefix(strings.TrimLeft(line, " \t"), "To:") {
+		if strings.HasPrefix(strings.TrimLeft(line, " \t"), AddressPrefix) {
 			b.WriteString("> ")
 		}
 		b.WriteString(line)

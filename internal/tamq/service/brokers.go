@@ -14,6 +14,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/proc"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
@@ -71,7 +72,7 @@ func (s *Service) verifyBroker(ctx context.Context, peer protocol.Peer, args api
 	if err != nil {
 		return paneSeen{}, err
 	}
-	if !slices.ContainsFunc(eps, func(ep store.Endpoint) bool { return ep.State == store.Connected && ep.TmuxSocket == args.Socket }) {
+	if !slices.ContainsFunc(eps, func(ep queue.Endpoint) bool { return ep.State == queue.Connected && ep.TmuxSocket == args.Socket }) {
 		return refuse("tmux server %s is not one tamq opened windows on", args.Socket)
 	}
 	askCtx, cancel := askTmux(ctx)
@@ -273,7 +274,7 @@ type RoutingWriter struct {
 // Write implements Writer. The broker's session was verified for this very
 // window (endpoint, repo and pane) when it opened; through tmux, every write
 // checks the pane again.
-func (rw RoutingWriter) Write(ctx context.Context, ep store.Endpoint, w store.Window, text string) (Written, error) {
+func (rw RoutingWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Window, text string) (Written, error) {
 	if bc := rw.svc.brokers.get(store.DeliveryKey(ep.ID, w.Repo)); bc != nil && bc.paneID == w.PaneID {
 		c := rw.svc.opts.Config.Delivery
 		d := api.DeliverArgs{Text: text, PauseMS: int(rw.svc.enterPause(text) / time.Millisecond),

@@ -13,7 +13,6 @@ import (
 	"github.com/tmux-amq/tamq/internal/proc"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
-	"github.com/tmux-amq/tamq/internal/tamq/service"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
@@ -96,7 +95,7 @@ func stateOf(t *testing.T, e *testutil.Env, id string) api.Message {
 	if len(ms) == 0 {
 		t.Fatalf("message %s not in history", id)
 	}
-	return service.MessageRecord(ms[0], false)
+	return api.MessageOf(ms[0], false)
 }
 
 // waitRecorded waits until repo's recorder has taken in text ending with

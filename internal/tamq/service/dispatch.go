@@ -15,7 +15,7 @@ import (
 
 // Writer puts text into a window's terminal.
 type Writer interface {
-	Write(ctx context.Context, ep store.Endpoint, w store.Window, text string) (Written, error)
+	Write(ctx context.Context, ep queue.Endpoint, w queue.Window, text string) (Written, error)
 }
 
 // Written is what a Writer reports of one delivery.
@@ -61,7 +61,7 @@ type TmuxWriter struct {
 // Write implements Writer. Both writes are guarded: tmux itself checks, at
 // the moment of each, that the pane is the window's (same server, same repo
 // mark) and that its program is alive.
-func (tw TmuxWriter) Write(ctx context.Context, ep store.Endpoint, w store.Window, text string) (Written, error) {
+func (tw TmuxWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Window, text string) (Written, error) {
 	srv := tmux.Server{Socket: ep.TmuxSocket}
 	g := tmux.Guard{PaneID: w.PaneID, ServerPID: ep.ServerPID, Repo: w.Repo}
 	// Nothing goes in unless the program is at its input prompt: the Enter
@@ -91,7 +91,7 @@ func (tw TmuxWriter) Write(ctx context.Context, ep store.Endpoint, w store.Windo
 }
 
 // screenOf reads a pane as the broker's detector reads its model.
-func screenOf(ctx context.Context, srv tmux.Server, w store.Window) (broker.Screen, error) {
+func screenOf(ctx context.Context, srv tmux.Server, w queue.Window) (broker.Screen, error) {
 	c, err := srv.Capture(ctx, w.PaneID)
 	if err != nil {
 		return broker.Screen{}, err
@@ -103,7 +103,7 @@ func screenOf(ctx context.Context, srv tmux.Server, w store.Window) (broker.Scre
 // paneAtPrompt says whether a window without a broker shows its program at
 // its input prompt, with the broker's rules; a pane that cannot be read is
 // not. (The guard of the write still checks the pane itself.)
-func paneAtPrompt(ctx context.Context, srv tmux.Server, w store.Window) (bool, string) {
+func paneAtPrompt(ctx context.Context, srv tmux.Server, w queue.Window) (bool, string) {
 	scr, err := screenOf(ctx, srv, w)
 	if err != nil {
 		return false, "its screen cannot be read: " + err.Error()
@@ -112,7 +112,7 @@ func paneAtPrompt(ctx context.Context, srv tmux.Server, w store.Window) (bool, s
 }
 
 // pasteShows says whether the pasted text sits in the program's input box.
-func pasteShows(ctx context.Context, srv tmux.Server, w store.Window, text string) (bool, string) {
+func pasteShows(ctx context.Context, srv tmux.Server, w queue.Window, text string) (bool, string) {
 	scr, err := screenOf(ctx, srv, w)
 	if err != nil {
 		return false, "its screen cannot be read: " + err.Error()
@@ -243,7 +243,7 @@ func (s *Service) connectedEndpoints(ctx context.Context) map[string]bool {
 		s.log.Error("cannot read endpoints", "error", err.Error())
 	}
 	for _, ep := range eps {
-		if ep.State == store.Connected {
+		if ep.State == queue.Connected {
 			out[ep.ID] = true
 		}
 	}
@@ -414,10 +414,10 @@ func (s *Service) deferDelivery(ctx context.Context, m queue.Message, wr Written
 	}
 }
 
-func (s *Service) windowFor(ctx context.Context, endpointID, repo string) (store.Endpoint, store.Window, error) {
+func (s *Service) windowFor(ctx context.Context, endpointID, repo string) (queue.Endpoint, queue.Window, error) {
 	eps, err := s.knownEndpoints(ctx)
 	if err != nil {
-		return store.Endpoint{}, store.Window{}, err
+		return queue.Endpoint{}, queue.Window{}, err
 	}
 	for _, ep := range eps {
 		if ep.ID != endpointID {
@@ -429,7 +429,7 @@ func (s *Service) windowFor(ctx context.Context, endpointID, repo string) (store
 			}
 		}
 	}
-	return store.Endpoint{}, store.Window{}, errNoWindow
+	return queue.Endpoint{}, queue.Window{}, errNoWindow
 }
 
 var errNoWindow = errors.New("no window is recorded for it on its endpoint")

@@ -14,7 +14,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
-	"github.com/tmux-amq/tamq/internal/tamq/store"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -22,7 +22,7 @@ import (
 // enqueue path alone.
 type discardWriter struct{}
 
-func (discardWriter) Write(context.Context, store.Endpoint, store.Window, string) (Written, error) {
+func (discardWriter) Write(context.Context, queue.Endpoint, queue.Window, string) (Written, error) {
 	return Written{Path: "discard"}, nil
 }
 
@@ -30,7 +30,7 @@ func (discardWriter) Write(context.Context, store.Endpoint, store.Window, string
 // Enter pause to write a message into.
 type pacedWriter struct{}
 
-func (pacedWriter) Write(ctx context.Context, _ store.Endpoint, _ store.Window, _ string) (Written, error) {
+func (pacedWriter) Write(ctx context.Context, _ queue.Endpoint, _ queue.Window, _ string) (Written, error) {
 	select {
 	case <-time.After(200 * time.Millisecond):
 	case <-ctx.Done():
@@ -61,9 +61,9 @@ func inProcessService(b *testing.B, w Writer) (*Service, paths.Paths, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := svc.store.Register(ctx, store.Endpoint{ID: "tmux-amq-" + strconv.Itoa(pid), TmuxSocket: tm.Must(b, "display", "-p", "#{socket_path}"),
+	if err := svc.store.Register(ctx, queue.Endpoint{ID: "tmux-amq-" + strconv.Itoa(pid), TmuxSocket: tm.Must(b, "display", "-p", "#{socket_path}"),
 		ServerPID: pid, Session: "tamq",
-		Windows: []store.Window{{Repo: "net-kingdom", RepoPath: repo, WindowID: "@0", PaneID: "%0", Mode: "manual"}}}); err != nil {
+		Windows: []queue.Window{{Repo: "net-kingdom", RepoPath: repo, WindowID: "@0", PaneID: "%0", Mode: queue.Manual}}}); err != nil {
 		b.Fatal(err)
 	}
 	svc.endpointsChanged()

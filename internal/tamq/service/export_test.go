@@ -61,7 +61,7 @@ func TestEnvelopeSQLMatchesTheRecord(t *testing.T) {
 		if err := json.Unmarshal(lines[i], &got); err != nil {
 			t.Fatalf("line %s: %v", lines[i], err)
 		}
-		want := api.Envelope{V: api.EnvelopeVersion, Message: MessageRecord(m, true)}
+		want := api.Envelope{V: api.EnvelopeVersion, Message: api.MessageOf(m, true)}
 		if !reflect.DeepEqual(normal(got), normal(want)) {
 			t.Errorf("line\n%s\nreads as %+v\nwant      %+v", lines[i], got, want)
 		}

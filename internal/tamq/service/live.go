@@ -8,6 +8,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/proc"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
@@ -234,7 +235,7 @@ func (s *Service) watchOnce(ctx context.Context, force bool) {
 	}
 	now := time.Now()
 	for _, ep := range eps {
-		if ep.State != store.Connected {
+		if ep.State != queue.Connected {
 			s.maybeReconnect(ctx, ep, now)
 			continue
 		}
@@ -270,7 +271,7 @@ func askTmux(ctx context.Context) (context.Context, context.CancelFunc) {
 // maybeReconnect connects a disconnected endpoint again when its very tmux
 // server answers once more (it hung for a while), looked at once per list
 // interval; an endpoint whose server process is gone costs nothing.
-func (s *Service) maybeReconnect(ctx context.Context, ep store.Endpoint, now time.Time) {
+func (s *Service) maybeReconnect(ctx context.Context, ep queue.Endpoint, now time.Time) {
 	if proc.Exited(ep.ServerPID) {
 		return
 	}
@@ -290,7 +291,7 @@ func (s *Service) maybeReconnect(ctx context.Context, ep store.Endpoint, now tim
 	if err != nil || pid != ep.ServerPID {
 		return
 	}
-	if err := s.store.SetEndpointState(ctx, ep.ID, store.Connected, "its tmux server answers again"); err != nil {
+	if err := s.store.SetEndpointState(ctx, ep.ID, queue.Connected, "its tmux server answers again"); err != nil {
 		s.log.Error("cannot record an endpoint back", "endpoint", ep.ID, "error", err.Error())
 		return
 	}
@@ -300,7 +301,7 @@ func (s *Service) maybeReconnect(ctx context.Context, ep store.Endpoint, now tim
 }
 
 // serverGone says why an endpoint's tmux server is gone, or "" while it runs.
-func (l *live) serverGone(ep store.Endpoint) string {
+func (l *live) serverGone(ep queue.Endpoint) string {
 	if proc.Exited(ep.ServerPID) {
 		return fmt.Sprintf("its tmux server (pid %d) has exited", ep.ServerPID)
 	}
@@ -315,7 +316,7 @@ func (l *live) serverGone(ep store.Endpoint) string {
 
 // list asks the endpoint's tmux server for its windows and derives, for each
 // registered window, whether it can take deliveries.
-func (s *Service) list(ctx context.Context, ep store.Endpoint, now time.Time) {
+func (s *Service) list(ctx context.Context, ep queue.Endpoint, now time.Time) {
 	srv := tmux.Server{Socket: ep.TmuxSocket}
 	askCtx, cancel := askTmux(ctx)
 	pid, wins, err := srv.Snapshot(askCtx)
@@ -402,8 +403,8 @@ func (l *live) addPanes(endpointID, socket string, wins []tmux.Window) {
 }
 
 // disconnect records that an endpoint's tmux server is gone.
-func (s *Service) disconnect(ctx context.Context, ep store.Endpoint, reason string) {
-	if err := s.store.SetEndpointState(ctx, ep.ID, store.Disconnected, reason); err != nil {
+func (s *Service) disconnect(ctx context.Context, ep queue.Endpoint, reason string) {
+	if err := s.store.SetEndpointState(ctx, ep.ID, queue.Disconnected, reason); err != nil {
 		// The endpoint stays connected in the database; the next turn tries again.
 		s.log.Error("cannot record a gone endpoint", "endpoint", ep.ID, "error", err.Error())
 		return
@@ -434,12 +435,12 @@ func (s *Service) rebindStranded(ctx context.Context) error {
 	}
 	moved := 0
 	for _, old := range eps {
-		if old.State == store.Connected {
+		if old.State == queue.Connected {
 			continue
 		}
-		var repl []store.Endpoint
+		var repl []queue.Endpoint
 		for _, ep := range eps {
-			if ep.State == store.Connected && ep.TmuxSocket == old.TmuxSocket {
+			if ep.State == queue.Connected && ep.TmuxSocket == old.TmuxSocket {
 				repl = append(repl, ep)
 			}
 		}
@@ -521,7 +522,7 @@ func (s *Service) findPane(ctx context.Context, pid int) (p paneSeen, self, ok b
 	}
 	now := time.Now()
 	for _, ep := range eps {
-		if ep.State == store.Connected {
+		if ep.State == queue.Connected {
 			s.list(ctx, ep, now)
 		}
 	}

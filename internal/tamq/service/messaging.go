@@ -25,7 +25,7 @@ func (s *Service) register(ctx context.Context, _ protocol.Peer, req *protocol.R
 	if err := protocol.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	ep := args.Endpoint
+	ep := args.Endpoint.Domain()
 	// An endpoint is registered twice by an open: first alone, as soon as its
 	// tmux server is known (before any window's program starts), then with
 	// its windows.
@@ -44,7 +44,7 @@ func (s *Service) register(ctx context.Context, _ protocol.Peer, req *protocol.R
 		if repo.Path != w.RepoPath {
 			return nil, errs.New(errs.Conflict, "window for %q reports path %s, but gita registers %s", w.Repo, w.RepoPath, repo.Path)
 		}
-		if w.Mode != "trigger" && w.Mode != "manual" && !(w.Mode == "" && w.Reused) {
+		if w.Mode != queue.Trigger && w.Mode != queue.Manual && !(w.Mode == "" && w.Reused) {
 			return nil, errs.New(errs.BadRequest, "window mode %q is not trigger or manual", w.Mode)
 		}
 	}
@@ -71,7 +71,7 @@ func (s *Service) register(ctx context.Context, _ protocol.Peer, req *protocol.R
 // repo. A window already recorded on a live pane is never moved to another
 // pane while that one still runs marked for the repo: deliveries would go
 // where the registering process chose, not where the agent is.
-func (s *Service) verifyRegistration(ctx context.Context, ep api.Endpoint) error {
+func (s *Service) verifyRegistration(ctx context.Context, ep queue.Endpoint) error {
 	askCtx, cancel := askTmux(ctx)
 	pid, wins, err := (tmux.Server{Socket: ep.TmuxSocket}).Snapshot(askCtx)
 	cancel()
@@ -172,7 +172,7 @@ func (s *Service) send(ctx context.Context, peer protocol.Peer, req *protocol.Re
 		return nil, err
 	}
 	s.wakeFor(m.EndpointID, m.Target)
-	return MessageRecord(*m, false), nil
+	return api.MessageOf(*m, false), nil
 }
 
 // rejected records a refused message: who sent it and why, never its text.
@@ -204,10 +204,10 @@ func (s *Service) senderOf(ctx context.Context, peer protocol.Peer, operatorLine
 }
 
 // pickEndpoint resolves the one connected endpoint hosting target.
-func pickEndpoint(endpoints []store.Endpoint, target, want string) (string, error) {
+func pickEndpoint(endpoints []queue.Endpoint, target, want string) (string, error) {
 	var hosts []string
 	for _, ep := range endpoints {
-		if ep.State != "connected" {
+		if ep.State != queue.Connected {
 			continue
 		}
 		for _, w := range ep.Windows {
@@ -247,7 +247,7 @@ func (s *Service) ack(ctx context.Context, _ protocol.Peer, req *protocol.Reques
 	if err != nil {
 		return nil, err
 	}
-	return MessageRecord(m, false), nil
+	return api.MessageOf(m, false), nil
 }
 
 func (s *Service) retry(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
@@ -264,7 +264,7 @@ func (s *Service) retry(ctx context.Context, _ protocol.Peer, req *protocol.Requ
 	// A message whose endpoint is gone moves to its replacement, if any.
 	s.live.requestRebind()
 	s.wake()
-	return MessageRecord(m, false), nil
+	return api.MessageOf(m, false), nil
 }
 
 func (s *Service) endpoints(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
@@ -291,33 +291,6 @@ func (s *Service) forget(ctx context.Context, _ protocol.Peer, req *protocol.Req
 		return nil, err
 	}
 	return api.ForgetResult{EndpointID: args.ID, FailedMessages: n}, nil
-}
-
-// MessageRecord is the wire form of a message; the body only when asked for.
-func MessageRecord(m queue.Message, withBody bool) api.Message {
-	opt := func(t time.Time) *time.Time {
-		if t.IsZero() {
-			return nil
-		}
-		return &t
-	}
-	r := api.Message{
-		ID: m.ID, BatchID: m.BatchID, EndpointID: m.EndpointID, Sender: m.Sender, SenderKind: string(m.SenderKind),
-		Target: m.Target, AckMode: string(m.AckMode), State: string(m.State), Attempts: m.Attempts, MaxAttempts: m.MaxAttempts,
-		PolicyProfile: m.PolicyProfile, ConfigVersion: m.ConfigVersion, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
-		NextAttemptAt: opt(m.NextAttemptAt), AckDeadlineAt: opt(m.AckDeadlineAt), InjectedAt: opt(m.InjectedAt),
-		AckedAt: opt(m.AckedAt), FailedAt: opt(m.FailedAt), LastError: m.LastError,
-		IdempotencyKey: m.IdempotencyKey, CorrelationID: m.CorrelationID,
-		CoordinationEndpointID: m.CoordinationEndpointID, ReplayOf: m.ReplayOf,
-	}
-	if m.SenderKind == queue.FromOperator {
-		r.Provenance = "o"
-	}
-	if withBody {
-		b := m.Body
-		r.Body = &b
-	}
-	return r
 }
 
 // timing is the state machine's view of the configuration.

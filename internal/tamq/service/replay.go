@@ -83,7 +83,7 @@ func (s *Service) replay(ctx context.Context, _ protocol.Peer, req *protocol.Req
 }
 
 // replayed checks one entry and makes the message it becomes.
-func (s *Service) replayed(e api.ReplayEntry, resolve func(string) (gita.Repo, error), endpoints []store.Endpoint, endpointID string) (*queue.Message, error) {
+func (s *Service) replayed(e api.ReplayEntry, resolve func(string) (gita.Repo, error), endpoints []queue.Endpoint, endpointID string) (*queue.Message, error) {
 	if e.Original == "" || e.Sender == "" {
 		return nil, errs.New(errs.BodyInvalid, "the line has no id or no sender")
 	}
@@ -135,7 +135,7 @@ func (s *Service) replayed(e api.ReplayEntry, resolve func(string) (gita.Repo, e
 	}, nil
 }
 
-func hasEndpoint(endpoints []store.Endpoint, id string) bool {
+func hasEndpoint(endpoints []queue.Endpoint, id string) bool {
 	for _, ep := range endpoints {
 		if ep.ID == id {
 			return true

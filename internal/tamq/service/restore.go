@@ -9,6 +9,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/tamq/workspace"
 	"github.com/tmux-amq/tamq/internal/tmux"
@@ -28,7 +29,7 @@ func (s *Service) restore(ctx context.Context, recreate []string) (api.RestoreRe
 		return res, err
 	}
 	// The newest endpoint of each wanted socket.
-	var wanted []store.Endpoint
+	var wanted []queue.Endpoint
 	seen := map[string]bool{}
 	for _, ep := range eps { // newest first
 		if seen[ep.TmuxSocket] {
@@ -68,14 +69,14 @@ func (s *Service) restore(ctx context.Context, recreate []string) (api.RestoreRe
 				s.log.Warn("not restoring a window: repo no longer registered in gita", "repo", w.Repo)
 				continue
 			}
-			repos = append(repos, workspace.Repo{Repo: r, Command: w.Command, Mode: w.Mode})
+			repos = append(repos, workspace.Repo{Repo: r, Command: w.Command, Mode: string(w.Mode)})
 		}
 		opened, err := workspace.Open(ctx, srv, repos, workspace.Options{
 			TamqSocket: s.opts.Paths.Socket, LockFile: s.opts.Paths.OpenLockFile,
 			Broker: workspace.Broker{Exe: exe, GitaDir: reg.Dir},
 			Note:   func(format string, args ...any) { s.log.Info(fmt.Sprintf(format, args...)) },
 			Announce: func(ep api.Endpoint) error {
-				err := s.store.Register(ctx, ep)
+				err := s.store.Register(ctx, ep.Domain())
 				s.endpointsChanged()
 				return err
 			},
@@ -89,14 +90,14 @@ func (s *Service) restore(ctx context.Context, recreate []string) (api.RestoreRe
 			continue
 		}
 		rec := opened.Endpoint
-		if err := s.store.Register(ctx, rec); err != nil {
+		if err := s.store.Register(ctx, rec.Domain()); err != nil {
 			s.log.Error("cannot record restored windows", "endpoint", rec.ID, "error", err.Error())
 			failed = err
 			continue
 		}
 		res.Endpoints = append(res.Endpoints, rec)
 		if rec.ID != ep.ID {
-			if err := s.store.SetEndpointState(ctx, ep.ID, store.Disconnected, "replaced by "+rec.ID); err != nil {
+			if err := s.store.SetEndpointState(ctx, ep.ID, queue.Disconnected, "replaced by "+rec.ID); err != nil {
 				s.log.Error("cannot record a replaced endpoint", "endpoint", ep.ID, "error", err.Error())
 				failed = err
 			}

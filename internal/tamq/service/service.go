@@ -107,7 +107,7 @@ type Service struct {
 	brokers   brokers
 	live      *live
 	epMu      sync.Mutex
-	epCache   []store.Endpoint // the endpoints table; nil when stale
+	epCache   []queue.Endpoint // the endpoints table; nil when stale
 	instance  string           // names this run's delivery claims
 	wakeCh    chan struct{}
 	enqCh     chan enqueueReq
@@ -306,7 +306,7 @@ func (s *Service) status(ctx context.Context, _ protocol.Peer, _ *protocol.Reque
 			win := &r.Endpoints[i].Windows[j]
 			win.Broker = s.brokerLive(ep.ID, w.Repo, w.PaneID)
 			switch {
-			case ep.State != store.Connected:
+			case ep.State != string(queue.Connected):
 				win.WaitReason = "its tmux server is gone"
 			default:
 				win.WaitReason = s.live.waitReason(store.DeliveryKey(ep.ID, w.Repo))
@@ -382,12 +382,12 @@ func (s *Service) reconnectEndpoints(ctx context.Context) {
 		return
 	}
 	for _, ep := range eps {
-		state, reason := store.Disconnected, "its tmux server is gone"
+		state, reason := queue.Disconnected, "its tmux server is gone"
 		askCtx, cancel := askTmux(ctx)
 		pid, err := (tmux.Server{Socket: ep.TmuxSocket}).PID(askCtx)
 		cancel()
 		if err == nil && pid == ep.ServerPID {
-			state, reason = store.Connected, "its tmux server still runs"
+			state, reason = queue.Connected, "its tmux server still runs"
 		}
 		if err := s.store.SetEndpointState(ctx, ep.ID, state, reason); err != nil {
 			s.log.Error("cannot record endpoint state", "endpoint", ep.ID, "error", err.Error())
@@ -470,7 +470,7 @@ func (s *Service) commit(ctx context.Context) {
 
 // knownEndpoints returns the recorded endpoints, read once and then kept
 // until something changes them: every send needs them.
-func (s *Service) knownEndpoints(ctx context.Context) ([]store.Endpoint, error) {
+func (s *Service) knownEndpoints(ctx context.Context) ([]queue.Endpoint, error) {
 	s.epMu.Lock()
 	defer s.epMu.Unlock()
 	if s.epCache == nil {
@@ -479,7 +479,7 @@ func (s *Service) knownEndpoints(ctx context.Context) ([]store.Endpoint, error) 
 			return nil, err
 		}
 		if eps == nil {
-			eps = []store.Endpoint{}
+			eps = []queue.Endpoint{}
 		}
 		s.epCache = eps
 	}

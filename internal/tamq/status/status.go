@@ -5,7 +5,6 @@ package status
 import (
 	"context"
 	"database/sql"
-	"slices"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/config"
@@ -15,6 +14,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
@@ -122,16 +122,17 @@ func Collect(ctx context.Context, src Sources) api.StatusReport {
 // not hang status.
 const liveTimeout = 2 * time.Second
 
-// Live adds whether each window's pane is alive: one tmux call per connected
-// endpoint, however many windows it has (a disconnected one has none alive).
-func Live(ctx context.Context, eps []store.Endpoint) []api.Endpoint {
+// Live is the wire form of the recorded endpoints with whether each window's
+// pane is alive: one tmux call per connected endpoint, however many windows
+// it has (a disconnected one has none alive).
+func Live(ctx context.Context, eps []queue.Endpoint) []api.Endpoint {
 	out := []api.Endpoint{}
 	for _, ep := range eps {
 		alive := map[string]bool{}
 		askCtx, cancel := context.WithTimeout(ctx, liveTimeout)
 		var wins []tmux.Window
 		var err error
-		if ep.State == store.Connected {
+		if ep.State == queue.Connected {
 			wins, err = (tmux.Server{Socket: ep.TmuxSocket}).ListWindows(askCtx)
 		}
 		cancel()
@@ -140,11 +141,11 @@ func Live(ctx context.Context, eps []store.Endpoint) []api.Endpoint {
 				alive[w.PaneID] = !w.Dead
 			}
 		}
-		ep.Windows = slices.Clone(ep.Windows)
-		for i := range ep.Windows {
-			ep.Windows[i].Alive = alive[ep.Windows[i].PaneID]
+		rec := api.EndpointOf(ep)
+		for i := range rec.Windows {
+			rec.Windows[i].Alive = alive[rec.Windows[i].PaneID]
 		}
-		out = append(out, ep)
+		out = append(out, rec)
 	}
 	return out
 }
@@ -183,12 +184,12 @@ func Judge(r *api.StatusReport) error {
 func goneEndpoint(eps []api.Endpoint) *api.Endpoint {
 	replaced := map[string]bool{}
 	for _, ep := range eps {
-		if ep.State == store.Connected {
+		if ep.State == string(queue.Connected) {
 			replaced[ep.TmuxSocket] = true
 		}
 	}
 	for i, ep := range eps {
-		if ep.State != store.Connected && !ep.Forgotten && !replaced[ep.TmuxSocket] && len(ep.Windows) > 0 {
+		if ep.State != string(queue.Connected) && !ep.Forgotten && !replaced[ep.TmuxSocket] && len(ep.Windows) > 0 {
 			return &eps[i]
 		}
 	}

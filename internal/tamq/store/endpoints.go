@@ -8,34 +8,20 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/receipt"
-	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
-)
-
-// Endpoint and Window are stored as the protocol describes them; Alive is
-// not stored (status asks tmux).
-type (
-	Endpoint = api.Endpoint
-	Window   = api.EndpointWindow
-)
-
-// Endpoint states.
-const (
-	Connected    = "connected"
-	Disconnected = "disconnected"
 )
 
 // Register records an endpoint as connected with its windows (replacing what
 // was recorded for the same repos), with a receipt, in one transaction. A
 // forgotten endpoint that comes back (the same tmux server pid) is
 // remembered again.
-func (s *Store) Register(ctx context.Context, ep Endpoint) error {
+func (s *Store) Register(ctx context.Context, ep queue.Endpoint) error {
 	now := ms(s.Now())
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		if _, err := s.DB.TxExec(tx, `INSERT INTO endpoints (id, tmux_socket, tmux_server_pid, session_name, state, created_at, updated_at)
-			VALUES (?, ?, ?, ?, 'connected', ?, ?)
+			VALUES (?, ?, ?, ?, `+sqlLit(queue.Connected)+`, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET tmux_socket = excluded.tmux_socket, session_name = excluded.session_name,
-			state = 'connected', forgotten_at = NULL, updated_at = excluded.updated_at`,
+			state = excluded.state, forgotten_at = NULL, updated_at = excluded.updated_at`,
 			ep.ID, ep.TmuxSocket, ep.ServerPID, ep.Session, now, now); err != nil {
 			return err
 		}
@@ -43,16 +29,16 @@ func (s *Store) Register(ctx context.Context, ep Endpoint) error {
 			// A reused window keeps its recorded command, and its mode unless a
 			// new one is given; a new window's row is replaced whole.
 			if _, err := s.DB.TxExec(tx, `INSERT INTO windows (endpoint_id, repo, repo_path, window_id, pane_id, mode, command, created_at, updated_at)
-				VALUES (?1, ?2, ?3, ?4, ?5, COALESCE(?6, 'manual'), ?7, ?8, ?8)
+				VALUES (?1, ?2, ?3, ?4, ?5, COALESCE(?6, `+sqlLit(queue.Manual)+`), ?7, ?8, ?8)
 				ON CONFLICT (endpoint_id, repo) DO UPDATE SET repo_path = excluded.repo_path, window_id = excluded.window_id,
 				pane_id = excluded.pane_id, mode = COALESCE(?6, windows.mode),
 				command = CASE WHEN ?9 THEN windows.command ELSE excluded.command END, updated_at = excluded.updated_at`,
-				ep.ID, w.Repo, w.RepoPath, w.WindowID, w.PaneID, nullStr(w.Mode), nullStr(w.Command), now, w.Reused); err != nil {
+				ep.ID, w.Repo, w.RepoPath, w.WindowID, w.PaneID, nullStr(string(w.Mode)), nullStr(w.Command), now, w.Reused); err != nil {
 				return err
 			}
 		}
 		return s.AddReceiptTx(tx, receipt.Receipt{
-			Kind: "endpoint.register", SubjectID: ep.ID, Status: Connected, EndpointID: ep.ID,
+			Kind: "endpoint.register", SubjectID: ep.ID, Status: string(queue.Connected), EndpointID: ep.ID,
 			Detail: map[string]any{"windows": len(ep.Windows), "tmux_server_pid": ep.ServerPID},
 		})
 	})
@@ -61,28 +47,28 @@ func (s *Store) Register(ctx context.Context, ep Endpoint) error {
 
 // SetEndpointState marks an endpoint connected or disconnected; reason says
 // why (for the receipt) and may be empty.
-func (s *Store) SetEndpointState(ctx context.Context, id, state, reason string) error {
+func (s *Store) SetEndpointState(ctx context.Context, id string, state queue.EndpointState, reason string) error {
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-		res, err := s.DB.TxExec(tx, `UPDATE endpoints SET state = ?, updated_at = ? WHERE id = ? AND state <> ?`, state, ms(s.Now()), id, state)
+		res, err := s.DB.TxExec(tx, `UPDATE endpoints SET state = ?, updated_at = ? WHERE id = ? AND state <> ?`, string(state), ms(s.Now()), id, string(state))
 		if err != nil {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return nil
 		}
-		return s.AddReceiptTx(tx, receipt.Receipt{Kind: "endpoint.state", SubjectID: id, Status: state, Reason: reason, EndpointID: id})
+		return s.AddReceiptTx(tx, receipt.Receipt{Kind: "endpoint.state", SubjectID: id, Status: string(state), Reason: reason, EndpointID: id})
 	})
 	return storageErr(err, "record the state of endpoint "+id)
 }
 
 // Endpoints lists the recorded endpoints with their windows, newest first.
 // Forgotten endpoints are left out unless withForgotten.
-func Endpoints(ctx context.Context, db *sql.DB, withForgotten bool) ([]Endpoint, error) {
+func Endpoints(ctx context.Context, db *sql.DB, withForgotten bool) ([]queue.Endpoint, error) {
 	eps, err := endpoints(ctx, db, withForgotten)
 	return eps, storageErr(err, "read endpoints")
 }
 
-func endpoints(ctx context.Context, db *sql.DB, withForgotten bool) ([]Endpoint, error) {
+func endpoints(ctx context.Context, db *sql.DB, withForgotten bool) ([]queue.Endpoint, error) {
 	q := `SELECT id, tmux_socket, tmux_server_pid, session_name, state, forgotten_at IS NOT NULL FROM endpoints`
 	if !withForgotten {
 		q += ` WHERE forgotten_at IS NULL`
@@ -91,14 +77,15 @@ func endpoints(ctx context.Context, db *sql.DB, withForgotten bool) ([]Endpoint,
 	if err != nil {
 		return nil, err
 	}
-	var out []Endpoint
+	var out []queue.Endpoint
 	for rows.Next() {
-		var ep Endpoint
-		if err := rows.Scan(&ep.ID, &ep.TmuxSocket, &ep.ServerPID, &ep.Session, &ep.State, &ep.Forgotten); err != nil {
+		var ep queue.Endpoint
+		var state string
+		if err := rows.Scan(&ep.ID, &ep.TmuxSocket, &ep.ServerPID, &ep.Session, &state, &ep.Forgotten); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		ep.Windows = []Window{}
+		ep.State, ep.Windows = queue.EndpointState(state), []queue.Window{}
 		out = append(out, ep)
 	}
 	rows.Close()
@@ -112,11 +99,13 @@ func endpoints(ctx context.Context, db *sql.DB, withForgotten bool) ([]Endpoint,
 			return nil, err
 		}
 		for wr.Next() {
-			var w Window
-			if err := wr.Scan(&w.Repo, &w.RepoPath, &w.WindowID, &w.PaneID, &w.Mode, &w.Command); err != nil {
+			var w queue.Window
+			var mode string
+			if err := wr.Scan(&w.Repo, &w.RepoPath, &w.WindowID, &w.PaneID, &mode, &w.Command); err != nil {
 				wr.Close()
 				return nil, err
 			}
+			w.Mode = queue.WindowMode(mode)
 			out[i].Windows = append(out[i].Windows, w)
 		}
 		wr.Close()
@@ -141,7 +130,7 @@ func (s *Store) Rebind(ctx context.Context, oldID, newID string, repos []string)
 			args = append(args, r)
 		}
 		res, err := s.DB.TxExec(tx, `UPDATE messages SET endpoint_id = ?, updated_at = ? WHERE endpoint_id = ?
-			AND state IN ('queued', 'awaiting_ack') AND target_repo IN (?`+strings.Repeat(", ?", len(repos)-1)+`)`, args...)
+			AND state IN `+undelivered+` AND target_repo IN (?`+strings.Repeat(", ?", len(repos)-1)+`)`, args...)
 		if err != nil {
 			return err
 		}
@@ -159,7 +148,7 @@ func (s *Store) Rebind(ctx context.Context, oldID, newID string, repos []string)
 // the service writing it).
 func PendingOn(ctx context.Context, db *sql.DB, endpointID string) (map[string]int, error) {
 	rows, err := db.QueryContext(ctx, `SELECT target_repo, count(*) FROM messages
-		WHERE endpoint_id = ? AND state IN ('queued', 'awaiting_ack') GROUP BY target_repo`, endpointID)
+		WHERE endpoint_id = ? AND state IN `+undelivered+` GROUP BY target_repo`, endpointID)
 	if err != nil {
 		return nil, storageErr(err, "count pending messages")
 	}
@@ -179,7 +168,7 @@ func PendingOn(ctx context.Context, db *sql.DB, endpointID string) (map[string]i
 // QueuedByWindow counts the queued messages of every window, by DeliveryKey.
 func QueuedByWindow(ctx context.Context, db *sql.DB) (map[string]int, error) {
 	rows, err := db.QueryContext(ctx, `SELECT endpoint_id, target_repo, count(*) FROM messages
-		WHERE state = 'queued' AND endpoint_id IS NOT NULL GROUP BY endpoint_id, target_repo`)
+		WHERE state = `+sqlLit(queue.Queued)+` AND endpoint_id IS NOT NULL GROUP BY endpoint_id, target_repo`)
 	if err != nil {
 		return nil, storageErr(err, "count queued messages")
 	}
@@ -212,7 +201,7 @@ func (s *Store) Forget(ctx context.Context, id string) (failed int, err error) {
 		if err != nil {
 			return err
 		}
-		if state == Connected {
+		if queue.EndpointState(state) == queue.Connected {
 			return errs.New(errs.Conflict, "endpoint %s is connected: its tmux server runs", id).
 				WithHint("only an endpoint whose tmux server is gone can be forgotten")
 		}
@@ -222,7 +211,7 @@ func (s *Store) Forget(ctx context.Context, id string) (failed int, err error) {
 		if _, err := s.DB.TxExec(tx, `UPDATE endpoints SET forgotten_at = ?, updated_at = ? WHERE id = ?`, ms(now), ms(now), id); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE endpoint_id = ? AND state IN ('queued', 'awaiting_ack')`, id)
+		rows, err := tx.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE endpoint_id = ? AND state IN `+undelivered, id)
 		if err != nil {
 			return err
 		}

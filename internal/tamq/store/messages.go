@@ -205,7 +205,7 @@ func (s *Store) QueuedTargets(ctx context.Context) ([]Target, error) {
 	// Driven by the windows, each probe an index lookup of the queue's head:
 	// the cost follows the number of windows, not the length of the queue.
 	rows, err := s.DB.Query(ctx, `SELECT w.endpoint_id, w.repo, (SELECT m.next_attempt_at FROM messages m
-		WHERE m.state = 'queued' AND m.endpoint_id = w.endpoint_id AND m.target_repo = w.repo
+		WHERE m.state = `+sqlLit(queue.Queued)+` AND m.endpoint_id = w.endpoint_id AND m.target_repo = w.repo
 		ORDER BY m.created_at, m.id LIMIT 1) AS next
 		FROM windows w WHERE next IS NOT NULL`)
 	if err != nil {
@@ -235,7 +235,7 @@ func (s *Store) Claim(ctx context.Context, holder string, ttl time.Duration, t T
 	now := s.Now()
 	err = s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		m, err = scanMessage(s.DB.TxQueryRow(tx, `SELECT `+messageColumns+` FROM messages
-			WHERE state = 'queued' AND endpoint_id = ? AND target_repo = ?
+			WHERE state = `+sqlLit(queue.Queued)+` AND endpoint_id = ? AND target_repo = ?
 			ORDER BY created_at, id LIMIT 1`, t.EndpointID, t.Repo))
 		if errors.Is(err, sql.ErrNoRows) {
 			ok = false
@@ -275,12 +275,12 @@ func DeliveryKey(endpointID, target string) string { return endpointID + "\x00" 
 // restart finds every earlier holder's claims dead).
 func (s *Store) ExpiredLeases(ctx context.Context, holder string) ([]string, error) {
 	return s.ids(ctx, `SELECT m.id FROM messages m LEFT JOIN delivery_leases l ON l.message_id = m.id
-		WHERE m.state = 'delivering' AND (l.expires_at IS NULL OR l.expires_at <= ? OR l.holder <> ?)`, ms(s.Now()), holder)
+		WHERE m.state = `+sqlLit(queue.Delivering)+` AND (l.expires_at IS NULL OR l.expires_at <= ? OR l.holder <> ?)`, ms(s.Now()), holder)
 }
 
 // DueAcks lists messages whose ack deadline has passed.
 func (s *Store) DueAcks(ctx context.Context) ([]string, error) {
-	return s.ids(ctx, `SELECT id FROM messages WHERE state = 'awaiting_ack' AND ack_deadline_at <= ?`, ms(s.Now()))
+	return s.ids(ctx, `SELECT id FROM messages WHERE state = `+sqlLit(queue.AwaitingAck)+` AND ack_deadline_at <= ?`, ms(s.Now()))
 }
 
 func (s *Store) ids(ctx context.Context, q string, args ...any) ([]string, error) {
@@ -303,7 +303,7 @@ func (s *Store) ids(ctx context.Context, q string, args ...any) ([]string, error
 // NextAckDeadline is the earliest ack deadline, zero when none waits.
 func (s *Store) NextAckDeadline(ctx context.Context) (time.Time, error) {
 	var v sql.NullInt64
-	err := s.DB.QueryRow(ctx, `SELECT min(ack_deadline_at) FROM messages WHERE state = 'awaiting_ack'`).Scan(&v)
+	err := s.DB.QueryRow(ctx, `SELECT min(ack_deadline_at) FROM messages WHERE state = `+sqlLit(queue.AwaitingAck)).Scan(&v)
 	if err != nil || !v.Valid {
 		return time.Time{}, err
 	}
@@ -316,7 +316,7 @@ func (s *Store) NextAckDeadline(ctx context.Context) (time.Time, error) {
 func (s *Store) NoteWaiting(ctx context.Context, endpointID, repo, reason string) error {
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		res, err := s.DB.TxExec(tx, `UPDATE messages SET last_error = ?, updated_at = ?
-			WHERE state = 'queued' AND endpoint_id = ? AND target_repo = ? AND COALESCE(last_error, '') <> ?`,
+			WHERE state = `+sqlLit(queue.Queued)+` AND endpoint_id = ? AND target_repo = ? AND COALESCE(last_error, '') <> ?`,
 			reason, ms(s.Now()), endpointID, repo, reason)
 		if err != nil {
 			return err

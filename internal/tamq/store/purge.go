@@ -10,11 +10,12 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
 // finalStates are the states no delivery leaves on its own; only messages in
 // them are ever purged. A failed message waits only for `tamq retry`.
-const finalStates = `('injected', 'acknowledged', 'failed')`
+var finalStates = sqlIn(queue.Injected, queue.Acknowledged, queue.Failed)
 
 // receiptBytes estimates what one receipt row holds, as messageBytes does
 // for a message: its text columns plus 8 bytes per integer column.

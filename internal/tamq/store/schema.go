@@ -1,5 +1,6 @@
 // Package store is tamq's SQLite adapter: the schema of the durable message queue
-// and, as later work adds them, the queries behind each state transition.
+// and the queries behind each state transition. Rows map to the domain's types
+// (package queue), never to the wire's.
 package store
 
 import "github.com/tmux-amq/tamq/internal/sqlitedb"

@@ -4,10 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
 func setup(t *testing.T) *sqlitedb.DB {
@@ -79,5 +83,42 @@ func TestSchemaConstraints(t *testing.T) {
 	var n int
 	if err := db.Reader.QueryRow(`SELECT count(*) FROM messages`).Scan(&n); err != nil || n != 2 {
 		t.Errorf("messages = %d, %v; a refused statement left rows behind", n, err)
+	}
+}
+
+// TestSchemaChecksMatchTheDomain: every enum column's CHECK, as the migrated
+// database has it, allows exactly the domain's values of that enum, so the
+// Go constants and the schema cannot drift apart.
+func TestSchemaChecksMatchTheDomain(t *testing.T) {
+	t.Parallel()
+	db := setup(t)
+	columns := []struct {
+		table, column string
+		want          []string
+	}{
+		{"messages", "state", queue.Names(queue.States)},
+		{"messages", "ack_mode", ackmode.Names()},
+		{"messages", "sender_kind", queue.Names(queue.SenderKinds)},
+		{"endpoints", "state", queue.Names(queue.EndpointStates)},
+		{"windows", "mode", queue.Names(queue.WindowModes)},
+	}
+	for _, c := range columns {
+		var ddl string
+		if err := db.Reader.QueryRow(`SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?`, c.table).Scan(&ddl); err != nil {
+			t.Fatal(err)
+		}
+		re := regexp.MustCompile(`\b` + c.column + `\s+TEXT NOT NULL CHECK \(` + c.column + ` IN \(([^)]*)\)\)`)
+		m := re.FindStringSubmatch(ddl)
+		if m == nil {
+			t.Errorf("%s.%s: no CHECK (%s IN (...)) in\n%s", c.table, c.column, c.column, ddl)
+			continue
+		}
+		var got []string
+		for _, lit := range strings.Split(m[1], ",") {
+			got = append(got, strings.Trim(strings.TrimSpace(lit), "'"))
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s.%s: CHECK allows %q, the domain has %q", c.table, c.column, got, c.want)
+		}
 	}
 }

@@ -5,16 +5,43 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
-// MessageStates lists every message state, in lifecycle order.
-var MessageStates = []string{"queued", "delivering", "injected", "awaiting_ack", "acknowledged", "failed"}
+// MessageStates lists every message state, in lifecycle order, as the
+// database and the command line spell them.
+var MessageStates = queue.Names(queue.States)
+
+// sqlLit is a domain value as an SQL string literal. Queries name states
+// and modes as literals rather than bind them as parameters, so SQLite can
+// use the partial indexes written with the same literals; the values are the
+// domain's constants, never input.
+func sqlLit[T ~string](v T) string { return "'" + string(v) + "'" }
+
+// sqlIn is a list of domain values for an SQL IN: "('a', 'b')".
+func sqlIn[T ~string](vs ...T) string {
+	lits := make([]string, len(vs))
+	for i, v := range vs {
+		lits[i] = sqlLit(v)
+	}
+	return "(" + strings.Join(lits, ", ") + ")"
+}
+
+var (
+	// pendingStates are the states of a message not yet delivered for good.
+	pendingStates = sqlIn(queue.Queued, queue.Delivering, queue.AwaitingAck)
+	// undelivered are the states of a message waiting on its endpoint: for
+	// a delivery or for an ack. A delivery under way belongs to the
+	// service writing it.
+	undelivered = sqlIn(queue.Queued, queue.AwaitingAck)
+)
 
 // Store is tamq's durable state.
 type Store struct {
@@ -100,7 +127,8 @@ func (s *Store) AddReceiptTx(tx *sql.Tx, r receipt.Receipt) error {
 func (s *Store) MarkEndpointsDisconnected(ctx context.Context) (int, error) {
 	var n int64
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-		res, err := s.DB.TxExec(tx, `UPDATE endpoints SET state = 'disconnected', updated_at = ? WHERE state = 'connected'`, ms(s.Now()))
+		res, err := s.DB.TxExec(tx, `UPDATE endpoints SET state = `+sqlLit(queue.Disconnected)+`, updated_at = ?
+			WHERE state = `+sqlLit(queue.Connected), ms(s.Now()))
 		if err != nil {
 			return err
 		}
@@ -173,9 +201,6 @@ type QueueStats struct {
 	HistorySince        time.Time
 	HistoryMessages     int
 }
-
-// pendingStates are the states of a message not yet delivered for good.
-const pendingStates = `('queued', 'delivering', 'awaiting_ack')`
 
 // Stats reads queue, lease and receipt figures; db may be a read-only handle.
 func Stats(ctx context.Context, db *sql.DB, now time.Time) (QueueStats, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
@@ -90,7 +91,7 @@ func Open(ctx context.Context, srv tmux.Server, repos []Repo, o Options) (Result
 	if err != nil {
 		return res, err
 	}
-	res.Endpoint = api.Endpoint{ID: endpointID, TmuxSocket: socket, ServerPID: pid, Session: SessionName, State: "connected"}
+	res.Endpoint = api.Endpoint{ID: endpointID, TmuxSocket: socket, ServerPID: pid, Session: SessionName, State: string(queue.Connected)}
 	if o.Announce != nil {
 		if err := o.Announce(res.Endpoint); err != nil {
 			return res, err
