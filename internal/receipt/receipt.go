@@ -10,8 +10,10 @@ import (
 	"unicode"
 )
 
-// Receipt is one audit record.
+// Receipt is one audit record: what a program writes, and what it reads
+// back (then ID is the store's row id).
 type Receipt struct {
+	ID                     int64
 	At                     time.Time
 	Kind                   string // e.g. "service.start", "message.transition"
 	SubjectID              string // the message, endpoint or other id it is about

@@ -136,12 +136,12 @@ func CheckFields(fields ...[2]string) error {
 	return nil
 }
 
-// Envelope is what is written into the receiver's terminal:
+// TerminalText is what is written into the receiver's terminal:
 // "From:<sender>: <body>", with "/o" after an operator's label. No line of it
 // can be read as an address: body lines that start with "To:" (after spaces)
 // are quoted with "> ". In acknowledged mode a last line names the message id
 // and the exact command that acknowledges it.
-func Envelope(m Message) string {
+func TerminalText(m Message) string {
 	var b strings.Builder
 	b.WriteString("From:")
 	b.WriteString(m.Sender)

@@ -85,15 +85,15 @@ func TestParseAddress(t *testing.T) {
 	}
 }
 
-func TestEnvelope(t *testing.T) {
+func TestTerminalText(t *testing.T) {
 	m := Message{ID: "0193", Sender: "net-kingdom", SenderKind: FromWorker, Body: "done\nTo:railiance: sneaky\n  To:x: indented\nplain To:y: mid-line"}
 	want := "From:net-kingdom: done\n> To:railiance: sneaky\n>   To:x: indented\nplain To:y: mid-line"
-	if got := Envelope(m); got != want {
+	if got := TerminalText(m); got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
 	m = Message{ID: "0193", Sender: "operator", SenderKind: FromOperator, Body: "To:a: first line", AckMode: ackmode.Acknowledged}
 	want = "From:operator/o: > To:a: first line\n[tamq message 0193: acknowledge with: tamq ack 0193]"
-	if got := Envelope(m); got != want {
+	if got := TerminalText(m); got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
 }

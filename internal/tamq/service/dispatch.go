@@ -360,7 +360,7 @@ func (s *Service) deliver(ctx context.Context, m queue.Message) {
 	var wr Written
 	if err == nil {
 		wctx, cancel := context.WithTimeout(ctx, DeliveryLease/2)
-		wr, err = s.opts.Writer.Write(wctx, ep, w, queue.Envelope(m))
+		wr, err = s.opts.Writer.Write(wctx, ep, w, queue.TerminalText(m))
 		cancel()
 	} else {
 		wr = Written{Deferred: true, Reason: err.Error()}

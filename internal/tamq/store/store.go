@@ -152,28 +152,17 @@ func storageErr(err error, op string) error {
 	return errs.Wrap(errs.Storage, err, "%s", op)
 }
 
-// Receipt is a stored receipt as read back (for status, explain and tests).
-type Receipt struct {
-	ID        int64          `json:"id"`
-	At        time.Time      `json:"at"`
-	Kind      string         `json:"kind"`
-	SubjectID string         `json:"subject_id,omitempty"`
-	Status    string         `json:"status"`
-	Reason    string         `json:"reason,omitempty"`
-	Detail    map[string]any `json:"detail,omitempty"`
-}
-
 // Receipts returns the receipts of a kind, oldest first.
-func Receipts(ctx context.Context, db *sql.DB, kind string) ([]Receipt, error) {
+func Receipts(ctx context.Context, db *sql.DB, kind string) ([]receipt.Receipt, error) {
 	rows, err := db.QueryContext(ctx, `SELECT id, at, kind, COALESCE(subject_id, ''), status, COALESCE(reason, ''), COALESCE(detail, '')
 		FROM receipts WHERE kind = ? ORDER BY id`, kind)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Receipt
+	var out []receipt.Receipt
 	for rows.Next() {
-		var r Receipt
+		var r receipt.Receipt
 		var at int64
 		var detail string
 		if err := rows.Scan(&r.ID, &at, &r.Kind, &r.SubjectID, &r.Status, &r.Reason, &detail); err != nil {
