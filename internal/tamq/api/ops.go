@@ -109,16 +109,6 @@ type Message struct {
 	LastError     string     `json:"last_error,omitempty"`
 }
 
-// EnvelopeVersion is the version of the JSONL export line (docs/jsonl.md).
-// A reader refuses lines of a newer version.
-const EnvelopeVersion = 1
-
-// Envelope is one line of a JSONL export: the whole message, body included.
-type Envelope struct {
-	V int `json:"v"`
-	Message
-}
-
 // OpReplay queues replayed messages into an endpoint, a chunk per request.
 const OpReplay = "replay"
 

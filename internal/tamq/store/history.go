@@ -4,11 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/tamq/jsonl"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
@@ -153,15 +155,15 @@ func (f Filter) selectFrom(cols string) (string, []any) {
 	return q, args
 }
 
-// envelopeSQL builds a message's JSONL export line (api.Envelope, version
-// 1), all but its times and closing brace, inside SQLite: the driver fetches
+// envelopeSQL builds a message's JSONL export line (the format of package
+// jsonl, which owns it), all but its times and closing brace, inside SQLite: the driver fetches
 // each column under a lock, so one text column instead of two dozen is what
 // lets an export keep pace with reading the file, and concatenating
 // json_quote'd values is several times quicker there than json_object. The
 // times are appended in Go (strftime costs more than the rest of the line).
 // TestEnvelopeSQLMatchesTheRecord keeps the line equal to what the service
 // builds from the same row.
-var envelopeSQL = `'{"v":1,"id":' || json_quote(id) || ',"batch_id":' || json_quote(batch_id)` +
+var envelopeSQL = `'{"v":` + strconv.Itoa(jsonl.Version) + `,"id":' || json_quote(id) || ',"batch_id":' || json_quote(batch_id)` +
 	optional("endpoint_id") +
 	` || ',"sender":' || json_quote(sender) || ',"sender_kind":' || json_quote(sender_kind)` +
 	` || ',"provenance":' || CASE sender_kind WHEN 'operator' THEN '"o"' ELSE '""' END` +
