@@ -30,6 +30,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/status"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
@@ -104,6 +105,11 @@ type Service struct {
 	// (its deliveries finish), then, once the requests under way are
 	// answered, the committer they may need, then the watcher.
 	stopDispatch, stopCommit, stopWatch context.CancelFunc
+	// work ends when shutdown begins: long requests (a purge) stop at their
+	// next step instead of holding the shutdown to its grace period.
+	work     context.Context
+	stopWork context.CancelFunc
+	purgeMu  sync.Mutex
 
 	brokers      brokers
 	live         *live
@@ -136,6 +142,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		dispatchDone: make(chan struct{}), commitDone: make(chan struct{}), watchDone: make(chan struct{}),
 		live: newLive(),
 	}
+	s.work, s.stopWork = context.WithCancel(context.Background())
 	if s.opts.Writer == nil {
 		s.opts.Writer = RoutingWriter{svc: s, tmux: TmuxWriter{Pause: s.enterPause}}
 	}
@@ -154,7 +161,14 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	}
 	lock, err := lockfile.TryLock(o.Paths.LockFile)
 	if errors.Is(err, lockfile.ErrHeld) {
-		return nil, errs.New(errs.AlreadyRunning, "another tamq service (pid %d) already uses %s", lockfile.HolderPID(o.Paths.LockFile), o.Paths.StateDir).
+		pid, what := lockfile.Holder(o.Paths.LockFile)
+		if what != "" {
+			// Not a service: a command that writes the database while no
+			// service runs (tamq purge) holds the lock for its run.
+			return nil, errs.New(errs.Conflict, "cannot start: tamq %s (pid %d) is writing to the database in %s", textsafe.Escape(what), pid, o.Paths.StateDir).
+				WithHint("start the service again once it has finished")
+		}
+		return nil, errs.New(errs.AlreadyRunning, "another tamq service (pid %d) already uses %s", pid, o.Paths.StateDir).
 			WithHint("see `tamq status`; stop it with `tamq stop`")
 	}
 	if err != nil {
@@ -289,6 +303,7 @@ func (s *Service) shutdown(reason string) error {
 	s.ln.Close()
 	s.idle.Stop()
 	s.stopping.Store(true) // no new deliveries are claimed
+	s.stopWork()
 	sockErr := s.ln.Remove()
 	var drainErr error
 	// Deliveries under way finish first, while their brokers' sessions are
@@ -334,6 +349,7 @@ func (s *Service) shutdown(reason string) error {
 func (s *Service) requestStop() { s.stopOnce.Do(func() { close(s.stopped) }) }
 
 func (s *Service) release() {
+	s.stopWork()
 	if s.db != nil {
 		s.db.Close()
 	}
@@ -354,6 +370,7 @@ func (s *Service) handlers() map[string]protocol.Handler {
 		api.OpEndpoints:     s.endpoints,
 		api.OpForget:        s.forget,
 		api.OpRestore:       s.restoreOp,
+		api.OpPurge:         s.purge,
 		api.OpBrokerSession: s.brokerSession,
 	}
 	release := s.opts.IdleRelease
