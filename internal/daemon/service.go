@@ -14,6 +14,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // Service is the process-level part of a running service: its lifetime lock,
@@ -57,7 +58,14 @@ func Open(p paths.Paths, log *slog.Logger) (*Service, error) {
 	}
 	lock, err := lockfile.TryLock(p.LockFile)
 	if errors.Is(err, lockfile.ErrHeld) {
-		return nil, errs.New(errs.AlreadyRunning, "another %s service (pid %d) already uses %s", p.Program, lockfile.HolderPID(p.LockFile), p.StateDir).
+		pid, what := lockfile.Holder(p.LockFile)
+		if what != "" {
+			// Not a service: a command that writes the database while no
+			// service runs (tamq purge) holds the lock for its run.
+			return nil, errs.New(errs.Conflict, "cannot start: %s %s (pid %d) is writing to the database in %s", p.Program, textsafe.Escape(what), pid, p.StateDir).
+				WithHint("start the service again once it has finished")
+		}
+		return nil, errs.New(errs.AlreadyRunning, "another %s service (pid %d) already uses %s", p.Program, pid, p.StateDir).
 			WithHint("see `%s status`; stop it with `%s stop`", p.Program, p.Program)
 	}
 	if err != nil {

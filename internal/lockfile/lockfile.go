@@ -23,7 +23,12 @@ var ErrHeld = errors.New("lock is held by another process")
 
 // TryLock takes the exclusive lock on path (created 0600) without waiting and
 // writes the holder's pid into the file for diagnostics.
-func TryLock(path string) (*Lock, error) {
+func TryLock(path string) (*Lock, error) { return TryLockFor(path, "") }
+
+// TryLockFor is TryLock for a holder that is not the lock's usual owner:
+// what it does ("purge") is written after its pid, so whoever finds the lock
+// held can say who holds it (Holder).
+func TryLockFor(path, what string) (*Lock, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, errs.Wrap(errs.Storage, err, "cannot open lock file")
@@ -36,7 +41,11 @@ func TryLock(path string) (*Lock, error) {
 		return nil, errs.Wrap(errs.Storage, err, "cannot lock %s", path)
 	}
 	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		note := strconv.Itoa(os.Getpid())
+		if what != "" {
+			note += " " + what
+		}
+		f.WriteAt([]byte(note+"\n"), 0)
 	}
 	return &Lock{f: f}, nil
 }
@@ -71,10 +80,18 @@ func (l *Lock) Release() error {
 
 // HolderPID reads the pid the last holder wrote, or 0.
 func HolderPID(path string) int {
+	pid, _ := Holder(path)
+	return pid
+}
+
+// Holder reads the pid the last holder wrote (0 when none) and what it said
+// it does ("" for the lock's usual owner; see TryLockFor).
+func Holder(path string) (pid int, what string) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0
+		return 0, ""
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid
+	first, what, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	pid, _ = strconv.Atoi(first)
+	return pid, what
 }

@@ -48,6 +48,26 @@ func TestExclusiveUntilReleased(t *testing.T) {
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
 		t.Errorf("lock file mode %v", fi.Mode())
 	}
+	// A holder that says what it does, and then the usual owner again.
+	other, err := TryLockFor(path, "purge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pid, what := Holder(path); pid != os.Getpid() || what != "purge" || HolderPID(path) != os.Getpid() {
+		t.Errorf("holder %d %q", pid, what)
+	}
+	other.Release()
+	usual, err := TryLock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer usual.Release()
+	if pid, what := Holder(path); pid != os.Getpid() || what != "" {
+		t.Errorf("holder after the usual owner took it: %d %q", pid, what)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("lock file mode %v", fi.Mode())
+	}
 }
 
 func TestUnusableLockPath(t *testing.T) {

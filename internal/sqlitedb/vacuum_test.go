@@ -58,8 +58,8 @@ func TestReclaimGivesSpaceBack(t *testing.T) {
 		db.Writer.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
 		before, _ := os.Stat(path)
 		steps := 0
-		if err := db.Reclaim(ctx, func(int64) { steps++ }); err != nil {
-			t.Fatal(err)
+		if kept, err := db.Reclaim(ctx, true, func(int64) { steps++ }); err != nil || kept {
+			t.Fatal(kept, err)
 		}
 		after, _ := os.Stat(path)
 		var free int64
@@ -69,5 +69,32 @@ func TestReclaimGivesSpaceBack(t *testing.T) {
 			t.Errorf("%s: free pages %d, mode %d, file %d -> %d bytes, %d steps", tc.name, free, mode, before.Size(), after.Size(), steps)
 		}
 		db.Close()
+	}
+}
+
+// TestReclaimWithoutConvertLeavesAnOlderDatabase: a writer that is not the
+// database's only one never runs the full VACUUM an older database needs.
+func TestReclaimWithoutConvertLeavesAnOlderDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "x.sqlite3")
+	migrations := []Migration{{Version: 1, Name: "t", SQL: "CREATE TABLE t (b TEXT)"}}
+	db, err := Open(ctx, Options{Path: path, Migrations: migrations})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.Writer.Exec("PRAGMA auto_vacuum = NONE")
+	db.Writer.Exec("VACUUM")
+	fillAndEmpty(t, db)
+	var freeBefore, free int64
+	db.Writer.QueryRow("PRAGMA freelist_count").Scan(&freeBefore)
+	steps := 0
+	kept, err := db.Reclaim(ctx, false, func(int64) { steps++ })
+	var mode int
+	db.Writer.QueryRow("PRAGMA auto_vacuum").Scan(&mode)
+	db.Writer.QueryRow("PRAGMA freelist_count").Scan(&free)
+	if err != nil || !kept || mode != 0 || free != freeBefore || freeBefore == 0 || steps != 0 {
+		t.Errorf("kept %v, err %v, mode %d, free pages %d -> %d, %d steps", kept, err, mode, freeBefore, free, steps)
 	}
 }

@@ -109,16 +109,6 @@ type Message struct {
 	LastError     string     `json:"last_error,omitempty"`
 }
 
-// EnvelopeVersion is the version of the JSONL export line (docs/jsonl.md).
-// A reader refuses lines of a newer version.
-const EnvelopeVersion = 1
-
-// Envelope is one line of a JSONL export: the whole message, body included.
-type Envelope struct {
-	V int `json:"v"`
-	Message
-}
-
 // OpReplay queues replayed messages into an endpoint, a chunk per request.
 const OpReplay = "replay"
 
@@ -271,4 +261,44 @@ type RestoreResult struct {
 type ForgetResult struct {
 	EndpointID     string `json:"endpoint_id"`
 	FailedMessages int    `json:"failed_messages"` // its undelivered messages, now failed (tamq retry sends them again)
+}
+
+// OpPurge plans a purge of the history, and unless DryRun carries it out:
+// the service is the database's one writer, so `tamq purge` goes through it
+// whenever it runs.
+const OpPurge = "purge"
+
+// PurgeArgs is the rule of `tamq purge` (docs/history.md): among the messages
+// in a final state that Repo and State allow, those created before Before,
+// and while the history is larger than MaxBytes the oldest others. Limit,
+// when positive, takes at most that many, the oldest: the count the operator
+// confirmed.
+type PurgeArgs struct {
+	Before   *time.Time `json:"before,omitempty"`
+	MaxBytes int64      `json:"max_bytes,omitempty"`
+	Repo     string     `json:"repo,omitempty"`
+	State    string     `json:"state,omitempty"`
+	Limit    int        `json:"limit,omitempty"`
+	DryRun   bool       `json:"dry_run,omitempty"`
+}
+
+// PurgeResult is the plan (the history's size and what would go) and, unless
+// it was a dry run, what was deleted.
+type PurgeResult struct {
+	Matching        int        `json:"matching"`
+	EstimatedBytes  int64      `json:"estimated_bytes"`
+	Oldest          *time.Time `json:"oldest,omitempty"`
+	Newest          *time.Time `json:"newest,omitempty"`
+	HistoryBytes    int64      `json:"history_bytes"`
+	HistoryMessages int        `json:"history_messages"`
+	HistoryReceipts int        `json:"history_receipts"`
+	Deleted         int        `json:"deleted"`
+	ReceiptsDeleted int        `json:"receipts_deleted"`
+	PurgeID         string     `json:"purge_id,omitempty"`
+	FileBytesBefore int64      `json:"file_bytes_before,omitempty"`
+	FileBytesAfter  int64      `json:"file_bytes_after,omitempty"`
+	// FreePagesKept: the database predates incremental auto-vacuum, so the
+	// running service did not give the space back (that takes one full
+	// VACUUM, which purge runs only with the service stopped).
+	FreePagesKept bool `json:"free_pages_kept,omitempty"`
 }

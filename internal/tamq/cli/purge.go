@@ -3,7 +3,9 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -13,8 +15,16 @@ import (
 	"golang.org/x/term"
 
 	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/lockfile"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/tamq/service"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // The spec's purge defaults, used when neither --before nor --max-size is given.
@@ -23,24 +33,15 @@ const (
 	defaultPurgeSize = 100 * 1000 * 1000
 )
 
+// purgeRecord is what --json prints: the rule, then the plan and what was
+// done.
 type purgeRecord struct {
-	DryRun          bool       `json:"dry_run"`
-	Before          *time.Time `json:"before,omitempty"`
-	MaxBytes        int64      `json:"max_bytes,omitempty"`
-	Repo            string     `json:"repo,omitempty"`
-	State           string     `json:"state,omitempty"`
-	Matching        int        `json:"matching"`
-	EstimatedBytes  int64      `json:"estimated_bytes"`
-	Oldest          *time.Time `json:"oldest,omitempty"`
-	Newest          *time.Time `json:"newest,omitempty"`
-	HistoryBytes    int64      `json:"history_bytes"`
-	HistoryMessages int        `json:"history_messages"`
-	HistoryReceipts int        `json:"history_receipts"`
-	Deleted         int        `json:"deleted"`
-	ReceiptsDeleted int        `json:"receipts_deleted"`
-	PurgeID         string     `json:"purge_id,omitempty"`
-	FileBytesBefore int64      `json:"file_bytes_before,omitempty"`
-	FileBytesAfter  int64      `json:"file_bytes_after,omitempty"`
+	DryRun   bool       `json:"dry_run"`
+	Before   *time.Time `json:"before,omitempty"`
+	MaxBytes int64      `json:"max_bytes,omitempty"`
+	Repo     string     `json:"repo,omitempty"`
+	State    string     `json:"state,omitempty"`
+	api.PurgeResult
 }
 
 func newPurgeCmd(a *sharedcli.App) *cobra.Command {
@@ -62,7 +63,12 @@ messages, their date range and the estimated bytes. On a terminal it then asks
 for confirmation; without one it deletes only with --yes (and otherwise stops
 there, as a dry run). --dry-run never deletes. Each purge writes a receipt
 with its filters and counts, and gives the space back to the file system in
-small steps, so a running service is held up for milliseconds at a time.`,
+small steps, so a running service is held up for milliseconds at a time.
+
+While the service runs, the purge is its work: the service is the database's
+one writer. With the service stopped, purge writes the database itself and
+holds the service's lock from the plan to the end, so a service started
+meanwhile refuses to start, saying why.`,
 		Example: `  tamq purge                       # what the defaults would delete; asks on a terminal
   tamq purge --before 90d --yes
   tamq purge --max-size 50MB --repo net-kingdom --dry-run`,
@@ -118,28 +124,37 @@ func runPurge(ctx context.Context, a *sharedcli.App, rule store.PurgeRule, yes, 
 	if err != nil {
 		return err
 	}
-	ro, ok, err := openHistoryAt(ctx, p, cfg)
+	c := client.New(p)
+	w, err := findPurgeWriter(ctx, p, c, !dryRun && (yes || isTerminal(a)))
 	if err != nil {
 		return err
 	}
+	defer w.lock.Release()
 	var plan store.PurgePlan
-	if ok {
-		plan, err = store.PlanPurge(ctx, ro, rule)
-		ro.Close()
+	if w.service {
+		if rec.PurgeResult, err = c.Purge(ctx, purgeArgs(rule, true)); err != nil {
+			return err
+		}
+	} else {
+		ro, ok, err := openHistoryAt(ctx, p, cfg)
 		if err != nil {
 			return err
 		}
-	}
-	rec.Matching, rec.EstimatedBytes = len(plan.IDs), plan.Bytes
-	rec.HistoryBytes, rec.HistoryMessages, rec.HistoryReceipts = plan.HistoryBytes, plan.HistoryMessages, plan.HistoryReceipts
-	if len(plan.IDs) > 0 {
-		rec.Oldest, rec.Newest = &plan.Oldest, &plan.Newest
+		if ok {
+			plan, err = store.PlanPurge(ctx, ro, rule)
+			ro.Close()
+			if err != nil {
+				return err
+			}
+		}
+		rec.PurgeResult = service.PurgeResult(plan, store.PurgeDone{})
 	}
 	if !a.JSON {
 		printPlan(a, rec)
 	}
-	if len(plan.IDs) == 0 || dryRun || (!yes && !confirm(a, len(plan.IDs))) {
-		if !a.JSON && len(plan.IDs) > 0 && !dryRun && !yes && !isTerminal(a) {
+	planned := rec.Matching
+	if planned == 0 || dryRun || (!yes && !confirm(a, planned)) {
+		if !a.JSON && planned > 0 && !dryRun && !yes && !isTerminal(a) {
 			a.Notef("dry run: nothing deleted; pass --yes to delete")
 		}
 		if a.JSON {
@@ -148,52 +163,134 @@ func runPurge(ctx context.Context, a *sharedcli.App, rule store.PurgeRule, yes, 
 		return nil
 	}
 
-	st, err := store.Open(ctx, p, cfg.BusyTimeout(), a.Now)
-	if err != nil {
-		return err
-	}
-	defer st.DB.Close()
-	st.PolicyProfile, st.ConfigVersion = cfg.ProfileRef(), cfg.Version
-	rec.DryRun, rec.FileBytesBefore = false, fileBytes(p.Database)
-	progress := a.NewProgress(int64(len(plan.IDs)), "purging", "msgs")
-	done, err := st.Purge(ctx, plan.IDs, func(done int) { progress.Set(int64(done)) })
-	progress.Done()
-	rec.Deleted, rec.ReceiptsDeleted = done.Messages, done.Receipts
-	if rec.Deleted > 0 {
-		// Even a purge cut short leaves its receipt for what it did delete.
-		rec.PurgeID = store.NewID()
-		r := store.PurgeReceipt(rec.PurgeID, rule, plan, done)
-		r.PolicyProfile, r.ConfigVersion = cfg.ProfileRef(), cfg.Version
-		if rerr := st.AddReceipt(ctx, r); err == nil {
-			err = rerr
-		}
+	rec.DryRun = false
+	var res api.PurgeResult
+	if w.service {
+		// The service plans again, taking at most what was shown.
+		args := purgeArgs(rule, false)
+		args.Limit = planned
+		res, err = c.Purge(ctx, args)
+	} else {
+		res, err = purgeHere(ctx, a, p, cfg, rule, plan)
 	}
 	if err != nil {
 		return err
 	}
-	var reclaim *sharedcli.Progress
-	var pages int64
-	err = st.DB.Reclaim(ctx, func(left int64) {
-		if pages == 0 { // the first report: all the free pages
-			pages = left
-			reclaim = a.NewProgress(pages, "giving space back", "pages")
-		}
-		reclaim.Set(pages - left)
-	})
-	reclaim.Done()
-	if err != nil {
-		return err
-	}
-	rec.FileBytesAfter = fileBytes(p.Database)
+	rec.Deleted, rec.ReceiptsDeleted, rec.PurgeID = res.Deleted, res.ReceiptsDeleted, res.PurgeID
+	rec.FileBytesBefore, rec.FileBytesAfter, rec.FreePagesKept = res.FileBytesBefore, res.FileBytesAfter, res.FreePagesKept
 	if a.JSON {
 		return a.PrintJSON(rec)
 	}
 	a.Printf("purged %d messages and their %d receipts; database %s -> %s\n", rec.Deleted, rec.ReceiptsDeleted,
 		humanize.Bytes(uint64(rec.FileBytesBefore)), humanize.Bytes(uint64(rec.FileBytesAfter)))
-	if kept := len(plan.IDs) - rec.Deleted; kept > 0 {
+	if kept := planned - rec.Deleted; kept > 0 {
 		a.Printf("%d left a final state meanwhile (retried) and were kept\n", kept)
 	}
+	if rec.FreePagesKept {
+		a.Notef("the space stays in the file for new messages: this database predates incremental vacuum, and converting it takes a full VACUUM, which purge runs only with the service stopped (tamq stop, then purge)")
+	}
 	return nil
+}
+
+// purgeWriter is whoever writes the database for this purge (found by
+// findPurgeWriter). The service,
+// when it runs: it is the database's one writer. Otherwise this command,
+// holding the lock the service holds for its lifetime, so that a service
+// started meanwhile refuses to start instead of writing beside it. The lock
+// is taken only when the purge may delete (a dry run only reads), before the
+// plan, so what is shown is what is deleted. A lock held while no service
+// answers is a service starting, which purge waits for (within
+// startWait), or another command writing the database, which it refuses.
+type purgeWriter struct {
+	service bool
+	lock    *lockfile.Lock // held when this command writes
+}
+
+// startWait bounds how long purge waits for a service that holds its lock
+// to answer: start-up migrations take seconds.
+const startWait = 10 * time.Second
+
+func findPurgeWriter(ctx context.Context, p paths.Paths, c *client.Client, mayDelete bool) (purgeWriter, error) {
+	if _, err := c.Ping(ctx); err == nil {
+		return purgeWriter{service: true}, nil
+	}
+	if !mayDelete {
+		return purgeWriter{}, nil
+	}
+	if _, err := os.Stat(p.Database); errors.Is(err, fs.ErrNotExist) {
+		return purgeWriter{}, nil // no history: nothing to delete
+	}
+	deadline := time.Now().Add(startWait)
+	for {
+		l, err := lockfile.TryLockFor(p.LockFile, "purge")
+		if err == nil {
+			return purgeWriter{lock: l}, nil
+		}
+		if !errors.Is(err, lockfile.ErrHeld) {
+			return purgeWriter{}, err
+		}
+		if _, err := c.Ping(ctx); err == nil {
+			return purgeWriter{service: true}, nil
+		}
+		pid, what := lockfile.Holder(p.LockFile)
+		if what != "" {
+			return purgeWriter{}, errs.New(errs.Conflict, "tamq %s (pid %d) is writing to the database in %s", textsafe.Escape(what), pid, p.StateDir).
+				WithHint("purge again once it has finished")
+		}
+		if time.Now().After(deadline) {
+			return purgeWriter{}, errs.New(errs.Unavailable, "the tamq service (pid %d) holds %s but does not answer; nothing was deleted", pid, p.LockFile).
+				WithHint("see `tamq status`; purge again once the service answers or has stopped")
+		}
+		select {
+		case <-ctx.Done():
+			return purgeWriter{}, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func purgeArgs(r store.PurgeRule, dryRun bool) api.PurgeArgs {
+	args := api.PurgeArgs{MaxBytes: r.MaxBytes, Repo: r.Repo, State: r.State, DryRun: dryRun}
+	if !r.Before.IsZero() {
+		args.Before = &r.Before
+	}
+	return args
+}
+
+// purgeHere carries out the plan with the service stopped, this command
+// holding its lock: opening the database may migrate it, and an older
+// database is converted to incremental vacuum with one full VACUUM, which
+// nobody else is writing beside.
+func purgeHere(ctx context.Context, a *sharedcli.App, p paths.Paths, cfg *config.Loaded, rule store.PurgeRule, plan store.PurgePlan) (api.PurgeResult, error) {
+	st, err := store.Open(ctx, p, cfg.BusyTimeout(), a.Now)
+	if err != nil {
+		return api.PurgeResult{}, err
+	}
+	defer st.DB.Close()
+	st.PolicyProfile, st.ConfigVersion = cfg.ProfileRef(), cfg.Version
+	before := store.FileBytes(p.Database)
+	purging := a.NewProgress(int64(len(plan.IDs)), "purging", "msgs")
+	var reclaim *sharedcli.Progress
+	var pages int64
+	done, err := st.ExecutePurge(ctx, rule, plan, true, store.PurgeProgress{
+		Deleted: func(n int) { purging.Set(int64(n)) },
+		Reclaimed: func(left int64) {
+			if pages == 0 { // the first report: all the free pages
+				purging.Done()
+				purging, pages = nil, left
+				reclaim = a.NewProgress(pages, "giving space back", "pages")
+			}
+			reclaim.Set(pages - left)
+		},
+	})
+	purging.Done()
+	reclaim.Done()
+	if err != nil {
+		return api.PurgeResult{}, err
+	}
+	res := service.PurgeResult(plan, done)
+	res.FileBytesBefore, res.FileBytesAfter = before, store.FileBytes(p.Database)
+	return res, nil
 }
 
 func printPlan(a *sharedcli.App, r purgeRecord) {
@@ -234,14 +331,4 @@ func confirm(a *sharedcli.App, n int) bool {
 	answer, _ := bufio.NewReader(a.In).ReadString('\n')
 	answer = strings.ToLower(strings.TrimSpace(answer))
 	return answer == "y" || answer == "yes"
-}
-
-func fileBytes(path string) int64 {
-	var n int64
-	for _, p := range []string{path, path + "-wal"} {
-		if fi, err := os.Stat(p); err == nil {
-			n += fi.Size()
-		}
-	}
-	return n
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,13 +17,9 @@ import (
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/tamq/jsonl"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
-
-// maxReplayLine bounds one JSONL line: a valid envelope is far smaller (an
-// 8 KiB body escapes to at most 48 KiB), so a longer line is rejected unread.
-const maxReplayLine = 256 << 10
 
 // replayChunkBytes is how much encoded entries one request carries: one
 // protocol frame, with room for the largest single entry above it.
@@ -166,7 +161,7 @@ func (r *replayer) run(ctx context.Context, in io.Reader) error {
 // --strict a rejected line ends its chunk and the reading.
 func (r *replayer) read(ctx context.Context, in io.Reader, out chan<- chunk) {
 	defer close(out)
-	br := bufio.NewReaderSize(in, 64<<10)
+	lines := jsonl.NewReader(in)
 	var c chunk
 	size := 0
 	emit := func() bool {
@@ -179,26 +174,24 @@ func (r *replayer) read(ctx context.Context, in io.Reader, out chan<- chunk) {
 		}
 	}
 	for line := 1; ; line++ {
-		raw, err := readLine(br)
+		raw, err := lines.Next()
 		if errors.Is(err, io.EOF) && len(raw) == 0 {
 			break
 		}
-		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, errLineTooLong) {
+		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, jsonl.ErrLineTooLong) {
 			c.err = errs.Wrap(errs.Storage, err, "cannot read line %d", line)
 			break
 		}
-		if len(bytes.TrimSpace(raw)) == 0 && !errors.Is(err, errLineTooLong) {
+		if len(bytes.TrimSpace(raw)) == 0 && !errors.Is(err, jsonl.ErrLineTooLong) {
 			if err != nil {
 				break // a blank last line
 			}
 			continue
 		}
-		var rejected error
 		var e api.ReplayEntry
-		if errors.Is(err, errLineTooLong) {
-			rejected = errs.New(errs.BodyTooLarge, "the line is longer than %d bytes", maxReplayLine)
-		} else {
-			e, rejected = parseEnvelope(raw)
+		rejected := err
+		if !errors.Is(err, jsonl.ErrLineTooLong) {
+			e, rejected = jsonl.DecodeLine(raw)
 		}
 		if rejected != nil {
 			c.rejected = append(c.rejected, api.ReplayOutcome{Line: line, Status: api.ReplayRejected,
@@ -296,95 +289,6 @@ func (r *replayer) reject(o api.ReplayOutcome) {
 	if r.args.Strict {
 		r.rec.Stopped = true
 	}
-}
-
-var errLineTooLong = errors.New("line too long")
-
-// readLine reads one line without its newline. A line over maxReplayLine is
-// read to its end and dropped, with errLineTooLong.
-func readLine(br *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		part, err := br.ReadSlice('\n')
-		if len(line)+len(part) > maxReplayLine+1 {
-			for errors.Is(err, bufio.ErrBufferFull) {
-				_, err = br.ReadSlice('\n')
-			}
-			if err != nil && !errors.Is(err, io.EOF) {
-				return nil, err
-			}
-			return nil, errLineTooLong
-		}
-		line = append(line, part...)
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		return bytes.TrimSuffix(line, []byte{'\n'}), err
-	}
-}
-
-// parseEnvelope reads one export line into the entry a replay sends; the
-// body rules are checked here too, so an oversized body never travels.
-func parseEnvelope(raw []byte) (api.ReplayEntry, error) {
-	// Checked before decoding: encoding/json would replace invalid bytes with
-	// U+FFFD and replay a body that was never sent.
-	if at := protocol.InvalidUTF8At(raw); at >= 0 {
-		return api.ReplayEntry{}, errs.New(errs.BodyInvalid, "the line is not valid UTF-8 (invalid byte at offset %d)", at)
-	}
-	var env api.Envelope
-	if err := json.Unmarshal(raw, &env); err != nil {
-		return api.ReplayEntry{}, errs.New(errs.BadRequest, "not a JSON message envelope: %s", jsonProblem(err, len(raw)))
-	}
-	switch {
-	case env.V == 0:
-		return api.ReplayEntry{}, errs.New(errs.BadRequest, `the line has no version field "v"`)
-	case env.V > api.EnvelopeVersion:
-		return api.ReplayEntry{}, errs.New(errs.Incompatible, "the line is version %d; this tamq reads up to %d", env.V, api.EnvelopeVersion)
-	}
-	if env.Body == nil {
-		return api.ReplayEntry{}, errs.New(errs.BodyInvalid, "the line has no body")
-	}
-	if _, err := queue.CleanBody(*env.Body); err != nil {
-		return api.ReplayEntry{}, err
-	}
-	if env.ID == "" || env.Target == "" || env.Sender == "" {
-		return api.ReplayEntry{}, errs.New(errs.BadRequest, "the line lacks id, sender or target")
-	}
-	if err := queue.CheckFields(envelopeFields(env)...); err != nil {
-		return api.ReplayEntry{}, err
-	}
-	original := env.ReplayOf
-	if original == "" {
-		original = env.ID
-	}
-	return api.ReplayEntry{
-		Original: original, Sender: env.Sender, SenderKind: env.SenderKind, Target: env.Target, Body: *env.Body,
-		AckMode: env.AckMode, IdempotencyKey: env.IdempotencyKey, CorrelationID: env.CorrelationID,
-		CoordinationEndpointID: env.CoordinationEndpointID,
-	}, nil
-}
-
-// envelopeFields are the fields of a line that the replayed message keeps:
-// the service checks them again; checking here names the line.
-func envelopeFields(env api.Envelope) [][2]string {
-	return [][2]string{{"id", env.ID}, {"replay_of", env.ReplayOf}, {"sender", env.Sender}, {"sender_kind", env.SenderKind},
-		{"target", env.Target}, {"ack_mode", env.AckMode}, {"idempotency_key", env.IdempotencyKey},
-		{"correlation_id", env.CorrelationID}, {"coordination_endpoint_id", env.CoordinationEndpointID}}
-}
-
-// jsonProblem describes a JSON error without quoting the line's content.
-func jsonProblem(err error, size int) string {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn) && syn.Offset >= int64(size):
-		return "the line is cut short"
-	case errors.As(err, &syn):
-		return fmt.Sprintf("invalid JSON at byte %d", syn.Offset)
-	case errors.As(err, &typ):
-		return fmt.Sprintf("field %q has the wrong type", typ.Field)
-	}
-	return "invalid JSON"
 }
 
 // openInput opens FILE, or standard input for -; size is -1 when unknown.

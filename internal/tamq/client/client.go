@@ -24,6 +24,7 @@ const (
 	look    = 10 * time.Second // status, endpoints, forget
 	write   = 30 * time.Second // send, ack, retry, register, replay chunks
 	restore = 2 * time.Minute  // restore reopens every window
+	purge   = time.Hour        // a purge deletes and gives space back in short steps, a large history for minutes
 )
 
 // Client calls the tamq service of one set of paths.
@@ -121,6 +122,13 @@ func (c *Client) Restore(ctx context.Context, recreate []string) (api.RestoreRes
 func (c *Client) Replay(ctx context.Context, args api.ReplayArgs) (api.ReplayResult, error) {
 	var res api.ReplayResult
 	err := c.call(ctx, write, api.OpReplay, args, &res)
+	return res, err
+}
+
+// Purge plans a purge of the history, and carries it out unless args.DryRun.
+func (c *Client) Purge(ctx context.Context, args api.PurgeArgs) (api.PurgeResult, error) {
+	var res api.PurgeResult
+	err := c.call(ctx, purge, api.OpPurge, args, &res)
 	return res, err
 }
 

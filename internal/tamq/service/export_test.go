@@ -11,6 +11,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/jsonl"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 )
@@ -57,11 +58,11 @@ func TestEnvelopeSQLMatchesTheRecord(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got api.Envelope
+		var got jsonl.Envelope
 		if err := json.Unmarshal(lines[i], &got); err != nil {
 			t.Fatalf("line %s: %v", lines[i], err)
 		}
-		want := api.Envelope{V: api.EnvelopeVersion, Message: api.MessageOf(m, true)}
+		want := jsonl.Envelope{V: jsonl.Version, Message: api.MessageOf(m, true)}
 		if !reflect.DeepEqual(normal(got), normal(want)) {
 			t.Errorf("line\n%s\nreads as %+v\nwant      %+v", lines[i], got, want)
 		}
@@ -69,7 +70,7 @@ func TestEnvelopeSQLMatchesTheRecord(t *testing.T) {
 }
 
 // normal puts every time in UTC, for comparing.
-func normal(e api.Envelope) api.Envelope {
+func normal(e jsonl.Envelope) jsonl.Envelope {
 	e.CreatedAt, e.UpdatedAt = e.CreatedAt.UTC(), e.UpdatedAt.UTC()
 	for _, p := range []**time.Time{&e.NextAttemptAt, &e.AckDeadlineAt, &e.InjectedAt, &e.AckedAt, &e.FailedAt} {
 		if *p != nil {

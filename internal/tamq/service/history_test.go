@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/jsonl"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -25,15 +26,15 @@ func endpointOf(t *testing.T, e *testutil.Env) string {
 	return st.Endpoints[0].ID
 }
 
-func readEnvelopes(t *testing.T, path string) []api.Envelope {
+func readEnvelopes(t *testing.T, path string) []jsonl.Envelope {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []api.Envelope
+	var out []jsonl.Envelope
 	for i, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-		var env api.Envelope
+		var env jsonl.Envelope
 		if err := json.Unmarshal([]byte(line), &env); err != nil {
 			t.Fatalf("line %d of %s: %v", i+1, path, err)
 		}
@@ -85,7 +86,7 @@ func TestExportAndReplayRoundTrip(t *testing.T) {
 	}
 	for i, env := range envs {
 		m := stateOf(t, a, sent[i].ID)
-		if env.V != api.EnvelopeVersion || env.ID != sent[i].ID || env.Body == nil || env.State != "injected" ||
+		if env.V != jsonl.Version || env.ID != sent[i].ID || env.Body == nil || env.State != "injected" ||
 			env.InjectedAt == nil || env.BatchID != m.BatchID || env.EndpointID != m.EndpointID || env.Sender != "operator" ||
 			env.Provenance != "o" || env.Attempts != 1 || env.CreatedAt.IsZero() {
 			t.Errorf("line %d: %+v", i+1, env)
@@ -158,8 +159,8 @@ func TestReplayReportsBadLinesAndLandsTheRest(t *testing.T) {
 	e, _ := workspace(t, fastConfig, "net-kingdom")
 	ep := endpointOf(t, e)
 	line := func(id, target, body string) string {
-		b, _ := json.Marshal(api.Envelope{V: 1, Message: api.Message{ID: id, BatchID: id, Sender: "net-kingdom",
-			SenderKind: "worker", Target: target, Body: &body, AckMode: "injected", State: "injected"}})
+		b, _ := jsonl.Encode(api.Message{ID: id, BatchID: id, Sender: "net-kingdom",
+			SenderKind: "worker", Target: target, Body: &body, AckMode: "injected", State: "injected"})
 		return string(b)
 	}
 	good := line("00000000-0000-7000-8000-000000000001", "net-kingdom", "good one")

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/jsonl"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -36,11 +36,10 @@ func BenchmarkReplay(b *testing.B) {
 	created := time.Now().Add(-time.Hour)
 	for i := range lines {
 		body := fmt.Sprintf("replayed message %d: the build is green, please rebase onto main", i)
-		env := api.Envelope{V: api.EnvelopeVersion, Message: api.Message{
+		line, _ := jsonl.Encode(api.Message{
 			ID: fmt.Sprintf("01900000-0000-7000-8000-%012d", i), BatchID: "b", Sender: "net-kingdom", SenderKind: "worker",
 			Target: "net-kingdom", Body: &body, AckMode: "injected", State: "injected", Attempts: 1, MaxAttempts: 3,
-			PolicyProfile: "default@x", ConfigVersion: "c", CreatedAt: created, UpdatedAt: created}}
-		line, _ := json.Marshal(env)
+			PolicyProfile: "default@x", ConfigVersion: "c", CreatedAt: created, UpdatedAt: created})
 		w.Write(append(line, '\n'))
 	}
 	if err := w.Flush(); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/jsonl"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -194,7 +195,7 @@ func TestReplayedFieldsCannotAct(t *testing.T) {
 		m := api.Message{ID: fmt.Sprintf("00000000-0000-7000-8000-%012d", n), BatchID: "b", Sender: "railiance",
 			SenderKind: "worker", Target: "net-kingdom", Body: &body, AckMode: "injected", State: "injected"}
 		edit(&m)
-		b, _ := json.Marshal(api.Envelope{V: 1, Message: m})
+		b, _ := jsonl.Encode(m)
 		return string(b)
 	}
 	pwned := filepath.Join(e.Root, "pwned")

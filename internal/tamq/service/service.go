@@ -114,6 +114,11 @@ type Service struct {
 	ackWakeCh chan struct{}
 	stopping  atomic.Bool
 	busy      sync.Map // delivery keys of windows being written to
+	// work ends when shutdown begins: long requests (a purge) stop at their
+	// next step instead of holding the shutdown to its grace period.
+	work     context.Context
+	stopWork context.CancelFunc
+	purgeMu  sync.Mutex
 }
 
 // Start brings the service up to the point where it accepts connections. The
@@ -132,6 +137,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		instance: store.NewID(), wakeCh: make(chan struct{}, 1), ackWakeCh: make(chan struct{}, 1), enqCh: make(chan enqueueReq, 256),
 		live: newLive(),
 	}
+	s.work, s.stopWork = context.WithCancel(context.Background())
 	s.dispatcher = &daemon.Worker{Name: "dispatcher", Run: s.dispatch}
 	s.committer = &daemon.Worker{Name: "committer", Run: s.commit}
 	s.ackExpirer = &daemon.Worker{Name: "ack expirer", Run: s.expireAcksLoop}
@@ -145,6 +151,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		return nil, err
 	}
 	s.d = d
+	d.OnClose(s.stopWork)
 	fail := func(err error) (*Service, error) {
 		d.Close()
 		return nil, err
@@ -224,6 +231,7 @@ func (s *Service) Run(ctx context.Context) error {
 		Workers:    []*daemon.Worker{s.committer, s.ackExpirer, s.leaseRescuer, s.watcher},
 		Stopping: func() {
 			s.shutdownBegan = s.opts.Now()
+			s.stopWork() // a purge under way stops at its next step
 			s.idle.Stop()
 			s.stopping.Store(true) // no new deliveries are claimed
 		},
@@ -260,6 +268,7 @@ func (s *Service) handlers() map[string]protocol.Handler {
 		api.OpEndpoints:     s.endpoints,
 		api.OpForget:        s.forget,
 		api.OpRestore:       s.restoreOp,
+		api.OpPurge:         s.purge,
 		api.OpBrokerSession: s.brokerSession,
 	}
 	release := s.opts.IdleRelease

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -153,15 +154,21 @@ func (f Filter) selectFrom(cols string) (string, []any) {
 	return q, args
 }
 
-// envelopeSQL builds a message's JSONL export line (api.Envelope, version
-// 1), all but its times and closing brace, inside SQLite: the driver fetches
+// envelopeSQL builds a message's JSONL export line (the format of package
+// jsonl, which owns it), all but its times and closing brace, inside SQLite: the driver fetches
 // each column under a lock, so one text column instead of two dozen is what
 // lets an export keep pace with reading the file, and concatenating
 // json_quote'd values is several times quicker there than json_object. The
 // times are appended in Go (strftime costs more than the rest of the line).
+// ExportVersion is the version of the JSONL lines the store writes: the line
+// format is internal/tamq/jsonl's (jsonl.Version), which the store does not
+// import, as it imports no wire type; TestEnvelopeSQLMatchesTheRecord holds
+// the two equal.
+const ExportVersion = 1
+
 // TestEnvelopeSQLMatchesTheRecord keeps the line equal to what the service
-// builds from the same row.
-var envelopeSQL = `'{"v":1,"id":' || json_quote(id) || ',"batch_id":' || json_quote(batch_id)` +
+// builds from the same row, its version included.
+var envelopeSQL = `'{"v":` + strconv.Itoa(ExportVersion) + `,"id":' || json_quote(id) || ',"batch_id":' || json_quote(batch_id)` +
 	optional("endpoint_id") +
 	` || ',"sender":' || json_quote(sender) || ',"sender_kind":' || json_quote(sender_kind)` +
 	` || ',"provenance":' || CASE sender_kind WHEN 'operator' THEN '"o"' ELSE '""' END` +

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"math"
+	"os"
 	"strings"
 	"time"
 
@@ -70,12 +71,15 @@ func measureHistory(ctx context.Context, q interface {
 // that Repo and State allow, a message goes when it was created before
 // Before, or while the history (every message, pending ones included, and
 // every receipt) is larger than MaxBytes, oldest first. Zero Before and
-// MaxBytes choose nothing.
+// MaxBytes choose nothing. Limit, when positive, takes at most that many,
+// the oldest: the count an operator confirmed, so a purge planned again
+// where it runs never removes more than was shown.
 type PurgeRule struct {
 	Before   time.Time
 	MaxBytes int64
 	Repo     string
 	State    string
+	Limit    int
 }
 
 // PurgePlan is what a purge would remove.
@@ -143,7 +147,7 @@ func planPurge(ctx context.Context, db *sql.DB, r PurgeRule) (PurgePlan, error) 
 			lastCreated, lastID = created, id
 			old := !r.Before.IsZero() && created < msCeil(r.Before)
 			over := r.MaxBytes > 0 && left > r.MaxBytes
-			if !old && !over {
+			if !old && !over || r.Limit > 0 && len(p.IDs) >= r.Limit {
 				done = true // oldest first: nothing later is older or needed for size
 				break
 			}
@@ -291,6 +295,56 @@ func affected(res sql.Result, err error) (int, error) {
 	return int(n), err
 }
 
+// PurgeProgress hears how an executed purge goes; either may be nil.
+type PurgeProgress struct {
+	Deleted   func(done int)        // planned messages handled, after each transaction
+	Reclaimed func(pagesLeft int64) // free pages left, after each vacuum step
+}
+
+// PurgeDone is what an executed purge did.
+type PurgeDone struct {
+	Purged
+	ID string // its receipt's subject; "" when nothing was deleted
+	// FreePagesKept says the space was not given back: the database predates
+	// incremental auto-vacuum and the purge could not convert it (see
+	// sqlitedb.Reclaim). SQLite reuses the pages for new rows.
+	FreePagesKept bool
+}
+
+// ExecutePurge deletes the planned messages (Purge), writes the purge's
+// receipt, even for a purge cut short (for what it did delete), and gives
+// the space back (sqlitedb.Reclaim, with convert). The one writer of a
+// database does this: the service, or tamq purge holding the service's lock.
+func (s *Store) ExecutePurge(ctx context.Context, r PurgeRule, p PurgePlan, convert bool, progress PurgeProgress) (PurgeDone, error) {
+	var done PurgeDone
+	var err error
+	done.Purged, err = s.Purge(ctx, p.IDs, progress.Deleted)
+	if done.Messages > 0 {
+		done.ID = NewID()
+		// Written even when ctx ended the deletion: what was deleted is
+		// recorded.
+		if rerr := s.AddReceipt(context.WithoutCancel(ctx), PurgeReceipt(done.ID, r, p, done.Purged)); err == nil {
+			err = rerr
+		}
+	}
+	if err != nil {
+		return done, err
+	}
+	done.FreePagesKept, err = s.DB.Reclaim(ctx, convert, progress.Reclaimed)
+	return done, err
+}
+
+// FileBytes is the size of the database at path with its WAL.
+func FileBytes(path string) int64 {
+	var n int64
+	for _, p := range []string{path, path + "-wal"} {
+		if fi, err := os.Stat(p); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
 // KindPurged is the receipt of an executed purge.
 const KindPurged = "history.purged"
 
@@ -308,6 +362,9 @@ func PurgeReceipt(id string, r PurgeRule, p PurgePlan, done Purged) receipt.Rece
 	}
 	if r.State != "" {
 		d["state"] = r.State
+	}
+	if r.Limit > 0 {
+		d["limit"] = r.Limit
 	}
 	if !p.Oldest.IsZero() {
 		d["oldest"], d["newest"] = p.Oldest.Format(time.RFC3339), p.Newest.Format(time.RFC3339)
