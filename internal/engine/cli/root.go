@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	"github.com/tmux-amq/tamq/internal/paths"
 )
@@ -15,11 +15,11 @@ import (
 const short = "wake repository agents when State Hub says their work is ready"
 
 // NewApp returns coordination-engine's App wired to the real process environment.
-func NewApp() *sharedcli.App { return sharedcli.NewApp(paths.Engine, short, store.Migrations) }
+func NewApp() *app.App { return app.NewApp(paths.Engine, short, store.Migrations) }
 
 // NewRoot builds coordination-engine's command tree.
-func NewRoot(a *sharedcli.App) *cobra.Command {
-	root := sharedcli.NewRoot(a)
+func NewRoot(a *app.App) *cobra.Command {
+	root := app.NewRoot(a)
 	root.Long = `coordination-engine watches State Hub, turns changes into deduplicated
 triggers, stops with a durable receipt wherever a human must decide, takes an
 idempotent lease, and wakes the owning repository's agent through tamq.`
@@ -29,5 +29,5 @@ idempotent lease, and wakes the owning repository's agent through tamq.`
 // Main runs coordination-engine with the process's arguments and returns its exit status.
 func Main() int {
 	a := NewApp()
-	return sharedcli.Run(a, NewRoot(a), os.Args[1:])
+	return app.Run(a, NewRoot(a), os.Args[1:])
 }

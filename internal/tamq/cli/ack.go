@@ -5,13 +5,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
-func newAckCmd(a *sharedcli.App) *cobra.Command {
+func newAckCmd(a *app.App) *cobra.Command {
 	return &cobra.Command{
 		Use:   "ack ID",
 		Short: "Acknowledge a message (stops its redelivery)",
@@ -25,7 +25,7 @@ acknowledgement wins. Acknowledging twice is not an error.`,
 }
 
 // messageOp runs an operation on one message id and prints the result.
-func messageOp(cmd *cobra.Command, a *sharedcli.App, op func(*client.Client, context.Context, string) (api.Message, error), id, verb string) error {
+func messageOp(cmd *cobra.Command, a *app.App, op func(*client.Client, context.Context, string) (api.Message, error), id, verb string) error {
 	p, err := a.Paths()
 	if err != nil {
 		return err

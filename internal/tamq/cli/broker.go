@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -26,7 +26,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
-func newBrokerCmd(a *sharedcli.App) *cobra.Command {
+func newBrokerCmd(a *app.App) *cobra.Command {
 	var repo, gitaDir string
 	var exitWait time.Duration
 	cmd := &cobra.Command{
@@ -54,7 +54,7 @@ holds. The exit status is the agent's.`,
 				cfg = config.Defaults(p)
 			}
 			if repo == "" {
-				return sharedcli.UsageError("--repo is required")
+				return app.UsageError("--repo is required")
 			}
 			env := append(os.Environ(), "TAMQ_REPO="+repo, "TAMQ_SOCKET="+p.Socket)
 			relay := &broker.Relay{Argv: args, Env: env, In: os.Stdin, Out: os.Stdout, AnswerStatusProbe: true}
@@ -123,13 +123,13 @@ holds. The exit status is the agent's.`,
 			if err != nil {
 				return err
 			}
-			return sharedcli.PassStatus(code)
+			return app.PassStatus(code)
 		},
 	}
 	cmd.Flags().StringVar(&repo, "repo", "", "the gita repo this window belongs to")
 	cmd.Flags().StringVar(&gitaDir, "gita-dir", "", "the gita registry directory (default: gita's own)")
 	cmd.Flags().DurationVar(&exitWait, "exit-wait", 10*time.Second, "how long to wait at exit for the service to take the lines not yet sent")
-	cmd.RegisterFlagCompletionFunc("repo", sharedcli.CompleteRepos(a))
+	cmd.RegisterFlagCompletionFunc("repo", app.CompleteRepos(a))
 	return cmd
 }
 

@@ -6,13 +6,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
-func newEndpointsCmd(a *sharedcli.App) *cobra.Command {
+func newEndpointsCmd(a *app.App) *cobra.Command {
 	var all bool
 	cmd := &cobra.Command{
 		Use:   "endpoints",

@@ -3,12 +3,12 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
-func newEndpointsForgetCmd(a *sharedcli.App) *cobra.Command {
+func newEndpointsForgetCmd(a *app.App) *cobra.Command {
 	return &cobra.Command{
 		Use:   "forget ENDPOINT",
 		Short: "Forget an endpoint whose tmux server is gone for good",

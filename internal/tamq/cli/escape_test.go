@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/textsafe"
@@ -16,7 +16,7 @@ import (
 func TestPrintStatusEscapes(t *testing.T) {
 	const evil = "evil\x1b]52;c;aGk=\a\u202e\n"
 	var out bytes.Buffer
-	a := &sharedcli.App{Program: paths.Tamq, Out: &out}
+	a := &app.App{Program: paths.Tamq, Out: &out}
 	printStatus(a, api.StatusReport{
 		Config:   api.ConfigStatus{Error: "config " + evil},
 		Service:  api.ServiceStatus{Socket: "/run/" + evil, PolicyProfile: evil},

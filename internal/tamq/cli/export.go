@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/textsafe"
@@ -27,7 +27,7 @@ type exportRecord struct {
 	Exported int    `json:"exported"`
 }
 
-func newExportCmd(a *sharedcli.App) *cobra.Command {
+func newExportCmd(a *app.App) *cobra.Command {
 	var f filterFlags
 	var force bool
 	cmd := &cobra.Command{
@@ -101,7 +101,7 @@ does an interrupted one (Ctrl-C or SIGTERM), which exits 130 (143 for SIGTERM).`
 					msg += "; " + textsafe.Escape(file) + " left as it was"
 				}
 				fmt.Fprintln(a.Err, msg)
-				return sharedcli.PassStatus(128 + int(sig))
+				return app.PassStatus(128 + int(sig))
 			}
 			if a.JSON && file != "-" {
 				return a.PrintJSON(exportRecord{File: file, Exported: n})
@@ -115,8 +115,8 @@ does an interrupted one (Ctrl-C or SIGTERM), which exits 130 (143 for SIGTERM).`
 	return cmd
 }
 
-func export(ctx context.Context, a *sharedcli.App, db *sql.DB, filter store.Filter, out io.Writer) (int, error) {
-	var progress *sharedcli.Progress
+func export(ctx context.Context, a *app.App, db *sql.DB, filter store.Filter, out io.Writer) (int, error) {
+	var progress *app.Progress
 	if a.ShowsProgress() {
 		if total, err := store.Count(ctx, db, filter); err == nil && total > 1000 {
 			progress = a.NewProgress(int64(total), "exporting", "msgs")

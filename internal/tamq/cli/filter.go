@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
@@ -21,7 +21,7 @@ type filterFlags struct {
 	repo, state, since, until, batch, id string
 }
 
-func (f *filterFlags) register(a *sharedcli.App, cmd *cobra.Command) {
+func (f *filterFlags) register(a *app.App, cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.repo, "repo", "", "only messages from or to this repo")
 	fs.StringVar(&f.state, "state", "", "only messages in this state")
@@ -29,7 +29,7 @@ func (f *filterFlags) register(a *sharedcli.App, cmd *cobra.Command) {
 	fs.StringVar(&f.until, "until", "", "only messages created before this time (same forms as --since)")
 	fs.StringVar(&f.batch, "batch", "", "only messages of this batch id")
 	fs.StringVar(&f.id, "id", "", "only the message with this id")
-	cmd.RegisterFlagCompletionFunc("repo", sharedcli.CompleteRepos(a))
+	cmd.RegisterFlagCompletionFunc("repo", app.CompleteRepos(a))
 	cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions(store.MessageStates, cobra.ShellCompDirectiveNoFileComp))
 }
 
@@ -37,21 +37,21 @@ func (f *filterFlags) register(a *sharedcli.App, cmd *cobra.Command) {
 func (f *filterFlags) filter(now time.Time) (store.Filter, error) {
 	out := store.Filter{Repo: f.repo, State: f.state, BatchID: f.batch, ID: f.id}
 	if f.state != "" && !slices.Contains(store.MessageStates, f.state) {
-		return out, sharedcli.UsageError("--state %q is not a message state (%v)", f.state, store.MessageStates)
+		return out, app.UsageError("--state %q is not a message state (%v)", f.state, store.MessageStates)
 	}
 	var err error
 	if f.since != "" {
-		if out.Since, err = sharedcli.ParseTime("since", f.since, now); err != nil {
+		if out.Since, err = app.ParseTime("since", f.since, now); err != nil {
 			return out, err
 		}
 	}
 	if f.until != "" {
-		if out.Until, err = sharedcli.ParseTime("until", f.until, now); err != nil {
+		if out.Until, err = app.ParseTime("until", f.until, now); err != nil {
 			return out, err
 		}
 	}
 	if !out.Since.IsZero() && !out.Until.IsZero() && !out.Since.Before(out.Until) {
-		return out, sharedcli.UsageError("--since must be before --until")
+		return out, app.UsageError("--since must be before --until")
 	}
 	return out, nil
 }
@@ -59,7 +59,7 @@ func (f *filterFlags) filter(now time.Time) (store.Filter, error) {
 // openHistory opens the message database for reading; it needs no service
 // (WAL lets readers run beside the service's writes). ok is false when no
 // database exists yet, which is an empty history.
-func openHistory(ctx context.Context, a *sharedcli.App) (db *sql.DB, ok bool, err error) {
+func openHistory(ctx context.Context, a *app.App) (db *sql.DB, ok bool, err error) {
 	p, err := a.Paths()
 	if err != nil {
 		return nil, false, err

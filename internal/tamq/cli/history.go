@@ -7,14 +7,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
-func newHistoryCmd(a *sharedcli.App) *cobra.Command {
+func newHistoryCmd(a *app.App) *cobra.Command {
 	var f filterFlags
 	var after string
 	var limit int
@@ -36,7 +36,7 @@ and are shown only with --body.`,
 				return err
 			}
 			if limit <= 0 {
-				return sharedcli.UsageError("--limit must be at least 1")
+				return app.UsageError("--limit must be at least 1")
 			}
 			db, ok, err := openHistory(cmd.Context(), a)
 			if err != nil {

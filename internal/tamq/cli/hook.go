@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
 )
 
@@ -14,7 +14,7 @@ import (
 // come first in every agent's JSON, and a tool's input can be large.
 const maxHookInput = 1 << 20
 
-func newHookCmd(a *sharedcli.App) *cobra.Command {
+func newHookCmd(a *app.App) *cobra.Command {
 	return &cobra.Command{
 		Use:   "hook [JSON]",
 		Short: "Forward an agent's hook event to its window's broker (for agent hook settings)",

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
@@ -43,7 +43,7 @@ type openRecord struct {
 	Windows    []api.EndpointWindow `json:"windows"`
 }
 
-func newOpenCmd(a *sharedcli.App) *cobra.Command {
+func newOpenCmd(a *app.App) *cobra.Command {
 	var o openOptions
 	cmd := &cobra.Command{
 		Use:   "open [--command CMD] [--mode trigger|manual] REPO...",
@@ -56,7 +56,7 @@ cannot start, nothing is opened. --no-service opens the windows without messagin
 The root form 'tamq --command codex --mode trigger REPO...' means the same; a
 command name wins over a repo of the same name.`,
 		Args:              cobra.MinimumNArgs(1),
-		ValidArgsFunction: sharedcli.CompleteRepos(a),
+		ValidArgsFunction: app.CompleteRepos(a),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runOpen(cmd, a, o, args)
 		},
@@ -65,9 +65,9 @@ command name wins over a repo of the same name.`,
 	return cmd
 }
 
-func runOpen(cmd *cobra.Command, a *sharedcli.App, o openOptions, slugs []string) error {
+func runOpen(cmd *cobra.Command, a *app.App, o openOptions, slugs []string) error {
 	if !slices.Contains(queue.WindowModes, queue.WindowMode(o.mode)) {
-		return sharedcli.UsageError("--mode must be trigger or manual, not %q", o.mode)
+		return app.UsageError("--mode must be trigger or manual, not %q", o.mode)
 	}
 	reg, err := a.Registry()
 	if err != nil {

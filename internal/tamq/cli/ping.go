@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/daemon"
 )
 
@@ -14,7 +14,7 @@ type pingRecord struct {
 	RoundTripMS float64 `json:"round_trip_ms"`
 }
 
-func newPingCmd(a *sharedcli.App) *cobra.Command {
+func newPingCmd(a *app.App) *cobra.Command {
 	return &cobra.Command{
 		Use:   "ping",
 		Short: "Check that the service answers",

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lockfile"
@@ -44,7 +44,7 @@ type purgeRecord struct {
 	api.PurgeResult
 }
 
-func newPurgeCmd(a *sharedcli.App) *cobra.Command {
+func newPurgeCmd(a *app.App) *cobra.Command {
 	var before, maxSize, repo, state string
 	var yes, dryRun bool
 	cmd := &cobra.Command{
@@ -75,18 +75,18 @@ meanwhile refuses to start, saying why.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if yes && dryRun {
-				return sharedcli.UsageError("--yes and --dry-run contradict each other")
+				return app.UsageError("--yes and --dry-run contradict each other")
 			}
 			now := a.Now()
 			rule := store.PurgeRule{Repo: repo, State: state}
 			var err error
 			if before != "" {
-				if rule.Before, err = sharedcli.ParseTime("before", before, now); err != nil {
+				if rule.Before, err = app.ParseTime("before", before, now); err != nil {
 					return err
 				}
 			}
 			if maxSize != "" {
-				if rule.MaxBytes, err = sharedcli.ParseSize("max-size", maxSize); err != nil {
+				if rule.MaxBytes, err = app.ParseSize("max-size", maxSize); err != nil {
 					return err
 				}
 			}
@@ -94,7 +94,7 @@ meanwhile refuses to start, saying why.`,
 				rule.Before, rule.MaxBytes = now.Add(-defaultPurgeAge), defaultPurgeSize
 			}
 			if state != "" && !queue.State(state).Final() {
-				return sharedcli.UsageError("--state %q: purge only removes messages in a final state (injected, acknowledged, failed)", state)
+				return app.UsageError("--state %q: purge only removes messages in a final state (injected, acknowledged, failed)", state)
 			}
 			return runPurge(cmd.Context(), a, rule, yes, dryRun)
 		},
@@ -106,12 +106,12 @@ meanwhile refuses to start, saying why.`,
 	fs.StringVar(&state, "state", "", "only messages in this final state")
 	fs.BoolVarP(&yes, "yes", "y", false, "delete without asking")
 	fs.BoolVar(&dryRun, "dry-run", false, "only show what would be deleted")
-	cmd.RegisterFlagCompletionFunc("repo", sharedcli.CompleteRepos(a))
+	cmd.RegisterFlagCompletionFunc("repo", app.CompleteRepos(a))
 	cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions(queue.Names([]queue.State{queue.Injected, queue.Acknowledged, queue.Failed}), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
-func runPurge(ctx context.Context, a *sharedcli.App, rule store.PurgeRule, yes, dryRun bool) error {
+func runPurge(ctx context.Context, a *app.App, rule store.PurgeRule, yes, dryRun bool) error {
 	rec := purgeRecord{DryRun: true, MaxBytes: rule.MaxBytes, Repo: rule.Repo, State: rule.State}
 	if !rule.Before.IsZero() {
 		rec.Before = &rule.Before
@@ -261,7 +261,7 @@ func purgeArgs(r store.PurgeRule, dryRun bool) api.PurgeArgs {
 // holding its lock: opening the database may migrate it, and an older
 // database is converted to incremental vacuum with one full VACUUM, which
 // nobody else is writing beside.
-func purgeHere(ctx context.Context, a *sharedcli.App, p paths.Paths, cfg *config.Loaded, rule store.PurgeRule, plan store.PurgePlan) (api.PurgeResult, error) {
+func purgeHere(ctx context.Context, a *app.App, p paths.Paths, cfg *config.Loaded, rule store.PurgeRule, plan store.PurgePlan) (api.PurgeResult, error) {
 	st, err := store.Open(ctx, p, cfg.BusyTimeout(), a.Now)
 	if err != nil {
 		return api.PurgeResult{}, err
@@ -270,7 +270,7 @@ func purgeHere(ctx context.Context, a *sharedcli.App, p paths.Paths, cfg *config
 	st.PolicyProfile, st.ConfigVersion = cfg.ProfileRef(), cfg.Version
 	before := store.FileBytes(p.Database)
 	purging := a.NewProgress(int64(len(plan.IDs)), "purging", "msgs")
-	var reclaim *sharedcli.Progress
+	var reclaim *app.Progress
 	var pages int64
 	done, err := st.ExecutePurge(ctx, rule, plan, true, store.PurgeProgress{
 		Deleted: func(n int) { purging.Set(int64(n)) },
@@ -293,7 +293,7 @@ func purgeHere(ctx context.Context, a *sharedcli.App, p paths.Paths, cfg *config
 	return res, nil
 }
 
-func printPlan(a *sharedcli.App, r purgeRecord) {
+func printPlan(a *app.App, r purgeRecord) {
 	var rule []string
 	if r.Before != nil {
 		rule = append(rule, "created before "+r.Before.Local().Format(time.DateTime))
@@ -317,13 +317,13 @@ func printPlan(a *sharedcli.App, r purgeRecord) {
 		r.Oldest.Local().Format(time.DateTime), r.Newest.Local().Format(time.DateTime))
 }
 
-func isTerminal(a *sharedcli.App) bool {
+func isTerminal(a *app.App) bool {
 	f, ok := a.In.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // confirm asks on the terminal; without one the answer is no.
-func confirm(a *sharedcli.App, n int) bool {
+func confirm(a *app.App, n int) bool {
 	if !isTerminal(a) {
 		return false
 	}

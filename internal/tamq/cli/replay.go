@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
@@ -34,7 +34,7 @@ type replayRecord struct {
 	Stopped    bool                `json:"stopped,omitempty"` // --strict stopped at a rejection
 }
 
-func newReplayCmd(a *sharedcli.App) *cobra.Command {
+func newReplayCmd(a *app.App) *cobra.Command {
 	var endpoint string
 	var strict bool
 	cmd := &cobra.Command{
@@ -59,7 +59,7 @@ rejection's error code.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if endpoint == "" {
-				return sharedcli.UsageError("--endpoint is required (`tamq status` lists the endpoints)")
+				return app.UsageError("--endpoint is required (`tamq status` lists the endpoints)")
 			}
 			p, err := a.Paths()
 			if err != nil {
@@ -108,7 +108,7 @@ rejection's error code.`,
 			}
 			if len(r.rec.Rejections) > 0 {
 				first := r.rec.Rejections[0]
-				return sharedcli.PassStatus(errs.ExitStatus(errs.Code(first.Code)))
+				return app.PassStatus(errs.ExitStatus(errs.Code(first.Code)))
 			}
 			return nil
 		},
@@ -124,7 +124,7 @@ rejection's error code.`,
 // previous one, so the two overlap.
 type replayer struct {
 	client *client.Client
-	a      *sharedcli.App
+	a      *app.App
 	args   api.ReplayArgs
 	rec    replayRecord
 }
@@ -292,7 +292,7 @@ func (r *replayer) reject(o api.ReplayOutcome) {
 }
 
 // openInput opens FILE, or standard input for -; size is -1 when unknown.
-func openInput(a *sharedcli.App, name string) (io.Reader, int64, func(), error) {
+func openInput(a *app.App, name string) (io.Reader, int64, func(), error) {
 	if name == "-" {
 		return a.In, -1, func() {}, nil
 	}
@@ -310,7 +310,7 @@ func openInput(a *sharedcli.App, name string) (io.Reader, int64, func(), error) 
 // countingReader moves a progress bar by the bytes read.
 type countingReader struct {
 	r        io.Reader
-	progress *sharedcli.Progress
+	progress *app.Progress
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {

@@ -3,11 +3,11 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
 )
 
-func newRetryCmd(a *sharedcli.App) *cobra.Command {
+func newRetryCmd(a *app.App) *cobra.Command {
 	return &cobra.Command{
 		Use:   "retry ID",
 		Short: "Queue a failed message again",

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 )
@@ -17,11 +17,11 @@ import (
 const short = "tmux agentic message queueing: durable messages between agent terminals"
 
 // NewApp returns tamq's App wired to the real process environment.
-func NewApp() *sharedcli.App { return sharedcli.NewApp(paths.Tamq, short, store.Migrations) }
+func NewApp() *app.App { return app.NewApp(paths.Tamq, short, store.Migrations) }
 
 // NewRoot builds tamq's command tree.
-func NewRoot(a *sharedcli.App) *cobra.Command {
-	root := sharedcli.NewRoot(a)
+func NewRoot(a *app.App) *cobra.Command {
+	root := app.NewRoot(a)
 	root.Long = `tamq opens one tmux window per gita-registered repository, keeps a durable
 SQLite message queue, and delivers 'To:<repo>: text' messages between the agents
 in those windows. It works on its own; coordination-engine wakes agents through it.`
@@ -30,7 +30,7 @@ in those windows. It works on its own; coordination-engine wakes agents through 
 	o.register(root)
 	root.Args = cobra.ArbitraryArgs
 	root.SuggestionsMinimumDistance = 2
-	root.ValidArgsFunction = sharedcli.CompleteRepos(a)
+	root.ValidArgsFunction = app.CompleteRepos(a)
 	root.RunE = func(cmd *cobra.Command, args []string) error {
 		if len(args) == 0 {
 			return cmd.Help()
@@ -41,7 +41,7 @@ in those windows. It works on its own; coordination-engine wakes agents through 
 			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 				msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
 			}
-			return sharedcli.UsageError("%s", msg)
+			return app.UsageError("%s", msg)
 		}
 		return runOpen(cmd, a, o, args)
 	}
@@ -67,7 +67,7 @@ in those windows. It works on its own; coordination-engine wakes agents through 
 }
 
 // anyRegistered reports whether some arg is a registered repo slug.
-func anyRegistered(a *sharedcli.App, args []string) bool {
+func anyRegistered(a *app.App, args []string) bool {
 	reg, err := a.Registry()
 	if err != nil {
 		return false
@@ -83,5 +83,5 @@ func anyRegistered(a *sharedcli.App, args []string) bool {
 // Main runs tamq with the process's arguments and returns its exit status.
 func Main() int {
 	a := NewApp()
-	return sharedcli.Run(a, NewRoot(a), os.Args[1:])
+	return app.Run(a, NewRoot(a), os.Args[1:])
 }

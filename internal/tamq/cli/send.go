@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tmux-amq/tamq/internal/ackmode"
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
@@ -16,7 +16,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
-func newSendCmd(a *sharedcli.App) *cobra.Command {
+func newSendCmd(a *app.App) *cobra.Command {
 	var endpoint, mode string
 	cmd := &cobra.Command{
 		Use:   "send 'To:REPO: TEXT' | send -",

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
@@ -30,7 +30,7 @@ func (f *serviceFlags) register(cmd *cobra.Command) {
 		"UNSAFE diagnostics: also log message bodies and other omitted fields to a private local file (needs a policy profile that allows orwell_diagnostics)")
 }
 
-func newServeCmd(a *sharedcli.App) *cobra.Command {
+func newServeCmd(a *app.App) *cobra.Command {
 	var f serviceFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -56,7 +56,7 @@ start. Use 'tamq start --detach' to run it in the background.`,
 }
 
 // runService runs the service until a signal or a stop request.
-func runService(ctx context.Context, a *sharedcli.App, f serviceFlags, stderr io.Writer) (err error) {
+func runService(ctx context.Context, a *app.App, f serviceFlags, stderr io.Writer) (err error) {
 	detached := f.notifyFD > 0
 	notified := false
 	// A detached start waits for exactly one report: ready, or why not.
@@ -109,7 +109,7 @@ func runService(ctx context.Context, a *sharedcli.App, f serviceFlags, stderr io
 
 // openOrwell checks that policy allows --orwell, warns, and opens the private
 // sink. Orwell output goes only there: never to the log, never to State Hub.
-func openOrwell(a *sharedcli.App, p paths.Paths, name string, prof policy.Profile, ref string) (io.WriteCloser, error) {
+func openOrwell(a *app.App, p paths.Paths, name string, prof policy.Profile, ref string) (io.WriteCloser, error) {
 	if !prof.Allows(policy.OrwellDiagnostics) {
 		return nil, errs.New(errs.PolicyRefused, "--orwell is refused by policy profile %s", ref).
 			WithHint("it needs a non-production profile whose allow list has %q (profile %q has not)", policy.OrwellDiagnostics, name)

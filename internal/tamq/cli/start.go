@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
@@ -22,7 +22,7 @@ type startRecord struct {
 	LogFile        string `json:"log_file,omitempty"`
 }
 
-func newStartCmd(a *sharedcli.App) *cobra.Command {
+func newStartCmd(a *app.App) *cobra.Command {
 	var (
 		f          serviceFlags
 		detach     bool
@@ -100,7 +100,7 @@ start, the reason is printed and the exit status is non-zero.`,
 	return cmd
 }
 
-func reportStart(a *sharedcli.App, res daemon.PingResult, already bool, socket, logFile string) error {
+func reportStart(a *app.App, res daemon.PingResult, already bool, socket, logFile string) error {
 	if a.JSON {
 		return a.PrintJSON(startRecord{Running: true, AlreadyRunning: already, PID: res.PID, Socket: socket, LogFile: logFile})
 	}

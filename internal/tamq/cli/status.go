@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
@@ -18,7 +18,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
-func newStatusCmd(a *sharedcli.App) *cobra.Command {
+func newStatusCmd(a *app.App) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
 		Short: "Show the health of the service, database, registry, State Hub, queue and leases",
@@ -73,7 +73,7 @@ healthy, else the status of the first problem (8 when the service is down).
 	}
 }
 
-func printStatus(a *sharedcli.App, r api.StatusReport) {
+func printStatus(a *app.App, r api.StatusReport) {
 	tw := tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
 	// Nearly every field comes from elsewhere (the registry, the database,
 	// tmux, the service's answer), so each line is escaped whole: no name,

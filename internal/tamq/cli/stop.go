@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	sharedcli "github.com/tmux-amq/tamq/internal/cli"
+	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
@@ -17,7 +17,7 @@ type stopRecord struct {
 	PID        int  `json:"pid,omitempty"`
 }
 
-func newStopCmd(a *sharedcli.App) *cobra.Command {
+func newStopCmd(a *app.App) *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "stop",

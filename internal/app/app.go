@@ -1,8 +1,8 @@
-// Package cli holds what both programs' command lines share: the global flags,
+// Package app holds what both programs' command lines share: the global flags,
 // output conventions, error-to-exit-status handling, and the commands every
 // program has (version, config, db-version, repos). Program-specific commands live
 // in internal/tamq/cli and internal/engine/cli.
-package cli
+package app
 
 import (
 	"encoding/json"
