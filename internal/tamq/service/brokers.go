@@ -214,7 +214,12 @@ func (bc *brokerConn) deliver(ctx context.Context, d api.DeliverArgs) (Written, 
 	}
 	bc.conn.SetWriteDeadline(time.Now().Add(brokerWriteTimeout))
 	if _, err := bc.conn.Write(frame); err != nil {
-		// A partly written frame is not a request the broker can act on.
+		// A partly written frame is not a request the broker can act on:
+		// nothing reached the agent (its broker is gone, most often with
+		// the agent), so the message waits without spending its attempt.
+		// What holds the window now is the pane's to say (the watcher lists
+		// it), not this broker's, which is gone.
+		out.Path, out.Deferred, out.Reason = "", true, "the broker session ended"
 		return out, errs.Wrap(errs.Unavailable, err, "broker session lost")
 	}
 	out.MaybeWritten = true // from here on, bytes may have gone in

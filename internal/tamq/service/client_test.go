@@ -14,7 +14,7 @@ import (
 )
 
 // pathsOf resolves tamq's paths in a test's environment.
-func pathsOf(t *testing.T, e *testutil.Env) paths.Paths {
+func pathsOf(t testing.TB, e *testutil.Env) paths.Paths {
 	t.Helper()
 	vars := map[string]string{}
 	for _, kv := range e.Vars {

@@ -13,6 +13,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/proc"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
@@ -43,8 +44,33 @@ func workspace(t *testing.T, config string, repos ...string) (*testutil.Env, *te
 	return e, tm
 }
 
+// send sends as `tamq send` would, through the typed client in this process
+// (no process per send); arguments it does not know go to the real command.
 func send(t *testing.T, e *testutil.Env, args ...string) api.Message {
 	t.Helper()
+	var sa api.SendArgs
+	simple := true
+	for i := 0; i < len(args); i++ {
+		switch {
+		case args[i] == "--ack-mode" && i+1 < len(args):
+			i++
+			sa.AckMode = args[i]
+		case args[i] == "--endpoint" && i+1 < len(args):
+			i++
+			sa.EndpointID = args[i]
+		case strings.HasPrefix(args[i], "-") || sa.Text != "":
+			simple = false
+		default:
+			sa.Text = args[i]
+		}
+	}
+	if simple && sa.Text != "" {
+		m, err := client.New(pathsOf(t, e)).Send(context.Background(), sa)
+		if err != nil {
+			t.Fatalf("send %q: %v", sa.Text, err)
+		}
+		return m
+	}
 	r := e.Tamq(t, append([]string{"send", "--json"}, args...)...)
 	var m api.Message
 	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil {
@@ -53,8 +79,36 @@ func send(t *testing.T, e *testutil.Env, args ...string) api.Message {
 	return m
 }
 
+// history is what `tamq history --json` shows, read from the database in
+// this process for the arguments tests poll with (--state, --body); others
+// go to the real command.
 func history(t *testing.T, e *testutil.Env, args ...string) []api.Message {
 	t.Helper()
+	var page store.Page
+	page.Limit = 1000
+	withBody, simple := false, true
+	for i := 0; i < len(args); i++ {
+		switch {
+		case args[i] == "--body":
+			withBody = true
+		case args[i] == "--state" && i+1 < len(args):
+			i++
+			page.Filter.State = args[i]
+		default:
+			simple = false
+		}
+	}
+	if simple {
+		ms, err := store.History(context.Background(), readerOf(t, e), page)
+		if err != nil {
+			t.Fatalf("reading history: %v", err)
+		}
+		out := make([]api.Message, len(ms))
+		for i, m := range ms {
+			out[i] = api.MessageOf(m, withBody)
+		}
+		return out
+	}
 	r := e.Tamq(t, append([]string{"history", "--json", "--limit", "1000"}, args...)...)
 	var ms []api.Message
 	if err := json.Unmarshal([]byte(r.Stdout), &ms); err != nil {
@@ -627,10 +681,7 @@ func injectedDetail(t *testing.T, e *testutil.Env, id string) map[string]any {
 // attached, as status reports them.
 func brokersAttached(t testing.TB, e *testutil.Env) int {
 	t.Helper()
-	var st api.StatusReport
-	if json.Unmarshal([]byte(e.Run(t, "tamq", "status", "--json").Stdout), &st) != nil {
-		return 0
-	}
+	st := liveStatus(t, e)
 	n := 0
 	for _, ep := range st.Endpoints {
 		for _, w := range ep.Windows {

@@ -14,6 +14,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -28,10 +29,22 @@ func statusOf(t testing.TB, e *testutil.Env) (api.StatusReport, int) {
 	return st, r.Status
 }
 
+// liveStatus asks the running service for its status through the typed
+// client, in this process: the tests that poll status this way spawn no
+// process per look. A service that does not answer reads as an empty report.
+func liveStatus(t testing.TB, e *testutil.Env) api.StatusReport {
+	t.Helper()
+	st, err := client.New(pathsOf(t, e)).Status(context.Background())
+	if err != nil {
+		return api.StatusReport{}
+	}
+	return st
+}
+
 // windowStatus is repo's window on a connected endpoint, as status shows it.
 func windowStatus(t testing.TB, e *testutil.Env, repo string) (api.Endpoint, api.EndpointWindow) {
 	t.Helper()
-	st, _ := statusOf(t, e)
+	st := liveStatus(t, e)
 	for _, ep := range st.Endpoints {
 		for _, w := range ep.Windows {
 			if w.Repo == repo && ep.State == "connected" {
@@ -46,7 +59,7 @@ func windowStatus(t testing.TB, e *testutil.Env, repo string) (api.Endpoint, api
 // endpointState is the state of endpoint id as status shows it, "" if absent.
 func endpointState(t testing.TB, e *testutil.Env, id string) string {
 	t.Helper()
-	st, _ := statusOf(t, e)
+	st := liveStatus(t, e)
 	for _, ep := range st.Endpoints {
 		if ep.ID == id {
 			return ep.State
@@ -235,6 +248,8 @@ func TestStopDuringADeliveryKeepsItsOutcome(t *testing.T) {
 	agent := `printf '\033[?2004h'; stty raw -echo; exec cat > "` + e.Root + `/rec/$TAMQ_REPO"`
 	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", agent, "net-kingdom")
 	testutil.WaitFor(t, "the broker to attach", func() bool { return brokersAttached(t, e) == 1 })
+	// The agent has asked for bracketed paste once it records.
+	testutil.WaitFor(t, "the agent", func() bool { _, ok := e.Recording("net-kingdom"); return ok })
 	m := send(t, e, "To:net-kingdom: arrives whole")
 	testutil.WaitFor(t, "the delivery to start", func() bool { return stateOf(t, e, m.ID).State == "delivering" })
 	e.Tamq(t, "stop")
