@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/buildinfo"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/paths"
@@ -221,4 +224,35 @@ func signalName(sig os.Signal) string {
 		return "SIGINT"
 	}
 	return sig.String()
+}
+
+// Lifecycle are the handlers of the operations every service answers, for a
+// program to add to its own: hello (the negotiated protocol and, as
+// capabilities, exactly the operations the server answers), ping (which
+// service answers, since when) and shutdown (a stop request; the service
+// then stops within grace).
+func (s *Service) Lifecycle(started time.Time, grace time.Duration) map[string]protocol.Handler {
+	version := buildinfo.Get().Version
+	return map[string]protocol.Handler{
+		OpHello: func(_ context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+			var args HelloArgs
+			if err := protocol.DecodeArgs(req, &args); err != nil {
+				return nil, err
+			}
+			proto, err := protocol.Negotiate(protocol.Version, req.Proto)
+			if err != nil {
+				return nil, err
+			}
+			caps := slices.Sorted(maps.Keys(s.srv.Handlers))
+			return HelloResult{Server: string(s.paths.Program), ServerVersion: version, Proto: proto, Capabilities: caps}, nil
+		},
+		OpPing: func(context.Context, protocol.Peer, *protocol.Request) (any, error) {
+			return PingResult{PID: os.Getpid(), StartedAt: started, ServerVersion: version, Proto: protocol.Version}, nil
+		},
+		OpShutdown: func(_ context.Context, peer protocol.Peer, _ *protocol.Request) (any, error) {
+			s.log.Info("stop requested", "peer_pid", peer.PID)
+			s.Stop()
+			return ShutdownResult{PID: os.Getpid(), GraceSeconds: grace.Seconds()}, nil
+		},
+	}
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"runtime/pprof"
@@ -11,9 +10,6 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/daemon"
-	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/policy"
 	"github.com/tmux-amq/tamq/internal/tamq/service"
 )
 
@@ -77,7 +73,7 @@ func runService(ctx context.Context, a *app.App, f serviceFlags, stderr io.Write
 	}
 	var orwell io.WriteCloser
 	if f.orwell {
-		if orwell, err = openOrwell(a, p, cfg.Policy.Profile, cfg.ActiveProfile(), cfg.ProfileRef()); err != nil {
+		if orwell, err = daemon.OpenOrwell(p, cfg.Policy.Profile, cfg.ActiveProfile(), cfg.ProfileRef(), a.Err); err != nil {
 			return err
 		}
 		defer orwell.Close()
@@ -105,28 +101,4 @@ func runService(ctx context.Context, a *app.App, f serviceFlags, stderr io.Write
 	}
 	notify(nil)
 	return svc.Run(ctx)
-}
-
-// openOrwell checks that policy allows --orwell, warns, and opens the private
-// sink. Orwell output goes only there: never to the log, never to State Hub.
-func openOrwell(a *app.App, p paths.Paths, name string, prof policy.Profile, ref string) (io.WriteCloser, error) {
-	if !prof.Allows(policy.OrwellDiagnostics) {
-		return nil, errs.New(errs.PolicyRefused, "--orwell is refused by policy profile %s", ref).
-			WithHint("it needs a non-production profile whose allow list has %q (profile %q has not)", policy.OrwellDiagnostics, name)
-	}
-	if err := paths.EnsurePrivateDir(p.StateDir); err != nil {
-		return nil, err
-	}
-	sink, err := os.OpenFile(p.OrwellLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, errs.Wrap(errs.Storage, err, "cannot open the orwell sink")
-	}
-	if err := sink.Chmod(0o600); err != nil {
-		sink.Close()
-		return nil, errs.Wrap(errs.Storage, err, "cannot make %s private", p.OrwellLog)
-	}
-	fmt.Fprintf(a.Err, "%[1]s: WARNING: --orwell is on. Message bodies and other fields that are normally\n"+
-		"%[1]s: WARNING: omitted are written to %[2]s (mode 0600).\n"+
-		"%[1]s: WARNING: Not for production use; delete that file after diagnosis.\n", a.Name(), p.OrwellLog)
-	return sink, nil
 }

@@ -54,7 +54,7 @@ start, the reason is printed and the exit status is non-zero.`,
 			}
 			if f.orwell && detach {
 				// Refuse here, where the operator sees it, not in the child's log.
-				if _, err := openOrwell(a, p, cfg.Policy.Profile, cfg.ActiveProfile(), cfg.ProfileRef()); err != nil {
+				if _, err := daemon.OpenOrwell(p, cfg.Policy.Profile, cfg.ActiveProfile(), cfg.ProfileRef(), a.Err); err != nil {
 					return err
 				}
 			}

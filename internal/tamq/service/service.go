@@ -11,7 +11,6 @@ import (
 	"maps"
 	"os"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -177,7 +176,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		MaxStreams:  MaxStreams,
 	}
 	if o.Orwell != nil {
-		s.server.Trace = orwellTracer(o.Orwell, o.Now)
+		s.server.Trace = daemon.OrwellTracer(o.Orwell, o.Now)
 	}
 	if err := d.Listen(s.server); err != nil {
 		return fail(err)
@@ -251,15 +250,10 @@ func (s *Service) stopped(ctx context.Context, reason string, graceExceeded bool
 	return errors.Join(markErr, rcptErr)
 }
 
-// requestStop makes Run shut down, as a signal would.
-func (s *Service) requestStop() { s.d.Stop() }
-
 func (s *Service) handlers() map[string]protocol.Handler {
-	hs := map[string]protocol.Handler{
-		daemon.OpHello:      s.hello,
-		daemon.OpPing:       s.ping,
+	hs := s.d.Lifecycle(s.startedAt, s.opts.Config.ShutdownGrace())
+	maps.Copy(hs, map[string]protocol.Handler{
 		api.OpStatus:        s.status,
-		daemon.OpShutdown:   s.shutdownOp,
 		api.OpRegister:      s.register,
 		api.OpSend:          s.send,
 		api.OpAck:           s.ack,
@@ -270,7 +264,7 @@ func (s *Service) handlers() map[string]protocol.Handler {
 		api.OpRestore:       s.restoreOp,
 		api.OpPurge:         s.purge,
 		api.OpBrokerSession: s.brokerSession,
-	}
+	})
 	release := s.opts.IdleRelease
 	if release == 0 {
 		release = DefaultIdleRelease
@@ -283,25 +277,6 @@ func (s *Service) handlers() map[string]protocol.Handler {
 		}
 	}
 	return hs
-}
-
-func (s *Service) hello(_ context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
-	var args daemon.HelloArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
-		return nil, err
-	}
-	proto, err := protocol.Negotiate(protocol.Version, req.Proto)
-	if err != nil {
-		return nil, err
-	}
-	// What it offers is what it answers: its operations, never a list kept
-	// apart from them.
-	caps := slices.Sorted(maps.Keys(s.server.Handlers))
-	return daemon.HelloResult{Server: "tamq", ServerVersion: buildinfo.Get().Version, Proto: proto, Capabilities: caps}, nil
-}
-
-func (s *Service) ping(_ context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
-	return daemon.PingResult{PID: os.Getpid(), StartedAt: s.startedAt, ServerVersion: buildinfo.Get().Version, Proto: protocol.Version}, nil
 }
 
 func (s *Service) status(ctx context.Context, _ protocol.Peer, _ *protocol.Request) (any, error) {
@@ -333,12 +308,6 @@ func (s *Service) status(ctx context.Context, _ protocol.Peer, _ *protocol.Reque
 	return r, nil
 }
 
-func (s *Service) shutdownOp(_ context.Context, peer protocol.Peer, _ *protocol.Request) (any, error) {
-	s.log.Info("stop requested", "peer_pid", peer.PID)
-	s.requestStop()
-	return daemon.ShutdownResult{PID: os.Getpid(), GraceSeconds: s.opts.Config.ShutdownGrace().Seconds()}, nil
-}
-
 // advise prints the spec's history advisory when history is over the limit.
 func (s *Service) advise(ctx context.Context) {
 	size, since, _, err := store.HistorySize(ctx, s.db.Reader)
@@ -368,16 +337,6 @@ func HistoryAdvisory(bytes int64, since time.Time, limit int64) string {
 	}
 	return fmt.Sprintf("Size of history is %d MB since %s, exceeding %dMB. Consider using 'tamq purge'.",
 		bytes/1000/1000, since.UTC().Format("060102"), limit/1000/1000)
-}
-
-// orwellTracer writes frames to the Orwell sink, one line each.
-func orwellTracer(w io.Writer, now func() time.Time) func(string, []byte) {
-	var mu sync.Mutex
-	return func(direction string, frame []byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(w, "%s %s %s\n", now().UTC().Format(time.RFC3339Nano), direction, frame)
-	}
 }
 
 func (s *Service) isStopping() bool { return s.stopping.Load() }
