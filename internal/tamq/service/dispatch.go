@@ -214,11 +214,7 @@ func (s *Service) dispatch(ctx context.Context) {
 				done <- outcome{key: key}
 			}()
 		}
-		wait := time.Hour
-		if !next.IsZero() {
-			wait = max(next.Sub(s.opts.Now()), time.Millisecond)
-		}
-		timer := time.NewTimer(wait)
+		timer := s.timerUntil(next)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
@@ -282,11 +278,7 @@ func (s *Service) expireAcksLoop(ctx context.Context) {
 				next = d
 			}
 		}
-		wait := time.Hour
-		if !next.IsZero() {
-			wait = max(next.Sub(s.opts.Now()), time.Millisecond)
-		}
-		timer := time.NewTimer(wait)
+		timer := s.timerUntil(next)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
@@ -296,6 +288,16 @@ func (s *Service) expireAcksLoop(ctx context.Context) {
 		}
 		timer.Stop()
 	}
+}
+
+// timerUntil fires at next on the service's clock, or in an hour when
+// there is no next (something else wakes the loop first).
+func (s *Service) timerUntil(next time.Time) *time.Timer {
+	wait := time.Hour
+	if !next.IsZero() {
+		wait = max(next.Sub(s.opts.Now()), time.Millisecond)
+	}
+	return time.NewTimer(wait)
 }
 
 // wakeAcks makes the ack expirer look at the deadlines again.
