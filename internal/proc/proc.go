@@ -95,20 +95,3 @@ func Ancestors(pid int) ([]Stat, error) {
 	}
 	return out, nil
 }
-
-// Getenv returns the value of the variable name in pid's environment as it
-// was when the process started. It is a hint, never proof: a process may set
-// anything in its environment.
-func Getenv(pid int, name string) (string, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		return "", false
-	}
-	prefix := []byte(name + "=")
-	for entry := range bytes.SplitSeq(b, []byte{0}) {
-		if v, ok := bytes.CutPrefix(entry, prefix); ok {
-			return string(v), true
-		}
-	}
-	return "", false
-}
