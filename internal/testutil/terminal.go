@@ -15,6 +15,13 @@ import (
 // returns all it printed once it has exited 0.
 func OnTerminal(t testing.TB, cmd *exec.Cmd, prompt, answer string) string {
 	t.Helper()
+	return OnTerminalWith(t, cmd, prompt, nil, answer)
+}
+
+// OnTerminalWith is OnTerminal with atPrompt run while cmd waits at its
+// prompt, before the answer is typed (a test's moment to act during cmd).
+func OnTerminalWith(t testing.TB, cmd *exec.Cmd, prompt string, atPrompt func(), answer string) string {
+	t.Helper()
 	ptmx, err := pty.Start(cmd)
 	if err != nil {
 		t.Fatal(err)
@@ -41,6 +48,9 @@ func OnTerminal(t testing.TB, cmd *exec.Cmd, prompt, answer string) string {
 		defer mu.Unlock()
 		return bytes.Contains(out.Bytes(), []byte(prompt))
 	})
+	if atPrompt != nil {
+		atPrompt()
+	}
 	if _, err := io.WriteString(ptmx, answer); err != nil {
 		t.Fatal(err)
 	}

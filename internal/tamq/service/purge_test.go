@@ -1,20 +1,16 @@
 package service_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/creack/pty"
 
 	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
@@ -158,49 +154,23 @@ func TestPurgeWithTheServiceDownHoldsItsLock(t *testing.T) {
 	// The purge waits at its question on a terminal: the event the test
 	// starts the service on.
 	cmd := e.Command(context.Background(), "tamq", "purge", "--before", "0s")
-	ptmx, err := pty.Start(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ptmx.Close()
-	var mu sync.Mutex
-	var out bytes.Buffer
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := ptmx.Read(buf)
-			mu.Lock()
-			out.Write(buf[:n])
-			mu.Unlock()
-			if err != nil {
-				return
-			}
+	out := testutil.OnTerminalWith(t, cmd, "[y/N] ", func() {
+		r := e.Run(t, "tamq", "start", "--detach")
+		want := fmt.Sprintf("cannot start: tamq purge (pid %d) is writing to the database in %s", cmd.Process.Pid, e.TamqState())
+		if r.Status != 13 || !strings.Contains(r.Stderr, want) || !strings.Contains(r.Stderr, "start the service again once it has finished") {
+			t.Errorf("start during a purge: %s\nwant %q", r, want)
 		}
-	}()
-	shown := func() string { mu.Lock(); defer mu.Unlock(); return out.String() }
-	testutil.WaitFor(t, "the purge's question", func() bool { return strings.Contains(shown(), "[y/N] ") })
-
-	r := e.Run(t, "tamq", "start", "--detach")
-	want := fmt.Sprintf("cannot start: tamq purge (pid %d) is writing to the database in %s", cmd.Process.Pid, e.TamqState())
-	if r.Status != 13 || !strings.Contains(r.Stderr, want) || !strings.Contains(r.Stderr, "start the service again once it has finished") {
-		t.Errorf("start during a purge: %s\nwant %q", r, want)
+		if r := e.Run(t, "tamq", "ping"); r.Status != 8 {
+			t.Errorf("a service runs beside the purge: %s", r)
+		}
+		// A second purge refuses too, rather than wait at its own question.
+		if r := e.Run(t, "tamq", "purge", "--before", "0s", "--yes"); r.Status != 13 || !strings.Contains(r.Stderr, "tamq purge (pid") {
+			t.Errorf("a second purge: %s", r)
+		}
+	}, "y\n")
+	if !strings.Contains(out, "purged 1 messages") {
+		t.Errorf("purge printed:\n%s", out)
 	}
-	if r := e.Run(t, "tamq", "ping"); r.Status != 8 {
-		t.Errorf("a service runs beside the purge: %s", r)
-	}
-	// A second purge refuses too, rather than wait at its own question.
-	if r := e.Run(t, "tamq", "purge", "--before", "0s", "--yes"); r.Status != 13 || !strings.Contains(r.Stderr, "tamq purge (pid") {
-		t.Errorf("a second purge: %s", r)
-	}
-
-	if _, err := io.WriteString(ptmx, "y\n"); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("purge: %v\n%s", err, shown())
-	}
-	// The output may still be on its way through the terminal.
-	testutil.WaitFor(t, "the purge's report", func() bool { return strings.Contains(shown(), "purged 1 messages") })
 	e.Tamq(t, "start", "--detach")
 	if n := len(history(t, e)); n != 0 {
 		t.Errorf("%d messages left", n)
