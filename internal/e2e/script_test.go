@@ -1,5 +1,6 @@
-// Package e2e runs both programs end to end through testscript: real binaries
-// (this test binary re-executed as tamq and coordination-engine), real files,
+// Package e2e runs both programs end to end through testscript: the real
+// binaries, built as the Makefile builds them (a race-built test binary
+// re-executed for every command costs ten times the start), real files,
 // private XDG directories per script.
 package e2e
 
@@ -17,28 +18,21 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	enginecli "github.com/tmux-amq/tamq/internal/engine/cli"
 	enginestore "github.com/tmux-amq/tamq/internal/engine/store"
 	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
-	tamqcli "github.com/tmux-amq/tamq/internal/tamq/cli"
 	tamqstore "github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
-func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
-		"tamq":                func() { os.Exit(tamqcli.Main()) },
-		"coordination-engine": func() { os.Exit(enginecli.Main()) },
-	})
-}
-
 func TestScripts(t *testing.T) {
+	bin := testutil.Binaries(t)
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
 		Setup: func(env *testscript.Env) error {
 			work := env.WorkDir
+			env.Setenv("PATH", bin+string(os.PathListSeparator)+env.Getenv("PATH"))
 			env.Setenv("HOME", filepath.Join(work, "home"))
 			env.Setenv("XDG_CONFIG_HOME", filepath.Join(work, "config"))
 			env.Setenv("XDG_STATE_HOME", filepath.Join(work, "state"))

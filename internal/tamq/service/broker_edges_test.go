@@ -260,3 +260,21 @@ func paneOf(t *testing.T, tm *testutil.Tmux, repo string) string {
 	t.Fatalf("no window for %s", repo)
 	return ""
 }
+
+// bracketedAgent is an agent that turns bracketed paste on, as readline and
+// agent TUIs do, and records what it receives. waitBracketed returns once the
+// broker has relayed that switch to the screen, so it has seen it: a delivery
+// made before might still go in unbracketed.
+func bracketedAgent(e *testutil.Env) string {
+	return `printf '\033[?2004hbracketed'; stty raw -echo; exec cat > "` + e.Root + `/rec/$TAMQ_REPO"`
+}
+
+func waitBracketed(t *testing.T, e *testutil.Env, tm *testutil.Tmux, repo string) {
+	t.Helper()
+	pane := paneOf(t, tm, repo)
+	testutil.WaitFor(t, "the agent to turn bracketed paste on", func() bool {
+		out, _ := tm.Cmd("capture-pane", "-p", "-t", pane)
+		_, recording := e.Recording(repo)
+		return recording && strings.Contains(string(out), "bracketed")
+	})
+}

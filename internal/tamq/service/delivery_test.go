@@ -571,10 +571,8 @@ func TestBrokerRoutesAgentAndOperatorLines(t *testing.T) {
 func TestDeliveryThroughTheBrokerSurvivesServiceRestarts(t *testing.T) {
 	t.Parallel()
 	e, tm := emptyWorkspace(t, fastConfig, "net-kingdom")
-	// An agent that turns bracketed paste on, as readline and agent TUIs do.
-	agent := `printf '\033[?2004h'; stty raw -echo; exec cat > "` + e.Root + `/rec/$TAMQ_REPO"`
-	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", agent, "net-kingdom")
-	testutil.WaitFor(t, "the recorder", func() bool { _, ok := e.Recording("net-kingdom"); return ok })
+	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", bracketedAgent(e), "net-kingdom")
+	waitBracketed(t, e, tm, "net-kingdom")
 	brokerAttached := func() bool { return brokersAttached(t, e) == 1 }
 	testutil.WaitFor(t, "the broker to attach", brokerAttached)
 	m := send(t, e, "To:net-kingdom: through the broker")

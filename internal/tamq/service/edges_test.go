@@ -245,11 +245,9 @@ func TestConcurrentOpensLeaveOneWindow(t *testing.T) {
 func TestStopDuringADeliveryKeepsItsOutcome(t *testing.T) {
 	t.Parallel()
 	e, tm := emptyWorkspace(t, "[delivery]\nenter_pause_ms = 1500\n", "net-kingdom")
-	agent := `printf '\033[?2004h'; stty raw -echo; exec cat > "` + e.Root + `/rec/$TAMQ_REPO"`
-	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", agent, "net-kingdom")
+	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", bracketedAgent(e), "net-kingdom")
 	testutil.WaitFor(t, "the broker to attach", func() bool { return brokersAttached(t, e) == 1 })
-	// The agent has asked for bracketed paste once it records.
-	testutil.WaitFor(t, "the agent", func() bool { _, ok := e.Recording("net-kingdom"); return ok })
+	waitBracketed(t, e, tm, "net-kingdom")
 	m := send(t, e, "To:net-kingdom: arrives whole")
 	testutil.WaitFor(t, "the delivery to start", func() bool { return stateOf(t, e, m.ID).State == "delivering" })
 	e.Tamq(t, "stop")

@@ -36,6 +36,10 @@ type live struct {
 	// names another process is a server that is gone.
 	serverStart map[string]uint64
 	listed      map[string]time.Time // endpoint id: when its windows were listed
+	// stopped holds the endpoints disconnected because their tmux server was
+	// stopped (SIGSTOP, a job-control stop): they are asked again as soon as
+	// it runs, not a list interval later.
+	stopped map[string]bool
 	refreshed   time.Time            // when an unknown sender last made us list every server
 	// panes are the processes of the marked, live panes, by pid.
 	panes map[int]paneSeen
@@ -94,7 +98,7 @@ type paneSeen struct {
 
 func newLive() *live {
 	return &live{
-		serverStart: map[string]uint64{}, listed: map[string]time.Time{},
+		serverStart: map[string]uint64{}, listed: map[string]time.Time{}, stopped: map[string]bool{},
 		panes: map[int]paneSeen{}, senders: map[int]senderSeen{}, paneHealth: map[string]string{}, brokerWait: map[string]string{}, screenWait: map[string]string{},
 		listNow: make(chan struct{}, 1),
 	}
@@ -275,9 +279,14 @@ func (s *Service) maybeReconnect(ctx context.Context, ep queue.Endpoint, now tim
 	if proc.Exited(ep.ServerPID) {
 		return
 	}
+	st, err := proc.ReadStat(ep.ServerPID)
+	if err == nil && isStopped(st) {
+		return
+	}
 	l := s.live
 	l.mu.Lock()
-	due := now.Sub(l.listed[ep.ID]) >= listInterval
+	due := now.Sub(l.listed[ep.ID]) >= listInterval || l.stopped[ep.ID]
+	delete(l.stopped, ep.ID)
 	if due {
 		l.listed[ep.ID] = now
 	}
@@ -308,11 +317,22 @@ func (l *live) serverGone(ep queue.Endpoint) string {
 	st, err := proc.ReadStat(ep.ServerPID)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if start, ok := l.serverStart[ep.ID]; ok && err == nil && st.StartTime != start {
+	start, ok := l.serverStart[ep.ID]
+	switch {
+	case !ok || err != nil:
+	case st.StartTime != start:
 		return fmt.Sprintf("its tmux server (pid %d) has exited; the pid now names another process", ep.ServerPID)
+	case isStopped(st):
+		// A stopped server would not answer; waiting for a list to time
+		// out would only delay what the kernel already says.
+		l.stopped[ep.ID] = true
+		return fmt.Sprintf("its tmux server (pid %d) is stopped", ep.ServerPID)
 	}
 	return ""
 }
+
+// isStopped says whether a process is stopped by a signal or a tracer.
+func isStopped(st proc.Stat) bool { return st.State == 'T' || st.State == 't' }
 
 // list asks the endpoint's tmux server for its windows and derives, for each
 // registered window, whether it can take deliveries.
