@@ -39,8 +39,8 @@ type live struct {
 	// stopped holds the endpoints disconnected because their tmux server was
 	// stopped (SIGSTOP, a job-control stop): they are asked again as soon as
 	// it runs, not a list interval later.
-	stopped map[string]bool
-	refreshed   time.Time            // when an unknown sender last made us list every server
+	stopped   map[string]bool
+	refreshed time.Time // when an unknown sender last made us list every server
 	// panes are the processes of the marked, live panes, by pid.
 	panes map[int]paneSeen
 	// senders are recent answers to "which window does this process run
