@@ -80,6 +80,10 @@ type SharedCoordination struct {
 type TamqCoordination struct {
 	// DeliveryAckMode is the mode of a message sent without one.
 	DeliveryAckMode ackmode.Mode `toml:"delivery_ack_mode" json:"delivery_ack_mode"`
+	// WakeRestartsAgent lets a wake start the window's recorded command
+	// again, in the same window, when it had exited (capability "started").
+	// Off by default: a wake then answers "unavailable" for such a window.
+	WakeRestartsAgent bool `toml:"wake_restarts_agent" json:"wake_restarts_agent"`
 }
 
 // EngineCoordination is the part of [coordination] only coordination-engine
@@ -88,6 +92,9 @@ type EngineCoordination struct {
 	StateHubPollIntervalSeconds int `toml:"statehub_poll_interval_seconds" json:"statehub_poll_interval_seconds"`
 	LeaseRenewIntervalSeconds   int `toml:"lease_renew_interval_seconds" json:"lease_renew_interval_seconds"`
 	SafetyGatedMaxAttempts      int `toml:"safety_gated_max_attempts" json:"safety_gated_max_attempts"`
+	// LeaseMissedRenewals is how many renewal intervals an acknowledged
+	// lease may go without a renewal (or checkpoint) before it expires.
+	LeaseMissedRenewals int `toml:"lease_missed_renewals" json:"lease_missed_renewals"`
 }
 
 // tamqView and engineView are the keys each program reads, in the order
@@ -184,6 +191,7 @@ func Default() Config {
 				StateHubPollIntervalSeconds: 15,
 				LeaseRenewIntervalSeconds:   10,
 				SafetyGatedMaxAttempts:      0,
+				LeaseMissedRenewals:         3,
 			},
 		},
 		StateHub: StateHub{APIBase: DefaultStateHubAPIBase},
@@ -388,6 +396,7 @@ func (c *Config) Validate() error {
 		{"coordination.statehub_poll_interval_seconds", co.StateHubPollIntervalSeconds, 86400},
 		{"coordination.wake_ack_timeout_seconds", co.WakeAckTimeoutSeconds, 86400},
 		{"coordination.lease_renew_interval_seconds", co.LeaseRenewIntervalSeconds, 86400},
+		{"coordination.lease_missed_renewals", co.LeaseMissedRenewals, 100},
 		{"sqlite.busy_timeout_ms", c.SQLite.BusyTimeoutMS, 600000},
 		{"service.shutdown_grace_seconds", c.Service.ShutdownGraceSeconds, 3600},
 		{"delivery.block_quiet_ms", c.Delivery.BlockQuietMS, 60000},

@@ -34,6 +34,8 @@ const (
 	UnknownOp      Code = "unknown_op"      // a protocol operation the service does not have
 	ShuttingDown   Code = "shutting_down"   // the service is stopping and takes no new work
 	AlreadyRunning Code = "already_running" // another service holds the state dir or listens on the socket
+	LeaseState     Code = "lease_state"     // a coordination lease is in a state that does not allow the request
+	LeaseExpired   Code = "lease_expired"   // a coordination lease ran out before the request (a new attempt may follow)
 )
 
 // exitStatus is the one table from codes to process exit statuses. 0 is success,
@@ -60,6 +62,8 @@ var exitStatus = map[Code]int{
 	UnknownOp:      19,
 	ShuttingDown:   20,
 	AlreadyRunning: 21,
+	LeaseState:     22,
+	LeaseExpired:   23,
 }
 
 // Codes lists every code in exit-status order, for documentation and tests.

@@ -1,0 +1,200 @@
+// Package api is coordination-engine's service API: its operations and their
+// argument and result types, as they travel over the socket protocol
+// (internal/protocol). tamq's service (attach), the agent commands and the
+// operator commands reach the engine through internal/engine/client. See
+// docs/coordination.md.
+package api
+
+import "time"
+
+// The engine's operations, beside the lifecycle ones every service answers.
+const (
+	OpStatus     = "status"
+	OpAttach     = "attach"
+	OpDetach     = "detach"
+	OpWake       = "wake"
+	OpLeaseAck   = "lease_ack"
+	OpLeaseRenew = "lease_renew"
+	OpRelease    = "lease_release"
+	OpCheckpoint = "checkpoint"
+	OpLeases     = "leases"
+	OpReceipts   = "receipts"
+)
+
+// Capabilities the engine offers at attach, and tamq's.
+const (
+	CapLeases   = "leases"   // the engine holds coordination leases and wakes through OpWake of tamq
+	CapReceipts = "receipts" // the engine keeps receipts with the coordination endpoint id
+	CapWake     = "wake"     // tamq takes wakes (its wake operation)
+)
+
+// AttachWindow is one repo window tamq hosts.
+type AttachWindow struct {
+	Repo    string `json:"repo"`
+	Path    string `json:"path"`              // the directory the window runs in
+	Command string `json:"command,omitempty"` // the agent command; "" is the user's shell
+	Mode    string `json:"mode"`              // trigger | manual
+}
+
+// AttachArgs is tamq's handshake for one endpoint (one tmux server): its
+// id, tmux session and windows, the protocol version it speaks and what it
+// offers.
+type AttachArgs struct {
+	EndpointID   string         `json:"endpoint_id"` // tmux-amq-<tmux server pid>
+	TmuxSession  string         `json:"tmux_session"`
+	TmuxSocket   string         `json:"tmux_socket"`
+	Proto        string         `json:"proto"`
+	Capabilities []string       `json:"capabilities"`
+	Windows      []AttachWindow `json:"windows"`
+}
+
+// AttachRefusal is a window the engine did not accept, with why.
+type AttachRefusal struct {
+	Repo   string `json:"repo"`
+	Reason string `json:"reason"`
+}
+
+// AttachResult grants the endpoint its coordination endpoint id. Accepted
+// lists the repos registered for it; Refused the others.
+type AttachResult struct {
+	CoordinationEndpointID string          `json:"coordination_endpoint_id"`
+	Proto                  string          `json:"proto"`
+	Capabilities           []string        `json:"capabilities"`
+	Accepted               []string        `json:"accepted"`
+	Refused                []AttachRefusal `json:"refused,omitempty"`
+}
+
+// DetachArgs says an endpoint stops (tamq's service stops or its tmux
+// server is gone).
+type DetachArgs struct {
+	EndpointID string `json:"endpoint_id"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// WakeArgs is the operator's manual trigger (coordination-engine wake).
+type WakeArgs struct {
+	Repo string `json:"repo"`
+	Task string `json:"task,omitempty"`
+	// EndpointID is a tamq endpoint id (tmux-amq-<pid>) or a coordination
+	// endpoint id; required when several endpoints host the repo.
+	EndpointID string `json:"endpoint_id,omitempty"`
+}
+
+// WakeResult is what became of a manual trigger: the lease it took (and the
+// wake's outcome), or the gate that stopped it.
+type WakeResult struct {
+	Trigger Trigger `json:"trigger"`
+	Lease   *Lease  `json:"lease,omitempty"`
+	// Stopped names the gate when the trigger was stopped (no lease, no wake).
+	Stopped string `json:"stopped,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// LeaseArgs names a lease for ack and renew.
+type LeaseArgs struct {
+	LeaseID string `json:"lease_id"`
+}
+
+// Results of a release.
+const (
+	ResultCompleted = "completed"
+	ResultFailed    = "failed"
+	ResultBlocked   = "blocked"
+)
+
+// ReleaseArgs ends a lease with a result; Reason says why (failed, blocked).
+type ReleaseArgs struct {
+	LeaseID string `json:"lease_id"`
+	Result  string `json:"result"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// CheckpointArgs records a checkpoint (spec section 6) on a lease.
+type CheckpointArgs struct {
+	LeaseID       string   `json:"lease_id"`
+	TaskID        string   `json:"task_id,omitempty"`
+	Summary       string   `json:"summary"`
+	FilesChanged  []string `json:"files_changed,omitempty"`
+	NextAction    string   `json:"next_action,omitempty"`
+	BlockedReason string   `json:"blocked_reason,omitempty"`
+}
+
+// Trigger is a WorkerTrigger (spec section 2) and what became of it.
+type Trigger struct {
+	ID             string    `json:"id"`
+	Source         string    `json:"source"`
+	SourceID       string    `json:"source_id"`
+	SourceRevision string    `json:"source_revision"`
+	TargetRepo     string    `json:"target_repo"`
+	TargetAgent    string    `json:"target_agent,omitempty"`
+	Reason         string    `json:"reason"`
+	State          string    `json:"state"`
+	GateReason     string    `json:"gate_reason,omitempty"`
+	ObservedAt     time.Time `json:"observed_at"`
+}
+
+// Lease is a WorkerLease (spec section 4).
+type Lease struct {
+	LeaseID                string     `json:"lease_id"`
+	TriggerID              string     `json:"trigger_id"`
+	Owner                  string     `json:"owner"`
+	TargetRepo             string     `json:"target_repo"`
+	TargetAgent            string     `json:"target_agent,omitempty"`
+	State                  string     `json:"state"`
+	Attempt                int        `json:"attempt"`
+	MaxAttempts            int        `json:"max_attempts"`
+	AcquiredAt             time.Time  `json:"acquired_at"`
+	ExpiresAt              time.Time  `json:"expires_at"`
+	NextRetryAt            *time.Time `json:"next_retry_at,omitempty"`
+	LastCheckpointAt       *time.Time `json:"last_checkpoint_at,omitempty"`
+	CoordinationEndpointID string     `json:"coordination_endpoint_id,omitempty"`
+	// LocalLeaseID is tamq's message id of the wake (the local message id).
+	LocalLeaseID  string    `json:"local_lease_id,omitempty"`
+	WakeOutcome   string    `json:"wake_outcome,omitempty"` // resumed | started | unavailable | "" before the wake
+	StopReason    string    `json:"stop_reason,omitempty"`
+	PolicyProfile string    `json:"policy_profile"`
+	ConfigVersion string    `json:"config_version"`
+	UpdatedAt     time.Time `json:"updated_at"`
+}
+
+// LeasesArgs filters the lease listing.
+type LeasesArgs struct {
+	State string `json:"state,omitempty"`
+	Limit int    `json:"limit,omitempty"`
+}
+
+// LeasesResult lists leases, newest first.
+type LeasesResult struct {
+	Leases []Lease `json:"leases"`
+}
+
+// ReceiptsArgs filters the receipt listing.
+type ReceiptsArgs struct {
+	LeaseID   string `json:"lease_id,omitempty"`
+	TriggerID string `json:"trigger_id,omitempty"`
+	Limit     int    `json:"limit,omitempty"`
+}
+
+// Receipt is one sanitized receipt (spec section 7).
+type Receipt struct {
+	ID                     int64          `json:"id"`
+	At                     time.Time      `json:"at"`
+	Kind                   string         `json:"kind"`
+	TriggerID              string         `json:"trigger_id,omitempty"`
+	LeaseID                string         `json:"lease_id,omitempty"`
+	Status                 string         `json:"status"`
+	Reason                 string         `json:"reason,omitempty"`
+	Attempt                int            `json:"attempt,omitempty"`
+	NextRetryAt            *time.Time     `json:"next_retry_at,omitempty"`
+	CoordinationEndpointID string         `json:"coordination_endpoint_id,omitempty"`
+	LocalMessageID         string         `json:"local_message_id,omitempty"`
+	PolicyProfile          string         `json:"policy_profile,omitempty"`
+	ConfigVersion          string         `json:"config_version,omitempty"`
+	Detail                 map[string]any `json:"detail,omitempty"`
+	ProjectedAt            *time.Time     `json:"projected_at,omitempty"`
+}
+
+// ReceiptsResult lists receipts, oldest first.
+type ReceiptsResult struct {
+	Receipts []Receipt `json:"receipts"`
+}

@@ -1,0 +1,103 @@
+package api
+
+import "time"
+
+// OpWake is coordination-engine's way into a terminal: it asks tamq to queue
+// a continuation prompt for the agent of one repo window (spec section 5).
+// The idempotency key is (LeaseID, Attempt): the identical request again
+// returns the original message; the same key with another request is a
+// conflict error. Only coordination-engine calls it (see docs/coordination.md).
+const OpWake = "wake"
+
+// Wake capabilities: what tamq could do for a wake.
+const (
+	// WakeResumed: the window's agent runs; the prompt is queued for it.
+	WakeResumed = "resumed"
+	// WakeStarted: the window's agent had exited and tamq started the same
+	// command again in the same window (only with
+	// coordination.wake_restarts_agent); the prompt is queued for it.
+	WakeStarted = "started"
+	// WakeUnavailable: no window can take the prompt (no live window hosts
+	// the repo, it was opened in manual mode, its agent exited); nothing was
+	// queued. Reason says which.
+	WakeUnavailable = "unavailable"
+)
+
+// WakeTrigger is the WorkerTrigger of spec section 2 as the wake carries it.
+type WakeTrigger struct {
+	ID             string    `json:"id"`
+	Source         string    `json:"source"`
+	SourceID       string    `json:"source_id"`
+	SourceRevision string    `json:"source_revision"`
+	TargetRepo     string    `json:"target_repo"`
+	TargetAgent    string    `json:"target_agent,omitempty"`
+	Reason         string    `json:"reason"`
+	ObservedAt     time.Time `json:"observed_at"`
+}
+
+// WakeCheckpoint is the latest checkpoint of the lease, when there is one.
+type WakeCheckpoint struct {
+	LeaseID       string    `json:"lease_id"`
+	TaskID        string    `json:"task_id,omitempty"`
+	Summary       string    `json:"summary"`
+	FilesChanged  []string  `json:"files_changed,omitempty"`
+	NextAction    string    `json:"next_action,omitempty"`
+	BlockedReason string    `json:"blocked_reason,omitempty"`
+	RecordedAt    time.Time `json:"recorded_at"`
+}
+
+// WakeRequest asks tamq to wake the agent of TargetRepo with Prompt.
+type WakeRequest struct {
+	LeaseID     string `json:"lease_id"`
+	Attempt     int    `json:"attempt"`
+	TargetRepo  string `json:"target_repo"`
+	TargetAgent string `json:"target_agent,omitempty"`
+	// EndpointID is the tamq endpoint (tmux-amq-<pid>) to use; required when
+	// several live endpoints host the repo.
+	EndpointID string `json:"endpoint_id,omitempty"`
+	// CoordinationEndpointID is what the engine granted that endpoint at
+	// attach; it is stored with the message.
+	CoordinationEndpointID string          `json:"coordination_endpoint_id,omitempty"`
+	Trigger                WakeTrigger     `json:"trigger"`
+	Checkpoint             *WakeCheckpoint `json:"checkpoint,omitempty"`
+	Prompt                 string          `json:"prompt"`
+}
+
+// WakeAck is tamq's answer. SessionID is the tamq endpoint that took the
+// prompt; MessageID the queued message (empty when unavailable).
+type WakeAck struct {
+	LeaseID    string    `json:"lease_id"`
+	Attempt    int       `json:"attempt"`
+	SessionID  string    `json:"session_id"`
+	AcceptedAt time.Time `json:"accepted_at"`
+	Capability string    `json:"capability"`
+	MessageID  string    `json:"message_id,omitempty"`
+	// Duplicate says the request repeated one already accepted: nothing new
+	// was queued and MessageID is the original message.
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// CoordinationStatus is tamq's link to coordination-engine, in tamq status.
+type CoordinationStatus struct {
+	// Attached says the engine accepted tamq's endpoints at the last attach
+	// and answered since.
+	Attached bool   `json:"attached"`
+	Socket   string `json:"socket"`
+	Proto    string `json:"proto,omitempty"`
+	// Capabilities are what the engine offered at attach.
+	Capabilities []string `json:"capabilities,omitempty"`
+	// Endpoints are the coordination endpoint ids granted, by tamq endpoint.
+	Endpoints  map[string]string `json:"endpoints,omitempty"`
+	AttachedAt *time.Time        `json:"attached_at,omitempty"`
+	// Refused lists windows the engine would not accept, with why.
+	Refused []AttachRefusal `json:"refused,omitempty"`
+	Error   string          `json:"error,omitempty"`
+}
+
+// AttachRefusal is one window the engine refused at attach.
+type AttachRefusal struct {
+	EndpointID string `json:"endpoint_id"`
+	Repo       string `json:"repo"`
+	Reason     string `json:"reason"`
+}
