@@ -1,0 +1,87 @@
+package api
+
+import "time"
+
+// StatusReport is the result of the status op and the document
+// `coordination-engine status --json` prints. Sections are separate so one
+// unhealthy part does not hide the others.
+type StatusReport struct {
+	Healthy   bool             `json:"healthy"`
+	Service   ServiceStatus    `json:"service"`
+	SQLite    SQLiteStatus     `json:"sqlite"`
+	Registry  RegistryStatus   `json:"registry"`
+	StateHub  StateHubStatus   `json:"statehub"`
+	Tamq      TamqStatus       `json:"tamq"`
+	Endpoints []EndpointStatus `json:"endpoints"`
+	Leases    LeaseCounts      `json:"leases"`
+}
+
+// ServiceStatus is the process and its socket.
+type ServiceStatus struct {
+	Running       bool       `json:"running"`
+	PID           int        `json:"pid,omitempty"`
+	StartedAt     *time.Time `json:"started_at,omitempty"`
+	UptimeSeconds float64    `json:"uptime_seconds,omitempty"`
+	ServerVersion string     `json:"server_version,omitempty"`
+	Proto         string     `json:"proto,omitempty"`
+	Socket        string     `json:"socket"`
+	LogFile       string     `json:"log_file"`
+	PolicyProfile string     `json:"policy_profile,omitempty"`
+	ConfigVersion string     `json:"config_version,omitempty"`
+	Error         string     `json:"error,omitempty"`
+}
+
+// SQLiteStatus is the database file.
+type SQLiteStatus struct {
+	Path                string `json:"path"`
+	Exists              bool   `json:"exists"`
+	SchemaVersion       int    `json:"schema_version"`
+	BinarySchemaVersion int    `json:"binary_schema_version"`
+	SizeBytes           int64  `json:"size_bytes"`
+	Error               string `json:"error,omitempty"`
+}
+
+// RegistryStatus is the gita registry.
+type RegistryStatus struct {
+	Path      string `json:"path"`
+	Readable  bool   `json:"readable"`
+	RepoCount int    `json:"repo_count"`
+	Error     string `json:"error,omitempty"`
+}
+
+// StateHubStatus is the State Hub connection (observation comes with the
+// State Hub observer; today it is probed only).
+type StateHubStatus struct {
+	APIBase               string `json:"api_base"`
+	Reachable             bool   `json:"reachable"`
+	CredentialsConfigured bool   `json:"credentials_configured"`
+	UnpublishedReceipts   int    `json:"unpublished_receipts"`
+	Error                 string `json:"error,omitempty"`
+}
+
+// TamqStatus is the engine's way into terminals: tamq's socket.
+type TamqStatus struct {
+	Socket    string `json:"socket"`
+	Reachable bool   `json:"reachable"`
+	Error     string `json:"error,omitempty"`
+}
+
+// EndpointStatus is one tamq endpoint as the engine knows it.
+type EndpointStatus struct {
+	CoordinationEndpointID string         `json:"coordination_endpoint_id"`
+	TamqEndpointID         string         `json:"tamq_endpoint_id"`
+	TmuxSession            string         `json:"tmux_session,omitempty"`
+	State                  string         `json:"state"` // attached | detached
+	Proto                  string         `json:"proto"`
+	Capabilities           []string       `json:"capabilities"`
+	AttachedAt             time.Time      `json:"attached_at"`
+	Windows                []AttachWindow `json:"windows"`
+}
+
+// LeaseCounts counts leases by state and says when the next one is due
+// (an expiry or a retry).
+type LeaseCounts struct {
+	Counts  map[string]int `json:"counts"`
+	NextDue *time.Time     `json:"next_due,omitempty"`
+	Error   string         `json:"error,omitempty"`
+}

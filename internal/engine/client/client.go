@@ -1,0 +1,122 @@
+// Package client is the one way into coordination-engine's service: a typed
+// method per operation, each with a timeout that suits it, used by the
+// engine's commands, the agent commands and tamq's service (attach). A
+// service that is not running is an `unavailable` error that says how to
+// start it.
+package client
+
+import (
+	"context"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/buildinfo"
+	"github.com/tmux-amq/tamq/internal/daemon"
+	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/paths"
+)
+
+// How long each kind of call may take, dial included.
+const (
+	quick = 5 * time.Second  // ping, hello, stop, lease ack/renew/release, checkpoint
+	look  = 10 * time.Second // status, leases, receipts, attach
+	wake  = 30 * time.Second // a manual wake waits for tamq's answer
+)
+
+// Client calls the coordination-engine service of one set of paths.
+type Client struct {
+	paths paths.Paths
+}
+
+// New returns the client of the engine at p (coordination-engine's paths).
+func New(p paths.Paths) *Client { return &Client{paths: p} }
+
+func (c *Client) call(ctx context.Context, timeout time.Duration, op string, args, result any) error {
+	return daemon.Client(c.paths, timeout).Call(ctx, op, args, result)
+}
+
+// Ping asks the engine whether it is alive and which one answers.
+func (c *Client) Ping(ctx context.Context) (daemon.PingResult, error) {
+	return daemon.Ping(ctx, c.paths)
+}
+
+// Hello introduces the client and returns the negotiated protocol and the
+// engine's capabilities.
+func (c *Client) Hello(ctx context.Context, client string) (daemon.HelloResult, error) {
+	var res daemon.HelloResult
+	err := c.call(ctx, quick, daemon.OpHello, daemon.HelloArgs{Client: client, ClientVersion: buildinfo.Get().Version}, &res)
+	return res, err
+}
+
+// Stop asks the engine to stop within its grace period.
+func (c *Client) Stop(ctx context.Context) (daemon.ShutdownResult, error) {
+	var res daemon.ShutdownResult
+	err := c.call(ctx, quick, daemon.OpShutdown, nil, &res)
+	return res, err
+}
+
+// Status returns the engine's status report.
+func (c *Client) Status(ctx context.Context) (api.StatusReport, error) {
+	var res api.StatusReport
+	err := c.call(ctx, look, api.OpStatus, nil, &res)
+	return res, err
+}
+
+// Attach hands over one tamq endpoint and its windows; the engine answers
+// the endpoint's coordination endpoint id.
+func (c *Client) Attach(ctx context.Context, args api.AttachArgs) (api.AttachResult, error) {
+	var res api.AttachResult
+	err := c.call(ctx, look, api.OpAttach, args, &res)
+	return res, err
+}
+
+// Detach says a tamq endpoint stops taking wakes.
+func (c *Client) Detach(ctx context.Context, args api.DetachArgs) error {
+	return c.call(ctx, quick, api.OpDetach, args, nil)
+}
+
+// Wake is the operator's manual trigger.
+func (c *Client) Wake(ctx context.Context, args api.WakeArgs) (api.WakeResult, error) {
+	var res api.WakeResult
+	err := c.call(ctx, wake, api.OpWake, args, &res)
+	return res, err
+}
+
+// Ack acknowledges a lease: the agent begins the work.
+func (c *Client) Ack(ctx context.Context, leaseID string) (api.Lease, error) {
+	return c.lease(ctx, api.OpLeaseAck, api.LeaseArgs{LeaseID: leaseID})
+}
+
+// Renew extends a lease while the agent works.
+func (c *Client) Renew(ctx context.Context, leaseID string) (api.Lease, error) {
+	return c.lease(ctx, api.OpLeaseRenew, api.LeaseArgs{LeaseID: leaseID})
+}
+
+// Release ends a lease with a result.
+func (c *Client) Release(ctx context.Context, args api.ReleaseArgs) (api.Lease, error) {
+	return c.lease(ctx, api.OpRelease, args)
+}
+
+// Checkpoint records a checkpoint on a lease.
+func (c *Client) Checkpoint(ctx context.Context, args api.CheckpointArgs) (api.Lease, error) {
+	return c.lease(ctx, api.OpCheckpoint, args)
+}
+
+func (c *Client) lease(ctx context.Context, op string, args any) (api.Lease, error) {
+	var l api.Lease
+	err := c.call(ctx, quick, op, args, &l)
+	return l, err
+}
+
+// Leases lists leases, newest first.
+func (c *Client) Leases(ctx context.Context, args api.LeasesArgs) (api.LeasesResult, error) {
+	var res api.LeasesResult
+	err := c.call(ctx, look, api.OpLeases, args, &res)
+	return res, err
+}
+
+// Receipts lists receipts, oldest first.
+func (c *Client) Receipts(ctx context.Context, args api.ReceiptsArgs) (api.ReceiptsResult, error) {
+	var res api.ReceiptsResult
+	err := c.call(ctx, look, api.OpReceipts, args, &res)
+	return res, err
+}
