@@ -67,6 +67,13 @@ func Ping(ctx context.Context, p paths.Paths) (PingResult, error) {
 	return res, err
 }
 
+// Stop asks the service to stop within its grace period.
+func Stop(ctx context.Context, p paths.Paths) (ShutdownResult, error) {
+	var res ShutdownResult
+	err := Client(p, 5*time.Second).Call(ctx, OpShutdown, nil, &res)
+	return res, err
+}
+
 // EnsureRunning starts the service detached unless it already answers. Starts
 // are serialized by a lock in the state dir; the service itself holds another
 // lock for its lifetime, so even a start racing a foreground `serve`

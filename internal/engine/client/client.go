@@ -49,9 +49,7 @@ func (c *Client) Hello(ctx context.Context, client string) (daemon.HelloResult, 
 
 // Stop asks the engine to stop within its grace period.
 func (c *Client) Stop(ctx context.Context) (daemon.ShutdownResult, error) {
-	var res daemon.ShutdownResult
-	err := c.call(ctx, quick, daemon.OpShutdown, nil, &res)
-	return res, err
+	return daemon.Stop(ctx, c.paths)
 }
 
 // Status returns the engine's status report.

@@ -58,8 +58,11 @@ in those windows. It works on its own; coordination-engine wakes agents through 
 		newHookCmd(a),
 		newServeCmd(a),
 		newStartCmd(a),
-		newStopCmd(a),
-		newPingCmd(a),
+		app.NewStopCmd(a, "Stop the service (tmux windows and queues stay)", `Ask the service to stop and wait until it has. Only the service stops: tmux
+windows, their agents and the message queue are left as they are, and queued
+messages are delivered after the next start. Stopping a service that is not
+running is not an error.`),
+		app.NewPingCmd(a),
 		newStatusCmd(a),
 		newEndpointsCmd(a),
 	)

@@ -54,9 +54,7 @@ func (c *Client) Hello(ctx context.Context, client string) (daemon.HelloResult, 
 
 // Stop asks the service to stop within its grace period.
 func (c *Client) Stop(ctx context.Context) (daemon.ShutdownResult, error) {
-	var res daemon.ShutdownResult
-	err := c.call(ctx, quick, daemon.OpShutdown, nil, &res)
-	return res, err
+	return daemon.Stop(ctx, c.paths)
 }
 
 // Status returns the service's status report.
@@ -137,4 +135,12 @@ func (c *Client) Purge(ctx context.Context, args api.PurgeArgs) (api.PurgeResult
 // state. The handshake is bounded; the stream then has no deadline.
 func (c *Client) BrokerSession(ctx context.Context, args api.BrokerSessionArgs) (net.Conn, *protocol.FrameReader, error) {
 	return daemon.Client(c.paths, look).OpenStream(ctx, api.OpBrokerSession, args)
+}
+
+// Wake asks tamq to queue a continuation prompt for a repo's agent
+// (coordination-engine's only way into a terminal).
+func (c *Client) Wake(ctx context.Context, req api.WakeRequest) (api.WakeAck, error) {
+	var res api.WakeAck
+	err := c.call(ctx, write, api.OpWake, req, &res)
+	return res, err
 }

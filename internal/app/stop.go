@@ -1,4 +1,4 @@
-package cli
+package app
 
 import (
 	"context"
@@ -6,10 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/tamq/client"
 )
 
 type stopRecord struct {
@@ -17,27 +15,26 @@ type stopRecord struct {
 	PID        int  `json:"pid,omitempty"`
 }
 
-func newStopCmd(a *app.App) *cobra.Command {
+// NewStopCmd is both programs' stop: ask the service to stop and wait until
+// it has; the program's data stays.
+func NewStopCmd(a *App, short, long string) *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "stop",
-		Short: "Stop the service (tmux windows and queues stay)",
-		Long: `Ask the service to stop and wait until it has. Only the service stops: tmux
-windows, their agents and the message queue are left as they are, and queued
-messages are delivered after the next start. Stopping a service that is not
-running is not an error.`,
-		Args: cobra.NoArgs,
+		Short: short,
+		Long:  long,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := a.Paths()
 			if err != nil {
 				return err
 			}
-			res, err := client.New(p).Stop(cmd.Context())
+			res, err := daemon.Stop(cmd.Context(), p)
 			if errs.Is(err, errs.Unavailable) {
 				if a.JSON {
 					return a.PrintJSON(stopRecord{})
 				}
-				a.Printf("tamq is not running\n")
+				a.Printf("%s is not running\n", a.Name())
 				return nil
 			}
 			if err != nil {
@@ -55,7 +52,7 @@ running is not an error.`,
 			if a.JSON {
 				return a.PrintJSON(stopRecord{WasRunning: true, PID: res.PID})
 			}
-			a.Printf("tamq stopped (pid %d)\n", res.PID)
+			a.Printf("%s stopped (pid %d)\n", a.Name(), res.PID)
 			return nil
 		},
 	}

@@ -1,11 +1,10 @@
-package cli
+package app
 
 import (
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/daemon"
 )
 
@@ -14,7 +13,8 @@ type pingRecord struct {
 	RoundTripMS float64 `json:"round_trip_ms"`
 }
 
-func newPingCmd(a *app.App) *cobra.Command {
+// NewPingCmd is both programs' ping: one round trip to the program's service.
+func NewPingCmd(a *App) *cobra.Command {
 	return &cobra.Command{
 		Use:   "ping",
 		Short: "Check that the service answers",
@@ -37,7 +37,7 @@ non-zero (8, unavailable) with a message on stderr when it does not.`,
 				return a.PrintJSON(pingRecord{PingResult: res, RoundTripMS: rtt})
 			}
 			if !a.Quiet {
-				a.Printf("tamq is alive (pid %d, version %s, protocol %s, %.2f ms)\n", res.PID, res.ServerVersion, res.Proto, rtt)
+				a.Printf("%s is alive (pid %d, version %s, protocol %s, %.2f ms)\n", a.Name(), res.PID, res.ServerVersion, res.Proto, rtt)
 			}
 			return nil
 		},
