@@ -44,7 +44,7 @@ func Binaries(t testing.TB) string {
 			return
 		}
 		cmd := exec.Command("go", "build", "-o", dir+"/", "github.com/tmux-amq/tamq/cmd/...", "github.com/tmux-amq/tamq/tools/tamq-demo",
-			"github.com/tmux-amq/tamq/internal/testutil/squatter")
+			"github.com/tmux-amq/tamq/internal/testutil/squatter", "github.com/tmux-amq/tamq/internal/testutil/scriptedagent")
 		// As the Makefile builds them: static, so no dynamic loader runs at start.
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := cmd.CombinedOutput()
@@ -105,21 +105,26 @@ func NewEnv(t testing.TB) *Env {
 	return e
 }
 
-// killService kills the tamq service holding this environment's lock, if one
-// still runs (the lock file names its holder).
+// killService kills the tamq service and coordination-engine holding this
+// environment's locks, if they still run (a lock file names its holder).
 func (e *Env) killService() {
-	b, err := os.ReadFile(filepath.Join(e.TamqState(), "tamq.lock"))
-	if err != nil {
-		return
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return
-	}
-	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && strings.HasPrefix(exe, e.Bin+"/") {
-		syscall.Kill(pid, syscall.SIGKILL)
+	for _, lock := range []string{filepath.Join(e.TamqState(), "tamq.lock"), filepath.Join(e.EngineState(), "coordination-engine.lock")} {
+		b, err := os.ReadFile(lock)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && strings.HasPrefix(exe, e.Bin+"/") {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }
+
+// EngineState is coordination-engine's state directory.
+func (e *Env) EngineState() string { return filepath.Join(e.State, "coordination-engine") }
 
 // TamqState is tamq's state directory.
 func (e *Env) TamqState() string { return filepath.Join(e.State, "tamq") }
@@ -179,6 +184,16 @@ func (e *Env) Tamq(t testing.TB, args ...string) Result {
 	r := e.Run(t, "tamq", args...)
 	if r.Status != 0 {
 		t.Fatalf("tamq %s: %s", strings.Join(args, " "), r)
+	}
+	return r
+}
+
+// Engine runs coordination-engine and fails the test unless it exits 0.
+func (e *Env) Engine(t testing.TB, args ...string) Result {
+	t.Helper()
+	r := e.Run(t, "coordination-engine", args...)
+	if r.Status != 0 {
+		t.Fatalf("coordination-engine %s: %s", strings.Join(args, " "), r)
 	}
 	return r
 }
@@ -288,6 +303,18 @@ func pyCSV(field string) string {
 func (e *Env) WriteConfig(t testing.TB, toml string) {
 	t.Helper()
 	dir := filepath.Join(e.Config, "tamq")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WriteEngineConfig writes coordination-engine's config file.
+func (e *Env) WriteEngineConfig(t testing.TB, toml string) {
+	t.Helper()
+	dir := filepath.Join(e.Config, "coordination-engine")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,12 @@ const (
 	CapWake     = "wake"     // tamq takes wakes (its wake operation)
 )
 
+// Window modes: whether the engine may wake a window's agent.
+const (
+	ModeTrigger = "trigger"
+	ModeManual  = "manual"
+)
+
 // AttachWindow is one repo window tamq hosts.
 type AttachWindow struct {
 	Repo    string `json:"repo"`

@@ -71,6 +71,7 @@ type EndpointStatus struct {
 	CoordinationEndpointID string         `json:"coordination_endpoint_id"`
 	TamqEndpointID         string         `json:"tamq_endpoint_id"`
 	TmuxSession            string         `json:"tmux_session,omitempty"`
+	TmuxSocket             string         `json:"tmux_socket,omitempty"`
 	State                  string         `json:"state"` // attached | detached
 	Proto                  string         `json:"proto"`
 	Capabilities           []string       `json:"capabilities"`
