@@ -1,0 +1,259 @@
+package lease
+
+import (
+	"slices"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+)
+
+// The lease rules. Each transition is a pure function of the lease, the time
+// and the Timing: it returns the new lease and whether anything changed, or
+// an *errs.Error (the lease unchanged). The rules:
+//
+//   - Attempts. A lease is offered at most 1+MaxAttempts times: the first
+//     attempt plus MaxAttempts retries (MaxAttempts 0: no retry), as tamq's
+//     max_attempts counts redeliveries. The retry keeps the lease id.
+//   - Offer. A new lease is offered as attempt 1; expires_at (its ack
+//     deadline) is offered_at + AckTimeout.
+//   - Deadline. Once now reaches expires_at, the attempt is over for the
+//     agent, swept or not: ack, renew, checkpoint and release are refused
+//     with lease_expired, so the answer never depends on when the sweep ran.
+//   - Ack (offered → acknowledged): expires_at = now + RenewInterval ×
+//     MissedRenewals. Acking an acknowledged, running or checkpointed lease
+//     again changes nothing and succeeds (agents may repeat). A lease in
+//     retry_wait or past its deadline: lease_expired (a new attempt will wake
+//     the agent); completed or stopped: lease_state.
+//   - Renew: acknowledged → running; running and checkpointed stay; expires_at
+//     = now + RenewInterval × MissedRenewals. An offered lease: lease_state
+//     (acknowledge it first).
+//   - Checkpoint: acknowledged, running or checkpointed → checkpointed;
+//     last_checkpoint_at = now and expires_at extended as by a renewal. The
+//     checkpoint must pass Checkpoint.Check.
+//   - Release completed: acknowledged, running or checkpointed → completed.
+//     Release failed: ends the attempt as an expiry does (retry_wait, or
+//     stopped when the attempts are used up), with reason "failed: <reason>".
+//     Release blocked: stopped with "blocked: <reason>", never retried. An
+//     offered lease: lease_state (acknowledge it first).
+//   - Expire: an offered, acknowledged, running or checkpointed lease whose
+//     expires_at has come ends its attempt n. If n < 1+MaxAttempts it waits
+//     in retry_wait as attempt n+1, next_retry_at = now + Backoff[min(n-1,
+//     len-1)], with tamq's message id of the old wake cleared; otherwise it
+//     is stopped, "exhausted".
+//   - Reoffer: a retry_wait lease whose next_retry_at has come is offered
+//     again: acquired_at = now, expires_at = now + AckTimeout, next_retry_at
+//     and the wake outcome cleared (the new attempt gets its own wake).
+//   - Completed and stopped are final: every transition from them is
+//     refused with lease_state.
+
+// StopExhausted is the stop reason of a lease whose attempts are used up.
+const StopExhausted = "exhausted"
+
+// MaxReason bounds a release reason, in bytes: it is kept in receipts.
+const MaxReason = 200
+
+// Offer starts a lease for a trigger: attempt 1, offered until the ack
+// deadline. A trigger that completed or was superseded takes no lease.
+func Offer(tr Trigger, id string, now time.Time, t Timing) (Lease, error) {
+	if tr.State == TriggerCompleted || tr.State == TriggerSuperseded {
+		return Lease{}, errs.New(errs.Conflict, "trigger %s is %s; it takes no new lease", tr.ID, tr.State)
+	}
+	return Lease{
+		ID: id, TriggerID: tr.ID, Owner: Owner, TargetRepo: tr.TargetRepo, TargetAgent: tr.TargetAgent,
+		State: Offered, Attempt: 1, MaxAttempts: max(t.MaxAttempts, 0),
+		AcquiredAt: now, ExpiresAt: now.Add(t.AckTimeout), UpdatedAt: now,
+	}, nil
+}
+
+func stateError(l Lease, action, hint string) error {
+	e := errs.New(errs.LeaseState, "lease %s is %s; cannot %s", l.ID, l.State, action)
+	if hint != "" {
+		e = e.WithHint("%s", hint)
+	}
+	return e
+}
+
+// endedError refuses a request of the agent on an attempt that has ended.
+func endedError(l Lease) error {
+	if l.State == RetryWait {
+		return errs.New(errs.LeaseExpired, "lease %s expired; attempt %d is due at %s", l.ID, l.Attempt, l.NextRetryAt.Format(time.RFC3339)).
+			WithHint("stop working on it: a new attempt will wake the agent")
+	}
+	return errs.New(errs.LeaseExpired, "lease %s expired at %s", l.ID, l.ExpiresAt.Format(time.RFC3339)).
+		WithHint("stop working on it: a new attempt will wake the agent")
+}
+
+// agentCheck is what every request of the agent (ack, renew, checkpoint,
+// release) checks first: the lease is not final and its attempt has not
+// ended.
+func (l Lease) agentCheck(now time.Time, action string) error {
+	switch {
+	case !l.State.Live():
+		return stateError(l, action, "")
+	case l.State == RetryWait, !now.Before(l.ExpiresAt):
+		return endedError(l)
+	}
+	return nil
+}
+
+// Ack records the agent's acknowledgement of an offered lease.
+func (l Lease) Ack(now time.Time, t Timing) (Lease, bool, error) {
+	if err := l.agentCheck(now, "acknowledge it"); err != nil {
+		return l, false, err
+	}
+	if l.State != Offered {
+		return l, false, nil // a repeated ack
+	}
+	l.State, l.ExpiresAt, l.UpdatedAt = Acknowledged, now.Add(t.holdFor()), now
+	return l, true, nil
+}
+
+// Renew extends a held lease; the first renewal marks it running.
+func (l Lease) Renew(now time.Time, t Timing) (Lease, bool, error) {
+	if err := l.agentCheck(now, "renew it"); err != nil {
+		return l, false, err
+	}
+	if l.State == Offered {
+		return l, false, stateError(l, "renew it", "acknowledge it first")
+	}
+	if l.State == Acknowledged {
+		l.State = Running
+	}
+	l.ExpiresAt, l.UpdatedAt = now.Add(t.holdFor()), now
+	return l, true, nil
+}
+
+// Checkpoint records c on a held lease and returns it stamped with the
+// lease and the time.
+func (l Lease) Checkpoint(c Checkpoint, now time.Time, t Timing) (Lease, Checkpoint, error) {
+	if err := l.agentCheck(now, "checkpoint it"); err != nil {
+		return l, c, err
+	}
+	if l.State == Offered {
+		return l, c, stateError(l, "checkpoint it", "acknowledge it first")
+	}
+	if err := c.Check(); err != nil {
+		return l, c, err
+	}
+	c.LeaseID, c.RecordedAt = l.ID, now
+	l.State, l.LastCheckpointAt = Checkpointed, now
+	l.ExpiresAt, l.UpdatedAt = now.Add(t.holdFor()), now
+	return l, c, nil
+}
+
+// ReleaseReason is how a release is recorded: "failed: <reason>",
+// "blocked: <reason>" (the result alone without a reason), or the reason of
+// a completion.
+func ReleaseReason(result Result, reason string) string {
+	if result == ResultCompleted {
+		return reason
+	}
+	if reason == "" {
+		return string(result)
+	}
+	return string(result) + ": " + reason
+}
+
+// Release ends the agent's attempt with its result.
+func (l Lease) Release(result Result, reason string, now time.Time, t Timing) (Lease, bool, error) {
+	if !slices.Contains(Results, result) {
+		return l, false, errs.New(errs.BadRequest, "unknown release result %q; want completed, failed or blocked", result)
+	}
+	if err := checkText("release reason", reason, MaxReason, false); err != nil {
+		return l, false, err
+	}
+	if err := l.agentCheck(now, "release it"); err != nil {
+		return l, false, err
+	}
+	if l.State == Offered {
+		return l, false, stateError(l, "release it", "acknowledge it first")
+	}
+	l.UpdatedAt = now
+	switch result {
+	case ResultCompleted:
+		l.State = Completed
+	case ResultBlocked:
+		l.State, l.StopReason = Stopped, ReleaseReason(result, reason)
+	default:
+		l.endAttempt(now, t, ReleaseReason(result, reason))
+	}
+	return l, true, nil
+}
+
+// Expire ends an attempt whose deadline has come.
+func (l Lease) Expire(now time.Time, t Timing) (Lease, bool, error) {
+	if !l.State.held() && l.State != Offered {
+		return l, false, stateError(l, "expire it", "")
+	}
+	if now.Before(l.ExpiresAt) {
+		return l, false, errs.New(errs.Conflict, "lease %s does not expire until %s", l.ID, l.ExpiresAt.Format(time.RFC3339))
+	}
+	l.UpdatedAt = now
+	l.endAttempt(now, t, StopExhausted)
+	return l, true, nil
+}
+
+// endAttempt moves on to the next attempt after the backoff, or stops the
+// lease with stopReason when it has made 1+MaxAttempts.
+func (l *Lease) endAttempt(now time.Time, t Timing, stopReason string) {
+	if l.Attempt >= 1+l.MaxAttempts {
+		l.State, l.StopReason = Stopped, stopReason
+		return
+	}
+	l.State, l.NextRetryAt = RetryWait, now.Add(t.backoff(l.Attempt))
+	l.Attempt++
+	l.LocalLeaseID = ""
+}
+
+// Reoffer offers a lease waiting in retry_wait again, as its next attempt.
+func (l Lease) Reoffer(now time.Time, t Timing) (Lease, bool, error) {
+	if l.State != RetryWait {
+		return l, false, stateError(l, "offer it again (only a lease in retry_wait can be)", "")
+	}
+	if now.Before(l.NextRetryAt) {
+		return l, false, errs.New(errs.Conflict, "lease %s is not due for attempt %d until %s", l.ID, l.Attempt, l.NextRetryAt.Format(time.RFC3339))
+	}
+	l.State, l.AcquiredAt, l.ExpiresAt, l.UpdatedAt = Offered, now, now.Add(t.AckTimeout), now
+	l.NextRetryAt, l.WakeOutcome, l.LocalLeaseID = time.Time{}, "", ""
+	return l, true, nil
+}
+
+// Woken records tamq's answer to the wake of an attempt: its outcome, its
+// message id and the endpoint that took it. The answer for an attempt that
+// is no longer the current one changes nothing: the lease moved on.
+func (l Lease) Woken(attempt int, outcome WakeOutcome, messageID, tamqEndpointID, coordinationEndpointID string, now time.Time) (Lease, bool, error) {
+	if !slices.Contains(WakeOutcomes, outcome) {
+		return l, false, errs.New(errs.BadRequest, "unknown wake capability %q; want resumed, started or unavailable", outcome)
+	}
+	if attempt != l.Attempt || l.State == RetryWait {
+		return l, false, nil
+	}
+	l.WakeOutcome, l.LocalLeaseID, l.UpdatedAt = outcome, messageID, now
+	if tamqEndpointID != "" {
+		l.TamqEndpointID = tamqEndpointID
+	}
+	if coordinationEndpointID != "" {
+		l.CoordinationEndpointID = coordinationEndpointID
+	}
+	return l, true, nil
+}
+
+// Due reports whether the lease has something due at now: its deadline
+// (a live lease not in retry_wait) or its next attempt (retry_wait).
+func (l Lease) Due(now time.Time) bool {
+	switch {
+	case l.State == RetryWait:
+		return !now.Before(l.NextRetryAt)
+	case l.State.Live():
+		return !now.Before(l.ExpiresAt)
+	}
+	return false
+}
+
+// ExpiryReason says, for receipts, how an attempt in state from ran out.
+func ExpiryReason(from State) string {
+	if from == Offered {
+		return "not acknowledged in time"
+	}
+	return "not renewed in time"
+}
