@@ -111,7 +111,29 @@ CREATE INDEX receipts_pending ON receipts(id) WHERE projected_at IS NULL;
 CREATE INDEX receipts_trigger ON receipts(trigger_id, id);
 `
 
+// schemaV2 adds what the lease rules and the wake need: a lease keeps its
+// retry budget (max_attempts, fixed when offered), the outcome of its
+// current attempt's wake (NULL until tamq answered: the wake is still to be
+// sent) and the tamq endpoint that took it; a receipt names tamq's message
+// id of a wake; an endpoint is found again by its tamq id and tmux socket
+// when tamq attaches again; a window keeps its agent command; a trigger may
+// name the task it is about.
+const schemaV2 = `
+ALTER TABLE triggers ADD COLUMN task_id TEXT;
+ALTER TABLE endpoints ADD COLUMN tmux_socket TEXT;
+ALTER TABLE endpoint_repos ADD COLUMN command TEXT;  -- NULL runs the user's shell
+ALTER TABLE leases ADD COLUMN max_attempts INTEGER NOT NULL DEFAULT 0 CHECK (max_attempts >= 0);
+ALTER TABLE leases ADD COLUMN wake_outcome TEXT CHECK (wake_outcome IS NULL OR wake_outcome IN ('resumed', 'started', 'unavailable'));
+ALTER TABLE leases ADD COLUMN tamq_endpoint_id TEXT;
+ALTER TABLE receipts ADD COLUMN local_message_id TEXT;
+CREATE INDEX endpoints_tamq ON endpoints(tamq_endpoint_id);
+CREATE INDEX leases_retry ON leases(next_retry_at) WHERE state = 'retry_wait';
+CREATE INDEX leases_wake ON leases(acquired_at) WHERE state = 'offered' AND wake_outcome IS NULL;
+CREATE INDEX receipts_lease ON receipts(lease_id, id);
+`
+
 // Migrations is coordination-engine's schema history; append, never edit a released entry.
 var Migrations = []sqlitedb.Migration{
 	{Version: 1, Name: "triggers, leases, checkpoints, endpoints, receipts", TouchesData: true, SQL: schemaV1},
+	{Version: 2, Name: "lease retry budget and wake outcome, endpoint sockets, receipt message ids", TouchesData: true, SQL: schemaV2},
 }

@@ -4,9 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/tmux-amq/tamq/internal/engine/lease"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
 func setup(t *testing.T) *sqlitedb.DB {
@@ -38,6 +43,9 @@ const (
 func TestSchemaConstraints(t *testing.T) {
 	t.Parallel()
 	db := setup(t)
+	if v, err := db.SchemaVersion(context.Background()); err != nil || v != sqlitedb.LatestVersion(Migrations) {
+		t.Fatalf("schema version %d, %v", v, err)
+	}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -64,6 +72,10 @@ func TestSchemaConstraints(t *testing.T) {
 			VALUES ('t9', 'email', 'x', '1', 'r', 'task_actionable', 'pending', 1, 1)`, nil},
 		{"unknown blocked reason", `INSERT INTO checkpoints (lease_id, summary, blocked_reason, recorded_at) VALUES ('L2', 's', 'bored', 1)`, nil},
 		{"checkpoint for unknown lease", `INSERT INTO checkpoints (lease_id, summary, recorded_at) VALUES ('ghost', 's', 1)`, nil},
+		{"unknown wake outcome", `UPDATE leases SET wake_outcome = 'typed' WHERE lease_id = 'L2'`, nil},
+		{"negative max attempts", `UPDATE leases SET max_attempts = -1 WHERE lease_id = 'L2'`, nil},
+		{"lease on an endpoint never granted", `UPDATE leases SET coordination_endpoint_id = 'ce-ghost' WHERE lease_id = 'L2'`, nil},
+		{"text in an integer column", `UPDATE leases SET max_attempts = 'many' WHERE lease_id = 'L2'`, nil},
 	}
 	for _, r := range refused {
 		if err := exec(db, r.q, r.args...); err == nil {
@@ -71,7 +83,53 @@ func TestSchemaConstraints(t *testing.T) {
 		}
 	}
 	must(exec(db, `INSERT INTO checkpoints (lease_id, summary, blocked_reason, recorded_at) VALUES ('L2', 'did x', 'dependency', 1)`))
+	must(exec(db, `UPDATE leases SET wake_outcome = 'unavailable', max_attempts = 4, tamq_endpoint_id = 'tmux-amq-1' WHERE lease_id = 'L2'`))
+	must(exec(db, `UPDATE leases SET wake_outcome = NULL WHERE lease_id = 'L2'`))
 	// Once the live lease ends, the trigger may be leased again.
 	must(exec(db, `UPDATE leases SET state = 'completed' WHERE lease_id = 'L2'`))
 	must(exec(db, insertLease, "L7", "t1", "offered"))
+}
+
+// TestSchemaChecksMatchTheDomain: every enum column's CHECK, as the migrated
+// database has it, allows exactly the domain's values of that enum, so the
+// Go constants and the schema cannot drift apart.
+func TestSchemaChecksMatchTheDomain(t *testing.T) {
+	t.Parallel()
+	db := setup(t)
+	columns := []struct {
+		table, column string
+		want          []string
+	}{
+		{"triggers", "source", queue.Names(lease.Sources)},
+		{"triggers", "reason", queue.Names(lease.Reasons)},
+		{"triggers", "state", queue.Names(lease.TriggerStates)},
+		{"endpoints", "state", queue.Names(lease.EndpointStates)},
+		{"endpoint_repos", "mode", queue.Names(lease.WindowModes)},
+		{"leases", "state", queue.Names(lease.States)},
+		{"leases", "wake_outcome", queue.Names(lease.WakeOutcomes)},
+		{"leases", "owner", []string{lease.Owner}},
+		{"checkpoints", "blocked_reason", queue.Names(lease.BlockedReasons)},
+	}
+	for _, c := range columns {
+		var ddl string
+		if err := db.Reader.QueryRow(`SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?`, c.table).Scan(&ddl); err != nil {
+			t.Fatal(err)
+		}
+		// NOT NULL columns: CHECK (c IN (...)); nullable ones: CHECK (c IS
+		// NULL OR c IN (...)); the owner: CHECK (owner = '...').
+		re := regexp.MustCompile(`\b` + c.column + `\s+TEXT[^,]*?CHECK \((?:` + c.column + ` IS NULL OR )?` + c.column +
+			`(?: IN \(([^)]*)\)| = ('[^']*'))\)`)
+		m := re.FindStringSubmatch(ddl)
+		if m == nil {
+			t.Errorf("%s.%s: no CHECK of its values in\n%s", c.table, c.column, ddl)
+			continue
+		}
+		var got []string
+		for _, lit := range strings.Split(m[1]+m[2], ",") {
+			got = append(got, strings.Trim(strings.TrimSpace(lit), "'"))
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s.%s: CHECK allows %q, the domain has %q", c.table, c.column, got, c.want)
+		}
+	}
 }

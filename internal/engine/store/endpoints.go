@@ -1,0 +1,252 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/engine/lease"
+	"github.com/tmux-amq/tamq/internal/errs"
+)
+
+// Refusal is a window the engine did not accept at attach, with why.
+type Refusal struct {
+	Repo   string
+	Reason string
+}
+
+// endpointKnownTx refuses a coordination endpoint id that was never granted
+// (the empty id is no endpoint and passes).
+func (s *Store) endpointKnownTx(tx *sql.Tx, id string) error {
+	if id == "" {
+		return nil
+	}
+	var n int
+	if err := s.DB.TxQueryRow(tx, `SELECT count(*) FROM endpoints WHERE coordination_endpoint_id = ?`, id).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return errs.New(errs.NotFound, "no coordination endpoint %s", id).WithHint("see `coordination-engine status`")
+	}
+	return nil
+}
+
+// Attach records a tamq endpoint as attached with its windows (replacing
+// those recorded before), with a receipt "endpoint.attached" and one
+// "endpoint.refused" per refused window (its repo and why: no paths). An
+// endpoint seen before with the same tamq endpoint id and tmux socket keeps
+// its coordination endpoint id (tamq attaches again after it restarts);
+// otherwise it is granted a new one, "ce-<uuid>". A tmux socket serves one
+// server at a time, so another endpoint still attached on the same socket
+// is gone: it is detached.
+func (s *Store) Attach(ctx context.Context, ep lease.Endpoint, refused []Refusal) (lease.Endpoint, error) {
+	now := s.Now()
+	ep.Windows = slices.Clone(ep.Windows) // modes are filled in below: not in the caller's slice
+	seen := map[string]bool{}
+	for i, w := range ep.Windows {
+		if seen[w.Repo] {
+			return ep, errs.New(errs.BadRequest, "endpoint %s lists repo %s twice", ep.TamqEndpointID, w.Repo)
+		}
+		seen[w.Repo] = true
+		if w.Mode == "" {
+			ep.Windows[i].Mode = lease.ModeManual // never woken unless it says so
+		}
+	}
+	if ep.Capabilities == nil {
+		ep.Capabilities = []string{}
+	}
+	caps, err := json.Marshal(ep.Capabilities)
+	if err != nil {
+		return ep, errs.Wrap(errs.Internal, err, "encode capabilities")
+	}
+	ep.State, ep.AttachedAt, ep.UpdatedAt = lease.Attached, now, now
+	var out lease.Endpoint
+	err = s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		ep.ID = ""
+		err := s.DB.TxQueryRow(tx, `SELECT coordination_endpoint_id FROM endpoints WHERE tamq_endpoint_id = ? AND tmux_socket IS ?
+			ORDER BY updated_at DESC LIMIT 1`, ep.TamqEndpointID, nullStr(ep.TmuxSocket)).Scan(&ep.ID)
+		reattached := err == nil
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			ep.ID = "ce-" + NewID()
+		case err != nil:
+			return err
+		}
+		if _, err := s.DB.TxExec(tx, `INSERT INTO endpoints (coordination_endpoint_id, tamq_endpoint_id, tmux_socket, tmux_session,
+			protocol_version, capabilities, state, attached_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (coordination_endpoint_id) DO UPDATE SET tmux_session = excluded.tmux_session,
+			protocol_version = excluded.protocol_version, capabilities = excluded.capabilities, state = excluded.state,
+			attached_at = excluded.attached_at, updated_at = excluded.updated_at`,
+			ep.ID, ep.TamqEndpointID, nullStr(ep.TmuxSocket), nullStr(ep.TmuxSession), ep.Proto, string(caps),
+			string(ep.State), ms(now), ms(now)); err != nil {
+			return err
+		}
+		if ep.TmuxSocket != "" {
+			if _, err := s.detachTx(tx, now, "replaced by "+ep.TamqEndpointID,
+				`tmux_socket = ? AND coordination_endpoint_id <> ?`, ep.TmuxSocket, ep.ID); err != nil {
+				return err
+			}
+		}
+		if _, err := s.DB.TxExec(tx, `DELETE FROM endpoint_repos WHERE coordination_endpoint_id = ?`, ep.ID); err != nil {
+			return err
+		}
+		for _, w := range ep.Windows {
+			if _, err := s.DB.TxExec(tx, `INSERT INTO endpoint_repos (coordination_endpoint_id, repo, path, mode, command)
+				VALUES (?, ?, ?, ?, ?)`, ep.ID, w.Repo, w.Path, string(w.Mode), nullStr(w.Command)); err != nil {
+				return err
+			}
+		}
+		if err := s.addReceiptTx(tx, Receipt{At: now, Kind: KindEndpointAttached, Status: string(lease.Attached), CoordinationEndpointID: ep.ID,
+			Detail: map[string]any{"tamq_endpoint_id": ep.TamqEndpointID, "windows": len(ep.Windows), "refused": len(refused),
+				"proto": ep.Proto, "reattached": reattached}}); err != nil {
+			return err
+		}
+		for _, r := range refused {
+			if err := s.addReceiptTx(tx, Receipt{At: now, Kind: KindEndpointRefused, Status: "refused", Reason: r.Reason,
+				CoordinationEndpointID: ep.ID, Detail: map[string]any{"tamq_endpoint_id": ep.TamqEndpointID, "repo": r.Repo}}); err != nil {
+				return err
+			}
+		}
+		out = ep
+		return nil
+	})
+	return out, storageErr(err, "record the attach of endpoint "+ep.TamqEndpointID)
+}
+
+// detachTx detaches the attached endpoints the where clause selects, with a
+// receipt each, and returns how many.
+func (s *Store) detachTx(tx *sql.Tx, now time.Time, reason, where string, args ...any) (int, error) {
+	rows, err := tx.Query(`SELECT coordination_endpoint_id, tamq_endpoint_id FROM endpoints
+		WHERE state = 'attached' AND `+where+` ORDER BY rowid`, args...)
+	if err != nil {
+		return 0, err
+	}
+	var ids, tamqIDs []string
+	for rows.Next() {
+		var id, tamqID string
+		if err := rows.Scan(&id, &tamqID); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		ids, tamqIDs = append(ids, id), append(tamqIDs, tamqID)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	for i, id := range ids {
+		if _, err := s.DB.TxExec(tx, `UPDATE endpoints SET state = 'detached', updated_at = ? WHERE coordination_endpoint_id = ?`,
+			ms(now), id); err != nil {
+			return 0, err
+		}
+		if err := s.addReceiptTx(tx, Receipt{At: now, Kind: KindEndpointDetached, Status: string(lease.Detached), Reason: reason,
+			CoordinationEndpointID: id, Detail: map[string]any{"tamq_endpoint_id": tamqIDs[i]}}); err != nil {
+			return 0, err
+		}
+	}
+	return len(ids), nil
+}
+
+// Detach records that a tamq endpoint stopped (tamq's service stops, or its
+// tmux server is gone). Detaching one already detached changes nothing; one
+// never attached is not found.
+func (s *Store) Detach(ctx context.Context, tamqEndpointID, reason string) error {
+	now := s.Now()
+	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		var known int
+		if err := s.DB.TxQueryRow(tx, `SELECT count(*) FROM endpoints WHERE tamq_endpoint_id = ?`, tamqEndpointID).Scan(&known); err != nil {
+			return err
+		}
+		if known == 0 {
+			return errs.New(errs.NotFound, "no endpoint %s has attached", tamqEndpointID).WithHint("see `coordination-engine status`")
+		}
+		_, err := s.detachTx(tx, now, reason, `tamq_endpoint_id = ?`, tamqEndpointID)
+		return err
+	})
+	return storageErr(err, "record the detach of endpoint "+tamqEndpointID)
+}
+
+// DetachAll detaches every attached endpoint (the engine stops, or starts
+// after a crash: tamq attaches again) and returns how many were attached.
+func (s *Store) DetachAll(ctx context.Context, reason string) (int, error) {
+	now := s.Now()
+	var n int
+	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		n, err = s.detachTx(tx, now, reason, `1 = 1`)
+		return err
+	})
+	return n, storageErr(err, "detach endpoints")
+}
+
+// Endpoints lists the endpoints with their windows, the latest attached
+// first; attachedOnly leaves the detached out.
+func (s *Store) Endpoints(ctx context.Context, attachedOnly bool) ([]lease.Endpoint, error) {
+	where := `1 = 1`
+	if attachedOnly {
+		where = `state = 'attached'`
+	}
+	eps, err := s.endpoints(ctx, where)
+	return eps, storageErr(err, "read endpoints")
+}
+
+// Hosts lists the attached endpoints that have a window for repo (in any
+// mode: the caller decides whether it may wake it), with all their windows.
+func (s *Store) Hosts(ctx context.Context, repo string) ([]lease.Endpoint, error) {
+	eps, err := s.endpoints(ctx, `state = 'attached' AND coordination_endpoint_id IN
+		(SELECT coordination_endpoint_id FROM endpoint_repos WHERE repo = ?)`, repo)
+	return eps, storageErr(err, "read the endpoints of "+repo)
+}
+
+func (s *Store) endpoints(ctx context.Context, where string, args ...any) ([]lease.Endpoint, error) {
+	rows, err := s.DB.Query(ctx, `SELECT coordination_endpoint_id, tamq_endpoint_id, COALESCE(tmux_socket, ''), COALESCE(tmux_session, ''),
+		protocol_version, capabilities, state, attached_at, updated_at FROM endpoints WHERE `+where+` ORDER BY attached_at DESC, rowid DESC`, args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []lease.Endpoint
+	for rows.Next() {
+		var ep lease.Endpoint
+		var caps, state string
+		var attached, updated int64
+		if err := rows.Scan(&ep.ID, &ep.TamqEndpointID, &ep.TmuxSocket, &ep.TmuxSession, &ep.Proto, &caps, &state, &attached, &updated); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(caps), &ep.Capabilities); err != nil {
+			rows.Close()
+			return nil, errs.Wrap(errs.Storage, err, "read the capabilities of endpoint %s", ep.ID)
+		}
+		ep.State, ep.AttachedAt, ep.UpdatedAt, ep.Windows = lease.EndpointState(state), fromMS(attached), fromMS(updated), []lease.Window{}
+		out = append(out, ep)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for i := range out {
+		wr, err := s.DB.Query(ctx, `SELECT repo, path, COALESCE(command, ''), mode FROM endpoint_repos
+			WHERE coordination_endpoint_id = ? ORDER BY repo`, out[i].ID)
+		if err != nil {
+			return nil, err
+		}
+		for wr.Next() {
+			var w lease.Window
+			var mode string
+			if err := wr.Scan(&w.Repo, &w.Path, &w.Command, &mode); err != nil {
+				wr.Close()
+				return nil, err
+			}
+			w.Mode = lease.WindowMode(mode)
+			out[i].Windows = append(out[i].Windows, w)
+		}
+		wr.Close()
+		if err := wr.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,618 @@
+package store
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/engine/lease"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/paths"
+)
+
+func TestStoreAddTrigger(t *testing.T) {
+	t.Parallel()
+	s, c := newStore(t)
+	ctx := context.Background()
+	first, inserted, err := s.AddTrigger(ctx, newTrigger("1"))
+	if err != nil || !inserted || first.ID == "" || first.State != lease.TriggerPending || !first.ObservedAt.Equal(start) {
+		t.Fatalf("first: %+v, %v, %v", first, inserted, err)
+	}
+	if got := getTrigger(t, s, first.ID); got != first {
+		t.Errorf("stored\n%+v\nwant\n%+v", got, first)
+	}
+	c.advance(time.Second)
+	again := newTrigger("1")
+	again.Reason = lease.RetryDue // a later observation of the same key
+	got, inserted, err := s.AddTrigger(ctx, again)
+	if err != nil || inserted || got != first {
+		t.Errorf("the same key again: %+v, %v, %v", got, inserted, err)
+	}
+	if _, inserted, _ := s.AddTrigger(ctx, newTrigger("2")); !inserted {
+		t.Error("a new revision was not a new trigger")
+	}
+	other := newTrigger("1")
+	other.TargetRepo = "railiance"
+	if _, inserted, _ := s.AddTrigger(ctx, other); !inserted {
+		t.Error("another repo was not a new trigger")
+	}
+	bad := newTrigger("3")
+	bad.Source = "email"
+	if _, _, err := s.AddTrigger(ctx, bad); !errs.Is(err, errs.BadRequest) {
+		t.Errorf("unknown source: %v", err)
+	}
+	rs := must[[]Receipt](t)(s.Receipts(ctx, ReceiptFilter{}))
+	if len(rs) != 3 || rs[0].Kind != KindTriggerObserved || rs[0].TriggerID != first.ID || rs[0].Status != "pending" ||
+		rs[0].Reason != "task_actionable" || rs[0].PolicyProfile != "default@1" || rs[0].ConfigVersion != "cfg" ||
+		rs[0].Detail["source_id"] != "T-1" {
+		t.Errorf("receipts %+v", rs)
+	}
+	if _, err := s.Trigger(ctx, "ghost"); !errs.Is(err, errs.NotFound) {
+		t.Errorf("unknown trigger: %v", err)
+	}
+}
+
+func TestStoreStopTrigger(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	tr := must[lease.Trigger](t)(func() (lease.Trigger, error) {
+		tr, _, err := s.AddTrigger(ctx, newTrigger("1"))
+		return tr, err
+	}())
+	mark := lastReceipt(t, s)
+	if err := s.StopTrigger(ctx, tr.ID, "policy", "destructive work needs a human"); err != nil {
+		t.Fatal(err)
+	}
+	got := getTrigger(t, s, tr.ID)
+	if got.State != lease.TriggerStopped || got.GateReason != "policy" {
+		t.Errorf("stopped trigger %+v", got)
+	}
+	rs := receiptsSince(t, s, mark)
+	if len(rs) != 1 || rs[0].Kind != KindTriggerStopped || rs[0].Status != "stopped" || rs[0].Reason != "policy: destructive work needs a human" {
+		t.Errorf("receipts %+v", rs)
+	}
+
+	l := offered(t, s, "2")
+	if err := s.StopTrigger(ctx, l.TriggerID, "policy", "x"); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), l.ID) {
+		t.Errorf("a trigger with a live lease: %v", err)
+	}
+	if err := s.StopTrigger(ctx, "ghost", "policy", "x"); !errs.Is(err, errs.NotFound) {
+		t.Errorf("unknown trigger: %v", err)
+	}
+	must[lease.Lease](t)(s.Ack(ctx, l.ID, timing))
+	must[lease.Lease](t)(s.Release(ctx, l.ID, "completed", "", timing))
+	if err := s.StopTrigger(ctx, l.TriggerID, "policy", "x"); !errs.Is(err, errs.Conflict) {
+		t.Errorf("a completed trigger: %v", err)
+	}
+}
+
+func TestStoreOffer(t *testing.T) {
+	t.Parallel()
+	s, c := newStore(t)
+	ctx := context.Background()
+	ep := must[lease.Endpoint](t)(s.Attach(ctx, lease.Endpoint{TamqEndpointID: "tmux-amq-1", TmuxSocket: "/tmp/tmux-0/default", Proto: "1"}, nil))
+	tr, _, err := s.AddTrigger(ctx, newTrigger("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.advance(time.Second)
+	mark := lastReceipt(t, s)
+	l, err := s.Offer(ctx, tr.ID, ep.ID, timing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := lease.Lease{ID: l.ID, TriggerID: tr.ID, Owner: lease.Owner, TargetRepo: "net", State: lease.Offered, Attempt: 1, MaxAttempts: 2,
+		AcquiredAt: c.now, ExpiresAt: c.now.Add(30 * time.Second), CoordinationEndpointID: ep.ID,
+		PolicyProfile: "default@1", ConfigVersion: "cfg", UpdatedAt: c.now}
+	if l != want || getLease(t, s, l.ID) != want {
+		t.Errorf("offered\n%+v\nstored\n%+v\nwant\n%+v", l, getLease(t, s, l.ID), want)
+	}
+	if got := getTrigger(t, s, tr.ID); got.State != lease.TriggerLeased {
+		t.Errorf("trigger %s", got.State)
+	}
+	rs := receiptsSince(t, s, mark)
+	if len(rs) != 1 || rs[0].Kind != KindLeaseOffered || rs[0].LeaseID != l.ID || rs[0].TriggerID != tr.ID || rs[0].Attempt != 1 ||
+		rs[0].CoordinationEndpointID != ep.ID || rs[0].Status != "offered" || rs[0].PolicyProfile != "default@1" {
+		t.Errorf("receipts %+v", rs)
+	}
+
+	other, _, err := s.AddTrigger(ctx, newTrigger("2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := []struct {
+		name      string
+		trigger   string
+		endpoint  string
+		code      errs.Code
+		mentioned string
+	}{
+		{"a second live lease", tr.ID, "", errs.Conflict, l.ID},
+		{"an unknown trigger", "ghost", "", errs.NotFound, "ghost"},
+		{"an endpoint never granted", other.ID, "ce-ghost", errs.NotFound, "ce-ghost"},
+	}
+	for _, r := range refused {
+		mark := lastReceipt(t, s)
+		if _, err := s.Offer(ctx, r.trigger, r.endpoint, timing); !errs.Is(err, r.code) || !strings.Contains(err.Error(), r.mentioned) {
+			t.Errorf("%s: %v", r.name, err)
+		}
+		if rs := receiptsSince(t, s, mark); len(rs) != 0 {
+			t.Errorf("%s: receipts written %v", r.name, kinds(rs))
+		}
+	}
+	if n := must[map[string]int](t)(s.LeaseCounts(ctx)); n["offered"] != 1 {
+		t.Errorf("counts %v", n)
+	}
+
+	// A stopped lease frees its trigger; a completed one ends it.
+	must[lease.Lease](t)(s.Ack(ctx, l.ID, timing))
+	must[lease.Lease](t)(s.Release(ctx, l.ID, "blocked", "human", timing))
+	second := must[lease.Lease](t)(s.Offer(ctx, tr.ID, "", timing))
+	must[lease.Lease](t)(s.Ack(ctx, second.ID, timing))
+	must[lease.Lease](t)(s.Release(ctx, second.ID, "completed", "", timing))
+	if _, err := s.Offer(ctx, tr.ID, "", timing); !errs.Is(err, errs.Conflict) {
+		t.Errorf("a completed trigger: %v", err)
+	}
+}
+
+// op is one store call on a lease.
+type op func(s *Store, id string) (lease.Lease, error)
+
+var (
+	ack   op = func(s *Store, id string) (lease.Lease, error) { return s.Ack(context.Background(), id, timing) }
+	renew op = func(s *Store, id string) (lease.Lease, error) { return s.Renew(context.Background(), id, timing) }
+)
+
+func release(result, reason string) op {
+	return func(s *Store, id string) (lease.Lease, error) {
+		return s.Release(context.Background(), id, result, reason, timing)
+	}
+}
+
+func checkpoint(c lease.Checkpoint) op {
+	return func(s *Store, id string) (lease.Lease, error) {
+		c.LeaseID = id
+		return s.Checkpoint(context.Background(), c, timing)
+	}
+}
+
+// driven is a store with one offered lease taken through the steps before,
+// a second apart, and its clock moved on by after.
+func driven(t *testing.T, before []op, after time.Duration) (*Store, *clock, lease.Lease) {
+	t.Helper()
+	s, c := newStore(t)
+	l := offered(t, s, "1")
+	for _, step := range before {
+		c.advance(time.Second)
+		must[lease.Lease](t)(step(s, l.ID))
+	}
+	c.advance(after)
+	return s, c, l
+}
+
+var progress = lease.Checkpoint{TaskID: "T-1", Summary: "SUMMARY: refactored the parser", FilesChanged: []string{"a.go", "b.go"},
+	NextAction: "NEXT: run the e2e tests", BlockedReason: lease.BlockedDependency}
+
+func TestStoreLeaseTransitions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		before   []op          // applied a second apart from start
+		after    time.Duration // from the last step to the one tested
+		step     op
+		state    lease.State
+		expires  time.Duration // from the step tested; 0: unchanged
+		attempt  int
+		receipts []string // kinds written by the step
+		trigger  lease.TriggerState
+	}{
+		{"ack", nil, time.Second, ack, lease.Acknowledged, held, 1, []string{KindLeaseAcknowledged}, lease.TriggerLeased},
+		{"a repeated ack", []op{ack}, time.Second, ack, lease.Acknowledged, 0, 1, nil, lease.TriggerLeased},
+		{"the first renewal", []op{ack}, time.Second, renew, lease.Running, held, 1, []string{KindLeaseRunning}, lease.TriggerLeased},
+		{"a later renewal", []op{ack, renew}, time.Minute, renew, lease.Running, held, 1, nil, lease.TriggerLeased},
+		{"a renewal after a checkpoint", []op{ack, checkpoint(progress)}, time.Minute, renew, lease.Checkpointed, held, 1, nil, lease.TriggerLeased},
+		{"a checkpoint", []op{ack, renew}, time.Second, checkpoint(progress), lease.Checkpointed, held, 1, []string{KindCheckpointRecorded}, lease.TriggerLeased},
+		{"a checkpoint when just acknowledged", []op{ack}, time.Second, checkpoint(progress), lease.Checkpointed, held, 1, []string{KindCheckpointRecorded}, lease.TriggerLeased},
+		{"completed", []op{ack, renew}, time.Second, release("completed", "merged"), lease.Completed, 0, 1, []string{KindLeaseCompleted}, lease.TriggerCompleted},
+		{"failed", []op{ack}, time.Second, release("failed", "tests broke"), lease.RetryWait, 0, 2, []string{KindLeaseRetryWait}, lease.TriggerLeased},
+		{"blocked", []op{ack}, time.Second, release("blocked", "human"), lease.Stopped, 0, 1, []string{KindLeaseStopped}, lease.TriggerStopped},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, c, l := driven(t, tt.before, tt.after)
+			before, mark := getLease(t, s, l.ID), lastReceipt(t, s)
+			got, err := tt.step(s, l.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stored := getLease(t, s, l.ID); stored != got {
+				t.Errorf("returned\n%+v\nstored\n%+v", got, stored)
+			}
+			if got.State != tt.state || got.Attempt != tt.attempt {
+				t.Errorf("%s attempt %d, want %s attempt %d", got.State, got.Attempt, tt.state, tt.attempt)
+			}
+			wantExpires := before.ExpiresAt
+			if tt.expires != 0 {
+				wantExpires = c.now.Add(tt.expires)
+			}
+			if !got.ExpiresAt.Equal(wantExpires) {
+				t.Errorf("expires %v, want %v", got.ExpiresAt, wantExpires)
+			}
+			if tt.receipts == nil && tt.expires == 0 && got != before {
+				t.Errorf("a step that changes nothing changed\n%+v\nwas\n%+v", got, before)
+			}
+			rs := receiptsSince(t, s, mark)
+			if !slices.Equal(kinds(rs), append([]string{}, tt.receipts...)) {
+				t.Errorf("receipts %v, want %v", kinds(rs), tt.receipts)
+			}
+			for _, r := range rs {
+				if r.LeaseID != l.ID || r.TriggerID != l.TriggerID || r.Status != string(got.State) || r.Attempt != got.Attempt ||
+					!r.At.Equal(c.now) || r.PolicyProfile != "default@1" || r.ConfigVersion != "cfg" {
+					t.Errorf("receipt %+v", r)
+				}
+			}
+			if tr := getTrigger(t, s, l.TriggerID); tr.State != tt.trigger {
+				t.Errorf("trigger %s, want %s", tr.State, tt.trigger)
+			}
+		})
+	}
+}
+
+// TestStoreRefusedLeaseSteps: a step the rules refuse changes nothing and
+// writes no receipt.
+func TestStoreRefusedLeaseSteps(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		before []op
+		after  time.Duration // from the last step
+		step   op
+		code   errs.Code
+	}{
+		{"ack past the ack deadline", nil, 30 * time.Second, ack, errs.LeaseExpired},
+		{"renew an offered lease", nil, time.Second, renew, errs.LeaseState},
+		{"renew past the deadline", []op{ack}, held, renew, errs.LeaseExpired},
+		{"checkpoint an offered lease", nil, time.Second, checkpoint(progress), errs.LeaseState},
+		{"checkpoint without a summary", []op{ack}, time.Second, checkpoint(lease.Checkpoint{FilesChanged: []string{"a.go"}}), errs.BadRequest},
+		{"release an offered lease", nil, time.Second, release("completed", ""), errs.LeaseState},
+		{"release with an unknown result", []op{ack}, time.Second, release("done", ""), errs.BadRequest},
+		{"ack a completed lease", []op{ack, release("completed", "")}, time.Second, ack, errs.LeaseState},
+		{"release a stopped lease", []op{ack, release("blocked", "human")}, time.Second, release("completed", ""), errs.LeaseState},
+		{"ack a lease waiting to retry", []op{ack, release("failed", "x")}, time.Second, ack, errs.LeaseExpired},
+		{"checkpoint a lease waiting to retry", []op{ack, release("failed", "x")}, time.Second, checkpoint(progress), errs.LeaseExpired},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, _, l := driven(t, tt.before, tt.after)
+			before, mark := getLease(t, s, l.ID), lastReceipt(t, s)
+			if _, err := tt.step(s, l.ID); !errs.Is(err, tt.code) {
+				t.Fatalf("got %v, want %s", err, tt.code)
+			}
+			if got := getLease(t, s, l.ID); got != before {
+				t.Errorf("changed:\n%+v\nwas\n%+v", got, before)
+			}
+			if rs := receiptsSince(t, s, mark); len(rs) != 0 {
+				t.Errorf("receipts written: %v", kinds(rs))
+			}
+			if cp := must[*lease.Checkpoint](t)(s.LatestCheckpoint(context.Background(), l.ID)); cp != nil && tt.before == nil {
+				t.Errorf("a refused step left a checkpoint %+v", cp)
+			}
+		})
+	}
+	t.Run("a lease that is not there", func(t *testing.T) {
+		t.Parallel()
+		s, _ := newStore(t)
+		for _, step := range []op{ack, renew, checkpoint(progress), release("completed", "")} {
+			if _, err := step(s, "ghost"); !errs.Is(err, errs.NotFound) {
+				t.Errorf("got %v", err)
+			}
+		}
+		if _, err := s.RecordWake(context.Background(), "ghost", 1, WakeRecord{Capability: "resumed"}); !errs.Is(err, errs.NotFound) {
+			t.Errorf("wake: %v", err)
+		}
+		if _, err := s.Lease(context.Background(), "ghost"); !errs.Is(err, errs.NotFound) {
+			t.Errorf("read: %v", err)
+		}
+	})
+}
+
+func TestStoreCheckpoints(t *testing.T) {
+	t.Parallel()
+	s, c := newStore(t)
+	ctx := context.Background()
+	l := offered(t, s, "1")
+	if cp := must[*lease.Checkpoint](t)(s.LatestCheckpoint(ctx, l.ID)); cp != nil {
+		t.Errorf("a checkpoint before any: %+v", cp)
+	}
+	must[lease.Lease](t)(s.Ack(ctx, l.ID, timing))
+	c.advance(time.Second)
+	must[lease.Lease](t)(checkpoint(lease.Checkpoint{Summary: "first"})(s, l.ID))
+	c.advance(time.Second)
+	got := must[lease.Lease](t)(checkpoint(progress)(s, l.ID))
+	if !got.LastCheckpointAt.Equal(c.now) {
+		t.Errorf("last checkpoint at %v", got.LastCheckpointAt)
+	}
+	cp := must[*lease.Checkpoint](t)(s.LatestCheckpoint(ctx, l.ID))
+	want := progress
+	want.LeaseID, want.RecordedAt = l.ID, c.now
+	if cp == nil || cp.Summary != want.Summary || !slices.Equal(cp.FilesChanged, want.FilesChanged) || cp.NextAction != want.NextAction ||
+		cp.BlockedReason != want.BlockedReason || cp.TaskID != want.TaskID || cp.LeaseID != l.ID || !cp.RecordedAt.Equal(c.now) {
+		t.Errorf("latest checkpoint %+v, want %+v", cp, want)
+	}
+	rs := must[[]Receipt](t)(s.Receipts(ctx, ReceiptFilter{LeaseID: l.ID}))
+	last := rs[len(rs)-1]
+	if last.Kind != KindCheckpointRecorded || last.Detail["files_changed"] != float64(2) || last.Detail["blocked_reason"] != "dependency" ||
+		last.Detail["task_id"] != "T-1" {
+		t.Errorf("checkpoint receipt %+v", last)
+	}
+	noContentInReceipts(t, s, "SUMMARY", "NEXT:", "first", "a.go")
+}
+
+func TestStoreRecordWake(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		attempt int // of the wake recorded; the lease is at attempt 1
+		w       WakeRecord
+		outcome lease.WakeOutcome // on the lease after
+		message string            // local lease id after
+		pending bool              // still among PendingWakes
+		kind    string
+		status  string
+		code    errs.Code
+	}{
+		{"resumed", 1, WakeRecord{Capability: "resumed", MessageID: "m1", TamqEndpointID: "tmux-amq-1"}, lease.WakeResumed, "m1", false, KindWakeSent, "resumed", ""},
+		{"started", 1, WakeRecord{Capability: "started", MessageID: "m1"}, lease.WakeStarted, "m1", false, KindWakeSent, "started", ""},
+		{"unavailable", 1, WakeRecord{Capability: "unavailable", Reason: "window in manual mode"}, lease.WakeUnavailable, "", false, KindWakeSent, "unavailable", ""},
+		{"not sent", 1, WakeRecord{Err: "tamq is not running"}, "", "", true, KindWakeFailed, "failed", ""},
+		{"an answer for another attempt", 2, WakeRecord{Capability: "resumed", MessageID: "m9"}, "", "", true, KindWakeSent, "resumed", ""},
+		{"an unknown capability", 1, WakeRecord{Capability: "typed"}, "", "", true, "", "", errs.BadRequest},
+		{"an endpoint never granted", 1, WakeRecord{Capability: "resumed", CoordinationEndpointID: "ce-ghost"}, "", "", true, "", "", errs.NotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, c := newStore(t)
+			ctx := context.Background()
+			l := offered(t, s, "1")
+			c.advance(time.Second)
+			mark := lastReceipt(t, s)
+			got, err := s.RecordWake(ctx, l.ID, tt.attempt, tt.w)
+			if tt.code != "" {
+				if !errs.Is(err, tt.code) {
+					t.Fatalf("got %v, want %s", err, tt.code)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			stored := getLease(t, s, l.ID)
+			if tt.code == "" && stored != got {
+				t.Errorf("returned\n%+v\nstored\n%+v", got, stored)
+			}
+			if stored.State != lease.Offered || stored.WakeOutcome != tt.outcome || stored.LocalLeaseID != tt.message {
+				t.Errorf("lease %+v", stored)
+			}
+			pending := must[[]lease.Lease](t)(s.PendingWakes(ctx))
+			if (len(pending) == 1) != tt.pending {
+				t.Errorf("pending wakes %v", pending)
+			}
+			rs := receiptsSince(t, s, mark)
+			if tt.kind == "" {
+				if len(rs) != 0 {
+					t.Errorf("receipts %v", kinds(rs))
+				}
+				return
+			}
+			if len(rs) != 1 || rs[0].Kind != tt.kind || rs[0].Status != tt.status || rs[0].Attempt != tt.attempt ||
+				rs[0].LocalMessageID != tt.w.MessageID || rs[0].LeaseID != l.ID {
+				t.Errorf("receipts %+v", rs)
+			}
+			if tt.w.Err != "" && rs[0].Reason != tt.w.Err {
+				t.Errorf("reason %q", rs[0].Reason)
+			}
+		})
+	}
+}
+
+// TestStoreRetries follows a lease no agent answers through expiry, backoff
+// and every attempt to its stop, with the receipts of each step.
+func TestStoreRetries(t *testing.T) {
+	t.Parallel()
+	s, c := newStore(t)
+	ctx := context.Background()
+	l := offered(t, s, "1")
+	backoffs := []time.Duration{5 * time.Second, 15 * time.Second}
+	for attempt := 1; ; attempt++ {
+		if due, ok, err := s.NextDue(ctx); err != nil || !ok || !due.Equal(l.ExpiresAt) {
+			t.Fatalf("attempt %d: next due %v, %v, %v; want %v", attempt, due, ok, err, l.ExpiresAt)
+		}
+		if pending := must[[]lease.Lease](t)(s.PendingWakes(ctx)); len(pending) != 1 || pending[0] != l {
+			t.Fatalf("attempt %d: pending wakes %+v", attempt, pending)
+		}
+		must[lease.Lease](t)(s.RecordWake(ctx, l.ID, attempt, WakeRecord{Capability: "resumed", MessageID: "m" + string(rune('0'+attempt))}))
+		if got := must[[]lease.Lease](t)(s.ExpireDue(ctx, l.ExpiresAt.Add(-time.Millisecond), timing)); len(got) != 0 {
+			t.Fatalf("attempt %d expired before its deadline", attempt)
+		}
+		c.now = l.ExpiresAt
+		mark := lastReceipt(t, s)
+		expired := must[[]lease.Lease](t)(s.ExpireDue(ctx, c.now, timing))
+		if len(expired) != 1 {
+			t.Fatalf("attempt %d: expired %+v", attempt, expired)
+		}
+		l = expired[0]
+		rs := receiptsSince(t, s, mark)
+		if attempt == 3 {
+			if l.State != lease.Stopped || l.StopReason != "exhausted" || l.Attempt != 3 {
+				t.Fatalf("after the last attempt %+v", l)
+			}
+			if len(rs) != 1 || rs[0].Kind != KindLeaseStopped || rs[0].Reason != "exhausted" {
+				t.Errorf("receipts %+v", rs)
+			}
+			break
+		}
+		wantNext := c.now.Add(backoffs[attempt-1])
+		if l.State != lease.RetryWait || l.Attempt != attempt+1 || !l.NextRetryAt.Equal(wantNext) || l.LocalLeaseID != "" {
+			t.Fatalf("after attempt %d: %+v", attempt, l)
+		}
+		if len(rs) != 1 || rs[0].Kind != KindLeaseRetryWait || !rs[0].NextRetryAt.Equal(wantNext) || rs[0].Attempt != attempt+1 ||
+			rs[0].Reason != "not acknowledged in time" || rs[0].Detail["ended_attempt"] != float64(attempt) {
+			t.Errorf("receipts %+v", rs)
+		}
+		if due, ok, _ := s.NextDue(ctx); !ok || !due.Equal(wantNext) {
+			t.Errorf("next due %v, want %v", due, wantNext)
+		}
+		if got := must[[]lease.Lease](t)(s.ReofferDue(ctx, wantNext.Add(-time.Millisecond), timing)); len(got) != 0 {
+			t.Fatalf("reoffered before it was due")
+		}
+		c.now = wantNext
+		reoffered := must[[]lease.Lease](t)(s.ReofferDue(ctx, c.now, timing))
+		if len(reoffered) != 1 || reoffered[0].State != lease.Offered || reoffered[0].Attempt != attempt+1 ||
+			!reoffered[0].ExpiresAt.Equal(c.now.Add(30*time.Second)) || reoffered[0].WakeOutcome != "" {
+			t.Fatalf("reoffered %+v", reoffered)
+		}
+		l = reoffered[0]
+	}
+	if tr := getTrigger(t, s, l.TriggerID); tr.State != lease.TriggerStopped {
+		t.Errorf("trigger %s", tr.State)
+	}
+	if _, ok, err := s.NextDue(ctx); ok || err != nil {
+		t.Errorf("something due after the stop: %v", err)
+	}
+	want := []string{KindTriggerObserved, KindLeaseOffered,
+		KindWakeSent, KindLeaseRetryWait, KindLeaseReoffered,
+		KindWakeSent, KindLeaseRetryWait, KindLeaseReoffered,
+		KindWakeSent, KindLeaseStopped}
+	rs := must[[]Receipt](t)(s.Receipts(ctx, ReceiptFilter{TriggerID: l.TriggerID}))
+	if !slices.Equal(kinds(rs), want) {
+		t.Errorf("receipts\n%v\nwant\n%v", kinds(rs), want)
+	}
+	// A new lease for the trigger starts a fresh budget.
+	again := must[lease.Lease](t)(s.Offer(ctx, l.TriggerID, "", timing))
+	if again.Attempt != 1 || again.ID == l.ID {
+		t.Errorf("a new lease %+v", again)
+	}
+}
+
+// TestStoreSweepsLeaveOthers: the sweeps touch only what is due.
+func TestStoreSweepsLeaveOthers(t *testing.T) {
+	t.Parallel()
+	s, c := newStore(t)
+	ctx := context.Background()
+	early := offered(t, s, "1")
+	c.advance(10 * time.Second)
+	late := offered(t, s, "2")
+	held := offered(t, s, "3")
+	must[lease.Lease](t)(s.Ack(ctx, held.ID, timing))
+	done := offered(t, s, "4")
+	must[lease.Lease](t)(s.Ack(ctx, done.ID, timing))
+	must[lease.Lease](t)(s.Release(ctx, done.ID, "completed", "", timing))
+	expired := must[[]lease.Lease](t)(s.ExpireDue(ctx, early.ExpiresAt, timing))
+	if len(expired) != 1 || expired[0].ID != early.ID {
+		t.Fatalf("expired %+v", expired)
+	}
+	for _, l := range []lease.Lease{late, held, done} {
+		if got := getLease(t, s, l.ID); got.State == lease.RetryWait {
+			t.Errorf("lease %s expired too", l.ID)
+		}
+	}
+	// The retry (at 35 s) comes before the other ack deadline (40 s).
+	if due, _, _ := s.NextDue(ctx); !due.Equal(expired[0].NextRetryAt) || !due.Before(late.ExpiresAt) {
+		t.Errorf("next due %v, want the retry at %v", due, expired[0].NextRetryAt)
+	}
+	if got := must[[]lease.Lease](t)(s.ReofferDue(ctx, expired[0].NextRetryAt, timing)); len(got) != 1 || got[0].ID != early.ID {
+		t.Errorf("reoffered %+v", got)
+	}
+}
+
+func TestStoreLeaseListings(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	var ids []string
+	for _, rev := range []string{"1", "2", "3"} {
+		ids = append(ids, offered(t, s, rev).ID)
+	}
+	must[lease.Lease](t)(s.Ack(ctx, ids[1], timing))
+	all := must[[]lease.Lease](t)(s.Leases(ctx, "", 0))
+	if len(all) != 3 || all[0].ID != ids[2] || all[2].ID != ids[0] {
+		t.Errorf("all leases, newest first: %v", all)
+	}
+	if two := must[[]lease.Lease](t)(s.Leases(ctx, "", 2)); len(two) != 2 || two[0].ID != ids[2] {
+		t.Errorf("limited: %v", two)
+	}
+	if acked := must[[]lease.Lease](t)(s.Leases(ctx, "acknowledged", 0)); len(acked) != 1 || acked[0].ID != ids[1] {
+		t.Errorf("acknowledged: %v", acked)
+	}
+	if _, err := s.Leases(ctx, "sleeping", 0); !errs.Is(err, errs.BadRequest) {
+		t.Errorf("unknown state: %v", err)
+	}
+	counts := must[map[string]int](t)(s.LeaseCounts(ctx))
+	if len(counts) != len(lease.States) || counts["offered"] != 2 || counts["acknowledged"] != 1 || counts["stopped"] != 0 {
+		t.Errorf("counts %v", counts)
+	}
+}
+
+// TestStoreRecovery: leases, deadlines and pending wakes survive closing
+// and opening the database again, and the sweeps go on from there.
+func TestStoreRecovery(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := paths.Paths{Database: dir + "/coordination.sqlite3", BackupDir: dir + "/backups"}
+	c := &clock{now: start}
+	ctx := context.Background()
+	s, err := Open(ctx, p, 0, c.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.PolicyProfile, s.ConfigVersion = "default@1", "cfg"
+	waiting := offered(t, s, "1") // its wake not yet sent
+	working := offered(t, s, "2")
+	must[lease.Lease](t)(s.RecordWake(ctx, working.ID, 1, WakeRecord{Capability: "resumed", MessageID: "m1"}))
+	c.advance(time.Second)
+	working = must[lease.Lease](t)(s.Ack(ctx, working.ID, timing))
+	c.advance(time.Second)
+	working = must[lease.Lease](t)(checkpoint(progress)(s, working.ID))
+	receipts := lastReceipt(t, s)
+	if err := s.DB.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	c.advance(time.Second)
+	s, err = Open(ctx, p, 0, c.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.DB.Close() })
+	if got := getLease(t, s, working.ID); got != working {
+		t.Errorf("after reopening\n%+v\nwas\n%+v", got, working)
+	}
+	if pending := must[[]lease.Lease](t)(s.PendingWakes(ctx)); len(pending) != 1 || pending[0] != waiting {
+		t.Errorf("pending wakes %+v", pending)
+	}
+	if due, ok, _ := s.NextDue(ctx); !ok || !due.Equal(waiting.ExpiresAt) {
+		t.Errorf("next due %v, want %v", due, waiting.ExpiresAt)
+	}
+	if cp := must[*lease.Checkpoint](t)(s.LatestCheckpoint(ctx, working.ID)); cp == nil || cp.Summary != progress.Summary {
+		t.Errorf("checkpoint %+v", cp)
+	}
+	if n := lastReceipt(t, s); n != receipts {
+		t.Errorf("receipts %d, were %d", n, receipts)
+	}
+	// The engine was down past both deadlines: one sweep ends both attempts.
+	c.now = working.ExpiresAt
+	expired := must[[]lease.Lease](t)(s.ExpireDue(ctx, c.now, timing))
+	if len(expired) != 2 || expired[0].ID != waiting.ID || expired[1].ID != working.ID {
+		t.Fatalf("expired %+v", expired)
+	}
+	for _, l := range expired {
+		if l.State != lease.RetryWait || l.Attempt != 2 || !l.NextRetryAt.Equal(c.now.Add(5*time.Second)) {
+			t.Errorf("expired %+v", l)
+		}
+	}
+	noContentInReceipts(t, s, progress.Summary, progress.NextAction)
+}

@@ -1,0 +1,159 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/receipt"
+)
+
+// Receipt kinds the engine writes: one per trigger, lease transition, wake
+// attempt, checkpoint, retry, stop, completion and endpoint change.
+const (
+	KindTriggerObserved    = "trigger.observed"
+	KindTriggerStopped     = "trigger.stopped"
+	KindLeaseOffered       = "lease.offered"
+	KindLeaseAcknowledged  = "lease.acknowledged"
+	KindLeaseRunning       = "lease.running"
+	KindCheckpointRecorded = "checkpoint.recorded"
+	KindLeaseCompleted     = "lease.completed"
+	KindLeaseRetryWait     = "lease.retry_wait"
+	KindLeaseStopped       = "lease.stopped"
+	KindLeaseReoffered     = "lease.reoffered"
+	KindWakeSent           = "wake.sent"
+	KindWakeFailed         = "wake.failed"
+	KindEndpointAttached   = "endpoint.attached"
+	KindEndpointRefused    = "endpoint.refused"
+	KindEndpointDetached   = "endpoint.detached"
+)
+
+// Receipt is one sanitized receipt: ids, kind, status, reason, attempt and
+// times, never prompt text, checkpoint summaries, message bodies or
+// credentials. Zero times are unset.
+type Receipt struct {
+	ID                     int64 // the row id, when read back
+	At                     time.Time
+	Kind                   string
+	TriggerID              string
+	LeaseID                string
+	Status                 string
+	Reason                 string
+	Attempt                int // 0 when not applicable
+	NextRetryAt            time.Time
+	CoordinationEndpointID string
+	LocalMessageID         string // tamq's message id of a wake
+	PolicyProfile          string // name@version
+	ConfigVersion          string
+	// Detail is sanitized with receipt.Sanitize when written: keys that
+	// name content are dropped, strings cleaned and cut short.
+	Detail      map[string]any
+	ProjectedAt time.Time // when it was published to State Hub
+}
+
+// ReceiptFilter selects receipts: of a lease, of a trigger, the latest
+// Limit (0: all).
+type ReceiptFilter struct {
+	LeaseID   string
+	TriggerID string
+	Limit     int
+}
+
+// AddReceipt writes one receipt in its own transaction.
+func (s *Store) AddReceipt(ctx context.Context, r Receipt) error {
+	return storageErr(s.DB.WriteTx(ctx, func(tx *sql.Tx) error { return s.addReceiptTx(tx, r) }), "write a receipt")
+}
+
+// cleanReason holds a reason to the rule of detail strings: no control
+// characters, cut short. Reasons may come from agents and from errors.
+func cleanReason(s string) string {
+	v, _ := receipt.Sanitize(map[string]any{"reason": s})["reason"].(string)
+	return v
+}
+
+// addReceiptTx writes a receipt inside the caller's transaction, so a
+// transition and its receipt commit together. The time, policy profile and
+// config version default to the store's.
+func (s *Store) addReceiptTx(tx *sql.Tx, r Receipt) error {
+	if r.At.IsZero() {
+		r.At = s.Now()
+	}
+	if r.PolicyProfile == "" {
+		r.PolicyProfile = s.PolicyProfile
+	}
+	if r.ConfigVersion == "" {
+		r.ConfigVersion = s.ConfigVersion
+	}
+	var detail any
+	if len(r.Detail) > 0 {
+		b, err := json.Marshal(receipt.Sanitize(r.Detail))
+		if err != nil {
+			return errs.Wrap(errs.Internal, err, "encode receipt detail")
+		}
+		detail = string(b)
+	}
+	var attempt any
+	if r.Attempt > 0 {
+		attempt = r.Attempt
+	}
+	_, err := s.DB.TxExec(tx, `INSERT INTO receipts (at, kind, trigger_id, lease_id, status, reason, attempt, next_retry_at,
+		coordination_endpoint_id, local_message_id, policy_profile, config_version, detail)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		ms(r.At), r.Kind, nullStr(r.TriggerID), nullStr(r.LeaseID), r.Status, nullStr(cleanReason(r.Reason)), attempt, nullMS(r.NextRetryAt),
+		nullStr(r.CoordinationEndpointID), nullStr(r.LocalMessageID), nullStr(r.PolicyProfile), nullStr(r.ConfigVersion), detail)
+	return err
+}
+
+// Receipts lists receipts oldest first: all of them, or those of a lease or
+// a trigger; with a limit, the latest that many.
+func (s *Store) Receipts(ctx context.Context, f ReceiptFilter) ([]Receipt, error) {
+	q := `SELECT id, at, kind, COALESCE(trigger_id, ''), COALESCE(lease_id, ''), status, COALESCE(reason, ''),
+		COALESCE(attempt, 0), COALESCE(next_retry_at, 0), COALESCE(coordination_endpoint_id, ''), COALESCE(local_message_id, ''),
+		COALESCE(policy_profile, ''), COALESCE(config_version, ''), COALESCE(detail, ''), COALESCE(projected_at, 0)
+		FROM receipts WHERE 1 = 1`
+	var args []any
+	if f.LeaseID != "" {
+		q += ` AND lease_id = ?`
+		args = append(args, f.LeaseID)
+	}
+	if f.TriggerID != "" {
+		q += ` AND trigger_id = ?`
+		args = append(args, f.TriggerID)
+	}
+	limit := -1 // SQLite: no limit
+	if f.Limit > 0 {
+		limit = f.Limit
+	}
+	rows, err := s.DB.Query(ctx, `SELECT * FROM (`+q+` ORDER BY id DESC LIMIT ?) ORDER BY id`, append(args, limit)...)
+	if err != nil {
+		return nil, storageErr(err, "read receipts")
+	}
+	defer rows.Close()
+	var out []Receipt
+	for rows.Next() {
+		var r Receipt
+		var at, next, projected int64
+		var detail string
+		if err := rows.Scan(&r.ID, &at, &r.Kind, &r.TriggerID, &r.LeaseID, &r.Status, &r.Reason, &r.Attempt, &next,
+			&r.CoordinationEndpointID, &r.LocalMessageID, &r.PolicyProfile, &r.ConfigVersion, &detail, &projected); err != nil {
+			return nil, storageErr(err, "read receipts")
+		}
+		r.At, r.NextRetryAt, r.ProjectedAt = fromMS(at), timeOrZero(next), timeOrZero(projected)
+		if detail != "" {
+			if err := json.Unmarshal([]byte(detail), &r.Detail); err != nil {
+				return nil, errs.Wrap(errs.Storage, err, "read the detail of receipt %d", r.ID)
+			}
+		}
+		out = append(out, r)
+	}
+	return out, storageErr(rows.Err(), "read receipts")
+}
+
+// UnpublishedReceipts counts the receipts not yet published to State Hub.
+func (s *Store) UnpublishedReceipts(ctx context.Context) (int, error) {
+	var n int
+	err := s.DB.QueryRow(ctx, `SELECT count(*) FROM receipts WHERE projected_at IS NULL`).Scan(&n)
+	return n, storageErr(err, "count unpublished receipts")
+}

@@ -1,0 +1,112 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tmux-amq/tamq/internal/engine/lease"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
+)
+
+// Store is coordination-engine's durable state. Every transition of a
+// trigger, lease or endpoint runs in one write transaction together with
+// its receipts.
+type Store struct {
+	DB  *sqlitedb.DB
+	Now func() time.Time
+	// PolicyProfile (name@version) and ConfigVersion are in force for this
+	// process: a lease is offered under them, and a receipt written without
+	// its own gets these.
+	PolicyProfile string
+	ConfigVersion string
+}
+
+// Open opens (creating and migrating as needed) coordination-engine's
+// database at p.
+func Open(ctx context.Context, p paths.Paths, busy time.Duration, now func() time.Time) (*Store, error) {
+	db, err := sqlitedb.Open(ctx, sqlitedb.Options{
+		Path: p.Database, BackupDir: p.BackupDir, BusyTimeout: busy, Migrations: Migrations, Now: now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Store{DB: db, Now: now}, nil
+}
+
+// NewID returns a time-ordered id (UUIDv7), as tamq's ids are.
+func NewID() string { return uuid.Must(uuid.NewV7()).String() }
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+// nullMS stores the zero time as NULL; timeOrZero reads it back (with
+// COALESCE(column, 0) in the query).
+func nullMS(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return ms(t)
+}
+
+func timeOrZero(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return fromMS(v)
+}
+
+func nullStr(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// sqlIn is a list of domain values for an SQL IN: "('a', 'b')". Queries
+// name states as literals rather than bind them, so SQLite can use the
+// partial indexes written with the same literals; the values are the
+// domain's constants, never input.
+func sqlIn[T ~string](vs ...T) string {
+	lits := make([]string, len(vs))
+	for i, v := range vs {
+		lits[i] = "'" + string(v) + "'"
+	}
+	return "(" + strings.Join(lits, ", ") + ")"
+}
+
+var (
+	// liveStates hold their trigger (the partial unique index's states).
+	liveStates = sqlIn(lease.Offered, lease.Acknowledged, lease.Running, lease.Checkpointed, lease.RetryWait)
+	// runningOut are the states whose expires_at is a deadline.
+	runningOut = sqlIn(lease.Offered, lease.Acknowledged, lease.Running, lease.Checkpointed)
+)
+
+// storageErr names the store operation that failed: an SQLite error says
+// what went wrong, not what the engine was doing. Errors that already carry
+// a code (a refused transition, a missing lease) pass unchanged.
+func storageErr(err error, op string) error {
+	if err == nil {
+		return nil
+	}
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return errs.Wrap(errs.Storage, err, "%s", op)
+}
+
+// notFound turns sql.ErrNoRows into a not_found error naming what is missing.
+func notFound(err error, what, hint string) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return errs.New(errs.NotFound, "no %s", what).WithHint("%s", hint)
+	}
+	return err
+}
