@@ -23,6 +23,21 @@ func NewRoot(a *app.App) *cobra.Command {
 	root.Long = `coordination-engine watches State Hub, turns changes into deduplicated
 triggers, stops with a durable receipt wherever a human must decide, takes an
 idempotent lease, and wakes the owning repository's agent through tamq.`
+	root.AddCommand(
+		newServeCmd(a),
+		newStartCmd(a),
+		app.NewStopCmd(a, "Stop the engine (leases and receipts stay)", `Ask coordination-engine to stop and wait until it has. Leases, their
+deadlines and receipts stay in its database and are taken up at the next
+start; tamq and the agents' windows are not touched. Stopping an engine that
+is not running is not an error.`),
+		app.NewPingCmd(a),
+		newStatusCmd(a),
+		newWakeCmd(a),
+		newLeaseCmd(a),
+		newCheckpointCmd(a),
+		newLeasesCmd(a),
+		newReceiptsCmd(a),
+	)
 	return root
 }
 

@@ -1,0 +1,52 @@
+package cli
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tmux-amq/tamq/internal/app"
+	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/engine/client"
+)
+
+func newLeaseCmd(a *app.App) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "lease",
+		Short: "Act on your coordination lease (run by the agent in its window)",
+		Long: `An agent woken by coordination-engine holds a lease on its work. It acknowledges
+the lease before it begins, renews it while it works (at least every
+lease_renew_interval_seconds; after lease_missed_renewals intervals without a
+renewal or checkpoint the lease expires and the work is offered again), and
+releases it with a result when it is done. The wake prompt names the lease.
+
+Exit status: 0 on success; 12 (not_found) for an unknown lease; 22
+(lease_state) when the lease's state does not allow the command; 23
+(lease_expired) when the lease ran out (a new attempt will wake the agent
+again).`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newLeaseAckCmd(a), newLeaseRenewCmd(a), newLeaseReleaseCmd(a))
+	return cmd
+}
+
+// printLease prints a lease after an agent command.
+func printLease(a *app.App, verb string, l api.Lease) error {
+	if a.JSON {
+		return a.PrintJSON(l)
+	}
+	if !a.Quiet {
+		a.Printf("lease %s %s: %s, attempt %d of %d, expires %s\n", l.LeaseID, verb, l.State, l.Attempt, l.MaxAttempts,
+			l.ExpiresAt.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// engineClient is the client of the engine of a's paths.
+func engineClient(a *app.App) (*client.Client, error) {
+	p, err := a.Paths()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(p), nil
+}

@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tmux-amq/tamq/internal/app"
+	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/engine/client"
+	"github.com/tmux-amq/tamq/internal/engine/service"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/textsafe"
+)
+
+func newStatusCmd(a *app.App) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Show the engine's health: process, database, registry, State Hub, tamq, endpoints, leases",
+		Long: `Show coordination-engine's health, section by section: the process and its
+socket, the SQLite database, the gita registry, State Hub, tamq (the engine's
+way into terminals), the tamq endpoints attached, and the leases by state with
+the next deadline. When the engine is not running, the sections that need no
+engine are still shown. Exit status 0 when healthy, 1 otherwise.`,
+		Example: `  coordination-engine status
+  coordination-engine status --json | jq .leases`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := a.Paths()
+			if err != nil {
+				return err
+			}
+			r, err := client.New(p).Status(cmd.Context())
+			if errs.Is(err, errs.Unavailable) {
+				cfg, cerr := a.Config()
+				if cerr != nil {
+					return cerr
+				}
+				r = service.Collect(cmd.Context(), p, cfg, a.Registry)
+				r.Service.Error = err.Error()
+			} else if err != nil {
+				return err
+			}
+			if a.JSON {
+				if err := a.PrintJSON(r); err != nil {
+					return err
+				}
+			} else {
+				printStatus(a, r)
+			}
+			if !r.Healthy {
+				return app.PassStatus(1)
+			}
+			return nil
+		},
+	}
+}
+
+func printStatus(a *app.App, r api.StatusReport) {
+	health := "healthy"
+	if !r.Healthy {
+		health = "NOT healthy"
+	}
+	a.Printf("coordination-engine: %s\n", health)
+	s := r.Service
+	if s.Running {
+		a.Printf("  service:   running (pid %d, up %s, version %s, protocol %s), socket %s\n",
+			s.PID, time.Duration(s.UptimeSeconds*float64(time.Second)).Round(time.Second), s.ServerVersion, s.Proto, s.Socket)
+		a.Printf("  policy:    %s, config version %s\n", s.PolicyProfile, s.ConfigVersion)
+	} else {
+		a.Printf("  service:   not running (%s)\n", s.Error)
+	}
+	a.Printf("  sqlite:    %s\n", section(r.SQLite.Error, fmt.Sprintf("%s, schema %d of %d, %d bytes", r.SQLite.Path, r.SQLite.SchemaVersion, r.SQLite.BinarySchemaVersion, r.SQLite.SizeBytes)))
+	a.Printf("  registry:  %s\n", section(r.Registry.Error, fmt.Sprintf("%s, %d repos", r.Registry.Path, r.Registry.RepoCount)))
+	hub := "reachable"
+	if !r.StateHub.Reachable {
+		hub = "not reachable: " + r.StateHub.Error
+	}
+	a.Printf("  statehub:  %s %s, %d receipts not yet published\n", r.StateHub.APIBase, hub, r.StateHub.UnpublishedReceipts)
+	if s.Running {
+		tamq := "answers"
+		if !r.Tamq.Reachable {
+			tamq = "does not answer: " + r.Tamq.Error
+		}
+		a.Printf("  tamq:      %s %s\n", r.Tamq.Socket, tamq)
+		a.Printf("  endpoints: %d\n", len(r.Endpoints))
+		for _, e := range r.Endpoints {
+			repos := make([]string, 0, len(e.Windows))
+			for _, w := range e.Windows {
+				repos = append(repos, textsafe.Escape(w.Repo)+"("+w.Mode+")")
+			}
+			a.Printf("    %s  %s  %s  protocol %s  %s\n", e.CoordinationEndpointID, textsafe.Escape(e.TamqEndpointID), e.State, e.Proto, strings.Join(repos, " "))
+		}
+		var counts []string
+		for _, st := range slices.Sorted(maps.Keys(r.Leases.Counts)) {
+			counts = append(counts, fmt.Sprintf("%s %d", st, r.Leases.Counts[st]))
+		}
+		next := ""
+		if r.Leases.NextDue != nil {
+			next = ", next due " + r.Leases.NextDue.Format(time.RFC3339)
+		}
+		a.Printf("  leases:    %s\n", section(r.Leases.Error, strings.Join(counts, ", ")+next))
+	}
+}
+
+func section(err, ok string) string {
+	if err != "" {
+		return "ERROR: " + err
+	}
+	return ok
+}

@@ -1,0 +1,139 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/engine/lease"
+	"github.com/tmux-amq/tamq/internal/engine/store"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/textsafe"
+)
+
+// attach is tamq's handshake (spec section 5): the engine reads the gita
+// registry afresh and accepts only windows whose slug gita registers and
+// whose path is gita's; the others are refused with a receipt and never
+// registered. The endpoint gets its coordination endpoint id (the same one
+// when the same tamq endpoint attaches again).
+func (s *Service) attach(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args api.AttachArgs
+	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	if err := checkEndpointID(args.EndpointID); err != nil {
+		return nil, err
+	}
+	proto, err := protocol.Negotiate(protocol.Version, args.Proto)
+	if err != nil {
+		return nil, err
+	}
+	if len(args.Windows) > 1000 {
+		return nil, errs.New(errs.BadRequest, "attach lists %d windows; at most 1000", len(args.Windows))
+	}
+	reg, err := s.opts.Registry()
+	if err != nil {
+		return nil, err
+	}
+	ep := lease.Endpoint{
+		TamqEndpointID: args.EndpointID, TmuxSession: args.TmuxSession, TmuxSocket: args.TmuxSocket,
+		Proto: proto, Capabilities: args.Capabilities, State: lease.Attached,
+	}
+	var refused []store.Refusal
+	for _, w := range args.Windows {
+		if reason := windowProblem(reg, w); reason != "" {
+			refused = append(refused, store.Refusal{Repo: textsafe.Escape(w.Repo), Reason: reason})
+			continue
+		}
+		ep.Windows = append(ep.Windows, lease.Window{Repo: w.Repo, Path: w.Path, Command: w.Command, Mode: lease.WindowMode(w.Mode)})
+	}
+	got, err := s.store.Attach(ctx, ep, refused)
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("tamq endpoint attached", "endpoint", args.EndpointID, "coordination_endpoint_id", got.ID,
+		"windows", len(ep.Windows), "refused", len(refused))
+	res := api.AttachResult{
+		CoordinationEndpointID: got.ID, Proto: proto, Capabilities: []string{api.CapLeases, api.CapReceipts},
+		Accepted: []string{},
+	}
+	for _, w := range ep.Windows {
+		res.Accepted = append(res.Accepted, w.Repo)
+	}
+	for _, r := range refused {
+		res.Refused = append(res.Refused, api.AttachRefusal{Repo: r.Repo, Reason: r.Reason})
+	}
+	kick(s.wakerKick) // leases waiting for this endpoint may go now
+	return res, nil
+}
+
+// windowProblem says why a window cannot be registered, or "".
+func windowProblem(reg *gita.Registry, w api.AttachWindow) string {
+	if problem := textsafe.NameProblem(w.Repo); problem != "" {
+		return "not a repo slug: " + problem
+	}
+	if w.Mode != api.ModeTrigger && w.Mode != api.ModeManual {
+		return fmt.Sprintf("unknown mode %q", textsafe.Escape(w.Mode))
+	}
+	r, ok := reg.Lookup(w.Repo)
+	if !ok {
+		return "not registered in gita"
+	}
+	if !samePath(w.Path, r.Path) {
+		return "the window's path is not the path gita registers for the repo"
+	}
+	return ""
+}
+
+// samePath compares two directories as the file system sees them.
+func samePath(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	ra, errA := filepath.EvalSymlinks(a)
+	rb, errB := filepath.EvalSymlinks(b)
+	return errA == nil && errB == nil && ra == rb
+}
+
+func checkEndpointID(id string) error {
+	if id == "" || len(id) > 128 || textsafe.NameProblem(id) != "" {
+		return errs.New(errs.BadRequest, "endpoint id %q is not a tamq endpoint id", textsafe.Escape(id))
+	}
+	return nil
+}
+
+// detach marks a tamq endpoint detached: nothing is woken through it until
+// it attaches again.
+func (s *Service) detach(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args api.DetachArgs
+	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	if err := checkEndpointID(args.EndpointID); err != nil {
+		return nil, err
+	}
+	reason := args.Reason
+	if reason == "" {
+		reason = "tamq detached"
+	}
+	return nil, s.store.Detach(ctx, args.EndpointID, textsafe.Escape(reason))
+}
+
+// hostsOf are the attached endpoints hosting repo, narrowed to endpoint
+// (a tamq or a coordination endpoint id) when one is named.
+func (s *Service) hostsOf(ctx context.Context, repo, endpoint string) ([]lease.Endpoint, error) {
+	hosts, err := s.store.Hosts(ctx, repo)
+	if err != nil || endpoint == "" {
+		return hosts, err
+	}
+	return slices.DeleteFunc(hosts, func(e lease.Endpoint) bool {
+		return e.ID != endpoint && e.TamqEndpointID != endpoint
+	}), nil
+}

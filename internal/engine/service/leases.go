@@ -1,0 +1,176 @@
+package service
+
+import (
+	"context"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/engine/lease"
+	"github.com/tmux-amq/tamq/internal/engine/store"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/textsafe"
+)
+
+// tamqAckTimeout bounds the ack of a wake message that follows a lease ack:
+// the agent's command waits for it, and tamq's own deadline covers a loss.
+const tamqAckTimeout = 3 * time.Second
+
+// ack is the agent acknowledging its lease: it begins the work. The wake
+// message is acknowledged in tamq too, so tamq stops presenting it.
+func (s *Service) ack(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args api.LeaseArgs
+	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
+		return nil, err
+	}
+	l, err := s.store.Ack(ctx, args.LeaseID, s.timing)
+	if err != nil {
+		return nil, err
+	}
+	kick(s.clockKick)
+	if l.LocalLeaseID != "" {
+		actx, cancel := context.WithTimeout(ctx, tamqAckTimeout)
+		defer cancel()
+		if _, err := s.opts.Tamq.Ack(actx, l.LocalLeaseID); err != nil && !errs.Is(err, errs.Conflict) {
+			// The lease stands; tamq presents the prompt again at its own
+			// deadline, and the agent's next ack is a no-op here.
+			s.log.Warn("cannot acknowledge the wake message in tamq", "lease", l.ID, "message", l.LocalLeaseID, "error", err.Error())
+		}
+	}
+	return api.LeaseOf(l), nil
+}
+
+func (s *Service) renew(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args api.LeaseArgs
+	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
+		return nil, err
+	}
+	l, err := s.store.Renew(ctx, args.LeaseID, s.timing)
+	if err != nil {
+		return nil, err
+	}
+	kick(s.clockKick)
+	return api.LeaseOf(l), nil
+}
+
+func (s *Service) release(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args api.ReleaseArgs
+	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
+		return nil, err
+	}
+	switch args.Result {
+	case api.ResultCompleted, api.ResultFailed, api.ResultBlocked:
+	default:
+		return nil, errs.New(errs.BadRequest, "result %q is not one of completed, failed, blocked", textsafe.Escape(args.Result))
+	}
+	if err := checkText("reason", args.Reason, 512); err != nil {
+		return nil, err
+	}
+	l, err := s.store.Release(ctx, args.LeaseID, args.Result, args.Reason, s.timing)
+	if err != nil {
+		return nil, err
+	}
+	kick(s.clockKick)
+	return api.LeaseOf(l), nil
+}
+
+func (s *Service) checkpoint(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args api.CheckpointArgs
+	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
+		return nil, err
+	}
+	l, err := s.store.Checkpoint(ctx, lease.Checkpoint{
+		LeaseID: args.LeaseID, TaskID: args.TaskID, Summary: args.Summary, FilesChanged: args.FilesChanged,
+		NextAction: args.NextAction, BlockedReason: lease.BlockedReason(args.BlockedReason),
+	}, s.timing)
+	if err != nil {
+		return nil, err
+	}
+	kick(s.clockKick)
+	return api.LeaseOf(l), nil
+}
+
+// decodeLease decodes a lease request and checks its lease id.
+func decodeLease(req *protocol.Request, args any, id *string) error {
+	if err := protocol.DecodeArgs(req, args); err != nil {
+		return err
+	}
+	if *id == "" || len(*id) > 128 || textsafe.NameProblem(*id) != "" {
+		return errs.New(errs.BadRequest, "lease id %q is not a lease id", textsafe.Escape(*id))
+	}
+	return nil
+}
+
+// checkText refuses text that is not short, valid, single-line UTF-8.
+func checkText(what, s string, limit int) error {
+	switch {
+	case len(s) > limit:
+		return errs.New(errs.BadRequest, "%s is %d bytes; the limit is %d", what, len(s), limit)
+	case !utf8.ValidString(s) || textsafe.ControlProblem(s) != "":
+		return errs.New(errs.BodyInvalid, "%s is not plain text", what)
+	}
+	return nil
+}
+
+func (s *Service) leases(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args api.LeasesArgs
+	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	if args.State != "" && !slices.Contains(lease.States, lease.State(args.State)) {
+		return nil, errs.New(errs.BadRequest, "state %q is not a lease state", textsafe.Escape(args.State))
+	}
+	ls, err := s.store.Leases(ctx, args.State, limitOf(args.Limit))
+	if err != nil {
+		return nil, err
+	}
+	res := api.LeasesResult{Leases: []api.Lease{}}
+	for _, l := range ls {
+		res.Leases = append(res.Leases, api.LeaseOf(l))
+	}
+	return res, nil
+}
+
+func (s *Service) receipts(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args api.ReceiptsArgs
+	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	rs, err := s.store.Receipts(ctx, store.ReceiptFilter{LeaseID: args.LeaseID, TriggerID: args.TriggerID, Limit: limitOf(args.Limit)})
+	if err != nil {
+		return nil, err
+	}
+	res := api.ReceiptsResult{Receipts: []api.Receipt{}}
+	for _, r := range rs {
+		res.Receipts = append(res.Receipts, receiptOf(r))
+	}
+	return res, nil
+}
+
+// limitOf bounds a listing: 1000 unless asked for fewer.
+func limitOf(n int) int {
+	if n <= 0 || n > 1000 {
+		return 1000
+	}
+	return n
+}
+
+// receiptOf is the wire form of a stored receipt.
+func receiptOf(r store.Receipt) api.Receipt {
+	out := api.Receipt{
+		ID: r.ID, At: r.At.UTC(), Kind: r.Kind, TriggerID: r.TriggerID, LeaseID: r.LeaseID, Status: r.Status, Reason: r.Reason,
+		Attempt: r.Attempt, CoordinationEndpointID: r.CoordinationEndpointID, LocalMessageID: r.LocalMessageID,
+		PolicyProfile: r.PolicyProfile, ConfigVersion: r.ConfigVersion, Detail: r.Detail,
+	}
+	if !r.NextRetryAt.IsZero() {
+		t := r.NextRetryAt.UTC()
+		out.NextRetryAt = &t
+	}
+	if !r.ProjectedAt.IsZero() {
+		t := r.ProjectedAt.UTC()
+		out.ProjectedAt = &t
+	}
+	return out
+}

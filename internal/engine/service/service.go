@@ -1,0 +1,200 @@
+// Package service is coordination-engine's daemon: the shared skeleton
+// (internal/daemon) with the engine's handlers (attach, the manual wake, the
+// agents' lease commands, listings, status) and its workers (the lease clock,
+// which expires and re-offers leases on time, and the waker, which sends each
+// offered lease's wake to tamq until tamq has answered it).
+package service
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/buildinfo"
+	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/daemon"
+	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/engine/lease"
+	"github.com/tmux-amq/tamq/internal/engine/store"
+	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	tamqapi "github.com/tmux-amq/tamq/internal/tamq/api"
+)
+
+// Now is the engine's clock: UTC to the millisecond, what SQLite keeps.
+func Now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+
+// Tamq is what the engine needs of tamq's service: its typed client
+// (internal/tamq/client) in production.
+type Tamq interface {
+	Wake(ctx context.Context, req tamqapi.WakeRequest) (tamqapi.WakeAck, error)
+	Ack(ctx context.Context, id string) (tamqapi.Message, error)
+	Ping(ctx context.Context) (daemon.PingResult, error)
+}
+
+// Options configure the engine's service.
+type Options struct {
+	Paths    paths.Paths
+	Config   *config.Loaded
+	Registry func() (*gita.Registry, error)
+	Tamq     Tamq
+	// TamqSocket is shown in status.
+	TamqSocket string
+	Log        *slog.Logger
+	// Now and After are the clock: tests move time on by hand.
+	Now   func() time.Time
+	After func(d time.Duration) <-chan time.Time
+	// Orwell, when set, receives every protocol frame in full (--orwell).
+	Orwell   io.Writer
+	Detached bool
+}
+
+// Service is a running coordination-engine.
+type Service struct {
+	opts      Options
+	log       *slog.Logger
+	d         *daemon.Service
+	store     *store.Store
+	server    *protocol.Server
+	startedAt time.Time
+	timing    lease.Timing
+
+	clock, waker *daemon.Worker
+	clockKick    chan struct{}
+	wakerKick    chan struct{}
+	stopping     atomic.Bool
+}
+
+// Start brings the engine up to the point where it accepts connections:
+// every check that can fail runs before the database is opened, and the
+// socket is bound last.
+func Start(ctx context.Context, o Options) (*Service, error) {
+	if o.Now == nil {
+		o.Now = Now
+	}
+	if o.After == nil {
+		o.After = time.After
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{
+		opts: o, log: o.Log, timing: Timing(o.Config.Config),
+		clockKick: make(chan struct{}, 1), wakerKick: make(chan struct{}, 1),
+	}
+	s.clock = &daemon.Worker{Name: "lease clock", Run: s.runClock}
+	s.waker = &daemon.Worker{Name: "waker", Run: s.runWaker}
+	d, err := daemon.Open(o.Paths, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	s.d = d
+	fail := func(err error) (*Service, error) {
+		d.Close()
+		return nil, err
+	}
+	st, err := store.Open(ctx, o.Paths, o.Config.BusyTimeout(), o.Now)
+	if err != nil {
+		return fail(err)
+	}
+	d.OnClose(func() { st.DB.Close() })
+	st.PolicyProfile, st.ConfigVersion = o.Config.ProfileRef(), o.Config.Version
+	s.store = st
+	if st.DB.BackupPath != "" {
+		s.log.Info("database migrated", "backup", st.DB.BackupPath)
+	}
+	// Endpoints attached to an earlier run attach again when their tamq
+	// sees this one; until then nothing is woken through them.
+	if _, err := st.DetachAll(ctx, "coordination-engine restarted"); err != nil {
+		return fail(err)
+	}
+	s.startedAt = o.Now()
+	s.server = &protocol.Server{Handlers: s.handlers(), Log: s.log, IdleTimeout: 30 * time.Second, MaxConns: 256}
+	if o.Orwell != nil {
+		s.server.Trace = daemon.OrwellTracer(o.Orwell, o.Now)
+	}
+	if err := d.Listen(s.server); err != nil {
+		return fail(err)
+	}
+	if err := st.AddReceipt(ctx, store.Receipt{Kind: "service.start", Status: "started", Detail: map[string]any{
+		"pid": os.Getpid(), "version": buildinfo.Get().Version, "proto": protocol.Version, "detached": o.Detached, "orwell": o.Orwell != nil,
+	}}); err != nil {
+		return fail(err)
+	}
+	s.log.Info("coordination-engine started", "pid", os.Getpid(), "socket", o.Paths.Socket, "database", o.Paths.Database,
+		"policy_profile", o.Config.ProfileRef(), "config_version", o.Config.Version)
+	return s, nil
+}
+
+// Timing is the lease timing of a configuration.
+func Timing(c config.Config) lease.Timing {
+	co := c.Coordination
+	backoff := make([]time.Duration, len(co.RetryBackoffSeconds))
+	for i, s := range co.RetryBackoffSeconds {
+		backoff[i] = time.Duration(s) * time.Second
+	}
+	return lease.Timing{
+		AckTimeout:     time.Duration(co.WakeAckTimeoutSeconds) * time.Second,
+		RenewInterval:  time.Duration(co.LeaseRenewIntervalSeconds) * time.Second,
+		MissedRenewals: co.LeaseMissedRenewals,
+		Backoff:        backoff,
+		MaxAttempts:    co.MaxAttempts,
+	}
+}
+
+// Run serves until ctx ends (a signal) or a client asks the engine to stop,
+// then shuts down as the skeleton does: no new requests or leases, requests
+// under way answered within the grace period, the workers stopped, every
+// endpoint marked detached and the shutdown receipt written. Leases stay in
+// the database; their deadlines are read back at the next start.
+func (s *Service) Run(ctx context.Context) error {
+	var began time.Time
+	return s.d.Run(ctx, daemon.Plan{
+		Grace:      s.opts.Config.ShutdownGrace(),
+		DrainFirst: []*daemon.Worker{s.waker},
+		Workers:    []*daemon.Worker{s.clock},
+		Stopping: func() {
+			began = s.opts.Now()
+			s.stopping.Store(true)
+		},
+		Stopped: func(ctx context.Context, reason string, graceExceeded bool) error {
+			n, detachErr := s.store.DetachAll(ctx, "coordination-engine stopped")
+			rcptErr := s.store.AddReceipt(ctx, store.Receipt{Kind: "service.shutdown", Status: "stopped", Reason: reason, Detail: map[string]any{
+				"pid": os.Getpid(), "endpoints_detached": n, "grace_exceeded": graceExceeded,
+				"duration_ms": s.opts.Now().Sub(began).Milliseconds(),
+			}})
+			return errors.Join(detachErr, rcptErr)
+		},
+	})
+}
+
+func (s *Service) handlers() map[string]protocol.Handler {
+	hs := s.d.Lifecycle(s.startedAt, s.opts.Config.ShutdownGrace())
+	maps.Copy(hs, map[string]protocol.Handler{
+		api.OpStatus:     s.status,
+		api.OpAttach:     s.attach,
+		api.OpDetach:     s.detach,
+		api.OpWake:       s.wake,
+		api.OpLeaseAck:   s.ack,
+		api.OpLeaseRenew: s.renew,
+		api.OpRelease:    s.release,
+		api.OpCheckpoint: s.checkpoint,
+		api.OpLeases:     s.leases,
+		api.OpReceipts:   s.receipts,
+	})
+	return hs
+}
+
+// kick wakes a worker now; a kick already pending is enough.
+func kick(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,100 @@
+package service
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/buildinfo"
+	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/engine/store"
+	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/statehub"
+)
+
+// probeTimeout bounds each reachability check of status.
+const probeTimeout = time.Second
+
+func (s *Service) status(ctx context.Context, _ protocol.Peer, _ *protocol.Request) (any, error) {
+	now := s.opts.Now()
+	r := Collect(ctx, s.opts.Paths, s.opts.Config, s.opts.Registry)
+	started := s.startedAt.UTC()
+	r.Service = api.ServiceStatus{
+		Running: true, PID: os.Getpid(), StartedAt: &started, UptimeSeconds: now.Sub(s.startedAt).Seconds(),
+		ServerVersion: buildinfo.Get().Version, Proto: protocol.Version,
+		Socket: s.opts.Paths.Socket, LogFile: s.opts.Paths.LogFile,
+		PolicyProfile: s.opts.Config.ProfileRef(), ConfigVersion: s.opts.Config.Version,
+	}
+	r.Tamq = api.TamqStatus{Socket: s.opts.TamqSocket}
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	if _, err := s.opts.Tamq.Ping(pctx); err != nil {
+		r.Tamq.Error = err.Error()
+	} else {
+		r.Tamq.Reachable = true
+	}
+	cancel()
+	eps, err := s.store.Endpoints(ctx, false)
+	if err != nil {
+		r.Leases.Error = err.Error()
+	}
+	r.Endpoints = []api.EndpointStatus{}
+	for _, e := range eps {
+		r.Endpoints = append(r.Endpoints, api.EndpointStatusOf(e))
+	}
+	r.Leases.Counts, err = s.store.LeaseCounts(ctx)
+	if err != nil {
+		r.Leases.Error = err.Error()
+	}
+	if next, ok, err := s.store.NextDue(ctx); err == nil && ok {
+		next = next.UTC()
+		r.Leases.NextDue = &next
+	}
+	if n, err := s.store.UnpublishedReceipts(ctx); err == nil {
+		r.StateHub.UnpublishedReceipts = n
+	}
+	Judge(&r)
+	return r, nil
+}
+
+// Collect fills the sections that need no running engine: the database
+// file, the gita registry and State Hub's reachability. The CLI uses it
+// alone when the engine is down.
+func Collect(ctx context.Context, p paths.Paths, cfg *config.Loaded, registry func() (*gita.Registry, error)) api.StatusReport {
+	r := api.StatusReport{
+		Service:   api.ServiceStatus{Socket: p.Socket, LogFile: p.LogFile},
+		Endpoints: []api.EndpointStatus{},
+		Leases:    api.LeaseCounts{Counts: map[string]int{}},
+	}
+	known := sqlitedb.LatestVersion(store.Migrations)
+	info, err := sqlitedb.Inspect(p.Database, known)
+	r.SQLite = api.SQLiteStatus{Path: p.Database, Exists: info.Exists, SchemaVersion: info.SchemaVersion,
+		BinarySchemaVersion: known, SizeBytes: info.SizeBytes}
+	if err != nil {
+		r.SQLite.Error = err.Error()
+	} else if info.SchemaVersion > known {
+		r.SQLite.Error = "schema is newer than this binary supports"
+	}
+	if reg, err := registry(); err != nil {
+		r.Registry.Error = err.Error()
+	} else {
+		r.Registry = api.RegistryStatus{Path: reg.ReposFile, Readable: true, RepoCount: len(reg.Repos)}
+	}
+	r.StateHub = api.StateHubStatus{APIBase: cfg.StateHub.APIBase, CredentialsConfigured: cfg.HasCredentialCommand()}
+	if err := statehub.Probe(ctx, cfg.StateHub.APIBase, probeTimeout); err != nil {
+		r.StateHub.Error = err.Error()
+	} else {
+		r.StateHub.Reachable = true
+	}
+	return r
+}
+
+// Judge sets Healthy: the engine runs, its database and the registry are
+// readable, and tamq answers. State Hub is not needed for the engine's
+// local work (its observation comes later), so it does not count.
+func Judge(r *api.StatusReport) {
+	r.Healthy = r.Service.Running && r.SQLite.Error == "" && r.Registry.Error == "" && r.Tamq.Reachable && r.Leases.Error == ""
+}
