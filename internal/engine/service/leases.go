@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tmux-amq/tamq/internal/engine/api"
 	"github.com/tmux-amq/tamq/internal/engine/lease"
@@ -65,9 +64,6 @@ func (s *Service) release(ctx context.Context, _ protocol.Peer, req *protocol.Re
 	default:
 		return nil, errs.New(errs.BadRequest, "result %q is not one of completed, failed, blocked", textsafe.Escape(args.Result))
 	}
-	if err := checkText("reason", args.Reason, 512); err != nil {
-		return nil, err
-	}
 	l, err := s.store.Release(ctx, args.LeaseID, args.Result, args.Reason, s.timing)
 	if err != nil {
 		return nil, err
@@ -99,17 +95,6 @@ func decodeLease(req *protocol.Request, args any, id *string) error {
 	}
 	if *id == "" || len(*id) > 128 || textsafe.NameProblem(*id) != "" {
 		return errs.New(errs.BadRequest, "lease id %q is not a lease id", textsafe.Escape(*id))
-	}
-	return nil
-}
-
-// checkText refuses text that is not short, valid, single-line UTF-8.
-func checkText(what, s string, limit int) error {
-	switch {
-	case len(s) > limit:
-		return errs.New(errs.BadRequest, "%s is %d bytes; the limit is %d", what, len(s), limit)
-	case !utf8.ValidString(s) || textsafe.ControlProblem(s) != "":
-		return errs.New(errs.BodyInvalid, "%s is not plain text", what)
 	}
 	return nil
 }
