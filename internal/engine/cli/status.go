@@ -25,7 +25,9 @@ func newStatusCmd(a *app.App) *cobra.Command {
 socket, the SQLite database, the gita registry, State Hub, tamq (the engine's
 way into terminals), the tamq endpoints attached, and the leases by state with
 the next deadline. When the engine is not running, the sections that need no
-engine are still shown. Exit status 0 when healthy, 1 otherwise.`,
+engine are still shown. Exit status 0 when healthy; otherwise the status of the
+first problem (8 when the engine or tamq does not run, 6 for the database, 4 for
+the registry), with the problem on stderr.`,
 		Example: `  coordination-engine status
   coordination-engine status --json | jq .leases`,
 		Args: cobra.NoArgs,
@@ -41,10 +43,10 @@ engine are still shown. Exit status 0 when healthy, 1 otherwise.`,
 					return cerr
 				}
 				r = service.Collect(cmd.Context(), p, cfg, a.Registry)
-				r.Service.Error = err.Error()
 			} else if err != nil {
 				return err
 			}
+			problem := service.Judge(&r)
 			if a.JSON {
 				if err := a.PrintJSON(r); err != nil {
 					return err
@@ -52,10 +54,7 @@ engine are still shown. Exit status 0 when healthy, 1 otherwise.`,
 			} else {
 				printStatus(a, r)
 			}
-			if !r.Healthy {
-				return app.PassStatus(1)
-			}
-			return nil
+			return problem
 		},
 	}
 }
@@ -72,7 +71,7 @@ func printStatus(a *app.App, r api.StatusReport) {
 			s.PID, time.Duration(s.UptimeSeconds*float64(time.Second)).Round(time.Second), s.ServerVersion, s.Proto, s.Socket)
 		a.Printf("  policy:    %s, config version %s\n", s.PolicyProfile, s.ConfigVersion)
 	} else {
-		a.Printf("  service:   not running (%s)\n", s.Error)
+		a.Printf("  service:   NOT RUNNING (start it with `coordination-engine start --detach`)\n")
 	}
 	a.Printf("  sqlite:    %s\n", section(r.SQLite.Error, fmt.Sprintf("%s, schema %d of %d, %d bytes", r.SQLite.Path, r.SQLite.SchemaVersion, r.SQLite.BinarySchemaVersion, r.SQLite.SizeBytes)))
 	a.Printf("  registry:  %s\n", section(r.Registry.Error, fmt.Sprintf("%s, %d repos", r.Registry.Path, r.Registry.RepoCount)))

@@ -9,6 +9,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/engine/api"
 	"github.com/tmux-amq/tamq/internal/engine/store"
+	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
@@ -92,9 +93,24 @@ func Collect(ctx context.Context, p paths.Paths, cfg *config.Loaded, registry fu
 	return r
 }
 
-// Judge sets Healthy: the engine runs, its database and the registry are
-// readable, and tamq answers. State Hub is not needed for the engine's
-// local work (its observation comes later), so it does not count.
-func Judge(r *api.StatusReport) {
-	r.Healthy = r.Service.Running && r.SQLite.Error == "" && r.Registry.Error == "" && r.Tamq.Reachable && r.Leases.Error == ""
+// Judge sets Healthy and returns the first problem, with the code that
+// becomes `status`'s exit status: the engine runs, its database and the
+// registry are readable, and tamq answers. State Hub is not needed for the
+// engine's local work (its observation comes later), so it does not count.
+func Judge(r *api.StatusReport) error {
+	var problem error
+	switch {
+	case !r.Service.Running:
+		problem = errs.New(errs.Unavailable, "coordination-engine is not running").WithHint("start it with `coordination-engine start --detach`")
+	case r.SQLite.Error != "":
+		problem = errs.New(errs.Storage, "database: %s", r.SQLite.Error)
+	case r.Leases.Error != "":
+		problem = errs.New(errs.Storage, "leases: %s", r.Leases.Error)
+	case r.Registry.Error != "":
+		problem = errs.New(errs.RegistryError, "gita registry: %s", r.Registry.Error)
+	case !r.Tamq.Reachable:
+		problem = errs.New(errs.Unavailable, "tamq does not answer: %s", r.Tamq.Error).WithHint("start it with `tamq start --detach`")
+	}
+	r.Healthy = problem == nil
+	return problem
 }
