@@ -344,6 +344,29 @@ func parseWindow(in string) (Window, string, error) {
 	}, in[total+1:], nil
 }
 
+// Respawn runs argv again in a pane whose process has exited, in dir with
+// env: the same pane, the same window. Without -k tmux refuses a pane whose
+// process still runs, so a live agent is never replaced.
+func (s Server) Respawn(ctx context.Context, paneID, dir string, argv []string, env map[string]string) error {
+	args := []string{"respawn-pane", "-t", paneID}
+	if dir != "" {
+		args = append(args, "-c", literal(dir))
+	}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		args = append(args, "-e", arg(k+"="+env[k]))
+	}
+	if len(argv) > 0 {
+		args = append(args, "--")
+		for _, a := range argv {
+			args = append(args, arg(a))
+		}
+	}
+	if _, err := s.Run(ctx, nil, args...); err != nil {
+		return errs.Wrap(errs.CodeOf(err), err, "restart the program of pane %s", paneID)
+	}
+	return nil
+}
+
 // NewWindow opens a detached window named name at the end of session, in
 // directory dir (tmux's default when empty), running argv with env added to its
 // environment. Following tmux, an empty argv runs the default shell, a single

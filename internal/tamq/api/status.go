@@ -14,6 +14,8 @@ type StatusReport struct {
 	StateHub StateHubStatus `json:"statehub"`
 	Queue    QueueStatus    `json:"queue"`
 	Leases   LeaseStatus    `json:"leases"`
+	// Coordination is the link to coordination-engine (tamq works without it).
+	Coordination CoordinationStatus `json:"coordination"`
 	// Endpoints are the tmux servers tamq delivers into, with their windows.
 	Endpoints []Endpoint `json:"endpoints"`
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
@@ -106,7 +107,11 @@ func runOpen(cmd *cobra.Command, a *app.App, o openOptions, slugs []string) erro
 		want = append(want, workspace.Repo{Repo: r, Command: o.command, Mode: o.mode, KeepMode: !cmd.Flags().Changed("mode")})
 	}
 	ctx := cmd.Context()
-	wo := workspace.Options{TamqSocket: p.Socket, LockFile: p.OpenLockFile, Broker: brk, Note: a.Notef}
+	engine, err := paths.Resolve(paths.Engine, a.Getenv)
+	if err != nil {
+		return err
+	}
+	wo := workspace.Options{TamqSocket: p.Socket, EngineSocket: engine.Socket, LockFile: p.OpenLockFile, Broker: brk, Note: a.Notef}
 	service := client.New(p)
 	if !o.noService {
 		// The service learns the tmux server before any window's agent starts,

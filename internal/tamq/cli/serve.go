@@ -10,6 +10,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/daemon"
+	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/tamq/service"
 )
 
@@ -78,11 +79,15 @@ func runService(ctx context.Context, a *app.App, f serviceFlags, stderr io.Write
 		}
 		defer orwell.Close()
 	}
+	engine, err := paths.Resolve(paths.Engine, a.Getenv)
+	if err != nil {
+		return err
+	}
 	ctx, stopSignals := daemon.SignalContext(ctx)
 	defer stopSignals()
 
 	opts := service.Options{
-		Paths: p, Config: cfg, Registry: a.Registry, Log: a.Logger(),
+		Paths: p, Engine: engine, Config: cfg, Registry: a.Registry, Log: a.Logger(),
 		Notices: stderr, Detached: detached, Restore: f.restore, Recreate: f.recreate,
 	}
 	if orwell != nil {

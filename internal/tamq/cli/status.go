@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -136,6 +138,24 @@ func printStatus(a *app.App, r api.StatusReport) {
 		creds = "no credentials configured"
 	}
 	line("statehub", "%s, %s, %s", h.APIBase, reach, creds)
+	if s.Running {
+		c := r.Coordination
+		switch {
+		case c.Attached:
+			ids := make([]string, 0, len(c.Endpoints))
+			for _, ep := range slices.Sorted(maps.Keys(c.Endpoints)) {
+				ids = append(ids, ep+" as "+c.Endpoints[ep])
+			}
+			line("engine", "attached (protocol %s): %s", c.Proto, strings.Join(ids, ", "))
+		case c.Error != "":
+			line("engine", "not attached (tamq works without it): %s", c.Error)
+		default:
+			line("engine", "not attached yet")
+		}
+		for _, rf := range c.Refused {
+			line("", "refused %s on %s: %s", rf.Repo, rf.EndpointID, rf.Reason)
+		}
+	}
 	line("", "%d receipts kept locally (tamq does not publish them itself)", h.UnpublishedReceipts)
 
 	if r.Queue.Error != "" {

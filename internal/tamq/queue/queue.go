@@ -140,7 +140,9 @@ func CheckFields(fields ...[2]string) error {
 // "From:<sender>: <body>", with "/o" after an operator's label. No line of it
 // can be read as an address: body lines that start with "To:" (after spaces)
 // are quoted with "> ". In acknowledged mode a last line names the message id
-// and the exact command that acknowledges it.
+// and the exact command that acknowledges it, except for a wake: its prompt
+// ends with the commands that acknowledge the lease, and acknowledging the
+// lease acknowledges the message.
 func TerminalText(m Message) string {
 	var b strings.Builder
 	b.WriteString("From:")
@@ -158,7 +160,7 @@ func TerminalText(m Message) string {
 		}
 		b.WriteString(line)
 	}
-	if m.AckMode == ackmode.Acknowledged {
+	if m.AckMode == ackmode.Acknowledged && m.SenderKind != FromCoordination {
 		fmt.Fprintf(&b, "\n[tamq message %s: acknowledge with: tamq ack %s]", m.ID, m.ID)
 	}
 	return b.String()

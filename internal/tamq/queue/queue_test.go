@@ -96,6 +96,12 @@ func TestTerminalText(t *testing.T) {
 	if got := TerminalText(m); got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
+	// A wake's prompt ends with the lease's own ack command: no tamq footer.
+	m = Message{ID: "0193", Sender: "coordination-engine", SenderKind: FromCoordination, Body: "work\nlease ack L", AckMode: ackmode.Acknowledged}
+	want = "From:coordination-engine: work\nlease ack L"
+	if got := TerminalText(m); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
 }
 
 func TestInjectedModeLifecycle(t *testing.T) {

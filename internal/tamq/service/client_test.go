@@ -45,7 +45,7 @@ func TestTypedClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"ack", "broker_session", "endpoints", "forget_endpoint", "hello", "ping", "purge", "register", "replay",
-		"restore", "retry", "send", "shutdown", "status"}
+		"restore", "retry", "send", "shutdown", "status", "wake"}
 	if hello.Server != "tamq" || hello.Proto == "" || !slices.Equal(hello.Capabilities, want) {
 		t.Errorf("hello = %+v", hello)
 	}

@@ -72,7 +72,7 @@ func (s *Service) restore(ctx context.Context, recreate []string) (api.RestoreRe
 			repos = append(repos, workspace.Repo{Repo: r, Command: w.Command, Mode: string(w.Mode)})
 		}
 		opened, err := workspace.Open(ctx, srv, repos, workspace.Options{
-			TamqSocket: s.opts.Paths.Socket, LockFile: s.opts.Paths.OpenLockFile,
+			TamqSocket: s.opts.Paths.Socket, EngineSocket: s.opts.Engine.Socket, LockFile: s.opts.Paths.OpenLockFile,
 			Broker: workspace.Broker{Exe: exe, GitaDir: reg.Dir},
 			Note:   func(format string, args ...any) { s.log.Info(fmt.Sprintf(format, args...)) },
 			Announce: func(ep api.Endpoint) error {

@@ -52,7 +52,10 @@ const (
 
 // Options configure a service.
 type Options struct {
-	Paths    paths.Paths
+	Paths paths.Paths
+	// Engine are coordination-engine's paths: where tamq attaches, and the
+	// socket its windows are told about.
+	Engine   paths.Paths
 	Config   *config.Loaded
 	Registry func() (*gita.Registry, error)
 	Log      *slog.Logger
@@ -101,7 +104,9 @@ type Service struct {
 	// deliveries finish while their brokers' sessions are open), then, once
 	// the requests under way are answered, the others: the committer those
 	// requests may need last.
-	dispatcher, committer, ackExpirer, leaseRescuer, watcher *daemon.Worker
+	dispatcher, committer, ackExpirer, leaseRescuer, watcher, attacher *daemon.Worker
+	// engineLink is the link to coordination-engine the attacher keeps.
+	engineLink *attachment
 
 	brokers   brokers
 	live      *live
@@ -142,6 +147,8 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	s.ackExpirer = &daemon.Worker{Name: "ack expirer", Run: s.expireAcksLoop}
 	s.leaseRescuer = &daemon.Worker{Name: "lease rescuer", Run: s.rescueLeases}
 	s.watcher = &daemon.Worker{Name: "watcher", Run: s.watch}
+	s.attacher = &daemon.Worker{Name: "attacher", Run: s.attachLoop}
+	s.engineLink = newAttachment(o.Engine.Socket)
 	if s.opts.Writer == nil {
 		s.opts.Writer = RoutingWriter{svc: s, tmux: TmuxWriter{Pause: s.enterPause}}
 	}
@@ -227,7 +234,7 @@ func (s *Service) Run(ctx context.Context) error {
 	return s.d.Run(ctx, daemon.Plan{
 		Grace:      s.opts.Config.ShutdownGrace(),
 		DrainFirst: []*daemon.Worker{s.dispatcher},
-		Workers:    []*daemon.Worker{s.committer, s.ackExpirer, s.leaseRescuer, s.watcher},
+		Workers:    []*daemon.Worker{s.committer, s.ackExpirer, s.leaseRescuer, s.watcher, s.attacher},
 		Stopping: func() {
 			s.shutdownBegan = s.opts.Now()
 			s.stopWork() // a purge under way stops at its next step
@@ -242,6 +249,7 @@ func (s *Service) Run(ctx context.Context) error {
 // windows may outlive the service, but nothing delivers into them now) and
 // the shutdown receipt.
 func (s *Service) stopped(ctx context.Context, reason string, graceExceeded bool) error {
+	s.detachAll()
 	n, markErr := s.store.MarkEndpointsDisconnected(ctx)
 	rcptErr := s.store.AddReceipt(ctx, s.receipt(receipt.KindServiceShutdown, "stopped", reason, map[string]any{
 		"pid": os.Getpid(), "endpoints_disconnected": n, "grace_exceeded": graceExceeded,
@@ -264,6 +272,7 @@ func (s *Service) handlers() map[string]protocol.Handler {
 		api.OpRestore:       s.restoreOp,
 		api.OpPurge:         s.purge,
 		api.OpBrokerSession: s.brokerSession,
+		api.OpWake:          s.wakeOp,
 	})
 	release := s.opts.IdleRelease
 	if release == 0 {
@@ -304,6 +313,7 @@ func (s *Service) status(ctx context.Context, _ protocol.Peer, _ *protocol.Reque
 		Socket: s.opts.Paths.Socket, LogFile: s.opts.Paths.LogFile, Orwell: s.opts.Orwell != nil,
 		PolicyProfile: s.opts.Config.ProfileRef(), ConfigVersion: s.opts.Config.Version,
 	}
+	r.Coordination = s.engineLink.snapshot()
 	status.Judge(&r)
 	return r, nil
 }
@@ -454,9 +464,13 @@ func (s *Service) knownEndpoints(ctx context.Context) ([]queue.Endpoint, error) 
 	return s.epCache, nil
 }
 
-// endpointsChanged drops the endpoint cache.
+// endpointsChanged drops the endpoint cache and hands the endpoints to
+// coordination-engine again.
 func (s *Service) endpointsChanged() {
 	s.epMu.Lock()
 	s.epCache = nil
 	s.epMu.Unlock()
+	if s.engineLink != nil {
+		s.engineLink.requestAttach()
+	}
 }

@@ -47,6 +47,9 @@ type Options struct {
 	// TamqSocket is given to the windows' processes as TAMQ_SOCKET (the tmux
 	// server's environment may name other directories than ours).
 	TamqSocket string
+	// EngineSocket is given to them as COORDINATION_ENGINE_SOCKET, so an
+	// agent's `coordination-engine lease ...` commands reach the engine.
+	EngineSocket string
 	// LockFile serializes opens: finding a repo's window and creating it when
 	// missing is one step for concurrent opens, so they leave one window.
 	LockFile string
@@ -112,9 +115,7 @@ func Open(ctx context.Context, srv tmux.Server, repos []Repo, o Options) (Result
 			}
 		}
 		if !reused {
-			argv := windowArgv(r, o.Broker)
-			env := map[string]string{"TAMQ_REPO": r.Name, "TAMQ_ENDPOINT": endpointID, "TAMQ_SOCKET": o.TamqSocket}
-			if w, err = srv.NewWindow(ctx, SessionName, r.Name, r.Name, r.Path, argv, env); err != nil {
+			if w, err = srv.NewWindow(ctx, SessionName, r.Name, r.Name, r.Path, WindowArgv(r, o.Broker), WindowEnv(r.Name, endpointID, o)); err != nil {
 				return res, err
 			}
 		}
@@ -141,9 +142,19 @@ func Open(ctx context.Context, srv tmux.Server, repos []Repo, o Options) (Result
 	return res, nil
 }
 
-// windowArgv is what a new window runs: the command (through the shell) or
-// the user's shell, under the broker when there is one.
-func windowArgv(r Repo, broker Broker) []string {
+// WindowEnv is the environment a repo's window gets: which repo and
+// endpoint it is, and where tamq's and the engine's sockets are.
+func WindowEnv(repo, endpointID string, o Options) map[string]string {
+	env := map[string]string{"TAMQ_REPO": repo, "TAMQ_ENDPOINT": endpointID, "TAMQ_SOCKET": o.TamqSocket}
+	if o.EngineSocket != "" {
+		env["COORDINATION_ENGINE_SOCKET"] = o.EngineSocket
+	}
+	return env
+}
+
+// WindowArgv is what a repo's window runs: the command (through the shell)
+// or the user's shell, under the broker when there is one.
+func WindowArgv(r Repo, broker Broker) []string {
 	if broker.Exe == "" {
 		if r.Command == "" {
 			return nil // tmux's default shell

@@ -1,0 +1,155 @@
+package service_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/engine/client"
+	"github.com/tmux-amq/tamq/internal/paths"
+	tamqapi "github.com/tmux-amq/tamq/internal/tamq/api"
+	tamqclient "github.com/tmux-amq/tamq/internal/tamq/client"
+	"github.com/tmux-amq/tamq/internal/testutil"
+)
+
+// benchLoop is a loop whose agent window records what it receives, with
+// tamq's delivery pauses at zero: the figures are our own steps.
+func benchLoop(b *testing.B, engineConfig string) (*loop, *client.Client, *tamqclient.Client, string) {
+	b.Helper()
+	l := newLoop(b, engineConfig, "net-kingdom")
+	l.e.WriteConfig(b, "[delivery]\nenter_pause_ms = 0\nquiet_ms = 0\nmax_quiet_wait_ms = 0\n")
+	l.e.Tamq(b, "open", "--tmux-socket", l.tm.Name, "--mode", "trigger", "--command", l.e.RecorderCommand(), "net-kingdom")
+	testutil.WaitFor(b, "the recorder", func() bool { _, ok := l.e.Recording("net-kingdom"); return ok })
+	l.waitAttached(b, "net-kingdom", 1)
+	getenv := func(k string) string {
+		for _, v := range l.e.Vars {
+			if len(v) > len(k) && v[:len(k)+1] == k+"=" {
+				return v[len(k)+1:]
+			}
+		}
+		return ""
+	}
+	ep, err := paths.Resolve(paths.Engine, getenv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tp, err := paths.Resolve(paths.Tamq, getenv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return l, client.New(ep), tamqclient.New(tp), filepath.Join(l.e.Root, "rec", "net-kingdom")
+}
+
+// untilGrows waits until the file at path is larger than size and returns
+// how long that took from start.
+func untilGrows(b *testing.B, path string, size int64, start time.Time) (time.Duration, int64) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if fi, err := os.Stat(path); err == nil && fi.Size() > size {
+			return time.Since(start), fi.Size()
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	b.Fatal("nothing arrived in the agent's terminal")
+	return 0, 0
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+func quantile(ds []time.Duration, q float64) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return float64(s[min(len(s)-1, int(q*float64(len(s))))].Microseconds()) / 1000
+}
+
+// BenchmarkWakeToFirstByte measures an operator's wake (trigger, gate, lease,
+// tamq's wake operation, the delivery) until the first byte of the prompt
+// reaches the agent's terminal, against the same path for a plain `tamq
+// send` message measured in the same run. The pause before Enter is not
+// part of it (it comes after the first byte, and is zero here).
+func BenchmarkWakeToFirstByte(b *testing.B) {
+	_, engine, tamq, rec := benchLoop(b, "[coordination]\nwake_ack_timeout_seconds = 3600\n")
+	ctx := context.Background()
+	var wakes, sends []time.Duration
+	size := fileSize(rec)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if _, err := tamq.Send(ctx, tamqapi.SendArgs{Text: "To:net-kingdom: baseline"}); err != nil {
+			b.Fatal(err)
+		}
+		var d time.Duration
+		d, size = untilGrows(b, rec, size, start)
+		sends = append(sends, d)
+		// The rest of the message goes in before the next measurement.
+		testutil.WaitFor(b, "the message's Enter", func() bool { return fileSize(rec) >= size+1 && endsWithEnter(rec) })
+		size = fileSize(rec)
+
+		start = time.Now()
+		res, err := engine.Wake(ctx, api.WakeArgs{Repo: "net-kingdom"})
+		if err != nil || res.Lease == nil {
+			b.Fatalf("wake: %v %+v", err, res)
+		}
+		d, size = untilGrows(b, rec, size, start)
+		wakes = append(wakes, d)
+		testutil.WaitFor(b, "the prompt's Enter", func() bool { return endsWithEnter(rec) })
+		size = fileSize(rec)
+	}
+	b.StopTimer()
+	b.ReportMetric(quantile(wakes, 0.5), "wake-p50-ms")
+	b.ReportMetric(quantile(wakes, 0.99), "wake-p99-ms")
+	b.ReportMetric(quantile(sends, 0.5), "send-p50-ms")
+	b.ReportMetric(quantile(wakes, 0.5)/quantile(sends, 0.5), "wake/send-p50")
+}
+
+func endsWithEnter(path string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && len(b) > 0 && b[len(b)-1] == '\r'
+}
+
+// BenchmarkLeaseTransitions measures the agent commands' socket path: a
+// checkpoint (a lease transition with its checkpoint row and receipt, in one
+// transaction) per operation, as a ratio to tamq's durable enqueue of one
+// message measured in the same run (target: at least 0.5x its rate).
+func BenchmarkLeaseTransitions(b *testing.B) {
+	_, engine, tamq, _ := benchLoop(b, "[coordination]\nwake_ack_timeout_seconds = 3600\nlease_renew_interval_seconds = 3600\n")
+	ctx := context.Background()
+	res, err := engine.Wake(ctx, api.WakeArgs{Repo: "net-kingdom"})
+	if err != nil || res.Lease == nil {
+		b.Fatalf("wake: %v %+v", err, res)
+	}
+	id := res.Lease.LeaseID
+	if _, err := engine.Ack(ctx, id); err != nil {
+		b.Fatal(err)
+	}
+	n := max(b.N, 50)
+	start := time.Now()
+	for range n {
+		if _, err := tamq.Send(ctx, tamqapi.SendArgs{Text: "To:net-kingdom: x", AckMode: "injected"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	enqueue := time.Since(start) / time.Duration(n)
+	b.ResetTimer()
+	start = time.Now()
+	for i := 0; i < b.N; i++ {
+		if _, err := engine.Checkpoint(ctx, api.CheckpointArgs{LeaseID: id, Summary: "step"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	per := time.Since(start) / time.Duration(b.N)
+	b.StopTimer()
+	b.ReportMetric(float64(time.Second/per), "transitions/s")
+	b.ReportMetric(float64(time.Second/enqueue), "enqueues/s")
+	b.ReportMetric(float64(enqueue)/float64(per), "rate-vs-enqueue")
+}

@@ -1,0 +1,479 @@
+package service_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/lockfile"
+	tamqapi "github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/testutil"
+)
+
+// loop is one test's world: a private tmux server, gita, tamq and the engine
+// (real processes), and the scripted agent's log.
+type loop struct {
+	e   *testutil.Env
+	tm  *testutil.Tmux
+	log string
+}
+
+const tamqConfig = "[delivery]\nenter_pause_ms = 20\n"
+
+// newLoop starts the engine with engineConfig, registers repos in gita and
+// starts a private tmux server; openAgent opens the windows.
+func newLoop(t testing.TB, engineConfig string, repos ...string) *loop {
+	t.Helper()
+	e := testutil.NewEnv(t)
+	e.WriteConfig(t, tamqConfig)
+	e.WriteEngineConfig(t, engineConfig)
+	e.Gita(t, repos...)
+	tm := testutil.NewTmux(t)
+	l := &loop{e: e, tm: tm, log: filepath.Join(e.Root, "agent.log")}
+	t.Cleanup(func() {
+		e.Run(t, "tamq", "stop")
+		e.Run(t, "coordination-engine", "stop")
+	})
+	e.Engine(t, "start", "--detach")
+	return l
+}
+
+// openAgent opens repo's window running the scripted agent with plan.
+func (l *loop) openAgent(t testing.TB, repo, plan string, extra ...string) {
+	t.Helper()
+	agent := "env SCRIPTED_AGENT_PLAN='" + plan + "' SCRIPTED_AGENT_LOG='" + l.log + "' " + filepath.Join(l.e.Bin, "scriptedagent")
+	if len(extra) == 0 {
+		extra = []string{"--mode", "trigger"}
+	}
+	args := append([]string{"open", "--tmux-socket", l.tm.Name, "--command", agent}, extra...)
+	l.e.Tamq(t, append(args, repo)...)
+	testutil.WaitFor(t, "the agent of "+repo, func() bool { return strings.Contains(l.agentLog(), "ready") })
+}
+
+func (l *loop) agentLog() string {
+	b, _ := os.ReadFile(l.log)
+	return string(b)
+}
+
+// status is the engine's status report.
+func (l *loop) status(t testing.TB) api.StatusReport {
+	t.Helper()
+	r := l.e.Run(t, "coordination-engine", "status", "--json")
+	var s api.StatusReport
+	if err := json.Unmarshal([]byte(r.Stdout), &s); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, r)
+	}
+	return s
+}
+
+// waitAttached waits until the engine has n attached endpoints hosting repo.
+func (l *loop) waitAttached(t testing.TB, repo string, n int) {
+	t.Helper()
+	testutil.WaitFor(t, "tamq to attach "+repo, func() bool {
+		hosting := 0
+		for _, ep := range l.status(t).Endpoints {
+			for _, w := range ep.Windows {
+				if ep.State == "attached" && w.Repo == repo {
+					hosting++
+				}
+			}
+		}
+		return hosting == n
+	})
+}
+
+func (l *loop) wake(t testing.TB, args ...string) api.WakeResult {
+	t.Helper()
+	r := l.e.Engine(t, append([]string{"wake", "--json"}, args...)...)
+	var res api.WakeResult
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		t.Fatalf("wake --json: %v\n%s", err, r)
+	}
+	return res
+}
+
+func (l *loop) lease(t testing.TB, id string) api.Lease {
+	t.Helper()
+	r := l.e.Engine(t, "leases", "--json")
+	var res api.LeasesResult
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		t.Fatalf("leases --json: %v\n%s", err, r)
+	}
+	for _, ls := range res.Leases {
+		if ls.LeaseID == id {
+			return ls
+		}
+	}
+	t.Fatalf("no lease %s in %s", id, r.Stdout)
+	return api.Lease{}
+}
+
+func (l *loop) receipts(t testing.TB, leaseID string) []api.Receipt {
+	t.Helper()
+	r := l.e.Engine(t, "receipts", "--json", "--lease", leaseID)
+	var res api.ReceiptsResult
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		t.Fatalf("receipts --json: %v\n%s", err, r)
+	}
+	return res.Receipts
+}
+
+func kinds(rs []api.Receipt) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Kind+":"+r.Status)
+	}
+	return out
+}
+
+// tamqMessage is tamq's record of a message, with its body.
+func (l *loop) tamqMessage(t testing.TB, id string) tamqapi.Message {
+	t.Helper()
+	r := l.e.Tamq(t, "history", "--json", "--body")
+	var ms []tamqapi.Message
+	if err := json.Unmarshal([]byte(r.Stdout), &ms); err != nil {
+		t.Fatalf("history --json: %v\n%s", err, r)
+	}
+	for _, m := range ms {
+		if m.ID == id {
+			return m
+		}
+	}
+	t.Fatalf("no tamq message %s in\n%s", id, r.Stdout)
+	return tamqapi.Message{}
+}
+
+// The whole path of one wake: the operator's wake, the lease, tamq queuing
+// the prompt into the agent's window, the agent acknowledging, renewing,
+// checkpointing and releasing it completed, with a receipt at each step and
+// the wake message acknowledged in tamq.
+func TestWakeAckRenewCheckpointRelease(t *testing.T) {
+	t.Parallel()
+	l := newLoop(t, "[coordination]\nwake_ack_timeout_seconds = 30\n", "net-kingdom")
+	l.openAgent(t, "net-kingdom", "complete")
+	l.waitAttached(t, "net-kingdom", 1)
+	res := l.wake(t, "net-kingdom", "--task", "T-1")
+	if res.Lease == nil || res.Stopped != "" {
+		t.Fatalf("wake: %+v", res)
+	}
+	id := res.Lease.LeaseID
+	testutil.WaitFor(t, "the lease to complete", func() bool { return l.lease(t, id).State == "completed" })
+	for _, want := range []string{
+		"wake " + id + " 1 checkpoint=no",
+		"run lease ack " + id + " -> 0",
+		"run lease renew " + id + " -> 0",
+		"run lease release " + id + " --result completed -> 0",
+	} {
+		if !strings.Contains(l.agentLog(), want) {
+			t.Errorf("agent log lacks %q:\n%s", want, l.agentLog())
+		}
+	}
+	got := strings.Join(kinds(l.receipts(t, id)), " ")
+	for _, want := range []string{"lease.offered:offered", "wake.sent:resumed", "lease.acknowledged", "lease.running", "checkpoint.recorded", "lease.completed"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("receipts lack %s: %s", want, got)
+		}
+	}
+	for _, r := range l.receipts(t, id) {
+		b, _ := json.Marshal(r)
+		if strings.Contains(string(b), "scripted work done") {
+			t.Errorf("a receipt carries the checkpoint summary: %s", b)
+		}
+		if r.PolicyProfile == "" || r.ConfigVersion == "" {
+			t.Errorf("receipt without policy profile or config version: %s", b)
+		}
+	}
+	lease := l.lease(t, id)
+	m := l.tamqMessage(t, lease.LocalLeaseID)
+	if m.SenderKind != "coordination" || m.AckMode != "acknowledged" || m.State != "acknowledged" ||
+		m.CorrelationID != res.Trigger.SourceRevision || m.CoordinationEndpointID != lease.CoordinationEndpointID {
+		t.Errorf("tamq's wake message: %+v", m)
+	}
+	if m.Body == nil || !strings.HasSuffix(*m.Body, "coordination-engine lease ack "+id) {
+		t.Errorf("the prompt does not end with the ack command: %v", m.Body)
+	}
+}
+
+// A lease nobody renews runs out: it waits its backoff, is offered again as
+// a new attempt whose prompt carries the latest checkpoint, and once the
+// attempts are used up it stops for the operator.
+func TestExpiryRetriesWithTheCheckpointThenStops(t *testing.T) {
+	t.Parallel()
+	l := newLoop(t, `[coordination]
+wake_ack_timeout_seconds = 2
+lease_renew_interval_seconds = 1
+lease_missed_renewals = 1
+retry_backoff_seconds = [1]
+max_attempts = 1
+`, "net-kingdom")
+	l.openAgent(t, "net-kingdom", "ackstall stall")
+	l.waitAttached(t, "net-kingdom", 1)
+	id := l.wake(t, "net-kingdom").Lease.LeaseID
+	testutil.WaitFor(t, "the lease to stop", func() bool { return l.lease(t, id).State == "stopped" })
+	if log := l.agentLog(); !strings.Contains(log, "wake "+id+" 1 checkpoint=no") || !strings.Contains(log, "wake "+id+" 2 checkpoint=yes") {
+		t.Errorf("the agent was not woken twice, the second time with its checkpoint:\n%s", log)
+	}
+	ls := l.lease(t, id)
+	if ls.Attempt != 2 || ls.StopReason != "exhausted" {
+		t.Errorf("stopped lease: %+v", ls)
+	}
+	got := strings.Join(kinds(l.receipts(t, id)), " ")
+	for _, want := range []string{"lease.retry_wait", "lease.reoffered", "lease.stopped"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("receipts lack %s: %s", want, got)
+		}
+	}
+	// The agent commands on a lease that stopped: a distinct exit status.
+	r := l.e.Run(t, "coordination-engine", "lease", "renew", id)
+	if r.Status != 22 || !strings.Contains(r.Stderr, id) {
+		t.Errorf("renew of a stopped lease: %s", r)
+	}
+	if r := l.e.Run(t, "coordination-engine", "lease", "ack", "no-such-lease"); r.Status != 12 {
+		t.Errorf("ack of an unknown lease: %s", r)
+	}
+}
+
+// A window opened in manual mode is never woken; a repo gita does not
+// register is refused before any trigger.
+func TestManualWindowAndUnknownRepo(t *testing.T) {
+	t.Parallel()
+	l := newLoop(t, "", "net-kingdom")
+	l.openAgent(t, "net-kingdom", "complete", "--mode", "manual")
+	l.waitAttached(t, "net-kingdom", 1)
+	res := l.wake(t, "net-kingdom")
+	if res.Stopped != "unavailable" || res.Lease != nil || !strings.Contains(res.Reason, "manual") {
+		t.Errorf("wake of a manual window: %+v", res)
+	}
+	if r := l.e.Run(t, "coordination-engine", "wake", "nowhere"); r.Status != 5 || !strings.Contains(r.Stderr, "nowhere") {
+		t.Errorf("wake of an unregistered repo: %s", r)
+	}
+}
+
+// Two tamq endpoints (two tmux servers) host the repo: the wake must name one.
+func TestTwoEndpointsNeedAnExplicitOne(t *testing.T) {
+	t.Parallel()
+	l := newLoop(t, "", "net-kingdom")
+	l.openAgent(t, "net-kingdom", "complete")
+	other := testutil.NewTmux(t)
+	l.e.Tamq(t, "open", "--tmux-socket", other.Name, "--mode", "trigger", "--command", "cat", "net-kingdom")
+	l.waitAttached(t, "net-kingdom", 2)
+	res := l.wake(t, "net-kingdom")
+	if res.Stopped != "ambiguous_ownership" || res.Lease != nil {
+		t.Fatalf("wake with two endpoints: %+v", res)
+	}
+	var ep string
+	for _, e := range l.status(t).Endpoints {
+		if e.State == "attached" && strings.Contains(e.TmuxSocket, l.tm.Name) {
+			ep = e.TamqEndpointID
+		}
+	}
+	res = l.wake(t, "net-kingdom", "--endpoint", ep)
+	if res.Lease == nil || res.Lease.WakeOutcome == "" {
+		t.Errorf("wake naming endpoint %s: %+v", ep, res)
+	}
+}
+
+// Killed with SIGKILL while it holds a lease, the engine comes back with the
+// lease and its deadline from SQLite: no second live lease, and the lease
+// still runs out on time.
+func TestEngineKilledMidLeaseRecoversIt(t *testing.T) {
+	t.Parallel()
+	l := newLoop(t, `[coordination]
+wake_ack_timeout_seconds = 2
+lease_renew_interval_seconds = 1
+lease_missed_renewals = 2
+retry_backoff_seconds = [60]
+max_attempts = 1
+`, "net-kingdom")
+	l.openAgent(t, "net-kingdom", "ackstall")
+	l.waitAttached(t, "net-kingdom", 1)
+	id := l.wake(t, "net-kingdom").Lease.LeaseID
+	testutil.WaitFor(t, "the lease to be checkpointed", func() bool { return l.lease(t, id).State == "checkpointed" })
+	pid := lockfile.HolderPID(filepath.Join(l.e.EngineState(), "coordination-engine.lock"))
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the engine to be gone", func() bool { return syscall.Kill(pid, 0) != nil })
+	l.e.Engine(t, "start", "--detach")
+	testutil.WaitFor(t, "the lease to run out after the restart", func() bool { return l.lease(t, id).State == "retry_wait" })
+	r := l.e.Engine(t, "leases", "--json")
+	var res api.LeasesResult
+	json.Unmarshal([]byte(r.Stdout), &res)
+	if len(res.Leases) != 1 {
+		t.Errorf("leases after the restart: %s", r.Stdout)
+	}
+	// tamq attaches to the new engine by itself.
+	l.waitAttached(t, "net-kingdom", 1)
+}
+
+// tamq works without the engine, and attaches when it comes back.
+func TestTamqWorksWithoutTheEngineAndAttachesWhenItIsBack(t *testing.T) {
+	t.Parallel()
+	l := newLoop(t, "", "net-kingdom", "railiance")
+	l.e.Engine(t, "stop")
+	l.e.Tamq(t, "open", "--tmux-socket", l.tm.Name, "--command", l.e.RecorderCommand(), "net-kingdom", "railiance")
+	testutil.WaitFor(t, "the recorder", func() bool { _, ok := l.e.Recording("railiance"); return ok })
+	l.e.Tamq(t, "send", "To:railiance: no engine needed")
+	testutil.WaitFor(t, "the message", func() bool {
+		got, _ := l.e.Recording("railiance")
+		return strings.Contains(got, "no engine needed")
+	})
+	l.e.Engine(t, "start", "--detach")
+	l.waitAttached(t, "railiance", 1)
+}
+
+// At attach the engine accepts only what gita registers at the path gita
+// has: an unknown slug or another path is refused with a receipt.
+func TestAttachRefusesUnknownSlugsAndOtherPaths(t *testing.T) {
+	t.Parallel()
+	l := newLoop(t, "", "net-kingdom", "railiance")
+	l.e.Tamq(t, "open", "--tmux-socket", l.tm.Name, "--command", "cat", "net-kingdom", "railiance")
+	l.waitAttached(t, "railiance", 1)
+	// railiance moves in gita's registry: the window's path is no longer gita's.
+	moved := filepath.Join(l.e.Root, "moved")
+	if err := os.MkdirAll(moved, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rows := testutil.GitaRow(filepath.Join(l.e.Root, "src", "net-kingdom"), "net-kingdom") + testutil.GitaRow(moved, "railiance")
+	if err := os.WriteFile(filepath.Join(l.e.Config, "gita", "repos.csv"), []byte(rows), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The engine refreshes the registry at the next attach (a window opened).
+	l.e.Tamq(t, "open", "--tmux-socket", l.tm.Name, "--command", "cat", "net-kingdom")
+	testutil.WaitFor(t, "railiance to be refused", func() bool {
+		for _, ep := range l.status(t).Endpoints {
+			for _, w := range ep.Windows {
+				if w.Repo == "railiance" {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	r := l.e.Engine(t, "receipts", "--json")
+	if !strings.Contains(r.Stdout, `"endpoint.refused"`) || !strings.Contains(r.Stdout, "railiance") {
+		t.Errorf("no refusal receipt for railiance:\n%s", r.Stdout)
+	}
+}
+
+// lossyProxy stands between the engine and tamq's socket: it passes every
+// request on and every answer back, except that it keeps the answer to the
+// first wake from the engine and reports it on lost, as a crash of the
+// engine between sending a wake and reading tamq's answer would.
+func lossyProxy(t testing.TB, listen, tamqSocket string) (lost <-chan string) {
+	t.Helper()
+	ln, err := net.Listen("unix", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	ch := make(chan string, 1)
+	var once sync.Once
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := bufio.NewReader(c).ReadBytes('\n')
+				if err != nil {
+					return
+				}
+				up, err := net.Dial("unix", tamqSocket)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				if _, err := up.Write(req); err != nil {
+					return
+				}
+				res, err := bufio.NewReader(up).ReadBytes('\n')
+				if err != nil {
+					return
+				}
+				var frame struct{ Op string }
+				json.Unmarshal(req, &frame)
+				swallowed := false
+				if frame.Op == tamqapi.OpWake {
+					once.Do(func() { swallowed = true; ch <- string(res) })
+				}
+				if !swallowed {
+					c.Write(res)
+				}
+			}()
+		}
+	}()
+	return ch
+}
+
+// The engine dies after tamq queued its wake and before it read the answer.
+// Started again, it sends the identical wake, and tamq answers with the
+// original message instead of queuing a second one.
+func TestIdenticalWakeAfterTheEngineDiedIsOneMessage(t *testing.T) {
+	t.Parallel()
+	l := newLoop(t, `[coordination]
+wake_ack_timeout_seconds = 30
+`, "net-kingdom")
+	l.e.Engine(t, "stop")
+	proxy := filepath.Join(l.e.Runtime, "proxy.sock")
+	lost := lossyProxy(t, proxy, l.e.Socket())
+	startEngine := func() {
+		cmd := l.e.Command(context.Background(), "coordination-engine", "start", "--detach")
+		cmd.Env = append(cmd.Env, "TAMQ_SOCKET="+proxy) // the engine alone goes through the proxy
+		if r := testutil.RunCmd(t, cmd); r.Status != 0 {
+			t.Fatalf("engine start: %s", r)
+		}
+	}
+	startEngine()
+	l.openAgent(t, "net-kingdom", "stall")
+	l.waitAttached(t, "net-kingdom", 1)
+
+	wake := l.e.Command(context.Background(), "coordination-engine", "wake", "net-kingdom")
+	if err := wake.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var answer tamqapi.WakeAck
+	select {
+	case res := <-lost:
+		var frame struct{ Result tamqapi.WakeAck }
+		if err := json.Unmarshal([]byte(res), &frame); err != nil || frame.Result.MessageID == "" {
+			t.Fatalf("tamq's first answer: %v %s", err, res)
+		}
+		answer = frame.Result
+	case <-time.After(time.Minute):
+		t.Fatal("the engine sent no wake")
+	}
+	pid := lockfile.HolderPID(filepath.Join(l.e.EngineState(), "coordination-engine.lock"))
+	syscall.Kill(pid, syscall.SIGKILL)
+	wake.Wait()
+	testutil.WaitFor(t, "the engine to be gone", func() bool { return syscall.Kill(pid, 0) != nil })
+
+	startEngine()
+	testutil.WaitFor(t, "the wake to be recorded", func() bool {
+		r := l.e.Engine(t, "leases", "--json")
+		var res api.LeasesResult
+		json.Unmarshal([]byte(r.Stdout), &res)
+		return len(res.Leases) == 1 && res.Leases[0].LocalLeaseID != ""
+	})
+	r := l.e.Engine(t, "leases", "--json")
+	var res api.LeasesResult
+	json.Unmarshal([]byte(r.Stdout), &res)
+	if got := res.Leases[0].LocalLeaseID; got != answer.MessageID {
+		t.Errorf("the engine recorded message %s; tamq had queued %s", got, answer.MessageID)
+	}
+	hist := l.e.Tamq(t, "history", "--json")
+	if n := strings.Count(hist.Stdout, `"sender_kind": "coordination"`); n != 1 {
+		t.Errorf("%d wake messages in tamq, want 1:\n%s", n, hist.Stdout)
+	}
+}

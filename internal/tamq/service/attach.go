@@ -1,0 +1,207 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/daemon"
+	engineapi "github.com/tmux-amq/tamq/internal/engine/api"
+	engineclient "github.com/tmux-amq/tamq/internal/engine/client"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
+)
+
+// How the attacher paces itself: while the engine is absent it tries again
+// after a delay that doubles from attachBackoffMin up to attachBackoffMax; once attached it pings
+// the engine every attachCheck, to notice a restart (a new engine attaches
+// nothing until told) or a stop.
+const (
+	// Dialing a socket nobody listens on costs next to nothing, so the
+	// engine is looked for often enough that it is found soon after it starts.
+	attachBackoffMin = 500 * time.Millisecond
+	attachBackoffMax = 5 * time.Second
+	attachCheck      = 3 * time.Second
+	detachTimeout    = 500 * time.Millisecond
+)
+
+// attachment is tamq's link to coordination-engine, as status shows it.
+type attachment struct {
+	mu     sync.Mutex
+	status api.CoordinationStatus
+	// engine is the engine instance attached to (its pid and start), so a
+	// restarted engine is attached to again.
+	engine daemon.PingResult
+	// attached are the tamq endpoints the engine accepted.
+	attached map[string]bool
+	kick     chan struct{}
+}
+
+func newAttachment(socket string) *attachment {
+	return &attachment{status: api.CoordinationStatus{Socket: socket}, attached: map[string]bool{}, kick: make(chan struct{}, 1)}
+}
+
+// requestAttach makes the attacher hand the endpoints over again now.
+func (a *attachment) requestAttach() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (a *attachment) snapshot() api.CoordinationStatus {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.status
+	st.Capabilities = append([]string(nil), st.Capabilities...)
+	st.Refused = append([]api.AttachRefusal(nil), st.Refused...)
+	if st.Endpoints != nil {
+		eps := make(map[string]string, len(st.Endpoints))
+		for k, v := range st.Endpoints {
+			eps[k] = v
+		}
+		st.Endpoints = eps
+	}
+	return st
+}
+
+// attachLoop is the attacher worker: it hands tamq's endpoints to
+// coordination-engine whenever they change or the engine comes (back), and
+// otherwise keeps quiet: tamq works fully without the engine.
+func (s *Service) attachLoop(ctx context.Context) {
+	c := engineclient.New(s.opts.Engine)
+	backoff := time.Duration(0)
+	for {
+		wait := attachCheck
+		if err := s.attachOnce(ctx, c); err != nil {
+			backoff = min(max(2*backoff, attachBackoffMin), attachBackoffMax)
+			wait = backoff
+			s.log.Debug("not attached to coordination-engine; will try again", "in", wait.String(), "error", err.Error())
+		} else {
+			backoff = 0
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-s.engineLink.kick:
+			s.engineLink.mu.Lock()
+			s.engineLink.engine = daemon.PingResult{} // hand everything over again
+			s.engineLink.mu.Unlock()
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// attachOnce checks the engine is the one attached to, and attaches every
+// connected endpoint when it is not (a first attach, a restarted engine, a
+// kick after endpoints changed).
+func (s *Service) attachOnce(ctx context.Context, c *engineclient.Client) error {
+	a := s.engineLink
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	ping, err := c.Ping(pctx)
+	cancel()
+	if err != nil {
+		a.mu.Lock()
+		a.status = api.CoordinationStatus{Socket: a.status.Socket, Error: err.Error()}
+		a.engine, a.attached = daemon.PingResult{}, map[string]bool{}
+		a.mu.Unlock()
+		return err
+	}
+	a.mu.Lock()
+	same := a.engine.PID == ping.PID && a.engine.StartedAt.Equal(ping.StartedAt)
+	a.mu.Unlock()
+	if same {
+		return nil
+	}
+	eps, err := s.knownEndpoints(ctx)
+	if err != nil {
+		return err
+	}
+	st := api.CoordinationStatus{Socket: a.status.Socket, Endpoints: map[string]string{}}
+	attached := map[string]bool{}
+	var errAll error
+	for _, ep := range eps {
+		if ep.State != queue.Connected || len(ep.Windows) == 0 {
+			continue
+		}
+		res, err := c.Attach(ctx, attachArgs(ep))
+		if err != nil {
+			errAll = errors.Join(errAll, err)
+			continue
+		}
+		attached[ep.ID] = true
+		st.Endpoints[ep.ID] = res.CoordinationEndpointID
+		st.Proto, st.Capabilities = res.Proto, res.Capabilities
+		for _, r := range res.Refused {
+			st.Refused = append(st.Refused, api.AttachRefusal{EndpointID: ep.ID, Repo: r.Repo, Reason: r.Reason})
+		}
+		s.log.Info("attached to coordination-engine", "endpoint", ep.ID, "coordination_endpoint_id", res.CoordinationEndpointID,
+			"accepted", len(res.Accepted), "refused", len(res.Refused))
+	}
+	// Endpoints attached before and not now (their tmux server is gone)
+	// take no wakes any more.
+	a.mu.Lock()
+	before := a.attached
+	a.mu.Unlock()
+	for id := range before {
+		if !attached[id] {
+			dctx, cancel := context.WithTimeout(ctx, detachTimeout)
+			c.Detach(dctx, engineapi.DetachArgs{EndpointID: id, Reason: "its tmux server is gone"})
+			cancel()
+		}
+	}
+	now := s.opts.Now()
+	st.AttachedAt = &now
+	st.Attached = errAll == nil && len(attached) > 0
+	if errAll != nil {
+		st.Error = errAll.Error()
+	}
+	sort.Slice(st.Refused, func(i, j int) bool { return st.Refused[i].Repo < st.Refused[j].Repo })
+	a.mu.Lock()
+	a.status, a.attached = st, attached
+	if errAll == nil {
+		a.engine = ping
+	}
+	a.mu.Unlock()
+	return errAll
+}
+
+// attachArgs is the handshake of one endpoint.
+func attachArgs(ep queue.Endpoint) engineapi.AttachArgs {
+	args := engineapi.AttachArgs{
+		EndpointID: ep.ID, TmuxSession: ep.Session, TmuxSocket: ep.TmuxSocket,
+		Proto: protocol.Version, Capabilities: []string{engineapi.CapWake},
+	}
+	for _, w := range ep.Windows {
+		args.Windows = append(args.Windows, engineapi.AttachWindow{Repo: w.Repo, Path: w.RepoPath, Command: w.Command, Mode: string(w.Mode)})
+	}
+	return args
+}
+
+// detachAll tells the engine, briefly, that this service's endpoints take
+// no wakes now; an engine that does not answer learns it at the next attach.
+func (s *Service) detachAll() {
+	a := s.engineLink
+	a.mu.Lock()
+	ids := make([]string, 0, len(a.attached))
+	for id := range a.attached {
+		ids = append(ids, id)
+	}
+	a.attached = map[string]bool{}
+	a.mu.Unlock()
+	c := engineclient.New(s.opts.Engine)
+	for _, id := range ids {
+		ctx, cancel := context.WithTimeout(context.Background(), detachTimeout)
+		if err := c.Detach(ctx, engineapi.DetachArgs{EndpointID: id, Reason: "tamq stopped"}); err != nil && !errs.Is(err, errs.Unavailable) {
+			s.log.Debug("cannot detach from coordination-engine", "endpoint", id, "error", err.Error())
+		}
+		cancel()
+	}
+}

@@ -1,0 +1,243 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/tmux-amq/tamq/internal/ackmode"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
+	"github.com/tmux-amq/tamq/internal/tamq/workspace"
+	"github.com/tmux-amq/tamq/internal/textsafe"
+	"github.com/tmux-amq/tamq/internal/tmux"
+)
+
+// EngineLabel is the sender of wake prompts.
+const EngineLabel = "coordination-engine"
+
+// wakeOp queues coordination-engine's continuation prompt for the agent of one
+// repo window (spec section 5). (lease_id, attempt) is the idempotency key:
+// the identical request again answers with the original message and queues
+// nothing; the same key with another request is a conflict.
+func (s *Service) wakeOp(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var w api.WakeRequest
+	if err := protocol.DecodeArgs(req, &w); err != nil {
+		return nil, err
+	}
+	if err := checkWake(w); err != nil {
+		return nil, err
+	}
+	reg, err := s.opts.Registry()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := reg.Resolve(w.TargetRepo); err != nil {
+		return nil, err
+	}
+	prompt, err := queue.CleanBody(w.Prompt)
+	if err != nil {
+		return nil, err
+	}
+	key := w.LeaseID + "#" + strconv.Itoa(w.Attempt)
+	hash := requestHash(w)
+	ack := api.WakeAck{LeaseID: w.LeaseID, Attempt: w.Attempt, AcceptedAt: s.opts.Now()}
+
+	// A repeat is answered from the database before anything else: the
+	// window may have changed since, but the message is the one it was.
+	if old, oldHash, found, err := s.wakeOf(ctx, key); err != nil {
+		return nil, err
+	} else if found {
+		return s.repeated(ack, old, oldHash, hash)
+	}
+
+	ep, win, reason, err := s.wakeTarget(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	if reason != "" {
+		ack.Capability, ack.Reason, ack.SessionID = api.WakeUnavailable, reason, ep.ID
+		return ack, nil
+	}
+	ack.SessionID, ack.Capability = ep.ID, api.WakeResumed
+	if exited, why, err := s.agentExited(ctx, ep, win); err != nil {
+		return nil, err
+	} else if exited {
+		if !s.opts.Config.Coordination.WakeRestartsAgent {
+			ack.Capability, ack.Reason = api.WakeUnavailable, why+"; coordination.wake_restarts_agent is off"
+			return ack, nil
+		}
+		if err := s.restartAgent(ctx, ep, win); err != nil {
+			ack.Capability, ack.Reason = api.WakeUnavailable, "its agent exited and could not be started again: "+err.Error()
+			return ack, nil
+		}
+		ack.Capability = api.WakeStarted
+	}
+
+	m := &queue.Message{
+		EndpointID: ep.ID, Sender: EngineLabel, SenderKind: queue.FromCoordination, Target: w.TargetRepo,
+		Body: prompt, AckMode: ackmode.Acknowledged, MaxAttempts: s.opts.Config.Coordination.MaxAttempts,
+		IdempotencyKey: key, CorrelationID: w.Trigger.SourceRevision, CoordinationEndpointID: w.CoordinationEndpointID,
+		PolicyProfile: s.opts.Config.ProfileRef(), ConfigVersion: s.opts.Config.Version,
+		LastError: s.live.waitReason(store.DeliveryKey(ep.ID, w.TargetRepo)),
+	}
+	old, oldHash, err := s.store.EnqueueWake(ctx, m, hash)
+	if err != nil {
+		return nil, err
+	}
+	if old != nil {
+		// An identical wake won the race to the database.
+		return s.repeated(ack, *old, oldHash, hash)
+	}
+	s.log.Info("wake queued", "lease", w.LeaseID, "attempt", w.Attempt, "message", m.ID, "endpoint", ep.ID, "capability", ack.Capability)
+	s.wakeFor(m.EndpointID, m.Target)
+	ack.MessageID = m.ID
+	return ack, nil
+}
+
+// repeated answers a wake whose key is taken: the original message when the
+// request is the same, a conflict when it is not.
+func (s *Service) repeated(ack api.WakeAck, old queue.Message, oldHash, hash string) (any, error) {
+	if oldHash != hash {
+		return nil, errs.New(errs.Conflict, "lease %s attempt %d was already used for another wake (message %s)", ack.LeaseID, ack.Attempt, old.ID).
+			WithHint("a new wake needs a new attempt or lease")
+	}
+	// The message may wait on a gone endpoint: the watcher moves it to the
+	// endpoint's one replacement, never while the old one lives.
+	s.live.requestRebind()
+	ack.SessionID, ack.MessageID, ack.Capability, ack.Duplicate = old.EndpointID, old.ID, api.WakeResumed, true
+	ack.AcceptedAt = old.CreatedAt
+	return ack, nil
+}
+
+// wakeOf is the message of a wake's idempotency key, with its request hash.
+func (s *Service) wakeOf(ctx context.Context, key string) (queue.Message, string, bool, error) {
+	m, hash, err := store.WakeByKey(ctx, s.db.Reader, key)
+	if errs.Is(err, errs.NotFound) {
+		return m, "", false, nil
+	}
+	return m, hash, err == nil, err
+}
+
+// checkWake refuses malformed wake requests.
+func checkWake(w api.WakeRequest) error {
+	if p := textsafe.NameProblem(w.LeaseID); p != "" {
+		return errs.New(errs.BadRequest, "lease id %q: %s", textsafe.Escape(w.LeaseID), p)
+	}
+	if w.Attempt < 1 || w.Attempt > 1000 {
+		return errs.New(errs.BadRequest, "attempt %d is out of range 1..1000", w.Attempt)
+	}
+	for name, v := range map[string]string{
+		"endpoint id": w.EndpointID, "coordination endpoint id": w.CoordinationEndpointID,
+		"trigger revision": w.Trigger.SourceRevision, "target agent": w.TargetAgent,
+	} {
+		if v != "" {
+			if p := textsafe.NameProblem(v); p != "" {
+				return errs.New(errs.BadRequest, "%s %q: %s", name, textsafe.Escape(v), p)
+			}
+		}
+	}
+	return nil
+}
+
+// requestHash identifies a wake request's content: the same request always
+// hashes the same (encoding/json writes struct fields in a fixed order).
+func requestHash(w api.WakeRequest) string {
+	b, _ := json.Marshal(w)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// wakeTarget resolves the one connected endpoint window hosting the repo. A
+// non-empty reason says why there is none that can take the wake (nothing is
+// queued then); several without an explicit endpoint is an error.
+func (s *Service) wakeTarget(ctx context.Context, w api.WakeRequest) (queue.Endpoint, queue.Window, string, error) {
+	eps, err := s.knownEndpoints(ctx)
+	if err != nil {
+		return queue.Endpoint{}, queue.Window{}, "", err
+	}
+	type host struct {
+		ep  queue.Endpoint
+		win queue.Window
+	}
+	var hosts []host
+	for _, ep := range eps {
+		if ep.State != queue.Connected || (w.EndpointID != "" && ep.ID != w.EndpointID) {
+			continue
+		}
+		for _, win := range ep.Windows {
+			if win.Repo == w.TargetRepo {
+				hosts = append(hosts, host{ep, win})
+			}
+		}
+	}
+	switch {
+	case len(hosts) == 0 && w.EndpointID != "":
+		return queue.Endpoint{}, queue.Window{}, fmt.Sprintf("endpoint %s is not connected or has no window for %s", w.EndpointID, w.TargetRepo), nil
+	case len(hosts) == 0:
+		return queue.Endpoint{}, queue.Window{}, "no connected endpoint has a window for " + w.TargetRepo, nil
+	case len(hosts) > 1:
+		return queue.Endpoint{}, queue.Window{}, "", errs.New(errs.Conflict, "%d endpoints host %s; name one with endpoint_id", len(hosts), w.TargetRepo)
+	case hosts[0].win.Mode == queue.Manual:
+		return hosts[0].ep, hosts[0].win, "the window of " + w.TargetRepo + " was opened in manual mode", nil
+	}
+	return hosts[0].ep, hosts[0].win, "", nil
+}
+
+// agentExited asks the window's tmux server whether the window's program
+// has exited (its pane is dead), and says so in words.
+func (s *Service) agentExited(ctx context.Context, ep queue.Endpoint, win queue.Window) (bool, string, error) {
+	askCtx, cancel := askTmux(ctx)
+	_, wins, err := (tmux.Server{Socket: ep.TmuxSocket}).Snapshot(askCtx)
+	cancel()
+	if err != nil {
+		return false, "", errs.Wrap(errs.Unavailable, err, "cannot ask the tmux server of %s", ep.ID)
+	}
+	for _, w := range wins {
+		if w.PaneID == win.PaneID && w.Repo == win.Repo {
+			if w.Dead {
+				return true, "the agent in the window of " + win.Repo + " has exited", nil
+			}
+			return false, "", nil
+		}
+	}
+	return true, "the window of " + win.Repo + " is gone", nil
+}
+
+// restartAgent runs the window's recorded command again in its own pane,
+// under the broker, with the environment `tamq open` gives a window: never a
+// new window or session, and never over a live program (tmux refuses).
+func (s *Service) restartAgent(ctx context.Context, ep queue.Endpoint, win queue.Window) error {
+	if win.Command == "" {
+		return errs.New(errs.Unavailable, "the window of %s has no recorded command", win.Repo)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return errs.Wrap(errs.Internal, err, "cannot find the tamq executable")
+	}
+	reg, err := s.opts.Registry()
+	if err != nil {
+		return err
+	}
+	repo, ok := reg.Lookup(win.Repo)
+	if !ok {
+		return errs.New(errs.UnknownTarget, "%s is no longer registered in gita", win.Repo)
+	}
+	o := workspace.Options{TamqSocket: s.opts.Paths.Socket, EngineSocket: s.opts.Engine.Socket}
+	argv := workspace.WindowArgv(workspace.Repo{Repo: repo, Command: win.Command}, workspace.Broker{Exe: exe, GitaDir: reg.Dir})
+	askCtx, cancel := askTmux(ctx)
+	defer cancel()
+	if err := (tmux.Server{Socket: ep.TmuxSocket}).Respawn(askCtx, win.PaneID, repo.Path, argv, workspace.WindowEnv(win.Repo, ep.ID, o)); err != nil {
+		return err
+	}
+	s.log.Info("agent started again for a wake", "repo", win.Repo, "pane", win.PaneID, "endpoint", ep.ID)
+	s.live.requestList()
+	return nil
+}

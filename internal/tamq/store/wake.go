@@ -1,0 +1,62 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
+)
+
+// EnqueueWake stores a wake's message unless one with its idempotency key is
+// there already. It reads and inserts in one write transaction, so identical
+// wakes racing each other leave one message: the first is inserted, the
+// others get it back with the hash of the request that made it (the caller
+// compares it with its own to tell a repeat from a conflicting reuse).
+func (s *Store) EnqueueWake(ctx context.Context, m *queue.Message, requestHash string) (existing *queue.Message, existingHash string, err error) {
+	now := s.Now()
+	err = s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		row := tx.QueryRowContext(ctx, `SELECT `+messageColumns+`, COALESCE(request_hash, '') FROM messages WHERE idempotency_key = ?`, m.IdempotencyKey)
+		var hash string
+		old, err := scanMessage(withExtra{row, []any{&hash}})
+		switch {
+		case err == nil:
+			existing, existingHash = &old, hash
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		m.ID = NewID()
+		m.BatchID = m.ID
+		m.CreatedAt, m.UpdatedAt, m.NextAttemptAt = now, now, now
+		m.State = queue.Queued
+		if _, err := s.insertTx(tx, m, false); err != nil {
+			return err
+		}
+		if _, err := s.DB.TxExec(tx, `UPDATE messages SET request_hash = ? WHERE id = ?`, requestHash, m.ID); err != nil {
+			return err
+		}
+		return s.AddReceiptTx(tx, transitionReceipt(m, "", "accepted"))
+	})
+	return existing, existingHash, err
+}
+
+// withExtra scans a message row followed by extra columns into extra.
+type withExtra struct {
+	row   scanner
+	extra []any
+}
+
+func (w withExtra) Scan(dest ...any) error { return w.row.Scan(append(dest, w.extra...)...) }
+
+// WakeByKey reads the message of a wake's idempotency key and the hash of
+// the request that made it.
+func WakeByKey(ctx context.Context, db *sql.DB, key string) (queue.Message, string, error) {
+	var hash string
+	m, err := scanMessage(withExtra{db.QueryRowContext(ctx, `SELECT `+messageColumns+`, COALESCE(request_hash, '') FROM messages WHERE idempotency_key = ?`, key), []any{&hash}})
+	if errors.Is(err, sql.ErrNoRows) {
+		return m, "", errs.New(errs.NotFound, "no wake %s", key)
+	}
+	return m, hash, err
+}
