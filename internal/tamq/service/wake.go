@@ -191,9 +191,14 @@ func (s *Service) wakeTarget(ctx context.Context, w api.WakeRequest) (queue.Endp
 	return hosts[0].ep, hosts[0].win, "", nil
 }
 
-// agentExited asks the window's tmux server whether the window's program
-// has exited (its pane is dead), and says so in words.
+// agentExited says whether the window's program has exited (its pane is
+// dead), in words. A window whose broker holds its session runs: the broker
+// lives as long as its agent. Only otherwise is tmux asked, which costs a
+// process on the path a wake waits on.
 func (s *Service) agentExited(ctx context.Context, ep queue.Endpoint, win queue.Window) (bool, string, error) {
+	if s.brokerLive(ep.ID, win.Repo, win.PaneID) {
+		return false, "", nil
+	}
 	askCtx, cancel := askTmux(ctx)
 	_, wins, err := (tmux.Server{Socket: ep.TmuxSocket}).Snapshot(askCtx)
 	cancel()
