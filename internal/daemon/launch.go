@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/buildinfo"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/paths"
@@ -250,3 +251,28 @@ func WaitGone(ctx context.Context, p paths.Paths, pid int) error {
 		delay = min(delay*2, 100*time.Millisecond)
 	}
 }
+
+// BaseClient is what every program's typed client has in common: the calls
+// any of our services answers, and the one way to call the others.
+type BaseClient struct {
+	Paths paths.Paths
+}
+
+// Call calls op with args, bounded by timeout (dial included).
+func (c BaseClient) Call(ctx context.Context, timeout time.Duration, op string, args, result any) error {
+	return Client(c.Paths, timeout).Call(ctx, op, args, result)
+}
+
+// Ping asks the service whether it is alive and which one answers.
+func (c BaseClient) Ping(ctx context.Context) (PingResult, error) { return Ping(ctx, c.Paths) }
+
+// Hello introduces the client and returns the negotiated protocol and the
+// service's capabilities.
+func (c BaseClient) Hello(ctx context.Context, client string) (HelloResult, error) {
+	var res HelloResult
+	err := c.Call(ctx, 5*time.Second, OpHello, HelloArgs{Client: client, ClientVersion: buildinfo.Get().Version}, &res)
+	return res, err
+}
+
+// Stop asks the service to stop within its grace period.
+func (c BaseClient) Stop(ctx context.Context) (ShutdownResult, error) { return Stop(ctx, c.Paths) }

@@ -2,30 +2,17 @@ package cli
 
 import (
 	"context"
-	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tmux-amq/tamq/internal/app"
-	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/engine/service"
 	"github.com/tmux-amq/tamq/internal/paths"
 	tamqclient "github.com/tmux-amq/tamq/internal/tamq/client"
 )
 
-// serviceFlags are the flags of serve and start that shape the engine.
-type serviceFlags struct {
-	orwell   bool
-	notifyFD int
-}
-
-func (f *serviceFlags) register(cmd *cobra.Command) {
-	cmd.Flags().BoolVar(&f.orwell, "orwell", false,
-		"UNSAFE diagnostics: also log prompts and other omitted fields to a private local file (needs a policy profile that allows orwell_diagnostics)")
-}
-
 func newServeCmd(a *app.App) *cobra.Command {
-	var f serviceFlags
+	var f app.ServeFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the engine in the foreground, logging to stderr",
@@ -42,55 +29,25 @@ receipt written; leases stay for the next start. Use 'coordination-engine start
 			return runService(cmd.Context(), a, f)
 		},
 	}
-	f.register(cmd)
-	cmd.Flags().IntVar(&f.notifyFD, "notify-fd", 0, "report readiness on this descriptor")
-	cmd.Flags().MarkHidden("notify-fd")
+	f.Register(cmd, "prompts")
+	f.RegisterNotify(cmd)
 	return cmd
 }
 
 // runService runs the engine until a signal or a stop request.
-func runService(ctx context.Context, a *app.App, f serviceFlags) (err error) {
-	detached := f.notifyFD > 0
-	notified := false
-	notify := func(startErr error) {
-		if detached && !notified {
-			notified = true
-			daemon.NotifyReady(f.notifyFD, startErr)
-		}
-	}
-	defer func() { notify(err) }()
-	p, err := a.Paths()
-	if err != nil {
-		return err
-	}
-	cfg, err := a.Config()
-	if err != nil {
-		return err
-	}
+func runService(ctx context.Context, a *app.App, f app.ServeFlags) error {
 	tp, err := paths.Resolve(paths.Tamq, a.Getenv)
 	if err != nil {
 		return err
 	}
-	var orwell io.WriteCloser
-	if f.orwell {
-		if orwell, err = daemon.OpenOrwell(p, cfg.Policy.Profile, cfg.ActiveProfile(), cfg.ProfileRef(), a.Err); err != nil {
-			return err
+	return a.Serve(ctx, f, func(d app.Daemon) (app.Runner, error) {
+		opts := service.Options{
+			Paths: d.Paths, Config: d.Config, Registry: a.Registry, Log: a.Logger(), Detached: d.Detached,
+			Tamq: tamqclient.New(tp), TamqSocket: tp.Socket,
 		}
-		defer orwell.Close()
-	}
-	ctx, stopSignals := daemon.SignalContext(ctx)
-	defer stopSignals()
-	opts := service.Options{
-		Paths: p, Config: cfg, Registry: a.Registry, Log: a.Logger(), Detached: detached,
-		Tamq: tamqclient.New(tp), TamqSocket: tp.Socket,
-	}
-	if orwell != nil {
-		opts.Orwell = orwell
-	}
-	svc, err := service.Start(ctx, opts)
-	if err != nil {
-		return err
-	}
-	notify(nil)
-	return svc.Run(ctx)
+		if d.Orwell != nil {
+			opts.Orwell = d.Orwell
+		}
+		return service.Start(d.Ctx, opts)
+	})
 }

@@ -9,7 +9,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/buildinfo"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/engine/api"
 	"github.com/tmux-amq/tamq/internal/paths"
@@ -24,38 +23,16 @@ const (
 
 // Client calls the coordination-engine service of one set of paths.
 type Client struct {
-	paths paths.Paths
+	daemon.BaseClient
 }
 
 // New returns the client of the engine at p (coordination-engine's paths).
-func New(p paths.Paths) *Client { return &Client{paths: p} }
-
-func (c *Client) call(ctx context.Context, timeout time.Duration, op string, args, result any) error {
-	return daemon.Client(c.paths, timeout).Call(ctx, op, args, result)
-}
-
-// Ping asks the engine whether it is alive and which one answers.
-func (c *Client) Ping(ctx context.Context) (daemon.PingResult, error) {
-	return daemon.Ping(ctx, c.paths)
-}
-
-// Hello introduces the client and returns the negotiated protocol and the
-// engine's capabilities.
-func (c *Client) Hello(ctx context.Context, client string) (daemon.HelloResult, error) {
-	var res daemon.HelloResult
-	err := c.call(ctx, quick, daemon.OpHello, daemon.HelloArgs{Client: client, ClientVersion: buildinfo.Get().Version}, &res)
-	return res, err
-}
-
-// Stop asks the engine to stop within its grace period.
-func (c *Client) Stop(ctx context.Context) (daemon.ShutdownResult, error) {
-	return daemon.Stop(ctx, c.paths)
-}
+func New(p paths.Paths) *Client { return &Client{daemon.BaseClient{Paths: p}} }
 
 // Status returns the engine's status report.
 func (c *Client) Status(ctx context.Context) (api.StatusReport, error) {
 	var res api.StatusReport
-	err := c.call(ctx, look, api.OpStatus, nil, &res)
+	err := c.Call(ctx, look, api.OpStatus, nil, &res)
 	return res, err
 }
 
@@ -63,19 +40,19 @@ func (c *Client) Status(ctx context.Context) (api.StatusReport, error) {
 // the endpoint's coordination endpoint id.
 func (c *Client) Attach(ctx context.Context, args api.AttachArgs) (api.AttachResult, error) {
 	var res api.AttachResult
-	err := c.call(ctx, look, api.OpAttach, args, &res)
+	err := c.Call(ctx, look, api.OpAttach, args, &res)
 	return res, err
 }
 
 // Detach says a tamq endpoint stops taking wakes.
 func (c *Client) Detach(ctx context.Context, args api.DetachArgs) error {
-	return c.call(ctx, quick, api.OpDetach, args, nil)
+	return c.Call(ctx, quick, api.OpDetach, args, nil)
 }
 
 // Wake is the operator's manual trigger.
 func (c *Client) Wake(ctx context.Context, args api.WakeArgs) (api.WakeResult, error) {
 	var res api.WakeResult
-	err := c.call(ctx, wake, api.OpWake, args, &res)
+	err := c.Call(ctx, wake, api.OpWake, args, &res)
 	return res, err
 }
 
@@ -101,20 +78,20 @@ func (c *Client) Checkpoint(ctx context.Context, args api.CheckpointArgs) (api.L
 
 func (c *Client) lease(ctx context.Context, op string, args any) (api.Lease, error) {
 	var l api.Lease
-	err := c.call(ctx, quick, op, args, &l)
+	err := c.Call(ctx, quick, op, args, &l)
 	return l, err
 }
 
 // Leases lists leases, newest first.
 func (c *Client) Leases(ctx context.Context, args api.LeasesArgs) (api.LeasesResult, error) {
 	var res api.LeasesResult
-	err := c.call(ctx, look, api.OpLeases, args, &res)
+	err := c.Call(ctx, look, api.OpLeases, args, &res)
 	return res, err
 }
 
 // Receipts lists receipts, oldest first.
 func (c *Client) Receipts(ctx context.Context, args api.ReceiptsArgs) (api.ReceiptsResult, error) {
 	var res api.ReceiptsResult
-	err := c.call(ctx, look, api.OpReceipts, args, &res)
+	err := c.Call(ctx, look, api.OpReceipts, args, &res)
 	return res, err
 }

@@ -2,30 +2,25 @@ package cli
 
 import (
 	"context"
-	"io"
 	"os"
 	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tmux-amq/tamq/internal/app"
-	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/tamq/service"
 )
 
-// serviceFlags are the flags of serve and start that shape the service.
+// serviceFlags are the flags of serve and start that shape the service:
+// both programs' own, and tamq's workspace restore.
 type serviceFlags struct {
-	orwell   bool
-	notifyFD int
+	app.ServeFlags
 	restore  bool
 	recreate []string
 }
 
-func (f *serviceFlags) register(cmd *cobra.Command) {
-	cmd.Flags().BoolVar(&f.orwell, "orwell", false,
-		"UNSAFE diagnostics: also log message bodies and other omitted fields to a private local file (needs a policy profile that allows orwell_diagnostics)")
-}
+func (f *serviceFlags) register(cmd *cobra.Command) { f.Register(cmd, "message bodies") }
 
 func newServeCmd(a *app.App) *cobra.Command {
 	var f serviceFlags
@@ -38,13 +33,11 @@ SIGTERM or SIGINT within the configured grace period, keeping queues for the nex
 start. Use 'tamq start --detach' to run it in the background.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runService(cmd.Context(), a, f, a.Err)
+			return runService(cmd.Context(), a, f)
 		},
 	}
 	f.register(cmd)
-	// Set by `start --detach` for the child it spawns.
-	cmd.Flags().IntVar(&f.notifyFD, "notify-fd", 0, "report readiness on this descriptor")
-	cmd.Flags().MarkHidden("notify-fd")
+	f.RegisterNotify(cmd)
 	cmd.Flags().BoolVar(&f.restore, "restore", false, "reopen the recorded windows (what start does)")
 	cmd.Flags().MarkHidden("restore")
 	cmd.Flags().StringArrayVar(&f.recreate, "recreate", nil, "with --restore: a tmux socket whose windows come back even if its server is gone")
@@ -53,45 +46,10 @@ start. Use 'tamq start --detach' to run it in the background.`,
 }
 
 // runService runs the service until a signal or a stop request.
-func runService(ctx context.Context, a *app.App, f serviceFlags, stderr io.Writer) (err error) {
-	detached := f.notifyFD > 0
-	notified := false
-	// A detached start waits for exactly one report: ready, or why not.
-	notify := func(startErr error) {
-		if detached && !notified {
-			notified = true
-			daemon.NotifyReady(f.notifyFD, startErr)
-		}
-	}
-	defer func() { notify(err) }()
-	p, err := a.Paths()
-	if err != nil {
-		return err
-	}
-	cfg, err := a.Config()
-	if err != nil {
-		return err
-	}
-	var orwell io.WriteCloser
-	if f.orwell {
-		if orwell, err = daemon.OpenOrwell(p, cfg.Policy.Profile, cfg.ActiveProfile(), cfg.ProfileRef(), a.Err); err != nil {
-			return err
-		}
-		defer orwell.Close()
-	}
+func runService(ctx context.Context, a *app.App, f serviceFlags) error {
 	engine, err := paths.Resolve(paths.Engine, a.Getenv)
 	if err != nil {
 		return err
-	}
-	ctx, stopSignals := daemon.SignalContext(ctx)
-	defer stopSignals()
-
-	opts := service.Options{
-		Paths: p, Engine: engine, Config: cfg, Registry: a.Registry, Log: a.Logger(),
-		Notices: stderr, Detached: detached, Restore: f.restore, Recreate: f.recreate,
-	}
-	if orwell != nil {
-		opts.Orwell = orwell
 	}
 	// A diagnostic for performance work: a CPU profile of the whole run.
 	if path := a.Getenv("TAMQ_CPUPROFILE"); path != "" {
@@ -100,10 +58,14 @@ func runService(ctx context.Context, a *app.App, f serviceFlags, stderr io.Write
 			defer func() { pprof.StopCPUProfile(); f.Close() }()
 		}
 	}
-	svc, err := service.Start(ctx, opts)
-	if err != nil {
-		return err
-	}
-	notify(nil)
-	return svc.Run(ctx)
+	return a.Serve(ctx, f.ServeFlags, func(d app.Daemon) (app.Runner, error) {
+		opts := service.Options{
+			Paths: d.Paths, Engine: engine, Config: d.Config, Registry: a.Registry, Log: a.Logger(),
+			Notices: a.Err, Detached: d.Detached, Restore: f.restore, Recreate: f.recreate,
+		}
+		if d.Orwell != nil {
+			opts.Orwell = d.Orwell
+		}
+		return service.Start(d.Ctx, opts)
+	})
 }

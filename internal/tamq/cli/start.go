@@ -2,25 +2,15 @@ package cli
 
 import (
 	"context"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/daemon"
-	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
-
-type startRecord struct {
-	Running        bool   `json:"running"`
-	AlreadyRunning bool   `json:"already_running"`
-	PID            int    `json:"pid"`
-	Socket         string `json:"socket"`
-	LogFile        string `json:"log_file,omitempty"`
-}
 
 func newStartCmd(a *app.App) *cobra.Command {
 	var (
@@ -48,15 +38,8 @@ start, the reason is printed and the exit status is non-zero.`,
 			if err != nil {
 				return err
 			}
-			cfg, err := a.Config()
-			if err != nil {
+			if _, err := a.Config(); err != nil {
 				return err
-			}
-			if f.orwell && detach {
-				// Refuse here, where the operator sees it, not in the child's log.
-				if _, err := daemon.OpenOrwell(p, cfg.Policy.Profile, cfg.ActiveProfile(), cfg.ProfileRef(), a.Err); err != nil {
-					return err
-				}
 			}
 			// Like the spec says, start also brings back the recorded windows.
 			recreate := tmux.ChoosePath(tmuxSocket, a.Getenv)
@@ -66,31 +49,13 @@ start, the reason is printed and the exit status is non-zero.`,
 				if _, err := client.New(p).Restore(ctx, []string{recreate}); err != nil {
 					return err
 				}
-				return reportStart(a, res, true, p.Socket, "")
+				return a.ReportStart(res, true)
 			}
 			f.restore, f.recreate = true, []string{recreate}
 			if !detach {
-				return runService(cmd.Context(), a, f, a.Err)
+				return runService(cmd.Context(), a, f)
 			}
-			exe, err := os.Executable()
-			if err != nil {
-				return errs.Wrap(errs.Internal, err, "cannot find the tamq executable")
-			}
-			childArgs := []string{"serve", "--restore", "--recreate", recreate}
-			if f.orwell {
-				childArgs = append(childArgs, "--orwell")
-			}
-			if a.Verbose {
-				childArgs = append(childArgs, "--verbose")
-			}
-			if a.JSON {
-				childArgs = append(childArgs, "--json")
-			}
-			res, err := daemon.EnsureRunning(cmd.Context(), daemon.Options{Paths: p, Exe: exe, Args: childArgs, Timeout: timeout})
-			if err != nil {
-				return err
-			}
-			return reportStart(a, res.Ping, res.AlreadyRunning, p.Socket, p.LogFile)
+			return a.StartDetached(cmd.Context(), f.ServeFlags, []string{"--restore", "--recreate", recreate}, timeout)
 		},
 	}
 	f.register(cmd)
@@ -98,16 +63,4 @@ start, the reason is printed and the exit status is non-zero.`,
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for the service to become ready")
 	cmd.Flags().StringVar(&tmuxSocket, "tmux-socket", "", "the tmux server whose windows come back even if it is gone: a socket name as tmux -L, or a path as tmux -S (default: the server tmux would use)")
 	return cmd
-}
-
-func reportStart(a *app.App, res daemon.PingResult, already bool, socket, logFile string) error {
-	if a.JSON {
-		return a.PrintJSON(startRecord{Running: true, AlreadyRunning: already, PID: res.PID, Socket: socket, LogFile: logFile})
-	}
-	if already {
-		a.Printf("tamq is already running (pid %d, socket %s)\n", res.PID, socket)
-		return nil
-	}
-	a.Printf("tamq started (pid %d, socket %s, log %s)\n", res.PID, socket, logFile)
-	return nil
 }

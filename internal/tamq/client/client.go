@@ -9,7 +9,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/buildinfo"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
@@ -20,7 +19,6 @@ import (
 // bounded tightly so a hung service is reported soon; calls that write to
 // the database or open windows may wait on a busy service.
 const (
-	quick   = 5 * time.Second  // ping, hello, stop
 	look    = 10 * time.Second // status, endpoints, forget
 	write   = 30 * time.Second // send, ack, retry, register, replay chunks
 	restore = 2 * time.Minute  // restore reopens every window
@@ -29,38 +27,16 @@ const (
 
 // Client calls the tamq service of one set of paths.
 type Client struct {
-	paths paths.Paths
+	daemon.BaseClient
 }
 
 // New returns the client of the service at p.
-func New(p paths.Paths) *Client { return &Client{paths: p} }
-
-func (c *Client) call(ctx context.Context, timeout time.Duration, op string, args, result any) error {
-	return daemon.Client(c.paths, timeout).Call(ctx, op, args, result)
-}
-
-// Ping asks the service whether it is alive and which one answers.
-func (c *Client) Ping(ctx context.Context) (daemon.PingResult, error) {
-	return daemon.Ping(ctx, c.paths)
-}
-
-// Hello introduces the client and returns the negotiated protocol and the
-// service's capabilities.
-func (c *Client) Hello(ctx context.Context, client string) (daemon.HelloResult, error) {
-	var res daemon.HelloResult
-	err := c.call(ctx, quick, daemon.OpHello, daemon.HelloArgs{Client: client, ClientVersion: buildinfo.Get().Version}, &res)
-	return res, err
-}
-
-// Stop asks the service to stop within its grace period.
-func (c *Client) Stop(ctx context.Context) (daemon.ShutdownResult, error) {
-	return daemon.Stop(ctx, c.paths)
-}
+func New(p paths.Paths) *Client { return &Client{daemon.BaseClient{Paths: p}} }
 
 // Status returns the service's status report.
 func (c *Client) Status(ctx context.Context) (api.StatusReport, error) {
 	var res api.StatusReport
-	err := c.call(ctx, look, api.OpStatus, nil, &res)
+	err := c.Call(ctx, look, api.OpStatus, nil, &res)
 	return res, err
 }
 
@@ -68,7 +44,7 @@ func (c *Client) Status(ctx context.Context) (api.StatusReport, error) {
 // as the service finds it.
 func (c *Client) Send(ctx context.Context, args api.SendArgs) (api.Message, error) {
 	var m api.Message
-	err := c.call(ctx, write, api.OpSend, args, &m)
+	err := c.Call(ctx, write, api.OpSend, args, &m)
 	return m, err
 }
 
@@ -84,26 +60,26 @@ func (c *Client) Retry(ctx context.Context, id string) (api.Message, error) {
 
 func (c *Client) byID(ctx context.Context, op, id string) (api.Message, error) {
 	var m api.Message
-	err := c.call(ctx, write, op, api.IDArgs{ID: id}, &m)
+	err := c.Call(ctx, write, op, api.IDArgs{ID: id}, &m)
 	return m, err
 }
 
 // Register records an endpoint and the windows opened on it.
 func (c *Client) Register(ctx context.Context, ep api.Endpoint) error {
-	return c.call(ctx, write, api.OpRegister, api.RegisterArgs{Endpoint: ep}, nil)
+	return c.Call(ctx, write, api.OpRegister, api.RegisterArgs{Endpoint: ep}, nil)
 }
 
 // Endpoints lists the endpoints, the forgotten ones too with all.
 func (c *Client) Endpoints(ctx context.Context, all bool) (api.EndpointsResult, error) {
 	var res api.EndpointsResult
-	err := c.call(ctx, look, api.OpEndpoints, api.EndpointsArgs{All: all}, &res)
+	err := c.Call(ctx, look, api.OpEndpoints, api.EndpointsArgs{All: all}, &res)
 	return res, err
 }
 
 // Forget forgets an endpoint whose tmux server is gone for good.
 func (c *Client) Forget(ctx context.Context, id string) (api.ForgetResult, error) {
 	var res api.ForgetResult
-	err := c.call(ctx, look, api.OpForget, api.IDArgs{ID: id}, &res)
+	err := c.Call(ctx, look, api.OpForget, api.IDArgs{ID: id}, &res)
 	return res, err
 }
 
@@ -112,21 +88,21 @@ func (c *Client) Forget(ctx context.Context, id string) (api.ForgetResult, error
 // is gone.
 func (c *Client) Restore(ctx context.Context, recreate []string) (api.RestoreResult, error) {
 	var res api.RestoreResult
-	err := c.call(ctx, restore, api.OpRestore, api.RestoreArgs{Recreate: recreate}, &res)
+	err := c.Call(ctx, restore, api.OpRestore, api.RestoreArgs{Recreate: recreate}, &res)
 	return res, err
 }
 
 // Replay sends one chunk of a replay run.
 func (c *Client) Replay(ctx context.Context, args api.ReplayArgs) (api.ReplayResult, error) {
 	var res api.ReplayResult
-	err := c.call(ctx, write, api.OpReplay, args, &res)
+	err := c.Call(ctx, write, api.OpReplay, args, &res)
 	return res, err
 }
 
 // Purge plans a purge of the history, and carries it out unless args.DryRun.
 func (c *Client) Purge(ctx context.Context, args api.PurgeArgs) (api.PurgeResult, error) {
 	var res api.PurgeResult
-	err := c.call(ctx, purge, api.OpPurge, args, &res)
+	err := c.Call(ctx, purge, api.OpPurge, args, &res)
 	return res, err
 }
 
@@ -134,13 +110,13 @@ func (c *Client) Purge(ctx context.Context, args api.PurgeArgs) (api.PurgeResult
 // the service sends deliveries on it, the broker its answers and its agent's
 // state. The handshake is bounded; the stream then has no deadline.
 func (c *Client) BrokerSession(ctx context.Context, args api.BrokerSessionArgs) (net.Conn, *protocol.FrameReader, error) {
-	return daemon.Client(c.paths, look).OpenStream(ctx, api.OpBrokerSession, args)
+	return daemon.Client(c.Paths, look).OpenStream(ctx, api.OpBrokerSession, args)
 }
 
 // Wake asks tamq to queue a continuation prompt for a repo's agent
 // (coordination-engine's only way into a terminal).
 func (c *Client) Wake(ctx context.Context, req api.WakeRequest) (api.WakeAck, error) {
 	var res api.WakeAck
-	err := c.call(ctx, write, api.OpWake, req, &res)
+	err := c.Call(ctx, write, api.OpWake, req, &res)
 	return res, err
 }
