@@ -47,7 +47,9 @@ type Daemon struct {
 }
 
 // Runner is a started daemon.
-type Runner interface{ Run(ctx context.Context) error }
+type Runner interface {
+	Run(ctx context.Context) error
+}
 
 // Serve runs a daemon the way both programs' serve does: it resolves paths
 // and config, opens the --orwell sink, handles signals, starts the program's

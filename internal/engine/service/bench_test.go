@@ -25,23 +25,7 @@ func benchLoop(b *testing.B, engineConfig string) (*loop, *client.Client, *tamqc
 	l.e.Tamq(b, "open", "--tmux-socket", l.tm.Name, "--mode", "trigger", "--command", l.e.RecorderCommand(), "net-kingdom")
 	testutil.WaitFor(b, "the recorder", func() bool { _, ok := l.e.Recording("net-kingdom"); return ok })
 	l.waitAttached(b, "net-kingdom", 1)
-	getenv := func(k string) string {
-		for _, v := range l.e.Vars {
-			if len(v) > len(k) && v[:len(k)+1] == k+"=" {
-				return v[len(k)+1:]
-			}
-		}
-		return ""
-	}
-	ep, err := paths.Resolve(paths.Engine, getenv)
-	if err != nil {
-		b.Fatal(err)
-	}
-	tp, err := paths.Resolve(paths.Tamq, getenv)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return l, client.New(ep), tamqclient.New(tp), filepath.Join(l.e.Root, "rec", "net-kingdom")
+	return l, client.New(l.pathsOf(b, paths.Engine)), tamqclient.New(l.pathsOf(b, paths.Tamq)), filepath.Join(l.e.Root, "rec", "net-kingdom")
 }
 
 // untilGrows waits until the file at path is larger than size and returns

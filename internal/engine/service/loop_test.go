@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/engine/client"
 	"github.com/tmux-amq/tamq/internal/lockfile"
+	"github.com/tmux-amq/tamq/internal/paths"
 	tamqapi "github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
@@ -305,6 +307,10 @@ max_attempts = 1
 	testutil.WaitFor(t, "the engine to be gone", func() bool { return syscall.Kill(pid, 0) != nil })
 	l.e.Engine(t, "start", "--detach")
 	testutil.WaitFor(t, "the lease to run out after the restart", func() bool { return l.lease(t, id).State == "retry_wait" })
+	// The agent, late, finds its lease ran out: a distinct exit status.
+	if r := l.e.Run(t, "coordination-engine", "lease", "renew", id); r.Status != 23 {
+		t.Errorf("renew of a lease that ran out: %s", r)
+	}
 	r := l.e.Engine(t, "leases", "--json")
 	var res api.LeasesResult
 	json.Unmarshal([]byte(r.Stdout), &res)
@@ -359,10 +365,35 @@ func TestAttachRefusesUnknownSlugsAndOtherPaths(t *testing.T) {
 		}
 		return true
 	})
-	r := l.e.Engine(t, "receipts", "--json")
-	if !strings.Contains(r.Stdout, `"endpoint.refused"`) || !strings.Contains(r.Stdout, "railiance") {
-		t.Errorf("no refusal receipt for railiance:\n%s", r.Stdout)
+	// A slug gita does not register is refused the same way, whoever asks.
+	ep, err := client.New(l.pathsOf(t, paths.Engine)).Attach(context.Background(), api.AttachArgs{
+		EndpointID: "tmux-amq-1", Proto: "0.1", Windows: []api.AttachWindow{{Repo: "ghost", Path: moved, Mode: "trigger"}},
+	})
+	if err != nil || len(ep.Accepted) != 0 || len(ep.Refused) != 1 || ep.Refused[0].Reason != "not registered in gita" {
+		t.Errorf("attach of an unknown slug: %+v %v", ep, err)
 	}
+	r := l.e.Engine(t, "receipts", "--json")
+	for _, repo := range []string{"railiance", "ghost"} {
+		if !strings.Contains(r.Stdout, `"endpoint.refused"`) || !strings.Contains(r.Stdout, repo) {
+			t.Errorf("no refusal receipt for %s:\n%s", repo, r.Stdout)
+		}
+	}
+}
+
+// pathsOf are a program's paths in the test's environment.
+func (l *loop) pathsOf(t testing.TB, program paths.Program) paths.Paths {
+	p, err := paths.Resolve(program, func(key string) string {
+		for _, kv := range l.e.Vars {
+			if k, v, _ := strings.Cut(kv, "="); k == key {
+				return v
+			}
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // lossyProxy stands between the engine and tamq's socket: it passes every
