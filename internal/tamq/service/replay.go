@@ -6,7 +6,6 @@ import (
 	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
-	"github.com/tmux-amq/tamq/internal/policy"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
@@ -101,9 +100,8 @@ func (s *Service) replayed(e api.ReplayEntry, resolve func(string) (gita.Repo, e
 	case queue.FromCoordination:
 		// A wake replayed outside coordination-engine skips its gates unless
 		// the profile lets coordination wake agents unattended.
-		p := s.opts.Config.ActiveProfile()
-		if !p.Allows(policy.CoordinationMessages) || !p.Allows(policy.TmuxWake) {
-			return nil, errs.New(errs.PolicyRefused, "policy profile %s does not allow replaying coordination wakes", s.opts.Config.ProfileRef())
+		if err := s.coordinationAllowed("have its wakes replayed"); err != nil {
+			return nil, err
 		}
 	default:
 		return nil, errs.New(errs.BodyInvalid, "sender kind %q is not worker, operator, coordination or replay", e.SenderKind)
@@ -111,7 +109,8 @@ func (s *Service) replayed(e api.ReplayEntry, resolve func(string) (gita.Repo, e
 	if _, err := resolve(e.Target); err != nil {
 		return nil, err
 	}
-	if _, err := resolve(e.Sender); err != nil && e.Sender != OperatorLabel {
+	// A replayed wake keeps its sender, coordination-engine.
+	if _, err := resolve(e.Sender); err != nil && e.Sender != OperatorLabel && !(kind == queue.FromCoordination && e.Sender == EngineLabel) {
 		return nil, errs.New(errs.BodyInvalid, "sender %q is neither a registered repo nor %s", e.Sender, OperatorLabel)
 	}
 	if _, err := pickEndpoint(endpoints, e.Target, endpointID); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/policy"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
@@ -33,6 +34,9 @@ func (s *Service) wakeOp(ctx context.Context, _ protocol.Peer, req *protocol.Req
 		return nil, err
 	}
 	if err := checkWake(w); err != nil {
+		return nil, err
+	}
+	if err := s.coordinationAllowed("wake agents"); err != nil {
 		return nil, err
 	}
 	reg, err := s.opts.Registry()
@@ -100,6 +104,16 @@ func (s *Service) wakeOp(ctx context.Context, _ protocol.Peer, req *protocol.Req
 	s.wakeFor(m.EndpointID, m.Target)
 	ack.MessageID = m.ID
 	return ack, nil
+}
+
+// coordinationAllowed refuses coordination-engine's wakes (sent or
+// replayed) unless tamq's policy profile lets coordination wake agents.
+func (s *Service) coordinationAllowed(what string) error {
+	p := s.opts.Config.ActiveProfile()
+	if !p.Allows(policy.CoordinationMessages) || !p.Allows(policy.TmuxWake) {
+		return errs.New(errs.PolicyRefused, "policy profile %s does not let coordination-engine %s (it needs coordination_messages and tmux_wake)", s.opts.Config.ProfileRef(), what)
+	}
+	return nil
 }
 
 // repeated answers a wake whose key is taken: the original message when the

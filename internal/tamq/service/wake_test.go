@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -162,5 +163,56 @@ func TestWakeStartsAnExitedAgentOnlyWhenAllowed(t *testing.T) {
 			got, _ := e.Recording("net-kingdom")
 			return strings.Contains(got, "back to work")
 		})
+	}
+}
+
+// openJSON opens windows and returns their endpoint id.
+func openJSON(t *testing.T, e *testutil.Env, args ...string) string {
+	t.Helper()
+	r := e.Tamq(t, append([]string{"open", "--json"}, args...)...)
+	var rec struct {
+		EndpointID string `json:"endpoint_id"`
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &rec); err != nil || rec.EndpointID == "" {
+		t.Fatalf("open --json: %v\n%s", err, r)
+	}
+	return rec.EndpointID
+}
+
+// Two tmux servers host the repo: a wake must name one. When that one's
+// server dies, the identical wake repeated keeps its message, which moves to
+// the endpoint that replaces the dead one on the same socket, never to the
+// other server that hosts the repo.
+func TestWakeAcrossEndpoints(t *testing.T) {
+	t.Parallel()
+	e, tm := emptyWorkspace(t, fastConfig, "alpha")
+	recorder := "sh -c 'stty raw -echo; exec cat > \"" + filepath.Join(e.Root, "rec") + "/$TAMQ_REPO@$TAMQ_ENDPOINT\"'"
+	first := openJSON(t, e, "--tmux-socket", tm.Name, "--mode", "trigger", "--command", recorder, "alpha")
+	tm2 := testutil.NewTmux(t)
+	second := openJSON(t, e, "--tmux-socket", tm2.Name, "--mode", "trigger", "--command", recorder, "alpha")
+	req := wakeRequest("lease-a", 1, "alpha", "Carry on.")
+	if _, err := wake(t, e, req); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "name one with endpoint_id") {
+		t.Fatalf("wake with two endpoints: %v", err)
+	}
+	req.EndpointID = first
+	ack, err := wake(t, e, req)
+	if err != nil || ack.SessionID != first || ack.Capability != api.WakeResumed {
+		t.Fatalf("wake naming the endpoint: %+v, %v", ack, err)
+	}
+	waitState(t, e, ack.MessageID, "awaiting_ack")
+
+	killServer(t, e, tm, first)
+	tm.Must(t, "new-session", "-d", "-s", "work")
+	third := openJSON(t, e, "--tmux-socket", tm.Name, "--mode", "trigger", "--command", recorder, "alpha")
+	a, err := wake(t, e, req)
+	if err != nil || !a.Duplicate || a.MessageID != ack.MessageID {
+		t.Fatalf("identical wake with a replacement: %+v, %v", a, err)
+	}
+	testutil.WaitFor(t, "the prompt in the replacement's window", func() bool {
+		rec, _ := e.Recording("alpha@" + third)
+		return strings.Contains(rec, "From:coordination-engine: Carry on.")
+	})
+	if rec, _ := e.Recording("alpha@" + second); rec != "" {
+		t.Errorf("the other server's window received %q", rec)
 	}
 }
