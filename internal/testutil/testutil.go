@@ -8,11 +8,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -386,4 +388,15 @@ func (e *Env) Squat(t testing.TB, uid uint32, path string) *Squatter {
 		t.Fatalf("squatter on %s did not start: %s", path, errb.String())
 	}
 	return s
+}
+
+// MoreParallel lets a package whose tests mostly wait (on tmux, on services,
+// on delivery pauses) run n of them at once, unless -parallel was given:
+// the default, GOMAXPROCS, leaves a 2-core machine idle half the time. Call
+// it from TestMain before m.Run.
+func MoreParallel(n int) {
+	f := flag.Lookup("test.parallel")
+	if f != nil && f.Value.String() == strconv.Itoa(runtime.GOMAXPROCS(0)) {
+		f.Value.Set(strconv.Itoa(n))
+	}
 }

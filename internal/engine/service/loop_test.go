@@ -21,6 +21,13 @@ import (
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
+func TestMain(m *testing.M) {
+	testutil.MoreParallel(4)
+	code := m.Run()
+	testutil.RemoveBinaries()
+	os.Exit(code)
+}
+
 // loop is one test's world: a private tmux server, gita, tamq and the engine
 // (real processes), and the scripted agent's log.
 type loop struct {

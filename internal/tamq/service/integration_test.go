@@ -25,6 +25,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	testutil.MoreParallel(4)
 	code := m.Run()
 	testutil.RemoveBinaries()
 	removeGeneratedHistory()

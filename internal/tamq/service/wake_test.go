@@ -185,7 +185,9 @@ func openJSON(t *testing.T, e *testutil.Env, args ...string) string {
 // other server that hosts the repo.
 func TestWakeAcrossEndpoints(t *testing.T) {
 	t.Parallel()
-	e, tm := emptyWorkspace(t, fastConfig, "alpha")
+	// A short ack deadline: the prompt, written into the dead server's
+	// window, waits for it before it is delivered again.
+	e, tm := emptyWorkspace(t, fastConfig+"[coordination]\nwake_ack_timeout_seconds = 1\nretry_backoff_seconds = [1]\nmax_attempts = 9\n", "alpha")
 	recorder := "sh -c 'stty raw -echo; exec cat > \"" + filepath.Join(e.Root, "rec") + "/$TAMQ_REPO@$TAMQ_ENDPOINT\"'"
 	first := openJSON(t, e, "--tmux-socket", tm.Name, "--mode", "trigger", "--command", recorder, "alpha")
 	tm2 := testutil.NewTmux(t)

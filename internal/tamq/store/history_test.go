@@ -61,7 +61,7 @@ func TestHistoryPagesMatchAFullScan(t *testing.T) {
 	})
 	first, last := all[len(all)-1].CreatedAt, all[0].CreatedAt
 	span := last.Sub(first)
-	for round := range 60 {
+	for round := range 20 {
 		var f Filter
 		if rng.IntN(2) == 0 {
 			f.Repo = repos[rng.IntN(len(repos))]
