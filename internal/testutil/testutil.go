@@ -27,6 +27,7 @@ var (
 	buildOnce sync.Once
 	binDir    string
 	buildErr  error
+	prebuilt  bool // binDir is TAMQ_TEST_BIN: not ours to remove
 )
 
 // Binaries builds tamq, coordination-engine, tamq-demo and squatter (a
@@ -36,6 +37,11 @@ var (
 func Binaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		// `make test` builds them once for every package (TAMQ_TEST_BIN).
+		if dir := os.Getenv("TAMQ_TEST_BIN"); dir != "" {
+			binDir, prebuilt = dir, true
+			return
+		}
 		dir, err := os.MkdirTemp("", "tamq-bin-")
 		if err != nil {
 			buildErr = err
@@ -253,7 +259,7 @@ func (tm *Tmux) Must(t testing.TB, args ...string) string {
 
 // RemoveBinaries deletes what Binaries built; call it from TestMain after m.Run.
 func RemoveBinaries() {
-	if binDir != "" {
+	if binDir != "" && !prebuilt {
 		os.RemoveAll(binDir)
 	}
 }
