@@ -30,10 +30,11 @@ var (
 	prebuilt  bool // binDir is TAMQ_TEST_BIN: not ours to remove
 )
 
-// Binaries builds tamq, coordination-engine, tamq-demo and squatter (a
-// hostile local user's stand-in) once per test process into a directory every
-// user can read and execute (tests run children under other uids), and
-// returns that directory.
+// Binaries builds tamq, coordination-engine, tamq-demo, squatter (a hostile
+// local user's stand-in) and scriptedagent (an agent for the wake loop) once
+// per test process into a directory every user can read and execute (tests
+// run children under other uids), and returns that directory. Under `make
+// test` they are built once for all packages, in TAMQ_TEST_BIN.
 func Binaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
