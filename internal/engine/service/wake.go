@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -125,7 +126,7 @@ func (s *Service) sendWake(ctx context.Context, l lease.Lease) (lease.Lease, err
 	}
 	ack, err := s.opts.Tamq.Wake(ctx, req)
 	switch {
-	case errs.Is(err, errs.Unavailable), errs.Is(err, errs.Timeout), errs.Is(err, errs.ShuttingDown), isContextErr(err):
+	case notAnswered(err):
 		return l, err
 	case err != nil:
 		return s.store.RecordWake(ctx, l.ID, l.Attempt, store.WakeRecord{Err: string(errs.CodeOf(err)) + ": " + textsafe.Escape(err.Error())})
@@ -136,8 +137,11 @@ func (s *Service) sendWake(ctx context.Context, l lease.Lease) (lease.Lease, err
 	})
 }
 
-func isContextErr(err error) bool {
-	return err != nil && (errs.Is(err, errs.Timeout) || err == context.Canceled || err == context.DeadlineExceeded)
+// notAnswered says tamq did not answer a wake (not running, slow, stopping,
+// or the engine itself is stopping): the same request is sent again later.
+func notAnswered(err error) bool {
+	return errs.Is(err, errs.Unavailable) || errs.Is(err, errs.Timeout) || errs.Is(err, errs.ShuttingDown) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // wakeRequest builds the request of a lease's current attempt from what is
