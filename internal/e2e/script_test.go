@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -49,6 +50,7 @@ func TestScripts(t *testing.T) {
 			"mode":     cmdMode,
 			"unescape": cmdUnescape,
 			"sql":      cmdSQL,
+			"waitfile": cmdWaitFile,
 		},
 	})
 }
@@ -221,5 +223,23 @@ func cmdSQL(ts *testscript.TestScript, neg bool, args []string) {
 	defer db.Close()
 	if _, err := db.Writer.Exec(ts.ReadFile(args[0])); err != nil {
 		ts.Fatalf("sql: %v", err)
+	}
+}
+
+// waitfile PATH waits until PATH exists (a background program's sign that it
+// is ready), for at most 30 seconds.
+func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waitfile PATH")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(ts.MkAbs(args[0])); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("%s did not appear", args[0])
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -1,0 +1,82 @@
+package statehub
+
+import "time"
+
+// The State Hub contract's objects (docs/statehub-contract.md), as they
+// travel in JSON. Readers ignore fields they do not know.
+
+// Workplan statuses and task statuses.
+var (
+	WorkplanStatuses = []string{"draft", "active", "ready", "paused", "done", "cancelled"}
+	TaskStatuses     = []string{"todo", "ready", "in_progress", "blocked", "done", "cancelled"}
+)
+
+// Note is an intervention note on a workplan or task.
+type Note struct {
+	ID             string    `json:"id"`
+	Text           string    `json:"text"`
+	RequestsReview bool      `json:"requests_review"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// ProposedAction is an action a task proposes, by policy category.
+type ProposedAction struct {
+	Category string `json:"category"`
+	Summary  string `json:"summary"`
+}
+
+// Task is one task of a workplan.
+type Task struct {
+	ID                string           `json:"id"`
+	Title             string           `json:"title"`
+	Status            string           `json:"status"`
+	Revision          string           `json:"revision"`
+	Repo              string           `json:"repo"`
+	Agent             string           `json:"agent,omitempty"`
+	DependsOn         []string         `json:"depends_on"`
+	Priority          int              `json:"priority"`
+	NeedsHuman        bool             `json:"needs_human"`
+	InterventionNotes []Note           `json:"intervention_notes"`
+	ProposedActions   []ProposedAction `json:"proposed_actions"`
+	SecretsRequired   bool             `json:"secrets_required"`
+}
+
+// Workplan is a repo's plan of tasks.
+type Workplan struct {
+	ID                string `json:"id"`
+	Repo              string `json:"repo"`
+	Status            string `json:"status"`
+	Revision          string `json:"revision"`
+	NeedsHuman        bool   `json:"needs_human"`
+	InterventionNotes []Note `json:"intervention_notes"`
+	Tasks             []Task `json:"tasks"`
+}
+
+// Message is a coordination message; its body stays in State Hub.
+type Message struct {
+	ID             string    `json:"id"`
+	Revision       string    `json:"revision"`
+	ToRepo         string    `json:"to_repo"`
+	ToAgent        string    `json:"to_agent,omitempty"`
+	From           string    `json:"from"`
+	Subject        string    `json:"subject"`
+	RequestsAction bool      `json:"requests_action"`
+	Read           bool      `json:"read"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// Checkpoint is the spec's checkpoint as State Hub keeps it.
+type Checkpoint struct {
+	ID            string    `json:"id"`
+	Repo          string    `json:"repo"`
+	LeaseID       string    `json:"lease_id"`
+	TaskID        string    `json:"task_id,omitempty"`
+	Summary       string    `json:"summary"`
+	FilesChanged  []string  `json:"files_changed"`
+	NextAction    string    `json:"next_action,omitempty"`
+	BlockedReason string    `json:"blocked_reason,omitempty"`
+	RecordedAt    time.Time `json:"recorded_at"`
+}
+
+// MaxProgressBatch is the most receipts one POST /v1/progress carries.
+const MaxProgressBatch = 500
