@@ -1,0 +1,237 @@
+package statehub
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+)
+
+// Client reads State Hub as the contract says (docs/statehub-contract.md):
+// conditional GETs of the workplans, bounded requests, a bearer token from
+// the credential command kept in memory only, and objects that lack what
+// the contract requires skipped with the reason rather than guessed at.
+type Client struct {
+	Base string
+	// Credential is statehub.credential_command: an argv whose stdout is
+	// the token. Empty: no Authorization header.
+	Credential []string
+	// Timeout bounds each request; zero means 10 seconds.
+	Timeout time.Duration
+
+	mu        sync.Mutex
+	token     string
+	etag      string
+	workplans []Workplan
+	invalid   []Invalid
+}
+
+// Invalid is an object the client skipped, and why.
+type Invalid struct {
+	Kind, ID, Reason string
+}
+
+// maxResponse bounds what one answer may hold.
+const maxResponse = 32 << 20
+
+// Workplans returns the workplans and whether they changed since the last
+// call (a 304 answers with the ones kept from before), with the objects
+// skipped as invalid.
+func (c *Client) Workplans(ctx context.Context) ([]Workplan, bool, []Invalid, error) {
+	c.mu.Lock()
+	etag := c.etag
+	c.mu.Unlock()
+	var raw struct {
+		Workplans []json.RawMessage `json:"workplans"`
+	}
+	status, newTag, err := c.get(ctx, "/v1/workplans", etag, &raw)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if status == http.StatusNotModified {
+		return c.workplans, false, c.invalid, nil
+	}
+	var wps []Workplan
+	var bad []Invalid
+	for _, r := range raw.Workplans {
+		var wp Workplan
+		if err := json.Unmarshal(r, &wp); err != nil {
+			bad = append(bad, Invalid{Kind: "workplan", Reason: "not a workplan: " + err.Error()})
+			continue
+		}
+		if reason := workplanProblem(wp); reason != "" {
+			bad = append(bad, Invalid{Kind: "workplan", ID: wp.ID, Reason: reason})
+			continue
+		}
+		wps = append(wps, wp)
+	}
+	c.etag, c.workplans, c.invalid = newTag, wps, bad
+	return wps, true, bad, nil
+}
+
+// workplanProblem says what a workplan lacks that the contract requires.
+func workplanProblem(wp Workplan) string {
+	switch {
+	case wp.ID == "":
+		return "no id"
+	case wp.Repo == "":
+		return "no repo"
+	case wp.Revision == "":
+		return "no revision"
+	case !slices.Contains(WorkplanStatuses, wp.Status):
+		return fmt.Sprintf("status %q is not one of the contract's", wp.Status)
+	}
+	for _, t := range wp.Tasks {
+		switch {
+		case t.ID == "":
+			return "a task has no id"
+		case t.Repo == "" || t.Revision == "":
+			return "task " + t.ID + " has no repo or revision"
+		case !slices.Contains(TaskStatuses, t.Status):
+			return fmt.Sprintf("task %s: status %q is not one of the contract's", t.ID, t.Status)
+		}
+	}
+	return ""
+}
+
+// UnreadMessages returns the unread messages, with the ones skipped.
+func (c *Client) UnreadMessages(ctx context.Context) ([]Message, []Invalid, error) {
+	var raw struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if _, _, err := c.get(ctx, "/v1/messages?unread=true", "", &raw); err != nil {
+		return nil, nil, err
+	}
+	var out []Message
+	var bad []Invalid
+	for _, r := range raw.Messages {
+		var m Message
+		err := json.Unmarshal(r, &m)
+		switch {
+		case err != nil:
+			bad = append(bad, Invalid{Kind: "message", Reason: "not a message: " + err.Error()})
+		case m.ID == "" || m.Revision == "" || m.ToRepo == "":
+			bad = append(bad, Invalid{Kind: "message", ID: m.ID, Reason: "no id, revision or to_repo"})
+		default:
+			out = append(out, m)
+		}
+	}
+	return out, bad, nil
+}
+
+// PostProgress publishes receipts (each with an "id"); the server stores
+// each id once, so a batch may be sent again after a failure.
+func (c *Client) PostProgress(ctx context.Context, receipts []any) (int, error) {
+	if len(receipts) > MaxProgressBatch {
+		return 0, errs.New(errs.BadRequest, "%d receipts in one batch; at most %d", len(receipts), MaxProgressBatch)
+	}
+	body, err := json.Marshal(map[string]any{"receipts": receipts})
+	if err != nil {
+		return 0, errs.Wrap(errs.Internal, err, "encode receipts")
+	}
+	var res struct {
+		Accepted int `json:"accepted"`
+	}
+	_, _, err = c.do(ctx, http.MethodPost, "/v1/progress", "", body, &res)
+	return res.Accepted, err
+}
+
+func (c *Client) get(ctx context.Context, path, etag string, into any) (int, string, error) {
+	return c.do(ctx, http.MethodGet, path, etag, nil, into)
+}
+
+// do sends one request, with the token when there is a credential command;
+// a 401 or 403 drops the token and tries once more with a fresh one.
+func (c *Client) do(ctx context.Context, method, path, etag string, body []byte, into any) (int, string, error) {
+	for try := 0; ; try++ {
+		token, err := c.bearer(ctx)
+		if err != nil {
+			return 0, "", err
+		}
+		status, tag, err := c.once(ctx, method, path, etag, token, body, into)
+		if (status == http.StatusUnauthorized || status == http.StatusForbidden) && len(c.Credential) > 0 && try == 0 {
+			c.mu.Lock()
+			c.token = ""
+			c.mu.Unlock()
+			continue
+		}
+		return status, tag, err
+	}
+}
+
+func (c *Client) once(ctx context.Context, method, path, etag, token string, body []byte, into any) (int, string, error) {
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.Base, "/")+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, "", errs.Wrap(errs.ConfigInvalid, err, "State Hub address %s", c.Base)
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if etag != "" {
+		req.Header.Set("If-None-Match", etag)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", errs.Wrap(errs.Unavailable, unwrapURL(err), "State Hub at %s is not reachable", c.Base)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotModified:
+		return resp.StatusCode, etag, nil
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return resp.StatusCode, "", errs.New(errs.PermissionDeny, "State Hub refused the credentials (%s)", resp.Status).
+			WithHint("check statehub.credential_command")
+	case resp.StatusCode != http.StatusOK:
+		return resp.StatusCode, "", errs.New(errs.Unavailable, "State Hub answered %s to %s %s", resp.Status, method, path)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxResponse)).Decode(into); err != nil {
+		return resp.StatusCode, "", errs.Wrap(errs.BadRequest, err, "State Hub's answer to %s %s is not the contract's JSON", method, path)
+	}
+	return resp.StatusCode, resp.Header.Get("ETag"), nil
+}
+
+// bearer is the token, from the credential command when none is kept. The
+// command's output is never put in an error: it may be the secret.
+func (c *Client) bearer(ctx context.Context) (string, error) {
+	if len(c.Credential) == 0 {
+		return "", nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.token != "" {
+		return c.token, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, c.Credential[0], c.Credential[1:]...).Output()
+	if err != nil {
+		return "", errs.Wrap(errs.PermissionDeny, err, "statehub.credential_command %q failed", c.Credential[0])
+	}
+	token := strings.TrimSpace(string(out))
+	if token == "" || strings.ContainsAny(token, "\r\n") {
+		return "", errs.New(errs.PermissionDeny, "statehub.credential_command %q did not print one token", c.Credential[0])
+	}
+	c.token = token
+	return token, nil
+}
