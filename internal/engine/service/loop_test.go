@@ -73,13 +73,13 @@ func (l *loop) agentLog() string {
 	return string(b)
 }
 
-// status is the engine's status report.
+// status is the engine's status report, asked in this process: tests poll
+// it, and a process per poll would cost more than what is tested.
 func (l *loop) status(t testing.TB) api.StatusReport {
 	t.Helper()
-	r := l.e.Run(t, "coordination-engine", "status", "--json")
-	var s api.StatusReport
-	if err := json.Unmarshal([]byte(r.Stdout), &s); err != nil {
-		t.Fatalf("status --json: %v\n%s", err, r)
+	s, err := client.New(l.pathsOf(t, paths.Engine)).Status(context.Background())
+	if err != nil {
+		t.Fatalf("status: %v", err)
 	}
 	return s
 }
@@ -110,19 +110,19 @@ func (l *loop) wake(t testing.TB, args ...string) api.WakeResult {
 	return res
 }
 
+// lease reads one lease in this process (tests poll it).
 func (l *loop) lease(t testing.TB, id string) api.Lease {
 	t.Helper()
-	r := l.e.Engine(t, "leases", "--json")
-	var res api.LeasesResult
-	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
-		t.Fatalf("leases --json: %v\n%s", err, r)
+	res, err := client.New(l.pathsOf(t, paths.Engine)).Leases(context.Background(), api.LeasesArgs{})
+	if err != nil {
+		t.Fatalf("leases: %v", err)
 	}
 	for _, ls := range res.Leases {
 		if ls.LeaseID == id {
 			return ls
 		}
 	}
-	t.Fatalf("no lease %s in %s", id, r.Stdout)
+	t.Fatalf("no lease %s in %+v", id, res.Leases)
 	return api.Lease{}
 }
 
