@@ -117,3 +117,21 @@ func TestUnreachableAndProgress(t *testing.T) {
 		t.Errorf("second post: %d %v", n, err)
 	}
 }
+
+// Unread messages: read ones are left out, ones lacking what the contract
+// requires are skipped.
+func TestUnreadMessages(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("unread") != "true" {
+			t.Errorf("asked %s", r.URL)
+		}
+		w.Write([]byte(`{"messages":[
+			{"id":"m1","revision":"r1","to_repo":"a","from":"b","subject":"look","requests_action":true,"read":false},
+			{"id":"m2","to_repo":"a","from":"b"}]}`))
+	}))
+	defer ts.Close()
+	ms, bad, err := (&statehub.Client{Base: ts.URL}).UnreadMessages(context.Background())
+	if err != nil || len(ms) != 1 || ms[0].ID != "m1" || !ms[0].RequestsAction || len(bad) != 1 || bad[0].ID != "m2" {
+		t.Errorf("got %+v, skipped %+v, %v", ms, bad, err)
+	}
+}
