@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -57,15 +59,7 @@ func (a *attachment) snapshot() api.CoordinationStatus {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.status
-	st.Capabilities = append([]string(nil), st.Capabilities...)
-	st.Refused = append([]api.AttachRefusal(nil), st.Refused...)
-	if st.Endpoints != nil {
-		eps := make(map[string]string, len(st.Endpoints))
-		for k, v := range st.Endpoints {
-			eps[k] = v
-		}
-		st.Endpoints = eps
-	}
+	st.Capabilities, st.Refused, st.Endpoints = slices.Clone(st.Capabilities), slices.Clone(st.Refused), maps.Clone(st.Endpoints)
 	return st
 }
 

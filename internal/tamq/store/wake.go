@@ -9,6 +9,9 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
+// wakeByKey reads a wake's message and its request hash by idempotency key.
+const wakeByKey = `SELECT ` + messageColumns + `, COALESCE(request_hash, '') FROM messages WHERE idempotency_key = ?`
+
 // EnqueueWake stores a wake's message unless one with its idempotency key is
 // there already. It reads and inserts in one write transaction, so identical
 // wakes racing each other leave one message: the first is inserted, the
@@ -17,9 +20,8 @@ import (
 func (s *Store) EnqueueWake(ctx context.Context, m *queue.Message, requestHash string) (existing *queue.Message, existingHash string, err error) {
 	now := s.Now()
 	err = s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-		row := tx.QueryRowContext(ctx, `SELECT `+messageColumns+`, COALESCE(request_hash, '') FROM messages WHERE idempotency_key = ?`, m.IdempotencyKey)
 		var hash string
-		old, err := scanMessage(withExtra{row, []any{&hash}})
+		old, err := scanMessage(withExtra{tx.QueryRowContext(ctx, wakeByKey, m.IdempotencyKey), []any{&hash}})
 		switch {
 		case err == nil:
 			existing, existingHash = &old, hash
@@ -54,7 +56,7 @@ func (w withExtra) Scan(dest ...any) error { return w.row.Scan(append(dest, w.ex
 // the request that made it.
 func WakeByKey(ctx context.Context, db *sql.DB, key string) (queue.Message, string, error) {
 	var hash string
-	m, err := scanMessage(withExtra{db.QueryRowContext(ctx, `SELECT `+messageColumns+`, COALESCE(request_hash, '') FROM messages WHERE idempotency_key = ?`, key), []any{&hash}})
+	m, err := scanMessage(withExtra{db.QueryRowContext(ctx, wakeByKey, key), []any{&hash}})
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, "", errs.New(errs.NotFound, "no wake %s", key)
 	}
