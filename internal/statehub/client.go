@@ -132,7 +132,7 @@ func (c *Client) UnreadMessages(ctx context.Context) ([]Message, []Invalid, erro
 
 // PostProgress publishes receipts (each with an "id"); the server stores
 // each id once, so a batch may be sent again after a failure.
-func (c *Client) PostProgress(ctx context.Context, receipts []any) (int, error) {
+func (c *Client) PostProgress(ctx context.Context, receipts []Receipt) (int, error) {
 	if len(receipts) > MaxProgressBatch {
 		return 0, errs.New(errs.BadRequest, "%d receipts in one batch; at most %d", len(receipts), MaxProgressBatch)
 	}

@@ -109,7 +109,7 @@ func TestUnreachableAndProgress(t *testing.T) {
 	}
 	ts := hub(t, "")
 	c = &statehub.Client{Base: ts.URL}
-	rs := []any{map[string]any{"id": "r1", "kind": "lease.offered"}, map[string]any{"id": "r2", "kind": "wake.sent"}}
+	rs := []statehub.Receipt{{ID: "r1", Kind: "lease.offered"}, {ID: "r2", Kind: "wake.sent"}}
 	if n, err := c.PostProgress(context.Background(), rs); err != nil || n != 2 {
 		t.Errorf("first post: %d %v", n, err)
 	}

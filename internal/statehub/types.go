@@ -80,3 +80,26 @@ type Checkpoint struct {
 
 // MaxProgressBatch is the most receipts one POST /v1/progress carries.
 const MaxProgressBatch = 500
+
+// Receipt is a sanitized receipt as State Hub receives it in POST
+// /v1/progress (spec section 7): ids, kind, status, reason, attempt and
+// times; never prompt text, message bodies, terminal output or credentials.
+// Its ID is stable across restarts ("<source>:<instance>:<row id>"), so a
+// batch sent again after a failure is stored once.
+type Receipt struct {
+	ID                     string         `json:"id"`
+	Source                 string         `json:"source"` // coordination-engine | tamq
+	Kind                   string         `json:"kind"`
+	Status                 string         `json:"status"`
+	Reason                 string         `json:"reason,omitempty"`
+	TriggerID              string         `json:"trigger_id,omitempty"`
+	LeaseID                string         `json:"lease_id,omitempty"`
+	LocalMessageID         string         `json:"local_message_id,omitempty"`
+	Attempt                int            `json:"attempt,omitempty"`
+	NextRetryAt            *time.Time     `json:"next_retry_at,omitempty"`
+	CoordinationEndpointID string         `json:"coordination_endpoint_id,omitempty"`
+	PolicyProfile          string         `json:"policy_profile,omitempty"`
+	ConfigVersion          string         `json:"config_version,omitempty"`
+	At                     time.Time      `json:"at"`
+	Detail                 map[string]any `json:"detail,omitempty"`
+}

@@ -5,7 +5,11 @@
 // docs/coordination.md.
 package api
 
-import "time"
+import (
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/statehub"
+)
 
 // The engine's operations, beside the lifecycle ones every service answers.
 const (
@@ -19,6 +23,12 @@ const (
 	OpCheckpoint = "checkpoint"
 	OpLeases     = "leases"
 	OpReceipts   = "receipts"
+	// OpPublish hands tamq's receipts to the engine, which posts them to
+	// State Hub with its own credentials (tamq publishes them itself while
+	// no engine is attached).
+	OpPublish = "publish"
+	// OpExplain tells why a task was or was not woken.
+	OpExplain = "explain"
 )
 
 // Capabilities the engine offers at attach, and tamq's.
@@ -203,4 +213,15 @@ type Receipt struct {
 // ReceiptsResult lists receipts, oldest first.
 type ReceiptsResult struct {
 	Receipts []Receipt `json:"receipts"`
+}
+
+// PublishArgs carries tamq's receipts to State Hub through the engine: at
+// most statehub.MaxProgressBatch, each with its stable id and source "tamq".
+type PublishArgs struct {
+	Receipts []statehub.Receipt `json:"receipts"`
+}
+
+// PublishResult is State Hub's answer: how many receipts were new to it.
+type PublishResult struct {
+	Accepted int `json:"accepted"`
 }
