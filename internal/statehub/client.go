@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/statehub/contract"
 )
 
 // Client reads State Hub as the contract says (docs/statehub-contract.md):
@@ -31,7 +32,7 @@ type Client struct {
 	mu        sync.Mutex
 	token     string
 	etag      string
-	workplans []Workplan
+	workplans []contract.Workplan
 	invalid   []Invalid
 }
 
@@ -46,7 +47,7 @@ const maxResponse = 32 << 20
 // Workplans returns the workplans and whether they changed since the last
 // call (a 304 answers with the ones kept from before), with the objects
 // skipped as invalid.
-func (c *Client) Workplans(ctx context.Context) ([]Workplan, bool, []Invalid, error) {
+func (c *Client) Workplans(ctx context.Context) ([]contract.Workplan, bool, []Invalid, error) {
 	c.mu.Lock()
 	etag := c.etag
 	c.mu.Unlock()
@@ -62,10 +63,10 @@ func (c *Client) Workplans(ctx context.Context) ([]Workplan, bool, []Invalid, er
 	if status == http.StatusNotModified {
 		return c.workplans, false, c.invalid, nil
 	}
-	var wps []Workplan
+	var wps []contract.Workplan
 	var bad []Invalid
 	for _, r := range raw.Workplans {
-		var wp Workplan
+		var wp contract.Workplan
 		if err := json.Unmarshal(r, &wp); err != nil {
 			bad = append(bad, Invalid{Kind: "workplan", Reason: "not a workplan: " + err.Error()})
 			continue
@@ -81,7 +82,7 @@ func (c *Client) Workplans(ctx context.Context) ([]Workplan, bool, []Invalid, er
 }
 
 // workplanProblem says what a workplan lacks that the contract requires.
-func workplanProblem(wp Workplan) string {
+func workplanProblem(wp contract.Workplan) string {
 	switch {
 	case wp.ID == "":
 		return "no id"
@@ -89,7 +90,7 @@ func workplanProblem(wp Workplan) string {
 		return "no repo"
 	case wp.Revision == "":
 		return "no revision"
-	case !slices.Contains(WorkplanStatuses, wp.Status):
+	case !slices.Contains(contract.WorkplanStatuses, wp.Status):
 		return fmt.Sprintf("status %q is not one of the contract's", wp.Status)
 	}
 	for _, t := range wp.Tasks {
@@ -98,7 +99,7 @@ func workplanProblem(wp Workplan) string {
 			return "a task has no id"
 		case t.Repo == "" || t.Revision == "":
 			return "task " + t.ID + " has no repo or revision"
-		case !slices.Contains(TaskStatuses, t.Status):
+		case !slices.Contains(contract.TaskStatuses, t.Status):
 			return fmt.Sprintf("task %s: status %q is not one of the contract's", t.ID, t.Status)
 		}
 	}
@@ -106,17 +107,17 @@ func workplanProblem(wp Workplan) string {
 }
 
 // UnreadMessages returns the unread messages, with the ones skipped.
-func (c *Client) UnreadMessages(ctx context.Context) ([]Message, []Invalid, error) {
+func (c *Client) UnreadMessages(ctx context.Context) ([]contract.Message, []Invalid, error) {
 	var raw struct {
 		Messages []json.RawMessage `json:"messages"`
 	}
 	if _, _, err := c.get(ctx, "/v1/messages?unread=true", "", &raw); err != nil {
 		return nil, nil, err
 	}
-	var out []Message
+	var out []contract.Message
 	var bad []Invalid
 	for _, r := range raw.Messages {
-		var m Message
+		var m contract.Message
 		err := json.Unmarshal(r, &m)
 		switch {
 		case err != nil:
@@ -132,9 +133,9 @@ func (c *Client) UnreadMessages(ctx context.Context) ([]Message, []Invalid, erro
 
 // PostProgress publishes receipts (each with an "id"); the server stores
 // each id once, so a batch may be sent again after a failure.
-func (c *Client) PostProgress(ctx context.Context, receipts []Receipt) (int, error) {
-	if len(receipts) > MaxProgressBatch {
-		return 0, errs.New(errs.BadRequest, "%d receipts in one batch; at most %d", len(receipts), MaxProgressBatch)
+func (c *Client) PostProgress(ctx context.Context, receipts []contract.Receipt) (int, error) {
+	if len(receipts) > contract.MaxProgressBatch {
+		return 0, errs.New(errs.BadRequest, "%d receipts in one batch; at most %d", len(receipts), contract.MaxProgressBatch)
 	}
 	body, err := json.Marshal(map[string]any{"receipts": receipts})
 	if err != nil {

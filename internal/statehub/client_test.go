@@ -11,6 +11,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/statehub"
+	"github.com/tmux-amq/tamq/internal/statehub/contract"
 	"github.com/tmux-amq/tamq/internal/statehub/devhub"
 )
 
@@ -109,7 +110,7 @@ func TestUnreachableAndProgress(t *testing.T) {
 	}
 	ts := hub(t, "")
 	c = &statehub.Client{Base: ts.URL}
-	rs := []statehub.Receipt{{ID: "r1", Kind: "lease.offered"}, {ID: "r2", Kind: "wake.sent"}}
+	rs := []contract.Receipt{{ID: "r1", Kind: "lease.offered"}, {ID: "r2", Kind: "wake.sent"}}
 	if n, err := c.PostProgress(context.Background(), rs); err != nil || n != 2 {
 		t.Errorf("first post: %d %v", n, err)
 	}

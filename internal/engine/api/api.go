@@ -8,7 +8,7 @@ package api
 import (
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/statehub"
+	"github.com/tmux-amq/tamq/internal/statehub/contract"
 )
 
 // The engine's operations, beside the lifecycle ones every service answers.
@@ -216,9 +216,9 @@ type ReceiptsResult struct {
 }
 
 // PublishArgs carries tamq's receipts to State Hub through the engine: at
-// most statehub.MaxProgressBatch, each with its stable id and source "tamq".
+// most contract.MaxProgressBatch, each with its stable id and source "tamq".
 type PublishArgs struct {
-	Receipts []statehub.Receipt `json:"receipts"`
+	Receipts []contract.Receipt `json:"receipts"`
 }
 
 // PublishResult is State Hub's answer: how many receipts were new to it.

@@ -22,7 +22,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/statehub"
+	"github.com/tmux-amq/tamq/internal/statehub/contract"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
@@ -32,9 +32,9 @@ const maxBody = 1 << 20
 // document is everything the server keeps, as it is saved.
 type document struct {
 	Rev         int64                   `json:"rev"` // the last revision handed out
-	Workplans   []statehub.Workplan     `json:"workplans"`
-	Messages    []statehub.Message      `json:"messages"`
-	Checkpoints []statehub.Checkpoint   `json:"checkpoints"`
+	Workplans   []contract.Workplan     `json:"workplans"`
+	Messages    []contract.Message      `json:"messages"`
+	Checkpoints []contract.Checkpoint   `json:"checkpoints"`
 	Progress    []json.RawMessage       `json:"progress"`
 	progressIDs map[string]bool         // receipt ids received
 	events      map[chan event]struct{} // open event streams
@@ -214,20 +214,20 @@ func (s *Server) getWorkplans(w http.ResponseWriter, r *http.Request) {
 	}
 	wps := s.doc.Workplans
 	if wps == nil {
-		wps = []statehub.Workplan{}
+		wps = []contract.Workplan{}
 	}
 	reply(w, map[string]any{"workplans": wps})
 }
 
-func checkWorkplan(wp statehub.Workplan) error {
+func checkWorkplan(wp contract.Workplan) error {
 	if err := checkID("workplan id", wp.ID); err != nil {
 		return err
 	}
 	if err := checkID("repo", wp.Repo); err != nil {
 		return err
 	}
-	if !slices.Contains(statehub.WorkplanStatuses, wp.Status) {
-		return fmt.Errorf("workplan status %q is not one of %s", textsafe.Escape(wp.Status), strings.Join(statehub.WorkplanStatuses, ", "))
+	if !slices.Contains(contract.WorkplanStatuses, wp.Status) {
+		return fmt.Errorf("workplan status %q is not one of %s", textsafe.Escape(wp.Status), strings.Join(contract.WorkplanStatuses, ", "))
 	}
 	seen := map[string]bool{}
 	for _, t := range wp.Tasks {
@@ -241,8 +241,8 @@ func checkWorkplan(wp statehub.Workplan) error {
 		if err := checkID("repo of task "+t.ID, t.Repo); err != nil {
 			return err
 		}
-		if !slices.Contains(statehub.TaskStatuses, t.Status) {
-			return fmt.Errorf("task %s: status %q is not one of %s", t.ID, textsafe.Escape(t.Status), strings.Join(statehub.TaskStatuses, ", "))
+		if !slices.Contains(contract.TaskStatuses, t.Status) {
+			return fmt.Errorf("task %s: status %q is not one of %s", t.ID, textsafe.Escape(t.Status), strings.Join(contract.TaskStatuses, ", "))
 		}
 	}
 	return nil
@@ -251,7 +251,7 @@ func checkWorkplan(wp statehub.Workplan) error {
 // putWorkplan creates or replaces a workplan whole. A task that is the same
 // as before keeps its revision; the workplan gets a new one.
 func (s *Server) putWorkplan(w http.ResponseWriter, r *http.Request) {
-	var wp statehub.Workplan
+	var wp contract.Workplan
 	if !decode(w, r, &wp) {
 		return
 	}
@@ -268,8 +268,8 @@ func (s *Server) putWorkplan(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old := map[string]statehub.Task{}
-	i := slices.IndexFunc(s.doc.Workplans, func(x statehub.Workplan) bool { return x.ID == wp.ID })
+	old := map[string]contract.Task{}
+	i := slices.IndexFunc(s.doc.Workplans, func(x contract.Workplan) bool { return x.ID == wp.ID })
 	if i >= 0 {
 		for _, t := range s.doc.Workplans[i].Tasks {
 			old[t.ID] = t
@@ -294,7 +294,7 @@ func (s *Server) putWorkplan(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func sameTask(a, b statehub.Task) bool {
+func sameTask(a, b contract.Task) bool {
 	a.Revision, b.Revision = "", ""
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
@@ -305,8 +305,8 @@ func sameTask(a, b statehub.Task) bool {
 type taskPatch struct {
 	Status            *string                    `json:"status"`
 	NeedsHuman        *bool                      `json:"needs_human"`
-	InterventionNotes *[]statehub.Note           `json:"intervention_notes"`
-	ProposedActions   *[]statehub.ProposedAction `json:"proposed_actions"`
+	InterventionNotes *[]contract.Note           `json:"intervention_notes"`
+	ProposedActions   *[]contract.ProposedAction `json:"proposed_actions"`
 	SecretsRequired   *bool                      `json:"secrets_required"`
 }
 
@@ -315,8 +315,8 @@ func (s *Server) patchTask(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &p) {
 		return
 	}
-	if p.Status != nil && !slices.Contains(statehub.TaskStatuses, *p.Status) {
-		fail(w, http.StatusBadRequest, "status %q is not one of %s", textsafe.Escape(*p.Status), strings.Join(statehub.TaskStatuses, ", "))
+	if p.Status != nil && !slices.Contains(contract.TaskStatuses, *p.Status) {
+		fail(w, http.StatusBadRequest, "status %q is not one of %s", textsafe.Escape(*p.Status), strings.Join(contract.TaskStatuses, ", "))
 		return
 	}
 	id := r.PathValue("id")
@@ -359,7 +359,7 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request) {
 	unread := r.URL.Query().Get("unread") == "true"
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := []statehub.Message{}
+	out := []contract.Message{}
 	for _, m := range s.doc.Messages {
 		if !unread || !m.Read {
 			out = append(out, m)
@@ -369,7 +369,7 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
-	var m statehub.Message
+	var m contract.Message
 	if !decode(w, r, &m) {
 		return
 	}
@@ -387,7 +387,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "%s", err)
 		return
 	}
-	if slices.ContainsFunc(s.doc.Messages, func(x statehub.Message) bool { return x.ID == m.ID }) {
+	if slices.ContainsFunc(s.doc.Messages, func(x contract.Message) bool { return x.ID == m.ID }) {
 		fail(w, http.StatusConflict, "message %s exists", m.ID)
 		return
 	}
@@ -405,7 +405,7 @@ func (s *Server) readMessage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i := slices.IndexFunc(s.doc.Messages, func(x statehub.Message) bool { return x.ID == id })
+	i := slices.IndexFunc(s.doc.Messages, func(x contract.Message) bool { return x.ID == id })
 	if i < 0 {
 		fail(w, http.StatusNotFound, "no message %s", textsafe.Escape(id))
 		return
@@ -435,12 +435,12 @@ func (s *Server) getCheckpoints(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	since = min(since, len(s.doc.Checkpoints))
-	out := append([]statehub.Checkpoint{}, s.doc.Checkpoints[since:]...)
+	out := append([]contract.Checkpoint{}, s.doc.Checkpoints[since:]...)
 	reply(w, map[string]any{"checkpoints": out, "cursor": strconv.Itoa(len(s.doc.Checkpoints))})
 }
 
 func (s *Server) postCheckpoint(w http.ResponseWriter, r *http.Request) {
-	var c statehub.Checkpoint
+	var c contract.Checkpoint
 	if !decode(w, r, &c) {
 		return
 	}
@@ -474,8 +474,8 @@ func (s *Server) postProgress(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &body) {
 		return
 	}
-	if len(body.Receipts) > statehub.MaxProgressBatch {
-		fail(w, http.StatusBadRequest, "%d receipts in one batch; at most %d", len(body.Receipts), statehub.MaxProgressBatch)
+	if len(body.Receipts) > contract.MaxProgressBatch {
+		fail(w, http.StatusBadRequest, "%d receipts in one batch; at most %d", len(body.Receipts), contract.MaxProgressBatch)
 		return
 	}
 	ids := make([]string, len(body.Receipts))

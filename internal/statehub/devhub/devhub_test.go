@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tmux-amq/tamq/internal/statehub"
+	"github.com/tmux-amq/tamq/internal/statehub/contract"
 )
 
 type hub struct {
@@ -58,9 +58,9 @@ const planA = `{"id":"wp1","repo":"net-kingdom","status":"active","tasks":[
  {"id":"A","title":"first","status":"todo","repo":"net-kingdom","depends_on":[],"priority":1},
  {"id":"B","title":"second","status":"todo","repo":"railiance","depends_on":["A"],"priority":2}]}`
 
-func workplans(t *testing.T, body string) []statehub.Workplan {
+func workplans(t *testing.T, body string) []contract.Workplan {
 	t.Helper()
-	var res struct{ Workplans []statehub.Workplan }
+	var res struct{ Workplans []contract.Workplan }
 	if err := json.Unmarshal([]byte(body), &res); err != nil {
 		t.Fatalf("%v: %s", err, body)
 	}
@@ -145,7 +145,7 @@ func TestMessagesCheckpointsAndProgress(t *testing.T) {
 	h.do("POST", "/v1/checkpoints", `{"repo":"net-kingdom","lease_id":"L1","summary":"half"}`)
 	_, body, _ = h.do("GET", "/v1/checkpoints", "")
 	var cps struct {
-		Checkpoints []statehub.Checkpoint
+		Checkpoints []contract.Checkpoint
 		Cursor      string
 	}
 	json.Unmarshal([]byte(body), &cps)

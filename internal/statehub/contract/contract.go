@@ -1,9 +1,9 @@
-package statehub
+// Package contract holds the State Hub contract's objects (docs/statehub-contract.md)
+// as they travel in JSON: pure types, so the engine's domain can read them
+// without linking an HTTP client.
+package contract
 
 import "time"
-
-// The State Hub contract's objects (docs/statehub-contract.md), as they
-// travel in JSON. Readers ignore fields they do not know.
 
 // Workplan statuses and task statuses.
 var (
