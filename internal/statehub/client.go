@@ -1,12 +1,14 @@
 package statehub
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"slices"
 	"strings"
@@ -129,6 +131,88 @@ func (c *Client) UnreadMessages(ctx context.Context) ([]contract.Message, []Inva
 		}
 	}
 	return out, bad, nil
+}
+
+// Checkpoints returns the checkpoints posted after cursor ("" for all) and
+// the cursor to ask from next time, with the ones skipped.
+func (c *Client) Checkpoints(ctx context.Context, cursor string) ([]contract.Checkpoint, string, []Invalid, error) {
+	var raw struct {
+		Checkpoints []json.RawMessage `json:"checkpoints"`
+		Cursor      string            `json:"cursor"`
+	}
+	if _, _, err := c.get(ctx, "/v1/checkpoints?since="+url.QueryEscape(cursor), "", &raw); err != nil {
+		return nil, cursor, nil, err
+	}
+	var out []contract.Checkpoint
+	var bad []Invalid
+	for _, r := range raw.Checkpoints {
+		var cp contract.Checkpoint
+		err := json.Unmarshal(r, &cp)
+		switch {
+		case err != nil:
+			bad = append(bad, Invalid{Kind: "checkpoint", Reason: "not a checkpoint: " + err.Error()})
+		case cp.ID == "" || cp.Repo == "" || cp.Summary == "":
+			bad = append(bad, Invalid{Kind: "checkpoint", ID: cp.ID, Reason: "no id, repo or summary"})
+		default:
+			out = append(out, cp)
+		}
+	}
+	if raw.Cursor == "" {
+		raw.Cursor = cursor
+	}
+	return out, raw.Cursor, bad, nil
+}
+
+// ErrNoEvents is Events' answer when the server has no event stream.
+var ErrNoEvents = errs.New(errs.NotFound, "State Hub offers no event stream")
+
+// Events follows State Hub's event stream, calling onEvent for each event
+// (a hint that something changed), until ctx ends or the stream breaks. A
+// server without the stream answers 404: ErrNoEvents. onConnected is
+// called once the stream is open.
+func (c *Client) Events(ctx context.Context, onConnected, onEvent func()) error {
+	token, err := c.bearer(ctx)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.Base, "/")+"/v1/events", nil)
+	if err != nil {
+		return errs.Wrap(errs.ConfigInvalid, err, "State Hub address %s", c.Base)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return errs.Wrap(errs.Unavailable, unwrapURL(err), "State Hub at %s is not reachable", c.Base)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return ErrNoEvents
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		c.mu.Lock()
+		c.token = ""
+		c.mu.Unlock()
+		return errs.New(errs.PermissionDeny, "State Hub refused the credentials (%s)", resp.Status)
+	case resp.StatusCode != http.StatusOK:
+		return errs.New(errs.Unavailable, "State Hub answered %s to its event stream", resp.Status)
+	}
+	onConnected()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 4096), 64<<10)
+	for sc.Scan() {
+		// Only "data:" lines are events; what they say does not matter:
+		// every event means "look now".
+		if strings.HasPrefix(sc.Text(), "data:") {
+			onEvent()
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return errs.New(errs.Unavailable, "State Hub's event stream ended")
 }
 
 // PostProgress publishes receipts (each with an "id"); the server stores

@@ -137,16 +137,20 @@ type CheckpointArgs struct {
 
 // Trigger is a WorkerTrigger (spec section 2) and what became of it.
 type Trigger struct {
-	ID             string    `json:"id"`
-	Source         string    `json:"source"`
-	SourceID       string    `json:"source_id"`
-	SourceRevision string    `json:"source_revision"`
-	TargetRepo     string    `json:"target_repo"`
-	TargetAgent    string    `json:"target_agent,omitempty"`
-	Reason         string    `json:"reason"`
-	State          string    `json:"state"`
-	GateReason     string    `json:"gate_reason,omitempty"`
-	ObservedAt     time.Time `json:"observed_at"`
+	ID             string     `json:"id"`
+	Source         string     `json:"source"`
+	SourceID       string     `json:"source_id"`
+	SourceRevision string     `json:"source_revision"`
+	TargetRepo     string     `json:"target_repo"`
+	TargetAgent    string     `json:"target_agent,omitempty"`
+	Reason         string     `json:"reason"`
+	State          string     `json:"state"`
+	GateReason     string     `json:"gate_reason,omitempty"`
+	TaskID         string     `json:"task_id,omitempty"`
+	WorkplanID     string     `json:"workplan_id,omitempty"`
+	GateChecks     int        `json:"gate_checks,omitempty"`
+	NextCheckAt    *time.Time `json:"next_check_at,omitempty"`
+	ObservedAt     time.Time  `json:"observed_at"`
 }
 
 // Lease is a WorkerLease (spec section 4).
@@ -224,4 +228,71 @@ type PublishArgs struct {
 // PublishResult is State Hub's answer: how many receipts were new to it.
 type PublishResult struct {
 	Accepted int `json:"accepted"`
+}
+
+// ExplainArgs names the task to explain.
+type ExplainArgs struct {
+	Task string `json:"task"`
+}
+
+// ExplainDep is one dependency of the task as last observed.
+type ExplainDep struct {
+	ID     string `json:"id"`
+	Status string `json:"status,omitempty"`
+	Repo   string `json:"repo,omitempty"`
+	Found  bool   `json:"found"`
+	Done   bool   `json:"done"`
+}
+
+// ExplainWake is one wake sent for an attempt, with tamq's answer.
+type ExplainWake struct {
+	Attempt   int       `json:"attempt"`
+	Status    string    `json:"status"` // resumed | started | unavailable | failed
+	MessageID string    `json:"message_id,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	At        time.Time `json:"at"`
+}
+
+// ExplainLease is a lease of one of the task's triggers, with its wakes.
+type ExplainLease struct {
+	Lease
+	Wakes []ExplainWake `json:"wakes"`
+}
+
+// ExplainTrigger is one trigger about the task, with its leases.
+type ExplainTrigger struct {
+	Trigger
+	// Why is the reason its gate gave (from its receipt).
+	Why    string         `json:"why,omitempty"`
+	Leases []ExplainLease `json:"leases"`
+}
+
+// ExplainResult tells why a task was or was not woken, from the engine's
+// last observation of State Hub and its own receipts.
+type ExplainResult struct {
+	Task string `json:"task"`
+	// Observed: the last observation had the task; the fields below up to
+	// Gate are from it.
+	Observed       bool         `json:"observed"`
+	ObservedAt     *time.Time   `json:"observed_at,omitempty"`
+	Status         string       `json:"status,omitempty"`
+	Revision       string       `json:"revision,omitempty"`
+	Repo           string       `json:"repo,omitempty"`
+	Workplan       string       `json:"workplan,omitempty"`
+	WorkplanStatus string       `json:"workplan_status,omitempty"`
+	Priority       int          `json:"priority"`
+	Dependencies   []ExplainDep `json:"dependencies"`
+	// Dependents are the observed tasks that depend on this one.
+	Dependents []ExplainDep `json:"dependents"`
+	Actionable bool         `json:"actionable"`
+	Waiting    string       `json:"waiting,omitempty"`
+	Gate       string       `json:"gate,omitempty"`
+	GateReason string       `json:"gate_reason,omitempty"`
+	// Triggers are the engine's triggers about the task, oldest first.
+	Triggers []ExplainTrigger `json:"triggers"`
+	// NextRetry is when the task is next tried: a lease's next attempt or
+	// a gated trigger's next check.
+	NextRetry *time.Time `json:"next_retry,omitempty"`
+	// Verdict says in one sentence where the task stands.
+	Verdict string `json:"verdict"`
 }

@@ -11,7 +11,8 @@ func TriggerOf(t lease.Trigger) Trigger {
 	return Trigger{
 		ID: t.ID, Source: string(t.Source), SourceID: t.SourceID, SourceRevision: t.SourceRevision,
 		TargetRepo: t.TargetRepo, TargetAgent: t.TargetAgent, Reason: string(t.Reason), State: string(t.State),
-		GateReason: t.GateReason, ObservedAt: t.ObservedAt.UTC(),
+		GateReason: t.GateReason, TaskID: t.TaskID, WorkplanID: t.WorkplanID, GateChecks: t.GateChecks,
+		NextCheckAt: optional(t.NextCheckAt), ObservedAt: t.ObservedAt.UTC(),
 	}
 }
 

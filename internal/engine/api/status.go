@@ -49,14 +49,25 @@ type RegistryStatus struct {
 	Error     string `json:"error,omitempty"`
 }
 
-// StateHubStatus is the State Hub connection (observation comes with the
-// State Hub observer; today it is probed only).
+// StateHubStatus is the State Hub connection: reachability (probed), the
+// observer's last look, its event stream, and the receipt outbox.
 type StateHubStatus struct {
 	APIBase               string `json:"api_base"`
 	Reachable             bool   `json:"reachable"`
 	CredentialsConfigured bool   `json:"credentials_configured"`
-	UnpublishedReceipts   int    `json:"unpublished_receipts"`
-	Error                 string `json:"error,omitempty"`
+	// Paused: State Hub refused the credentials; observation waits and
+	// receipts stay pending until they work.
+	Paused          bool       `json:"paused"`
+	LastPoll        *time.Time `json:"last_poll,omitempty"`
+	Polls           int        `json:"polls"`
+	ObserveError    string     `json:"observe_error,omitempty"`
+	EventsConnected bool       `json:"events_connected"`
+	// EventsOffered is false once the server said it has no event stream.
+	EventsOffered       bool       `json:"events_offered"`
+	UnpublishedReceipts int        `json:"unpublished_receipts"`
+	LastPublish         *time.Time `json:"last_publish,omitempty"`
+	PublishError        string     `json:"publish_error,omitempty"`
+	Error               string     `json:"error,omitempty"`
 }
 
 // TamqStatus is the engine's way into terminals: tamq's socket.

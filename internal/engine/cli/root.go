@@ -37,6 +37,7 @@ is not running is not an error.`),
 		newCheckpointCmd(a),
 		newLeasesCmd(a),
 		newReceiptsCmd(a),
+		newExplainCmd(a),
 		newDevStateHubCmd(a),
 	)
 	return root

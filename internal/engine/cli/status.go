@@ -81,6 +81,9 @@ func printStatus(a *app.App, r api.StatusReport) {
 	}
 	a.Printf("  statehub:  %s %s, %d receipts not yet published\n", r.StateHub.APIBase, hub, r.StateHub.UnpublishedReceipts)
 	if s.Running {
+		a.Printf("  observer:  %s\n", observerLine(r.StateHub))
+	}
+	if s.Running {
 		tamq := "answers"
 		if !r.Tamq.Reachable {
 			tamq = "does not answer: " + r.Tamq.Error
@@ -111,4 +114,30 @@ func section(err, ok string) string {
 		return "ERROR: " + err
 	}
 	return ok
+}
+
+// observerLine says how the observation of State Hub goes: paused on the
+// credentials, failing, or when it last looked and how hints arrive.
+func observerLine(h api.StateHubStatus) string {
+	var parts []string
+	switch {
+	case h.Paused:
+		parts = append(parts, "PAUSED: State Hub refused the credentials (check statehub.credential_command): "+h.ObserveError)
+	case h.ObserveError != "":
+		parts = append(parts, "failing, backing off: "+h.ObserveError)
+	case h.LastPoll == nil:
+		parts = append(parts, "no look yet")
+	default:
+		parts = append(parts, fmt.Sprintf("last look %s (%d looks)", h.LastPoll.Format(time.RFC3339), h.Polls))
+	}
+	switch {
+	case h.EventsConnected:
+		parts = append(parts, "event stream connected")
+	case !h.EventsOffered:
+		parts = append(parts, "no event stream: polling alone")
+	}
+	if h.PublishError != "" {
+		parts = append(parts, "receipts waiting: "+h.PublishError)
+	}
+	return strings.Join(parts, "; ")
 }

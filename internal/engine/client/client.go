@@ -95,3 +95,10 @@ func (c *Client) Receipts(ctx context.Context, args api.ReceiptsArgs) (api.Recei
 	err := c.Call(ctx, look, api.OpReceipts, args, &res)
 	return res, err
 }
+
+// Explain tells why a task was or was not woken.
+func (c *Client) Explain(ctx context.Context, task string) (api.ExplainResult, error) {
+	var res api.ExplainResult
+	err := c.Call(ctx, look, api.OpExplain, api.ExplainArgs{Task: task}, &res)
+	return res, err
+}

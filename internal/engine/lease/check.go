@@ -72,7 +72,7 @@ func (tr Trigger) Check() error {
 	}
 	for _, f := range []struct{ name, value string }{
 		{"source id", tr.SourceID}, {"source revision", tr.SourceRevision}, {"target repo", tr.TargetRepo},
-		{"target agent", tr.TargetAgent}, {"task id", tr.TaskID},
+		{"target agent", tr.TargetAgent}, {"task id", tr.TaskID}, {"workplan id", tr.WorkplanID}, {"sender", tr.Sender},
 	} {
 		if err := checkText(f.name, f.value, MaxID, false); err != nil {
 			return err

@@ -161,11 +161,21 @@ type Trigger struct {
 	TargetRepo     string
 	TargetAgent    string // "" for the repo's agent, whoever it is
 	TaskID         string // the task the wake is about, when known
-	Reason         Reason
-	State          TriggerState
-	GateReason     string // the gate that stopped it
-	ObservedAt     time.Time
-	UpdatedAt      time.Time
+	// WorkplanID, Title and Sender are what the prompt names: the task's
+	// workplan and title, or a message's subject and sender. A title is
+	// stored only after the prompt it makes was scanned for secrets.
+	WorkplanID string
+	Title      string
+	Sender     string
+	Reason     Reason
+	State      TriggerState
+	GateReason string // the gate that stopped or holds it
+	// GateChecks counts the times a gate was checked again for a gated
+	// trigger; NextCheckAt is when it is checked next.
+	GateChecks  int
+	NextCheckAt time.Time
+	ObservedAt  time.Time
+	UpdatedAt   time.Time
 }
 
 // Lease is a WorkerLease: the engine's claim that one agent works on one
@@ -210,6 +220,9 @@ type Lease struct {
 // for the next wake to resume from. Its summary is content: it goes into
 // the next prompt and never into a receipt.
 type Checkpoint struct {
+	// SourceID is State Hub's id of a checkpoint an agent posted there;
+	// "" for one given to the engine directly. It is recorded once.
+	SourceID      string
 	LeaseID       string
 	TaskID        string
 	Summary       string

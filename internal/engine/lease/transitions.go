@@ -180,6 +180,16 @@ func (l Lease) Release(result Result, reason string, now time.Time, t Timing) (L
 	return l, true, nil
 }
 
+// Gate stops a live lease because a gate closed on it before its wake went
+// out (a secret found in the prompt about to be sent): no further attempt.
+func (l Lease) Gate(gate string, now time.Time) (Lease, bool, error) {
+	if !l.State.Live() {
+		return l, false, stateError(l, "stop it at a gate", "")
+	}
+	l.State, l.StopReason, l.UpdatedAt = Stopped, gate, now
+	return l, true, nil
+}
+
 // Expire ends an attempt whose deadline has come.
 func (l Lease) Expire(now time.Time, t Timing) (Lease, bool, error) {
 	if !l.State.held() && l.State != Offered {

@@ -68,6 +68,8 @@ func (s *Service) attach(ctx context.Context, _ protocol.Peer, req *protocol.Req
 		res.Refused = append(res.Refused, api.AttachRefusal{Repo: r.Repo, Reason: r.Reason})
 	}
 	kick(s.wakerKick) // leases waiting for this endpoint may go now
+	s.routesChanged.Store(true)
+	kick(s.observeKick) // and triggers waiting for a window
 	return res, nil
 }
 
@@ -123,6 +125,7 @@ func (s *Service) detach(ctx context.Context, _ protocol.Peer, req *protocol.Req
 	if reason == "" {
 		reason = "tamq detached"
 	}
+	s.routesChanged.Store(true)
 	return nil, s.store.Detach(ctx, args.EndpointID, textsafe.Escape(reason))
 }
 

@@ -69,6 +69,25 @@ type Service struct {
 	clockKick    chan struct{}
 	wakerKick    chan struct{}
 	stopping     atomic.Bool
+
+	// State Hub: its client and what the observer knows of it; the
+	// observer's worker, its kick (events, endpoint changes), and what it
+	// remembers between looks.
+	hub                      hubState
+	observer, events, outbox *daemon.Worker
+	observeKick, outboxKick  chan struct{}
+	routesChanged            atomic.Bool
+	// settledKeys are trigger keys past waiting (leased, stopped, done):
+	// seen again, they cost a map lookup, not a write transaction.
+	settledKeys sync.Map
+	// invalidSeen are the skipped objects already reported.
+	invalidSeen sync.Map
+}
+
+// hubState is the State Hub client and the observer's view of it.
+type hubState struct {
+	client *statehub.Client
+	view   hubView
 }
 
 // Start brings the engine up to the point where it accepts connections:
@@ -90,6 +109,12 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	}
 	s.clock = &daemon.Worker{Name: "lease clock", Run: s.runClock}
 	s.waker = &daemon.Worker{Name: "waker", Run: s.runWaker}
+	s.observer = &daemon.Worker{Name: "State Hub observer", Run: s.runObserver}
+	s.events = &daemon.Worker{Name: "State Hub events", Run: s.runEvents}
+	s.outbox = &daemon.Worker{Name: "receipt outbox", Run: s.runOutbox}
+	s.observeKick, s.outboxKick = make(chan struct{}, 1), make(chan struct{}, 1)
+	s.hub.client = &statehub.Client{Base: o.Config.StateHub.APIBase, Credential: o.Config.StateHub.CredentialCommand}
+	s.hub.view.EventsOffered = true
 	d, err := daemon.Open(o.Paths, o.Log)
 	if err != nil {
 		return nil, err
@@ -157,8 +182,8 @@ func (s *Service) Run(ctx context.Context) error {
 	var began time.Time
 	return s.d.Run(ctx, daemon.Plan{
 		Grace:      s.opts.Config.ShutdownGrace(),
-		DrainFirst: []*daemon.Worker{s.waker},
-		Workers:    []*daemon.Worker{s.clock},
+		DrainFirst: []*daemon.Worker{s.observer, s.events, s.waker},
+		Workers:    []*daemon.Worker{s.clock, s.outbox},
 		Stopping: func() {
 			began = s.opts.Now()
 			s.stopping.Store(true)
@@ -187,6 +212,7 @@ func (s *Service) handlers() map[string]protocol.Handler {
 		api.OpCheckpoint: s.checkpoint,
 		api.OpLeases:     s.leases,
 		api.OpReceipts:   s.receipts,
+		api.OpExplain:    s.explain,
 	})
 	return hs
 }

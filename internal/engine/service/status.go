@@ -57,6 +57,12 @@ func (s *Service) status(ctx context.Context, _ protocol.Peer, _ *protocol.Reque
 	if n, err := s.store.UnpublishedReceipts(ctx); err == nil {
 		r.StateHub.UnpublishedReceipts = n
 	}
+	s.hub.view.update(func(v *hubView) {
+		h := &r.StateHub
+		h.Paused, h.Polls, h.ObserveError, h.PublishError = v.Paused, v.Polls, v.LastError, v.PublishError
+		h.EventsConnected, h.EventsOffered = v.EventsConnected, v.EventsOffered
+		h.LastPoll, h.LastPublish = optionalTime(v.LastPoll), optionalTime(v.LastPublish)
+	})
 	Judge(&r)
 	return r, nil
 }
@@ -113,4 +119,12 @@ func Judge(r *api.StatusReport) error {
 	}
 	r.Healthy = problem == nil
 	return problem
+}
+
+func optionalTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
 }

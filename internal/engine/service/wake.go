@@ -8,20 +8,15 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/engine/api"
 	"github.com/tmux-amq/tamq/internal/engine/lease"
+	"github.com/tmux-amq/tamq/internal/engine/observe"
 	"github.com/tmux-amq/tamq/internal/engine/prompt"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/secretscan"
 	tamqapi "github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/textsafe"
-)
-
-// Gates a manual trigger can stop at (the State Hub gates come with the
-// observer): no window can take the wake, or several could.
-const (
-	GateUnavailable = "unavailable"
-	GateAmbiguous   = "ambiguous_ownership"
 )
 
 // wake is the operator's manual trigger: a trigger like an observed one,
@@ -64,20 +59,15 @@ func (s *Service) wake(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 		return nil, err
 	}
 	res := api.WakeResult{Trigger: api.TriggerOf(t)}
-	hosts, err := s.hostsOf(ctx, args.Repo, args.EndpointID)
+	endpoint, gate, reason, err := s.route(ctx, func() (*gita.Registry, error) { return reg, nil }, args.Repo, args.EndpointID)
 	if err != nil {
 		return nil, err
 	}
-	gate, reason := "", ""
 	switch {
-	case len(hosts) == 0 && args.EndpointID != "":
-		gate, reason = GateUnavailable, fmt.Sprintf("endpoint %s is not attached or does not host %s", textsafe.Escape(args.EndpointID), args.Repo)
-	case len(hosts) == 0:
-		gate, reason = GateUnavailable, "no attached tamq endpoint hosts "+args.Repo
-	case len(hosts) > 1:
-		gate, reason = GateAmbiguous, fmt.Sprintf("%d tamq endpoints host %s; name one with --endpoint", len(hosts), args.Repo)
-	case modeOf(hosts[0], args.Repo) == lease.ModeManual:
-		gate, reason = GateUnavailable, "the window of "+args.Repo+" was opened in manual mode"
+	case gate == observe.GateUnavailable && args.EndpointID != "":
+		reason = fmt.Sprintf("endpoint %s is not attached or does not host %s", textsafe.Escape(args.EndpointID), args.Repo)
+	case gate == observe.GateAmbiguous:
+		reason += "; name one with --endpoint"
 	}
 	if gate != "" {
 		if err := s.store.StopTrigger(ctx, t.ID, gate, reason); err != nil {
@@ -87,7 +77,7 @@ func (s *Service) wake(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 		res.Stopped, res.Reason = gate, reason
 		return res, nil
 	}
-	l, err := s.store.Offer(ctx, t.ID, hosts[0].ID, s.timing)
+	l, err := s.store.Offer(ctx, t.ID, endpoint, s.timing)
 	if err != nil {
 		return nil, err
 	}
@@ -104,16 +94,6 @@ func (s *Service) wake(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 	return res, nil
 }
 
-// modeOf is the mode of repo's window on ep.
-func modeOf(ep lease.Endpoint, repo string) lease.WindowMode {
-	for _, w := range ep.Windows {
-		if w.Repo == repo {
-			return w.Mode
-		}
-	}
-	return ""
-}
-
 // sendWake sends the wake of an offered lease's current attempt and records
 // tamq's answer. A transport failure (tamq down or slow) is returned and
 // recorded nowhere: the waker sends the identical request again, which tamq
@@ -123,6 +103,12 @@ func (s *Service) sendWake(ctx context.Context, l lease.Lease) (lease.Lease, err
 	req, err := s.wakeRequest(ctx, l)
 	if err != nil {
 		return l, err
+	}
+	// The last look before the prompt leaves: a checkpoint since the
+	// trigger was judged may have brought secret material into it.
+	if f, hit := secretscan.Scan(req.Prompt); hit {
+		s.log.Warn("wake stopped: its prompt would carry secret material", "lease", l.ID, "rule", f.Rule)
+		return s.store.GateLease(ctx, l.ID, observe.GateSecret, "the prompt would carry secret material ("+f.Rule+")")
 	}
 	ack, err := s.opts.Tamq.Wake(ctx, req)
 	switch {
@@ -169,11 +155,7 @@ func (s *Service) wakeRequest(ctx context.Context, l lease.Lease) (tamqapi.WakeR
 			}
 		}
 	}
-	in := prompt.Input{
-		Program: string(paths.Engine), LeaseID: l.ID, Attempt: l.Attempt, MaxAttempts: l.MaxAttempts + 1,
-		Repo:    l.TargetRepo,
-		Trigger: prompt.Trigger{Source: string(t.Source), SourceID: t.SourceID, SourceRevision: t.SourceRevision, Reason: string(t.Reason)},
-	}
+	in := s.promptInput(t, l.ID, l.Attempt, l.MaxAttempts+1, s.opts.Registry)
 	req := tamqapi.WakeRequest{
 		LeaseID: l.ID, Attempt: l.Attempt, TargetRepo: l.TargetRepo, TargetAgent: l.TargetAgent,
 		EndpointID: tamqEndpoint, CoordinationEndpointID: l.CoordinationEndpointID,

@@ -257,6 +257,14 @@ func (s *Store) Renew(ctx context.Context, leaseID string, t lease.Timing) (leas
 // the task and the blocked reason.
 func (s *Store) Checkpoint(ctx context.Context, c lease.Checkpoint, t lease.Timing) (lease.Lease, error) {
 	return s.update(ctx, c.LeaseID, "checkpoint", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
+		if c.SourceID != "" {
+			// A checkpoint posted to State Hub is recorded once, however
+			// often it is observed.
+			var n int
+			if err := s.DB.TxQueryRow(tx, `SELECT count(*) FROM checkpoints WHERE statehub_id = ?`, c.SourceID).Scan(&n); err != nil || n > 0 {
+				return l, nil, err
+			}
+		}
 		to, rec, err := l.Checkpoint(c, now, t)
 		if err != nil {
 			return l, nil, err
@@ -265,15 +273,18 @@ func (s *Store) Checkpoint(ctx context.Context, c lease.Checkpoint, t lease.Timi
 		if err != nil {
 			return l, nil, errs.Wrap(errs.Internal, err, "encode changed files")
 		}
-		if _, err := s.DB.TxExec(tx, `INSERT INTO checkpoints (lease_id, task_id, summary, files_changed, next_action, blocked_reason, recorded_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`, rec.LeaseID, nullStr(rec.TaskID), rec.Summary, string(files), nullStr(rec.NextAction),
-			nullStr(string(rec.BlockedReason)), ms(rec.RecordedAt)); err != nil {
+		if _, err := s.DB.TxExec(tx, `INSERT INTO checkpoints (lease_id, task_id, summary, files_changed, next_action, blocked_reason, recorded_at, statehub_id)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, rec.LeaseID, nullStr(rec.TaskID), rec.Summary, string(files), nullStr(rec.NextAction),
+			nullStr(string(rec.BlockedReason)), ms(rec.RecordedAt), nullStr(c.SourceID)); err != nil {
 			return l, nil, err
 		}
 		r := transitionReceipt(l, to, string(rec.BlockedReason)) // checkpoint.recorded
 		r.Detail["files_changed"] = len(rec.FilesChanged)
 		if rec.TaskID != "" {
 			r.Detail["task_id"] = rec.TaskID
+		}
+		if c.SourceID != "" {
+			r.Detail["statehub_checkpoint_id"] = c.SourceID
 		}
 		if rec.BlockedReason != "" {
 			r.Detail["blocked_reason"] = string(rec.BlockedReason)

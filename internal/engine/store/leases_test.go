@@ -43,8 +43,16 @@ func TestStoreAddTrigger(t *testing.T) {
 	if _, _, err := s.AddTrigger(ctx, bad); !errs.Is(err, errs.BadRequest) {
 		t.Errorf("unknown source: %v", err)
 	}
+	// The new revision superseded the first one, which was still pending;
+	// the other repo's trigger is its own.
+	if got := getTrigger(t, s, first.ID); got.State != lease.TriggerSuperseded {
+		t.Errorf("first after a new revision: %s", got.State)
+	}
 	rs := must[[]Receipt](t)(s.Receipts(ctx, ReceiptFilter{}))
-	if len(rs) != 3 || rs[0].Kind != KindTriggerObserved || rs[0].TriggerID != first.ID || rs[0].Status != "pending" ||
+	if got := kinds(rs); !slices.Equal(got, []string{KindTriggerObserved, KindTriggerSuperseded, KindTriggerObserved, KindTriggerObserved}) {
+		t.Errorf("receipt kinds %v", got)
+	}
+	if len(rs) != 4 || rs[0].Kind != KindTriggerObserved || rs[0].TriggerID != first.ID || rs[0].Status != "pending" ||
 		rs[0].Reason != "task_actionable" || rs[0].PolicyProfile != "default@1" || rs[0].ConfigVersion != "cfg" ||
 		rs[0].Detail["source_id"] != "T-1" {
 		t.Errorf("receipts %+v", rs)

@@ -15,6 +15,9 @@ import (
 const (
 	KindTriggerObserved    = "trigger.observed"
 	KindTriggerStopped     = "trigger.stopped"
+	KindTriggerGated       = "trigger.gated"
+	KindTriggerSuperseded  = "trigger.superseded"
+	KindSourceInvalid      = "source.invalid"
 	KindLeaseOffered       = "lease.offered"
 	KindLeaseAcknowledged  = "lease.acknowledged"
 	KindLeaseRunning       = "lease.running"

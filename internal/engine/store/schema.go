@@ -132,8 +132,25 @@ CREATE INDEX leases_wake ON leases(acquired_at) WHERE state = 'offered' AND wake
 CREATE INDEX receipts_lease ON receipts(lease_id, id);
 `
 
+// schemaV3 adds what observing State Hub needs: what a trigger's prompt
+// names (its workplan, and a title or subject that passed the secret scan),
+// the re-checks of a gated trigger, State Hub's id of a checkpoint posted
+// there (recorded once), and a trigger found by its task.
+const schemaV3 = `
+ALTER TABLE triggers ADD COLUMN workplan_id TEXT;
+ALTER TABLE triggers ADD COLUMN title TEXT;
+ALTER TABLE triggers ADD COLUMN sender TEXT;
+ALTER TABLE triggers ADD COLUMN gate_checks INTEGER NOT NULL DEFAULT 0 CHECK (gate_checks >= 0);
+ALTER TABLE triggers ADD COLUMN next_check_at INTEGER;
+ALTER TABLE checkpoints ADD COLUMN statehub_id TEXT;
+CREATE UNIQUE INDEX checkpoints_statehub ON checkpoints(statehub_id) WHERE statehub_id IS NOT NULL;
+CREATE INDEX triggers_task ON triggers(task_id, observed_at) WHERE task_id IS NOT NULL;
+CREATE INDEX triggers_gated ON triggers(next_check_at) WHERE state = 'gated';
+`
+
 // Migrations is coordination-engine's schema history; append, never edit a released entry.
 var Migrations = []sqlitedb.Migration{
 	{Version: 1, Name: "triggers, leases, checkpoints, endpoints, receipts", TouchesData: true, SQL: schemaV1},
 	{Version: 2, Name: "lease retry budget and wake outcome, endpoint sockets, receipt message ids", TouchesData: true, SQL: schemaV2},
+	{Version: 3, Name: "State Hub observation: trigger titles and gate checks, State Hub checkpoint ids", TouchesData: true, SQL: schemaV3},
 }

@@ -4,24 +4,27 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/tmux-amq/tamq/internal/engine/lease"
 	"github.com/tmux-amq/tamq/internal/errs"
 )
 
 const triggerColumns = `id, source, source_id, source_revision, target_repo, COALESCE(target_agent, ''), COALESCE(task_id, ''),
-	reason, state, COALESCE(gate_reason, ''), observed_at, updated_at`
+	COALESCE(workplan_id, ''), COALESCE(title, ''), COALESCE(sender, ''),
+	reason, state, COALESCE(gate_reason, ''), gate_checks, COALESCE(next_check_at, 0), observed_at, updated_at`
 
 type scanner interface{ Scan(...any) error }
 
 func scanTrigger(row scanner) (lease.Trigger, error) {
 	var tr lease.Trigger
 	var source, reason, state string
-	var observed, updated int64
+	var observed, updated, nextCheck int64
 	err := row.Scan(&tr.ID, &source, &tr.SourceID, &tr.SourceRevision, &tr.TargetRepo, &tr.TargetAgent, &tr.TaskID,
-		&reason, &state, &tr.GateReason, &observed, &updated)
+		&tr.WorkplanID, &tr.Title, &tr.Sender,
+		&reason, &state, &tr.GateReason, &tr.GateChecks, &nextCheck, &observed, &updated)
 	tr.Source, tr.Reason, tr.State = lease.Source(source), lease.Reason(reason), lease.TriggerState(state)
-	tr.ObservedAt, tr.UpdatedAt = fromMS(observed), fromMS(updated)
+	tr.ObservedAt, tr.UpdatedAt, tr.NextCheckAt = fromMS(observed), fromMS(updated), timeOrZero(nextCheck)
 	return tr, err
 }
 
@@ -48,10 +51,10 @@ func (s *Store) AddTrigger(ctx context.Context, tr lease.Trigger) (lease.Trigger
 	var inserted bool
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		res, err := s.DB.TxExec(tx, `INSERT INTO triggers (id, source, source_id, source_revision, target_repo, target_agent, task_id,
-			reason, state, observed_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			workplan_id, title, sender, reason, state, observed_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (source, source_id, source_revision, target_repo) DO NOTHING`,
 			tr.ID, string(tr.Source), tr.SourceID, tr.SourceRevision, tr.TargetRepo, nullStr(tr.TargetAgent), nullStr(tr.TaskID),
-			string(tr.Reason), string(tr.State), ms(tr.ObservedAt), ms(tr.UpdatedAt))
+			nullStr(tr.WorkplanID), nullStr(tr.Title), nullStr(tr.Sender), string(tr.Reason), string(tr.State), ms(tr.ObservedAt), ms(tr.UpdatedAt))
 		if err != nil {
 			return err
 		}
@@ -67,10 +70,15 @@ func (s *Store) AddTrigger(ctx context.Context, tr lease.Trigger) (lease.Trigger
 			return err
 		}
 		out, inserted = tr, true
+		// A new revision of a source replaces its older triggers still
+		// waiting (pending or gated); one already leased runs its course.
+		if err := s.supersedeTx(tx, tr, now); err != nil {
+			return err
+		}
 		return s.addReceiptTx(tx, Receipt{
 			At: now, Kind: KindTriggerObserved, TriggerID: tr.ID, Status: string(tr.State), Reason: string(tr.Reason),
 			Detail: map[string]any{"source": string(tr.Source), "source_id": tr.SourceID, "source_revision": tr.SourceRevision,
-				"target_repo": tr.TargetRepo, "target_agent": tr.TargetAgent, "task_id": tr.TaskID},
+				"target_repo": tr.TargetRepo, "target_agent": tr.TargetAgent, "task_id": tr.TaskID, "workplan_id": tr.WorkplanID},
 		})
 	})
 	return out, inserted, storageErr(err, "record a trigger")
@@ -92,10 +100,55 @@ func (s *Store) liveLeaseTx(tx *sql.Tx, triggerID string) (id, state string, err
 	return id, state, err
 }
 
+// supersedeTx marks the waiting triggers of tr's source and repo with an
+// older revision superseded, with a receipt each.
+func (s *Store) supersedeTx(tx *sql.Tx, tr lease.Trigger, now time.Time) error {
+	rows, err := tx.Query(`SELECT id FROM triggers WHERE source = ? AND source_id = ? AND target_repo = ? AND id != ?
+		AND state IN ('pending', 'gated')`, string(tr.Source), tr.SourceID, tr.TargetRepo, tr.ID)
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := s.setTriggerStateTx(tx, id, lease.TriggerSuperseded, ms(now)); err != nil {
+			return err
+		}
+		if err := s.addReceiptTx(tx, Receipt{At: now, Kind: KindTriggerSuperseded, TriggerID: id, Status: string(lease.TriggerSuperseded),
+			Reason: "revision " + tr.SourceRevision + " observed", Detail: map[string]any{"by": tr.ID}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // StopTrigger stops a trigger at a gate (no lease, no wake), with a receipt
 // whose reason is "<gate>: <reason>". A completed trigger, or one with a
 // live lease, cannot be stopped this way (the lease is released instead).
 func (s *Store) StopTrigger(ctx context.Context, triggerID, gate, reason string) error {
+	return s.gateTrigger(ctx, triggerID, gate, reason, time.Time{})
+}
+
+// HoldTrigger holds a trigger at a gate that is checked again at recheck
+// (the profile allows gated work to be retried): state gated, its checks
+// counted, with a receipt.
+func (s *Store) HoldTrigger(ctx context.Context, triggerID, gate, reason string, recheck time.Time) error {
+	return s.gateTrigger(ctx, triggerID, gate, reason, recheck)
+}
+
+// gateTrigger stops a trigger (recheck zero) or holds it until recheck.
+func (s *Store) gateTrigger(ctx context.Context, triggerID, gate, reason string, recheck time.Time) error {
 	now := s.Now()
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		tr, err := scanTrigger(s.DB.TxQueryRow(tx, `SELECT `+triggerColumns+` FROM triggers WHERE id = ?`, triggerID))
@@ -105,23 +158,31 @@ func (s *Store) StopTrigger(ctx context.Context, triggerID, gate, reason string)
 		if tr.State == lease.TriggerCompleted {
 			return errs.New(errs.Conflict, "trigger %s is completed; it cannot be stopped", triggerID)
 		}
-		leaseID, state, err := s.liveLeaseTx(tx, triggerID)
+		leaseID, leaseState, err := s.liveLeaseTx(tx, triggerID)
 		if err != nil {
 			return err
 		}
 		if leaseID != "" {
-			return errs.New(errs.Conflict, "trigger %s has lease %s (%s); release the lease rather than stop the trigger", triggerID, leaseID, state)
+			return errs.New(errs.Conflict, "trigger %s has lease %s (%s); release the lease rather than stop the trigger", triggerID, leaseID, leaseState)
 		}
-		if _, err := s.DB.TxExec(tx, `UPDATE triggers SET state = ?, gate_reason = ?, updated_at = ? WHERE id = ?`,
-			string(lease.TriggerStopped), nullStr(gate), ms(now), triggerID); err != nil {
+		state, kind, checks := lease.TriggerStopped, KindTriggerStopped, tr.GateChecks
+		if !recheck.IsZero() {
+			state, kind = lease.TriggerGated, KindTriggerGated
+		}
+		if tr.State == lease.TriggerGated {
+			checks++ // this was a check again
+		}
+		if _, err := s.DB.TxExec(tx, `UPDATE triggers SET state = ?, gate_reason = ?, gate_checks = ?, next_check_at = ?, updated_at = ? WHERE id = ?`,
+			string(state), nullStr(gate), checks, nullMS(recheck), ms(now), triggerID); err != nil {
 			return err
 		}
 		why := gate
 		if reason != "" {
 			why += ": " + reason
 		}
-		return s.addReceiptTx(tx, Receipt{At: now, Kind: KindTriggerStopped, TriggerID: triggerID, Status: string(lease.TriggerStopped),
-			Reason: why, Detail: map[string]any{"gate": gate, "target_repo": tr.TargetRepo}})
+		detail := map[string]any{"gate": gate, "target_repo": tr.TargetRepo, "task_id": tr.TaskID, "gate_checks": checks}
+		return s.addReceiptTx(tx, Receipt{At: now, Kind: kind, TriggerID: triggerID, Status: string(state),
+			Reason: why, NextRetryAt: recheck, Detail: detail})
 	})
 	return storageErr(err, "stop trigger "+triggerID)
 }

@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tmux-amq/tamq/internal/app"
+	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/errs"
+)
+
+func newExplainCmd(a *app.App) *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "explain TASK",
+		Short: "Tell why a task was or was not woken",
+		Long: `Tell, from the engine's last observation of State Hub and its own receipts,
+why a task was or was not woken: its status and workplan, each dependency and
+its state, the tasks that wait on it, the gate that applied, its triggers, their
+leases, attempts and wakes (with tamq's message ids), and when it is tried next.
+
+--format dot draws the task, its dependencies and its dependents as a Graphviz
+graph with the same facts (render it with ` + "`dot -Tsvg`" + `).`,
+		Example: `  coordination-engine explain T-42
+  coordination-engine explain T-42 --json
+  coordination-engine explain T-42 --format dot | dot -Tsvg > t42.svg`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "text" && format != "dot" {
+				return errs.New(errs.Usage, "unknown --format %q; want text or dot", format)
+			}
+			c, err := engineClient(a)
+			if err != nil {
+				return err
+			}
+			res, err := c.Explain(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			switch {
+			case a.JSON:
+				return a.PrintJSON(res)
+			case format == "dot":
+				a.Printf("%s", explainDot(res))
+			default:
+				a.Printf("%s", explainText(res))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "text or dot (Graphviz)")
+	return cmd
+}
+
+// explainText is the explanation for people: the verdict first, then the
+// facts it rests on.
+func explainText(r api.ExplainResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "task %s: %s\n", r.Task, r.Verdict)
+	if r.Observed {
+		fmt.Fprintf(&b, "  State Hub (%s): %s, revision %s, repo %s, workplan %s (%s), priority %d\n",
+			stamp(r.ObservedAt), r.Status, r.Revision, r.Repo, r.Workplan, r.WorkplanStatus, r.Priority)
+		if r.Waiting != "" {
+			fmt.Fprintf(&b, "  not actionable: %s\n", r.Waiting)
+		}
+		if r.Gate != "" {
+			fmt.Fprintf(&b, "  gate: %s (%s)\n", r.Gate, r.GateReason)
+		}
+	}
+	for _, d := range r.Dependencies {
+		fmt.Fprintf(&b, "  depends on %s: %s\n", d.ID, depState(d))
+	}
+	for _, d := range r.Dependents {
+		fmt.Fprintf(&b, "  needed by %s (%s, %s)\n", d.ID, d.Repo, d.Status)
+	}
+	for _, t := range r.Triggers {
+		fmt.Fprintf(&b, "  trigger %s: %s revision %s, %s, %s", t.ID, t.Source, t.SourceRevision, t.Reason, t.State)
+		if t.GateReason != "" {
+			fmt.Fprintf(&b, " at gate %s", t.GateReason)
+		}
+		if t.Why != "" {
+			fmt.Fprintf(&b, " (%s)", t.Why)
+		}
+		fmt.Fprintf(&b, ", observed %s\n", t.ObservedAt.Format(time.RFC3339))
+		for _, l := range t.Leases {
+			fmt.Fprintf(&b, "    lease %s: %s, attempt %d of %d", l.LeaseID, l.State, l.Attempt, l.MaxAttempts)
+			if l.StopReason != "" {
+				fmt.Fprintf(&b, ", %s", l.StopReason)
+			}
+			b.WriteString("\n")
+			for _, w := range l.Wakes {
+				fmt.Fprintf(&b, "      wake attempt %d: %s", w.Attempt, w.Status)
+				if w.MessageID != "" {
+					fmt.Fprintf(&b, ", tamq message %s", w.MessageID)
+				}
+				if w.Reason != "" {
+					fmt.Fprintf(&b, " (%s)", w.Reason)
+				}
+				fmt.Fprintf(&b, ", %s\n", w.At.Format(time.RFC3339))
+			}
+		}
+	}
+	if r.NextRetry != nil {
+		fmt.Fprintf(&b, "  next try: %s\n", r.NextRetry.Format(time.RFC3339))
+	}
+	return b.String()
+}
+
+func depState(d api.ExplainDep) string {
+	if !d.Found {
+		return "in no workplan"
+	}
+	return d.Status + " (" + d.Repo + ")"
+}
+
+func stamp(t *time.Time) string {
+	if t == nil {
+		return "never"
+	}
+	return t.Format(time.RFC3339)
+}
+
+// explainDot draws the task with its dependencies and dependents: done
+// tasks filled, the explained one bold and labelled with its verdict.
+func explainDot(r api.ExplainResult) string {
+	var b strings.Builder
+	b.WriteString("digraph explain {\n  rankdir=LR;\n  node [shape=box, fontname=\"sans-serif\"];\n")
+	node := func(id, label string, done, main bool) {
+		style := ""
+		switch {
+		case main:
+			style = ", style=bold"
+		case done:
+			style = ", style=filled, fillcolor=\"#d8f0d8\""
+		}
+		fmt.Fprintf(&b, "  %s [label=%s%s];\n", dotQuote(id), dotQuote(label), style)
+	}
+	node(r.Task, r.Task+"\n"+r.Status+" "+r.Repo+"\n"+r.Verdict, r.Status == "done", true)
+	for _, d := range r.Dependencies {
+		node(d.ID, d.ID+"\n"+depState(d), d.Done, false)
+		fmt.Fprintf(&b, "  %s -> %s;\n", dotQuote(d.ID), dotQuote(r.Task))
+	}
+	for _, d := range r.Dependents {
+		node(d.ID, d.ID+"\n"+d.Status+" ("+d.Repo+")", d.Done, false)
+		fmt.Fprintf(&b, "  %s -> %s;\n", dotQuote(r.Task), dotQuote(d.ID))
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// dotQuote is a Graphviz quoted string: ids and text come from State Hub.
+func dotQuote(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\r", "")
+	return `"` + r.Replace(s) + `"`
+}

@@ -1,0 +1,259 @@
+// Package observe is what coordination-engine decides from one observation
+// of State Hub (docs/statehub-contract.md, "From observation to wake"): which
+// tasks are actionable and why not, their dependencies across workplans, the
+// gates that stop them, which unread messages ask for action, and where a
+// wake may go. It is pure: the service feeds it what the State Hub client
+// read, gita's registry and the attached endpoints, and acts on the result.
+package observe
+
+import (
+	"cmp"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/tmux-amq/tamq/internal/engine/lease"
+	"github.com/tmux-amq/tamq/internal/statehub/contract"
+)
+
+// Gates: the names a stopped trigger carries. A proposed action of a
+// category the profile sends to a human stops with the category's name.
+const (
+	GateHuman       = "human"
+	GateSecret      = "secret"
+	GateUnavailable = "unavailable"
+	GateAmbiguous   = "ambiguous_ownership"
+	GateIdentity    = "identity"
+	// GatePolicy: a proposed action of a category no profile knows.
+	GatePolicy = "policy"
+)
+
+// Policy is what the observation needs of the policy profile.
+type Policy interface {
+	// Known reports whether category is one of the profile's vocabulary.
+	Known(category string) bool
+	// RequiresHuman reports whether a proposed action of category must
+	// stop for a human.
+	RequiresHuman(category string) bool
+}
+
+// Dep is one dependency of a task as last observed.
+type Dep struct {
+	ID     string `json:"id"`
+	Status string `json:"status,omitempty"` // "" when no workplan has it
+	Repo   string `json:"repo,omitempty"`
+	Found  bool   `json:"found"`
+}
+
+// TaskView is one task as the observation judged it.
+type TaskView struct {
+	ID             string `json:"id"`
+	Status         string `json:"status"`
+	Revision       string `json:"revision"`
+	Repo           string `json:"repo"`
+	Workplan       string `json:"workplan"`
+	WorkplanStatus string `json:"workplan_status"`
+	Priority       int    `json:"priority"`
+	Deps           []Dep  `json:"depends_on,omitempty"`
+	// Actionable: its workplan and status allow work and every dependency
+	// is done; a gate may still stop it.
+	Actionable bool `json:"actionable"`
+	// Waiting says why it is not actionable.
+	Waiting    string `json:"waiting,omitempty"`
+	Gate       string `json:"gate,omitempty"`
+	GateReason string `json:"gate_reason,omitempty"`
+}
+
+// Candidate is a trigger an observation wants recorded: actionable, or
+// stopped by Gate.
+type Candidate struct {
+	Trigger    lease.Trigger
+	Gate       string
+	GateReason string
+	Priority   int
+}
+
+// Observation is what one look at State Hub gave.
+type Observation struct {
+	Tasks      map[string]TaskView
+	Candidates []Candidate
+	// Problems are objects the observation could not use (a task id that
+	// two workplans claim), to be recorded as invalid.
+	Problems []Problem
+}
+
+// Problem is an observed object skipped, and why.
+type Problem struct{ Kind, ID, Reason string }
+
+// MaxTitle bounds what is kept of a task title or message subject.
+const MaxTitle = 1024
+
+// Tasks judges every task of the workplans and returns the candidates in
+// the order to dispatch them: lower priority first, then by id.
+func Tasks(workplans []contract.Workplan, p Policy) Observation {
+	type owned struct {
+		task contract.Task
+		wp   *contract.Workplan
+	}
+	byID := make(map[string]owned)
+	var obs Observation
+	for i := range workplans {
+		wp := &workplans[i]
+		for _, t := range wp.Tasks {
+			if prev, dup := byID[t.ID]; dup {
+				obs.Problems = append(obs.Problems, Problem{Kind: "task", ID: t.ID,
+					Reason: fmt.Sprintf("task id in workplans %s and %s; the second is ignored", prev.wp.ID, wp.ID)})
+				continue
+			}
+			byID[t.ID] = owned{t, wp}
+		}
+	}
+	obs.Tasks = make(map[string]TaskView, len(byID))
+	for id, o := range byID {
+		t, wp := o.task, o.wp
+		v := TaskView{ID: id, Status: t.Status, Revision: t.Revision, Repo: t.Repo, Workplan: wp.ID,
+			WorkplanStatus: wp.Status, Priority: t.Priority}
+		for _, d := range t.DependsOn {
+			dep := Dep{ID: d}
+			if o, ok := byID[d]; ok {
+				dep.Found, dep.Status, dep.Repo = true, o.task.Status, o.task.Repo
+			}
+			v.Deps = append(v.Deps, dep)
+		}
+		v.Waiting = waiting(wp.Status, t.Status, v.Deps)
+		v.Actionable = v.Waiting == ""
+		if v.Actionable {
+			v.Gate, v.GateReason = contentGate(*wp, t, p)
+			reason := lease.TaskActionable
+			if len(t.DependsOn) > 0 {
+				reason = lease.DependencySatisfied
+			}
+			obs.Candidates = append(obs.Candidates, Candidate{
+				Trigger: lease.Trigger{
+					Source: lease.SourceTask, SourceID: t.ID, SourceRevision: t.Revision,
+					TargetRepo: t.Repo, TargetAgent: t.Agent, TaskID: t.ID, WorkplanID: wp.ID,
+					Title: cut(t.Title, MaxTitle), Reason: reason,
+				},
+				Gate: v.Gate, GateReason: v.GateReason, Priority: t.Priority,
+			})
+		}
+		obs.Tasks[id] = v
+	}
+	slices.SortFunc(obs.Candidates, func(a, b Candidate) int {
+		return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Trigger.SourceID, b.Trigger.SourceID))
+	})
+	return obs
+}
+
+// waiting says why a task is not actionable: its workplan's or its own
+// status, or a dependency not done; "" when it is.
+func waiting(workplanStatus, status string, deps []Dep) string {
+	switch {
+	case workplanStatus != "active" && workplanStatus != "ready":
+		return "its workplan is " + workplanStatus
+	case status != "todo" && status != "ready":
+		return "it is " + status
+	}
+	for _, d := range deps {
+		switch {
+		case !d.Found:
+			return "dependency " + d.ID + " is in no workplan"
+		case d.Status != "done":
+			return "dependency " + d.ID + " is " + d.Status
+		}
+	}
+	return ""
+}
+
+// contentGate is the first gate State Hub's own data closes on a task: a
+// human asked for (needs_human, or a note requesting review, on the task or
+// its workplan), secrets, then a proposed action the profile sends to a
+// human. Reasons name fields and ids, never note text or summaries.
+func contentGate(wp contract.Workplan, t contract.Task, p Policy) (gate, reason string) {
+	switch {
+	case t.NeedsHuman:
+		return GateHuman, "the task needs a human"
+	case wp.NeedsHuman:
+		return GateHuman, "its workplan " + wp.ID + " needs a human"
+	}
+	for _, notes := range []struct {
+		of    string
+		notes []contract.Note
+	}{{"task", t.InterventionNotes}, {"workplan", wp.InterventionNotes}} {
+		for _, n := range notes.notes {
+			if n.RequestsReview {
+				return GateHuman, fmt.Sprintf("note %s on the %s requests review", n.ID, notes.of)
+			}
+		}
+	}
+	if t.SecretsRequired {
+		return GateSecret, "the task requires secrets"
+	}
+	for _, a := range t.ProposedActions {
+		switch {
+		case a.Category == "secrets":
+			return GateSecret, "a proposed action needs secrets"
+		case !p.Known(a.Category):
+			return GatePolicy, fmt.Sprintf("a proposed action of unknown category %q", cut(a.Category, 64))
+		case p.RequiresHuman(a.Category):
+			return a.Category, "the policy profile sends " + a.Category + " actions to a human"
+		}
+	}
+	return "", ""
+}
+
+// Messages returns the unread messages that request action as candidates,
+// in the order observed.
+func Messages(msgs []contract.Message) []Candidate {
+	var out []Candidate
+	for _, m := range msgs {
+		if !m.RequestsAction || m.Read {
+			continue
+		}
+		out = append(out, Candidate{Trigger: lease.Trigger{
+			Source: lease.SourceMessage, SourceID: m.ID, SourceRevision: m.Revision,
+			TargetRepo: m.ToRepo, TargetAgent: m.ToAgent, Title: cut(m.Subject, MaxTitle), Sender: cut(m.From, lease.MaxID),
+			Reason: lease.InboxMessage,
+		}})
+	}
+	return out
+}
+
+// Host is an attached endpoint's window of a repo.
+type Host struct {
+	EndpointID string
+	Path       string
+	Mode       lease.WindowMode
+}
+
+// Route says where a wake for repo may go: the one endpoint hosting it, or
+// the gate that stops it. registered is gita's path of the repo, ok false
+// when gita does not register it.
+func Route(repo, registered string, ok bool, hosts []Host) (endpointID, gate, reason string) {
+	switch {
+	case !ok:
+		return "", GateUnavailable, repo + " is not registered with gita"
+	case len(hosts) == 0:
+		return "", GateUnavailable, "no attached tamq endpoint hosts " + repo
+	case len(hosts) > 1:
+		return "", GateAmbiguous, fmt.Sprintf("%d tamq endpoints host %s", len(hosts), repo)
+	case hosts[0].Mode == lease.ModeManual:
+		return "", GateUnavailable, "the window of " + repo + " was opened in manual mode"
+	case filepath.Clean(hosts[0].Path) != filepath.Clean(registered):
+		return "", GateIdentity, "the window of " + repo + " runs in another directory than gita registers"
+	}
+	return hosts[0].EndpointID, "", ""
+}
+
+// cut shortens s to at most n bytes on a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}

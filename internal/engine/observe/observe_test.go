@@ -1,0 +1,194 @@
+package observe
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tmux-amq/tamq/internal/engine/lease"
+	"github.com/tmux-amq/tamq/internal/statehub/contract"
+)
+
+// defaultish is a policy like the default profile: repo edits allowed,
+// destructive and the other human categories not, "orbit" unknown.
+type defaultish struct{}
+
+func (defaultish) Known(c string) bool { return c != "orbit" }
+func (defaultish) RequiresHuman(c string) bool {
+	return !slices.Contains([]string{"repo_edit", "local_checks", "state_updates"}, c)
+}
+
+func task(id, status, repo string, deps ...string) contract.Task {
+	return contract.Task{ID: id, Title: "title of " + id, Status: status, Revision: "r-" + id, Repo: repo, DependsOn: deps}
+}
+
+func ids(cs []Candidate) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Trigger.SourceID)
+	}
+	return out
+}
+
+// Actionability: the workplan's and the task's status, then dependencies
+// across workplans; the reason says whether dependencies were waited for.
+func TestActionabilityAndDependenciesAcrossWorkplans(t *testing.T) {
+	a := task("A", "todo", "net")
+	b := task("B", "todo", "rail", "A")
+	c := task("C", "ready", "rail")
+	d := task("D", "in_progress", "rail")
+	e := task("E", "todo", "rail", "ghost")
+	f := task("F", "todo", "net")
+	wps := []contract.Workplan{
+		{ID: "W1", Repo: "net", Status: "active", Revision: "1", Tasks: []contract.Task{a}},
+		{ID: "W2", Repo: "rail", Status: "ready", Revision: "1", Tasks: []contract.Task{b, c, d, e}},
+		{ID: "W3", Repo: "net", Status: "paused", Revision: "1", Tasks: []contract.Task{f}},
+	}
+	obs := Tasks(wps, defaultish{})
+	if got := ids(obs.Candidates); !slices.Equal(got, []string{"A", "C"}) {
+		t.Fatalf("candidates %v, want A and C", got)
+	}
+	if r := obs.Candidates[0].Trigger; r.Reason != lease.TaskActionable || r.WorkplanID != "W1" || r.TaskID != "A" || r.Title != "title of A" {
+		t.Errorf("A's trigger %+v", r)
+	}
+	for id, want := range map[string]string{
+		"B": "dependency A is todo", "D": "it is in_progress", "E": "dependency ghost is in no workplan", "F": "its workplan is paused",
+	} {
+		if got := obs.Tasks[id].Waiting; got != want {
+			t.Errorf("%s waits: %q, want %q", id, got, want)
+		}
+	}
+	// A is done: B (in another workplan, another repo) becomes actionable
+	// with its own revision, because its dependency is satisfied.
+	wps[0].Tasks[0].Status = "done"
+	obs = Tasks(wps, defaultish{})
+	if got := ids(obs.Candidates); !slices.Equal(got, []string{"B", "C"}) {
+		t.Fatalf("after A is done: %v", got)
+	}
+	if r := obs.Candidates[0].Trigger; r.Reason != lease.DependencySatisfied || r.SourceRevision != "r-B" || r.TargetRepo != "rail" {
+		t.Errorf("B's trigger %+v", r)
+	}
+	if deps := obs.Tasks["B"].Deps; len(deps) != 1 || deps[0] != (Dep{ID: "A", Status: "done", Repo: "net", Found: true}) {
+		t.Errorf("B's deps %+v", deps)
+	}
+}
+
+// Candidates go lower priority first, then by id.
+func TestCandidatesByPriority(t *testing.T) {
+	x, y, z := task("x", "todo", "r"), task("y", "todo", "r"), task("z", "todo", "r")
+	x.Priority, y.Priority, z.Priority = 3, 1, 1
+	obs := Tasks([]contract.Workplan{{ID: "W", Repo: "r", Status: "active", Revision: "1", Tasks: []contract.Task{x, z, y}}}, defaultish{})
+	if got := ids(obs.Candidates); !slices.Equal(got, []string{"y", "z", "x"}) {
+		t.Errorf("order %v", got)
+	}
+}
+
+// Each gate of the contract, in its order of precedence.
+func TestContentGates(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		edit       func(wp *contract.Workplan, t *contract.Task)
+		gate       string
+		reasonPart string
+	}{
+		{"none", func(*contract.Workplan, *contract.Task) {}, "", ""},
+		{"task needs a human", func(_ *contract.Workplan, t *contract.Task) { t.NeedsHuman = true }, GateHuman, "task needs a human"},
+		{"workplan needs a human", func(wp *contract.Workplan, _ *contract.Task) { wp.NeedsHuman = true }, GateHuman, "workplan W"},
+		{"review note on the task", func(_ *contract.Workplan, t *contract.Task) {
+			t.InterventionNotes = []contract.Note{{ID: "n1", Text: "private words", RequestsReview: true}}
+		}, GateHuman, "note n1 on the task"},
+		{"review note on the workplan", func(wp *contract.Workplan, _ *contract.Task) {
+			wp.InterventionNotes = []contract.Note{{ID: "n2", RequestsReview: true}}
+		}, GateHuman, "note n2 on the workplan"},
+		{"a note without review", func(_ *contract.Workplan, t *contract.Task) {
+			t.InterventionNotes = []contract.Note{{ID: "n3"}}
+		}, "", ""},
+		{"secrets required", func(_ *contract.Workplan, t *contract.Task) { t.SecretsRequired = true }, GateSecret, "requires secrets"},
+		{"a secrets action", func(_ *contract.Workplan, t *contract.Task) {
+			t.ProposedActions = []contract.ProposedAction{{Category: "secrets"}}
+		}, GateSecret, "needs secrets"},
+		{"destructive", func(_ *contract.Workplan, t *contract.Task) {
+			t.ProposedActions = []contract.ProposedAction{{Category: "repo_edit"}, {Category: "destructive", Summary: "drop the table"}}
+		}, "destructive", "destructive actions"},
+		{"allowed actions", func(_ *contract.Workplan, t *contract.Task) {
+			t.ProposedActions = []contract.ProposedAction{{Category: "repo_edit"}, {Category: "local_checks"}}
+		}, "", ""},
+		{"unknown category", func(_ *contract.Workplan, t *contract.Task) {
+			t.ProposedActions = []contract.ProposedAction{{Category: "orbit"}}
+		}, GatePolicy, "unknown category"},
+		{"human before secrets", func(_ *contract.Workplan, t *contract.Task) { t.NeedsHuman, t.SecretsRequired = true, true }, GateHuman, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wp := contract.Workplan{ID: "W", Repo: "r", Status: "active", Revision: "1"}
+			tk := task("T", "todo", "r")
+			tc.edit(&wp, &tk)
+			wp.Tasks = []contract.Task{tk}
+			obs := Tasks([]contract.Workplan{wp}, defaultish{})
+			if len(obs.Candidates) != 1 {
+				t.Fatalf("candidates %v", obs.Candidates)
+			}
+			c := obs.Candidates[0]
+			if c.Gate != tc.gate || !contains(c.GateReason, tc.reasonPart) {
+				t.Errorf("gate %q (%q), want %q (%q)", c.Gate, c.GateReason, tc.gate, tc.reasonPart)
+			}
+			if contains(c.GateReason, "private words") || contains(c.GateReason, "drop the table") {
+				t.Errorf("a gate reason carries content: %q", c.GateReason)
+			}
+		})
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// A task id two workplans claim is used once and reported.
+func TestDuplicateTaskIDs(t *testing.T) {
+	obs := Tasks([]contract.Workplan{
+		{ID: "W1", Repo: "a", Status: "active", Revision: "1", Tasks: []contract.Task{task("T", "todo", "a")}},
+		{ID: "W2", Repo: "b", Status: "active", Revision: "1", Tasks: []contract.Task{task("T", "todo", "b")}},
+	}, defaultish{})
+	if len(obs.Candidates) != 1 || obs.Candidates[0].Trigger.TargetRepo != "a" || len(obs.Problems) != 1 || obs.Problems[0].ID != "T" {
+		t.Errorf("candidates %+v problems %+v", obs.Candidates, obs.Problems)
+	}
+}
+
+// Only unread messages that request action wake anyone.
+func TestMessages(t *testing.T) {
+	got := Messages([]contract.Message{
+		{ID: "m1", Revision: "1", ToRepo: "net", From: "rail", Subject: "please rebase", RequestsAction: true},
+		{ID: "m2", Revision: "1", ToRepo: "net", Subject: "fyi"},
+		{ID: "m3", Revision: "1", ToRepo: "net", RequestsAction: true, Read: true},
+	})
+	if len(got) != 1 {
+		t.Fatalf("candidates %+v", got)
+	}
+	if tr := got[0].Trigger; tr.Source != lease.SourceMessage || tr.Reason != lease.InboxMessage || tr.Title != "please rebase" || tr.Sender != "rail" || tr.TargetRepo != "net" {
+		t.Errorf("trigger %+v", tr)
+	}
+}
+
+// Routing gates: unregistered, no window, several, manual, another path.
+func TestRoute(t *testing.T) {
+	one := []Host{{EndpointID: "ce-1", Path: "/src/net", Mode: lease.ModeTrigger}}
+	for _, tc := range []struct {
+		name       string
+		registered bool
+		hosts      []Host
+		endpoint   string
+		gate       string
+	}{
+		{"routed", true, one, "ce-1", ""},
+		{"trailing slash is the same path", true, []Host{{EndpointID: "ce-1", Path: "/src/net/", Mode: lease.ModeTrigger}}, "ce-1", ""},
+		{"not registered", false, one, "", GateUnavailable},
+		{"no window", true, nil, "", GateUnavailable},
+		{"two endpoints", true, append(slices.Clone(one), Host{EndpointID: "ce-2", Path: "/src/net", Mode: lease.ModeTrigger}), "", GateAmbiguous},
+		{"manual", true, []Host{{EndpointID: "ce-1", Path: "/src/net", Mode: lease.ModeManual}}, "", GateUnavailable},
+		{"another path", true, []Host{{EndpointID: "ce-1", Path: "/tmp/net", Mode: lease.ModeTrigger}}, "", GateIdentity},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ep, gate, reason := Route("net", "/src/net", tc.registered, tc.hosts)
+			if ep != tc.endpoint || gate != tc.gate || (gate != "" && reason == "") {
+				t.Errorf("Route = %q, %q, %q; want %q, %q", ep, gate, reason, tc.endpoint, tc.gate)
+			}
+		})
+	}
+}

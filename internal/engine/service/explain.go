@@ -1,0 +1,156 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/engine/lease"
+	"github.com/tmux-amq/tamq/internal/engine/observe"
+	"github.com/tmux-amq/tamq/internal/engine/store"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/textsafe"
+)
+
+// explain tells why a task was or was not woken (spec section 7): what the
+// last observation said of it and its dependencies, and the engine's
+// triggers, gates, leases and wakes about it, from its receipts.
+func (s *Service) explain(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args api.ExplainArgs
+	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	if p := textsafe.NameProblem(args.Task); p != "" {
+		return nil, errs.New(errs.BadRequest, "task id %q: %s", textsafe.Escape(args.Task), p)
+	}
+	res := api.ExplainResult{Task: args.Task, Dependencies: []api.ExplainDep{}, Dependents: []api.ExplainDep{}, Triggers: []api.ExplainTrigger{}}
+	s.hub.view.update(func(v *hubView) {
+		if !v.observed {
+			return
+		}
+		polled := v.LastPoll.UTC()
+		res.ObservedAt = &polled
+		tv, ok := v.obs.Tasks[args.Task]
+		if !ok {
+			return
+		}
+		res.Observed = true
+		res.Status, res.Revision, res.Repo, res.Workplan = tv.Status, tv.Revision, tv.Repo, tv.Workplan
+		res.WorkplanStatus, res.Priority, res.Actionable, res.Waiting = tv.WorkplanStatus, tv.Priority, tv.Actionable, tv.Waiting
+		res.Gate, res.GateReason = tv.Gate, tv.GateReason
+		for _, d := range tv.Deps {
+			res.Dependencies = append(res.Dependencies, api.ExplainDep{ID: d.ID, Status: d.Status, Repo: d.Repo, Found: d.Found, Done: d.Status == "done"})
+		}
+		for id, other := range v.obs.Tasks {
+			if slices.ContainsFunc(other.Deps, func(d observe.Dep) bool { return d.ID == args.Task }) {
+				res.Dependents = append(res.Dependents, api.ExplainDep{ID: id, Status: other.Status, Repo: other.Repo, Found: true, Done: other.Status == "done"})
+			}
+		}
+		slices.SortFunc(res.Dependents, func(a, b api.ExplainDep) int { return cmp.Compare(a.ID, b.ID) })
+	})
+	trs, err := s.store.TriggersOfTask(ctx, args.Task)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range trs {
+		et := api.ExplainTrigger{Trigger: api.TriggerOf(t), Leases: []api.ExplainLease{}}
+		if t.State == lease.TriggerGated {
+			res.NextRetry = earliest(res.NextRetry, t.NextCheckAt)
+		}
+		if t.State == lease.TriggerGated || t.State == lease.TriggerStopped {
+			rs, err := s.store.Receipts(ctx, store.ReceiptFilter{TriggerID: t.ID})
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range rs {
+				if r.Kind == store.KindTriggerStopped || r.Kind == store.KindTriggerGated || r.Kind == store.KindLeaseStopped {
+					et.Why = r.Reason
+				}
+			}
+		}
+		ls, err := s.store.LeasesOfTrigger(ctx, t.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range ls {
+			el := api.ExplainLease{Lease: api.LeaseOf(l), Wakes: []api.ExplainWake{}}
+			if l.State == lease.RetryWait {
+				res.NextRetry = earliest(res.NextRetry, l.NextRetryAt)
+			}
+			rs, err := s.store.Receipts(ctx, store.ReceiptFilter{LeaseID: l.ID})
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range rs {
+				if r.Kind == store.KindWakeSent || r.Kind == store.KindWakeFailed {
+					el.Wakes = append(el.Wakes, api.ExplainWake{Attempt: r.Attempt, Status: r.Status, MessageID: r.LocalMessageID, Reason: r.Reason, At: r.At.UTC()})
+				}
+			}
+			et.Leases = append(et.Leases, el)
+		}
+		res.Triggers = append(res.Triggers, et)
+	}
+	res.Verdict = verdict(res)
+	return res, nil
+}
+
+// verdict says in one sentence where the task stands, from the latest
+// trigger about it and else from the observation.
+func verdict(r api.ExplainResult) string {
+	if n := len(r.Triggers); n > 0 {
+		t := r.Triggers[n-1]
+		var l *api.ExplainLease
+		if m := len(t.Leases); m > 0 {
+			l = &t.Leases[m-1]
+		}
+		switch {
+		case l != nil && lease.State(l.State).Live():
+			return fmt.Sprintf("woken (%s): lease %s is %s, attempt %d of %d", t.Reason, l.LeaseID, l.State, l.Attempt, l.MaxAttempts)
+		case l != nil && l.State == string(lease.Completed):
+			return fmt.Sprintf("woken (%s); lease %s completed", t.Reason, l.LeaseID)
+		case l != nil:
+			return fmt.Sprintf("woken (%s); lease %s stopped: %s", t.Reason, l.LeaseID, l.StopReason)
+		case t.State == string(lease.TriggerStopped):
+			return "not woken: stopped at gate " + t.GateReason + why(t.Why)
+		case t.State == string(lease.TriggerGated):
+			return "not woken yet: held at gate " + t.GateReason + why(t.Why) + "; checked again later"
+		case t.State == string(lease.TriggerSuperseded):
+			return "not woken: its trigger was superseded by a newer revision"
+		case t.State == string(lease.TriggerPending):
+			return "not woken yet: waiting for a window of " + t.TargetRepo + " or for another lease of the task to end"
+		}
+	}
+	switch {
+	case r.ObservedAt == nil:
+		return "not woken: State Hub has not been observed yet"
+	case !r.Observed:
+		return "not woken: State Hub's last observation has no task " + r.Task
+	case !r.Actionable:
+		return "not woken: " + r.Waiting
+	}
+	return "actionable: the next observation takes it"
+}
+
+// why puts a reason in parentheses, when there is one.
+func why(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return " (" + reason + ")"
+}
+
+// earliest is the earlier of an optional time and t (zero: unset).
+func earliest(cur *time.Time, t time.Time) *time.Time {
+	if t.IsZero() {
+		return cur
+	}
+	t = t.UTC()
+	if cur == nil || t.Before(*cur) {
+		return &t
+	}
+	return cur
+}

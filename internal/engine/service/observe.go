@@ -1,0 +1,402 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/engine/lease"
+	"github.com/tmux-amq/tamq/internal/engine/observe"
+	"github.com/tmux-amq/tamq/internal/engine/store"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/policy"
+	"github.com/tmux-amq/tamq/internal/statehub"
+	"github.com/tmux-amq/tamq/internal/statehub/contract"
+)
+
+// The observer polls State Hub every statehub_poll_interval_seconds, and at
+// once on each hint of its event stream; each look turns what it saw into
+// triggers, gates, leases and wakes. While State Hub cannot be reached it
+// backs off (doubling from a second, never longer than one interval, with
+// jitter), so it is back within one interval of State Hub's return. tamq's
+// local messaging never waits on any of it.
+
+// checkpointsCursor is the observer_state key of the checkpoint cursor.
+const checkpointsCursor = "checkpoints_cursor"
+
+// settleTime is how long after start, with no tamq attached yet, the
+// observer leaves work it cannot route pending rather than stop it as
+// unavailable: tamq attaches within seconds of the engine's start.
+const settleTime = 10 * time.Second
+
+// hubView is what the observer knows of State Hub, for status and explain.
+type hubView struct {
+	mu sync.Mutex
+	// LastPoll is the last look that got an answer; LastError the last
+	// failure (cleared by an answer); Paused says State Hub refused the
+	// credentials.
+	LastPoll        time.Time
+	LastError       string
+	Paused          bool
+	Polls           int
+	EventsConnected bool
+	EventsOffered   bool // false once the server answered 404
+	// LastPublish is when the outbox last published receipts;
+	// PublishError why it could not since.
+	LastPublish  time.Time
+	PublishError string
+	obs          observe.Observation
+	observed     bool
+}
+
+func (v *hubView) update(f func(v *hubView)) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	f(v)
+}
+
+// profilePolicy is the active policy profile as the observation asks it.
+type profilePolicy struct{ p policy.Profile }
+
+func (pp profilePolicy) Known(c string) bool {
+	return slices.Contains(policy.Known, policy.Category(c))
+}
+func (pp profilePolicy) RequiresHuman(c string) bool {
+	return pp.p.RequiresHuman(policy.Category(c))
+}
+
+// runObserver is the observer worker.
+func (s *Service) runObserver(ctx context.Context) {
+	interval := time.Duration(s.opts.Config.Coordination.StateHubPollIntervalSeconds) * time.Second
+	backoff := time.Duration(0)
+	for {
+		wait := interval
+		if err := s.observeOnce(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			backoff = min(max(2*backoff, time.Second), interval)
+			wait = jitter(backoff)
+			s.noteFailure(err)
+		} else {
+			if backoff > 0 {
+				s.log.Info("State Hub answers again")
+			}
+			backoff = 0
+		}
+		if next, ok, err := s.store.NextGateCheck(ctx); err == nil && ok {
+			wait = min(wait, max(next.Sub(s.opts.Now()), 10*time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.observeKick:
+		case <-s.opts.After(wait):
+		}
+	}
+}
+
+// jitter spreads a wait by up to a fifth either way, so engines that lost
+// State Hub together do not come back in step.
+func jitter(d time.Duration) time.Duration {
+	return d - d/5 + time.Duration(rand.Int64N(int64(2*d/5)+1))
+}
+
+// noteFailure records why a look failed: a refusal of the credentials
+// pauses observation until they work, anything else is an outage.
+func (s *Service) noteFailure(err error) {
+	paused := errs.Is(err, errs.PermissionDeny)
+	first := false
+	s.hub.view.update(func(v *hubView) {
+		first = v.LastError == ""
+		v.LastError, v.Paused = err.Error(), paused
+	})
+	switch {
+	case first && paused:
+		s.log.Warn("State Hub refused the credentials; observation paused", "error", err.Error())
+	case first:
+		s.log.Warn("State Hub is not reachable; backing off", "error", err.Error())
+	default:
+		s.log.Debug("State Hub still not answering", "error", err.Error())
+	}
+}
+
+// runEvents follows State Hub's event stream and kicks the observer on each
+// event, reconnecting with a backoff; a server without the stream is not
+// asked again until restart.
+func (s *Service) runEvents(ctx context.Context) {
+	backoff := time.Duration(0)
+	for {
+		err := s.hub.client.Events(ctx, func() {
+			backoff = 0
+			s.hub.view.update(func(v *hubView) { v.EventsConnected = true })
+			kick(s.observeKick) // look now: changes may have been missed while away
+		}, func() { kick(s.observeKick) })
+		s.hub.view.update(func(v *hubView) { v.EventsConnected = false })
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, statehub.ErrNoEvents):
+			s.hub.view.update(func(v *hubView) { v.EventsOffered = false })
+			s.log.Info("State Hub has no event stream; polling alone")
+			return
+		}
+		backoff = min(max(2*backoff, time.Second), 30*time.Second)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.opts.After(jitter(backoff)):
+		}
+	}
+}
+
+// observeOnce looks at State Hub once and acts on what it saw.
+func (s *Service) observeOnce(ctx context.Context) error {
+	c := s.hub.client
+	wps, changed, invalid, err := c.Workplans(ctx)
+	if err != nil {
+		return err
+	}
+	msgs, badMsgs, err := c.UnreadMessages(ctx)
+	if err != nil {
+		return err
+	}
+	cursor, err := s.store.ObserverValue(ctx, checkpointsCursor)
+	if err != nil {
+		return err
+	}
+	cps, next, badCps, err := c.Checkpoints(ctx, cursor)
+	if err != nil {
+		return err
+	}
+	s.recordInvalid(ctx, slices.Concat(invalid, badMsgs, badCps))
+	var obs observe.Observation
+	s.hub.view.update(func(v *hubView) {
+		if changed || !v.observed {
+			v.obs, v.observed = observe.Tasks(wps, profilePolicy{s.opts.Config.ActiveProfile()}), true
+		}
+		obs = v.obs
+		v.LastPoll, v.LastError, v.Paused = s.opts.Now(), "", false
+		v.Polls++
+	})
+	if changed {
+		s.recordProblems(ctx, obs.Problems)
+	}
+	// Unchanged workplans are judged again only while some trigger waits
+	// (for a window, another lease of its task, or a gate check) or the
+	// endpoints changed: an idle poll stays a few cheap requests.
+	var candidates []observe.Candidate
+	waiting, err := s.store.Waiting(ctx)
+	if err != nil {
+		return err
+	}
+	if changed || waiting > 0 || s.routesChanged.Swap(false) {
+		candidates = obs.Candidates
+	}
+	candidates = append(candidates, observe.Messages(msgs)...)
+	resume, err := s.applyCheckpoints(ctx, cps)
+	if err != nil {
+		return err
+	}
+	candidates = append(candidates, resume...)
+	reg := sync.OnceValues(s.opts.Registry) // read once per look, not per task
+	for _, cand := range candidates {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := s.consider(ctx, cand, reg); err != nil {
+			return err
+		}
+	}
+	if next != cursor {
+		return s.store.SetObserverValue(ctx, checkpointsCursor, next)
+	}
+	return nil
+}
+
+// recordInvalid writes a receipt for each object State Hub sent that the
+// contract does not allow, once per object and reason while the engine runs.
+func (s *Service) recordInvalid(ctx context.Context, bad []statehub.Invalid) {
+	for _, b := range bad {
+		s.recordProblems(ctx, []observe.Problem{{Kind: b.Kind, ID: b.ID, Reason: b.Reason}})
+	}
+}
+
+func (s *Service) recordProblems(ctx context.Context, ps []observe.Problem) {
+	for _, p := range ps {
+		key := p.Kind + "\x00" + p.ID + "\x00" + p.Reason
+		if _, seen := s.invalidSeen.LoadOrStore(key, true); seen {
+			continue
+		}
+		s.log.Warn("State Hub object skipped", "kind", p.Kind, "id", p.ID, "reason", p.Reason)
+		if err := s.store.AddReceipt(ctx, store.Receipt{Kind: store.KindSourceInvalid, Status: "skipped", Reason: "invalid_source_object",
+			Detail: map[string]any{"kind": p.Kind, "id": p.ID, "problem": p.Reason}}); err != nil {
+			s.log.Error("cannot record a skipped object", "error", err.Error())
+		}
+	}
+}
+
+// applyCheckpoints handles the checkpoints agents posted to State Hub: one
+// on a live lease of ours is recorded as if given to the engine; one whose
+// lease is gone resumes the work when it names a next action and no lease
+// of its task is live, or stops with its blocked reason.
+func (s *Service) applyCheckpoints(ctx context.Context, cps []contract.Checkpoint) ([]observe.Candidate, error) {
+	var out []observe.Candidate
+	for _, cp := range cps {
+		if cp.LeaseID != "" {
+			l, err := s.store.Lease(ctx, cp.LeaseID)
+			switch {
+			case err == nil && l.State.Live():
+				_, err := s.store.Checkpoint(ctx, lease.Checkpoint{
+					SourceID: cp.ID, LeaseID: cp.LeaseID, TaskID: cp.TaskID, Summary: cp.Summary, FilesChanged: cp.FilesChanged,
+					NextAction: cp.NextAction, BlockedReason: lease.BlockedReason(cp.BlockedReason),
+				}, s.timing)
+				if err != nil {
+					s.log.Info("a State Hub checkpoint was not recorded on its lease", "checkpoint", cp.ID, "lease", cp.LeaseID, "error", err.Error())
+				}
+				continue
+			case err != nil && !errs.Is(err, errs.NotFound):
+				return nil, err
+			}
+		}
+		if cp.NextAction == "" && cp.BlockedReason == "" {
+			continue
+		}
+		if cp.TaskID != "" {
+			if _, live, err := s.store.LiveLeaseOfTask(ctx, cp.TaskID); err != nil || live {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+		}
+		cand := observe.Candidate{Trigger: lease.Trigger{
+			Source: lease.SourceCheckpoint, SourceID: cp.ID, SourceRevision: cp.ID, TargetRepo: cp.Repo,
+			TaskID: cp.TaskID, Reason: lease.CheckpointResume,
+		}}
+		if cp.BlockedReason != "" {
+			cand.Gate, cand.GateReason = cp.BlockedReason, "the checkpoint is blocked"
+			if !slices.Contains(lease.BlockedReasons, lease.BlockedReason(cp.BlockedReason)) {
+				cand.Gate = observe.GatePolicy
+			}
+		}
+		out = append(out, cand)
+	}
+	return out, nil
+}
+
+// consider records a candidate's trigger (once per key) and takes it as far
+// as it can go now: stopped or held at a gate, left pending while it must
+// wait, or leased and woken.
+func (s *Service) consider(ctx context.Context, cand observe.Candidate, reg func() (*gita.Registry, error)) error {
+	tr := cand.Trigger
+	key := string(tr.Source) + "\x00" + tr.SourceID + "\x00" + tr.SourceRevision + "\x00" + tr.TargetRepo
+	if _, done := s.settledKeys.Load(key); done {
+		return nil
+	}
+	gate, reason := cand.Gate, cand.GateReason
+	// The prompt this trigger would make is scanned before anything of it
+	// is stored: a secret in a title never reaches SQLite.
+	if rule, hit := s.scanPrompt(tr, reg); hit {
+		tr.Title, tr.Sender = "", ""
+		if gate == "" {
+			gate, reason = observe.GateSecret, "the prompt would carry secret material ("+rule+")"
+		}
+	}
+	t, _, err := s.store.AddTrigger(ctx, tr)
+	if err != nil {
+		return err
+	}
+	now := s.opts.Now()
+	switch {
+	case t.State == lease.TriggerGated && now.Before(t.NextCheckAt):
+		return nil
+	case t.State != lease.TriggerPending && t.State != lease.TriggerGated:
+		s.settledKeys.Store(key, true)
+		return nil
+	}
+	endpoint := ""
+	if gate == "" {
+		var err error
+		if endpoint, gate, reason, err = s.route(ctx, reg, t.TargetRepo, ""); err != nil {
+			return err
+		}
+		if (gate == observe.GateUnavailable || gate == observe.GateAmbiguous) && !s.settled(ctx) {
+			return nil // tamq may not have attached yet
+		}
+	}
+	if gate == "" && t.TaskID != "" {
+		if _, live, err := s.store.LiveLeaseOfTask(ctx, t.TaskID); err != nil || live {
+			return err // one agent at a time on a task: wait for that lease to end
+		}
+	}
+	if gate != "" {
+		return s.gate(ctx, t, gate, reason)
+	}
+	l, err := s.store.Offer(ctx, t.ID, endpoint, s.timing)
+	if err != nil {
+		return err
+	}
+	s.settledKeys.Store(key, true)
+	s.log.Info("lease offered", "lease", l.ID, "trigger", t.ID, "repo", t.TargetRepo, "reason", string(t.Reason))
+	kick(s.clockKick)
+	if _, err := s.sendWake(ctx, l); err != nil {
+		s.log.Warn("wake not sent yet; the waker tries again", "lease", l.ID, "error", err.Error())
+		kick(s.wakerKick)
+	}
+	return nil
+}
+
+// gate stops a trigger at a gate, or holds it for a later check when the
+// policy allows gated work to be retried and checks remain.
+func (s *Service) gate(ctx context.Context, t lease.Trigger, gate, reason string) error {
+	checks := 0
+	if t.State == lease.TriggerGated {
+		checks = t.GateChecks + 1
+	}
+	if max := s.opts.Config.EffectiveSafetyGatedMaxAttempts(); checks < max {
+		recheck := s.opts.Now().Add(s.timing.Backoff[min(checks, len(s.timing.Backoff)-1)])
+		s.log.Info("trigger held at a gate", "trigger", t.ID, "gate", gate, "check", checks+1, "of", max)
+		return s.store.HoldTrigger(ctx, t.ID, gate, reason, recheck)
+	}
+	s.log.Info("trigger stopped at a gate", "trigger", t.ID, "repo", t.TargetRepo, "gate", gate)
+	return s.store.StopTrigger(ctx, t.ID, gate, reason)
+}
+
+// route says which endpoint a wake for repo goes to (endpoint narrows the
+// choice to one, by either of its ids), or the gate that stops it.
+func (s *Service) route(ctx context.Context, registry func() (*gita.Registry, error), repo, endpoint string) (string, string, string, error) {
+	reg, err := registry()
+	if err != nil {
+		return "", "", "", err
+	}
+	r, registered := reg.Lookup(repo)
+	eps, err := s.hostsOf(ctx, repo, endpoint)
+	if err != nil {
+		return "", "", "", err
+	}
+	var hosts []observe.Host
+	for _, ep := range eps {
+		for _, w := range ep.Windows {
+			if w.Repo == repo {
+				hosts = append(hosts, observe.Host{EndpointID: ep.ID, Path: w.Path, Mode: w.Mode})
+			}
+		}
+	}
+	id, gate, reason := observe.Route(repo, r.Path, registered, hosts)
+	return id, gate, reason, nil
+}
+
+// settled says the observer may judge routes: a tamq endpoint has attached,
+// or the engine has run long enough for one to have.
+func (s *Service) settled(ctx context.Context) bool {
+	if s.opts.Now().Sub(s.startedAt) >= settleTime {
+		return true
+	}
+	eps, err := s.store.Endpoints(ctx, true)
+	return err == nil && len(eps) > 0
+}

@@ -1,0 +1,84 @@
+package service
+
+import (
+	"context"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/statehub/contract"
+)
+
+// outboxIdle is how often the outbox looks for receipts when nothing kicks
+// it: receipts are written by many paths, and one indexed query a second
+// costs less than a hook in each.
+const outboxIdle = time.Second
+
+// runOutbox publishes the engine's receipts to State Hub's POST
+// /v1/progress in batches, oldest first. A receipt is marked published only
+// after State Hub accepted its batch; a batch cut off by a crash is sent
+// again, and State Hub keeps each receipt id once, so nothing is lost or
+// doubled. While State Hub is down or refuses the credentials, receipts
+// wait, with a backoff.
+func (s *Service) runOutbox(ctx context.Context) {
+	instance, err := s.store.Instance(ctx)
+	for err != nil {
+		s.log.Error("cannot read the database's instance id; receipts wait", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.opts.After(5 * time.Second):
+		}
+		instance, err = s.store.Instance(ctx)
+	}
+	backoff := time.Duration(0)
+	for {
+		wait := outboxIdle
+		more, err := s.publishBatch(ctx, instance)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if backoff == 0 {
+				s.log.Warn("receipts not published; they wait", "error", err.Error())
+			}
+			backoff = min(max(2*backoff, time.Second), time.Minute)
+			wait = jitter(backoff)
+			s.hub.view.update(func(v *hubView) { v.PublishError = err.Error() })
+		default:
+			if backoff > 0 {
+				s.log.Info("receipts published again")
+			}
+			backoff = 0
+			if more {
+				wait = 0
+			}
+		}
+		if wait == 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.outboxKick:
+		case <-s.opts.After(wait):
+		}
+	}
+}
+
+// publishBatch publishes one batch; more says a full batch went and more
+// may wait.
+func (s *Service) publishBatch(ctx context.Context, instance string) (bool, error) {
+	batch, ids, err := s.store.ReceiptsToPublish(ctx, instance, contract.MaxProgressBatch)
+	if err != nil || len(batch) == 0 {
+		return false, err
+	}
+	if _, err := s.hub.client.PostProgress(ctx, batch); err != nil {
+		return false, err
+	}
+	if err := s.store.MarkPublished(ctx, ids); err != nil {
+		return false, errs.Wrap(errs.Storage, err, "mark receipts published")
+	}
+	now := s.opts.Now()
+	s.hub.view.update(func(v *hubView) { v.LastPublish, v.PublishError = now, "" })
+	return len(batch) == contract.MaxProgressBatch, nil
+}
