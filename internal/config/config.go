@@ -26,6 +26,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/tmux-amq/tamq/internal/ackmode"
+	"github.com/tmux-amq/tamq/internal/engine/prompt"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/policy"
@@ -95,6 +96,11 @@ type EngineCoordination struct {
 	// LeaseMissedRenewals is how many renewal intervals an acknowledged
 	// lease may go without a renewal (or checkpoint) before it expires.
 	LeaseMissedRenewals int `toml:"lease_missed_renewals" json:"lease_missed_renewals"`
+	// ContinuationTemplates replace the built-in continuation templates of
+	// a wake's prompt when not empty; a repository's own templates file
+	// comes before them. Empty and unset are the same (omitempty), so
+	// spelling out the default does not change the config version.
+	ContinuationTemplates []string `toml:"continuation_templates" json:"continuation_templates,omitempty"`
 }
 
 // tamqView and engineView are the keys each program reads, in the order
@@ -429,6 +435,9 @@ func (c *Config) Validate() error {
 		if a.value < 0 || a.value > policy.MaxAttemptsLimit {
 			return bad(a.key, "%d is out of range 0..%d", a.value, policy.MaxAttemptsLimit)
 		}
+	}
+	if err := prompt.CheckTemplates(co.ContinuationTemplates); err != nil {
+		return bad("coordination.continuation_templates", "%v", err)
 	}
 	if _, err := ackmode.Parse(string(co.DeliveryAckMode)); err != nil {
 		return bad("coordination.delivery_ack_mode", "%q is not one of %s", co.DeliveryAckMode, strings.Join(ackmode.Names(), ", "))

@@ -165,6 +165,9 @@ func TestValidationErrors(t *testing.T) {
 		{"ack mode", "[coordination]\ndelivery_ack_mode = \"maybe\"\n", nil, `coordination.delivery_ack_mode: "maybe" is not one of injected, acknowledged`},
 		{engine + "poll zero", "[coordination]\nstatehub_poll_interval_seconds = 0\n", nil, "coordination.statehub_poll_interval_seconds: 0 is out of range"},
 		{"wake timeout", "[coordination]\nwake_ack_timeout_seconds = 0\n", nil, "coordination.wake_ack_timeout_seconds"},
+		{engine + "template control", "[coordination]\ncontinuation_templates = [\"ok\", \"esc \\u001b[2J\"]\n", nil, "coordination.continuation_templates: template 2: it has the control or format character U+001B at byte 4"},
+		{engine + "eleven templates", "[coordination]\ncontinuation_templates = [" + strings.Repeat("\"t\", ", 11) + "]\n", nil, "coordination.continuation_templates: 11 templates; the limit is 10"},
+		{engine + "empty template", "[coordination]\ncontinuation_templates = [\"\"]\n", nil, "coordination.continuation_templates: template 1: it is empty"},
 		{engine + "renew", "[coordination]\nlease_renew_interval_seconds = -3\n", nil, "coordination.lease_renew_interval_seconds"},
 		{"busy timeout", "[sqlite]\nbusy_timeout_ms = 0\n", nil, "sqlite.busy_timeout_ms: 0 is out of range"},
 		{"grace", "[service]\nshutdown_grace_seconds = 0\n", nil, "service.shutdown_grace_seconds"},
@@ -289,6 +292,24 @@ func TestEffectiveSafetyGatedMaxAttempts(t *testing.T) {
 	}
 }
 
+func TestContinuationTemplates(t *testing.T) {
+	content := "[coordination]\ncontinuation_templates = [\"run the tests;\", \"stop.\"]\n"
+	l, err := Load(setupFor(t, paths.Engine, &content, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Coordination.ContinuationTemplates; !reflect.DeepEqual(got, []string{"run the tests;", "stop."}) {
+		t.Errorf("templates %q", got)
+	}
+	def := Default()
+	if l.Version == def.Version(paths.Engine) {
+		t.Error("templates did not change the config version")
+	}
+	if def.Coordination.ContinuationTemplates != nil {
+		t.Error("the default is not empty (the built-in templates)")
+	}
+}
+
 // Each program has its own file: a key only the other program reads is
 // refused, naming the key, its line and whose it is, and a shared key is
 // accepted by both.
@@ -304,6 +325,7 @@ func TestProgramsRefuseEachOthersKeys(t *testing.T) {
 		{paths.Tamq, "[coordination]\nstatehub_poll_interval_seconds = 5\n", "key 'coordination.statehub_poll_interval_seconds' (line 2) is coordination-engine's; tamq does not use it"},
 		{paths.Tamq, "[coordination]\nlease_renew_interval_seconds = 5\nsafety_gated_max_attempts = 1\n",
 			"keys 'coordination.lease_renew_interval_seconds' (line 2), 'coordination.safety_gated_max_attempts' (line 3) are coordination-engine's; tamq does not use them"},
+		{paths.Tamq, "[coordination]\ncontinuation_templates = [\"stop.\"]\n", "key 'coordination.continuation_templates' (line 2) is coordination-engine's; tamq does not use it"},
 		// A misspelling is reported as one, before the other program's keys.
 		{paths.Tamq, "[coordination]\nlease_renew_interval_seconds = 5\nmax_attempt = 3\n", "unknown key 'coordination.max_attempt' (line 3)"},
 	}
@@ -371,6 +393,8 @@ func TestVersionPerProgram(t *testing.T) {
 		{"coordination.safety_gated_max_attempts", func(c *Config) { c.Coordination.SafetyGatedMaxAttempts++ }, false, true},
 		{"coordination.wake_ack_timeout_seconds", func(c *Config) { c.Coordination.WakeAckTimeoutSeconds++ }, true, true},
 		{"coordination.max_attempts", func(c *Config) { c.Coordination.MaxAttempts++ }, true, true},
+		{"coordination.continuation_templates", func(c *Config) { c.Coordination.ContinuationTemplates = []string{"stop."} }, false, true},
+		{"coordination.continuation_templates empty", func(c *Config) { c.Coordination.ContinuationTemplates = []string{} }, false, false},
 		{"sqlite.busy_timeout_ms", func(c *Config) { c.SQLite.BusyTimeoutMS++ }, true, true},
 		{"statehub.credential_command", func(c *Config) { c.StateHub.CredentialCommand = []string{"pass"} }, true, true},
 		{"policy.profile", func(c *Config) { c.Policy.Profile = "other"; c.Policy.Profiles["other"] = policy.Default() }, true, true},

@@ -3,13 +3,19 @@
 // policy, and last the exact commands that acknowledge, renew, checkpoint
 // and release the lease. It is pure: the same inputs give the same text, so
 // a wake sent again after a crash is the identical request tamq recognizes.
+//
+// The one exception is LoadRepoTemplates (templates.go), which reads a
+// repository's own continuation templates from disk.
 package prompt
 
 import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
+
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // Templates are the spec's continuation policy templates, in order. They are
@@ -30,6 +36,23 @@ type Input struct {
 	Repo        string
 	Trigger     Trigger
 	Checkpoint  *Checkpoint
+	Task        *Task    // the task the trigger is about, if any
+	Message     *Message // the message the trigger is about, if any
+	// Templates replace the built-in Templates when not empty. They are
+	// validated where they are read (LoadRepoTemplates, CheckTemplates).
+	Templates []string
+}
+
+// Task is the State Hub task a wake is about. Its fields come from the
+// tracker, so they are cleaned before they reach the terminal.
+type Task struct {
+	ID, Title, Workplan string
+}
+
+// Message is the State Hub message a wake is about; the agent reads its body
+// in State Hub, so the body never passes through the prompt.
+type Message struct {
+	ID, Subject, From string
 }
 
 // Trigger is the part of the trigger the agent is told.
@@ -53,22 +76,81 @@ const MaxBytes = 8 * 1024
 // at the end always fit.
 const maxSummary = 4 * 1024
 
+// Limits of what the tracker supplies: a title or subject is cut at
+// maxTitle bytes, an id or a name at maxName.
+const (
+	maxTitle = 300
+	maxName  = 128
+)
+
 // Build writes the prompt for in.
 func Build(in Input) string {
+	head := header(in)
+	tail := continuation(in)
+	// The checkpoint gets the room the rest leaves, so the commands at the
+	// end always fit even with long templates.
+	return head + checkpoint(in.Checkpoint, MaxBytes-len(head)-len(tail)) + tail
+}
+
+// header is what woke the agent: the trigger, then the task and the message.
+func header(in Input) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "coordination-engine wakes %s: %s (%s %s, revision %s), lease %s, attempt %d of %d.\n",
 		in.Repo, in.Trigger.Reason, in.Trigger.Source, in.Trigger.SourceID, in.Trigger.SourceRevision, in.LeaseID, in.Attempt, in.MaxAttempts)
-	if cp := in.Checkpoint; cp != nil {
-		fmt.Fprintf(&b, "Resume from your latest checkpoint (%s): %s\n", cp.RecordedAt.UTC().Format(time.RFC3339), cut(oneLine(cp.Summary), maxSummary))
+	if t := in.Task; t != nil {
+		fmt.Fprintf(&b, "Task %s \"%s\" in workplan %s.\n", clean(t.ID, maxName), clean(t.Title, maxTitle), clean(t.Workplan, maxName))
+	}
+	if m := in.Message; m != nil {
+		fmt.Fprintf(&b, "Message %s from %s: \"%s\". Read its body in State Hub.\n", clean(m.ID, maxName), clean(m.From, maxName), clean(m.Subject, maxTitle))
+	}
+	return b.String()
+}
+
+// Room for the checkpoint's lines: the summary takes up to maxSummary, the
+// next action and the files up to maxDetail each; when the templates leave
+// less room, the next action and the files shrink to minDetail and the
+// summary to what remains (never below minSummary).
+const (
+	maxDetail  = 512
+	minDetail  = 128
+	minSummary = 64
+)
+
+// checkpoint writes the latest checkpoint in at most room bytes (as far as
+// minSummary allows).
+func checkpoint(cp *Checkpoint, room int) string {
+	if cp == nil {
+		return ""
+	}
+	summary := oneLine(cp.Summary)
+	detail := maxDetail
+	for {
+		var rest strings.Builder
 		if cp.NextAction != "" {
-			fmt.Fprintf(&b, "Next action you recorded: %s\n", cut(oneLine(cp.NextAction), 512))
+			fmt.Fprintf(&rest, "Next action you recorded: %s\n", cut(oneLine(cp.NextAction), detail))
 		}
 		if len(cp.FilesChanged) > 0 {
-			fmt.Fprintf(&b, "Files you changed: %s\n", cut(strings.Join(cp.FilesChanged, ", "), 512))
+			fmt.Fprintf(&rest, "Files you changed: %s\n", cut(strings.Join(cp.FilesChanged, ", "), detail))
 		}
+		first := fmt.Sprintf("Resume from your latest checkpoint (%s): ", cp.RecordedAt.UTC().Format(time.RFC3339))
+		n := min(maxSummary, room-len(first)-len("\n")-rest.Len())
+		if n < min(len(summary), minSummary) && detail > minDetail {
+			detail = minDetail
+			continue
+		}
+		return first + cut(summary, max(n, minSummary)) + "\n" + rest.String()
 	}
+}
+
+// continuation is the policy templates and the commands, which end the prompt.
+func continuation(in Input) string {
+	var b strings.Builder
 	b.WriteString("Continue, in this order:\n")
-	for i, t := range Templates {
+	templates := in.Templates
+	if len(templates) == 0 {
+		templates = Templates
+	}
+	for i, t := range templates {
 		fmt.Fprintf(&b, "%d. %s\n", i+1, t)
 	}
 	b.WriteString("These are suggestions, not permission: anything that needs a human (secrets, destructive or live actions, scope changes) stops with a checkpoint and --blocked-reason.\n")
@@ -78,6 +160,24 @@ func Build(in Input) string {
 	fmt.Fprintf(&b, "When done: %s lease release %s --result completed (or failed|blocked --reason TEXT)\n", p, l)
 	fmt.Fprintf(&b, "Acknowledge before you begin: %s lease ack %s", p, l)
 	return b.String()
+}
+
+// clean makes tracker text one inert line of at most n bytes: blanks of any
+// kind (newlines, CR) become spaces, and whatever could act in a terminal
+// (ESC and other controls, bidirectional overrides, bytes that are not
+// UTF-8) is dropped, so a title cannot inject a control sequence or a line
+// that reads like the prompt's own.
+func clean(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case unicode.IsSpace(r):
+			return ' '
+		case textsafe.Acts(r):
+			return -1
+		}
+		return r
+	}, s)
+	return cut(oneLine(s), n)
 }
 
 // oneLine folds a text onto one line: the prompt's lines are its structure.
