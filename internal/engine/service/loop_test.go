@@ -34,6 +34,8 @@ type loop struct {
 	e   *testutil.Env
 	tm  *testutil.Tmux
 	log string
+	// agentEnv is more environment for the scripted agents ("K=V ...").
+	agentEnv string
 }
 
 const tamqConfig = "[delivery]\nenter_pause_ms = 20\n"
@@ -44,6 +46,10 @@ func newLoop(t testing.TB, engineConfig string, repos ...string) *loop {
 	t.Helper()
 	e := testutil.NewEnv(t)
 	e.WriteConfig(t, tamqConfig)
+	if !strings.Contains(engineConfig, "[statehub]") {
+		// No State Hub: a closed port, never another test's hub.
+		engineConfig = "[statehub]\napi_base = \"http://127.0.0.1:9\"\n\n" + engineConfig
+	}
 	e.WriteEngineConfig(t, engineConfig)
 	e.Gita(t, repos...)
 	tm := testutil.NewTmux(t)
@@ -59,7 +65,7 @@ func newLoop(t testing.TB, engineConfig string, repos ...string) *loop {
 // openAgent opens repo's window running the scripted agent with plan.
 func (l *loop) openAgent(t testing.TB, repo, plan string, extra ...string) {
 	t.Helper()
-	agent := "env SCRIPTED_AGENT_PLAN='" + plan + "' SCRIPTED_AGENT_LOG='" + l.log + "' " + filepath.Join(l.e.Bin, "scriptedagent")
+	agent := "env SCRIPTED_AGENT_PLAN='" + plan + "' SCRIPTED_AGENT_LOG='" + l.log + "' " + l.agentEnv + " " + filepath.Join(l.e.Bin, "scriptedagent")
 	if len(extra) == 0 {
 		extra = []string{"--mode", "trigger"}
 	}

@@ -14,13 +14,20 @@
 //	block     ack, release --result blocked
 //
 // SCRIPTED_AGENT_LOG names a file that receives one line per event:
-// "wake LEASE ATTEMPT checkpoint=yes|no" for each prompt, then
+// "wake LEASE ATTEMPT checkpoint=yes|no task=ID" for each prompt, then
 // "run ARGS... -> STATUS" for each command it ran.
+//
+// SCRIPTED_AGENT_STATEHUB, when set, is State Hub's address: a "complete"
+// part then marks the prompt's task done there before it releases the
+// lease, as a real agent updates its tracker (with the bearer token in
+// SCRIPTED_AGENT_STATEHUB_TOKEN when State Hub wants one).
 package main
 
 import (
 	"bufio"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +38,7 @@ import (
 var (
 	ackLine     = regexp.MustCompile(`lease ack (\S+)\s*$`)
 	attemptLine = regexp.MustCompile(`lease (\S+), attempt (\d+) of`)
+	taskLine    = regexp.MustCompile(`^Task (\S+) "`)
 )
 
 func main() {
@@ -52,13 +60,16 @@ func main() {
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 64*1024), 64*1024)
 	wakes := 0
-	attempt, resumed := "?", false
+	attempt, resumed, task := "?", false, ""
 	for in.Scan() {
 		// Bracketed paste markers and carriage returns are terminal
 		// framing, not text.
 		line := strings.NewReplacer("\x1b[200~", "", "\x1b[201~", "", "\r", "").Replace(in.Text())
 		if m := attemptLine.FindStringSubmatch(line); m != nil {
-			attempt, resumed = m[2], false
+			attempt, resumed, task = m[2], false, ""
+		}
+		if m := taskLine.FindStringSubmatch(line); m != nil {
+			task = m[1]
 		}
 		if strings.Contains(line, "Resume from your latest checkpoint") {
 			resumed = true
@@ -68,7 +79,7 @@ func main() {
 			continue
 		}
 		lease := m[1]
-		logf("wake %s %s checkpoint=%s", lease, attempt, yesNo(resumed))
+		logf("wake %s %s checkpoint=%s task=%s", lease, attempt, yesNo(resumed), task)
 		part := plan[min(wakes, len(plan)-1)]
 		wakes++
 		run := func(args ...string) {
@@ -88,6 +99,9 @@ func main() {
 			run("lease", "ack", lease)
 			run("lease", "renew", lease)
 			run("checkpoint", "--lease", lease, "--summary", "scripted work done", "--file", "work.txt", "--next", "nothing")
+			if hub := os.Getenv("SCRIPTED_AGENT_STATEHUB"); hub != "" && task != "" {
+				logf("statehub %s done -> %s", task, markDone(hub, task))
+			}
 			run("lease", "release", lease, "--result", "completed")
 		case "ackstall":
 			run("lease", "ack", lease)
@@ -102,6 +116,25 @@ func main() {
 		}
 		logf("done %s", lease)
 	}
+}
+
+// markDone sets the task's status to done in State Hub; it returns the
+// answer's status line, or the error.
+func markDone(hub, task string) string {
+	req, err := http.NewRequest(http.MethodPatch, strings.TrimRight(hub, "/")+"/v1/tasks/"+url.PathEscape(task), strings.NewReader(`{"status":"done"}`))
+	if err != nil {
+		return err.Error()
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token := os.Getenv("SCRIPTED_AGENT_STATEHUB_TOKEN"); token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	resp.Body.Close()
+	return resp.Status
 }
 
 // engine is the coordination-engine beside this program (the tests build

@@ -1,0 +1,536 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/engine/client"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/statehub/contract"
+	"github.com/tmux-amq/tamq/internal/statehub/devhub"
+	"github.com/tmux-amq/tamq/internal/testutil"
+)
+
+// hub is the reference State Hub, served in the test on a port of its own
+// that survives going down and coming back. Token, when set, is required;
+// it can change while the hub runs.
+type hub struct {
+	t     testing.TB
+	srv   *devhub.Server
+	addr  string
+	token atomic.Pointer[string]
+	// authorized counts requests that carried the right token.
+	authorized atomic.Int64
+
+	mu   sync.Mutex
+	http *http.Server
+}
+
+func startHub(t testing.TB, token string) *hub {
+	t.Helper()
+	h := &hub{t: t, srv: &devhub.Server{}}
+	h.token.Store(&token)
+	if err := h.srv.Open(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.addr = ln.Addr().String()
+	h.serve(ln)
+	t.Cleanup(h.down)
+	return h
+}
+
+func (h *hub) url() string { return "http://" + h.addr }
+
+func (h *hub) serve(ln net.Listener) {
+	inner := h.srv.Handler()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if want := *h.token.Load(); want != "" {
+			if r.Header.Get("Authorization") != "Bearer "+want {
+				http.Error(w, `{"error":"a bearer token is required"}`, http.StatusUnauthorized)
+				return
+			}
+			h.authorized.Add(1)
+		}
+		inner.ServeHTTP(w, r)
+	})}
+	h.mu.Lock()
+	h.http = srv
+	h.mu.Unlock()
+	go srv.Serve(ln)
+}
+
+// down stops the hub: connections refused, event streams cut.
+func (h *hub) down() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.http != nil {
+		h.http.Close()
+		h.http = nil
+	}
+}
+
+// up serves again on the same address.
+func (h *hub) up() {
+	h.t.Helper()
+	var ln net.Listener
+	testutil.WaitFor(h.t, "the hub's port to be free again", func() bool {
+		var err error
+		ln, err = net.Listen("tcp", h.addr)
+		return err == nil
+	})
+	h.serve(ln)
+}
+
+// do sends one request as a State Hub user would (with the token).
+func (h *hub) do(method, path string, body any) (int, []byte) {
+	h.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		rd = strings.NewReader(string(b))
+	}
+	req, err := http.NewRequest(method, h.url()+path, rd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if tok := *h.token.Load(); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func (h *hub) put(wp contract.Workplan) {
+	h.t.Helper()
+	if status, b := h.do(http.MethodPut, "/v1/workplans/"+wp.ID, wp); status != http.StatusOK {
+		h.t.Fatalf("put workplan %s: %d %s", wp.ID, status, b)
+	}
+}
+
+func (h *hub) patch(task string, fields map[string]any) {
+	h.t.Helper()
+	if status, b := h.do(http.MethodPatch, "/v1/tasks/"+task, fields); status != http.StatusOK {
+		h.t.Fatalf("patch task %s: %d %s", task, status, b)
+	}
+}
+
+func (h *hub) task(id string) contract.Task {
+	h.t.Helper()
+	_, b := h.do(http.MethodGet, "/v1/workplans", nil)
+	var res struct{ Workplans []contract.Workplan }
+	if err := json.Unmarshal(b, &res); err != nil {
+		h.t.Fatalf("workplans: %v", err)
+	}
+	for _, wp := range res.Workplans {
+		for _, t := range wp.Tasks {
+			if t.ID == id {
+				return t
+			}
+		}
+	}
+	h.t.Fatalf("no task %s", id)
+	return contract.Task{}
+}
+
+// progress is what State Hub received: the receipts, and their raw text.
+func (h *hub) progress() ([]contract.Receipt, string) {
+	h.t.Helper()
+	_, b := h.do(http.MethodGet, "/v1/progress", nil)
+	var res struct{ Receipts []contract.Receipt }
+	if err := json.Unmarshal(b, &res); err != nil {
+		h.t.Fatalf("progress: %v\n%s", err, b)
+	}
+	return res.Receipts, string(b)
+}
+
+// hubConfig is an engine configuration observing h every interval seconds,
+// with more [coordination] keys.
+func hubConfig(h *hub, interval int, coordination string, more ...string) string {
+	return fmt.Sprintf("[statehub]\napi_base = %q\n%s\n[coordination]\nstatehub_poll_interval_seconds = %d\n%s",
+		h.url(), strings.Join(more, "\n"), interval, coordination)
+}
+
+func workplan(id, repo string, tasks ...contract.Task) contract.Workplan {
+	return contract.Workplan{ID: id, Repo: repo, Status: "active", Tasks: tasks}
+}
+
+func todo(id, repo string, deps ...string) contract.Task {
+	return contract.Task{ID: id, Title: "task " + id, Status: "todo", Repo: repo, DependsOn: deps}
+}
+
+func (l *loop) explain(t testing.TB, task string) api.ExplainResult {
+	t.Helper()
+	res, err := client.New(l.pathsOf(t, paths.Engine)).Explain(context.Background(), task)
+	if err != nil {
+		t.Fatalf("explain %s: %v", task, err)
+	}
+	return res
+}
+
+// waitPublished waits until the engine has published every receipt, and
+// checks State Hub holds each of them exactly once.
+func (l *loop) waitPublished(t testing.TB, h *hub) []contract.Receipt {
+	t.Helper()
+	testutil.WaitFor(t, "every receipt published", func() bool { return l.status(t).StateHub.UnpublishedReceipts == 0 })
+	rs, _ := h.progress()
+	seen := map[string]bool{}
+	var ours []contract.Receipt
+	for _, r := range rs {
+		if seen[r.ID] {
+			t.Errorf("receipt %s published twice", r.ID)
+		}
+		seen[r.ID] = true
+		if r.Source == "coordination-engine" {
+			ours = append(ours, r)
+		}
+	}
+	res, err := client.New(l.pathsOf(t, paths.Engine)).Receipts(context.Background(), api.ReceiptsArgs{Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := 0
+	for _, r := range res.Receipts {
+		if r.ProjectedAt != nil {
+			published++
+		}
+	}
+	if len(ours) != published {
+		t.Errorf("State Hub holds %d of the engine's receipts; the engine published %d", len(ours), published)
+	}
+	return ours
+}
+
+// The loop of spec section 1 across two repos: A's completion (State Hub
+// says done) makes B, in another workplan and repo, actionable; B is woken
+// only after that. Each is one trigger however often it is observed, and
+// every receipt reaches State Hub once.
+func TestStateHubDependencyChainAcrossRepos(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "")
+	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 30\n"), "net-kingdom", "railiance")
+	l.agentEnv = "SCRIPTED_AGENT_STATEHUB=" + h.url()
+	l.openAgent(t, "net-kingdom", "complete")
+	l.openAgent(t, "railiance", "complete")
+	l.waitAttached(t, "net-kingdom", 1)
+	l.waitAttached(t, "railiance", 1)
+	h.put(workplan("W-rail", "railiance", todo("B", "railiance", "A")))
+	h.put(workplan("W-net", "net-kingdom", todo("A", "net-kingdom")))
+	testutil.WaitFor(t, "B done in State Hub", func() bool { return h.task("B").Status == "done" })
+
+	log := l.agentLog()
+	doneA, wakeB := strings.Index(log, "statehub A done -> 200"), strings.Index(log, "task=B")
+	if doneA < 0 || wakeB < 0 || wakeB < doneA {
+		t.Fatalf("B was not woken after A was done:\n%s", log)
+	}
+	if n := strings.Count(log, "task=A"); n != 1 {
+		t.Errorf("A woken %d times:\n%s", n, log)
+	}
+	testutil.WaitFor(t, "B's lease to complete", func() bool {
+		v := l.explain(t, "B").Verdict
+		return strings.Contains(v, "completed")
+	})
+	a, b := l.explain(t, "A"), l.explain(t, "B")
+	if len(a.Triggers) != 1 || a.Triggers[0].Reason != "task_actionable" || len(a.Triggers[0].Leases) != 1 {
+		t.Fatalf("A: %+v", a)
+	}
+	if w := a.Triggers[0].Leases[0].Wakes; len(w) != 1 || w[0].MessageID == "" || w[0].Status != "resumed" {
+		t.Errorf("A's wakes: %+v", w)
+	}
+	if len(b.Triggers) != 1 || b.Triggers[0].Reason != "dependency_satisfied" || b.Triggers[0].WorkplanID != "W-rail" {
+		t.Errorf("B's triggers: %+v", b.Triggers)
+	}
+	if len(b.Dependencies) != 1 || !b.Dependencies[0].Done || b.Dependencies[0].Repo != "net-kingdom" {
+		t.Errorf("B's dependencies: %+v", b.Dependencies)
+	}
+	if len(a.Dependents) != 1 || a.Dependents[0].ID != "B" {
+		t.Errorf("A's dependents: %+v", a.Dependents)
+	}
+	// The prompt named the task, its title and workplan.
+	m := l.tamqMessage(t, b.Triggers[0].Leases[0].LocalLeaseID)
+	if m.Body == nil || !strings.Contains(*m.Body, `Task B "task B" in workplan W-rail.`) {
+		t.Errorf("B's prompt: %v", m.Body)
+	}
+	ours := l.waitPublished(t, h)
+	for _, r := range ours {
+		if r.PolicyProfile == "" || r.ConfigVersion == "" {
+			t.Errorf("receipt %s without its profile or config version", r.ID)
+		}
+	}
+	// explain's text and dot forms say the same.
+	text := l.e.Engine(t, "explain", "B").Stdout
+	if !strings.Contains(text, "depends on A: done (net-kingdom)") || !strings.Contains(text, "completed") {
+		t.Errorf("explain B:\n%s", text)
+	}
+	if dot := l.e.Engine(t, "explain", "B", "--format", "dot").Stdout; !strings.Contains(dot, `"A" -> "B"`) {
+		t.Errorf("explain B --format dot:\n%s", dot)
+	}
+}
+
+// Every gate of the contract stops its task with a receipt naming the gate,
+// no lease and nothing in tamq for the repo; a secret-looking token in a
+// title is found before anything of it is stored, and appears nowhere.
+func TestStateHubGatesStopWithoutWaking(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "")
+	l := newLoop(t, hubConfig(h, 1, ""), "net-kingdom", "moved")
+	l.openAgent(t, "net-kingdom", "complete")
+	l.openAgent(t, "moved", "complete")
+	l.waitAttached(t, "moved", 1)
+	// gita now registers "moved" elsewhere: its window is not the repo's.
+	elsewhere := filepath.Join(l.e.Root, "src", "moved-elsewhere")
+	if b, err := exec.Command("git", "init", "-q", elsewhere).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, b)
+	}
+	registry := filepath.Join(l.e.Config, "gita", "repos.csv")
+	rows := testutil.GitaRow(filepath.Join(l.e.Root, "src", "net-kingdom"), "net-kingdom") + testutil.GitaRow(elsewhere, "moved")
+	if err := os.WriteFile(registry, []byte(rows), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	canary := "ghp_" + strings.Repeat("Zq7", 12) // a GitHub token's shape
+	tasks := []contract.Task{todo("H", "net-kingdom"), todo("R", "net-kingdom"), todo("S", "net-kingdom"),
+		todo("D", "net-kingdom"), todo("C", "net-kingdom"), todo("U", "ghost"), todo("M", "moved")}
+	tasks[0].NeedsHuman = true
+	tasks[1].InterventionNotes = []contract.Note{{ID: "n1", Text: "look first", RequestsReview: true, CreatedAt: time.Now().UTC()}}
+	tasks[2].SecretsRequired = true
+	tasks[3].ProposedActions = []contract.ProposedAction{{Category: "destructive", Summary: "drop the old tables"}}
+	tasks[4].Title = "rotate " + canary + " today"
+	h.put(workplan("W", "net-kingdom", tasks...))
+	want := map[string]string{"H": "human", "R": "human", "S": "secret", "D": "destructive", "C": "secret", "U": "unavailable", "M": "identity"}
+	for id, gate := range want {
+		testutil.WaitFor(t, id+" stopped", func() bool {
+			x := l.explain(t, id)
+			return len(x.Triggers) == 1 && x.Triggers[0].State == "stopped"
+		})
+		x := l.explain(t, id)
+		tr := x.Triggers[0]
+		if tr.GateReason != gate || len(tr.Leases) != 0 || !strings.HasPrefix(tr.Why, gate) || !strings.Contains(x.Verdict, "stopped at gate "+gate) {
+			t.Errorf("%s: gate %q (%q), %d leases, verdict %q; want gate %s", id, tr.GateReason, tr.Why, len(tr.Leases), x.Verdict, gate)
+		}
+	}
+	if history := l.e.Tamq(t, "history", "--json").Stdout; strings.TrimSpace(history) != "[]" {
+		t.Errorf("tamq has messages although every task was gated:\n%s", history)
+	}
+	if log := l.agentLog(); strings.Contains(log, "wake ") {
+		t.Errorf("an agent was woken:\n%s", log)
+	}
+	ours := l.waitPublished(t, h)
+	stopped := 0
+	for _, r := range ours {
+		if r.Kind == "trigger.stopped" {
+			stopped++
+		}
+	}
+	if stopped != len(want) {
+		t.Errorf("%d trigger.stopped receipts at State Hub, want %d", stopped, len(want))
+	}
+	// The canary: in no database, log, receipt, export or terminal.
+	_, progress := h.progress()
+	l.e.Tamq(t, "export", filepath.Join(l.e.Root, "export.jsonl"))
+	receipts := l.e.Engine(t, "receipts", "--json", "--limit", "10000").Stdout
+	screen := l.tm.Must(t, "capture-pane", "-p", "-t", "net-kingdom")
+	for what, text := range map[string]string{"State Hub's receipts": progress, "the engine's receipts": receipts, "the terminal": screen} {
+		if strings.Contains(text, canary) {
+			t.Errorf("the canary is in %s", what)
+		}
+	}
+	l.e.Run(t, "tamq", "stop")
+	l.e.Run(t, "coordination-engine", "stop")
+	err := filepath.WalkDir(l.e.Root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.Contains(path, "/src/") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil // a socket
+		}
+		if strings.Contains(string(b), canary) {
+			t.Errorf("the canary is in %s", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With safety_gated_max_attempts, a gated task is checked again on the
+// backoff schedule and stops once the checks are used up; a new revision
+// supersedes the gated trigger and, with the gate gone, is woken.
+func TestStateHubGatedRetriesAndSupersession(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "")
+	cfg := hubConfig(h, 1, "safety_gated_max_attempts = 2\nretry_backoff_seconds = [1, 1]\nwake_ack_timeout_seconds = 30\n",
+		"[policy]\nprofile = \"retrying\"\n[policy.profiles.retrying]\n"+
+			"allow = [\"statehub_read\", \"repo_inspect\", \"repo_edit\", \"local_checks\", \"state_updates\", \"coordination_messages\", \"tmux_wake\", \"transient_retry\"]\n"+
+			"require_human = [\"secrets\", \"destructive\"]\nsafety_gated_max_attempts = 2\n")
+	l := newLoop(t, cfg, "net-kingdom")
+	l.agentEnv = "SCRIPTED_AGENT_STATEHUB=" + h.url()
+	l.openAgent(t, "net-kingdom", "complete")
+	l.waitAttached(t, "net-kingdom", 1)
+	g, k := todo("G", "net-kingdom"), todo("K", "net-kingdom")
+	g.NeedsHuman = true
+	k.ProposedActions = []contract.ProposedAction{{Category: "destructive"}}
+	h.put(workplan("W", "net-kingdom", g, k))
+	testutil.WaitFor(t, "K's checks used up", func() bool {
+		x := l.explain(t, "K")
+		return len(x.Triggers) == 1 && x.Triggers[0].State == "stopped"
+	})
+	if tr := l.explain(t, "K").Triggers[0]; tr.GateReason != "destructive" || tr.GateChecks != 2 {
+		t.Errorf("K: %+v", tr)
+	}
+	testutil.WaitFor(t, "G held", func() bool {
+		x := l.explain(t, "G")
+		return len(x.Triggers) >= 1 && x.Triggers[0].State != "pending"
+	})
+	h.patch("G", map[string]any{"needs_human": false})
+	testutil.WaitFor(t, "G done", func() bool { return h.task("G").Status == "done" })
+	x := l.explain(t, "G")
+	if len(x.Triggers) != 2 || x.Triggers[1].State == "pending" || len(x.Triggers[1].Leases) != 1 {
+		t.Fatalf("G's triggers: %+v", x.Triggers)
+	}
+	if first := x.Triggers[0]; first.State != "superseded" && first.State != "stopped" {
+		t.Errorf("G's first trigger is %s, want superseded (or stopped, had its checks run out first)", first.State)
+	}
+	if strings.Count(l.agentLog(), "task=K") != 0 {
+		t.Errorf("K was woken:\n%s", l.agentLog())
+	}
+}
+
+// State Hub goes away: the observer backs off (one warning, not one per
+// try), the engine's local work goes on, receipts wait; when State Hub is
+// back the observer resumes, the same task is still one trigger, and the
+// outbox drains exactly once.
+func TestStateHubDownThenBack(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "")
+	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 30\n"), "net-kingdom")
+	l.openAgent(t, "net-kingdom", "complete")
+	l.waitAttached(t, "net-kingdom", 1)
+	h.put(workplan("W", "net-kingdom", todo("A", "net-kingdom")))
+	testutil.WaitFor(t, "A woken", func() bool { return strings.Contains(l.agentLog(), "task=A") })
+	l.waitPublished(t, h)
+	h.down()
+	testutil.WaitFor(t, "the observer to notice", func() bool { return l.status(t).StateHub.ObserveError != "" })
+	// Local work goes on: an operator's wake is leased and delivered,
+	// its receipts wait for State Hub.
+	res := l.wake(t, "net-kingdom")
+	if res.Lease == nil {
+		t.Fatalf("wake while State Hub is down: %+v", res)
+	}
+	testutil.WaitFor(t, "the manual wake completed", func() bool { return l.lease(t, res.Lease.LeaseID).State == "completed" })
+	if n := l.status(t).StateHub.UnpublishedReceipts; n == 0 {
+		t.Error("no receipts wait while State Hub is down")
+	}
+	before := l.status(t).StateHub.Polls
+	h.up()
+	testutil.WaitFor(t, "the observer to resume", func() bool {
+		s := l.status(t).StateHub
+		return s.ObserveError == "" && s.Polls > before
+	})
+	l.waitPublished(t, h)
+	if x := l.explain(t, "A"); len(x.Triggers) != 1 {
+		t.Errorf("A has %d triggers after the outage", len(x.Triggers))
+	}
+	logText, _ := os.ReadFile(filepath.Join(l.e.EngineState(), "coordination-engine.log"))
+	if n := strings.Count(string(logText), "State Hub is not reachable"); n != 1 {
+		t.Errorf("the outage was logged %d times at warning level", n)
+	}
+}
+
+// The credential command's token is sent and kept nowhere; when State Hub
+// refuses it, observation pauses with a clear status and receipts wait,
+// until the command gives a token State Hub accepts.
+func TestStateHubCredentialsAndRefusal(t *testing.T) {
+	t.Parallel()
+	token := "tok-" + strings.Repeat("k3", 10)
+	h := startHub(t, token)
+	e := testutil.NewEnv(t) // only for a place to keep the credential script
+	script := filepath.Join(e.Root, "credential.sh")
+	writeScript := func(tok string) {
+		if err := os.WriteFile(script+".new", []byte("#!/bin/sh\necho "+tok+"\n"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(script+".new", script); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeScript(token)
+	l := newLoop(t, hubConfig(h, 1, "", fmt.Sprintf("credential_command = [%q]\n", script)), "net-kingdom")
+	testutil.WaitFor(t, "an authorized look", func() bool { return l.status(t).StateHub.Polls > 0 })
+	if h.authorized.Load() == 0 {
+		t.Fatal("no request carried the token")
+	}
+	l.waitPublished(t, h)
+	// State Hub now wants another token; the command still prints the old.
+	newToken := "tok-" + strings.Repeat("q9", 10)
+	h.token.Store(&newToken)
+	testutil.WaitFor(t, "observation paused", func() bool { return l.status(t).StateHub.Paused })
+	st := l.e.Run(t, "coordination-engine", "status").Stdout // not healthy: no tamq here
+	if !strings.Contains(st, "PAUSED: State Hub refused the credentials") {
+		t.Errorf("status does not say observation is paused:\n%s", st)
+	}
+	l.wake(t, "net-kingdom") // receipts: stopped at unavailable (no window), waiting
+	if n := l.status(t).StateHub.UnpublishedReceipts; n == 0 {
+		t.Error("no receipts wait while State Hub refuses the credentials")
+	}
+	writeScript(newToken)
+	testutil.WaitFor(t, "observation resumed", func() bool { return !l.status(t).StateHub.Paused })
+	l.waitPublished(t, h)
+	l.e.Run(t, "coordination-engine", "stop")
+	for _, tok := range []string{token, newToken} {
+		err := filepath.WalkDir(l.e.Root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), tok) {
+				t.Errorf("the token is in %s", path)
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// With State Hub's event stream, a change wakes the agent at once, far
+// inside the (long) poll interval.
+func TestStateHubEventsWakeAtOnce(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "")
+	l := newLoop(t, hubConfig(h, 3600, "wake_ack_timeout_seconds = 30\n"), "net-kingdom")
+	l.openAgent(t, "net-kingdom", "complete")
+	l.waitAttached(t, "net-kingdom", 1)
+	testutil.WaitFor(t, "the event stream", func() bool { return l.status(t).StateHub.EventsConnected })
+	h.put(workplan("W", "net-kingdom", todo("E", "net-kingdom")))
+	// WaitFor's 30 s is far less than the hour between polls: only an
+	// event can have brought the change.
+	testutil.WaitFor(t, "E woken", func() bool { return strings.Contains(l.agentLog(), "task=E") })
+}
