@@ -24,6 +24,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/statehub"
 	tamqapi "github.com/tmux-amq/tamq/internal/tamq/api"
 )
 
@@ -69,6 +70,8 @@ type Service struct {
 	clockKick    chan struct{}
 	wakerKick    chan struct{}
 	stopping     atomic.Bool
+	// hub is State Hub, with the engine's credentials.
+	hub *statehub.Client
 }
 
 // Start brings the engine up to the point where it accepts connections:
@@ -87,6 +90,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	s := &Service{
 		opts: o, log: o.Log, timing: Timing(o.Config.Config),
 		clockKick: make(chan struct{}, 1), wakerKick: make(chan struct{}, 1),
+		hub: &statehub.Client{Base: o.Config.StateHub.APIBase, Credential: o.Config.StateHub.CredentialCommand},
 	}
 	s.clock = &daemon.Worker{Name: "lease clock", Run: s.runClock}
 	s.waker = &daemon.Worker{Name: "waker", Run: s.runWaker}
@@ -187,6 +191,7 @@ func (s *Service) handlers() map[string]protocol.Handler {
 		api.OpCheckpoint: s.checkpoint,
 		api.OpLeases:     s.leases,
 		api.OpReceipts:   s.receipts,
+		api.OpPublish:    s.publish,
 	})
 	return hs
 }
