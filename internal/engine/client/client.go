@@ -19,6 +19,9 @@ const (
 	quick = 5 * time.Second  // ping, hello, stop, lease ack/renew/release, checkpoint
 	look  = 10 * time.Second // status, leases, receipts, attach
 	wake  = 30 * time.Second // a manual wake waits for tamq's answer
+	// publish waits while the engine posts to State Hub (10 s at most, and
+	// the credential command when it needs a token).
+	publish = 45 * time.Second
 )
 
 // Client calls the coordination-engine service of one set of paths.
@@ -100,5 +103,14 @@ func (c *Client) Receipts(ctx context.Context, args api.ReceiptsArgs) (api.Recei
 func (c *Client) Explain(ctx context.Context, task string) (api.ExplainResult, error) {
 	var res api.ExplainResult
 	err := c.Call(ctx, look, api.OpExplain, api.ExplainArgs{Task: task}, &res)
+	return res, err
+}
+
+// Publish hands tamq's receipts to the engine, which posts them to State
+// Hub; State Hub's errors come back with their codes (unavailable,
+// permission_denied), so tamq keeps the receipts pending.
+func (c *Client) Publish(ctx context.Context, args api.PublishArgs) (api.PublishResult, error) {
+	var res api.PublishResult
+	err := c.Call(ctx, publish, api.OpPublish, args, &res)
 	return res, err
 }

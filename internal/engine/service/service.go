@@ -215,6 +215,7 @@ func (s *Service) handlers() map[string]protocol.Handler {
 		api.OpLeases:     s.leases,
 		api.OpReceipts:   s.receipts,
 		api.OpExplain:    s.explain,
+		api.OpPublish:    s.publish,
 	})
 	return hs
 }

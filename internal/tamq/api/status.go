@@ -72,11 +72,32 @@ type StateHubStatus struct {
 	APIBase               string `json:"api_base"`
 	Reachable             bool   `json:"reachable"`
 	CredentialsConfigured bool   `json:"credentials_configured"`
-	// UnpublishedReceipts counts the receipts kept only locally. tamq itself
-	// publishes nothing to State Hub (coordination-engine's publisher will),
-	// so this grows with use and is not a problem.
-	UnpublishedReceipts int    `json:"unpublished_receipts"`
-	Error               string `json:"error,omitempty"`
+	// UnpublishedReceipts counts the receipts State Hub does not have yet.
+	// The service publishes them; they wait while State Hub cannot be
+	// reached, which is not a problem for tamq.
+	UnpublishedReceipts int `json:"unpublished_receipts"`
+	// Publishing is how the service publishes them; absent when it is down.
+	Publishing *PublishStatus `json:"publishing,omitempty"`
+	Error      string         `json:"error,omitempty"`
+}
+
+// How receipts go to State Hub.
+const (
+	ViaEngine = "engine" // attached: coordination-engine posts them with its credentials
+	ViaDirect = "direct" // tamq posts them itself, with statehub.credential_command
+)
+
+// PublishStatus is the receipt publisher: the way the next batch goes, its
+// last success and, while it fails, why.
+type PublishStatus struct {
+	Via           string     `json:"via"`
+	LastSuccessAt *time.Time `json:"last_success_at,omitempty"`
+	// LastError is why the last attempt failed; absent once one succeeds.
+	// It never holds the token.
+	LastError string `json:"last_error,omitempty"`
+	// Paused: State Hub refused the credentials (or the credential command
+	// failed); the receipts stay pending and are tried again, slowly.
+	Paused bool `json:"paused"`
 }
 
 // QueueStatus counts messages by state.

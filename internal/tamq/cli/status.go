@@ -138,6 +138,22 @@ func printStatus(a *app.App, r api.StatusReport) {
 		creds = "no credentials configured"
 	}
 	line("statehub", "%s, %s, %s", h.APIBase, reach, creds)
+	switch pub := h.Publishing; {
+	case pub == nil:
+		line("", "%d receipts not yet published (the service publishes them while it runs)", h.UnpublishedReceipts)
+	default:
+		last := "none published yet"
+		if pub.LastSuccessAt != nil {
+			last = "last published " + pub.LastSuccessAt.Local().Format(time.DateTime)
+		}
+		line("", "%d receipts not yet published, via %s, %s", h.UnpublishedReceipts, pub.Via, last)
+		if pub.Paused {
+			line("", "paused: State Hub refused the credentials (check statehub.credential_command; receipts stay pending)")
+		}
+		if pub.LastError != "" {
+			line("", "last attempt failed, tried again later: %s", pub.LastError)
+		}
+	}
 	if s.Running {
 		c := r.Coordination
 		switch {
@@ -156,7 +172,6 @@ func printStatus(a *app.App, r api.StatusReport) {
 			line("", "refused %s on %s: %s", rf.Repo, rf.EndpointID, rf.Reason)
 		}
 	}
-	line("", "%d receipts kept locally (tamq does not publish them itself)", h.UnpublishedReceipts)
 
 	if r.Queue.Error != "" {
 		line("queue", "ERROR %s", r.Queue.Error)

@@ -55,6 +55,13 @@ func (a *attachment) requestAttach() {
 	}
 }
 
+// isAttached says the engine accepted tamq's endpoints and answers.
+func (a *attachment) isAttached() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.status.Attached
+}
+
 func (a *attachment) snapshot() api.CoordinationStatus {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -103,9 +110,13 @@ func (s *Service) attachOnce(ctx context.Context, c *engineclient.Client) error 
 	cancel()
 	if err != nil {
 		a.mu.Lock()
+		was := a.status.Attached
 		a.status = api.CoordinationStatus{Socket: a.status.Socket, Error: err.Error()}
 		a.engine, a.attached = daemon.PingResult{}, map[string]bool{}
 		a.mu.Unlock()
+		if was {
+			s.pub.routeChanged() // receipts go straight to State Hub now
+		}
 		return err
 	}
 	a.mu.Lock()
@@ -159,11 +170,15 @@ func (s *Service) attachOnce(ctx context.Context, c *engineclient.Client) error 
 	}
 	sort.Slice(st.Refused, func(i, j int) bool { return st.Refused[i].Repo < st.Refused[j].Repo })
 	a.mu.Lock()
+	was := a.status.Attached
 	a.status, a.attached = st, attached
 	if errAll == nil {
 		a.engine = ping
 	}
 	a.mu.Unlock()
+	if was != st.Attached {
+		s.pub.routeChanged() // receipts go through the engine now, or no longer
+	}
 	return errAll
 }
 

@@ -38,18 +38,18 @@ func (pacedWriter) Write(ctx context.Context, _ queue.Endpoint, _ queue.Window, 
 	return Written{Path: "paced"}, nil
 }
 
-// inProcessService runs a service in this process, with a gita registry of
-// one repo and an endpoint with its window registered, writing deliveries
-// with w.
-func inProcessService(b *testing.B, w Writer) (*Service, paths.Paths, string) {
-	root := b.TempDir()
+// inProcessService runs a service in this process with its files under
+// root, with a gita registry of one repo and an endpoint with its window
+// registered, writing deliveries with o.Writer.
+func inProcessService(b testing.TB, root string, o Options) (*Service, paths.Paths, string) {
+	b.Helper()
 	repo := filepath.Join(root, "src", "net-kingdom")
 	if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
 		b.Fatalf("%v %s", err, out)
 	}
 	os.MkdirAll(filepath.Join(root, "state", "gita"), 0o755)
 	os.WriteFile(filepath.Join(root, "state", "gita", "repos.csv"), []byte(repo+",net-kingdom,,\r\n"), 0o644)
-	svc, p := setupIn(b, root, Options{Writer: w})
+	svc, p := setupIn(b, root, o)
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
@@ -74,7 +74,7 @@ func inProcessService(b *testing.B, w Writer) (*Service, paths.Paths, string) {
 // lookup, grouped durable commit) with 8 concurrent clients on a real socket
 // and database; the end-to-end version is BenchmarkEnqueueThroughput.
 func BenchmarkEnqueueInProcess(b *testing.B) {
-	_, p, _ := inProcessService(b, discardWriter{})
+	_, p, _ := inProcessService(b, b.TempDir(), Options{Writer: discardWriter{}})
 	ctx := context.Background()
 	client := &protocol.Client{Socket: p.Socket}
 	b.ResetTimer()

@@ -25,7 +25,7 @@ import (
 // protocol and the receipts cost on top of storing the rows.
 func BenchmarkReplay(b *testing.B) {
 	const lines = 20_000
-	_, p, endpoint := inProcessService(b, pacedWriter{})
+	_, p, endpoint := inProcessService(b, b.TempDir(), Options{Writer: pacedWriter{}})
 	dir := b.TempDir()
 	file := filepath.Join(dir, "export.jsonl")
 	f, err := os.Create(file)

@@ -74,6 +74,8 @@ type Options struct {
 	IdleRelease time.Duration
 	// Writer writes into terminals; nil means TmuxWriter.
 	Writer Writer
+	// Publish paces the receipt publisher; zero is its defaults.
+	Publish PublishTiming
 	// Restore reopens the recorded windows at start (tamq start): those of
 	// every tmux server that runs, and those of the sockets in Recreate,
 	// whose server is started again when it is gone.
@@ -104,9 +106,11 @@ type Service struct {
 	// deliveries finish while their brokers' sessions are open), then, once
 	// the requests under way are answered, the others: the committer those
 	// requests may need last.
-	dispatcher, committer, ackExpirer, leaseRescuer, watcher, attacher *daemon.Worker
+	dispatcher, committer, ackExpirer, leaseRescuer, watcher, attacher, publisher *daemon.Worker
 	// engineLink is the link to coordination-engine the attacher keeps.
 	engineLink *attachment
+	// pub is the publisher's state: how it sends receipts, and how it went.
+	pub *publisher
 
 	brokers   brokers
 	live      *live
@@ -149,6 +153,8 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	s.watcher = &daemon.Worker{Name: "watcher", Run: s.watch}
 	s.attacher = &daemon.Worker{Name: "attacher", Run: s.attachLoop}
 	s.engineLink = newAttachment(o.Engine.Socket)
+	s.publisher = &daemon.Worker{Name: "publisher", Run: s.publishLoop}
+	s.pub = newPublisher(o)
 	if s.opts.Writer == nil {
 		s.opts.Writer = RoutingWriter{svc: s, tmux: TmuxWriter{Pause: s.enterPause}}
 	}
@@ -168,6 +174,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	}
 	d.OnClose(func() { st.DB.Close() })
 	st.PolicyProfile, st.ConfigVersion = o.Config.ProfileRef(), o.Config.Version
+	st.ReceiptAdded = s.pub.receiptAdded
 	s.db, s.store = st.DB, st
 	if st.DB.BackupPath != "" {
 		s.log.Info("database migrated", "backup", st.DB.BackupPath)
@@ -234,7 +241,7 @@ func (s *Service) Run(ctx context.Context) error {
 	return s.d.Run(ctx, daemon.Plan{
 		Grace:      s.opts.Config.ShutdownGrace(),
 		DrainFirst: []*daemon.Worker{s.dispatcher},
-		Workers:    []*daemon.Worker{s.committer, s.ackExpirer, s.leaseRescuer, s.watcher, s.attacher},
+		Workers:    []*daemon.Worker{s.committer, s.ackExpirer, s.leaseRescuer, s.watcher, s.attacher, s.publisher},
 		Stopping: func() {
 			s.shutdownBegan = s.opts.Now()
 			s.stopWork() // a purge under way stops at its next step
@@ -314,6 +321,7 @@ func (s *Service) status(ctx context.Context, _ protocol.Peer, _ *protocol.Reque
 		PolicyProfile: s.opts.Config.ProfileRef(), ConfigVersion: s.opts.Config.Version,
 	}
 	r.Coordination = s.engineLink.snapshot()
+	r.StateHub.Publishing = s.publishStatus()
 	status.Judge(&r)
 	return r, nil
 }

@@ -123,9 +123,23 @@ const schemaV3 = `
 ALTER TABLE endpoints ADD COLUMN forgotten_at INTEGER;
 `
 
+// schemaV4 keeps facts about the database itself. "instance" is a random id
+// made once, when the migration runs: published receipts are named
+// "tamq:<instance>:<row id>", unique across databases (a new database starts
+// its row ids at 1 again) and the same across restarts, so State Hub stores a
+// receipt sent twice once.
+const schemaV4 = `
+CREATE TABLE meta (
+	key   TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+) STRICT;
+INSERT INTO meta (key, value) VALUES ('instance', lower(hex(randomblob(8))));
+`
+
 // Migrations is tamq's schema history; append, never edit a released entry.
 var Migrations = []sqlitedb.Migration{
 	{Version: 1, Name: "messages, delivery leases, endpoints, windows, receipts", TouchesData: true, SQL: schemaV1},
 	{Version: 2, Name: "history indexes and replay provenance", TouchesData: true, SQL: schemaV2},
 	{Version: 3, Name: "forgotten endpoints", TouchesData: false, SQL: schemaV3},
+	{Version: 4, Name: "database instance id", TouchesData: false, SQL: schemaV4},
 }

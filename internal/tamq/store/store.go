@@ -52,6 +52,11 @@ type Store struct {
 	// written without its own gets these.
 	PolicyProfile string
 	ConfigVersion string
+	// ReceiptAdded, when set, is told of every receipt written: the
+	// publisher's kick. It runs inside the receipt's transaction, before the
+	// commit, so it must only signal (the publisher waits a moment before it
+	// reads); it never blocks the write.
+	ReceiptAdded func()
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
@@ -119,6 +124,9 @@ func (s *Store) AddReceiptTx(tx *sql.Tx, r receipt.Receipt) error {
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		ms(r.At), r.Kind, nullStr(r.SubjectID), r.Status, nullStr(r.Reason), attempt, nullMS(r.NextRetryAt),
 		nullStr(r.EndpointID), nullStr(r.CoordinationEndpointID), nullStr(r.PolicyProfile), nullStr(r.ConfigVersion), detail)
+	if err == nil && s.ReceiptAdded != nil {
+		s.ReceiptAdded()
+	}
 	return err
 }
 

@@ -1,0 +1,71 @@
+package service_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/engine/client"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/statehub/contract"
+	"github.com/tmux-amq/tamq/internal/statehub/devhub"
+	"github.com/tmux-amq/tamq/internal/testutil"
+)
+
+// The publish operation posts tamq's receipts to the engine's State Hub,
+// refuses what is not a batch of tamq's receipts, and passes State Hub's
+// failure back so tamq keeps them pending.
+func TestPublishOperation(t *testing.T) {
+	t.Parallel()
+	hub := &devhub.Server{Token: "engine-token"}
+	if err := hub.Open(); err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(hub.Handler())
+	t.Cleanup(ts.Close)
+	e := testutil.NewEnv(t)
+	e.WriteEngineConfig(t, fmt.Sprintf("[statehub]\napi_base = %q\ncredential_command = [\"echo\", \"engine-token\"]\n", ts.URL))
+	t.Cleanup(func() { e.Run(t, "coordination-engine", "stop") })
+	e.Engine(t, "start", "--detach")
+	c := client.New((&loop{e: e}).pathsOf(t, paths.Engine))
+	ctx := context.Background()
+
+	receipt := func(id, source string) contract.Receipt {
+		return contract.Receipt{ID: id, Source: source, Kind: "message.transition", Status: "injected", At: time.Now().UTC()}
+	}
+	many := make([]contract.Receipt, contract.MaxProgressBatch+1)
+	for i := range many {
+		many[i] = receipt(fmt.Sprint(i), "tamq")
+	}
+	tests := []struct {
+		name     string
+		receipts []contract.Receipt
+		accepted int
+		code     errs.Code
+	}{
+		{"two receipts", []contract.Receipt{receipt("tamq:i:1", "tamq"), receipt("tamq:i:2", "tamq")}, 2, ""},
+		{"the same again", []contract.Receipt{receipt("tamq:i:1", "tamq"), receipt("tamq:i:2", "tamq")}, 0, ""},
+		{"none", nil, 0, ""},
+		{"over the batch limit", many, 0, errs.BadRequest},
+		{"without an id", []contract.Receipt{receipt("", "tamq")}, 0, errs.BadRequest},
+		{"another source", []contract.Receipt{receipt("ce:1", "coordination-engine")}, 0, errs.BadRequest},
+	}
+	for _, tt := range tests {
+		res, err := c.Publish(ctx, api.PublishArgs{Receipts: tt.receipts})
+		switch {
+		case tt.code != "" && !errs.Is(err, tt.code):
+			t.Errorf("%s: %v, want %s", tt.name, err, tt.code)
+		case tt.code == "" && (err != nil || res.Accepted != tt.accepted):
+			t.Errorf("%s: accepted %d %v, want %d", tt.name, res.Accepted, err, tt.accepted)
+		}
+	}
+
+	ts.Close()
+	if _, err := c.Publish(ctx, api.PublishArgs{Receipts: []contract.Receipt{receipt("tamq:i:3", "tamq")}}); !errs.Is(err, errs.Unavailable) {
+		t.Errorf("State Hub down: %v, want unavailable", err)
+	}
+}
