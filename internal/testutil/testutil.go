@@ -11,6 +11,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -406,4 +408,21 @@ func MoreParallel(n int) {
 	if f != nil && f.Value.String() == strconv.Itoa(runtime.GOMAXPROCS(0)) {
 		f.Value.Set(strconv.Itoa(n))
 	}
+}
+
+// HTTPServer serves h for one test and returns it with its stop, which the
+// test's cleanup also runs. Stopping cuts open connections first:
+// coordination-engine keeps State Hub's event stream open, and
+// httptest.Server.Close alone would wait for that request forever.
+func HTTPServer(t testing.TB, h http.Handler) (*httptest.Server, func()) {
+	ts := httptest.NewServer(h)
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			ts.Config.Close()
+			ts.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return ts, stop
 }

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -136,4 +137,58 @@ func BenchmarkLeaseTransitions(b *testing.B) {
 	b.ReportMetric(float64(time.Second/per), "transitions/s")
 	b.ReportMetric(float64(time.Second/enqueue), "enqueues/s")
 	b.ReportMetric(float64(enqueue)/float64(per), "rate-vs-enqueue")
+}
+
+// BenchmarkStateHubChangeToFirstByte measures a State Hub change (a new
+// actionable task put into a workplan) until the first byte of its prompt
+// reaches the agent's terminal: with the event stream (the poll interval an
+// hour, so only events bring changes) and by polling alone every second.
+// The operator's wake on the same path, measured in the same run, is the
+// floor. Polling waits half an interval on average, so it takes at most 20
+// samples.
+func BenchmarkStateHubChangeToFirstByte(b *testing.B) {
+	for _, bc := range []struct {
+		name     string
+		interval int
+		events   bool
+		samples  int
+	}{{"events", 3600, true, b.N}, {"poll-1s", 1, false, min(b.N, 20)}} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := startHub(b, "")
+			h.noEvents.Store(!bc.events)
+			l, engine, _, rec := benchLoop(b, hubConfig(h, bc.interval, "wake_ack_timeout_seconds = 3600\n"))
+			if bc.events {
+				testutil.WaitFor(b, "the event stream", func() bool { return l.status(b).StateHub.EventsConnected })
+			}
+			ctx := context.Background()
+			var changes, wakes []time.Duration
+			size := fileSize(rec)
+			wp := workplan("W", "net-kingdom")
+			b.ResetTimer()
+			for i := range bc.samples {
+				wp.Tasks = append(wp.Tasks, todo(fmt.Sprintf("T%d", i), "net-kingdom"))
+				start := time.Now()
+				h.put(wp)
+				var d time.Duration
+				d, size = untilGrows(b, rec, size, start)
+				changes = append(changes, d)
+				testutil.WaitFor(b, "the prompt's Enter", func() bool { return endsWithEnter(rec) })
+				size = fileSize(rec)
+
+				start = time.Now()
+				if res, err := engine.Wake(ctx, api.WakeArgs{Repo: "net-kingdom"}); err != nil || res.Lease == nil {
+					b.Fatalf("wake: %v %+v", err, res)
+				}
+				d, size = untilGrows(b, rec, size, start)
+				wakes = append(wakes, d)
+				testutil.WaitFor(b, "the prompt's Enter", func() bool { return endsWithEnter(rec) })
+				size = fileSize(rec)
+			}
+			b.StopTimer()
+			b.ReportMetric(quantile(changes, 0.5), "change-p50-ms")
+			b.ReportMetric(quantile(changes, 0.99), "change-p99-ms")
+			b.ReportMetric(quantile(wakes, 0.5), "wake-p50-ms")
+			b.ReportMetric(quantile(changes, 0.5)/quantile(wakes, 0.5), "change/wake-p50")
+		})
+	}
 }

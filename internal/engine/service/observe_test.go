@@ -36,6 +36,9 @@ type hub struct {
 	token atomic.Pointer[string]
 	// authorized counts requests that carried the right token.
 	authorized atomic.Int64
+	// noEvents makes the hub answer 404 to its event stream, as a server
+	// without one does.
+	noEvents atomic.Bool
 
 	mu   sync.Mutex
 	http *http.Server
@@ -69,6 +72,10 @@ func (h *hub) serve(ln net.Listener) {
 				return
 			}
 			h.authorized.Add(1)
+		}
+		if h.noEvents.Load() && r.URL.Path == "/v1/events" {
+			http.NotFound(w, r)
+			return
 		}
 		inner.ServeHTTP(w, r)
 	})}

@@ -3,7 +3,6 @@ package service_test
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -25,8 +24,7 @@ func TestPublishOperation(t *testing.T) {
 	if err := hub.Open(); err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(hub.Handler())
-	t.Cleanup(ts.Close)
+	ts, stopHub := testutil.HTTPServer(t, hub.Handler())
 	e := testutil.NewEnv(t)
 	e.WriteEngineConfig(t, fmt.Sprintf("[statehub]\napi_base = %q\ncredential_command = [\"echo\", \"engine-token\"]\n", ts.URL))
 	t.Cleanup(func() { e.Run(t, "coordination-engine", "stop") })
@@ -64,7 +62,7 @@ func TestPublishOperation(t *testing.T) {
 		}
 	}
 
-	ts.Close()
+	stopHub()
 	if _, err := c.Publish(ctx, api.PublishArgs{Receipts: []contract.Receipt{receipt("tamq:i:3", "tamq")}}); !errs.Is(err, errs.Unavailable) {
 		t.Errorf("State Hub down: %v, want unavailable", err)
 	}

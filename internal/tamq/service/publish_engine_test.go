@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
@@ -22,8 +21,7 @@ func TestPublishThroughTheEngine(t *testing.T) {
 	if err := hub.Open(); err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(hub.Handler())
-	t.Cleanup(ts.Close)
+	ts, _ := testutil.HTTPServer(t, hub.Handler())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
