@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -89,7 +90,9 @@ func (s *Service) runObserver(ctx context.Context) {
 			backoff = 0
 		}
 		if next, ok, err := s.store.NextGateCheck(ctx); err == nil && ok {
-			wait = min(wait, max(next.Sub(s.opts.Now()), 10*time.Millisecond))
+			// Not sooner than a second: a check that cannot be made yet
+			// (tamq not attached since the start) leaves it due.
+			wait = min(wait, max(next.Sub(s.opts.Now()), time.Second))
 		}
 		select {
 		case <-ctx.Done():
@@ -186,27 +189,36 @@ func (s *Service) observeOnce(ctx context.Context) error {
 	if changed {
 		s.recordProblems(ctx, obs.Problems)
 	}
-	// Unchanged workplans are judged again only while some trigger waits
-	// (for a window, another lease of its task, or a gate check) or the
-	// endpoints changed: an idle poll stays a few cheap requests.
+	// The tasks are judged again when State Hub's workplans or the
+	// endpoints changed; otherwise only the triggers still waiting are
+	// (for a window, another lease of their task, or a gate check): an
+	// idle poll stays a few cheap requests.
 	var candidates []observe.Candidate
-	waiting, err := s.store.Waiting(ctx)
-	if err != nil {
-		return err
-	}
-	if changed || waiting > 0 || s.routesChanged.Swap(false) {
+	if changed || s.routesChanged.Swap(false) {
 		candidates = obs.Candidates
 	}
-	candidates = append(candidates, observe.Messages(msgs)...)
+	inbox := observe.Messages(msgs)
+	candidates = append(candidates, inbox...)
 	resume, err := s.applyCheckpoints(ctx, cps)
 	if err != nil {
 		return err
 	}
 	candidates = append(candidates, resume...)
+	waiting, err := s.waitingCandidates(ctx, obs, inbox)
+	if err != nil {
+		return err
+	}
+	candidates = append(candidates, waiting...)
 	reg := sync.OnceValues(s.opts.Registry) // read once per look, not per task
+	seen := make(map[string]bool, len(candidates))
 	for _, cand := range candidates {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if key := triggerKey(cand.Trigger); seen[key] {
+			continue
+		} else {
+			seen[key] = true
 		}
 		if err := s.consider(ctx, cand, reg); err != nil {
 			return err
@@ -216,6 +228,59 @@ func (s *Service) observeOnce(ctx context.Context) error {
 		return s.store.SetObserverValue(ctx, checkpointsCursor, next)
 	}
 	return nil
+}
+
+// triggerKey is a trigger's idempotency key as one string.
+func triggerKey(t lease.Trigger) string {
+	return string(t.Source) + "\x00" + t.SourceID + "\x00" + t.SourceRevision + "\x00" + t.TargetRepo
+}
+
+// waitingCandidates are the candidates of the triggers still waiting, as
+// this look sees them: a task's trigger while the task is still
+// actionable at that revision, a message's while it is unread and asks for
+// action, a checkpoint's as it was. A trigger whose source moved on is
+// superseded.
+func (s *Service) waitingCandidates(ctx context.Context, obs observe.Observation, inbox []observe.Candidate) ([]observe.Candidate, error) {
+	trs, err := s.store.WaitingTriggers(ctx)
+	if err != nil || len(trs) == 0 {
+		return nil, err
+	}
+	current := make(map[string]observe.Candidate, len(obs.Candidates)+len(inbox))
+	for _, c := range slices.Concat(obs.Candidates, inbox) {
+		current[triggerKey(c.Trigger)] = c
+	}
+	var out []observe.Candidate
+	for _, t := range trs {
+		if c, ok := current[triggerKey(t)]; ok {
+			out = append(out, c)
+			continue
+		}
+		switch t.Source {
+		case lease.SourceCheckpoint:
+			// Seen once (the cursor moved on): it stands as recorded.
+			out = append(out, observe.Candidate{Trigger: t})
+		case lease.SourceTask, lease.SourceMessage:
+			if strings.HasPrefix(t.SourceRevision, "manual-") {
+				continue // an operator's wake never waits
+			}
+			why := "the message is read or no longer asks for action"
+			if t.Source == lease.SourceTask {
+				v, ok := obs.Tasks[t.SourceID]
+				switch {
+				case !ok:
+					why = "the task is in no workplan"
+				case v.Revision != t.SourceRevision:
+					why = "revision " + v.Revision + " observed"
+				default:
+					why = "the task is no longer actionable: " + v.Waiting
+				}
+			}
+			if err := s.store.Supersede(ctx, t.ID, why); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
 }
 
 // recordInvalid writes a receipt for each object State Hub sent that the
@@ -294,7 +359,7 @@ func (s *Service) applyCheckpoints(ctx context.Context, cps []contract.Checkpoin
 // wait, or leased and woken.
 func (s *Service) consider(ctx context.Context, cand observe.Candidate, reg func() (*gita.Registry, error)) error {
 	tr := cand.Trigger
-	key := string(tr.Source) + "\x00" + tr.SourceID + "\x00" + tr.SourceRevision + "\x00" + tr.TargetRepo
+	key := triggerKey(tr)
 	if _, done := s.settledKeys.Load(key); done {
 		return nil
 	}

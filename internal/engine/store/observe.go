@@ -51,13 +51,43 @@ func (s *Store) LeasesOfTrigger(ctx context.Context, triggerID string) ([]lease.
 	return ls, storageErr(err, "read the leases of trigger "+triggerID)
 }
 
-// Waiting counts the triggers that wait for something other than State Hub:
-// pending ones (for a window, or for another lease of their task to end)
-// and gated ones to be checked again.
-func (s *Store) Waiting(ctx context.Context) (int, error) {
-	var n int
-	err := s.DB.QueryRow(ctx, `SELECT count(*) FROM triggers WHERE state IN ('pending', 'gated')`).Scan(&n)
-	return n, storageErr(err, "count waiting triggers")
+// WaitingTriggers lists the triggers that wait (pending: for a window, or
+// for another lease of their task to end; gated: for a check again),
+// oldest first.
+func (s *Store) WaitingTriggers(ctx context.Context) ([]lease.Trigger, error) {
+	rows, err := s.DB.Query(ctx, `SELECT `+triggerColumns+` FROM triggers WHERE state IN ('pending', 'gated') ORDER BY observed_at, rowid`)
+	if err != nil {
+		return nil, storageErr(err, "read waiting triggers")
+	}
+	defer rows.Close()
+	var out []lease.Trigger
+	for rows.Next() {
+		tr, err := scanTrigger(rows)
+		if err != nil {
+			return nil, storageErr(err, "read waiting triggers")
+		}
+		out = append(out, tr)
+	}
+	return out, storageErr(rows.Err(), "read waiting triggers")
+}
+
+// Supersede ends a waiting trigger whose source moved on (its task has a
+// newer revision that is not actionable, its message was read), with a
+// receipt. A trigger no longer waiting is left as it is.
+func (s *Store) Supersede(ctx context.Context, triggerID, reason string) error {
+	now := s.Now()
+	return storageErr(s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		res, err := s.DB.TxExec(tx, `UPDATE triggers SET state = 'superseded', updated_at = ? WHERE id = ? AND state IN ('pending', 'gated')`,
+			ms(now), triggerID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		return s.addReceiptTx(tx, Receipt{At: now, Kind: KindTriggerSuperseded, TriggerID: triggerID,
+			Status: string(lease.TriggerSuperseded), Reason: reason})
+	}), "supersede trigger "+triggerID)
 }
 
 // NextGateCheck is the earliest time a gated trigger is checked again.
