@@ -98,7 +98,15 @@ func header(in Input) string {
 	fmt.Fprintf(&b, "coordination-engine wakes %s: %s (%s %s, revision %s), lease %s, attempt %d of %d.\n",
 		in.Repo, in.Trigger.Reason, in.Trigger.Source, in.Trigger.SourceID, in.Trigger.SourceRevision, in.LeaseID, in.Attempt, in.MaxAttempts)
 	if t := in.Task; t != nil {
-		fmt.Fprintf(&b, "Task %s \"%s\" in workplan %s.\n", clean(t.ID, maxName), clean(t.Title, maxTitle), clean(t.Workplan, maxName))
+		// A task known only from a checkpoint has no title or workplan here.
+		fmt.Fprintf(&b, "Task %s", clean(t.ID, maxName))
+		if t.Title != "" {
+			fmt.Fprintf(&b, " \"%s\"", clean(t.Title, maxTitle))
+		}
+		if t.Workplan != "" {
+			fmt.Fprintf(&b, " in workplan %s", clean(t.Workplan, maxName))
+		}
+		b.WriteString(".\n")
 	}
 	if m := in.Message; m != nil {
 		fmt.Fprintf(&b, "Message %s from %s: \"%s\". Read its body in State Hub.\n", clean(m.ID, maxName), clean(m.From, maxName), clean(m.Subject, maxTitle))

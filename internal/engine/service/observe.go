@@ -80,7 +80,7 @@ func (s *Service) runObserver(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			backoff = min(max(2*backoff, time.Second), interval)
+			backoff = nextBackoff(backoff, interval)
 			wait = jitter(backoff)
 			s.noteFailure(err)
 		} else {
@@ -101,6 +101,13 @@ func (s *Service) runObserver(ctx context.Context) {
 		case <-s.opts.After(wait):
 		}
 	}
+}
+
+// nextBackoff is the wait after prev when State Hub still does not answer:
+// one second, doubling, never more than ceiling (the poll interval, so the
+// observer is back within one interval of State Hub's return).
+func nextBackoff(prev, ceiling time.Duration) time.Duration {
+	return min(max(2*prev, time.Second), ceiling)
 }
 
 // jitter spreads a wait by up to a fifth either way, so engines that lost
@@ -148,7 +155,7 @@ func (s *Service) runEvents(ctx context.Context) {
 			s.log.Info("State Hub has no event stream; polling alone")
 			return
 		}
-		backoff = min(max(2*backoff, time.Second), 30*time.Second)
+		backoff = nextBackoff(backoff, 30*time.Second)
 		select {
 		case <-ctx.Done():
 			return

@@ -99,9 +99,9 @@ func (h *bigHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// benchEngine is an engine service (not running its workers) observing
-// base, so a benchmark can call one look at a time.
-func benchEngine(b *testing.B, base string) *Service {
+// inProcessEngine is an engine service (not running its workers) observing
+// base, so a test or benchmark can call one look at a time.
+func inProcessEngine(b testing.TB, base string) *Service {
 	b.Helper()
 	root := b.TempDir()
 	p, err := paths.Resolve(paths.Engine, func(k string) string {
@@ -145,7 +145,7 @@ func BenchmarkPollCycle(b *testing.B) {
 		changed int
 	}{{"unchanged", 0}, {"1pct-changed", 100}} {
 		b.Run(bc.name, func(b *testing.B) {
-			s := benchEngine(b, ts.URL)
+			s := inProcessEngine(b, ts.URL)
 			if err := s.observeOnce(ctx); err != nil { // the first look sees everything
 				b.Fatal(err)
 			}

@@ -551,3 +551,61 @@ func TestStateHubEventsWakeAtOnce(t *testing.T) {
 	// event can have brought the change.
 	testutil.WaitFor(t, "E woken", func() bool { return strings.Contains(l.agentLog(), "task=E") })
 }
+
+// Checkpoints agents post to State Hub: one on a live lease is recorded on
+// it (once, however often observed); one whose lease is gone resumes the
+// work when it names a next action, and stops at its gate when blocked.
+func TestStateHubCheckpoints(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "")
+	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 30\nlease_renew_interval_seconds = 60\n"), "net-kingdom")
+	l.openAgent(t, "net-kingdom", "ackstall complete")
+	l.waitAttached(t, "net-kingdom", 1)
+	h.put(workplan("W", "net-kingdom", todo("A", "net-kingdom")))
+	var leaseID string
+	testutil.WaitFor(t, "A's lease held", func() bool {
+		x := l.explain(t, "A")
+		if len(x.Triggers) != 1 || len(x.Triggers[0].Leases) != 1 {
+			return false
+		}
+		leaseID = x.Triggers[0].Leases[0].LeaseID
+		return x.Triggers[0].Leases[0].State == "checkpointed"
+	})
+	// State Hub names each checkpoint posted (c1, c2, ...).
+	post := func(cp contract.Checkpoint) string {
+		t.Helper()
+		status, b := h.do(http.MethodPost, "/v1/checkpoints", cp)
+		if err := json.Unmarshal(b, &cp); status != http.StatusOK || err != nil {
+			t.Fatalf("post checkpoint: %d %s", status, b)
+		}
+		return cp.ID
+	}
+	first := post(contract.Checkpoint{Repo: "net-kingdom", LeaseID: leaseID, TaskID: "A", Summary: "posted to State Hub", NextAction: "finish"})
+	recorded := func() int {
+		n := 0
+		for _, r := range l.receipts(t, leaseID) {
+			if r.Kind == "checkpoint.recorded" && r.Detail["statehub_checkpoint_id"] == first {
+				n++
+			}
+		}
+		return n
+	}
+	testutil.WaitFor(t, "the State Hub checkpoint on the lease", func() bool { return recorded() == 1 })
+	resume := post(contract.Checkpoint{Repo: "net-kingdom", LeaseID: "an-ended-lease", TaskID: "Z", Summary: "half done", NextAction: "the rest"})
+	post(contract.Checkpoint{Repo: "net-kingdom", LeaseID: "an-ended-lease", TaskID: "Y", Summary: "stuck", BlockedReason: "human"})
+	testutil.WaitFor(t, "Z resumed", func() bool { return strings.Contains(l.agentLog(), "task=Z") })
+	z := l.explain(t, "Z")
+	if len(z.Triggers) != 1 || z.Triggers[0].Source != "checkpoint" || z.Triggers[0].Reason != "checkpoint_resume" || z.Triggers[0].SourceID != resume {
+		t.Errorf("Z: %+v", z.Triggers)
+	}
+	testutil.WaitFor(t, "Y stopped", func() bool {
+		y := l.explain(t, "Y")
+		return len(y.Triggers) == 1 && y.Triggers[0].State == "stopped"
+	})
+	if y := l.explain(t, "Y").Triggers[0]; y.GateReason != "human" || len(y.Leases) != 0 {
+		t.Errorf("Y: %+v", y)
+	}
+	if n := recorded(); n != 1 {
+		t.Errorf("the State Hub checkpoint was recorded %d times", n)
+	}
+}

@@ -41,7 +41,7 @@ func (s *Service) runOutbox(ctx context.Context) {
 			if backoff == 0 {
 				s.log.Warn("receipts not published; they wait", "error", err.Error())
 			}
-			backoff = min(max(2*backoff, time.Second), time.Minute)
+			backoff = nextBackoff(backoff, time.Minute)
 			wait = jitter(backoff)
 			s.hub.view.update(func(v *hubView) { v.PublishError = err.Error() })
 		default:

@@ -38,7 +38,7 @@ import (
 var (
 	ackLine     = regexp.MustCompile(`lease ack (\S+)\s*$`)
 	attemptLine = regexp.MustCompile(`lease (\S+), attempt (\d+) of`)
-	taskLine    = regexp.MustCompile(`^Task (\S+) "`)
+	taskLine    = regexp.MustCompile(`^Task (\S+?)(?: "| in workplan |\.$)`)
 )
 
 func main() {

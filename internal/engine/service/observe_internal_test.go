@@ -1,0 +1,91 @@
+package service
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/engine/store"
+	"github.com/tmux-amq/tamq/internal/testutil"
+)
+
+// The observer's backoff doubles from a second and never passes its
+// ceiling (the poll interval); jitter keeps within a fifth either way.
+func TestBackoffStaysWithinOneInterval(t *testing.T) {
+	interval := 15 * time.Second
+	var got []time.Duration
+	d := time.Duration(0)
+	for range 7 {
+		d = nextBackoff(d, interval)
+		got = append(got, d)
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, interval, interval, interval}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("backoff %v, want %v", got, want)
+		}
+	}
+	for range 1000 {
+		if j := jitter(interval); j < interval*4/5 || j > interval*6/5 {
+			t.Fatalf("jitter(%v) = %v", interval, j)
+		}
+	}
+}
+
+// Objects the contract does not allow are skipped with one receipt each,
+// however often they are seen; the rest of the observation is used.
+func TestInvalidObjectsAreSkippedWithOneReceipt(t *testing.T) {
+	const body = `{"workplans": [
+		{"id": "W1", "repo": "net", "status": "active", "revision": "1", "tasks": [
+			{"id": "A", "title": "a", "status": "todo", "revision": "1", "repo": "net"}]},
+		{"id": "W2", "repo": "net", "status": "sleeping", "revision": "1", "tasks": []},
+		{"id": "W3", "repo": "net", "status": "active", "revision": "1", "tasks": [
+			{"id": "A", "title": "a again", "status": "todo", "revision": "1", "repo": "net"}]},
+		"not a workplan"]}`
+	ts, _ := testutil.HTTPServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/workplans":
+			io.WriteString(w, body)
+		case "/v1/messages":
+			io.WriteString(w, `{"messages": [{"id": "m1", "to_repo": "net"}]}`)
+		case "/v1/checkpoints":
+			io.WriteString(w, `{"checkpoints": [], "cursor": "0"}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	s := inProcessEngine(t, ts.URL)
+	ctx := context.Background()
+	for range 2 {
+		if err := s.observeOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs, err := s.store.Receipts(ctx, store.ReceiptFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipped := map[string]int{}
+	for _, r := range rs {
+		if r.Kind == store.KindSourceInvalid {
+			if r.Reason != "invalid_source_object" {
+				t.Errorf("reason %q", r.Reason)
+			}
+			skipped[r.Detail["kind"].(string)+" "+r.Detail["id"].(string)]++
+		}
+	}
+	want := map[string]int{"workplan W2": 1, "workplan ": 1, "task A": 1, "message m1": 1}
+	if len(skipped) != len(want) {
+		t.Errorf("skipped %v, want %v", skipped, want)
+	}
+	for k, n := range want {
+		if skipped[k] != n {
+			t.Errorf("%q skipped %d times, want %d (all: %v)", k, skipped[k], n, skipped)
+		}
+	}
+	if _, ok := s.hub.view.obs.Tasks["A"]; !ok {
+		t.Error("the valid workplan was not used")
+	}
+}
