@@ -550,6 +550,17 @@ func TestStateHubEventsWakeAtOnce(t *testing.T) {
 	// WaitFor's 30 s is far less than the hour between polls: only an
 	// event can have brought the change.
 	testutil.WaitFor(t, "E woken", func() bool { return strings.Contains(l.agentLog(), "task=E") })
+	// An unread message that requests action wakes its repo; the prompt
+	// names it, and the body stays in State Hub.
+	msg := contract.Message{ID: "m-1", ToRepo: "net-kingdom", From: "railiance", Subject: "rebase onto main", RequestsAction: true}
+	if status, b := h.do(http.MethodPost, "/v1/messages", msg); status != http.StatusOK {
+		t.Fatalf("post message: %d %s", status, b)
+	}
+	testutil.WaitFor(t, "the message's wake", func() bool { return strings.Count(l.agentLog(), "run lease release") == 2 })
+	history := l.e.Tamq(t, "history", "--json", "--body").Stdout
+	if !strings.Contains(history, `Message m-1 from railiance: \"rebase onto main\". Read its body in State Hub.`) {
+		t.Errorf("no prompt for the message in tamq's history:\n%s", history)
+	}
 }
 
 // Checkpoints agents post to State Hub: one on a live lease is recorded on
