@@ -66,35 +66,37 @@ func BenchmarkWakeToFirstByte(b *testing.B) {
 	_, engine, tamq, rec := benchLoop(b, "[coordination]\nwake_ack_timeout_seconds = 3600\n")
 	ctx := context.Background()
 	var wakes, sends []time.Duration
-	size := fileSize(rec)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		if _, err := tamq.Send(ctx, tamqapi.SendArgs{Text: "To:net-kingdom: baseline"}); err != nil {
-			b.Fatal(err)
-		}
-		var d time.Duration
-		d, size = untilGrows(b, rec, size, start)
-		sends = append(sends, d)
-		// The rest of the message goes in before the next measurement.
-		testutil.WaitFor(b, "the message's Enter", func() bool { return endsWithEnter(rec) })
-		size = fileSize(rec)
-
-		start = time.Now()
-		res, err := engine.Wake(ctx, api.WakeArgs{Repo: "net-kingdom"})
-		if err != nil || res.Lease == nil {
-			b.Fatalf("wake: %v %+v", err, res)
-		}
-		d, size = untilGrows(b, rec, size, start)
-		wakes = append(wakes, d)
-		testutil.WaitFor(b, "the prompt's Enter", func() bool { return endsWithEnter(rec) })
-		size = fileSize(rec)
+		sends = append(sends, firstByte(b, rec, func() {
+			if _, err := tamq.Send(ctx, tamqapi.SendArgs{Text: "To:net-kingdom: baseline"}); err != nil {
+				b.Fatal(err)
+			}
+		}))
+		wakes = append(wakes, firstByte(b, rec, func() {
+			if res, err := engine.Wake(ctx, api.WakeArgs{Repo: "net-kingdom"}); err != nil || res.Lease == nil {
+				b.Fatalf("wake: %v %+v", err, res)
+			}
+		}))
 	}
 	b.StopTimer()
 	b.ReportMetric(quantile(wakes, 0.5), "wake-p50-ms")
 	b.ReportMetric(quantile(wakes, 0.99), "wake-p99-ms")
 	b.ReportMetric(quantile(sends, 0.5), "send-p50-ms")
 	b.ReportMetric(quantile(wakes, 0.5)/quantile(sends, 0.5), "wake/send-p50")
+}
+
+// firstByte runs act and returns how long until the agent's terminal
+// (recorded at rec) got its first new byte; it returns once the whole
+// message, up to its Enter, is in, so the next measurement starts clean.
+func firstByte(b *testing.B, rec string, act func()) time.Duration {
+	b.Helper()
+	size := fileSize(rec)
+	start := time.Now()
+	act()
+	d, _ := untilGrows(b, rec, size, start)
+	testutil.WaitFor(b, "the Enter", func() bool { return endsWithEnter(rec) })
+	return d
 }
 
 func endsWithEnter(path string) bool {
@@ -163,27 +165,16 @@ func BenchmarkStateHubChangeToFirstByte(b *testing.B) {
 			}
 			ctx := context.Background()
 			var changes, wakes []time.Duration
-			size := fileSize(rec)
 			wp := workplan("W", "net-kingdom")
 			b.ResetTimer()
 			for i := range samples {
 				wp.Tasks = append(wp.Tasks, todo(fmt.Sprintf("T%d", i), "net-kingdom"))
-				start := time.Now()
-				h.put(wp)
-				var d time.Duration
-				d, size = untilGrows(b, rec, size, start)
-				changes = append(changes, d)
-				testutil.WaitFor(b, "the prompt's Enter", func() bool { return endsWithEnter(rec) })
-				size = fileSize(rec)
-
-				start = time.Now()
-				if res, err := engine.Wake(ctx, api.WakeArgs{Repo: "net-kingdom"}); err != nil || res.Lease == nil {
-					b.Fatalf("wake: %v %+v", err, res)
-				}
-				d, size = untilGrows(b, rec, size, start)
-				wakes = append(wakes, d)
-				testutil.WaitFor(b, "the prompt's Enter", func() bool { return endsWithEnter(rec) })
-				size = fileSize(rec)
+				changes = append(changes, firstByte(b, rec, func() { h.put(wp) }))
+				wakes = append(wakes, firstByte(b, rec, func() {
+					if res, err := engine.Wake(ctx, api.WakeArgs{Repo: "net-kingdom"}); err != nil || res.Lease == nil {
+						b.Fatalf("wake: %v %+v", err, res)
+					}
+				}))
 			}
 			b.StopTimer()
 			b.ReportMetric(quantile(changes, 0.5), "change-p50-ms")

@@ -168,9 +168,7 @@ func BenchmarkPollCycle(b *testing.B) {
 	}
 	b.Run("floor-conditional-get", func(b *testing.B) {
 		tag := *hub.etag.Load()
-		var cpu time.Duration
-		for range b.N {
-			before := cpuTime()
+		reportCPU(b, func() {
 			req, _ := http.NewRequest(http.MethodGet, ts.URL+"/v1/workplans", nil)
 			req.Header.Set("If-None-Match", tag)
 			resp, err := http.DefaultClient.Do(req)
@@ -178,21 +176,26 @@ func BenchmarkPollCycle(b *testing.B) {
 				b.Fatalf("%v %v", resp, err)
 			}
 			resp.Body.Close()
-			cpu += cpuTime() - before
-		}
-		b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
+		})
 	})
 	b.Run("floor-decode", func(b *testing.B) {
 		body := *hub.body.Load()
-		var cpu time.Duration
-		for range b.N {
-			before := cpuTime()
+		reportCPU(b, func() {
 			var v struct{ Workplans []contract.Workplan }
 			if err := json.Unmarshal(body, &v); err != nil {
 				b.Fatal(err)
 			}
-			cpu += cpuTime() - before
-		}
-		b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
+		})
 	})
+}
+
+// reportCPU runs f b.N times and reports the CPU each took (cpu-ms/op).
+func reportCPU(b *testing.B, f func()) {
+	var cpu time.Duration
+	for range b.N {
+		before := cpuTime()
+		f()
+		cpu += cpuTime() - before
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
 }

@@ -192,6 +192,18 @@ func todo(id, repo string, deps ...string) contract.Task {
 	return contract.Task{ID: id, Title: "task " + id, Status: "todo", Repo: repo, DependsOn: deps}
 }
 
+// agents opens the repos' windows, each running the scripted agent with
+// plan, and waits until tamq has handed them to the engine.
+func (l *loop) agents(t testing.TB, plan string, repos ...string) {
+	t.Helper()
+	for _, repo := range repos {
+		l.openAgent(t, repo, plan)
+	}
+	for _, repo := range repos {
+		l.waitAttached(t, repo, 1)
+	}
+}
+
 func (l *loop) explain(t testing.TB, task string) api.ExplainResult {
 	t.Helper()
 	res, err := client.New(l.pathsOf(t, paths.Engine)).Explain(context.Background(), task)
@@ -243,10 +255,7 @@ func TestStateHubDependencyChainAcrossRepos(t *testing.T) {
 	h := startHub(t, "")
 	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 30\n"), "net-kingdom", "railiance")
 	l.agentEnv = "SCRIPTED_AGENT_STATEHUB=" + h.url()
-	l.openAgent(t, "net-kingdom", "complete")
-	l.openAgent(t, "railiance", "complete")
-	l.waitAttached(t, "net-kingdom", 1)
-	l.waitAttached(t, "railiance", 1)
+	l.agents(t, "complete", "net-kingdom", "railiance")
 	h.put(workplan("W-rail", "railiance", todo("B", "railiance", "A")))
 	h.put(workplan("W-net", "net-kingdom", todo("A", "net-kingdom")))
 	testutil.WaitFor(t, "B done in State Hub", func() bool { return h.task("B").Status == "done" })
@@ -307,9 +316,7 @@ func TestStateHubGatesStopWithoutWaking(t *testing.T) {
 	t.Parallel()
 	h := startHub(t, "")
 	l := newLoop(t, hubConfig(h, 1, ""), "net-kingdom", "moved")
-	l.openAgent(t, "net-kingdom", "complete")
-	l.openAgent(t, "moved", "complete")
-	l.waitAttached(t, "moved", 1)
+	l.agents(t, "complete", "net-kingdom", "moved")
 	// gita now registers "moved" elsewhere: its window is not the repo's.
 	elsewhere := filepath.Join(l.e.Root, "src", "moved-elsewhere")
 	if b, err := exec.Command("git", "init", "-q", elsewhere).CombinedOutput(); err != nil {
@@ -399,8 +406,7 @@ func TestStateHubGatedRetriesAndSupersession(t *testing.T) {
 			"require_human = [\"secrets\", \"destructive\"]\nsafety_gated_max_attempts = 2\n")
 	l := newLoop(t, cfg, "net-kingdom")
 	l.agentEnv = "SCRIPTED_AGENT_STATEHUB=" + h.url()
-	l.openAgent(t, "net-kingdom", "complete")
-	l.waitAttached(t, "net-kingdom", 1)
+	l.agents(t, "complete", "net-kingdom")
 	g, k, q := todo("G", "net-kingdom"), todo("K", "net-kingdom"), todo("Q", "net-kingdom")
 	g.NeedsHuman, q.NeedsHuman = true, true
 	k.ProposedActions = []contract.ProposedAction{{Category: "destructive"}}
@@ -448,8 +454,7 @@ func TestStateHubDownThenBack(t *testing.T) {
 	t.Parallel()
 	h := startHub(t, "")
 	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 30\n"), "net-kingdom")
-	l.openAgent(t, "net-kingdom", "complete")
-	l.waitAttached(t, "net-kingdom", 1)
+	l.agents(t, "complete", "net-kingdom")
 	h.put(workplan("W", "net-kingdom", todo("A", "net-kingdom")))
 	testutil.WaitFor(t, "A woken", func() bool { return strings.Contains(l.agentLog(), "task=A") })
 	l.waitPublished(t, h)
@@ -543,8 +548,7 @@ func TestStateHubEventsWakeAtOnce(t *testing.T) {
 	t.Parallel()
 	h := startHub(t, "")
 	l := newLoop(t, hubConfig(h, 3600, "wake_ack_timeout_seconds = 30\n"), "net-kingdom")
-	l.openAgent(t, "net-kingdom", "complete")
-	l.waitAttached(t, "net-kingdom", 1)
+	l.agents(t, "complete", "net-kingdom")
 	testutil.WaitFor(t, "the event stream", func() bool { return l.status(t).StateHub.EventsConnected })
 	h.put(workplan("W", "net-kingdom", todo("E", "net-kingdom")))
 	// WaitFor's 30 s is far less than the hour between polls: only an
@@ -570,8 +574,7 @@ func TestStateHubCheckpoints(t *testing.T) {
 	t.Parallel()
 	h := startHub(t, "")
 	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 30\nlease_renew_interval_seconds = 60\n"), "net-kingdom")
-	l.openAgent(t, "net-kingdom", "ackstall complete")
-	l.waitAttached(t, "net-kingdom", 1)
+	l.agents(t, "ackstall complete", "net-kingdom")
 	h.put(workplan("W", "net-kingdom", todo("A", "net-kingdom")))
 	var leaseID string
 	testutil.WaitFor(t, "A's lease held", func() bool {
