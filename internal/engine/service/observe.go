@@ -17,6 +17,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/policy"
 	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // The observer polls State Hub every statehub_poll_interval_seconds, and at
@@ -128,8 +129,10 @@ func (s *Service) noteFailure(err error) {
 	switch {
 	case first && paused:
 		s.log.Warn("State Hub refused the credentials; observation paused", "error", err.Error())
-	case first:
+	case first && (errs.Is(err, errs.Unavailable) || errs.Is(err, errs.Timeout)):
 		s.log.Warn("State Hub is not reachable; backing off", "error", err.Error())
+	case first:
+		s.log.Warn("observation failed; backing off", "error", err.Error())
 	default:
 		s.log.Debug("State Hub still not answering", "error", err.Error())
 	}
@@ -227,7 +230,13 @@ func (s *Service) observeOnce(ctx context.Context) error {
 		} else {
 			seen[key] = true
 		}
-		if err := s.consider(ctx, cand, reg); err != nil {
+		err := s.consider(ctx, cand, reg)
+		switch {
+		case errs.Is(err, errs.BadRequest):
+			// The object breaks a rule of ours (an id too long to keep):
+			// skipped, reported once; the others go on.
+			s.recordProblems(ctx, []observe.Problem{{Kind: string(cand.Trigger.Source), ID: textsafe.Escape(cand.Trigger.SourceID), Reason: err.Error()}})
+		case err != nil:
 			return err
 		}
 	}
