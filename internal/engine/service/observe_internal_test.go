@@ -5,9 +5,11 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/engine/lease"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
@@ -95,5 +97,61 @@ func TestInvalidObjectsAreSkippedWithOneReceipt(t *testing.T) {
 	}
 	if _, ok := s.hub.view.obs.Tasks["A"]; !ok {
 		t.Error("the valid workplan was not used")
+	}
+}
+
+// A held trigger whose task moves on (cancelled: a new revision that is not
+// actionable) is superseded at the next look, not checked on again.
+func TestHeldTriggerOfATaskThatMovedOnIsSuperseded(t *testing.T) {
+	var body atomic.Pointer[string]
+	set := func(status, revision string) {
+		b := `{"workplans": [{"id": "W", "repo": "net", "status": "active", "revision": "` + revision + `", "tasks": [
+			{"id": "Q", "title": "q", "status": "` + status + `", "revision": "` + revision + `", "repo": "net", "needs_human": true}]}]}`
+		body.Store(&b)
+	}
+	set("todo", "1")
+	ts, _ := testutil.HTTPServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/workplans":
+			io.WriteString(w, *body.Load())
+		case "/v1/messages":
+			io.WriteString(w, `{"messages": []}`)
+		default:
+			io.WriteString(w, `{"checkpoints": [], "cursor": "0"}`)
+		}
+	}))
+	s := inProcessEngine(t, ts.URL)
+	// Gated work may be checked again twice.
+	s.opts.Config.Coordination.SafetyGatedMaxAttempts = 2
+	prof := s.opts.Config.Policy.Profiles[s.opts.Config.Policy.Profile]
+	prof.SafetyGatedMaxAttempts = 2
+	s.opts.Config.Policy.Profiles[s.opts.Config.Policy.Profile] = prof
+	ctx := context.Background()
+	state := func() (lease.TriggerState, string) {
+		trs, err := s.store.TriggersOfTask(ctx, "Q")
+		if err != nil || len(trs) != 1 {
+			t.Fatalf("Q's triggers: %+v %v", trs, err)
+		}
+		return trs[0].State, trs[0].GateReason
+	}
+	if err := s.observeOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, gate := state(); st != lease.TriggerGated || gate != "human" {
+		t.Fatalf("Q: %s at %q, want gated at human", st, gate)
+	}
+	set("cancelled", "2")
+	if err := s.observeOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := state(); st != lease.TriggerSuperseded {
+		t.Fatalf("Q after it was cancelled: %s, want superseded", st)
+	}
+	rs, err := s.store.Receipts(ctx, store.ReceiptFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := rs[len(rs)-1]; last.Kind != store.KindTriggerSuperseded || last.Reason != "revision 2 observed" {
+		t.Errorf("last receipt %+v", last)
 	}
 }

@@ -1,0 +1,175 @@
+// Package agentsim is a scripted stand-in for a coding agent, for the
+// end-to-end tests of the wake loop and for the demo. It runs in a tamq
+// window like a real agent: it reads what arrives on its terminal, and when
+// a wake prompt ends with "coordination-engine lease ack LEASE" it plays its
+// part with the agent commands, as the prompt tells an agent to, and updates
+// State Hub as an agent updates its tracker.
+//
+// The plan chooses the part, one word per wake in order (the last word
+// repeats):
+//
+//	complete  ack, renew, checkpoint, mark the task done (or the message
+//	          read) in State Hub, release --result completed
+//	stall     do nothing: the lease runs out and the work is offered again
+//	ackstall  ack, checkpoint, then nothing (the lease expires while held)
+//	fail      ack, release --result failed
+//	block     ack, release --result blocked
+package agentsim
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"regexp"
+	"strings"
+)
+
+// Config is one agent's part.
+type Config struct {
+	// Plan is the part per wake (see the package comment); empty: complete.
+	Plan []string
+	// Engine is the coordination-engine program the agent commands run.
+	Engine string
+	// StateHub is State Hub's address; "" leaves State Hub alone. Token is
+	// its bearer token, when it wants one.
+	StateHub, Token string
+	// Reply, when set, makes a completed message wake answer the message's
+	// sender with a To: line, which tamq's broker routes to that repo.
+	Reply bool
+	// Log receives one line per event: "wake LEASE ATTEMPT
+	// checkpoint=yes|no task=ID message=ID", "run ARGS... -> STATUS",
+	// "statehub ... -> STATUS", "done LEASE".
+	Log func(format string, args ...any)
+}
+
+var (
+	ackLine     = regexp.MustCompile(`lease ack (\S+)\s*$`)
+	attemptLine = regexp.MustCompile(`lease (\S+), attempt (\d+) of`)
+	taskLine    = regexp.MustCompile(`^Task (\S+?)(?: "| in workplan |\.$)`)
+	messageLine = regexp.MustCompile(`^Message (\S+) from (\S+):`)
+	// Bracketed paste markers and carriage returns are terminal framing,
+	// not text.
+	framing = strings.NewReplacer("\x1b[200~", "", "\x1b[201~", "", "\r", "")
+)
+
+// wake is what the agent gathered of one prompt.
+type wake struct {
+	lease, attempt, task, message, from string
+	resumed                             bool
+}
+
+// Run reads the terminal (in) until it ends, playing the plan on each wake;
+// out is the terminal's output.
+func Run(in io.Reader, out io.Writer, c Config) {
+	if len(c.Plan) == 0 {
+		c.Plan = []string{"complete"}
+	}
+	if c.Log == nil {
+		c.Log = func(string, ...any) {}
+	}
+	fmt.Fprintln(out, "scripted agent ready")
+	c.Log("ready")
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64*1024), 64*1024)
+	wakes := 0
+	var w wake
+	for sc.Scan() {
+		line := framing.Replace(sc.Text())
+		if m := attemptLine.FindStringSubmatch(line); m != nil {
+			w = wake{attempt: m[2]}
+		}
+		if m := taskLine.FindStringSubmatch(line); m != nil {
+			w.task = m[1]
+		}
+		if m := messageLine.FindStringSubmatch(line); m != nil {
+			w.message, w.from = m[1], m[2]
+		}
+		if strings.Contains(line, "Resume from your latest checkpoint") {
+			w.resumed = true
+		}
+		m := ackLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		w.lease = m[1]
+		part := c.Plan[min(wakes, len(c.Plan)-1)]
+		wakes++
+		c.play(out, w, part)
+	}
+}
+
+func (c Config) play(out io.Writer, w wake, part string) {
+	c.Log("wake %s %s checkpoint=%s task=%s message=%s", w.lease, w.attempt, yesNo(w.resumed), w.task, w.message)
+	fmt.Fprintf(out, "woken: lease %s, attempt %s (%s)\n", w.lease, w.attempt, part)
+	run := func(args ...string) {
+		cmd := exec.Command(c.Engine, args...)
+		cmd.Stdout, cmd.Stderr = out, out
+		status := 0
+		if err := cmd.Run(); err != nil {
+			status = -1
+			if x, ok := err.(*exec.ExitError); ok {
+				status = x.ExitCode()
+			}
+		}
+		c.Log("run %s -> %d", strings.Join(args, " "), status)
+	}
+	switch part {
+	case "complete":
+		run("lease", "ack", w.lease)
+		run("lease", "renew", w.lease)
+		run("checkpoint", "--lease", w.lease, "--summary", "scripted work done", "--file", "work.txt", "--next", "nothing")
+		if c.StateHub != "" && w.task != "" {
+			c.Log("statehub %s done -> %s", w.task, c.stateHub(http.MethodPatch, "/v1/tasks/"+url.PathEscape(w.task), `{"status":"done"}`))
+		}
+		if c.StateHub != "" && w.message != "" {
+			c.Log("statehub %s read -> %s", w.message, c.stateHub(http.MethodPost, "/v1/messages/"+url.PathEscape(w.message)+"/read", ""))
+		}
+		run("lease", "release", w.lease, "--result", "completed")
+		if c.Reply && w.message != "" && w.from != "" {
+			// A line of its own: the broker routes a To: line the agent prints.
+			fmt.Fprintf(out, "To:%s: done with your message %s\n", w.from, w.message)
+		}
+	case "ackstall":
+		run("lease", "ack", w.lease)
+		run("checkpoint", "--lease", w.lease, "--summary", "half of the scripted work", "--next", "the other half")
+	case "fail":
+		run("lease", "ack", w.lease)
+		run("lease", "release", w.lease, "--result", "failed", "--reason", "scripted failure")
+	case "block":
+		run("lease", "ack", w.lease)
+		run("lease", "release", w.lease, "--result", "blocked", "--reason", "needs a human")
+	case "stall":
+	}
+	c.Log("done %s", w.lease)
+}
+
+// stateHub sends one request to State Hub and returns the answer's status
+// line, or the error.
+func (c Config) stateHub(method, path, body string) string {
+	req, err := http.NewRequest(method, strings.TrimRight(c.StateHub, "/")+path, strings.NewReader(body))
+	if err != nil {
+		return err.Error()
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	resp.Body.Close()
+	return resp.Status
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
