@@ -54,8 +54,8 @@ bench:
 # The first-run demo (docs/demo.md): make demo DEMOFLAGS=--keep leaves it running.
 # It builds only what it runs (tamq and the demo, in one go build).
 demo: deps
-	$(STATIC) $(GO) build $(BUILDFLAGS) -o $(BIN)/ ./cmd/tamq ./tools/tamq-demo
-	$(BIN)/tamq-demo --tamq $(BIN)/tamq $(DEMOFLAGS)
+	$(STATIC) $(GO) build $(BUILDFLAGS) -o $(BIN)/ ./cmd/tamq ./cmd/coordination-engine ./tools/tamq-demo
+	$(BIN)/tamq-demo --tamq $(BIN)/tamq --engine $(BIN)/coordination-engine $(DEMOFLAGS)
 
 # The real agents, offline (opt-in, not part of `make test`): installs Claude Code
 # and Codex from npm into .agents/ and runs them under tamq with fake keys

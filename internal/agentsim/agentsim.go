@@ -129,8 +129,9 @@ func (c Config) play(out io.Writer, w wake, part string) {
 		}
 		run("lease", "release", w.lease, "--result", "completed")
 		if c.Reply && w.message != "" && w.from != "" {
-			// A line of its own: the broker routes a To: line the agent prints.
-			fmt.Fprintf(out, "To:%s: done with your message %s\n", w.from, w.message)
+			// The broker routes a To: block the agent prints; a blank line
+			// ends it.
+			fmt.Fprintf(out, "To:%s: done with your message %s\n\n", w.from, w.message)
 		}
 	case "ackstall":
 		run("lease", "ack", w.lease)

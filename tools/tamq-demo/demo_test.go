@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -12,7 +15,6 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +22,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/testutil"
+	_ "modernc.org/sqlite"
 )
 
 func TestMain(m *testing.M) {
@@ -30,7 +33,9 @@ func TestMain(m *testing.M) {
 
 // demoRun is one demo run as a test sees it.
 type demoRun struct {
-	tamq string // this test's own copy of tamq, so its processes are told apart
+	// This test's own copies of tamq and coordination-engine, so their
+	// processes are told apart.
+	tamq, engine string
 	cmd  *exec.Cmd
 	out  bytes.Buffer // stdout and stderr
 	mu   sync.Mutex
@@ -46,13 +51,16 @@ func startDemo(t *testing.T, args ...string) *demoRun {
 		t.Fatal("the demo needs tmux (CI installs it): ", err)
 	}
 	bin := testutil.Binaries(t)
-	r := &demoRun{tamq: filepath.Join(t.TempDir(), "tamq"), seen: make(chan string, 1000)}
-	if err := copyFile(filepath.Join(bin, "tamq"), r.tamq, 0o755); err != nil {
-		t.Fatal(err)
+	own := t.TempDir()
+	r := &demoRun{tamq: filepath.Join(own, "tamq"), engine: filepath.Join(own, "coordination-engine"), seen: make(chan string, 1000)}
+	for _, exe := range []string{r.tamq, r.engine} {
+		if err := copyFile(filepath.Join(bin, filepath.Base(exe)), exe, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	r.cmd = exec.CommandContext(ctx, filepath.Join(bin, "tamq-demo"), append([]string{"--tamq", r.tamq}, args...)...)
+	r.cmd = exec.CommandContext(ctx, filepath.Join(bin, "tamq-demo"), append([]string{"--tamq", r.tamq, "--engine", r.engine}, args...)...)
 	stdout, err := r.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +129,7 @@ func (r *demoRun) demo() *demo {
 	if w == nil || tm == nil {
 		return nil
 	}
-	return &demo{tamq: r.tamq, dir: w[1], tmux: tm[1], out: io.Discard}
+	return &demo{tamq: r.tamq, engine: r.engine, dir: w[1], tmux: tm[1], out: io.Discard}
 }
 
 // checkGone fails unless everything the demo started has gone: the tmux
@@ -136,7 +144,7 @@ func checkGone(t *testing.T, r *demoRun, d *demo) {
 		t.Errorf("the demo's directory %s is still there (%v)", d.dir, err)
 	}
 	if runtime.GOOS == "linux" {
-		for _, exe := range []string{r.tamq, d.agentExe()} {
+		for _, exe := range []string{r.tamq, r.engine, d.agentExe()} {
 			if pids := processesOf(exe); len(pids) > 0 {
 				t.Errorf("processes of %s still run: %v", exe, pids)
 			}
@@ -144,37 +152,23 @@ func checkGone(t *testing.T, r *demoRun, d *demo) {
 	}
 }
 
-// The relay, in order: who sends to whom.
-var wantTimeline = [][2]string{
-	{"operator/o", "alpha"},
-	{"alpha", "beta"},
-	{"beta", "gamma"},
-	{"gamma", "alpha"},
-	{"alpha", "gamma"},
-}
-
-func checkTimeline(t *testing.T, out string) {
+// checkOutput checks what the demo prints: the timeline of the loop, the
+// two gated tasks and the explanation of B.
+func checkOutput(t *testing.T, out string) {
 	t.Helper()
-	rows := timelineRE.FindAllStringSubmatch(out, -1)
-	if len(rows) != len(wantTimeline) {
-		t.Fatalf("timeline has %d messages, want %d:\n%s", len(rows), len(wantTimeline), out)
-	}
-	if rows[0][1] != "0.000" {
-		t.Errorf("the first message is at +%ss, want +0.000s", rows[0][1])
-	}
-	last := 0.0
-	for i, row := range rows {
-		if row[2] != wantTimeline[i][0] || row[3] != wantTimeline[i][1] || row[4] != "injected" {
-			t.Errorf("message %d: %s -> %s %s, want %s -> %s injected", i, row[2], row[3], row[4], wantTimeline[i][0], wantTimeline[i][1])
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^  \+0\.000s +\S+ +task \S+ +trigger\.observed`),
+		regexp.MustCompile(`(?m)^  \+\S+ +beta +task B +lease\.retry_wait +retry_wait +attempt 2, not renewed in time$`),
+		regexp.MustCompile(`(?m)^  \+\S+ +beta +task B +lease\.completed +completed +attempt 2`),
+		regexp.MustCompile(`(?m)^  \+\S+ +gamma +message m-1 +lease\.completed`),
+		regexp.MustCompile(`(?m)^  task H: not woken: stopped at gate human`),
+		regexp.MustCompile(`(?m)^  task D: not woken: stopped at gate destructive`),
+		regexp.MustCompile(`(?m)^task B: woken \(dependency_satisfied\); lease \S+ completed$`),
+		regexp.MustCompile(`(?m)^  depends on A: done \(alpha\)$`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("the output lacks %s:\n%s", want, out)
 		}
-		at, err := strconv.ParseFloat(row[1], 64)
-		if err != nil || at < last {
-			t.Errorf("message %d at +%ss is before the one above it", i, row[1])
-		}
-		last = at
-	}
-	if !strings.Contains(rows[0][5], "hops left: 3") || !strings.Contains(rows[4][5], "alpha > beta > gamma > alpha") {
-		t.Errorf("unexpected bodies:\n%s", out)
 	}
 }
 
@@ -185,7 +179,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("demo exit %d:\n%s", code, r.output())
 	}
 	out := r.output()
-	checkTimeline(t, out)
+	checkOutput(t, out)
 	d := r.demo()
 	if d == nil || !strings.Contains(out, "cleaned up") {
 		t.Fatalf("the demo did not say where it worked or that it cleaned up:\n%s", out)
@@ -200,11 +194,12 @@ func TestDemoKeep(t *testing.T) {
 		t.Fatalf("demo exit %d:\n%s", code, r.output())
 	}
 	out := r.output()
-	checkTimeline(t, out)
+	checkOutput(t, out)
 	d := r.demo()
 	if d == nil {
 		t.Fatalf("the demo did not say where it worked:\n%s", out)
 	}
+	checkFacts(t, d)
 	// The tmux server, its windows and the service are left for the user,
 	// with the commands to use them.
 	b, err := exec.Command("tmux", "-L", d.tmux, "list-windows", "-t", "tamq", "-F", "#{window_name}").CombinedOutput()
@@ -214,7 +209,10 @@ func TestDemoKeep(t *testing.T) {
 	if _, err := d.call(context.Background(), "tamq", "ping"); err != nil {
 		t.Errorf("the service is not left running: %v", err)
 	}
-	for _, want := range []string{"tmux -L " + d.tmux + " attach", "export XDG_CONFIG_HOME=", "kill-server"} {
+	if _, err := d.call(context.Background(), "coordination-engine", "ping"); err != nil {
+		t.Errorf("the engine is not left running: %v", err)
+	}
+	for _, want := range []string{"tmux -L " + d.tmux + " attach", "export XDG_CONFIG_HOME=", "kill-server", "explain B"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the --keep instructions lack %q:\n%s", want, out)
 		}
@@ -228,10 +226,10 @@ func TestDemoKeep(t *testing.T) {
 func TestDemoCleansUpWhenInterrupted(t *testing.T) {
 	t.Parallel()
 	r := startDemo(t)
-	// Interrupted once the windows are open: the service, tmux server and
-	// agents all run.
+	// Interrupted once State Hub is seeded: State Hub, both services, the
+	// tmux server and the agents all run, and the loop is under way.
 	for line := range r.seen {
-		if strings.Contains(line, "brokers") {
+		if strings.Contains(line, "seeded") {
 			break
 		}
 	}
@@ -252,60 +250,148 @@ func TestDemoCleansUpWhenInterrupted(t *testing.T) {
 	checkGone(t, r, d)
 }
 
-func TestAgentRelay(t *testing.T) {
-	ring := []string{"alpha", "beta", "gamma"}
-	cases := []struct {
-		self, in string
-		want     []string // the lines it prints after its greeting
-	}{
-		{"alpha", "From:operator/o: Hi alpha, please start a relay (hops left: 3)\n", []string{
-			"alpha: got the baton from operator, passing it on to beta.",
-			"To:beta: Relay baton from alpha, please pass it on (hops left: 2, route: alpha)",
-			"",
-		}},
-		{"gamma", "\x1b[200~From:beta: Relay baton from beta, please pass it on (hops left: 1, route: alpha > beta)\x1b[201~\r\n", []string{
-			"gamma: got the baton from beta, passing it on to alpha.",
-			"To:alpha: Relay baton from gamma, please pass it on (hops left: 0, route: alpha > beta > gamma)",
-			"",
-		}},
-		{"alpha", "From:gamma: Relay baton from gamma, please pass it on (hops left: 0, route: alpha > beta > gamma)\n", []string{
-			"alpha: the relay is done, telling gamma.",
-			"To:gamma: Thanks gamma, the baton is back with alpha after 3 hops (alpha > beta > gamma > alpha). Relay complete!",
-			"",
-		}},
-		// The summary, typed lines and an operator's last hop get no To: block.
-		{"gamma", "From:alpha: Thanks gamma, the baton is back with alpha after 3 hops (alpha > beta > gamma > alpha). Relay complete!\nls -l\n", []string{
-			"gamma: noted, nothing to answer.",
-			"",
-		}},
-		{"beta", "From:operator/o: last hop (hops left: 0)\n", []string{
-			"beta: the baton is back with beta after 0 hops (beta). Relay complete!",
-			"",
-		}},
-		{"gamma", "From:beta/o: typed in beta's window (hops left: 0, route: alpha > beta)\n", []string{
-			"gamma: the baton ended with gamma after 2 hops (alpha > beta > gamma). Relay complete!",
-			"",
-		}},
-	}
-	for _, c := range cases {
-		var out strings.Builder
-		if err := runAgent(strings.NewReader(c.in), &out, c.self, ring); err != nil {
-			t.Fatal(err)
-		}
-		lines := strings.Split(out.String(), "\n")
-		if len(lines) < 2 || !strings.HasPrefix(lines[0], c.self+"'s demo agent") {
-			t.Fatalf("no greeting: %q", out.String())
-		}
-		got := lines[2 : len(lines)-1]
-		if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
-			t.Errorf("%s given %q printed\n%s\nwant\n%s", c.self, c.in, strings.Join(got, "\n"), strings.Join(c.want, "\n"))
-		}
-	}
-	if err := runAgent(strings.NewReader(""), io.Discard, "delta", ring); err == nil {
-		t.Error("an agent outside the ring started")
-	}
-}
-
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// checkFacts checks the loop from what the demo left behind (run with
+// --keep): coordination-engine's and tamq's databases and the receipts State
+// Hub received, not from printed text.
+func checkFacts(t *testing.T, d *demo) {
+	t.Helper()
+	open := func(path string) *sql.DB {
+		db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	engine, tamq := open(d.engineDB()), open(d.tamqDB())
+	type trig struct {
+		id, state, gate string
+		observed        int64
+		leases          []string // "state/attempt"
+	}
+	triggers := map[string][]trig{} // by task id or message id
+	rows, err := engine.Query(`SELECT t.id, COALESCE(t.task_id, t.source_id), t.state, COALESCE(t.gate_reason, ''), t.observed_at,
+		COALESCE(l.state || '/' || l.attempt, '') FROM triggers t LEFT JOIN leases l ON l.trigger_id = t.id ORDER BY t.rowid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var tr trig
+		var about, l string
+		if err := rows.Scan(&tr.id, &about, &tr.state, &tr.gate, &tr.observed, &l); err != nil {
+			t.Fatal(err)
+		}
+		if l != "" {
+			tr.leases = []string{l}
+		}
+		triggers[about] = append(triggers[about], tr)
+	}
+	rows.Close()
+	one := func(about string) trig {
+		t.Helper()
+		if len(triggers[about]) != 1 {
+			t.Fatalf("%s has %d triggers: %+v", about, len(triggers[about]), triggers[about])
+		}
+		return triggers[about][0]
+	}
+	// A: woken once, completed on its first attempt.
+	if a := one("A"); a.state != "completed" || !slices.Equal(a.leases, []string{"completed/1"}) {
+		t.Errorf("A: %+v", a)
+	}
+	// B: observed only after A's agent had marked A done (after its
+	// checkpoint), and woken a second time once its stalled lease ran out.
+	b := one("B")
+	if b.state != "completed" || !slices.Equal(b.leases, []string{"completed/2"}) {
+		t.Errorf("B: %+v", b)
+	}
+	var aCheckpoint int64
+	if err := engine.QueryRow(`SELECT max(c.recorded_at) FROM checkpoints c JOIN leases l ON l.lease_id = c.lease_id
+		WHERE l.trigger_id = ?`, one("A").id).Scan(&aCheckpoint); err != nil || b.observed < aCheckpoint {
+		t.Errorf("B observed at %d, before A's work was done (checkpoint %d): %v", b.observed, aCheckpoint, err)
+	}
+	// The gated tasks: stopped at the right gate, never leased.
+	for task, gate := range map[string]string{"H": "human", "D": "destructive"} {
+		if g := one(task); g.state != "stopped" || g.gate != gate || len(g.leases) != 0 {
+			t.Errorf("%s: %+v, want stopped at %s without a lease", task, g, gate)
+		}
+	}
+	// The message that requests action: woken in gamma, completed.
+	if m := one("m-1"); m.state != "completed" || !slices.Equal(m.leases, []string{"completed/1"}) {
+		t.Errorf("m-1: %+v", m)
+	}
+	// tamq: the wake prompts by repo; attempt 2 of B carried its checkpoint;
+	// nothing ever went in for the gated tasks.
+	wakes := map[string]int{}
+	resumed := 0
+	rows, err = tamq.Query(`SELECT target_repo, body FROM messages WHERE sender_kind = 'coordination'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var repo, body string
+		if err := rows.Scan(&repo, &body); err != nil {
+			t.Fatal(err)
+		}
+		wakes[repo]++
+		if strings.Contains(body, "attempt 2 of") && strings.Contains(body, "Resume from your latest checkpoint") {
+			resumed++
+		}
+		if strings.Contains(body, "Task H") || strings.Contains(body, "Task D") {
+			t.Errorf("a gated task's prompt went to %s", repo)
+		}
+	}
+	rows.Close()
+	if wakes["alpha"] != 1 || wakes["beta"] != 2 || wakes["gamma"] != 1 || resumed != 1 {
+		t.Errorf("wake prompts by repo %v, %d resumed from a checkpoint", wakes, resumed)
+	}
+	// Every receipt of both programs at State Hub, once.
+	var hub struct {
+		Progress []struct{ ID string }
+	}
+	b2, err := os.ReadFile(d.hubData())
+	if err != nil || json.Unmarshal(b2, &hub) != nil {
+		t.Fatalf("State Hub's data: %v", err)
+	}
+	received := map[string]int{}
+	for _, r := range hub.Progress {
+		received[r.ID]++
+	}
+	for _, src := range []struct {
+		db             *sql.DB
+		prefix, ids, n string
+	}{
+		{engine, "coordination-engine", `SELECT value FROM observer_state WHERE key = 'instance'`, `SELECT id FROM receipts WHERE projected_at IS NOT NULL`},
+		{tamq, "tamq", `SELECT value FROM meta WHERE key = 'instance'`, `SELECT id FROM receipts WHERE projected_at IS NOT NULL`},
+	} {
+		var instance string
+		if err := src.db.QueryRow(src.ids).Scan(&instance); err != nil {
+			t.Fatal(err)
+		}
+		var pending int
+		src.db.QueryRow(`SELECT count(*) FROM receipts WHERE projected_at IS NULL`).Scan(&pending)
+		if pending > 0 {
+			t.Errorf("%s: %d receipts not published", src.prefix, pending)
+		}
+		rows, err := src.db.Query(src.n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for rows.Next() {
+			var id int64
+			rows.Scan(&id)
+			n++
+			if c := received[fmt.Sprintf("%s:%s:%d", src.prefix, instance, id)]; c != 1 {
+				t.Errorf("%s receipt %d reached State Hub %d times", src.prefix, id, c)
+			}
+		}
+		rows.Close()
+		if n == 0 {
+			t.Errorf("%s published no receipts", src.prefix)
+		}
+	}
+}

@@ -11,37 +11,42 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 )
 
-// The demo's repos, in relay order, and the message that starts the relay.
+// The demo's repos: alpha owns task A; beta owns task B, which depends on
+// A; gamma owns a task that needs a human, one whose proposed action is
+// destructive, and gets a message from beta that asks for action.
 var repos = []string{"alpha", "beta", "gamma"}
 
+// The demo's State Hub content.
 const (
-	firstMessage = "To:alpha: Hi alpha, please start a relay around the team (hops left: 3)"
-	// The operator's message, three relay hops, and the summary back.
-	wantMessages = 5
+	taskA, taskB, taskHuman, taskDestructive = "A", "B", "H", "D"
+	messageID                                = "m-1"
 )
 
 type options struct {
-	tamq    string
-	keep    bool
-	timeout time.Duration
+	tamq, engine string
+	keep         bool
+	timeout      time.Duration
 }
 
-// demo is one run: where its files are and which tmux server is its own.
+// demo is one run: where its files are and which tmux server and State Hub
+// are its own.
 type demo struct {
-	tamq string // the tamq binary, absolute
-	dir  string // the temporary root of everything below
-	tmux string // the private tmux server's socket name (tmux -L)
+	tamq   string // the tamq binary, absolute
+	engine string // the coordination-engine binary, absolute
+	dir    string // the temporary root of everything below
+	tmux   string // the private tmux server's socket name (tmux -L)
 	// tmuxSocket is that server's socket file, once tamq open said where.
 	tmuxSocket string
-	out        io.Writer
+	// hub is the reference State Hub the demo runs; hubURL its address.
+	hub    *exec.Cmd
+	hubURL string
+	out    io.Writer
 }
 
 // The layout under the temporary root.
@@ -53,28 +58,41 @@ func (d *demo) repoDir(r string) string {
 	return filepath.Join(d.dir, "repos", r)
 }
 func (d *demo) agentExe() string { return filepath.Join(d.dir, "bin", "tamq-demo") }
+func (d *demo) hubData() string  { return filepath.Join(d.dir, "statehub.json") }
+func (d *demo) engineDB() string {
+	return filepath.Join(d.stateDir(), "coordination-engine", "coordination.sqlite3")
+}
+func (d *demo) tamqDB() string { return filepath.Join(d.stateDir(), "tamq", "tamq.sqlite3") }
+func (d *demo) engineLog() string {
+	return filepath.Join(d.stateDir(), "coordination-engine", "coordination-engine.log")
+}
 
 // run is the demo from start to end; the cleanup runs on every way out.
 func run(ctx context.Context, o options, out, errw io.Writer) (err error) {
-	tamq, err := filepath.Abs(o.tamq)
-	if err != nil {
-		return err
-	}
-	if _, err := os.Stat(tamq); err != nil {
-		return fmt.Errorf("no tamq binary at %s (run `make build` or pass --tamq PATH)", o.tamq)
+	d := &demo{out: out}
+	for _, b := range []struct {
+		path *string
+		name string
+		flag string
+	}{{&d.tamq, o.tamq, "--tamq"}, {&d.engine, o.engine, "--engine"}} {
+		if *b.path, err = filepath.Abs(b.name); err != nil {
+			return err
+		}
+		if _, err := os.Stat(*b.path); err != nil {
+			return fmt.Errorf("no binary at %s (run `make build` or pass %s PATH)", b.name, b.flag)
+		}
 	}
 	for _, tool := range []string{"tmux", "git"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("the demo needs %s: %v", tool, err)
 		}
 	}
-	dir, err := os.MkdirTemp("", "tamq-demo-") // 0700: the demo's state is private
-	if err != nil {
+	if d.dir, err = os.MkdirTemp("", "tamq-demo-"); err != nil { // 0700: the demo's state is private
 		return err
 	}
 	// The tmux server is named after the directory, which is new, so no other
 	// server answers to the name.
-	d := &demo{tamq: tamq, dir: dir, tmux: filepath.Base(dir), out: out}
+	d.tmux = filepath.Base(d.dir)
 	defer func() {
 		if o.keep {
 			d.printKeep()
@@ -87,7 +105,7 @@ func run(ctx context.Context, o options, out, errw io.Writer) (err error) {
 			}
 			return
 		}
-		d.say("cleaned up: the tmux server, the service and %s are gone", d.dir)
+		d.say("cleaned up: the tmux server, both services, State Hub and %s are gone", d.dir)
 	}()
 
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -99,31 +117,20 @@ func run(ctx context.Context, o options, out, errw io.Writer) (err error) {
 		}
 		return d.explain(err)
 	}
-	fmt.Fprintf(out, "tamq demo: three repos, three scripted agents, one message to start a relay\n")
+	fmt.Fprintf(out, "tamq demo: State Hub changes wake scripted agents in three repos through coordination-engine and tamq\n")
 	d.say("tamq       %s", o.tamq)
-	d.say("workspace  %s  (gita registry, config, state and runtime dir, all private to the demo)", d.dir)
+	d.say("engine     %s", o.engine)
+	d.say("workspace  %s  (gita registry, config, state and runtime dirs, all private to the demo)", d.dir)
 	if err := d.setup(); err != nil {
 		return err
 	}
-	if err := d.open(ctx); err != nil {
-		return fail(err)
+	steps := []func(context.Context) error{d.startHub, d.open, d.waitBrokers, d.startEngine, d.seed, d.waitLoop}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return fail(err)
+		}
 	}
-	if err := d.waitBrokers(ctx); err != nil {
-		return fail(err)
-	}
-	d.say("send       tamq send '%s'", firstMessage)
-	if _, err := d.call(ctx, "tamq", "send", firstMessage); err != nil {
-		return fail(err)
-	}
-	d.say("waiting for the relay to go round (%d messages)...", wantMessages)
-	msgs, err := d.waitMessages(ctx)
-	if err != nil {
-		return fail(err)
-	}
-	fmt.Fprintln(out)
-	printTimeline(out, msgs)
-	fmt.Fprintln(out)
-	return nil
+	return d.report(ctx)
 }
 
 func (d *demo) say(format string, args ...any) {
@@ -163,6 +170,27 @@ func (d *demo) setup() error {
 	return nil
 }
 
+// writeEngineConfig points the engine at the demo's State Hub, with lease
+// times short enough that the stalled agent's lease runs out within seconds
+// (a real deployment keeps the defaults: docs/configuration.md).
+func (d *demo) writeEngineConfig() error {
+	dir := filepath.Join(d.configDir(), "coordination-engine")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	cfg := fmt.Sprintf(`[statehub]
+api_base = %q
+
+[coordination]
+statehub_poll_interval_seconds = 2
+wake_ack_timeout_seconds = 10
+lease_renew_interval_seconds = 1
+lease_missed_renewals = 2
+retry_backoff_seconds = [1, 2, 4]
+`, d.hubURL)
+	return os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600)
+}
+
 // gitaRow is one repos.csv row as gita 0.16 writes it (Python's csv writer:
 // CRLF line end, a field quoted only when it needs to be; the empty type and
 // flags columns last).
@@ -180,12 +208,10 @@ func gitaRow(path, name string) string {
 // service (detached) and the tmux server as needed.
 func (d *demo) open(ctx context.Context) error {
 	agent := shellQuote(d.agentExe()) + " agent"
-	for _, r := range repos {
-		agent += " " + shellQuote(r)
-	}
 	// exec: the agent itself is the process in the broker's terminal, so it
-	// gets the hangup when the window closes.
-	args := append([]string{"open", "--json", "--tmux-socket", d.tmux, "--command", "exec " + agent}, repos...)
+	// gets the hangup when the window closes. Trigger mode: the engine may
+	// wake these agents.
+	args := append([]string{"open", "--json", "--mode", "trigger", "--tmux-socket", d.tmux, "--command", "exec " + agent}, repos...)
 	out, err := d.call(ctx, "tamq", args...)
 	if err != nil {
 		return err
@@ -199,7 +225,7 @@ func (d *demo) open(ctx context.Context) error {
 	}
 	d.tmuxSocket = rec.TmuxSocket
 	d.say("tmux       private server `tmux -L %s`, session tamq, endpoint %s", d.tmux, rec.EndpointID)
-	d.say("windows    %s: each runs the demo agent under tamq's PTY broker", strings.Join(repos, ", "))
+	d.say("windows    %s: each runs a scripted agent under tamq's PTY broker (beta's stalls on its first wake)", strings.Join(repos, ", "))
 	if st, err := d.status(ctx); err == nil {
 		d.say("service    started by tamq open, pid %d, log %s", st.Service.PID, st.Service.LogFile)
 	}
@@ -261,107 +287,6 @@ func (d *demo) waitBrokers(ctx context.Context) error {
 	}
 }
 
-// message is the part of `tamq history --json --body` the demo reads.
-type message struct {
-	ID         string     `json:"id"`
-	Sender     string     `json:"sender"`
-	Provenance string     `json:"provenance"`
-	Target     string     `json:"target"`
-	Body       *string    `json:"body"`
-	State      string     `json:"state"`
-	CreatedAt  time.Time  `json:"created_at"`
-	InjectedAt *time.Time `json:"injected_at"`
-}
-
-// from is the sender as tamq shows it: an operator's label carries "/o".
-func (m message) from() string {
-	if m.Provenance != "" {
-		return m.Sender + "/" + m.Provenance
-	}
-	return m.Sender
-}
-
-// waitMessages polls the history until the whole conversation is in and
-// delivered, and returns it oldest first.
-func (d *demo) waitMessages(ctx context.Context) ([]message, error) {
-	var msgs []message
-	for {
-		out, err := d.call(ctx, "tamq", "history", "--json", "--body", "--limit", "100")
-		if err == nil {
-			msgs = nil // a fresh slice: Unmarshal would reuse old elements' fields
-			if err := json.Unmarshal(out, &msgs); err != nil {
-				return nil, fmt.Errorf("tamq history --json: %v", err)
-			}
-			sortMessages(msgs)
-			injected := 0
-			for _, m := range msgs {
-				switch m.State {
-				case "injected":
-					injected++
-				case "failed":
-					return nil, fmt.Errorf("message %s from %s to %s failed", m.ID, m.from(), m.Target)
-				}
-			}
-			if len(msgs) > wantMessages {
-				fmt.Fprintln(d.out)
-				printTimeline(d.out, msgs)
-				fmt.Fprintln(d.out)
-				return nil, fmt.Errorf("the agents sent %d messages, the relay has %d", len(msgs), wantMessages)
-			}
-			if injected == wantMessages {
-				return msgs, nil
-			}
-		}
-		if err := pause(ctx, 100*time.Millisecond); err != nil {
-			if len(msgs) > 0 {
-				fmt.Fprintln(d.out)
-				printTimeline(d.out, msgs)
-				fmt.Fprintln(d.out)
-			}
-			return nil, fmt.Errorf("waiting for %d delivered messages (have %d): %w", wantMessages, len(msgs), err)
-		}
-	}
-}
-
-// sortMessages puts messages oldest first; history lists them newest first.
-func sortMessages(msgs []message) {
-	sort.SliceStable(msgs, func(i, j int) bool {
-		if !msgs[i].CreatedAt.Equal(msgs[j].CreatedAt) {
-			return msgs[i].CreatedAt.Before(msgs[j].CreatedAt)
-		}
-		return msgs[i].ID < msgs[j].ID
-	})
-}
-
-// printTimeline prints one line per message, oldest first, times counted from
-// the first message.
-func printTimeline(w io.Writer, msgs []message) {
-	if len(msgs) == 0 {
-		return
-	}
-	t0 := msgs[0].CreatedAt
-	offset := func(t time.Time) string { return fmt.Sprintf("+%.3fs", t.Sub(t0).Seconds()) }
-	plural := "s"
-	if len(msgs) == 1 {
-		plural = ""
-	}
-	fmt.Fprintf(w, "Timeline (%d message%s; times from the first message):\n", len(msgs), plural)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  SENT\tFROM -> TO\tSTATE\tIN TERMINAL\tMESSAGE")
-	for _, m := range msgs {
-		in := "-"
-		if m.InjectedAt != nil {
-			in = offset(*m.InjectedAt)
-		}
-		body := ""
-		if m.Body != nil {
-			body = strings.ReplaceAll(*m.Body, "\n", `\n`)
-		}
-		fmt.Fprintf(tw, "  %s\t%s -> %s\t%s\t%s\t%s\n", offset(m.CreatedAt), m.from(), m.Target, m.State, in, body)
-	}
-	tw.Flush()
-}
-
 // explain adds what the windows show to a failure.
 func (d *demo) explain(err error) error {
 	out, terr := exec.Command("tmux", "-L", d.tmux, "list-panes", "-a", "-F", "#{pane_id} #{window_name}").Output()
@@ -403,16 +328,23 @@ func (d *demo) envVars() []string {
 		"XDG_STATE_HOME=" + d.stateDir(),
 		"XDG_RUNTIME_DIR=" + d.runtimeDir(),
 		"GITA_PROJECT_HOME=" + d.configDir(),
+		// What the windows' agents need: the engine for the agent commands,
+		// State Hub to mark their work done.
+		agentEngineVar + "=" + d.engine,
+		agentStateHubVar + "=" + d.hubURL,
 	}
 }
 
-// call runs tamq or tmux (on the demo's server) and returns its output; a
+// call runs tamq, coordination-engine or tmux (on the demo's server) and
+// returns its output; a
 // failure carries what it said on stderr.
 func (d *demo) call(ctx context.Context, program string, args ...string) ([]byte, error) {
 	var cmd *exec.Cmd
 	switch program {
 	case "tamq":
 		cmd = exec.CommandContext(ctx, d.tamq, args...)
+	case "coordination-engine":
+		cmd = exec.CommandContext(ctx, d.engine, args...)
 	case "tmux":
 		cmd = exec.CommandContext(ctx, "tmux", append([]string{"-L", d.tmux}, args...)...)
 	default:
@@ -463,15 +395,24 @@ func (d *demo) cleanup() error {
 		errs = append(errs, fmt.Errorf("demo agents still running: pids %v", processesOf(d.agentExe())))
 	}
 
-	// The service: asked to stop; killed if it will not.
-	if _, err := d.call(ctx, "tamq", "stop"); err != nil {
-		errs = append(errs, err)
-	}
-	if pid := d.servicePID(); pid > 0 && alive(pid) {
-		syscall.Kill(pid, syscall.SIGKILL)
-		if waitUntil(ctx, func() bool { return !alive(pid) }) != nil {
-			errs = append(errs, fmt.Errorf("the service (pid %d) is still running", pid))
+	// The services: asked to stop; killed if they will not. The engine
+	// first: it is tamq's client.
+	for _, svc := range []struct{ program, exe, lock string }{
+		{"coordination-engine", d.engine, filepath.Join(d.stateDir(), "coordination-engine", "coordination-engine.lock")},
+		{"tamq", d.tamq, filepath.Join(d.stateDir(), "tamq", "tamq.lock")},
+	} {
+		if _, err := d.call(ctx, svc.program, "stop"); err != nil {
+			errs = append(errs, err)
 		}
+		if pid := servicePID(svc.lock, svc.exe); pid > 0 && alive(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			if waitUntil(ctx, func() bool { return !alive(pid) }) != nil {
+				errs = append(errs, fmt.Errorf("%s (pid %d) is still running", svc.program, pid))
+			}
+		}
+	}
+	if err := d.stopHub(ctx); err != nil {
+		errs = append(errs, err)
 	}
 
 	if len(errs) > 0 {
@@ -481,10 +422,10 @@ func (d *demo) cleanup() error {
 	return os.RemoveAll(d.dir)
 }
 
-// servicePID is the pid in the service's lock file when that process runs
-// the demo's tamq binary, else 0 (a stale file or a reused pid).
-func (d *demo) servicePID() int {
-	b, err := os.ReadFile(filepath.Join(d.stateDir(), "tamq", "tamq.lock"))
+// servicePID is the pid in a service's lock file when that process runs
+// exe, else 0 (a stale file or a reused pid).
+func servicePID(lock, exe string) int {
+	b, err := os.ReadFile(lock)
 	if err != nil {
 		return 0
 	}
@@ -492,7 +433,7 @@ func (d *demo) servicePID() int {
 	if err != nil || pid <= 0 {
 		return 0
 	}
-	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err != nil || strings.TrimSuffix(exe, " (deleted)") != d.tamq {
+	if p, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err != nil || strings.TrimSuffix(p, " (deleted)") != exe {
 		return 0
 	}
 	return pid
@@ -505,7 +446,7 @@ func (d *demo) printKeep() {
 		name, value, _ := strings.Cut(kv, "=")
 		exports = append(exports, name+"="+shellQuote(value))
 	}
-	tamq := shellQuote(d.tamq)
+	tamq, engine := shellQuote(d.tamq), shellQuote(d.engine)
 	rm := shellQuote(d.dir)
 	if d.tmuxSocket != "" {
 		rm += " " + shellQuote(d.tmuxSocket) // tmux leaves its socket file behind
@@ -514,13 +455,15 @@ func (d *demo) printKeep() {
 	fmt.Fprintf(w, "The demo is still running (--keep).\n")
 	fmt.Fprintf(w, "  Watch it:  tmux -L %s attach -t tamq:alpha\n", d.tmux)
 	fmt.Fprintf(w, "             (a window per repo: C-b n and C-b p switch, C-b d detaches)\n")
-	fmt.Fprintf(w, "  Use tamq:  in a shell of its own (the windows run the agents), first\n")
+	fmt.Fprintf(w, "  Use it:    in a shell of its own, first\n")
 	fmt.Fprintf(w, "               export %s\n", strings.Join(exports, " "))
 	fmt.Fprintf(w, "             then, for example:\n")
-	fmt.Fprintf(w, "               %s history --body\n", tamq)
-	fmt.Fprintf(w, "               %s send 'To:beta: Hi beta, please start a relay around the team (hops left: 2)'\n", tamq)
+	fmt.Fprintf(w, "               %s explain B; %s receipts; %s status\n", engine, engine, tamq)
+	fmt.Fprintf(w, "               curl -s %s/v1/workplans\n", d.hubURL)
+	fmt.Fprintf(w, "               curl -s -X PATCH -d '{\"needs_human\": false}' %s/v1/tasks/%s   # H's human says go\n", d.hubURL, taskHuman)
 	fmt.Fprintf(w, "  Clean up:  with those exports:\n")
-	fmt.Fprintf(w, "               %s stop; tmux -L %s kill-server; rm -rf %s\n", tamq, d.tmux, rm)
+	fmt.Fprintf(w, "               %s stop; %s stop; kill $(cat %s); tmux -L %s kill-server; rm -rf %s\n",
+		engine, tamq, shellQuote(d.hubPIDFile()), d.tmux, rm)
 }
 
 // shellQuote quotes s for /bin/sh.

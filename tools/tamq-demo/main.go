@@ -1,11 +1,12 @@
-// Command tamq-demo is the first-run demo behind `make demo`: it sets up a
-// throwaway gita registry, tamq state and private tmux server, opens three
-// repo windows whose agent is a small scripted program, sends one message,
-// and prints the conversation that follows as a timeline. Everything it
-// started is gone when it exits, unless --keep.
+// Command tamq-demo is the first-run demo behind `make demo`: the loop of
+// the whole system. It sets up a throwaway gita registry, the reference
+// State Hub with a small workplan, a private tmux server, tamq and
+// coordination-engine, and three repo windows whose agents are scripted;
+// State Hub's changes wake them, and it prints what happened as a timeline.
+// Everything it started is gone when it exits, unless --keep.
 //
-//	tamq-demo [--tamq PATH] [--keep] [--timeout DURATION]
-//	tamq-demo agent REPO...    (what each demo window runs)
+//	tamq-demo [--tamq PATH] [--engine PATH] [--keep] [--timeout DURATION]
+//	tamq-demo agent    (what each demo window runs)
 package main
 
 import (
@@ -17,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -35,10 +37,11 @@ func driverMain(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o options
 	fs.StringVar(&o.tamq, "tamq", "", "the tamq binary to demonstrate (default: bin/tamq, else tamq in PATH)")
+	fs.StringVar(&o.engine, "engine", "", "the coordination-engine binary (default: beside tamq, else in PATH)")
 	fs.BoolVar(&o.keep, "keep", false, "leave the tmux server, the service and the demo's files for you to look at")
-	fs.DurationVar(&o.timeout, "timeout", 45*time.Second, "give up when the demo has not finished by then")
+	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "give up when the demo has not finished by then")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tamq-demo [--tamq PATH] [--keep] [--timeout DURATION]")
+		fmt.Fprintln(stderr, "usage: tamq-demo [--tamq PATH] [--engine PATH] [--keep] [--timeout DURATION]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -57,6 +60,13 @@ func driverMain(args []string, stdout, stderr io.Writer) int {
 	}
 	if o.tamq == "" {
 		fmt.Fprintln(stderr, "tamq-demo: no tamq binary: run `make build` or pass --tamq PATH")
+		return 1
+	}
+	if o.engine == "" {
+		o.engine = defaultEngine(o.tamq)
+	}
+	if o.engine == "" {
+		fmt.Fprintln(stderr, "tamq-demo: no coordination-engine binary: run `make build` or pass --engine PATH")
 		return 1
 	}
 
@@ -89,6 +99,19 @@ func defaultTamq() string {
 		return "bin/tamq"
 	}
 	if p, err := exec.LookPath("tamq"); err == nil {
+		return p
+	}
+	return ""
+}
+
+// defaultEngine is the coordination-engine beside tamq (bin/), else the one
+// in PATH.
+func defaultEngine(tamq string) string {
+	beside := filepath.Join(filepath.Dir(tamq), "coordination-engine")
+	if st, err := os.Stat(beside); err == nil && !st.IsDir() {
+		return beside
+	}
+	if p, err := exec.LookPath("coordination-engine"); err == nil {
 		return p
 	}
 	return ""
