@@ -52,7 +52,7 @@ bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 
 # The first-run demo (docs/demo.md): make demo DEMOFLAGS=--keep leaves it running.
-# It builds only what it runs (tamq and the demo, in one go build).
+# It builds only what it runs (tamq, coordination-engine and the demo, in one go build).
 demo: deps
 	$(STATIC) $(GO) build $(BUILDFLAGS) -o $(BIN)/ ./cmd/tamq ./cmd/coordination-engine ./tools/tamq-demo
 	$(BIN)/tamq-demo --tamq $(BIN)/tamq --engine $(BIN)/coordination-engine $(DEMOFLAGS)

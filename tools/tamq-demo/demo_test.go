@@ -36,10 +36,10 @@ type demoRun struct {
 	// This test's own copies of tamq and coordination-engine, so their
 	// processes are told apart.
 	tamq, engine string
-	cmd  *exec.Cmd
-	out  bytes.Buffer // stdout and stderr
-	mu   sync.Mutex
-	seen chan string // stdout lines as they come
+	cmd          *exec.Cmd
+	out          bytes.Buffer // stdout and stderr
+	mu           sync.Mutex
+	seen         chan string // stdout lines as they come
 }
 
 // startDemo starts the demo binary with args; its processes run this test's
