@@ -33,11 +33,14 @@ type Input struct {
 	LeaseID     string
 	Attempt     int
 	MaxAttempts int // attempts the lease may have in all
-	Repo        string
-	Trigger     Trigger
-	Checkpoint  *Checkpoint
-	Task        *Task    // the task the trigger is about, if any
-	Message     *Message // the message the trigger is about, if any
+	// RenewEvery is how often the agent must renew (the engine's
+	// lease_renew_interval_seconds); zero names the setting instead.
+	RenewEvery time.Duration
+	Repo       string
+	Trigger    Trigger
+	Checkpoint *Checkpoint
+	Task       *Task    // the task the trigger is about, if any
+	Message    *Message // the message the trigger is about, if any
 	// Templates replace the built-in Templates when not empty. They are
 	// validated where they are read (LoadRepoTemplates, CheckTemplates).
 	Templates []string
@@ -163,7 +166,11 @@ func continuation(in Input) string {
 	}
 	b.WriteString("These are suggestions, not permission: anything that needs a human (secrets, destructive or live actions, scope changes) stops with a checkpoint and --blocked-reason.\n")
 	p, l := in.Program, in.LeaseID
-	fmt.Fprintf(&b, "While you work: %s lease renew %s (at least every lease_renew_interval_seconds)\n", p, l)
+	every := "lease_renew_interval_seconds"
+	if in.RenewEvery > 0 {
+		every = in.RenewEvery.String()
+	}
+	fmt.Fprintf(&b, "While you work: %s lease renew %s (at least every %s)\n", p, l, every)
 	fmt.Fprintf(&b, "Before yielding: %s checkpoint --lease %s --summary TEXT [--next TEXT] [--file F]...\n", p, l)
 	fmt.Fprintf(&b, "When done: %s lease release %s --result completed (or failed|blocked --reason TEXT)\n", p, l)
 	fmt.Fprintf(&b, "Acknowledge before you begin: %s lease ack %s", p, l)

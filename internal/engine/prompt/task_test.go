@@ -128,3 +128,12 @@ func TestLargestInputsStillFit(t *testing.T) {
 		t.Errorf("prompt lost its checkpoint or its end:\n%s", p)
 	}
 }
+
+// The renew line names the engine's interval, so the agent knows it.
+func TestPromptNamesTheRenewInterval(t *testing.T) {
+	in := input(nil)
+	in.RenewEvery = 2 * time.Minute
+	if p := Build(in); !strings.Contains(p, "lease renew L-1 (at least every 2m0s)\n") {
+		t.Errorf("prompt:\n%s", p)
+	}
+}
