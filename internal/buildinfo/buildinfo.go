@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 )
 
 // version may be set by release builds: -ldflags "-X github.com/tmux-amq/tamq/internal/buildinfo.version=v1.2.3".
@@ -77,4 +78,26 @@ func (i Info) String() string {
 	}
 	b.WriteString(" " + i.GoVersion)
 	return b.String()
+}
+
+// CommitTime is when the source this binary was built from was committed, as
+// Go records it (vcs.time), or the zero time when it is not recorded. A build
+// cannot precede it, so a clock that reads earlier is wrong.
+func CommitTime() time.Time {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return time.Time{}
+	}
+	return commitTime(bi.Settings)
+}
+
+func commitTime(settings []debug.BuildSetting) time.Time {
+	for _, s := range settings {
+		if s.Key == "vcs.time" {
+			if t, err := time.Parse(time.RFC3339, s.Value); err == nil {
+				return t
+			}
+		}
+	}
+	return time.Time{}
 }

@@ -4,6 +4,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestVersionSources(t *testing.T) {
@@ -42,5 +43,18 @@ func TestVersionSources(t *testing.T) {
 func TestGetNeverEmpty(t *testing.T) {
 	if v := Get().Version; v == "" {
 		t.Fatal("Get().Version is empty")
+	}
+}
+
+func TestCommitTime(t *testing.T) {
+	at := commitTime([]debug.BuildSetting{{Key: "vcs.revision", Value: "0123"}, {Key: "vcs.time", Value: "2026-11-30T09:15:00Z"}})
+	if want := time.Date(2026, 11, 30, 9, 15, 0, 0, time.UTC); !at.Equal(want) {
+		t.Errorf("commitTime = %v, want %v", at, want)
+	}
+	if at := commitTime([]debug.BuildSetting{{Key: "vcs.time", Value: "yesterday"}}); !at.IsZero() {
+		t.Errorf("a malformed vcs.time gave %v, want the zero time", at)
+	}
+	if at := commitTime(nil); !at.IsZero() {
+		t.Errorf("no vcs.time gave %v, want the zero time", at)
 	}
 }

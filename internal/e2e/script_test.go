@@ -34,6 +34,8 @@ func TestScripts(t *testing.T) {
 		Setup: func(env *testscript.Env) error {
 			work := env.WorkDir
 			env.Setenv("PATH", bin+string(os.PathListSeparator)+env.Getenv("PATH"))
+			// BINDIR holds the programs alone: PATH=$BINDIR is a PATH without tmux.
+			env.Setenv("BINDIR", bin)
 			env.Setenv("HOME", filepath.Join(work, "home"))
 			env.Setenv("XDG_CONFIG_HOME", filepath.Join(work, "config"))
 			env.Setenv("XDG_STATE_HOME", filepath.Join(work, "state"))

@@ -309,14 +309,37 @@ func (c *Client) bearer(ctx context.Context) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, c.Credential[0], c.Credential[1:]...).Output()
+	token, err := Token(ctx, c.Credential)
 	if err != nil {
-		return "", errs.Wrap(errs.PermissionDeny, err, "statehub.credential_command %q failed", c.Credential[0])
-	}
-	token := strings.TrimSpace(string(out))
-	if token == "" || strings.ContainsAny(token, "\r\n") {
-		return "", errs.New(errs.PermissionDeny, "statehub.credential_command %q did not print one token", c.Credential[0])
+		return "", err
 	}
 	c.token = token
 	return token, nil
+}
+
+// Token runs the credential command (statehub.credential_command) until ctx
+// ends and returns the one token it prints. The output is never put in an
+// error: it may be the secret.
+func Token(ctx context.Context, argv []string) (string, error) {
+	if len(argv) == 0 {
+		return "", errs.New(errs.ConfigInvalid, "statehub.credential_command is empty")
+	}
+	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).Output()
+	if err != nil {
+		return "", errs.Wrap(errs.PermissionDeny, err, "statehub.credential_command %q failed", argv[0])
+	}
+	token := strings.TrimSpace(string(out))
+	if token == "" || strings.ContainsAny(token, "\r\n") {
+		return "", errs.New(errs.PermissionDeny, "statehub.credential_command %q did not print one token", argv[0])
+	}
+	return token, nil
+}
+
+// CheckAccess asks State Hub for the workplans once, for a check that it
+// answers as the contract says and takes the credentials: nil, or the
+// error of the request (errs.PermissionDeny when refused).
+func (c *Client) CheckAccess(ctx context.Context) error {
+	var raw json.RawMessage
+	_, _, err := c.get(ctx, "/v1/workplans", "", &raw)
+	return err
 }

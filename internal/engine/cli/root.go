@@ -32,6 +32,7 @@ start; tamq and the agents' windows are not touched. Stopping an engine that
 is not running is not an error.`),
 		app.NewPingCmd(a),
 		newStatusCmd(a),
+		newDoctorCmd(a),
 		newWakeCmd(a),
 		newLeaseCmd(a),
 		newCheckpointCmd(a),

@@ -110,3 +110,19 @@ func notFound(err error, what, hint string) error {
 	}
 	return err
 }
+
+// NewestTime is the latest time the engine wrote into db (every transition
+// writes a receipt; endpoints and the observer's state are small tables), or
+// the zero time when it holds none: a clock that reads earlier has gone
+// backwards. db may be a read-only handle.
+func NewestTime(ctx context.Context, db *sql.DB) (time.Time, error) {
+	var newest sql.NullInt64
+	err := db.QueryRowContext(ctx, `SELECT max(v) FROM (
+		SELECT (SELECT at FROM receipts ORDER BY id DESC LIMIT 1) AS v
+		UNION ALL SELECT max(updated_at) FROM endpoints
+		UNION ALL SELECT max(updated_at) FROM observer_state)`).Scan(&newest)
+	if err != nil || !newest.Valid {
+		return time.Time{}, err
+	}
+	return fromMS(newest.Int64), nil
+}

@@ -64,6 +64,7 @@ messages are delivered after the next start. Stopping a service that is not
 running is not an error.`),
 		app.NewPingCmd(a),
 		newStatusCmd(a),
+		newDoctorCmd(a),
 		newEndpointsCmd(a),
 	)
 	return root

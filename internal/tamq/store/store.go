@@ -258,3 +258,19 @@ func HistorySize(ctx context.Context, db *sql.DB) (bytes int64, since time.Time,
 	h, err := measureHistory(ctx, db)
 	return h.bytes(), h.oldest, h.messages, err
 }
+
+// NewestTime is the latest time tamq wrote into the database (a message,
+// a receipt, an endpoint), or the zero time when it holds none: a clock that
+// reads earlier has gone backwards. Each part is read through an index or
+// from a small table, so it stays quick on a large history.
+func NewestTime(ctx context.Context, db *sql.DB) (time.Time, error) {
+	var newest sql.NullInt64
+	err := db.QueryRowContext(ctx, `SELECT max(v) FROM (
+		SELECT (SELECT at FROM receipts ORDER BY id DESC LIMIT 1) AS v
+		UNION ALL SELECT max(created_at) FROM messages
+		UNION ALL SELECT max(updated_at) FROM endpoints)`).Scan(&newest)
+	if err != nil || !newest.Valid {
+		return time.Time{}, err
+	}
+	return fromMS(newest.Int64), nil
+}

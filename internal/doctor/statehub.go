@@ -1,0 +1,67 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/statehub"
+)
+
+// StateHub checks that State Hub answers HTTP at statehub.api_base. Whether
+// that is a warning or a failure is the program's: tamq works without State
+// Hub, the engine watches it. reachable says whether it answered.
+func StateHub(ctx context.Context, cfg *config.Loaded, unreachable Status, why string) (c Check, reachable bool) {
+	const name = "statehub"
+	base := cfg.StateHub.APIBase
+	if err := statehub.Probe(ctx, base, HTTPTimeout); err != nil {
+		return Check{Name: name, Status: unreachable, Detail: err.Error() + why,
+			Fix: fmt.Sprintf("start State Hub at %s, or point statehub.api_base in %s (or %s) at it", base, cfg.File, paths.StateHubAPIBaseVar)}, false
+	}
+	return ok(name, "State Hub answers at "+base), true
+}
+
+// StateHubAuth checks the credentials: statehub.credential_command, when
+// set, runs and prints a token, and State Hub, when reachable, takes the
+// request (GET /v1/workplans) with it, or without a token when none is
+// configured. A refusal fails: every request the program makes would be
+// refused. Another answer than the contract's is a failure or a warning as
+// the program says (other).
+func StateHubAuth(ctx context.Context, cfg *config.Loaded, reachable bool, other Status) Check {
+	const name = "statehub-auth"
+	argv := cfg.StateHub.CredentialCommand
+	setting := "statehub.credential_command in " + cfg.File
+	if len(argv) > 0 {
+		tctx, cancel := context.WithTimeout(ctx, CredentialTimeout)
+		_, err := statehub.Token(tctx, argv)
+		cancel()
+		if err != nil {
+			return fail(name, err.Error(),
+				fmt.Sprintf("run `%s` yourself to see why, and fix %s: it must print one token", strings.Join(argv, " "), setting))
+		}
+	}
+	if !reachable {
+		return ok(name, "the credential command prints a token (not tried on State Hub: it is not reachable)")
+	}
+	// The command may run twice (a refused token is fetched once more), and
+	// the request with it.
+	actx, cancel := context.WithTimeout(ctx, 2*(CredentialTimeout+HTTPTimeout))
+	defer cancel()
+	c := &statehub.Client{Base: cfg.StateHub.APIBase, Credential: argv, Timeout: HTTPTimeout}
+	err := c.CheckAccess(actx)
+	switch {
+	case err == nil && len(argv) > 0:
+		return ok(name, "State Hub accepts the token of statehub.credential_command")
+	case err == nil:
+		return ok(name, "State Hub takes requests without a token (no statehub.credential_command)")
+	case errs.Is(err, errs.PermissionDeny) && len(argv) == 0:
+		return fail(name, err.Error(), "State Hub wants a token: set statehub.credential_command in "+cfg.File+" to a command that prints it")
+	case errs.Is(err, errs.PermissionDeny):
+		return fail(name, err.Error(), "make "+setting+" print a token State Hub accepts")
+	}
+	return Check{Name: name, Status: other, Detail: err.Error(),
+		Fix: fmt.Sprintf("check that statehub.api_base (%s) is State Hub's API: GET /v1/workplans must answer as docs/statehub-contract.md says", cfg.StateHub.APIBase)}
+}

@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tmux-amq/tamq/internal/app"
+	"github.com/tmux-amq/tamq/internal/buildinfo"
+	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/doctor"
+	"github.com/tmux-amq/tamq/internal/engine/client"
+	"github.com/tmux-amq/tamq/internal/engine/store"
+	"github.com/tmux-amq/tamq/internal/paths"
+	tamqclient "github.com/tmux-amq/tamq/internal/tamq/client"
+)
+
+func newDoctorCmd(a *app.App) *cobra.Command {
+	return &cobra.Command{
+		Use:   "doctor",
+		Short: "Check the engine's setup: config and policy, gita, socket, state, service, tamq, State Hub, clock, disk",
+		Long: `Check what a coordination-engine setup gets wrong: the config file and its
+policy profile, the gita registry and the repositories in it, the socket and
+state directory private, the engine running this build, tamq answering with
+endpoints attached, State Hub reachable and taking the credentials (the
+engine watches it: not reachable fails), the clock, and the free disk space.
+
+` + app.DoctorLong,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.Doctor(engineChecks(cmd.Context(), a))
+		},
+	}
+}
+
+// engineChecks runs the engine's checks in order; each is bounded (see doctor).
+func engineChecks(ctx context.Context, a *app.App) []doctor.Check {
+	p, err := a.Paths()
+	if err != nil {
+		return []doctor.Check{doctor.Config(a.Name(), nil, err, "")}
+	}
+	// Loading the config validates the policy profile: an invalid one is
+	// reported here, as it stops the engine's start.
+	cfg, cfgErr := a.Config()
+	checks := []doctor.Check{doctor.Config(a.Name(), cfg, cfgErr, p.ConfigFile)}
+	if cfgErr != nil {
+		cfg = config.Defaults(p)
+		if p.StateHubAPIBase != "" {
+			cfg.StateHub.APIBase = p.StateHubAPIBase
+		}
+	}
+	reg, regErr := a.Registry()
+	checks = append(checks, doctor.Registry(reg, regErr))
+	if regErr == nil {
+		checks = append(checks, doctor.Repos(reg))
+	}
+	checks = append(checks, doctor.Socket(p), doctor.StateDir(p))
+	svc, running := doctor.Service(ctx, p, buildinfo.Get().Version)
+	checks = append(checks, svc, tamqCheck(ctx, a, p, running))
+	hub, reachable := doctor.StateHub(ctx, cfg, doctor.Fail, " (the engine watches State Hub: nothing wakes agents while it is away)")
+	checks = append(checks, hub)
+	if reachable || len(cfg.StateHub.CredentialCommand) > 0 {
+		checks = append(checks, doctor.StateHubAuth(ctx, cfg, reachable, doctor.Fail))
+	}
+	return append(checks,
+		doctor.ClockAt(ctx, a.Name(), a.Now(), p.Database, store.Migrations, store.NewestTime),
+		doctor.DiskAt(p.StateDir, p.Database, fmt.Sprintf("free space in that file system (`df -h %s`)", p.StateDir)),
+	)
+}
+
+// tamqCheck says whether tamq answers on the socket the engine wakes
+// through, and whether it has attached endpoints (windows the engine can
+// wake). A warning when not: the engine still watches State Hub and keeps
+// its leases, but wakes nobody.
+func tamqCheck(ctx context.Context, a *app.App, p paths.Paths, running bool) doctor.Check {
+	c := doctor.Check{Name: "tamq", Status: doctor.Warn}
+	tp, err := paths.Resolve(paths.Tamq, a.Getenv)
+	if err != nil {
+		c.Detail, c.Fix = err.Error(), "fix the environment as the error says"
+		return c
+	}
+	pctx, cancel := context.WithTimeout(ctx, doctor.PingTimeout)
+	ping, err := tamqclient.New(tp).Ping(pctx)
+	cancel()
+	if err != nil {
+		c.Detail = "tamq does not answer, so the engine cannot wake any agent: " + err.Error()
+		c.Fix = "`tamq start --detach` (and `tamq open REPO...` for the windows to wake)"
+		return c
+	}
+	if !running {
+		c.Detail = fmt.Sprintf("tamq answers (pid %d), but the engine is not running: no endpoint is attached", ping.PID)
+		c.Fix = "`coordination-engine start --detach`; tamq attaches its windows to it"
+		return c
+	}
+	sctx, cancel := context.WithTimeout(ctx, doctor.StatusTimeout)
+	defer cancel()
+	r, err := client.New(p).Status(sctx)
+	if err != nil {
+		c.Detail, c.Fix = "cannot ask the engine: "+err.Error(), "see `coordination-engine status`"
+		return c
+	}
+	var attached []string
+	for _, e := range r.Endpoints {
+		if e.State == "attached" {
+			attached = append(attached, e.TamqEndpointID+" as "+e.CoordinationEndpointID)
+		}
+	}
+	if len(attached) == 0 {
+		c.Detail = fmt.Sprintf("tamq answers (pid %d), but has attached no endpoint: there is no window to wake", ping.PID)
+		c.Fix = "open windows with `tamq open REPO...`; tamq attaches them within seconds"
+		return c
+	}
+	return doctor.Check{Name: "tamq", Status: doctor.OK,
+		Detail: fmt.Sprintf("tamq answers (pid %d); attached: %s", ping.PID, strings.Join(attached, ", "))}
+}

@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tmux-amq/tamq/internal/app"
+	"github.com/tmux-amq/tamq/internal/buildinfo"
+	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/doctor"
+	"github.com/tmux-amq/tamq/internal/tamq/client"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
+)
+
+func newDoctorCmd(a *app.App) *cobra.Command {
+	return &cobra.Command{
+		Use:   "doctor",
+		Short: "Check tamq's setup: tmux, gita, repos, socket, state, service, engine, State Hub, clock, disk",
+		Long: `Check what a tamq setup gets wrong: tmux installed and new enough, the gita
+registry and the repositories in it, the socket and state directory private,
+the service running this build, attached to coordination-engine, State Hub
+reachable and its credentials accepted, the clock, and the free disk space.
+State Hub and coordination-engine only warn: tamq works without them.
+
+` + app.DoctorLong,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.Doctor(tamqChecks(cmd.Context(), a))
+		},
+	}
+}
+
+// tamqChecks runs tamq's checks in order; each is bounded (see doctor).
+func tamqChecks(ctx context.Context, a *app.App) []doctor.Check {
+	p, err := a.Paths()
+	if err != nil {
+		// Without paths nothing else can be looked at.
+		return []doctor.Check{doctor.Config(a.Name(), nil, err, "")}
+	}
+	cfg, cfgErr := a.Config()
+	checks := []doctor.Check{doctor.Config(a.Name(), cfg, cfgErr, p.ConfigFile)}
+	if cfgErr != nil {
+		// The rest is checked with the defaults, as status does.
+		cfg = config.Defaults(p)
+		if p.StateHubAPIBase != "" {
+			cfg.StateHub.APIBase = p.StateHubAPIBase
+		}
+	}
+	checks = append(checks, doctor.Tmux(ctx))
+	reg, regErr := a.Registry()
+	checks = append(checks, doctor.Registry(reg, regErr), doctor.GitaTool())
+	if regErr == nil {
+		checks = append(checks, doctor.Repos(reg))
+	}
+	checks = append(checks, doctor.Socket(p), doctor.StateDir(p))
+	svc, running := doctor.Service(ctx, p, buildinfo.Get().Version)
+	checks = append(checks, svc, engineCheck(ctx, a, running))
+	hub, reachable := doctor.StateHub(ctx, cfg, doctor.Warn, " (tamq works without it: receipts wait until it answers)")
+	checks = append(checks, hub)
+	if len(cfg.StateHub.CredentialCommand) > 0 {
+		checks = append(checks, doctor.StateHubAuth(ctx, cfg, reachable, doctor.Warn))
+	}
+	return append(checks,
+		doctor.ClockAt(ctx, a.Name(), a.Now(), p.Database, store.Migrations, store.NewestTime),
+		doctor.DiskAt(p.StateDir, p.Database, fmt.Sprintf("free space in that file system (`df -h %s`), or shrink the history with `tamq purge`", p.StateDir)),
+	)
+}
+
+// engineCheck says whether tamq is attached to coordination-engine, as the
+// running service's status reports it. Only a warning: tamq works alone, and
+// the engine is what wakes agents from State Hub.
+func engineCheck(ctx context.Context, a *app.App, running bool) doctor.Check {
+	c := doctor.Check{Name: "engine", Status: doctor.Warn}
+	if !running {
+		c.Detail = "not attached to coordination-engine: tamq's service is not running (tamq works without the engine)"
+		c.Fix = "`tamq start --detach`; it attaches to coordination-engine whenever that runs"
+		return c
+	}
+	p, _ := a.Paths()
+	sctx, cancel := context.WithTimeout(ctx, doctor.StatusTimeout)
+	defer cancel()
+	r, err := client.New(p).Status(sctx)
+	if err != nil {
+		c.Detail = "cannot ask the service: " + err.Error()
+		c.Fix = "see `tamq status`"
+		return c
+	}
+	co := r.Coordination
+	switch {
+	case co.Attached:
+		ids := make([]string, 0, len(co.Endpoints))
+		for _, ep := range slices.Sorted(maps.Keys(co.Endpoints)) {
+			ids = append(ids, ep+" as "+co.Endpoints[ep])
+		}
+		return doctor.Check{Name: "engine", Status: doctor.OK, Detail: "attached to coordination-engine: " + strings.Join(ids, ", ")}
+	case co.Error != "":
+		c.Detail = "not attached to coordination-engine (tamq works without it): " + co.Error
+		c.Fix = "`coordination-engine start --detach` if agents should be woken from State Hub"
+	default:
+		c.Detail = "not attached to coordination-engine: no tmux window to hand over yet"
+		c.Fix = "open windows with `tamq open REPO...`; tamq attaches them to the engine"
+	}
+	return c
+}
