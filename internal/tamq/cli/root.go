@@ -65,6 +65,7 @@ running is not an error.`),
 		app.NewPingCmd(a),
 		newStatusCmd(a),
 		newEndpointsCmd(a),
+		newTopCmd(a),
 	)
 	return root
 }
