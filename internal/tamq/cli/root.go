@@ -66,6 +66,7 @@ running is not an error.`),
 		newStatusCmd(a),
 		newDoctorCmd(a),
 		newEndpointsCmd(a),
+		newTopCmd(a),
 	)
 	return root
 }

@@ -1,0 +1,132 @@
+// Package top is `tamq top`: one snapshot of the whole system gathered from
+// tamq's and coordination-engine's services, a pure rendering of it as text,
+// and a thin Bubble Tea shell that refreshes it. Gathering and rendering are
+// apart so the text is tested without a terminal or a service.
+package top
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/engine/api"
+	engine "github.com/tmux-amq/tamq/internal/engine/client"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/paths"
+	tamqapi "github.com/tmux-amq/tamq/internal/tamq/api"
+	tamq "github.com/tmux-amq/tamq/internal/tamq/client"
+)
+
+// ReceiptCount is how many of the engine's latest receipts a frame shows.
+const ReceiptCount = 10
+
+// Snapshot is everything one frame shows. Each source has its own section
+// with its own error, so one service being down hides nothing of the other.
+type Snapshot struct {
+	At     time.Time    `json:"at"`
+	Tamq   TamqSource   `json:"tamq"`
+	Engine EngineSource `json:"coordination_engine"`
+}
+
+// TamqSource is tamq's status document, or why there is none.
+type TamqSource struct {
+	Running bool `json:"running"`
+	// Error is why the status could not be read: "" when Running, the
+	// service's "not running" message when it is down, else the failure.
+	Error  string                `json:"error,omitempty"`
+	Status *tamqapi.StatusReport `json:"status,omitempty"`
+}
+
+// EngineSource is coordination-engine's status and latest receipts, or why
+// there are none.
+type EngineSource struct {
+	Running bool              `json:"running"`
+	Error   string            `json:"error,omitempty"`
+	Status  *api.StatusReport `json:"status,omitempty"`
+	// Receipts are the latest ones, newest first; they never carry bodies.
+	Receipts      []api.Receipt `json:"receipts,omitempty"`
+	ReceiptsError string        `json:"receipts_error,omitempty"`
+}
+
+// Sources says where the services are and how long each may take to answer.
+type Sources struct {
+	Tamq, Engine paths.Paths
+	// Timeout bounds each call: a hung service costs a frame that long, not
+	// the client's own, longer timeouts.
+	Timeout time.Duration
+	Now     func() time.Time
+}
+
+// Gather asks both services at once and returns what they said; it never
+// fails as a whole, every problem is written into its section.
+func Gather(ctx context.Context, s Sources) Snapshot {
+	now := s.Now
+	if now == nil {
+		now = time.Now
+	}
+	// JSON times are UTC to the millisecond, as every time tamq prints (docs/cli.md).
+	snap := Snapshot{At: now().UTC().Truncate(time.Millisecond)}
+	call := func(f func(context.Context)) func() {
+		return func() {
+			c, cancel := context.WithTimeout(ctx, s.Timeout)
+			defer cancel()
+			f(c)
+		}
+	}
+	var (
+		wg       sync.WaitGroup
+		receipts api.ReceiptsResult
+		recErr   error
+	)
+	wg.Go(call(func(c context.Context) {
+		r, err := tamq.New(s.Tamq).Status(c)
+		snap.Tamq = TamqSource{Running: err == nil, Error: errText(err)}
+		if err == nil {
+			snap.Tamq.Status = &r
+		}
+	}))
+	wg.Go(call(func(c context.Context) {
+		r, err := engine.New(s.Engine).Status(c)
+		snap.Engine.Running, snap.Engine.Error = err == nil, errText(err)
+		if err == nil {
+			snap.Engine.Status = &r
+		}
+	}))
+	wg.Go(call(func(c context.Context) {
+		receipts, recErr = engine.New(s.Engine).Receipts(c, api.ReceiptsArgs{Limit: ReceiptCount})
+	}))
+	wg.Wait()
+	// Receipts are only worth a word when the engine itself answered: a
+	// down engine is said once, in its section.
+	if snap.Engine.Running {
+		if recErr != nil {
+			snap.Engine.ReceiptsError = errText(recErr)
+		} else {
+			// The engine lists the latest ones oldest first; a frame reads
+			// from the top, so the newest comes first.
+			rs := receipts.Receipts
+			for i := len(rs) - 1; i >= 0; i-- {
+				snap.Engine.Receipts = append(snap.Engine.Receipts, rs[i])
+			}
+		}
+	}
+	return snap
+}
+
+// errText is err's message, with "not running" kept short: the clients'
+// message names the socket and their hint says how to start the service,
+// which a frame has no room for. Other unavailable errors (too many
+// connections) keep their words.
+func errText(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errs.Is(err, errs.Unavailable) && strings.Contains(err.Error(), "not running"):
+		return NotRunning
+	}
+	return err.Error()
+}
+
+// NotRunning is a source's error when its service does not answer on its socket.
+const NotRunning = "not running"
