@@ -200,6 +200,20 @@ func TestDemoKeep(t *testing.T) {
 		t.Fatalf("the demo did not say where it worked:\n%s", out)
 	}
 	checkFacts(t, d)
+	// tamq top shows the same: three windows, the four wake prompts
+	// acknowledged and gamma's answer injected, three leases completed.
+	top, err := d.call(context.Background(), "tamq", "top", "--once")
+	if err != nil {
+		t.Fatalf("tamq top --once: %v", err)
+	}
+	for _, want := range []string{"3 windows", "injected 1, awaiting_ack 0, acknowledged 4, failed 0", "completed 3, retry_wait 0, stopped 0", "statehub: " + "http://"} {
+		if !strings.Contains(string(top), want) {
+			t.Errorf("tamq top --once lacks %q:\n%s", want, top)
+		}
+	}
+	if strings.Contains(string(top), "NOT reachable") {
+		t.Errorf("tamq top --once shows State Hub unreachable:\n%s", top)
+	}
 	// The tmux server, its windows and the service are left for the user,
 	// with the commands to use them.
 	b, err := exec.Command("tmux", "-L", d.tmux, "list-windows", "-t", "tamq", "-F", "#{window_name}").CombinedOutput()

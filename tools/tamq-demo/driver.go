@@ -170,6 +170,16 @@ func (d *demo) setup() error {
 	return nil
 }
 
+// writeTamqConfig points tamq at the demo's State Hub too: its receipts go
+// through the engine while attached, and straight there otherwise.
+func (d *demo) writeTamqConfig() error {
+	dir := filepath.Join(d.configDir(), "tamq")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "config.toml"), []byte(fmt.Sprintf("[statehub]\napi_base = %q\n", d.hubURL)), 0o600)
+}
+
 // writeEngineConfig points the engine at the demo's State Hub, with lease
 // times short enough that the stalled agent's lease runs out within seconds
 // (a real deployment keeps the defaults: docs/configuration.md).

@@ -54,6 +54,9 @@ func (d *demo) startHub(ctx context.Context) error {
 		return fmt.Errorf("waiting for the reference State Hub to listen: %w", ctx.Err())
 	}
 	d.say("statehub   the reference State Hub at %s (data %s)", d.hubURL, d.hubData())
+	if err := d.writeTamqConfig(); err != nil {
+		return err
+	}
 	return d.writeEngineConfig()
 }
 
