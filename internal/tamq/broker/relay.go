@@ -46,6 +46,7 @@ type Relay struct {
 	probe             probeScanner
 
 	lastOutput atomic.Int64  // when the child last wrote (Unix nanoseconds)
+	inRead     atomic.Bool   // the output relay waits in Read (it is not relaying a chunk)
 	output     atomic.Uint64 // bytes the child wrote so far
 
 	mu    sync.Mutex // one writer into the child's input at a time
@@ -74,7 +75,9 @@ func (r *Relay) EchoLocal(p []byte) {
 func (r *Relay) relayOutput(ptmx io.Reader) error {
 	buf := make([]byte, 32*1024)
 	for {
+		r.inRead.Store(true)
 		n, err := ptmx.Read(buf)
+		r.inRead.Store(false)
 		if n > 0 {
 			r.lastOutput.Store(time.Now().UnixNano())
 			r.output.Add(uint64(n))
@@ -117,8 +120,10 @@ func (r *Relay) answerChild(answer []byte) {
 	go r.WriteInput(answer)
 }
 
-// drainAfterExit bounds how long output is still relayed after the child
-// exited: what it wrote last is read in far less.
+// drainAfterExit bounds how long the output may stay silent after the child
+// exited before the broker stops relaying it: what the child wrote last is
+// read in far less. The bound counts silence, not time since the exit: on a
+// loaded machine, relaying what was written last can take longer than that.
 const drainAfterExit = time.Second
 
 // Run starts the child and relays until it exits; it returns the child's exit
@@ -187,10 +192,25 @@ func (r *Relay) Run() (int, error) {
 	outDone := make(chan error, 1)
 	go func() { outDone <- r.relayOutput(ptmx) }()
 	cmd.Wait() // the status is read from ProcessState
+	exited := time.Now()
 	var copyErr error
-	select {
-	case copyErr = <-outDone:
-	case <-time.After(drainAfterExit):
+	tick := time.NewTicker(drainAfterExit / 10)
+	defer tick.Stop()
+drain:
+	for {
+		select {
+		case copyErr = <-outDone:
+			break drain
+		case <-tick.C:
+			// Given up only while the relay waits in Read with nothing
+			// coming: never in the middle of relaying a chunk.
+			// A process the child left behind that keeps writing is not
+			// followed for ever either.
+			last := max(exited.UnixNano(), r.lastOutput.Load())
+			if r.inRead.Load() && time.Since(time.Unix(0, last)) >= drainAfterExit || time.Since(exited) >= 10*drainAfterExit {
+				break drain
+			}
+		}
 	}
 	if copyErr != nil && !errors.Is(copyErr, syscall.EIO) {
 		return exitStatus(cmd), errs.Wrap(errs.Internal, copyErr, "relaying output")
