@@ -41,7 +41,7 @@ type Config struct {
 	Reply bool
 	// Log receives one line per event: "wake LEASE ATTEMPT
 	// checkpoint=yes|no task=ID message=ID", "run ARGS... -> STATUS",
-	// "statehub ... -> STATUS", "done LEASE".
+	// "statehub ID done|read" then "statehub ID -> STATUS", "done LEASE".
 	Log func(format string, args ...any)
 }
 
@@ -121,11 +121,15 @@ func (c Config) play(out io.Writer, w wake, part string) {
 		run("lease", "ack", w.lease)
 		run("lease", "renew", w.lease)
 		run("checkpoint", "--lease", w.lease, "--summary", "scripted work done", "--file", "work.txt", "--next", "nothing")
+		// Logged before the request: what State Hub's change sets off may
+		// show in the log before the answer does.
 		if c.StateHub != "" && w.task != "" {
-			c.Log("statehub %s done -> %s", w.task, c.stateHub(http.MethodPatch, "/v1/tasks/"+url.PathEscape(w.task), `{"status":"done"}`))
+			c.Log("statehub %s done", w.task)
+			c.Log("statehub %s -> %s", w.task, c.stateHub(http.MethodPatch, "/v1/tasks/"+url.PathEscape(w.task), `{"status":"done"}`))
 		}
 		if c.StateHub != "" && w.message != "" {
-			c.Log("statehub %s read -> %s", w.message, c.stateHub(http.MethodPost, "/v1/messages/"+url.PathEscape(w.message)+"/read", ""))
+			c.Log("statehub %s read", w.message)
+			c.Log("statehub %s -> %s", w.message, c.stateHub(http.MethodPost, "/v1/messages/"+url.PathEscape(w.message)+"/read", ""))
 		}
 		run("lease", "release", w.lease, "--result", "completed")
 		if c.Reply && w.message != "" && w.from != "" {

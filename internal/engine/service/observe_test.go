@@ -261,8 +261,8 @@ func TestStateHubDependencyChainAcrossRepos(t *testing.T) {
 	testutil.WaitFor(t, "B done in State Hub", func() bool { return h.task("B").Status == "done" })
 
 	log := l.agentLog()
-	doneA, wakeB := strings.Index(log, "statehub A done -> 200"), strings.Index(log, "task=B")
-	if doneA < 0 || wakeB < 0 || wakeB < doneA {
+	doneA, wakeB := strings.Index(log, "statehub A done\n"), strings.Index(log, "task=B")
+	if doneA < 0 || wakeB < 0 || wakeB < doneA || !strings.Contains(log, "statehub A -> 200 OK") {
 		t.Fatalf("B was not woken after A was done:\n%s", log)
 	}
 	if n := strings.Count(log, "task=A"); n != 1 {
