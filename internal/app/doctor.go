@@ -3,8 +3,10 @@ package app
 import (
 	"strings"
 
+	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/doctor"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/paths"
 )
 
 // DoctorLong is the part of both doctor commands' help that they share.
@@ -15,6 +17,22 @@ failed check. The exit status is 0 when no check failed (warnings allowed),
 8 (unavailable) when one did. --json prints
 {"ok": bool, "checks": [{"name", "status": "ok|warn|fail", "detail", "fix"}]}.
 docs/doctor.md describes each check.`
+
+// DoctorConfig is the configuration both doctor commands check with, and
+// the check of it: an invalid file is reported (an invalid policy profile
+// among others), and the rest is checked with the defaults and the
+// environment's State Hub, as status does.
+func (a *App) DoctorConfig(p paths.Paths) (*config.Loaded, doctor.Check) {
+	cfg, err := a.Config()
+	check := doctor.Config(a.Name(), cfg, err, p.ConfigFile)
+	if err != nil {
+		cfg = config.Defaults(p)
+		if p.StateHubAPIBase != "" {
+			cfg.StateHub.APIBase = p.StateHubAPIBase
+		}
+	}
+	return cfg, check
+}
 
 // Doctor prints the checks, as text or as one JSON document, and returns
 // the error that gives the exit status: nil when none failed.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/buildinfo"
-	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/doctor"
 	"github.com/tmux-amq/tamq/internal/engine/client"
 	"github.com/tmux-amq/tamq/internal/engine/store"
@@ -43,14 +42,8 @@ func engineChecks(ctx context.Context, a *app.App) []doctor.Check {
 	}
 	// Loading the config validates the policy profile: an invalid one is
 	// reported here, as it stops the engine's start.
-	cfg, cfgErr := a.Config()
-	checks := []doctor.Check{doctor.Config(a.Name(), cfg, cfgErr, p.ConfigFile)}
-	if cfgErr != nil {
-		cfg = config.Defaults(p)
-		if p.StateHubAPIBase != "" {
-			cfg.StateHub.APIBase = p.StateHubAPIBase
-		}
-	}
+	cfg, check := a.DoctorConfig(p)
+	checks := []doctor.Check{check}
 	reg, regErr := a.Registry()
 	checks = append(checks, doctor.Registry(reg, regErr))
 	if regErr == nil {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/buildinfo"
-	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/doctor"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
@@ -42,15 +41,8 @@ func tamqChecks(ctx context.Context, a *app.App) []doctor.Check {
 		// Without paths nothing else can be looked at.
 		return []doctor.Check{doctor.Config(a.Name(), nil, err, "")}
 	}
-	cfg, cfgErr := a.Config()
-	checks := []doctor.Check{doctor.Config(a.Name(), cfg, cfgErr, p.ConfigFile)}
-	if cfgErr != nil {
-		// The rest is checked with the defaults, as status does.
-		cfg = config.Defaults(p)
-		if p.StateHubAPIBase != "" {
-			cfg.StateHub.APIBase = p.StateHubAPIBase
-		}
-	}
+	cfg, check := a.DoctorConfig(p)
+	checks := []doctor.Check{check}
 	checks = append(checks, doctor.Tmux(ctx))
 	reg, regErr := a.Registry()
 	checks = append(checks, doctor.Registry(reg, regErr), doctor.GitaTool())
