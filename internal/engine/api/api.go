@@ -181,11 +181,15 @@ type Lease struct {
 type LeasesArgs struct {
 	State string `json:"state,omitempty"`
 	Limit int    `json:"limit,omitempty"`
+	// Offset skips that many of the newest (the client pages).
+	Offset int `json:"offset,omitempty"`
 }
 
-// LeasesResult lists leases, newest first.
+// LeasesResult lists leases, newest first. More says the answer was cut to
+// fit one protocol frame: the next page starts at Offset+len(Leases).
 type LeasesResult struct {
 	Leases []Lease `json:"leases"`
+	More   bool    `json:"more,omitempty"`
 }
 
 // ReceiptsArgs filters the receipt listing.
@@ -193,6 +197,8 @@ type ReceiptsArgs struct {
 	LeaseID   string `json:"lease_id,omitempty"`
 	TriggerID string `json:"trigger_id,omitempty"`
 	Limit     int    `json:"limit,omitempty"`
+	// BeforeID asks for the page before that receipt (the client pages).
+	BeforeID int64 `json:"before_id,omitempty"`
 }
 
 // Receipt is one sanitized receipt (spec section 7).
@@ -214,9 +220,11 @@ type Receipt struct {
 	ProjectedAt            *time.Time     `json:"projected_at,omitempty"`
 }
 
-// ReceiptsResult lists receipts, oldest first.
+// ReceiptsResult lists receipts, oldest first. More says the answer was
+// cut to fit one protocol frame: older ones remain (before the first).
 type ReceiptsResult struct {
 	Receipts []Receipt `json:"receipts"`
+	More     bool      `json:"more,omitempty"`
 }
 
 // PublishArgs carries tamq's receipts to State Hub through the engine: at

@@ -85,18 +85,49 @@ func (c *Client) lease(ctx context.Context, op string, args any) (api.Lease, err
 	return l, err
 }
 
-// Leases lists leases, newest first.
+// Leases lists leases, newest first, page by page: the engine cuts an
+// answer to fit one protocol frame.
 func (c *Client) Leases(ctx context.Context, args api.LeasesArgs) (api.LeasesResult, error) {
-	var res api.LeasesResult
-	err := c.Call(ctx, look, api.OpLeases, args, &res)
-	return res, err
+	out := api.LeasesResult{Leases: []api.Lease{}}
+	want := limit(args.Limit)
+	for {
+		var res api.LeasesResult
+		if err := c.Call(ctx, look, api.OpLeases, args, &res); err != nil {
+			return out, err
+		}
+		out.Leases = append(out.Leases, res.Leases...)
+		if !res.More || len(res.Leases) == 0 || len(out.Leases) >= want {
+			return out, nil
+		}
+		args.Offset += len(res.Leases)
+		args.Limit = want - len(out.Leases)
+	}
 }
 
-// Receipts lists receipts, oldest first.
+// Receipts lists receipts, oldest first (the latest Limit), page by page.
 func (c *Client) Receipts(ctx context.Context, args api.ReceiptsArgs) (api.ReceiptsResult, error) {
-	var res api.ReceiptsResult
-	err := c.Call(ctx, look, api.OpReceipts, args, &res)
-	return res, err
+	out := api.ReceiptsResult{Receipts: []api.Receipt{}}
+	want := limit(args.Limit)
+	for {
+		var res api.ReceiptsResult
+		if err := c.Call(ctx, look, api.OpReceipts, args, &res); err != nil {
+			return out, err
+		}
+		out.Receipts = append(res.Receipts, out.Receipts...) // each page is older
+		if !res.More || len(res.Receipts) == 0 || len(out.Receipts) >= want {
+			return out, nil
+		}
+		args.BeforeID = res.Receipts[0].ID
+		args.Limit = want - len(out.Receipts)
+	}
+}
+
+// limit is a listing's limit as the engine applies it (1000 at most).
+func limit(n int) int {
+	if n <= 0 || n > 1000 {
+		return 1000
+	}
+	return n
 }
 
 // Explain tells why a task was or was not woken.

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"time"
 
@@ -107,7 +108,7 @@ func (s *Service) leases(ctx context.Context, _ protocol.Peer, req *protocol.Req
 	if args.State != "" && !slices.Contains(lease.States, lease.State(args.State)) {
 		return nil, errs.New(errs.BadRequest, "state %q is not a lease state", textsafe.Escape(args.State))
 	}
-	ls, err := s.store.Leases(ctx, args.State, limitOf(args.Limit))
+	ls, err := s.store.Leases(ctx, args.State, limitOf(args.Limit), max(args.Offset, 0))
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +116,7 @@ func (s *Service) leases(ctx context.Context, _ protocol.Peer, req *protocol.Req
 	for _, l := range ls {
 		res.Leases = append(res.Leases, api.LeaseOf(l))
 	}
+	res.Leases, res.More = fitFrame(res.Leases, false)
 	return res, nil
 }
 
@@ -123,7 +125,8 @@ func (s *Service) receipts(ctx context.Context, _ protocol.Peer, req *protocol.R
 	if err := protocol.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	rs, err := s.store.Receipts(ctx, store.ReceiptFilter{LeaseID: args.LeaseID, TriggerID: args.TriggerID, Limit: limitOf(args.Limit)})
+	rs, err := s.store.Receipts(ctx, store.ReceiptFilter{LeaseID: args.LeaseID, TriggerID: args.TriggerID,
+		BeforeID: args.BeforeID, Limit: limitOf(args.Limit)})
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +134,35 @@ func (s *Service) receipts(ctx context.Context, _ protocol.Peer, req *protocol.R
 	for _, r := range rs {
 		res.Receipts = append(res.Receipts, receiptOf(r))
 	}
+	// Oldest first: what is cut to fit is the oldest, the client asks for
+	// it next.
+	res.Receipts, res.More = fitFrame(res.Receipts, true)
 	return res, nil
+}
+
+// frameBudget is what a listing's items may take of one protocol frame
+// (protocol.MaxFrame), leaving room for the envelope.
+const frameBudget = protocol.MaxFrame - 8<<10
+
+// fitFrame keeps as many items as fit one frame: from the end when fromEnd
+// (the newest of an oldest-first list), else from the start. more says some
+// were left out.
+func fitFrame[T any](items []T, fromEnd bool) ([]T, bool) {
+	size := 0
+	for i := range items {
+		j := i
+		if fromEnd {
+			j = len(items) - 1 - i
+		}
+		b, _ := json.Marshal(items[j]) // wire types always marshal
+		if size += len(b) + 1; size > frameBudget {
+			if fromEnd {
+				return items[j+1:], true
+			}
+			return items[:j], true
+		}
+	}
+	return items, false
 }
 
 // limitOf bounds a listing: 1000 unless asked for fewer.

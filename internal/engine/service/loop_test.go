@@ -521,3 +521,35 @@ wake_ack_timeout_seconds = 30
 		t.Errorf("%d wake messages in tamq, want 1:\n%s", n, hist.Stdout)
 	}
 }
+
+// Listings longer than one protocol frame come page by page: the receipts
+// of 400 wakes (more than 64 KiB of JSON) list whole, in order, through the
+// client and the command.
+func TestListingsLongerThanAFrame(t *testing.T) {
+	t.Parallel()
+	l := newLoop(t, "", "net-kingdom")
+	c := client.New(l.pathsOf(t, paths.Engine))
+	ctx := context.Background()
+	for range 400 {
+		// No window hosts the repo: each wake is a trigger stopped at a gate.
+		if _, err := c.Wake(ctx, api.WakeArgs{Repo: "net-kingdom"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := c.Receipts(ctx, api.ReceiptsArgs{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(res.Receipts); n < 800 {
+		t.Fatalf("%d receipts listed, want the 800 of the wakes and more", n)
+	}
+	for i := 1; i < len(res.Receipts); i++ {
+		if res.Receipts[i].ID != res.Receipts[i-1].ID+1 {
+			t.Fatalf("receipt %d follows %d: a page was lost or doubled", res.Receipts[i].ID, res.Receipts[i-1].ID)
+		}
+	}
+	var out api.ReceiptsResult
+	if err := json.Unmarshal([]byte(l.e.Engine(t, "receipts", "--json").Stdout), &out); err != nil || len(out.Receipts) != len(res.Receipts) {
+		t.Errorf("coordination-engine receipts --json: %d receipts, %v", len(out.Receipts), err)
+	}
+}

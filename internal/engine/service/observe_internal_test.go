@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -153,5 +155,29 @@ func TestHeldTriggerOfATaskThatMovedOnIsSuperseded(t *testing.T) {
 	}
 	if last := rs[len(rs)-1]; last.Kind != store.KindTriggerSuperseded || last.Reason != "revision 2 observed" {
 		t.Errorf("last receipt %+v", last)
+	}
+}
+
+// A listing is cut to fit one protocol frame, from the right end, and says
+// so; one that fits is left whole.
+func TestFitFrame(t *testing.T) {
+	items := make([]string, 5000)
+	for i := range items {
+		items[i] = fmt.Sprintf("item %04d %s", i, strings.Repeat("x", 40))
+	}
+	head, more := fitFrame(items, false)
+	if !more || len(head) == 0 || head[0] != items[0] || len(head) >= len(items) {
+		t.Errorf("from the start: %d items, more %v", len(head), more)
+	}
+	tail, more := fitFrame(items, true)
+	if !more || tail[len(tail)-1] != items[len(items)-1] || len(tail) >= len(items) {
+		t.Errorf("from the end: %d items, more %v", len(tail), more)
+	}
+	b, _ := json.Marshal(tail)
+	if len(b) > frameBudget {
+		t.Errorf("the kept items take %d bytes, over the budget of %d", len(b), frameBudget)
+	}
+	if few, more := fitFrame(items[:10], true); more || len(few) != 10 {
+		t.Errorf("ten items: %d, more %v", len(few), more)
 	}
 }

@@ -413,8 +413,8 @@ func (s *Store) Lease(ctx context.Context, id string) (lease.Lease, error) {
 }
 
 // Leases lists leases newest first, of one state ("" for all), at most
-// limit (0: all).
-func (s *Store) Leases(ctx context.Context, state string, limit int) ([]lease.Lease, error) {
+// limit (0: all), skipping the first offset (the next page of a listing).
+func (s *Store) Leases(ctx context.Context, state string, limit, offset int) ([]lease.Lease, error) {
 	if state != "" && !slices.Contains(lease.States, lease.State(state)) {
 		return nil, errs.New(errs.BadRequest, "unknown lease state %q", state)
 	}
@@ -422,7 +422,7 @@ func (s *Store) Leases(ctx context.Context, state string, limit int) ([]lease.Le
 		limit = -1 // SQLite: no limit
 	}
 	ls, err := readLeases(s.DB.Query(ctx, `SELECT `+leaseColumns+` FROM leases
-		WHERE ?1 = '' OR state = ?1 ORDER BY rowid DESC LIMIT ?2`, state, limit))
+		WHERE ?1 = '' OR state = ?1 ORDER BY rowid DESC LIMIT ?2 OFFSET ?3`, state, limit, offset))
 	return ls, storageErr(err, "read leases")
 }
 

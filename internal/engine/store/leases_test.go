@@ -546,17 +546,20 @@ func TestStoreLeaseListings(t *testing.T) {
 		ids = append(ids, offered(t, s, rev).ID)
 	}
 	must[lease.Lease](t)(s.Ack(ctx, ids[1], timing))
-	all := must[[]lease.Lease](t)(s.Leases(ctx, "", 0))
+	all := must[[]lease.Lease](t)(s.Leases(ctx, "", 0, 0))
 	if len(all) != 3 || all[0].ID != ids[2] || all[2].ID != ids[0] {
 		t.Errorf("all leases, newest first: %v", all)
 	}
-	if two := must[[]lease.Lease](t)(s.Leases(ctx, "", 2)); len(two) != 2 || two[0].ID != ids[2] {
+	if older := must[[]lease.Lease](t)(s.Leases(ctx, "", 0, 1)); len(older) != 2 || older[0].ID != ids[1] {
+		t.Errorf("all but the newest: %v", older)
+	}
+	if two := must[[]lease.Lease](t)(s.Leases(ctx, "", 2, 0)); len(two) != 2 || two[0].ID != ids[2] {
 		t.Errorf("limited: %v", two)
 	}
-	if acked := must[[]lease.Lease](t)(s.Leases(ctx, "acknowledged", 0)); len(acked) != 1 || acked[0].ID != ids[1] {
+	if acked := must[[]lease.Lease](t)(s.Leases(ctx, "acknowledged", 0, 0)); len(acked) != 1 || acked[0].ID != ids[1] {
 		t.Errorf("acknowledged: %v", acked)
 	}
-	if _, err := s.Leases(ctx, "sleeping", 0); !errs.Is(err, errs.BadRequest) {
+	if _, err := s.Leases(ctx, "sleeping", 0, 0); !errs.Is(err, errs.BadRequest) {
 		t.Errorf("unknown state: %v", err)
 	}
 	counts := must[map[string]int](t)(s.LeaseCounts(ctx))

@@ -61,7 +61,10 @@ type Receipt struct {
 type ReceiptFilter struct {
 	LeaseID   string
 	TriggerID string
-	Limit     int
+	// BeforeID, when set, takes only receipts older than that one (the
+	// next page of a listing).
+	BeforeID int64
+	Limit    int
 }
 
 // AddReceipt writes one receipt in its own transaction.
@@ -124,6 +127,10 @@ func (s *Store) Receipts(ctx context.Context, f ReceiptFilter) ([]Receipt, error
 	if f.TriggerID != "" {
 		q += ` AND trigger_id = ?`
 		args = append(args, f.TriggerID)
+	}
+	if f.BeforeID > 0 {
+		q += ` AND id < ?`
+		args = append(args, f.BeforeID)
 	}
 	limit := -1 // SQLite: no limit
 	if f.Limit > 0 {
