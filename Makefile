@@ -9,7 +9,7 @@ BUILDFLAGS := -buildvcs=auto
 # keep cgo, which -race needs.
 STATIC := CGO_ENABLED=0
 
-.PHONY: all build install deps test check-format vet diff-check unit smoke bench demo clean test-agents
+.PHONY: all build install deps test check-format vet diff-check unit smoke bench chaos demo clean test-agents
 
 all: build
 
@@ -50,6 +50,17 @@ smoke: build
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+# Crash campaigns (docs/reliability.md): each daemon killed (SIGKILL) at
+# CHAOS_ROUNDS random moments under load; `make test` runs three of each.
+CHAOS_ROUNDS ?= 100
+chaos: deps
+	@dir="$$(mktemp -d)" && chmod 755 "$$dir" && \
+	$(STATIC) $(GO) build -o "$$dir/" ./cmd/... ./internal/testutil/scriptedagent && \
+	TAMQ_TEST_BIN="$$dir" TAMQ_CHAOS_ROUNDS=$(CHAOS_ROUNDS) $(GO) test -count=1 -timeout 60m -v -run '^TestChaos' \
+		./internal/tamq/service ./internal/engine/service > "$$dir/chaos.log" 2>&1; status=$$?; \
+	grep -E '^(--- |ok|FAIL)|chaos|kills|integrity|never|doubled' "$$dir/chaos.log"; \
+	if [ $$status -ne 0 ]; then tail -n 40 "$$dir/chaos.log"; fi; rm -rf "$$dir"; exit $$status
 
 # The first-run demo (docs/demo.md): make demo DEMOFLAGS=--keep leaves it running.
 # It builds only what it runs (tamq, coordination-engine and the demo, in one go build).
