@@ -87,6 +87,7 @@ func (s *Service) runObserver(ctx context.Context) {
 		} else {
 			if backoff > 0 {
 				s.log.Info("State Hub answers again")
+				kick(s.outboxKick) // the receipts that waited go now, not at the outbox's own backoff
 			}
 			backoff = 0
 		}

@@ -181,3 +181,68 @@ func TestFitFrame(t *testing.T) {
 		t.Errorf("ten items: %d, more %v", len(few), more)
 	}
 }
+
+// Ten minutes without State Hub, on a simulated clock: the observer never
+// waits longer than one poll interval (give or take its jitter), so it
+// looks again within one interval of State Hub's return.
+func TestTenMinutesWithoutStateHub(t *testing.T) {
+	var up atomic.Bool
+	ts, _ := testutil.HTTPServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case !up.Load():
+			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+		case r.URL.Path == "/v1/workplans":
+			io.WriteString(w, `{"workplans": []}`)
+		case r.URL.Path == "/v1/messages":
+			io.WriteString(w, `{"messages": []}`)
+		default:
+			io.WriteString(w, `{"checkpoints": [], "cursor": "0"}`)
+		}
+	}))
+	s := inProcessEngine(t, ts.URL)
+	interval := time.Duration(s.opts.Config.Coordination.StateHubPollIntervalSeconds) * time.Second
+	start := time.Now()
+	var now atomic.Int64 // simulated nanoseconds since start
+	var waits []time.Duration
+	var upAt time.Duration
+	s.opts.Now = func() time.Time { return start.Add(time.Duration(now.Load())) }
+	s.opts.After = func(d time.Duration) <-chan time.Time {
+		if up.Load() {
+			return nil // the look after State Hub's return is the last one measured
+		}
+		waits = append(waits, d)
+		// State Hub comes back somewhere within the wait that crosses ten
+		// minutes: at its end at the latest.
+		if now.Add(int64(d)) >= int64(10*time.Minute) {
+			up.Store(true)
+			upAt = time.Duration(now.Load())
+		}
+		c := make(chan time.Time, 1)
+		c <- s.opts.Now()
+		return c
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.runObserver(ctx)
+	}()
+	testutil.WaitFor(t, "the observer to look again after State Hub came back", func() bool {
+		var ok bool
+		s.hub.view.update(func(v *hubView) { ok = up.Load() && v.LastError == "" && v.Polls > 0 })
+		return ok
+	})
+	cancel()
+	<-done
+	var lastPoll time.Time
+	s.hub.view.update(func(v *hubView) { lastPoll = v.LastPoll })
+	if back := lastPoll.Sub(start) - upAt; back != 0 {
+		t.Errorf("State Hub back at +%s, looked at again %s later, not at the end of the wait", upAt, back)
+	}
+	for _, w := range waits {
+		if w > interval*6/5 {
+			t.Errorf("a wait of %s while State Hub was down; the poll interval is %s", w, interval)
+		}
+	}
+	t.Logf("%d waits in %s without State Hub, the longest within %s", len(waits), upAt, interval*6/5)
+}
