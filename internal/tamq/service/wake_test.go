@@ -92,6 +92,20 @@ func TestWakeIsIdempotentByLeaseAndAttempt(t *testing.T) {
 	if n := len(history(t, e)); n != 2 {
 		t.Errorf("%d messages, want 2", n)
 	}
+	// Attempt 1's prompt, never acknowledged, is settled by attempt 2: it
+	// is not presented again at its ack deadline.
+	if m := stateOf(t, e, first.MessageID); m.State != "acknowledged" {
+		t.Errorf("attempt 1's message after attempt 2: %s, want acknowledged", m.State)
+	}
+	found := false
+	for _, r := range receipts(t, e, "message.transition") {
+		if r["subject_id"] == first.MessageID && r["reason"] == "superseded by a newer attempt of its lease" {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no receipt says attempt 1's message was superseded")
+	}
 }
 
 // What a wake cannot reach: an unregistered repo is refused; a repo with no

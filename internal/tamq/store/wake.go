@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
+	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
@@ -39,7 +41,10 @@ func (s *Store) EnqueueWake(ctx context.Context, m *queue.Message, requestHash s
 		if _, err := s.DB.TxExec(tx, `UPDATE messages SET request_hash = ? WHERE id = ?`, requestHash, m.ID); err != nil {
 			return err
 		}
-		return s.AddReceiptTx(tx, transitionReceipt(m, "", "accepted"))
+		if err := s.AddReceiptTx(tx, transitionReceipt(m, "", "accepted")); err != nil {
+			return err
+		}
+		return s.supersedeAttemptsTx(tx, m, now)
 	})
 	return existing, existingHash, err
 }
@@ -61,4 +66,50 @@ func WakeByKey(ctx context.Context, db *sql.DB, key string) (queue.Message, stri
 		return m, "", errs.New(errs.NotFound, "no wake %s", key)
 	}
 	return m, hash, err
+}
+
+// supersedeAttemptsTx settles the prompts of the lease's earlier attempts
+// that still wait for delivery or for their ack: the engine has moved on to
+// attempt m, so presenting an older one again (it would, at its ack
+// deadline) holds the window for a prompt whose lease ack can only be
+// refused. They are acknowledged, with a receipt saying why. The key is
+// "<lease id>#<attempt>" (the service makes it); lease ids hold no LIKE
+// wildcards.
+func (s *Store) supersedeAttemptsTx(tx *sql.Tx, m *queue.Message, now time.Time) error {
+	hash := strings.LastIndexByte(m.IdempotencyKey, '#')
+	if hash < 0 {
+		return nil
+	}
+	rows, err := tx.Query(`SELECT `+messageColumns+` FROM messages WHERE idempotency_key LIKE ? AND idempotency_key != ?
+		AND state IN ('queued', 'awaiting_ack')`, m.IdempotencyKey[:hash+1]+"%", m.IdempotencyKey)
+	if err != nil {
+		return err
+	}
+	var older []queue.Message
+	for rows.Next() {
+		o, err := scanMessage(rows)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		older = append(older, o)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for i := range older {
+		o := &older[i]
+		from := o.State
+		o.Ack(now)
+		if err := s.saveTx(tx, o); err != nil {
+			return err
+		}
+		r := transitionReceipt(o, from, "superseded by a newer attempt of its lease")
+		r.Detail["superseded_by"] = m.ID
+		if err := s.AddReceiptTx(tx, r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
