@@ -9,7 +9,7 @@ BUILDFLAGS := -buildvcs=auto
 # keep cgo, which -race needs.
 STATIC := CGO_ENABLED=0
 
-.PHONY: all build install deps test check-format vet diff-check unit smoke bench chaos demo clean test-agents
+.PHONY: all build install deps test check-format vet diff-check unit smoke bench chaos fuzz demo clean test-agents
 
 all: build
 
@@ -61,6 +61,30 @@ chaos: deps
 		./internal/tamq/service ./internal/engine/service > "$$dir/chaos.log" 2>&1; status=$$?; \
 	grep -E '^(--- |ok|FAIL)|chaos|kills|integrity|never|doubled' "$$dir/chaos.log"; \
 	if [ $$status -ne 0 ]; then tail -n 40 "$$dir/chaos.log"; fi; rm -rf "$$dir"; exit $$status
+
+# The fuzz targets (docs/fuzzing.md), as package:FuzzName, all in this one
+# list. `make fuzz` runs each for FUZZTIME, one after another (go test -fuzz
+# takes one target at a time): go test -run='^$$' -fuzz='^Name$$'
+# -fuzztime=$(FUZZTIME) ./pkg. Their seed corpora run in `make test` as
+# ordinary tests.
+FUZZTIME ?= 30s
+FUZZ_TARGETS := \
+	./internal/protocol:FuzzFrames \
+	./internal/tamq/queue:FuzzReadAddress \
+	./internal/tamq/broker:FuzzObserver \
+	./internal/tamq/broker:FuzzInputFilter \
+	./internal/tamq/jsonl:FuzzDecodeLine \
+	./internal/config:FuzzLoad \
+	./internal/statehub:FuzzAnswers \
+	./internal/gita:FuzzParseRepos \
+	./internal/gita:FuzzParseGroups \
+	./internal/tmux:FuzzParseWindows \
+	./internal/tmux:FuzzParseCapture \
+	./internal/textsafe:FuzzEscapeIsInert \
+	./internal/textsafe:FuzzEscapeTextIsInert
+
+fuzz:
+	@GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz $(FUZZ_TARGETS)
 
 # The first-run demo (docs/demo.md): make demo DEMOFLAGS=--keep leaves it running.
 # It builds only what it runs (tamq, coordination-engine and the demo, in one go build).

@@ -258,6 +258,13 @@ func Load(p paths.Paths) (*Loaded, error) {
 	case err != nil:
 		return nil, errs.New(errs.ConfigInvalid, "cannot read config file %s: %v", p.ConfigFile, pathErrCause(err))
 	}
+	return load(p, data, exists)
+}
+
+// load is Load after the file is read: the bytes are parsed, the
+// environment applied and the result validated. Apart so the fuzz target
+// runs what Load runs on a file's bytes, without a file.
+func load(p paths.Paths, data []byte, exists bool) (*Loaded, error) {
 	cfg, err := Parse(p.Program, p.ConfigFile, data)
 	if err != nil {
 		return nil, err

@@ -65,9 +65,18 @@ func (c *Client) Workplans(ctx context.Context) ([]contract.Workplan, bool, []In
 	if status == http.StatusNotModified {
 		return c.workplans, false, c.invalid, nil
 	}
+	wps, bad := decodeWorkplans(raw.Workplans)
+	c.etag, c.workplans, c.invalid = newTag, wps, bad
+	return wps, true, bad, nil
+}
+
+// decodeWorkplans keeps the workplans the contract allows and says why
+// each other one was skipped. It and its siblings are apart from the
+// requests so the fuzz targets feed them what a server could answer.
+func decodeWorkplans(raw []json.RawMessage) ([]contract.Workplan, []Invalid) {
 	var wps []contract.Workplan
 	var bad []Invalid
-	for _, r := range raw.Workplans {
+	for _, r := range raw {
 		var wp contract.Workplan
 		if err := json.Unmarshal(r, &wp); err != nil {
 			bad = append(bad, Invalid{Kind: "workplan", Reason: "not a workplan: " + err.Error()})
@@ -79,8 +88,7 @@ func (c *Client) Workplans(ctx context.Context) ([]contract.Workplan, bool, []In
 		}
 		wps = append(wps, wp)
 	}
-	c.etag, c.workplans, c.invalid = newTag, wps, bad
-	return wps, true, bad, nil
+	return wps, bad
 }
 
 // workplanProblem says what a workplan lacks that the contract requires.
@@ -116,9 +124,15 @@ func (c *Client) UnreadMessages(ctx context.Context) ([]contract.Message, []Inva
 	if _, _, err := c.get(ctx, "/v1/messages?unread=true", "", &raw); err != nil {
 		return nil, nil, err
 	}
+	out, bad := decodeMessages(raw.Messages)
+	return out, bad, nil
+}
+
+// decodeMessages keeps the messages the contract allows.
+func decodeMessages(raw []json.RawMessage) ([]contract.Message, []Invalid) {
 	var out []contract.Message
 	var bad []Invalid
-	for _, r := range raw.Messages {
+	for _, r := range raw {
 		var m contract.Message
 		err := json.Unmarshal(r, &m)
 		switch {
@@ -130,7 +144,7 @@ func (c *Client) UnreadMessages(ctx context.Context) ([]contract.Message, []Inva
 			out = append(out, m)
 		}
 	}
-	return out, bad, nil
+	return out, bad
 }
 
 // Checkpoints returns the checkpoints posted after cursor ("" for all) and
@@ -143,9 +157,18 @@ func (c *Client) Checkpoints(ctx context.Context, cursor string) ([]contract.Che
 	if _, _, err := c.get(ctx, "/v1/checkpoints?since="+url.QueryEscape(cursor), "", &raw); err != nil {
 		return nil, cursor, nil, err
 	}
+	out, bad := decodeCheckpoints(raw.Checkpoints)
+	if raw.Cursor == "" {
+		raw.Cursor = cursor
+	}
+	return out, raw.Cursor, bad, nil
+}
+
+// decodeCheckpoints keeps the checkpoints the contract allows.
+func decodeCheckpoints(raw []json.RawMessage) ([]contract.Checkpoint, []Invalid) {
 	var out []contract.Checkpoint
 	var bad []Invalid
-	for _, r := range raw.Checkpoints {
+	for _, r := range raw {
 		var cp contract.Checkpoint
 		err := json.Unmarshal(r, &cp)
 		switch {
@@ -157,10 +180,7 @@ func (c *Client) Checkpoints(ctx context.Context, cursor string) ([]contract.Che
 			out = append(out, cp)
 		}
 	}
-	if raw.Cursor == "" {
-		raw.Cursor = cursor
-	}
-	return out, raw.Cursor, bad, nil
+	return out, bad
 }
 
 // ErrNoEvents is Events' answer when the server has no event stream.
@@ -290,10 +310,15 @@ func (c *Client) once(ctx context.Context, method, path, etag, token string, bod
 	case resp.StatusCode != http.StatusOK:
 		return resp.StatusCode, "", errs.New(errs.Unavailable, "State Hub answered %s to %s %s", resp.Status, method, path)
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxResponse)).Decode(into); err != nil {
+	if err := decodeBody(resp.Body, into); err != nil {
 		return resp.StatusCode, "", errs.Wrap(errs.BadRequest, err, "State Hub's answer to %s %s is not the contract's JSON", method, path)
 	}
 	return resp.StatusCode, resp.Header.Get("ETag"), nil
+}
+
+// decodeBody reads one answer, at most maxResponse bytes of it, into into.
+func decodeBody(body io.Reader, into any) error {
+	return json.NewDecoder(io.LimitReader(body, maxResponse)).Decode(into)
 }
 
 // bearer is the token, from the credential command when none is kept. The

@@ -279,13 +279,9 @@ func (s Server) ListWindows(ctx context.Context) ([]Window, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ws []Window
-	for rest := out; rest != ""; {
-		var w Window
-		if w, rest, err = parseWindow(rest); err != nil {
-			return nil, errs.Wrap(errs.Internal, err, "tmux %s list-windows: unexpected output", s)
-		}
-		ws = append(ws, w)
+	ws, err := parseWindows(out)
+	if err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "tmux %s list-windows: unexpected output", s)
 	}
 	return ws, nil
 }
@@ -301,14 +297,23 @@ func (s Server) Snapshot(ctx context.Context) (pid int, windows []Window, err er
 	if pid, err = strconv.Atoi(first); err != nil {
 		return 0, nil, errs.New(errs.Internal, "tmux %s: bad server pid %q", s, first)
 	}
-	for rest != "" {
-		var w Window
-		if w, rest, err = parseWindow(rest); err != nil {
-			return 0, nil, errs.Wrap(errs.Internal, err, "tmux %s list-windows: unexpected output", s)
-		}
-		windows = append(windows, w)
+	if windows, err = parseWindows(rest); err != nil {
+		return 0, nil, errs.Wrap(errs.Internal, err, "tmux %s list-windows: unexpected output", s)
 	}
 	return pid, windows, nil
+}
+
+// parseWindows reads list-windows output in listFormat, one record a window.
+func parseWindows(out string) ([]Window, error) {
+	var ws []Window
+	for out != "" {
+		w, rest, err := parseWindow(out)
+		if err != nil {
+			return nil, err
+		}
+		ws, out = append(ws, w), rest
+	}
+	return ws, nil
 }
 
 func parseWindow(in string) (Window, string, error) {
@@ -323,7 +328,10 @@ func parseWindow(in string) (Window, string, error) {
 	total := 0
 	for i := range n {
 		v, err := strconv.Atoi(f[4+i])
-		if err != nil || v < 0 {
+		// Each length is checked against what is left before it is added:
+		// lengths near the int limit would overflow the sum to a small
+		// number and slice out of range.
+		if err != nil || v < 0 || v > len(in)-total {
 			return Window{}, "", fmt.Errorf("bad length %q", f[4+i])
 		}
 		n[i] = v
@@ -335,6 +343,11 @@ func parseWindow(in string) (Window, string, error) {
 	pid, err := strconv.Atoi(f[2])
 	if err != nil {
 		return Window{}, "", fmt.Errorf("bad pane pid %q", f[2])
+	}
+	// Ids of another shape mean the records were misread (a length that
+	// does not match its text); reading on would take names for ids.
+	if !isID(f[0], "@") || !isID(f[1], "%") {
+		return Window{}, "", fmt.Errorf("bad window or pane id %q, %q", f[0], f[1])
 	}
 	return Window{
 		ID: f[0], PaneID: f[1], PanePID: pid, Dead: f[3] == "1",
@@ -426,8 +439,7 @@ func (s Server) NewWindow(ctx context.Context, session, name, repo, dir string, 
 // checkPane refuses anything but a pane id: tmux parses other targets and may
 // resolve a bad one to some other pane.
 func checkPane(paneID string) error {
-	digits, ok := strings.CutPrefix(paneID, "%")
-	if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" {
+	if !isID(paneID, "%") {
 		return errs.New(errs.Internal, "tmux: %q is not a pane id (%%N)", paneID)
 	}
 	return nil
@@ -646,26 +658,37 @@ func (s Server) Capture(ctx context.Context, paneID string) (Capture, error) {
 	if err != nil {
 		return Capture{}, err
 	}
-	bad := errs.New(errs.Internal, "tmux %s: unexpected capture of %s", s, paneID)
+	c, ok := parseCapture(paneID, out)
+	if !ok {
+		return Capture{}, errs.New(errs.Internal, "tmux %s: unexpected capture of %s", s, paneID)
+	}
+	return c, nil
+}
+
+// parseCapture reads the output of Capture's tmux call: the fields of
+// captureFormat, then the rows; ok is false when it is not that.
+func parseCapture(paneID, out string) (Capture, bool) {
 	f := strings.SplitN(out, "\x1f", 8)
 	if len(f) != 8 || f[0] != paneID {
-		return Capture{}, bad
+		return Capture{}, false
 	}
 	var n [6]int
 	for i := range n {
+		var err error
 		if n[i], err = strconv.Atoi(f[i+1]); err != nil {
-			return Capture{}, bad
+			return Capture{}, false
 		}
 	}
 	titleLen, rest := n[5], f[7]
-	if len(rest) < titleLen+1 || rest[titleLen] != '\n' {
-		return Capture{}, bad
+	// A negative length would index before the title.
+	if titleLen < 0 || len(rest) <= titleLen || rest[titleLen] != '\n' {
+		return Capture{}, false
 	}
 	c := Capture{CursorX: n[0], CursorY: n[1], CursorVisible: n[2] == 1, AltScreen: n[3] == 1, Width: n[4], Title: rest[:titleLen]}
 	for _, row := range strings.Split(strings.TrimSuffix(rest[titleLen+1:], "\n"), "\n") {
 		c.Rows = append(c.Rows, strings.TrimRight(row, " "))
 	}
-	return c, nil
+	return c, true
 }
 
 // CapturePane returns the pane's visible text, for tests and diagnostics; it
@@ -675,6 +698,13 @@ func (s Server) CapturePane(ctx context.Context, paneID string) (string, error) 
 		return "", err
 	}
 	return s.Run(ctx, nil, "capture-pane", "-p", "-J", "-t", paneID)
+}
+
+// isID reports whether s is one of tmux's ids: prefix ("@" for a window,
+// "%" for a pane) and digits.
+func isID(s, prefix string) bool {
+	digits, ok := strings.CutPrefix(s, prefix)
+	return ok && digits != "" && strings.Trim(digits, "0123456789") == ""
 }
 
 // arg protects an argument from tmux's command-line parsing, which takes a

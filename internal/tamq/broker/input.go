@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
@@ -62,7 +63,11 @@ func (f *InputFilter) feed(out []byte, b byte) []byte {
 		}
 		return f.afterKey(append(f.releaseHeld(out), b), b)
 	case b == 0x7f || b == 0x08:
-		f.held = f.held[:len(f.held)-1]
+		// A backspace erases a character, not a byte: cutting a byte of a
+		// multi-byte character would leave invalid UTF-8 in the line, and
+		// the character typed next would follow half of the erased one.
+		_, size := utf8.DecodeLastRune(f.held)
+		f.held = f.held[:len(f.held)-size]
 		f.Echo([]byte("\b \b"))
 		if len(f.held) == 0 {
 			f.midLine = false

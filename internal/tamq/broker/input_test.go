@@ -2,7 +2,6 @@ package broker
 
 import (
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -71,29 +70,4 @@ func TestHeldKeysAreEchoedAndErasedOnRelease(t *testing.T) {
 	if e := string(got.echo); !strings.HasPrefix(e, "Tor") || !strings.HasSuffix(e, strings.Repeat("\b \b", 3)) {
 		t.Errorf("echo %q", e)
 	}
-}
-
-// FuzzInputFilter types arbitrary keys: nothing panics, only registered
-// slugs are routed, and what is neither routed nor passed is nothing but
-// the address lines (no keystroke is lost).
-func FuzzInputFilter(f *testing.F) {
-	f.Add([]byte("To:net: x\rhello\rTo:a:b: y\r"))
-	f.Add([]byte("To:\x7f\x7f\x7f\x7fTo:with space,comma: z\n"))
-	f.Fuzz(func(t *testing.T, keys []byte) {
-		flt, got := newFilter()
-		got.passed = flt.Filter(keys)
-		routedBytes := 0
-		for _, r := range got.routed {
-			if !slices.Contains(slugs, r[0]) {
-				t.Fatalf("routed to unregistered %q", r[0])
-			}
-			routedBytes += len("To:"+r[0]+":") + len(r[1])
-		}
-		if len(got.passed) > len(keys) {
-			t.Fatalf("passed more than was typed")
-		}
-		if len(got.routed) == 0 && len(flt.held) == 0 && !strings.ContainsAny(string(keys), "\x7f\x08") && string(got.passed) != string(keys) {
-			t.Fatalf("keys lost: typed %q, passed %q", keys, got.passed)
-		}
-	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/x/ansi/parser"
 
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // Block is one addressed message the agent printed: "To:<target>: body".
@@ -43,7 +44,9 @@ type Block struct {
 //   - a line that is one of the lines we recently injected is never an
 //     address, however the agent echoes it.
 //
-// An address to an unregistered slug makes a block marked Unknown.
+// An address to an unregistered slug makes a block marked Unknown; one whose
+// target can be no name at all (empty, too long, or holding characters that
+// act in a terminal) is not sent, and Notice says why.
 // Observer is safe for concurrent use.
 type Observer struct {
 	// Slugs returns the registered slugs (re-read by the caller as gita
@@ -258,7 +261,7 @@ func (o *Observer) Lost() {
 	o.init()
 	o.line, o.col, o.broken = o.line[:0], 0, false
 	if o.open != nil {
-		o.Notice(fmt.Sprintf("tamq: not sent to %s: the agent printed faster than tamq could read, and part of the block was missed", o.open.Target))
+		o.Notice(fmt.Sprintf("tamq: not sent to %s: the agent printed faster than tamq could read, and part of the block was missed", textsafe.Escape(o.open.Target)))
 		o.open = nil
 	}
 }
@@ -461,7 +464,7 @@ func (o *Observer) checkSize() {
 	if len(o.open.Body) <= queue.MaxBody {
 		return
 	}
-	o.Notice(fmt.Sprintf("tamq: not sent to %s: the block grew past %d bytes (the limit); send it in parts", o.open.Target, queue.MaxBody))
+	o.Notice(fmt.Sprintf("tamq: not sent to %s: the block grew past %d bytes (the limit); send it in parts", textsafe.Escape(o.open.Target), queue.MaxBody))
 	o.open = nil
 }
 
@@ -483,7 +486,7 @@ func (o *Observer) closeBlock() {
 		return
 	}
 	if b.invalid {
-		o.Notice(fmt.Sprintf("tamq: not sent to %s: the block has bytes that are not valid UTF-8", b.Target))
+		o.Notice(fmt.Sprintf("tamq: not sent to %s: the block has bytes that are not valid UTF-8", textsafe.Escape(b.Target)))
 		return
 	}
 	now := o.Now()
@@ -498,6 +501,15 @@ func (o *Observer) closeBlock() {
 	}
 	o.emitted[b.at] = append(o.emitted[b.at], emitted{block: b.Block, when: now})
 	o.nEmitted++
+	if p := textsafe.NameProblem(b.Target); p != "" {
+		// An unknown target as the agent wrote it may be empty, too long or
+		// hold characters that act in a terminal: it can name no repo, and
+		// passed on it would reach the spool, the service's refusal and the
+		// operator's screen as written. Said here, escaped, instead; after
+		// the redraw check, so a repainted screen does not say it again.
+		o.Notice(fmt.Sprintf("tamq: not sent: '%s' is not a repo name (%s)", textsafe.Escape(b.Target), p))
+		return
+	}
 	o.Emit(b.Block)
 }
 

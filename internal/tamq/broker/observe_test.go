@@ -133,28 +133,6 @@ func TestOversizedBlockIsDroppedWithANotice(t *testing.T) {
 	}
 }
 
-// FuzzObserver feeds arbitrary terminal output: nothing panics, every block
-// names a registered slug and starts from an address line.
-func FuzzObserver(f *testing.F) {
-	f.Add([]byte("To:net-kingdom: hi\r\n\r\n"))
-	f.Add([]byte("\x1b[1mTo:\x1b[0mnet: x\x1b[2J\x1b[H\rTo:a:b: y\n"))
-	f.Add([]byte("\x1b]8;;To:net: x\x07To:with space,comma:\n\x1bP1$r\x1b\\\n"))
-	f.Add([]byte{0xff, 0xfe, '\r', '\n', 0x1b, '[', '9', '9', '9', '9', '9', '9', 'm'})
-	f.Fuzz(func(t *testing.T, out []byte) {
-		o, rec := newObserver()
-		o.Write(out)
-		o.Close()
-		for _, b := range rec.blocks {
-			if !slices.Contains(slugs, b.Target) {
-				t.Fatalf("block for unregistered %q not marked unknown", b.Target)
-			}
-			if len(b.Body) > len(out) {
-				t.Fatalf("body longer than the input")
-			}
-		}
-	})
-}
-
 // feedObserver writes out into o and ends the stream; bytewise, one byte a write,
 // as a slow terminal would deliver it.
 func feedObserver(o *Observer, out string, bytewise bool) {

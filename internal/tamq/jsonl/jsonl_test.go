@@ -10,6 +10,8 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 func TestReaderNext(t *testing.T) {
@@ -116,6 +118,14 @@ func FuzzDecodeLine(f *testing.F) {
 	f.Add([]byte(`{"v":1,"body":{}}`))
 	f.Add([]byte("\xff\xfe"))
 	f.Add([]byte(""))
+	// The lines of the tests above.
+	f.Add([]byte(`{"v": 1, "sender": "a", "target": "b", "body": "x"}`))
+	f.Add([]byte(`{"v": 1, "id": "m1", "sender": "a\u001b[2J", "target": "b", "body": "x"}`))
+	f.Add([]byte("{\"v\": 1, \"id\": \"m1\", \"sender\": \"a\", \"target\": \"b\", \"body\": \"caf\xe9\"}"))
+	f.Add([]byte(`{"v": 1, "id": "m1", "sender": "a", "target": "b", "body": "lone\rCR"}`))
+	f.Add([]byte(`{"v":1,"id":"m1","batch_id":"m1","sender":"a","sender_kind":"worker","target":"b","body":"two\nlines\tand a tab",` +
+		`"ack_mode":"acknowledged","idempotency_key":"lease-1","correlation_id":"rev-2","coordination_endpoint_id":"ce-3"}`))
+	f.Add([]byte(`{"v":1,"id":"m1","sender":"a","target":"b\u202e","body":"x"}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		e, err := DecodeLine(line)
 		if err != nil {
@@ -129,6 +139,14 @@ func FuzzDecodeLine(f *testing.F) {
 		}
 		if e.Original == "" || e.Target == "" || e.Sender == "" || !utf8.Valid(line) || len(e.Body) > 8192 {
 			t.Fatalf("accepted a bad entry %+v", e)
+		}
+		for _, name := range []string{e.Original, e.Sender, e.Target} {
+			if p := textsafe.NameProblem(name); p != "" {
+				t.Fatalf("accepted the name %q: %s", name, p)
+			}
+		}
+		if _, err := queue.CleanBody(e.Body); err != nil {
+			t.Fatalf("accepted a body the queue refuses: %v", err)
 		}
 		again, err := Encode(api.Message{ID: e.Original, Sender: e.Sender, SenderKind: e.SenderKind, Target: e.Target,
 			Body: &e.Body, AckMode: e.AckMode, IdempotencyKey: e.IdempotencyKey, CorrelationID: e.CorrelationID,
