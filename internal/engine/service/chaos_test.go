@@ -62,7 +62,9 @@ func TestChaosEngineKilledDuringTheLoop(t *testing.T) {
 	for _, id := range tasks {
 		for h.task(id).Status != "done" {
 			if time.Now().After(deadline) {
-				t.Fatalf("task %s is not done: %+v", id, l.explain(t, id))
+				log := l.agentLog()
+				t.Fatalf("task %s is not done: %+v\nthe agents' log ends:\n%s\ntamq:\n%s", id, l.explain(t, id),
+					log[max(0, len(log)-3000):], l.e.Tamq(t, "history", "--limit", "15").Stdout)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

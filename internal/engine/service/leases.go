@@ -27,19 +27,32 @@ func (s *Service) ack(ctx context.Context, _ protocol.Peer, req *protocol.Reques
 	}
 	l, err := s.store.Ack(ctx, args.LeaseID, s.timing)
 	if err != nil {
+		// A prompt presented again after its lease ended (the engine died
+		// before it settled it in tamq): settled now, so tamq stops
+		// presenting it and holding the window; the agent is still told.
+		if ended, lerr := s.store.Lease(ctx, args.LeaseID); lerr == nil && !ended.State.Live() {
+			s.settleWake(ctx, ended)
+		}
 		return nil, err
 	}
 	kick(s.clockKick)
-	if l.LocalLeaseID != "" {
-		actx, cancel := context.WithTimeout(ctx, tamqAckTimeout)
-		defer cancel()
-		if _, err := s.opts.Tamq.Ack(actx, l.LocalLeaseID); err != nil && !errs.Is(err, errs.Conflict) {
-			// The lease stands; tamq presents the prompt again at its own
-			// deadline, and the agent's next ack is a no-op here.
-			s.log.Warn("cannot acknowledge the wake message in tamq", "lease", l.ID, "message", l.LocalLeaseID, "error", err.Error())
-		}
-	}
+	s.settleWake(ctx, l)
 	return api.LeaseOf(l), nil
+}
+
+// settleWake acknowledges the wake message of the lease's current attempt
+// in tamq, so tamq stops presenting the prompt. It is idempotent in tamq,
+// and a failure only leaves tamq to present the prompt again at its own
+// deadline, when the agent's ack settles it.
+func (s *Service) settleWake(ctx context.Context, l lease.Lease) {
+	if l.LocalLeaseID == "" {
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, tamqAckTimeout)
+	defer cancel()
+	if _, err := s.opts.Tamq.Ack(actx, l.LocalLeaseID); err != nil && !errs.Is(err, errs.Conflict) {
+		s.log.Warn("cannot acknowledge the wake message in tamq", "lease", l.ID, "message", l.LocalLeaseID, "error", err.Error())
+	}
 }
 
 func (s *Service) renew(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
@@ -70,6 +83,10 @@ func (s *Service) release(ctx context.Context, _ protocol.Peer, req *protocol.Re
 		return nil, err
 	}
 	kick(s.clockKick)
+	// The ack settled the prompt already, unless the engine died in between.
+	if !l.State.Live() {
+		s.settleWake(ctx, l)
+	}
 	return api.LeaseOf(l), nil
 }
 

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -230,14 +231,30 @@ func (l *loop) waitPublished(t testing.TB, h *hub) []contract.Receipt {
 			ours = append(ours, r)
 		}
 	}
-	res, err := client.New(l.pathsOf(t, paths.Engine)).Receipts(context.Background(), api.ReceiptsArgs{Limit: 10000})
+	// Every receipt the engine marked published is at State Hub, by its id.
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(l.e.EngineState(), "coordination.sqlite3")+"?mode=ro")
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer db.Close()
+	var instance string
+	if err := db.QueryRow(`SELECT value FROM observer_state WHERE key = 'instance'`).Scan(&instance); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Query(`SELECT id FROM receipts WHERE projected_at IS NOT NULL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
 	published := 0
-	for _, r := range res.Receipts {
-		if r.ProjectedAt != nil {
-			published++
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		published++
+		if key := fmt.Sprintf("coordination-engine:%s:%d", instance, id); !seen[key] {
+			t.Errorf("receipt %s was marked published but is not at State Hub", key)
 		}
 	}
 	if len(ours) != published {
