@@ -182,6 +182,8 @@ func TestWakeAckRenewCheckpointRelease(t *testing.T) {
 	}
 	id := res.Lease.LeaseID
 	testutil.WaitFor(t, "the lease to complete", func() bool { return l.lease(t, id).State == "completed" })
+	// The agent logs a command once it returned, after the engine answered.
+	testutil.WaitFor(t, "the agent to finish", func() bool { return strings.Contains(l.agentLog(), "done "+id) })
 	for _, want := range []string{
 		"wake " + id + " 1 checkpoint=no",
 		"run lease ack " + id + " -> 0",
