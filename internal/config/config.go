@@ -57,6 +57,9 @@ type Delivery struct {
 	// has been quiet this long, so an open block never swallows the prompt
 	// and whatever the terminal shows next.
 	BlockQuietMS int `toml:"block_quiet_ms" json:"block_quiet_ms"`
+	// MaxBatch is how many messages waiting for one window may go in one
+	// paste with one Enter (docs/delivery.md); 0 or 1 delivers one at a time.
+	MaxBatch int `toml:"max_batch" json:"max_batch"`
 }
 
 // Coordination holds the values spec section 9.1 requires to be configurable,
@@ -203,7 +206,7 @@ func Default() Config {
 		StateHub: StateHub{APIBase: DefaultStateHubAPIBase},
 		SQLite:   SQLite{BusyTimeoutMS: 5000},
 		Service:  Service{ShutdownGraceSeconds: 10},
-		Delivery: Delivery{EnterPauseMS: 200, QuietMS: 150, MaxQuietWaitMS: 2000, BlockQuietMS: 3000},
+		Delivery: Delivery{EnterPauseMS: 200, QuietMS: 150, MaxQuietWaitMS: 2000, BlockQuietMS: 3000, MaxBatch: 50},
 		Policy: Policy{
 			Profile:  policy.DefaultName,
 			Profiles: map[string]policy.Profile{policy.DefaultName: policy.Default()},
@@ -427,6 +430,9 @@ func (c *Config) Validate() error {
 			return bad(d.key, "%d is out of range 0..60000", d.value)
 		}
 	}
+	if b := c.Delivery.MaxBatch; b < 0 || b > MaxBatchLimit {
+		return bad("delivery.max_batch", "%d is out of range 0..%d", b, MaxBatchLimit)
+	}
 	if len(co.RetryBackoffSeconds) == 0 {
 		return bad("coordination.retry_backoff_seconds", "must list at least one delay")
 	}
@@ -527,6 +533,13 @@ func (c *Config) BusyTimeout() time.Duration {
 func (c *Config) EnterPause() time.Duration {
 	return time.Duration(c.Delivery.EnterPauseMS) * time.Millisecond
 }
+
+// MaxBatchLimit bounds delivery.max_batch: the paste's size limit (8 KiB)
+// allows no more than a few hundred short messages anyway.
+const MaxBatchLimit = 1000
+
+// MaxBatch is how many messages one delivery may take, at least one.
+func (c *Config) MaxBatch() int { return max(c.Delivery.MaxBatch, 1) }
 
 // ShutdownGrace bounds how long a service takes to stop.
 func (c *Config) ShutdownGrace() time.Duration {

@@ -59,6 +59,9 @@ func TestDefaults(t *testing.T) {
 		co.SafetyGatedMaxAttempts != 0 || co.DeliveryAckMode != "injected" {
 		t.Errorf("coordination defaults: %+v", co)
 	}
+	if l.Delivery.MaxBatch != 50 || l.MaxBatch() != 50 {
+		t.Errorf("delivery.max_batch %d", l.Delivery.MaxBatch)
+	}
 	if l.BusyTimeout() != 5*time.Second || l.ShutdownGrace() != 10*time.Second {
 		t.Errorf("busy %v grace %v", l.BusyTimeout(), l.ShutdownGrace())
 	}
@@ -171,6 +174,8 @@ func TestValidationErrors(t *testing.T) {
 		{engine + "renew", "[coordination]\nlease_renew_interval_seconds = -3\n", nil, "coordination.lease_renew_interval_seconds"},
 		{"busy timeout", "[sqlite]\nbusy_timeout_ms = 0\n", nil, "sqlite.busy_timeout_ms: 0 is out of range"},
 		{"grace", "[service]\nshutdown_grace_seconds = 0\n", nil, "service.shutdown_grace_seconds"},
+		{"max batch negative", "[delivery]\nmax_batch = -1\n", nil, "delivery.max_batch: -1 is out of range 0..1000"},
+		{"max batch high", "[delivery]\nmax_batch = 1001\n", nil, "delivery.max_batch: 1001 is out of range 0..1000"},
 		{"api base scheme", "[statehub]\napi_base = \"ftp://x\"\n", nil, "statehub.api_base"},
 		{"api base creds", "[statehub]\napi_base = \"http://u:secret@x\"\n", nil, "must not contain credentials"},
 		{"credential command", "[statehub]\ncredential_command = [\"\"]\n", nil, "statehub.credential_command"},
@@ -230,7 +235,7 @@ func TestVersionStability(t *testing.T) {
 	base := version("")
 	// A fixed value guards against accidental changes to the hash's input:
 	// every receipt records it, so a change must be deliberate.
-	if base != "dcbcf932ec31" {
+	if base != "a8eb8f6381fd" {
 		t.Errorf("tamq's default config version is %s; was the hash's input changed?", base)
 	}
 	same := []string{
@@ -387,6 +392,7 @@ func TestVersionPerProgram(t *testing.T) {
 	}{
 		{"delivery.quiet_ms", func(c *Config) { c.Delivery.QuietMS++ }, true, false},
 		{"delivery.block_quiet_ms", func(c *Config) { c.Delivery.BlockQuietMS++ }, true, false},
+		{"delivery.max_batch", func(c *Config) { c.Delivery.MaxBatch = 1 }, true, false},
 		{"coordination.delivery_ack_mode", func(c *Config) { c.Coordination.DeliveryAckMode = ackmode.Acknowledged }, true, false},
 		{"coordination.statehub_poll_interval_seconds", func(c *Config) { c.Coordination.StateHubPollIntervalSeconds++ }, false, true},
 		{"coordination.lease_renew_interval_seconds", func(c *Config) { c.Coordination.LeaseRenewIntervalSeconds++ }, false, true},

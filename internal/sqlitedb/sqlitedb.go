@@ -501,6 +501,21 @@ func (db *DB) TxQueryRow(tx *sql.Tx, q string, args ...any) *Row {
 	return &Row{tx.QueryRow(q, args...), q, db.Path}
 }
 
+// TxQuery runs q inside tx with a cached prepared statement.
+func (db *DB) TxQuery(tx *sql.Tx, q string, args ...any) (*Rows, error) {
+	var rows *sql.Rows
+	var err error
+	if s := db.stmt(&db.writerStmts, db.Writer, q); s != nil {
+		rows, err = tx.Stmt(s).Query(args...)
+	} else {
+		rows, err = tx.Query(q, args...)
+	}
+	if err != nil {
+		return nil, stmtError(err, q, db.Path)
+	}
+	return &Rows{rows, q, db.Path}, nil
+}
+
 // Query runs q on the reader pool with a cached prepared statement.
 func (db *DB) Query(ctx context.Context, q string, args ...any) (*Rows, error) {
 	var rows *sql.Rows

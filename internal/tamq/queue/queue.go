@@ -166,6 +166,63 @@ func TerminalText(m Message) string {
 	return b.String()
 }
 
+// MaxPaste bounds the terminal text of one delivery of several messages: the
+// body limit, so a batch is never a bigger paste than one message may be. A
+// message whose own text is longer (a full body and its envelope) goes alone.
+const MaxPaste = MaxBody
+
+// BatchSeparator goes between the envelopes of a batch: a blank line, so each
+// "From:" line starts a paragraph of its own and the agent reads each message
+// whole, as it would alone.
+const BatchSeparator = "\n\n"
+
+// Batchable reports whether m may share a paste with other messages. A wake
+// (sender kind coordination) may not: its prompt ends with the command that
+// acknowledges its lease, and the agent must read it alone and last, with
+// nothing before it to act on first.
+func (m Message) Batchable() bool { return m.SenderKind != FromCoordination }
+
+// Batch returns how many messages from the head of queued (one window's
+// queue: one endpoint and target, oldest first) one delivery takes at now:
+// none when the head is not due; else the head and those behind it, up to
+// limit, while each is due (a message waiting out a backoff holds back the
+// ones behind it), is batchable, is for the head's endpoint and target, and
+// the batch's text (BatchText) stays within MaxPaste. The head always goes,
+// alone when it is not batchable or its text alone fills the paste.
+func Batch(queued []Message, now time.Time, limit int) int {
+	if len(queued) == 0 || queued[0].State != Queued || now.Before(queued[0].NextAttemptAt) {
+		return 0
+	}
+	head := queued[0]
+	if !head.Batchable() {
+		return 1
+	}
+	n, size := 1, len(TerminalText(head))
+	for ; n < len(queued) && n < limit; n++ {
+		m := queued[n]
+		if m.State != Queued || !m.Batchable() || now.Before(m.NextAttemptAt) ||
+			m.EndpointID != head.EndpointID || m.Target != head.Target {
+			break
+		}
+		size += len(BatchSeparator) + len(TerminalText(m))
+		if size > MaxPaste {
+			break
+		}
+	}
+	return n
+}
+
+// BatchText is what one delivery of msgs writes: each message's own
+// TerminalText, unchanged and in order, a blank line between them. The
+// delivery ends with one Enter after it all.
+func BatchText(msgs []Message) string {
+	texts := make([]string, len(msgs))
+	for i, m := range msgs {
+		texts[i] = TerminalText(m)
+	}
+	return strings.Join(texts, BatchSeparator)
+}
+
 func transitionError(m *Message, action string) error {
 	return errs.New(errs.Conflict, "message %s is %s; cannot %s", m.ID, m.State, action)
 }

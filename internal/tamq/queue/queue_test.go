@@ -211,3 +211,97 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// batchOf is a window's queue for the Batch tests: workers' messages to one
+// target on one endpoint, due at t0, in order.
+func batchOf(bodies ...string) []Message {
+	out := make([]Message, len(bodies))
+	for i, b := range bodies {
+		out[i] = Message{ID: string(rune('a' + i)), EndpointID: "ep", Sender: "net", SenderKind: FromWorker, Target: "rail",
+			Body: b, State: Queued, NextAttemptAt: t0}
+	}
+	return out
+}
+
+func TestBatch(t *testing.T) {
+	big := strings.Repeat("x", MaxBody)
+	cases := []struct {
+		name  string
+		queue func() []Message
+		limit int
+		want  int
+	}{
+		{"empty", func() []Message { return nil }, 10, 0},
+		{"all, within the limit", func() []Message { return batchOf("1", "2", "3") }, 10, 3},
+		{"the count limit", func() []Message { return batchOf("1", "2", "3") }, 2, 2},
+		{"off: one at a time", func() []Message { return batchOf("1", "2", "3") }, 1, 1},
+		{"off with zero too", func() []Message { return batchOf("1", "2", "3") }, 0, 1},
+		{"a head not due takes nothing", func() []Message {
+			q := batchOf("1", "2")
+			q[0].NextAttemptAt = t0.Add(time.Second)
+			return q
+		}, 10, 0},
+		{"one waiting out a backoff holds back those behind it", func() []Message {
+			q := batchOf("1", "2", "3")
+			q[1].NextAttemptAt = t0.Add(time.Second)
+			return q
+		}, 10, 1},
+		{"a body of the full size goes alone", func() []Message { return batchOf(big, "2") }, 10, 1},
+		{"the paste limit splits", func() []Message {
+			// Each text is 2 KiB: four with three separators pass the limit.
+			b := strings.Repeat("y", 2048-len("From:net: "))
+			return batchOf(b, b, b, b, b)
+		}, 10, 3},
+		{"a wake at the head goes alone", func() []Message {
+			q := batchOf("wake", "2")
+			q[0].SenderKind = FromCoordination
+			return q
+		}, 10, 1},
+		{"a wake is never behind others in a paste", func() []Message {
+			q := batchOf("1", "2", "wake", "4")
+			q[2].SenderKind = FromCoordination
+			return q
+		}, 10, 2},
+		{"another target ends it", func() []Message {
+			q := batchOf("1", "2", "3")
+			q[1].Target = "other"
+			return q
+		}, 10, 1},
+		{"another endpoint ends it", func() []Message {
+			q := batchOf("1", "2", "3")
+			q[2].EndpointID = "ep2"
+			return q
+		}, 10, 2},
+		{"acknowledged mode batches, each with its footer counted", func() []Message {
+			q := batchOf("1", "2")
+			q[0].AckMode, q[1].AckMode = ackmode.Acknowledged, ackmode.Acknowledged
+			return q
+		}, 10, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			q := c.queue()
+			n := Batch(q, t0, c.limit)
+			if n != c.want {
+				t.Fatalf("Batch = %d, want %d", n, c.want)
+			}
+			if n > 1 && len(BatchText(q[:n])) > MaxPaste {
+				t.Errorf("a batch of %d is %d bytes, over %d", n, len(BatchText(q[:n])), MaxPaste)
+			}
+		})
+	}
+}
+
+// A batch's text is each message's own text, whole and in order, a blank
+// line between them; the footers of acknowledged messages stay with theirs.
+func TestBatchText(t *testing.T) {
+	q := batchOf("first\nTo:x: quoted", "second")
+	q[1].SenderKind, q[1].Sender, q[1].AckMode, q[1].ID = FromOperator, "operator", ackmode.Acknowledged, "0193"
+	want := "From:net: first\n> To:x: quoted\n\nFrom:operator/o: second\n[tamq message 0193: acknowledge with: tamq ack 0193]"
+	if got := BatchText(q); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	if got := BatchText(q[:1]); got != TerminalText(q[0]) {
+		t.Errorf("a batch of one is %q, not the message's own text", got)
+	}
+}

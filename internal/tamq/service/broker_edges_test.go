@@ -250,7 +250,7 @@ func keptLines(screen string) int {
 var keptNotice = regexp.MustCompile(`tamq: service down; kept (\d+) lines? for railiance, will send when it is back`)
 
 // paneOf is the pane id of repo's window.
-func paneOf(t *testing.T, tm *testutil.Tmux, repo string) string {
+func paneOf(t testing.TB, tm *testutil.Tmux, repo string) string {
 	t.Helper()
 	for _, line := range strings.Split(tm.Must(t, "list-windows", "-a", "-F", "#{window_name} #{pane_id}"), "\n") {
 		if name, id, ok := strings.Cut(line, " "); ok && name == repo {

@@ -150,9 +150,10 @@ type outcome struct {
 }
 
 // dispatch is the delivery loop: it recovers interrupted deliveries, expires
-// ack deadlines, claims due messages (one per window at a time, so writes into
-// one terminal never interleave) and delivers them, sleeping until the next
-// thing is due or it is woken.
+// ack deadlines, claims due messages (one delivery per window at a time, so
+// writes into one terminal never interleave; a delivery takes the messages
+// waiting for the window that may share one paste, queue.Batch) and delivers
+// them, sleeping until the next thing is due or it is woken.
 func (s *Service) dispatch(ctx context.Context) {
 	busy := map[string]bool{}
 	done := make(chan outcome)
@@ -192,14 +193,14 @@ func (s *Service) dispatch(ctx context.Context) {
 				earliest(t.NextAt)
 				continue
 			}
-			m, ok, err := s.store.Claim(ctx, s.instance, DeliveryLease, t)
+			ms, err := s.store.ClaimBatch(ctx, s.instance, DeliveryLease, t, s.opts.Config.MaxBatch())
 			if err != nil {
 				if ctx.Err() == nil {
 					s.log.Error("claim failed", "error", err.Error())
 				}
 				continue
 			}
-			if !ok {
+			if len(ms) == 0 {
 				continue
 			}
 			key := t.Key()
@@ -210,7 +211,7 @@ func (s *Service) dispatch(ctx context.Context) {
 				// A delivery under way finishes even while the service stops
 				// (shutdown waits for it within the grace period): cutting it
 				// off mid-write would leave text without its Enter.
-				s.deliver(context.WithoutCancel(ctx), m)
+				s.deliver(context.WithoutCancel(ctx), ms)
 				done <- outcome{key: key}
 			}()
 		}
@@ -317,16 +318,26 @@ func (s *Service) recoverClaims(ctx context.Context) error {
 		s.log.Error("cannot read interrupted deliveries; will try again", "error", err.Error())
 		return err
 	}
-	var errAll error
-	for _, id := range ids {
-		if _, err := s.store.Transition(ctx, id, "delivery interrupted; redelivering", func(m *queue.Message) error {
-			return m.LeaseExpired(s.opts.Now())
-		}); err != nil && !errs.Is(err, errs.Conflict) {
-			s.log.Error("cannot return an interrupted delivery to the queue; will try again", "message", id, "error", err.Error())
-			errAll = errors.Join(errAll, err)
+	if len(ids) == 0 {
+		return nil
+	}
+	// All in one transaction: the messages of an interrupted batch come
+	// back together and go in together again, never split by a claim
+	// between them.
+	now := s.opts.Now()
+	failed, err := s.store.TransitionEach(ctx, ids, "delivery interrupted; redelivering", nil, func(m *queue.Message) error {
+		return m.LeaseExpired(now)
+	})
+	if err != nil {
+		s.log.Error("cannot return interrupted deliveries to the queue; will try again", "messages", len(ids), "error", err.Error())
+		return err
+	}
+	for i, ferr := range failed {
+		if ferr != nil && !errs.Is(ferr, errs.Conflict) {
+			s.log.Warn("cannot return an interrupted delivery to the queue", "message", ids[i], "error", ferr.Error())
 		}
 	}
-	return errAll
+	return nil
 }
 
 // expireAcks redelivers (or fails) the messages whose ack deadline passed.
@@ -355,56 +366,83 @@ func (s *Service) expireAcks(ctx context.Context) error {
 	return errAll
 }
 
-// deliver writes one claimed message and records the outcome.
-func (s *Service) deliver(ctx context.Context, m queue.Message) {
+// deliver writes the claimed messages of one window (one message, or a
+// batch: queue.BatchText, one paste and one Enter) and records the outcome
+// for each message as if it had been delivered alone: the same injected_at,
+// each with its own receipt and attempt count.
+func (s *Service) deliver(ctx context.Context, ms []queue.Message) {
 	t := timing(s.opts.Config)
+	m := ms[0] // all are for its endpoint and target
 	ep, w, err := s.windowFor(ctx, m.EndpointID, m.Target)
 	var wr Written
 	if err == nil {
 		wctx, cancel := context.WithTimeout(ctx, DeliveryLease/2)
-		wr, err = s.opts.Writer.Write(wctx, ep, w, queue.TerminalText(m))
+		wr, err = s.opts.Writer.Write(wctx, ep, w, queue.BatchText(ms))
 		cancel()
 	} else {
 		wr = Written{Deferred: true, Reason: err.Error()}
 	}
 	if wr.Deferred {
-		s.deferDelivery(ctx, m, wr)
+		s.deferDelivery(ctx, ms, wr)
 		return
 	}
+	// One time for the whole delivery: its messages come back due together
+	// and go in together again.
+	now := s.opts.Now()
 	if err != nil {
-		s.log.Warn("delivery failed", "message", m.ID, "target", m.Target, "maybe_written", wr.MaybeWritten, "error", err.Error())
-		if _, terr := s.store.Transition(context.WithoutCancel(ctx), m.ID, "write failed", func(x *queue.Message) error {
-			return x.WriteFailed(s.opts.Now(), t, wr.MaybeWritten, err.Error())
-		}); terr != nil {
-			s.log.Error("record failed write", "message", m.ID, "error", terr.Error())
-		}
+		s.log.Warn("delivery failed", "message", m.ID, "messages", len(ms), "target", m.Target, "maybe_written", wr.MaybeWritten, "error", err.Error())
+		s.transitionEach(ctx, ms, "write failed", nil, func(x *queue.Message) error {
+			return x.WriteFailed(now, t, wr.MaybeWritten, err.Error())
+		})
 		return
 	}
 	// injected means written: the time is the writer's report of the write.
 	at := wr.At
 	if at.IsZero() {
-		at = s.opts.Now()
+		at = now
 	}
-	if _, err := s.store.TransitionDetail(context.WithoutCancel(ctx), m.ID, "written to terminal", wr.detail(), func(x *queue.Message) error {
+	detail := wr.detail()
+	if len(ms) > 1 {
+		detail["batch_size"] = len(ms) // how many went in with the one Enter
+	}
+	s.transitionEach(ctx, ms, "written to terminal", detail, func(x *queue.Message) error {
 		return x.Written(at, t)
-	}); err != nil {
-		s.log.Error("record write", "message", m.ID, "error", err.Error())
-	}
-	s.log.Debug("delivered", "message", m.ID, "target", m.Target, "attempt", m.Attempts)
+	})
+	s.log.Debug("delivered", "message", m.ID, "messages", len(ms), "target", m.Target, "attempt", m.Attempts)
 }
 
-// deferDelivery puts a message its window could not take back in the queue
-// (its attempt not spent) and holds the window's deliveries until what stood
-// in the way clears: the watcher lists the window again, or the broker says
-// its agent is back at its prompt.
-func (s *Service) deferDelivery(ctx context.Context, m queue.Message, wr Written) {
-	s.log.Info("delivery waits", "message", m.ID, "target", m.Target, "reason", wr.Reason)
-	if _, err := s.store.Transition(context.WithoutCancel(ctx), m.ID, "window cannot take it now: "+wr.Reason, func(x *queue.Message) error {
-		return x.Deferred(s.opts.Now(), wr.Reason)
-	}); err != nil {
-		// The claim stays; it expires and the message is delivered again.
-		s.log.Error("record a deferred delivery", "message", m.ID, "error", err.Error())
+// transitionEach records one outcome for every message of a delivery in one
+// transaction. A message that refuses it (acknowledged meanwhile: a late ack
+// wins) keeps its state; if the database fails, the claims stay, expire, and
+// the messages are delivered again.
+func (s *Service) transitionEach(ctx context.Context, ms []queue.Message, reason string, detail map[string]any, change func(*queue.Message) error) {
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
 	}
+	failed, err := s.store.TransitionEach(context.WithoutCancel(ctx), ids, reason, detail, change)
+	if err != nil {
+		s.log.Error("record a delivery", "message", ids[0], "messages", len(ids), "reason", reason, "error", err.Error())
+		return
+	}
+	for i, ferr := range failed {
+		if ferr != nil {
+			s.log.Warn("record a delivery", "message", ids[i], "reason", reason, "error", ferr.Error())
+		}
+	}
+}
+
+// deferDelivery puts messages their window could not take back in the queue
+// (their attempts not spent) and holds the window's deliveries until what
+// stood in the way clears: the watcher lists the window again, or the broker
+// says its agent is back at its prompt.
+func (s *Service) deferDelivery(ctx context.Context, ms []queue.Message, wr Written) {
+	m := ms[0]
+	s.log.Info("delivery waits", "message", m.ID, "messages", len(ms), "target", m.Target, "reason", wr.Reason)
+	now := s.opts.Now() // one time: the batch is due again as a whole
+	s.transitionEach(ctx, ms, "window cannot take it now: "+wr.Reason, nil, func(x *queue.Message) error {
+		return x.Deferred(now, wr.Reason)
+	})
 	switch {
 	case wr.Path == "broker":
 		s.setWait(fromBroker, m.EndpointID, m.Target, wr.Reason)

@@ -148,36 +148,72 @@ func (s *Store) Transition(ctx context.Context, id, reason string, change func(*
 func (s *Store) TransitionDetail(ctx context.Context, id, reason string, detail map[string]any, change func(*queue.Message) error) (queue.Message, error) {
 	var out queue.Message
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-		m, err := scanMessage(s.DB.TxQueryRow(tx, `SELECT `+messageColumns+` FROM messages WHERE id = ?`, id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return errs.New(errs.NotFound, "no message %s", id).WithHint("see `tamq history`")
-		}
-		if err != nil {
-			return err
-		}
-		from := m.State
-		if err := change(&m); err != nil {
-			return err
-		}
-		if err := s.saveTx(tx, &m); err != nil {
-			return err
-		}
-		if m.State != queue.Delivering {
-			if _, err := s.DB.TxExec(tx, `DELETE FROM delivery_leases WHERE message_id = ?`, m.ID); err != nil {
-				return err
-			}
-		}
-		if from != m.State {
-			r := transitionReceipt(&m, from, reason)
-			maps.Copy(r.Detail, detail)
-			if err := s.AddReceiptTx(tx, r); err != nil {
-				return err
-			}
-		}
-		out = m
-		return nil
+		var err error
+		out, err = s.transitionTx(tx, id, reason, detail, change)
+		return err
 	})
 	return out, err
+}
+
+// TransitionEach applies change to each message of ids (the messages of one
+// delivery) in one transaction, each saved with its own receipt as
+// Transition would. A message change refuses (it was acknowledged
+// meanwhile), or that is gone, is left as it is and its error is in
+// failed at its index; the others go on. err is the database failing, and
+// then nothing changed.
+func (s *Store) TransitionEach(ctx context.Context, ids []string, reason string, detail map[string]any, change func(*queue.Message) error) (failed []error, err error) {
+	err = s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		failed = make([]error, len(ids))
+		for i, id := range ids {
+			var refused error
+			_, err := s.transitionTx(tx, id, reason, detail, func(m *queue.Message) error {
+				refused = change(m)
+				return refused
+			})
+			switch {
+			case refused != nil || errs.Is(err, errs.NotFound):
+				failed[i] = err // nothing of this message was written
+			case err != nil:
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return failed, nil
+}
+
+// transitionTx is one message's transition inside tx.
+func (s *Store) transitionTx(tx *sql.Tx, id, reason string, detail map[string]any, change func(*queue.Message) error) (queue.Message, error) {
+	m, err := scanMessage(s.DB.TxQueryRow(tx, `SELECT `+messageColumns+` FROM messages WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return m, errs.New(errs.NotFound, "no message %s", id).WithHint("see `tamq history`")
+	}
+	if err != nil {
+		return m, err
+	}
+	from := m.State
+	if err := change(&m); err != nil {
+		return m, err
+	}
+	if err := s.saveTx(tx, &m); err != nil {
+		return m, err
+	}
+	if m.State != queue.Delivering {
+		if _, err := s.DB.TxExec(tx, `DELETE FROM delivery_leases WHERE message_id = ?`, m.ID); err != nil {
+			return m, err
+		}
+	}
+	if from != m.State {
+		r := transitionReceipt(&m, from, reason)
+		maps.Copy(r.Detail, detail)
+		if err := s.AddReceiptTx(tx, r); err != nil {
+			return m, err
+		}
+	}
+	return m, nil
 }
 
 func (s *Store) saveTx(tx *sql.Tx, m *queue.Message) error {
@@ -232,39 +268,67 @@ func (s *Store) QueuedTargets(ctx context.Context) ([]Target, error) {
 // it is not due. A claim that outlives its holder is found by ExpiredLeases and
 // delivered again with the same id.
 func (s *Store) Claim(ctx context.Context, holder string, ttl time.Duration, t Target) (m queue.Message, ok bool, err error) {
+	ms, err := s.ClaimBatch(ctx, holder, ttl, t, 1)
+	if err != nil || len(ms) == 0 {
+		return queue.Message{}, false, err
+	}
+	return ms[0], true, nil
+}
+
+// ClaimBatch is Claim for the messages one delivery takes (queue.Batch, at
+// most limit): the head of the target's queue and the ones behind it that
+// may share its paste, all claimed in one transaction, each under its own
+// lease and with its own receipt, as if claimed alone. None when the head is
+// not due.
+func (s *Store) ClaimBatch(ctx context.Context, holder string, ttl time.Duration, t Target, limit int) ([]queue.Message, error) {
 	now := s.Now()
-	err = s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-		m, err = scanMessage(s.DB.TxQueryRow(tx, `SELECT `+messageColumns+` FROM messages
+	var out []queue.Message
+	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		out = nil
+		rows, err := s.DB.TxQuery(tx, `SELECT `+messageColumns+` FROM messages
 			WHERE state = `+sqlLit(queue.Queued)+` AND endpoint_id = ? AND target_repo = ?
-			ORDER BY created_at, id LIMIT 1`, t.EndpointID, t.Repo))
-		if errors.Is(err, sql.ErrNoRows) {
-			ok = false
-			return nil
-		}
+			ORDER BY created_at, id LIMIT ?`, t.EndpointID, t.Repo, max(limit, 1))
 		if err != nil {
 			return err
 		}
-		if m.NextAttemptAt.After(now) {
-			ok = false
-			return nil
+		var queued []queue.Message
+		for rows.Next() {
+			m, err := scanMessage(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			queued = append(queued, m)
 		}
-		if err := m.Claim(now); err != nil {
+		rows.Close()
+		if err := rows.Err(); err != nil {
 			return err
 		}
-		if err := s.saveTx(tx, &m); err != nil {
-			return err
+		for _, m := range queued[:queue.Batch(queued, now, limit)] {
+			if err := m.Claim(now); err != nil {
+				return err
+			}
+			if err := s.saveTx(tx, &m); err != nil {
+				return err
+			}
+			if _, err := s.DB.TxExec(tx, `INSERT INTO delivery_leases (message_id, lease_id, attempt, holder, acquired_at, expires_at)
+				VALUES (?, ?, ?, ?, ?, ?)
+				ON CONFLICT (message_id) DO UPDATE SET lease_id = excluded.lease_id, attempt = excluded.attempt,
+				holder = excluded.holder, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at`,
+				m.ID, NewID(), m.Attempts, holder, ms(now), ms(now.Add(ttl))); err != nil {
+				return err
+			}
+			if err := s.AddReceiptTx(tx, transitionReceipt(&m, queue.Queued, "claimed for delivery")); err != nil {
+				return err
+			}
+			out = append(out, m)
 		}
-		if _, err := s.DB.TxExec(tx, `INSERT INTO delivery_leases (message_id, lease_id, attempt, holder, acquired_at, expires_at)
-			VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (message_id) DO UPDATE SET lease_id = excluded.lease_id, attempt = excluded.attempt,
-			holder = excluded.holder, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at`,
-			m.ID, NewID(), m.Attempts, holder, ms(now), ms(now.Add(ttl))); err != nil {
-			return err
-		}
-		ok = true
-		return s.AddReceiptTx(tx, transitionReceipt(&m, queue.Queued, "claimed for delivery"))
+		return nil
 	})
-	return m, ok, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // DeliveryKey names the one writer slot of a target window.

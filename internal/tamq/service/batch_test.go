@@ -1,0 +1,198 @@
+package service
+
+import (
+	"context"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/client"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/testutil"
+)
+
+// scriptedWriter stands in for a window's broker: it records the text of
+// every write and answers each with the next of its script (a write past
+// its end succeeds). The first write waits for release, so messages pile
+// up behind it as they do behind a delivery under way.
+type scriptedWriter struct {
+	release chan struct{}
+	script  []Written
+	mu      sync.Mutex
+	texts   []string
+}
+
+func (w *scriptedWriter) Write(_ context.Context, _ queue.Endpoint, _ queue.Window, text string) (Written, error) {
+	w.mu.Lock()
+	n := len(w.texts)
+	w.texts = append(w.texts, text)
+	w.mu.Unlock()
+	if n == 0 {
+		<-w.release
+	}
+	if n >= len(w.script) {
+		return Written{Path: "broker", Moment: "quiet"}, nil
+	}
+	out := w.script[n]
+	switch {
+	case out.Deferred:
+		return out, errs.New(errs.Unavailable, "nothing written: %s", out.Reason)
+	case out.Reason != "":
+		return out, errs.New(errs.Unavailable, "%s", out.Reason)
+	}
+	return out, nil
+}
+
+func (w *scriptedWriter) written() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.texts)
+}
+
+// batchService runs a service in this process whose one window's writes go
+// to w; the first message sent is the one whose write waits for release.
+func batchService(t *testing.T, config string, w *scriptedWriter) (*Service, string, func(string, ...string) api.Message) {
+	t.Helper()
+	root := t.TempDir()
+	writeConfig(t, root, config)
+	svc, p, epID := inProcessService(t, root, Options{Writer: w})
+	// The window is a real pane, marked for the repo as tamq open marks it,
+	// so the watcher finds it live.
+	eps, err := svc.knownEndpoints(context.Background())
+	if err != nil || len(eps) != 1 {
+		t.Fatalf("endpoints %v %v", eps, err)
+	}
+	if out, err := exec.Command("tmux", "-S", eps[0].TmuxSocket, "set-option", "-w", "-t", "%0", "@tamq_repo", "net-kingdom").CombinedOutput(); err != nil {
+		t.Fatalf("marking the window: %v %s", err, out)
+	}
+	svc.live.requestList()
+	c := client.New(p)
+	send := func(text string, mode ...string) api.Message {
+		t.Helper()
+		args := api.SendArgs{Text: text}
+		if len(mode) > 0 {
+			args.AckMode = mode[0]
+		}
+		m, err := c.Send(context.Background(), args)
+		if err != nil {
+			t.Fatalf("send %q: %v", text, err)
+		}
+		return m
+	}
+	return svc, epID, send
+}
+
+func (s *Service) waitMessage(t *testing.T, id string, cond func(queue.Message) bool) queue.Message {
+	t.Helper()
+	var m queue.Message
+	testutil.WaitFor(t, "message "+id, func() bool {
+		var err error
+		m, err = s.store.Get(context.Background(), id)
+		return err == nil && cond(m)
+	})
+	return m
+}
+
+// steps are the states a message's receipts record, in order.
+func (s *Service) steps(t *testing.T, id string) []string {
+	t.Helper()
+	rows, err := s.db.Reader.Query(`SELECT status FROM receipts WHERE kind = 'message.transition' AND subject_id = ? ORDER BY id`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var st string
+		rows.Scan(&st)
+		out = append(out, st)
+	}
+	return out
+}
+
+// A broker that answers not_ready for a batch wrote nothing: every message of
+// it goes back to the queue, its attempt not spent, and the window waits;
+// when the agent is back at its prompt the same batch goes in whole, once.
+func TestBatchNotReadyDefersEveryMessage(t *testing.T) {
+	t.Parallel()
+	w := &scriptedWriter{release: make(chan struct{}), script: []Written{
+		{Path: "broker"},
+		{Path: "broker", Deferred: true, NotAtPrompt: true, Reason: "the agent is not at its prompt: a dialog shows"},
+	}}
+	svc, epID, send := batchService(t, "", w)
+	first := send("To:net-kingdom: first")
+	testutil.WaitFor(t, "the first write", func() bool { return len(w.written()) == 1 })
+	var ms []api.Message
+	for _, b := range []string{"one", "two", "three"} {
+		ms = append(ms, send("To:net-kingdom: "+b))
+	}
+	close(w.release)
+	svc.waitMessage(t, first.ID, func(m queue.Message) bool { return m.State == queue.Injected })
+	for _, m := range ms {
+		got := svc.waitMessage(t, m.ID, func(m queue.Message) bool { return m.State == queue.Queued && m.LastError != "" })
+		if got.Attempts != 0 || !strings.Contains(got.LastError, "a dialog shows") {
+			t.Errorf("%s after not_ready: attempts %d, %q", m.ID, got.Attempts, got.LastError)
+		}
+	}
+	if n := len(w.written()); n != 2 {
+		t.Fatalf("%d writes while the window waits, want 2", n)
+	}
+	// The broker says its agent is back at its prompt.
+	svc.setWait(fromBroker, epID, "net-kingdom", "")
+	var injectedAt []string
+	for _, m := range ms {
+		got := svc.waitMessage(t, m.ID, func(m queue.Message) bool { return m.State == queue.Injected })
+		injectedAt = append(injectedAt, got.InjectedAt.String())
+		if got.Attempts != 1 {
+			t.Errorf("%s: attempts %d, want 1", m.ID, got.Attempts)
+		}
+		if st := svc.steps(t, m.ID); !slices.Equal(st, []string{"queued", "delivering", "queued", "delivering", "injected"}) {
+			t.Errorf("%s: receipts %v", m.ID, st)
+		}
+	}
+	texts := w.written()
+	want := "From:operator/o: one\n\nFrom:operator/o: two\n\nFrom:operator/o: three"
+	if len(texts) != 3 || texts[1] != want || texts[2] != want {
+		t.Errorf("writes %q, want the batch twice: %q", texts, want)
+	}
+	if len(slices.Compact(slices.Clone(injectedAt))) != 1 {
+		t.Errorf("injected at %v, want one time", injectedAt)
+	}
+}
+
+// A failed write of a batch is each message's failed write: not written at
+// all, each is queued again after the backoff with its attempt counted;
+// maybe partly written, each injected-mode message fails and each
+// acknowledged one waits for its ack.
+func TestBatchWriteFailureIsEachMessages(t *testing.T) {
+	t.Parallel()
+	w := &scriptedWriter{release: make(chan struct{}), script: []Written{
+		{Path: "broker"},
+		{Path: "broker", Reason: "the broker could not write"},
+		{Path: "broker", MaybeWritten: true, Reason: "the text is in but the Enter was held back"},
+	}}
+	svc, _, send := batchService(t, "[coordination]\nretry_backoff_seconds = [1]\n", w)
+	first := send("To:net-kingdom: first")
+	testutil.WaitFor(t, "the first write", func() bool { return len(w.written()) == 1 })
+	ms := []api.Message{send("To:net-kingdom: one"), send("To:net-kingdom: two", "acknowledged"), send("To:net-kingdom: three")}
+	close(w.release)
+	svc.waitMessage(t, first.ID, func(m queue.Message) bool { return m.State == queue.Injected })
+	want := map[string]queue.State{ms[0].ID: queue.Failed, ms[1].ID: queue.AwaitingAck, ms[2].ID: queue.Failed}
+	for _, m := range ms {
+		got := svc.waitMessage(t, m.ID, func(m queue.Message) bool { return m.State.Final() || m.State == queue.AwaitingAck })
+		if got.State != want[m.ID] || got.Attempts != 2 {
+			t.Errorf("%s: %s after %d attempts (%q), want %s after 2", m.ID, got.State, got.Attempts, got.LastError, want[m.ID])
+		}
+		if st := svc.steps(t, m.ID); !slices.Equal(st, []string{"queued", "delivering", "queued", "delivering", string(want[m.ID])}) {
+			t.Errorf("%s: receipts %v", m.ID, st)
+		}
+	}
+	texts := w.written()
+	if len(texts) != 3 || texts[1] != texts[2] || strings.Count(texts[1], "From:") != 3 {
+		t.Errorf("writes %q, want the batch of three twice", texts)
+	}
+}
