@@ -128,8 +128,8 @@ func (ld *load) check(t *testing.T, e *testutil.Env) (accepted, doubled int) {
 // two windows whose brokers relay, acknowledged and injected mode). After
 // each kill the database passes the integrity check and the service starts
 // again; at the end every message a sender had accepted was delivered, and
-// none twice except, per kill and window, the one being written at the
-// kill.
+// none twice except, per kill and window, the one delivery (a message or a
+// burst) being written at the kill.
 func TestChaosServiceKilledUnderLoad(t *testing.T) {
 	t.Parallel()
 	rounds := testutil.ChaosRounds(t, 3)
@@ -149,11 +149,13 @@ func TestChaosServiceKilledUnderLoad(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond) // load after the last restart too
 	accepted, doubled := ld.check(t, e)
-	if doubled > rounds*len(repos) {
-		t.Errorf("%d deliveries doubled over %d kills of a service delivering to %d windows", doubled, rounds, len(repos))
+	// What may arrive twice is the one delivery being written at a kill:
+	// a message, or a burst of them (delivery.max_batch, 50).
+	if doubled > rounds*len(repos)*50 {
+		t.Errorf("%d messages doubled over %d kills of a service delivering to %d windows", doubled, rounds, len(repos))
 	}
 	testutil.IntegrityCheck(t, e.Database())
-	t.Logf("%d kills: %d messages accepted, %d sends refused while the service was down, %d delivered twice (at most one per kill and window)",
+	t.Logf("%d kills: %d messages accepted, %d sends refused while the service was down, %d delivered twice (at most the delivery being written, per kill and window)",
 		rounds, accepted, ld.refused.Load(), doubled)
 }
 
