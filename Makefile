@@ -40,7 +40,7 @@ diff-check:
 unit:
 	@dir="$$(mktemp -d)" && chmod 755 "$$dir" && \
 	$(STATIC) $(GO) build -o "$$dir/" ./cmd/... ./tools/tamq-demo ./internal/testutil/squatter ./internal/testutil/scriptedagent && \
-	TAMQ_TEST_BIN="$$dir" $(GO) test -race -count=1 ./...; status=$$?; rm -rf "$$dir"; exit $$status
+	TAMQ_TEST_BIN="$$dir" $(GO) test -race -count=1 -p 4 ./...; status=$$?; rm -rf "$$dir"; exit $$status
 
 smoke: build
 	$(BIN)/tamq --help >/dev/null

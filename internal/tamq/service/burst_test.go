@@ -399,7 +399,7 @@ func TestBurstWhenTheAgentExitsMidBatch(t *testing.T) {
 // message may); every message arrives, and messages sent later arrive once.
 func TestBurstInterruptedByACrashIsDeliveredAgain(t *testing.T) {
 	t.Parallel()
-	e, tm := emptyWorkspace(t, "[delivery]\nenter_pause_ms = 3000\n", "net-kingdom")
+	e, tm := emptyWorkspace(t, "[delivery]\nenter_pause_ms = 1000\n", "net-kingdom")
 	h := openHeld(t, e, tm, nil, "net-kingdom")["net-kingdom"]
 	h.hold(t)
 	var texts []string
