@@ -211,21 +211,8 @@ func (s *Store) Forget(ctx context.Context, id string) (failed int, err error) {
 		if _, err := s.DB.TxExec(tx, `UPDATE endpoints SET forgotten_at = ?, updated_at = ? WHERE id = ?`, ms(now), ms(now), id); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE endpoint_id = ? AND state IN `+undelivered, id)
+		pending, err := readMessages(tx.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE endpoint_id = ? AND state IN `+undelivered, id))
 		if err != nil {
-			return err
-		}
-		var pending []queue.Message
-		for rows.Next() {
-			m, err := scanMessage(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			pending = append(pending, m)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		for i := range pending {

@@ -285,23 +285,10 @@ func (s *Store) ClaimBatch(ctx context.Context, holder string, ttl time.Duration
 	var out []queue.Message
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		out = nil
-		rows, err := s.DB.TxQuery(tx, `SELECT `+messageColumns+` FROM messages
+		queued, err := readMessages(s.DB.TxQuery(tx, `SELECT `+messageColumns+` FROM messages
 			WHERE state = `+sqlLit(queue.Queued)+` AND endpoint_id = ? AND target_repo = ?
-			ORDER BY created_at, id LIMIT ?`, t.EndpointID, t.Repo, max(limit, 1))
+			ORDER BY created_at, id LIMIT ?`, t.EndpointID, t.Repo, max(limit, 1)))
 		if err != nil {
-			return err
-		}
-		var queued []queue.Message
-		for rows.Next() {
-			m, err := scanMessage(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			queued = append(queued, m)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		for _, m := range queued[:queue.Batch(queued, now, limit)] {
@@ -393,4 +380,27 @@ func (s *Store) NoteWaiting(ctx context.Context, endpointID, repo, reason string
 			Reason: reason, EndpointID: endpointID, Detail: map[string]any{"repo": repo, "messages": n}})
 	})
 	return storageErr(err, "note why messages for "+repo+" wait")
+}
+
+// readMessages reads the messages a query returns (rows and err as the
+// query returned them) and closes the rows.
+func readMessages[R interface {
+	scanner
+	Next() bool
+	Err() error
+	Close() error
+}](rows R, err error) ([]queue.Message, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []queue.Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
 }

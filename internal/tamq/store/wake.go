@@ -80,22 +80,9 @@ func (s *Store) supersedeAttemptsTx(tx *sql.Tx, m *queue.Message, now time.Time)
 	if hash < 0 {
 		return nil
 	}
-	rows, err := tx.Query(`SELECT `+messageColumns+` FROM messages WHERE idempotency_key LIKE ? AND idempotency_key != ?
-		AND state IN ('queued', 'awaiting_ack')`, m.IdempotencyKey[:hash+1]+"%", m.IdempotencyKey)
+	older, err := readMessages(tx.Query(`SELECT `+messageColumns+` FROM messages WHERE idempotency_key LIKE ? AND idempotency_key != ?
+		AND state IN ('queued', 'awaiting_ack')`, m.IdempotencyKey[:hash+1]+"%", m.IdempotencyKey))
 	if err != nil {
-		return err
-	}
-	var older []queue.Message
-	for rows.Next() {
-		o, err := scanMessage(rows)
-		if err != nil {
-			rows.Close()
-			return err
-		}
-		older = append(older, o)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return err
 	}
 	for i := range older {
