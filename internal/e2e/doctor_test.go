@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/tmux-amq/tamq/internal/doctor"
-	"github.com/tmux-amq/tamq/internal/statehub/devhub"
 	tamqapi "github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
@@ -17,14 +16,10 @@ import (
 // attached to the engine), both doctors pass every check and exit 0. The
 // broken setups are in testdata/script/doctor.txtar.
 func TestDoctorAllGood(t *testing.T) {
-	hub := &devhub.Server{Token: "s3cret"}
-	if err := hub.Open(); err != nil {
-		t.Fatal(err)
-	}
-	ts, _ := testutil.HTTPServer(t, hub.Handler())
+	hubURL, _ := testutil.StateHub(t, "s3cret")
 	e := testutil.NewEnv(t)
 	e.Gita(t, "net-kingdom")
-	hubConfig := fmt.Sprintf("[statehub]\napi_base = %q\ncredential_command = [\"echo\", \"s3cret\"]\n", ts.URL)
+	hubConfig := fmt.Sprintf("[statehub]\napi_base = %q\ncredential_command = [\"echo\", \"s3cret\"]\n", hubURL)
 	e.WriteConfig(t, hubConfig)
 	e.WriteEngineConfig(t, hubConfig)
 	tm := testutil.NewTmux(t)
@@ -82,11 +77,7 @@ func TestDoctorAllGood(t *testing.T) {
 // setting to change; without a credential command the engine is told to set
 // one (tamq, which then sends no token, is not asked).
 func TestDoctorStateHubRefuses(t *testing.T) {
-	hub := &devhub.Server{Token: "s3cret"}
-	if err := hub.Open(); err != nil {
-		t.Fatal(err)
-	}
-	ts, _ := testutil.HTTPServer(t, hub.Handler())
+	hubURL, _ := testutil.StateHub(t, "s3cret")
 	e := testutil.NewEnv(t)
 	e.Gita(t, "net-kingdom")
 	check := func(program, name string) (doctor.Check, testutil.Result) {
@@ -105,7 +96,7 @@ func TestDoctorStateHubRefuses(t *testing.T) {
 		return doctor.Check{}, r
 	}
 
-	wrong := fmt.Sprintf("[statehub]\napi_base = %q\ncredential_command = [\"echo\", \"wrong\"]\n", ts.URL)
+	wrong := fmt.Sprintf("[statehub]\napi_base = %q\ncredential_command = [\"echo\", \"wrong\"]\n", hubURL)
 	e.WriteConfig(t, wrong)
 	e.WriteEngineConfig(t, wrong)
 	for _, program := range []string{"tamq", "coordination-engine"} {
@@ -116,7 +107,7 @@ func TestDoctorStateHubRefuses(t *testing.T) {
 		}
 	}
 
-	none := fmt.Sprintf("[statehub]\napi_base = %q\n", ts.URL)
+	none := fmt.Sprintf("[statehub]\napi_base = %q\n", hubURL)
 	e.WriteConfig(t, none)
 	e.WriteEngineConfig(t, none)
 	if c, r := check("coordination-engine", "statehub-auth"); r.Status != 8 || c.Status != doctor.Fail || !strings.HasPrefix(c.Fix, "State Hub wants a token: set statehub.credential_command") {

@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tmux-amq/tamq/internal/statehub/devhub"
 )
 
 var (
@@ -425,4 +427,16 @@ func HTTPServer(t testing.TB, h http.Handler) (*httptest.Server, func()) {
 	}
 	t.Cleanup(stop)
 	return ts, stop
+}
+
+// StateHub serves a reference State Hub (in memory) for one test, requiring
+// token when it is not empty; stop ends it early, as the cleanup does.
+func StateHub(t testing.TB, token string) (url string, stop func()) {
+	t.Helper()
+	hub := &devhub.Server{Token: token}
+	if err := hub.Open(); err != nil {
+		t.Fatal(err)
+	}
+	ts, stop := HTTPServer(t, hub.Handler())
+	return ts.URL, stop
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
-	"github.com/tmux-amq/tamq/internal/statehub/devhub"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -20,13 +19,9 @@ import (
 // failure back so tamq keeps them pending.
 func TestPublishOperation(t *testing.T) {
 	t.Parallel()
-	hub := &devhub.Server{Token: "engine-token"}
-	if err := hub.Open(); err != nil {
-		t.Fatal(err)
-	}
-	ts, stopHub := testutil.HTTPServer(t, hub.Handler())
+	hubURL, stopHub := testutil.StateHub(t, "engine-token")
 	e := testutil.NewEnv(t)
-	e.WriteEngineConfig(t, fmt.Sprintf("[statehub]\napi_base = %q\ncredential_command = [\"echo\", \"engine-token\"]\n", ts.URL))
+	e.WriteEngineConfig(t, fmt.Sprintf("[statehub]\napi_base = %q\ncredential_command = [\"echo\", \"engine-token\"]\n", hubURL))
 	t.Cleanup(func() { e.Run(t, "coordination-engine", "stop") })
 	e.Engine(t, "start", "--detach")
 	c := client.New((&loop{e: e}).pathsOf(t, paths.Engine))

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
-	"github.com/tmux-amq/tamq/internal/statehub/devhub"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
@@ -17,11 +16,7 @@ import (
 // tamq's own statehub.api_base points at a port nobody listens on.
 func TestPublishThroughTheEngine(t *testing.T) {
 	t.Parallel()
-	hub := &devhub.Server{}
-	if err := hub.Open(); err != nil {
-		t.Fatal(err)
-	}
-	ts, _ := testutil.HTTPServer(t, hub.Handler())
+	hubURL, _ := testutil.StateHub(t, "")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +25,7 @@ func TestPublishThroughTheEngine(t *testing.T) {
 	ln.Close()
 
 	e, tm := emptyWorkspace(t, fastConfig+"[statehub]\napi_base = \"http://"+closed+"\"\n", "net-kingdom")
-	e.WriteEngineConfig(t, "[statehub]\napi_base = \""+ts.URL+"\"\n")
+	e.WriteEngineConfig(t, "[statehub]\napi_base = \""+hubURL+"\"\n")
 	e.Engine(t, "start", "--detach")
 	t.Cleanup(func() { e.Run(t, "coordination-engine", "stop") })
 	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", e.RecorderCommand(), "net-kingdom")
@@ -43,7 +38,7 @@ func TestPublishThroughTheEngine(t *testing.T) {
 		if st.UnpublishedReceipts != 0 || st.Publishing == nil || st.Publishing.Via != api.ViaEngine {
 			return false
 		}
-		resp, err := http.Get(ts.URL + "/v1/progress")
+		resp, err := http.Get(hubURL + "/v1/progress")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -120,20 +120,7 @@ func historyPage(ctx context.Context, db *sql.DB, p Page) ([]queue.Message, erro
 		qargs = append(qargs, args...)
 		qargs = append(qargs, p.Limit, p.Limit)
 	}
-	rows, err := db.QueryContext(ctx, q, qargs...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []queue.Message
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return readMessages(db.QueryContext(ctx, q, qargs...))
 }
 
 // Count is how many messages the filter matches.
