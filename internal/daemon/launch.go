@@ -17,12 +17,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/buildinfo"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/proc"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/rpc"
 )
 
 // NotifyFD is the descriptor on which a detached child reports readiness.
@@ -43,36 +43,8 @@ type Options struct {
 
 // Result says which service answered.
 type Result struct {
-	Ping           PingResult
+	Ping           rpc.PingResult
 	AlreadyRunning bool
-}
-
-// Names are how the transport names the program of p in its messages.
-func Names(p paths.Paths) protocol.Names {
-	return protocol.Names{Program: string(p.Program), SocketVar: p.SocketVar()}
-}
-
-// Client returns a protocol client for the service at p.
-func Client(p paths.Paths, timeout time.Duration) *protocol.Client {
-	c := &protocol.Client{Socket: p.Socket, Names: Names(p), Timeout: timeout}
-	if p.SocketDirPrivate(p.Socket) {
-		c.PrivateDir = p.PrivateDir
-	}
-	return c
-}
-
-// Ping asks the service whether it is alive.
-func Ping(ctx context.Context, p paths.Paths) (PingResult, error) {
-	var res PingResult
-	err := Client(p, 5*time.Second).Call(ctx, OpPing, nil, &res)
-	return res, err
-}
-
-// Stop asks the service to stop within its grace period.
-func Stop(ctx context.Context, p paths.Paths) (ShutdownResult, error) {
-	var res ShutdownResult
-	err := Client(p, 5*time.Second).Call(ctx, OpShutdown, nil, &res)
-	return res, err
 }
 
 // EnsureRunning starts the service detached unless it already answers. Starts
@@ -85,7 +57,7 @@ func EnsureRunning(ctx context.Context, o Options) (Result, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	if res, err := Ping(ctx, o.Paths); err == nil {
+	if res, err := rpc.Ping(ctx, o.Paths); err == nil {
 		return Result{Ping: res, AlreadyRunning: true}, nil
 	} else if refusedSocket(err) {
 		return Result{}, err
@@ -99,7 +71,7 @@ func EnsureRunning(ctx context.Context, o Options) (Result, error) {
 	}
 	defer lock.Release()
 	// Another start may have finished while we waited for the lock.
-	if res, err := Ping(ctx, o.Paths); err == nil {
+	if res, err := rpc.Ping(ctx, o.Paths); err == nil {
 		return Result{Ping: res, AlreadyRunning: true}, nil
 	}
 	err = spawn(ctx, o)
@@ -115,7 +87,7 @@ func EnsureRunning(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	res, err := Ping(ctx, o.Paths)
+	res, err := rpc.Ping(ctx, o.Paths)
 	if err != nil {
 		return Result{}, errs.Wrap(errs.Unavailable, err, "the service started but does not answer")
 	}
@@ -211,10 +183,10 @@ func NotifyReady(fd int, startErr error) {
 }
 
 // waitAlive polls until the service answers or ctx ends.
-func waitAlive(ctx context.Context, p paths.Paths) (PingResult, error) {
+func waitAlive(ctx context.Context, p paths.Paths) (rpc.PingResult, error) {
 	delay := 5 * time.Millisecond
 	for {
-		res, err := Ping(ctx, p)
+		res, err := rpc.Ping(ctx, p)
 		if err == nil || refusedSocket(err) {
 			return res, err
 		}
@@ -240,7 +212,7 @@ func WaitGone(ctx context.Context, p paths.Paths, pid int) error {
 	delay := 5 * time.Millisecond
 	for {
 		procGone := proc.Exited(pid)
-		if _, err := Ping(ctx, p); err != nil && procGone {
+		if _, err := rpc.Ping(ctx, p); err != nil && procGone {
 			return nil
 		}
 		select {
@@ -251,28 +223,3 @@ func WaitGone(ctx context.Context, p paths.Paths, pid int) error {
 		delay = min(delay*2, 100*time.Millisecond)
 	}
 }
-
-// BaseClient is what every program's typed client has in common: the calls
-// any of our services answers, and the one way to call the others.
-type BaseClient struct {
-	Paths paths.Paths
-}
-
-// Call calls op with args, bounded by timeout (dial included).
-func (c BaseClient) Call(ctx context.Context, timeout time.Duration, op string, args, result any) error {
-	return Client(c.Paths, timeout).Call(ctx, op, args, result)
-}
-
-// Ping asks the service whether it is alive and which one answers.
-func (c BaseClient) Ping(ctx context.Context) (PingResult, error) { return Ping(ctx, c.Paths) }
-
-// Hello introduces the client and returns the negotiated protocol and the
-// service's capabilities.
-func (c BaseClient) Hello(ctx context.Context, client string) (HelloResult, error) {
-	var res HelloResult
-	err := c.Call(ctx, 5*time.Second, OpHello, HelloArgs{Client: client, ClientVersion: buildinfo.Get().Version}, &res)
-	return res, err
-}
-
-// Stop asks the service to stop within its grace period.
-func (c BaseClient) Stop(ctx context.Context) (ShutdownResult, error) { return Stop(ctx, c.Paths) }

@@ -17,6 +17,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
@@ -56,7 +57,7 @@ func Open(p paths.Paths, log *slog.Logger) (*Service, error) {
 			return nil, err
 		}
 	}
-	if err := protocol.CheckSocketPath(p.Socket, Names(p)); err != nil {
+	if err := protocol.CheckSocketPath(p.Socket, rpc.Names(p)); err != nil {
 		return nil, err
 	}
 	lock, err := lockfile.TryLock(p.LockFile)
@@ -85,11 +86,11 @@ func (s *Service) OnClose(f func()) { s.onClose = append(s.onClose, f) }
 // service; srv serves it once Run starts. The server is given the program's
 // names.
 func (s *Service) Listen(srv *protocol.Server) error {
-	ln, err := protocol.Listen(s.paths.Socket, Names(s.paths))
+	ln, err := protocol.Listen(s.paths.Socket, rpc.Names(s.paths))
 	if err != nil {
 		return err
 	}
-	srv.Names = Names(s.paths)
+	srv.Names = rpc.Names(s.paths)
 	s.ln, s.srv = ln, srv
 	return nil
 }
@@ -234,8 +235,8 @@ func signalName(sig os.Signal) string {
 func (s *Service) Lifecycle(started time.Time, grace time.Duration) map[string]protocol.Handler {
 	version := buildinfo.Get().Version
 	return map[string]protocol.Handler{
-		OpHello: func(_ context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
-			var args HelloArgs
+		rpc.OpHello: func(_ context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+			var args rpc.HelloArgs
 			if err := protocol.DecodeArgs(req, &args); err != nil {
 				return nil, err
 			}
@@ -244,15 +245,15 @@ func (s *Service) Lifecycle(started time.Time, grace time.Duration) map[string]p
 				return nil, err
 			}
 			caps := slices.Sorted(maps.Keys(s.srv.Handlers))
-			return HelloResult{Server: string(s.paths.Program), ServerVersion: version, Proto: proto, Capabilities: caps}, nil
+			return rpc.HelloResult{Server: string(s.paths.Program), ServerVersion: version, Proto: proto, Capabilities: caps}, nil
 		},
-		OpPing: func(context.Context, protocol.Peer, *protocol.Request) (any, error) {
-			return PingResult{PID: os.Getpid(), StartedAt: started, ServerVersion: version, Proto: protocol.Version}, nil
+		rpc.OpPing: func(context.Context, protocol.Peer, *protocol.Request) (any, error) {
+			return rpc.PingResult{PID: os.Getpid(), StartedAt: started, ServerVersion: version, Proto: protocol.Version}, nil
 		},
-		OpShutdown: func(_ context.Context, peer protocol.Peer, _ *protocol.Request) (any, error) {
+		rpc.OpShutdown: func(_ context.Context, peer protocol.Peer, _ *protocol.Request) (any, error) {
 			s.log.Info("stop requested", "peer_pid", peer.PID)
 			s.Stop()
-			return ShutdownResult{PID: os.Getpid(), GraceSeconds: grace.Seconds()}, nil
+			return rpc.ShutdownResult{PID: os.Getpid(), GraceSeconds: grace.Seconds()}, nil
 		},
 	}
 }

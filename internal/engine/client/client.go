@@ -9,9 +9,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/engine/api"
 	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/rpc"
 )
 
 // How long each kind of call may take, dial included.
@@ -26,11 +26,11 @@ const (
 
 // Client calls the coordination-engine service of one set of paths.
 type Client struct {
-	daemon.BaseClient
+	rpc.BaseClient
 }
 
 // New returns the client of the engine at p (coordination-engine's paths).
-func New(p paths.Paths) *Client { return &Client{daemon.BaseClient{Paths: p}} }
+func New(p paths.Paths) *Client { return &Client{rpc.BaseClient{Paths: p}} }
 
 // Status returns the engine's status report.
 func (c *Client) Status(ctx context.Context) (api.StatusReport, error) {

@@ -25,6 +25,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/statehub"
 	tamqapi "github.com/tmux-amq/tamq/internal/tamq/api"
 )
@@ -37,7 +38,7 @@ func Now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 type Tamq interface {
 	Wake(ctx context.Context, req tamqapi.WakeRequest) (tamqapi.WakeAck, error)
 	Ack(ctx context.Context, id string) (tamqapi.Message, error)
-	Ping(ctx context.Context) (daemon.PingResult, error)
+	Ping(ctx context.Context) (rpc.PingResult, error)
 }
 
 // Options configure the engine's service.

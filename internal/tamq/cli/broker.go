@@ -14,11 +14,11 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/config"
-	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
@@ -145,7 +145,7 @@ func sendLine(p paths.Paths) func(ctx context.Context, m api.SendArgs) error {
 		case errs.Is(err, errs.Unavailable):
 			// Unavailable is also the service's answer for a target without
 			// a window; only a service that does not answer ping is down.
-			if _, perr := daemon.Ping(ctx, p); perr != nil {
+			if _, perr := rpc.Ping(ctx, p); perr != nil {
 				return fmt.Errorf("%w: %v", broker.ErrServiceDown, err)
 			}
 		}

@@ -1,19 +1,13 @@
 package cli
 
 import (
-	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/app"
-	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/tamq/api"
-	"github.com/tmux-amq/tamq/internal/tamq/client"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
-	"github.com/tmux-amq/tamq/internal/textsafe"
+	"github.com/tmux-amq/tamq/internal/tamq/front"
 )
 
 func newSendCmd(a *app.App) *cobra.Command {
@@ -30,52 +24,15 @@ else is the operator (marked /o). Environment variables do not change it. Bodies
 newlines and tabs are the only control characters allowed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			text := args[0]
-			if text == "-" {
-				b, err := io.ReadAll(io.LimitReader(a.In, queue.MaxBody*2))
-				if err != nil {
-					return errs.Wrap(errs.BodyInvalid, err, "cannot read standard input")
-				}
-				// The line end a shell or editor adds is not part of the message.
-				var ended bool
-				if text, ended = strings.CutSuffix(string(b), "\n"); ended {
-					text = strings.TrimSuffix(text, "\r")
-				}
-			}
-			// Checked here, on the raw bytes: encoding the request as JSON
-			// would silently turn invalid bytes into U+FFFD.
-			if err := checkUTF8(text); err != nil {
-				return err
-			}
 			p, err := a.Paths()
 			if err != nil {
 				return err
 			}
-			req := api.SendArgs{Text: text, EndpointID: endpoint, AckMode: mode}
-			m, err := client.New(p).Send(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			if a.JSON {
-				return a.PrintJSON(m)
-			}
-			if !a.Quiet {
-				a.Printf("queued %s for %s (%s mode)\n", textsafe.Escape(m.ID), textsafe.Escape(m.Target), textsafe.Escape(m.AckMode))
-			}
-			return nil
+			return front.Send(cmd.Context(), p, a.In, args[0], front.SendOptions{Endpoint: endpoint, AckMode: mode}, a.Output())
 		},
 	}
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "the endpoint (tmux-amq-<pid>) to deliver through, when the repo has windows on several")
 	cmd.Flags().StringVar(&mode, "ack-mode", "", strings.Join(ackmode.Names(), " or ")+" (default: delivery_ack_mode from config)")
 	cmd.RegisterFlagCompletionFunc("ack-mode", cobra.FixedCompletions(ackmode.Names(), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
-}
-
-// checkUTF8 refuses text that is not valid UTF-8, naming the offset of the
-// first bad byte, never the text.
-func checkUTF8(text string) error {
-	if at := protocol.InvalidUTF8At([]byte(text)); at >= 0 {
-		return errs.New(errs.BodyInvalid, "the message is not valid UTF-8 (invalid byte at offset %d); bodies are UTF-8 text", at)
-	}
-	return nil
 }

@@ -9,9 +9,9 @@ import (
 	"net"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 )
 
@@ -27,11 +27,11 @@ const (
 
 // Client calls the tamq service of one set of paths.
 type Client struct {
-	daemon.BaseClient
+	rpc.BaseClient
 }
 
 // New returns the client of the service at p.
-func New(p paths.Paths) *Client { return &Client{daemon.BaseClient{Paths: p}} }
+func New(p paths.Paths) *Client { return &Client{rpc.BaseClient{Paths: p}} }
 
 // Status returns the service's status report.
 func (c *Client) Status(ctx context.Context) (api.StatusReport, error) {
@@ -110,7 +110,7 @@ func (c *Client) Purge(ctx context.Context, args api.PurgeArgs) (api.PurgeResult
 // the service sends deliveries on it, the broker its answers and its agent's
 // state. The handshake is bounded; the stream then has no deadline.
 func (c *Client) BrokerSession(ctx context.Context, args api.BrokerSessionArgs) (net.Conn, *protocol.FrameReader, error) {
-	return daemon.Client(c.Paths, look).OpenStream(ctx, api.OpBrokerSession, args)
+	return rpc.Client(c.Paths, look).OpenStream(ctx, api.OpBrokerSession, args)
 }
 
 // Wake asks tamq to queue a continuation prompt for a repo's agent

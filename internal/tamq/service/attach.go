@@ -9,11 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/daemon"
 	engineapi "github.com/tmux-amq/tamq/internal/engine/api"
 	engineclient "github.com/tmux-amq/tamq/internal/engine/client"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
@@ -37,7 +37,7 @@ type attachment struct {
 	status api.CoordinationStatus
 	// engine is the engine instance attached to (its pid and start), so a
 	// restarted engine is attached to again.
-	engine daemon.PingResult
+	engine rpc.PingResult
 	// attached are the tamq endpoints the engine accepted.
 	attached map[string]bool
 	kick     chan struct{}
@@ -92,7 +92,7 @@ func (s *Service) attachLoop(ctx context.Context) {
 			return
 		case <-s.engineLink.kick:
 			s.engineLink.mu.Lock()
-			s.engineLink.engine = daemon.PingResult{} // hand everything over again
+			s.engineLink.engine = rpc.PingResult{} // hand everything over again
 			s.engineLink.mu.Unlock()
 		case <-timer.C:
 		}
@@ -112,7 +112,7 @@ func (s *Service) attachOnce(ctx context.Context, c *engineclient.Client) error 
 		a.mu.Lock()
 		was := a.status.Attached
 		a.status = api.CoordinationStatus{Socket: a.status.Socket, Error: err.Error()}
-		a.engine, a.attached = daemon.PingResult{}, map[string]bool{}
+		a.engine, a.attached = rpc.PingResult{}, map[string]bool{}
 		a.mu.Unlock()
 		if was {
 			s.pub.routeChanged() // receipts go straight to State Hub now

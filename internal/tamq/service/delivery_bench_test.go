@@ -16,8 +16,8 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/tmux-amq/tamq/internal/benchutil"
-	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
@@ -258,8 +258,8 @@ func BenchmarkManyWindows(b *testing.B) {
 	one := perDelivery(1)
 	hundred := perDelivery(100)
 	b.StopTimer()
-	var ping daemon.PingResult
-	if err := (&protocol.Client{Socket: e.Socket()}).Call(context.Background(), daemon.OpPing, nil, &ping); err != nil {
+	var ping rpc.PingResult
+	if err := (&protocol.Client{Socket: e.Socket()}).Call(context.Background(), rpc.OpPing, nil, &ping); err != nil {
 		b.Fatal(err)
 	}
 	time.Sleep(time.Second) // settle after the last delivery

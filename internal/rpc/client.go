@@ -1,0 +1,68 @@
+// Package rpc is the client side of our services: the operations every
+// service answers (hello, ping, shutdown) and a protocol client bound to a
+// program's paths. It is kept lean, because `tamq ping` and `tamq send` start
+// a process for every message an agent sends and pay for every package they
+// link (docs/performance.md).
+package rpc
+
+import (
+	"context"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/buildinfo"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/protocol"
+)
+
+// Names are how the transport names the program of p in its messages.
+func Names(p paths.Paths) protocol.Names {
+	return protocol.Names{Program: string(p.Program), SocketVar: p.SocketVar()}
+}
+
+// Client returns a protocol client for the service at p.
+func Client(p paths.Paths, timeout time.Duration) *protocol.Client {
+	c := &protocol.Client{Socket: p.Socket, Names: Names(p), Timeout: timeout}
+	if p.SocketDirPrivate(p.Socket) {
+		c.PrivateDir = p.PrivateDir
+	}
+	return c
+}
+
+// Ping asks the service whether it is alive.
+func Ping(ctx context.Context, p paths.Paths) (PingResult, error) {
+	var res PingResult
+	err := Client(p, 5*time.Second).Call(ctx, OpPing, nil, &res)
+	return res, err
+}
+
+// Stop asks the service to stop within its grace period.
+func Stop(ctx context.Context, p paths.Paths) (ShutdownResult, error) {
+	var res ShutdownResult
+	err := Client(p, 5*time.Second).Call(ctx, OpShutdown, nil, &res)
+	return res, err
+}
+
+// BaseClient is what every program's typed client has in common: the calls
+// any of our services answers, and the one way to call the others.
+type BaseClient struct {
+	Paths paths.Paths
+}
+
+// Call calls op with args, bounded by timeout (dial included).
+func (c BaseClient) Call(ctx context.Context, timeout time.Duration, op string, args, result any) error {
+	return Client(c.Paths, timeout).Call(ctx, op, args, result)
+}
+
+// Ping asks the service whether it is alive and which one answers.
+func (c BaseClient) Ping(ctx context.Context) (PingResult, error) { return Ping(ctx, c.Paths) }
+
+// Hello introduces the client and returns the negotiated protocol and the
+// service's capabilities.
+func (c BaseClient) Hello(ctx context.Context, client string) (HelloResult, error) {
+	var res HelloResult
+	err := c.Call(ctx, 5*time.Second, OpHello, HelloArgs{Client: client, ClientVersion: buildinfo.Get().Version}, &res)
+	return res, err
+}
+
+// Stop asks the service to stop within its grace period.
+func (c BaseClient) Stop(ctx context.Context) (ShutdownResult, error) { return Stop(ctx, c.Paths) }
