@@ -9,7 +9,7 @@ BUILDFLAGS := -buildvcs=auto
 # keep cgo, which -race needs.
 STATIC := CGO_ENABLED=0
 
-.PHONY: all build install deps test check-format vet diff-check unit smoke bench chaos fuzz demo clean test-agents
+.PHONY: all build install deps test check-format vet diff-check unit smoke bench perf chaos fuzz demo clean test-agents
 
 all: build
 
@@ -50,6 +50,12 @@ smoke: build
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+# The side-by-side table of docs/performance.md: the benchmarks behind it, one
+# after another in one run, each figure beside its floor from the same run
+# (tools/perftable; about 10 minutes, most of it building a million messages).
+perf: deps
+	$(GO) run ./tools/perftable $(PERFFLAGS)
 
 # Crash campaigns (docs/reliability.md): each daemon killed (SIGKILL) at
 # CHAOS_ROUNDS random moments under load; `make test` runs three of each.

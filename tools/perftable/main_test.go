@@ -1,0 +1,34 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	out := `goos: linux
+BenchmarkSendEndToEnd-2   	     200	  12.5 tamq-send-median-ms	 6.10 baseline-median-ms	 2.05 ratio	 1234 ns/op
+BenchmarkSendEndToEndOther-2 1 9 ratio
+PASS`
+	m := parse(out, "BenchmarkSendEndToEnd")
+	if m["tamq-send-median-ms"] != 12.5 || m["baseline-median-ms"] != 6.1 || m["ratio"] != 2.05 || len(m) != 4 {
+		t.Fatalf("parse: %v", m)
+	}
+	if m := parse("BenchmarkX 1 2 y", "BenchmarkSendEndToEnd"); len(m) != 0 {
+		t.Fatalf("another benchmark's line was read: %v", m)
+	}
+}
+
+func TestTableNamesEveryFigure(t *testing.T) {
+	m := map[string]map[string]float64{
+		"BenchmarkCLIStart":     {"hello-median-ms": 5, "tamq-ping-ratio": 1.2, "tamq-send-ratio": 1.4},
+		"BenchmarkSendEndToEnd": {"tamq-send-median-ms": 12, "baseline-median-ms": 6, "ratio": 2},
+		"BenchmarkBurstDrain":   {"s/100-batched": 0.5, "s/100-one-at-a-time": 20, "speedup": 40},
+	}
+	tab := table(m)
+	for _, want := range []string{"| `tamq ping` start (median) | 6.00 ms | Go hello-world 5.00 ms | 1.20× | ≤ 1.3× |", "| 0.50 s | one at a time 20.00 s | 0.03× |", "another local agent-messaging tool"} {
+		if !strings.Contains(tab, want) {
+			t.Errorf("table lacks %q:\n%s", want, tab)
+		}
+	}
+}
