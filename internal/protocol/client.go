@@ -3,13 +3,13 @@ package protocol
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"os"
+	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -147,11 +147,15 @@ func (c *Client) dialBlocking(deadline time.Time) (io.ReadWriteCloser, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// newID returns a random request id; it only pairs a response with its request.
+// requests counts this process's requests.
+var requests atomic.Uint64
+
+// newID returns a request id. It only pairs a response with its request on a
+// connection that carries one call, so it needs to be unique, not
+// unguessable: a counter with the pid, rather than crypto/rand, which would
+// link and initialise the crypto packages into every command's start.
 func newID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(requests.Add(1), 10)
 }
 
 // OpenStream starts a streaming operation (the broker session): it sends the
