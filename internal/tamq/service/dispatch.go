@@ -156,6 +156,7 @@ type outcome struct {
 // them, sleeping until the next thing is due or it is woken.
 func (s *Service) dispatch(ctx context.Context) {
 	busy := map[string]bool{}
+	var claims spell
 	done := make(chan outcome)
 	inflight := 0
 	defer func() {
@@ -196,10 +197,14 @@ func (s *Service) dispatch(ctx context.Context) {
 			ms, err := s.store.ClaimBatch(ctx, s.instance, DeliveryLease, t, s.opts.Config.MaxBatch())
 			if err != nil {
 				if ctx.Err() == nil {
-					s.log.Error("claim failed", "error", err.Error())
+					claims.failed(s.log, "claim failed; will try again", err)
+					// Nothing else may wake the loop (no more sends): the
+					// message waits only until the database takes writes again.
+					earliest(now.Add(time.Second))
 				}
 				continue
 			}
+			claims.ok(s.log, "claiming messages again")
 			if len(ms) == 0 {
 				continue
 			}
