@@ -58,7 +58,8 @@ perf: deps
 	$(GO) run ./tools/perftable $(PERFFLAGS)
 
 # Crash campaigns (docs/reliability.md): each daemon killed (SIGKILL) at
-# CHAOS_ROUNDS random moments under load; `make test` runs three of each.
+# CHAOS_ROUNDS random moments under load, and each one's disk filled and
+# freed (TestChaos*DiskFull); `make test` runs three kills of each and those.
 CHAOS_ROUNDS ?= 100
 chaos: deps
 	@dir="$$(mktemp -d)" && chmod 755 "$$dir" && \

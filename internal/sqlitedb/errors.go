@@ -3,8 +3,12 @@ package sqlitedb
 import (
 	"database/sql"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -47,6 +51,59 @@ func classify(rc int) (errs.Code, string) {
 	return errs.Internal, ""
 }
 
+// wrapAt is Wrap for a failure on the database at path. When the failure
+// is a lack of room, the message starts with that, in words a user can act
+// on: SQLite says "database or disk is full" or "disk I/O error" and leaves
+// out which disk, and a file that reached the file size limit (ulimit -f,
+// EFBIG) reads as an I/O error.
+func wrapAt(err error, path, format string, args ...any) error {
+	var coded *errs.Error
+	var se *sqlite.Error
+	if err == nil || errors.As(err, &coded) || !errors.As(err, &se) {
+		return err
+	}
+	e := Wrap(err, format, args...).(*errs.Error)
+	if why, hint := noRoom(se.Code(), path); why != "" {
+		e.Message = why + ": " + e.Message
+		e.Hint = hint
+	}
+	return e
+}
+
+// lowSpace is the free space under which an I/O error is put down to a full
+// disk; nearLimit is how close to the file size limit a file is when a
+// write to it failed for the limit (SQLite writes a page and a header at a time).
+const (
+	lowSpace  = 1 << 20
+	nearLimit = 64 << 10
+)
+
+// noRoom says whether the failure rc on the database at path came from a
+// lack of room, checked on the spot: the file size limit reached by the
+// database or its WAL, or the disk holding them (nearly) full. It returns
+// the words for the message and the hint, or "" when there is room.
+func noRoom(rc int, path string) (why, hint string) {
+	if p := rc & 0xff; p != sqlite3.SQLITE_FULL && p != sqlite3.SQLITE_IOERR {
+		return "", ""
+	}
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_FSIZE, &lim) == nil && lim.Cur != unix.RLIM_INFINITY {
+		for _, f := range []string{path, path + "-wal"} {
+			if fi, err := os.Stat(f); err == nil && uint64(fi.Size())+nearLimit >= lim.Cur {
+				return fmt.Sprintf("%s reached the file size limit of this process (%d bytes)", f, lim.Cur),
+					"raise the limit (ulimit -f, or LimitFSIZE= in a systemd unit) and restart the service"
+			}
+		}
+	}
+	dir := filepath.Dir(path)
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) == nil && uint64(st.Bavail)*uint64(st.Bsize) < lowSpace {
+		return fmt.Sprintf("the disk holding %s is full", dir),
+			"free space on that disk; the service keeps running and writes again as soon as there is room"
+	}
+	return "", ""
+}
+
 // describe names what a statement does for an error message ("update
 // messages", "read receipts"), never its arguments.
 func describe(q string) string {
@@ -80,7 +137,7 @@ func stmtError(err error, q, path string) error {
 	if err == nil {
 		return nil
 	}
-	return Wrap(err, "%s in database %s", describe(q), path)
+	return wrapAt(err, path, "%s in database %s", describe(q), path)
 }
 
 // Row is sql.Row whose Scan reports SQLite failures through Wrap.

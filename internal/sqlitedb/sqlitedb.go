@@ -198,9 +198,9 @@ func (db *DB) WriteTx(ctx context.Context, fn func(*sql.Tx) error) error {
 		}
 		if !isBusy(err) {
 			if fromFn {
-				return Wrap(err, "write to database %s", db.Path)
+				return wrapAt(err, db.Path, "write to database %s", db.Path)
 			}
-			return Wrap(err, "commit to database %s", db.Path)
+			return wrapAt(err, db.Path, "commit to database %s", db.Path)
 		}
 		if attempt == busyAttempts {
 			break

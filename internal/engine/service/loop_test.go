@@ -44,7 +44,13 @@ const tamqConfig = "[delivery]\nenter_pause_ms = 20\n"
 // starts a private tmux server; openAgent opens the windows.
 func newLoop(t testing.TB, engineConfig string, repos ...string) *loop {
 	t.Helper()
-	e := testutil.NewEnv(t)
+	return newLoopIn(t, testutil.NewEnv(t), engineConfig, repos...)
+}
+
+// newLoopIn is newLoop in e, which the test may have prepared (a state
+// directory on a small disk).
+func newLoopIn(t testing.TB, e *testutil.Env, engineConfig string, repos ...string) *loop {
+	t.Helper()
 	e.WriteConfig(t, tamqConfig)
 	if !strings.Contains(engineConfig, "[statehub]") {
 		// No State Hub: a closed port, never another test's hub.

@@ -169,12 +169,18 @@ func (s *Service) runEvents(ctx context.Context) {
 }
 
 // observeOnce looks at State Hub once and acts on what it saw.
-func (s *Service) observeOnce(ctx context.Context) error {
+func (s *Service) observeOnce(ctx context.Context) (err error) {
 	c := s.hub.client
 	wps, changed, invalid, err := c.Workplans(ctx)
 	if err != nil {
 		return err
 	}
+	changed = s.rejudge.Swap(false) || changed
+	defer func() {
+		if err != nil && changed {
+			s.rejudge.Store(true)
+		}
+	}()
 	msgs, badMsgs, err := c.UnreadMessages(ctx)
 	if err != nil {
 		return err

@@ -80,6 +80,10 @@ type Service struct {
 	observer, events, outbox *daemon.Worker
 	observeKick, outboxKick  chan struct{}
 	routesChanged            atomic.Bool
+	// rejudge: a look that saw State Hub's workplans change failed before
+	// it had acted on them (the disk full); the client reports a change
+	// once, so the next look judges the tasks again.
+	rejudge atomic.Bool
 	// settledKeys are trigger keys past waiting (leased, stopped, done):
 	// seen again, they cost a map lookup, not a write transaction.
 	settledKeys sync.Map

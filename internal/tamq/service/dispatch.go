@@ -156,6 +156,7 @@ type outcome struct {
 // them, sleeping until the next thing is due or it is woken.
 func (s *Service) dispatch(ctx context.Context) {
 	busy := map[string]bool{}
+	var claims spell
 	done := make(chan outcome)
 	inflight := 0
 	defer func() {
@@ -196,10 +197,14 @@ func (s *Service) dispatch(ctx context.Context) {
 			ms, err := s.store.ClaimBatch(ctx, s.instance, DeliveryLease, t, s.opts.Config.MaxBatch())
 			if err != nil {
 				if ctx.Err() == nil {
-					s.log.Error("claim failed", "error", err.Error())
+					claims.failed(s.log, "claim failed; will try again", err)
+					// Nothing else may wake the loop (no more sends): the
+					// message waits only until the database takes writes again.
+					earliest(now.Add(time.Second))
 				}
 				continue
 			}
+			claims.ok(s.log, "claiming messages again")
 			if len(ms) == 0 {
 				continue
 			}
@@ -420,11 +425,28 @@ func (s *Service) transitionEach(ctx context.Context, ms []queue.Message, reason
 	for i, m := range ms {
 		ids[i] = m.ID
 	}
-	failed, err := s.store.TransitionEach(context.WithoutCancel(ctx), ids, reason, detail, change)
-	if err != nil {
-		s.log.Error("record a delivery", "message", ids[0], "messages", len(ids), "reason", reason, "error", err.Error())
-		return
+	// What happened at the terminal must be recorded: a claim left as it is
+	// would hold the messages in delivering until the next start. When the
+	// database refuses the write (the disk full), it is tried again each
+	// second, with the window kept busy meanwhile, until it takes it or the
+	// service stops (then the next start returns the claim to the queue).
+	var refused spell
+	var failed []error
+	for {
+		var err error
+		failed, err = s.store.TransitionEach(context.WithoutCancel(ctx), ids, reason, detail, change)
+		if err == nil {
+			break
+		}
+		refused.failed(s.log, "cannot record a delivery; will try again", err)
+		select {
+		case <-ctx.Done():
+			s.log.Warn("delivery left unrecorded at stop; the next start delivers it again", "message", ids[0], "messages", len(ids), "reason", reason)
+			return
+		case <-time.After(time.Second):
+		}
 	}
+	refused.ok(s.log, "recorded a delivery again")
 	for i, ferr := range failed {
 		if ferr != nil {
 			s.log.Warn("record a delivery", "message", ids[i], "reason", reason, "error", ferr.Error())

@@ -420,6 +420,7 @@ func (s *Service) enqueue(ctx context.Context, m *queue.Message) error {
 // paying one each. A group that fails is retried one message at a time, so
 // one bad message cannot fail the others.
 func (s *Service) commit(ctx context.Context) {
+	var failing spell
 	for {
 		var group []enqueueReq
 		select {
@@ -442,6 +443,7 @@ func (s *Service) commit(ctx context.Context) {
 			msgs[i] = r.m
 		}
 		if err := s.store.Enqueue(ctx, msgs); err == nil {
+			failing.ok(s.log, "queueing messages again")
 			for _, r := range group {
 				r.done <- nil
 			}
@@ -449,7 +451,13 @@ func (s *Service) commit(ctx context.Context) {
 		}
 		for _, r := range group {
 			r.m.ID, r.m.BatchID = "", ""
-			r.done <- s.store.Enqueue(ctx, []*queue.Message{r.m})
+			err := s.store.Enqueue(ctx, []*queue.Message{r.m})
+			if err != nil && ctx.Err() == nil {
+				failing.failed(s.log, "cannot queue messages; sends are refused until this clears", err)
+			} else if err == nil {
+				failing.ok(s.log, "queueing messages again")
+			}
+			r.done <- err
 		}
 	}
 }
