@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -125,7 +125,7 @@ func TestChaosEngineDiskFull(t *testing.T) {
 
 func enginePID(t *testing.T, l *loop) int {
 	t.Helper()
-	var ping daemon.PingResult
+	var ping rpc.PingResult
 	if err := json.Unmarshal([]byte(l.e.Engine(t, "ping", "--json").Stdout), &ping); err != nil {
 		t.Fatal(err)
 	}
