@@ -17,6 +17,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
@@ -29,8 +30,8 @@ type Service struct {
 	paths paths.Paths
 	log   *slog.Logger
 	lock  *lockfile.Lock
-	ln    *protocol.Listener
-	srv   *protocol.Server
+	ln    *unixsock.Listener
+	srv   *unixsock.Server
 
 	closeOnce sync.Once
 	onClose   []func()
@@ -57,7 +58,7 @@ func Open(p paths.Paths, log *slog.Logger) (*Service, error) {
 			return nil, err
 		}
 	}
-	if err := protocol.CheckSocketPath(p.Socket, rpc.Names(p)); err != nil {
+	if err := unixsock.CheckSocketPath(p.Socket, rpc.Names(p)); err != nil {
 		return nil, err
 	}
 	lock, err := lockfile.TryLock(p.LockFile)
@@ -85,8 +86,8 @@ func (s *Service) OnClose(f func()) { s.onClose = append(s.onClose, f) }
 // Listen binds the socket, last of a start, so nobody reaches a half-started
 // service; srv serves it once Run starts. The server is given the program's
 // names.
-func (s *Service) Listen(srv *protocol.Server) error {
-	ln, err := protocol.Listen(s.paths.Socket, rpc.Names(s.paths))
+func (s *Service) Listen(srv *unixsock.Server) error {
+	ln, err := unixsock.Listen(s.paths.Socket, rpc.Names(s.paths))
 	if err != nil {
 		return err
 	}
@@ -232,9 +233,9 @@ func signalName(sig os.Signal) string {
 // capabilities, exactly the operations the server answers), ping (which
 // service answers, since when) and shutdown (a stop request; the service
 // then stops within grace).
-func (s *Service) Lifecycle(started time.Time, grace time.Duration) map[string]protocol.Handler {
+func (s *Service) Lifecycle(started time.Time, grace time.Duration) map[string]unixsock.Handler {
 	version := buildinfo.Get().Version
-	return map[string]protocol.Handler{
+	return map[string]unixsock.Handler{
 		rpc.OpHello: func(_ context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
 			var args rpc.HelloArgs
 			if err := protocol.DecodeArgs(req, &args); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 )
 
 // testPaths are a program's paths in a fresh directory.
@@ -81,7 +82,7 @@ func TestServiceRunsAndStopsInOrder(t *testing.T) {
 	}
 	ev := &events{seen: make(chan string, 16)}
 	inRequest, release := make(chan bool), make(chan bool)
-	srv := &protocol.Server{Handlers: map[string]protocol.Handler{
+	srv := &unixsock.Server{Handlers: map[string]unixsock.Handler{
 		"slow": func(context.Context, protocol.Peer, *protocol.Request) (any, error) {
 			inRequest <- true
 			<-release
@@ -148,7 +149,7 @@ func TestCloseWithoutRun(t *testing.T) {
 	}
 	closed := false
 	s.OnClose(func() { closed = true })
-	if err := s.Listen(&protocol.Server{}); err != nil {
+	if err := s.Listen(&unixsock.Server{}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -173,7 +174,7 @@ func TestSignalEndsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Listen(&protocol.Server{}); err != nil {
+	if err := s.Listen(&unixsock.Server{}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, stop := SignalContext(context.Background())

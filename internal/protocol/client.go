@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -42,10 +41,10 @@ func (c *Client) Call(ctx context.Context, op string, args, result any) error {
 	dl, _ := ctx.Deadline()
 	conn, err := c.dialBlocking(dl)
 	if err != nil {
-		return c.dialError(err)
+		return c.DialError(err)
 	}
 	defer conn.Close()
-	req := Request{Proto: Version, Op: op, ID: newID()}
+	req := Request{Proto: Version, Op: op, ID: NewID()}
 	if args != nil {
 		if req.Args, err = json.Marshal(args); err != nil {
 			return errs.Wrap(errs.Internal, err, "encode %s arguments", op)
@@ -59,11 +58,11 @@ func (c *Client) Call(ctx context.Context, op string, args, result any) error {
 	// When the service closed the connection, it may have said why first
 	// (too many connections open): that answer is read and wins.
 	if werr != nil && !errors.Is(werr, syscall.EPIPE) && !errors.Is(werr, syscall.ECONNRESET) {
-		return c.connError(op, werr)
+		return c.ConnError(op, werr)
 	}
 	line, err := NewFrameReader(conn).Next()
 	if err != nil {
-		return c.connError(op, cmp.Or(werr, err))
+		return c.ConnError(op, cmp.Or(werr, err))
 	}
 	var resp Response
 	if err := json.Unmarshal(line, &resp); err != nil {
@@ -83,9 +82,10 @@ func (c *Client) Call(ctx context.Context, op string, args, result any) error {
 	return nil
 }
 
-func (c *Client) name() string { return c.Names.program() }
+func (c *Client) name() string { return c.Names.Name() }
 
-func (c *Client) dialError(err error) error {
+// DialError says in a user's words why connecting to the service failed.
+func (c *Client) DialError(err error) error {
 	var e *errs.Error
 	switch {
 	case errors.As(err, &e):
@@ -95,15 +95,17 @@ func (c *Client) dialError(err error) error {
 			WithHint("start it with `%s start --detach`", c.name())
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
 		return errs.New(errs.PermissionDeny, "cannot connect to %s: permission denied", c.Socket).
-			WithHint("the socket belongs to another user; %s", c.Names.moveSocket())
+			WithHint("the socket belongs to another user; %s", c.Names.MoveSocket())
 	case errors.Is(err, context.DeadlineExceeded):
 		return errs.New(errs.Timeout, "timed out connecting to %s on %s", c.name(), c.Socket)
 	}
 	return errs.Wrap(errs.Unavailable, err, "cannot connect to %s on %s", c.name(), c.Socket)
 }
 
-func (c *Client) connError(op string, err error) error {
-	var ne net.Error
+// ConnError says in a user's words why op failed on a connected socket.
+func (c *Client) ConnError(op string, err error) error {
+	// net.Error's Timeout, without linking net into every command's start.
+	var ne interface{ Timeout() bool }
 	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EAGAIN) {
 		return errs.New(errs.Timeout, "%s did not answer %s in time", c.name(), op)
 	}
@@ -120,7 +122,7 @@ func (c *Client) connError(op string, err error) error {
 // socket and the process behind it are known to be the user's own.
 func (c *Client) dialBlocking(deadline time.Time) (io.ReadWriteCloser, error) {
 	path := c.Socket
-	if err := checkBeforeDial(path, c.PrivateDir, c.Names); err != nil {
+	if err := CheckBeforeDial(path, c.PrivateDir, c.Names); err != nil {
 		return nil, err
 	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
@@ -139,7 +141,7 @@ func (c *Client) dialBlocking(deadline time.Time) (io.ReadWriteCloser, error) {
 		}
 		return nil, err
 	}
-	if err := checkPeerFD(fd, path, c.Names); err != nil {
+	if err := CheckPeerFD(fd, path, c.Names); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
@@ -154,50 +156,6 @@ var requests atomic.Uint64
 // connection that carries one call, so it needs to be unique, not
 // unguessable: a counter with the pid, rather than crypto/rand, which would
 // link and initialise the crypto packages into every command's start.
-func newID() string {
+func NewID() string {
 	return strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(requests.Add(1), 10)
-}
-
-// OpenStream starts a streaming operation (the broker session): it sends the
-// request, checks the first reply, and hands over the connection.
-func (c *Client) OpenStream(ctx context.Context, op string, args any) (net.Conn, *FrameReader, error) {
-	timeout := c.Timeout
-	if timeout == 0 {
-		timeout = 30 * time.Second
-	}
-	conn, err := DialUnix(ctx, c.Socket, c.PrivateDir, c.Names, net.Dialer{Timeout: timeout})
-	if err != nil {
-		return nil, nil, c.dialError(err)
-	}
-	// The handshake is bounded like a call; the stream then has no deadline.
-	conn.SetDeadline(time.Now().Add(timeout))
-	req := Request{Proto: Version, Op: op, ID: newID()}
-	if req.Args, err = json.Marshal(args); err != nil {
-		conn.Close()
-		return nil, nil, errs.Wrap(errs.Internal, err, "encode %s arguments", op)
-	}
-	frame, err := EncodeFrame(req)
-	if err != nil {
-		conn.Close()
-		return nil, nil, err
-	}
-	_, werr := conn.Write(frame)
-	// A refusal sent before the service closed the connection is read even
-	// when the write failed, as in Call.
-	fr := NewFrameReader(conn)
-	line, err := fr.Next()
-	if err != nil {
-		conn.Close()
-		return nil, nil, c.connError(op, cmp.Or(werr, err))
-	}
-	var resp Response
-	if err := json.Unmarshal(line, &resp); err != nil || !resp.OK {
-		conn.Close()
-		if resp.Error != nil {
-			return nil, nil, resp.Error.AsError()
-		}
-		return nil, nil, errs.New(errs.BadRequest, "malformed %s reply", op)
-	}
-	conn.SetDeadline(time.Time{})
-	return conn, fr, nil
 }

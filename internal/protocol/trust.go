@@ -1,10 +1,8 @@
 package protocol
 
 import (
-	"context"
 	"errors"
 	"io/fs"
-	"net"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -58,70 +56,45 @@ func checkSocketFile(path string, n Names) error {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		return errs.New(errs.Conflict, "%s is not a socket; refusing to use it (someone may have planted it)", path).
-			WithHint("move it away if it is yours; else %s", n.moveSocket())
+			WithHint("move it away if it is yours; else %s", n.MoveSocket())
 	}
 	if uid := uint32(os.Getuid()); st.Uid != uid {
 		return errs.New(errs.PermissionDeny, "socket %s is owned by uid %d, not by you (uid %d); refusing to talk to it", path, st.Uid, uid).
-			WithHint("another user may be waiting there for your messages; %s", n.moveSocket())
+			WithHint("another user may be waiting there for your messages; %s", n.MoveSocket())
 	}
 	return nil
 }
 
-// checkPeerFD refuses a connected socket whose listening process is not of
+// CheckPeerFD refuses a connected socket whose listening process is not of
 // the user's own uid, as the kernel reports it (SO_PEERCRED): a socket file
 // can be chowned, the process behind it cannot be faked.
-func checkPeerFD(fd int, path string, n Names) error {
+func CheckPeerFD(fd int, path string, n Names) error {
 	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil {
 		return errs.Wrap(errs.Unavailable, err, "cannot tell who listens on %s", path)
 	}
 	if uid := uint32(os.Getuid()); cred.Uid != uid {
 		return errs.New(errs.PermissionDeny, "the process listening on %s (pid %d) runs as uid %d, not as you (uid %d); refusing to send it anything", path, cred.Pid, cred.Uid, uid).
-			WithHint("another user may be waiting there for your messages; %s", n.moveSocket())
+			WithHint("another user may be waiting there for your messages; %s", n.MoveSocket())
 	}
 	return nil
 }
 
-// CheckPeer is checkPeerFD for a net.Conn dialled on a Unix socket.
-func CheckPeer(c net.Conn, path string, n Names) error {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return errs.New(errs.Internal, "%s is not a Unix socket connection", path)
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return errs.Wrap(errs.Unavailable, err, "cannot tell who listens on %s", path)
-	}
-	var peerErr error
-	if err := raw.Control(func(fd uintptr) { peerErr = checkPeerFD(int(fd), path, n) }); err != nil {
-		return errs.Wrap(errs.Unavailable, err, "cannot tell who listens on %s", path)
-	}
-	return peerErr
-}
-
-// DialUnix connects to the Unix socket at path after the checks above
-// (private, when privateDir is not "", is the directory that must be
-// private), for callers that need a net.Conn: streams and the hook socket.
-func DialUnix(ctx context.Context, path, privateDir string, n Names, d net.Dialer) (net.Conn, error) {
-	if err := checkBeforeDial(path, privateDir, n); err != nil {
-		return nil, err
-	}
-	c, err := d.DialContext(ctx, "unix", path)
-	if err != nil {
-		return nil, err
-	}
-	if err := CheckPeer(c, path, n); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
-}
-
-func checkBeforeDial(path, privateDir string, n Names) error {
+// CheckBeforeDial runs the checks due before connecting to path: the
+// directory that must be private (when privateDir is not ""), then the
+// socket file itself.
+func CheckBeforeDial(path, privateDir string, n Names) error {
 	if privateDir != "" {
 		if err := CheckPrivateDir(privateDir, false); err != nil {
 			return err
 		}
 	}
 	return checkSocketFile(path, n)
+}
+
+// Peer is the authenticated identity of a connection's other end.
+type Peer struct {
+	PID int32
+	UID uint32
+	GID uint32
 }

@@ -1,6 +1,8 @@
 // Package protocol is the transport of our local services: JSON frames over a
-// Unix socket, version negotiation, error codes, the authenticated listener,
-// the server loop and the client. It knows no program: each passes its Names
+// Unix socket, version negotiation, error codes, the peer checks and the
+// client; the listener, the server loop and streams, which run on Go's
+// network poller, are in protocol/unixsock, so that a command making one call
+// (`tamq send`) links neither net nor log/slog. It knows no program: each passes its Names
 // (for messages and hints) and its own operations, which live with the
 // program (tamq's in internal/tamq/api). See docs/protocol.md.
 package protocol
@@ -27,16 +29,16 @@ type Names struct {
 	SocketVar string // "TAMQ_SOCKET"; "" for a socket no variable moves
 }
 
-// program is the name to use in messages.
-func (n Names) program() string {
+// Name is the name to use in messages.
+func (n Names) Name() string {
 	if n.Program == "" {
 		return "the service"
 	}
 	return n.Program
 }
 
-// moveSocket is the hint's advice for a socket path that cannot be used.
-func (n Names) moveSocket() string {
+// MoveSocket is the hint's advice for a socket path that cannot be used.
+func (n Names) MoveSocket() string {
 	if n.SocketVar == "" {
 		return "choose a socket path of your own"
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/statehub"
 	tamqapi "github.com/tmux-amq/tamq/internal/tamq/api"
@@ -64,7 +65,7 @@ type Service struct {
 	log       *slog.Logger
 	d         *daemon.Service
 	store     *store.Store
-	server    *protocol.Server
+	server    *unixsock.Server
 	startedAt time.Time
 	timing    lease.Timing
 
@@ -147,7 +148,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		return fail(err)
 	}
 	s.startedAt = o.Now()
-	s.server = &protocol.Server{Handlers: s.handlers(), Log: s.log, IdleTimeout: 30 * time.Second, MaxConns: 256}
+	s.server = &unixsock.Server{Handlers: s.handlers(), Log: s.log, IdleTimeout: 30 * time.Second, MaxConns: 256}
 	if o.Orwell != nil {
 		s.server.Trace = daemon.OrwellTracer(o.Orwell, o.Now)
 	}
@@ -206,9 +207,9 @@ func (s *Service) Run(ctx context.Context) error {
 	})
 }
 
-func (s *Service) handlers() map[string]protocol.Handler {
+func (s *Service) handlers() map[string]unixsock.Handler {
 	hs := s.d.Lifecycle(s.startedAt, s.opts.Config.ShutdownGrace())
-	maps.Copy(hs, map[string]protocol.Handler{
+	maps.Copy(hs, map[string]unixsock.Handler{
 		api.OpStatus:     s.status,
 		api.OpAttach:     s.attach,
 		api.OpDetach:     s.detach,

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 )
 
 // HookSocketEnv names the variable that tells an agent's hooks (through
@@ -168,7 +169,7 @@ func (h *HookState) Dialog(atPrompt bool, now time.Time) string {
 // tamq's 0700 state directory, 0600 itself; a peer of another uid is closed
 // unread.
 type HookListener struct {
-	ln   *protocol.Listener
+	ln   *unixsock.Listener
 	wg   sync.WaitGroup
 	uid  uint32
 	take func(HookEvent)
@@ -190,7 +191,7 @@ func ListenHooks(path string, take func(HookEvent)) (*HookListener, error) {
 	if err := os.Chmod(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	ln, err := protocol.Listen(path, hookNames)
+	ln, err := unixsock.Listen(path, hookNames)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +243,7 @@ func (h *HookListener) serve() {
 			defer h.wg.Done()
 			defer func() { <-slots }()
 			defer c.Close()
-			if peer, err := protocol.PeerOf(c); err != nil || peer.UID != h.uid {
+			if peer, err := unixsock.PeerOf(c); err != nil || peer.UID != h.uid {
 				return
 			}
 			c.SetReadDeadline(time.Now().Add(2 * time.Second))
@@ -262,7 +263,7 @@ func (h *HookListener) serve() {
 // SendHook forwards one event to the broker listening at path, only if that
 // broker is the user's own (what a hook reports may name the agent's tools).
 func SendHook(path string, e HookEvent, timeout time.Duration) error {
-	c, err := protocol.DialUnix(context.Background(), path, "", hookNames, net.Dialer{Timeout: timeout})
+	c, err := unixsock.Dial(context.Background(), path, "", hookNames, net.Dialer{Timeout: timeout})
 	if err != nil {
 		return err
 	}

@@ -189,7 +189,7 @@ func newSession(relay *broker.Relay, model *broker.Model, obs *broker.Observer, 
 func (s *session) run(ctx context.Context, c *client.Client, args api.BrokerSessionArgs) {
 	delay := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		conn, fr, err := c.BrokerSession(ctx, args)
+		conn, fr, err := broker.OpenSession(ctx, c.Paths, args)
 		if err == nil {
 			delay = 100 * time.Millisecond
 			stop := context.AfterFunc(ctx, func() { conn.Close() })

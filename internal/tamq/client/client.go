@@ -1,16 +1,17 @@
 // Package client is the one way into tamq's service: a typed method per
 // operation, each with a timeout that suits it, used by every tamq command,
 // the broker and coordination-engine. A service that is not running is an
-// `unavailable` error that says how to start it.
+// `unavailable` error that says how to start it. The one exception is the
+// broker's stream, which the broker opens (broker.OpenSession): it runs on
+// Go's network poller, which this package, linked into `tamq send`, does
+// without.
 package client
 
 import (
 	"context"
-	"net"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 )
@@ -104,13 +105,6 @@ func (c *Client) Purge(ctx context.Context, args api.PurgeArgs) (api.PurgeResult
 	var res api.PurgeResult
 	err := c.Call(ctx, purge, api.OpPurge, args, &res)
 	return res, err
-}
-
-// BrokerSession opens the stream a window's broker keeps with the service:
-// the service sends deliveries on it, the broker its answers and its agent's
-// state. The handshake is bounded; the stream then has no deadline.
-func (c *Client) BrokerSession(ctx context.Context, args api.BrokerSessionArgs) (net.Conn, *protocol.FrameReader, error) {
-	return rpc.Client(c.Paths, look).OpenStream(ctx, api.OpBrokerSession, args)
 }
 
 // Wake asks tamq to queue a continuation prompt for a repo's agent

@@ -13,6 +13,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/proc"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
@@ -119,7 +120,7 @@ func (s *Service) brokerSession(ctx context.Context, peer protocol.Peer, req *pr
 		s.log.Warn("broker session refused: the window has a live one", "repo", p.repo, "peer_pid", peer.PID)
 		return nil, errs.New(errs.Conflict, "broker session for %s refused: the window already has a live broker session", p.repo)
 	}
-	return protocol.Stream{
+	return unixsock.Stream{
 		Result: map[string]bool{"accepted": true},
 		Run: func(conn net.Conn, fr *protocol.FrameReader) {
 			bc := &brokerConn{conn: conn, endpointID: p.endpointID, repo: p.repo, paneID: p.paneID,

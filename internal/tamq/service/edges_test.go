@@ -13,6 +13,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/testutil"
@@ -378,7 +379,7 @@ func TestBrokerSessionFromOutsideThePaneIsRefused(t *testing.T) {
 	e, tm := workspace(t, fastConfig, "net-kingdom")
 	_, w := windowStatus(t, e, "net-kingdom")
 	client := &protocol.Client{Socket: e.Socket()}
-	conn, _, err := client.OpenStream(context.Background(), api.OpBrokerSession,
+	conn, _, err := unixsock.OpenStream(context.Background(), client, api.OpBrokerSession,
 		api.BrokerSessionArgs{Repo: "net-kingdom", Socket: tmuxSocketPath(t, tm), Pane: w.PaneID})
 	if err == nil {
 		conn.Close()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/jsonl"
 	"github.com/tmux-amq/tamq/internal/testutil"
@@ -76,7 +77,7 @@ func TestClientsRefuseAnotherUsersSocket(t *testing.T) {
 		}
 		// The broker's stream too: it would type what the squatter sends.
 		c := protocol.Client{Socket: e.Socket(), Names: protocol.Names{Program: "tamq"}, Timeout: 5 * time.Second}
-		if _, _, err := c.OpenStream(context.Background(), api.OpBrokerSession, api.BrokerSessionArgs{Repo: "net-kingdom"}); !errs.Is(err, errs.PermissionDeny) {
+		if _, _, err := unixsock.OpenStream(context.Background(), &c, api.OpBrokerSession, api.BrokerSessionArgs{Repo: "net-kingdom"}); !errs.Is(err, errs.PermissionDeny) {
 			t.Errorf("broker session with another user's socket: %v", err)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
@@ -96,7 +97,7 @@ type Service struct {
 	d         *daemon.Service
 	db        *sqlitedb.DB
 	store     *store.Store
-	server    *protocol.Server
+	server    *unixsock.Server
 	startedAt time.Time
 	idle      *time.Timer
 	// shutdownBegan is when the shutdown began, for its receipt.
@@ -180,7 +181,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		s.log.Info("database migrated", "backup", st.DB.BackupPath)
 	}
 	s.startedAt = o.Now()
-	s.server = &protocol.Server{
+	s.server = &unixsock.Server{
 		Handlers:    s.handlers(),
 		Log:         s.log,
 		StreamOps:   map[string]bool{api.OpBrokerSession: true},
@@ -265,9 +266,9 @@ func (s *Service) stopped(ctx context.Context, reason string, graceExceeded bool
 	return errors.Join(markErr, rcptErr)
 }
 
-func (s *Service) handlers() map[string]protocol.Handler {
+func (s *Service) handlers() map[string]unixsock.Handler {
 	hs := s.d.Lifecycle(s.startedAt, s.opts.Config.ShutdownGrace())
-	maps.Copy(hs, map[string]protocol.Handler{
+	maps.Copy(hs, map[string]unixsock.Handler{
 		api.OpStatus:        s.status,
 		api.OpRegister:      s.register,
 		api.OpSend:          s.send,

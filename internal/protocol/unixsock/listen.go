@@ -1,4 +1,4 @@
-package protocol
+package unixsock
 
 import (
 	"errors"
@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/protocol"
 )
 
 // Listener is a Unix socket listener whose file is private to its owner.
@@ -34,7 +35,7 @@ type Listener struct {
 // user, a socket some process still listens on, and a parent directory that
 // others may write without the sticky bit. A stale socket (nobody listens) of
 // ours is removed first.
-func Listen(path string, n Names) (*Listener, error) {
+func Listen(path string, n protocol.Names) (*Listener, error) {
 	if err := CheckSocketPath(path, n); err != nil {
 		return nil, err
 	}
@@ -76,7 +77,7 @@ func Listen(path string, n Names) (*Listener, error) {
 
 // CheckSocketPath does Listen's checks without binding: the service runs it
 // before touching its database, so a start that must fail fails first.
-func CheckSocketPath(path string, n Names) error {
+func CheckSocketPath(path string, n protocol.Names) error {
 	if err := checkParent(filepath.Dir(path), n); err != nil {
 		return err
 	}
@@ -102,7 +103,7 @@ func (l *Listener) Remove() error {
 // checkParent creates a missing parent 0700 and refuses one that other users
 // could use to swap the socket: owned by someone else, or writable by others
 // without the sticky bit (which is what makes /tmp acceptable).
-func checkParent(dir string, n Names) error {
+func checkParent(dir string, n protocol.Names) error {
 	fi, err := os.Stat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -121,11 +122,11 @@ func checkParent(dir string, n Names) error {
 	sticky := fi.Mode()&fs.ModeSticky != 0
 	if st.Uid != uid && st.Uid != 0 {
 		return errs.New(errs.PermissionDeny, "socket directory %s is owned by uid %d, not by you (uid %d)", dir, st.Uid, uid).
-			WithHint("%s", n.moveSocket())
+			WithHint("%s", n.MoveSocket())
 	}
 	if fi.Mode().Perm()&0o022 != 0 && !sticky {
 		return errs.New(errs.PermissionDeny, "socket directory %s is writable by others (mode %o)", dir, fi.Mode().Perm()).
-			WithHint("make it private (chmod go-w), or %s", n.moveSocket())
+			WithHint("make it private (chmod go-w), or %s", n.MoveSocket())
 	}
 	return nil
 }
@@ -133,7 +134,7 @@ func checkParent(dir string, n Names) error {
 // clearStale checks what is at path: nothing is fine; a stale socket of ours
 // is removed once a dial proves nobody listens; everything else is refused and
 // left alone.
-func clearStale(path string, n Names) error {
+func clearStale(path string, n protocol.Names) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -143,18 +144,18 @@ func clearStale(path string, n Names) error {
 	}
 	if fi.Mode()&fs.ModeSocket == 0 {
 		return errs.New(errs.Conflict, "%s exists and is not a socket; refusing to touch it", path).
-			WithHint("move it away, or %s", n.moveSocket())
+			WithHint("move it away, or %s", n.MoveSocket())
 	}
 	uid := uint32(os.Getuid())
 	if owner := fi.Sys().(*syscall.Stat_t).Uid; owner != uid {
 		return errs.New(errs.PermissionDeny, "socket %s is owned by uid %d, not by you (uid %d); refusing to use or remove it", path, owner, uid).
-			WithHint("%s", n.moveSocket())
+			WithHint("%s", n.MoveSocket())
 	}
 	conn, err := net.DialTimeout("unix", path, time.Second)
 	if err == nil {
 		conn.Close()
 		return errs.New(errs.AlreadyRunning, "a service is already listening on %s", path).
-			WithHint("see `%s status`; stop it with `%s stop`", n.program(), n.program())
+			WithHint("see `%s status`; stop it with `%s stop`", n.Name(), n.Name())
 	}
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		return errs.Wrap(errs.Storage, err, "cannot tell whether socket %s is stale", path)
@@ -165,28 +166,21 @@ func clearStale(path string, n Names) error {
 	return nil
 }
 
-// Peer is the authenticated identity of a connection's other end.
-type Peer struct {
-	PID int32
-	UID uint32
-	GID uint32
-}
-
 // PeerOf reads the kernel's credentials of the process at the other end.
-func PeerOf(c *net.UnixConn) (Peer, error) {
+func PeerOf(c *net.UnixConn) (protocol.Peer, error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
-		return Peer{}, err
+		return protocol.Peer{}, err
 	}
 	var cred *unix.Ucred
 	var credErr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return Peer{}, err
+		return protocol.Peer{}, err
 	}
 	if credErr != nil {
-		return Peer{}, fmt.Errorf("SO_PEERCRED: %w", credErr)
+		return protocol.Peer{}, fmt.Errorf("SO_PEERCRED: %w", credErr)
 	}
-	return Peer{PID: cred.Pid, UID: cred.Uid, GID: cred.Gid}, nil
+	return protocol.Peer{PID: cred.Pid, UID: cred.Uid, GID: cred.Gid}, nil
 }

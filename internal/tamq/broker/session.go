@@ -1,0 +1,20 @@
+package broker
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
+	"github.com/tmux-amq/tamq/internal/rpc"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
+)
+
+// OpenSession opens the stream a window's broker keeps with the service at p:
+// the service sends deliveries on it, the broker its answers and its agent's
+// state. The handshake is bounded; the stream then has no deadline.
+func OpenSession(ctx context.Context, p paths.Paths, args api.BrokerSessionArgs) (net.Conn, *protocol.FrameReader, error) {
+	return unixsock.OpenStream(ctx, rpc.Client(p, 10*time.Second), api.OpBrokerSession, args)
+}
