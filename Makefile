@@ -53,7 +53,7 @@ bench:
 
 # The scale benchmark alone (docs/performance.md, "Scale"): both daemons, 20
 # tmux servers, 195 windows with brokers, 10,000 State Hub tasks; about two
-# and a half minutes a run, BENCH_COUNT runs.
+# minutes a run, BENCH_COUNT runs.
 BENCH_COUNT ?= 2
 bench-scale: deps
 	@dir="$$(mktemp -d)" && chmod 755 "$$dir" && \
