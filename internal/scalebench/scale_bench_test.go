@@ -193,11 +193,22 @@ func BenchmarkScale(b *testing.B) {
 	for i := range 3 {
 		hub.change(b, fmt.Sprintf("W%03d-T15", i), []string{"blocked", "in_progress"}[i%2])
 	}
+	first, changed, unchanged := hub.pollSpans()
+	// A burst: a hundred tasks change at once (each announced), then the
+	// engine is idle again; its memory once it has settled.
+	for i := range 100 {
+		hub.patch(b, fmt.Sprintf("W%03d-T15", 100+i), "blocked")
+	}
+	hub.change(b, "W099-T15", "blocked")
+	time.Sleep(3 * time.Second) // the engine returns freed memory 2 s after a look
+	rss, _ := benchutil.StatusKB(enginePID, "VmRSS")
+	hwm, _ := benchutil.StatusKB(enginePID, "VmHWM")
+	b.ReportMetric(float64(rss)/1e6, "after-burst-engine-rss-MB")
+	b.ReportMetric(float64(hwm)/1e6, "after-burst-engine-peak-rss-MB")
 	b.StopTimer()
 	b.ReportMetric(one, "tmux-calls/delivery-1-window")
 	b.ReportMetric(hundred, "tmux-calls/delivery-100-windows")
 	b.ReportMetric(twenty, "tmux-calls/delivery-20-endpoints")
-	first, changed, unchanged := hub.pollSpans()
 	b.ReportMetric(float64(first.Microseconds())/1000, "poll-first-ms")
 	b.ReportMetric(float64(changed.Microseconds())/1000, "poll-1-task-changed-median-ms")
 	b.ReportMetric(float64(unchanged.Microseconds())/1000, "poll-unchanged-median-ms")
@@ -393,6 +404,16 @@ func (h *hub) change(b *testing.B, task, status string) {
 	h.mu.Lock()
 	before := len(h.spans)
 	h.mu.Unlock()
+	h.patch(b, task, status)
+	testutil.WaitFor(b, "the engine's poll after a change", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return slices.ContainsFunc(h.spans[before:], func(s span) bool { return s.full })
+	})
+}
+
+// patch sets a task's status.
+func (h *hub) patch(b *testing.B, task, status string) {
 	req, _ := http.NewRequest(http.MethodPatch, h.url+"/v1/tasks/"+task, strings.NewReader(`{"status":"`+status+`"}`))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -403,11 +424,6 @@ func (h *hub) change(b *testing.B, task, status string) {
 	if resp.StatusCode != http.StatusOK {
 		b.Fatalf("PATCH task %s: %s", task, resp.Status)
 	}
-	testutil.WaitFor(b, "the engine's poll after a change", func() bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return slices.ContainsFunc(h.spans[before:], func(s span) bool { return s.full })
-	})
 }
 
 // load puts 10,000 tasks in 500 workplans into State Hub, as
