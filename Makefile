@@ -9,7 +9,7 @@ BUILDFLAGS := -buildvcs=auto
 # keep cgo, which -race needs.
 STATIC := CGO_ENABLED=0
 
-.PHONY: all build install deps test check-format vet diff-check unit smoke bench perf chaos fuzz demo clean test-agents
+.PHONY: all build install deps test check-format vet diff-check unit smoke bench bench-scale perf chaos fuzz demo clean test-agents
 
 all: build
 
@@ -56,6 +56,16 @@ bench:
 # (tools/perftable; about 10 minutes, most of it building a million messages).
 perf: deps
 	$(GO) run ./tools/perftable $(PERFFLAGS)
+
+# The scale benchmark alone (docs/performance.md, "Scale"): both daemons, 20
+# tmux servers, 195 windows with brokers, 10,000 State Hub tasks; about two
+# minutes a run, BENCH_COUNT runs.
+BENCH_COUNT ?= 2
+bench-scale: deps
+	@dir="$$(mktemp -d)" && chmod 755 "$$dir" && \
+	$(STATIC) $(GO) build -o "$$dir/" ./cmd/... ./tools/tamq-demo ./internal/testutil/squatter ./internal/testutil/scriptedagent && \
+	TAMQ_TEST_BIN="$$dir" $(GO) test -run='^$$' -bench='^BenchmarkScale$$' -benchtime=1x -count=$(BENCH_COUNT) -timeout 60m ./internal/scalebench; \
+	status=$$?; rm -rf "$$dir"; exit $$status
 
 # Crash campaigns (docs/reliability.md): each daemon killed (SIGKILL) at
 # CHAOS_ROUNDS random moments under load, and each one's disk filled and

@@ -93,3 +93,33 @@ func CPUTicks(pid int) (int64, error) {
 	}
 	return utime + stime, nil
 }
+
+// StatusKB reads one "Key:  N kB" line (VmRSS, VmHWM, ...) of a process's
+// /proc status file, in bytes.
+func StatusKB(pid int, key string) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, key+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, os.ErrNotExist
+}
+
+// ClockTicks is the kernel's clock ticks per second (the unit of CPUTicks):
+// 100 on every Linux this runs on, read from getconf when it answers.
+func ClockTicks() int64 {
+	out, err := exec.Command("getconf", "CLK_TCK").Output()
+	if err != nil {
+		return 100
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil || n <= 0 {
+		return 100
+	}
+	return n
+}

@@ -74,15 +74,15 @@ func Exited(pid int) bool {
 	return err == nil && st.State == 'Z'
 }
 
-// maxDepth bounds a walk up the process tree; real trees are far shallower.
-const maxDepth = 128
+// MaxDepth bounds a walk up the process tree; real trees are far shallower.
+const MaxDepth = 128
 
 // Ancestors returns pid's stat followed by its parent's, its grandparent's
 // and so on, up to but not including pid 1 (init adopts orphans, so it is
 // nobody's meaningful ancestor) or pid 0.
 func Ancestors(pid int) ([]Stat, error) {
 	var out []Stat
-	for p := pid; p > 1 && len(out) < maxDepth; {
+	for p := pid; p > 1 && len(out) < MaxDepth; {
 		st, err := ReadStat(p)
 		if err != nil {
 			if len(out) == 0 {

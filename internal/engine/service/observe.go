@@ -205,6 +205,7 @@ func (s *Service) observeOnce(ctx context.Context) (err error) {
 	})
 	if changed {
 		s.recordProblems(ctx, obs.Problems)
+		defer s.freeMemory.Reset(releaseAfter) // once this look's work is done
 	}
 	// The tasks are judged again when State Hub's workplans or the
 	// endpoints changed; otherwise only the triggers still waiting are

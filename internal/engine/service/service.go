@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,7 +91,17 @@ type Service struct {
 	settledKeys sync.Map
 	// invalidSeen are the skipped objects already reported.
 	invalidSeen sync.Map
+	// freeMemory hands freed memory back to the system a little after a look
+	// that decoded State Hub's workplans (see observeOnce).
+	freeMemory *time.Timer
 }
+
+// releaseAfter is how long after a look that got the workplans the engine
+// returns the memory that look freed. Decoding 10,000 tasks takes some
+// 20 MB that the runtime would otherwise keep: after a burst of changes in
+// State Hub an idle engine stayed at 39 MB; it now falls back to about 25
+// (docs/performance.md, "Scale").
+const releaseAfter = 2 * time.Second
 
 // hubState is the State Hub client and the observer's view of it.
 type hubState struct {
@@ -114,7 +125,9 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	s := &Service{
 		opts: o, log: o.Log, timing: Timing(o.Config.Config),
 		clockKick: make(chan struct{}, 1), wakerKick: make(chan struct{}, 1),
+		freeMemory: time.AfterFunc(time.Hour, debug.FreeOSMemory),
 	}
+	s.freeMemory.Stop() // armed by the looks that decode the workplans
 	s.clock = &daemon.Worker{Name: "lease clock", Run: s.runClock}
 	s.waker = &daemon.Worker{Name: "waker", Run: s.runWaker}
 	s.observer = &daemon.Worker{Name: "State Hub observer", Run: s.runObserver}

@@ -153,7 +153,7 @@ func (s *Service) brokerSession(ctx context.Context, peer protocol.Peer, req *pr
 				// The broker's view goes with it; whether the window can take
 				// deliveries is tmux's to say now (its agent may have exited).
 				s.setWait(fromBroker, p.endpointID, p.repo, "")
-				s.live.requestList()
+				s.live.requestList(p.endpointID)
 				s.log.Info("broker detached", "repo", p.repo, "pane", p.paneID)
 			}()
 			// The broker reports its agent from now on; what the pane showed

@@ -472,7 +472,7 @@ func (s *Service) deferDelivery(ctx context.Context, ms []queue.Message, wr Writ
 		s.setWait(fromScreen, m.EndpointID, m.Target, wr.Reason)
 	default:
 		s.setWait(fromPane, m.EndpointID, m.Target, wr.Reason)
-		s.live.requestList()
+		s.live.requestList(m.EndpointID)
 	}
 }
 

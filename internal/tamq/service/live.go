@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,7 +21,14 @@ import (
 const (
 	watchInterval = time.Second
 	listInterval  = 5 * time.Second
-	listTimeout   = 5 * time.Second
+	// brokeredListInterval is for a server whose every window has a live
+	// broker session: its brokers already report what a listing would find
+	// (an agent that exits or a window that closes ends the session, which
+	// lists at once), so the listing only backs them up. Twenty servers
+	// listed every five seconds cost the idle service about 0.8% of a CPU
+	// in process starts (docs/performance.md, "Scale").
+	brokeredListInterval = 30 * time.Second
+	listTimeout          = 5 * time.Second
 	// learnInterval limits how often a sender in no known window makes the
 	// service list every tmux server again.
 	learnInterval = time.Second
@@ -55,7 +63,11 @@ type live struct {
 	screenWait map[string]string
 	// rebind asks the watcher to move messages stranded on a gone endpoint
 	// to its replacement.
-	rebind  bool
+	rebind bool
+	// listDue are the endpoints the watcher lists at its next turn, whatever
+	// their interval; listAll, every one.
+	listDue map[string]bool
+	listAll bool
 	listNow chan struct{}
 }
 
@@ -100,24 +112,37 @@ func newLive() *live {
 	return &live{
 		serverStart: map[string]uint64{}, listed: map[string]time.Time{}, stopped: map[string]bool{},
 		panes: map[int]paneSeen{}, senders: map[int]senderSeen{}, paneHealth: map[string]string{}, brokerWait: map[string]string{}, screenWait: map[string]string{},
-		listNow: make(chan struct{}, 1),
+		listDue: map[string]bool{}, listNow: make(chan struct{}, 1),
 	}
 }
 
-// requestList makes the watcher list every connected endpoint's windows now.
-func (l *live) requestList() {
+// requestList makes the watcher list the windows of the given endpoints
+// now, or of every connected one when none is given. What happened on one
+// tmux server is looked up on that one alone: with twenty servers, a
+// window opened or a broker gone on one would otherwise cost twenty tmux
+// processes.
+func (l *live) requestList(endpointIDs ...string) {
+	l.mu.Lock()
+	if len(endpointIDs) == 0 {
+		l.listAll = true
+	}
+	for _, id := range endpointIDs {
+		l.listDue[id] = true
+	}
+	l.mu.Unlock()
 	select {
 	case l.listNow <- struct{}{}:
 	default:
 	}
 }
 
-// requestRebind makes the watcher look for stranded messages at its next turn.
-func (l *live) requestRebind() {
+// requestRebind makes the watcher look for stranded messages at its next
+// turn, listing the given endpoints (all when none is given) first.
+func (l *live) requestRebind(endpointIDs ...string) {
 	l.mu.Lock()
 	l.rebind = true
 	l.mu.Unlock()
-	l.requestList()
+	l.requestList(endpointIDs...)
 }
 
 // waitReason is why the window of key cannot take a delivery now, or "".
@@ -215,15 +240,13 @@ func (s *Service) watch(ctx context.Context) {
 	tick := time.NewTicker(watchInterval)
 	defer tick.Stop()
 	for {
-		force := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		case <-s.live.listNow:
-			force = true
 		}
-		s.watchOnce(ctx, force)
+		s.watchOnce(ctx)
 	}
 }
 
@@ -231,10 +254,22 @@ func (s *Service) watch(ctx context.Context) {
 // disconnected: sends to repos only there are refused, deliveries wait),
 // refreshes the windows of the live ones, and moves messages stranded on a
 // gone endpoint to its replacement.
-func (s *Service) watchOnce(ctx context.Context, force bool) {
+func (s *Service) watchOnce(ctx context.Context) {
+	l := s.live
+	l.mu.Lock()
+	all, asked := l.listAll, l.listDue
+	l.listAll, l.listDue = false, map[string]bool{}
+	l.mu.Unlock()
 	eps, err := s.knownEndpoints(ctx)
 	if err != nil {
 		s.log.Error("cannot read endpoints", "error", err.Error())
+		// What was asked is still owed, at the next tick.
+		l.mu.Lock()
+		l.listAll = l.listAll || all
+		for id := range asked {
+			l.listDue[id] = true
+		}
+		l.mu.Unlock()
 		return
 	}
 	now := time.Now()
@@ -247,8 +282,12 @@ func (s *Service) watchOnce(ctx context.Context, force bool) {
 			s.disconnect(ctx, ep, reason)
 			continue
 		}
+		interval := listInterval
+		if s.allBrokered(ep) {
+			interval = brokeredListInterval
+		}
 		s.live.mu.Lock()
-		due := force || now.Sub(s.live.listed[ep.ID]) >= listInterval
+		due := all || asked[ep.ID] || now.Sub(s.live.listed[ep.ID]) >= interval
 		s.live.mu.Unlock()
 		if due {
 			s.list(ctx, ep, now)
@@ -264,6 +303,17 @@ func (s *Service) watchOnce(ctx context.Context, force bool) {
 			s.live.requestRebind()
 		}
 	}
+}
+
+// allBrokered says whether every window of the endpoint has a live broker
+// session (an endpoint without windows has nothing to watch either).
+func (s *Service) allBrokered(ep queue.Endpoint) bool {
+	for _, w := range ep.Windows {
+		if !s.brokerLive(ep.ID, w.Repo, w.PaneID) {
+			return false
+		}
+	}
+	return true
 }
 
 // askTmux bounds one question to a tmux server: a server that hangs must not
@@ -306,7 +356,7 @@ func (s *Service) maybeReconnect(ctx context.Context, ep queue.Endpoint, now tim
 	}
 	s.log.Info("endpoint connected again", "endpoint", ep.ID)
 	s.endpointsChanged()
-	s.live.requestList()
+	s.live.requestList(ep.ID)
 }
 
 // serverGone says why an endpoint's tmux server is gone, or "" while it runs.
@@ -541,10 +591,29 @@ func (s *Service) findPane(ctx context.Context, pid int) (p paneSeen, self, ok b
 		return paneSeen{}, false, false
 	}
 	now := time.Now()
-	for _, ep := range eps {
-		if ep.State == queue.Connected {
-			s.list(ctx, ep, now)
-		}
+	for _, ep := range serversAbove(chain, eps) {
+		s.list(ctx, ep, now)
 	}
 	return s.live.match(chain)
+}
+
+// serversAbove are the connected endpoints whose tmux server is an ancestor
+// of the process (chain: it and its ancestors, nearest first), the only ones
+// that can have it in a pane: tmux forks every pane's process itself. So a
+// sender outside tmux (the operator's shell, a script, the engine) lists no
+// server, and one in a window lists its own, however many endpoints there
+// are. A chain cut short by the walk's bound could hide the server: then
+// every one is listed, as before.
+func serversAbove(chain []proc.Stat, eps []queue.Endpoint) []queue.Endpoint {
+	whole := len(chain) < proc.MaxDepth
+	var out []queue.Endpoint
+	for _, ep := range eps {
+		if ep.State != queue.Connected {
+			continue
+		}
+		if !whole || slices.ContainsFunc(chain, func(st proc.Stat) bool { return st.PID == ep.ServerPID }) {
+			out = append(out, ep)
+		}
+	}
+	return out
 }

@@ -60,7 +60,7 @@ func (s *Service) register(ctx context.Context, _ protocol.Peer, req *protocol.R
 	// The windows are looked at again (a reopened window clears what held its
 	// deliveries), and messages stranded on a gone endpoint of the same
 	// socket move here.
-	s.live.requestRebind()
+	s.live.requestRebind(ep.ID)
 	s.wake()
 	return map[string]string{"endpoint_id": ep.ID}, nil
 }

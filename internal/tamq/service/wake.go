@@ -257,6 +257,6 @@ func (s *Service) restartAgent(ctx context.Context, ep queue.Endpoint, win queue
 		return err
 	}
 	s.log.Info("agent started again for a wake", "repo", win.Repo, "pane", win.PaneID, "endpoint", ep.ID)
-	s.live.requestList()
+	s.live.requestList(ep.ID)
 	return nil
 }
