@@ -76,7 +76,7 @@ func (s *Store) Enqueue(ctx context.Context, msgs []*queue.Message) error {
 			if _, err := s.insertTx(tx, m, false); err != nil {
 				return err
 			}
-			if err := s.AddReceiptTx(tx, transitionReceipt(m, "", "accepted")); err != nil {
+			if err := s.insertReceiptTx(tx, transitionReceipt(m, "", "accepted"), m); err != nil {
 				return err
 			}
 		}
@@ -209,7 +209,7 @@ func (s *Store) transitionTx(tx *sql.Tx, id, reason string, detail map[string]an
 	if from != m.State {
 		r := transitionReceipt(&m, from, reason)
 		maps.Copy(r.Detail, detail)
-		if err := s.AddReceiptTx(tx, r); err != nil {
+		if err := s.insertReceiptTx(tx, r, &m); err != nil {
 			return m, err
 		}
 	}
@@ -305,7 +305,7 @@ func (s *Store) ClaimBatch(ctx context.Context, holder string, ttl time.Duration
 				m.ID, NewID(), m.Attempts, holder, ms(now), ms(now.Add(ttl))); err != nil {
 				return err
 			}
-			if err := s.AddReceiptTx(tx, transitionReceipt(&m, queue.Queued, "claimed for delivery")); err != nil {
+			if err := s.insertReceiptTx(tx, transitionReceipt(&m, queue.Queued, "claimed for delivery"), &m); err != nil {
 				return err
 			}
 			out = append(out, m)
