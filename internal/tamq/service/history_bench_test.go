@@ -349,7 +349,8 @@ func BenchmarkPurgeOldest100MB(b *testing.B) {
 // stored them, and after migrating to the current schema (compacted, as a
 // history written by it lays out), from the same run. Target: at most 600 MB
 // per million. It also reports how long the migration of that history took,
-// its backup included.
+// its backup included, and the history's size as the advisory and purge
+// count it, with the time that reading takes.
 func BenchmarkStorageSize(b *testing.B) {
 	path := generatedHistory(b)
 	after, err := measureFile(path, "receipt_rows", "receipt_codes")
@@ -363,6 +364,19 @@ func BenchmarkStorageSize(b *testing.B) {
 	b.ReportMetric(perMillion(after.receiptBytes), "receipts-MB")
 	b.ReportMetric(float64(after.receiptBytes)/float64(after.bytes)*100, "receipts-%")
 	b.ReportMetric(generatedMigration.Seconds(), "migrate-s")
+	// The history's size as the advisory and purge --max-size read it.
+	db, err := sqlitedb.OpenReadOnly(context.Background(), path, sqlitedb.LatestVersion(store.Migrations), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	t0 := time.Now()
+	size, _, _, err := store.HistorySize(context.Background(), db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(time.Since(t0).Seconds(), "size-reading-s")
+	b.ReportMetric(perMillion(size), "history-size-MB")
 }
 
 func fileSize(path string) int64 {

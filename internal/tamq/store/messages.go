@@ -366,7 +366,9 @@ func (s *Store) NextAckDeadline(ctx context.Context) (time.Time, error) {
 // the window, so history and status say it.
 func (s *Store) NoteWaiting(ctx context.Context, endpointID, repo, reason string) error {
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-		res, err := s.DB.TxExec(tx, `UPDATE messages SET last_error = ?, updated_at = ?
+		// The queue index, not the state index SQLite would pick: it holds the
+		// window's queued messages and nothing else.
+		res, err := s.DB.TxExec(tx, `UPDATE messages INDEXED BY messages_queue SET last_error = ?, updated_at = ?
 			WHERE state = `+sqlLit(queue.Queued)+` AND endpoint_id = ? AND target_repo = ? AND COALESCE(last_error, '') <> ?`,
 			reason, ms(s.Now()), endpointID, repo, reason)
 		if err != nil {

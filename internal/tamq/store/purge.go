@@ -129,11 +129,11 @@ func planPurge(ctx context.Context, db *sql.DB, r PurgeRule) (PurgePlan, error) 
 	// Oldest first, in pages: with a LIMIT SQLite walks the creation index;
 	// without one it would sort the whole table before the first row.
 	q := `SELECT id, created_at, ` + messageBytes + ` FROM messages WHERE ` + strings.Join(conds, " AND ") +
-		` AND (created_at, id) > (?, ?) ORDER BY created_at, id LIMIT 2000`
+		` AND created_at >= ? AND (created_at > ? OR id > ?) ORDER BY created_at, id LIMIT 2000`
 	left := p.HistoryBytes
 	lastCreated, lastID := int64(math.MinInt64), ""
 	for {
-		rows, err := tx.QueryContext(ctx, q, append(args, lastCreated, lastID)...)
+		rows, err := tx.QueryContext(ctx, q, append(args, lastCreated, lastCreated, lastID)...)
 		if err != nil {
 			return p, err
 		}

@@ -245,8 +245,28 @@ func migrateV5(tx *sql.Tx) error {
 	// a receipt since purged) is never given again.
 	if _, err := tx.Exec(`DELETE FROM sqlite_sequence WHERE name = 'receipt_rows';
 		INSERT INTO sqlite_sequence (name, seq) SELECT 'receipt_rows', max(seq) FROM sqlite_sequence WHERE name = 'receipts' HAVING count(*) > 0;
-		DROP TABLE receipts;` + receiptsView); err != nil {
+		DROP TABLE receipts;` + receiptsView + schemaV5Indexes); err != nil {
 		return err
 	}
 	return nil
 }
+
+// schemaV5Indexes are smaller message indexes. The history indexes hold
+// the creation time without the 36-byte id: a page reads its rows anyway,
+// and SQLite sorts the few that share a millisecond. The queue index holds
+// only queued messages, the only ones the dispatcher looks up by window; a
+// plain state index serves the counts by state. The batch index holds only
+// replayed messages: a send is its own batch (batch_id = id), found by id.
+const schemaV5Indexes = `
+DROP INDEX messages_created;
+DROP INDEX messages_sender;
+DROP INDEX messages_target;
+CREATE INDEX messages_created ON messages(created_at);
+CREATE INDEX messages_sender ON messages(sender, created_at);
+CREATE INDEX messages_target ON messages(target_repo, created_at);
+DROP INDEX messages_queue;
+CREATE INDEX messages_queue ON messages(endpoint_id, target_repo, created_at, id) WHERE state = 'queued';
+CREATE INDEX messages_state ON messages(state);
+DROP INDEX messages_batch;
+CREATE INDEX messages_batch ON messages(batch_id) WHERE batch_id <> id;
+`
