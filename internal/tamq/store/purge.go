@@ -29,7 +29,9 @@ const receiptBytes = `octet_length(kind) + octet_length(status) + COALESCE(octet
 
 // aboutAMessage selects the receipts about one message: those of the
 // message.* kinds that name it. They go with it when it is purged.
-var aboutAMessage = `(kind IN ` + messageKinds + ` OR typeof(kind) = 'text' AND kind GLOB 'message.*') AND subject IS NOT NULL`
+func aboutAMessage() string {
+	return `(kind IN ` + messageKinds() + ` OR typeof(kind) = 'text' AND kind GLOB 'message.*') AND subject IS NOT NULL`
+}
 
 // history is what the history holds, in estimated bytes.
 type history struct {
@@ -61,7 +63,7 @@ func measureHistory(ctx context.Context, q interface {
 	err := q.QueryRowContext(ctx, `SELECT m.bytes, m.oldest, m.n, r.bytes, r.message_bytes, r.n
 		FROM (SELECT COALESCE(sum(`+messageBytes+`), 0) AS bytes, min(created_at) AS oldest, count(*) AS n FROM messages) AS m,
 			(SELECT COALESCE(sum(`+receiptBytes+`), 0) AS bytes,
-				COALESCE(sum(`+receiptBytes+`) FILTER (WHERE `+aboutAMessage+`), 0) AS message_bytes, count(*) AS n FROM receipt_rows) AS r`).
+				COALESCE(sum(`+receiptBytes+`) FILTER (WHERE `+aboutAMessage()+`), 0) AS message_bytes, count(*) AS n FROM receipt_rows) AS r`).
 		Scan(&h.messageBytes, &oldest, &h.messages, &h.receiptBytes, &h.messageReceiptBytes, &h.receipts)
 	if oldest.Valid {
 		h.oldest = fromMS(oldest.Int64)
@@ -237,7 +239,7 @@ func (s *Store) Purge(ctx context.Context, ids []string, progress func(done int)
 				return nil
 			}
 			list, _ := json.Marshal(gone)
-			n, err := affected(s.DB.TxExec(tx, `DELETE FROM receipt_rows WHERE rowid > ? AND `+aboutAMessage+`
+			n, err := affected(s.DB.TxExec(tx, `DELETE FROM receipt_rows WHERE rowid > ? AND `+aboutAMessage()+`
 				AND subject IN (SELECT `+subjectSQL("value")+` FROM json_each(?))`, seen, string(list)))
 			done.Receipts += n
 			return err
@@ -272,7 +274,7 @@ func (s *Store) receiptsAbout(ctx context.Context, ids []string) (map[string][]i
 		return nil, 0, sqlitedb.Wrap(err, "find the receipts of the purged messages")
 	}
 	list, _ := json.Marshal(ids)
-	rows, err := tx.QueryContext(ctx, `SELECT rowid, `+subjectTextSQL("subject")+` FROM receipt_rows WHERE `+aboutAMessage+`
+	rows, err := tx.QueryContext(ctx, `SELECT rowid, `+subjectTextSQL("subject")+` FROM receipt_rows WHERE `+aboutAMessage()+`
 		AND subject IN (SELECT `+subjectSQL("value")+` FROM json_each(?))`, string(list))
 	if err != nil {
 		return nil, 0, sqlitedb.Wrap(err, "find the receipts of the purged messages")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 
@@ -33,17 +34,19 @@ var receiptCodes = []string{
 	"retry requested", "delivery interrupted; redelivering", "superseded by a newer attempt of its lease",
 }
 
-var codeOf = func() map[string]int {
+// Built on first use, as the other tables here: every tamq command loads
+// this package, and most never write or read a receipt.
+var codeOf = sync.OnceValue(func() map[string]int {
 	m := make(map[string]int, len(receiptCodes))
 	for i, t := range receiptCodes {
 		m[t] = i
 	}
 	return m
-}()
+})
 
 // coded is a text as a receipt row stores it: its code, or itself.
 func coded(s string) any {
-	if c, ok := codeOf[s]; ok {
+	if c, ok := codeOf()[s]; ok {
 		return c
 	}
 	return s
@@ -63,14 +66,14 @@ func subjectValue(s string) any {
 }
 
 // canonicalUUID matches the lowercase 8-4-4-4-12 text subjectValue packs.
-var canonicalUUID = func() string {
+var canonicalUUID = sync.OnceValue(func() string {
 	hex := func(n int) string { return strings.Repeat("[0-9a-f]", n) }
 	return hex(8) + "-" + hex(4) + "-" + hex(4) + "-" + hex(4) + "-" + hex(12)
-}()
+})
 
 // subjectSQL is subjectValue in SQL, for a text expression.
 func subjectSQL(expr string) string {
-	return `CASE WHEN ` + expr + ` GLOB '` + canonicalUUID + `' THEN unhex(replace(` + expr + `, '-', '')) ELSE ` + expr + ` END`
+	return `CASE WHEN ` + expr + ` GLOB '` + canonicalUUID() + `' THEN unhex(replace(` + expr + `, '-', '')) ELSE ` + expr + ` END`
 }
 
 // subjectTextSQL reads a stored subject back as text.
@@ -87,7 +90,7 @@ func codeTextSQL(col string) string {
 
 // messageKinds are the codes of the message.* kinds: receipts about one
 // message, which go with it when it is purged.
-var messageKinds = func() string {
+var messageKinds = sync.OnceValue(func() string {
 	var cs []string
 	for i, t := range receiptCodes {
 		if strings.HasPrefix(t, "message.") {
@@ -95,7 +98,7 @@ var messageKinds = func() string {
 		}
 	}
 	return "(" + strings.Join(cs, ", ") + ")"
-}()
+})
 
 // transitionFields are the detail keys of a transition receipt that the
 // message row or the receipt's own status already hold.
@@ -133,7 +136,7 @@ func encodeReceipt(r receipt.Receipt, m *queue.Message) (receiptRow, error) {
 			delete(detail, k)
 		}
 		if from, ok := detail["from"].(string); ok {
-			if c, ok := codeOf[from]; ok {
+			if c, ok := codeOf()[from]; ok {
 				row.from = c
 				delete(detail, "from")
 			}

@@ -188,7 +188,8 @@ CREATE INDEX receipt_rows_pending ON receipt_rows(id) WHERE projected_after IS N
 
 // receiptsView reads receipt_rows back in the columns and values of the
 // version 4 table.
-var receiptsView = `
+func receiptsView() string {
+	return `
 CREATE VIEW receipts AS SELECT r.id AS id, r.at AS at, ` + codeTextSQL("r.kind") + ` AS kind,
 	` + subjectTextSQL("r.subject") + ` AS subject_id,
 	` + codeTextSQL("r.status") + ` AS status, ` + codeTextSQL("r.reason") + ` AS reason,
@@ -203,6 +204,7 @@ CREATE VIEW receipts AS SELECT r.id AS id, r.at AS at, ` + codeTextSQL("r.kind")
 	r.at + r.projected_after AS projected_at
 FROM receipt_rows r LEFT JOIN messages m ON r.of_message AND m.id = ` + subjectTextSQL("r.subject") + `;
 `
+}
 
 // migrateV5 converts the receipts of version 4 in place, in the
 // migration's transaction, with the same rules as encodeReceipt.
@@ -245,7 +247,7 @@ func migrateV5(tx *sql.Tx) error {
 	// a receipt since purged) is never given again.
 	if _, err := tx.Exec(`DELETE FROM sqlite_sequence WHERE name = 'receipt_rows';
 		INSERT INTO sqlite_sequence (name, seq) SELECT 'receipt_rows', max(seq) FROM sqlite_sequence WHERE name = 'receipts' HAVING count(*) > 0;
-		DROP TABLE receipts;` + receiptsView + schemaV5Indexes); err != nil {
+		DROP TABLE receipts;` + receiptsView() + schemaV5Indexes); err != nil {
 		return err
 	}
 	return nil
