@@ -40,7 +40,8 @@ func (f Filter) where(withRepo bool) (conds []string, args []any) {
 		conds, args = append(conds, "created_at < ?"), append(args, msCeil(f.Until))
 	}
 	if f.BatchID != "" {
-		conds, args = append(conds, "batch_id = ?"), append(args, f.BatchID)
+		// messages_batch holds replays only; a send is its own batch.
+		conds, args = append(conds, "(batch_id = ? AND batch_id <> id OR id = ? AND batch_id = id)"), append(args, f.BatchID, f.BatchID)
 	}
 	if f.ID != "" {
 		conds, args = append(conds, "id = ?"), append(args, f.ID)
@@ -92,7 +93,9 @@ func historyPage(ctx context.Context, db *sql.DB, p Page) ([]queue.Message, erro
 		if err != nil {
 			return nil, err
 		}
-		conds, args = append(conds, "(created_at, id) < (?, ?)"), append(args, created, p.After)
+		// Not (created_at, id) < (?, ?): the indexes hold created_at alone,
+		// and this form lets a walk start at the cursor's time.
+		conds, args = append(conds, "created_at <= ? AND (created_at < ? OR id < ?)"), append(args, created, created, p.After)
 	}
 	and := func(extra ...string) string {
 		all := append(extra, conds...)

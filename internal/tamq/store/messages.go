@@ -76,7 +76,7 @@ func (s *Store) Enqueue(ctx context.Context, msgs []*queue.Message) error {
 			if _, err := s.insertTx(tx, m, false); err != nil {
 				return err
 			}
-			if err := s.AddReceiptTx(tx, transitionReceipt(m, "", "accepted")); err != nil {
+			if err := s.insertReceiptTx(tx, transitionReceipt(m, "", "accepted"), m); err != nil {
 				return err
 			}
 		}
@@ -209,7 +209,7 @@ func (s *Store) transitionTx(tx *sql.Tx, id, reason string, detail map[string]an
 	if from != m.State {
 		r := transitionReceipt(&m, from, reason)
 		maps.Copy(r.Detail, detail)
-		if err := s.AddReceiptTx(tx, r); err != nil {
+		if err := s.insertReceiptTx(tx, r, &m); err != nil {
 			return m, err
 		}
 	}
@@ -305,7 +305,7 @@ func (s *Store) ClaimBatch(ctx context.Context, holder string, ttl time.Duration
 				m.ID, NewID(), m.Attempts, holder, ms(now), ms(now.Add(ttl))); err != nil {
 				return err
 			}
-			if err := s.AddReceiptTx(tx, transitionReceipt(&m, queue.Queued, "claimed for delivery")); err != nil {
+			if err := s.insertReceiptTx(tx, transitionReceipt(&m, queue.Queued, "claimed for delivery"), &m); err != nil {
 				return err
 			}
 			out = append(out, m)
@@ -366,7 +366,9 @@ func (s *Store) NextAckDeadline(ctx context.Context) (time.Time, error) {
 // the window, so history and status say it.
 func (s *Store) NoteWaiting(ctx context.Context, endpointID, repo, reason string) error {
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-		res, err := s.DB.TxExec(tx, `UPDATE messages SET last_error = ?, updated_at = ?
+		// The queue index, not the state index SQLite would pick: it holds the
+		// window's queued messages and nothing else.
+		res, err := s.DB.TxExec(tx, `UPDATE messages INDEXED BY messages_queue SET last_error = ?, updated_at = ?
 			WHERE state = `+sqlLit(queue.Queued)+` AND endpoint_id = ? AND target_repo = ? AND COALESCE(last_error, '') <> ?`,
 			reason, ms(s.Now()), endpointID, repo, reason)
 		if err != nil {

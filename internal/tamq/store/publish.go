@@ -22,7 +22,7 @@ type Unpublished struct {
 }
 
 // UnpublishedReceipts returns up to limit receipts not yet published, oldest
-// first. The partial index receipts_pending holds exactly these, so the
+// first. The partial index receipt_rows_pending holds exactly these, so the
 // query does not walk the receipts already published, however many.
 func (s *Store) UnpublishedReceipts(ctx context.Context, limit int) ([]Unpublished, error) {
 	instance, err := s.instance(ctx)
@@ -32,7 +32,8 @@ func (s *Store) UnpublishedReceipts(ctx context.Context, limit int) ([]Unpublish
 	rows, err := s.DB.Query(ctx, `SELECT id, at, kind, COALESCE(subject_id, ''), status, COALESCE(reason, ''), COALESCE(attempt, 0),
 		COALESCE(next_retry_at, 0), COALESCE(endpoint_id, ''), COALESCE(coordination_endpoint_id, ''),
 		COALESCE(policy_profile, ''), COALESCE(config_version, ''), COALESCE(detail, '')
-		FROM receipts INDEXED BY receipts_pending WHERE projected_at IS NULL ORDER BY id LIMIT ?`, limit)
+		FROM receipts WHERE id IN (SELECT id FROM receipt_rows INDEXED BY receipt_rows_pending
+			WHERE projected_after IS NULL ORDER BY id LIMIT ?) ORDER BY id`, limit)
 	if err != nil {
 		return nil, storageErr(err, "read unpublished receipts")
 	}
@@ -104,7 +105,7 @@ func (s *Store) instance(ctx context.Context) (string, error) {
 func (s *Store) MarkPublished(ctx context.Context, ids []int64, at time.Time) error {
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		for _, id := range ids {
-			if _, err := s.DB.TxExec(tx, `UPDATE receipts SET projected_at = ? WHERE id = ? AND projected_at IS NULL`, ms(at), id); err != nil {
+			if _, err := s.DB.TxExec(tx, `UPDATE receipt_rows SET projected_after = ? - at WHERE id = ? AND projected_after IS NULL`, ms(at), id); err != nil {
 				return err
 			}
 		}
@@ -116,6 +117,6 @@ func (s *Store) MarkPublished(ctx context.Context, ids []int64, at time.Time) er
 // PendingReceipts counts the receipts not yet published.
 func (s *Store) PendingReceipts(ctx context.Context) (int, error) {
 	var n int
-	err := s.DB.QueryRow(ctx, `SELECT count(*) FROM receipts INDEXED BY receipts_pending WHERE projected_at IS NULL`).Scan(&n)
+	err := s.DB.QueryRow(ctx, `SELECT count(*) FROM receipt_rows INDEXED BY receipt_rows_pending WHERE projected_after IS NULL`).Scan(&n)
 	return n, storageErr(err, "count unpublished receipts")
 }

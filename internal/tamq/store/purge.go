@@ -20,14 +20,18 @@ var finalStates = sqlIn(queue.Injected, queue.Acknowledged, queue.Failed)
 
 // receiptBytes estimates what one receipt row holds, as messageBytes does
 // for a message: its text columns plus 8 bytes per integer column.
-const receiptBytes = `octet_length(kind) + octet_length(status) + COALESCE(octet_length(subject_id), 0)
+// The row is receipt_rows' compact one (what the file holds): a code or a
+// number counts its 8 bytes, like the other integer columns.
+const receiptBytes = `octet_length(kind) + octet_length(status) + COALESCE(octet_length(subject), 0)
 	+ COALESCE(octet_length(reason), 0) + COALESCE(octet_length(endpoint_id), 0)
 	+ COALESCE(octet_length(coordination_endpoint_id), 0) + COALESCE(octet_length(policy_profile), 0)
 	+ COALESCE(octet_length(config_version), 0) + COALESCE(octet_length(detail), 0) + 8 * 6`
 
 // aboutAMessage selects the receipts about one message: those of the
 // message.* kinds that name it. They go with it when it is purged.
-const aboutAMessage = `kind GLOB 'message.*' AND subject_id IS NOT NULL`
+func aboutAMessage() string {
+	return `(kind IN ` + messageKinds() + ` OR typeof(kind) = 'text' AND kind GLOB 'message.*') AND subject IS NOT NULL`
+}
 
 // history is what the history holds, in estimated bytes.
 type history struct {
@@ -59,7 +63,7 @@ func measureHistory(ctx context.Context, q interface {
 	err := q.QueryRowContext(ctx, `SELECT m.bytes, m.oldest, m.n, r.bytes, r.message_bytes, r.n
 		FROM (SELECT COALESCE(sum(`+messageBytes+`), 0) AS bytes, min(created_at) AS oldest, count(*) AS n FROM messages) AS m,
 			(SELECT COALESCE(sum(`+receiptBytes+`), 0) AS bytes,
-				COALESCE(sum(`+receiptBytes+`) FILTER (WHERE `+aboutAMessage+`), 0) AS message_bytes, count(*) AS n FROM receipts) AS r`).
+				COALESCE(sum(`+receiptBytes+`) FILTER (WHERE `+aboutAMessage()+`), 0) AS message_bytes, count(*) AS n FROM receipt_rows) AS r`).
 		Scan(&h.messageBytes, &oldest, &h.messages, &h.receiptBytes, &h.messageReceiptBytes, &h.receipts)
 	if oldest.Valid {
 		h.oldest = fromMS(oldest.Int64)
@@ -127,11 +131,11 @@ func planPurge(ctx context.Context, db *sql.DB, r PurgeRule) (PurgePlan, error) 
 	// Oldest first, in pages: with a LIMIT SQLite walks the creation index;
 	// without one it would sort the whole table before the first row.
 	q := `SELECT id, created_at, ` + messageBytes + ` FROM messages WHERE ` + strings.Join(conds, " AND ") +
-		` AND (created_at, id) > (?, ?) ORDER BY created_at, id LIMIT 2000`
+		` AND created_at >= ? AND (created_at > ? OR id > ?) ORDER BY created_at, id LIMIT 2000`
 	left := p.HistoryBytes
 	lastCreated, lastID := int64(math.MinInt64), ""
 	for {
-		rows, err := tx.QueryContext(ctx, q, append(args, lastCreated, lastID)...)
+		rows, err := tx.QueryContext(ctx, q, append(args, lastCreated, lastCreated, lastID)...)
 		if err != nil {
 			return p, err
 		}
@@ -219,7 +223,7 @@ func (s *Store) Purge(ctx context.Context, ids []string, progress func(done int)
 				done.Messages++
 				gone = append(gone, id)
 				for _, rowid := range receipts[id] {
-					n, err := affected(s.DB.TxExec(tx, `DELETE FROM receipts WHERE rowid = ? AND subject_id = ?`, rowid, id))
+					n, err := affected(s.DB.TxExec(tx, `DELETE FROM receipt_rows WHERE rowid = ? AND subject = ?`, rowid, subjectValue(id)))
 					if err != nil {
 						return err
 					}
@@ -235,8 +239,8 @@ func (s *Store) Purge(ctx context.Context, ids []string, progress func(done int)
 				return nil
 			}
 			list, _ := json.Marshal(gone)
-			n, err := affected(s.DB.TxExec(tx, `DELETE FROM receipts WHERE rowid > ? AND `+aboutAMessage+`
-				AND subject_id IN (SELECT value FROM json_each(?))`, seen, string(list)))
+			n, err := affected(s.DB.TxExec(tx, `DELETE FROM receipt_rows WHERE rowid > ? AND `+aboutAMessage()+`
+				AND subject IN (SELECT `+subjectSQL("value")+` FROM json_each(?))`, seen, string(list)))
 			done.Receipts += n
 			return err
 		})
@@ -266,12 +270,12 @@ func (s *Store) receiptsAbout(ctx context.Context, ids []string) (map[string][]i
 	}
 	defer tx.Rollback()
 	var seen int64
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(max(rowid), 0) FROM receipts`).Scan(&seen); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(max(rowid), 0) FROM receipt_rows`).Scan(&seen); err != nil {
 		return nil, 0, sqlitedb.Wrap(err, "find the receipts of the purged messages")
 	}
 	list, _ := json.Marshal(ids)
-	rows, err := tx.QueryContext(ctx, `SELECT rowid, subject_id FROM receipts WHERE `+aboutAMessage+`
-		AND subject_id IN (SELECT value FROM json_each(?))`, string(list))
+	rows, err := tx.QueryContext(ctx, `SELECT rowid, `+subjectTextSQL("subject")+` FROM receipt_rows WHERE `+aboutAMessage()+`
+		AND subject IN (SELECT `+subjectSQL("value")+` FROM json_each(?))`, string(list))
 	if err != nil {
 		return nil, 0, sqlitedb.Wrap(err, "find the receipts of the purged messages")
 	}

@@ -143,7 +143,7 @@ func TestPurgeCountsOnlyWhatCommitted(t *testing.T) {
 		if runs > 1 {
 			return nil
 		}
-		_, err := other.Exec(`INSERT INTO receipts (at, kind, status) VALUES (0, 'test.other', 'x')`)
+		_, err := other.Exec(`INSERT INTO receipt_rows (at, kind, status) VALUES (0, 'test.other', 'x')`)
 		if err == nil {
 			t.Fatal("another connection wrote while the purge held the lock")
 		}
@@ -167,7 +167,7 @@ func TestHistorySizeCountsReceipts(t *testing.T) {
 	s, ids := purgeFixture(t, 10)
 	ctx := context.Background()
 	var messages, receipts int64
-	if err := s.DB.Reader.QueryRow(`SELECT (SELECT sum(`+messageBytes+`) FROM messages), (SELECT sum(`+receiptBytes+`) FROM receipts)`).
+	if err := s.DB.Reader.QueryRow(`SELECT (SELECT sum(`+messageBytes+`) FROM messages), (SELECT sum(`+receiptBytes+`) FROM receipt_rows)`).
 		Scan(&messages, &receipts); err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func (s *Store) Replay(ctx context.Context, batchID string, msgs []*queue.Messag
 				continue
 			}
 			inserted[i] = true
-			if err := s.AddReceiptTx(tx, transitionReceipt(m, "", "replayed")); err != nil {
+			if err := s.insertReceiptTx(tx, transitionReceipt(m, "", "replayed"), m); err != nil {
 				return err
 			}
 		}

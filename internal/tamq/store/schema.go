@@ -3,7 +3,11 @@
 // (package queue), never to the wire's.
 package store
 
-import "github.com/tmux-amq/tamq/internal/sqlitedb"
+import (
+	"database/sql"
+
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
+)
 
 // Times are INTEGER Unix milliseconds (UTC): they sort, compare and index
 // cheaply; ids are time-ordered UUIDv7 strings, which break ties within a
@@ -142,4 +146,129 @@ var Migrations = []sqlitedb.Migration{
 	{Version: 2, Name: "history indexes and replay provenance", TouchesData: true, SQL: schemaV2},
 	{Version: 3, Name: "forgotten endpoints", TouchesData: false, SQL: schemaV3},
 	{Version: 4, Name: "database instance id", TouchesData: false, SQL: schemaV4},
+	{Version: 5, Name: "compact receipts", TouchesData: true, Up: migrateV5},
 }
+
+// schemaV5 stores receipts compactly: a million messages' receipts (three or
+// more each) took more of the file than the messages. Kinds, states and the
+// usual reasons are small integer codes (receipt_codes); a UUID subject is
+// its 16 bytes; a transition of a message leaves out what the message row
+// holds (of_message = 1: target, sender kind, ack mode, policy profile and
+// configuration version are the message's, "to" is the status, "from" is
+// from_state); empty values are NULL; projected_at is kept as the
+// milliseconds after at. Row ids stay as they were (they name published
+// receipts), and AUTOINCREMENT still never reuses one. The view receipts
+// reads every row back as the table of version 4 held it.
+const schemaV5Tables = `
+CREATE TABLE receipt_codes (
+	code INTEGER PRIMARY KEY,
+	text TEXT NOT NULL UNIQUE
+) STRICT;
+
+CREATE TABLE receipt_rows (
+	id                       INTEGER PRIMARY KEY AUTOINCREMENT,
+	at                       INTEGER NOT NULL,
+	kind                     ANY NOT NULL,      -- a receipt_codes code, or the kind's text
+	subject                  ANY,               -- a UUID as its 16 bytes, any other id as text
+	status                   ANY NOT NULL,      -- code or text
+	reason                   ANY,               -- code or text
+	from_state               INTEGER,           -- of_message rows: the state left, as a code
+	attempt                  INTEGER,
+	next_retry_at            INTEGER,
+	endpoint_id              TEXT,
+	coordination_endpoint_id TEXT,
+	policy_profile           TEXT,
+	config_version           TEXT,
+	detail                   TEXT,              -- sanitized JSON object: what no column holds
+	projected_after          INTEGER,           -- ms from at until State Hub had it; NULL: pending
+	of_message               INTEGER            -- 1: a transition of message subject (see above)
+) STRICT;
+CREATE INDEX receipt_rows_pending ON receipt_rows(id) WHERE projected_after IS NULL;
+`
+
+// receiptsView reads receipt_rows back in the columns and values of the
+// version 4 table.
+func receiptsView() string {
+	return `
+CREATE VIEW receipts AS SELECT r.id AS id, r.at AS at, ` + codeTextSQL("r.kind") + ` AS kind,
+	` + subjectTextSQL("r.subject") + ` AS subject_id,
+	` + codeTextSQL("r.status") + ` AS status, ` + codeTextSQL("r.reason") + ` AS reason,
+	r.attempt AS attempt, r.next_retry_at AS next_retry_at, r.endpoint_id AS endpoint_id,
+	r.coordination_endpoint_id AS coordination_endpoint_id,
+	CASE WHEN r.of_message THEN NULLIF(m.policy_profile, '') ELSE r.policy_profile END AS policy_profile,
+	CASE WHEN r.of_message THEN NULLIF(m.config_version, '') ELSE r.config_version END AS config_version,
+	CASE WHEN r.of_message THEN json_patch(json_patch('{}', json_object('ack_mode', m.ack_mode,
+		'from', (SELECT text FROM receipt_codes WHERE code = r.from_state), 'sender_kind', m.sender_kind,
+		'target', m.target_repo, 'to', ` + codeTextSQL("r.status") + `)), COALESCE(r.detail, '{}'))
+	ELSE r.detail END AS detail,
+	r.at + r.projected_after AS projected_at
+FROM receipt_rows r LEFT JOIN messages m ON r.of_message AND m.id = ` + subjectTextSQL("r.subject") + `;
+`
+}
+
+// migrateV5 converts the receipts of version 4 in place, in the
+// migration's transaction, with the same rules as encodeReceipt.
+func migrateV5(tx *sql.Tx) error {
+	if _, err := tx.Exec(schemaV5Tables); err != nil {
+		return err
+	}
+	for code, text := range receiptCodes {
+		if _, err := tx.Exec(`INSERT INTO receipt_codes (code, text) VALUES (?, ?)`, code, text); err != nil {
+			return err
+		}
+	}
+	code := func(expr string) string {
+		return `COALESCE((SELECT code FROM receipt_codes WHERE text = ` + expr + `), ` + expr + `)`
+	}
+	// repeats is repeatsMessage on a version 4 row o and its message m.
+	const repeats = `o.kind = 'message.transition' AND m.id IS NOT NULL AND json_valid(o.detail) AND json_type(o.detail) = 'object'
+		AND json_type(o.detail, '$.to') = 'text' AND json_extract(o.detail, '$.to') = o.status
+		AND json_type(o.detail, '$.target') = 'text' AND json_extract(o.detail, '$.target') = m.target_repo
+		AND json_type(o.detail, '$.sender_kind') = 'text' AND json_extract(o.detail, '$.sender_kind') = m.sender_kind
+		AND json_type(o.detail, '$.ack_mode') = 'text' AND json_extract(o.detail, '$.ack_mode') = m.ack_mode
+		AND COALESCE(o.policy_profile, '') = m.policy_profile AND COALESCE(o.config_version, '') = m.config_version`
+	fromCode := `CASE WHEN json_type(o.detail, '$.from') = 'text'
+		THEN (SELECT code FROM receipt_codes WHERE text = json_extract(o.detail, '$.from')) END`
+	if _, err := tx.Exec(`INSERT INTO receipt_rows (id, at, kind, subject, status, reason, from_state, attempt, next_retry_at,
+			endpoint_id, coordination_endpoint_id, policy_profile, config_version, detail, projected_after, of_message)
+		SELECT id, at, ` + code("kind") + `, ` + subjectSQL("subject_id") + `, ` + code("status") + `,
+			` + code("reason") + `, CASE WHEN rep THEN from_code END, attempt, next_retry_at,
+			endpoint_id, coordination_endpoint_id,
+			CASE WHEN rep THEN NULL ELSE policy_profile END, CASE WHEN rep THEN NULL ELSE config_version END,
+			CASE WHEN rep THEN NULLIF(json_remove(detail, '$.to', '$.target', '$.sender_kind', '$.ack_mode',
+				CASE WHEN from_code IS NOT NULL THEN '$.from' ELSE '$.to' END), '{}') ELSE detail END,
+			projected_at - at, CASE WHEN rep THEN 1 END
+		FROM (SELECT o.*, (` + repeats + `) AS rep, ` + fromCode + ` AS from_code
+			FROM receipts o LEFT JOIN messages m ON o.kind = 'message.transition' AND m.id = o.subject_id)
+		ORDER BY id`); err != nil {
+		return err
+	}
+	// AUTOINCREMENT's high-water mark carries over, so an id once used (by
+	// a receipt since purged) is never given again.
+	if _, err := tx.Exec(`DELETE FROM sqlite_sequence WHERE name = 'receipt_rows';
+		INSERT INTO sqlite_sequence (name, seq) SELECT 'receipt_rows', max(seq) FROM sqlite_sequence WHERE name = 'receipts' HAVING count(*) > 0;
+		DROP TABLE receipts;` + receiptsView() + schemaV5Indexes); err != nil {
+		return err
+	}
+	return nil
+}
+
+// schemaV5Indexes are smaller message indexes. The history indexes hold
+// the creation time without the 36-byte id: a page reads its rows anyway,
+// and SQLite sorts the few that share a millisecond. The queue index holds
+// only queued messages, the only ones the dispatcher looks up by window; a
+// plain state index serves the counts by state. The batch index holds only
+// replayed messages: a send is its own batch (batch_id = id), found by id.
+const schemaV5Indexes = `
+DROP INDEX messages_created;
+DROP INDEX messages_sender;
+DROP INDEX messages_target;
+CREATE INDEX messages_created ON messages(created_at);
+CREATE INDEX messages_sender ON messages(sender, created_at);
+CREATE INDEX messages_target ON messages(target_repo, created_at);
+DROP INDEX messages_queue;
+CREATE INDEX messages_queue ON messages(endpoint_id, target_repo, created_at, id) WHERE state = 'queued';
+CREATE INDEX messages_state ON messages(state);
+DROP INDEX messages_batch;
+CREATE INDEX messages_batch ON messages(batch_id) WHERE batch_id <> id;
+`

@@ -98,36 +98,7 @@ func (s *Store) AddReceipt(ctx context.Context, r receipt.Receipt) error {
 // AddReceiptTx writes a receipt inside the caller's transaction, so a
 // transition and its receipt commit together.
 func (s *Store) AddReceiptTx(tx *sql.Tx, r receipt.Receipt) error {
-	if r.At.IsZero() {
-		r.At = s.Now()
-	}
-	if r.PolicyProfile == "" {
-		r.PolicyProfile = s.PolicyProfile
-	}
-	if r.ConfigVersion == "" {
-		r.ConfigVersion = s.ConfigVersion
-	}
-	var detail any
-	if len(r.Detail) > 0 {
-		b, err := json.Marshal(receipt.Sanitize(r.Detail))
-		if err != nil {
-			return errs.Wrap(errs.Internal, err, "encode receipt detail")
-		}
-		detail = string(b)
-	}
-	var attempt any
-	if r.Attempt > 0 {
-		attempt = r.Attempt
-	}
-	_, err := s.DB.TxExec(tx, `INSERT INTO receipts (at, kind, subject_id, status, reason, attempt, next_retry_at,
-		endpoint_id, coordination_endpoint_id, policy_profile, config_version, detail)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		ms(r.At), r.Kind, nullStr(r.SubjectID), r.Status, nullStr(r.Reason), attempt, nullMS(r.NextRetryAt),
-		nullStr(r.EndpointID), nullStr(r.CoordinationEndpointID), nullStr(r.PolicyProfile), nullStr(r.ConfigVersion), detail)
-	if err == nil && s.ReceiptAdded != nil {
-		s.ReceiptAdded()
-	}
-	return err
+	return s.insertReceiptTx(tx, r, nil)
 }
 
 // MarkEndpointsDisconnected records that no endpoint is reachable through this
@@ -233,7 +204,7 @@ func Stats(ctx context.Context, db *sql.DB, now time.Time) (QueueStats, error) {
 		ms(now), ms(now)).Scan(&st.ActiveLeases, &st.ExpiredLeases); err != nil {
 		return st, err
 	}
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM receipts WHERE projected_at IS NULL`).Scan(&st.UnpublishedReceipts); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM receipt_rows WHERE projected_after IS NULL`).Scan(&st.UnpublishedReceipts); err != nil {
 		return st, err
 	}
 	st.HistoryBytes, st.HistorySince, st.HistoryMessages, err = HistorySize(ctx, db)
@@ -266,7 +237,7 @@ func HistorySize(ctx context.Context, db *sql.DB) (bytes int64, since time.Time,
 func NewestTime(ctx context.Context, db *sql.DB) (time.Time, error) {
 	var newest sql.NullInt64
 	err := db.QueryRowContext(ctx, `SELECT max(v) FROM (
-		SELECT (SELECT at FROM receipts ORDER BY id DESC LIMIT 1) AS v
+		SELECT (SELECT at FROM receipt_rows ORDER BY id DESC LIMIT 1) AS v
 		UNION ALL SELECT max(created_at) FROM messages
 		UNION ALL SELECT max(updated_at) FROM endpoints)`).Scan(&newest)
 	if err != nil || !newest.Valid {

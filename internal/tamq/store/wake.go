@@ -41,7 +41,7 @@ func (s *Store) EnqueueWake(ctx context.Context, m *queue.Message, requestHash s
 		if _, err := s.DB.TxExec(tx, `UPDATE messages SET request_hash = ? WHERE id = ?`, requestHash, m.ID); err != nil {
 			return err
 		}
-		if err := s.AddReceiptTx(tx, transitionReceipt(m, "", "accepted")); err != nil {
+		if err := s.insertReceiptTx(tx, transitionReceipt(m, "", "accepted"), m); err != nil {
 			return err
 		}
 		return s.supersedeAttemptsTx(tx, m, now)
@@ -94,7 +94,7 @@ func (s *Store) supersedeAttemptsTx(tx *sql.Tx, m *queue.Message, now time.Time)
 		}
 		r := transitionReceipt(o, from, "superseded by a newer attempt of its lease")
 		r.Detail["superseded_by"] = m.ID
-		if err := s.AddReceiptTx(tx, r); err != nil {
+		if err := s.insertReceiptTx(tx, r, o); err != nil {
 			return err
 		}
 	}
