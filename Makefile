@@ -53,7 +53,8 @@ bench:
 
 # The side-by-side table of docs/performance.md: the benchmarks behind it, one
 # after another in one run, each figure beside its floor from the same run
-# (tools/perftable; about 10 minutes, most of it building a million messages).
+# (tools/perftable; about 6 minutes on a 2-core machine, a third of it building a
+# million messages).
 perf: deps
 	$(GO) run ./tools/perftable $(PERFFLAGS)
 
