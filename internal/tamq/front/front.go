@@ -21,6 +21,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -43,6 +44,7 @@ func Main(args []string) int {
 	o := quick.Output{Program: string(paths.Tamq), Out: os.Stdout, Err: os.Stderr}
 	line, ok := parse(args)
 	if !ok {
+		o.JSON = slices.Contains(args, "--json") // for the one error it may print
 		return o.Fail(execFull(args))
 	}
 	o.JSON, o.Quiet = line.json, line.quiet

@@ -153,6 +153,11 @@ func TestFrontWithoutFull(t *testing.T) {
 	if r.Status != 8 || !strings.Contains(r.Stderr, filepath.Join(dir, "tamq-full")+" is missing") || !strings.Contains(r.Stderr, "hint: install both") {
 		t.Fatalf("tamq status without tamq-full: %s", r)
 	}
+	cmd = e.Command(t.Context(), "tamq", "--json", "status")
+	cmd.Path, cmd.Args[0] = alone, alone
+	if r := testutil.RunCmd(t, cmd); r.Status != 8 || !strings.HasPrefix(r.Stderr, `{"error":{"code":"unavailable"`) {
+		t.Fatalf("tamq --json status without tamq-full: %s", r)
+	}
 	cmd = e.Command(t.Context(), "tamq", "ping")
 	cmd.Path, cmd.Args[0] = alone, alone
 	if r := testutil.RunCmd(t, cmd); r.Status != 8 || !strings.Contains(r.Stderr, "service is not running") {
