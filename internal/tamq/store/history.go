@@ -24,14 +24,18 @@ type Filter struct {
 	ID      string
 }
 
-// where is the filter as SQL conditions on messages; withRepo false leaves
-// the repo out, for a query that places it itself.
+// textCode is a text's code in message_texts, as a query's parameter:
+// NULL, matching nothing, for a text no message holds.
+const textCode = `(SELECT code FROM message_texts WHERE text = ?)`
+
+// where is the filter as SQL conditions on message_rows; withRepo false
+// leaves the repo out, for a query that places it itself.
 func (f Filter) where(withRepo bool) (conds []string, args []any) {
 	if withRepo && f.Repo != "" {
-		conds, args = append(conds, "(sender = ? OR target_repo = ?)"), append(args, f.Repo, f.Repo)
+		conds, args = append(conds, "(sender = "+textCode+" OR target_repo = "+textCode+")"), append(args, f.Repo, f.Repo)
 	}
 	if f.State != "" {
-		conds, args = append(conds, "state = ?"), append(args, f.State)
+		conds, args = append(conds, "state = ?"), append(args, codeIn(stateCodes, f.State))
 	}
 	if !f.Since.IsZero() {
 		conds, args = append(conds, "created_at >= ?"), append(args, msCeil(f.Since))
@@ -40,11 +44,11 @@ func (f Filter) where(withRepo bool) (conds []string, args []any) {
 		conds, args = append(conds, "created_at < ?"), append(args, msCeil(f.Until))
 	}
 	if f.BatchID != "" {
-		// messages_batch holds replays only; a send is its own batch.
-		conds, args = append(conds, "(batch_id = ? AND batch_id <> id OR id = ? AND batch_id = id)"), append(args, f.BatchID, f.BatchID)
+		// batch_id is NULL for a message that is its own batch (a send).
+		conds, args = append(conds, "(batch_id = ? OR id = ? AND batch_id IS NULL)"), append(args, idValue(f.BatchID), idValue(f.BatchID))
 	}
 	if f.ID != "" {
-		conds, args = append(conds, "id = ?"), append(args, f.ID)
+		conds, args = append(conds, "id = ?"), append(args, idValue(f.ID))
 	}
 	return conds, args
 }
@@ -85,7 +89,7 @@ func historyPage(ctx context.Context, db *sql.DB, p Page) ([]queue.Message, erro
 	conds, args := p.where(false)
 	if p.After != "" {
 		var created int64
-		err := db.QueryRowContext(ctx, `SELECT created_at FROM messages WHERE id = ?`, p.After).Scan(&created)
+		err := db.QueryRowContext(ctx, `SELECT created_at FROM message_rows WHERE id = ?`, idValue(p.After)).Scan(&created)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, errs.New(errs.NotFound, "no message %s to continue after (purged?)", p.After).
 				WithHint("start again without --after")
@@ -95,7 +99,7 @@ func historyPage(ctx context.Context, db *sql.DB, p Page) ([]queue.Message, erro
 		}
 		// Not (created_at, id) < (?, ?): the indexes hold created_at alone,
 		// and this form lets a walk start at the cursor's time.
-		conds, args = append(conds, "created_at <= ? AND (created_at < ? OR id < ?)"), append(args, created, created, p.After)
+		conds, args = append(conds, "created_at <= ? AND (created_at < ? OR id < ?)"), append(args, created, created, idValue(p.After))
 	}
 	and := func(extra ...string) string {
 		all := append(extra, conds...)
@@ -108,15 +112,15 @@ func historyPage(ctx context.Context, db *sql.DB, p Page) ([]queue.Message, erro
 	var q string
 	var qargs []any
 	if p.Repo == "" {
-		q = `SELECT ` + messageColumns + ` FROM messages` + and() + order
+		q = `SELECT ` + messageColumns + ` FROM message_rows` + and() + order
 		qargs = append(args, p.Limit)
 	} else {
 		// One index walk per role, each stopping after a page; the page is
 		// the newest of the two. An OR would read every message of the repo.
-		q = `SELECT ` + messageColumns + ` FROM messages WHERE rowid IN (
-			SELECT rowid FROM (SELECT rowid FROM messages` + and("sender = ?") + order + `)
+		q = `SELECT ` + messageColumns + ` FROM message_rows WHERE rowid IN (
+			SELECT rowid FROM (SELECT rowid FROM message_rows` + and("sender = "+textCode) + order + `)
 			UNION
-			SELECT rowid FROM (SELECT rowid FROM messages` + and("target_repo = ?") + order + `))` + order
+			SELECT rowid FROM (SELECT rowid FROM message_rows` + and("target_repo = "+textCode) + order + `))` + order
 		qargs = append(qargs, p.Repo)
 		qargs = append(qargs, args...)
 		qargs = append(qargs, p.Limit, p.Repo)
@@ -134,10 +138,10 @@ func Count(ctx context.Context, db *sql.DB, f Filter) (int, error) {
 	return n, sqlitedb.Wrap(err, "count messages")
 }
 
-// selectFrom is SELECT cols FROM messages with the filter as its WHERE.
+// selectFrom is SELECT cols FROM message_rows with the filter as its WHERE.
 func (f Filter) selectFrom(cols string) (string, []any) {
 	conds, args := f.where(true)
-	q := `SELECT ` + cols + ` FROM messages`
+	q := `SELECT ` + cols + ` FROM message_rows`
 	if len(conds) > 0 {
 		q += " WHERE " + strings.Join(conds, " AND ")
 	}
@@ -158,21 +162,33 @@ const ExportVersion = 1
 
 // TestEnvelopeSQLMatchesTheRecord keeps the line equal to what the service
 // builds from the same row, its version included.
-var envelopeSQL = `'{"v":` + strconv.Itoa(ExportVersion) + `,"id":' || json_quote(id) || ',"batch_id":' || json_quote(batch_id)` +
-	optional("endpoint_id") +
-	` || ',"sender":' || json_quote(sender) || ',"sender_kind":' || json_quote(sender_kind)` +
-	` || ',"provenance":' || CASE sender_kind WHEN 'operator' THEN '"o"' ELSE '""' END` +
-	` || ',"target":' || json_quote(target_repo) || ',"body":' || json_quote(body)` +
-	` || ',"ack_mode":' || json_quote(ack_mode) || ',"state":' || json_quote(state)` +
+var envelopeSQL = `'{"v":` + strconv.Itoa(ExportVersion) + `,"id":' || json_quote(` + subjectTextSQL("id") + `)` +
+	` || ',"batch_id":' || json_quote(` + subjectTextSQL("COALESCE(batch_id, id)") + `)` +
+	optional("endpoint_id", "endpoint_id") +
+	` || ',"sender":' || json_quote(` + textSQL("sender") + `) || ',"sender_kind":' || ` + jsonCaseSQL(senderKindCodes, "sender_kind") +
+	` || ',"provenance":' || CASE sender_kind WHEN ` + strconv.Itoa(codeIn(senderKindCodes, string(queue.FromOperator))) + ` THEN '"o"' ELSE '""' END` +
+	` || ',"target":' || json_quote(` + textSQL("target_repo") + `) || ',"body":' || json_quote(body)` +
+	` || ',"ack_mode":' || ` + jsonCaseSQL(ackModeCodes, "ack_mode") + ` || ',"state":' || ` + jsonCaseSQL(stateCodes, "state") +
 	` || ',"attempts":' || attempts || ',"max_attempts":' || max_attempts` +
-	` || ',"policy_profile":' || json_quote(policy_profile) || ',"config_version":' || json_quote(config_version)` +
-	optional("idempotency_key") + optional("correlation_id") + optional("coordination_endpoint_id") +
-	optional("replay_of") + optional("last_error")
+	` || ',"policy_profile":' || json_quote(` + textSQL("policy_profile") + `) || ',"config_version":' || json_quote(` + textSQL("config_version") + `)` +
+	optional("idempotency_key", "idempotency_key") + optional("correlation_id", "correlation_id") +
+	optional("coordination_endpoint_id", "coordination_endpoint_id") +
+	optional("replay_of", subjectTextSQL("replay_of")) + optional("last_error", "last_error")
 
-// optional appends ,"col":"value" unless the column is NULL or empty
+// optional appends ,"name":"value" unless the value is NULL or empty
 // (omitempty, as encoding/json does).
-func optional(col string) string {
-	return ` || CASE WHEN ` + col + ` IS NULL OR ` + col + ` = '' THEN '' ELSE ',"` + col + `":' || json_quote(` + col + `) END`
+func optional(name, expr string) string {
+	return ` || CASE WHEN ` + expr + ` IS NULL OR ` + expr + ` = '' THEN '' ELSE ',"` + name + `":' || json_quote(` + expr + `) END`
+}
+
+// jsonCaseSQL reads a code column back as its text, JSON-quoted (the codes'
+// texts need no escaping).
+func jsonCaseSQL(codes []string, col string) string {
+	quoted := make([]string, len(codes))
+	for i, c := range codes {
+		quoted[i] = `"` + c + `"`
+	}
+	return caseSQL(quoted, col)
 }
 
 // exportTimes are the time columns appended to a line, in this order.
