@@ -213,7 +213,7 @@ func (s *Store) Purge(ctx context.Context, ids []string, progress func(done int)
 			var gone []string
 			for _, id := range chunk {
 				// One id at a time: an IN list next to the state test leads
-				// SQLite to walk the state index instead of the primary key.
+				// SQLite to walk the state index instead of the id index.
 				n, err := affected(s.DB.TxExec(tx, `DELETE FROM message_rows WHERE id = ? AND state IN `+finalStates, idValue(id)))
 				if err != nil {
 					return err
