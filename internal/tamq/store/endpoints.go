@@ -129,8 +129,9 @@ func (s *Store) Rebind(ctx context.Context, oldID, newID string, repos []string)
 		for _, r := range repos {
 			args = append(args, r)
 		}
-		res, err := s.DB.TxExec(tx, `UPDATE messages SET endpoint_id = ?, updated_at = ? WHERE endpoint_id = ?
-			AND state IN `+undelivered+` AND target_repo IN (?`+strings.Repeat(", ?", len(repos)-1)+`)`, args...)
+		res, err := s.DB.TxExec(tx, `UPDATE message_rows SET endpoint_id = ?, updated_at = ? WHERE endpoint_id = ?
+			AND state IN `+undelivered+` AND target_repo IN (SELECT code FROM message_texts
+				WHERE text IN (?`+strings.Repeat(", ?", len(repos)-1)+`))`, args...)
 		if err != nil {
 			return err
 		}
@@ -147,7 +148,7 @@ func (s *Store) Rebind(ctx context.Context, oldID, newID string, repos []string)
 // target repo: queued or awaiting an ack (a delivery under way belongs to
 // the service writing it).
 func PendingOn(ctx context.Context, db *sql.DB, endpointID string) (map[string]int, error) {
-	rows, err := db.QueryContext(ctx, `SELECT target_repo, count(*) FROM messages
+	rows, err := db.QueryContext(ctx, `SELECT (SELECT text FROM message_texts WHERE code = target_repo), count(*) FROM message_rows
 		WHERE endpoint_id = ? AND state IN `+undelivered+` GROUP BY target_repo`, endpointID)
 	if err != nil {
 		return nil, storageErr(err, "count pending messages")
@@ -167,8 +168,8 @@ func PendingOn(ctx context.Context, db *sql.DB, endpointID string) (map[string]i
 
 // QueuedByWindow counts the queued messages of every window, by DeliveryKey.
 func QueuedByWindow(ctx context.Context, db *sql.DB) (map[string]int, error) {
-	rows, err := db.QueryContext(ctx, `SELECT endpoint_id, target_repo, count(*) FROM messages
-		WHERE state = `+sqlLit(queue.Queued)+` AND endpoint_id IS NOT NULL GROUP BY endpoint_id, target_repo`)
+	rows, err := db.QueryContext(ctx, `SELECT endpoint_id, (SELECT text FROM message_texts WHERE code = target_repo), count(*)
+		FROM message_rows WHERE state = `+stateLit(queue.Queued)+` AND endpoint_id IS NOT NULL GROUP BY endpoint_id, target_repo`)
 	if err != nil {
 		return nil, storageErr(err, "count queued messages")
 	}
@@ -211,7 +212,7 @@ func (s *Store) Forget(ctx context.Context, id string) (failed int, err error) {
 		if _, err := s.DB.TxExec(tx, `UPDATE endpoints SET forgotten_at = ?, updated_at = ? WHERE id = ?`, ms(now), ms(now), id); err != nil {
 			return err
 		}
-		pending, err := readMessages(tx.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE endpoint_id = ? AND state IN `+undelivered, id))
+		pending, err := readMessages(tx.QueryContext(ctx, `SELECT `+messageColumns+` FROM message_rows WHERE endpoint_id = ? AND state IN `+undelivered, id))
 		if err != nil {
 			return err
 		}

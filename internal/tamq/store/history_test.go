@@ -37,7 +37,7 @@ func seed(t *testing.T, db *sqlitedb.DB, n int, rng *rand.Rand) (*Store, []queue
 			t.Fatal(err)
 		}
 		if state := MessageStates[rng.IntN(len(MessageStates))]; state != "queued" {
-			if err := exec(t, db, `UPDATE messages SET state = ? WHERE id = ?`, state, m.ID); err != nil {
+			if err := exec(t, db, `UPDATE message_rows SET state = ? WHERE id = ?`, codeIn(stateCodes, state), idValue(m.ID)); err != nil {
 				t.Fatal(err)
 			}
 			m.State = queue.State(state)
@@ -161,7 +161,7 @@ func TestPlanPurge(t *testing.T) {
 		t.Fatal(err)
 	}
 	var lastSize int64
-	if err := db.Reader.QueryRow(`SELECT `+messageBytes+` FROM messages WHERE id = ?`, p.IDs[len(p.IDs)-1]).Scan(&lastSize); err != nil {
+	if err := db.Reader.QueryRow(`SELECT `+messageBytes+` FROM message_rows WHERE id = ?`, idValue(p.IDs[len(p.IDs)-1])).Scan(&lastSize); err != nil {
 		t.Fatal(err)
 	}
 	if p.HistoryBytes-p.Bytes+lastSize+h.receiptShare() <= total/2 {
@@ -183,7 +183,7 @@ func TestPlanPurge(t *testing.T) {
 	// A message retried after the plan is kept by the purge.
 	s := &Store{DB: db, Now: time.Now}
 	victim := all1.IDs[0]
-	if err := exec(t, db, `UPDATE messages SET state = 'queued' WHERE id = ?`, victim); err != nil {
+	if err := exec(t, db, `UPDATE message_rows SET state = `+stateLit(queue.Queued)+` WHERE id = ?`, idValue(victim)); err != nil {
 		t.Fatal(err)
 	}
 	done, err := s.Purge(ctx, all1.IDs, nil)

@@ -25,9 +25,13 @@ const (
 // NewID returns a time-ordered id (UUIDv7), unique across endpoints.
 func NewID() string { return uuid.Must(uuid.NewV7()).String() }
 
-const messageColumns = `id, batch_id, COALESCE(endpoint_id, ''), sender, sender_kind, target_repo, body, ack_mode, state,
-	attempts, max_attempts, COALESCE(idempotency_key, ''), COALESCE(correlation_id, ''), COALESCE(coordination_endpoint_id, ''), COALESCE(replay_of, ''),
-	policy_profile, config_version, created_at, updated_at, COALESCE(next_attempt_at, 0), COALESCE(ack_deadline_at, 0),
+// messageColumns read a message_rows row in scanMessage's order: the
+// repeated texts through message_texts, ids and codes decoded in Go.
+const messageColumns = `id, batch_id, COALESCE(endpoint_id, ''), (SELECT text FROM message_texts WHERE code = sender), sender_kind,
+	(SELECT text FROM message_texts WHERE code = target_repo), body, ack_mode, state,
+	attempts, max_attempts, COALESCE(idempotency_key, ''), COALESCE(correlation_id, ''), COALESCE(coordination_endpoint_id, ''), replay_of,
+	(SELECT text FROM message_texts WHERE code = policy_profile), (SELECT text FROM message_texts WHERE code = config_version),
+	created_at, updated_at, COALESCE(next_attempt_at, 0), COALESCE(ack_deadline_at, 0),
 	COALESCE(injected_at, 0), COALESCE(acked_at, 0), COALESCE(failed_at, 0), COALESCE(last_error, '')`
 
 type scanner interface{ Scan(...any) error }
@@ -41,16 +45,34 @@ func timeOrZero(v int64) time.Time {
 
 func scanMessage(row scanner) (queue.Message, error) {
 	var m queue.Message
-	var kind, mode, state string
+	var id, batch, replayOf msgID
+	var kind, mode, state int64
 	var created, updated, next, deadline, injected, acked, failed int64
-	err := row.Scan(&m.ID, &m.BatchID, &m.EndpointID, &m.Sender, &kind, &m.Target, &m.Body, &mode, &state,
-		&m.Attempts, &m.MaxAttempts, &m.IdempotencyKey, &m.CorrelationID, &m.CoordinationEndpointID, &m.ReplayOf,
+	err := row.Scan(&id, &batch, &m.EndpointID, &m.Sender, &kind, &m.Target, &m.Body, &mode, &state,
+		&m.Attempts, &m.MaxAttempts, &m.IdempotencyKey, &m.CorrelationID, &m.CoordinationEndpointID, &replayOf,
 		&m.PolicyProfile, &m.ConfigVersion, &created, &updated, &next, &deadline, &injected, &acked, &failed, &m.LastError)
-	m.SenderKind, m.AckMode, m.State = queue.SenderKind(kind), ackmode.Mode(mode), queue.State(state)
+	if err != nil {
+		return m, err
+	}
+	m.ID, m.BatchID, m.ReplayOf = string(id), string(batch), string(replayOf)
+	if m.BatchID == "" {
+		m.BatchID = m.ID // stored as NULL: its own batch
+	}
+	var k, md, st string
+	if k, err = decodeCode(senderKindCodes, "sender_kind", kind); err != nil {
+		return m, err
+	}
+	if md, err = decodeCode(ackModeCodes, "ack_mode", mode); err != nil {
+		return m, err
+	}
+	if st, err = decodeCode(stateCodes, "state", state); err != nil {
+		return m, err
+	}
+	m.SenderKind, m.AckMode, m.State = queue.SenderKind(k), ackmode.Mode(md), queue.State(st)
 	m.CreatedAt, m.UpdatedAt = fromMS(created), fromMS(updated)
 	m.NextAttemptAt, m.AckDeadlineAt = timeOrZero(next), timeOrZero(deadline)
 	m.InjectedAt, m.AckedAt, m.FailedAt = timeOrZero(injected), timeOrZero(acked), timeOrZero(failed)
-	return m, err
+	return m, nil
 }
 
 // Enqueue stores new messages in one transaction under one new batch, each
@@ -88,19 +110,29 @@ func (s *Store) Enqueue(ctx context.Context, msgs []*queue.Message) error {
 // same original nor the same idempotency key is already there (inserted is
 // false then); anything else that clashes is an error.
 func (s *Store) insertTx(tx *sql.Tx, m *queue.Message, replay bool) (inserted bool, err error) {
-	q := `INSERT INTO messages (id, batch_id, endpoint_id, sender, sender_kind, target_repo, body,
+	// The texts many messages repeat are stored once, each row holding
+	// their codes.
+	if _, err := s.DB.TxExec(tx, `INSERT INTO message_texts (text) VALUES (?), (?), (?), (?) ON CONFLICT DO NOTHING`,
+		m.Sender, m.Target, m.PolicyProfile, m.ConfigVersion); err != nil {
+		return false, err
+	}
+	const text = `(SELECT code FROM message_texts WHERE text = ?)`
+	q := `INSERT INTO message_rows (id, batch_id, endpoint_id, sender, sender_kind, target_repo, body,
 		ack_mode, state, attempts, max_attempts, idempotency_key, correlation_id, coordination_endpoint_id, replay_of,
 		replay_endpoint_id, policy_profile, config_version, created_at, updated_at, next_attempt_at, last_error)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	var replayEndpoint any
+		VALUES (?, ?, ?, ` + text + `, ?, ` + text + `, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ` + text + `, ` + text + `, ?, ?, ?, ?)`
+	var replayEndpoint, batch any
 	if replay {
 		q += ` ON CONFLICT DO NOTHING`
 		replayEndpoint = nullStr(m.EndpointID)
 	}
+	if m.BatchID != m.ID {
+		batch = idValue(m.BatchID)
+	}
 	res, err := s.DB.TxExec(tx, q,
-		m.ID, m.BatchID, nullStr(m.EndpointID), m.Sender, string(m.SenderKind), m.Target, m.Body,
-		string(m.AckMode), string(m.State), m.MaxAttempts, nullStr(m.IdempotencyKey), nullStr(m.CorrelationID),
-		nullStr(m.CoordinationEndpointID), nullStr(m.ReplayOf), replayEndpoint, m.PolicyProfile, m.ConfigVersion,
+		idValue(m.ID), batch, nullStr(m.EndpointID), m.Sender, codeIn(senderKindCodes, string(m.SenderKind)), m.Target, m.Body,
+		codeIn(ackModeCodes, string(m.AckMode)), codeIn(stateCodes, string(m.State)), m.MaxAttempts, nullStr(m.IdempotencyKey),
+		nullStr(m.CorrelationID), nullStr(m.CoordinationEndpointID), idValue(m.ReplayOf), replayEndpoint, m.PolicyProfile, m.ConfigVersion,
 		ms(m.CreatedAt), ms(m.UpdatedAt), ms(m.NextAttemptAt), nullStr(m.LastError))
 	if err != nil {
 		return false, err
@@ -130,7 +162,7 @@ func nextRetry(m *queue.Message) time.Time {
 
 // Get reads one message.
 func (s *Store) Get(ctx context.Context, id string) (queue.Message, error) {
-	m, err := scanMessage(s.DB.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = ?`, id))
+	m, err := scanMessage(s.DB.QueryRow(ctx, `SELECT `+messageColumns+` FROM message_rows WHERE id = ?`, idValue(id)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, errs.New(errs.NotFound, "no message %s", id).WithHint("see `tamq history`")
 	}
@@ -187,7 +219,7 @@ func (s *Store) TransitionEach(ctx context.Context, ids []string, reason string,
 
 // transitionTx is one message's transition inside tx.
 func (s *Store) transitionTx(tx *sql.Tx, id, reason string, detail map[string]any, change func(*queue.Message) error) (queue.Message, error) {
-	m, err := scanMessage(s.DB.TxQueryRow(tx, `SELECT `+messageColumns+` FROM messages WHERE id = ?`, id))
+	m, err := scanMessage(s.DB.TxQueryRow(tx, `SELECT `+messageColumns+` FROM message_rows WHERE id = ?`, idValue(id)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, errs.New(errs.NotFound, "no message %s", id).WithHint("see `tamq history`")
 	}
@@ -202,7 +234,7 @@ func (s *Store) transitionTx(tx *sql.Tx, id, reason string, detail map[string]an
 		return m, err
 	}
 	if m.State != queue.Delivering {
-		if _, err := s.DB.TxExec(tx, `DELETE FROM delivery_leases WHERE message_id = ?`, m.ID); err != nil {
+		if _, err := s.DB.TxExec(tx, `DELETE FROM delivery_leases WHERE message_id = ?`, idValue(m.ID)); err != nil {
 			return m, err
 		}
 	}
@@ -217,10 +249,10 @@ func (s *Store) transitionTx(tx *sql.Tx, id, reason string, detail map[string]an
 }
 
 func (s *Store) saveTx(tx *sql.Tx, m *queue.Message) error {
-	_, err := s.DB.TxExec(tx, `UPDATE messages SET state = ?, attempts = ?, updated_at = ?, next_attempt_at = ?, ack_deadline_at = ?,
+	_, err := s.DB.TxExec(tx, `UPDATE message_rows SET state = ?, attempts = ?, updated_at = ?, next_attempt_at = ?, ack_deadline_at = ?,
 		injected_at = ?, acked_at = ?, failed_at = ?, last_error = ?, endpoint_id = ? WHERE id = ?`,
-		string(m.State), m.Attempts, ms(m.UpdatedAt), nullMS(m.NextAttemptAt), nullMS(m.AckDeadlineAt),
-		nullMS(m.InjectedAt), nullMS(m.AckedAt), nullMS(m.FailedAt), nullStr(m.LastError), nullStr(m.EndpointID), m.ID)
+		codeIn(stateCodes, string(m.State)), m.Attempts, ms(m.UpdatedAt), nullMS(m.NextAttemptAt), nullMS(m.AckDeadlineAt),
+		nullMS(m.InjectedAt), nullMS(m.AckedAt), nullMS(m.FailedAt), nullStr(m.LastError), nullStr(m.EndpointID), idValue(m.ID))
 	return err
 }
 
@@ -240,8 +272,9 @@ func (t Target) Key() string { return DeliveryKey(t.EndpointID, t.Repo) }
 func (s *Store) QueuedTargets(ctx context.Context) ([]Target, error) {
 	// Driven by the windows, each probe an index lookup of the queue's head:
 	// the cost follows the number of windows, not the length of the queue.
-	rows, err := s.DB.Query(ctx, `SELECT w.endpoint_id, w.repo, (SELECT m.next_attempt_at FROM messages m
-		WHERE m.state = `+sqlLit(queue.Queued)+` AND m.endpoint_id = w.endpoint_id AND m.target_repo = w.repo
+	rows, err := s.DB.Query(ctx, `SELECT w.endpoint_id, w.repo, (SELECT m.next_attempt_at FROM message_rows m
+		WHERE m.state = `+stateLit(queue.Queued)+` AND m.endpoint_id = w.endpoint_id
+		AND m.target_repo = (SELECT code FROM message_texts WHERE text = w.repo)
 		ORDER BY m.created_at, m.id LIMIT 1) AS next
 		FROM windows w WHERE next IS NOT NULL`)
 	if err != nil {
@@ -285,8 +318,8 @@ func (s *Store) ClaimBatch(ctx context.Context, holder string, ttl time.Duration
 	var out []queue.Message
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		out = nil
-		queued, err := readMessages(s.DB.TxQuery(tx, `SELECT `+messageColumns+` FROM messages
-			WHERE state = `+sqlLit(queue.Queued)+` AND endpoint_id = ? AND target_repo = ?
+		queued, err := readMessages(s.DB.TxQuery(tx, `SELECT `+messageColumns+` FROM message_rows
+			WHERE state = `+stateLit(queue.Queued)+` AND endpoint_id = ? AND target_repo = (SELECT code FROM message_texts WHERE text = ?)
 			ORDER BY created_at, id LIMIT ?`, t.EndpointID, t.Repo, max(limit, 1)))
 		if err != nil {
 			return err
@@ -302,7 +335,7 @@ func (s *Store) ClaimBatch(ctx context.Context, holder string, ttl time.Duration
 				VALUES (?, ?, ?, ?, ?, ?)
 				ON CONFLICT (message_id) DO UPDATE SET lease_id = excluded.lease_id, attempt = excluded.attempt,
 				holder = excluded.holder, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at`,
-				m.ID, NewID(), m.Attempts, holder, ms(now), ms(now.Add(ttl))); err != nil {
+				idValue(m.ID), NewID(), m.Attempts, holder, ms(now), ms(now.Add(ttl))); err != nil {
 				return err
 			}
 			if err := s.insertReceiptTx(tx, transitionReceipt(&m, queue.Queued, "claimed for delivery"), &m); err != nil {
@@ -325,13 +358,13 @@ func DeliveryKey(endpointID, target string) string { return endpointID + "\x00" 
 // have no lease: a crash between claim and lease cannot happen, but a
 // restart finds every earlier holder's claims dead).
 func (s *Store) ExpiredLeases(ctx context.Context, holder string) ([]string, error) {
-	return s.ids(ctx, `SELECT m.id FROM messages m LEFT JOIN delivery_leases l ON l.message_id = m.id
-		WHERE m.state = `+sqlLit(queue.Delivering)+` AND (l.expires_at IS NULL OR l.expires_at <= ? OR l.holder <> ?)`, ms(s.Now()), holder)
+	return s.ids(ctx, `SELECT m.id FROM message_rows m LEFT JOIN delivery_leases l ON l.message_id = m.id
+		WHERE m.state = `+stateLit(queue.Delivering)+` AND (l.expires_at IS NULL OR l.expires_at <= ? OR l.holder <> ?)`, ms(s.Now()), holder)
 }
 
 // DueAcks lists messages whose ack deadline has passed.
 func (s *Store) DueAcks(ctx context.Context) ([]string, error) {
-	return s.ids(ctx, `SELECT id FROM messages WHERE state = `+sqlLit(queue.AwaitingAck)+` AND ack_deadline_at <= ?`, ms(s.Now()))
+	return s.ids(ctx, `SELECT id FROM message_rows WHERE state = `+stateLit(queue.AwaitingAck)+` AND ack_deadline_at <= ?`, ms(s.Now()))
 }
 
 func (s *Store) ids(ctx context.Context, q string, args ...any) ([]string, error) {
@@ -342,11 +375,11 @@ func (s *Store) ids(ctx context.Context, q string, args ...any) ([]string, error
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
-		var id string
+		var id msgID
 		if err := rows.Scan(&id); err != nil {
 			return nil, err
 		}
-		out = append(out, id)
+		out = append(out, string(id))
 	}
 	return out, rows.Err()
 }
@@ -354,7 +387,7 @@ func (s *Store) ids(ctx context.Context, q string, args ...any) ([]string, error
 // NextAckDeadline is the earliest ack deadline, zero when none waits.
 func (s *Store) NextAckDeadline(ctx context.Context) (time.Time, error) {
 	var v sql.NullInt64
-	err := s.DB.QueryRow(ctx, `SELECT min(ack_deadline_at) FROM messages WHERE state = `+sqlLit(queue.AwaitingAck)).Scan(&v)
+	err := s.DB.QueryRow(ctx, `SELECT min(ack_deadline_at) FROM message_rows WHERE state = `+stateLit(queue.AwaitingAck)).Scan(&v)
 	if err != nil || !v.Valid {
 		return time.Time{}, err
 	}
@@ -368,8 +401,9 @@ func (s *Store) NoteWaiting(ctx context.Context, endpointID, repo, reason string
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		// The queue index, not the state index SQLite would pick: it holds the
 		// window's queued messages and nothing else.
-		res, err := s.DB.TxExec(tx, `UPDATE messages INDEXED BY messages_queue SET last_error = ?, updated_at = ?
-			WHERE state = `+sqlLit(queue.Queued)+` AND endpoint_id = ? AND target_repo = ? AND COALESCE(last_error, '') <> ?`,
+		res, err := s.DB.TxExec(tx, `UPDATE message_rows INDEXED BY messages_queue SET last_error = ?, updated_at = ?
+			WHERE state = `+stateLit(queue.Queued)+` AND endpoint_id = ?
+			AND target_repo = (SELECT code FROM message_texts WHERE text = ?) AND COALESCE(last_error, '') <> ?`,
 			reason, ms(s.Now()), endpointID, repo, reason)
 		if err != nil {
 			return err

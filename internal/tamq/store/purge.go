@@ -16,7 +16,7 @@ import (
 
 // finalStates are the states no delivery leaves on its own; only messages in
 // them are ever purged. A failed message waits only for `tamq retry`.
-var finalStates = sqlIn(queue.Injected, queue.Acknowledged, queue.Failed)
+var finalStates = stateIn(queue.Injected, queue.Acknowledged, queue.Failed)
 
 // receiptBytes estimates what one receipt row holds, as messageBytes does
 // for a message: its text columns plus 8 bytes per integer column.
@@ -61,7 +61,7 @@ func measureHistory(ctx context.Context, q interface {
 	var h history
 	var oldest sql.NullInt64
 	err := q.QueryRowContext(ctx, `SELECT m.bytes, m.oldest, m.n, r.bytes, r.message_bytes, r.n
-		FROM (SELECT COALESCE(sum(`+messageBytes+`), 0) AS bytes, min(created_at) AS oldest, count(*) AS n FROM messages) AS m,
+		FROM (SELECT COALESCE(sum(`+messageBytes+`), 0) AS bytes, min(created_at) AS oldest, count(*) AS n FROM message_rows) AS m,
 			(SELECT COALESCE(sum(`+receiptBytes+`), 0) AS bytes,
 				COALESCE(sum(`+receiptBytes+`) FILTER (WHERE `+aboutAMessage()+`), 0) AS message_bytes, count(*) AS n FROM receipt_rows) AS r`).
 		Scan(&h.messageBytes, &oldest, &h.messages, &h.receiptBytes, &h.messageReceiptBytes, &h.receipts)
@@ -123,30 +123,31 @@ func planPurge(ctx context.Context, db *sql.DB, r PurgeRule) (PurgePlan, error) 
 	conds := []string{"+state IN " + finalStates} // + keeps SQLite off the state index: the walk is by creation
 	var args []any
 	if r.Repo != "" {
-		conds, args = append(conds, "(+sender = ? OR +target_repo = ?)"), append(args, r.Repo, r.Repo)
+		conds, args = append(conds, "(+sender = "+textCode+" OR +target_repo = "+textCode+")"), append(args, r.Repo, r.Repo)
 	}
 	if r.State != "" {
-		conds, args = append(conds, "+state = ?"), append(args, r.State)
+		conds, args = append(conds, "+state = ?"), append(args, codeIn(stateCodes, r.State))
 	}
 	// Oldest first, in pages: with a LIMIT SQLite walks the creation index;
 	// without one it would sort the whole table before the first row.
-	q := `SELECT id, created_at, ` + messageBytes + ` FROM messages WHERE ` + strings.Join(conds, " AND ") +
+	q := `SELECT id, created_at, ` + messageBytes + ` FROM message_rows WHERE ` + strings.Join(conds, " AND ") +
 		` AND created_at >= ? AND (created_at > ? OR id > ?) ORDER BY created_at, id LIMIT 2000`
 	left := p.HistoryBytes
 	lastCreated, lastID := int64(math.MinInt64), ""
 	for {
-		rows, err := tx.QueryContext(ctx, q, append(args, lastCreated, lastCreated, lastID)...)
+		rows, err := tx.QueryContext(ctx, q, append(args, lastCreated, lastCreated, idValue(lastID))...)
 		if err != nil {
 			return p, err
 		}
 		n, done := 0, false
 		for rows.Next() {
-			var id string
+			var mid msgID
 			var created, size int64
-			if err := rows.Scan(&id, &created, &size); err != nil {
+			if err := rows.Scan(&mid, &created, &size); err != nil {
 				rows.Close()
 				return p, err
 			}
+			id := string(mid)
 			n++
 			lastCreated, lastID = created, id
 			old := !r.Before.IsZero() && created < msCeil(r.Before)
@@ -212,8 +213,8 @@ func (s *Store) Purge(ctx context.Context, ids []string, progress func(done int)
 			var gone []string
 			for _, id := range chunk {
 				// One id at a time: an IN list next to the state test leads
-				// SQLite to walk the state index instead of the primary key.
-				n, err := affected(s.DB.TxExec(tx, `DELETE FROM messages WHERE id = ? AND state IN `+finalStates, id))
+				// SQLite to walk the state index instead of the id index.
+				n, err := affected(s.DB.TxExec(tx, `DELETE FROM message_rows WHERE id = ? AND state IN `+finalStates, idValue(id)))
 				if err != nil {
 					return err
 				}

@@ -167,7 +167,7 @@ func TestHistorySizeCountsReceipts(t *testing.T) {
 	s, ids := purgeFixture(t, 10)
 	ctx := context.Background()
 	var messages, receipts int64
-	if err := s.DB.Reader.QueryRow(`SELECT (SELECT sum(`+messageBytes+`) FROM messages), (SELECT sum(`+receiptBytes+`) FROM receipt_rows)`).
+	if err := s.DB.Reader.QueryRow(`SELECT (SELECT sum(`+messageBytes+`) FROM message_rows), (SELECT sum(`+receiptBytes+`) FROM receipt_rows)`).
 		Scan(&messages, &receipts); err != nil {
 		t.Fatal(err)
 	}

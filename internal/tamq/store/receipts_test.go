@@ -112,7 +112,7 @@ func TestMigrationCompactsReceipts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if v, _ := db.SchemaVersion(ctx); v != 5 {
+	if v, _ := db.SchemaVersion(ctx); v != sqlitedb.LatestVersion(Migrations) {
 		t.Fatalf("schema version %d after migrating", v)
 	}
 	if _, err := os.Stat(db.BackupPath); db.BackupPath == "" || err != nil {
@@ -156,8 +156,8 @@ func TestMigrationCompactsReceipts(t *testing.T) {
 	}
 }
 
-// TestNewerSchemaStillRefused: a database of a schema newer than 5 is left
-// untouched.
+// TestNewerSchemaStillRefused: a database of a schema newer than this
+// binary's is left untouched.
 func TestNewerSchemaStillRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -166,12 +166,13 @@ func TestNewerSchemaStillRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exec(t, db, `PRAGMA user_version = 6`); err != nil {
+	newer := sqlitedb.LatestVersion(Migrations) + 1
+	if err := exec(t, db, `PRAGMA user_version = `+strconv.Itoa(newer)); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
 	if _, err := sqlitedb.Open(ctx, sqlitedb.Options{Path: path, Migrations: Migrations}); !errs.Is(err, errs.SchemaTooNew) {
-		t.Fatalf("opening schema 6: %v, want schema_too_new", err)
+		t.Fatalf("opening schema %d: %v, want schema_too_new", newer, err)
 	}
 }
 

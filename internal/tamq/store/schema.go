@@ -147,6 +147,7 @@ var Migrations = []sqlitedb.Migration{
 	{Version: 3, Name: "forgotten endpoints", TouchesData: false, SQL: schemaV3},
 	{Version: 4, Name: "database instance id", TouchesData: false, SQL: schemaV4},
 	{Version: 5, Name: "compact receipts", TouchesData: true, Up: migrateV5},
+	{Version: 6, Name: "compact messages", TouchesData: true, Up: migrateV6},
 }
 
 // schemaV5 stores receipts compactly: a million messages' receipts (three or
@@ -187,7 +188,7 @@ CREATE INDEX receipt_rows_pending ON receipt_rows(id) WHERE projected_after IS N
 `
 
 // receiptsView reads receipt_rows back in the columns and values of the
-// version 4 table.
+// version 4 table. Version 6 replaces it (receiptsViewV6).
 func receiptsView() string {
 	return `
 CREATE VIEW receipts AS SELECT r.id AS id, r.at AS at, ` + codeTextSQL("r.kind") + ` AS kind,

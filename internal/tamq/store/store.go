@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -22,25 +21,16 @@ var MessageStates = queue.Names(queue.States)
 // sqlLit is a domain value as an SQL string literal. Queries name states
 // and modes as literals rather than bind them as parameters, so SQLite can
 // use the partial indexes written with the same literals; the values are the
-// domain's constants, never input.
+// domain's constants, never input. A message's state is a code (stateLit).
 func sqlLit[T ~string](v T) string { return "'" + string(v) + "'" }
-
-// sqlIn is a list of domain values for an SQL IN: "('a', 'b')".
-func sqlIn[T ~string](vs ...T) string {
-	lits := make([]string, len(vs))
-	for i, v := range vs {
-		lits[i] = sqlLit(v)
-	}
-	return "(" + strings.Join(lits, ", ") + ")"
-}
 
 var (
 	// pendingStates are the states of a message not yet delivered for good.
-	pendingStates = sqlIn(queue.Queued, queue.Delivering, queue.AwaitingAck)
+	pendingStates = stateIn(queue.Queued, queue.Delivering, queue.AwaitingAck)
 	// undelivered are the states of a message waiting on its endpoint: for
 	// a delivery or for an ack. A delivery under way belongs to the
 	// service writing it.
-	undelivered = sqlIn(queue.Queued, queue.AwaitingAck)
+	undelivered = stateIn(queue.Queued, queue.AwaitingAck)
 )
 
 // Store is tamq's durable state.
@@ -176,14 +166,19 @@ func Stats(ctx context.Context, db *sql.DB, now time.Time) (QueueStats, error) {
 	for _, s := range MessageStates {
 		st.Counts[s] = 0
 	}
-	rows, err := db.QueryContext(ctx, `SELECT state, count(*) FROM messages GROUP BY state`)
+	rows, err := db.QueryContext(ctx, `SELECT state, count(*) FROM message_rows GROUP BY state`)
 	if err != nil {
 		return st, err
 	}
 	for rows.Next() {
-		var state string
+		var code int64
 		var n int
-		if err := rows.Scan(&state, &n); err != nil {
+		if err := rows.Scan(&code, &n); err != nil {
+			rows.Close()
+			return st, err
+		}
+		state, err := decodeCode(stateCodes, "state", code)
+		if err != nil {
 			rows.Close()
 			return st, err
 		}
@@ -194,7 +189,7 @@ func Stats(ctx context.Context, db *sql.DB, now time.Time) (QueueStats, error) {
 		return st, err
 	}
 	var oldest sql.NullInt64
-	if err := db.QueryRowContext(ctx, `SELECT min(created_at) FROM messages WHERE state IN `+pendingStates).Scan(&oldest); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT min(created_at) FROM message_rows WHERE state IN `+pendingStates).Scan(&oldest); err != nil {
 		return st, err
 	}
 	if oldest.Valid {
@@ -211,16 +206,15 @@ func Stats(ctx context.Context, db *sql.DB, now time.Time) (QueueStats, error) {
 	return st, err
 }
 
-// messageBytes estimates what one message row holds: its text columns plus 8
-// bytes per integer column. Purge reports the same estimate. octet_length
+// messageBytes estimates what one message row holds, as stored: its text
+// and id columns plus 8 bytes per integer column (the codes of its repeated
+// texts and enums included). Purge reports the same estimate. octet_length
 // reads a value's size from the row header without loading the value.
-const messageBytes = `octet_length(body) + octet_length(id) + octet_length(batch_id) + octet_length(sender)
-	+ octet_length(sender_kind) + octet_length(target_repo) + octet_length(ack_mode) + octet_length(state)
-	+ octet_length(policy_profile) + octet_length(config_version)
+const messageBytes = `octet_length(body) + octet_length(id) + COALESCE(octet_length(batch_id), 0)
 	+ COALESCE(octet_length(endpoint_id), 0) + COALESCE(octet_length(coordination_endpoint_id), 0)
 	+ COALESCE(octet_length(idempotency_key), 0) + COALESCE(octet_length(request_hash), 0)
 	+ COALESCE(octet_length(correlation_id), 0) + COALESCE(octet_length(replay_of), 0)
-	+ COALESCE(octet_length(last_error), 0) + 8 * 10`
+	+ COALESCE(octet_length(last_error), 0) + 8 * 17`
 
 // HistorySize estimates the bytes of history, messages and receipts alike
 // (receipts take about as much of the file as messages), and gives its
@@ -238,7 +232,7 @@ func NewestTime(ctx context.Context, db *sql.DB) (time.Time, error) {
 	var newest sql.NullInt64
 	err := db.QueryRowContext(ctx, `SELECT max(v) FROM (
 		SELECT (SELECT at FROM receipt_rows ORDER BY id DESC LIMIT 1) AS v
-		UNION ALL SELECT max(created_at) FROM messages
+		UNION ALL SELECT max(created_at) FROM message_rows
 		UNION ALL SELECT max(updated_at) FROM endpoints)`).Scan(&newest)
 	if err != nil || !newest.Valid {
 		return time.Time{}, err

@@ -181,7 +181,7 @@ func TestStoreClaim(t *testing.T) {
 			}
 			var holder string
 			var expires int64
-			if err := s.DB.Reader.QueryRow(`SELECT holder, expires_at FROM delivery_leases WHERE message_id = ?`, m.ID).Scan(&holder, &expires); err != nil {
+			if err := s.DB.Reader.QueryRow(`SELECT holder, expires_at FROM delivery_leases WHERE message_id = ?`, idValue(m.ID)).Scan(&holder, &expires); err != nil {
 				t.Fatalf("lease: %v", err)
 			}
 			if holder != "svc" || expires != c.now.Add(30*time.Second).UnixMilli() {

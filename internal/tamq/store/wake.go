@@ -12,7 +12,7 @@ import (
 )
 
 // wakeByKey reads a wake's message and its request hash by idempotency key.
-const wakeByKey = `SELECT ` + messageColumns + `, COALESCE(request_hash, '') FROM messages WHERE idempotency_key = ?`
+const wakeByKey = `SELECT ` + messageColumns + `, COALESCE(request_hash, '') FROM message_rows WHERE idempotency_key = ?`
 
 // EnqueueWake stores a wake's message unless one with its idempotency key is
 // there already. It reads and inserts in one write transaction, so identical
@@ -38,7 +38,7 @@ func (s *Store) EnqueueWake(ctx context.Context, m *queue.Message, requestHash s
 		if _, err := s.insertTx(tx, m, false); err != nil {
 			return err
 		}
-		if _, err := s.DB.TxExec(tx, `UPDATE messages SET request_hash = ? WHERE id = ?`, requestHash, m.ID); err != nil {
+		if _, err := s.DB.TxExec(tx, `UPDATE message_rows SET request_hash = ? WHERE id = ?`, requestHash, idValue(m.ID)); err != nil {
 			return err
 		}
 		if err := s.insertReceiptTx(tx, transitionReceipt(m, "", "accepted"), m); err != nil {
@@ -80,8 +80,8 @@ func (s *Store) supersedeAttemptsTx(tx *sql.Tx, m *queue.Message, now time.Time)
 	if hash < 0 {
 		return nil
 	}
-	older, err := readMessages(tx.Query(`SELECT `+messageColumns+` FROM messages WHERE idempotency_key LIKE ? AND idempotency_key != ?
-		AND state IN ('queued', 'awaiting_ack')`, m.IdempotencyKey[:hash+1]+"%", m.IdempotencyKey))
+	older, err := readMessages(tx.Query(`SELECT `+messageColumns+` FROM message_rows WHERE idempotency_key LIKE ? AND idempotency_key != ?
+		AND state IN `+undelivered, m.IdempotencyKey[:hash+1]+"%", m.IdempotencyKey))
 	if err != nil {
 		return err
 	}
