@@ -6,8 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/tmux-amq/tamq/internal/errs"
 )
 
 // TestReadingLeavesNothingTheServiceCannotUse reads a closed database the
@@ -41,6 +44,9 @@ func TestReadingLeavesNothingTheServiceCannotUse(t *testing.T) {
 		t.Helper()
 		if info, err := Inspect(path, 3); err != nil || info.SchemaVersion != 3 {
 			t.Fatalf("Inspect = %+v, %v", info, err)
+		}
+		if _, err := OpenReadOnly(ctx, path, 4, 0); !errs.Is(err, errs.Unavailable) || !strings.Contains(err.Error(), "has schema version 3; this binary reads version 4") {
+			t.Fatalf("a reader of version 4 opened a version 3 database: %v", err)
 		}
 		ro, err := OpenReadOnly(ctx, path, 3, 0)
 		if err != nil {

@@ -414,7 +414,7 @@ func statForReading(path string) (fi fs.FileInfo, params []string, err error) {
 // service is down). It never creates or changes the database, and leaves
 // nothing behind that the service could not use (see prepareToRead); a
 // missing file is errs.NotFound, a newer schema than known is
-// errs.SchemaTooNew.
+// errs.SchemaTooNew, an older one (not migrated yet) errs.Unavailable.
 func OpenReadOnly(ctx context.Context, path string, known int, busy time.Duration) (*sql.DB, error) {
 	fi, params, err := statForReading(path)
 	if err != nil {
@@ -432,6 +432,13 @@ func OpenReadOnly(ctx context.Context, path string, known int, busy time.Duratio
 	}
 	if v > known {
 		return nil, tooNew(path, v, known)
+	}
+	if v < known {
+		// A reader never migrates, and its queries are written for the
+		// latest schema: what an older one lacks would read as a confusing
+		// "no such table".
+		return nil, errs.New(errs.Unavailable, "database %s has schema version %d; this binary reads version %d, to which the service upgrades it when it starts", path, v, known).
+			WithHint("start the service once (`start --detach`), then run this again")
 	}
 	db, err := sql.Open("sqlite", dsn(path, append([]string{"mode=ro", fmt.Sprintf("_pragma=busy_timeout(%d)", busy.Milliseconds()), "_pragma=query_only(1)"}, params...)...))
 	if err != nil {
