@@ -223,3 +223,13 @@ func (d *SmallDisk) Says() string {
 	}
 	return "the disk holding " + d.Dir + " is full"
 }
+
+// ReadFrom reads path from offset on (a log's lines since a moment).
+func ReadFrom(t testing.TB, path string, offset int64) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b[min(offset, int64(len(b))):])
+}

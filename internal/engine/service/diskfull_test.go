@@ -3,7 +3,6 @@ package service_test
 import (
 	"database/sql"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -83,7 +82,7 @@ func TestChaosEngineDiskFull(t *testing.T) {
 	for _, id := range []string{"A1", "B1"} {
 		testutil.WaitFor(t, id+" done", func() bool {
 			if time.Since(freed) > 20*time.Second {
-				t.Fatalf("%s not done: %+v\nlog:\n%s", id, l.explain(t, id), readFrom(t, logPath, logFrom))
+				t.Fatalf("%s not done: %+v\nlog:\n%s", id, l.explain(t, id), testutil.ReadFrom(t, logPath, logFrom))
 			}
 			return h.task(id).Status == "done"
 		})
@@ -112,7 +111,7 @@ func TestChaosEngineDiskFull(t *testing.T) {
 			t.Errorf("task %s: %d triggers, %d leases; want one of each", id, triggers, leases)
 		}
 	}
-	logged := readFrom(t, logPath, logFrom)
+	logged := testutil.ReadFrom(t, logPath, logFrom)
 	lines := strings.Count(logged, "\n")
 	if lines > 60 {
 		t.Errorf("%d log lines while the disk was full and after:\n%s", lines, logged)
@@ -130,13 +129,4 @@ func enginePID(t *testing.T, l *loop) int {
 		t.Fatal(err)
 	}
 	return ping.PID
-}
-
-func readFrom(t *testing.T, path string, offset int64) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b[min(offset, int64(len(b))):])
 }

@@ -91,7 +91,7 @@ func TestChaosDiskFull(t *testing.T) {
 		t.Errorf("the service was replaced (pid %d, was %d)", got, pid)
 	}
 	// The log says a spell began and ended, not each refusal.
-	logged := readFrom(t, e.TamqState()+"/tamq.log", logFrom)
+	logged := testutil.ReadFrom(t, e.TamqState()+"/tamq.log", logFrom)
 	lines := strings.Count(logged, "\n")
 	if lines > 40 {
 		t.Errorf("%d log lines for %d refusals while the disk was full:\n%s", lines, refusedWhileFull, logged)
@@ -104,14 +104,4 @@ func TestChaosDiskFull(t *testing.T) {
 		"%d messages accepted, all delivered once; %d log lines; integrity_check ok",
 		disk.Method, beforeFull, firstRefusal.Round(time.Millisecond), refusedWhileFull,
 		strings.TrimSpace(refused.Stderr), recovered.Round(time.Millisecond), total, lines)
-}
-
-// readFrom reads path from offset on.
-func readFrom(t *testing.T, path string, offset int64) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b[min(offset, int64(len(b))):])
 }
