@@ -38,8 +38,8 @@ var benches = []bench{
 	{"./internal/tamq/service", "BenchmarkExport", "1x"},
 }
 
-// otherTools are local agent-messaging tools the table compares with when
-// one is installed: the command that sends one short message with it.
+// otherTools are local agent-messaging tools the table looks for, by
+// command name, with a few words on what each is.
 var otherTools = []struct{ name, doc string }{
 	{"amq", "agent message queue"},
 }

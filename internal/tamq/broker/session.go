@@ -14,7 +14,8 @@ import (
 
 // OpenSession opens the stream a window's broker keeps with the service at p:
 // the service sends deliveries on it, the broker its answers and its agent's
-// state. The handshake is bounded; the stream then has no deadline.
+// state. The handshake is bounded (10 s, as the client's quick questions);
+// the stream then has no deadline.
 func OpenSession(ctx context.Context, p paths.Paths, args api.BrokerSessionArgs) (net.Conn, *protocol.FrameReader, error) {
 	return unixsock.OpenStream(ctx, rpc.Client(p, 10*time.Second), api.OpBrokerSession, args)
 }

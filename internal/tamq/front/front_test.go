@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -125,7 +126,7 @@ func TestFrontHandsOtherCommandsToFull(t *testing.T) {
 	if r := run(t, e, "", "tamq", "--json", "ping"); json.Unmarshal([]byte(r.Stdout), &ping) != nil || ping.PID != cmd.Process.Pid {
 		t.Fatalf("ping answered by pid %d, started %d", ping.PID, cmd.Process.Pid)
 	}
-	if exe, _ := os.Readlink(filepath.Join("/proc", jsonText(ping.PID), "exe")); exe != filepath.Join(e.Bin, "tamq-full") {
+	if exe, _ := os.Readlink(filepath.Join("/proc", strconv.Itoa(ping.PID), "exe")); exe != filepath.Join(e.Bin, "tamq-full") {
 		t.Fatalf("the service runs %s", exe)
 	}
 	e.Tamq(t, "stop")
