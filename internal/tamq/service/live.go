@@ -29,9 +29,6 @@ const (
 	// in process starts (docs/performance.md, "Scale").
 	brokeredListInterval = 30 * time.Second
 	listTimeout          = 5 * time.Second
-	// learnInterval limits how often a sender in no known window makes the
-	// service list every tmux server again.
-	learnInterval = time.Second
 )
 
 // live is the service's view of the terminals it delivers into, kept fresh
@@ -47,8 +44,7 @@ type live struct {
 	// stopped holds the endpoints disconnected because their tmux server was
 	// stopped (SIGSTOP, a job-control stop): they are asked again as soon as
 	// it runs, not a list interval later.
-	stopped   map[string]bool
-	refreshed time.Time // when an unknown sender last made us list every server
+	stopped map[string]bool
 	// panes are the processes of the marked, live panes, by pid.
 	panes map[int]paneSeen
 	// senders are recent answers to "which window does this process run
@@ -573,25 +569,22 @@ func (s *Service) findPane(ctx context.Context, pid int) (p paneSeen, self, ok b
 	if p, self, ok := s.live.match(chain); ok {
 		return p, self, true
 	}
-	// A window opened since the last listing: list again, at most once a
-	// second (a process outside every window would otherwise cost a tmux
-	// call per server on each send).
-	l := s.live
-	l.mu.Lock()
-	stale := time.Since(l.refreshed) >= learnInterval
-	if stale {
-		l.refreshed = time.Now()
-	}
-	l.mu.Unlock()
-	if !stale {
-		return paneSeen{}, false, false
-	}
+	// A window opened since the last listing: list the servers the sender
+	// runs under, and only those (serversAbove), so a sender outside tmux
+	// costs no tmux call. There is no rate limit: one here let a send from a
+	// window opened a moment after another send's lookup go out as the
+	// operator's, and a sender in one of our servers but in no window of
+	// ours (the user's own shell there) costs one listing of that server.
 	eps, err := s.knownEndpoints(ctx)
 	if err != nil {
 		return paneSeen{}, false, false
 	}
+	servers := serversAbove(chain, eps)
+	if len(servers) == 0 {
+		return paneSeen{}, false, false
+	}
 	now := time.Now()
-	for _, ep := range serversAbove(chain, eps) {
+	for _, ep := range servers {
 		s.list(ctx, ep, now)
 	}
 	return s.live.match(chain)
