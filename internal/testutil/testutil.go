@@ -229,6 +229,12 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 // Tmux is a private tmux server on its own socket, killed when the test ends.
 type Tmux struct {
 	Name string // the -L socket name
+	// home is the server's HOME: an empty directory, so the shells it starts
+	// read no one's rc files (a developer's can fork dozens of processes per
+	// shell, a third of the suite's CPU on one machine), and the brokers in
+	// its windows keep their files there, not in the user's own state
+	// directory.
+	home string
 }
 
 // NewTmux starts a private tmux server with one detached session.
@@ -237,19 +243,30 @@ func NewTmux(t testing.TB) *Tmux {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Fatal("tmux is required (CI installs it): ", err)
 	}
-	tm := &Tmux{Name: fmt.Sprintf("tamq-test-%d-%d", os.Getpid(), time.Now().UnixNano())}
+	// Short: a broker in the server's windows makes its hook socket under
+	// HOME, and a socket path has at most 107 bytes.
+	home, err := os.MkdirTemp("", "tamq-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := &Tmux{Name: fmt.Sprintf("tamq-test-%d-%d", os.Getpid(), time.Now().UnixNano()), home: home}
 	tm.Must(t, "new-session", "-d", "-s", "work", "-x", "200", "-y", "50")
 	socket := tm.Must(t, "display", "-p", "#{socket_path}")
 	t.Cleanup(func() {
 		exec.Command("tmux", "-L", tm.Name, "kill-server").Run()
 		os.Remove(socket) // tmux leaves its socket file behind
+		os.RemoveAll(home)
 	})
 	return tm
 }
 
 // Cmd runs a tmux command against the private server.
 func (tm *Tmux) Cmd(args ...string) ([]byte, error) {
-	return exec.Command("tmux", append([]string{"-L", tm.Name}, args...)...).CombinedOutput()
+	cmd := exec.Command("tmux", append([]string{"-L", tm.Name}, args...)...)
+	if tm.home != "" {
+		cmd.Env = append(os.Environ(), "HOME="+tm.home)
+	}
+	return cmd.CombinedOutput()
 }
 
 // Must runs a tmux command and fails the test on error.

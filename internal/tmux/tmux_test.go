@@ -17,6 +17,21 @@ import (
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
+// TestMain gives the servers these tests start (as tamq does, with this
+// process's environment) an empty HOME, so their shells read no one's rc
+// files, as testutil.NewTmux does for its servers.
+func TestMain(m *testing.M) {
+	home, err := os.MkdirTemp("", "tamq-home-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("HOME", home)
+	code := m.Run()
+	os.RemoveAll(home)
+	os.Exit(code)
+}
+
 func ctxFor(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)

@@ -8,12 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/proc"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 )
@@ -191,6 +195,7 @@ func ListenHooks(path string, take func(HookEvent)) (*HookListener, error) {
 	if err := os.Chmod(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
+	sweepHooks(filepath.Dir(path))
 	ln, err := unixsock.Listen(path, hookNames)
 	if err != nil {
 		return nil, err
@@ -199,6 +204,26 @@ func ListenHooks(path string, take func(HookEvent)) (*HookListener, error) {
 	h.wg.Add(1)
 	go h.serve()
 	return h, nil
+}
+
+// sweepHooks removes the sockets of brokers that no longer run. A broker
+// that could not close (killed, or the machine went down) leaves its socket
+// in the state directory, which would otherwise gain a file for every such
+// window, for ever. The name is the pid, and a live process's socket stays.
+func sweepHooks(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(strings.TrimSuffix(e.Name(), ".sock"))
+		if err != nil || pid <= 0 || e.Type()&fs.ModeSocket == 0 || e.Name() != strconv.Itoa(pid)+".sock" {
+			continue
+		}
+		if proc.Exited(pid) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // Path is where the listener listens.

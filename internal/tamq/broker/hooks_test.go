@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -100,4 +102,50 @@ func TestHookListener(t *testing.T) {
 	}
 	h.Close()
 	testutil.WaitFor(t, "the socket to be removed", func() bool { _, err := os.Lstat(h.Path()); return os.IsNotExist(err) })
+}
+
+// A broker that could not close (killed) leaves its socket behind; the next
+// broker to listen removes it, and nothing of a process that still runs.
+func TestListenHooksRemovesSocketsOfBrokersGone(t *testing.T) {
+	dir, err := os.MkdirTemp("", "tamq-hk-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	leave := func(pid int) string {
+		path := HookSocketFor(dir, pid)
+		os.MkdirAll(filepath.Dir(path), 0o700)
+		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln.SetUnlinkOnClose(false) // as a killed process leaves it
+		ln.Close()
+		return path
+	}
+	stale, live := leave(gone.Process.Pid), leave(os.Getppid())
+	other := filepath.Join(dir, "hooks", "notes.sock")
+	plain := HookSocketFor(dir, gone.Process.Pid+1) // not a socket: not ours to remove
+	for _, f := range []string{other, plain} {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := ListenHooks(HookSocketFor(dir, 4242), func(HookEvent) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if _, err := os.Lstat(stale); !os.IsNotExist(err) {
+		t.Errorf("the socket of a broker gone is still there: %v", err)
+	}
+	for _, f := range []string{live, other, plain, h.Path()} {
+		if _, err := os.Lstat(f); err != nil {
+			t.Errorf("%s was removed: %v", f, err)
+		}
+	}
 }

@@ -3,6 +3,8 @@ package service_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -114,7 +116,7 @@ func (ld *load) check(t *testing.T, e *testutil.Env) (accepted, doubled int) {
 			accepted++
 			switch c := strings.Count(got, ": "+body+"\r"); {
 			case c == 0 && !strings.Contains(got, ": "+body):
-				t.Errorf("%s never received %q", repo, body)
+				t.Errorf("%s never received %q; %s", repo, body, trail(t, e, body))
 			case c > 1:
 				doubled += c - 1
 			}
@@ -122,6 +124,42 @@ func (ld *load) check(t *testing.T, e *testutil.Env) (accepted, doubled int) {
 		})
 	}
 	return accepted, doubled
+}
+
+// trail is what the database says became of the message with body: its
+// state and every receipt, so a loss can be told from its history.
+func trail(t *testing.T, e *testutil.Env, body string) string {
+	t.Helper()
+	db := readerOf(t, e)
+	var id, state string
+	var attempts int
+	if err := db.QueryRow(`SELECT id, state, attempts FROM messages WHERE body LIKE '%' || ?`, body).Scan(&id, &state, &attempts); err != nil {
+		return "not in the database: " + err.Error()
+	}
+	rows, err := db.Query(`SELECT at, COALESCE(status, ''), COALESCE(reason, ''), COALESCE(detail, '') FROM receipts WHERE subject_id = ? ORDER BY at, id`, id)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var b strings.Builder
+	fmt.Fprintf(&b, "message %s is %s after %d attempts:", id, state, attempts)
+	for rows.Next() {
+		var at int64
+		var status, reason, detail string
+		if err := rows.Scan(&at, &status, &reason, &detail); err != nil {
+			return err.Error()
+		}
+		fmt.Fprintf(&b, "\n\t%s %s (%s) %s", time.UnixMilli(at).UTC().Format("15:04:05.000"), status, reason, detail)
+	}
+	// The service's log lines about it (ids and reasons, never bodies).
+	if log, err := os.ReadFile(filepath.Join(e.TamqState(), "tamq.log")); err == nil {
+		for _, line := range strings.Split(string(log), "\n") {
+			if strings.Contains(line, id) {
+				fmt.Fprintf(&b, "\n\tlog: %s", line)
+			}
+		}
+	}
+	return b.String()
 }
 
 // The service is killed (SIGKILL) at random moments under load (8 senders,
