@@ -234,6 +234,21 @@ type Reader struct {
 	// What the files looked like at the last read, and when it was.
 	stamps   [2]stamp
 	lastRead time.Time
+
+	// What git said of directories without .git, by path: asking it is a
+	// process start, and the service loads the registry for every message.
+	askedGit map[string]gitAnswer
+	// isBare and now are git and the clock (tests replace them).
+	isBare func(path string) (bool, string)
+	now    func() time.Time
+}
+
+// gitAnswer is git's verdict on a directory and the directory's stamp when
+// it was given; a changed stamp asks again.
+type gitAnswer struct {
+	at     stamp
+	bare   bool
+	reason string
 }
 
 // stamp is what stat says of a file; equal stamps mean an unchanged file only
@@ -275,7 +290,7 @@ func (rd *Reader) unchangedSince(now [2]stamp) bool {
 
 // NewReader returns a Reader of the registry in dir (see Dir).
 func NewReader(dir string) *Reader {
-	return &Reader{dir: dir}
+	return &Reader{dir: dir, isBare: isBare, now: time.Now}
 }
 
 // parsed remembers the last parse of one file. The files are re-read on every
@@ -351,7 +366,7 @@ func (rd *Reader) Load() (*Registry, error) {
 	for _, r := range rows {
 		repo := r.repo
 		repo.Flags = slices.Clone(repo.Flags)
-		bare, reason := checkGit(repo.Path)
+		bare, reason := checkGit(repo.Path, rd.askGit)
 		if reason != "" {
 			reg.Unregistered = append(reg.Unregistered, Unregistered{Repo: repo, Line: r.line, Reason: reason})
 			continue
@@ -384,7 +399,7 @@ func unreadable(file string, err error) error {
 // path is a git repository: it has a .git entry (a directory, or a file for
 // worktrees and submodules), or it is a bare repository according to git. A
 // non-empty reason says why it is not.
-func checkGit(path string) (bare bool, reason string) {
+func checkGit(path string, askGit func(string) (bool, string)) (bare bool, reason string) {
 	// gita resolves a relative path against its own working directory, which
 	// for a daemon is arbitrary; gita itself only ever writes absolute paths.
 	if !filepath.IsAbs(path) {
@@ -403,6 +418,33 @@ func checkGit(path string) (bare bool, reason string) {
 	if !info.IsDir() {
 		return false, "path is not a directory"
 	}
+	return askGit(path)
+}
+
+// askGit asks git whether the directory at path is a bare repository,
+// once for as long as the directory stays as it was (a bare repository's
+// HEAD is replaced by a rename, which changes the directory), and not when
+// it changed too recently to tell (racyWindow).
+func (rd *Reader) askGit(path string) (bare bool, reason string) {
+	now := stampOf(path)
+	rd.mu.Lock()
+	seen, ok := rd.askedGit[path]
+	rd.mu.Unlock()
+	if ok && seen.at == now && rd.now().Sub(time.Unix(now.ctim.Unix())) > racyWindow {
+		return seen.bare, seen.reason
+	}
+	bare, reason = rd.isBare(path)
+	rd.mu.Lock()
+	if rd.askedGit == nil {
+		rd.askedGit = make(map[string]gitAnswer)
+	}
+	rd.askedGit[path] = gitAnswer{at: now, bare: bare, reason: reason}
+	rd.mu.Unlock()
+	return bare, reason
+}
+
+// isBare runs git in path to ask whether it is a bare repository.
+func isBare(path string) (bare bool, reason string) {
 	cmd := exec.Command("git", "rev-parse", "--is-bare-repository")
 	cmd.Dir = path
 	cmd.Env = gitEnv()

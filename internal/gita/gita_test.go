@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
 )
@@ -721,5 +722,58 @@ func TestEditDistance(t *testing.T) {
 		if got := editDistance(tt.a, tt.b); got != tt.want {
 			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
 		}
+	}
+}
+
+// Whether a directory without .git is a bare repository is git's to say, a
+// process start: the service loads the registry for every message, so the
+// answer is kept for as long as the directory stays as it was.
+func TestBareRepositoryIsAskedOnceWhileUnchanged(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "gita")
+	bare := filepath.Join(root, "src", "bare.git")
+	git(t, "init", "-q", "--bare", bare)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, ReposFileName), bare+",bare,,\r\n")
+	rd := NewReader(dir)
+	asked := 0
+	rd.isBare = func(path string) (bool, string) { asked++; return isBare(path) }
+	later := time.Now().Add(time.Hour) // past the racy window of every change below
+	rd.now = func() time.Time { return later }
+	for range 3 {
+		reg, err := rd.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if repo, ok := reg.Lookup("bare"); !ok || !repo.Bare {
+			t.Fatalf("bare repository not found bare: %+v", reg)
+		}
+	}
+	if asked != 1 {
+		t.Errorf("git asked %d times for an unchanged directory, want 1", asked)
+	}
+	// The directory changes (its HEAD goes): git is asked again, and says no.
+	if err := os.Remove(filepath.Join(bare, "HEAD")); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := rd.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if asked != 2 || len(reg.Unregistered) != 1 || reg.Unregistered[0].Reason != "no .git and not a bare repository" {
+		t.Errorf("after HEAD went: asked %d times, unregistered %+v", asked, reg.Unregistered)
+	}
+	// Within the racy window of the directory's last change, git is asked
+	// every time: a change in the same clock tick would not show.
+	rd.now = time.Now
+	for range 2 {
+		if _, err := rd.Load(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if asked != 4 {
+		t.Errorf("git asked %d times in all, want 4 (twice within the racy window)", asked)
 	}
 }

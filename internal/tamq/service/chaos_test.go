@@ -106,22 +106,37 @@ func (ld *load) check(t *testing.T, e *testutil.Env) (accepted, doubled int) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	for _, repo := range ld.repos {
-		got, _ := e.Recording(repo)
-		ld.accepted.Range(func(k, v any) bool {
-			body := k.(string)
-			if v.(string) != repo {
+	// Injected means written to the terminal: the agent (the recorder) reads
+	// what came last a moment later, longer on a loaded machine. A message is
+	// lost only if it never shows.
+	type unread struct{ repo, body string }
+	var missing []unread
+	for read := time.Now().Add(30 * time.Second); ; {
+		missing, accepted, doubled = nil, 0, 0
+		for _, repo := range ld.repos {
+			got, _ := e.Recording(repo)
+			ld.accepted.Range(func(k, v any) bool {
+				body := k.(string)
+				if v.(string) != repo {
+					return true
+				}
+				accepted++
+				switch c := strings.Count(got, ": "+body+"\r"); {
+				case c == 0 && !strings.Contains(got, ": "+body):
+					missing = append(missing, unread{repo, body})
+				case c > 1:
+					doubled += c - 1
+				}
 				return true
-			}
-			accepted++
-			switch c := strings.Count(got, ": "+body+"\r"); {
-			case c == 0 && !strings.Contains(got, ": "+body):
-				t.Errorf("%s never received %q; %s", repo, body, trail(t, e, body))
-			case c > 1:
-				doubled += c - 1
-			}
-			return true
-		})
+			})
+		}
+		if len(missing) == 0 || time.Now().After(read) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, m := range missing {
+		t.Errorf("%s never received %q; %s", m.repo, m.body, trail(t, e, m.body))
 	}
 	return accepted, doubled
 }
