@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/config"
@@ -39,8 +40,11 @@ type App struct {
 	Quiet   bool
 	Verbose bool
 
-	paths    *paths.Paths
-	registry *gita.Reader
+	paths *paths.Paths
+	// registry is made on first use; the service reads the registry from
+	// every request's goroutine.
+	registryMu sync.Mutex
+	registry   *gita.Reader
 }
 
 // NewApp returns an App wired to the process's real environment.
@@ -78,14 +82,18 @@ func (a *App) Config() (*config.Loaded, error) {
 
 // Registry reads the current gita registry; each call sees the file as it is now.
 func (a *App) Registry() (*gita.Registry, error) {
+	a.registryMu.Lock()
 	if a.registry == nil {
 		dir, err := gita.Dir(a.Getenv)
 		if err != nil {
+			a.registryMu.Unlock()
 			return nil, err
 		}
 		a.registry = gita.NewReader(dir)
 	}
-	return a.registry.Load()
+	rd := a.registry
+	a.registryMu.Unlock()
+	return rd.Load()
 }
 
 // Logger returns a slog logger on stderr honouring --quiet, --verbose and --json.

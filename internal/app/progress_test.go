@@ -24,14 +24,14 @@ func TestProgressOnlyOnATerminal(t *testing.T) {
 	defer file.Close()
 	for _, c := range []struct {
 		name string
-		app  App
+		app  *App
 		want bool
 	}{
-		{"terminal", App{Err: tty}, true},
-		{"file", App{Err: file}, false},
-		{"buffer", App{Err: &bytes.Buffer{}}, false},
-		{"--quiet", App{Err: tty, Quiet: true}, false},
-		{"--json", App{Err: tty, JSON: true}, false},
+		{"terminal", &App{Err: tty}, true},
+		{"file", &App{Err: file}, false},
+		{"buffer", &App{Err: &bytes.Buffer{}}, false},
+		{"--quiet", &App{Err: tty, Quiet: true}, false},
+		{"--json", &App{Err: tty, JSON: true}, false},
 	} {
 		p := c.app.NewProgress(100, "exporting", "msgs")
 		if (p != nil) != c.want {
