@@ -63,8 +63,8 @@ func TestChaosEngineKilledDuringTheLoop(t *testing.T) {
 		for h.task(id).Status != "done" {
 			if time.Now().After(deadline) {
 				log := l.agentLog()
-				t.Fatalf("task %s is not done: %+v\nthe agents' log ends:\n%s\ntamq:\n%s", id, l.explain(t, id),
-					log[max(0, len(log)-3000):], l.e.Tamq(t, "history", "--limit", "15").Stdout)
+				t.Fatalf("task %s is not done: %+v\nthe agents' log ends:\n%s\ntamq:\n%s\nthe engine's starts, attaches and gates:\n%s", id, l.explain(t, id),
+					log[max(0, len(log)-3000):], l.e.Tamq(t, "history", "--limit", "15").Stdout, l.engineLog("started", "attached", "gate"))
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

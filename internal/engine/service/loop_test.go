@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -83,6 +84,18 @@ func (l *loop) openAgent(t testing.TB, repo, plan string, extra ...string) {
 func (l *loop) agentLog() string {
 	b, _ := os.ReadFile(l.log)
 	return string(b)
+}
+
+// engineLog is the last 40 lines of the engine's log that say any of words.
+func (l *loop) engineLog(words ...string) string {
+	b, _ := os.ReadFile(filepath.Join(l.e.EngineState(), "coordination-engine.log"))
+	var lines []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if slices.ContainsFunc(words, func(w string) bool { return strings.Contains(line, w) }) {
+			lines = append(lines, line)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-40):], "\n")
 }
 
 // status is the engine's status report, asked in this process: tests poll

@@ -30,10 +30,14 @@ import (
 // checkpointsCursor is the observer_state key of the checkpoint cursor.
 const checkpointsCursor = "checkpoints_cursor"
 
-// settleTime is how long after start, with no tamq attached yet, the
-// observer leaves work it cannot route pending rather than stop it as
-// unavailable: tamq attaches within seconds of the engine's start.
+// settleTime is how long after start, with no tamq attached yet and none
+// answering, the observer leaves work it cannot route pending rather than
+// stop it as unavailable: tamq attaches within seconds of the engine's start.
 const settleTime = 10 * time.Second
+
+// settleLimit bounds the wait for a tamq that answers but has not attached
+// (a tamq with no window to hand over never does).
+const settleLimit = time.Minute
 
 // hubView is what the observer knows of State Hub, for status and explain.
 type hubView struct {
@@ -480,12 +484,39 @@ func (s *Service) route(ctx context.Context, registry func() (*gita.Registry, er
 	return id, gate, reason, nil
 }
 
-// settled says the observer may judge routes: a tamq endpoint has attached,
-// or the engine has run long enough for one to have.
+// settled says the observer may judge routes: a tamq endpoint has attached;
+// or the engine has run long enough for one to have and tamq does not answer
+// (nothing will attach); or, however tamq answers, settleLimit has passed.
+// A tamq that answers attaches at its next check (every few seconds), later
+// on a loaded machine: stopping its work as unavailable meanwhile would ask
+// a human to decide what was only a restart.
 func (s *Service) settled(ctx context.Context) bool {
-	if s.opts.Now().Sub(s.startedAt) >= settleTime {
+	since := s.opts.Now().Sub(s.startedAt)
+	if since >= settleLimit {
 		return true
 	}
-	eps, err := s.store.Endpoints(ctx, true)
-	return err == nil && len(eps) > 0
+	if eps, err := s.store.Endpoints(ctx, true); err == nil && len(eps) > 0 {
+		return true
+	}
+	return since >= settleTime && !s.tamqAnswers(ctx)
+}
+
+// tamqAnswers pings tamq's service, at most once a second: every candidate
+// that cannot be routed asks.
+func (s *Service) tamqAnswers(ctx context.Context) bool {
+	s.tamqSeen.Lock()
+	defer s.tamqSeen.Unlock()
+	now := s.opts.Now()
+	if !s.tamqSeen.at.IsZero() && now.Sub(s.tamqSeen.at) < time.Second {
+		return s.tamqSeen.answered
+	}
+	answered := false
+	if s.opts.Tamq != nil {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := s.opts.Tamq.Ping(pctx)
+		cancel()
+		answered = err == nil
+	}
+	s.tamqSeen.at, s.tamqSeen.answered = now, answered
+	return answered
 }

@@ -69,6 +69,12 @@ type Service struct {
 	server    *unixsock.Server
 	startedAt time.Time
 	timing    lease.Timing
+	// tamqSeen is the last answer to settled's ping of tamq, and when.
+	tamqSeen struct {
+		sync.Mutex
+		at       time.Time
+		answered bool
+	}
 
 	clock, waker *daemon.Worker
 	clockKick    chan struct{}

@@ -296,6 +296,21 @@ func (s *session) serve(fr *protocol.FrameReader) {
 		if err != nil || s.write(reply) != nil {
 			return
 		}
+		if out.NotReady {
+			// The service holds the window on this answer until a report
+			// frees it. The gate can find the agent not ready while the view
+			// last reported still says it is at its prompt (a screen model
+			// behind, a hook event during the reads); so the view goes out
+			// again, after the answer, even when it did not change.
+			s.forgetSent()
+		}
 		s.report()
 	}
+}
+
+// forgetSent makes the next report send the view whatever was sent before.
+func (s *session) forgetSent() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sent = nil
 }

@@ -95,6 +95,9 @@ func TestSessionReportsTheAgentAndHoldsDeliveries(t *testing.T) {
 	if res := deliver("1"); res["not_ready"] != true || res["written"] != false || !strings.Contains(res["reason"].(string), "a dialog shows") {
 		t.Fatalf("delivery into a dialog: %v", res)
 	}
+	// After a not_ready answer the view goes out again, unchanged or not: the
+	// service holds the window on the answer until a report after it.
+	state(false, `a dialog shows: "> 1. One"`)
 	relay.WriteInput([]byte("2\r"))
 	state(true, "")
 	testutil.WaitFor(t, "the recorder", func() bool { _, err := os.Stat(rec); return err == nil })

@@ -12,6 +12,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -141,7 +142,11 @@ func TestBatchNotReadyDefersEveryMessage(t *testing.T) {
 	if n := len(w.written()); n != 2 {
 		t.Fatalf("%d writes while the window waits, want 2", n)
 	}
-	// The broker says its agent is back at its prompt.
+	// The window is held once the deferral is recorded (its messages say why
+	// they wait a moment before); then the broker says its agent is back at
+	// its prompt.
+	key := store.DeliveryKey(epID, "net-kingdom")
+	testutil.WaitFor(t, "the window to be held", func() bool { return svc.live.waitReason(key) != "" })
 	svc.setWait(fromBroker, epID, "net-kingdom", "")
 	var injectedAt []string
 	for _, m := range ms {
@@ -161,6 +166,40 @@ func TestBatchNotReadyDefersEveryMessage(t *testing.T) {
 	}
 	if len(slices.Compact(slices.Clone(injectedAt))) != 1 {
 		t.Errorf("injected at %v, want one time", injectedAt)
+	}
+}
+
+// The broker answers not_ready, then reports its agent back at its prompt
+// before the service has recorded the deferral: that report is the newer word
+// and the broker sends it once, so the window must not be held for the older
+// answer (it would wait for a report that never comes). The batch goes in
+// again at once.
+func TestBrokerBackAtPromptBeforeTheDeferralIsRecorded(t *testing.T) {
+	t.Parallel()
+	bc := &brokerConn{states: 1} // one report came after the answer below
+	w := &scriptedWriter{release: make(chan struct{}), script: []Written{
+		{Path: "broker"},
+		{Path: "broker", Deferred: true, NotAtPrompt: true, Reason: "the agent is not at its prompt: a dialog shows",
+			broker: bc, brokerStates: 0},
+	}}
+	svc, epID, send := batchService(t, "", w)
+	bc.endpointID, bc.repo = epID, "net-kingdom"
+	first := send("To:net-kingdom: first")
+	testutil.WaitFor(t, "the first write", func() bool { return len(w.written()) == 1 })
+	var ms []api.Message
+	for _, b := range []string{"one", "two"} {
+		ms = append(ms, send("To:net-kingdom: "+b))
+	}
+	close(w.release)
+	svc.waitMessage(t, first.ID, func(m queue.Message) bool { return m.State == queue.Injected })
+	for _, m := range ms {
+		svc.waitMessage(t, m.ID, func(m queue.Message) bool { return m.State == queue.Injected })
+	}
+	if texts := w.written(); len(texts) != 3 || texts[1] != texts[2] {
+		t.Errorf("writes %q, want the batch twice", texts)
+	}
+	if r := svc.live.waitReason(store.DeliveryKey(epID, "net-kingdom")); r != "" {
+		t.Errorf("the window is held: %q", r)
 	}
 }
 

@@ -46,9 +46,23 @@ type brokerConn struct {
 	repo       string
 	paneID     string
 	mu         sync.Mutex
-	replies    chan protocol.Response
+	replies    chan brokerReply
 	closed     chan struct{}
 	seq        int
+
+	// states counts the agent states the broker has reported, under
+	// stateMu: a delivery the broker found the agent not ready for holds
+	// the window only if no newer report came after its answer (the agent
+	// may be back at its prompt already, and the broker says so only once).
+	stateMu sync.Mutex
+	states  uint64
+}
+
+// brokerReply is a broker's answer and how many agent states it had
+// reported before it.
+type brokerReply struct {
+	resp   protocol.Response
+	states uint64
 }
 
 // brokerLive reports whether a broker session serves the window.
@@ -124,7 +138,7 @@ func (s *Service) brokerSession(ctx context.Context, peer protocol.Peer, req *pr
 		Result: map[string]bool{"accepted": true},
 		Run: func(conn net.Conn, fr *protocol.FrameReader) {
 			bc := &brokerConn{conn: conn, endpointID: p.endpointID, repo: p.repo, paneID: p.paneID,
-				replies: make(chan protocol.Response, 1), closed: make(chan struct{})}
+				replies: make(chan brokerReply, 1), closed: make(chan struct{})}
 			key := store.DeliveryKey(p.endpointID, p.repo)
 			s.brokers.mu.Lock()
 			if s.brokers.live == nil {
@@ -149,7 +163,11 @@ func (s *Service) brokerSession(ctx context.Context, peer protocol.Peer, req *pr
 					delete(s.brokers.live, key)
 				}
 				s.brokers.mu.Unlock()
+				// Under stateMu: a deferral being recorded either holds the
+				// window before this frees it, or sees the session closed.
+				bc.stateMu.Lock()
 				close(bc.closed)
+				bc.stateMu.Unlock()
 				// The broker's view goes with it; whether the window can take
 				// deliveries is tmux's to say now (its agent may have exited).
 				s.setWait(fromBroker, p.endpointID, p.repo, "")
@@ -190,16 +208,42 @@ func (s *Service) brokerFrame(bc *brokerConn, frame []byte) {
 		if !st.AtPrompt {
 			reason = notAtPrompt(st.Reason)
 		}
+		bc.stateMu.Lock()
+		defer bc.stateMu.Unlock()
+		bc.states++
 		s.setWait(fromBroker, bc.endpointID, bc.repo, reason)
 		return
 	}
 	var resp protocol.Response
 	if json.Unmarshal(frame, &resp) == nil {
+		bc.stateMu.Lock()
+		states := bc.states
+		bc.stateMu.Unlock()
 		select {
-		case bc.replies <- resp:
+		case bc.replies <- brokerReply{resp, states}:
 		default: // an answer nobody waits for
 		}
 	}
+}
+
+// holdIfStill holds the window for reason, as the broker's answer to a
+// delivery said, unless the broker has reported its agent's state since that
+// answer (states), or its session has ended (which frees the window as it
+// closes): then the dispatcher looks again.
+func (s *Service) holdIfStill(bc *brokerConn, states uint64, reason string) {
+	bc.stateMu.Lock()
+	defer bc.stateMu.Unlock()
+	select {
+	case <-bc.closed:
+		s.wake()
+		return
+	default:
+	}
+	if bc.states != states {
+		s.wake()
+		return
+	}
+	s.setWait(fromBroker, bc.endpointID, bc.repo, reason)
 }
 
 // deliver asks the broker to write text and reports what it said.
@@ -230,10 +274,12 @@ func (bc *brokerConn) deliver(ctx context.Context, d api.DeliverArgs) (Written, 
 			return out, errs.New(errs.Timeout, "the broker did not report the write in time")
 		case <-bc.closed:
 			return out, errs.New(errs.Unavailable, "the broker session ended during a delivery")
-		case resp := <-bc.replies:
+		case reply := <-bc.replies:
+			resp := reply.resp
 			if resp.ID != id {
 				continue
 			}
+			out.broker, out.brokerStates = bc, reply.states
 			var res api.DeliverResult
 			if !resp.OK || json.Unmarshal(resp.Result, &res) != nil {
 				return out, errs.New(errs.Internal, "the broker answered the delivery without a result")

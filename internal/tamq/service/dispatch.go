@@ -40,6 +40,10 @@ type Written struct {
 	Reason   string
 	// NotAtPrompt: deferred because the program was not at its input prompt.
 	NotAtPrompt bool
+	// broker is the session that answered, and brokerStates how many agent
+	// states it had reported before its answer.
+	broker       *brokerConn
+	brokerStates uint64
 }
 
 // detail is the receipt detail of a delivery: how, never what.
@@ -466,6 +470,8 @@ func (s *Service) deferDelivery(ctx context.Context, ms []queue.Message, wr Writ
 		return x.Deferred(now, wr.Reason)
 	})
 	switch {
+	case wr.broker != nil:
+		s.holdIfStill(wr.broker, wr.brokerStates, wr.Reason)
 	case wr.Path == "broker":
 		s.setWait(fromBroker, m.EndpointID, m.Target, wr.Reason)
 	case wr.NotAtPrompt:
