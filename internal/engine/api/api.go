@@ -50,6 +50,11 @@ type AttachWindow struct {
 	Path    string `json:"path"`              // the directory the window runs in
 	Command string `json:"command,omitempty"` // the agent command; "" is the user's shell
 	Mode    string `json:"mode"`              // trigger | manual
+	// AgentRunning says whether an agent is the window's foreground program
+	// now (a window whose agent exited, or that shows a shell, has none):
+	// the engine waits for one before it offers a lease for the repo. nil
+	// is unknown (a tamq that does not say), taken as running.
+	AgentRunning *bool `json:"agent_running,omitempty"`
 }
 
 // AttachArgs is tamq's handshake for one endpoint (one tmux server): its
