@@ -14,6 +14,10 @@
 //	ackstall  ack, checkpoint, then nothing (the lease expires while held)
 //	fail      ack, release --result failed
 //	block     ack, release --result blocked
+//	cpblock   ack, checkpoint --blocked-reason human (which ends the lease)
+//
+// Every command names the attempt the prompt gave (--attempt N), as the
+// prompt tells an agent to.
 package agentsim
 
 import (
@@ -46,7 +50,7 @@ type Config struct {
 }
 
 var (
-	ackLine     = regexp.MustCompile(`lease ack (\S+)\s*$`)
+	ackLine     = regexp.MustCompile(`lease ack (\S+)(?: --attempt (\d+))?\s*$`)
 	attemptLine = regexp.MustCompile(`lease (\S+), attempt (\d+) of`)
 	taskLine    = regexp.MustCompile(`^Task (\S+?)(?: "| in workplan |\.$)`)
 	messageLine = regexp.MustCompile(`^Message (\S+) from (\S+):`)
@@ -95,6 +99,9 @@ func Run(in io.Reader, out io.Writer, c Config) {
 			continue
 		}
 		w.lease = m[1]
+		if m[2] != "" {
+			w.attempt = m[2]
+		}
 		part := c.Plan[min(wakes, len(c.Plan)-1)]
 		wakes++
 		c.play(out, w, part)
@@ -105,6 +112,9 @@ func (c Config) play(out io.Writer, w wake, part string) {
 	c.Log("wake %s %s checkpoint=%s task=%s message=%s", w.lease, w.attempt, yesNo(w.resumed), w.task, w.message)
 	fmt.Fprintf(out, "woken: lease %s, attempt %s (%s)\n", w.lease, w.attempt, part)
 	run := func(args ...string) {
+		if w.attempt != "" {
+			args = append(args, "--attempt", w.attempt)
+		}
 		cmd := exec.Command(c.Engine, args...)
 		cmd.Stdout, cmd.Stderr = out, out
 		status := 0
@@ -146,6 +156,9 @@ func (c Config) play(out io.Writer, w wake, part string) {
 	case "block":
 		run("lease", "ack", w.lease)
 		run("lease", "release", w.lease, "--result", "blocked", "--reason", "needs a human")
+	case "cpblock":
+		run("lease", "ack", w.lease)
+		run("checkpoint", "--lease", w.lease, "--summary", "stuck: needs a human", "--next", "ask the operator", "--blocked-reason", "human")
 	case "stall":
 	}
 	c.Log("done %s", w.lease)

@@ -29,6 +29,10 @@ const (
 	OpPublish = "publish"
 	// OpExplain tells why a task was or was not woken.
 	OpExplain = "explain"
+	// OpLeaseCurrent asks whether an attempt of a lease is still the one
+	// to work on: tamq asks before it writes a wake into a terminal, so a
+	// prompt whose lease ended is never typed.
+	OpLeaseCurrent = "lease_current"
 )
 
 // Capabilities the engine offers at attach, and tamq's.
@@ -99,21 +103,40 @@ type WakeArgs struct {
 	// EndpointID is a tamq endpoint id (tmux-amq-<pid>) or a coordination
 	// endpoint id; required when several endpoints host the repo.
 	EndpointID string `json:"endpoint_id,omitempty"`
+	// Force adds a lease for the repo while another of its leases lives
+	// (its agent then has two pieces of work at once).
+	Force bool `json:"force,omitempty"`
 }
 
 // WakeResult is what became of a manual trigger: the lease it took (and the
-// wake's outcome), or the gate that stopped it.
+// wake's outcome), the live lease of the task it named (Existing: nothing
+// new was taken or sent), the gate that stopped it, or why it waits.
 type WakeResult struct {
-	Trigger Trigger `json:"trigger"`
-	Lease   *Lease  `json:"lease,omitempty"`
+	Trigger  Trigger `json:"trigger"`
+	Lease    *Lease  `json:"lease,omitempty"`
+	Existing bool    `json:"existing,omitempty"`
 	// Stopped names the gate when the trigger was stopped (no lease, no wake).
 	Stopped string `json:"stopped,omitempty"`
+	// Waiting names what the trigger waits for (no_window, no_agent, ...):
+	// it is woken as soon as that changes.
+	Waiting string `json:"waiting,omitempty"`
 	Reason  string `json:"reason,omitempty"`
 }
 
-// LeaseArgs names a lease for ack and renew.
+// LeaseArgs names a lease for ack and renew, and the attempt the agent
+// works on (the prompt's commands name it; 0: not said).
 type LeaseArgs struct {
 	LeaseID string `json:"lease_id"`
+	Attempt int    `json:"attempt,omitempty"`
+}
+
+// LeaseCurrentResult says whether the attempt asked about is the lease's
+// current one, still to be worked on; Reason says why not.
+type LeaseCurrentResult struct {
+	Current bool   `json:"current"`
+	State   string `json:"state,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // Results of a release.
@@ -126,6 +149,7 @@ const (
 // ReleaseArgs ends a lease with a result; Reason says why (failed, blocked).
 type ReleaseArgs struct {
 	LeaseID string `json:"lease_id"`
+	Attempt int    `json:"attempt,omitempty"`
 	Result  string `json:"result"`
 	Reason  string `json:"reason,omitempty"`
 }
@@ -133,6 +157,7 @@ type ReleaseArgs struct {
 // CheckpointArgs records a checkpoint (spec section 6) on a lease.
 type CheckpointArgs struct {
 	LeaseID       string   `json:"lease_id"`
+	Attempt       int      `json:"attempt,omitempty"`
 	TaskID        string   `json:"task_id,omitempty"`
 	Summary       string   `json:"summary"`
 	FilesChanged  []string `json:"files_changed,omitempty"`
@@ -155,7 +180,14 @@ type Trigger struct {
 	WorkplanID     string     `json:"workplan_id,omitempty"`
 	GateChecks     int        `json:"gate_checks,omitempty"`
 	NextCheckAt    *time.Time `json:"next_check_at,omitempty"`
-	ObservedAt     time.Time  `json:"observed_at"`
+	// Waiting is what the trigger (or its lease's next attempt) waits for,
+	// WaitingFor the same in words: "window busy with T-3".
+	Waiting    string    `json:"waiting,omitempty"`
+	WaitingFor string    `json:"waiting_for,omitempty"`
+	ObservedAt time.Time `json:"observed_at"`
+	// WokenBy says who asked for the wake: "operator" for a
+	// coordination-engine wake, else State Hub.
+	WokenBy string `json:"woken_by,omitempty"`
 }
 
 // Lease is a WorkerLease (spec section 4).
@@ -177,6 +209,7 @@ type Lease struct {
 	LocalLeaseID  string    `json:"local_lease_id,omitempty"`
 	WakeOutcome   string    `json:"wake_outcome,omitempty"` // resumed | started | unavailable | "" before the wake
 	StopReason    string    `json:"stop_reason,omitempty"`
+	Released      string    `json:"released,omitempty"` // the result the agent released it with
 	PolicyProfile string    `json:"policy_profile"`
 	ConfigVersion string    `json:"config_version"`
 	UpdatedAt     time.Time `json:"updated_at"`

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"strings"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/engine/lease"
@@ -13,7 +14,20 @@ func TriggerOf(t lease.Trigger) Trigger {
 		TargetRepo: t.TargetRepo, TargetAgent: t.TargetAgent, Reason: string(t.Reason), State: string(t.State),
 		GateReason: t.GateReason, TaskID: t.TaskID, WorkplanID: t.WorkplanID, GateChecks: t.GateChecks,
 		NextCheckAt: optional(t.NextCheckAt), ObservedAt: t.ObservedAt.UTC(),
+		Waiting: string(t.Wait), WaitingFor: t.WaitDetail, WokenBy: WokenBy(t),
 	}
+}
+
+// OperatorRevision starts the revision of an operator's manual trigger
+// (coordination-engine wake): each command is a revision of its own.
+const OperatorRevision = "manual-"
+
+// WokenBy says who asked for a trigger's wake: the operator, or State Hub.
+func WokenBy(t lease.Trigger) string {
+	if strings.HasPrefix(t.SourceRevision, OperatorRevision) {
+		return "operator"
+	}
+	return "statehub"
 }
 
 // LeaseOf is the wire form of a lease. MaxAttempts counts every attempt the
@@ -26,7 +40,7 @@ func LeaseOf(l lease.Lease) Lease {
 		AcquiredAt: l.AcquiredAt.UTC(), ExpiresAt: l.ExpiresAt.UTC(),
 		NextRetryAt: optional(l.NextRetryAt), LastCheckpointAt: optional(l.LastCheckpointAt),
 		CoordinationEndpointID: l.CoordinationEndpointID, LocalLeaseID: l.LocalLeaseID,
-		WakeOutcome: string(l.WakeOutcome), StopReason: l.StopReason,
+		WakeOutcome: string(l.WakeOutcome), StopReason: l.StopReason, Released: string(l.Released),
 		PolicyProfile: l.PolicyProfile, ConfigVersion: l.ConfigVersion, UpdatedAt: l.UpdatedAt.UTC(),
 	}
 }
@@ -42,7 +56,8 @@ func EndpointStatusOf(e lease.Endpoint) EndpointStatus {
 		out.Capabilities = []string{}
 	}
 	for _, w := range e.Windows {
-		out.Windows = append(out.Windows, AttachWindow{Repo: w.Repo, Path: w.Path, Command: w.Command, Mode: string(w.Mode)})
+		running := !w.NoAgent
+		out.Windows = append(out.Windows, AttachWindow{Repo: w.Repo, Path: w.Path, Command: w.Command, Mode: string(w.Mode), AgentRunning: &running})
 	}
 	return out
 }

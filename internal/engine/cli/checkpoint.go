@@ -16,7 +16,11 @@ func newCheckpointCmd(a *app.App) *cobra.Command {
 the next action, and why it is blocked if it is. The lease is renewed too. If
 the lease runs out, the next attempt's wake prompt carries the latest
 checkpoint, so the work resumes where it stopped. The summary stays in the
-engine's database for that prompt; receipts never contain it.`,
+engine's database for that prompt; receipts never contain it.
+
+--blocked-reason says the work cannot go on without someone else: the lease
+ends at once as blocked (as ` + "`lease release --result blocked`" + ` does), and the
+work is woken again only when State Hub changes its task.`,
 		Example: `  coordination-engine checkpoint --lease L --summary "parser done, tests pass" --file parse.go --next "wire it into the CLI"
   coordination-engine checkpoint --lease L --summary "needs the deploy key" --blocked-reason secret`,
 		Args: cobra.NoArgs,
@@ -41,6 +45,8 @@ engine's database for that prompt; receipts never contain it.`,
 	f.StringArrayVar(&args.FilesChanged, "file", nil, "a file changed (repeatable)")
 	f.StringVar(&args.NextAction, "next", "", "the next action")
 	f.StringVar(&args.TaskID, "task", "", "the State Hub task the work is for")
-	f.StringVar(&args.BlockedReason, "blocked-reason", "", "human | secret | destructive | policy | dependency | unavailable")
+	f.StringVar(&args.BlockedReason, "blocked-reason", "", "human | secret | destructive | policy | dependency | unavailable (ends the lease as blocked)")
+	cmd.RegisterFlagCompletionFunc("blocked-reason", cobra.FixedCompletions([]string{"human", "secret", "destructive", "policy", "dependency", "unavailable"}, cobra.ShellCompDirectiveNoFileComp))
+	attemptFlag(cmd, &args.Attempt)
 	return cmd
 }

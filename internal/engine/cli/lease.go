@@ -20,10 +20,15 @@ lease_renew_interval_seconds; after lease_missed_renewals intervals without a
 renewal or checkpoint the lease expires and the work is offered again), and
 releases it with a result when it is done. The wake prompt names the lease.
 
-Exit status: 0 on success; 12 (not_found) for an unknown lease; 22
-(lease_state) when the lease's state does not allow the command; 23
-(lease_expired) when the lease ran out (a new attempt will wake the agent
-again).`,
+Each command takes --attempt N, the attempt the prompt names: a command of an
+attempt after a newer one was offered is refused, since the newer prompt is
+the one to follow.
+
+Exit status: 0 on success; 2 for a usage error (release without --result);
+12 (not_found) for an unknown lease; 22 (lease_state) when the lease's state
+does not allow the command; 23 (lease_expired) when the attempt ran out or a
+newer attempt was offered: stop working on it (a new attempt wakes the agent
+again, or already did).`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newLeaseAckCmd(a), newLeaseRenewCmd(a), newLeaseReleaseCmd(a))
@@ -40,6 +45,12 @@ func printLease(a *app.App, verb string, l api.Lease) error {
 			l.ExpiresAt.Format(time.RFC3339))
 	}
 	return nil
+}
+
+// attemptFlag adds --attempt: the attempt of the lease the command is about,
+// as the wake prompt names it.
+func attemptFlag(cmd *cobra.Command, attempt *int) {
+	cmd.Flags().IntVar(attempt, "attempt", 0, "the attempt the wake prompt names (refused once a newer attempt was offered)")
 }
 
 // engineClient is the client of the engine of a's paths.

@@ -5,19 +5,29 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 func newWakeCmd(a *app.App) *cobra.Command {
 	var args api.WakeArgs
 	cmd := &cobra.Command{
-		Use:   "wake REPO",
+		Use:   "wake REPO [--task T] [--endpoint ID] [--force]",
 		Short: "Wake a repo's agent now (a manual trigger)",
 		Long: `Wake the agent of a gita-registered repo now, through exactly the path an
 observed State Hub change takes: a trigger, the gates, a lease, and the wake
-prompt queued by tamq into the repo's window. Exactly one attached tamq
-endpoint must host the repo in trigger mode; with several, name one with
---endpoint. A trigger stopped at a gate prints why and exits 0 (the stop is
-the result, with its receipt); an unregistered repo is refused.`,
+prompt queued by tamq into the repo's window.
+
+One live lease per task, whoever asks: with --task naming a task whose lease
+lives, wake prints that lease and sends nothing. One lease at a time per repo:
+without --task, a repo whose agent holds a live lease is refused (exit 13)
+unless --force adds a second one.
+
+When no window can take the wake now (no window for the repo, tamq not
+attached, the window in manual mode, no agent running in it, its agent busy
+with other work), the trigger waits and wake says for what (exit 0): it is
+woken as soon as that changes. With several endpoints hosting the repo, name
+one with --endpoint. A trigger stopped at a gate prints why and exits 0 (the
+stop is the result, with its receipt); an unregistered repo is refused.`,
 		Example: `  coordination-engine wake net-kingdom
   coordination-engine wake net-kingdom --task T-42
   coordination-engine wake net-kingdom --endpoint tmux-amq-4242`,
@@ -36,13 +46,24 @@ the result, with its receipt); an unregistered repo is refused.`,
 			if a.JSON {
 				return a.PrintJSON(res)
 			}
-			if res.Stopped != "" {
-				a.Printf("trigger %s stopped at gate %s: %s\n", res.Trigger.ID, res.Stopped, res.Reason)
+			esc := textsafe.Escape
+			switch {
+			case res.Stopped != "":
+				a.Printf("trigger %s stopped at gate %s: %s\n", res.Trigger.ID, res.Stopped, esc(res.Reason))
+				return nil
+			case res.Waiting != "":
+				a.Printf("trigger %s waiting (%s): %s; it is woken as soon as that changes\n", res.Trigger.ID, res.Waiting, esc(res.Reason))
 				return nil
 			}
 			l := res.Lease
+			if res.Existing {
+				a.Printf("task %s already has lease %s: %s, attempt %d of %d; nothing new was sent\n", esc(args.Task), l.LeaseID, l.State, l.Attempt, l.MaxAttempts)
+				return nil
+			}
 			a.Printf("trigger %s: lease %s offered to %s (attempt %d of %d)", res.Trigger.ID, l.LeaseID, l.TargetRepo, l.Attempt, l.MaxAttempts)
 			switch {
+			case l.State == "retry_wait":
+				a.Printf("; tamq: no window can take it now, it waits for one\n")
 			case l.WakeOutcome != "":
 				a.Printf("; tamq: %s, message %s\n", l.WakeOutcome, l.LocalLeaseID)
 			default:
@@ -53,5 +74,6 @@ the result, with its receipt); an unregistered repo is refused.`,
 	}
 	cmd.Flags().StringVar(&args.Task, "task", "", "the State Hub task the wake is about")
 	cmd.Flags().StringVar(&args.EndpointID, "endpoint", "", "the tamq endpoint (tmux-amq-<pid>) or coordination endpoint id to use")
+	cmd.Flags().BoolVar(&args.Force, "force", false, "add a lease even though the repo's agent holds one")
 	return cmd
 }

@@ -60,13 +60,21 @@ func (c *Client) Wake(ctx context.Context, args api.WakeArgs) (api.WakeResult, e
 }
 
 // Ack acknowledges a lease: the agent begins the work.
-func (c *Client) Ack(ctx context.Context, leaseID string) (api.Lease, error) {
-	return c.lease(ctx, api.OpLeaseAck, api.LeaseArgs{LeaseID: leaseID})
+func (c *Client) Ack(ctx context.Context, args api.LeaseArgs) (api.Lease, error) {
+	return c.lease(ctx, api.OpLeaseAck, args)
 }
 
 // Renew extends a lease while the agent works.
-func (c *Client) Renew(ctx context.Context, leaseID string) (api.Lease, error) {
-	return c.lease(ctx, api.OpLeaseRenew, api.LeaseArgs{LeaseID: leaseID})
+func (c *Client) Renew(ctx context.Context, args api.LeaseArgs) (api.Lease, error) {
+	return c.lease(ctx, api.OpLeaseRenew, args)
+}
+
+// LeaseCurrent asks whether an attempt of a lease is still the one to work
+// on (tamq asks before it writes a wake).
+func (c *Client) LeaseCurrent(ctx context.Context, args api.LeaseArgs) (api.LeaseCurrentResult, error) {
+	var res api.LeaseCurrentResult
+	err := c.Call(ctx, quick, api.OpLeaseCurrent, args, &res)
+	return res, err
 }
 
 // Release ends a lease with a result.

@@ -174,9 +174,43 @@ type Trigger struct {
 	// trigger; NextCheckAt is when it is checked next.
 	GateChecks  int
 	NextCheckAt time.Time
-	ObservedAt  time.Time
-	UpdatedAt   time.Time
+	// Wait is why a pending trigger (or the next attempt of its lease)
+	// waits: no window, no agent, the window busy, ...; WaitDetail says it
+	// in words ("window busy with T-3"). Waiting is not a gate: the trigger
+	// is judged again whenever that may have changed.
+	Wait       Wait
+	WaitDetail string
+	// Resume is the checkpoint a checkpoint_resume trigger resumes from:
+	// the next prompt carries it.
+	Resume     *Checkpoint
+	ObservedAt time.Time
+	UpdatedAt  time.Time
 }
+
+// Wait is why a trigger waits rather than wakes now.
+type Wait string
+
+const (
+	// WaitNoWindow: no attached tamq window hosts the repo.
+	WaitNoWindow Wait = "no_window"
+	// WaitTamq: no tamq is attached (stopped, restarting, or not answering).
+	WaitTamq Wait = "tamq_unreachable"
+	// WaitManual: the repo's window was opened in manual mode.
+	WaitManual Wait = "manual_mode"
+	// WaitNoAgent: the window runs no agent now (it exited, or a shell or
+	// another program is in the foreground).
+	WaitNoAgent Wait = "no_agent"
+	// WaitBusy: the repo's agent works on another lease; one at a time.
+	WaitBusy Wait = "window_busy"
+	// WaitTaskLeased: another trigger of the same task holds a live lease.
+	WaitTaskLeased Wait = "task_leased"
+	// WaitNotActionable: the task of a lease's next attempt is not
+	// actionable now (a dependency reopened, its workplan paused).
+	WaitNotActionable Wait = "not_actionable"
+)
+
+// Waits are the values of Wait.
+var Waits = []Wait{WaitNoWindow, WaitTamq, WaitManual, WaitNoAgent, WaitBusy, WaitTaskLeased, WaitNotActionable}
 
 // Lease is a WorkerLease: the engine's claim that one agent works on one
 // trigger, over one or more attempts under the same lease id. Zero times
@@ -209,8 +243,13 @@ type Lease struct {
 	LocalLeaseID string
 	// WakeOutcome is what tamq did for the current attempt's wake; "" until
 	// the wake was answered.
-	WakeOutcome   WakeOutcome
-	StopReason    string
+	WakeOutcome WakeOutcome
+	StopReason  string
+	// Released is the result the agent released the lease with (the last
+	// release, a failed one included); "" when it never did. A lease that
+	// ended by release leaves history, not a request: a checkpoint naming
+	// it resumes nothing.
+	Released      Result
 	PolicyProfile string // name@version
 	ConfigVersion string
 	UpdatedAt     time.Time
@@ -255,6 +294,8 @@ type Window struct {
 	Path    string // the directory the window runs in
 	Command string // the agent command; "" is the user's shell
 	Mode    WindowMode
+	// NoAgent: tamq says no agent runs in the window now.
+	NoAgent bool
 }
 
 // Hosts reports whether the endpoint has a window for repo.

@@ -19,6 +19,13 @@ import (
 //   - Deadline. Once now reaches expires_at, the attempt is over for the
 //     agent, swept or not: ack, renew, checkpoint and release are refused
 //     with lease_expired, so the answer never depends on when the sweep ran.
+//   - Which attempt. An agent's request may name its attempt (the prompt's
+//     commands do). A request of an attempt older than the current one is
+//     refused with lease_expired: a newer attempt was offered, and its
+//     prompt is the one to follow. A request that names none and would
+//     renew, checkpoint or release an attempt after the first that is still
+//     only offered can only come from the attempt before: refused the same
+//     way (an ack that names none acknowledges the current attempt).
 //   - Ack (offered → acknowledged): expires_at = now + RenewInterval ×
 //     MissedRenewals. Acking an acknowledged, running or checkpointed lease
 //     again changes nothing and succeeds (agents may repeat). A lease in
@@ -29,20 +36,33 @@ import (
 //     (acknowledge it first).
 //   - Checkpoint: acknowledged, running or checkpointed → checkpointed;
 //     last_checkpoint_at = now and expires_at extended as by a renewal. The
-//     checkpoint must pass Checkpoint.Check.
-//   - Release completed: acknowledged, running or checkpointed → completed.
-//     Release failed: ends the attempt as an expiry does (retry_wait, or
-//     stopped when the attempts are used up), with reason "failed: <reason>".
-//     Release blocked: stopped with "blocked: <reason>", never retried. An
-//     offered lease: lease_state (acknowledge it first).
+//     checkpoint must pass Checkpoint.Check. A checkpoint with a blocked
+//     reason ends the lease at once as a release blocked does: the agent
+//     stopped for someone else, and nothing offers the work again.
+//   - Release: the result is required; failed and blocked need a reason.
+//     Completed: acknowledged, running or checkpointed → completed. Failed:
+//     ends the attempt as an expiry does (retry_wait, or stopped when the
+//     attempts are used up), with reason "failed: <reason>". Blocked: stopped
+//     with "blocked: <reason>", never retried. An offered lease: lease_state
+//     (acknowledge it first). Released records the result.
 //   - Expire: an offered, acknowledged, running or checkpointed lease whose
-//     expires_at has come ends its attempt n. If n < 1+MaxAttempts it waits
-//     in retry_wait as attempt n+1, next_retry_at = now + Backoff[min(n-1,
-//     len-1)], with tamq's message id of the old wake cleared; otherwise it
-//     is stopped, "exhausted".
+//     expires_at has come ends its attempt n. An offered attempt whose wake
+//     never reached tamq (no answer) is withdrawn: it waits in retry_wait as
+//     the next attempt, due at once, and costs nothing of the budget (the
+//     agent never saw it; the next attempt gets a wake of its own). Otherwise,
+//     if n < 1+MaxAttempts it waits in retry_wait as attempt n+1,
+//     next_retry_at = now + Backoff[min(n-1, len-1)], with tamq's message id
+//     of the old wake cleared; else it is stopped, "exhausted".
+//   - Withdraw: tamq answered that no window can take the wake: the offered
+//     attempt is withdrawn at once, as above, its successor due when the
+//     caller says (a window may open first).
 //   - Reoffer: a retry_wait lease whose next_retry_at has come is offered
 //     again: acquired_at = now, expires_at = now + AckTimeout, next_retry_at
 //     and the wake outcome cleared (the new attempt gets its own wake).
+//     Postpone moves a due next_retry_at on while the attempt cannot be
+//     offered yet (no window for the repo).
+//   - Stop: any live lease is stopped for good with a reason (a gate closed,
+//     the task was done or cancelled in State Hub).
 //   - Completed and stopped are final: every transition from them is
 //     refused with lease_state.
 
@@ -83,22 +103,45 @@ func endedError(l Lease) error {
 		WithHint("stop working on it: a new attempt will wake the agent")
 }
 
+// supersededError refuses a request of an attempt after a newer one was
+// offered.
+func supersededError(l Lease, attempt int) error {
+	return errs.New(errs.LeaseExpired, "attempt %d of lease %s is over: attempt %d was offered at %s", attempt, l.ID, l.Attempt, l.AcquiredAt.Format(time.RFC3339)).
+		WithHint("stop working on attempt %d; follow the prompt of attempt %d", attempt, l.Attempt)
+}
+
 // agentCheck is what every request of the agent (ack, renew, checkpoint,
-// release) checks first: the lease is not final and its attempt has not
-// ended.
-func (l Lease) agentCheck(now time.Time, action string) error {
+// release) checks first: the lease is not final, the request is of its
+// current attempt (attempt, 0 when the request names none), and that
+// attempt has not ended.
+func (l Lease) agentCheck(now time.Time, action string, attempt int) error {
 	switch {
 	case !l.State.Live():
 		return stateError(l, action, "")
+	case attempt < 0 || attempt > l.Attempt:
+		return errs.New(errs.BadRequest, "lease %s has no attempt %d (it is at attempt %d)", l.ID, attempt, l.Attempt)
+	case attempt > 0 && attempt < l.Attempt:
+		return supersededError(l, attempt)
+	case attempt == 0 && action != actionAck && l.State == Offered && l.Attempt > 1:
+		return supersededError(l, l.Attempt-1)
 	case l.State == RetryWait, !now.Before(l.ExpiresAt):
 		return endedError(l)
 	}
 	return nil
 }
 
-// Ack records the agent's acknowledgement of an offered lease.
-func (l Lease) Ack(now time.Time, t Timing) (Lease, bool, error) {
-	if err := l.agentCheck(now, "acknowledge it"); err != nil {
+// The agent's requests, as agentCheck names them.
+const (
+	actionAck        = "acknowledge it"
+	actionRenew      = "renew it"
+	actionCheckpoint = "checkpoint it"
+	actionRelease    = "release it"
+)
+
+// Ack records the agent's acknowledgement of an offered lease; attempt is
+// the attempt the request names (0: none).
+func (l Lease) Ack(now time.Time, t Timing, attempt int) (Lease, bool, error) {
+	if err := l.agentCheck(now, actionAck, attempt); err != nil {
 		return l, false, err
 	}
 	if l.State != Offered {
@@ -109,12 +152,12 @@ func (l Lease) Ack(now time.Time, t Timing) (Lease, bool, error) {
 }
 
 // Renew extends a held lease; the first renewal marks it running.
-func (l Lease) Renew(now time.Time, t Timing) (Lease, bool, error) {
-	if err := l.agentCheck(now, "renew it"); err != nil {
+func (l Lease) Renew(now time.Time, t Timing, attempt int) (Lease, bool, error) {
+	if err := l.agentCheck(now, actionRenew, attempt); err != nil {
 		return l, false, err
 	}
 	if l.State == Offered {
-		return l, false, stateError(l, "renew it", "acknowledge it first")
+		return l, false, stateError(l, actionRenew, "acknowledge it first")
 	}
 	if l.State == Acknowledged {
 		l.State = Running
@@ -124,13 +167,14 @@ func (l Lease) Renew(now time.Time, t Timing) (Lease, bool, error) {
 }
 
 // Checkpoint records c on a held lease and returns it stamped with the
-// lease and the time.
-func (l Lease) Checkpoint(c Checkpoint, now time.Time, t Timing) (Lease, Checkpoint, error) {
-	if err := l.agentCheck(now, "checkpoint it"); err != nil {
+// lease and the time. A checkpoint with a blocked reason stops the lease
+// (blocked) in the same step.
+func (l Lease) Checkpoint(c Checkpoint, now time.Time, t Timing, attempt int) (Lease, Checkpoint, error) {
+	if err := l.agentCheck(now, actionCheckpoint, attempt); err != nil {
 		return l, c, err
 	}
 	if l.State == Offered {
-		return l, c, stateError(l, "checkpoint it", "acknowledge it first")
+		return l, c, stateError(l, actionCheckpoint, "acknowledge it first")
 	}
 	if err := c.Check(); err != nil {
 		return l, c, err
@@ -138,6 +182,9 @@ func (l Lease) Checkpoint(c Checkpoint, now time.Time, t Timing) (Lease, Checkpo
 	c.LeaseID, c.RecordedAt = l.ID, now
 	l.State, l.LastCheckpointAt = Checkpointed, now
 	l.ExpiresAt, l.UpdatedAt = now.Add(t.holdFor()), now
+	if c.BlockedReason != "" {
+		l.State, l.StopReason, l.Released = Stopped, ReleaseReason(ResultBlocked, "checkpoint: "+string(c.BlockedReason)), ResultBlocked
+	}
 	return l, c, nil
 }
 
@@ -155,20 +202,17 @@ func ReleaseReason(result Result, reason string) string {
 }
 
 // Release ends the agent's attempt with its result.
-func (l Lease) Release(result Result, reason string, now time.Time, t Timing) (Lease, bool, error) {
-	if !slices.Contains(Results, result) {
-		return l, false, errs.New(errs.BadRequest, "unknown release result %q; want completed, failed or blocked", result)
-	}
-	if err := checkText("release reason", reason, MaxReason, false); err != nil {
+func (l Lease) Release(result Result, reason string, now time.Time, t Timing, attempt int) (Lease, bool, error) {
+	if err := CheckRelease(result, reason); err != nil {
 		return l, false, err
 	}
-	if err := l.agentCheck(now, "release it"); err != nil {
+	if err := l.agentCheck(now, actionRelease, attempt); err != nil {
 		return l, false, err
 	}
 	if l.State == Offered {
-		return l, false, stateError(l, "release it", "acknowledge it first")
+		return l, false, stateError(l, actionRelease, "acknowledge it first")
 	}
-	l.UpdatedAt = now
+	l.UpdatedAt, l.Released = now, result
 	switch result {
 	case ResultCompleted:
 		l.State = Completed
@@ -180,13 +224,29 @@ func (l Lease) Release(result Result, reason string, now time.Time, t Timing) (L
 	return l, true, nil
 }
 
-// Gate stops a live lease because a gate closed on it before its wake went
-// out (a secret found in the prompt about to be sent): no further attempt.
-func (l Lease) Gate(gate string, now time.Time) (Lease, bool, error) {
-	if !l.State.Live() {
-		return l, false, stateError(l, "stop it at a gate", "")
+// CheckRelease holds a release to its rules: a known result, stated; a
+// reason for failed and blocked; a reason of one line that fits a receipt.
+func CheckRelease(result Result, reason string) error {
+	if !slices.Contains(Results, result) {
+		return errs.New(errs.BadRequest, "release result %q is not one of completed, failed, blocked", result).
+			WithHint("say how the work ended: --result completed, failed or blocked")
 	}
-	l.State, l.StopReason, l.UpdatedAt = Stopped, gate, now
+	if err := checkText("release reason", reason, MaxReason, false); err != nil {
+		return err
+	}
+	if result != ResultCompleted && !hasText(reason) {
+		return errs.New(errs.BadRequest, "a release %s needs a reason", result).WithHint("say why with --reason (no secrets)")
+	}
+	return nil
+}
+
+// Stop ends a live lease for good with reason (a gate closed on it, its
+// task was done or cancelled in State Hub): no further attempt.
+func (l Lease) Stop(reason string, now time.Time) (Lease, bool, error) {
+	if !l.State.Live() {
+		return l, false, stateError(l, "stop it", "")
+	}
+	l.State, l.StopReason, l.UpdatedAt = Stopped, reason, now
 	return l, true, nil
 }
 
@@ -199,6 +259,10 @@ func (l Lease) Expire(now time.Time, t Timing) (Lease, bool, error) {
 		return l, false, errs.New(errs.Conflict, "lease %s does not expire until %s", l.ID, l.ExpiresAt.Format(time.RFC3339))
 	}
 	l.UpdatedAt = now
+	if l.State == Offered && l.WakeOutcome == "" {
+		l.withdraw(now)
+		return l, true, nil
+	}
 	l.endAttempt(now, t, StopExhausted)
 	return l, true, nil
 }
@@ -215,6 +279,31 @@ func (l *Lease) endAttempt(now time.Time, t Timing, stopReason string) {
 	l.LocalLeaseID = ""
 }
 
+// Withdraw takes back an offered attempt whose wake no window could take
+// (tamq answered unavailable): it costs nothing of the budget, and the next
+// attempt is due at until (it is judged again then, or when a window opens).
+func (l Lease) Withdraw(now, until time.Time) (Lease, bool, error) {
+	if l.State != Offered {
+		return l, false, stateError(l, "withdraw its attempt (only an offered one can be)", "")
+	}
+	l.UpdatedAt = now
+	l.withdraw(until)
+	return l, true, nil
+}
+
+// withdraw moves on to the next attempt, due at due, without spending the
+// budget: the attempt number is the wake's key in tamq, so the next one
+// must differ, and the budget grows with it.
+func (l *Lease) withdraw(due time.Time) {
+	l.State, l.NextRetryAt = RetryWait, due
+	l.Attempt++
+	l.MaxAttempts++
+	l.LocalLeaseID, l.WakeOutcome = "", ""
+}
+
+// Withdrawn reports whether the move from -> l withdrew an attempt.
+func Withdrawn(from, l Lease) bool { return l.MaxAttempts > from.MaxAttempts }
+
 // Reoffer offers a lease waiting in retry_wait again, as its next attempt.
 func (l Lease) Reoffer(now time.Time, t Timing) (Lease, bool, error) {
 	if l.State != RetryWait {
@@ -225,6 +314,20 @@ func (l Lease) Reoffer(now time.Time, t Timing) (Lease, bool, error) {
 	}
 	l.State, l.AcquiredAt, l.ExpiresAt, l.UpdatedAt = Offered, now, now.Add(t.AckTimeout), now
 	l.NextRetryAt, l.WakeOutcome, l.LocalLeaseID = time.Time{}, "", ""
+	return l, true, nil
+}
+
+// Postpone moves the next attempt of a lease in retry_wait to until: it
+// cannot be offered yet, and is judged again then (or sooner, when a window
+// opens).
+func (l Lease) Postpone(until, now time.Time) (Lease, bool, error) {
+	if l.State != RetryWait {
+		return l, false, stateError(l, "postpone its next attempt", "")
+	}
+	if !until.After(l.NextRetryAt) {
+		return l, false, nil
+	}
+	l.NextRetryAt, l.UpdatedAt = until, now
 	return l, true, nil
 }
 

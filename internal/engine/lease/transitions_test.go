@@ -84,16 +84,23 @@ func runCases(t *testing.T, tests []transitionCase) {
 	}
 }
 
-func ack(now time.Time) step {
-	return func(l Lease) (Lease, bool, error) { return l.Ack(now, timing) }
+func ack(now time.Time) step { return ackOf(0, now) }
+
+// ackOf is an ack naming its attempt (0: none).
+func ackOf(attempt int, now time.Time) step {
+	return func(l Lease) (Lease, bool, error) { return l.Ack(now, timing, attempt) }
 }
 
-func renew(now time.Time) step {
-	return func(l Lease) (Lease, bool, error) { return l.Renew(now, timing) }
+func renew(now time.Time) step { return renewOf(0, now) }
+
+func renewOf(attempt int, now time.Time) step {
+	return func(l Lease) (Lease, bool, error) { return l.Renew(now, timing, attempt) }
 }
 
-func release(r Result, reason string, now time.Time) step {
-	return func(l Lease) (Lease, bool, error) { return l.Release(r, reason, now, timing) }
+func release(r Result, reason string, now time.Time) step { return releaseOf(0, r, reason, now) }
+
+func releaseOf(attempt int, r Result, reason string, now time.Time) step {
+	return func(l Lease) (Lease, bool, error) { return l.Release(r, reason, now, timing, attempt) }
 }
 
 func expire(now time.Time, tm Timing) step {
@@ -122,6 +129,9 @@ func TestAck(t *testing.T) {
 		{name: "at the deadline, not yet swept", from: in(Offered, 1), step: ack(deadline), code: errs.LeaseExpired},
 		{name: "a repeated ack past the deadline", from: in(Acknowledged, 1), step: ack(deadline.Add(time.Second)), code: errs.LeaseExpired},
 		{name: "in retry_wait", from: in(RetryWait, 2), step: ack(now), code: errs.LeaseExpired},
+		{name: "attempt 1 after attempt 2 was offered", from: in(Offered, 2), step: ackOf(1, now), code: errs.LeaseExpired},
+		{name: "naming none acks the current attempt", from: in(Offered, 2), step: ack(now), changed: true,
+			want: with(in(Offered, 2), func(l *Lease) { l.State, l.ExpiresAt, l.UpdatedAt = Acknowledged, now.Add(held), now })},
 		{name: "completed", from: in(Completed, 1), step: ack(now), code: errs.LeaseState},
 		{name: "stopped", from: in(Stopped, 3), step: ack(now), code: errs.LeaseState},
 	})
@@ -142,6 +152,11 @@ func TestRenew(t *testing.T) {
 		{name: "offered: acknowledge first", from: in(Offered, 1), step: renew(now), code: errs.LeaseState},
 		{name: "past the deadline", from: in(Running, 1), step: renew(deadline), code: errs.LeaseExpired},
 		{name: "in retry_wait", from: in(RetryWait, 2), step: renew(now), code: errs.LeaseExpired},
+		{name: "attempt 1 after attempt 2 was offered", from: in(Offered, 2), step: renewOf(1, now), code: errs.LeaseExpired},
+		{name: "naming none after attempt 2 was offered", from: in(Offered, 2), step: renew(now), code: errs.LeaseExpired},
+		{name: "attempt 1 while attempt 2 runs", from: in(Running, 2), step: renewOf(1, now), code: errs.LeaseExpired},
+		{name: "naming its own attempt", from: in(Running, 2), step: renewOf(2, now), changed: true,
+			want: with(in(Running, 2), extended(Running))},
 		{name: "completed", from: in(Completed, 1), step: renew(now), code: errs.LeaseState},
 		{name: "stopped", from: in(Stopped, 1), step: renew(now), code: errs.LeaseState},
 	})
@@ -151,21 +166,31 @@ func TestRelease(t *testing.T) {
 	now := at(40 * time.Second)
 	runCases(t, []transitionCase{
 		{name: "completed from acknowledged", from: in(Acknowledged, 1), step: release(ResultCompleted, "", now), changed: true,
-			want: with(in(Acknowledged, 1), func(l *Lease) { l.State, l.UpdatedAt = Completed, now })},
+			want: with(in(Acknowledged, 1), func(l *Lease) { l.State, l.Released, l.UpdatedAt = Completed, ResultCompleted, now })},
 		{name: "completed from running", from: in(Running, 2), step: release(ResultCompleted, "merged", now), changed: true,
-			want: with(in(Running, 2), func(l *Lease) { l.State, l.UpdatedAt = Completed, now })},
+			want: with(in(Running, 2), func(l *Lease) { l.State, l.Released, l.UpdatedAt = Completed, ResultCompleted, now })},
 		{name: "completed from checkpointed", from: in(Checkpointed, 3), step: release(ResultCompleted, "", now), changed: true,
-			want: with(in(Checkpointed, 3), func(l *Lease) { l.State, l.UpdatedAt = Completed, now })},
+			want: with(in(Checkpointed, 3), func(l *Lease) { l.State, l.Released, l.UpdatedAt = Completed, ResultCompleted, now })},
+		{name: "completed naming its attempt", from: in(Running, 2), step: releaseOf(2, ResultCompleted, "", now), changed: true,
+			want: with(in(Running, 2), func(l *Lease) { l.State, l.Released, l.UpdatedAt = Completed, ResultCompleted, now })},
 		{name: "failed with attempts left waits for the next", from: in(Running, 1), step: release(ResultFailed, "tests broke", now), changed: true,
 			want: with(in(Running, 1), func(l *Lease) {
-				l.State, l.Attempt, l.NextRetryAt, l.LocalLeaseID, l.UpdatedAt = RetryWait, 2, now.Add(5*time.Second), "", now
+				l.State, l.Attempt, l.NextRetryAt, l.LocalLeaseID, l.Released, l.UpdatedAt = RetryWait, 2, now.Add(5*time.Second), "", ResultFailed, now
 			})},
 		{name: "failed on the last attempt stops", from: in(Running, 3), step: release(ResultFailed, "tests broke", now), changed: true,
-			want: with(in(Running, 3), func(l *Lease) { l.State, l.StopReason, l.UpdatedAt = Stopped, "failed: tests broke", now })},
+			want: with(in(Running, 3), func(l *Lease) {
+				l.State, l.StopReason, l.Released, l.UpdatedAt = Stopped, "failed: tests broke", ResultFailed, now
+			})},
 		{name: "blocked stops at once", from: in(Checkpointed, 1), step: release(ResultBlocked, "needs a human", now), changed: true,
-			want: with(in(Checkpointed, 1), func(l *Lease) { l.State, l.StopReason, l.UpdatedAt = Stopped, "blocked: needs a human", now })},
-		{name: "blocked without a reason", from: in(Running, 1), step: release(ResultBlocked, "", now), changed: true,
-			want: with(in(Running, 1), func(l *Lease) { l.State, l.StopReason, l.UpdatedAt = Stopped, "blocked", now })},
+			want: with(in(Checkpointed, 1), func(l *Lease) {
+				l.State, l.StopReason, l.Released, l.UpdatedAt = Stopped, "blocked: needs a human", ResultBlocked, now
+			})},
+		{name: "blocked without a reason", from: in(Running, 1), step: release(ResultBlocked, "", now), code: errs.BadRequest},
+		{name: "failed without a reason", from: in(Running, 1), step: release(ResultFailed, " ", now), code: errs.BadRequest},
+		{name: "no result stated", from: in(Running, 1), step: release("", "", now), code: errs.BadRequest},
+		{name: "a superseded attempt", from: in(Running, 2), step: releaseOf(1, ResultCompleted, "", now), code: errs.LeaseExpired},
+		{name: "the attempt before, still offered, naming none", from: in(Offered, 2), step: release(ResultCompleted, "", now), code: errs.LeaseExpired},
+		{name: "an attempt not offered yet", from: in(Running, 2), step: releaseOf(3, ResultCompleted, "", now), code: errs.BadRequest},
 		{name: "offered: acknowledge first", from: in(Offered, 1), step: release(ResultCompleted, "", now), code: errs.LeaseState},
 		{name: "completed", from: in(Completed, 1), step: release(ResultCompleted, "", now), code: errs.LeaseState},
 		{name: "stopped", from: in(Stopped, 1), step: release(ResultFailed, "x", now), code: errs.LeaseState},
@@ -213,6 +238,11 @@ func TestExpire(t *testing.T) {
 			want: with(in(Running, 5), func(l *Lease) { l.MaxAttempts = 9; retry(6, time.Minute)(l) })},
 		{name: "no backoff configured: due at once", from: in(Offered, 1), step: expire(late, noBackoff), changed: true,
 			want: with(in(Offered, 1), retry(2, 0))},
+		{name: "offered, its wake never answered: withdrawn, nothing spent", from: with(in(Offered, 2), func(l *Lease) { l.WakeOutcome, l.LocalLeaseID = "", "" }),
+			step: expire(late, timing), changed: true,
+			want: with(in(Offered, 2), func(l *Lease) {
+				l.State, l.Attempt, l.MaxAttempts, l.NextRetryAt, l.LocalLeaseID, l.WakeOutcome, l.UpdatedAt = RetryWait, 3, 3, late, "", "", late
+			})},
 		{name: "before its deadline", from: in(Running, 1), step: expire(deadline.Add(-time.Millisecond), timing), code: errs.Conflict},
 		{name: "in retry_wait", from: in(RetryWait, 2), step: expire(late, timing), code: errs.LeaseState},
 		{name: "completed", from: in(Completed, 1), step: expire(late, timing), code: errs.LeaseState},
@@ -240,6 +270,34 @@ func TestReoffer(t *testing.T) {
 	})
 }
 
+func TestWithdrawPostponeStop(t *testing.T) {
+	now, until := at(10*time.Second), at(time.Hour)
+	runCases(t, []transitionCase{
+		{name: "withdrawn: the next attempt is due later and costs nothing", from: in(Offered, 3),
+			step: func(l Lease) (Lease, bool, error) { return l.Withdraw(now, until) }, changed: true,
+			want: with(in(Offered, 3), func(l *Lease) {
+				l.State, l.Attempt, l.MaxAttempts, l.NextRetryAt, l.LocalLeaseID, l.WakeOutcome, l.UpdatedAt = RetryWait, 4, 3, until, "", "", now
+			})},
+		{name: "only an offered attempt is withdrawn", from: in(Running, 1),
+			step: func(l Lease) (Lease, bool, error) { return l.Withdraw(now, until) }, code: errs.LeaseState},
+		{name: "postponed", from: in(RetryWait, 2),
+			step: func(l Lease) (Lease, bool, error) { return l.Postpone(until, now) }, changed: true,
+			want: with(in(RetryWait, 2), func(l *Lease) { l.NextRetryAt, l.UpdatedAt = until, now })},
+		{name: "postponed to earlier: no change", from: in(RetryWait, 2),
+			step: func(l Lease) (Lease, bool, error) { return l.Postpone(at(time.Minute), now) }, want: in(RetryWait, 2)},
+		{name: "only a lease waiting for its next attempt is postponed", from: in(Offered, 1),
+			step: func(l Lease) (Lease, bool, error) { return l.Postpone(until, now) }, code: errs.LeaseState},
+		{name: "stopped from retry_wait", from: in(RetryWait, 2),
+			step: func(l Lease) (Lease, bool, error) { return l.Stop("task_done", now) }, changed: true,
+			want: with(in(RetryWait, 2), func(l *Lease) { l.State, l.StopReason, l.UpdatedAt = Stopped, "task_done", now })},
+		{name: "a stopped lease stops no more", from: in(Stopped, 1),
+			step: func(l Lease) (Lease, bool, error) { return l.Stop("x", now) }, code: errs.LeaseState},
+	})
+	if !Withdrawn(in(Offered, 1), with(in(Offered, 1), func(l *Lease) { l.MaxAttempts++ })) || Withdrawn(in(Offered, 1), in(RetryWait, 2)) {
+		t.Error("Withdrawn")
+	}
+}
+
 func TestWoken(t *testing.T) {
 	now := at(time.Second)
 	fresh := with(in(Offered, 2), func(l *Lease) { l.LocalLeaseID, l.WakeOutcome, l.TamqEndpointID = "", "", "" })
@@ -263,9 +321,9 @@ func TestWoken(t *testing.T) {
 
 func TestCheckpointTransition(t *testing.T) {
 	now := at(20 * time.Second)
-	c := Checkpoint{TaskID: "T-7", Summary: "did x", FilesChanged: []string{"a.go"}, NextAction: "do y", BlockedReason: BlockedDependency}
+	c := Checkpoint{TaskID: "T-7", Summary: "did x", FilesChanged: []string{"a.go"}, NextAction: "do y"}
 	for _, from := range []State{Acknowledged, Running, Checkpointed} {
-		got, rec, err := in(from, 1).Checkpoint(c, now, timing)
+		got, rec, err := in(from, 1).Checkpoint(c, now, timing, 0)
 		if err != nil {
 			t.Fatalf("from %s: %v", from, err)
 		}
@@ -275,9 +333,24 @@ func TestCheckpointTransition(t *testing.T) {
 		if got != want {
 			t.Errorf("from %s:\n%+v\nwant\n%+v", from, got, want)
 		}
-		if rec.LeaseID != "L1" || !rec.RecordedAt.Equal(now) || rec.Summary != "did x" || rec.BlockedReason != BlockedDependency {
+		if rec.LeaseID != "L1" || !rec.RecordedAt.Equal(now) || rec.Summary != "did x" || rec.BlockedReason != "" {
 			t.Errorf("from %s: checkpoint %+v", from, rec)
 		}
+	}
+	// A checkpoint with a blocked reason ends the lease as a release
+	// blocked does: nothing offers the work again.
+	blocked := c
+	blocked.BlockedReason = BlockedHuman
+	got, rec, err := in(Running, 2).Checkpoint(blocked, now, timing, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := with(in(Running, 2), func(l *Lease) {
+		l.State, l.LastCheckpointAt, l.ExpiresAt, l.UpdatedAt = Stopped, now, now.Add(held), now
+		l.StopReason, l.Released = "blocked: checkpoint: human", ResultBlocked
+	})
+	if got != want || rec.BlockedReason != BlockedHuman {
+		t.Errorf("blocked checkpoint:\n%+v\nwant\n%+v", got, want)
 	}
 	refused := []struct {
 		name string
@@ -292,9 +365,10 @@ func TestCheckpointTransition(t *testing.T) {
 		{"completed", in(Completed, 1), now, c, errs.LeaseState},
 		{"stopped", in(Stopped, 1), now, c, errs.LeaseState},
 		{"no summary", in(Running, 1), now, Checkpoint{Summary: " \n"}, errs.BadRequest},
+		{"the attempt before, still offered", in(Offered, 2), now, c, errs.LeaseExpired},
 	}
 	for _, tt := range refused {
-		got, _, err := tt.from.Checkpoint(tt.c, tt.now, timing)
+		got, _, err := tt.from.Checkpoint(tt.c, tt.now, timing, 0)
 		if !errs.Is(err, tt.code) {
 			t.Errorf("%s: got %v, want %s", tt.name, err, tt.code)
 		}
@@ -408,6 +482,7 @@ func TestAttempts(t *testing.T) {
 		}
 		offers := 1
 		for l.State != Stopped {
+			l.WakeOutcome = WakeResumed // tamq took every wake
 			if l.Due(l.ExpiresAt.Add(-time.Millisecond)) || !l.Due(l.ExpiresAt) {
 				t.Fatalf("attempt %d: due is wrong around %v", l.Attempt, l.ExpiresAt)
 			}

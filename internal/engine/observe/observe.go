@@ -19,12 +19,15 @@ import (
 
 // Gates: the names a stopped trigger carries. A proposed action of a
 // category the profile sends to a human stops with the category's name.
+// No window (or no agent, a manual window, tamq away) is not a gate: the
+// work waits (lease.Wait) and is judged again.
 const (
-	GateHuman       = "human"
-	GateSecret      = "secret"
-	GateUnavailable = "unavailable"
-	GateAmbiguous   = "ambiguous_ownership"
-	GateIdentity    = "identity"
+	GateHuman  = "human"
+	GateSecret = "secret"
+	// GateUnregistered: the repo is not registered with gita.
+	GateUnregistered = "unregistered"
+	GateAmbiguous    = "ambiguous_ownership"
+	GateIdentity     = "identity"
 	// GatePolicy: a proposed action of a category no profile knows.
 	GatePolicy = "policy"
 )
@@ -72,6 +75,10 @@ type Candidate struct {
 	Gate       string
 	GateReason string
 	Priority   int
+	// WorkplanRevision is the task's workplan's revision: a gate of the
+	// workplan that cleared wakes the task again under it (a task's own
+	// revision does not change when its workplan's gate does).
+	WorkplanRevision string
 }
 
 // Observation is what one look at State Hub gave.
@@ -123,8 +130,10 @@ func Tasks(workplans []contract.Workplan, p Policy) Observation {
 		}
 		v.Waiting = waiting(wp.Status, t.Status, v.Deps)
 		v.Actionable = v.Waiting == ""
+		// The gates are judged for every task, not only the actionable: the
+		// next attempt of work already under way is judged by them too.
+		v.Gate, v.GateReason = contentGate(*wp, t, p)
 		if v.Actionable {
-			v.Gate, v.GateReason = contentGate(*wp, t, p)
 			reason := lease.TaskActionable
 			if len(t.DependsOn) > 0 {
 				reason = lease.DependencySatisfied
@@ -135,7 +144,7 @@ func Tasks(workplans []contract.Workplan, p Policy) Observation {
 					TargetRepo: t.Repo, TargetAgent: t.Agent, TaskID: t.ID, WorkplanID: wp.ID,
 					Title: cut(t.Title, MaxTitle), Reason: reason,
 				},
-				Gate: v.Gate, GateReason: v.GateReason, Priority: t.Priority,
+				Gate: v.Gate, GateReason: v.GateReason, Priority: t.Priority, WorkplanRevision: wp.Revision,
 			})
 		}
 		obs.Tasks[id] = v
@@ -225,25 +234,95 @@ type Host struct {
 	EndpointID string
 	Path       string
 	Mode       lease.WindowMode
+	// NoAgent: tamq says no agent runs in the window now.
+	NoAgent bool
 }
 
-// Route says where a wake for repo may go: the one endpoint hosting it, or
-// the gate that stops it. registered is gita's path of the repo, ok false
-// when gita does not register it.
-func Route(repo, registered string, ok bool, hosts []Host) (endpointID, gate, reason string) {
+// Routing is where a wake may go: the endpoint, or the gate that stops it,
+// or why it must wait (Reason says it in words for the last two).
+type Routing struct {
+	EndpointID string
+	Gate       string
+	Wait       lease.Wait
+	Reason     string
+}
+
+// Route says where a wake for repo may go. registered is gita's path of the
+// repo, ok false when gita does not register it; hosts are the attached
+// endpoints' windows of the repo; attached says whether any tamq endpoint is
+// attached at all. Only what a person must decide is a gate (an unregistered
+// repo, several windows, a window in another directory); a window that is
+// not there yet, runs no agent or is in manual mode is waited for.
+func Route(repo, registered string, ok bool, hosts []Host, attached bool) Routing {
 	switch {
 	case !ok:
-		return "", GateUnavailable, repo + " is not registered with gita"
+		return Routing{Gate: GateUnregistered, Reason: repo + " is not registered with gita"}
+	case len(hosts) == 0 && !attached:
+		return Routing{Wait: lease.WaitTamq, Reason: "no tamq is attached (not running, restarting, or not answering)"}
 	case len(hosts) == 0:
-		return "", GateUnavailable, "no attached tamq endpoint hosts " + repo
+		return Routing{Wait: lease.WaitNoWindow, Reason: "no window for repo " + repo}
 	case len(hosts) > 1:
-		return "", GateAmbiguous, fmt.Sprintf("%d tamq endpoints host %s", len(hosts), repo)
-	case hosts[0].Mode == lease.ModeManual:
-		return "", GateUnavailable, "the window of " + repo + " was opened in manual mode"
+		return Routing{Gate: GateAmbiguous, Reason: fmt.Sprintf("%d tamq endpoints host %s", len(hosts), repo)}
 	case filepath.Clean(hosts[0].Path) != filepath.Clean(registered):
-		return "", GateIdentity, "the window of " + repo + " runs in another directory than gita registers"
+		return Routing{Gate: GateIdentity, Reason: "the window of " + repo + " runs in another directory than gita registers"}
+	case hosts[0].Mode == lease.ModeManual:
+		return Routing{Wait: lease.WaitManual, Reason: "the window of " + repo + " is in manual mode"}
+	case hosts[0].NoAgent:
+		return Routing{Wait: lease.WaitNoAgent, Reason: "no agent running in the window of " + repo}
 	}
-	return hosts[0].EndpointID, "", ""
+	return Routing{EndpointID: hosts[0].EndpointID}
+}
+
+// Verdict is what the latest observation says of the next attempt of work
+// on a task: go on (the zero Verdict), stop for good (Stop: a gate, or the
+// task ended in State Hub), or wait (not actionable now).
+type Verdict struct {
+	Stop   bool
+	Gate   string // the gate, when the stop is one
+	Wait   bool
+	Reason string
+}
+
+// Stop reasons of a lease whose task ended in State Hub.
+const (
+	StopTaskDone      = "task_done"
+	StopTaskCancelled = "task_cancelled"
+	StopTaskBlocked   = "task_blocked"
+	StopTaskGone      = "task_gone"
+)
+
+// Attempt judges the next attempt of work on task id against the
+// observation: a task done, cancelled, blocked or gone, or a gate on it or
+// its workplan, ends the work; a paused workplan or a dependency not done
+// makes it wait; todo, ready and in_progress (an agent at work on it) go on.
+func (o Observation) Attempt(id string) Verdict {
+	v, ok := o.Tasks[id]
+	switch {
+	case !ok:
+		return Verdict{Stop: true, Reason: StopTaskGone + ": the task is in no workplan"}
+	case v.Status == "done":
+		return Verdict{Stop: true, Reason: StopTaskDone + ": the task is done in State Hub"}
+	case v.Status == "cancelled":
+		return Verdict{Stop: true, Reason: StopTaskCancelled + ": the task is cancelled in State Hub"}
+	case v.Status == "blocked":
+		return Verdict{Stop: true, Reason: StopTaskBlocked + ": the task is blocked in State Hub"}
+	case v.Gate != "":
+		return Verdict{Stop: true, Gate: v.Gate, Reason: v.GateReason}
+	case v.WorkplanStatus != "active" && v.WorkplanStatus != "ready":
+		return Verdict{Wait: true, Reason: "its workplan is " + v.WorkplanStatus}
+	}
+	for _, d := range v.Deps {
+		if d.Status != "done" {
+			return Verdict{Wait: true, Reason: waiting(v.WorkplanStatus, "todo", v.Deps)}
+		}
+	}
+	return Verdict{}
+}
+
+// Open reports whether a task is open in State Hub: todo, ready or in
+// progress.
+func (v TaskView) Open() bool {
+	return v.Status == "todo" || v.Status == "ready" || v.Status == "in_progress"
 }
 
 // cut shortens s to at most n bytes on a rune boundary.

@@ -166,29 +166,75 @@ func TestMessages(t *testing.T) {
 	}
 }
 
-// Routing gates: unregistered, no window, several, manual, another path.
+// Routing: what a person must decide is a gate (unregistered, several
+// windows, another path); no window, no tamq, a manual window and no agent
+// are waited for.
 func TestRoute(t *testing.T) {
 	one := []Host{{EndpointID: "ce-1", Path: "/src/net", Mode: lease.ModeTrigger}}
 	for _, tc := range []struct {
 		name       string
 		registered bool
 		hosts      []Host
+		attached   bool
 		endpoint   string
 		gate       string
+		wait       lease.Wait
 	}{
-		{"routed", true, one, "ce-1", ""},
-		{"trailing slash is the same path", true, []Host{{EndpointID: "ce-1", Path: "/src/net/", Mode: lease.ModeTrigger}}, "ce-1", ""},
-		{"not registered", false, one, "", GateUnavailable},
-		{"no window", true, nil, "", GateUnavailable},
-		{"two endpoints", true, append(slices.Clone(one), Host{EndpointID: "ce-2", Path: "/src/net", Mode: lease.ModeTrigger}), "", GateAmbiguous},
-		{"manual", true, []Host{{EndpointID: "ce-1", Path: "/src/net", Mode: lease.ModeManual}}, "", GateUnavailable},
-		{"another path", true, []Host{{EndpointID: "ce-1", Path: "/tmp/net", Mode: lease.ModeTrigger}}, "", GateIdentity},
+		{"routed", true, one, true, "ce-1", "", ""},
+		{"trailing slash is the same path", true, []Host{{EndpointID: "ce-1", Path: "/src/net/", Mode: lease.ModeTrigger}}, true, "ce-1", "", ""},
+		{"not registered", false, one, true, "", GateUnregistered, ""},
+		{"no window", true, nil, true, "", "", lease.WaitNoWindow},
+		{"no tamq attached", true, nil, false, "", "", lease.WaitTamq},
+		{"two endpoints", true, append(slices.Clone(one), Host{EndpointID: "ce-2", Path: "/src/net", Mode: lease.ModeTrigger}), true, "", GateAmbiguous, ""},
+		{"manual", true, []Host{{EndpointID: "ce-1", Path: "/src/net", Mode: lease.ModeManual}}, true, "", "", lease.WaitManual},
+		{"no agent running", true, []Host{{EndpointID: "ce-1", Path: "/src/net", Mode: lease.ModeTrigger, NoAgent: true}}, true, "", "", lease.WaitNoAgent},
+		{"another path", true, []Host{{EndpointID: "ce-1", Path: "/tmp/net", Mode: lease.ModeTrigger}}, true, "", GateIdentity, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ep, gate, reason := Route("net", "/src/net", tc.registered, tc.hosts)
-			if ep != tc.endpoint || gate != tc.gate || (gate != "" && reason == "") {
-				t.Errorf("Route = %q, %q, %q; want %q, %q", ep, gate, reason, tc.endpoint, tc.gate)
+			r := Route("net", "/src/net", tc.registered, tc.hosts, tc.attached)
+			if r.EndpointID != tc.endpoint || r.Gate != tc.gate || r.Wait != tc.wait || ((r.Gate != "" || r.Wait != "") && r.Reason == "") {
+				t.Errorf("Route = %+v; want endpoint %q, gate %q, wait %q", r, tc.endpoint, tc.gate, tc.wait)
 			}
 		})
+	}
+}
+
+// The next attempt of work on a task is judged against the latest
+// observation: ended or gated tasks stop it, a dependency reopened or a
+// paused workplan makes it wait, an agent's in_progress goes on.
+func TestAttempt(t *testing.T) {
+	gated := task("G", "todo", "net")
+	gated.NeedsHuman = true
+	wps := []contract.Workplan{
+		{ID: "W1", Repo: "net", Status: "active", Revision: "1", Tasks: []contract.Task{
+			task("A", "todo", "net"), task("P", "in_progress", "net"), task("D", "done", "net"), task("C", "cancelled", "net"),
+			task("B", "blocked", "net"), gated, task("X", "todo", "net", "A"),
+		}},
+		{ID: "W2", Repo: "net", Status: "paused", Revision: "1", Tasks: []contract.Task{task("Z", "todo", "net")}},
+		{ID: "W3", Repo: "net", Status: "active", Revision: "1", NeedsHuman: true, Tasks: []contract.Task{task("H", "in_progress", "net")}},
+	}
+	obs := Tasks(wps, defaultish{})
+	for id, want := range map[string]Verdict{
+		"A":     {},
+		"P":     {},
+		"D":     {Stop: true, Reason: "task_done: the task is done in State Hub"},
+		"C":     {Stop: true, Reason: "task_cancelled: the task is cancelled in State Hub"},
+		"B":     {Stop: true, Reason: "task_blocked: the task is blocked in State Hub"},
+		"G":     {Stop: true, Gate: GateHuman, Reason: "the task needs a human"},
+		"H":     {Stop: true, Gate: GateHuman, Reason: "its workplan W3 needs a human"},
+		"X":     {Wait: true, Reason: "dependency A is todo"},
+		"Z":     {Wait: true, Reason: "its workplan is paused"},
+		"ghost": {Stop: true, Reason: "task_gone: the task is in no workplan"},
+	} {
+		if got := obs.Attempt(id); got != want {
+			t.Errorf("%s: %+v, want %+v", id, got, want)
+		}
+	}
+	if !obs.Tasks["P"].Open() || obs.Tasks["D"].Open() || obs.Tasks["B"].Open() {
+		t.Error("Open")
+	}
+	// A candidate knows its workplan's revision.
+	if c := obs.Candidates[0]; c.WorkplanRevision != "1" {
+		t.Errorf("candidate %+v", c)
 	}
 }

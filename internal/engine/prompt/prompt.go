@@ -112,9 +112,32 @@ func header(in Input) string {
 		b.WriteString(".\n")
 	}
 	if m := in.Message; m != nil {
-		fmt.Fprintf(&b, "Message %s from %s: \"%s\". Read its body in State Hub.\n", clean(m.ID, maxName), clean(m.From, maxName), clean(m.Subject, maxTitle))
+		fmt.Fprintf(&b, "Message %s from %s: \"%s\". ", clean(m.ID, maxName), clean(m.From, maxName), clean(m.Subject, maxTitle))
+		if commandArg(m.ID) {
+			fmt.Fprintf(&b, "Read it with: %s message show %s; once it is handled: %s message read %s\n", in.Program, m.ID, in.Program, m.ID)
+		} else {
+			b.WriteString("Its id is not safe on a command line: read it in State Hub.\n")
+		}
 	}
 	return b.String()
+}
+
+// commandArg reports whether a tracker's id may stand as a word of a
+// command line the agent is told to run: letters, digits and a few
+// punctuation marks, nothing a shell would read as more than a word.
+func commandArg(id string) bool {
+	if id == "" || len(id) > maxName {
+		return false
+	}
+	for i, r := range id {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case i > 0 && strings.ContainsRune("._:/@+-", r):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Room for the checkpoint's lines: the summary takes up to maxSummary, the
@@ -143,6 +166,9 @@ func checkpoint(cp *Checkpoint, room int) string {
 		if len(cp.FilesChanged) > 0 {
 			fmt.Fprintf(&rest, "Files you changed: %s\n", cut(strings.Join(cp.FilesChanged, ", "), detail))
 		}
+		if cp.BlockedReason != "" {
+			fmt.Fprintf(&rest, "It was blocked (%s); State Hub has changed the task since.\n", clean(cp.BlockedReason, maxName))
+		}
 		first := fmt.Sprintf("Resume from your latest checkpoint (%s): ", cp.RecordedAt.UTC().Format(time.RFC3339))
 		n := min(maxSummary, room-len(first)-len("\n")-rest.Len())
 		if n < min(len(summary), minSummary) && detail > minDetail {
@@ -166,14 +192,19 @@ func continuation(in Input) string {
 	}
 	b.WriteString("These are suggestions, not permission: anything that needs a human (secrets, destructive or live actions, scope changes) stops with a checkpoint and --blocked-reason.\n")
 	p, l := in.Program, in.LeaseID
+	n := fmt.Sprintf("--attempt %d", in.Attempt)
 	every := "lease_renew_interval_seconds"
 	if in.RenewEvery > 0 {
 		every = in.RenewEvery.String()
 	}
-	fmt.Fprintf(&b, "While you work: %s lease renew %s (at least every %s)\n", p, l, every)
-	fmt.Fprintf(&b, "Before yielding: %s checkpoint --lease %s --summary TEXT [--next TEXT] [--file F]...\n", p, l)
-	fmt.Fprintf(&b, "When done: %s lease release %s --result completed (or failed|blocked --reason TEXT)\n", p, l)
-	fmt.Fprintf(&b, "Acknowledge before you begin: %s lease ack %s", p, l)
+	fmt.Fprintf(&b, "While you work: %s lease renew %s %s (at least every %s)\n", p, l, n, every)
+	fmt.Fprintf(&b, "Before yielding: %s checkpoint --lease %s %s --summary TEXT [--next TEXT] [--file F]... (with --blocked-reason R if you cannot go on: that ends the lease)\n", p, l, n)
+	if t := in.Task; t != nil && commandArg(t.ID) {
+		fmt.Fprintf(&b, "Publish the task's state: %s task set %s --status done|blocked|in_progress [--note TEXT]\n", p, t.ID)
+	}
+	fmt.Fprintf(&b, "When done: %s lease release %s %s --result completed (or failed|blocked --reason TEXT)\n", p, l, n)
+	fmt.Fprintf(&b, "If a command exits 23, stop: this attempt is over.\n")
+	fmt.Fprintf(&b, "Acknowledge before you begin: %s lease ack %s %s", p, l, n)
 	return b.String()
 }
 

@@ -23,7 +23,7 @@ func TestPromptEndsWithTheAckCommandAndFitsTheBodyLimit(t *testing.T) {
 		{Summary: huge, NextAction: huge, FilesChanged: []string{huge, huge}, RecordedAt: time.Unix(100, 0)},
 	} {
 		p := Build(input(cp))
-		if !strings.HasSuffix(p, "coordination-engine lease ack L-1") {
+		if !strings.HasSuffix(p, "coordination-engine lease ack L-1 --attempt 2") {
 			t.Errorf("the prompt does not end with the ack command:\n%s", p[max(0, len(p)-200):])
 		}
 		if len(p) > MaxBytes || !utf8.ValidString(p) {

@@ -49,7 +49,8 @@ func (s *Service) attach(ctx context.Context, _ protocol.Peer, req *protocol.Req
 			refused = append(refused, store.Refusal{Repo: textsafe.Escape(w.Repo), Reason: reason})
 			continue
 		}
-		ep.Windows = append(ep.Windows, lease.Window{Repo: w.Repo, Path: w.Path, Command: w.Command, Mode: lease.WindowMode(w.Mode)})
+		ep.Windows = append(ep.Windows, lease.Window{Repo: w.Repo, Path: w.Path, Command: w.Command, Mode: lease.WindowMode(w.Mode),
+			NoAgent: w.AgentRunning != nil && !*w.AgentRunning})
 	}
 	got, err := s.store.Attach(ctx, ep, refused)
 	if err != nil {
@@ -67,9 +68,9 @@ func (s *Service) attach(ctx context.Context, _ protocol.Peer, req *protocol.Req
 	for _, r := range refused {
 		res.Refused = append(res.Refused, api.AttachRefusal{Repo: r.Repo, Reason: r.Reason})
 	}
-	kick(s.wakerKick) // leases waiting for this endpoint may go now
 	s.routesChanged.Store(true)
-	kick(s.observeKick) // and triggers waiting for a window
+	kick(s.wakerKick)   // leases waiting for this endpoint may go now
+	kick(s.observeKick) // and work waiting for a window: judged at once, not at the next poll
 	return res, nil
 }
 

@@ -116,7 +116,7 @@ func BenchmarkLeaseTransitions(b *testing.B) {
 		b.Fatalf("wake: %v %+v", err, res)
 	}
 	id := res.Lease.LeaseID
-	if _, err := engine.Ack(ctx, id); err != nil {
+	if _, err := engine.Ack(ctx, api.LeaseArgs{LeaseID: id}); err != nil {
 		b.Fatal(err)
 	}
 	n := max(b.N, 50)

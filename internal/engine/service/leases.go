@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -25,7 +26,7 @@ func (s *Service) ack(ctx context.Context, _ protocol.Peer, req *protocol.Reques
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
 	}
-	l, err := s.store.Ack(ctx, args.LeaseID, s.timing)
+	l, err := s.store.Ack(ctx, args.LeaseID, args.Attempt, s.timing)
 	if err != nil {
 		// A prompt presented again after its lease ended (the engine died
 		// before it settled it in tamq): settled now, so tamq stops
@@ -60,7 +61,7 @@ func (s *Service) renew(ctx context.Context, _ protocol.Peer, req *protocol.Requ
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
 	}
-	l, err := s.store.Renew(ctx, args.LeaseID, s.timing)
+	l, err := s.store.Renew(ctx, args.LeaseID, args.Attempt, s.timing)
 	if err != nil {
 		return nil, err
 	}
@@ -73,20 +74,18 @@ func (s *Service) release(ctx context.Context, _ protocol.Peer, req *protocol.Re
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
 	}
-	switch args.Result {
-	case api.ResultCompleted, api.ResultFailed, api.ResultBlocked:
-	default:
-		return nil, errs.New(errs.BadRequest, "result %q is not one of completed, failed, blocked", textsafe.Escape(args.Result))
+	if err := lease.CheckRelease(lease.Result(args.Result), args.Reason); err != nil {
+		return nil, err
 	}
-	l, err := s.store.Release(ctx, args.LeaseID, args.Result, args.Reason, s.timing)
+	from, err := s.store.Lease(ctx, args.LeaseID)
 	if err != nil {
 		return nil, err
 	}
-	kick(s.clockKick)
-	// The ack settled the prompt already, unless the engine died in between.
-	if !l.State.Live() {
-		s.settleWake(ctx, l)
+	l, err := s.store.Release(ctx, args.LeaseID, args.Result, args.Reason, args.Attempt, s.timing)
+	if err != nil {
+		return nil, err
 	}
+	s.attemptEnded(ctx, from, l, "lease released "+args.Result)
 	return api.LeaseOf(l), nil
 }
 
@@ -95,15 +94,54 @@ func (s *Service) checkpoint(ctx context.Context, _ protocol.Peer, req *protocol
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
 	}
-	l, err := s.store.Checkpoint(ctx, lease.Checkpoint{
-		LeaseID: args.LeaseID, TaskID: args.TaskID, Summary: args.Summary, FilesChanged: args.FilesChanged,
-		NextAction: args.NextAction, BlockedReason: lease.BlockedReason(args.BlockedReason),
-	}, s.timing)
+	from, err := s.store.Lease(ctx, args.LeaseID)
 	if err != nil {
 		return nil, err
 	}
-	kick(s.clockKick)
+	l, err := s.store.Checkpoint(ctx, lease.Checkpoint{
+		LeaseID: args.LeaseID, TaskID: args.TaskID, Summary: args.Summary, FilesChanged: args.FilesChanged,
+		NextAction: args.NextAction, BlockedReason: lease.BlockedReason(args.BlockedReason),
+	}, args.Attempt, s.timing)
+	if err != nil {
+		return nil, err
+	}
+	s.attemptEnded(ctx, from, l, "the agent stopped: blocked ("+args.BlockedReason+")")
 	return api.LeaseOf(l), nil
+}
+
+// leaseCurrent answers tamq, before it writes a wake: is that attempt of the
+// lease still the one to work on? A prompt of an attempt that ended (the
+// lease completed, stopped, ran out, or a newer attempt was offered) must
+// not be typed.
+func (s *Service) leaseCurrent(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args api.LeaseArgs
+	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
+		return nil, err
+	}
+	l, err := s.store.Lease(ctx, args.LeaseID)
+	if errs.Is(err, errs.NotFound) {
+		return api.LeaseCurrentResult{Reason: "coordination-engine has no lease " + args.LeaseID}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	res := api.LeaseCurrentResult{State: string(l.State), Attempt: l.Attempt}
+	switch {
+	case !l.State.Live():
+		res.Reason = fmt.Sprintf("lease %s is %s", l.ID, l.State)
+		if l.StopReason != "" {
+			res.Reason += ": " + l.StopReason
+		}
+	case args.Attempt > l.Attempt:
+		res.Reason = fmt.Sprintf("lease %s was never offered as attempt %d (it is at attempt %d)", l.ID, args.Attempt, l.Attempt)
+	case args.Attempt < l.Attempt:
+		res.Reason = fmt.Sprintf("attempt %d of lease %s was superseded by attempt %d", args.Attempt, l.ID, l.Attempt)
+	case l.State == lease.RetryWait:
+		res.Reason = fmt.Sprintf("attempt %d of lease %s is waiting to be offered", l.Attempt, l.ID)
+	default:
+		res.Current = true
+	}
+	return res, nil
 }
 
 // decodeLease decodes a lease request and checks its lease id.

@@ -205,9 +205,9 @@ func TestWakeAckRenewCheckpointRelease(t *testing.T) {
 	testutil.WaitFor(t, "the agent to finish", func() bool { return strings.Contains(l.agentLog(), "done "+id) })
 	for _, want := range []string{
 		"wake " + id + " 1 checkpoint=no",
-		"run lease ack " + id + " -> 0",
-		"run lease renew " + id + " -> 0",
-		"run lease release " + id + " --result completed -> 0",
+		"run lease ack " + id + " --attempt 1 -> 0",
+		"run lease renew " + id + " --attempt 1 -> 0",
+		"run lease release " + id + " --result completed --attempt 1 -> 0",
 	} {
 		if !strings.Contains(l.agentLog(), want) {
 			t.Errorf("agent log lacks %q:\n%s", want, l.agentLog())
@@ -234,7 +234,7 @@ func TestWakeAckRenewCheckpointRelease(t *testing.T) {
 		m.CorrelationID != res.Trigger.SourceRevision || m.CoordinationEndpointID != lease.CoordinationEndpointID {
 		t.Errorf("tamq's wake message: %+v", m)
 	}
-	if m.Body == nil || !strings.HasSuffix(*m.Body, "coordination-engine lease ack "+id) {
+	if m.Body == nil || !strings.HasSuffix(*m.Body, "coordination-engine lease ack "+id+" --attempt 1") {
 		t.Errorf("the prompt does not end with the ack command: %v", m.Body)
 	}
 }
@@ -285,8 +285,10 @@ func TestManualWindowAndUnknownRepo(t *testing.T) {
 	l := newLoop(t, "", "net-kingdom")
 	l.openAgent(t, "net-kingdom", "complete", "--mode", "manual")
 	l.waitAttached(t, "net-kingdom", 1)
+	// A window in manual mode is waited for, not a gate: no lease, no
+	// stop, and the wake says so.
 	res := l.wake(t, "net-kingdom")
-	if res.Stopped != "unavailable" || res.Lease != nil || !strings.Contains(res.Reason, "manual") {
+	if res.Waiting != "manual_mode" || res.Stopped != "" || res.Lease != nil || !strings.Contains(res.Reason, "manual") {
 		t.Errorf("wake of a manual window: %+v", res)
 	}
 	if r := l.e.Run(t, "coordination-engine", "wake", "nowhere"); r.Status != 5 || !strings.Contains(r.Stderr, "nowhere") {

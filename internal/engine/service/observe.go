@@ -1,14 +1,17 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/engine/api"
 	"github.com/tmux-amq/tamq/internal/engine/lease"
 	"github.com/tmux-amq/tamq/internal/engine/observe"
 	"github.com/tmux-amq/tamq/internal/engine/store"
@@ -30,15 +33,6 @@ import (
 // checkpointsCursor is the observer_state key of the checkpoint cursor.
 const checkpointsCursor = "checkpoints_cursor"
 
-// settleTime is how long after start, with no tamq attached yet and none
-// answering, the observer leaves work it cannot route pending rather than
-// stop it as unavailable: tamq attaches within seconds of the engine's start.
-const settleTime = 10 * time.Second
-
-// settleLimit bounds the wait for a tamq that answers but has not attached
-// (a tamq with no window to hand over never does).
-const settleLimit = time.Minute
-
 // hubView is what the observer knows of State Hub, for status and explain.
 type hubView struct {
 	mu sync.Mutex
@@ -56,7 +50,12 @@ type hubView struct {
 	LastPublish  time.Time
 	PublishError string
 	obs          observe.Observation
-	observed     bool
+	// inbox are the ids of the unread messages that ask for action, as
+	// last observed: a message's next attempt is judged by it;
+	// inboxCandidates the same as candidates.
+	inbox           map[string]bool
+	inboxCandidates []observe.Candidate
+	observed        bool
 }
 
 func (v *hubView) update(f func(v *hubView)) {
@@ -172,11 +171,21 @@ func (s *Service) runEvents(ctx context.Context) {
 	}
 }
 
-// observeOnce looks at State Hub once and acts on what it saw.
+// observeOnce looks at State Hub once and acts on what it saw. When the
+// look fails but the windows changed (tamq attached, a window opened), the
+// work waiting for a window is judged against the last observation: tamq's
+// return does not wait for State Hub's.
 func (s *Service) observeOnce(ctx context.Context) (err error) {
+	routes := s.routesChanged.Swap(false)
+	defer func() {
+		if err != nil && routes {
+			s.routesChanged.Store(true)
+		}
+	}()
 	c := s.hub.client
 	wps, changed, invalid, err := c.Workplans(ctx)
 	if err != nil {
+		s.judgeLast(ctx, routes)
 		return err
 	}
 	changed = s.rejudge.Swap(false) || changed
@@ -187,6 +196,7 @@ func (s *Service) observeOnce(ctx context.Context) (err error) {
 	}()
 	msgs, badMsgs, err := c.UnreadMessages(ctx)
 	if err != nil {
+		s.judgeLast(ctx, routes)
 		return err
 	}
 	cursor, err := s.store.ObserverValue(ctx, checkpointsCursor)
@@ -195,43 +205,86 @@ func (s *Service) observeOnce(ctx context.Context) (err error) {
 	}
 	cps, next, badCps, err := c.Checkpoints(ctx, cursor)
 	if err != nil {
+		s.judgeLast(ctx, routes)
 		return err
 	}
 	s.recordInvalid(ctx, slices.Concat(invalid, badMsgs, badCps))
+	inbox := observe.Messages(msgs)
 	var obs observe.Observation
 	s.hub.view.update(func(v *hubView) {
 		if changed || !v.observed {
 			v.obs, v.observed = observe.Tasks(wps, profilePolicy{s.opts.Config.ActiveProfile()}), true
 		}
 		obs = v.obs
+		v.inboxCandidates = inbox
+		v.inbox = make(map[string]bool, len(inbox))
+		for _, c := range inbox {
+			v.inbox[c.Trigger.SourceID] = true
+		}
 		v.LastPoll, v.LastError, v.Paused = s.opts.Now(), "", false
 		v.Polls++
 	})
 	if changed {
 		s.recordProblems(ctx, obs.Problems)
 		defer s.freeMemory.Reset(releaseAfter) // once this look's work is done
+		// Leases offered before State Hub changed: one whose task ended or
+		// was gated since stops before its agent takes it up.
+		if err := s.judgeOffered(ctx); err != nil {
+			return err
+		}
 	}
-	// The tasks are judged again when State Hub's workplans or the
-	// endpoints changed; otherwise only the triggers still waiting are
-	// (for a window, another lease of their task, or a gate check): an
-	// idle poll stays a few cheap requests.
-	var candidates []observe.Candidate
-	if changed || s.routesChanged.Swap(false) {
-		candidates = obs.Candidates
-	}
-	inbox := observe.Messages(msgs)
-	candidates = append(candidates, inbox...)
-	resume, err := s.applyCheckpoints(ctx, cps)
+	resume, err := s.applyCheckpoints(ctx, cps, obs)
 	if err != nil {
 		return err
 	}
-	candidates = append(candidates, resume...)
+	if err := s.judge(ctx, obs, inbox, resume, changed || routes); err != nil {
+		return err
+	}
+	if next != cursor {
+		return s.store.SetObserverValue(ctx, checkpointsCursor, next)
+	}
+	return nil
+}
+
+// judgeLast judges the waiting work against the last observation, when
+// the windows changed but State Hub cannot be looked at now.
+func (s *Service) judgeLast(ctx context.Context, routes bool) {
+	var obs observe.Observation
+	var inbox []observe.Candidate
+	observed := false
+	s.hub.view.update(func(v *hubView) { obs, inbox, observed = v.obs, v.inboxCandidates, v.observed })
+	if !routes || !observed {
+		return
+	}
+	if err := s.judge(ctx, obs, inbox, nil, true); err != nil {
+		s.log.Warn("cannot judge the waiting work against the last observation", "error", err.Error())
+	}
+}
+
+// judge takes every candidate as far as it can go now: the observation's
+// tasks when all is judged again (State Hub or the windows changed), the
+// messages asking for action, checkpoints that resume work, and the
+// triggers still waiting; then the postponed next attempts of leases are
+// judged again by the clock when all was.
+func (s *Service) judge(ctx context.Context, obs observe.Observation, inbox, resume []observe.Candidate, all bool) error {
+	// Otherwise only the triggers still waiting are judged (for a window,
+	// the repo's agent, another lease of their task, or a gate check): an
+	// idle poll stays a few cheap requests.
+	var candidates []observe.Candidate
+	if all {
+		candidates = obs.Candidates
+	}
+	candidates = slices.Concat(candidates, inbox, resume)
 	waiting, err := s.waitingCandidates(ctx, obs, inbox)
 	if err != nil {
 		return err
 	}
 	candidates = append(candidates, waiting...)
-	reg := sync.OnceValues(s.opts.Registry) // read once per look, not per task
+	// One lease at a time per repo, in priority order: the candidates go
+	// most urgent first (lower priority numbers), the order of each kind
+	// kept otherwise.
+	slices.SortStableFunc(candidates, func(a, b observe.Candidate) int { return cmp.Compare(a.Priority, b.Priority) })
+	reg := s.registryOnce() // read once per look, not per task
 	seen := make(map[string]bool, len(candidates))
 	for _, cand := range candidates {
 		if ctx.Err() != nil {
@@ -252,10 +305,26 @@ func (s *Service) observeOnce(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	if next != cursor {
-		return s.store.SetObserverValue(ctx, checkpointsCursor, next)
+	if all {
+		// Postponed next attempts may go now (a window opened, a task is
+		// actionable again): the clock judges them.
+		if n, err := s.store.BringForward(ctx); err != nil {
+			return err
+		} else if n > 0 {
+			kick(s.clockKick)
+		}
 	}
 	return nil
+}
+
+// workplanRevision joins a task's revision and its workplan's in the
+// revision of a trigger made again when a gate of the workplan cleared.
+const workplanRevision = "+wp."
+
+// registryOnce reads gita's registry at most once for its caller: a look
+// judges many candidates against one reading.
+func (s *Service) registryOnce() func() (*gita.Registry, error) {
+	return sync.OnceValues(s.opts.Registry)
 }
 
 // triggerKey is a trigger's idempotency key as one string.
@@ -279,17 +348,38 @@ func (s *Service) waitingCandidates(ctx context.Context, obs observe.Observation
 	}
 	var out []observe.Candidate
 	for _, t := range trs {
-		if c, ok := current[triggerKey(t)]; ok {
+		key := t
+		// A trigger made again after its workplan's gate cleared is the
+		// same revision of its task (consider makes it anew under the
+		// workplan's current revision).
+		key.SourceRevision, _, _ = strings.Cut(t.SourceRevision, workplanRevision)
+		if c, ok := current[triggerKey(key)]; ok {
 			out = append(out, c)
 			continue
 		}
 		switch t.Source {
 		case lease.SourceCheckpoint:
-			// Seen once (the cursor moved on): it stands as recorded.
+			// Seen once (the cursor moved on): it stands as recorded, while
+			// its task is open.
+			if v, ok := obs.Tasks[t.TaskID]; ok && !v.Open() {
+				if err := s.store.Supersede(ctx, t.ID, "the task is "+v.Status); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			out = append(out, observe.Candidate{Trigger: t})
 		case lease.SourceTask, lease.SourceMessage:
-			if strings.HasPrefix(t.SourceRevision, "manual-") {
-				continue // an operator's wake never waits
+			if operatorWake(t) {
+				// An operator's wake waits as asked, unless the task it
+				// names ended in State Hub meanwhile.
+				if v, ok := obs.Tasks[t.TaskID]; ok && !v.Open() {
+					if err := s.store.Supersede(ctx, t.ID, "the task is "+v.Status); err != nil {
+						return nil, err
+					}
+					continue
+				}
+				out = append(out, observe.Candidate{Trigger: t, Priority: obs.Tasks[t.TaskID].Priority})
+				continue
 			}
 			why := "the message is read or no longer asks for action"
 			if t.Source == lease.SourceTask {
@@ -334,43 +424,75 @@ func (s *Service) recordProblems(ctx context.Context, ps []observe.Problem) {
 }
 
 // applyCheckpoints handles the checkpoints agents posted to State Hub: one
-// on a live lease of ours is recorded as if given to the engine; one whose
-// lease is gone resumes the work when it names a next action and no lease
-// of its task is live, or stops with its blocked reason.
-func (s *Service) applyCheckpoints(ctx context.Context, cps []contract.Checkpoint) ([]observe.Candidate, error) {
+// on a live lease of ours is recorded as if given to the engine (a blocked
+// one stops the lease). One whose lease is gone resumes the work
+// (checkpoint_resume) only when all of these hold: it is the newest for its
+// task (the engine's own checkpoints count), its task is open in State Hub,
+// it has a next action and no blocked reason, no lease of the task is live,
+// and the lease it names did not end by release (completed, failed or
+// blocked: that leaves history, not a request). One with a blocked reason
+// stops with it (a blocked task wakes again only when State Hub changes it).
+func (s *Service) applyCheckpoints(ctx context.Context, cps []contract.Checkpoint, obs observe.Observation) ([]observe.Candidate, error) {
 	var out []observe.Candidate
+	newest := map[string]time.Time{} // by task, in this batch
 	for _, cp := range cps {
+		if cp.TaskID != "" && cp.RecordedAt.After(newest[cp.TaskID]) {
+			newest[cp.TaskID] = cp.RecordedAt
+		}
+	}
+	for _, cp := range cps {
+		task := cp.TaskID
 		if cp.LeaseID != "" {
 			l, err := s.store.Lease(ctx, cp.LeaseID)
 			switch {
 			case err == nil && l.State.Live():
-				_, err := s.store.Checkpoint(ctx, lease.Checkpoint{
+				from := l
+				to, err := s.store.Checkpoint(ctx, lease.Checkpoint{
 					SourceID: cp.ID, LeaseID: cp.LeaseID, TaskID: cp.TaskID, Summary: cp.Summary, FilesChanged: cp.FilesChanged,
 					NextAction: cp.NextAction, BlockedReason: lease.BlockedReason(cp.BlockedReason),
-				}, s.timing)
+				}, 0, s.timing)
 				if err != nil {
 					s.log.Info("a State Hub checkpoint was not recorded on its lease", "checkpoint", cp.ID, "lease", cp.LeaseID, "error", err.Error())
+				} else {
+					s.attemptEnded(ctx, from, to, "the agent stopped: blocked ("+cp.BlockedReason+")")
 				}
 				continue
+			case err == nil && l.Released != "":
+				continue // the agent released it: history, not a request
+			case err == nil && task == "":
+				if t, err := s.store.Trigger(ctx, l.TriggerID); err == nil {
+					task = t.TaskID
+				}
 			case err != nil && !errs.Is(err, errs.NotFound):
 				return nil, err
 			}
 		}
-		if cp.NextAction == "" && cp.BlockedReason == "" {
+		v, observed := obs.Tasks[task]
+		switch {
+		case cp.NextAction == "" && cp.BlockedReason == "":
 			continue
+		case task == "" || !observed || !v.Open():
+			continue // nothing open in State Hub to resume
+		case cp.RecordedAt.Before(newest[task]):
+			continue // a newer checkpoint of the task came with it
 		}
-		if cp.TaskID != "" {
-			if _, live, err := s.store.LiveLeaseOfTask(ctx, cp.TaskID); err != nil || live {
-				if err != nil {
-					return nil, err
-				}
-				continue
+		if latest, err := s.store.LatestCheckpointOfTask(ctx, task); err != nil {
+			return nil, err
+		} else if latest.After(cp.RecordedAt) {
+			continue // the engine recorded a newer one
+		}
+		if _, live, err := s.store.LiveLeaseOfTask(ctx, task); err != nil || live {
+			if err != nil {
+				return nil, err
 			}
+			continue
 		}
 		cand := observe.Candidate{Trigger: lease.Trigger{
 			Source: lease.SourceCheckpoint, SourceID: cp.ID, SourceRevision: cp.ID, TargetRepo: cp.Repo,
-			TaskID: cp.TaskID, Reason: lease.CheckpointResume,
-		}}
+			TaskID: task, WorkplanID: v.Workplan, Reason: lease.CheckpointResume,
+			Resume: &lease.Checkpoint{LeaseID: cp.LeaseID, TaskID: task, Summary: cp.Summary, FilesChanged: cp.FilesChanged,
+				NextAction: cp.NextAction, BlockedReason: lease.BlockedReason(cp.BlockedReason), RecordedAt: cp.RecordedAt},
+		}, Priority: v.Priority}
 		if cp.BlockedReason != "" {
 			cand.Gate, cand.GateReason = cp.BlockedReason, "the checkpoint is blocked"
 			if !slices.Contains(lease.BlockedReasons, lease.BlockedReason(cp.BlockedReason)) {
@@ -383,8 +505,8 @@ func (s *Service) applyCheckpoints(ctx context.Context, cps []contract.Checkpoin
 }
 
 // consider records a candidate's trigger (once per key) and takes it as far
-// as it can go now: stopped or held at a gate, left pending while it must
-// wait, or leased and woken.
+// as it can go now: stopped or held at a gate, left waiting (with why) while
+// it must, or leased and woken.
 func (s *Service) consider(ctx context.Context, cand observe.Candidate, reg func() (*gita.Registry, error)) error {
 	tr := cand.Trigger
 	key := triggerKey(tr)
@@ -404,33 +526,41 @@ func (s *Service) consider(ctx context.Context, cand observe.Candidate, reg func
 	if err != nil {
 		return err
 	}
+	if t.State == lease.TriggerStopped && t.GateReason != "" && gate == "" && tr.Source == lease.SourceTask && cand.WorkplanRevision != "" {
+		// The gate that stopped this revision of the task has cleared (a
+		// gate of its workplan: the task's own revision did not change).
+		// The workplan's revision makes the trigger new, and it is judged
+		// like any other.
+		tr.SourceRevision += workplanRevision + cand.WorkplanRevision
+		if t, _, err = s.store.AddTrigger(ctx, tr); err != nil {
+			return err
+		}
+		key = triggerKey(tr)
+	}
 	now := s.opts.Now()
 	switch {
 	case t.State == lease.TriggerGated && now.Before(t.NextCheckAt):
 		return nil
+	case t.State == lease.TriggerStopped && t.GateReason != "":
+		return nil // a gate stopped it; a cleared gate of its workplan makes a new one
 	case t.State != lease.TriggerPending && t.State != lease.TriggerGated:
 		s.settledKeys.Store(key, true)
 		return nil
 	}
-	endpoint := ""
-	if gate == "" {
-		var err error
-		if endpoint, gate, reason, err = s.route(ctx, reg, t.TargetRepo, ""); err != nil {
-			return err
-		}
-		if (gate == observe.GateUnavailable || gate == observe.GateAmbiguous) && !s.settled(ctx) {
-			return nil // tamq may not have attached yet
-		}
-	}
-	if gate == "" && t.TaskID != "" {
-		if _, live, err := s.store.LiveLeaseOfTask(ctx, t.TaskID); err != nil || live {
-			return err // one agent at a time on a task: wait for that lease to end
-		}
-	}
 	if gate != "" {
 		return s.gate(ctx, t, gate, reason)
 	}
-	l, err := s.store.Offer(ctx, t.ID, endpoint, s.timing)
+	r, wait, err := s.judgeRoute(ctx, t, reg, "", false)
+	if err != nil {
+		return err
+	}
+	switch {
+	case r.Gate != "":
+		return s.gate(ctx, t, r.Gate, r.Reason)
+	case wait != "":
+		return s.store.WaitTrigger(ctx, t.ID, wait, r.Reason)
+	}
+	l, err := s.store.Offer(ctx, t.ID, r.EndpointID, s.timing)
 	if err != nil {
 		return err
 	}
@@ -442,6 +572,30 @@ func (s *Service) consider(ctx context.Context, cand observe.Candidate, reg func
 		kick(s.wakerKick)
 	}
 	return nil
+}
+
+// judgeRoute says where a trigger's wake may go now, or the gate that stops
+// it, or what it waits for (wait; r.Reason says it in words): another live
+// lease of its task, a window, or the repo's agent busy with other work
+// (unless force: the operator asked for a second lease).
+func (s *Service) judgeRoute(ctx context.Context, t lease.Trigger, reg func() (*gita.Registry, error), endpoint string, force bool) (observe.Routing, lease.Wait, error) {
+	if t.TaskID != "" {
+		if l, live, err := s.store.LiveLeaseOfTask(ctx, t.TaskID); err != nil || live {
+			// One agent at a time on a task, whatever revision woke it.
+			return observe.Routing{Reason: fmt.Sprintf("lease %s of task %s is %s", l.ID, t.TaskID, l.State)}, lease.WaitTaskLeased, err
+		}
+	}
+	r, err := s.route(ctx, reg, t.TargetRepo, endpoint)
+	if err != nil || r.Gate != "" || r.Wait != "" {
+		return r, r.Wait, err
+	}
+	if !force {
+		busy, err := s.busyWith(ctx, t.TargetRepo, "")
+		if err != nil || busy != "" {
+			return observe.Routing{Reason: busy}, lease.WaitBusy, err
+		}
+	}
+	return r, "", nil
 }
 
 // gate stops a trigger at a gate, or holds it for a later check when the
@@ -461,62 +615,33 @@ func (s *Service) gate(ctx context.Context, t lease.Trigger, gate, reason string
 }
 
 // route says which endpoint a wake for repo goes to (endpoint narrows the
-// choice to one, by either of its ids), or the gate that stops it.
-func (s *Service) route(ctx context.Context, registry func() (*gita.Registry, error), repo, endpoint string) (string, string, string, error) {
+// choice to one, by either of its ids), or the gate that stops it, or what
+// it waits for.
+func (s *Service) route(ctx context.Context, registry func() (*gita.Registry, error), repo, endpoint string) (observe.Routing, error) {
 	reg, err := registry()
 	if err != nil {
-		return "", "", "", err
+		return observe.Routing{}, err
 	}
 	r, registered := reg.Lookup(repo)
 	eps, err := s.hostsOf(ctx, repo, endpoint)
 	if err != nil {
-		return "", "", "", err
+		return observe.Routing{}, err
 	}
 	var hosts []observe.Host
 	for _, ep := range eps {
 		for _, w := range ep.Windows {
 			if w.Repo == repo {
-				hosts = append(hosts, observe.Host{EndpointID: ep.ID, Path: w.Path, Mode: w.Mode})
+				hosts = append(hosts, observe.Host{EndpointID: ep.ID, Path: w.Path, Mode: w.Mode, NoAgent: w.NoAgent})
 			}
 		}
 	}
-	id, gate, reason := observe.Route(repo, r.Path, registered, hosts)
-	return id, gate, reason, nil
+	attached, err := s.store.Endpoints(ctx, true)
+	if err != nil {
+		return observe.Routing{}, err
+	}
+	return observe.Route(repo, r.Path, registered, hosts, len(attached) > 0), nil
 }
 
-// settled says the observer may judge routes: a tamq endpoint has attached;
-// or the engine has run long enough for one to have and tamq does not answer
-// (nothing will attach); or, however tamq answers, settleLimit has passed.
-// A tamq that answers attaches at its next check (every few seconds), later
-// on a loaded machine: stopping its work as unavailable meanwhile would ask
-// a human to decide what was only a restart.
-func (s *Service) settled(ctx context.Context) bool {
-	since := s.opts.Now().Sub(s.startedAt)
-	if since >= settleLimit {
-		return true
-	}
-	if eps, err := s.store.Endpoints(ctx, true); err == nil && len(eps) > 0 {
-		return true
-	}
-	return since >= settleTime && !s.tamqAnswers(ctx)
-}
-
-// tamqAnswers pings tamq's service, at most once a second: every candidate
-// that cannot be routed asks.
-func (s *Service) tamqAnswers(ctx context.Context) bool {
-	s.tamqSeen.Lock()
-	defer s.tamqSeen.Unlock()
-	now := s.opts.Now()
-	if !s.tamqSeen.at.IsZero() && now.Sub(s.tamqSeen.at) < time.Second {
-		return s.tamqSeen.answered
-	}
-	answered := false
-	if s.opts.Tamq != nil {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := s.opts.Tamq.Ping(pctx)
-		cancel()
-		answered = err == nil
-	}
-	s.tamqSeen.at, s.tamqSeen.answered = now, answered
-	return answered
-}
+// operatorWake says whether a trigger is an operator's coordination-engine
+// wake rather than something observed in State Hub.
+func operatorWake(t lease.Trigger) bool { return api.WokenBy(t) == "operator" }

@@ -369,7 +369,7 @@ func TestStateHubGatesStopWithoutWaking(t *testing.T) {
 	tasks[3].ProposedActions = []contract.ProposedAction{{Category: "destructive", Summary: "drop the old tables"}}
 	tasks[4].Title = "rotate " + canary + " today"
 	h.put(workplan("W", "net-kingdom", tasks...))
-	want := map[string]string{"H": "human", "R": "human", "S": "secret", "D": "destructive", "C": "secret", "U": "unavailable", "M": "identity"}
+	want := map[string]string{"H": "human", "R": "human", "S": "secret", "D": "destructive", "C": "secret", "U": "unregistered", "M": "identity"}
 	for id, gate := range want {
 		testutil.WaitFor(t, id+" stopped", func() bool {
 			x := l.explain(t, id)
@@ -585,20 +585,25 @@ func TestStateHubEventsWakeAtOnce(t *testing.T) {
 	}
 	testutil.WaitFor(t, "the message's wake", func() bool { return strings.Count(l.agentLog(), "run lease release") == 2 })
 	history := l.e.Tamq(t, "history", "--json", "--body").Stdout
-	if !strings.Contains(history, `Message m-1 from railiance: \"rebase onto main\". Read its body in State Hub.`) {
+	if !strings.Contains(history, `Message m-1 from railiance: \"rebase onto main\". Read it with: coordination-engine message show m-1; once it is handled: coordination-engine message read m-1`) {
 		t.Errorf("no prompt for the message in tamq's history:\n%s", history)
 	}
 }
 
 // Checkpoints agents post to State Hub: one on a live lease is recorded on
 // it (once, however often observed); one whose lease is gone resumes the
-// work when it names a next action, and stops at its gate when blocked.
+// work of its open task when it names a next action, with its text in the
+// prompt, and stops at its gate when blocked.
 func TestStateHubCheckpoints(t *testing.T) {
 	t.Parallel()
 	h := startHub(t, "")
 	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 30\nlease_renew_interval_seconds = 60\n"), "net-kingdom")
 	l.agents(t, "ackstall complete", "net-kingdom")
-	h.put(workplan("W", "net-kingdom", todo("A", "net-kingdom")))
+	// Z and Y are open (in progress) but not actionable as tasks: only a
+	// checkpoint wakes them.
+	z, y := todo("Z", "net-kingdom"), todo("Y", "net-kingdom")
+	z.Status, y.Status = "in_progress", "in_progress"
+	h.put(workplan("W", "net-kingdom", todo("A", "net-kingdom"), z, y))
 	var leaseID string
 	testutil.WaitFor(t, "A's lease held", func() bool {
 		x := l.explain(t, "A")
@@ -628,12 +633,18 @@ func TestStateHubCheckpoints(t *testing.T) {
 		return n
 	}
 	testutil.WaitFor(t, "the State Hub checkpoint on the lease", func() bool { return recorded() == 1 })
+	// The repo's agent takes one lease at a time: A's ends first.
+	l.e.Engine(t, "lease", "release", leaseID, "--result", "completed")
 	resume := post(contract.Checkpoint{Repo: "net-kingdom", LeaseID: "an-ended-lease", TaskID: "Z", Summary: "half done", NextAction: "the rest"})
 	post(contract.Checkpoint{Repo: "net-kingdom", LeaseID: "an-ended-lease", TaskID: "Y", Summary: "stuck", BlockedReason: "human"})
 	testutil.WaitFor(t, "Z resumed", func() bool { return strings.Contains(l.agentLog(), "task=Z") })
-	z := l.explain(t, "Z")
-	if len(z.Triggers) != 1 || z.Triggers[0].Source != "checkpoint" || z.Triggers[0].Reason != "checkpoint_resume" || z.Triggers[0].SourceID != resume {
-		t.Errorf("Z: %+v", z.Triggers)
+	zx := l.explain(t, "Z")
+	if len(zx.Triggers) != 1 || zx.Triggers[0].Source != "checkpoint" || zx.Triggers[0].Reason != "checkpoint_resume" || zx.Triggers[0].SourceID != resume {
+		t.Errorf("Z: %+v", zx.Triggers)
+	}
+	// The prompt carries the checkpoint it resumes from.
+	if history := l.e.Tamq(t, "history", "--json", "--body").Stdout; !strings.Contains(history, `): half done\nNext action you recorded: the rest`) {
+		t.Errorf("the resume prompt lacks the checkpoint's text:\n%s", history)
 	}
 	testutil.WaitFor(t, "Y stopped", func() bool {
 		y := l.explain(t, "Y")

@@ -39,6 +39,7 @@ func Now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 // (internal/tamq/client) in production.
 type Tamq interface {
 	Wake(ctx context.Context, req tamqapi.WakeRequest) (tamqapi.WakeAck, error)
+	CancelWake(ctx context.Context, args tamqapi.CancelWakeArgs) (tamqapi.CancelWakeResult, error)
 	Ack(ctx context.Context, id string) (tamqapi.Message, error)
 	Ping(ctx context.Context) (rpc.PingResult, error)
 }
@@ -69,12 +70,6 @@ type Service struct {
 	server    *unixsock.Server
 	startedAt time.Time
 	timing    lease.Timing
-	// tamqSeen is the last answer to settled's ping of tamq, and when.
-	tamqSeen struct {
-		sync.Mutex
-		at       time.Time
-		answered bool
-	}
 
 	clock, waker *daemon.Worker
 	clockKick    chan struct{}
@@ -241,6 +236,8 @@ func (s *Service) handlers() map[string]unixsock.Handler {
 		api.OpReceipts:   s.receipts,
 		api.OpExplain:    s.explain,
 		api.OpPublish:    s.publish,
+		// tamq asks before it writes a wake.
+		api.OpLeaseCurrent: s.leaseCurrent,
 	})
 	return hs
 }

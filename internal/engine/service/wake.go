@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/engine/api"
@@ -20,7 +22,10 @@ import (
 )
 
 // wake is the operator's manual trigger: a trigger like an observed one,
-// through the same gates, lease and wake path.
+// through the same gates, lease and wake path. One live lease per task,
+// whoever asks: naming a task whose lease lives answers with that lease and
+// sends nothing; a repo whose agent holds a lease gets another only with
+// force.
 func (s *Service) wake(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
 	var args api.WakeArgs
 	if err := protocol.DecodeArgs(req, &args); err != nil {
@@ -43,41 +48,74 @@ func (s *Service) wake(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 		return nil, errs.New(errs.UnknownTarget, "%q is not a gita-registered repo", textsafe.Escape(args.Repo)).
 			WithHint("see `coordination-engine repos`")
 	}
+	if args.EndpointID != "" {
+		if eps, err := s.hostsOf(ctx, args.Repo, args.EndpointID); err != nil {
+			return nil, err
+		} else if len(eps) == 0 {
+			return nil, errs.New(errs.Unavailable, "endpoint %s is not attached or has no window for %s", textsafe.Escape(args.EndpointID), args.Repo).
+				WithHint("see the endpoints in `coordination-engine status`")
+		}
+	}
+	if args.Task != "" {
+		if l, live, err := s.store.LiveLeaseOfTask(ctx, args.Task); err != nil {
+			return nil, err
+		} else if live {
+			t, err := s.store.Trigger(ctx, l.TriggerID)
+			if err != nil {
+				return nil, err
+			}
+			out := api.LeaseOf(l)
+			return api.WakeResult{Trigger: api.TriggerOf(t), Lease: &out, Existing: true,
+				Reason: fmt.Sprintf("task %s already has lease %s (%s, attempt %d of %d); nothing new was sent", args.Task, l.ID, l.State, l.Attempt, l.MaxAttempts+1)}, nil
+		}
+	} else if !args.Force {
+		if busy, err := s.busyWith(ctx, args.Repo, ""); err != nil {
+			return nil, err
+		} else if busy != "" {
+			return nil, errs.New(errs.Conflict, "%s has a live lease: %s", args.Repo, busy).
+				WithHint("wait for it to end, name the task with --task, or add a second lease with --force")
+		}
+	}
 	now := s.opts.Now()
 	sourceID := args.Task
 	if sourceID == "" {
 		sourceID = "manual:" + args.Repo
 	}
 	t, _, err := s.store.AddTrigger(ctx, lease.Trigger{
-		Source: lease.SourceTask, SourceID: sourceID,
+		Source: lease.SourceTask, SourceID: sourceID, TaskID: args.Task,
 		// Each operator command is a new revision: waking twice on purpose
 		// is two triggers, not one collapsed observation.
-		SourceRevision: "manual-" + now.Format("20060102T150405.000Z"),
+		SourceRevision: api.OperatorRevision + now.Format("20060102T150405.000Z"),
 		TargetRepo:     args.Repo, Reason: lease.TaskActionable, ObservedAt: now,
 	})
 	if err != nil {
 		return nil, err
 	}
-	res := api.WakeResult{Trigger: api.TriggerOf(t)}
-	endpoint, gate, reason, err := s.route(ctx, func() (*gita.Registry, error) { return reg, nil }, args.Repo, args.EndpointID)
+	r, wait, err := s.judgeRoute(ctx, t, func() (*gita.Registry, error) { return reg, nil }, args.EndpointID, args.Force)
 	if err != nil {
 		return nil, err
 	}
+	res := api.WakeResult{Trigger: api.TriggerOf(t)}
 	switch {
-	case gate == observe.GateUnavailable && args.EndpointID != "":
-		reason = fmt.Sprintf("endpoint %s is not attached or does not host %s", textsafe.Escape(args.EndpointID), args.Repo)
-	case gate == observe.GateAmbiguous:
-		reason += "; name one with --endpoint"
-	}
-	if gate != "" {
-		if err := s.store.StopTrigger(ctx, t.ID, gate, reason); err != nil {
+	case r.Gate != "":
+		if r.Gate == observe.GateAmbiguous {
+			r.Reason += "; name one with --endpoint"
+		}
+		if err := s.store.StopTrigger(ctx, t.ID, r.Gate, r.Reason); err != nil {
 			return nil, err
 		}
-		res.Trigger.State, res.Trigger.GateReason = string(lease.TriggerStopped), gate
-		res.Stopped, res.Reason = gate, reason
+		res.Trigger.State, res.Trigger.GateReason = string(lease.TriggerStopped), r.Gate
+		res.Stopped, res.Reason = r.Gate, r.Reason
+		return res, nil
+	case wait != "":
+		if err := s.store.WaitTrigger(ctx, t.ID, wait, r.Reason); err != nil {
+			return nil, err
+		}
+		res.Trigger.Waiting, res.Trigger.WaitingFor = string(wait), r.Reason
+		res.Waiting, res.Reason = string(wait), r.Reason
 		return res, nil
 	}
-	l, err := s.store.Offer(ctx, t.ID, endpoint, s.timing)
+	l, err := s.store.Offer(ctx, t.ID, r.EndpointID, s.timing)
 	if err != nil {
 		return nil, err
 	}
@@ -108,19 +146,51 @@ func (s *Service) sendWake(ctx context.Context, l lease.Lease) (lease.Lease, err
 	// trigger was judged may have brought secret material into it.
 	if f, hit := secretscan.Scan(req.Prompt); hit {
 		s.log.Warn("wake stopped: its prompt would carry secret material", "lease", l.ID, "rule", f.Rule)
-		return s.store.GateLease(ctx, l.ID, observe.GateSecret, "the prompt would carry secret material ("+f.Rule+")")
+		return s.store.StopLease(ctx, l.ID, observe.GateSecret, "the prompt would carry secret material ("+f.Rule+")")
 	}
 	ack, err := s.opts.Tamq.Wake(ctx, req)
 	switch {
 	case notAnswered(err):
+		s.tamqGone(ctx, err)
 		return l, err
 	case err != nil:
 		return s.store.RecordWake(ctx, l.ID, l.Attempt, store.WakeRecord{Err: string(errs.CodeOf(err)) + ": " + textsafe.Escape(err.Error())})
 	}
-	return s.store.RecordWake(ctx, l.ID, l.Attempt, store.WakeRecord{
+	w := store.WakeRecord{
 		Capability: ack.Capability, MessageID: ack.MessageID, TamqEndpointID: ack.SessionID,
 		CoordinationEndpointID: l.CoordinationEndpointID, Reason: ack.Reason,
-	})
+	}
+	if ack.Capability == tamqapi.WakeUnavailable {
+		// No window could take it: the attempt is withdrawn (it costs
+		// nothing) and the work waits for the window to change, which
+		// tamq's next attach says.
+		w.Wait, w.Until = lease.Wait(ack.Wait), s.opts.Now().Add(s.retryPause())
+		if !slices.Contains(lease.Waits, w.Wait) {
+			w.Wait = lease.WaitNoWindow
+		}
+		s.log.Info("wake withdrawn: no window can take it now", "lease", l.ID, "attempt", l.Attempt, "reason", ack.Reason)
+	}
+	return s.store.RecordWake(ctx, l.ID, l.Attempt, w)
+}
+
+// tamqGone marks every endpoint detached when tamq's service does not
+// answer at all (killed, or stopped without detaching): work waits for it
+// ("tamq_unreachable") instead of being offered into windows nobody
+// serves. tamq attaches again when it is back.
+func (s *Service) tamqGone(ctx context.Context, err error) {
+	if !errs.Is(err, errs.Unavailable) || s.opts.Tamq == nil {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	_, perr := s.opts.Tamq.Ping(pctx)
+	cancel()
+	if perr == nil {
+		return // it answers: too busy this once, not gone
+	}
+	if n, derr := s.store.DetachAll(ctx, "tamq does not answer"); derr == nil && n > 0 {
+		s.log.Warn("tamq does not answer; its endpoints are detached until it attaches again", "endpoints", n)
+		s.routesChanged.Store(true)
+	}
 }
 
 // notAnswered says tamq did not answer a wake (not running, slow, stopping,
@@ -140,6 +210,11 @@ func (s *Service) wakeRequest(ctx context.Context, l lease.Lease) (tamqapi.WakeR
 	cp, err := s.store.LatestCheckpoint(ctx, l.ID)
 	if err != nil {
 		return tamqapi.WakeRequest{}, err
+	}
+	if cp == nil {
+		// A checkpoint_resume trigger resumes from the checkpoint it was
+		// made from: its text goes into the prompt.
+		cp = t.Resume
 	}
 	// The wake goes to the endpoint the lease was offered for, by tamq's id
 	// of it; a lease offered for no endpoint lets tamq choose.
@@ -212,9 +287,10 @@ func (s *Service) runWaker(ctx context.Context) {
 	}
 }
 
-// runClock expires leases whose deadline passed and re-offers those whose
-// retry is due, then sleeps until the next deadline in the database: the
-// deadlines survive a restart because they are read from SQLite each turn.
+// runClock expires leases whose deadline passed and judges those whose
+// next attempt is due (offered again, postponed, or stopped), then sleeps
+// until the next deadline in the database: the deadlines survive a restart
+// because they are read from SQLite each turn.
 func (s *Service) runClock(ctx context.Context) {
 	for {
 		now := s.opts.Now()
@@ -223,11 +299,16 @@ func (s *Service) runClock(ctx context.Context) {
 		} else {
 			for _, l := range changed {
 				s.log.Info("lease ran out", "lease", l.ID, "state", l.State, "attempt", l.Attempt)
+				ended := l
+				ended.Attempt, ended.State = l.Attempt-1, lease.Offered // the attempt that ran out
+				why := "attempt " + strconv.Itoa(ended.Attempt) + " ran out; a new attempt follows"
+				if l.State == lease.Stopped {
+					ended.Attempt, why = l.Attempt, "the lease stopped: "+l.StopReason
+				}
+				s.attemptEnded(ctx, ended, l, why)
 			}
 		}
-		if changed, err := s.store.ReofferDue(ctx, now, s.timing); err != nil {
-			s.log.Error("cannot re-offer leases; will try again", "error", err.Error())
-		} else if len(changed) > 0 {
+		if s.offerDue(ctx, now) {
 			kick(s.wakerKick)
 		}
 		wait := time.Minute // something kicks the clock first when a lease changes

@@ -94,8 +94,8 @@ func (s *Store) Attach(ctx context.Context, ep lease.Endpoint, refused []Refusal
 			return err
 		}
 		for _, w := range ep.Windows {
-			if _, err := s.DB.TxExec(tx, `INSERT INTO endpoint_repos (coordination_endpoint_id, repo, path, mode, command)
-				VALUES (?, ?, ?, ?, ?)`, ep.ID, w.Repo, w.Path, string(w.Mode), nullStr(w.Command)); err != nil {
+			if _, err := s.DB.TxExec(tx, `INSERT INTO endpoint_repos (coordination_endpoint_id, repo, path, mode, command, no_agent)
+				VALUES (?, ?, ?, ?, ?, ?)`, ep.ID, w.Repo, w.Path, string(w.Mode), nullStr(w.Command), w.NoAgent); err != nil {
 				return err
 			}
 		}
@@ -228,7 +228,7 @@ func (s *Store) endpoints(ctx context.Context, where string, args ...any) ([]lea
 		return nil, err
 	}
 	for i := range out {
-		wr, err := s.DB.Query(ctx, `SELECT repo, path, COALESCE(command, ''), mode FROM endpoint_repos
+		wr, err := s.DB.Query(ctx, `SELECT repo, path, COALESCE(command, ''), mode, no_agent FROM endpoint_repos
 			WHERE coordination_endpoint_id = ? ORDER BY repo`, out[i].ID)
 		if err != nil {
 			return nil, err
@@ -236,7 +236,7 @@ func (s *Store) endpoints(ctx context.Context, where string, args ...any) ([]lea
 		for wr.Next() {
 			var w lease.Window
 			var mode string
-			if err := wr.Scan(&w.Repo, &w.Path, &w.Command, &mode); err != nil {
+			if err := wr.Scan(&w.Repo, &w.Path, &w.Command, &mode, &w.NoAgent); err != nil {
 				wr.Close()
 				return nil, err
 			}

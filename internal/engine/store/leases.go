@@ -15,17 +15,17 @@ import (
 const leaseColumns = `lease_id, trigger_id, owner, target_repo, COALESCE(target_agent, ''), state, attempt, max_attempts,
 	acquired_at, expires_at, COALESCE(next_retry_at, 0), COALESCE(last_checkpoint_at, 0), COALESCE(coordination_endpoint_id, ''),
 	COALESCE(tamq_endpoint_id, ''), COALESCE(local_lease_id, ''), COALESCE(wake_outcome, ''), COALESCE(stop_reason, ''),
-	policy_profile, config_version, updated_at`
+	policy_profile, config_version, updated_at, COALESCE(released, '')`
 
 func scanLease(row scanner) (lease.Lease, error) {
 	var l lease.Lease
-	var state, outcome string
+	var state, outcome, released string
 	var acquired, expires, next, checkpoint, updated int64
 	err := row.Scan(&l.ID, &l.TriggerID, &l.Owner, &l.TargetRepo, &l.TargetAgent, &state, &l.Attempt, &l.MaxAttempts,
 		&acquired, &expires, &next, &checkpoint, &l.CoordinationEndpointID,
 		&l.TamqEndpointID, &l.LocalLeaseID, &outcome, &l.StopReason,
-		&l.PolicyProfile, &l.ConfigVersion, &updated)
-	l.State, l.WakeOutcome = lease.State(state), lease.WakeOutcome(outcome)
+		&l.PolicyProfile, &l.ConfigVersion, &updated, &released)
+	l.State, l.WakeOutcome, l.Released = lease.State(state), lease.WakeOutcome(outcome), lease.Result(released)
 	l.AcquiredAt, l.ExpiresAt, l.UpdatedAt = fromMS(acquired), fromMS(expires), fromMS(updated)
 	l.NextRetryAt, l.LastCheckpointAt = timeOrZero(next), timeOrZero(checkpoint)
 	return l, err
@@ -46,12 +46,12 @@ func (s *Store) insertLeaseTx(tx *sql.Tx, l lease.Lease) error {
 
 // saveLeaseTx writes what a transition may change.
 func (s *Store) saveLeaseTx(tx *sql.Tx, l lease.Lease) error {
-	_, err := s.DB.TxExec(tx, `UPDATE leases SET state = ?, attempt = ?, acquired_at = ?, expires_at = ?, next_retry_at = ?,
+	_, err := s.DB.TxExec(tx, `UPDATE leases SET state = ?, attempt = ?, max_attempts = ?, acquired_at = ?, expires_at = ?, next_retry_at = ?,
 		last_checkpoint_at = ?, coordination_endpoint_id = ?, tamq_endpoint_id = ?, local_lease_id = ?, wake_outcome = ?,
-		stop_reason = ?, updated_at = ? WHERE lease_id = ?`,
-		string(l.State), l.Attempt, ms(l.AcquiredAt), ms(l.ExpiresAt), nullMS(l.NextRetryAt),
+		stop_reason = ?, updated_at = ?, released = ? WHERE lease_id = ?`,
+		string(l.State), l.Attempt, l.MaxAttempts, ms(l.AcquiredAt), ms(l.ExpiresAt), nullMS(l.NextRetryAt),
 		nullMS(l.LastCheckpointAt), nullStr(l.CoordinationEndpointID), nullStr(l.TamqEndpointID), nullStr(l.LocalLeaseID), nullStr(string(l.WakeOutcome)),
-		nullStr(l.StopReason), ms(l.UpdatedAt), l.ID)
+		nullStr(l.StopReason), ms(l.UpdatedAt), nullStr(string(l.Released)), l.ID)
 	return err
 }
 
@@ -173,6 +173,9 @@ func (s *Store) Offer(ctx context.Context, triggerID, endpointID string, t lease
 		if err := s.setTriggerStateTx(tx, triggerID, lease.TriggerLeased, ms(now)); err != nil {
 			return err
 		}
+		if _, err := s.waitTriggerTx(tx, triggerID, "", "", now); err != nil {
+			return err
+		}
 		r := leaseReceipt(l, KindLeaseOffered, string(tr.Reason))
 		r.At, r.Detail["max_attempts"] = now, l.MaxAttempts
 		out = l
@@ -190,14 +193,20 @@ type WakeRecord struct {
 	CoordinationEndpointID string
 	Reason                 string // tamq's reason (why unavailable)
 	Err                    string // the wake could not be sent: why
+	// Wait and Until, for an unavailable answer: why the trigger waits
+	// now, and when the withdrawn attempt's successor is judged again at
+	// the latest (a window that opens first brings it forward).
+	Wait  lease.Wait
+	Until time.Time
 }
 
 // RecordWake records the wake of attempt: its outcome and tamq's message id
 // on the lease (only while that attempt is the lease's current one: an
 // answer for an earlier attempt changes nothing), with a receipt "wake.sent"
 // (status the capability) or "wake.failed" (reason the error), either way.
-// An unavailable wake leaves the lease offered: it expires at its ack
-// deadline and is retried as any other.
+// An unavailable wake withdraws the attempt (no window could take it; it
+// costs nothing) and the trigger waits, with w.Wait, until w.Until or until
+// a window opens.
 func (s *Store) RecordWake(ctx context.Context, leaseID string, attempt int, w WakeRecord) (lease.Lease, error) {
 	return s.update(ctx, leaseID, "record the wake of", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
 		to := l
@@ -224,15 +233,31 @@ func (s *Store) RecordWake(ctx context.Context, leaseID string, attempt int, w W
 		if attempt != l.Attempt {
 			r.Detail["stale"] = true // the lease had moved on
 		}
-		return to, []Receipt{r}, nil
+		out := []Receipt{r}
+		if to.WakeOutcome == lease.WakeUnavailable && to.State == lease.Offered {
+			withdrawn, _, err := to.Withdraw(now, w.Until)
+			if err != nil {
+				return l, nil, err
+			}
+			waiting, err := s.waitTriggerTx(tx, l.TriggerID, w.Wait, w.Reason, now)
+			if err != nil {
+				return l, nil, err
+			}
+			out = append(out, transitionReceipt(to, withdrawn, "withdrawn: "+w.Reason))
+			if waiting != nil {
+				out = append(out, *waiting)
+			}
+			to = withdrawn
+		}
+		return to, out, nil
 	})
 }
 
 // Ack records the agent's acknowledgement (offered → acknowledged). A
 // repeated ack changes and writes nothing.
-func (s *Store) Ack(ctx context.Context, leaseID string, t lease.Timing) (lease.Lease, error) {
+func (s *Store) Ack(ctx context.Context, leaseID string, attempt int, t lease.Timing) (lease.Lease, error) {
 	return s.update(ctx, leaseID, "acknowledge", func(_ *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
-		to, changed, err := l.Ack(now, t)
+		to, changed, err := l.Ack(now, t, attempt)
 		if err != nil || !changed {
 			return to, nil, err
 		}
@@ -242,9 +267,9 @@ func (s *Store) Ack(ctx context.Context, leaseID string, t lease.Timing) (lease.
 
 // Renew extends a held lease. Only the first renewal (acknowledged →
 // running) writes a receipt; the others move its deadline silently.
-func (s *Store) Renew(ctx context.Context, leaseID string, t lease.Timing) (lease.Lease, error) {
+func (s *Store) Renew(ctx context.Context, leaseID string, attempt int, t lease.Timing) (lease.Lease, error) {
 	return s.update(ctx, leaseID, "renew", func(_ *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
-		to, _, err := l.Renew(now, t)
+		to, _, err := l.Renew(now, t, attempt)
 		if err != nil || to.State == l.State {
 			return to, nil, err
 		}
@@ -254,8 +279,10 @@ func (s *Store) Renew(ctx context.Context, leaseID string, t lease.Timing) (leas
 
 // Checkpoint records a checkpoint on its lease (c.LeaseID) and extends the
 // lease, with a receipt that holds no summary: the count of changed files,
-// the task and the blocked reason.
-func (s *Store) Checkpoint(ctx context.Context, c lease.Checkpoint, t lease.Timing) (lease.Lease, error) {
+// the task and the blocked reason. A checkpoint with a blocked reason stops
+// the lease (blocked), with a receipt of that too. attempt is the attempt
+// the agent names (0: none; a checkpoint observed in State Hub names none).
+func (s *Store) Checkpoint(ctx context.Context, c lease.Checkpoint, attempt int, t lease.Timing) (lease.Lease, error) {
 	return s.update(ctx, c.LeaseID, "checkpoint", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
 		if c.SourceID != "" {
 			// A checkpoint posted to State Hub is recorded once, however
@@ -265,9 +292,14 @@ func (s *Store) Checkpoint(ctx context.Context, c lease.Checkpoint, t lease.Timi
 				return l, nil, err
 			}
 		}
-		to, rec, err := l.Checkpoint(c, now, t)
+		to, rec, err := l.Checkpoint(c, now, t, attempt)
 		if err != nil {
 			return l, nil, err
+		}
+		blocked := to.State == lease.Stopped
+		if blocked {
+			// The checkpoint's own receipt first, then the stop.
+			to.State = lease.Checkpointed
 		}
 		files, err := json.Marshal(append([]string{}, rec.FilesChanged...))
 		if err != nil {
@@ -289,15 +321,23 @@ func (s *Store) Checkpoint(ctx context.Context, c lease.Checkpoint, t lease.Timi
 		if rec.BlockedReason != "" {
 			r.Detail["blocked_reason"] = string(rec.BlockedReason)
 		}
-		return to, []Receipt{r}, nil
+		out := []Receipt{r}
+		if blocked {
+			stopped := to
+			stopped.State = lease.Stopped
+			stop := transitionReceipt(to, stopped, stopped.StopReason)
+			stop.Detail["result"] = string(lease.ResultBlocked)
+			out, to = append(out, stop), stopped
+		}
+		return to, out, nil
 	})
 }
 
 // Release ends the agent's attempt with its result (completed, failed,
 // blocked); see the lease rules. The trigger completes or stops with it.
-func (s *Store) Release(ctx context.Context, leaseID, result, reason string, t lease.Timing) (lease.Lease, error) {
+func (s *Store) Release(ctx context.Context, leaseID, result, reason string, attempt int, t lease.Timing) (lease.Lease, error) {
 	return s.update(ctx, leaseID, "release", func(_ *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
-		to, _, err := l.Release(lease.Result(result), reason, now, t)
+		to, _, err := l.Release(lease.Result(result), reason, now, t, attempt)
 		if err != nil {
 			return l, nil, err
 		}
@@ -340,24 +380,106 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, t lease.Timing) ([
 				return l, nil, err
 			}
 			r := transitionReceipt(l, to, lease.ExpiryReason(l.State))
-			if to.State == lease.Stopped {
+			switch {
+			case lease.Withdrawn(l, to):
+				r.Reason = "withdrawn: the wake never reached tamq"
+			case to.State == lease.Stopped:
 				r.Reason, r.Detail["expiry"] = to.StopReason, lease.ExpiryReason(l.State)
 			}
 			return to, []Receipt{r}, nil
 		})
 }
 
-// ReofferDue offers again every lease in retry_wait whose next attempt is
-// due by now. Their wakes are then pending (see PendingWakes).
-func (s *Store) ReofferDue(ctx context.Context, now time.Time, t lease.Timing) ([]lease.Lease, error) {
-	return s.sweep(ctx, now, "offer leases again", `state = 'retry_wait' AND next_retry_at <= ?`,
-		func(_ *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
-			to, _, err := l.Reoffer(now, t)
-			if err != nil {
+// DueRetries lists the leases in retry_wait whose next attempt is due by
+// now, oldest first: the service judges each before it is offered again.
+func (s *Store) DueRetries(ctx context.Context, now time.Time) ([]lease.Lease, error) {
+	ls, err := readLeases(s.DB.Query(ctx, `SELECT `+leaseColumns+` FROM leases
+		WHERE state = 'retry_wait' AND next_retry_at <= ? ORDER BY next_retry_at, rowid`, ms(now)))
+	return ls, storageErr(err, "read the leases due for their next attempt")
+}
+
+// Reoffer offers a lease in retry_wait again, its next attempt due; its
+// wake is then pending (see PendingWakes). The trigger waits no more.
+func (s *Store) Reoffer(ctx context.Context, leaseID string, t lease.Timing) (lease.Lease, error) {
+	return s.update(ctx, leaseID, "offer again", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
+		to, _, err := l.Reoffer(now, t)
+		if err != nil {
+			return l, nil, err
+		}
+		if _, err := s.waitTriggerTx(tx, l.TriggerID, "", "", now); err != nil {
+			return l, nil, err
+		}
+		return to, []Receipt{transitionReceipt(l, to, "retry due")}, nil
+	})
+}
+
+// Postpone moves the next attempt of a lease in retry_wait to until (it
+// cannot be offered yet) and records why its trigger waits.
+func (s *Store) Postpone(ctx context.Context, leaseID string, until time.Time, wait lease.Wait, detail string) (lease.Lease, error) {
+	return s.update(ctx, leaseID, "postpone", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
+		to, _, err := l.Postpone(until, now)
+		if err != nil {
+			return l, nil, err
+		}
+		waiting, err := s.waitTriggerTx(tx, l.TriggerID, wait, detail, now)
+		if err != nil || waiting == nil {
+			return to, nil, err
+		}
+		return to, []Receipt{*waiting}, nil
+	})
+}
+
+// BringForward makes the postponed next attempts due now: what they waited
+// for (a window, an agent) may be there. It returns how many.
+func (s *Store) BringForward(ctx context.Context) (int, error) {
+	var n int64
+	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		res, err := s.DB.TxExec(tx, `UPDATE leases SET next_retry_at = ? WHERE state = 'retry_wait' AND next_retry_at > ?
+			AND trigger_id IN (SELECT id FROM triggers WHERE wait_reason IS NOT NULL)`, ms(s.Now()), ms(s.Now()))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), storageErr(err, "bring waiting attempts forward")
+}
+
+// StopLease stops a live lease for good with reason (and, when the stop is
+// a gate, names the gate on its trigger), with a receipt. Its trigger stops
+// with it.
+func (s *Store) StopLease(ctx context.Context, leaseID, gate, reason string) (lease.Lease, error) {
+	return s.update(ctx, leaseID, "stop", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
+		why := reason
+		if gate != "" {
+			why = gate
+			if reason != "" {
+				why += ": " + reason
+			}
+		}
+		to, _, err := l.Stop(why, now)
+		if err != nil {
+			return l, nil, err
+		}
+		if gate != "" {
+			if _, err := s.DB.TxExec(tx, `UPDATE triggers SET gate_reason = ? WHERE id = ?`, gate, l.TriggerID); err != nil {
 				return l, nil, err
 			}
-			return to, []Receipt{transitionReceipt(l, to, "retry due")}, nil
-		})
+		}
+		r := transitionReceipt(l, to, why)
+		if gate != "" {
+			r.Detail["gate"] = gate
+		}
+		return to, []Receipt{r}, nil
+	})
+}
+
+// LiveLeasesOfRepo lists the live leases for repo, oldest first: a repo's
+// agent works on one at a time.
+func (s *Store) LiveLeasesOfRepo(ctx context.Context, repo string) ([]lease.Lease, error) {
+	ls, err := readLeases(s.DB.Query(ctx, `SELECT `+leaseColumns+` FROM leases
+		WHERE target_repo = ? AND state NOT IN ('completed', 'stopped') ORDER BY rowid`, repo))
+	return ls, storageErr(err, "read the live leases of "+repo)
 }
 
 // readLeases reads the leases a query returns (rows and err as QueryContext
@@ -469,4 +591,16 @@ func (s *Store) LatestCheckpoint(ctx context.Context, leaseID string) (*lease.Ch
 	}
 	c.BlockedReason, c.RecordedAt = lease.BlockedReason(blocked), fromMS(recorded)
 	return &c, nil
+}
+
+// LatestCheckpointOfTask is when the engine last recorded a checkpoint about
+// task (zero when never): a checkpoint observed in State Hub that is older
+// resumes nothing.
+func (s *Store) LatestCheckpointOfTask(ctx context.Context, task string) (time.Time, error) {
+	var at sql.NullInt64
+	err := s.DB.QueryRow(ctx, `SELECT max(recorded_at) FROM checkpoints WHERE task_id = ?`, task).Scan(&at)
+	if err != nil || !at.Valid {
+		return time.Time{}, storageErr(err, "read the checkpoints of task "+task)
+	}
+	return fromMS(at.Int64), nil
 }

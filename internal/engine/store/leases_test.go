@@ -90,8 +90,8 @@ func TestStoreStopTrigger(t *testing.T) {
 	if err := s.StopTrigger(ctx, "ghost", "policy", "x"); !errs.Is(err, errs.NotFound) {
 		t.Errorf("unknown trigger: %v", err)
 	}
-	must[lease.Lease](t)(s.Ack(ctx, l.ID, timing))
-	must[lease.Lease](t)(s.Release(ctx, l.ID, "completed", "", timing))
+	must[lease.Lease](t)(s.Ack(ctx, l.ID, 0, timing))
+	must[lease.Lease](t)(s.Release(ctx, l.ID, "completed", "", 0, timing))
 	if err := s.StopTrigger(ctx, l.TriggerID, "policy", "x"); !errs.Is(err, errs.Conflict) {
 		t.Errorf("a completed trigger: %v", err)
 	}
@@ -156,11 +156,11 @@ func TestStoreOffer(t *testing.T) {
 	}
 
 	// A stopped lease frees its trigger; a completed one ends it.
-	must[lease.Lease](t)(s.Ack(ctx, l.ID, timing))
-	must[lease.Lease](t)(s.Release(ctx, l.ID, "blocked", "human", timing))
+	must[lease.Lease](t)(s.Ack(ctx, l.ID, 0, timing))
+	must[lease.Lease](t)(s.Release(ctx, l.ID, "blocked", "human", 0, timing))
 	second := must[lease.Lease](t)(s.Offer(ctx, tr.ID, "", timing))
-	must[lease.Lease](t)(s.Ack(ctx, second.ID, timing))
-	must[lease.Lease](t)(s.Release(ctx, second.ID, "completed", "", timing))
+	must[lease.Lease](t)(s.Ack(ctx, second.ID, 0, timing))
+	must[lease.Lease](t)(s.Release(ctx, second.ID, "completed", "", 0, timing))
 	if _, err := s.Offer(ctx, tr.ID, "", timing); !errs.Is(err, errs.Conflict) {
 		t.Errorf("a completed trigger: %v", err)
 	}
@@ -170,20 +170,20 @@ func TestStoreOffer(t *testing.T) {
 type op func(s *Store, id string) (lease.Lease, error)
 
 var (
-	ack   op = func(s *Store, id string) (lease.Lease, error) { return s.Ack(context.Background(), id, timing) }
-	renew op = func(s *Store, id string) (lease.Lease, error) { return s.Renew(context.Background(), id, timing) }
+	ack   op = func(s *Store, id string) (lease.Lease, error) { return s.Ack(context.Background(), id, 0, timing) }
+	renew op = func(s *Store, id string) (lease.Lease, error) { return s.Renew(context.Background(), id, 0, timing) }
 )
 
 func release(result, reason string) op {
 	return func(s *Store, id string) (lease.Lease, error) {
-		return s.Release(context.Background(), id, result, reason, timing)
+		return s.Release(context.Background(), id, result, reason, 0, timing)
 	}
 }
 
 func checkpoint(c lease.Checkpoint) op {
 	return func(s *Store, id string) (lease.Lease, error) {
 		c.LeaseID = id
-		return s.Checkpoint(context.Background(), c, timing)
+		return s.Checkpoint(context.Background(), c, 0, timing)
 	}
 }
 
@@ -202,7 +202,10 @@ func driven(t *testing.T, before []op, after time.Duration) (*Store, *clock, lea
 }
 
 var progress = lease.Checkpoint{TaskID: "T-1", Summary: "SUMMARY: refactored the parser", FilesChanged: []string{"a.go", "b.go"},
-	NextAction: "NEXT: run the e2e tests", BlockedReason: lease.BlockedDependency}
+	NextAction: "NEXT: run the e2e tests"}
+
+// stuck is a checkpoint of an agent that cannot go on without a human.
+var stuck = lease.Checkpoint{TaskID: "T-1", Summary: "SUMMARY: needs the production credential", BlockedReason: lease.BlockedHuman}
 
 func TestStoreLeaseTransitions(t *testing.T) {
 	t.Parallel()
@@ -227,6 +230,8 @@ func TestStoreLeaseTransitions(t *testing.T) {
 		{"completed", []op{ack, renew}, time.Second, release("completed", "merged"), lease.Completed, 0, 1, []string{KindLeaseCompleted}, lease.TriggerCompleted},
 		{"failed", []op{ack}, time.Second, release("failed", "tests broke"), lease.RetryWait, 0, 2, []string{KindLeaseRetryWait}, lease.TriggerLeased},
 		{"blocked", []op{ack}, time.Second, release("blocked", "human"), lease.Stopped, 0, 1, []string{KindLeaseStopped}, lease.TriggerStopped},
+		{"a checkpoint with a blocked reason stops it", []op{ack, renew}, time.Second, checkpoint(stuck), lease.Stopped, held, 1,
+			[]string{KindCheckpointRecorded, KindLeaseStopped}, lease.TriggerStopped},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -257,8 +262,12 @@ func TestStoreLeaseTransitions(t *testing.T) {
 			if !slices.Equal(kinds(rs), append([]string{}, tt.receipts...)) {
 				t.Errorf("receipts %v, want %v", kinds(rs), tt.receipts)
 			}
-			for _, r := range rs {
-				if r.LeaseID != l.ID || r.TriggerID != l.TriggerID || r.Status != string(got.State) || r.Attempt != got.Attempt ||
+			for i, r := range rs {
+				status := string(got.State)
+				if i < len(rs)-1 {
+					status = string(lease.Checkpointed) // the checkpoint's own receipt, before the stop
+				}
+				if r.LeaseID != l.ID || r.TriggerID != l.TriggerID || r.Status != status || r.Attempt != got.Attempt ||
 					!r.At.Equal(c.now) || r.PolicyProfile != "default@1" || r.ConfigVersion != "cfg" {
 					t.Errorf("receipt %+v", r)
 				}
@@ -337,7 +346,7 @@ func TestStoreCheckpoints(t *testing.T) {
 	if cp := must[*lease.Checkpoint](t)(s.LatestCheckpoint(ctx, l.ID)); cp != nil {
 		t.Errorf("a checkpoint before any: %+v", cp)
 	}
-	must[lease.Lease](t)(s.Ack(ctx, l.ID, timing))
+	must[lease.Lease](t)(s.Ack(ctx, l.ID, 0, timing))
 	c.advance(time.Second)
 	must[lease.Lease](t)(checkpoint(lease.Checkpoint{Summary: "first"})(s, l.ID))
 	c.advance(time.Second)
@@ -354,9 +363,23 @@ func TestStoreCheckpoints(t *testing.T) {
 	}
 	rs := must[[]Receipt](t)(s.Receipts(ctx, ReceiptFilter{LeaseID: l.ID}))
 	last := rs[len(rs)-1]
-	if last.Kind != KindCheckpointRecorded || last.Detail["files_changed"] != float64(2) || last.Detail["blocked_reason"] != "dependency" ||
+	if last.Kind != KindCheckpointRecorded || last.Detail["files_changed"] != float64(2) || last.Detail["blocked_reason"] != nil ||
 		last.Detail["task_id"] != "T-1" {
 		t.Errorf("checkpoint receipt %+v", last)
+	}
+	// Blocked: recorded, and the lease stops for a human.
+	c.advance(time.Second)
+	got = must[lease.Lease](t)(checkpoint(stuck)(s, l.ID))
+	if got.State != lease.Stopped || got.Released != lease.ResultBlocked || got.StopReason != "blocked: checkpoint: human" {
+		t.Errorf("after a blocked checkpoint %+v", got)
+	}
+	if cp := must[*lease.Checkpoint](t)(s.LatestCheckpoint(ctx, l.ID)); cp == nil || cp.BlockedReason != lease.BlockedHuman {
+		t.Errorf("latest checkpoint %+v", cp)
+	}
+	rs = must[[]Receipt](t)(s.Receipts(ctx, ReceiptFilter{LeaseID: l.ID}))
+	if n := len(rs); n < 2 || rs[n-2].Kind != KindCheckpointRecorded || rs[n-2].Detail["blocked_reason"] != "human" ||
+		rs[n-1].Kind != KindLeaseStopped || rs[n-1].Detail["result"] != "blocked" {
+		t.Errorf("receipts %v", kinds(rs))
 	}
 	noContentInReceipts(t, s, "SUMMARY", "NEXT:", "first", "a.go")
 }
@@ -376,7 +399,8 @@ func TestStoreRecordWake(t *testing.T) {
 	}{
 		{"resumed", 1, WakeRecord{Capability: "resumed", MessageID: "m1", TamqEndpointID: "tmux-amq-1"}, lease.WakeResumed, "m1", false, KindWakeSent, "resumed", ""},
 		{"started", 1, WakeRecord{Capability: "started", MessageID: "m1"}, lease.WakeStarted, "m1", false, KindWakeSent, "started", ""},
-		{"unavailable", 1, WakeRecord{Capability: "unavailable", Reason: "window in manual mode"}, lease.WakeUnavailable, "", false, KindWakeSent, "unavailable", ""},
+		{"unavailable: withdrawn", 1, WakeRecord{Capability: "unavailable", Reason: "window in manual mode", Wait: lease.WaitManual,
+			Until: start.Add(time.Minute)}, "", "", false, KindWakeSent, "unavailable", ""},
 		{"not sent", 1, WakeRecord{Err: "tamq is not running"}, "", "", true, KindWakeFailed, "failed", ""},
 		{"an answer for another attempt", 2, WakeRecord{Capability: "resumed", MessageID: "m9"}, "", "", true, KindWakeSent, "resumed", ""},
 		{"an unknown capability", 1, WakeRecord{Capability: "typed"}, "", "", true, "", "", errs.BadRequest},
@@ -401,6 +425,21 @@ func TestStoreRecordWake(t *testing.T) {
 			stored := getLease(t, s, l.ID)
 			if tt.code == "" && stored != got {
 				t.Errorf("returned\n%+v\nstored\n%+v", got, stored)
+			}
+			if tt.w.Capability == "unavailable" {
+				// No window could take it: the attempt is withdrawn and costs
+				// nothing; the trigger says why it waits.
+				if stored.State != lease.RetryWait || stored.Attempt != 2 || stored.MaxAttempts != l.MaxAttempts+1 ||
+					!stored.NextRetryAt.Equal(tt.w.Until) {
+					t.Errorf("lease %+v", stored)
+				}
+				if tr := getTrigger(t, s, l.TriggerID); tr.Wait != lease.WaitManual || tr.WaitDetail != tt.w.Reason || tr.State != lease.TriggerLeased {
+					t.Errorf("trigger %+v", tr)
+				}
+				if rs := receiptsSince(t, s, mark); !slices.Equal(kinds(rs), []string{KindWakeSent, KindLeaseRetryWait, KindTriggerWaiting}) {
+					t.Errorf("receipts %v", kinds(rs))
+				}
+				return
 			}
 			if stored.State != lease.Offered || stored.WakeOutcome != tt.outcome || stored.LocalLeaseID != tt.message {
 				t.Errorf("lease %+v", stored)
@@ -474,11 +513,11 @@ func TestStoreRetries(t *testing.T) {
 		if due, ok, _ := s.NextDue(ctx); !ok || !due.Equal(wantNext) {
 			t.Errorf("next due %v, want %v", due, wantNext)
 		}
-		if got := must[[]lease.Lease](t)(s.ReofferDue(ctx, wantNext.Add(-time.Millisecond), timing)); len(got) != 0 {
+		if got := must[[]lease.Lease](t)(reofferDue(t, s, wantNext.Add(-time.Millisecond), timing)); len(got) != 0 {
 			t.Fatalf("reoffered before it was due")
 		}
 		c.now = wantNext
-		reoffered := must[[]lease.Lease](t)(s.ReofferDue(ctx, c.now, timing))
+		reoffered := must[[]lease.Lease](t)(reofferDue(t, s, c.now, timing))
 		if len(reoffered) != 1 || reoffered[0].State != lease.Offered || reoffered[0].Attempt != attempt+1 ||
 			!reoffered[0].ExpiresAt.Equal(c.now.Add(30*time.Second)) || reoffered[0].WakeOutcome != "" {
 			t.Fatalf("reoffered %+v", reoffered)
@@ -512,13 +551,14 @@ func TestStoreSweepsLeaveOthers(t *testing.T) {
 	s, c := newStore(t)
 	ctx := context.Background()
 	early := offered(t, s, "1")
+	must[lease.Lease](t)(s.RecordWake(ctx, early.ID, 1, WakeRecord{Capability: "resumed", MessageID: "m1"}))
 	c.advance(10 * time.Second)
 	late := offered(t, s, "2")
 	held := offered(t, s, "3")
-	must[lease.Lease](t)(s.Ack(ctx, held.ID, timing))
+	must[lease.Lease](t)(s.Ack(ctx, held.ID, 0, timing))
 	done := offered(t, s, "4")
-	must[lease.Lease](t)(s.Ack(ctx, done.ID, timing))
-	must[lease.Lease](t)(s.Release(ctx, done.ID, "completed", "", timing))
+	must[lease.Lease](t)(s.Ack(ctx, done.ID, 0, timing))
+	must[lease.Lease](t)(s.Release(ctx, done.ID, "completed", "", 0, timing))
 	expired := must[[]lease.Lease](t)(s.ExpireDue(ctx, early.ExpiresAt, timing))
 	if len(expired) != 1 || expired[0].ID != early.ID {
 		t.Fatalf("expired %+v", expired)
@@ -532,7 +572,8 @@ func TestStoreSweepsLeaveOthers(t *testing.T) {
 	if due, _, _ := s.NextDue(ctx); !due.Equal(expired[0].NextRetryAt) || !due.Before(late.ExpiresAt) {
 		t.Errorf("next due %v, want the retry at %v", due, expired[0].NextRetryAt)
 	}
-	if got := must[[]lease.Lease](t)(s.ReofferDue(ctx, expired[0].NextRetryAt, timing)); len(got) != 1 || got[0].ID != early.ID {
+	c.now = expired[0].NextRetryAt
+	if got := must[[]lease.Lease](t)(reofferDue(t, s, expired[0].NextRetryAt, timing)); len(got) != 1 || got[0].ID != early.ID {
 		t.Errorf("reoffered %+v", got)
 	}
 }
@@ -545,7 +586,7 @@ func TestStoreLeaseListings(t *testing.T) {
 	for _, rev := range []string{"1", "2", "3"} {
 		ids = append(ids, offered(t, s, rev).ID)
 	}
-	must[lease.Lease](t)(s.Ack(ctx, ids[1], timing))
+	must[lease.Lease](t)(s.Ack(ctx, ids[1], 0, timing))
 	all := must[[]lease.Lease](t)(s.Leases(ctx, "", 0, 0))
 	if len(all) != 3 || all[0].ID != ids[2] || all[2].ID != ids[0] {
 		t.Errorf("all leases, newest first: %v", all)
@@ -585,7 +626,7 @@ func TestStoreRecovery(t *testing.T) {
 	working := offered(t, s, "2")
 	must[lease.Lease](t)(s.RecordWake(ctx, working.ID, 1, WakeRecord{Capability: "resumed", MessageID: "m1"}))
 	c.advance(time.Second)
-	working = must[lease.Lease](t)(s.Ack(ctx, working.ID, timing))
+	working = must[lease.Lease](t)(s.Ack(ctx, working.ID, 0, timing))
 	c.advance(time.Second)
 	working = must[lease.Lease](t)(checkpoint(progress)(s, working.ID))
 	receipts := lastReceipt(t, s)
@@ -614,16 +655,38 @@ func TestStoreRecovery(t *testing.T) {
 	if n := lastReceipt(t, s); n != receipts {
 		t.Errorf("receipts %d, were %d", n, receipts)
 	}
-	// The engine was down past both deadlines: one sweep ends both attempts.
+	// The engine was down past both deadlines: one sweep ends both
+	// attempts. The one whose wake never reached tamq is withdrawn (due at
+	// once, nothing spent); the other waits out its backoff.
 	c.now = working.ExpiresAt
 	expired := must[[]lease.Lease](t)(s.ExpireDue(ctx, c.now, timing))
 	if len(expired) != 2 || expired[0].ID != waiting.ID || expired[1].ID != working.ID {
 		t.Fatalf("expired %+v", expired)
 	}
-	for _, l := range expired {
-		if l.State != lease.RetryWait || l.Attempt != 2 || !l.NextRetryAt.Equal(c.now.Add(5*time.Second)) {
-			t.Errorf("expired %+v", l)
-		}
+	if l := expired[0]; l.State != lease.RetryWait || l.Attempt != 2 || l.MaxAttempts != waiting.MaxAttempts+1 || !l.NextRetryAt.Equal(c.now) {
+		t.Errorf("withdrawn %+v", l)
+	}
+	if l := expired[1]; l.State != lease.RetryWait || l.Attempt != 2 || l.MaxAttempts != working.MaxAttempts || !l.NextRetryAt.Equal(c.now.Add(5*time.Second)) {
+		t.Errorf("expired %+v", l)
 	}
 	noContentInReceipts(t, s, progress.Summary, progress.NextAction)
+}
+
+// reofferDue offers again every lease whose next attempt is due at now, as
+// the engine's clock does once it has judged them.
+func reofferDue(t *testing.T, s *Store, now time.Time, tm lease.Timing) ([]lease.Lease, error) {
+	t.Helper()
+	due, err := s.DueRetries(context.Background(), now)
+	if err != nil {
+		return nil, err
+	}
+	var out []lease.Lease
+	for _, l := range due {
+		l, err := s.Reoffer(context.Background(), l.ID, tm)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, nil
 }

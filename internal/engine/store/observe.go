@@ -100,28 +100,6 @@ func (s *Store) NextGateCheck(ctx context.Context) (time.Time, bool, error) {
 	return fromMS(due.Int64), true, nil
 }
 
-// GateLease stops a live lease at a gate before its wake went out (a secret
-// in the prompt about to be sent): the lease and its trigger stop, the
-// trigger naming the gate, with a receipt.
-func (s *Store) GateLease(ctx context.Context, leaseID, gate, reason string) (lease.Lease, error) {
-	return s.update(ctx, leaseID, "stop at a gate", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
-		to, _, err := l.Gate(gate, now)
-		if err != nil {
-			return l, nil, err
-		}
-		if _, err := s.DB.TxExec(tx, `UPDATE triggers SET gate_reason = ? WHERE id = ?`, gate, l.TriggerID); err != nil {
-			return l, nil, err
-		}
-		why := gate
-		if reason != "" {
-			why += ": " + reason
-		}
-		r := transitionReceipt(l, to, why)
-		r.Detail["gate"] = gate
-		return to, []Receipt{r}, nil
-	})
-}
-
 // CheckpointRecorded reports whether State Hub's checkpoint id was recorded.
 func (s *Store) CheckpointRecorded(ctx context.Context, statehubID string) (bool, error) {
 	var n int

@@ -17,6 +17,7 @@ const (
 	KindTriggerStopped     = "trigger.stopped"
 	KindTriggerGated       = "trigger.gated"
 	KindTriggerSuperseded  = "trigger.superseded"
+	KindTriggerWaiting     = "trigger.waiting"
 	KindSourceInvalid      = "source.invalid"
 	KindLeaseOffered       = "lease.offered"
 	KindLeaseAcknowledged  = "lease.acknowledged"

@@ -148,9 +148,27 @@ CREATE INDEX triggers_task ON triggers(task_id, observed_at) WHERE task_id IS NO
 CREATE INDEX triggers_gated ON triggers(next_check_at) WHERE state = 'gated';
 `
 
+// schemaV4 adds what waiting needs (docs/observation.md, "Waiting is not a
+// gate"): why a trigger waits (a code and words: no window, tamq not
+// attached, manual mode, no agent running, the window busy with another
+// task) instead of stopping; whether tamq says an agent runs in a window;
+// the checkpoint a checkpoint_resume trigger resumes from (its text goes
+// into the prompt, never into a receipt); and the result a lease was
+// released with, since a lease that ended by release resumes nothing.
+const schemaV4 = `
+ALTER TABLE triggers ADD COLUMN wait_reason TEXT;
+ALTER TABLE triggers ADD COLUMN wait_detail TEXT;
+ALTER TABLE triggers ADD COLUMN checkpoint TEXT;
+ALTER TABLE endpoint_repos ADD COLUMN no_agent INTEGER NOT NULL DEFAULT 0 CHECK (no_agent IN (0, 1));
+ALTER TABLE leases ADD COLUMN released TEXT CHECK (released IS NULL OR released IN ('completed', 'failed', 'blocked'));
+CREATE INDEX checkpoints_task ON checkpoints(task_id, recorded_at) WHERE task_id IS NOT NULL;
+CREATE INDEX leases_repo_live ON leases(target_repo) WHERE state NOT IN ('completed', 'stopped');
+`
+
 // Migrations is coordination-engine's schema history; append, never edit a released entry.
 var Migrations = []sqlitedb.Migration{
 	{Version: 1, Name: "triggers, leases, checkpoints, endpoints, receipts", TouchesData: true, SQL: schemaV1},
 	{Version: 2, Name: "lease retry budget and wake outcome, endpoint sockets, receipt message ids", TouchesData: true, SQL: schemaV2},
 	{Version: 3, Name: "State Hub observation: trigger titles and gate checks, State Hub checkpoint ids", TouchesData: true, SQL: schemaV3},
+	{Version: 4, Name: "waiting triggers, windows without an agent, resumed checkpoints, release results", TouchesData: true, SQL: schemaV4},
 }

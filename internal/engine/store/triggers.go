@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -12,20 +13,62 @@ import (
 
 const triggerColumns = `id, source, source_id, source_revision, target_repo, COALESCE(target_agent, ''), COALESCE(task_id, ''),
 	COALESCE(workplan_id, ''), COALESCE(title, ''), COALESCE(sender, ''),
-	reason, state, COALESCE(gate_reason, ''), gate_checks, COALESCE(next_check_at, 0), observed_at, updated_at`
+	reason, state, COALESCE(gate_reason, ''), gate_checks, COALESCE(next_check_at, 0), observed_at, updated_at,
+	COALESCE(wait_reason, ''), COALESCE(wait_detail, ''), COALESCE(checkpoint, '')`
 
 type scanner interface{ Scan(...any) error }
 
 func scanTrigger(row scanner) (lease.Trigger, error) {
 	var tr lease.Trigger
-	var source, reason, state string
+	var source, reason, state, wait, resume string
 	var observed, updated, nextCheck int64
 	err := row.Scan(&tr.ID, &source, &tr.SourceID, &tr.SourceRevision, &tr.TargetRepo, &tr.TargetAgent, &tr.TaskID,
 		&tr.WorkplanID, &tr.Title, &tr.Sender,
-		&reason, &state, &tr.GateReason, &tr.GateChecks, &nextCheck, &observed, &updated)
-	tr.Source, tr.Reason, tr.State = lease.Source(source), lease.Reason(reason), lease.TriggerState(state)
+		&reason, &state, &tr.GateReason, &tr.GateChecks, &nextCheck, &observed, &updated,
+		&wait, &tr.WaitDetail, &resume)
+	if err != nil {
+		return tr, err
+	}
+	tr.Source, tr.Reason, tr.State, tr.Wait = lease.Source(source), lease.Reason(reason), lease.TriggerState(state), lease.Wait(wait)
 	tr.ObservedAt, tr.UpdatedAt, tr.NextCheckAt = fromMS(observed), fromMS(updated), timeOrZero(nextCheck)
-	return tr, err
+	if resume != "" {
+		var cp storedCheckpoint
+		if err := json.Unmarshal([]byte(resume), &cp); err != nil {
+			return tr, errs.Wrap(errs.Storage, err, "read the checkpoint trigger %s resumes from", tr.ID)
+		}
+		tr.Resume = cp.domain()
+	}
+	return tr, nil
+}
+
+// storedCheckpoint is the checkpoint a checkpoint_resume trigger keeps, as
+// JSON in its row.
+type storedCheckpoint struct {
+	LeaseID       string    `json:"lease_id,omitempty"`
+	TaskID        string    `json:"task_id,omitempty"`
+	Summary       string    `json:"summary"`
+	FilesChanged  []string  `json:"files_changed,omitempty"`
+	NextAction    string    `json:"next_action,omitempty"`
+	BlockedReason string    `json:"blocked_reason,omitempty"`
+	RecordedAt    time.Time `json:"recorded_at"`
+}
+
+func (c storedCheckpoint) domain() *lease.Checkpoint {
+	return &lease.Checkpoint{LeaseID: c.LeaseID, TaskID: c.TaskID, Summary: c.Summary, FilesChanged: c.FilesChanged,
+		NextAction: c.NextAction, BlockedReason: lease.BlockedReason(c.BlockedReason), RecordedAt: c.RecordedAt}
+}
+
+// resumeJSON is the column value of a trigger's resumed checkpoint.
+func resumeJSON(c *lease.Checkpoint) (any, error) {
+	if c == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(storedCheckpoint{LeaseID: c.LeaseID, TaskID: c.TaskID, Summary: c.Summary, FilesChanged: c.FilesChanged,
+		NextAction: c.NextAction, BlockedReason: string(c.BlockedReason), RecordedAt: c.RecordedAt.UTC()})
+	if err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "encode a resumed checkpoint")
+	}
+	return string(b), nil
 }
 
 func triggerMissing(err error, id string) error {
@@ -46,15 +89,19 @@ func (s *Store) AddTrigger(ctx context.Context, tr lease.Trigger) (lease.Trigger
 	if tr.ObservedAt.IsZero() {
 		tr.ObservedAt = now
 	}
-	tr.State, tr.GateReason, tr.UpdatedAt = lease.TriggerPending, "", now
+	tr.State, tr.GateReason, tr.Wait, tr.WaitDetail, tr.UpdatedAt = lease.TriggerPending, "", "", "", now
+	resume, err := resumeJSON(tr.Resume)
+	if err != nil {
+		return tr, false, err
+	}
 	var out lease.Trigger
 	var inserted bool
-	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+	err = s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		res, err := s.DB.TxExec(tx, `INSERT INTO triggers (id, source, source_id, source_revision, target_repo, target_agent, task_id,
-			workplan_id, title, sender, reason, state, observed_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			workplan_id, title, sender, reason, state, observed_at, updated_at, checkpoint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (source, source_id, source_revision, target_repo) DO NOTHING`,
 			tr.ID, string(tr.Source), tr.SourceID, tr.SourceRevision, tr.TargetRepo, nullStr(tr.TargetAgent), nullStr(tr.TaskID),
-			nullStr(tr.WorkplanID), nullStr(tr.Title), nullStr(tr.Sender), string(tr.Reason), string(tr.State), ms(tr.ObservedAt), ms(tr.UpdatedAt))
+			nullStr(tr.WorkplanID), nullStr(tr.Title), nullStr(tr.Sender), string(tr.Reason), string(tr.State), ms(tr.ObservedAt), ms(tr.UpdatedAt), resume)
 		if err != nil {
 			return err
 		}
@@ -191,4 +238,44 @@ func (s *Store) gateTrigger(ctx context.Context, triggerID, gate, reason string,
 func (s *Store) setTriggerStateTx(tx *sql.Tx, id string, state lease.TriggerState, now int64) error {
 	_, err := s.DB.TxExec(tx, `UPDATE triggers SET state = ?, updated_at = ? WHERE id = ?`, string(state), now, id)
 	return err
+}
+
+// WaitTrigger records why a trigger waits (pending, or leased with its next
+// attempt postponed): wait and detail, with a receipt "trigger.waiting" only
+// when the reason changed, so a trigger judged at every look leaves one
+// receipt per reason, not one per look. An empty wait clears it (no
+// receipt: what follows says what became of it).
+func (s *Store) WaitTrigger(ctx context.Context, triggerID string, wait lease.Wait, detail string) error {
+	now := s.Now()
+	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		r, err := s.waitTriggerTx(tx, triggerID, wait, detail, now)
+		if err != nil || r == nil {
+			return err
+		}
+		return s.addReceiptTx(tx, *r)
+	})
+	return storageErr(err, "record why trigger "+triggerID+" waits")
+}
+
+// waitTriggerTx records why a trigger waits and returns the receipt to write
+// when the reason changed (nil otherwise), for the caller to write after
+// its own.
+func (s *Store) waitTriggerTx(tx *sql.Tx, triggerID string, wait lease.Wait, detail string, now time.Time) (*Receipt, error) {
+	var old, oldDetail, repo, task string
+	if err := s.DB.TxQueryRow(tx, `SELECT COALESCE(wait_reason, ''), COALESCE(wait_detail, ''), target_repo, COALESCE(task_id, '')
+		FROM triggers WHERE id = ?`, triggerID).Scan(&old, &oldDetail, &repo, &task); err != nil {
+		return nil, triggerMissing(err, triggerID)
+	}
+	if old == string(wait) && oldDetail == detail {
+		return nil, nil
+	}
+	if _, err := s.DB.TxExec(tx, `UPDATE triggers SET wait_reason = ?, wait_detail = ?, updated_at = ? WHERE id = ?`,
+		nullStr(string(wait)), nullStr(detail), ms(now), triggerID); err != nil {
+		return nil, err
+	}
+	if wait == "" || old == string(wait) {
+		return nil, nil
+	}
+	return &Receipt{At: now, Kind: KindTriggerWaiting, TriggerID: triggerID, Status: "waiting", Reason: string(wait),
+		Detail: map[string]any{"target_repo": repo, "task_id": task, "waiting": detail}}, nil
 }

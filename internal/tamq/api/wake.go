@@ -76,6 +76,37 @@ type WakeAck struct {
 	// was queued and MessageID is the original message.
 	Duplicate bool   `json:"duplicate,omitempty"`
 	Reason    string `json:"reason,omitempty"`
+	// Wait, when unavailable, says in one word what the engine waits for
+	// (WaitNoWindow, WaitManual, WaitNoAgent); Reason says it in words.
+	Wait string `json:"wait,omitempty"`
+}
+
+// What an unavailable wake waits for: the words coordination-engine's
+// waiting triggers use.
+const (
+	WaitNoWindow = "no_window"
+	WaitManual   = "manual_mode"
+	WaitNoAgent  = "no_agent"
+)
+
+// OpCancelWake cancels the wakes of a lease that are not written yet, or
+// that wait for an ack tamq would present again: coordination-engine sends
+// it when an attempt ends (the lease completed, stopped, ran out, or a newer
+// attempt was offered), so no stale prompt is ever typed. Each cancelled
+// message ends in state cancelled with the reason.
+const OpCancelWake = "cancel_wake"
+
+// CancelWakeArgs names the lease and the last attempt to cancel (every
+// earlier one too; 0: all of them), and why.
+type CancelWakeArgs struct {
+	LeaseID string `json:"lease_id"`
+	Attempt int    `json:"attempt,omitempty"`
+	Reason  string `json:"reason"`
+}
+
+// CancelWakeResult says how many messages were cancelled.
+type CancelWakeResult struct {
+	Cancelled int `json:"cancelled"`
 }
 
 // CoordinationStatus is tamq's link to coordination-engine, in tamq status.

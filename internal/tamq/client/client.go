@@ -114,3 +114,11 @@ func (c *Client) Wake(ctx context.Context, req api.WakeRequest) (api.WakeAck, er
 	err := c.Call(ctx, write, api.OpWake, req, &res)
 	return res, err
 }
+
+// CancelWake cancels the unwritten wakes of a lease's attempts up to
+// attempt (0: all).
+func (c *Client) CancelWake(ctx context.Context, args api.CancelWakeArgs) (api.CancelWakeResult, error) {
+	var res api.CancelWakeResult
+	err := c.Call(ctx, write, api.OpCancelWake, args, &res)
+	return res, err
+}

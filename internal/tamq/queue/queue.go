@@ -27,10 +27,13 @@ const (
 	AwaitingAck  State = "awaiting_ack"
 	Acknowledged State = "acknowledged"
 	Failed       State = "failed"
+	// Cancelled: a wake whose lease ended before it was written (or while
+	// it waited to be presented again); it is never written.
+	Cancelled State = "cancelled"
 )
 
 // Final reports whether no further delivery happens from s on its own.
-func (s State) Final() bool { return s == Injected || s == Acknowledged || s == Failed }
+func (s State) Final() bool { return s == Injected || s == Acknowledged || s == Failed || s == Cancelled }
 
 // SenderKind is where a message came from.
 type SenderKind string
@@ -313,6 +316,19 @@ func (m *Message) Deferred(now time.Time, reason string) error {
 	}
 	m.State, m.NextAttemptAt, m.UpdatedAt, m.LastError = Queued, now, now, reason
 	m.Attempts = max(m.Attempts-1, 0)
+	return nil
+}
+
+// Cancel ends a wake that must not be written any more (its lease ended, or
+// a newer attempt was offered): from queued, or awaiting its ack (it would
+// be presented again), or claimed by the writer that found it stale before
+// writing it. Final states stay as they are.
+func (m *Message) Cancel(now time.Time, reason string) error {
+	if m.State != Queued && m.State != AwaitingAck && m.State != Delivering {
+		return transitionError(m, "cancel it")
+	}
+	m.State, m.UpdatedAt, m.LastError = Cancelled, now, reason
+	m.AckDeadlineAt, m.NextAttemptAt = time.Time{}, time.Time{}
 	return nil
 }
 

@@ -320,7 +320,8 @@ func TestBurstSendsAWakeAlone(t *testing.T) {
 	h := openHeld(t, e, tm, []string{"--mode", "trigger"}, "net-kingdom")["net-kingdom"]
 	h.hold(t)
 	ms := sendAll(t, e, "To:net-kingdom: before 1", "To:net-kingdom: before 2")
-	ack, err := client.New(pathsOf(t, e)).Wake(context.Background(), wakeRequest("L1", 1, "net-kingdom", "wake up\nlease ack L1"))
+	l1 := startEngine(t, e).offer("net-kingdom")
+	ack, err := client.New(pathsOf(t, e)).Wake(context.Background(), wakeRequest(l1, 1, "net-kingdom", "wake up\nlease ack L1"))
 	if err != nil || ack.MessageID == "" {
 		t.Fatalf("wake: %+v %v", ack, err)
 	}

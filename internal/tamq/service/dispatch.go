@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	engineapi "github.com/tmux-amq/tamq/internal/engine/api"
+	engineclient "github.com/tmux-amq/tamq/internal/engine/client"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
@@ -382,6 +384,9 @@ func (s *Service) expireAcks(ctx context.Context) error {
 func (s *Service) deliver(ctx context.Context, ms []queue.Message) {
 	t := timing(s.opts.Config)
 	m := ms[0] // all are for its endpoint and target
+	if !s.wakeStillCurrent(ctx, m) {
+		return
+	}
 	ep, w, err := s.windowFor(ctx, m.EndpointID, m.Target)
 	var wr Written
 	if err == nil {
@@ -501,3 +506,48 @@ func (s *Service) windowFor(ctx context.Context, endpointID, repo string) (queue
 }
 
 var errNoWindow = errors.New("no window is recorded for it on its endpoint")
+
+// engineAskTimeout bounds the question to coordination-engine before a wake
+// is written.
+const engineAskTimeout = 2 * time.Second
+
+// engineAskAgain is how soon a wake whose lease the engine could not confirm
+// is looked at again.
+const engineAskAgain = 2 * time.Second
+
+// wakeStillCurrent asks coordination-engine, right before a wake (a claimed
+// message from it) is written, whether its lease's attempt is still the one
+// to work on. A wake whose lease ended (completed, stopped, ran out, a newer
+// attempt offered) is cancelled, never typed; while the engine does not
+// answer, the wake waits: a wake belongs to a lease the engine judges. Other
+// messages are always current.
+func (s *Service) wakeStillCurrent(ctx context.Context, m queue.Message) bool {
+	leaseID, attempt, ok := store.WakeKey(m.IdempotencyKey)
+	if m.SenderKind != queue.FromCoordination || !ok {
+		return true
+	}
+	actx, cancel := context.WithTimeout(ctx, engineAskTimeout)
+	res, err := engineclient.New(s.opts.Engine).LeaseCurrent(actx, engineapi.LeaseArgs{LeaseID: leaseID, Attempt: attempt})
+	cancel()
+	now := s.opts.Now()
+	switch {
+	case err != nil:
+		reason := "waiting for coordination-engine to confirm its lease: " + err.Error()
+		s.log.Info("wake held: the engine did not confirm its lease", "message", m.ID, "lease", leaseID, "error", err.Error())
+		s.transitionEach(ctx, []queue.Message{m}, reason, nil, func(x *queue.Message) error {
+			if err := x.Deferred(now, reason); err != nil {
+				return err
+			}
+			x.NextAttemptAt = now.Add(engineAskAgain)
+			return nil
+		})
+		return false
+	case !res.Current:
+		s.log.Info("stale wake cancelled before it was written", "message", m.ID, "lease", leaseID, "attempt", attempt, "reason", res.Reason)
+		s.transitionEach(ctx, []queue.Message{m}, "cancelled: "+res.Reason, nil, func(x *queue.Message) error {
+			return x.Cancel(now, res.Reason)
+		})
+		return false
+	}
+	return true
+}

@@ -127,7 +127,7 @@ func TestPingStatusStop(t *testing.T) {
 	if r.Status != 4 || up.Healthy || up.Registry.Error == "" {
 		t.Errorf("status without registry: %s", r)
 	}
-	if len(up.Queue.Counts) != 6 {
+	if len(up.Queue.Counts) != len(store.MessageStates) {
 		t.Errorf("queue counts %v", up.Queue.Counts)
 	}
 	human := e.Run(t, "tamq", "status")

@@ -281,6 +281,7 @@ func (s *Service) handlers() map[string]unixsock.Handler {
 		api.OpPurge:         s.purge,
 		api.OpBrokerSession: s.brokerSession,
 		api.OpWake:          s.wakeOp,
+		api.OpCancelWake:    s.cancelWakeOp,
 	})
 	release := s.opts.IdleRelease
 	if release == 0 {

@@ -62,12 +62,12 @@ func (s *Service) wakeOp(ctx context.Context, _ protocol.Peer, req *protocol.Req
 		return s.repeated(ack, old, oldHash, hash)
 	}
 
-	ep, win, reason, err := s.wakeTarget(ctx, w)
+	ep, win, reason, wait, err := s.wakeTarget(ctx, w)
 	if err != nil {
 		return nil, err
 	}
 	if reason != "" {
-		ack.Capability, ack.Reason, ack.SessionID = api.WakeUnavailable, reason, ep.ID
+		ack.Capability, ack.Reason, ack.Wait, ack.SessionID = api.WakeUnavailable, reason, wait, ep.ID
 		return ack, nil
 	}
 	ack.SessionID, ack.Capability = ep.ID, api.WakeResumed
@@ -75,11 +75,11 @@ func (s *Service) wakeOp(ctx context.Context, _ protocol.Peer, req *protocol.Req
 		return nil, err
 	} else if exited {
 		if !s.opts.Config.Coordination.WakeRestartsAgent {
-			ack.Capability, ack.Reason = api.WakeUnavailable, why+"; coordination.wake_restarts_agent is off"
+			ack.Capability, ack.Reason, ack.Wait = api.WakeUnavailable, why+"; coordination.wake_restarts_agent is off", api.WaitNoAgent
 			return ack, nil
 		}
 		if err := s.restartAgent(ctx, ep, win); err != nil {
-			ack.Capability, ack.Reason = api.WakeUnavailable, "its agent exited and could not be started again: "+err.Error()
+			ack.Capability, ack.Reason, ack.Wait = api.WakeUnavailable, "its agent exited and could not be started again: "+err.Error(), api.WaitNoAgent
 			return ack, nil
 		}
 		ack.Capability = api.WakeStarted
@@ -171,11 +171,12 @@ func requestHash(w api.WakeRequest) string {
 
 // wakeTarget resolves the one connected endpoint window hosting the repo. A
 // non-empty reason says why there is none that can take the wake (nothing is
-// queued then); several without an explicit endpoint is an error.
-func (s *Service) wakeTarget(ctx context.Context, w api.WakeRequest) (queue.Endpoint, queue.Window, string, error) {
+// queued then), and wait says it in one word for the engine; several
+// without an explicit endpoint is an error.
+func (s *Service) wakeTarget(ctx context.Context, w api.WakeRequest) (queue.Endpoint, queue.Window, string, string, error) {
 	eps, err := s.knownEndpoints(ctx)
 	if err != nil {
-		return queue.Endpoint{}, queue.Window{}, "", err
+		return queue.Endpoint{}, queue.Window{}, "", "", err
 	}
 	type host struct {
 		ep  queue.Endpoint
@@ -194,15 +195,47 @@ func (s *Service) wakeTarget(ctx context.Context, w api.WakeRequest) (queue.Endp
 	}
 	switch {
 	case len(hosts) == 0 && w.EndpointID != "":
-		return queue.Endpoint{}, queue.Window{}, fmt.Sprintf("endpoint %s is not connected or has no window for %s", w.EndpointID, w.TargetRepo), nil
+		return queue.Endpoint{}, queue.Window{}, fmt.Sprintf("endpoint %s is not connected or has no window for %s", w.EndpointID, w.TargetRepo), api.WaitNoWindow, nil
 	case len(hosts) == 0:
-		return queue.Endpoint{}, queue.Window{}, "no connected endpoint has a window for " + w.TargetRepo, nil
+		return queue.Endpoint{}, queue.Window{}, "no connected endpoint has a window for " + w.TargetRepo, api.WaitNoWindow, nil
 	case len(hosts) > 1:
-		return queue.Endpoint{}, queue.Window{}, "", errs.New(errs.Conflict, "%d endpoints host %s; name one with endpoint_id", len(hosts), w.TargetRepo)
+		return queue.Endpoint{}, queue.Window{}, "", "", errs.New(errs.Conflict, "%d endpoints host %s; name one with endpoint_id", len(hosts), w.TargetRepo)
 	case hosts[0].win.Mode == queue.Manual:
-		return hosts[0].ep, hosts[0].win, "the window of " + w.TargetRepo + " was opened in manual mode", nil
+		return hosts[0].ep, hosts[0].win, "the window of " + w.TargetRepo + " was opened in manual mode", api.WaitManual, nil
 	}
-	return hosts[0].ep, hosts[0].win, "", nil
+	return hosts[0].ep, hosts[0].win, "", "", nil
+}
+
+// cancelWakeOp is coordination-engine cancelling the wakes of a lease's
+// attempts that ended: those not written yet, or waiting to be presented
+// again, end cancelled with the engine's reason. (tamq asks the engine
+// before it writes a wake anyway; this makes the history say so at once.)
+func (s *Service) cancelWakeOp(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args api.CancelWakeArgs
+	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	if p := textsafe.NameProblem(args.LeaseID); p != "" {
+		return nil, errs.New(errs.BadRequest, "lease id %q: %s", textsafe.Escape(args.LeaseID), p)
+	}
+	if args.Attempt < 0 {
+		return nil, errs.New(errs.BadRequest, "attempt %d is negative", args.Attempt)
+	}
+	reason := textsafe.Escape(args.Reason)
+	if reason == "" {
+		reason = "its lease ended"
+	}
+	ms, err := s.store.CancelWakes(ctx, args.LeaseID, args.Attempt, reason)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range ms {
+		s.log.Info("wake cancelled", "message", m.ID, "lease", args.LeaseID, "reason", reason)
+	}
+	if len(ms) > 0 {
+		s.wake() // the window's next message may go now
+	}
+	return api.CancelWakeResult{Cancelled: len(ms)}, nil
 }
 
 // agentExited says whether the window's program has exited (its pane is

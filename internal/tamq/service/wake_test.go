@@ -39,8 +39,10 @@ func TestWakeIsIdempotentByLeaseAndAttempt(t *testing.T) {
 	e, tm := emptyWorkspace(t, fastConfig, "net-kingdom")
 	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--mode", "trigger", "--command", e.RecorderCommand(), "net-kingdom")
 	testutil.WaitFor(t, "the recorder", func() bool { _, ok := e.Recording("net-kingdom"); return ok })
+	engine := startEngine(t, e)
+	l1 := engine.offer("net-kingdom")
 
-	req := wakeRequest("L1", 1, "net-kingdom", "wake up\nand continue")
+	req := wakeRequest(l1, 1, "net-kingdom", "wake up\nand continue")
 	first, err := wake(t, e, req)
 	if err != nil || first.Capability != api.WakeResumed || first.MessageID == "" || first.Duplicate || !strings.HasPrefix(first.SessionID, "tmux-amq-") {
 		t.Fatalf("first wake: %+v %v", first, err)
@@ -72,7 +74,7 @@ func TestWakeIsIdempotentByLeaseAndAttempt(t *testing.T) {
 	waitState(t, e, first.MessageID, "awaiting_ack")
 	m := stateOf(t, e, first.MessageID)
 	if m.SenderKind != "coordination" || m.Sender != "coordination-engine" || m.AckMode != "acknowledged" ||
-		m.CorrelationID != "rev-7" || m.CoordinationEndpointID != "ce-1" || m.IdempotencyKey != "L1#1" {
+		m.CorrelationID != "rev-7" || m.CoordinationEndpointID != "ce-1" || m.IdempotencyKey != l1+"#1" {
 		t.Errorf("the wake message: %+v", m)
 	}
 	if got, _ := e.Recording("net-kingdom"); got != "From:coordination-engine: wake up\nand continue\r" {
@@ -85,17 +87,18 @@ func TestWakeIsIdempotentByLeaseAndAttempt(t *testing.T) {
 	if err != nil || again.MessageID != first.MessageID || !again.Duplicate {
 		t.Errorf("after a restart: %+v %v", again, err)
 	}
-	next, err := wake(t, e, wakeRequest("L1", 2, "net-kingdom", "wake up\nand continue"))
+	engine.advance(l1, 2)
+	next, err := wake(t, e, wakeRequest(l1, 2, "net-kingdom", "wake up\nand continue"))
 	if err != nil || next.MessageID == first.MessageID || next.Duplicate {
 		t.Errorf("attempt 2: %+v %v", next, err)
 	}
 	if n := len(history(t, e)); n != 2 {
 		t.Errorf("%d messages, want 2", n)
 	}
-	// Attempt 1's prompt, never acknowledged, is settled by attempt 2: it
-	// is not presented again at its ack deadline.
-	if m := stateOf(t, e, first.MessageID); m.State != "acknowledged" {
-		t.Errorf("attempt 1's message after attempt 2: %s, want acknowledged", m.State)
+	// Attempt 1's prompt, never acknowledged, is cancelled by attempt 2:
+	// it is not presented again at its ack deadline.
+	if m := stateOf(t, e, first.MessageID); m.State != "cancelled" {
+		t.Errorf("attempt 1's message after attempt 2: %s, want cancelled", m.State)
 	}
 	found := false
 	for _, r := range receipts(t, e, "message.transition") {
@@ -160,7 +163,7 @@ func TestWakeStartsAnExitedAgentOnlyWhenAllowed(t *testing.T) {
 		testutil.WaitFor(t, "the agent to exit", func() bool {
 			return strings.TrimSpace(tm.Must(t, "display", "-p", "-t", pane, "#{pane_dead}")) == "1"
 		})
-		a, err := wake(t, e, wakeRequest("L1", 1, "net-kingdom", "back to work"))
+		a, err := wake(t, e, wakeRequest(startEngine(t, e).offer("net-kingdom"), 1, "net-kingdom", "back to work"))
 		if !allowed {
 			if err != nil || a.Capability != api.WakeUnavailable || !strings.Contains(a.Reason, "exited") {
 				t.Errorf("restart off: %+v %v", a, err)
@@ -206,7 +209,7 @@ func TestWakeAcrossEndpoints(t *testing.T) {
 	first := openJSON(t, e, "--tmux-socket", tm.Name, "--mode", "trigger", "--command", recorder, "alpha")
 	tm2 := testutil.NewTmux(t)
 	second := openJSON(t, e, "--tmux-socket", tm2.Name, "--mode", "trigger", "--command", recorder, "alpha")
-	req := wakeRequest("lease-a", 1, "alpha", "Carry on.")
+	req := wakeRequest(startEngine(t, e).offer("alpha"), 1, "alpha", "Carry on.")
 	if _, err := wake(t, e, req); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "name one with endpoint_id") {
 		t.Fatalf("wake with two endpoints: %v", err)
 	}

@@ -20,7 +20,10 @@ import (
 // numbers. A new value is appended, with a migration that widens the checks
 // and rewrites the views.
 var (
-	stateCodes = []string{string(queue.Injected), string(queue.Acknowledged), string(queue.Queued),
+	stateCodes = append(stateCodesV6[:len(stateCodesV6):len(stateCodesV6)], string(queue.Cancelled))
+	// stateCodesV6 are the states schema version 6 knew; version 7 added
+	// cancelled.
+	stateCodesV6 = []string{string(queue.Injected), string(queue.Acknowledged), string(queue.Queued),
 		string(queue.Delivering), string(queue.AwaitingAck), string(queue.Failed)}
 	ackModeCodes    = []string{string(ackmode.Injected), string(ackmode.Acknowledged)}
 	senderKindCodes = []string{string(queue.FromWorker), string(queue.FromOperator), string(queue.FromCoordination), string(queue.FromReplay)}
@@ -125,6 +128,7 @@ func lastCode(codes []string) string { return strconv.Itoa(len(codes) - 1) }
 // view messages reads every row back as the table of version 5 held it,
 // and takes inserts in that form too (messagesInsertTrigger).
 func schemaV6Tables() string {
+	stateCodes := stateCodesV6 // as version 6 wrote it
 	return `
 CREATE TABLE message_texts (
 	code INTEGER PRIMARY KEY,
@@ -197,8 +201,8 @@ CREATE INDEX messages_batch ON message_rows(batch_id) WHERE batch_id IS NOT NULL
 }
 
 // messagesView reads message_rows back in the columns and values of the
-// version 5 table.
-func messagesView() string {
+// version 5 table, with the state codes of its version.
+func messagesView(stateCodes []string) string {
 	return `
 CREATE VIEW messages AS SELECT ` + subjectTextSQL("id") + ` AS id,
 	` + subjectTextSQL("COALESCE(batch_id, id)") + ` AS batch_id, endpoint_id, coordination_endpoint_id,
@@ -215,12 +219,12 @@ FROM message_rows;
 // messagesInsertTrigger lets a row be inserted into the view messages as
 // into the table of version 5 (a hand-made or test row), encoded as the
 // store encodes it. The store itself writes message_rows.
-func messagesInsertTrigger() string {
+func messagesInsertTrigger(stateCodes []string) string {
 	return `
 CREATE TRIGGER messages_insert INSTEAD OF INSERT ON messages BEGIN
 	INSERT OR IGNORE INTO message_texts (text) VALUES (NEW.sender), (NEW.target_repo), (NEW.policy_profile), (NEW.config_version);
 	INSERT INTO message_rows (` + messageRowColumns + `)
-	VALUES (` + messageRowValues("NEW.") + `);
+	VALUES (` + messageRowValues("NEW.", stateCodes) + `);
 END;
 `
 }
@@ -235,7 +239,7 @@ const messageRowColumns = `id, batch_id, endpoint_id, coordination_endpoint_id, 
 // messageRowValues encodes the columns of a version 5 row (p is "NEW." or
 // a table alias with its dot) as messageRowColumns stores them; the texts
 // must be in message_texts already.
-func messageRowValues(p string) string {
+func messageRowValues(p string, stateCodes []string) string {
 	return subjectSQL(p+"id") + `, CASE WHEN ` + p + `batch_id = ` + p + `id THEN NULL ELSE ` + subjectSQL(p+"batch_id") + ` END,
 	` + p + `endpoint_id, ` + p + `coordination_endpoint_id, ` + textCodeSQL(p+"sender") + `, ` + codeSQL(senderKindCodes, p+"sender_kind") + `,
 	` + textCodeSQL(p+"target_repo") + `, ` + p + `body, ` + codeSQL(ackModeCodes, p+"ack_mode") + `, ` + codeSQL(stateCodes, p+"state") + `,
@@ -276,7 +280,7 @@ func migrateV6(tx *sql.Tx) error {
 		`INSERT INTO message_texts (text) SELECT sender FROM messages UNION SELECT target_repo FROM messages
 			UNION SELECT policy_profile FROM messages UNION SELECT config_version FROM messages`,
 		`INSERT INTO message_rows (rowid, ` + messageRowColumns + `)
-			SELECT m.rowid, ` + messageRowValues("m.") + ` FROM messages m ORDER BY m.rowid`,
+			SELECT m.rowid, ` + messageRowValues("m.", stateCodesV6) + ` FROM messages m ORDER BY m.rowid`,
 		messageIDIndex,
 		`ALTER TABLE delivery_leases RENAME TO delivery_leases_v5`,
 		`DROP INDEX delivery_leases_expiry`,
@@ -287,14 +291,55 @@ func migrateV6(tx *sql.Tx) error {
 		`DROP TABLE delivery_leases_v5`,
 		`DROP TABLE messages`,
 		schemaV6Indexes(),
-		messagesView(),
-		messagesInsertTrigger(),
+		messagesView(stateCodesV6),
+		messagesInsertTrigger(stateCodesV6),
 		receiptsViewV6(),
 	}
 	for _, q := range steps {
 		if _, err := tx.Exec(q); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// migrateV7 adds the state cancelled (code 6): a wake whose lease ended
+// before it was written. The table keeps its rows as they are; only its
+// CHECK on state is widened, by the procedure SQLite documents for changing
+// a constraint every existing row still meets (editing the table's
+// definition in sqlite_schema under writable_schema and bumping
+// schema_version), so no row is copied. The views that spell states are
+// made again with the new code.
+func migrateV7(tx *sql.Tx) error {
+	var version int
+	if err := tx.QueryRow(`PRAGMA schema_version`).Scan(&version); err != nil {
+		return err
+	}
+	old := `CHECK (state BETWEEN 0 AND ` + lastCode(stateCodesV6) + `)`
+	widened := `CHECK (state BETWEEN 0 AND ` + lastCode(stateCodes) + `)`
+	steps := []string{
+		`PRAGMA writable_schema = ON`,
+		`UPDATE sqlite_schema SET sql = replace(sql, '` + old + `', '` + widened + `') WHERE type = 'table' AND name = 'message_rows'`,
+		`PRAGMA schema_version = ` + strconv.Itoa(version+1),
+		`PRAGMA writable_schema = OFF`,
+		`DROP VIEW receipts`,
+		`DROP TRIGGER messages_insert`,
+		`DROP VIEW messages`,
+		messagesView(stateCodes),
+		messagesInsertTrigger(stateCodes),
+		receiptsViewV6(),
+	}
+	for _, q := range steps {
+		if _, err := tx.Exec(q); err != nil {
+			return err
+		}
+	}
+	var ddl string
+	if err := tx.QueryRow(`SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'message_rows'`).Scan(&ddl); err != nil {
+		return err
+	}
+	if !strings.Contains(ddl, widened) {
+		return errs.New(errs.Storage, "the message table's definition does not hold %q after the migration", widened)
 	}
 	return nil
 }

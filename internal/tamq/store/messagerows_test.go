@@ -130,7 +130,7 @@ func TestMigrationCompactsMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if v, _ := db.SchemaVersion(ctx); v != 6 {
+	if v, _ := db.SchemaVersion(ctx); v != sqlitedb.LatestVersion(Migrations) {
 		t.Fatalf("schema version %d after migrating", v)
 	}
 	if _, err := os.Stat(db.BackupPath); db.BackupPath == "" || err != nil {
@@ -190,6 +190,24 @@ func TestMigrationCompactsMessages(t *testing.T) {
 	if err != nil || st.Counts["injected"] != 3 || st.Counts["queued"] != 1 || st.Counts["delivering"] != 1 ||
 		st.Counts["awaiting_ack"] != 1 || st.Counts["acknowledged"] != 1 || st.Counts["failed"] != 1 || st.HistoryMessages != 8 {
 		t.Errorf("stats %+v, %v", st, err)
+	}
+	// Version 7's state: a wake cancelled in place, read back through the
+	// store and the view, the file still whole.
+	if c, err := s.Transition(ctx, wake, "lease ended", func(m *queue.Message) error { return m.Cancel(time.UnixMilli(9500), "lease ended") }); err != nil ||
+		c.State != queue.Cancelled {
+		t.Fatalf("cancel the wake: %+v, %v", c, err)
+	}
+	if got := tableLines(t, db.Reader, `SELECT state FROM messages WHERE id = '`+wake+`'`); !slices.Equal(got, []string{`[]interface {}{"cancelled"}`}) {
+		t.Errorf("the view reads the cancelled wake as %v", got)
+	}
+	if err := exec(t, db, `INSERT INTO message_rows (`+messageRowColumns+`) SELECT `+messageRowColumns+` FROM message_rows WHERE 0`); err != nil {
+		t.Fatal(err)
+	}
+	if got := tableLines(t, db.Reader, `PRAGMA integrity_check`); !slices.Equal(got, []string{`[]interface {}{"ok"}`}) {
+		t.Errorf("integrity_check after the migration: %v", got)
+	}
+	if _, err := db.Writer.ExecContext(ctx, `UPDATE message_rows SET state = 7 WHERE id = ?`, idValue(wake)); err == nil {
+		t.Error("the widened CHECK takes a state no code has")
 	}
 	// A message the store writes now goes beside them, its texts coded once.
 	n := &queue.Message{Sender: "net-kingdom", SenderKind: queue.FromWorker, Target: "railiance", Body: "new",

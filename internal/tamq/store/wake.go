@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,35 +69,78 @@ func WakeByKey(ctx context.Context, db *sql.DB, key string) (queue.Message, stri
 	return m, hash, err
 }
 
-// supersedeAttemptsTx settles the prompts of the lease's earlier attempts
+// supersedeAttemptsTx cancels the prompts of the lease's earlier attempts
 // that still wait for delivery or for their ack: the engine has moved on to
 // attempt m, so presenting an older one again (it would, at its ack
-// deadline) holds the window for a prompt whose lease ack can only be
-// refused. They are acknowledged, with a receipt saying why. The key is
-// "<lease id>#<attempt>" (the service makes it); lease ids hold no LIKE
-// wildcards.
+// deadline) would type a prompt whose lease commands can only be refused.
 func (s *Store) supersedeAttemptsTx(tx *sql.Tx, m *queue.Message, now time.Time) error {
-	hash := strings.LastIndexByte(m.IdempotencyKey, '#')
-	if hash < 0 {
+	lease, attempt, ok := WakeKey(m.IdempotencyKey)
+	if !ok || attempt == 1 {
 		return nil
 	}
-	older, err := readMessages(tx.Query(`SELECT `+messageColumns+` FROM message_rows WHERE idempotency_key LIKE ? AND idempotency_key != ?
-		AND state IN `+undelivered, m.IdempotencyKey[:hash+1]+"%", m.IdempotencyKey))
-	if err != nil {
+	_, err := s.cancelWakesTx(tx, lease, attempt-1, "superseded by a newer attempt of its lease", map[string]any{"superseded_by": m.ID}, now)
+	return err
+}
+
+// WakeKey reads a wake's idempotency key, "<lease id>#<attempt>" (the
+// service makes it).
+func WakeKey(key string) (leaseID string, attempt int, ok bool) {
+	hash := strings.LastIndexByte(key, '#')
+	if hash <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(key[hash+1:])
+	if err != nil || n < 1 {
+		return "", 0, false
+	}
+	return key[:hash], n, true
+}
+
+// CancelWakes cancels the wakes of a lease's attempts up to upTo (0: every
+// attempt) that are not written yet or wait for an ack tamq would present
+// again, each with a receipt naming why, and returns the cancelled ones. A
+// delivery under way is left to its writer, which asks the engine first.
+func (s *Store) CancelWakes(ctx context.Context, leaseID string, upTo int, reason string) ([]queue.Message, error) {
+	var out []queue.Message
+	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = s.cancelWakesTx(tx, leaseID, upTo, reason, nil, s.Now())
 		return err
+	})
+	return out, err
+}
+
+func (s *Store) cancelWakesTx(tx *sql.Tx, leaseID string, upTo int, reason string, detail map[string]any, now time.Time) ([]queue.Message, error) {
+	// The keys "<lease>#<n>" sort between "<lease>#" and "<lease>$" ('$'
+	// follows '#'): a range the idempotency key's index serves, where a
+	// LIKE would read every message.
+	ms, err := readMessages(tx.Query(`SELECT `+messageColumns+` FROM message_rows WHERE idempotency_key >= ? AND idempotency_key < ?
+		AND state IN `+undelivered, leaseID+"#", leaseID+"$"))
+	if err != nil {
+		return nil, err
 	}
-	for i := range older {
-		o := &older[i]
-		from := o.State
-		o.Ack(now)
-		if err := s.saveTx(tx, o); err != nil {
-			return err
+	var out []queue.Message
+	for i := range ms {
+		m := &ms[i]
+		l, attempt, ok := WakeKey(m.IdempotencyKey)
+		if !ok || l != leaseID || (upTo > 0 && attempt > upTo) {
+			continue
 		}
-		r := transitionReceipt(o, from, "superseded by a newer attempt of its lease")
-		r.Detail["superseded_by"] = m.ID
-		if err := s.insertReceiptTx(tx, r, o); err != nil {
-			return err
+		from := m.State
+		if err := m.Cancel(now, reason); err != nil {
+			continue
 		}
+		if err := s.saveTx(tx, m); err != nil {
+			return nil, err
+		}
+		r := transitionReceipt(m, from, reason)
+		for k, v := range detail {
+			r.Detail[k] = v
+		}
+		if err := s.insertReceiptTx(tx, r, m); err != nil {
+			return nil, err
+		}
+		out = append(out, *m)
 	}
-	return nil
+	return out, nil
 }
