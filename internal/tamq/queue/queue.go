@@ -33,7 +33,9 @@ const (
 )
 
 // Final reports whether no further delivery happens from s on its own.
-func (s State) Final() bool { return s == Injected || s == Acknowledged || s == Failed || s == Cancelled }
+func (s State) Final() bool {
+	return s == Injected || s == Acknowledged || s == Failed || s == Cancelled
+}
 
 // SenderKind is where a message came from.
 type SenderKind string
