@@ -195,6 +195,9 @@ type LeasesArgs struct {
 type LeasesResult struct {
 	Leases []Lease `json:"leases"`
 	More   bool    `json:"more,omitempty"`
+	// Offline: the engine is not running; read from its database as last
+	// written.
+	Offline bool `json:"offline,omitempty"`
 }
 
 // ReceiptsArgs filters the receipt listing.
@@ -230,6 +233,9 @@ type Receipt struct {
 type ReceiptsResult struct {
 	Receipts []Receipt `json:"receipts"`
 	More     bool      `json:"more,omitempty"`
+	// Offline: the engine is not running; read from its database as last
+	// written.
+	Offline bool `json:"offline,omitempty"`
 }
 
 // PublishArgs carries tamq's receipts to State Hub through the engine: at
@@ -308,4 +314,7 @@ type ExplainResult struct {
 	NextRetry *time.Time `json:"next_retry,omitempty"`
 	// Verdict says in one sentence where the task stands.
 	Verdict string `json:"verdict"`
+	// Offline: the engine is not running; this was read from its database
+	// as last written, without an observation of State Hub.
+	Offline bool `json:"offline,omitempty"`
 }
