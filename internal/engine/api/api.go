@@ -228,6 +228,9 @@ type LeasesArgs struct {
 type LeasesResult struct {
 	Leases []Lease `json:"leases"`
 	More   bool    `json:"more,omitempty"`
+	// Offline: the engine is not running; read from its database as last
+	// written.
+	Offline bool `json:"offline,omitempty"`
 }
 
 // ReceiptsArgs filters the receipt listing.
@@ -263,6 +266,9 @@ type Receipt struct {
 type ReceiptsResult struct {
 	Receipts []Receipt `json:"receipts"`
 	More     bool      `json:"more,omitempty"`
+	// Offline: the engine is not running; read from its database as last
+	// written.
+	Offline bool `json:"offline,omitempty"`
 }
 
 // PublishArgs carries tamq's receipts to State Hub through the engine: at
@@ -341,4 +347,7 @@ type ExplainResult struct {
 	NextRetry *time.Time `json:"next_retry,omitempty"`
 	// Verdict says in one sentence where the task stands.
 	Verdict string `json:"verdict"`
+	// Offline: the engine is not running; this was read from its database
+	// as last written, without an observation of State Hub.
+	Offline bool `json:"offline,omitempty"`
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/engine/service"
 	"github.com/tmux-amq/tamq/internal/errs"
 )
 
@@ -21,6 +22,9 @@ func newExplainCmd(a *app.App) *cobra.Command {
 why a task was or was not woken: its status and workplan, each dependency and
 its state, the tasks that wait on it, the gate that applied, its triggers, their
 leases, attempts and wakes (with tamq's message ids), and when it is tried next.
+While the engine is not running, the answer comes from its database as it last
+wrote it, without the observation (a note on stderr says so; the verdict says
+the engine is not running and --json has "offline": true).
 
 --format dot draws the task, its dependencies and its dependents as a Graphviz
 graph with the same facts (render it with ` + "`dot -Tsvg`" + `).`,
@@ -37,6 +41,16 @@ graph with the same facts (render it with ` + "`dot -Tsvg`" + `).`,
 				return err
 			}
 			res, err := c.Explain(cmd.Context(), args[0])
+			if errs.Is(err, errs.Unavailable) {
+				// Stopped: its triggers, leases and wakes are in its database;
+				// only the observation of State Hub needs it running.
+				st, oerr := offlineStore(cmd.Context(), a, err)
+				if oerr != nil {
+					return oerr
+				}
+				defer st.DB.Close()
+				res, err = service.Explain(cmd.Context(), st, args[0], nil)
+			}
 			if err != nil {
 				return err
 			}

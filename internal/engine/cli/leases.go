@@ -7,6 +7,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/errs"
 )
 
 func newLeasesCmd(a *app.App) *cobra.Command {
@@ -16,7 +17,9 @@ func newLeasesCmd(a *app.App) *cobra.Command {
 		Short: "List coordination leases, newest first",
 		Long: `List the engine's leases, newest first: state, attempt, repo, deadline and the
 tamq message of the wake. --state narrows to one state (offered, acknowledged,
-running, checkpointed, completed, retry_wait, stopped).`,
+running, checkpointed, completed, retry_wait, stopped). While the engine is not
+running, they are read from its database as it last wrote them (a note on
+stderr says so; --json has "offline": true).`,
 		Example: `  coordination-engine leases
   coordination-engine leases --state retry_wait --json`,
 		Args: cobra.NoArgs,
@@ -26,6 +29,15 @@ running, checkpointed, completed, retry_wait, stopped).`,
 				return err
 			}
 			res, err := c.Leases(cmd.Context(), args)
+			if errs.Is(err, errs.Unavailable) {
+				// Stopped: the leases as it last wrote them still answer the question.
+				st, oerr := offlineStore(cmd.Context(), a, err)
+				if oerr != nil {
+					return oerr
+				}
+				defer st.DB.Close()
+				res, err = offlineLeases(cmd.Context(), st, args)
+			}
 			if err != nil {
 				return err
 			}

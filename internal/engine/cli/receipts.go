@@ -7,6 +7,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/errs"
 )
 
 func newReceiptsCmd(a *app.App) *cobra.Command {
@@ -17,7 +18,9 @@ func newReceiptsCmd(a *app.App) *cobra.Command {
 		Long: `List the sanitized receipts the engine wrote for triggers, gates, lease
 transitions, wakes, checkpoints, retries, stops and completions: identifiers,
 status, reason, attempt, next retry, policy profile and config version. They
-never contain prompts, checkpoint summaries, message bodies or credentials.`,
+never contain prompts, checkpoint summaries, message bodies or credentials.
+While the engine is not running, they are read from its database as it last
+wrote them (a note on stderr says so; --json has "offline": true).`,
 		Example: `  coordination-engine receipts --lease 0197b2c4-5d1e-7c3a-9f00-1a2b3c4d5e6f
   coordination-engine receipts --trigger T --json`,
 		Args: cobra.NoArgs,
@@ -27,6 +30,15 @@ never contain prompts, checkpoint summaries, message bodies or credentials.`,
 				return err
 			}
 			res, err := c.Receipts(cmd.Context(), args)
+			if errs.Is(err, errs.Unavailable) {
+				// Stopped: every receipt it wrote is in its database.
+				st, oerr := offlineStore(cmd.Context(), a, err)
+				if oerr != nil {
+					return oerr
+				}
+				defer st.DB.Close()
+				res, err = offlineReceipts(cmd.Context(), st, args)
+			}
 			if err != nil {
 				return err
 			}

@@ -24,17 +24,40 @@ func (s *Service) explain(ctx context.Context, _ protocol.Peer, req *protocol.Re
 	if err := protocol.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	if p := textsafe.NameProblem(args.Task); p != "" {
-		return nil, errs.New(errs.BadRequest, "task id %q: %s", textsafe.Escape(args.Task), p)
-	}
-	res := api.ExplainResult{Task: args.Task, Dependencies: []api.ExplainDep{}, Dependents: []api.ExplainDep{}, Triggers: []api.ExplainTrigger{}}
+	view := &ExplainView{}
 	s.hub.view.update(func(v *hubView) {
-		if !v.observed {
+		// Each look replaces the observation whole, so this one stays as it
+		// is after the lock is released.
+		view.Observed, view.At, view.Observation = v.observed, v.LastPoll, v.obs
+	})
+	return Explain(ctx, s.store, args.Task, view)
+}
+
+// ExplainView is the running engine's last observation of State Hub, for
+// Explain; Observed is false before the first look answered.
+type ExplainView struct {
+	Observed bool
+	At       time.Time
+	observe.Observation
+}
+
+// Explain answers explain from the engine's database and, when the engine
+// runs, its last observation (view); a nil view means the engine is not
+// running (the command reads its database offline): the result says so.
+func Explain(ctx context.Context, st *store.Store, task string, view *ExplainView) (api.ExplainResult, error) {
+	if p := textsafe.NameProblem(task); p != "" {
+		return api.ExplainResult{}, errs.New(errs.BadRequest, "task id %q: %s", textsafe.Escape(task), p)
+	}
+	args := api.ExplainArgs{Task: task}
+	res := api.ExplainResult{Task: args.Task, Dependencies: []api.ExplainDep{}, Dependents: []api.ExplainDep{}, Triggers: []api.ExplainTrigger{}}
+	// The observation's part: none offline or before the first look.
+	func(v *ExplainView) {
+		if v == nil || !v.Observed {
 			return
 		}
-		polled := v.LastPoll.UTC()
+		polled := v.At.UTC()
 		res.ObservedAt = &polled
-		tv, ok := v.obs.Tasks[args.Task]
+		tv, ok := v.Tasks[args.Task]
 		if !ok {
 			return
 		}
@@ -45,16 +68,16 @@ func (s *Service) explain(ctx context.Context, _ protocol.Peer, req *protocol.Re
 		for _, d := range tv.Deps {
 			res.Dependencies = append(res.Dependencies, api.ExplainDep{ID: d.ID, Status: d.Status, Repo: d.Repo, Found: d.Found, Done: d.Status == "done"})
 		}
-		for id, other := range v.obs.Tasks {
+		for id, other := range v.Tasks {
 			if slices.ContainsFunc(other.Deps, func(d observe.Dep) bool { return d.ID == args.Task }) {
 				res.Dependents = append(res.Dependents, api.ExplainDep{ID: id, Status: other.Status, Repo: other.Repo, Found: true, Done: other.Status == "done"})
 			}
 		}
 		slices.SortFunc(res.Dependents, func(a, b api.ExplainDep) int { return cmp.Compare(a.ID, b.ID) })
-	})
-	trs, err := s.store.TriggersOfTask(ctx, args.Task)
+	}(view)
+	trs, err := st.TriggersOfTask(ctx, args.Task)
 	if err != nil {
-		return nil, err
+		return res, err
 	}
 	for _, t := range trs {
 		et := api.ExplainTrigger{Trigger: api.TriggerOf(t), Leases: []api.ExplainLease{}}
@@ -62,9 +85,9 @@ func (s *Service) explain(ctx context.Context, _ protocol.Peer, req *protocol.Re
 			res.NextRetry = earliest(res.NextRetry, t.NextCheckAt)
 		}
 		if t.State == lease.TriggerGated || t.State == lease.TriggerStopped {
-			rs, err := s.store.Receipts(ctx, store.ReceiptFilter{TriggerID: t.ID})
+			rs, err := st.Receipts(ctx, store.ReceiptFilter{TriggerID: t.ID})
 			if err != nil {
-				return nil, err
+				return res, err
 			}
 			for _, r := range rs {
 				if r.Kind == store.KindTriggerStopped || r.Kind == store.KindTriggerGated || r.Kind == store.KindLeaseStopped {
@@ -72,18 +95,18 @@ func (s *Service) explain(ctx context.Context, _ protocol.Peer, req *protocol.Re
 				}
 			}
 		}
-		ls, err := s.store.LeasesOfTrigger(ctx, t.ID)
+		ls, err := st.LeasesOfTrigger(ctx, t.ID)
 		if err != nil {
-			return nil, err
+			return res, err
 		}
 		for _, l := range ls {
 			el := api.ExplainLease{Lease: api.LeaseOf(l), Wakes: []api.ExplainWake{}}
 			if l.State == lease.RetryWait {
 				res.NextRetry = earliest(res.NextRetry, l.NextRetryAt)
 			}
-			rs, err := s.store.Receipts(ctx, store.ReceiptFilter{LeaseID: l.ID})
+			rs, err := st.Receipts(ctx, store.ReceiptFilter{LeaseID: l.ID})
 			if err != nil {
-				return nil, err
+				return res, err
 			}
 			for _, r := range rs {
 				if r.Kind == store.KindWakeSent || r.Kind == store.KindWakeFailed {
@@ -95,7 +118,21 @@ func (s *Service) explain(ctx context.Context, _ protocol.Peer, req *protocol.Re
 		res.Triggers = append(res.Triggers, et)
 	}
 	res.Verdict = verdict(res)
+	if view == nil {
+		res.Offline = true
+		res.Verdict = "coordination-engine is not running; from its database as last written: " + offlineVerdict(res)
+	}
 	return res, nil
+}
+
+// offlineVerdict is the verdict without an observation: State Hub is
+// looked at only while the engine runs, so without a trigger the database
+// says nothing of the task.
+func offlineVerdict(r api.ExplainResult) string {
+	if len(r.Triggers) == 0 {
+		return "no trigger for " + r.Task + " (State Hub is observed only while the engine runs)"
+	}
+	return verdict(r)
 }
 
 // verdict says in one sentence where the task stands, from the latest

@@ -40,6 +40,20 @@ func Open(ctx context.Context, p paths.Paths, busy time.Duration, now func() tim
 	return &Store{DB: db, Now: now}, nil
 }
 
+// OpenReadOnly opens the engine's database at p for reading only, for the
+// listings while the engine is stopped: it never creates, migrates or
+// changes the file. A missing database is errs.NotFound, a newer schema
+// errs.SchemaTooNew, an older one (the engine migrates it when it starts)
+// errs.Unavailable. Both pools are the one read-only handle, so a write by
+// mistake fails instead of reaching the file; Close the store's DB after use.
+func OpenReadOnly(ctx context.Context, p paths.Paths, busy time.Duration) (*Store, error) {
+	ro, err := sqlitedb.OpenReadOnly(ctx, p.Database, sqlitedb.LatestVersion(Migrations), busy)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{DB: &sqlitedb.DB{Reader: ro, Writer: ro, Path: p.Database}, Now: time.Now}, nil
+}
+
 // NewID returns a time-ordered id (UUIDv7), as tamq's ids are.
 func NewID() string { return uuid.Must(uuid.NewV7()).String() }
 

@@ -48,6 +48,10 @@ type Endpoint struct {
 	// forget); it is kept for history only.
 	Forgotten bool             `json:"forgotten,omitempty"`
 	Windows   []EndpointWindow `json:"windows"`
+	// Recorded: the service is not running, and this is the endpoint as it
+	// last recorded it (status reads its database); only the windows' Alive
+	// is asked of tmux now.
+	Recorded bool `json:"recorded,omitempty"`
 }
 
 // RegisterArgs records the windows `tamq open` opened.

@@ -97,8 +97,12 @@ func runOpen(cmd *cobra.Command, a *app.App, o openOptions, slugs []string) erro
 		if err != nil {
 			return errs.Wrap(errs.Internal, err, "cannot find the tamq executable")
 		}
-		if _, err := daemon.EnsureRunning(cmd.Context(), daemon.Options{Paths: p, Exe: exe, Args: []string{"serve"}}); err != nil {
+		started, err := daemon.EnsureRunning(cmd.Context(), daemon.Options{Paths: p, Exe: exe, Args: []string{"serve"}})
+		if err != nil {
 			return err
+		}
+		if !started.AlreadyRunning {
+			printHistoryAdvisory(cmd.Context(), a)
 		}
 		brk = workspace.Broker{Exe: exe, GitaDir: reg.Dir}
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -9,6 +10,8 @@ import (
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
+	"github.com/tmux-amq/tamq/internal/tamq/service"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
@@ -31,7 +34,9 @@ tmux server that runs, and on the server of --tmux-socket (default: tmux's
 own), which is started again after a reboot. Servers of other sockets that are
 gone are left alone. Starts are lock-protected:
 any number of concurrent starts leave exactly one service. If the service cannot
-start, the reason is printed and the exit status is non-zero.`,
+start, the reason is printed and the exit status is non-zero. A start that
+starts the service prints the history advisory on stderr when the history is
+over 100 MB (the detached service only logs it).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := a.Paths()
@@ -55,7 +60,11 @@ start, the reason is printed and the exit status is non-zero.`,
 			if !detach {
 				return runService(cmd.Context(), a, f)
 			}
-			return a.StartDetached(cmd.Context(), f.ServeFlags, []string{"--restore", "--recreate", recreate}, timeout)
+			if err := a.StartDetached(cmd.Context(), f.ServeFlags, []string{"--restore", "--recreate", recreate}, timeout); err != nil {
+				return err
+			}
+			printHistoryAdvisory(cmd.Context(), a)
+			return nil
 		},
 	}
 	f.register(cmd)
@@ -63,4 +72,35 @@ start, the reason is printed and the exit status is non-zero.`,
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for the service to become ready")
 	cmd.Flags().StringVar(&tmuxSocket, "tmux-socket", "", "the tmux server whose windows come back even if it is gone: a socket name as tmux -L, or a path as tmux -S (default: the server tmux would use)")
 	return cmd
+}
+
+// printHistoryAdvisory prints the spec's history advisory on stderr, once,
+// when a command has just started a detached service (start --detach,
+// open): the service prints it at start, but a detached one only into its
+// log, which nobody reads then. It reads the database read-only, as the
+// service measures it; when that fails, the service's own log line stands.
+func printHistoryAdvisory(ctx context.Context, a *app.App) {
+	if a.Quiet {
+		return
+	}
+	p, err := a.Paths()
+	if err != nil {
+		return
+	}
+	cfg, err := a.Config()
+	if err != nil {
+		return
+	}
+	db, ok, err := openHistoryAt(ctx, p, cfg)
+	if err != nil || !ok {
+		return
+	}
+	defer db.Close()
+	size, since, _, err := store.HistorySize(ctx, db)
+	if err != nil {
+		return
+	}
+	if msg := service.HistoryAdvisory(size, since, service.AdvisoryLimit); msg != "" {
+		fmt.Fprintln(a.Err, msg)
+	}
 }

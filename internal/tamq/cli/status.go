@@ -26,8 +26,10 @@ func newStatusCmd(a *app.App) *cobra.Command {
 		Short: "Show the health of the service, database, registry, State Hub, queue and leases",
 		Long: `Show tamq's health in separate sections: process and socket, SQLite, the gita
 registry, State Hub, the queue and delivery leases. When the service is down,
-status reports what it can read locally and says so. The exit status is 0 when
-healthy, else the status of the first problem (8 when the service is down).
+status reports what it can read locally and says so: the windows are shown as
+the service last recorded them, each alive or GONE as tmux shows it now. The exit
+status is 0 when healthy, else the status of the first problem (8 when the
+service is down).
 --json prints the document described in docs/status.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -194,6 +196,12 @@ func printStatus(a *app.App, r api.StatusReport) {
 		section := ""
 		if i == 0 {
 			section = "endpoints"
+			if ep.Recorded {
+				// Read from the database: the state is the service's last word
+				// (it marks every endpoint disconnected when it stops).
+				line(section, "as the service last recorded them (it is not running); alive or GONE as tmux shows them now")
+				section = ""
+			}
 		}
 		line(section, "%s %s, tmux %s", ep.ID, ep.State, ep.TmuxSocket)
 		for _, w := range ep.Windows {
@@ -205,11 +213,16 @@ func printStatus(a *app.App, r api.StatusReport) {
 			if cmd == "" {
 				cmd = "(shell)"
 			}
-			brk := "no broker"
-			if w.Broker {
-				brk = "broker attached"
+			if ep.Recorded {
+				// No service: no broker session to tell of.
+				line("", "  %s: window %s pane %s, %s, %s, %s", w.Repo, w.WindowID, w.PaneID, w.Mode, cmd, alive)
+			} else {
+				brk := "no broker"
+				if w.Broker {
+					brk = "broker attached"
+				}
+				line("", "  %s: window %s pane %s, %s, %s, %s, %s", w.Repo, w.WindowID, w.PaneID, w.Mode, cmd, alive, brk)
 			}
-			line("", "  %s: window %s pane %s, %s, %s, %s, %s", w.Repo, w.WindowID, w.PaneID, w.Mode, cmd, alive, brk)
 			if w.WaitReason != "" || w.Waiting > 0 {
 				why := ""
 				if w.WaitReason != "" {

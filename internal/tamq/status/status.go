@@ -1,5 +1,6 @@
 // Package status assembles tamq's health report. The service fills it with live
-// figures; the CLI fills what it can from local files when the service is down.
+// figures; the CLI fills what it can from local files when the service is down,
+// with the endpoints as the service last recorded them.
 package status
 
 import (
@@ -102,7 +103,11 @@ func Collect(ctx context.Context, src Sources) api.StatusReport {
 			r.StateHub.UnpublishedReceipts = st.UnpublishedReceipts
 		}
 		if eps, err := store.Endpoints(ctx, db, false); err == nil {
-			r.Endpoints = Live(ctx, eps)
+			if src.DB != nil {
+				r.Endpoints = Live(ctx, eps)
+			} else {
+				r.Endpoints = Recorded(ctx, eps)
+			}
 			if queued, err := store.QueuedByWindow(ctx, db); err == nil {
 				for i, ep := range r.Endpoints {
 					for j, w := range ep.Windows {
@@ -144,6 +149,48 @@ func Live(ctx context.Context, eps []queue.Endpoint) []api.Endpoint {
 		rec := api.EndpointOf(ep)
 		for i := range rec.Windows {
 			rec.Windows[i].Alive = alive[rec.Windows[i].PaneID]
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// Recorded is the wire form of the endpoints as the service last recorded
+// them, for status while the service is down, each marked Recorded. The
+// service marks its endpoints disconnected when it stops, yet their tmux
+// servers and windows live on; so whether each window is alive is asked of
+// tmux now, whatever the recorded state: one call per tmux server, however
+// many endpoints and windows it has. A window counts as alive only on the
+// very server recorded (the same pid): a newer server on the socket has
+// panes of its own, whose ids may repeat the old ones.
+func Recorded(ctx context.Context, eps []queue.Endpoint) []api.Endpoint {
+	type server struct {
+		pid   int
+		alive map[string]bool
+	}
+	servers := map[string]server{}
+	out := []api.Endpoint{}
+	for _, ep := range eps {
+		srv, asked := servers[ep.TmuxSocket]
+		if !asked {
+			askCtx, cancel := context.WithTimeout(ctx, liveTimeout)
+			pid, wins, err := (tmux.Server{Socket: ep.TmuxSocket}).Snapshot(askCtx)
+			cancel()
+			srv = server{alive: map[string]bool{}}
+			if err == nil {
+				srv.pid = pid
+				for _, w := range wins {
+					srv.alive[w.PaneID] = !w.Dead
+				}
+			}
+			servers[ep.TmuxSocket] = srv
+		}
+		rec := api.EndpointOf(ep)
+		rec.Recorded = true
+		if srv.pid != 0 && srv.pid == ep.ServerPID {
+			for i := range rec.Windows {
+				rec.Windows[i].Alive = srv.alive[rec.Windows[i].PaneID]
+			}
 		}
 		out = append(out, rec)
 	}

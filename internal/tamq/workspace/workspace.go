@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lockfile"
@@ -101,16 +102,19 @@ func Open(ctx context.Context, srv tmux.Server, repos []Repo, o Options) (Result
 		}
 	}
 	for _, r := range repos {
-		w, reused, dups := find(existing, r.Name)
+		w, reused, dups := find(existing, r.Name, runsBroker)
 		for _, d := range dups {
 			// Reconciled, never doubled: the extra window is left to the user but
 			// no longer marked as the repo's.
 			if _, err := srv.Run(ctx, nil, "set-option", "-w", "-u", "-t", d.ID, tmux.RepoOption); err != nil {
 				return res, err
 			}
-			if d.Dead {
+			switch {
+			case d.Dead:
 				o.Note("window %s of %s: its agent had exited; a new window takes its place for messages", d.ID, r.Name)
-			} else {
+			case reused:
+				o.Note("window %s was a second window for %s; it is no longer used for messages (window %s keeps them)", d.ID, r.Name, w.ID)
+			default:
 				o.Note("window %s was a second window for %s; it is no longer used for messages", d.ID, r.Name)
 			}
 		}
@@ -175,19 +179,75 @@ func WindowArgv(r Repo, broker Broker) []string {
 // find returns the live window tamq opened for repo, and the other windows
 // marked for it: further live ones, and dead ones (whose agent exited) when a
 // new window replaces them, so a dead pane that is respawned later never
-// makes a second window for the repo.
-func find(ws []tmux.Window, repo string) (found tmux.Window, ok bool, dups []tmux.Window) {
-	var dead []tmux.Window
+// makes a second window for the repo. Of several live ones it keeps the
+// first whose pane runs tamq's broker for repo (brokered): a window the user
+// marked by hand (set-option @tamq_repo) runs no broker, and keeping it
+// would cut the agent's window off from messages. Without one, the first.
+func find(ws []tmux.Window, repo string, brokered func(w tmux.Window, repo string) bool) (found tmux.Window, ok bool, dups []tmux.Window) {
+	var live, dead []tmux.Window
 	for _, w := range ws {
 		switch {
 		case w.Repo != repo:
 		case w.Dead:
 			dead = append(dead, w)
-		case !ok:
-			found, ok = w, true
 		default:
+			live = append(live, w)
+		}
+	}
+	if len(live) == 0 {
+		return found, false, dead
+	}
+	keep := 0
+	if len(live) > 1 {
+		for i, w := range live {
+			if brokered(w, repo) {
+				keep = i
+				break
+			}
+		}
+	}
+	for i, w := range live {
+		if i != keep {
 			dups = append(dups, w)
 		}
 	}
-	return found, ok, append(dups, dead...)
+	return live[keep], true, append(dups, dead...)
+}
+
+// runsBroker says whether w's pane runs `tamq broker --repo repo`: the
+// pane's process is the broker itself (tmux starts an argv of several words
+// without a shell, and the front program execs tamq-full with the same
+// arguments). Read from /proc, whose command line is exact, where tmux's
+// pane_start_command quotes it.
+func runsBroker(w tmux.Window, repo string) bool {
+	if w.PanePID <= 0 {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(w.PanePID) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	return isBroker(strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), repo)
+}
+
+// isBroker says whether argv is tamq's broker for repo (as WindowArgv
+// makes it); what follows its "--" is the agent's command, not read.
+func isBroker(argv []string, repo string) bool {
+	if len(argv) < 2 || argv[1] != "broker" {
+		return false
+	}
+	if name := filepath.Base(argv[0]); name != "tamq" && name != "tamq-full" {
+		return false
+	}
+	for i, a := range argv[2:] {
+		switch {
+		case a == "--":
+			return false
+		case a == "--repo":
+			return i+3 < len(argv) && argv[i+3] == repo
+		case strings.HasPrefix(a, "--repo="):
+			return a == "--repo="+repo
+		}
+	}
+	return false
 }
