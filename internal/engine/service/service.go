@@ -241,6 +241,10 @@ func (s *Service) handlers() map[string]unixsock.Handler {
 		api.OpReceipts:   s.receipts,
 		api.OpExplain:    s.explain,
 		api.OpPublish:    s.publish,
+		// What an agent asks of State Hub through the engine (relay.go).
+		api.OpMessageShow: s.messageShow,
+		api.OpMessageRead: s.messageRead,
+		api.OpTaskSet:     s.taskSet,
 	})
 	return hs
 }
