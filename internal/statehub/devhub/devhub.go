@@ -94,6 +94,11 @@ func (s *Server) Open() error {
 	}
 	b, err := os.ReadFile(s.Data)
 	if errors.Is(err, fs.ErrNotExist) {
+		// A first run's place (~/.local/state/statehub.json on a new
+		// machine) may not exist yet; made private, as the data may be.
+		if err := os.MkdirAll(filepath.Dir(s.Data), 0o700); err != nil {
+			return err
+		}
 		// Written at once, so a data file that cannot be written is known
 		// now, not at the first change.
 		return s.save()

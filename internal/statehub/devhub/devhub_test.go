@@ -9,10 +9,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/tmux-amq/tamq/internal/engine/observe"
+	"github.com/tmux-amq/tamq/internal/policy"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 )
 
@@ -309,5 +312,58 @@ func TestTaskNotes(t *testing.T) {
 	}
 	if _, body, _ := again.do("GET", "/v1/messages/m1", ""); !strings.Contains(body, `"body":"kept"`) {
 		t.Errorf("the body after a restart: %s", body)
+	}
+}
+
+// defaultPolicy is the built-in policy profile as the observation asks it.
+type defaultPolicy struct{}
+
+func (defaultPolicy) Known(c string) bool { return slices.Contains(policy.Known, policy.Category(c)) }
+func (defaultPolicy) RequiresHuman(c string) bool {
+	return policy.Default().RequiresHuman(policy.Category(c))
+}
+
+// examples/workplan.json, which the docs load into the reference server,
+// stays valid and says what they say: two repos, T-2 waits on T-1, T-3 stops
+// at the destructive gate under the default policy.
+func TestExampleWorkplan(t *testing.T) {
+	b, err := os.ReadFile("../../../examples/workplan.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, &Server{})
+	if code, body, _ := h.do("PUT", "/v1/workplans/WP-parser", string(b)); code != 200 {
+		t.Fatalf("the example is refused: %d %s", code, body)
+	}
+	_, body, _ := h.do("GET", "/v1/workplans", "")
+	obs := observe.Tasks(workplans(t, body), defaultPolicy{})
+	repos := map[string]bool{}
+	for _, v := range obs.Tasks {
+		repos[v.Repo] = true
+	}
+	t1, t2, t3 := obs.Tasks["T-1"], obs.Tasks["T-2"], obs.Tasks["T-3"]
+	if len(repos) != 2 || !t1.Actionable || t1.Gate != "" || t2.Actionable || t2.Waiting != "dependency T-1 is todo" ||
+		!t3.Actionable || t3.Gate != "destructive" {
+		t.Errorf("the example's tasks: %+v", obs.Tasks)
+	}
+}
+
+// A data file in a directory that does not exist yet (a first run's
+// ~/.local/state) is made there, the directory private; one that cannot be
+// made is an error at start.
+func TestDataFileDirectoryIsMade(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "state", "deeper", "statehub.json")
+	h := start(t, &Server{Data: data})
+	h.do("PUT", "/v1/workplans/wp1", planA)
+	if fi, err := os.Stat(filepath.Dir(data)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the data file's directory: %v %v", fi, err)
+	}
+	if b, err := os.ReadFile(data); err != nil || !strings.Contains(string(b), `"wp1"`) {
+		t.Errorf("the data file: %s %v", b, err)
+	}
+	os.WriteFile(filepath.Join(dir, "file"), nil, 0o600)
+	if err := (&Server{Data: filepath.Join(dir, "file", "statehub.json")}).Open(); err == nil {
+		t.Error("a data file under a regular file opened")
 	}
 }
