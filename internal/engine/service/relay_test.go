@@ -88,7 +88,7 @@ func TestAgentRelaysThroughTheEngine(t *testing.T) {
 	hub.do("PUT", "/v1/workplans/W1", `{"id":"W1","repo":"alpha","status":"active","tasks":[
 		{"id":"T-1","title":"first","status":"in_progress","repo":"alpha","depends_on":[]}]}`)
 	const token = "ghp_0123456789abcdefghijABCDEFGHIJ012345"
-	big := strings.Repeat("<é&\n", contract.MaxMessageBody/5) // 6 bytes each, far more once in JSON
+	big := strings.Repeat("<é&\n", contract.MaxMessageBody/5) // 5 bytes each, 16 in JSON: several frames
 	for _, m := range []contract.MessageWithBody{
 		{Message: contract.Message{ID: "m-1", ToRepo: "alpha", From: "beta", Subject: "the API is merged", RequestsAction: true},
 			Body: "BODY-MARKER rebase on main\n\x1b]52;c;aGk=\x07 then run the tests\n"},
