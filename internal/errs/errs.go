@@ -36,6 +36,7 @@ const (
 	AlreadyRunning Code = "already_running" // another service holds the state dir or listens on the socket
 	LeaseState     Code = "lease_state"     // a coordination lease is in a state that does not allow the request
 	LeaseExpired   Code = "lease_expired"   // a coordination lease ran out before the request (a new attempt may follow)
+	Unsupported    Code = "unsupported"     // the peer (State Hub) does not offer what was asked: it answered 404 or 405 to a route the contract makes optional
 )
 
 // exitStatus is the one table from codes to process exit statuses. 0 is success,
@@ -64,6 +65,7 @@ var exitStatus = map[Code]int{
 	AlreadyRunning: 21,
 	LeaseState:     22,
 	LeaseExpired:   23,
+	Unsupported:    24,
 }
 
 // Codes lists every code in exit-status order, for documentation and tests.

@@ -3,6 +3,9 @@ package errs
 import (
 	"errors"
 	"fmt"
+	"os"
+	"regexp"
+	"strconv"
 	"testing"
 )
 
@@ -42,5 +45,31 @@ func TestCodeOfFindsWrappedErrors(t *testing.T) {
 	w := Wrap(Storage, cause, "write %s", "/db")
 	if w.Error() != "write /db: disk full" || !errors.Is(w, cause) {
 		t.Errorf("Wrap = %q", w.Error())
+	}
+}
+
+// docs/cli.md's table of exit statuses lists every code with its status, and
+// nothing else: scripts read the table, not this file.
+func TestExitStatusTableInDocs(t *testing.T) {
+	b, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| ([0-9]+) \\| `([a-z_]+)` \\|")
+	documented := map[Code]int{}
+	for _, m := range row.FindAllStringSubmatch(string(b), -1) {
+		status, _ := strconv.Atoi(m[1])
+		documented[Code(m[2])] = status
+	}
+	for _, c := range Codes() {
+		if got, ok := documented[c]; !ok || got != ExitStatus(c) {
+			t.Errorf("docs/cli.md: %s is listed with status %d (listed: %v), want %d", c, got, ok, ExitStatus(c))
+		}
+	}
+	if len(documented) != len(Codes()) {
+		t.Errorf("docs/cli.md lists %d codes, the table here %d", len(documented), len(Codes()))
+	}
+	if ExitStatus(Unsupported) != 24 {
+		t.Errorf("unsupported exits %d, want 24 (appended after lease_expired)", ExitStatus(Unsupported))
 	}
 }

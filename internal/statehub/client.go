@@ -3,6 +3,7 @@ package statehub
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // Client reads State Hub as the contract says (docs/statehub-contract.md):
@@ -301,19 +303,50 @@ func (c *Client) once(ctx context.Context, method, path, etag, token string, bod
 		return 0, "", errs.Wrap(errs.Unavailable, unwrapURL(err), "State Hub at %s is not reachable", c.Base)
 	}
 	defer resp.Body.Close()
+	// A write may be answered without a document (201, 204); a read may not.
+	done := resp.StatusCode == http.StatusOK ||
+		method != http.MethodGet && (resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusNoContent)
 	switch {
 	case resp.StatusCode == http.StatusNotModified:
 		return resp.StatusCode, etag, nil
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		return resp.StatusCode, "", errs.New(errs.PermissionDeny, "State Hub refused the credentials (%s)", resp.Status).
 			WithHint("check statehub.credential_command")
-	case resp.StatusCode != http.StatusOK:
-		return resp.StatusCode, "", errs.New(errs.Unavailable, "State Hub answered %s to %s %s", resp.Status, method, path)
+	case !done:
+		return resp.StatusCode, "", errs.New(errs.Unavailable, "State Hub answered %s to %s %s%s", resp.Status, method, path, refusalReason(resp))
+	}
+	if into == nil {
+		return resp.StatusCode, resp.Header.Get("ETag"), nil
 	}
 	if err := decodeBody(resp.Body, into); err != nil {
 		return resp.StatusCode, "", errs.Wrap(errs.BadRequest, err, "State Hub's answer to %s %s is not the contract's JSON", method, path)
 	}
 	return resp.StatusCode, resp.Header.Get("ETag"), nil
+}
+
+// refusalReason is what a 4xx answer says about itself, when it says it as
+// the reference server does ({"error": "..."}) or as many web frameworks do
+// ({"detail": "..."}): ": reason", escaped and cut short, or "". A request
+// the server refused is easier to fix with its reason.
+func refusalReason(resp *http.Response) string {
+	if resp.StatusCode < 400 || resp.StatusCode > 499 {
+		return ""
+	}
+	var said struct {
+		Error  string `json:"error"`
+		Detail string `json:"detail"`
+	}
+	if json.NewDecoder(io.LimitReader(resp.Body, 4<<10)).Decode(&said) != nil {
+		return ""
+	}
+	reason := cmp.Or(said.Error, said.Detail)
+	if reason == "" {
+		return ""
+	}
+	if len(reason) > 200 {
+		reason = strings.ToValidUTF8(reason[:200], "") + "…"
+	}
+	return ": " + textsafe.Escape(reason)
 }
 
 // decodeBody reads one answer, at most maxResponse bytes of it, into into.

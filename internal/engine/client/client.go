@@ -20,8 +20,10 @@ const (
 	look  = 10 * time.Second // status, leases, receipts, attach
 	wake  = 30 * time.Second // a manual wake waits for tamq's answer
 	// publish waits while the engine posts to State Hub (10 s at most, and
-	// the credential command when it needs a token).
+	// the credential command when it needs a token); so do the calls the
+	// engine relays to State Hub for an agent.
 	publish = 45 * time.Second
+	relay   = publish
 )
 
 // Client calls the coordination-engine service of one set of paths.
@@ -151,5 +153,50 @@ func (c *Client) Explain(ctx context.Context, task string) (api.ExplainResult, e
 func (c *Client) Publish(ctx context.Context, args api.PublishArgs) (api.PublishResult, error) {
 	var res api.PublishResult
 	err := c.Call(ctx, publish, api.OpPublish, args, &res)
+	return res, err
+}
+
+// MessageShow reads a State Hub message with its body, which the engine
+// fetches for the asking agent and never keeps. A body larger than one
+// protocol frame comes in pieces, joined here; a message that changes
+// between pieces is a conflict (ask again). A body the engine's secret
+// scan withholds comes back with Withheld and no body.
+func (c *Client) MessageShow(ctx context.Context, id string) (api.MessageShowResult, error) {
+	args := api.MessageShowArgs{MessageID: id}
+	var out api.MessageShowResult
+	for {
+		var res api.MessageShowResult
+		if err := c.Call(ctx, relay, api.OpMessageShow, args, &res); err != nil {
+			return api.MessageShowResult{}, err
+		}
+		switch {
+		case res.Withheld != nil:
+			res.Body, res.Offset, res.Next = "", 0, 0
+			return res, nil
+		case args.Offset == 0:
+			out = res
+		default:
+			out.Body += res.Body
+		}
+		if res.Next <= args.Offset {
+			out.Offset, out.Next = 0, 0
+			return out, nil
+		}
+		args.Offset, args.Revision = res.Next, res.Message.Revision
+	}
+}
+
+// MessageRead marks a State Hub message read, for the agent that read it.
+func (c *Client) MessageRead(ctx context.Context, id string) (api.MessageReadResult, error) {
+	var res api.MessageReadResult
+	err := c.Call(ctx, relay, api.OpMessageRead, api.MessageReadArgs{MessageID: id}, &res)
+	return res, err
+}
+
+// TaskSet states a task's status in State Hub for the agent that works on
+// it.
+func (c *Client) TaskSet(ctx context.Context, args api.TaskSetArgs) (api.TaskSetResult, error) {
+	var res api.TaskSetResult
+	err := c.Call(ctx, relay, api.OpTaskSet, args, &res)
 	return res, err
 }

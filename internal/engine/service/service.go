@@ -238,6 +238,10 @@ func (s *Service) handlers() map[string]unixsock.Handler {
 		api.OpPublish:    s.publish,
 		// tamq asks before it writes a wake.
 		api.OpLeaseCurrent: s.leaseCurrent,
+		// What an agent asks of State Hub through the engine (relay.go).
+		api.OpMessageShow: s.messageShow,
+		api.OpMessageRead: s.messageRead,
+		api.OpTaskSet:     s.taskSet,
 	})
 	return hs
 }

@@ -52,7 +52,8 @@ type Workplan struct {
 	Tasks             []Task `json:"tasks"`
 }
 
-// Message is a coordination message; its body stays in State Hub.
+// Message is a coordination message as State Hub lists it; its body stays
+// in State Hub (MessageWithBody has it).
 type Message struct {
 	ID             string    `json:"id"`
 	Revision       string    `json:"revision"`
@@ -63,6 +64,25 @@ type Message struct {
 	RequestsAction bool      `json:"requests_action"`
 	Read           bool      `json:"read"`
 	CreatedAt      time.Time `json:"created_at"`
+}
+
+// MaxMessageBody is the largest message body the contract allows, in bytes
+// of UTF-8.
+const MaxMessageBody = 64 << 10
+
+// MessageWithBody is what GET /v1/messages/{id} answers: the message and its
+// body. The engine reads a body only when an agent asks for it, and never
+// keeps it.
+type MessageWithBody struct {
+	Message
+	Body string `json:"body"`
+}
+
+// TaskUpdate is what an agent states about its task through the engine
+// (PATCH /v1/tasks/{id}): a status and, optionally, a one-line note.
+type TaskUpdate struct {
+	Status string `json:"status"`
+	Note   string `json:"note,omitempty"`
 }
 
 // Checkpoint is the spec's checkpoint as State Hub keeps it.

@@ -29,15 +29,40 @@ import (
 // maxBody bounds a request body: a workplan with its tasks fits many times.
 const maxBody = 1 << 20
 
+// maxNote bounds the note a task's status comes with: one line, for people.
+const maxNote = 1 << 10
+
 // document is everything the server keeps, as it is saved.
 type document struct {
 	Rev         int64                   `json:"rev"` // the last revision handed out
-	Workplans   []contract.Workplan     `json:"workplans"`
-	Messages    []contract.Message      `json:"messages"`
+	Workplans   []workplan              `json:"workplans"`
+	Messages    []message               `json:"messages"`
 	Checkpoints []contract.Checkpoint   `json:"checkpoints"`
 	Progress    []json.RawMessage       `json:"progress"`
 	progressIDs map[string]bool         // receipt ids received
 	events      map[chan event]struct{} // open event streams
+}
+
+// workplan is a contract workplan as the server keeps and serves it: its
+// tasks carry their notes.
+type workplan struct {
+	contract.Workplan
+	Tasks []task `json:"tasks"` // in place of the contract's: the notes travel with them
+}
+
+// task is a contract task with the note an agent last gave with its status
+// (PATCH /v1/tasks/{id}). It is served with the task; readers that do not
+// know it ignore it, as the contract says.
+type task struct {
+	contract.Task
+	Note string `json:"note,omitempty"`
+}
+
+// message is a contract message with its body, which only GET
+// /v1/messages/{id} serves.
+type message struct {
+	contract.Message
+	Body string `json:"body"`
 }
 
 type event struct {
@@ -69,6 +94,11 @@ func (s *Server) Open() error {
 	}
 	b, err := os.ReadFile(s.Data)
 	if errors.Is(err, fs.ErrNotExist) {
+		// A first run's place (~/.local/state/statehub.json on a new
+		// machine) may not exist yet; made private, as the data may be.
+		if err := os.MkdirAll(filepath.Dir(s.Data), 0o700); err != nil {
+			return err
+		}
 		// Written at once, so a data file that cannot be written is known
 		// now, not at the first change.
 		return s.save()
@@ -96,6 +126,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PATCH /v1/tasks/{id}", s.patchTask)
 	mux.HandleFunc("GET /v1/messages", s.getMessages)
 	mux.HandleFunc("POST /v1/messages", s.postMessage)
+	mux.HandleFunc("GET /v1/messages/{id}", s.getMessage)
 	mux.HandleFunc("POST /v1/messages/{id}/read", s.readMessage)
 	mux.HandleFunc("GET /v1/checkpoints", s.getCheckpoints)
 	mux.HandleFunc("POST /v1/checkpoints", s.postCheckpoint)
@@ -214,12 +245,12 @@ func (s *Server) getWorkplans(w http.ResponseWriter, r *http.Request) {
 	}
 	wps := s.doc.Workplans
 	if wps == nil {
-		wps = []contract.Workplan{}
+		wps = []workplan{}
 	}
 	reply(w, map[string]any{"workplans": wps})
 }
 
-func checkWorkplan(wp contract.Workplan) error {
+func checkWorkplan(wp workplan) error {
 	if err := checkID("workplan id", wp.ID); err != nil {
 		return err
 	}
@@ -244,6 +275,20 @@ func checkWorkplan(wp contract.Workplan) error {
 		if !slices.Contains(contract.TaskStatuses, t.Status) {
 			return fmt.Errorf("task %s: status %q is not one of %s", t.ID, textsafe.Escape(t.Status), strings.Join(contract.TaskStatuses, ", "))
 		}
+		if err := checkNote(t.Note); err != nil {
+			return fmt.Errorf("task %s: %w", t.ID, err)
+		}
+	}
+	return nil
+}
+
+// checkNote refuses a note that is long or not one line of plain text.
+func checkNote(note string) error {
+	if len(note) > maxNote {
+		return fmt.Errorf("a note of %d bytes; at most %d", len(note), maxNote)
+	}
+	if p := textsafe.ControlProblem(note); p != "" {
+		return fmt.Errorf("the note %s", p)
 	}
 	return nil
 }
@@ -251,7 +296,7 @@ func checkWorkplan(wp contract.Workplan) error {
 // putWorkplan creates or replaces a workplan whole. A task that is the same
 // as before keeps its revision; the workplan gets a new one.
 func (s *Server) putWorkplan(w http.ResponseWriter, r *http.Request) {
-	var wp contract.Workplan
+	var wp workplan
 	if !decode(w, r, &wp) {
 		return
 	}
@@ -268,8 +313,8 @@ func (s *Server) putWorkplan(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old := map[string]contract.Task{}
-	i := slices.IndexFunc(s.doc.Workplans, func(x contract.Workplan) bool { return x.ID == wp.ID })
+	old := map[string]task{}
+	i := slices.IndexFunc(s.doc.Workplans, func(x workplan) bool { return x.ID == wp.ID })
 	if i >= 0 {
 		for _, t := range s.doc.Workplans[i].Tasks {
 			old[t.ID] = t
@@ -294,7 +339,7 @@ func (s *Server) putWorkplan(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func sameTask(a, b contract.Task) bool {
+func sameTask(a, b task) bool {
 	a.Revision, b.Revision = "", ""
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
@@ -308,6 +353,9 @@ type taskPatch struct {
 	InterventionNotes *[]contract.Note           `json:"intervention_notes"`
 	ProposedActions   *[]contract.ProposedAction `json:"proposed_actions"`
 	SecretsRequired   *bool                      `json:"secrets_required"`
+	// Note comes with a status an agent states (coordination-engine task
+	// set); the task keeps the last one.
+	Note *string `json:"note"`
 }
 
 func (s *Server) patchTask(w http.ResponseWriter, r *http.Request) {
@@ -318,6 +366,12 @@ func (s *Server) patchTask(w http.ResponseWriter, r *http.Request) {
 	if p.Status != nil && !slices.Contains(contract.TaskStatuses, *p.Status) {
 		fail(w, http.StatusBadRequest, "status %q is not one of %s", textsafe.Escape(*p.Status), strings.Join(contract.TaskStatuses, ", "))
 		return
+	}
+	if p.Note != nil {
+		if err := checkNote(*p.Note); err != nil {
+			fail(w, http.StatusBadRequest, "%s", err)
+			return
+		}
 	}
 	id := r.PathValue("id")
 	s.mu.Lock()
@@ -344,6 +398,9 @@ func (s *Server) patchTask(w http.ResponseWriter, r *http.Request) {
 			if p.SecretsRequired != nil {
 				t.SecretsRequired = *p.SecretsRequired
 			}
+			if p.Note != nil {
+				t.Note = *p.Note
+			}
 			t.Revision = s.nextRev()
 			wp.Revision = s.nextRev()
 			if s.commit(w, "workplan", wp.ID) {
@@ -362,15 +419,32 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request) {
 	out := []contract.Message{}
 	for _, m := range s.doc.Messages {
 		if !unread || !m.Read {
-			out = append(out, m)
+			out = append(out, m.Message) // bodies only one at a time
 		}
 	}
 	reply(w, map[string]any{"messages": out})
 }
 
+// getMessage serves one message with its body.
+func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.IndexFunc(s.doc.Messages, func(x message) bool { return x.ID == id })
+	if i < 0 {
+		fail(w, http.StatusNotFound, "no message %s", textsafe.Escape(id))
+		return
+	}
+	reply(w, s.doc.Messages[i])
+}
+
 func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
-	var m contract.Message
+	var m message
 	if !decode(w, r, &m) {
+		return
+	}
+	if len(m.Body) > contract.MaxMessageBody {
+		fail(w, http.StatusBadRequest, "a body of %d bytes; at most %d", len(m.Body), contract.MaxMessageBody)
 		return
 	}
 	for what, v := range map[string]string{"to_repo": m.ToRepo, "from": m.From} {
@@ -387,7 +461,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "%s", err)
 		return
 	}
-	if slices.ContainsFunc(s.doc.Messages, func(x contract.Message) bool { return x.ID == m.ID }) {
+	if slices.ContainsFunc(s.doc.Messages, func(x message) bool { return x.ID == m.ID }) {
 		fail(w, http.StatusConflict, "message %s exists", m.ID)
 		return
 	}
@@ -397,7 +471,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	s.doc.Messages = append(s.doc.Messages, m)
 	if s.commit(w, "message", m.ID) {
-		reply(w, m)
+		reply(w, m.Message)
 	}
 }
 
@@ -405,7 +479,7 @@ func (s *Server) readMessage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i := slices.IndexFunc(s.doc.Messages, func(x contract.Message) bool { return x.ID == id })
+	i := slices.IndexFunc(s.doc.Messages, func(x message) bool { return x.ID == id })
 	if i < 0 {
 		fail(w, http.StatusNotFound, "no message %s", textsafe.Escape(id))
 		return
@@ -417,7 +491,7 @@ func (s *Server) readMessage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	reply(w, s.doc.Messages[i])
+	reply(w, s.doc.Messages[i].Message)
 }
 
 // getCheckpoints lists the checkpoints after the cursor, which is the count

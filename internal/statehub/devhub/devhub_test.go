@@ -9,10 +9,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/tmux-amq/tamq/internal/engine/observe"
+	"github.com/tmux-amq/tamq/internal/policy"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 )
 
@@ -235,5 +238,132 @@ func TestEventsHintAtChanges(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// A message's body is served by GET /v1/messages/{id} only, never in the
+// list; a body over 64 KiB is refused, and one of 64 KiB is kept whole.
+func TestMessageBodies(t *testing.T) {
+	h := start(t, &Server{})
+	if code, body, _ := h.do("POST", "/v1/messages", `{"id":"m1","to_repo":"net-kingdom","from":"railiance","subject":"look","body":"line one\nline two"}`); code != 200 || strings.Contains(body, "line one") {
+		t.Fatalf("post: %d %s", code, body)
+	}
+	code, body, _ := h.do("GET", "/v1/messages/m1", "")
+	var m struct {
+		contract.Message
+		Body *string `json:"body"`
+	}
+	if err := json.Unmarshal([]byte(body), &m); err != nil || code != 200 || m.Body == nil || *m.Body != "line one\nline two" || m.Subject != "look" || m.Revision == "" {
+		t.Errorf("get m1: %d %s", code, body)
+	}
+	if _, body, _ := h.do("GET", "/v1/messages", ""); strings.Contains(body, "line one") || strings.Contains(body, `"body"`) {
+		t.Errorf("the list carries bodies: %s", body)
+	}
+	if code, _, _ := h.do("GET", "/v1/messages/nope", ""); code != http.StatusNotFound {
+		t.Errorf("an unknown message: %d", code)
+	}
+	full := strings.Repeat("é", contract.MaxMessageBody/2)
+	if code, body, _ := h.do("POST", "/v1/messages", `{"id":"big","to_repo":"a","from":"b","body":"`+full+`"}`); code != 200 {
+		t.Errorf("a body of 64 KiB: %d %s", code, body)
+	}
+	if code, body, _ := h.do("POST", "/v1/messages", `{"id":"bigger","to_repo":"a","from":"b","body":"`+full+`x"}`); code != 400 || !strings.Contains(body, "at most 65536") {
+		t.Errorf("a body over 64 KiB: %d %s", code, body)
+	}
+	if code, _, _ := h.do("GET", "/v1/messages/bigger", ""); code != http.StatusNotFound {
+		t.Errorf("the refused message was kept: %d", code)
+	}
+	// A message without a body has an empty one.
+	h.do("POST", "/v1/messages", `{"id":"m2","to_repo":"a","from":"b"}`)
+	if _, body, _ := h.do("GET", "/v1/messages/m2", ""); !strings.Contains(body, `"body":""`) {
+		t.Errorf("no body: %s", body)
+	}
+}
+
+// PATCH /v1/tasks/{id} takes a note with the status: the task keeps the
+// last one and serves it (readers ignore it); a note that is not one line
+// of plain text, or too long, is refused and changes nothing. Notes and
+// bodies survive a restart.
+func TestTaskNotes(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "hub.json")
+	h := start(t, &Server{Data: data})
+	h.do("PUT", "/v1/workplans/wp1", planA)
+	if code, body, _ := h.do("PATCH", "/v1/tasks/A", `{"status":"blocked","note":"waiting for the deploy key"}`); code != 200 || !strings.Contains(body, `"note":"waiting for the deploy key"`) {
+		t.Fatalf("patch: %d %s", code, body)
+	}
+	h.do("PATCH", "/v1/tasks/A", `{"status":"done","note":"merged"}`)
+	for _, bad := range []string{`{"note":"two\nlines"}`, `{"note":"` + strings.Repeat("x", 1025) + `"}`, `{"note":"esc \u001b[2J"}`} {
+		if code, body, _ := h.do("PATCH", "/v1/tasks/A", bad); code != 400 || !strings.Contains(body, "note") {
+			t.Errorf("%.40s: %d %s", bad, code, body)
+		}
+	}
+	h.do("POST", "/v1/messages", `{"id":"m1","to_repo":"net-kingdom","from":"railiance","body":"kept"}`)
+	again := start(t, &Server{Data: data})
+	_, body, _ := again.do("GET", "/v1/workplans", "")
+	if !strings.Contains(body, `"note":"merged"`) || workplans(t, body)[0].Tasks[0].Status != "done" {
+		t.Errorf("after a restart: %s", body)
+	}
+	// A workplan read back, note and all, can be put again as it is.
+	var res struct {
+		Workplans []json.RawMessage `json:"workplans"`
+	}
+	json.Unmarshal([]byte(body), &res)
+	if code, body, _ := again.do("PUT", "/v1/workplans/wp1", string(res.Workplans[0])); code != 200 || !strings.Contains(body, `"note":"merged"`) {
+		t.Errorf("put back: %d %s", code, body)
+	}
+	if _, body, _ := again.do("GET", "/v1/messages/m1", ""); !strings.Contains(body, `"body":"kept"`) {
+		t.Errorf("the body after a restart: %s", body)
+	}
+}
+
+// defaultPolicy is the built-in policy profile as the observation asks it.
+type defaultPolicy struct{}
+
+func (defaultPolicy) Known(c string) bool { return slices.Contains(policy.Known, policy.Category(c)) }
+func (defaultPolicy) RequiresHuman(c string) bool {
+	return policy.Default().RequiresHuman(policy.Category(c))
+}
+
+// examples/workplan.json, which the docs load into the reference server,
+// stays valid and says what they say: two repos, T-2 waits on T-1, T-3 stops
+// at the destructive gate under the default policy.
+func TestExampleWorkplan(t *testing.T) {
+	b, err := os.ReadFile("../../../examples/workplan.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, &Server{})
+	if code, body, _ := h.do("PUT", "/v1/workplans/WP-parser", string(b)); code != 200 {
+		t.Fatalf("the example is refused: %d %s", code, body)
+	}
+	_, body, _ := h.do("GET", "/v1/workplans", "")
+	obs := observe.Tasks(workplans(t, body), defaultPolicy{})
+	repos := map[string]bool{}
+	for _, v := range obs.Tasks {
+		repos[v.Repo] = true
+	}
+	t1, t2, t3 := obs.Tasks["T-1"], obs.Tasks["T-2"], obs.Tasks["T-3"]
+	if len(repos) != 2 || !t1.Actionable || t1.Gate != "" || t2.Actionable || t2.Waiting != "dependency T-1 is todo" ||
+		!t3.Actionable || t3.Gate != "destructive" {
+		t.Errorf("the example's tasks: %+v", obs.Tasks)
+	}
+}
+
+// A data file in a directory that does not exist yet (a first run's
+// ~/.local/state) is made there, the directory private; one that cannot be
+// made is an error at start.
+func TestDataFileDirectoryIsMade(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "state", "deeper", "statehub.json")
+	h := start(t, &Server{Data: data})
+	h.do("PUT", "/v1/workplans/wp1", planA)
+	if fi, err := os.Stat(filepath.Dir(data)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the data file's directory: %v %v", fi, err)
+	}
+	if b, err := os.ReadFile(data); err != nil || !strings.Contains(string(b), `"wp1"`) {
+		t.Errorf("the data file: %s %v", b, err)
+	}
+	os.WriteFile(filepath.Join(dir, "file"), nil, 0o600)
+	if err := (&Server{Data: filepath.Join(dir, "file", "statehub.json")}).Open(); err == nil {
+		t.Error("a data file under a regular file opened")
 	}
 }

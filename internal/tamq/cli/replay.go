@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/tamq/jsonl"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
@@ -115,8 +118,60 @@ rejection's error code.`,
 	}
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "the endpoint to queue the messages into (required)")
 	cmd.Flags().BoolVar(&strict, "strict", false, "stop at the first line that cannot be read or is rejected")
-	cmd.RegisterFlagCompletionFunc("endpoint", cobra.NoFileCompletions)
+	cmd.RegisterFlagCompletionFunc("endpoint", completeEndpoints(a))
 	return cmd
+}
+
+// completeEndpoints completes endpoint ids, described by state and
+// windows: the service's list, or the database's, read-only, when the
+// service does not answer (a completion must not start it). Forgotten
+// endpoints are left out; nothing is printed on failure.
+func completeEndpoints(a *app.App) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		var out []cobra.Completion
+		for _, ep := range knownEndpoints(cmd.Context(), a) {
+			if strings.HasPrefix(ep.ID, toComplete) {
+				repos := make([]string, len(ep.Windows))
+				for i, w := range ep.Windows {
+					repos[i] = w.Repo
+				}
+				out = append(out, cobra.CompletionWithDesc(ep.ID, ep.State+": "+strings.Join(repos, ", ")))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// knownEndpoints are the endpoints not forgotten, as the service or else
+// the database has them; none when neither can say.
+func knownEndpoints(ctx context.Context, a *app.App) []api.Endpoint {
+	p, err := a.Paths()
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if res, err := client.New(p).Endpoints(ctx, false); err == nil {
+		return res.Endpoints
+	}
+	cfg, err := a.Config()
+	if err != nil {
+		return nil
+	}
+	db, ok, err := openHistoryAt(ctx, p, cfg)
+	if !ok || err != nil {
+		return nil
+	}
+	defer db.Close()
+	eps, err := store.Endpoints(ctx, db, false)
+	if err != nil {
+		return nil
+	}
+	out := make([]api.Endpoint, len(eps))
+	for i, ep := range eps {
+		out[i] = api.EndpointOf(ep)
+	}
+	return out
 }
 
 // replayer reads lines, sends them in chunks and counts what became of them.

@@ -1,0 +1,116 @@
+package api
+
+import (
+	"slices"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/statehub/contract"
+	"github.com/tmux-amq/tamq/internal/textsafe"
+)
+
+// The operations an agent reaches State Hub by through the engine, which
+// holds State Hub's address and credentials: it reads a message's body,
+// marks a message read, states its task's status. The engine relays what
+// the agent states; it never decides a task's state.
+const (
+	OpMessageShow = "message_show"
+	OpMessageRead = "message_read"
+	OpTaskSet     = "task_set"
+)
+
+// TaskSetStatuses are the statuses an agent may state for its task: the
+// others (todo, ready, cancelled) are a person's to set in the tracker.
+var TaskSetStatuses = []string{"in_progress", "blocked", "done"}
+
+// MaxTaskNote bounds the note a status comes with: a line for the people
+// who read the tracker, not a report.
+const MaxTaskNote = 500
+
+// MessageShowArgs asks for a message and its body from Offset on (bytes
+// of the body). A body can be larger than one protocol frame, so it comes
+// in pieces; Revision, once known, makes the engine refuse a message that
+// changed between pieces (conflict).
+type MessageShowArgs struct {
+	MessageID string `json:"message_id"`
+	Offset    int    `json:"offset,omitempty"`
+	Revision  string `json:"revision,omitempty"`
+}
+
+// Withheld says why a message's body (and subject, when it is the subject
+// that holds it) is not shown: secret material, found by Rule at Offset
+// of Field. The secret gate applies: a person reads it in State Hub.
+type Withheld struct {
+	Field  string `json:"field"` // body | subject
+	Rule   string `json:"rule"`
+	Offset int    `json:"offset"`
+	Gate   string `json:"gate"` // secret
+}
+
+// MessageShowResult is the message as State Hub has it, with the piece of
+// its body from Offset; Next is where the next piece starts (0: none).
+// The client joins the pieces: what a command prints has the whole body
+// and neither Offset nor Next. With Withheld set, there is no body at all.
+type MessageShowResult struct {
+	Message   contract.Message `json:"message"`
+	Body      string           `json:"body"`
+	BodyBytes int              `json:"body_bytes"`
+	Offset    int              `json:"offset,omitempty"`
+	Next      int              `json:"next,omitempty"`
+	Withheld  *Withheld        `json:"withheld,omitempty"`
+}
+
+// MessageReadArgs names the message to mark read.
+type MessageReadArgs struct {
+	MessageID string `json:"message_id"`
+}
+
+// MessageReadResult says the message is marked read in State Hub.
+type MessageReadResult struct {
+	MessageID string `json:"message_id"`
+	Read      bool   `json:"read"`
+}
+
+// TaskSetArgs is what an agent states about its task.
+type TaskSetArgs struct {
+	TaskID string `json:"task_id"`
+	Status string `json:"status"`
+	// Note goes to the tracker with the status, never into receipts.
+	Note string `json:"note,omitempty"`
+}
+
+// TaskSetResult says State Hub took the status.
+type TaskSetResult struct {
+	TaskID string `json:"task_id"`
+	Status string `json:"status"`
+}
+
+// CheckStateHubID refuses an id that cannot name a State Hub object in a
+// route: empty, long, not plain text, or a path step ("." or "..").
+func CheckStateHubID(what, id string) error {
+	if p := textsafe.NameProblem(id); p != "" {
+		return errs.New(errs.BadRequest, "%s %q: %s", what, textsafe.Escape(id), p)
+	}
+	if id == "." || id == ".." {
+		return errs.New(errs.BadRequest, "%s %q is not an id", what, id)
+	}
+	return nil
+}
+
+// Check refuses what an agent may not state: another status, a note that
+// is long or not one line of plain text. The command checks it before it
+// asks, the engine again.
+func (a TaskSetArgs) Check() error {
+	if err := CheckStateHubID("task id", a.TaskID); err != nil {
+		return err
+	}
+	if !slices.Contains(TaskSetStatuses, a.Status) {
+		return errs.New(errs.BadRequest, "status %q: an agent states done, blocked or in_progress", textsafe.Escape(a.Status))
+	}
+	if len(a.Note) > MaxTaskNote {
+		return errs.New(errs.BadRequest, "a note of %d bytes; at most %d", len(a.Note), MaxTaskNote)
+	}
+	if p := textsafe.ControlProblem(a.Note); p != "" {
+		return errs.New(errs.BadRequest, "the note must be one line of plain text: it %s", p)
+	}
+	return nil
+}

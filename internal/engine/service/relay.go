@@ -1,0 +1,233 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"unicode/utf8"
+
+	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/engine/observe"
+	"github.com/tmux-amq/tamq/internal/engine/store"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/secretscan"
+	"github.com/tmux-amq/tamq/internal/statehub"
+	"github.com/tmux-amq/tamq/internal/statehub/contract"
+)
+
+// The engine relays to State Hub, for an agent, what only the engine can
+// reach it with (State Hub's address and credentials are the engine's, not
+// the agent's window's): a message's body to read, a message to mark
+// read, a status the agent states for its task. It relays what the agent
+// states and decides nothing; it keeps no body and no note, and its
+// receipts carry ids and statuses only.
+
+// Receipt kinds of the relayed requests.
+const (
+	kindTaskSet         = "task.set"
+	kindMessageRead     = "message.read"
+	kindMessageWithheld = "message.withheld"
+)
+
+// maxShownSubject bounds the subject message_show answers with: a line,
+// as the prompt shows it, so the message's fields never crowd the body
+// out of a frame.
+const maxShownSubject = 1 << 10
+
+// messageShow answers a message and its body from the asked offset, as
+// much as fits one frame. The body is fetched from State Hub at every call
+// and scanned for secret material like a prompt: a hit withholds it (the
+// secret gate), and nothing of it is logged or kept.
+func (s *Service) messageShow(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args api.MessageShowArgs
+	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	if err := api.CheckStateHubID("message id", args.MessageID); err != nil {
+		return nil, err
+	}
+	m, err := s.hub.client.Message(ctx, args.MessageID)
+	if errs.Is(err, errs.NotFound) {
+		return nil, errs.New(errs.NotFound, "State Hub has no message %s", args.MessageID).
+			WithHint("a tracker without %s answers 404 too; then read the message with the tracker's own tools", statehub.RouteMessage)
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case args.Revision != "" && m.Revision != args.Revision:
+		return nil, errs.New(errs.Conflict, "message %s changed while it was read (revision %s, now %s)", args.MessageID, args.Revision, m.Revision).
+			WithHint("show it again")
+	case args.Offset < 0 || args.Offset > len(m.Body) || args.Offset < len(m.Body) && !utf8.RuneStart(m.Body[args.Offset]):
+		return nil, errs.New(errs.BadRequest, "offset %d is not where a piece of the body starts", args.Offset)
+	}
+	res := api.MessageShowResult{Message: m.Message, BodyBytes: len(m.Body), Offset: args.Offset}
+	res.Message.Subject = cutText(m.Subject, maxShownSubject)
+	if w := secretIn(m); w != nil {
+		res.Withheld, res.Offset = w, 0
+		if w.Field == "subject" {
+			res.Message.Subject = ""
+		}
+		s.log.Warn("message body withheld: it holds secret material", "message", m.ID, "field", w.Field, "rule", w.Rule)
+		s.relayReceipt(ctx, store.Receipt{Kind: kindMessageWithheld, Status: "stopped",
+			Reason: observe.GateSecret + ": the " + w.Field + " holds secret material (" + w.Rule + ")", Detail: map[string]any{"message_id": m.ID}})
+		return res, nil
+	}
+	rest, err := json.Marshal(res)
+	if err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "encode the message")
+	}
+	budget := frameBudget - len(rest)
+	if budget < 1<<10 {
+		return nil, errs.New(errs.BadRequest, "State Hub's message %s has fields too long to relay", args.MessageID)
+	}
+	res.Body, res.Next = bodyPiece(m.Body, args.Offset, budget)
+	return res, nil
+}
+
+// secretIn scans what message_show would print: the subject and the body.
+func secretIn(m contract.MessageWithBody) *api.Withheld {
+	for _, field := range []struct{ name, text string }{{"subject", m.Subject}, {"body", m.Body}} {
+		if f, hit := secretscan.Scan(field.text); hit {
+			return &api.Withheld{Field: field.name, Rule: f.Rule, Offset: f.Offset, Gate: observe.GateSecret}
+		}
+	}
+	return nil
+}
+
+// bodyPiece is the longest piece of body from offset whose JSON encoding
+// fits budget bytes, cut between characters, and where the rest starts (0
+// when nothing is left).
+func bodyPiece(body string, offset, budget int) (string, int) {
+	size := 0
+	for i, r := range body[offset:] {
+		if size += jsonLen(r); size > budget {
+			return body[offset : offset+i], offset + i
+		}
+	}
+	return body[offset:], 0
+}
+
+// jsonLen is at least what encoding/json writes for r in a string.
+func jsonLen(r rune) int {
+	switch {
+	case r == '\n' || r == '\r' || r == '\t' || r == '"' || r == '\\':
+		return 2
+	case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029' || r == utf8.RuneError:
+		return 6
+	}
+	return utf8.RuneLen(r)
+}
+
+// cutText cuts s to at most n bytes, between characters, marking the cut.
+func cutText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// messageRead marks a message read in State Hub.
+func (s *Service) messageRead(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args api.MessageReadArgs
+	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	if err := api.CheckStateHubID("message id", args.MessageID); err != nil {
+		return nil, err
+	}
+	err := s.hub.client.MarkRead(ctx, args.MessageID)
+	if errs.Is(err, errs.NotFound) {
+		err = s.messageNotFound(ctx, args.MessageID)
+	}
+	s.relayReceipt(ctx, relayed(kindMessageRead, "read", err, map[string]any{"message_id": args.MessageID}))
+	if err != nil {
+		return nil, err
+	}
+	return api.MessageReadResult{MessageID: args.MessageID, Read: true}, nil
+}
+
+// messageNotFound tells, after a 404 to marking a message read, an
+// unknown message from a tracker without the route: State Hub is asked
+// for the message itself.
+func (s *Service) messageNotFound(ctx context.Context, id string) error {
+	_, err := s.hub.client.Message(ctx, id)
+	switch {
+	case err == nil:
+		return errs.New(errs.Unsupported, "State Hub has message %s but answered 404 to %s: it does not offer the route", id, statehub.RouteMarkRead).
+			WithHint("mark it read with the tracker's own tools")
+	case errs.Is(err, errs.Unsupported):
+		return errs.New(errs.Unsupported, "State Hub offers neither %s nor %s", statehub.RouteMarkRead, statehub.RouteMessage).
+			WithHint("mark it read with the tracker's own tools")
+	}
+	return errs.New(errs.NotFound, "State Hub has no message %s", id).
+		WithHint("a tracker without %s answers 404 too; then use its own tools", statehub.RouteMarkRead)
+}
+
+// taskSet states a task's status in State Hub, as the agent gave it. The
+// note goes to the tracker only; one that holds secret material is not
+// sent.
+func (s *Service) taskSet(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args api.TaskSetArgs
+	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	if err := args.Check(); err != nil {
+		return nil, err
+	}
+	if f, hit := secretscan.Scan(args.Note); hit {
+		return nil, errs.New(errs.PolicyRefused, "the note holds secret material (%s); it was not sent", f).
+			WithHint("state the status without it")
+	}
+	err := s.hub.client.SetTask(ctx, args.TaskID, contract.TaskUpdate{Status: args.Status, Note: args.Note})
+	if errs.Is(err, errs.NotFound) {
+		err = s.taskNotFound(args.TaskID)
+	}
+	s.relayReceipt(ctx, relayed(kindTaskSet, args.Status, err, map[string]any{"task_id": args.TaskID}))
+	if err != nil {
+		return nil, err
+	}
+	// What waited on the task may be actionable now: look at once rather
+	// than at the next poll (a tracker without events gives no hint).
+	kick(s.observeKick)
+	return api.TaskSetResult{TaskID: args.TaskID, Status: args.Status}, nil
+}
+
+// taskNotFound tells, after a 404 to a task's status, an unknown task from
+// a tracker without the route: a task the engine's last look at State Hub
+// saw exists there.
+func (s *Service) taskNotFound(id string) error {
+	known := false
+	s.hub.view.update(func(v *hubView) { _, known = v.obs.Tasks[id] })
+	if known {
+		return errs.New(errs.Unsupported, "State Hub lists task %s but answered 404 to %s: it does not offer the route", id, statehub.RouteTaskSet).
+			WithHint("set the task's status with the tracker's own tools")
+	}
+	return errs.New(errs.NotFound, "State Hub has no task %s", id).
+		WithHint("a tracker without %s answers 404 too; then use its own tools", statehub.RouteTaskSet)
+}
+
+// relayed is the receipt of a relayed request: the status stated (or
+// "read"), or "failed" with the error's code, never its text, which may
+// quote the tracker.
+func relayed(kind, status string, err error, detail map[string]any) store.Receipt {
+	r := store.Receipt{Kind: kind, Status: status, Detail: detail}
+	if err != nil {
+		r.Status, r.Reason = "failed", string(errs.CodeOf(err))
+	}
+	return r
+}
+
+// relayReceipt writes a relayed request's receipt. The request is done
+// (State Hub has it) whether or not the receipt can be written, so a
+// failure is logged, not answered.
+func (s *Service) relayReceipt(ctx context.Context, r store.Receipt) {
+	if err := s.store.AddReceipt(ctx, r); err != nil {
+		s.log.Error("cannot write the receipt of a relayed request", "kind", r.Kind, "error", err.Error())
+		return
+	}
+	kick(s.outboxKick)
+}
