@@ -14,6 +14,30 @@ type StatusReport struct {
 	Tamq      TamqStatus       `json:"tamq"`
 	Endpoints []EndpointStatus `json:"endpoints"`
 	Leases    LeaseCounts      `json:"leases"`
+	// Waiting is the work that waits for a window, an agent or the repo's
+	// agent to be free: no gate, woken as soon as that changes.
+	Waiting WaitingStatus `json:"waiting"`
+}
+
+// WaitingStatus counts the waiting triggers by what they wait for, and
+// lists the oldest of them.
+type WaitingStatus struct {
+	Counts   map[string]int   `json:"counts"`
+	Triggers []WaitingTrigger `json:"triggers"`
+	Error    string           `json:"error,omitempty"`
+}
+
+// WaitingTrigger is one trigger that waits (pending, or its lease's next
+// attempt postponed), and what for, in a code and in words.
+type WaitingTrigger struct {
+	TriggerID  string    `json:"trigger_id"`
+	TaskID     string    `json:"task_id,omitempty"`
+	SourceID   string    `json:"source_id"`
+	TargetRepo string    `json:"target_repo"`
+	LeaseID    string    `json:"lease_id,omitempty"` // when a lease's next attempt waits
+	Waiting    string    `json:"waiting"`
+	WaitingFor string    `json:"waiting_for"`
+	Since      time.Time `json:"since"`
 }
 
 // ServiceStatus is the process and its socket.

@@ -106,6 +106,30 @@ func printStatus(a *app.App, r api.StatusReport) {
 			next = ", next due " + r.Leases.NextDue.Format(time.RFC3339)
 		}
 		a.Printf("  leases:    %s\n", section(r.Leases.Error, strings.Join(counts, ", ")+next))
+		printWaiting(a, r.Waiting)
+	}
+}
+
+// printWaiting says what work waits, and for what: nothing a person must
+// decide, only what the engine waits for before it wakes an agent.
+func printWaiting(a *app.App, w api.WaitingStatus) {
+	total := 0
+	var counts []string
+	for _, k := range slices.Sorted(maps.Keys(w.Counts)) {
+		total += w.Counts[k]
+		counts = append(counts, fmt.Sprintf("%s %d", k, w.Counts[k]))
+	}
+	if total == 0 && w.Error == "" {
+		a.Printf("  waiting:   none\n")
+		return
+	}
+	a.Printf("  waiting:   %s\n", section(w.Error, fmt.Sprintf("%d (%s)", total, strings.Join(counts, ", "))))
+	for _, t := range w.Triggers {
+		what := t.SourceID
+		if t.TaskID != "" {
+			what = t.TaskID
+		}
+		a.Printf("    %s  %s  %s\n", textsafe.Escape(what), textsafe.Escape(t.TargetRepo), textsafe.Escape(t.WaitingFor))
 	}
 }
 

@@ -135,9 +135,21 @@ func offlineVerdict(r api.ExplainResult) string {
 	return verdict(r)
 }
 
-// verdict says in one sentence where the task stands, from the latest
-// trigger about it and else from the observation.
+// verdict says in one sentence where the task stands: the live lease of any
+// of its triggers first (one agent at a time works on a task), else the
+// latest trigger about it, else the observation.
 func verdict(r api.ExplainResult) string {
+	for i := len(r.Triggers) - 1; i >= 0; i-- {
+		t := r.Triggers[i]
+		if m := len(t.Leases); m > 0 && lease.State(t.Leases[m-1].State).Live() {
+			l := t.Leases[m-1]
+			v := fmt.Sprintf("%s: lease %s is %s, attempt %d of %d", woken(t.Trigger), l.LeaseID, l.State, l.Attempt, l.MaxAttempts)
+			if l.State == string(lease.RetryWait) && t.WaitingFor != "" {
+				v += "; its next attempt waits: " + t.WaitingFor
+			}
+			return v
+		}
+	}
 	if n := len(r.Triggers); n > 0 {
 		t := r.Triggers[n-1]
 		var l *api.ExplainLease
@@ -145,20 +157,22 @@ func verdict(r api.ExplainResult) string {
 			l = &t.Leases[m-1]
 		}
 		switch {
-		case l != nil && lease.State(l.State).Live():
-			return fmt.Sprintf("woken (%s): lease %s is %s, attempt %d of %d", t.Reason, l.LeaseID, l.State, l.Attempt, l.MaxAttempts)
 		case l != nil && l.State == string(lease.Completed):
-			return fmt.Sprintf("woken (%s); lease %s completed", t.Reason, l.LeaseID)
+			return fmt.Sprintf("%s; lease %s completed", woken(t.Trigger), l.LeaseID)
+		case l != nil && l.Released == string(lease.ResultBlocked):
+			return fmt.Sprintf("%s; lease %s stopped: %s; it is woken again when State Hub changes the task", woken(t.Trigger), l.LeaseID, l.StopReason)
 		case l != nil:
-			return fmt.Sprintf("woken (%s); lease %s stopped: %s", t.Reason, l.LeaseID, l.StopReason)
+			return fmt.Sprintf("%s; lease %s stopped: %s", woken(t.Trigger), l.LeaseID, l.StopReason)
 		case t.State == string(lease.TriggerStopped):
 			return "not woken: stopped at gate " + t.GateReason + why(t.Why)
 		case t.State == string(lease.TriggerGated):
 			return "not woken yet: held at gate " + t.GateReason + why(t.Why) + "; checked again later"
 		case t.State == string(lease.TriggerSuperseded):
 			return "not woken: its trigger was superseded by a newer revision"
+		case t.State == string(lease.TriggerPending) && t.WaitingFor != "":
+			return "waiting: " + t.WaitingFor + "; woken as soon as that changes"
 		case t.State == string(lease.TriggerPending):
-			return "not woken yet: waiting for a window of " + t.TargetRepo + " or for another lease of the task to end"
+			return "not woken yet: judged at the next observation"
 		}
 	}
 	switch {
@@ -170,6 +184,15 @@ func verdict(r api.ExplainResult) string {
 		return "not woken: " + r.Waiting
 	}
 	return "actionable: the next observation takes it"
+}
+
+// woken says what woke a task's agent, and who asked: an operator's
+// coordination-engine wake, or what State Hub showed.
+func woken(t api.Trigger) string {
+	if t.WokenBy == "operator" {
+		return "woken by the operator (coordination-engine wake) at " + t.ObservedAt.Format(time.RFC3339)
+	}
+	return "woken (" + t.Reason + ")"
 }
 
 // why puts a reason in parentheses, when there is one.

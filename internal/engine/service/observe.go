@@ -227,11 +227,12 @@ func (s *Service) observeOnce(ctx context.Context) (err error) {
 	if changed {
 		s.recordProblems(ctx, obs.Problems)
 		defer s.freeMemory.Reset(releaseAfter) // once this look's work is done
-		// Leases offered before State Hub changed: one whose task ended or
-		// was gated since stops before its agent takes it up.
-		if err := s.judgeOffered(ctx); err != nil {
-			return err
-		}
+	}
+	// Leases offered and not yet taken up: one whose task ended or was
+	// gated since, or whose message was read, stops before its agent takes
+	// it up (and its wake is cancelled in tamq).
+	if err := s.judgeOffered(ctx); err != nil {
+		return err
 	}
 	resume, err := s.applyCheckpoints(ctx, cps, obs)
 	if err != nil {

@@ -480,6 +480,11 @@ func TestStateHubDownThenBack(t *testing.T) {
 	l.agents(t, "complete", "net-kingdom")
 	h.put(workplan("W", "net-kingdom", todo("A", "net-kingdom")))
 	testutil.WaitFor(t, "A woken", func() bool { return strings.Contains(l.agentLog(), "task=A") })
+	// The repo's agent takes one lease at a time: A's ends first.
+	testutil.WaitFor(t, "A's lease to complete", func() bool {
+		x := l.explain(t, "A")
+		return len(x.Triggers) == 1 && len(x.Triggers[0].Leases) == 1 && x.Triggers[0].Leases[0].State == "completed"
+	})
 	l.waitPublished(t, h)
 	h.down()
 	testutil.WaitFor(t, "the observer to notice", func() bool { return l.status(t).StateHub.ObserveError != "" })

@@ -8,6 +8,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/buildinfo"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/engine/lease"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
@@ -54,6 +55,7 @@ func (s *Service) status(ctx context.Context, _ protocol.Peer, _ *protocol.Reque
 		next = next.UTC()
 		r.Leases.NextDue = &next
 	}
+	r.Waiting = s.waitingStatus(ctx)
 	if n, err := s.store.UnpublishedReceipts(ctx); err == nil {
 		r.StateHub.UnpublishedReceipts = n
 	}
@@ -127,4 +129,29 @@ func optionalTime(t time.Time) *time.Time {
 	}
 	t = t.UTC()
 	return &t
+}
+
+// waitingStatus is the waiting work as status shows it: counts by what it
+// waits for, and the oldest 50.
+func (s *Service) waitingStatus(ctx context.Context) api.WaitingStatus {
+	out := api.WaitingStatus{Counts: map[string]int{}, Triggers: []api.WaitingTrigger{}}
+	trs, counts, err := s.store.WaitingWork(ctx, 50)
+	if err != nil {
+		out.Error = err.Error()
+		return out
+	}
+	for w, n := range counts {
+		out.Counts[string(w)] = n
+	}
+	for _, t := range trs {
+		wt := api.WaitingTrigger{TriggerID: t.ID, TaskID: t.TaskID, SourceID: t.SourceID, TargetRepo: t.TargetRepo,
+			Waiting: string(t.Wait), WaitingFor: t.WaitDetail, Since: t.UpdatedAt.UTC()}
+		if t.State == lease.TriggerLeased {
+			if ls, err := s.store.LeasesOfTrigger(ctx, t.ID); err == nil && len(ls) > 0 {
+				wt.LeaseID = ls[len(ls)-1].ID
+			}
+		}
+		out.Triggers = append(out.Triggers, wt)
+	}
+	return out
 }

@@ -211,10 +211,18 @@ func (s *Service) wakeRequest(ctx context.Context, l lease.Lease) (tamqapi.WakeR
 	if err != nil {
 		return tamqapi.WakeRequest{}, err
 	}
-	if cp == nil {
+	switch {
+	case cp != nil:
+	case t.Resume != nil:
 		// A checkpoint_resume trigger resumes from the checkpoint it was
 		// made from: its text goes into the prompt.
 		cp = t.Resume
+	case t.TaskID != "":
+		// A new lease of a task worked on before (blocked, then set back
+		// to todo by a person) resumes from the task's latest checkpoint.
+		if cp, err = s.store.LatestTaskCheckpoint(ctx, t.TaskID); err != nil {
+			return tamqapi.WakeRequest{}, err
+		}
 	}
 	// The wake goes to the endpoint the lease was offered for, by tamq's id
 	// of it; a lease offered for no endpoint lets tamq choose.

@@ -292,6 +292,13 @@ func (s *Store) Checkpoint(ctx context.Context, c lease.Checkpoint, attempt int,
 				return l, nil, err
 			}
 		}
+		if c.TaskID == "" {
+			// The task the lease works on: a later lease of the task
+			// resumes from this checkpoint.
+			if err := s.DB.TxQueryRow(tx, `SELECT COALESCE(task_id, '') FROM triggers WHERE id = ?`, l.TriggerID).Scan(&c.TaskID); err != nil {
+				return l, nil, err
+			}
+		}
 		to, rec, err := l.Checkpoint(c, now, t, attempt)
 		if err != nil {
 			return l, nil, err
@@ -573,21 +580,33 @@ func (s *Store) LeaseCounts(ctx context.Context) (map[string]int, error) {
 // LatestCheckpoint reads the last checkpoint recorded on a lease; nil when
 // it has none.
 func (s *Store) LatestCheckpoint(ctx context.Context, leaseID string) (*lease.Checkpoint, error) {
+	return s.latestCheckpoint(ctx, `lease_id = ?`, leaseID)
+}
+
+// LatestTaskCheckpoint reads the last checkpoint recorded about a task,
+// whatever lease it was recorded on; nil when there is none. A new lease of
+// the task (its agent blocked, and a person set the task back to todo)
+// resumes from it.
+func (s *Store) LatestTaskCheckpoint(ctx context.Context, taskID string) (*lease.Checkpoint, error) {
+	return s.latestCheckpoint(ctx, `task_id = ?`, taskID)
+}
+
+func (s *Store) latestCheckpoint(ctx context.Context, where string, arg string) (*lease.Checkpoint, error) {
 	var c lease.Checkpoint
 	var files string
 	var blocked string
 	var recorded int64
 	err := s.DB.QueryRow(ctx, `SELECT lease_id, COALESCE(task_id, ''), summary, files_changed, COALESCE(next_action, ''),
-		COALESCE(blocked_reason, ''), recorded_at FROM checkpoints WHERE lease_id = ? ORDER BY id DESC LIMIT 1`, leaseID).
+		COALESCE(blocked_reason, ''), recorded_at FROM checkpoints WHERE `+where+` ORDER BY id DESC LIMIT 1`, arg).
 		Scan(&c.LeaseID, &c.TaskID, &c.Summary, &files, &c.NextAction, &blocked, &recorded)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, storageErr(err, "read the checkpoint of lease "+leaseID)
+		return nil, storageErr(err, "read the latest checkpoint of "+arg)
 	}
 	if err := json.Unmarshal([]byte(files), &c.FilesChanged); err != nil {
-		return nil, errs.Wrap(errs.Storage, err, "read the changed files of a checkpoint of lease %s", leaseID)
+		return nil, errs.Wrap(errs.Storage, err, "read the changed files of a checkpoint of %s", arg)
 	}
 	c.BlockedReason, c.RecordedAt = lease.BlockedReason(blocked), fromMS(recorded)
 	return &c, nil

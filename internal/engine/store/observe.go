@@ -190,3 +190,43 @@ func (s *Store) MarkPublished(ctx context.Context, ids []int64) error {
 		return nil
 	}), "mark receipts published")
 }
+
+// WaitingWork lists up to limit triggers that wait (pending, or leased with
+// their lease's next attempt postponed), oldest first, and counts them all
+// by what they wait for.
+func (s *Store) WaitingWork(ctx context.Context, limit int) ([]lease.Trigger, map[lease.Wait]int, error) {
+	counts := map[lease.Wait]int{}
+	rows, err := s.DB.Query(ctx, `SELECT wait_reason, count(*) FROM triggers WHERE wait_reason IS NOT NULL
+		AND state IN ('pending', 'leased') GROUP BY wait_reason`)
+	if err != nil {
+		return nil, nil, storageErr(err, "count the waiting work")
+	}
+	for rows.Next() {
+		var w string
+		var n int
+		if err := rows.Scan(&w, &n); err != nil {
+			rows.Close()
+			return nil, nil, storageErr(err, "count the waiting work")
+		}
+		counts[lease.Wait(w)] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, storageErr(err, "count the waiting work")
+	}
+	rows, err = s.DB.Query(ctx, `SELECT `+triggerColumns+` FROM triggers WHERE wait_reason IS NOT NULL
+		AND state IN ('pending', 'leased') ORDER BY updated_at, rowid LIMIT ?`, limit)
+	if err != nil {
+		return nil, nil, storageErr(err, "read the waiting work")
+	}
+	defer rows.Close()
+	var out []lease.Trigger
+	for rows.Next() {
+		tr, err := scanTrigger(rows)
+		if err != nil {
+			return nil, nil, storageErr(err, "read the waiting work")
+		}
+		out = append(out, tr)
+	}
+	return out, counts, storageErr(rows.Err(), "read the waiting work")
+}

@@ -166,6 +166,11 @@ func TestReplayReportsBadLinesAndLandsTheRest(t *testing.T) {
 		return string(b)
 	}
 	good := line("00000000-0000-7000-8000-000000000001", "net-kingdom", "good one")
+	prompt := "coordination-engine wakes net-kingdom ...\nAcknowledge before you begin: coordination-engine lease ack L --attempt 1"
+	b, _ := jsonl.Encode(api.Message{ID: "00000000-0000-7000-8000-000000000009", BatchID: "00000000-0000-7000-8000-000000000009",
+		Sender: "coordination-engine", SenderKind: "coordination", Target: "net-kingdom", Body: &prompt, AckMode: "acknowledged",
+		State: "acknowledged", IdempotencyKey: "0197d2a4-8c3e-7b1f-9a52-3e6f0c4d2b18#1"})
+	wakeLine := string(b)
 	lines := []string{
 		good,
 		good[:len(good)/2], // cut short
@@ -175,19 +180,22 @@ func TestReplayReportsBadLinesAndLandsTheRest(t *testing.T) {
 		`{"v":1, "id": "x", nonsense}`,
 		line("00000000-0000-7000-8000-000000000007", "net-kingdom", "last good one"),
 		`{"v":2,"id":"00000000-0000-7000-8000-000000000008","sender":"a","target":"net-kingdom","body":"from the future"}`,
+		wakeLine, // a wake is not history: refused
 	}
 	file := filepath.Join(t.TempDir(), "mixed.jsonl")
 	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	run, r := replay(t, e, file, "--endpoint", ep)
-	want := map[int]string{2: "bad_request", 3: "body_too_large", 4: "body_invalid", 5: "unknown_target", 6: "bad_request", 8: "incompatible_protocol"}
-	if run.Summary != (api.ReplaySummary{Lines: 8, Accepted: 2, Rejected: 6}) || len(run.Rejections) != 6 {
+	want := map[int]string{2: "bad_request", 3: "body_too_large", 4: "body_invalid", 5: "unknown_target", 6: "bad_request", 8: "incompatible_protocol",
+		9: "policy_refused"}
+	if run.Summary != (api.ReplaySummary{Lines: 9, Accepted: 2, Rejected: 7}) || len(run.Rejections) != 7 {
 		t.Fatalf("summary %+v\n%s", run, r)
 	}
 	for _, o := range run.Rejections {
 		if want[o.Line] != o.Code || o.Reason == "" || strings.Contains(o.Reason, "typo") ||
-			(o.Line == 2 && o.Reason != "not a JSON message envelope: the line is cut short") {
+			(o.Line == 2 && o.Reason != "not a JSON message envelope: the line is cut short") ||
+			(o.Line == 9 && !strings.Contains(o.Reason, "belongs to a lease the engine must judge")) {
 			t.Errorf("line %d: %+v", o.Line, o)
 		}
 	}
@@ -210,7 +218,7 @@ func TestReplayReportsBadLinesAndLandsTheRest(t *testing.T) {
 			t.Errorf("stderr does not report line %d:\n%s", n, r.Stderr)
 		}
 	}
-	if !strings.Contains(r.Stdout, "2 accepted, 0 skipped as duplicates, 6 rejected (8 lines)") {
+	if !strings.Contains(r.Stdout, "2 accepted, 0 skipped as duplicates, 7 rejected (9 lines)") {
 		t.Errorf("summary line: %s", r)
 	}
 

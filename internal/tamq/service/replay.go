@@ -98,11 +98,12 @@ func (s *Service) replayed(e api.ReplayEntry, resolve func(string) (gita.Repo, e
 	switch kind {
 	case queue.FromWorker, queue.FromOperator, queue.FromReplay:
 	case queue.FromCoordination:
-		// A wake replayed outside coordination-engine skips its gates unless
-		// the profile lets coordination wake agents unattended.
-		if err := s.coordinationAllowed("have its wakes replayed"); err != nil {
-			return nil, err
-		}
+		// A wake belongs to a lease the engine judges (its gates, its
+		// attempts, whether it still lives), not to history: typed again
+		// from a file it would ask an agent to work on what may be done,
+		// stopped or someone else's now.
+		return nil, errs.New(errs.PolicyRefused, "a wake from coordination-engine is not replayed: it belongs to a lease the engine must judge, not to history").
+			WithHint("ask the engine to wake the repo again: `coordination-engine wake %s`", e.Target)
 	default:
 		return nil, errs.New(errs.BodyInvalid, "sender kind %q is not worker, operator, coordination or replay", e.SenderKind)
 	}
