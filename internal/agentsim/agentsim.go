@@ -26,9 +26,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // Config is one agent's part.
@@ -43,6 +45,11 @@ type Config struct {
 	// Reply, when set, makes a completed message wake answer the message's
 	// sender with a To: line, which tamq's broker routes to that repo.
 	Reply bool
+	// Dialog, when set, is a file: while it exists the agent shows a
+	// yes/no question at its prompt, as an agent asking for permission
+	// does (tamq holds deliveries then); once it is removed the agent
+	// clears its screen and is at its prompt again.
+	Dialog string
 	// Log receives one line per event: "wake LEASE ATTEMPT
 	// checkpoint=yes|no task=ID message=ID", "run ARGS... -> STATUS",
 	// "statehub ID done|read" then "statehub ID -> STATUS", "done LEASE".
@@ -75,6 +82,21 @@ func Run(in io.Reader, out io.Writer, c Config) {
 		c.Log = func(string, ...any) {}
 	}
 	fmt.Fprintln(out, "scripted agent ready")
+	if c.Dialog != "" {
+		if _, err := os.Stat(c.Dialog); err == nil {
+			fmt.Fprint(out, "Do you want to proceed? (y/n) ")
+			go func() {
+				for {
+					time.Sleep(50 * time.Millisecond) // polling a file: no event to wait on
+					if _, err := os.Stat(c.Dialog); err != nil {
+						fmt.Fprint(out, "\x1b[2J\x1b[Hscripted agent ready\n")
+						c.Log("dialog closed")
+						return
+					}
+				}
+			}()
+		}
+	}
 	c.Log("ready")
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64*1024), 64*1024)

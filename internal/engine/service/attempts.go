@@ -24,18 +24,20 @@ const cancelTimeout = 2 * time.Second
 // attemptEnded follows a move of a lease from -> to made by the agent or
 // the clock. When it ended from's attempt (a release, a blocked checkpoint,
 // an expiry, a stop), the attempt's wake is cancelled in tamq if it was not
-// written yet, a lease that ended settles its prompt, and the observer
-// judges the waiting work again (the repo's window may be free).
+// written yet or waits to be presented again (a completed lease's is
+// acknowledged: the agent did its work), and the observer judges the
+// waiting work again (the repo's window may be free).
 func (s *Service) attemptEnded(ctx context.Context, from, to lease.Lease, why string) {
 	kick(s.clockKick)
 	ended := from.State != lease.RetryWait && (to.State == lease.RetryWait || !to.State.Live())
 	if !ended {
 		return
 	}
-	if !to.State.Live() {
+	if to.State == lease.Completed {
 		s.settleWake(ctx, to)
+	} else {
+		s.cancelWakes(ctx, from.ID, from.Attempt, why)
 	}
-	s.cancelWakes(ctx, from.ID, from.Attempt, why)
 	kick(s.observeKick)
 }
 

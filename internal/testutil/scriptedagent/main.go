@@ -5,6 +5,7 @@
 //	SCRIPTED_AGENT_LOG              a file that receives agentsim's event lines
 //	SCRIPTED_AGENT_STATEHUB         State Hub's address: tasks are marked done there
 //	SCRIPTED_AGENT_STATEHUB_TOKEN   its bearer token, when it wants one
+//	SCRIPTED_AGENT_DIALOG           a file: a dialog shows while it exists
 package main
 
 import (
@@ -22,6 +23,7 @@ func main() {
 		Engine:   engine(),
 		StateHub: os.Getenv("SCRIPTED_AGENT_STATEHUB"),
 		Token:    os.Getenv("SCRIPTED_AGENT_STATEHUB_TOKEN"),
+		Dialog:   os.Getenv("SCRIPTED_AGENT_DIALOG"),
 		Log: func(format string, args ...any) {
 			path := os.Getenv("SCRIPTED_AGENT_LOG")
 			if path == "" {
