@@ -94,7 +94,7 @@ meanwhile refuses to start, saying why.`,
 				rule.Before, rule.MaxBytes = now.Add(-defaultPurgeAge), defaultPurgeSize
 			}
 			if state != "" && !queue.State(state).Final() {
-				return app.UsageError("--state %q: purge only removes messages in a final state (injected, acknowledged, failed)", state)
+				return app.UsageError("--state %q: purge only removes messages in a final state (injected, acknowledged, failed, cancelled)", state)
 			}
 			return runPurge(cmd.Context(), a, rule, yes, dryRun)
 		},
@@ -107,7 +107,7 @@ meanwhile refuses to start, saying why.`,
 	fs.BoolVarP(&yes, "yes", "y", false, "delete without asking")
 	fs.BoolVar(&dryRun, "dry-run", false, "only show what would be deleted")
 	cmd.RegisterFlagCompletionFunc("repo", app.CompleteRepos(a))
-	cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions(queue.Names([]queue.State{queue.Injected, queue.Acknowledged, queue.Failed}), cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions(queue.Names([]queue.State{queue.Injected, queue.Acknowledged, queue.Failed, queue.Cancelled}), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
