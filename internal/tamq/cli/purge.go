@@ -50,7 +50,7 @@ func newPurgeCmd(a *app.App) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "purge",
 		Short: "Delete old delivered messages (a dry run unless confirmed)",
-		Long: `Delete messages in a final state (injected, acknowledged or failed) that are
+		Long: `Delete messages in a final state (injected, acknowledged, failed or cancelled) that are
 older than --before, and, while the history is larger than --max-size, the
 oldest others. Without either it means --before 365d --max-size 100MB. --repo
 and --state narrow what may go. A message still queued, being delivered or

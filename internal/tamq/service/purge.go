@@ -24,7 +24,7 @@ func (s *Service) purge(ctx context.Context, peer protocol.Peer, req *protocol.R
 		return nil, err
 	}
 	if args.State != "" && !queue.State(args.State).Final() {
-		return nil, errs.New(errs.BadRequest, "state %q: purge only removes messages in a final state (injected, acknowledged, failed)", args.State)
+		return nil, errs.New(errs.BadRequest, "state %q: purge only removes messages in a final state (injected, acknowledged, failed, cancelled)", args.State)
 	}
 	if args.MaxBytes < 0 || args.Limit < 0 {
 		return nil, errs.New(errs.BadRequest, "max_bytes and limit cannot be negative")
