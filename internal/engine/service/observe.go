@@ -636,11 +636,14 @@ func (s *Service) route(ctx context.Context, registry func() (*gita.Registry, er
 			}
 		}
 	}
-	attached, err := s.store.Endpoints(ctx, true)
-	if err != nil {
-		return observe.Routing{}, err
+	attached := len(hosts) > 0
+	if !attached {
+		// No window for the repo: is any tamq attached at all?
+		if attached, err = s.store.AnyAttached(ctx); err != nil {
+			return observe.Routing{}, err
+		}
 	}
-	return observe.Route(repo, r.Path, registered, hosts, len(attached) > 0), nil
+	return observe.Route(repo, r.Path, registered, hosts, attached), nil
 }
 
 // operatorWake says whether a trigger is an operator's coordination-engine

@@ -193,6 +193,13 @@ func (s *Store) Endpoints(ctx context.Context, attachedOnly bool) ([]lease.Endpo
 	return eps, storageErr(err, "read endpoints")
 }
 
+// AnyAttached says whether any tamq endpoint is attached.
+func (s *Store) AnyAttached(ctx context.Context) (bool, error) {
+	var n int
+	err := s.DB.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM endpoints WHERE state = 'attached')`).Scan(&n)
+	return n == 1, storageErr(err, "read endpoints")
+}
+
 // Hosts lists the attached endpoints that have a window for repo (in any
 // mode: the caller decides whether it may wake it), with all their windows.
 func (s *Store) Hosts(ctx context.Context, repo string) ([]lease.Endpoint, error) {
