@@ -70,6 +70,9 @@ var (
 type wake struct {
 	lease, attempt, task, message, from string
 	resumed                             bool
+	// named: the prompt's commands name the attempt (--attempt N), so
+	// the agent's do too.
+	named bool
 }
 
 // Run reads the terminal (in) until it ends, playing the plan on each wake;
@@ -122,7 +125,7 @@ func Run(in io.Reader, out io.Writer, c Config) {
 		}
 		w.lease = m[1]
 		if m[2] != "" {
-			w.attempt = m[2]
+			w.attempt, w.named = m[2], true
 		}
 		part := c.Plan[min(wakes, len(c.Plan)-1)]
 		wakes++
@@ -134,7 +137,7 @@ func (c Config) play(out io.Writer, w wake, part string) {
 	c.Log("wake %s %s checkpoint=%s task=%s message=%s", w.lease, w.attempt, yesNo(w.resumed), w.task, w.message)
 	fmt.Fprintf(out, "woken: lease %s, attempt %s (%s)\n", w.lease, w.attempt, part)
 	run := func(args ...string) {
-		if w.attempt != "" {
+		if w.named {
 			args = append(args, "--attempt", w.attempt)
 		}
 		cmd := exec.Command(c.Engine, args...)
