@@ -295,7 +295,19 @@ func ArgvCommand(argv []string) string {
 	case len(argv) == 1 && Classify(argv, nil).Kind == Shell:
 		return ""
 	}
-	return strings.Join(argv, " ")
+	words := make([]string, len(argv))
+	for i, a := range argv {
+		words[i] = quote(a)
+	}
+	return strings.Join(words, " ")
+}
+
+// quote writes a word so that Words reads it back whole.
+func quote(w string) string {
+	if w != "" && !strings.ContainsAny(w, " \t\n'\"\\$`;&|()<>*?[]{}~#!") {
+		return w
+	}
+	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
 }
 
 // BrokerChild says whether argv is a tamq broker's (`tamq broker … --

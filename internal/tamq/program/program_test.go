@@ -114,6 +114,10 @@ func TestArgvCommandAndBrokerChild(t *testing.T) {
 	if got := ArgvCommand([]string{"cat", "-v"}); got != "cat -v" {
 		t.Errorf("other: %q", got)
 	}
+	argv := []string{"sh", "-c", "printf '$ '; read a", "it's"}
+	if got := Words(ArgvCommand(argv)); !slices.Equal(got, argv) {
+		t.Errorf("ArgvCommand(%q) reads back as %q", argv, got)
+	}
 	child, ok := BrokerChild([]string{"/usr/bin/tamq-full", "broker", "--repo", "x", "--gita-dir", "/g", "--", "/bin/sh", "-c", "claude"})
 	if !ok || !slices.Equal(child, []string{"/bin/sh", "-c", "claude"}) {
 		t.Errorf("BrokerChild: %q %v", child, ok)
