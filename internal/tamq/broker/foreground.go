@@ -17,8 +17,9 @@ type Foreground struct {
 	// PID is the broker's child (what runs the window's command); 0 while
 	// none runs.
 	PID func() int
-	// Command is the window's command ("" for the user's shell), as
-	// program.ArgvCommand reads it from the child's argv.
+	// Argv is the child's argv, and Command the window's command in it (""
+	// for the user's shell), as program.ArgvCommand reads it.
+	Argv    []string
 	Command string
 	// Extra are program names the configuration adds to the known agents
 	// (delivery.agent_programs).
@@ -27,9 +28,10 @@ type Foreground struct {
 	// proc.ForegroundOf.
 	Read func(pid int) (proc.Foreground, error)
 
-	mu   sync.Mutex
-	at   time.Time
-	last program.Verdict
+	mu    sync.Mutex
+	at    time.Time
+	last  program.Verdict
+	known bool // last holds a verdict
 }
 
 // lookEvery bounds how often Look reads the process table: a look is two
@@ -54,9 +56,17 @@ func (f *Foreground) Fresh() program.Verdict {
 	return f.readLocked()
 }
 
+// readLocked reads the verdict. When the process table cannot say (the
+// child has not started, or has exited and what it printed last is still
+// being read), the last verdict stands, and before any, the child's own: it
+// starts in the foreground. So the last words of an agent that prints and
+// exits at once are still its own.
 func (f *Foreground) readLocked() program.Verdict {
 	f.at = time.Now()
-	f.last = program.Verdict{}
+	if !f.known {
+		f.last = program.Judge(program.Foreground{Argv: f.Argv, OwnGroup: true}, f.Command, f.Extra)
+		f.known = true
+	}
 	pid := 0
 	if f.PID != nil {
 		pid = f.PID()
@@ -69,7 +79,9 @@ func (f *Foreground) readLocked() program.Verdict {
 		read = proc.ForegroundOf
 	}
 	fg, err := read(pid)
-	if err != nil {
+	if err != nil || fg.PGID <= 0 {
+		// Exiting: the kernel takes the terminal from a process before it
+		// is a zombie, and then no group is in its foreground.
 		return f.last
 	}
 	f.last = program.Judge(program.Foreground{Argv: fg.Argv, OwnGroup: fg.OwnGroup}, f.Command, f.Extra)

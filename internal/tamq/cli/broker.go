@@ -95,7 +95,7 @@ holds. The exit status is the agent's.`,
 			// Deliveries and the agent's To: lines need an agent in the
 			// foreground: the window's own command (unless it is a shell),
 			// or a known agent started in it by hand.
-			fg := &broker.Foreground{PID: relay.ChildPID, Command: program.ArgvCommand(args), Extra: cfg.Delivery.AgentPrograms}
+			fg := &broker.Foreground{PID: relay.ChildPID, Argv: args, Command: program.ArgvCommand(args), Extra: cfg.Delivery.AgentPrograms}
 			obs.Routing = func() bool { return fg.Look().Running }
 			model := broker.NewModel(80, 24, obs)
 			sess := newSession(relay, model, obs, filter.MidLine, fg)

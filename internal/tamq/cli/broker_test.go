@@ -32,7 +32,7 @@ func TestSessionReportsTheAgentAndHoldsDeliveries(t *testing.T) {
 	relay := &broker.Relay{Argv: []string{"sh", "-c", agent, rec}, Out: io.Discard}
 	obs := &broker.Observer{Slugs: func() []string { return nil }, Emit: func(broker.Block) {}}
 	model := broker.NewModel(80, 24, obs)
-	fg := &broker.Foreground{PID: relay.ChildPID, Command: program.ArgvCommand(relay.Argv)}
+	fg := &broker.Foreground{PID: relay.ChildPID, Argv: relay.Argv, Command: program.ArgvCommand(relay.Argv)}
 	sess := newSession(relay, model, obs, func() bool { return false }, fg)
 	done := make(chan struct{})
 	go func() { relay.Run(); close(done) }()
@@ -142,7 +142,7 @@ func TestSessionDeliversOnlyToAnAgentInTheForeground(t *testing.T) {
 	relay := &broker.Relay{Argv: []string{"sh", "-i"}, Env: append(os.Environ(), "PS1=$ ", "ENV="), Dir: dir, Out: io.Discard}
 	obs := &broker.Observer{Slugs: func() []string { return nil }, Emit: func(broker.Block) {}}
 	model := broker.NewModel(80, 24, obs)
-	fg := &broker.Foreground{PID: relay.ChildPID, Command: program.ArgvCommand(relay.Argv), Extra: []string{"cat"}}
+	fg := &broker.Foreground{PID: relay.ChildPID, Argv: relay.Argv, Command: program.ArgvCommand(relay.Argv), Extra: []string{"cat"}}
 	sess := newSession(relay, model, obs, func() bool { return false }, fg)
 	done := make(chan struct{})
 	go func() { relay.Run(); close(done) }()
