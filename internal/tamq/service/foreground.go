@@ -44,19 +44,6 @@ func paneVerdict(panePID int, extra []string) program.Verdict {
 	return program.Judge(program.Foreground{Argv: fg.Argv, OwnGroup: fg.OwnGroup}, program.ArgvCommand(self), extra)
 }
 
-// paneCommand is the command a pane's process runs, as paneVerdict reads
-// it ("" for a shell, or when it cannot be read).
-func paneCommand(panePID int) string {
-	argv, err := proc.Cmdline(panePID)
-	if err != nil {
-		return ""
-	}
-	if inner, ok := program.BrokerChild(argv); ok {
-		argv = inner
-	}
-	return program.ArgvCommand(argv)
-}
-
 // paneReady says whether a window without a broker can take a delivery now:
 // an agent in its terminal's foreground, at its input prompt as its pane
 // shows it; when not, the wait reason.

@@ -50,12 +50,11 @@ func (s *Service) register(ctx context.Context, _ protocol.Peer, req *protocol.R
 			return nil, errs.New(errs.BadRequest, "window mode %q is not trigger or manual", w.Mode)
 		}
 	}
-	panes, err := s.verifyRegistration(ctx, ep)
-	if err != nil {
+	if err := s.verifyRegistration(ctx, ep); err != nil {
 		s.log.Warn("registration refused", "endpoint", ep.ID, "error", err.Error())
 		return nil, err
 	}
-	if err := s.checkTriggerWindows(ctx, &ep, panes); err != nil {
+	if err := s.checkTriggerWindows(ctx, ep); err != nil {
 		return nil, err
 	}
 	err = s.store.Register(ctx, ep)
@@ -77,15 +76,15 @@ func (s *Service) register(ctx context.Context, _ protocol.Peer, req *protocol.R
 // repo. A window already recorded on a live pane is never moved to another
 // pane while that one still runs marked for the repo: deliveries would go
 // where the registering process chose, not where the agent is.
-func (s *Service) verifyRegistration(ctx context.Context, ep queue.Endpoint) (map[string]tmux.Window, error) {
+func (s *Service) verifyRegistration(ctx context.Context, ep queue.Endpoint) error {
 	askCtx, cancel := askTmux(ctx)
 	pid, wins, err := (tmux.Server{Socket: ep.TmuxSocket}).Snapshot(askCtx)
 	cancel()
 	if err != nil {
-		return nil, errs.Wrap(errs.CodeOf(err), err, "cannot register endpoint %s: cannot ask its tmux server", ep.ID)
+		return errs.Wrap(errs.CodeOf(err), err, "cannot register endpoint %s: cannot ask its tmux server", ep.ID)
 	}
 	if pid != ep.ServerPID {
-		return nil, errs.New(errs.PermissionDeny, "cannot register endpoint %s: the tmux server on %s has pid %d", ep.ID, ep.TmuxSocket, pid)
+		return errs.New(errs.PermissionDeny, "cannot register endpoint %s: the tmux server on %s has pid %d", ep.ID, ep.TmuxSocket, pid)
 	}
 	panes := map[string]tmux.Window{}
 	for _, w := range wins {
@@ -93,7 +92,7 @@ func (s *Service) verifyRegistration(ctx context.Context, ep queue.Endpoint) (ma
 	}
 	known, err := s.knownEndpoints(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	recorded := map[string]string{} // repo -> pane, on this endpoint
 	for _, k := range known {
@@ -106,24 +105,24 @@ func (s *Service) verifyRegistration(ctx context.Context, ep queue.Endpoint) (ma
 	for _, w := range ep.Windows {
 		p, ok := panes[w.PaneID]
 		if !ok || p.Repo != w.Repo {
-			return nil, errs.New(errs.PermissionDeny, "cannot register the window of %q: pane %s is not in a window marked for it on %s", w.Repo, w.PaneID, ep.TmuxSocket)
+			return errs.New(errs.PermissionDeny, "cannot register the window of %q: pane %s is not in a window marked for it on %s", w.Repo, w.PaneID, ep.TmuxSocket)
 		}
 		if old := recorded[w.Repo]; old != "" && old != w.PaneID {
 			if o, ok := panes[old]; ok && !o.Dead && o.Repo == w.Repo {
-				return nil, errs.New(errs.Conflict, "cannot move the window of %q to pane %s: its pane %s still runs", w.Repo, w.PaneID, old).
+				return errs.New(errs.Conflict, "cannot move the window of %q to pane %s: its pane %s still runs", w.Repo, w.PaneID, old).
 					WithHint("close that window first, or use it: `tamq open %s` reuses it", w.Repo)
 			}
 		}
 	}
-	return panes, nil
+	return nil
 }
 
 // checkTriggerWindows refuses a trigger-mode window whose command is the
 // user's shell or another shell: coordination-engine's wakes would be
 // written into it and run as commands. A reused window's command is the one
-// recorded; one never recorded (opened without the service) is read from its
-// pane's process, and recorded.
-func (s *Service) checkTriggerWindows(ctx context.Context, ep *queue.Endpoint, panes map[string]tmux.Window) error {
+// recorded; one with none recorded (opened without --command, or without the
+// service) counts as the user's shell, as the wake that would follow does.
+func (s *Service) checkTriggerWindows(ctx context.Context, ep queue.Endpoint) error {
 	known, err := s.knownEndpoints(ctx)
 	if err != nil {
 		return err
@@ -136,22 +135,18 @@ func (s *Service) checkTriggerWindows(ctx context.Context, ep *queue.Endpoint, p
 			}
 		}
 	}
-	for i, w := range ep.Windows {
+	for _, w := range ep.Windows {
 		command := w.Command
 		if w.Reused {
-			var ok bool
-			if command, ok = recorded[w.Repo]; !ok {
-				command = paneCommand(panes[w.PaneID].PanePID)
-				ep.Windows[i].Command = command
-			}
+			command = recorded[w.Repo]
 		}
 		if w.Mode == queue.Trigger && program.CommandIsShell(command) {
-			what := "runs your shell"
+			what := "runs your shell (no agent command is recorded for it)"
 			if command != "" {
 				what = "runs a shell (" + textsafe.Escape(command) + ")"
 			}
 			return errs.New(errs.Usage, "the window of %s %s: trigger mode would let coordination-engine type its prompts into a shell, which runs them as commands", w.Repo, what).
-				WithHint("open the window with the agent: `tamq open --mode trigger --command claude %s` (close the shell's window first)", w.Repo)
+				WithHint("close that window, then open it with the agent: `tamq open --mode trigger --command claude %s`", w.Repo)
 		}
 	}
 	return nil
