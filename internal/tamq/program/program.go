@@ -265,6 +265,11 @@ func assignment(w string) bool {
 // when it runs).
 func CommandIsShell(cmd string) bool {
 	argv := commandArgv(cmd)
+	if len(argv) > 0 && (argv[0] == "$SHELL" || argv[0] == "${SHELL}") {
+		// The user's shell by name: what it expands to is not known here,
+		// but a shell it is.
+		return interactive(argv[1:])
+	}
 	return len(argv) == 0 || Classify(argv, nil).Kind == Shell
 }
 

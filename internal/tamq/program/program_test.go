@@ -70,14 +70,14 @@ func TestWords(t *testing.T) {
 
 func TestCommandIsShell(t *testing.T) {
 	shells := []string{"", "  ", "bash", "/bin/zsh -l", "exec fish", "SHELL=/bin/bash bash", "env -i PATH=/bin PS1='$ ' bash --norc -i",
-		"env -u HOME bash", "-bash", "nu"}
+		"env -u HOME bash", "-bash", "nu", "exec $SHELL", "${SHELL} -l"}
 	for _, c := range shells {
 		if !CommandIsShell(c) {
 			t.Errorf("CommandIsShell(%q) = false", c)
 		}
 	}
 	agents := []string{"claude", "codex --no-daemon", "exec /tmp/scriptedagent agent", "env SCRIPTED_AGENT_PLAN='a b' /bin/scriptedagent",
-		"sh -c 'stty raw -echo; exec cat > rec'", "bash -lc claude", "bash build.sh", "python3 -i -q", "cat", "true; exec bash"}
+		"sh -c 'stty raw -echo; exec cat > rec'", "bash -lc claude", "bash build.sh", "python3 -i -q", "cat", "true; exec bash", "$SHELL -c claude"}
 	for _, c := range agents {
 		if CommandIsShell(c) {
 			t.Errorf("CommandIsShell(%q) = true", c)
