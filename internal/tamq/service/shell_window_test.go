@@ -312,3 +312,20 @@ func TestAShellWindowWithoutABrokerGetsNothingThroughTmux(t *testing.T) {
 		t.Errorf("the shell ran a line of a message: %v", err)
 	}
 }
+
+// The dialog check judges the live screen where the input is asked for: a
+// "[Y/n]" answered earlier, in the history above the agent's prompt, holds
+// nothing (it was within the ten rows above the cursor that used to count).
+func TestAnOldQuestionInTheHistoryHoldsNothing(t *testing.T) {
+	t.Parallel()
+	e, tm := emptyWorkspace(t, fastConfig, "alpha")
+	agent := `printf 'Overwrite notes.txt? [Y/n] y\n'; i=1; while [ $i -le 8 ]; do echo "step $i done"; i=$((i+1)); done; ` +
+		`printf '> '; stty raw -echo; exec cat > "` + filepath.Join(e.Root, "rec") + `/$TAMQ_REPO"`
+	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", agent, "alpha")
+	testutil.WaitFor(t, "the agent's prompt", func() bool { _, ok := e.Recording("alpha"); return ok })
+	m := send(t, e, "To:alpha: carry on")
+	waitState(t, e, m.ID, "injected")
+	if got := waitRecorded(t, e, "alpha", "\r"); got != "From:operator/o: carry on\r" {
+		t.Errorf("received %q", got)
+	}
+}
