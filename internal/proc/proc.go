@@ -105,8 +105,10 @@ func Ancestors(pid int) ([]Stat, error) {
 }
 
 // Cmdline reads the argument vector of pid. A program may rewrite it (Claude
-// Code sets its process title to "claude"); a zombie or a kernel thread has
-// none, and then its command name (comm) stands for it.
+// Code sets its process title to "claude"). A process that is exiting (its
+// memory already released), a zombie or a kernel thread has none: nil. Its
+// command name (comm) is not put in its place: a process whose argv is gone
+// is on its way out, and "sh" alone would read as an interactive shell.
 func Cmdline(pid int) ([]string, error) {
 	b, err := readSmall("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil {
@@ -114,13 +116,6 @@ func Cmdline(pid int) ([]string, error) {
 	}
 	b = bytes.TrimRight(b, "\x00")
 	if len(b) == 0 {
-		comm, err := readSmall("/proc/" + strconv.Itoa(pid) + "/comm")
-		if err != nil {
-			return nil, err
-		}
-		if c := string(bytes.TrimSpace(comm)); c != "" {
-			return []string{c}, nil
-		}
 		return nil, nil
 	}
 	var argv []string
@@ -163,8 +158,9 @@ type Foreground struct {
 	// PGID is the foreground group; 0 when the process has no terminal or
 	// no group is in its foreground.
 	PGID int
-	// Argv is the group leader's argument vector; nil when the leader has
-	// exited (a pipeline whose first program ended) or cannot be read.
+	// Argv is the group leader's argument vector; nil when the leader is
+	// exiting or has exited (a pipeline whose first program ended), or
+	// cannot be read: then who is in the foreground is not known.
 	Argv []string
 	// OwnGroup says the foreground group is the process's own group.
 	OwnGroup bool

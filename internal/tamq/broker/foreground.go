@@ -57,8 +57,9 @@ func (f *Foreground) Fresh() program.Verdict {
 }
 
 // readLocked reads the verdict. When the process table cannot say (the
-// child has not started, or has exited and what it printed last is still
-// being read), the last verdict stands, and before any, the child's own: it
+// child has not started, or is exiting or has exited and what it printed
+// last is still being read, or the foreground leader is), the last verdict
+// stands, and before any, the child's own: it
 // starts in the foreground. So the last words of an agent that prints and
 // exits at once are still its own.
 func (f *Foreground) readLocked() program.Verdict {
@@ -79,9 +80,10 @@ func (f *Foreground) readLocked() program.Verdict {
 		read = proc.ForegroundOf
 	}
 	fg, err := read(pid)
-	if err != nil || fg.PGID <= 0 {
-		// Exiting: the kernel takes the terminal from a process before it
-		// is a zombie, and then no group is in its foreground.
+	if err != nil || fg.PGID <= 0 || fg.Argv == nil {
+		// Not known. Most often something is exiting: the kernel takes the
+		// terminal from a process before it is a zombie (no group in the
+		// foreground then), and its argv before that.
 		return f.last
 	}
 	f.last = program.Judge(program.Foreground{Argv: fg.Argv, OwnGroup: fg.OwnGroup}, f.Command, f.Extra)

@@ -25,6 +25,16 @@ func TestForegroundVerdict(t *testing.T) {
 	if v := f.Fresh(); !v.Running || reads != 1 {
 		t.Fatalf("the window's command: %+v", v)
 	}
+	// Exiting: first its argv goes (cmdline empty), then its terminal
+	// (no foreground group), then the process.
+	fg = proc.Foreground{PGID: 42, OwnGroup: true}
+	if v := f.Fresh(); !v.Running {
+		t.Fatalf("while the child exits (no argv): %+v", v)
+	}
+	fg = proc.Foreground{}
+	if v := f.Fresh(); !v.Running {
+		t.Fatalf("while the child exits (no terminal): %+v", v)
+	}
 	readErr = errors.New("exited")
 	if v := f.Fresh(); !v.Running {
 		t.Fatalf("after the child exited: %+v", v)
@@ -32,7 +42,7 @@ func TestForegroundVerdict(t *testing.T) {
 	// Look reads at most every lookEvery; Fresh always.
 	readErr = nil
 	fg = proc.Foreground{PGID: 43, Argv: []string{"vim"}}
-	if v := f.Look(); !v.Running || reads != 2 {
+	if v := f.Look(); !v.Running || reads != 4 {
 		t.Fatalf("Look within %v read again: %+v, %d reads", lookEvery, v, reads)
 	}
 	if v := f.Fresh(); v.Running || v.Program != "vim" {

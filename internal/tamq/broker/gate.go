@@ -85,10 +85,11 @@ func (g *Gate) agent(fresh bool) (rules string, running bool, name string) {
 	return v.Rules, v.Running, v.Program
 }
 
-// State is the broker's view of its agent as the service hears it.
+// State is the broker's view of its agent as the service hears it: one
+// look at the foreground, so its fields agree.
 func (g *Gate) State() api.BrokerState {
-	at, reason := g.View()
-	_, running, name := g.agent(false)
+	rules, running, name := g.agent(false)
+	at, reason := g.viewOf(rules, running)
 	return api.BrokerState{AtPrompt: at, Reason: reason, NoAgent: !running, Program: name}
 }
 
@@ -96,6 +97,11 @@ func (g *Gate) State() api.BrokerState {
 // not (program.NoAgentRunning when no agent is the foreground program).
 func (g *Gate) View() (atPrompt bool, reason string) {
 	rules, running, _ := g.agent(false)
+	return g.viewOf(rules, running)
+}
+
+// viewOf is View for one look at the foreground.
+func (g *Gate) viewOf(rules string, running bool) (atPrompt bool, reason string) {
 	if !running {
 		return false, program.NoAgentRunning
 	}
