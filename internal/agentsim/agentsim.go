@@ -15,9 +15,16 @@
 //	fail      ack, release --result failed
 //	block     ack, release --result blocked
 //	cpblock   ack, checkpoint --blocked-reason human (which ends the lease)
+//	tool      show a file's content as Claude Code shows a tool's output
+//	          (the file is ToolFile, notes.txt in the agent's directory:
+//	          "⏺ Bash(cat notes.txt)", then "  ⎿  " before its first line
+//	          and five spaces before each other), and, when the prompt
+//	          holds a message, answer its sender with "⏺ To:<sender>: read
+//	          notes.txt" as Claude Code shows the agent's own words; no
+//	          lease command
 //
-// Every command names the attempt the prompt gave (--attempt N), as the
-// prompt tells an agent to.
+// Every command names the attempt when the prompt's commands do
+// (--attempt N), as the prompt tells an agent to.
 package agentsim
 
 import (
@@ -50,6 +57,8 @@ type Config struct {
 	// does (tamq holds deliveries then); once it is removed the agent
 	// clears its screen and is at its prompt again.
 	Dialog string
+	// ToolFile is the file the tool part shows; "" is notes.txt.
+	ToolFile string
 	// Log receives one line per event: "wake LEASE ATTEMPT
 	// checkpoint=yes|no task=ID message=ID", "run ARGS... -> STATUS",
 	// "statehub ID done|read" then "statehub ID -> STATUS", "done LEASE".
@@ -184,9 +193,41 @@ func (c Config) play(out io.Writer, w wake, part string) {
 	case "cpblock":
 		run("lease", "ack", w.lease)
 		run("checkpoint", "--lease", w.lease, "--summary", "stuck: needs a human", "--next", "ask the operator", "--blocked-reason", "human")
+	case "tool":
+		c.showTool(out)
+		if w.from != "" {
+			fmt.Fprintf(out, "⏺ To:%s: read %s\n\n", w.from, c.toolFile())
+		}
 	case "stall":
 	}
 	c.Log("done %s", w.lease)
+}
+
+func (c Config) toolFile() string {
+	if c.ToolFile == "" {
+		return "notes.txt"
+	}
+	return c.ToolFile
+}
+
+// showTool prints the tool part's file as Claude Code shows what a tool
+// printed: under the call, indented, the first line after a corner.
+func (c Config) showTool(out io.Writer) {
+	b, err := os.ReadFile(c.toolFile())
+	if err != nil {
+		fmt.Fprintf(out, "⏺ Bash(cat %s)\n  ⎿  Error: %v\n\n", c.toolFile(), err)
+		return
+	}
+	fmt.Fprintf(out, "⏺ Bash(cat %s)\n", c.toolFile())
+	for i, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		lead := "     "
+		if i == 0 {
+			lead = "  ⎿  "
+		}
+		fmt.Fprintf(out, "%s%s\n", lead, line)
+	}
+	fmt.Fprintln(out)
+	c.Log("tool %s", c.toolFile())
 }
 
 // stateHub sends one request to State Hub and returns the answer's status

@@ -60,7 +60,18 @@ type Delivery struct {
 	// MaxBatch is how many messages waiting for one window may go in one
 	// paste with one Enter (docs/delivery.md); 0 or 1 delivers one at a time.
 	MaxBatch int `toml:"max_batch" json:"max_batch"`
+	// AgentPrograms are program names that count as agents beside the
+	// known ones (claude, codex, gemini): a window delivers into, and routes
+	// the To: lines of, a program of one of these names when it is the
+	// terminal's foreground program, started by hand in a shell or not.
+	// Empty by default; omitted from the version hash while empty, so the
+	// default version is what it was before the key existed.
+	AgentPrograms []string `toml:"agent_programs" json:"agent_programs,omitempty"`
 }
+
+// maxAgentPrograms bounds delivery.agent_programs: a list to read, not a
+// registry.
+const maxAgentPrograms = 64
 
 // Coordination holds the values spec section 9.1 requires to be configurable,
 // grouped by the program that reads them so each program's view can name its
@@ -433,6 +444,9 @@ func (c *Config) Validate() error {
 	if b := c.Delivery.MaxBatch; b < 0 || b > MaxBatchLimit {
 		return bad("delivery.max_batch", "%d is out of range 0..%d", b, MaxBatchLimit)
 	}
+	if err := checkAgentPrograms(c.Delivery.AgentPrograms); err != nil {
+		return bad("delivery.agent_programs", "%v", err)
+	}
 	if len(co.RetryBackoffSeconds) == 0 {
 		return bad("coordination.retry_backoff_seconds", "must list at least one delay")
 	}
@@ -471,6 +485,26 @@ func (c *Config) Validate() error {
 	}
 	if _, ok := c.Policy.Profiles[c.Policy.Profile]; !ok {
 		return bad("policy.profile", "profile %q is not defined (defined: %s)", c.Policy.Profile, strings.Join(c.profileNames(), ", "))
+	}
+	return nil
+}
+
+// checkAgentPrograms accepts program names as a process shows its own: a
+// file name (no directory, no blanks or control characters), not a path or
+// a command line.
+func checkAgentPrograms(names []string) error {
+	if len(names) > maxAgentPrograms {
+		return fmt.Errorf("%d names; at most %d", len(names), maxAgentPrograms)
+	}
+	for i, n := range names {
+		switch {
+		case n == "" || n == "." || n == "..":
+			return fmt.Errorf("entry %d is %q; name a program, as \"aider\"", i+1, n)
+		case len(n) > 255:
+			return fmt.Errorf("entry %d is longer than 255 bytes", i+1)
+		case strings.ContainsAny(n, "/ \t\r\n") || strings.ContainsFunc(n, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+			return fmt.Errorf("entry %d (%q) must be a program's file name: no directory, no blanks", i+1, n)
+		}
 	}
 	return nil
 }

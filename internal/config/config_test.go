@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,9 @@ delivery_ack_mode = "acknowledged"
 api_base = "https://hub.example:8443/api"
 credential_command = ["pass", "show", "statehub"]
 
+[delivery]
+agent_programs = ["aider", "scriptedagent"]
+
 [policy]
 profile = "strict"
 [policy.profiles.strict]
@@ -105,6 +109,9 @@ require_human = ["secrets"]
 	}
 	if l.Coordination.WakeAckTimeoutSeconds != 30 {
 		t.Error("an unset key lost its default")
+	}
+	if !slices.Equal(l.Delivery.AgentPrograms, []string{"aider", "scriptedagent"}) || len(Default().Delivery.AgentPrograms) != 0 {
+		t.Errorf("delivery.agent_programs %q, by default %q", l.Delivery.AgentPrograms, Default().Delivery.AgentPrograms)
 	}
 	if l.RetryBackoff(1) != time.Second || l.RetryBackoff(2) != 2*time.Second || l.RetryBackoff(7) != 2*time.Second {
 		t.Error("RetryBackoff does not follow the list and repeat its last entry")
@@ -176,6 +183,9 @@ func TestValidationErrors(t *testing.T) {
 		{"grace", "[service]\nshutdown_grace_seconds = 0\n", nil, "service.shutdown_grace_seconds"},
 		{"max batch negative", "[delivery]\nmax_batch = -1\n", nil, "delivery.max_batch: -1 is out of range 0..1000"},
 		{"max batch high", "[delivery]\nmax_batch = 1001\n", nil, "delivery.max_batch: 1001 is out of range 0..1000"},
+		{"agent program path", "[delivery]\nagent_programs = [\"/usr/bin/aider\"]\n", nil, `delivery.agent_programs: entry 1 ("/usr/bin/aider") must be a program's file name`},
+		{"agent program command", "[delivery]\nagent_programs = [\"aider\", \"aider --yes\"]\n", nil, "delivery.agent_programs: entry 2"},
+		{"agent program empty", "[delivery]\nagent_programs = [\"\"]\n", nil, `delivery.agent_programs: entry 1 is ""`},
 		{"api base scheme", "[statehub]\napi_base = \"ftp://x\"\n", nil, "statehub.api_base"},
 		{"api base creds", "[statehub]\napi_base = \"http://u:secret@x\"\n", nil, "must not contain credentials"},
 		{"credential command", "[statehub]\ncredential_command = [\"\"]\n", nil, "statehub.credential_command"},
@@ -393,6 +403,8 @@ func TestVersionPerProgram(t *testing.T) {
 		{"delivery.quiet_ms", func(c *Config) { c.Delivery.QuietMS++ }, true, false},
 		{"delivery.block_quiet_ms", func(c *Config) { c.Delivery.BlockQuietMS++ }, true, false},
 		{"delivery.max_batch", func(c *Config) { c.Delivery.MaxBatch = 1 }, true, false},
+		{"delivery.agent_programs", func(c *Config) { c.Delivery.AgentPrograms = []string{"aider"} }, true, false},
+		{"delivery.agent_programs empty", func(c *Config) { c.Delivery.AgentPrograms = []string{} }, false, false},
 		{"coordination.delivery_ack_mode", func(c *Config) { c.Coordination.DeliveryAckMode = ackmode.Acknowledged }, true, false},
 		{"coordination.statehub_poll_interval_seconds", func(c *Config) { c.Coordination.StateHubPollIntervalSeconds++ }, false, true},
 		{"coordination.lease_renew_interval_seconds", func(c *Config) { c.Coordination.LeaseRenewIntervalSeconds++ }, false, true},

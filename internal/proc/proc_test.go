@@ -1,17 +1,22 @@
 package proc
 
 import (
+	"bufio"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 )
 
 func TestParseStat(t *testing.T) {
 	line := "4242 (a (strange) name) S 17 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100 18446744073709551615\n"
 	st, err := parseStat(4242, []byte(line))
-	if err != nil || st != (Stat{PID: 4242, PPID: 17, State: 'S', StartTime: 987654}) {
+	if err != nil || st != (Stat{PID: 4242, PPID: 17, State: 'S', PGRP: 4242, TPGID: -1, StartTime: 987654}) {
 		t.Fatalf("parseStat = %+v, %v", st, err)
 	}
 	for _, bad := range []string{"", "4242 (x", "4242 (x) S", "4242 (x) S notanumber 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20"} {
@@ -81,3 +86,72 @@ func TestAncestors(t *testing.T) {
 		t.Error("Ancestors of a pid that does not exist")
 	}
 }
+
+// The foreground of a terminal follows the shell's jobs: the shell itself
+// (its own group) at its prompt, the job it runs (another group) while it
+// runs, and the shell again after.
+func TestForegroundOf(t *testing.T) {
+	sh := exec.Command("sh", "-i")
+	sh.Env = append(os.Environ(), "PS1=$ ", "ENV=")
+	ptmx, err := pty.Start(sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { ptmx.Close(); sh.Process.Kill(); sh.Wait() }()
+	go bufio.NewReader(ptmx).WriteTo(discard{}) // keep the terminal's output flowing
+	wait := func(what string, cond func(Foreground) bool) Foreground {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			fg, err := ForegroundOf(sh.Process.Pid)
+			if err == nil && cond(fg) {
+				return fg
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s: %+v, %v", what, fg, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	fg := wait("the shell in the foreground", func(fg Foreground) bool { return fg.OwnGroup })
+	if fg.PGID != sh.Process.Pid || len(fg.Argv) == 0 || !strings.HasSuffix(fg.Argv[0], "sh") {
+		t.Errorf("the shell at its prompt: %+v", fg)
+	}
+	ptmx.WriteString("sleep 30\n")
+	fg = wait("the job in the foreground", func(fg Foreground) bool { return !fg.OwnGroup && fg.PGID > 0 && len(fg.Argv) > 0 })
+	if !slices.Equal(fg.Argv, []string{"sleep", "30"}) {
+		t.Errorf("the job: %+v", fg)
+	}
+	if kids, err := Children(sh.Process.Pid); err != nil || !slices.Contains(kids, fg.PGID) {
+		t.Errorf("children of the shell: %v, %v; the job is %d", kids, err, fg.PGID)
+	}
+	ptmx.Write([]byte{3}) // ^C ends the job
+	wait("the shell in the foreground again", func(fg Foreground) bool { return fg.OwnGroup })
+	if _, err := ForegroundOf(1 << 30); err == nil {
+		t.Error("ForegroundOf a pid that does not exist")
+	}
+}
+
+// A process without a terminal has no foreground.
+func TestForegroundWithoutATerminal(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	cmd.SysProcAttr = &unix.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	if fg, err := ForegroundOf(cmd.Process.Pid); err != nil || fg.PGID != 0 || fg.Argv != nil {
+		t.Errorf("foreground without a terminal: %+v, %v", fg, err)
+	}
+}
+
+func TestCmdline(t *testing.T) {
+	argv, err := Cmdline(os.Getpid())
+	if err != nil || !slices.Equal(argv, os.Args) {
+		t.Errorf("Cmdline(self) = %q, %v; want %q", argv, err, os.Args)
+	}
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }

@@ -234,6 +234,14 @@ const OpBrokerState = "broker_state"
 type BrokerState struct {
 	AtPrompt bool   `json:"at_prompt"`
 	Reason   string `json:"reason,omitempty"`
+	// NoAgent says no agent is the foreground program of the window's
+	// terminal (a shell, or another program that is neither the window's
+	// command nor a known agent); Reason is then "no agent running". A
+	// broker that predates it never sets it: an agent runs.
+	NoAgent bool `json:"no_agent,omitempty"`
+	// Program names the foreground program ("claude", "bash", "vim"), when
+	// the broker could read it.
+	Program string `json:"program,omitempty"`
 }
 
 // Endpoint operations beyond the listing: bring back the workspace through a

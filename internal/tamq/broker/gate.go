@@ -4,14 +4,19 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/program"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // Gate writes deliveries into the agent and presses their Enter only when it
-// can tell the Enter submits the text: the agent at its input prompt, not in
-// a selection dialog, a confirmation or a permission prompt, where an Enter
-// would choose something nobody chose. Every signal must agree:
+// can tell the Enter submits the text: an agent in the terminal's
+// foreground, at its input prompt, not in a selection dialog, a
+// confirmation or a permission prompt, where an Enter would choose something
+// nobody chose. Every signal must agree:
 //
+//  0. an agent is the terminal's foreground program (Foreground): a shell
+//     would run every line of the text as a command;
 //  1. the screen model has caught up with the agent's output, and two reads
 //     of it in a row show the prompt (AtPrompt), for the agent's kind;
 //  2. the agent's hooks, when it has them, report no open dialog;
@@ -19,15 +24,22 @@ import (
 //     after it (InputShows; for other programs, still no dialog markers),
 //     and no hook event came in between.
 //
-// When 1 or 2 do not hold within the delivery's wait, nothing is written
-// (NotReady, with the reason). When 3 fails the text is in but the Enter is
-// not pressed (MaybeWritten, with the reason); a second Enter is never sent.
+// When 0 does not hold, nothing is written and the delivery is answered at
+// once (NotReady, program.NoAgentRunning); it is checked again right before
+// the first byte. When 1 or 2 do not hold within the delivery's wait,
+// nothing is written (NotReady, with the reason). When 3 fails the text is
+// in but the Enter is not pressed (MaybeWritten, with the reason); a second
+// Enter is never sent.
 type Gate struct {
 	Relay *Relay
 	Model *Model
 	// Hooks is what the agent's hooks said; nil when none report.
 	Hooks *HookState
-	// Agent is AgentOf the window's command.
+	// Foreground says whether an agent is the foreground program, and whose
+	// screen rules apply; nil: Agent runs, always.
+	Foreground *Foreground
+	// Agent is AgentOf the window's command: the screen rules when
+	// Foreground is nil.
 	Agent string
 	// Busy says the operator is midway through typing a line.
 	Busy func() bool
@@ -59,11 +71,42 @@ type Outcome struct {
 // the Enter is held back and the message fails for the operator to see.
 const pasteShowsWithin = 5 * time.Second
 
+// agent says whether an agent is the foreground program, whose screen rules
+// apply, and what program is in the foreground ("" when unknown); fresh
+// reads the process table now.
+func (g *Gate) agent(fresh bool) (rules string, running bool, name string) {
+	if g.Foreground == nil {
+		return g.Agent, true, ""
+	}
+	v := g.Foreground.Look()
+	if fresh {
+		v = g.Foreground.Fresh()
+	}
+	return v.Rules, v.Running, v.Program
+}
+
+// State is the broker's view of its agent as the service hears it: one
+// look at the foreground, so its fields agree.
+func (g *Gate) State() api.BrokerState {
+	rules, running, name := g.agent(false)
+	at, reason := g.viewOf(rules, running)
+	return api.BrokerState{AtPrompt: at, Reason: reason, NoAgent: !running, Program: name}
+}
+
 // View is the broker's view of its agent now: at its prompt or not, and why
-// not.
+// not (program.NoAgentRunning when no agent is the foreground program).
 func (g *Gate) View() (atPrompt bool, reason string) {
+	rules, running, _ := g.agent(false)
+	return g.viewOf(rules, running)
+}
+
+// viewOf is View for one look at the foreground.
+func (g *Gate) viewOf(rules string, running bool) (atPrompt bool, reason string) {
+	if !running {
+		return false, program.NoAgentRunning
+	}
 	s := g.Model.Snapshot()
-	s.Agent = g.Agent
+	s.Agent = rules
 	at, why := AtPrompt(s)
 	if g.Hooks != nil {
 		if d := g.Hooks.Dialog(at, time.Now()); d != "" {
@@ -81,6 +124,9 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 		return Outcome{Err: errs.New(errs.BodyInvalid, "refusing to type a delivery with a control character other than newline and tab")}
 	}
 	start := time.Now()
+	if _, running, _ := g.agent(false); !running {
+		return Outcome{NotReady: true, Reason: program.NoAgentRunning}
+	}
 	deadline := start.Add(d.MaxWait)
 	quiet, _ := g.Relay.AwaitMoment(Moment{Quiet: d.Quiet, MaxWait: d.MaxWait, Busy: g.Busy})
 	var hooks uint64
@@ -90,7 +136,9 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 		if reason == "" {
 			break
 		}
-		if !time.Now().Before(deadline) {
+		// No agent: nothing to wait for; the service holds the window
+		// until the broker reports one.
+		if reason == program.NoAgentRunning || !time.Now().Before(deadline) {
 			return Outcome{NotReady: true, Reason: reason, Quiet: quiet, Waited: time.Since(start)}
 		}
 		time.Sleep(min(100*time.Millisecond, time.Until(deadline)))
@@ -100,7 +148,15 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 	if d.Bracketed {
 		body = "\x1b[200~" + d.Text + "\x1b[201~"
 	}
+	noAgent := false
 	out.Err = g.Relay.Exclusive(func(write func([]byte) error) error {
+		// The last look before the first byte: a shell that took the
+		// foreground since the screen was read (the agent exited, or was
+		// suspended) gets nothing.
+		if _, running, _ := g.agent(true); !running {
+			noAgent = true
+			return nil
+		}
 		// From the first byte on, the text may be in the agent's input.
 		out.MaybeWritten = true
 		if err := write([]byte(body)); err != nil {
@@ -131,6 +187,9 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 		out.Written, out.MaybeWritten = true, false
 		return nil
 	})
+	if noAgent && out.Err == nil {
+		return Outcome{NotReady: true, Reason: program.NoAgentRunning, Quiet: quiet, Waited: time.Since(start)}
+	}
 	return out
 }
 
@@ -171,7 +230,7 @@ func (g *Gate) pasteShows(text string, hooks uint64) string {
 	for {
 		g.caughtUp(deadline)
 		s := g.Model.Snapshot()
-		s.Agent = g.Agent
+		s.Agent, _, _ = g.agent(false)
 		reason := ""
 		if g.hookSeq() != hooks {
 			return "the agent's hooks reported an event during the paste"

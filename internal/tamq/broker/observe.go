@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,9 +29,16 @@ type Block struct {
 // are assembled as a terminal would show them (a carriage return goes back to
 // the line's start; CRLF is one line end), and then:
 //
-//   - a line that starts, after spaces, with "To:<slug>:" for a registered
-//     slug opens a block; the longest registered slug that matches wins, since
-//     slugs may contain spaces, commas and colons;
+//   - a line that starts at its first column with "To:<slug>:" for a
+//     registered slug, or right after an agent's own message bullet ("⏺ ",
+//     "● ", "• ") there, opens a block; the longest registered slug that
+//     matches wins, since slugs may contain spaces, commas and colons. An
+//     address after any other indentation is not one: agents show a tool's
+//     output indented under a marker ("  ⎿  ", "  └ "), and what a command
+//     printed is not what the agent said;
+//   - only output read while an agent is the terminal's foreground program
+//     (Routing) opens a block: a shell, and whatever a program run in it
+//     prints (cat notes.txt, git log), is never routed;
 //   - the block closes on an empty line, the next address, Close, a quiet
 //     spell of Quiet, a redrawn screen (cleared, reset, or switched to or from
 //     the alternate screen), or the cursor leaving the block's rows (any move
@@ -60,6 +68,9 @@ type Observer struct {
 	// Quiet closes an open block once the agent has printed nothing for
 	// that long (zero: never); the caller calls Tick when QuietDue says.
 	Quiet time.Duration
+	// Routing, when set, says whether an agent is the foreground program
+	// now: while it is not, no block opens, and one open is closed.
+	Routing func() bool
 
 	mu        sync.Mutex // Write runs in the screen reader, Injected in the delivery session
 	paste     atomic.Bool
@@ -192,8 +203,10 @@ func (o *Observer) Write(p []byte) (int, error) {
 			// Plain text, most of all output: no table walk (print, inlined).
 			if o.col < len(o.line) {
 				o.line[o.col] = rune(b)
-			} else if len(o.line) < maxLine {
+			} else if o.col == len(o.line) && len(o.line) < maxLine {
 				o.line = append(o.line, rune(b))
+			} else {
+				o.appendAt(rune(b))
 			}
 			o.col++
 			continue
@@ -269,10 +282,27 @@ func (o *Observer) Lost() {
 func (o *Observer) print(r rune) {
 	if o.col < len(o.line) {
 		o.line[o.col] = r
-	} else if len(o.line) < maxLine {
-		o.line = append(o.line, r)
+	} else {
+		o.appendAt(r)
 	}
 	o.col++
+}
+
+// appendAt puts r at the column the cursor is in, past the line's end: the
+// columns the cursor skipped (moved right, or to a column) show as spaces,
+// as on the terminal.
+func (o *Observer) appendAt(r rune) {
+	for len(o.line) < o.col && len(o.line) < maxLine {
+		o.line = append(o.line, ' ')
+	}
+	if len(o.line) < maxLine {
+		o.line = append(o.line, r)
+	}
+}
+
+// toColumn moves the cursor to a column of the line (from 0).
+func (o *Observer) toColumn(col int) {
+	o.col = min(max(col, 0), maxLine)
 }
 
 func (o *Observer) execute(b byte) {
@@ -318,11 +348,20 @@ func (o *Observer) csi(prefix, final byte, params []int) {
 		o.col = 0
 	case final == 'H' || final == 'f':
 		o.moveRow(max(params[0], 1) - 1)
-		o.col = 0 // columns: only the line's start matters to us
+		col := 1
+		if len(params) > 1 {
+			col = params[1]
+		}
+		// Columns matter: an address starts at the line's first one.
+		o.toColumn(max(col, 1) - 1)
 	case final == 'd':
 		o.moveRow(max(params[0], 1) - 1)
 	case final == 'G' || final == '`':
-		o.col = 0
+		o.toColumn(n - 1)
+	case final == 'C' || final == 'a': // right
+		o.toColumn(o.col + n)
+	case final == 'D': // left
+		o.toColumn(o.col - n)
 	case final == 'K':
 		if o.col < len(o.line) {
 			o.line = o.line[:o.col]
@@ -426,22 +465,40 @@ func (o *Observer) endLine() {
 	o.handleLine(text, broken)
 }
 
-// addressLike reports whether line starts, after spaces, with "To:".
-func addressLike(line []rune) bool {
-	for i, r := range line {
-		if r != ' ' && r != '\t' {
-			rest := line[i:]
-			return len(rest) >= 3 && rest[0] == 'T' && rest[1] == 'o' && rest[2] == ':'
-		}
+// bullets mark an agent's own message at a line's start: Claude Code's
+// "⏺ " (● on some terminals), Codex's "• ". An address may follow one.
+var bullets = []rune{'⏺', '●', '•'}
+
+// addressStart is where an address starts in line: 0, or 2 after a bullet
+// and a space; -1 when the line does not start with "To:" there.
+func addressStart(line []rune) int {
+	at := 0
+	if len(line) >= 2 && line[1] == ' ' && slices.Contains(bullets, line[0]) {
+		at = 2
 	}
-	return false
+	if rest := line[at:]; len(rest) >= 3 && rest[0] == 'T' && rest[1] == 'o' && rest[2] == ':' {
+		return at
+	}
+	return -1
 }
 
+// addressLike reports whether line starts with an address.
+func addressLike(line []rune) bool { return addressStart(line) >= 0 }
+
 func (o *Observer) handleLine(text string, broken bool) {
-	trimmed := strings.TrimLeft(text, " \t")
-	if strings.HasPrefix(trimmed, queue.AddressPrefix) && !o.isEcho(trimmed) {
+	if o.Routing != nil && !o.Routing() {
+		// No agent in the foreground: what shows is a shell's or what a
+		// program run in it printed. An agent's block ends here.
 		o.closeBlock()
-		a, _ := queue.ReadAddress(trimmed, o.Slugs())
+		return
+	}
+	address := ""
+	if at := addressStart([]rune(text)); at >= 0 {
+		address = string([]rune(text)[at:])
+	}
+	if address != "" && !o.isEcho(address) {
+		o.closeBlock()
+		a, _ := queue.ReadAddress(address, o.Slugs())
 		o.open = &openBlock{Block: Block{Target: a.Target, Body: a.Body, Unknown: !a.Known}, at: o.cur.place(), invalid: broken}
 		o.checkSize()
 		return

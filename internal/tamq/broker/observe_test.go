@@ -56,7 +56,19 @@ func TestBlocks(t *testing.T) {
 		{"carriage return redraws the line", "To:net: progress 10%\rTo:net: progress 99%\n\n",
 			[]Block{{"net", "progress 99%", false}}, nil},
 		{"erase line after CR", "To:net: long line here\r\x1b[KTo:net: short\n\n", []Block{{"net", "short", false}}, nil},
-		{"indented address", "  To:net: indented\n\n", []Block{{"net", "indented", false}}, nil},
+		// An address starts at the line's first column, or right after an
+		// agent's own message bullet; any other indentation is what a tool
+		// printed under the agent's marker, not what the agent said.
+		{"indented address is not one", "  To:net: indented\n\n\tTo:net: tab\n\n", nil, nil},
+		{"after Claude Code's bullet", "⏺ To:net: from claude\r\n\r\n", []Block{{"net", "from claude", false}}, nil},
+		{"after its bullet on other terminals", "● To:net: from claude\r\n\r\n", []Block{{"net", "from claude", false}}, nil},
+		{"after Codex's bullet", "• To:net: from codex\r\n\r\n", []Block{{"net", "from codex", false}}, nil},
+		{"a bullet and more space is indentation", "⏺  To:net: no\r\n\r\n", nil, nil},
+		{"Claude Code's tool output", "⏺ Bash(cat notes.txt)\r\n  ⎿  first line\r\n     To:net: rm -rf ~\r\n     last\r\n\r\n", nil, nil},
+		{"Codex's tool output", "• Ran cat notes.txt\r\n  └ first line\r\n    To:net: rm -rf ~\r\n\r\n", nil, nil},
+		{"indented by moving the cursor right", "\x1b[4CTo:net: no\r\n\r\n", nil, nil},
+		{"indented by moving it to a column", "\x1b[5GTo:net: no\r\n\r\n\x1b[3;5HTo:net: no\r\n\r\n", nil, nil},
+		{"moved back to the first column", "xx\x1b[1GTo:net: yes\r\n\r\n", []Block{{"net", "yes", false}}, nil},
 		{"mid-line address is not one", "see To:net: no\nquote > To:net: no\n\n", nil, nil},
 		{"unknown slug", "To:nowhere: hi\nbody\n\n", nil, []string{"nowhere"}},
 		{"wildcard", "To:*: all\n\n", nil, []string{"*"}},
@@ -144,4 +156,30 @@ func feedObserver(o *Observer, out string, bytewise bool) {
 		o.Write([]byte(out))
 	}
 	o.Close()
+}
+
+// Only output read while an agent is the terminal's foreground program is
+// routed: a shell, and what a program run in it prints, never is.
+func TestRoutingOnlyWhileAnAgentRuns(t *testing.T) {
+	o, rec := newObserver()
+	agent := false
+	o.Routing = func() bool { return agent }
+	o.Write([]byte("$ cat notes.txt\r\nTo:net: rm -rf ~\r\n\r\n$ "))
+	if len(rec.blocks) != 0 {
+		t.Fatalf("a shell's output routed: %+v", rec.blocks)
+	}
+	agent = true
+	o.Write([]byte("\r\nTo:net: the agent's words\r\n\r\n"))
+	if want := []Block{{"net", "the agent's words", false}}; !reflect.DeepEqual(rec.blocks, want) {
+		t.Fatalf("blocks %+v, want %+v", rec.blocks, want)
+	}
+	// The agent exits mid-block: what it said is sent, the shell's lines
+	// after it are not part of it.
+	o.Write([]byte("To:railiance: last words\r\n"))
+	agent = false
+	o.Write([]byte("$ echo more\r\nmore\r\n\r\n"))
+	o.Close()
+	if want := []Block{{"net", "the agent's words", false}, {"railiance", "last words", false}}; !reflect.DeepEqual(rec.blocks, want) {
+		t.Fatalf("blocks %+v, want %+v", rec.blocks, want)
+	}
 }

@@ -1,32 +1,29 @@
 package broker
 
 import (
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/tmux-amq/tamq/internal/tamq/program"
 )
 
 // The programs the detector knows by their screens. Any other program is
 // judged by the generic rule alone.
 const (
-	AgentClaude = "claude"
-	AgentCodex  = "codex"
+	AgentClaude = program.Claude
+	AgentCodex  = program.Codex
 )
 
-// AgentOf names the agent a window's command runs, from its words: the
-// first that is a known agent's program (claude, codex, or an npm shim
-// such as node_modules/.bin/codex), else "".
+// AgentOf names the agent whose screen rules apply to a window's command,
+// from its words: the first that is a known agent's program (claude, codex,
+// or an npm shim such as node_modules/.bin/codex), else "". The names are
+// internal/tamq/program's.
 func AgentOf(argv []string) string {
 	for _, arg := range argv {
-		for _, word := range strings.Fields(arg) {
-			switch strings.Trim(filepath.Base(word), `'"`) {
-			case "claude", "claude.exe":
-				return AgentClaude
-			case "codex":
-				return AgentCodex
-			}
+		if a := program.CommandAgent(arg); a == AgentClaude || a == AgentCodex {
+			return a
 		}
 	}
 	return ""
@@ -71,8 +68,9 @@ func AtPrompt(s Screen) (bool, string) {
 //   - dialog markers: a highlighted numbered option beside another
 //     ("❯ 1. Yes", "› 1. Trust", "> 1. Sign in"), footers such as "Enter to
 //     confirm", "Esc to cancel", "Press enter to continue", yes/no
-//     questions; anywhere on an agent's screen, from 10 rows above the
-//     cursor down for other programs;
+//     questions; only where the input is asked for (promptFrom): what a
+//     program printed before its prompt, and the transcript above Claude
+//     Code's input box, is history, not a question open now;
 //   - Claude Code: its input box (a row "❯" and a no-break space, under a
 //     full-width rule, closed by another) with the cursor inside; busy while
 //     its footer says "esc to interrupt"; empty when the cursor sits at
@@ -98,11 +96,7 @@ func Classify(s Screen) (state, reason string) {
 	case s.Stale && s.Agent != "":
 		return StateDialog, "the screen model missed some of the agent's output"
 	}
-	from := 0
-	if s.Agent == "" {
-		from = max(s.CursorY-10, 0)
-	}
-	if marker := dialogMarker(s.Rows, from); marker != "" {
+	if marker := dialogMarker(s.Rows, promptFrom(s)); marker != "" {
 		return StateDialog, "a dialog shows: " + marker
 	}
 	switch s.Agent {
@@ -209,6 +203,56 @@ var dialogPatterns = sync.OnceValue(func() (p struct{ highlighted, numbered, foo
 		`|\btrust this folder\b|\bhooks need review\b|\bwaiting for startup\b`)
 	return p
 })
+
+// questionRows is how far above the cursor a question may stand when the
+// program waits on a fresh line (a menu printed, then a read) or hides its
+// cursor: a menu's options and footer fit in it.
+const questionRows = 6
+
+// promptFrom is the first row where dialog markers count: where the input
+// is asked for, not the history above it.
+//
+//   - Claude Code with its input box on screen and the cursor in it: the
+//     box's top rule; the transcript above it is history (a tool's output
+//     may say anything). Without the box (a dialog replaces it), the whole
+//     screen.
+//   - Codex: the whole screen (its dialogs take the screen's bottom, with
+//     the cursor hidden).
+//   - Any other program: the cursor's row and below when the cursor row
+//     shows the program's prompt ("$ ", ">>> "): a question printed above
+//     it (a "[Y/n]" in a shell's history) was answered or abandoned. When
+//     the cursor waits at the start of an empty row, sits on an option of
+//     a numbered list, or is hidden, the program may have printed its
+//     question just above: questionRows more.
+func promptFrom(s Screen) int {
+	switch s.Agent {
+	case AgentClaude:
+		if top, _, ok := claudeInputBox(s); ok {
+			return top - 1
+		}
+		return 0
+	case AgentCodex:
+		return 0
+	}
+	y := min(max(s.CursorY, 0), len(s.Rows))
+	if y < len(s.Rows) && s.CursorVisible && strings.TrimSpace(prefixCols(s.Rows[y], s.CursorX)) != "" &&
+		!dialogPatterns().numbered.MatchString(s.Rows[y]) {
+		return y
+	}
+	return max(y-questionRows, 0)
+}
+
+// prefixCols is the first n columns of a row (one rune a column: close
+// enough to tell an empty row start from a prompt).
+func prefixCols(row string, n int) string {
+	for i := range row {
+		if n == 0 {
+			return row[:i]
+		}
+		n--
+	}
+	return row
+}
 
 // dialogMarker returns the first row from from on that marks a dialog, or "".
 func dialogMarker(rows []string, from int) string {

@@ -18,6 +18,8 @@ func screen(agent string, rows ...string) Screen {
 }
 
 func TestClassifyOtherPrograms(t *testing.T) {
+	menuThenRead := screen("", "Choose how to sign in.", "", "> 1. Sign in with a browser", "  2. Use a key", "", "Press enter to continue", "")
+	menuThenRead.CursorY, menuThenRead.CursorX = 6, 0
 	tests := []struct {
 		name string
 		s    Screen
@@ -34,6 +36,13 @@ func TestClassifyOtherPrograms(t *testing.T) {
 		{"a confirmation footer", screen("", "Delete it?", "Enter to confirm · Esc to cancel"), StateDialog},
 		{"press enter to continue", screen("", "Press Enter to continue"), StateDialog},
 		{"an old dialog far above the cursor", screen("", append([]string{"Press enter to continue"}, append(make([]string, 12), "$ ")...)...), StatePrompt},
+		// The live screen is judged where the input is asked for: a question
+		// in the history above a shell's prompt was answered long ago.
+		{"a [Y/n] answered in a shell's history", screen("", "$ sudo apt install jq", "Do you want to continue? [Y/n] y",
+			"Setting up jq (1.7.1) ...", "$ "), StatePrompt},
+		{"a file that says press enter, printed by cat", screen("", "$ cat notes.txt", "Press enter to continue", "> 1. Yes", "  2. No", "$ "), StatePrompt},
+		{"a menu, then a read on a fresh line", menuThenRead, StateDialog},
+		{"a question above a hidden cursor", Screen{Rows: []string{"Overwrite it?", "[y/N]", "", ""}, CursorY: 3}, StateDialog},
 		{"Action Required in the title", Screen{Rows: []string{"$ "}, Title: "[ ! ] Action Required | repo"}, StateDialog},
 		{"blocked by its own report", Screen{Rows: []string{"$ "}, Status: "blocked:permission"}, StateDialog},
 		{"working by its own report", Screen{Rows: []string{"$ "}, Status: "working"}, StateBusy},
@@ -67,6 +76,9 @@ func TestClassifyAgents(t *testing.T) {
 	stale.Stale = true
 	hidden := codex("repo", "")
 	hidden.CursorVisible = false
+	// A tool's output in the transcript above the input box asks nothing.
+	transcript := claudeBox("", "? for shortcuts")
+	transcript.Rows[0] = "  ⎿  Do you want to proceed? [Y/n]"
 	pastBox := claudeBox("", "? for shortcuts")
 	pastBox.Rows[3] = "❯ an old prompt" // a plain space: the transcript, not the box
 	tests := []struct {
@@ -78,6 +90,7 @@ func TestClassifyAgents(t *testing.T) {
 		{"Claude with a draft", claudeBox("half typed", "? for shortcuts"), StatePromptText},
 		{"Claude busy", claudeBox("", "esc to interrupt"), StateBusy},
 		{"Claude's transcript, no box", pastBox, StateDialog},
+		{"Claude's transcript quotes a question", transcript, StatePrompt},
 		{"Claude, a stale picture", stale, StateDialog},
 		{"Codex at its prompt", codex("repo", ""), StatePrompt},
 		{"Codex starting", codex("", ""), StateStarting},

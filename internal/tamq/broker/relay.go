@@ -46,6 +46,7 @@ type Relay struct {
 	probe             probeScanner
 
 	lastOutput atomic.Int64  // when the child last wrote (Unix nanoseconds)
+	childPID   atomic.Int64  // the child's pid while it runs, else 0 (then it may name another process)
 	inRead     atomic.Bool   // the output relay waits in Read (it is not relaying a chunk)
 	output     atomic.Uint64 // bytes the child wrote so far
 
@@ -146,6 +147,7 @@ func (r *Relay) Run() (int, error) {
 	r.mu.Lock()
 	r.ptmx, r.proc = ptmx, cmd.Process
 	r.mu.Unlock()
+	r.childPID.Store(int64(cmd.Process.Pid))
 	if size != nil && r.Resized != nil {
 		r.Resized(int(size.Cols), int(size.Rows))
 	}
@@ -192,6 +194,7 @@ func (r *Relay) Run() (int, error) {
 	outDone := make(chan error, 1)
 	go func() { outDone <- r.relayOutput(ptmx) }()
 	cmd.Wait() // the status is read from ProcessState
+	r.childPID.Store(0)
 	exited := time.Now()
 	var copyErr error
 	tick := time.NewTicker(drainAfterExit / 10)
@@ -275,6 +278,11 @@ func (r *Relay) AwaitMoment(m Moment) (quiet bool, waited time.Duration) {
 		time.Sleep(min(10*time.Millisecond, max(m.Quiet-idle, time.Millisecond)))
 	}
 }
+
+// ChildPID is the child's process id, 0 before it started or once it has
+// exited. It takes no lock: a delivery asks it while it holds the input
+// lock.
+func (r *Relay) ChildPID() int { return int(r.childPID.Load()) }
 
 // Output counts the bytes the child has written so far.
 func (r *Relay) Output() uint64 { return r.output.Load() }

@@ -22,6 +22,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
+	"github.com/tmux-amq/tamq/internal/tamq/program"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
@@ -36,7 +37,11 @@ func newBrokerCmd(a *app.App) *cobra.Command {
 Lines the agent prints as 'To:<repo>: text' (a block, up to an empty line, a
 quiet spell or a redrawn screen) are sent as the window's messages; a line the
 operator types as 'To:<repo>: text' and Enter is sent as an operator message
-and not passed to the agent. When the service is down the terminal keeps
+and not passed to the agent. Only an agent gets deliveries, and only what an
+agent prints is routed: the terminal's foreground program must be COMMAND
+(unless it is a shell) or a known agent (claude, codex, gemini, or a name in
+delivery.agent_programs), started by hand or not; while a shell or any other
+program has the foreground, messages wait with "no agent running". When the service is down the terminal keeps
 working and such lines are kept in a spool of this broker's own
 (STATE_DIR/spool/<pid>.jsonl) and sent when it is back. When the agent exits,
 the broker waits up to --exit-wait for the service to take what it still
@@ -87,8 +92,13 @@ holds. The exit status is the agent's.`,
 					outbox.Put(target, api.SendArgs{Text: queue.FormatAddress(target, body), Operator: true})
 				},
 			}
+			// Deliveries and the agent's To: lines need an agent in the
+			// foreground: the window's own command (unless it is a shell),
+			// or a known agent started in it by hand.
+			fg := &broker.Foreground{PID: relay.ChildPID, Argv: args, Command: program.ArgvCommand(args), Extra: cfg.Delivery.AgentPrograms}
+			obs.Routing = func() bool { return fg.Look().Running }
 			model := broker.NewModel(80, 24, obs)
-			sess := newSession(relay, model, obs, filter.MidLine, broker.AgentOf(args))
+			sess := newSession(relay, model, obs, filter.MidLine, fg)
 			relay.FilterInput = filter.Filter
 			// The agent's hooks (`tamq hook`) report to this broker alone.
 			hooks, err := broker.ListenHooks(broker.HookSocketFor(p.StateDir, os.Getpid()), func(e broker.HookEvent) {
@@ -105,6 +115,10 @@ holds. The exit status is the agent's.`,
 				relay.Notice(fmt.Sprintf("tamq: %v; the broker uses the defaults", cfgErr))
 			}
 			sessionCtx, endSession := context.WithCancel(context.Background())
+			// The foreground changes without output too (an agent exits
+			// to a silent shell, one is started and draws nothing yet): the
+			// view is looked at again every second.
+			go sess.watch(sessionCtx, time.Second)
 			// The pane this broker runs in, as tmux told it; the service checks
 			// it against the process tree before it believes it.
 			if pane := a.Getenv("TMUX_PANE"); pane != "" && a.Getenv("TMUX") != "" {
@@ -177,13 +191,28 @@ type session struct {
 }
 
 // newSession wires the broker's delivery gate and its reports to the relay
-// and the model.
-func newSession(relay *broker.Relay, model *broker.Model, obs *broker.Observer, busy func() bool, agent string) *session {
+// and the model; fg says whether an agent is the foreground program.
+func newSession(relay *broker.Relay, model *broker.Model, obs *broker.Observer, busy func() bool, fg *broker.Foreground) *session {
 	s := &session{gate: &broker.Gate{Relay: relay, Model: model, Hooks: &broker.HookState{},
-		Agent: agent, Busy: busy, Settle: 50 * time.Millisecond}, obs: obs}
+		Foreground: fg, Busy: busy, Settle: 50 * time.Millisecond}, obs: obs}
 	model.Changed, model.ChangedEvery = func() { s.report() }, 100*time.Millisecond
 	relay.Observe, relay.Resized = model, model.Resize
 	return s
+}
+
+// watch reports the view every interval until ctx ends (report sends only
+// a change).
+func (s *session) watch(ctx context.Context, interval time.Duration) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			s.report()
+		}
+	}
 }
 
 func (s *session) run(ctx context.Context, c *client.Client, args api.BrokerSessionArgs) {
@@ -214,7 +243,7 @@ func (s *session) run(ctx context.Context, c *client.Client, args api.BrokerSess
 func (s *session) attach(conn net.Conn) {
 	var st api.BrokerState
 	if conn != nil {
-		st.AtPrompt, st.Reason = s.gate.View()
+		st = s.gate.State()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -226,10 +255,9 @@ func (s *session) attach(conn net.Conn) {
 
 // report sends a broker_state notification when the view changed.
 func (s *session) report() {
-	at, reason := s.gate.View()
+	st := s.gate.State()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := api.BrokerState{AtPrompt: at, Reason: reason}
 	if s.conn == nil || s.sent != nil && *s.sent == st {
 		return
 	}

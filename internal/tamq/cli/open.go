@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
+	"github.com/tmux-amq/tamq/internal/tamq/program"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/workspace"
 	"github.com/tmux-amq/tamq/internal/textsafe"
@@ -31,7 +33,7 @@ type openOptions struct {
 func (o *openOptions) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&o.command, "command", "", "run this command in each window (default: your shell)")
-	fs.StringVar(&o.mode, "mode", string(queue.Manual), "trigger (coordination-engine may wake the agent) or manual")
+	fs.StringVar(&o.mode, "mode", string(queue.Manual), "trigger (coordination-engine may wake the agent; needs --command, not a shell) or manual")
 	fs.BoolVar(&o.noService, "no-service", false, "open the windows without messaging (no service, no delivery)")
 	fs.StringVar(&o.tmuxSocket, "tmux-socket", "", "tmux server: a socket name as tmux -L, or a socket path as tmux -S (default: the server tmux would use)")
 	cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions(queue.Names(queue.WindowModes), cobra.ShellCompDirectiveNoFileComp))
@@ -81,6 +83,9 @@ func runOpen(cmd *cobra.Command, a *app.App, o openOptions, slugs []string) erro
 			return err
 		}
 		repos = append(repos, r)
+	}
+	if err := checkTriggerCommand(cmd.Context(), a, o, repos); err != nil {
+		return err
 	}
 	p, err := a.Paths()
 	if err != nil {
@@ -146,6 +151,38 @@ func runOpen(cmd *cobra.Command, a *app.App, o openOptions, slugs []string) erro
 		}
 		esc := textsafe.Escape
 		a.Printf("%s %s: window %s, pane %s (%s) on %s\n", verb, esc(w.Repo), esc(w.WindowID), esc(w.PaneID), esc(mode), esc(rec.EndpointID))
+	}
+	return nil
+}
+
+// checkTriggerCommand refuses trigger mode for a window that would run a
+// shell (no --command, or a shell as the command), before anything starts:
+// coordination-engine's wakes would be typed into the shell and run as
+// commands. A repo whose window is open already keeps its command; the
+// service checks that one when the window is registered.
+func checkTriggerCommand(ctx context.Context, a *app.App, o openOptions, repos []gita.Repo) error {
+	if o.mode != string(queue.Trigger) {
+		return nil
+	}
+	if o.command != "" {
+		if program.CommandIsShell(o.command) {
+			return app.UsageError("--mode trigger with --command %q: that runs a shell, and coordination-engine's prompts would run in it as commands; give the agent's command, e.g. --command claude", textsafe.Escape(o.command))
+		}
+		return nil
+	}
+	// Without --command a new window runs your shell; an open one is reused.
+	open := map[string]bool{}
+	if wins, err := tmux.Choose(o.tmuxSocket, a.Getenv).ListWindows(ctx); err == nil {
+		for _, w := range wins {
+			if !w.Dead && w.Repo != "" {
+				open[w.Repo] = true
+			}
+		}
+	}
+	for _, r := range repos {
+		if !open[r.Name] {
+			return app.UsageError("--mode trigger needs --command for %s: without it the new window runs your shell, and coordination-engine's prompts would run in it as commands; give the agent's command, e.g. --command claude", textsafe.Escape(r.Name))
+		}
 	}
 	return nil
 }

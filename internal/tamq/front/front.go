@@ -159,12 +159,35 @@ func Send(ctx context.Context, p paths.Paths, in io.Reader, text string, opt Sen
 		return err
 	}
 	if o.JSON {
-		return o.PrintJSON(m)
+		return o.PrintJSON(m) // last_error says why it waits
 	}
 	if !o.Quiet {
 		o.Printf("queued %s for %s (%s mode)\n", textsafe.Escape(m.ID), textsafe.Escape(m.Target), textsafe.Escape(m.AckMode))
+		if note := waitNote(m); note != "" {
+			// Queued is not delivered: the sender learns now that the window
+			// cannot take it, and why (a shell there, a dialog open).
+			io.WriteString(o.Err, textsafe.EscapeText(o.Program+": queued; it waits: "+note+"\n"))
+		}
 	}
 	return nil
+}
+
+// NoAgentRunning is the wait reason of a window without an agent: the
+// service's program.NoAgentRunning, which the front does not link (it links
+// only what send needs).
+const NoAgentRunning = "no agent running"
+
+// waitNote says why a message just queued waits for its window, or "" when
+// it does not: "no agent running in beta's window".
+func waitNote(m api.Message) string {
+	if m.State != "queued" || m.LastError == "" {
+		return ""
+	}
+	target := textsafe.Escape(m.Target)
+	if m.LastError == NoAgentRunning {
+		return NoAgentRunning + " in " + target + "'s window"
+	}
+	return target + "'s window: " + m.LastError
 }
 
 // execFull replaces this process with tamq-full and the same arguments; it

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/front"
+	"github.com/tmux-amq/tamq/internal/tamq/program"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -30,7 +33,7 @@ func run(t *testing.T, e *testutil.Env, stdin, program string, args ...string) t
 func TestFrontAndFullAgree(t *testing.T) {
 	e := testutil.NewEnv(t)
 	e.WriteConfig(t, "[delivery]\nenter_pause_ms = 0\n")
-	e.Gita(t, "net-kingdom", "railiance")
+	e.Gita(t, "net-kingdom", "railiance", "shell-repo")
 
 	// The service not running yet.
 	for _, args := range [][]string{{"ping"}, {"--json", "ping"}, {"send", "To:net-kingdom: hi"}} {
@@ -102,6 +105,39 @@ func TestFrontAndFullAgree(t *testing.T) {
 		rec, _ := e.Recording("net-kingdom")
 		return strings.Count(rec, "the same text") == 2 && strings.Count(rec, "plain") == 2 && strings.Count(rec, "quiet") == 2
 	})
+
+	// A message for a window where no agent runs (it shows a shell) is
+	// queued and waits: both say so on stderr, and exit 0.
+	e.Tamq(t, "open", "--tmux-socket", tm.Name, "shell-repo")
+	testutil.WaitFor(t, "the shell's window to be held", func() bool {
+		var st api.StatusReport
+		json.Unmarshal([]byte(run(t, e, "", "tamq", "status", "--json").Stdout), &st)
+		for _, ep := range st.Endpoints {
+			for _, w := range ep.Windows {
+				if w.Repo == "shell-repo" && w.WaitReason == program.NoAgentRunning {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	want := "tamq: queued; it waits: no agent running in shell-repo's window\n"
+	for _, p := range []string{"tamq", "tamq-full"} {
+		if r := run(t, e, "", p, "send", "To:shell-repo: echo pwned"); r.Status != 0 || r.Stderr != want || !strings.HasPrefix(r.Stdout, "queued ") {
+			t.Errorf("%s send to a shell's window: %s", p, r)
+		}
+		if r := run(t, e, "", p, "-q", "send", "To:shell-repo: quiet"); r.Status != 0 || r.Stderr != "" || r.Stdout != "" {
+			t.Errorf("%s -q send to a shell's window: %s", p, r)
+		}
+	}
+}
+
+// The front names the wait reason of a window without an agent as the
+// service does (it does not link internal/tamq/program).
+func TestWaitReasonMatches(t *testing.T) {
+	if front.NoAgentRunning != program.NoAgentRunning {
+		t.Errorf("front says %q, the service %q", front.NoAgentRunning, program.NoAgentRunning)
+	}
 }
 
 func jsonText(v any) string { b, _ := json.Marshal(v); return string(b) }

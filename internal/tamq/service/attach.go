@@ -16,6 +16,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
 )
 
 // How the attacher paces itself: while the engine is absent it tries again
@@ -136,7 +137,7 @@ func (s *Service) attachOnce(ctx context.Context, c *engineclient.Client) error 
 		if ep.State != queue.Connected || len(ep.Windows) == 0 {
 			continue
 		}
-		res, err := c.Attach(ctx, attachArgs(ep))
+		res, err := c.Attach(ctx, attachArgs(ep, s.live.agentRunning))
 		if err != nil {
 			errAll = errors.Join(errAll, err)
 			continue
@@ -182,14 +183,18 @@ func (s *Service) attachOnce(ctx context.Context, c *engineclient.Client) error 
 	return errAll
 }
 
-// attachArgs is the handshake of one endpoint.
-func attachArgs(ep queue.Endpoint) engineapi.AttachArgs {
+// attachArgs is the handshake of one endpoint. agent says, by delivery key,
+// whether an agent is a window's foreground program (nil: not known yet,
+// which the engine takes as running); a change is handed over again
+// (noteAgent).
+func attachArgs(ep queue.Endpoint, agent func(key string) *bool) engineapi.AttachArgs {
 	args := engineapi.AttachArgs{
 		EndpointID: ep.ID, TmuxSession: ep.Session, TmuxSocket: ep.TmuxSocket,
 		Proto: protocol.Version, Capabilities: []string{engineapi.CapWake},
 	}
 	for _, w := range ep.Windows {
-		args.Windows = append(args.Windows, engineapi.AttachWindow{Repo: w.Repo, Path: w.RepoPath, Command: w.Command, Mode: string(w.Mode)})
+		args.Windows = append(args.Windows, engineapi.AttachWindow{Repo: w.Repo, Path: w.RepoPath, Command: w.Command, Mode: string(w.Mode),
+			AgentRunning: agent(store.DeliveryKey(ep.ID, w.Repo))})
 	}
 	return args
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/program"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/tmux"
@@ -171,6 +172,7 @@ func (s *Service) brokerSession(ctx context.Context, peer protocol.Peer, req *pr
 				// The broker's view goes with it; whether the window can take
 				// deliveries is tmux's to say now (its agent may have exited).
 				s.setWait(fromBroker, p.endpointID, p.repo, "")
+				s.noteAgent(fromBroker, p.endpointID, p.repo, nil)
 				s.live.requestList(p.endpointID)
 				s.log.Info("broker detached", "repo", p.repo, "pane", p.paneID)
 			}()
@@ -206,12 +208,17 @@ func (s *Service) brokerFrame(bc *brokerConn, frame []byte) {
 		}
 		reason := ""
 		if !st.AtPrompt {
-			reason = notAtPrompt(st.Reason)
+			reason = brokerWaitReason(st.Reason)
+		}
+		if st.NoAgent {
+			reason = program.NoAgentRunning
 		}
 		bc.stateMu.Lock()
-		defer bc.stateMu.Unlock()
 		bc.states++
 		s.setWait(fromBroker, bc.endpointID, bc.repo, reason)
+		bc.stateMu.Unlock()
+		running := !st.NoAgent
+		s.noteAgent(fromBroker, bc.endpointID, bc.repo, &running)
 		return
 	}
 	var resp protocol.Response
@@ -289,7 +296,7 @@ func (bc *brokerConn) deliver(ctx context.Context, d api.DeliverArgs) (Written, 
 				out.Moment = "quiet"
 			}
 			if res.NotReady {
-				out.MaybeWritten, out.Deferred, out.NotAtPrompt, out.Reason = false, true, true, notAtPrompt(res.Reason)
+				out.MaybeWritten, out.Deferred, out.NotAtPrompt, out.Reason = false, true, true, brokerWaitReason(res.Reason)
 				return out, errs.New(errs.Unavailable, "nothing written: %s", out.Reason)
 			}
 			if !res.Written {
@@ -300,6 +307,15 @@ func (bc *brokerConn) deliver(ctx context.Context, d api.DeliverArgs) (Written, 
 			return out, nil
 		}
 	}
+}
+
+// brokerWaitReason is the wait reason of a window whose broker found it not
+// ready: "no agent running" as it is, anything else as notAtPrompt says.
+func brokerWaitReason(saw string) string {
+	if saw == program.NoAgentRunning {
+		return saw
+	}
+	return notAtPrompt(saw)
 }
 
 // notAtPrompt is the wait reason of a window whose broker says its agent is

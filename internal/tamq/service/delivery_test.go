@@ -631,11 +631,13 @@ func TestDeliveryWithoutABrokerGoesThroughTmux(t *testing.T) {
 	}
 }
 
-func TestDeliveryIntoInteractiveShells(t *testing.T) {
+// A REPL that is its window's command is the window's agent: it gets its
+// deliveries (its own line editor reads them). A shell never does, even as
+// the window's command: it would run every line of a message as a command;
+// the message waits, saying why.
+func TestDeliveryIntoAREPLButNeverAShell(t *testing.T) {
 	t.Parallel()
 	e, tm := emptyWorkspace(t, fastConfig, "bash-agent", "python-agent")
-	// Real line editors as agents: bash's readline turns bracketed paste on;
-	// python's REPL reads plain lines.
 	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", "env -i PATH=/usr/bin:/bin TERM=xterm PS1='bash$ ' bash --norc -i", "bash-agent")
 	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", "env -i PATH=/usr/bin:/bin TERM=xterm python3 -i -q", "python-agent")
 	screen := func(repo string) string {
@@ -645,24 +647,21 @@ func TestDeliveryIntoInteractiveShells(t *testing.T) {
 	testutil.WaitFor(t, "the bash prompt", func() bool { return strings.Contains(screen("bash-agent"), "bash$") })
 	testutil.WaitFor(t, "the python prompt", func() bool { return strings.Contains(screen("python-agent"), ">>>") })
 	testutil.WaitFor(t, "the brokers to attach", func() bool { return brokersAttached(t, e) == 2 })
-	m := send(t, e, "To:bash-agent: two\nlines")
-	waitState(t, e, m.ID, "injected")
-	// bash got one paste and one Enter: it runs the two lines once each.
 	defer func() {
 		if t.Failed() {
 			t.Logf("bash screen:\n%s", screen("bash-agent"))
 		}
 	}()
-	testutil.WaitFor(t, "bash to run the delivery", func() bool {
-		s := screen("bash-agent")
-		return strings.Count(s, "bash: From:operator/o:: No such file or directory") == 1 &&
-			strings.Count(s, "bash: lines: command not found") == 1
-	})
-	m = send(t, e, "To:python-agent: 6*7")
-	waitState(t, e, m.ID, "injected")
+	m := send(t, e, "To:bash-agent: two\nlines")
+	testutil.WaitFor(t, "the message for bash to wait", func() bool { return stateOf(t, e, m.ID).LastError == "no agent running" })
+	p := send(t, e, "To:python-agent: 6*7")
+	waitState(t, e, p.ID, "injected")
 	testutil.WaitFor(t, "python to read the delivery", func() bool {
 		return strings.Contains(screen("python-agent"), "SyntaxError")
 	})
+	if st := stateOf(t, e, m.ID); st.State != "queued" || strings.Contains(screen("bash-agent"), "command not found") {
+		t.Errorf("bash got its message: %+v", st)
+	}
 }
 
 // injectedDetail reads the detail of a message's receipt for its move to injected.

@@ -10,6 +10,7 @@ import (
 	engineclient "github.com/tmux-amq/tamq/internal/engine/client"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
+	"github.com/tmux-amq/tamq/internal/tamq/program"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/tmux"
@@ -62,6 +63,18 @@ func (w Written) detail() map[string]any {
 // (docs/delivery.md explains why).
 type TmuxWriter struct {
 	Pause func(text string) time.Duration
+	// Agent says whether an agent is the foreground program of the
+	// window's pane, and whose screen rules apply; nil: the window's
+	// recorded command runs, always.
+	Agent func(ctx context.Context, ep queue.Endpoint, w queue.Window) program.Verdict
+}
+
+// agent is Agent's answer, or the recorded command's.
+func (tw TmuxWriter) agent(ctx context.Context, ep queue.Endpoint, w queue.Window) program.Verdict {
+	if tw.Agent == nil {
+		return program.Verdict{Running: true, Rules: broker.AgentOf(strings.Fields(w.Command))}
+	}
+	return tw.Agent(ctx, ep, w)
 }
 
 // Write implements Writer. Both writes are guarded: tmux itself checks, at
@@ -70,10 +83,20 @@ type TmuxWriter struct {
 func (tw TmuxWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Window, text string) (Written, error) {
 	srv := tmux.Server{Socket: ep.TmuxSocket}
 	g := tmux.Guard{PaneID: w.PaneID, ServerPID: ep.ServerPID, Repo: w.Repo}
-	// Nothing goes in unless the program is at its input prompt: the Enter
-	// would otherwise answer whatever dialog shows.
-	if ok, why := paneAtPrompt(ctx, srv, w); !ok {
+	// Nothing goes in unless an agent is the foreground program (a shell
+	// would run every line), at its input prompt: the Enter would otherwise
+	// answer whatever dialog shows. The agent is looked at last, right
+	// before the paste.
+	noAgent := Written{Path: "tmux", Deferred: true, NotAtPrompt: true, Reason: program.NoAgentRunning}
+	v := tw.agent(ctx, ep, w)
+	if !v.Running {
+		return noAgent, errs.New(errs.Unavailable, "nothing written: %s", program.NoAgentRunning)
+	}
+	if ok, why := paneAtPrompt(ctx, srv, w, v.Rules); !ok {
 		return Written{Path: "tmux", Deferred: true, NotAtPrompt: true, Reason: notAtPrompt(why)}, errs.New(errs.Unavailable, "nothing written: %s", why)
+	}
+	if !tw.agent(ctx, ep, w).Running {
+		return noAgent, errs.New(errs.Unavailable, "nothing written: %s", program.NoAgentRunning)
 	}
 	if err := srv.Paste(ctx, g, text); err != nil {
 		if r := tmux.RefusalOf(err); r != nil {
@@ -86,9 +109,14 @@ func (tw TmuxWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Windo
 	case <-ctx.Done():
 		return Written{Path: "tmux", MaybeWritten: true}, ctx.Err()
 	}
-	if ok, why := pasteShows(ctx, srv, w, text); !ok {
+	if ok, why := pasteShows(ctx, srv, w, text, v.Rules); !ok {
 		// The text is in but not where the Enter would submit it: no Enter.
 		return Written{Path: "tmux", MaybeWritten: true}, errs.New(errs.Unavailable, "the text is in but the Enter was held back: %s", why)
+	}
+	if !tw.agent(ctx, ep, w).Running {
+		// The agent left the foreground during the pause: an Enter now
+		// would go to whatever took it.
+		return Written{Path: "tmux", MaybeWritten: true}, errs.New(errs.Unavailable, "the text is in but the Enter was held back: %s", program.NoAgentRunning)
 	}
 	if err := srv.SendEnter(ctx, g); err != nil {
 		return Written{Path: "tmux", MaybeWritten: true}, err
@@ -96,21 +124,22 @@ func (tw TmuxWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Windo
 	return Written{Path: "tmux"}, nil
 }
 
-// screenOf reads a pane as the broker's detector reads its model.
-func screenOf(ctx context.Context, srv tmux.Server, w queue.Window) (broker.Screen, error) {
+// screenOf reads a pane as the broker's detector reads its model; rules
+// names the agent whose screen rules apply (program.Verdict.Rules).
+func screenOf(ctx context.Context, srv tmux.Server, w queue.Window, rules string) (broker.Screen, error) {
 	c, err := srv.Capture(ctx, w.PaneID)
 	if err != nil {
 		return broker.Screen{}, err
 	}
 	return broker.Screen{Rows: c.Rows, Cols: c.Width, CursorX: c.CursorX, CursorY: c.CursorY, CursorVisible: c.CursorVisible,
-		Title: c.Title, AltScreen: c.AltScreen, Agent: broker.AgentOf(strings.Fields(w.Command))}, nil
+		Title: c.Title, AltScreen: c.AltScreen, Agent: rules}, nil
 }
 
 // paneAtPrompt says whether a window without a broker shows its program at
 // its input prompt, with the broker's rules; a pane that cannot be read is
 // not. (The guard of the write still checks the pane itself.)
-func paneAtPrompt(ctx context.Context, srv tmux.Server, w queue.Window) (bool, string) {
-	scr, err := screenOf(ctx, srv, w)
+func paneAtPrompt(ctx context.Context, srv tmux.Server, w queue.Window, rules string) (bool, string) {
+	scr, err := screenOf(ctx, srv, w, rules)
 	if err != nil {
 		return false, "its screen cannot be read: " + err.Error()
 	}
@@ -118,8 +147,8 @@ func paneAtPrompt(ctx context.Context, srv tmux.Server, w queue.Window) (bool, s
 }
 
 // pasteShows says whether the pasted text sits in the program's input box.
-func pasteShows(ctx context.Context, srv tmux.Server, w queue.Window, text string) (bool, string) {
-	scr, err := screenOf(ctx, srv, w)
+func pasteShows(ctx context.Context, srv tmux.Server, w queue.Window, text, rules string) (bool, string) {
+	scr, err := screenOf(ctx, srv, w, rules)
 	if err != nil {
 		return false, "its screen cannot be read: " + err.Error()
 	}

@@ -57,6 +57,12 @@ type live struct {
 	paneHealth map[string]string
 	brokerWait map[string]string
 	screenWait map[string]string
+	// brokerAgent and paneAgent say whether an agent is the foreground
+	// program of a window, by delivery key: as its broker reports it, and
+	// as its pane's process shows it (for a window without a broker
+	// session). The broker's word wins; coordination-engine hears it.
+	brokerAgent map[string]bool
+	paneAgent   map[string]bool
 	// rebind asks the watcher to move messages stranded on a gone endpoint
 	// to its replacement.
 	rebind bool
@@ -108,6 +114,7 @@ func newLive() *live {
 	return &live{
 		serverStart: map[string]uint64{}, listed: map[string]time.Time{}, stopped: map[string]bool{},
 		panes: map[int]paneSeen{}, senders: map[int]senderSeen{}, paneHealth: map[string]string{}, brokerWait: map[string]string{}, screenWait: map[string]string{},
+		brokerAgent: map[string]bool{}, paneAgent: map[string]bool{},
 		listDue: map[string]bool{}, listNow: make(chan struct{}, 1),
 	}
 }
@@ -207,6 +214,69 @@ func (s *Service) setWait(src waitSource, endpointID, repo, reason string) {
 			s.log.Error("cannot note why messages wait", "repo", repo, "error", err.Error())
 		}
 	}
+}
+
+// agentRunning says whether an agent is the window's foreground program;
+// nil when nothing said yet.
+func (l *live) agentRunning(key string) *bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.agentOf(key)
+}
+
+// agentOf is agentRunning with mu held.
+func (l *live) agentOf(key string) *bool {
+	if v, ok := l.brokerAgent[key]; ok {
+		return &v
+	}
+	if v, ok := l.paneAgent[key]; ok {
+		return &v
+	}
+	return nil
+}
+
+// setAgent records what one source (fromBroker or fromPane) says of the
+// window's agent (nil: it says nothing any more), and reports whether the
+// window's overall answer changed as the engine reads it (nothing said
+// counts as running).
+func (l *live) setAgent(src waitSource, key string, running *bool) (changed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	before := l.agentOf(key)
+	m := l.paneAgent
+	if src == fromBroker {
+		m = l.brokerAgent
+	}
+	if running == nil {
+		delete(m, key)
+	} else {
+		m[key] = *running
+	}
+	return runs(before) != runs(l.agentOf(key))
+}
+
+// runs reads an agent_running answer as the engine does: unknown is running.
+func runs(agent *bool) bool { return agent == nil || *agent }
+
+// noteAgent records whether an agent runs in a window, and hands the
+// endpoints to coordination-engine again when that changed: the engine
+// offers work only to a window with an agent.
+func (s *Service) noteAgent(src waitSource, endpointID, repo string, running *bool) {
+	if s.live.setAgent(src, store.DeliveryKey(endpointID, repo), running) && s.engineLink != nil {
+		s.engineLink.requestAttach()
+	}
+}
+
+// panePID is the process of a pane the watcher knows, by its id.
+func (l *live) panePID(endpointID, paneID string) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for pid, p := range l.panes {
+		if p.endpointID == endpointID && p.paneID == paneID {
+			return pid, true
+		}
+	}
+	return 0, false
 }
 
 // addPane records a verified pane process (from a listing or a broker's
@@ -414,7 +484,8 @@ func (s *Service) list(ctx context.Context, ep queue.Endpoint, now time.Time) {
 	held := s.live.screenWaiting()
 	for _, w := range ep.Windows {
 		reason := ""
-		switch tw, ok := byPane[w.PaneID]; {
+		tw, ok := byPane[w.PaneID]
+		switch {
 		case !ok:
 			reason = "its window is closed"
 		case tw.Repo != w.Repo:
@@ -423,14 +494,21 @@ func (s *Service) list(ctx context.Context, ep queue.Endpoint, now time.Time) {
 			reason = "the agent in its window has exited"
 		}
 		s.setWait(fromPane, ep.ID, w.Repo, reason)
+		key := store.DeliveryKey(ep.ID, w.Repo)
+		brokered := s.brokers.get(key) != nil
+		if !brokered {
+			// Whether an agent runs, as the pane's process shows it (a
+			// broker reports its own).
+			running := reason == "" && paneVerdict(tw.PanePID, s.agentPrograms()).Running
+			s.noteAgent(fromPane, ep.ID, w.Repo, &running)
+		}
 		// A window without a broker held by what its pane showed is looked
 		// at again; a broker reports its own agent.
-		key := store.DeliveryKey(ep.ID, w.Repo)
 		if held[key] && reason == "" {
 			why := ""
-			if s.brokers.get(key) == nil {
-				if ok, r := paneAtPrompt(ctx, srv, w); !ok {
-					why = notAtPrompt(r)
+			if !brokered {
+				if ok, r := paneReady(ctx, srv, w, tw.PanePID, s.agentPrograms()); !ok {
+					why = r
 				}
 			}
 			s.setWait(fromScreen, ep.ID, w.Repo, why)

@@ -11,9 +11,11 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/program"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/status"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
@@ -50,6 +52,9 @@ func (s *Service) register(ctx context.Context, _ protocol.Peer, req *protocol.R
 	}
 	if err := s.verifyRegistration(ctx, ep); err != nil {
 		s.log.Warn("registration refused", "endpoint", ep.ID, "error", err.Error())
+		return nil, err
+	}
+	if err := s.checkTriggerWindows(ctx, ep); err != nil {
 		return nil, err
 	}
 	err = s.store.Register(ctx, ep)
@@ -107,6 +112,41 @@ func (s *Service) verifyRegistration(ctx context.Context, ep queue.Endpoint) err
 				return errs.New(errs.Conflict, "cannot move the window of %q to pane %s: its pane %s still runs", w.Repo, w.PaneID, old).
 					WithHint("close that window first, or use it: `tamq open %s` reuses it", w.Repo)
 			}
+		}
+	}
+	return nil
+}
+
+// checkTriggerWindows refuses a trigger-mode window whose command is the
+// user's shell or another shell: coordination-engine's wakes would be
+// written into it and run as commands. A reused window's command is the one
+// recorded; one with none recorded (opened without --command, or without the
+// service) counts as the user's shell, as the wake that would follow does.
+func (s *Service) checkTriggerWindows(ctx context.Context, ep queue.Endpoint) error {
+	known, err := s.knownEndpoints(ctx)
+	if err != nil {
+		return err
+	}
+	recorded := map[string]string{}
+	for _, k := range known {
+		if k.ID == ep.ID {
+			for _, w := range k.Windows {
+				recorded[w.Repo] = w.Command
+			}
+		}
+	}
+	for _, w := range ep.Windows {
+		command := w.Command
+		if w.Reused {
+			command = recorded[w.Repo]
+		}
+		if w.Mode == queue.Trigger && program.CommandIsShell(command) {
+			what := "runs your shell (no agent command is recorded for it)"
+			if command != "" {
+				what = "runs a shell (" + textsafe.Escape(command) + ")"
+			}
+			return errs.New(errs.Usage, "the window of %s %s: trigger mode would let coordination-engine type its prompts into a shell, which runs them as commands", w.Repo, what).
+				WithHint("close that window, then open it with the agent: `tamq open --mode trigger --command claude %s`", w.Repo)
 		}
 	}
 	return nil

@@ -157,7 +157,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	s.publisher = &daemon.Worker{Name: "publisher", Run: s.publishLoop}
 	s.pub = newPublisher(o)
 	if s.opts.Writer == nil {
-		s.opts.Writer = RoutingWriter{svc: s, tmux: TmuxWriter{Pause: s.enterPause}}
+		s.opts.Writer = RoutingWriter{svc: s, tmux: TmuxWriter{Pause: s.enterPause, Agent: s.paneAgent}}
 	}
 	d, err := daemon.Open(o.Paths, o.Log)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/policy"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/program"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/tamq/workspace"
@@ -202,6 +203,10 @@ func (s *Service) wakeTarget(ctx context.Context, w api.WakeRequest) (queue.Endp
 		return queue.Endpoint{}, queue.Window{}, "", "", errs.New(errs.Conflict, "%d endpoints host %s; name one with endpoint_id", len(hosts), w.TargetRepo)
 	case hosts[0].win.Mode == queue.Manual:
 		return hosts[0].ep, hosts[0].win, "the window of " + w.TargetRepo + " was opened in manual mode", api.WaitManual, nil
+	case program.CommandIsShell(hosts[0].win.Command):
+		// A shell runs what it is given: a wake is never written into one
+		// (a window recorded in trigger mode before tamq refused that).
+		return hosts[0].ep, hosts[0].win, "the window of " + w.TargetRepo + " runs a shell, not an agent", api.WaitNoAgent, nil
 	}
 	return hosts[0].ep, hosts[0].win, "", "", nil
 }

@@ -1,0 +1,52 @@
+package service
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/client"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/tmux"
+)
+
+// A window recorded in trigger mode whose command is a shell (recorded
+// before tamq refused that, and restored as recorded) takes no wake: the
+// shell would run the prompt. Nothing is queued.
+func TestWakeRefusesAWindowThatRunsAShell(t *testing.T) {
+	t.Parallel()
+	svc, p, _ := inProcessService(t, t.TempDir(), Options{Writer: discardWriter{}})
+	ctx := context.Background()
+	// The endpoint's pane %0 is tmux's first window, a shell: marked as the
+	// repo's window, it is what a trigger-mode window without a command was.
+	eps, err := svc.knownEndpoints(ctx)
+	if err != nil || len(eps) != 1 {
+		t.Fatalf("endpoints %v, %v", eps, err)
+	}
+	if out, err := exec.Command("tmux", "-S", eps[0].TmuxSocket, "set-option", "-w", "-t", "%0", tmux.RepoOption, "net-kingdom").CombinedOutput(); err != nil {
+		t.Fatalf("marking the window: %v %s", err, out)
+	}
+	for i, command := range []string{"", "bash -l"} {
+		eps, err := svc.knownEndpoints(ctx)
+		if err != nil || len(eps) != 1 {
+			t.Fatalf("endpoints %v, %v", eps, err)
+		}
+		ep := eps[0]
+		ep.Windows = []queue.Window{ep.Windows[0]}
+		ep.Windows[0].Mode, ep.Windows[0].Command = queue.Trigger, command
+		if err := svc.store.Register(ctx, ep); err != nil {
+			t.Fatal(err)
+		}
+		svc.endpointsChanged()
+		ack, err := client.New(p).Wake(ctx, api.WakeRequest{LeaseID: "L1", Attempt: i + 1, TargetRepo: "net-kingdom", CoordinationEndpointID: "ce-1",
+			Trigger: api.WakeTrigger{ID: "t1", Source: "task", SourceID: "T-1", SourceRevision: "r1", TargetRepo: "net-kingdom",
+				Reason: "task_actionable", ObservedAt: time.Unix(1000, 0).UTC()},
+			Prompt: "Task T-1 \"$(id > /tmp/x)\""})
+		if err != nil || ack.Capability != api.WakeUnavailable || ack.MessageID != "" ||
+			ack.Reason != "the window of net-kingdom runs a shell, not an agent" {
+			t.Errorf("wake of a trigger-mode window running %q: %+v, %v", command, ack, err)
+		}
+	}
+}
