@@ -109,14 +109,15 @@ func (l *loop) status(t testing.TB) api.StatusReport {
 	return s
 }
 
-// waitAttached waits until the engine has n attached endpoints hosting repo.
+// waitAttached waits until the engine has n attached endpoints hosting repo,
+// each with its agent running as tamq says.
 func (l *loop) waitAttached(t testing.TB, repo string, n int) {
 	t.Helper()
 	testutil.WaitFor(t, "tamq to attach "+repo, func() bool {
 		hosting := 0
 		for _, ep := range l.status(t).Endpoints {
 			for _, w := range ep.Windows {
-				if ep.State == "attached" && w.Repo == repo {
+				if ep.State == "attached" && w.Repo == repo && (w.AgentRunning == nil || *w.AgentRunning) {
 					hosting++
 				}
 			}

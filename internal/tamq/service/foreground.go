@@ -20,13 +20,15 @@ import (
 // user's shell), not from the record, which a window opened without the
 // service lacks. A pane that runs a tamq broker without a session has the
 // agent behind the broker's terminal: its child's terminal is read instead.
-func paneVerdict(panePID int, extra []string) program.Verdict {
+// known is false when the process table cannot say (the pane's process or
+// the broker's child is not there yet).
+func paneVerdict(panePID int, extra []string) (v program.Verdict, known bool) {
 	if panePID <= 0 {
-		return program.Verdict{}
+		return program.Verdict{}, false
 	}
 	fg, err := proc.ForegroundOf(panePID)
 	if err != nil {
-		return program.Verdict{}
+		return program.Verdict{}, false
 	}
 	self := fg.Argv
 	if !fg.OwnGroup {
@@ -36,19 +38,19 @@ func paneVerdict(panePID int, extra []string) program.Verdict {
 		kids, _ := proc.Children(panePID)
 		for _, kid := range kids {
 			if kfg, err := proc.ForegroundOf(kid); err == nil && kfg.PGID > 0 {
-				return program.Judge(program.Foreground{Argv: kfg.Argv, OwnGroup: kfg.OwnGroup}, program.ArgvCommand(inner), extra)
+				return program.Judge(program.Foreground{Argv: kfg.Argv, OwnGroup: kfg.OwnGroup}, program.ArgvCommand(inner), extra), true
 			}
 		}
-		return program.Verdict{}
+		return program.Verdict{}, false
 	}
-	return program.Judge(program.Foreground{Argv: fg.Argv, OwnGroup: fg.OwnGroup}, program.ArgvCommand(self), extra)
+	return program.Judge(program.Foreground{Argv: fg.Argv, OwnGroup: fg.OwnGroup}, program.ArgvCommand(self), extra), true
 }
 
 // paneReady says whether a window without a broker can take a delivery now:
 // an agent in its terminal's foreground, at its input prompt as its pane
 // shows it; when not, the wait reason.
 func paneReady(ctx context.Context, srv tmux.Server, w queue.Window, panePID int, extra []string) (bool, string) {
-	v := paneVerdict(panePID, extra)
+	v, _ := paneVerdict(panePID, extra)
 	if !v.Running {
 		return false, program.NoAgentRunning
 	}
@@ -77,7 +79,8 @@ func (s *Service) paneAgent(ctx context.Context, ep queue.Endpoint, w queue.Wind
 			}
 		}
 	}
-	return paneVerdict(pid, s.agentPrograms())
+	v, _ := paneVerdict(pid, s.agentPrograms())
+	return v
 }
 
 // agentPrograms are the program names the configuration adds to the known

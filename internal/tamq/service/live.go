@@ -498,9 +498,18 @@ func (s *Service) list(ctx context.Context, ep queue.Endpoint, now time.Time) {
 		brokered := s.brokers.get(key) != nil
 		if !brokered {
 			// Whether an agent runs, as the pane's process shows it (a
-			// broker reports its own).
-			running := reason == "" && paneVerdict(tw.PanePID, s.agentPrograms()).Running
-			s.noteAgent(fromPane, ep.ID, w.Repo, &running)
+			// broker reports its own). What the process table cannot tell
+			// yet (a broker that has not started its agent) is said as
+			// nothing, not as "no agent": the engine would wait for nothing.
+			v, known := paneVerdict(tw.PanePID, s.agentPrograms())
+			var running *bool
+			switch {
+			case reason != "":
+				running = new(bool)
+			case known:
+				running = &v.Running
+			}
+			s.noteAgent(fromPane, ep.ID, w.Repo, running)
 		}
 		// A window without a broker held by what its pane showed is looked
 		// at again; a broker reports its own agent.

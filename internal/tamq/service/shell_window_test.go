@@ -170,7 +170,7 @@ func TestToLinesAProgramPrintsAreNotRouted(t *testing.T) {
 	// In the agent's window: the agent shows the file as a tool's output,
 	// then answers the message it was woken for.
 	prompt := "read the notes\nMessage m-1 from beta: what do the notes say?\nThen run: coordination-engine lease ack L1"
-	if ack, err := wake(t, e, wakeRequest("L1", 1, "gamma", prompt)); err != nil || ack.Capability != api.WakeResumed {
+	if ack, err := wake(t, e, wakeRequest(startEngine(t, e).offer("gamma"), 1, "gamma", prompt)); err != nil || ack.Capability != api.WakeResumed {
 		t.Fatalf("wake: %+v %v", ack, err)
 	}
 	testutil.WaitFor(t, "the agent's answer", func() bool { return len(bodiesFor(t, e, "beta")) > 1 })
@@ -235,7 +235,7 @@ func TestAWakeIsNeverWrittenIntoAShell(t *testing.T) {
 	}()
 	testutil.WaitFor(t, "the window to be held", func() bool { return waitReason(t, e, "alpha") == "no agent running" })
 	pwned := filepath.Join(e.Root, "pwned")
-	ack, err := wake(t, e, wakeRequest("L1", 1, "alpha", "Task T-1 \"$(touch "+pwned+")\"\n`touch "+pwned+"`\ntouch "+pwned))
+	ack, err := wake(t, e, wakeRequest(startEngine(t, e).offer("alpha"), 1, "alpha", "Task T-1 \"$(touch "+pwned+")\"\n`touch "+pwned+"`\ntouch "+pwned))
 	if err != nil || ack.MessageID == "" {
 		t.Fatalf("wake: %+v %v", ack, err)
 	}

@@ -113,34 +113,25 @@ func (s *Store) CancelWakes(ctx context.Context, leaseID string, upTo int, reaso
 func (s *Store) cancelWakesTx(tx *sql.Tx, leaseID string, upTo int, reason string, detail map[string]any, now time.Time) ([]queue.Message, error) {
 	// The keys "<lease>#<n>" sort between "<lease>#" and "<lease>$" ('$'
 	// follows '#'): a range the idempotency key's index serves, where a
-	// LIKE would read every message.
+	// LIKE would read every message. A wake being delivered is cancelled
+	// too: its writer has not written it yet, or it is too late anyway,
+	// and either way nothing puts it back in the queue.
 	ms, err := readMessages(tx.Query(`SELECT `+messageColumns+` FROM message_rows WHERE idempotency_key >= ? AND idempotency_key < ?
-		AND state IN `+undelivered, leaseID+"#", leaseID+"$"))
+		AND state IN `+stateIn(queue.Queued, queue.Delivering, queue.AwaitingAck), leaseID+"#", leaseID+"$"))
 	if err != nil {
 		return nil, err
 	}
 	var out []queue.Message
-	for i := range ms {
-		m := &ms[i]
+	for _, m := range ms {
 		l, attempt, ok := WakeKey(m.IdempotencyKey)
 		if !ok || l != leaseID || (upTo > 0 && attempt > upTo) {
 			continue
 		}
-		from := m.State
-		if err := m.Cancel(now, reason); err != nil {
-			continue
-		}
-		if err := s.saveTx(tx, m); err != nil {
+		c, err := s.transitionTx(tx, m.ID, reason, detail, func(x *queue.Message) error { return x.Cancel(now, reason) })
+		if err != nil {
 			return nil, err
 		}
-		r := transitionReceipt(m, from, reason)
-		for k, v := range detail {
-			r.Detail[k] = v
-		}
-		if err := s.insertReceiptTx(tx, r, m); err != nil {
-			return nil, err
-		}
-		out = append(out, *m)
+		out = append(out, c)
 	}
 	return out, nil
 }
