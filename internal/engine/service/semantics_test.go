@@ -84,6 +84,14 @@ func TestWorkWaitsForAWindowAndIsWokenWhenItOpens(t *testing.T) {
 	})
 	restarted := time.Now()
 	l.e.Tamq(t, "start", "--detach")
+	defer func() {
+		if t.Failed() {
+			x := l.explain(t, "B")
+			b, _ := json.MarshalIndent(x, "", " ")
+			st, _ := json.MarshalIndent(l.status(t).Endpoints, "", " ")
+			t.Logf("B: %s\nendpoints: %s\nengine log:\n%s\nagent log:\n%s", b, st, l.engineLog("attach", "lease", "wake", "B"), l.agentLog())
+		}
+	}()
 	testutil.WaitFor(t, "B woken", func() bool { return strings.Contains(l.agentLog(), "task=B") })
 	t.Logf("B woken %s after tamq was started again", time.Since(restarted).Round(time.Millisecond))
 	testutil.WaitFor(t, "B done", func() bool { return h.task("B").Status == "done" })

@@ -200,6 +200,10 @@ type BrokerSessionArgs struct {
 type DeliverArgs struct {
 	Text    string `json:"text"`
 	PauseMS int    `json:"pause_ms"`
+	// Confirm are the messages the broker confirms with the service
+	// (OpDeliveryCurrent) right before the first byte: wakes, which the
+	// engine may cancel while the broker waits for the agent's prompt.
+	Confirm []string `json:"confirm,omitempty"`
 	// QuietMS and MaxWaitMS: deliver once the agent's output has been quiet
 	// that long and the operator is not mid-line, but within MaxWaitMS.
 	QuietMS   int `json:"quiet_ms"`
@@ -219,7 +223,10 @@ type DeliverResult struct {
 	// input prompt (a dialog, a menu, a confirmation, or a screen the broker
 	// could not read); Reason says what it saw. The message waits for the
 	// broker's next BrokerState with AtPrompt.
-	NotReady bool   `json:"not_ready,omitempty"`
+	NotReady bool `json:"not_ready,omitempty"`
+	// Cancelled says nothing was written because the service no longer
+	// had the delivery to confirm (a wake cancelled meanwhile).
+	Cancelled bool   `json:"cancelled,omitempty"`
 	Reason   string `json:"reason,omitempty"`
 	Error    string `json:"error,omitempty"`
 }
@@ -313,4 +320,21 @@ type PurgeResult struct {
 	// running service did not give the space back (that takes one full
 	// VACUUM, which purge runs only with the service stopped).
 	FreePagesKept bool `json:"free_pages_kept,omitempty"`
+}
+
+// OpDeliveryCurrent is a broker's last question before it writes a delivery
+// whose messages it must confirm: are they all still being delivered (not
+// cancelled since the service sent them)?
+const OpDeliveryCurrent = "delivery_current"
+
+// DeliveryCurrentArgs names the messages of a delivery.
+type DeliveryCurrentArgs struct {
+	IDs []string `json:"ids"`
+}
+
+// DeliveryCurrentResult says whether the delivery may go in; Reason says
+// why not.
+type DeliveryCurrentResult struct {
+	Current bool   `json:"current"`
+	Reason  string `json:"reason,omitempty"`
 }

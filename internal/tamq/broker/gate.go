@@ -54,12 +54,19 @@ type Delivery struct {
 	// Pause is the gap between the paste and its Enter; Quiet and MaxWait
 	// as in Moment. MaxWait also bounds the wait for the prompt.
 	Pause, Quiet, MaxWait time.Duration
+	// Current, when set, is asked right before the first byte whether the
+	// delivery is still wanted (a wake whose lease ended while the gate
+	// waited is not); false, with why, writes nothing.
+	Current func() (bool, string)
 }
 
 // Outcome is what became of a delivery.
 type Outcome struct {
 	Written, MaybeWritten, NotReady bool
-	Reason                          string
+	// Cancelled: Current said the delivery is no longer wanted; nothing
+	// was written.
+	Cancelled bool
+	Reason    string
 	Quiet                           bool
 	Waited                          time.Duration
 	Err                             error
@@ -152,10 +159,16 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 	out.Err = g.Relay.Exclusive(func(write func([]byte) error) error {
 		// The last look before the first byte: a shell that took the
 		// foreground since the screen was read (the agent exited, or was
-		// suspended) gets nothing.
+		// suspended) gets nothing, nor does a delivery no longer wanted.
 		if _, running, _ := g.agent(true); !running {
 			noAgent = true
 			return nil
+		}
+		if d.Current != nil {
+			if ok, why := d.Current(); !ok {
+				out.Cancelled, out.Reason = true, why
+				return nil
+			}
 		}
 		// From the first byte on, the text may be in the agent's input.
 		out.MaybeWritten = true

@@ -183,6 +183,9 @@ func plural(n int, one, many string) string {
 type session struct {
 	gate *broker.Gate
 	obs  *broker.Observer
+	// client reaches the service on connections of their own (a
+	// delivery's confirmation), beside the session's.
+	client *client.Client
 
 	mu   sync.Mutex // one writer on the connection
 	conn net.Conn
@@ -216,6 +219,7 @@ func (s *session) watch(ctx context.Context, interval time.Duration) {
 }
 
 func (s *session) run(ctx context.Context, c *client.Client, args api.BrokerSessionArgs) {
+	s.client = c
 	delay := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		conn, fr, err := broker.OpenSession(ctx, c.Paths, args)
@@ -306,14 +310,21 @@ func (s *session) serve(fr *protocol.FrameReader) {
 		}
 		s.obs.Injected(d.Text) // never read back as an address
 		bracketed := s.obs.BracketedPaste()
-		out := s.gate.Deliver(broker.Delivery{Text: d.Text, Bracketed: bracketed,
+		delivery := broker.Delivery{Text: d.Text, Bracketed: bracketed,
 			Pause: time.Duration(d.PauseMS) * time.Millisecond, Quiet: time.Duration(d.QuietMS) * time.Millisecond,
-			MaxWait: time.Duration(d.MaxWaitMS) * time.Millisecond})
+			MaxWait: time.Duration(d.MaxWaitMS) * time.Millisecond}
+		if len(d.Confirm) > 0 {
+			delivery.Current = s.confirm(d.Confirm)
+		}
+		out := s.gate.Deliver(delivery)
 		res := api.DeliverResult{Written: out.Written, MaybeWritten: out.MaybeWritten, WrittenAt: time.Now().UTC(),
-			Bracketed: bracketed, Quiet: out.Quiet, WaitedMS: out.Waited.Milliseconds(), NotReady: out.NotReady, Reason: out.Reason}
+			Bracketed: bracketed, Quiet: out.Quiet, WaitedMS: out.Waited.Milliseconds(), NotReady: out.NotReady,
+			Cancelled: out.Cancelled, Reason: out.Reason}
 		switch {
 		case out.Err != nil:
 			res.Error = out.Err.Error()
+		case out.Cancelled:
+			res.Error = "not written: " + out.Reason
 		case out.NotReady:
 			res.Error = "the agent is not at its prompt: " + out.Reason
 		case !out.Written:
@@ -335,6 +346,28 @@ func (s *session) serve(fr *protocol.FrameReader) {
 		s.report()
 	}
 }
+
+// confirm asks the service, right before a delivery's first byte, whether
+// its messages are still being delivered: a wake the engine cancelled while
+// the gate waited for the agent's prompt is not typed. A service that does
+// not answer confirms nothing.
+func (s *session) confirm(ids []string) func() (bool, string) {
+	return func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
+		defer cancel()
+		res, err := s.client.DeliveryCurrent(ctx, ids)
+		switch {
+		case err != nil:
+			return false, "the service did not confirm the delivery: " + err.Error()
+		case !res.Current:
+			return false, res.Reason
+		}
+		return true, ""
+	}
+}
+
+// confirmTimeout bounds the confirmation of a delivery (a local round trip).
+const confirmTimeout = 2 * time.Second
 
 // forgetSent makes the next report send the view whatever was sent before.
 func (s *session) forgetSent() {

@@ -122,3 +122,11 @@ func (c *Client) CancelWake(ctx context.Context, args api.CancelWakeArgs) (api.C
 	err := c.Call(ctx, write, api.OpCancelWake, args, &res)
 	return res, err
 }
+
+// DeliveryCurrent asks whether the messages of a delivery are still being
+// delivered (a broker's last look before the first byte).
+func (c *Client) DeliveryCurrent(ctx context.Context, ids []string) (api.DeliveryCurrentResult, error) {
+	var res api.DeliveryCurrentResult
+	err := c.Call(ctx, look, api.OpDeliveryCurrent, api.DeliveryCurrentArgs{IDs: ids}, &res)
+	return res, err
+}

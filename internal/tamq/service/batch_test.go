@@ -27,7 +27,7 @@ type scriptedWriter struct {
 	texts   []string
 }
 
-func (w *scriptedWriter) Write(_ context.Context, _ queue.Endpoint, _ queue.Window, text string) (Written, error) {
+func (w *scriptedWriter) Write(_ context.Context, _ queue.Endpoint, _ queue.Window, text string, _ *Confirm) (Written, error) {
 	w.mu.Lock()
 	n := len(w.texts)
 	w.texts = append(w.texts, text)

@@ -295,6 +295,10 @@ func (bc *brokerConn) deliver(ctx context.Context, d api.DeliverArgs) (Written, 
 			if res.Quiet {
 				out.Moment = "quiet"
 			}
+			if res.Cancelled {
+				out.MaybeWritten, out.Cancelled, out.Reason = false, true, res.Reason
+				return out, errs.New(errs.Conflict, "not written: %s", res.Reason)
+			}
 			if res.NotReady {
 				out.MaybeWritten, out.Deferred, out.NotAtPrompt, out.Reason = false, true, true, brokerWaitReason(res.Reason)
 				return out, errs.New(errs.Unavailable, "nothing written: %s", out.Reason)
@@ -342,12 +346,15 @@ type RoutingWriter struct {
 // Write implements Writer. The broker's session was verified for this very
 // window (endpoint, repo and pane) when it opened; through tmux, every write
 // checks the pane again.
-func (rw RoutingWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Window, text string) (Written, error) {
+func (rw RoutingWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Window, text string, confirm *Confirm) (Written, error) {
 	if bc := rw.svc.brokers.get(store.DeliveryKey(ep.ID, w.Repo)); bc != nil && bc.paneID == w.PaneID {
 		c := rw.svc.opts.Config.Delivery
 		d := api.DeliverArgs{Text: text, PauseMS: int(rw.svc.enterPause(text) / time.Millisecond),
 			QuietMS: c.QuietMS, MaxWaitMS: c.MaxQuietWaitMS}
+		if confirm != nil {
+			d.Confirm = confirm.IDs // the broker asks deliveryCurrent right before its first byte
+		}
 		return bc.deliver(ctx, d)
 	}
-	return rw.tmux.Write(ctx, ep, w, text)
+	return rw.tmux.Write(ctx, ep, w, text, confirm)
 }

@@ -9,6 +9,8 @@ import (
 	engineapi "github.com/tmux-amq/tamq/internal/engine/api"
 	engineclient "github.com/tmux-amq/tamq/internal/engine/client"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/program"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
@@ -16,9 +18,18 @@ import (
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
-// Writer puts text into a window's terminal.
+// Writer puts text into a window's terminal. confirm, when not nil, is
+// asked right before the first byte whether the delivery is still wanted
+// (its messages not cancelled meanwhile); false writes nothing.
 type Writer interface {
-	Write(ctx context.Context, ep queue.Endpoint, w queue.Window, text string) (Written, error)
+	Write(ctx context.Context, ep queue.Endpoint, w queue.Window, text string, confirm *Confirm) (Written, error)
+}
+
+// Confirm names the messages a writer confirms with the service right
+// before the first byte, and how (Current reads their state now).
+type Confirm struct {
+	IDs     []string
+	Current func() (bool, string)
 }
 
 // Written is what a Writer reports of one delivery.
@@ -43,6 +54,9 @@ type Written struct {
 	Reason   string
 	// NotAtPrompt: deferred because the program was not at its input prompt.
 	NotAtPrompt bool
+	// Cancelled: nothing was written because the confirmation said the
+	// delivery is no longer wanted (its messages were cancelled).
+	Cancelled bool
 	// broker is the session that answered, and brokerStates how many agent
 	// states it had reported before its answer.
 	broker       *brokerConn
@@ -80,7 +94,7 @@ func (tw TmuxWriter) agent(ctx context.Context, ep queue.Endpoint, w queue.Windo
 // Write implements Writer. Both writes are guarded: tmux itself checks, at
 // the moment of each, that the pane is the window's (same server, same repo
 // mark) and that its program is alive.
-func (tw TmuxWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Window, text string) (Written, error) {
+func (tw TmuxWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Window, text string, confirm *Confirm) (Written, error) {
 	srv := tmux.Server{Socket: ep.TmuxSocket}
 	g := tmux.Guard{PaneID: w.PaneID, ServerPID: ep.ServerPID, Repo: w.Repo}
 	// Nothing goes in unless an agent is the foreground program (a shell
@@ -97,6 +111,11 @@ func (tw TmuxWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Windo
 	}
 	if !tw.agent(ctx, ep, w).Running {
 		return noAgent, errs.New(errs.Unavailable, "nothing written: %s", program.NoAgentRunning)
+	}
+	if confirm != nil {
+		if ok, why := confirm.Current(); !ok {
+			return Written{Path: "tmux", Cancelled: true, Reason: why}, errs.New(errs.Conflict, "not written: %s", why)
+		}
 	}
 	if err := srv.Paste(ctx, g, text); err != nil {
 		if r := tmux.RefusalOf(err); r != nil {
@@ -420,10 +439,16 @@ func (s *Service) deliver(ctx context.Context, ms []queue.Message) {
 	var wr Written
 	if err == nil {
 		wctx, cancel := context.WithTimeout(ctx, DeliveryLease/2)
-		wr, err = s.opts.Writer.Write(wctx, ep, w, queue.BatchText(ms))
+		wr, err = s.opts.Writer.Write(wctx, ep, w, queue.BatchText(ms), s.confirmOf(ctx, ms))
 		cancel()
 	} else {
 		wr = Written{Deferred: true, Reason: err.Error()}
+	}
+	if wr.Cancelled {
+		// Cancelled while the writer waited for the window: the messages
+		// say so already; nothing was written.
+		s.log.Info("delivery not written: cancelled meanwhile", "message", m.ID, "reason", wr.Reason)
+		return
 	}
 	if wr.Deferred {
 		s.deferDelivery(ctx, ms, wr)
@@ -579,4 +604,54 @@ func (s *Service) wakeStillCurrent(ctx context.Context, m queue.Message) bool {
 		return false
 	}
 	return true
+}
+
+// confirmOf is how a delivery of wakes is confirmed right before its first
+// byte: each message still being delivered, not cancelled since it was
+// claimed (the engine cancels a wake whose lease ended). Other deliveries
+// need none.
+func (s *Service) confirmOf(ctx context.Context, ms []queue.Message) *Confirm {
+	var ids []string
+	for _, m := range ms {
+		if m.SenderKind == queue.FromCoordination {
+			ids = append(ids, m.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return &Confirm{IDs: ids, Current: func() (bool, string) { return s.stillDelivering(ctx, ids) }}
+}
+
+// stillDelivering says whether every message of ids is still being
+// delivered; when one is not, why (its state and last error).
+func (s *Service) stillDelivering(ctx context.Context, ids []string) (bool, string) {
+	for _, id := range ids {
+		m, err := s.store.Get(ctx, id)
+		if err != nil {
+			return false, "cannot read message " + id + ": " + err.Error()
+		}
+		if m.State != queue.Delivering {
+			why := "message " + id + " is " + string(m.State)
+			if m.LastError != "" {
+				why += ": " + m.LastError
+			}
+			return false, why
+		}
+	}
+	return true, ""
+}
+
+// deliveryCurrent answers a broker's last question before it writes a
+// delivery it must confirm.
+func (s *Service) deliveryCurrent(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+	var args api.DeliveryCurrentArgs
+	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	if len(args.IDs) == 0 || len(args.IDs) > 256 {
+		return nil, errs.New(errs.BadRequest, "a delivery confirms 1 to 256 messages, not %d", len(args.IDs))
+	}
+	ok, why := s.stillDelivering(ctx, args.IDs)
+	return api.DeliveryCurrentResult{Current: ok, Reason: why}, nil
 }

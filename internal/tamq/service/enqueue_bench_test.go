@@ -22,7 +22,7 @@ import (
 // enqueue path alone.
 type discardWriter struct{}
 
-func (discardWriter) Write(context.Context, queue.Endpoint, queue.Window, string) (Written, error) {
+func (discardWriter) Write(context.Context, queue.Endpoint, queue.Window, string, *Confirm) (Written, error) {
 	return Written{Path: "discard"}, nil
 }
 
@@ -30,7 +30,7 @@ func (discardWriter) Write(context.Context, queue.Endpoint, queue.Window, string
 // Enter pause to write a message into.
 type pacedWriter struct{}
 
-func (pacedWriter) Write(ctx context.Context, _ queue.Endpoint, _ queue.Window, _ string) (Written, error) {
+func (pacedWriter) Write(ctx context.Context, _ queue.Endpoint, _ queue.Window, _ string, _ *Confirm) (Written, error) {
 	select {
 	case <-time.After(200 * time.Millisecond):
 	case <-ctx.Done():

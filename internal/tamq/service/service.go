@@ -282,6 +282,8 @@ func (s *Service) handlers() map[string]unixsock.Handler {
 		api.OpBrokerSession: s.brokerSession,
 		api.OpWake:          s.wakeOp,
 		api.OpCancelWake:    s.cancelWakeOp,
+		// A broker's last look before it writes a delivery of wakes.
+		api.OpDeliveryCurrent: s.deliveryCurrent,
 	})
 	release := s.opts.IdleRelease
 	if release == 0 {
