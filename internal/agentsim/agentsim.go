@@ -9,7 +9,7 @@
 // repeats):
 //
 //	complete  ack, renew, checkpoint, mark the task done (or the message
-//	          read) in State Hub, release --result completed
+//	          read) in State Hub through the engine, release --result completed
 //	stall     do nothing: the lease runs out and the work is offered again
 //	ackstall  ack, checkpoint, then nothing (the lease expires while held)
 //	fail      ack, release --result failed
@@ -31,8 +31,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -46,9 +44,10 @@ type Config struct {
 	Plan []string
 	// Engine is the coordination-engine program the agent commands run.
 	Engine string
-	// StateHub is State Hub's address; "" leaves State Hub alone. Token is
-	// its bearer token, when it wants one.
-	StateHub, Token string
+	// Publish makes a completed wake publish its work to State Hub through
+	// the engine, as the prompt tells an agent: its task done
+	// (coordination-engine task set), its message read (message read).
+	Publish bool
 	// Reply, when set, makes a completed message wake answer the message's
 	// sender with a To: line, which tamq's broker routes to that repo.
 	Reply bool
@@ -145,10 +144,9 @@ func Run(in io.Reader, out io.Writer, c Config) {
 func (c Config) play(out io.Writer, w wake, part string) {
 	c.Log("wake %s %s checkpoint=%s task=%s message=%s", w.lease, w.attempt, yesNo(w.resumed), w.task, w.message)
 	fmt.Fprintf(out, "woken: lease %s, attempt %s (%s)\n", w.lease, w.attempt, part)
-	run := func(args ...string) {
-		if w.named {
-			args = append(args, "--attempt", w.attempt)
-		}
+	// engine runs a coordination-engine command and logs it with its exit
+	// status; run names the attempt too, when the prompt's commands do.
+	engine := func(args ...string) int {
 		cmd := exec.Command(c.Engine, args...)
 		cmd.Stdout, cmd.Stderr = out, out
 		status := 0
@@ -159,21 +157,30 @@ func (c Config) play(out io.Writer, w wake, part string) {
 			}
 		}
 		c.Log("run %s -> %d", strings.Join(args, " "), status)
+		return status
+	}
+	run := func(args ...string) {
+		if w.named {
+			args = append(args, "--attempt", w.attempt)
+		}
+		engine(args...)
 	}
 	switch part {
 	case "complete":
 		run("lease", "ack", w.lease)
 		run("lease", "renew", w.lease)
 		run("checkpoint", "--lease", w.lease, "--summary", "scripted work done", "--file", "work.txt", "--next", "nothing")
-		// Logged before the request: what State Hub's change sets off may
-		// show in the log before the answer does.
-		if c.StateHub != "" && w.task != "" {
+		// Through the engine, as the prompt says (the agent's window has
+		// no address or token of State Hub). Logged before the command:
+		// what State Hub's change sets off may show in the log before the
+		// answer does.
+		if c.Publish && w.task != "" {
 			c.Log("statehub %s done", w.task)
-			c.Log("statehub %s -> %s", w.task, c.stateHub(http.MethodPatch, "/v1/tasks/"+url.PathEscape(w.task), `{"status":"done"}`))
+			c.Log("statehub %s -> %d", w.task, engine("task", "set", w.task, "--status", "done"))
 		}
-		if c.StateHub != "" && w.message != "" {
+		if c.Publish && w.message != "" {
 			c.Log("statehub %s read", w.message)
-			c.Log("statehub %s -> %s", w.message, c.stateHub(http.MethodPost, "/v1/messages/"+url.PathEscape(w.message)+"/read", ""))
+			c.Log("statehub %s -> %d", w.message, engine("message", "read", w.message))
 		}
 		run("lease", "release", w.lease, "--result", "completed")
 		if c.Reply && w.message != "" && w.from != "" {
@@ -228,27 +235,6 @@ func (c Config) showTool(out io.Writer) {
 	}
 	fmt.Fprintln(out)
 	c.Log("tool %s", c.toolFile())
-}
-
-// stateHub sends one request to State Hub and returns the answer's status
-// line, or the error.
-func (c Config) stateHub(method, path, body string) string {
-	req, err := http.NewRequest(method, strings.TrimRight(c.StateHub, "/")+path, strings.NewReader(body))
-	if err != nil {
-		return err.Error()
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err.Error()
-	}
-	resp.Body.Close()
-	return resp.Status
 }
 
 func yesNo(b bool) string {

@@ -16,8 +16,7 @@ import (
 
 // The environment the demo gives the windows.
 const (
-	agentEngineVar   = "TAMQ_DEMO_ENGINE"   // the coordination-engine binary
-	agentStateHubVar = "TAMQ_DEMO_STATEHUB" // State Hub's address
+	agentEngineVar = "TAMQ_DEMO_ENGINE" // the coordination-engine binary
 )
 
 // plans are the parts the agents play, by repo.
@@ -29,12 +28,12 @@ func agentMain(args []string) int {
 	self := os.Getenv("TAMQ_REPO")
 	engine := os.Getenv(agentEngineVar)
 	if self == "" || engine == "" || len(args) > 0 {
-		fmt.Fprintf(os.Stderr, "usage: TAMQ_REPO=REPO %s=PATH [%s=URL] tamq-demo agent (the demo sets them)\n", agentEngineVar, agentStateHubVar)
+		fmt.Fprintf(os.Stderr, "usage: TAMQ_REPO=REPO %s=PATH tamq-demo agent (the demo sets them)\n", agentEngineVar)
 		return 2
 	}
 	fmt.Printf("%s's demo agent: I wait for coordination-engine's wake prompts.\n", self)
 	agentsim.Run(os.Stdin, os.Stdout, agentsim.Config{
-		Plan: plans[self], Engine: engine, StateHub: os.Getenv(agentStateHubVar), Reply: true,
+		Plan: plans[self], Engine: engine, Publish: true, Reply: true,
 		// What it does shows in its window.
 		Log: func(format string, args ...any) { fmt.Printf("  · "+format+"\n", args...) },
 	})

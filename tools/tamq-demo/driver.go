@@ -338,10 +338,10 @@ func (d *demo) envVars() []string {
 		"XDG_STATE_HOME=" + d.stateDir(),
 		"XDG_RUNTIME_DIR=" + d.runtimeDir(),
 		"GITA_PROJECT_HOME=" + d.configDir(),
-		// What the windows' agents need: the engine for the agent commands,
-		// State Hub to mark their work done.
+		// What the windows' agents need: the engine for the agent commands
+		// (and to publish their work to State Hub, whose address and token
+		// are the engine's).
 		agentEngineVar + "=" + d.engine,
-		agentStateHubVar + "=" + d.hubURL,
 	}
 }
 

@@ -30,7 +30,7 @@ func TestChaosEngineKilledDuringTheLoop(t *testing.T) {
 	repos := []string{"alpha", "beta", "gamma"}
 	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 5\nlease_renew_interval_seconds = 1\nlease_missed_renewals = 2\n"+
 		"retry_backoff_seconds = [1]\nmax_attempts = 9\n"), repos...)
-	l.agentEnv = "SCRIPTED_AGENT_STATEHUB=" + h.url()
+	l.agentEnv = "SCRIPTED_AGENT_PUBLISH=1"
 	l.agents(t, "complete", repos...)
 	engineDB := filepath.Join(l.e.EngineState(), "coordination.sqlite3")
 

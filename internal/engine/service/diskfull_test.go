@@ -26,7 +26,7 @@ func TestChaosEngineDiskFull(t *testing.T) {
 	e := testutil.NewEnv(t)
 	disk := e.SmallDisk(t, e.EngineState())
 	l := newLoopIn(t, e, hubConfig(h, 1, "wake_ack_timeout_seconds = 30\n"), repos...)
-	l.agentEnv = "SCRIPTED_AGENT_STATEHUB=" + h.url()
+	l.agentEnv = "SCRIPTED_AGENT_PUBLISH=1"
 	l.agents(t, "complete", repos...)
 	engineDB := filepath.Join(e.EngineState(), "coordination.sqlite3")
 	logPath := filepath.Join(e.EngineState(), "coordination-engine.log")

@@ -51,7 +51,7 @@ func TestWorkWaitsForAWindowAndIsWokenWhenItOpens(t *testing.T) {
 	t.Parallel()
 	h := startHub(t, "")
 	l := newLoop(t, hubConfig(h, 600, "wake_ack_timeout_seconds = 30\n"), "alpha")
-	l.agentEnv = "SCRIPTED_AGENT_STATEHUB=" + h.url()
+	l.agentEnv = "SCRIPTED_AGENT_PUBLISH=1"
 	testutil.WaitFor(t, "the event stream", func() bool { return l.status(t).StateHub.EventsConnected })
 	h.put(workplan("W", "alpha", todo("A", "alpha")))
 	testutil.WaitFor(t, "A waiting", func() bool { return strings.HasPrefix(l.explain(t, "A").Verdict, "waiting: ") })
@@ -113,7 +113,7 @@ func TestBlockedStaysBlocked(t *testing.T) {
 	t.Parallel()
 	h := startHub(t, "")
 	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 30\n"), "alpha")
-	l.agentEnv = "SCRIPTED_AGENT_STATEHUB=" + h.url()
+	l.agentEnv = "SCRIPTED_AGENT_PUBLISH=1"
 	l.agents(t, "cpblock complete", "alpha")
 	h.put(workplan("W", "alpha", todo("A", "alpha")))
 	var l1 api.ExplainLease
@@ -203,7 +203,7 @@ func TestOneLeaseAtATimePerRepoInPriorityOrder(t *testing.T) {
 	t.Parallel()
 	h := startHub(t, "")
 	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 30\n"), "alpha")
-	l.agentEnv = "SCRIPTED_AGENT_STATEHUB=" + h.url()
+	l.agentEnv = "SCRIPTED_AGENT_PUBLISH=1"
 	l.agents(t, "complete", "alpha")
 	p1, p2, p3 := todo("P1", "alpha"), todo("P2", "alpha"), todo("P3", "alpha")
 	p1.Priority, p2.Priority, p3.Priority = 1, 2, 3
@@ -349,7 +349,7 @@ func TestClearingAWorkplanGateWakesItsTask(t *testing.T) {
 	t.Parallel()
 	h := startHub(t, "")
 	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 30\n"), "alpha")
-	l.agentEnv = "SCRIPTED_AGENT_STATEHUB=" + h.url()
+	l.agentEnv = "SCRIPTED_AGENT_PUBLISH=1"
 	l.agents(t, "complete", "alpha")
 	wp := workplan("W", "alpha", todo("A", "alpha"))
 	wp.NeedsHuman = true

@@ -3,8 +3,8 @@
 //
 //	SCRIPTED_AGENT_PLAN             the part per wake (agentsim's plan words)
 //	SCRIPTED_AGENT_LOG              a file that receives agentsim's event lines
-//	SCRIPTED_AGENT_STATEHUB         State Hub's address: tasks are marked done there
-//	SCRIPTED_AGENT_STATEHUB_TOKEN   its bearer token, when it wants one
+//	SCRIPTED_AGENT_PUBLISH          set: a completed wake marks its task done (its
+//	                                message read) through the engine
 //	SCRIPTED_AGENT_DIALOG           a file: a dialog shows while it exists
 package main
 
@@ -19,11 +19,10 @@ import (
 
 func main() {
 	agentsim.Run(os.Stdin, os.Stdout, agentsim.Config{
-		Plan:     strings.Fields(os.Getenv("SCRIPTED_AGENT_PLAN")),
-		Engine:   engine(),
-		StateHub: os.Getenv("SCRIPTED_AGENT_STATEHUB"),
-		Token:    os.Getenv("SCRIPTED_AGENT_STATEHUB_TOKEN"),
-		Dialog:   os.Getenv("SCRIPTED_AGENT_DIALOG"),
+		Plan:    strings.Fields(os.Getenv("SCRIPTED_AGENT_PLAN")),
+		Engine:  engine(),
+		Publish: os.Getenv("SCRIPTED_AGENT_PUBLISH") != "",
+		Dialog:  os.Getenv("SCRIPTED_AGENT_DIALOG"),
 		Log: func(format string, args ...any) {
 			path := os.Getenv("SCRIPTED_AGENT_LOG")
 			if path == "" {
