@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/statehub/devhub"
 )
 
@@ -209,6 +210,25 @@ func (e *Env) Engine(t testing.TB, args ...string) Result {
 		t.Fatalf("coordination-engine %s: %s", strings.Join(args, " "), r)
 	}
 	return r
+}
+
+// Paths are the paths a program resolves in the test's environment (its
+// sockets, state directory, database), as the programs the test runs see
+// them.
+func (e *Env) Paths(t testing.TB, program paths.Program) paths.Paths {
+	t.Helper()
+	p, err := paths.Resolve(program, func(key string) string {
+		for _, kv := range e.Vars {
+			if k, v, _ := strings.Cut(kv, "="); k == key {
+				return v
+			}
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // WaitFor polls cond until it holds or the deadline passes; the deadline is a

@@ -2,15 +2,13 @@ package cli
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/engine/api"
-	"github.com/tmux-amq/tamq/internal/engine/lease"
+	"github.com/tmux-amq/tamq/internal/engine/service"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // offlineStore opens the engine's database read-only for a read-only
@@ -44,54 +42,17 @@ func offlineStore(ctx context.Context, a *app.App, callErr error) (*store.Store,
 }
 
 // offlineLeases is the leases listing read from the database, as the
-// engine's handler answers it (newest first, at most 1000).
+// engine answers it.
 func offlineLeases(ctx context.Context, st *store.Store, args api.LeasesArgs) (api.LeasesResult, error) {
-	if args.State != "" && !slices.Contains(lease.States, lease.State(args.State)) {
-		return api.LeasesResult{}, errs.New(errs.BadRequest, "state %q is not a lease state", textsafe.Escape(args.State))
-	}
-	ls, err := st.Leases(ctx, args.State, listLimit(args.Limit), max(args.Offset, 0))
-	if err != nil {
-		return api.LeasesResult{}, err
-	}
-	res := api.LeasesResult{Leases: []api.Lease{}, Offline: true}
-	for _, l := range ls {
-		res.Leases = append(res.Leases, api.LeaseOf(l))
-	}
-	return res, nil
+	res, err := service.ListLeases(ctx, st, args)
+	res.Offline = true
+	return res, err
 }
 
 // offlineReceipts is the receipts listing read from the database, as the
-// engine's handler answers it (oldest first, the latest at most 1000).
+// engine answers it.
 func offlineReceipts(ctx context.Context, st *store.Store, args api.ReceiptsArgs) (api.ReceiptsResult, error) {
-	rs, err := st.Receipts(ctx, store.ReceiptFilter{LeaseID: args.LeaseID, TriggerID: args.TriggerID,
-		BeforeID: args.BeforeID, Limit: listLimit(args.Limit)})
-	if err != nil {
-		return api.ReceiptsResult{}, err
-	}
-	res := api.ReceiptsResult{Receipts: []api.Receipt{}, Offline: true}
-	for _, r := range rs {
-		out := api.Receipt{
-			ID: r.ID, At: r.At.UTC(), Kind: r.Kind, TriggerID: r.TriggerID, LeaseID: r.LeaseID, Status: r.Status, Reason: r.Reason,
-			Attempt: r.Attempt, CoordinationEndpointID: r.CoordinationEndpointID, LocalMessageID: r.LocalMessageID,
-			PolicyProfile: r.PolicyProfile, ConfigVersion: r.ConfigVersion, Detail: r.Detail,
-		}
-		if !r.NextRetryAt.IsZero() {
-			t := r.NextRetryAt.UTC()
-			out.NextRetryAt = &t
-		}
-		if !r.ProjectedAt.IsZero() {
-			t := r.ProjectedAt.UTC()
-			out.ProjectedAt = &t
-		}
-		res.Receipts = append(res.Receipts, out)
-	}
-	return res, nil
-}
-
-// listLimit is a listing's limit as the engine applies it (1000 at most).
-func listLimit(n int) int {
-	if n <= 0 || n > 1000 {
-		return 1000
-	}
-	return n
+	res, err := service.ListReceipts(ctx, st, args)
+	res.Offline = true
+	return res, err
 }

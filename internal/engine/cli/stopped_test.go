@@ -25,21 +25,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func enginePaths(t *testing.T, e *testutil.Env) paths.Paths {
-	t.Helper()
-	p, err := paths.Resolve(paths.Engine, func(key string) string {
-		for _, kv := range e.Vars {
-			if k, v, _ := strings.Cut(kv, "="); k == key {
-				return v
-			}
-		}
-		return ""
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+func enginePaths(t *testing.T, e *testutil.Env) paths.Paths { return e.Paths(t, paths.Engine) }
 
 // seedLease writes what one woken task leaves in the engine's database: a
 // trigger for T-1, its lease offered, a wake that failed, the agent's ack

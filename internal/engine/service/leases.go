@@ -160,12 +160,18 @@ func (s *Service) leases(ctx context.Context, _ protocol.Peer, req *protocol.Req
 	if err := protocol.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
+	return ListLeases(ctx, s.store, args)
+}
+
+// ListLeases is the lease listing of st: newest first, one page that fits a
+// frame. The engine answers it, and its commands read it offline.
+func ListLeases(ctx context.Context, st *store.Store, args api.LeasesArgs) (api.LeasesResult, error) {
 	if args.State != "" && !slices.Contains(lease.States, lease.State(args.State)) {
-		return nil, errs.New(errs.BadRequest, "state %q is not a lease state", textsafe.Escape(args.State))
+		return api.LeasesResult{}, errs.New(errs.BadRequest, "state %q is not a lease state", textsafe.Escape(args.State))
 	}
-	ls, err := s.store.Leases(ctx, args.State, limitOf(args.Limit), max(args.Offset, 0))
+	ls, err := st.Leases(ctx, args.State, limitOf(args.Limit), max(args.Offset, 0))
 	if err != nil {
-		return nil, err
+		return api.LeasesResult{}, err
 	}
 	res := api.LeasesResult{Leases: []api.Lease{}}
 	for _, l := range ls {
@@ -180,10 +186,17 @@ func (s *Service) receipts(ctx context.Context, _ protocol.Peer, req *protocol.R
 	if err := protocol.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	rs, err := s.store.Receipts(ctx, store.ReceiptFilter{LeaseID: args.LeaseID, TriggerID: args.TriggerID,
+	return ListReceipts(ctx, s.store, args)
+}
+
+// ListReceipts is the receipt listing of st: oldest first, the latest page
+// that fits a frame. The engine answers it, and its commands read it
+// offline.
+func ListReceipts(ctx context.Context, st *store.Store, args api.ReceiptsArgs) (api.ReceiptsResult, error) {
+	rs, err := st.Receipts(ctx, store.ReceiptFilter{LeaseID: args.LeaseID, TriggerID: args.TriggerID,
 		BeforeID: args.BeforeID, Limit: limitOf(args.Limit)})
 	if err != nil {
-		return nil, err
+		return api.ReceiptsResult{}, err
 	}
 	res := api.ReceiptsResult{Receipts: []api.Receipt{}}
 	for _, r := range rs {

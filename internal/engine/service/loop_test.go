@@ -418,20 +418,7 @@ func TestAttachRefusesUnknownSlugsAndOtherPaths(t *testing.T) {
 }
 
 // pathsOf are a program's paths in the test's environment.
-func (l *loop) pathsOf(t testing.TB, program paths.Program) paths.Paths {
-	p, err := paths.Resolve(program, func(key string) string {
-		for _, kv := range l.e.Vars {
-			if k, v, _ := strings.Cut(kv, "="); k == key {
-				return v
-			}
-		}
-		return ""
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+func (l *loop) pathsOf(t testing.TB, program paths.Program) paths.Paths { return l.e.Paths(t, program) }
 
 // lossyProxy stands between the engine and tamq's socket: it passes every
 // request on and every answer back, except that it keeps the answer to the

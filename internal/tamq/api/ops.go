@@ -227,8 +227,8 @@ type DeliverResult struct {
 	// Cancelled says nothing was written because the service no longer
 	// had the delivery to confirm (a wake cancelled meanwhile).
 	Cancelled bool   `json:"cancelled,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-	Error    string `json:"error,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	Error     string `json:"error,omitempty"`
 }
 
 // OpBrokerState is a notification the broker sends on its session (a request

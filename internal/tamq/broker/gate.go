@@ -67,9 +67,9 @@ type Outcome struct {
 	// was written.
 	Cancelled bool
 	Reason    string
-	Quiet                           bool
-	Waited                          time.Duration
-	Err                             error
+	Quiet     bool
+	Waited    time.Duration
+	Err       error
 }
 
 // pasteShowsWithin bounds how long after the pause the text may take to

@@ -14,19 +14,7 @@ import (
 )
 
 // pathsOf resolves tamq's paths in a test's environment.
-func pathsOf(t testing.TB, e *testutil.Env) paths.Paths {
-	t.Helper()
-	vars := map[string]string{}
-	for _, kv := range e.Vars {
-		k, v, _ := strings.Cut(kv, "=")
-		vars[k] = v
-	}
-	p, err := paths.Resolve(paths.Tamq, func(k string) string { return vars[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+func pathsOf(t testing.TB, e *testutil.Env) paths.Paths { return e.Paths(t, paths.Tamq) }
 
 // The typed client reaches every lifecycle operation of a real service; hello
 // offers exactly the operations the service answers.

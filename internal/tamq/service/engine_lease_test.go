@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -30,18 +29,7 @@ func startEngine(t *testing.T, e *testutil.Env) *engineLeases {
 	e.WriteEngineConfig(t, "[statehub]\napi_base = \"http://127.0.0.1:9\"\n")
 	e.Engine(t, "start", "--detach")
 	t.Cleanup(func() { e.Run(t, "coordination-engine", "stop") })
-	p, err := paths.Resolve(paths.Engine, func(key string) string {
-		for _, kv := range e.Vars {
-			if k, v, _ := strings.Cut(kv, "="); k == key {
-				return v
-			}
-		}
-		return ""
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &engineLeases{t: t, p: p}
+	return &engineLeases{t: t, p: e.Paths(t, paths.Engine)}
 }
 
 var leaseTiming = lease.Timing{AckTimeout: time.Hour, RenewInterval: time.Hour, MissedRenewals: 1, Backoff: []time.Duration{time.Second}, MaxAttempts: 9}
