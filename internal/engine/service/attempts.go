@@ -30,15 +30,15 @@ const cancelTimeout = 2 * time.Second
 func (s *Service) attemptEnded(ctx context.Context, from, to lease.Lease, why string) {
 	kick(s.clockKick)
 	ended := from.State != lease.RetryWait && (to.State == lease.RetryWait || !to.State.Live())
-	if !ended {
-		return
-	}
-	if to.State == lease.Completed {
+	switch {
+	case ended && to.State == lease.Completed:
 		s.settleWake(ctx, to)
-	} else {
+	case ended:
 		s.cancelWakes(ctx, from.ID, from.Attempt, why)
 	}
-	kick(s.observeKick)
+	if ended || !to.State.Live() {
+		kick(s.observeKick)
+	}
 }
 
 // cancelWakes asks tamq to cancel the unwritten wakes of the lease's
