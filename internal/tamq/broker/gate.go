@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"errors"
+	"os"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -200,8 +202,14 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 		out.Written, out.MaybeWritten = true, false
 		return nil
 	})
-	if noAgent && out.Err == nil {
+	switch {
+	case noAgent && out.Err == nil:
 		return Outcome{NotReady: true, Reason: program.NoAgentRunning, Quiet: quiet, Waited: time.Since(start)}
+	case errors.Is(out.Err, os.ErrClosed) && !out.MaybeWritten:
+		// The terminal is not open yet (the session came before the agent
+		// started) or any more (it exited): nothing was written, and the
+		// message waits for the window without spending its attempt.
+		return Outcome{NotReady: true, Reason: "the agent's terminal is not open", Quiet: quiet, Waited: time.Since(start)}
 	}
 	return out
 }
