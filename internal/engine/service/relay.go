@@ -22,12 +22,6 @@ import (
 // states and decides nothing; it keeps no body and no note, and its
 // receipts carry ids and statuses only.
 
-// Receipt kinds of the relayed requests.
-const (
-	kindTaskSet         = "task.set"
-	kindMessageRead     = "message.read"
-	kindMessageWithheld = "message.withheld"
-)
 
 // maxShownSubject bounds the subject message_show answers with: a line,
 // as the prompt shows it, so the message's fields never crowd the body
@@ -69,7 +63,7 @@ func (s *Service) messageShow(ctx context.Context, _ protocol.Peer, req *protoco
 			res.Message.Subject = ""
 		}
 		s.log.Warn("message body withheld: it holds secret material", "message", m.ID, "field", w.Field, "rule", w.Rule)
-		s.relayReceipt(ctx, store.Receipt{Kind: kindMessageWithheld, Status: "stopped",
+		s.relayReceipt(ctx, store.Receipt{Kind: store.KindMessageWithheld, Status: "stopped",
 			Reason: observe.GateSecret + ": the " + w.Field + " holds secret material (" + w.Rule + ")", Detail: map[string]any{"message_id": m.ID}})
 		return res, nil
 	}
@@ -143,7 +137,7 @@ func (s *Service) messageRead(ctx context.Context, _ protocol.Peer, req *protoco
 	if errs.Is(err, errs.NotFound) {
 		err = s.messageNotFound(ctx, args.MessageID)
 	}
-	s.relayReceipt(ctx, relayed(kindMessageRead, "read", err, map[string]any{"message_id": args.MessageID}))
+	s.relayReceipt(ctx, relayed(store.KindMessageRead, "read", err, map[string]any{"message_id": args.MessageID}))
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +180,7 @@ func (s *Service) taskSet(ctx context.Context, _ protocol.Peer, req *protocol.Re
 	if errs.Is(err, errs.NotFound) {
 		err = s.taskNotFound(args.TaskID)
 	}
-	s.relayReceipt(ctx, relayed(kindTaskSet, args.Status, err, map[string]any{"task_id": args.TaskID}))
+	s.relayReceipt(ctx, relayed(store.KindTaskSet, args.Status, err, map[string]any{"task_id": args.TaskID}))
 	if err != nil {
 		return nil, err
 	}

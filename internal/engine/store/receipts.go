@@ -32,6 +32,10 @@ const (
 	KindEndpointAttached   = "endpoint.attached"
 	KindEndpointRefused    = "endpoint.refused"
 	KindEndpointDetached   = "endpoint.detached"
+	// What an agent relays to State Hub through the engine.
+	KindTaskSet         = "task.set"
+	KindMessageRead     = "message.read"
+	KindMessageWithheld = "message.withheld"
 )
 
 // Receipt is one sanitized receipt: ids, kind, status, reason, attempt and
