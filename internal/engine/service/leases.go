@@ -94,10 +94,6 @@ func (s *Service) checkpoint(ctx context.Context, _ protocol.Peer, req *protocol
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
 	}
-	from, err := s.store.Lease(ctx, args.LeaseID)
-	if err != nil {
-		return nil, err
-	}
 	l, err := s.store.Checkpoint(ctx, lease.Checkpoint{
 		LeaseID: args.LeaseID, TaskID: args.TaskID, Summary: args.Summary, FilesChanged: args.FilesChanged,
 		NextAction: args.NextAction, BlockedReason: lease.BlockedReason(args.BlockedReason),
@@ -105,7 +101,14 @@ func (s *Service) checkpoint(ctx context.Context, _ protocol.Peer, req *protocol
 	if err != nil {
 		return nil, err
 	}
-	s.attemptEnded(ctx, from, l, "the agent stopped: blocked ("+args.BlockedReason+")")
+	if l.State == lease.Stopped {
+		// A blocked checkpoint ended the attempt it was made on.
+		from := l
+		from.State = lease.Checkpointed
+		s.attemptEnded(ctx, from, l, "the agent stopped: blocked ("+args.BlockedReason+")")
+	} else {
+		kick(s.clockKick)
+	}
 	return api.LeaseOf(l), nil
 }
 

@@ -22,7 +22,6 @@ import (
 // states and decides nothing; it keeps no body and no note, and its
 // receipts carry ids and statuses only.
 
-
 // maxShownSubject bounds the subject message_show answers with: a line,
 // as the prompt shows it, so the message's fields never crowd the body
 // out of a frame.
