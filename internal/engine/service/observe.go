@@ -286,6 +286,10 @@ func (s *Service) judge(ctx context.Context, obs observe.Observation, inbox, res
 	// kept otherwise.
 	slices.SortStableFunc(candidates, func(a, b observe.Candidate) int { return cmp.Compare(a.Priority, b.Priority) })
 	reg := s.registryOnce() // read once per look, not per task
+	// A repo whose agent this look found busy stays busy for the rest of
+	// the look: a lease ending meanwhile must not let a less urgent task
+	// in ahead of the more urgent one judged busy a moment before.
+	busy := map[string]string{}
 	seen := make(map[string]bool, len(candidates))
 	for _, cand := range candidates {
 		if ctx.Err() != nil {
@@ -296,7 +300,7 @@ func (s *Service) judge(ctx context.Context, obs observe.Observation, inbox, res
 		} else {
 			seen[key] = true
 		}
-		err := s.consider(ctx, cand, reg)
+		err := s.consider(ctx, cand, reg, busy)
 		switch {
 		case errs.Is(err, errs.BadRequest):
 			// The object breaks a rule of ours (an id too long to keep):
@@ -507,8 +511,9 @@ func (s *Service) applyCheckpoints(ctx context.Context, cps []contract.Checkpoin
 
 // consider records a candidate's trigger (once per key) and takes it as far
 // as it can go now: stopped or held at a gate, left waiting (with why) while
-// it must, or leased and woken.
-func (s *Service) consider(ctx context.Context, cand observe.Candidate, reg func() (*gita.Registry, error)) error {
+// it must, or leased and woken. busy holds the repos this look found busy,
+// with why; consider adds to it.
+func (s *Service) consider(ctx context.Context, cand observe.Candidate, reg func() (*gita.Registry, error), busy map[string]string) error {
 	tr := cand.Trigger
 	key := triggerKey(tr)
 	if _, done := s.settledKeys.Load(key); done {
@@ -551,6 +556,9 @@ func (s *Service) consider(ctx context.Context, cand observe.Candidate, reg func
 	if gate != "" {
 		return s.gate(ctx, t, gate, reason)
 	}
+	if why, ok := busy[t.TargetRepo]; ok {
+		return s.store.WaitTrigger(ctx, t.ID, lease.WaitBusy, why)
+	}
 	r, wait, err := s.judgeRoute(ctx, t, reg, "", false)
 	if err != nil {
 		return err
@@ -559,6 +567,9 @@ func (s *Service) consider(ctx context.Context, cand observe.Candidate, reg func
 	case r.Gate != "":
 		return s.gate(ctx, t, r.Gate, r.Reason)
 	case wait != "":
+		if wait == lease.WaitBusy {
+			busy[t.TargetRepo] = r.Reason
+		}
 		return s.store.WaitTrigger(ctx, t.ID, wait, r.Reason)
 	}
 	l, err := s.store.Offer(ctx, t.ID, r.EndpointID, s.timing)
