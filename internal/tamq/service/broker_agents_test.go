@@ -1,3 +1,8 @@
+//go:build agents
+
+// The real agents' tests are built only with the agents tag, which `make
+// test-agents` sets: `make test` neither builds nor skips them.
+
 package service_test
 
 import (
@@ -32,7 +37,7 @@ func agentBin(t *testing.T, name string) string {
 	t.Helper()
 	dir := os.Getenv("TAMQ_TEST_AGENTS")
 	if dir == "" {
-		t.Skip("TAMQ_TEST_AGENTS is unset: `make test-agents` installs the real Claude Code and Codex from npm (about 760 MB) and runs these tests; they take minutes offline, so `make test` leaves them out")
+		t.Fatal("TAMQ_TEST_AGENTS is unset: run `make test-agents`, which installs the real Claude Code and Codex from npm (about 760 MB) and sets it")
 	}
 	bin := filepath.Join(dir, "node_modules", ".bin", name)
 	if _, err := os.Stat(bin); err != nil {
