@@ -7,10 +7,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
+
+	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
 func TestParseStat(t *testing.T) {
@@ -99,19 +100,16 @@ func TestForegroundOf(t *testing.T) {
 	}
 	defer func() { ptmx.Close(); sh.Process.Kill(); sh.Wait() }()
 	go bufio.NewReader(ptmx).WriteTo(discard{}) // keep the terminal's output flowing
-	wait := func(what string, cond func(Foreground) bool) Foreground {
+	// The process table gives no event for a change of foreground: it is
+	// looked at until it shows one.
+	wait := func(what string, cond func(Foreground) bool) (fg Foreground) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			fg, err := ForegroundOf(sh.Process.Pid)
-			if err == nil && cond(fg) {
-				return fg
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s: %+v, %v", what, fg, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testutil.WaitFor(t, what, func() bool {
+			var err error
+			fg, err = ForegroundOf(sh.Process.Pid)
+			return err == nil && cond(fg)
+		})
+		return fg
 	}
 	fg := wait("the shell in the foreground", func(fg Foreground) bool { return fg.OwnGroup })
 	if fg.PGID != sh.Process.Pid || len(fg.Argv) == 0 || !strings.HasSuffix(fg.Argv[0], "sh") {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // Receipt is one audit record: what a program writes, and what it reads
@@ -77,14 +79,5 @@ func clean(s string) string {
 		}
 		return r
 	}, s)
-	if len(s) > maxValue {
-		cut := maxValue
-		for cut > 0 && !utf8Start(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return s
+	return textsafe.Cut(s, maxValue)
 }
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

@@ -113,3 +113,15 @@ func Inert(s string) bool {
 	}
 	return true
 }
+
+// Cut cuts s to at most n bytes between characters, marking the cut with
+// "…" (which the n bytes do not count).
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

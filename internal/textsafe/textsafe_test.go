@@ -140,3 +140,22 @@ func FuzzEscapeTextIsInert(f *testing.F) {
 		}
 	})
 }
+
+func TestCut(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly", 7, "exactly"},
+		{"a longer line", 8, "a longer…"},
+		{"héllo", 2, "h…"}, // é is two bytes: never split
+		{"日本語", 4, "日…"},
+		{"x", 0, "…"},
+	} {
+		if got := Cut(c.in, c.n); got != c.want {
+			t.Errorf("Cut(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
+}

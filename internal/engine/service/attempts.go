@@ -119,21 +119,14 @@ func (s *Service) judgeRetry(ctx context.Context, l lease.Lease, reg func() (*gi
 			return postpone(lease.WaitNotActionable, v.Reason)
 		}
 	}
-	r, err := s.route(ctx, reg, t.TargetRepo, "")
-	if err != nil {
-		return false, err
-	}
+	r, wait, err := s.judgeRoute(ctx, t, reg, routeAsk{Lease: l.ID})
 	switch {
+	case err != nil:
+		return false, err
 	case r.Gate != "":
 		return stop(r.Gate, r.Reason)
-	case r.Wait != "":
-		return postpone(r.Wait, r.Reason)
-	}
-	if busy, err := s.busyWith(ctx, t.TargetRepo, l.ID); err != nil || busy != "" {
-		if err != nil {
-			return false, err
-		}
-		return postpone(lease.WaitBusy, busy)
+	case wait != "":
+		return postpone(wait, r.Reason)
 	}
 	if _, err := s.store.Reoffer(ctx, l.ID, s.timing); err != nil {
 		return false, err

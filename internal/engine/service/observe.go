@@ -559,7 +559,7 @@ func (s *Service) consider(ctx context.Context, cand observe.Candidate, reg func
 	if why, ok := busy[t.TargetRepo]; ok {
 		return s.store.WaitTrigger(ctx, t.ID, lease.WaitBusy, why)
 	}
-	r, wait, err := s.judgeRoute(ctx, t, reg, "", false)
+	r, wait, err := s.judgeRoute(ctx, t, reg, routeAsk{})
 	if err != nil {
 		return err
 	}
@@ -586,23 +586,32 @@ func (s *Service) consider(ctx context.Context, cand observe.Candidate, reg func
 	return nil
 }
 
+// routeAsk narrows what judgeRoute judges: Endpoint names one endpoint
+// (by either of its ids); Force, the operator asked for another lease of a
+// busy repo; Lease, the lease whose next attempt is judged, which holds
+// its task and repo already and does not count against itself.
+type routeAsk struct {
+	Endpoint string
+	Force    bool
+	Lease    string
+}
+
 // judgeRoute says where a trigger's wake may go now, or the gate that stops
 // it, or what it waits for (wait; r.Reason says it in words): another live
-// lease of its task, a window, or the repo's agent busy with other work
-// (unless force: the operator asked for a second lease).
-func (s *Service) judgeRoute(ctx context.Context, t lease.Trigger, reg func() (*gita.Registry, error), endpoint string, force bool) (observe.Routing, lease.Wait, error) {
+// lease of its task, a window, or the repo's agent busy with other work.
+func (s *Service) judgeRoute(ctx context.Context, t lease.Trigger, reg func() (*gita.Registry, error), ask routeAsk) (observe.Routing, lease.Wait, error) {
 	if t.TaskID != "" {
-		if l, live, err := s.store.LiveLeaseOfTask(ctx, t.TaskID); err != nil || live {
+		if l, live, err := s.store.LiveLeaseOfTask(ctx, t.TaskID); err != nil || live && l.ID != ask.Lease {
 			// One agent at a time on a task, whatever revision woke it.
 			return observe.Routing{Reason: fmt.Sprintf("lease %s of task %s is %s", l.ID, t.TaskID, l.State)}, lease.WaitTaskLeased, err
 		}
 	}
-	r, err := s.route(ctx, reg, t.TargetRepo, endpoint)
+	r, err := s.route(ctx, reg, t.TargetRepo, ask.Endpoint)
 	if err != nil || r.Gate != "" || r.Wait != "" {
 		return r, r.Wait, err
 	}
-	if !force {
-		busy, err := s.busyWith(ctx, t.TargetRepo, "")
+	if !ask.Force {
+		busy, err := s.busyWith(ctx, t.TargetRepo, ask.Lease)
 		if err != nil || busy != "" {
 			return observe.Routing{Reason: busy}, lease.WaitBusy, err
 		}

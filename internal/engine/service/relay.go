@@ -13,6 +13,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/secretscan"
 	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // The engine relays to State Hub, for an agent, what only the engine can
@@ -55,7 +56,7 @@ func (s *Service) messageShow(ctx context.Context, _ protocol.Peer, req *protoco
 		return nil, errs.New(errs.BadRequest, "offset %d is not where a piece of the body starts", args.Offset)
 	}
 	res := api.MessageShowResult{Message: m.Message, BodyBytes: len(m.Body), Offset: args.Offset}
-	res.Message.Subject = cutText(m.Subject, maxShownSubject)
+	res.Message.Subject = textsafe.Cut(m.Subject, maxShownSubject)
 	if w := secretIn(m); w != nil {
 		res.Withheld, res.Offset = w, 0
 		if w.Field == "subject" {
@@ -110,17 +111,6 @@ func jsonLen(r rune) int {
 		return 6
 	}
 	return utf8.RuneLen(r)
-}
-
-// cutText cuts s to at most n bytes, between characters, marking the cut.
-func cutText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // messageRead marks a message read in State Hub.

@@ -91,7 +91,7 @@ func (s *Service) wake(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 	if err != nil {
 		return nil, err
 	}
-	r, wait, err := s.judgeRoute(ctx, t, func() (*gita.Registry, error) { return reg, nil }, args.EndpointID, args.Force)
+	r, wait, err := s.judgeRoute(ctx, t, func() (*gita.Registry, error) { return reg, nil }, routeAsk{Endpoint: args.EndpointID, Force: args.Force})
 	if err != nil {
 		return nil, err
 	}

@@ -427,15 +427,22 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request) {
 
 // getMessage serves one message with its body.
 func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if i, ok := s.messageOf(w, r); ok {
+		reply(w, s.doc.Messages[i])
+	}
+}
+
+// messageOf is the index of the message the request's path names, or
+// false once it answered 404. The caller holds s.mu.
+func (s *Server) messageOf(w http.ResponseWriter, r *http.Request) (int, bool) {
+	id := r.PathValue("id")
 	i := slices.IndexFunc(s.doc.Messages, func(x message) bool { return x.ID == id })
 	if i < 0 {
 		fail(w, http.StatusNotFound, "no message %s", textsafe.Escape(id))
-		return
 	}
-	reply(w, s.doc.Messages[i])
+	return i, i >= 0
 }
 
 func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
@@ -476,18 +483,16 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) readMessage(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i := slices.IndexFunc(s.doc.Messages, func(x message) bool { return x.ID == id })
-	if i < 0 {
-		fail(w, http.StatusNotFound, "no message %s", textsafe.Escape(id))
+	i, ok := s.messageOf(w, r)
+	if !ok {
 		return
 	}
 	if !s.doc.Messages[i].Read {
 		s.doc.Messages[i].Read = true
 		s.doc.Messages[i].Revision = s.nextRev()
-		if !s.commit(w, "message", id) {
+		if !s.commit(w, "message", s.doc.Messages[i].ID) {
 			return
 		}
 	}

@@ -99,7 +99,8 @@ func WakeKey(key string) (leaseID string, attempt int, ok bool) {
 // CancelWakes cancels the wakes of a lease's attempts up to upTo (0: every
 // attempt) that are not written yet or wait for an ack tamq would present
 // again, each with a receipt naming why, and returns the cancelled ones. A
-// delivery under way is left to its writer, which asks the engine first.
+// wake being delivered is cancelled too: its writer confirms the state
+// right before the first byte and then writes nothing.
 func (s *Store) CancelWakes(ctx context.Context, leaseID string, upTo int, reason string) ([]queue.Message, error) {
 	var out []queue.Message
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
