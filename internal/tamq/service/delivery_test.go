@@ -168,6 +168,11 @@ func waitRecorded(t *testing.T, e *testutil.Env, repo, suffix string) string {
 func waitState(t *testing.T, e *testutil.Env, id, state string) api.Message {
 	t.Helper()
 	var m api.Message
+	defer func() {
+		if t.Failed() {
+			t.Logf("%s last seen %s (attempts %d): %s", id, m.State, m.Attempts, m.LastError)
+		}
+	}()
 	testutil.WaitFor(t, id+" to be "+state, func() bool {
 		m = stateOf(t, e, id)
 		return m.State == state
