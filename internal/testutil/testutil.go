@@ -110,13 +110,32 @@ func NewEnv(t testing.TB) *Env {
 		State:   filepath.Join(root, "state"),
 		Runtime: filepath.Join(root, "run"),
 	}
-	// Whatever a failing test left running is killed before its files go.
+	// Whatever a failing test left running is killed before its files go,
+	// and what the daemons logged is shown first: it says why.
 	t.Cleanup(func() { e.killService() })
+	t.Cleanup(func() {
+		if t.Failed() {
+			e.logTails(t)
+		}
+	})
 	e.Vars = []string{
 		"HOME=" + e.Home, "XDG_CONFIG_HOME=" + e.Config, "XDG_STATE_HOME=" + e.State, "XDG_RUNTIME_DIR=" + e.Runtime,
 		"PATH=" + os.Getenv("PATH"),
 	}
 	return e
+}
+
+// logTails logs the last lines of the daemons' logs, for a failed test.
+func (e *Env) logTails(t testing.TB) {
+	const lines = 80
+	for _, f := range []string{filepath.Join(e.TamqState(), "tamq.log"), filepath.Join(e.EngineState(), "coordination-engine.log")} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		t.Logf("the last %d lines of %s:\n%s", min(lines, len(all)), filepath.Base(f), strings.Join(all[max(len(all)-lines, 0):], "\n"))
+	}
 }
 
 // killService kills the tamq service and coordination-engine holding this

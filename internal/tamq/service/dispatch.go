@@ -535,6 +535,13 @@ func (s *Service) deferDelivery(ctx context.Context, ms []queue.Message, wr Writ
 		s.setWait(fromBroker, m.EndpointID, m.Target, wr.Reason)
 	case wr.NotAtPrompt:
 		s.setWait(fromScreen, m.EndpointID, m.Target, wr.Reason)
+		// A broker that attached while the pane was looked at has cleared
+		// the screen's hold already, or is about to: it reports its own
+		// agent, and a hold set after its attach would never be lifted
+		// (an idle service lists no panes).
+		if s.brokers.get(store.DeliveryKey(m.EndpointID, m.Target)) != nil {
+			s.setWait(fromScreen, m.EndpointID, m.Target, "")
+		}
 	default:
 		s.setWait(fromPane, m.EndpointID, m.Target, wr.Reason)
 		s.live.requestList(m.EndpointID)
