@@ -546,6 +546,14 @@ func (s *Service) deferDelivery(ctx context.Context, ms []queue.Message, wr Writ
 		s.setWait(fromPane, m.EndpointID, m.Target, wr.Reason)
 		s.live.requestList(m.EndpointID)
 	}
+	// The watcher may have seen the window change while these were being
+	// written (the agent's pane died): it noted its reason on the messages
+	// queued then, which these were not yet. They say the window's reason.
+	if r := s.live.waitReason(store.DeliveryKey(m.EndpointID, m.Target)); r != "" && r != wr.Reason {
+		if err := s.store.NoteWaiting(context.WithoutCancel(ctx), m.EndpointID, m.Target, r); err != nil {
+			s.log.Error("cannot note why messages wait", "repo", m.Target, "error", err.Error())
+		}
+	}
 }
 
 func (s *Service) windowFor(ctx context.Context, endpointID, repo string) (queue.Endpoint, queue.Window, error) {
