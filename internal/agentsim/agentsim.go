@@ -1,9 +1,12 @@
 // Package agentsim is a scripted stand-in for a coding agent, for the
 // end-to-end tests of the wake loop and for the demo. It runs in a tamq
 // window like a real agent: it reads what arrives on its terminal, and when
-// a wake prompt ends with "coordination-engine lease ack LEASE" it plays its
-// part with the agent commands, as the prompt tells an agent to, and updates
-// State Hub as an agent updates its tracker.
+// a wake prompt ends with its release command ("When done: coordination-engine
+// lease release LEASE ...") it plays its part with the agent commands, as the
+// prompt tells an agent to, and updates State Hub as an agent updates its
+// tracker. It acknowledges and renews the lease itself, as an agent run
+// outside tamq's broker must (its screen never shows a turn that the broker
+// could read as the agent at work).
 //
 // The plan chooses the part, one word per wake in order (the last word
 // repeats):
@@ -15,6 +18,13 @@
 //	fail      ack, release --result failed
 //	block     ack, release --result blocked
 //	cpblock   ack, checkpoint --blocked-reason human (which ends the lease)
+//	work      as a real agent under tamq's broker: report working (Program
+//	          Status Protocol, which the broker reads as a turn running),
+//	          acknowledge and renew nothing (the broker does), checkpoint,
+//	          work until the Hold file is gone, then mark the task done,
+//	          release --result completed and report idle
+//	workidle  report working, checkpoint, report idle and stop there: the
+//	          agent went back to its prompt without releasing
 //	tool      show a file's content as Claude Code shows a tool's output
 //	          (the file is ToolFile, notes.txt in the agent's directory:
 //	          "⏺ Bash(cat notes.txt)", then "  ⎿  " before its first line
@@ -56,6 +66,8 @@ type Config struct {
 	// does (tamq holds deliveries then); once it is removed the agent
 	// clears its screen and is at its prompt again.
 	Dialog string
+	// Hold, when set, is a file: the work part works while it exists.
+	Hold string
 	// ToolFile is the file the tool part shows; "" is notes.txt.
 	ToolFile string
 	// Log receives one line per event: "wake LEASE ATTEMPT
@@ -65,7 +77,8 @@ type Config struct {
 }
 
 var (
-	ackLine     = regexp.MustCompile(`lease ack (\S+)(?: --attempt (\d+))?\s*$`)
+	// The release command ends a wake prompt.
+	releaseLine = regexp.MustCompile(`^When done: \S+ lease release (\S+)(?: --attempt (\d+))? --result`)
 	attemptLine = regexp.MustCompile(`lease (\S+), attempt (\d+) of`)
 	taskLine    = regexp.MustCompile(`^Task (\S+?)(?: "| in workplan |\.$)`)
 	messageLine = regexp.MustCompile(`^Message (\S+) from (\S+):`)
@@ -127,7 +140,7 @@ func Run(in io.Reader, out io.Writer, c Config) {
 		if strings.Contains(line, "Resume from your latest checkpoint") {
 			w.resumed = true
 		}
-		m := ackLine.FindStringSubmatch(line)
+		m := releaseLine.FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
@@ -200,6 +213,22 @@ func (c Config) play(out io.Writer, w wake, part string) {
 	case "cpblock":
 		run("lease", "ack", w.lease)
 		run("checkpoint", "--lease", w.lease, "--summary", "stuck: needs a human", "--next", "ask the operator", "--blocked-reason", "human")
+	case "work", "workidle":
+		// Claude Code's own report of its state, which the broker reads.
+		fmt.Fprint(out, "\x1b]7501;state=working\x07")
+		// A model reads its prompt for a while before its first tool
+		// call; the broker sees the turn and acknowledges meanwhile.
+		time.Sleep(500 * time.Millisecond)
+		run("checkpoint", "--lease", w.lease, "--summary", "scripted work begun", "--next", "finish it")
+		if part == "work" {
+			c.waitWhile(c.Hold)
+			if c.Publish && w.task != "" {
+				c.Log("statehub %s done", w.task)
+				c.Log("statehub %s -> %d", w.task, engine("task", "set", w.task, "--status", "done"))
+			}
+			run("lease", "release", w.lease, "--result", "completed")
+		}
+		fmt.Fprint(out, "\x1b]7501;state=idle\x07")
 	case "tool":
 		c.showTool(out)
 		if w.from != "" {
@@ -208,6 +237,16 @@ func (c Config) play(out io.Writer, w wake, part string) {
 	case "stall":
 	}
 	c.Log("done %s", w.lease)
+}
+
+// waitWhile waits until the file is gone ("" or absent: at once).
+func (c Config) waitWhile(file string) {
+	for file != "" {
+		if _, err := os.Stat(file); err != nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // polling a file: no event to wait on
+	}
 }
 
 func (c Config) toolFile() string {

@@ -128,6 +128,9 @@ type WakeResult struct {
 type LeaseArgs struct {
 	LeaseID string `json:"lease_id"`
 	Attempt int    `json:"attempt,omitempty"`
+	// Dialog, on a renewal by tamq's broker, says the agent waits at a
+	// dialog: the window and what shows ("beta: the agent asks permission").
+	Dialog string `json:"dialog,omitempty"`
 }
 
 // LeaseCurrentResult says whether the attempt asked about is the lease's

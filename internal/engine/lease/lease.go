@@ -11,6 +11,14 @@ import (
 	"time"
 )
 
+// Who acknowledged or renewed a lease, as receipts record it: tamq's broker,
+// which runs the agent and saw it take the prompt and work, or the agent's
+// own command.
+const (
+	ByBroker = "broker"
+	ByAgent  = "agent"
+)
+
 // Owner is the one owner a lease can have.
 const Owner = "coordination-engine"
 

@@ -1,7 +1,8 @@
 // Package prompt writes the continuation prompt a wake delivers (spec section
 // 6): what woke the agent, its latest checkpoint, the standard continuation
-// policy, and last the exact commands that acknowledge, renew, checkpoint
-// and release the lease. It is pure: the same inputs give the same text, so
+// policy, and last the exact commands the agent runs: checkpoint, publish
+// the task's state, release the lease (tamq's broker acknowledges and renews
+// it). It is pure: the same inputs give the same text, so
 // a wake sent again after a crash is the identical request tamq recognizes.
 //
 // The one exception is LoadRepoTemplates (templates.go), which reads a
@@ -27,20 +28,28 @@ var Templates = []string{
 	"if no safe work remains, close the session and write a perspective entry to the configured hall-of-helix destination.",
 }
 
+// Policy is Templates as the prompt puts them: the spec's words, in order,
+// on one line.
+var Policy = func() string {
+	var b strings.Builder
+	b.WriteString("Continue, in this order:")
+	for i, t := range Templates {
+		fmt.Fprintf(&b, " %d. %s", i+1, t)
+	}
+	return b.String()
+}()
+
 // Input is what a prompt is made from.
 type Input struct {
 	Program     string // the engine's command name, for the commands to run
 	LeaseID     string
 	Attempt     int
 	MaxAttempts int // attempts the lease may have in all
-	// RenewEvery is how often the agent must renew (the engine's
-	// lease_renew_interval_seconds); zero names the setting instead.
-	RenewEvery time.Duration
-	Repo       string
-	Trigger    Trigger
-	Checkpoint *Checkpoint
-	Task       *Task    // the task the trigger is about, if any
-	Message    *Message // the message the trigger is about, if any
+	Repo        string
+	Trigger     Trigger
+	Checkpoint  *Checkpoint
+	Task        *Task    // the task the trigger is about, if any
+	Message     *Message // the message the trigger is about, if any
 	// Templates replace the built-in Templates when not empty. They are
 	// validated where they are read (LoadRepoTemplates, CheckTemplates).
 	Templates []string
@@ -179,32 +188,33 @@ func checkpoint(cp *Checkpoint, room int) string {
 	}
 }
 
-// continuation is the policy templates and the commands, which end the prompt.
+// continuation is the policy and the commands, which end the prompt: one
+// line each, short enough that a wake stays a few lines an agent shows
+// whole. The built-in policy is the spec's four templates in one line; a
+// repository's own templates (or the configured ones) come one per line,
+// as long as it wrote them. tamq's broker acknowledges and renews the lease
+// for the agent, so the commands are the agent's own work: checkpoint,
+// publish the task's state, release; the release comes last.
 func continuation(in Input) string {
 	var b strings.Builder
-	b.WriteString("Continue, in this order:\n")
-	templates := in.Templates
-	if len(templates) == 0 {
-		templates = Templates
+	if len(in.Templates) == 0 {
+		b.WriteString(Policy + "\n")
+	} else {
+		b.WriteString("Continue, in this order:\n")
+		for i, t := range in.Templates {
+			fmt.Fprintf(&b, "%d. %s\n", i+1, t)
+		}
 	}
-	for i, t := range templates {
-		fmt.Fprintf(&b, "%d. %s\n", i+1, t)
-	}
-	b.WriteString("These are suggestions, not permission: anything that needs a human (secrets, destructive or live actions, scope changes) stops with a checkpoint and --blocked-reason.\n")
+	b.WriteString("These are suggestions, not permission: what needs a human (secrets, destructive or live actions, scope changes) stops with a checkpoint and --blocked-reason.\n")
 	p, l := in.Program, in.LeaseID
 	n := fmt.Sprintf("--attempt %d", in.Attempt)
-	every := "lease_renew_interval_seconds"
-	if in.RenewEvery > 0 {
-		every = in.RenewEvery.String()
-	}
-	fmt.Fprintf(&b, "While you work: %s lease renew %s %s (at least every %s)\n", p, l, n, every)
-	fmt.Fprintf(&b, "Before yielding: %s checkpoint --lease %s %s --summary TEXT [--next TEXT] [--file F]... (with --blocked-reason R if you cannot go on: that ends the lease)\n", p, l, n)
+	b.WriteString("tamq acknowledges and renews this lease while you work.\n")
+	fmt.Fprintf(&b, "Before you stop: %s checkpoint --lease %s %s --summary TEXT [--next TEXT] [--file F]... [--blocked-reason R]\n", p, l, n)
 	if t := in.Task; t != nil && commandArg(t.ID) {
-		fmt.Fprintf(&b, "Publish the task's state: %s task set %s --status done|blocked|in_progress [--note TEXT]\n", p, t.ID)
+		fmt.Fprintf(&b, "Task state: %s task set %s --status done|blocked|in_progress [--note TEXT]\n", p, t.ID)
 	}
-	fmt.Fprintf(&b, "When done: %s lease release %s %s --result completed (or failed|blocked --reason TEXT)\n", p, l, n)
-	fmt.Fprintf(&b, "If a command exits 23, stop: this attempt is over.\n")
-	fmt.Fprintf(&b, "Acknowledge before you begin: %s lease ack %s %s", p, l, n)
+	b.WriteString("If a command exits 23, stop: this attempt is over.\n")
+	fmt.Fprintf(&b, "When done: %s lease release %s %s --result completed|failed|blocked [--reason TEXT]", p, l, n)
 	return b.String()
 }
 

@@ -15,7 +15,7 @@ func input(cp *Checkpoint) Input {
 	}
 }
 
-func TestPromptEndsWithTheAckCommandAndFitsTheBodyLimit(t *testing.T) {
+func TestPromptEndsWithTheReleaseCommandAndFitsTheBodyLimit(t *testing.T) {
 	huge := strings.Repeat("é", 10_000)
 	for _, cp := range []*Checkpoint{
 		nil,
@@ -23,8 +23,8 @@ func TestPromptEndsWithTheAckCommandAndFitsTheBodyLimit(t *testing.T) {
 		{Summary: huge, NextAction: huge, FilesChanged: []string{huge, huge}, RecordedAt: time.Unix(100, 0)},
 	} {
 		p := Build(input(cp))
-		if !strings.HasSuffix(p, "coordination-engine lease ack L-1 --attempt 2") {
-			t.Errorf("the prompt does not end with the ack command:\n%s", p[max(0, len(p)-200):])
+		if !strings.HasSuffix(p, "coordination-engine lease release L-1 --attempt 2 --result completed|failed|blocked [--reason TEXT]") {
+			t.Errorf("the prompt does not end with the release command:\n%s", p[max(0, len(p)-200):])
 		}
 		if len(p) > MaxBytes || !utf8.ValidString(p) {
 			t.Errorf("prompt of %d bytes (valid UTF-8: %v)", len(p), utf8.ValidString(p))

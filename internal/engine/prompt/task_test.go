@@ -16,18 +16,17 @@ func TestPromptForATask(t *testing.T) {
 	want := []string{
 		"coordination-engine wakes net-kingdom: task_actionable (task T-7, revision r3), lease L-1, attempt 2 of 5.",
 		`Task T-7 "Fix the parser" in workplan WP-2.`,
-		"Continue, in this order:",
-		"1. " + Templates[0],
+		Policy,
 	}
 	for i, w := range want {
 		if got[i] != w {
 			t.Errorf("line %d = %q, want %q", i+1, got[i], w)
 		}
 	}
-	if got[len(got)-1] != "Acknowledge before you begin: coordination-engine lease ack L-1 --attempt 2" {
+	if got[len(got)-1] != "When done: coordination-engine lease release L-1 --attempt 2 --result completed|failed|blocked [--reason TEXT]" {
 		t.Errorf("last line %q", got[len(got)-1])
 	}
-	if !strings.Contains(Build(in), "\nPublish the task's state: coordination-engine task set T-7 --status done|blocked|in_progress [--note TEXT]\n") {
+	if !strings.Contains(Build(in), "\nTask state: coordination-engine task set T-7 --status done|blocked|in_progress [--note TEXT]\n") {
 		t.Errorf("the prompt does not say how to publish the task's state:\n%s", Build(in))
 	}
 }
@@ -40,7 +39,7 @@ func TestPromptForAMessage(t *testing.T) {
 		"coordination-engine wakes net-kingdom: task_actionable (task T-7, revision r3), lease L-1, attempt 2 of 5.",
 		`Message M-3 from railiance-platform: "API merged". Read it with: coordination-engine message show M-3; once it is handled: coordination-engine message read M-3`,
 		"Resume from your latest checkpoint (1970-01-01T00:01:40Z): did half",
-		"Continue, in this order:",
+		Policy,
 	}
 	for i, w := range want {
 		if got[i] != w {
@@ -56,14 +55,12 @@ func TestPromptWithoutTheNewInputsIsUnchanged(t *testing.T) {
 		"Resume from your latest checkpoint (1970-01-01T00:01:40Z): did half\n" +
 		"Next action you recorded: do the rest\n" +
 		"Files you changed: a.go, b.go\n" +
-		"Continue, in this order:\n" +
-		"1. " + Templates[0] + "\n2. " + Templates[1] + "\n3. " + Templates[2] + "\n4. " + Templates[3] + "\n" +
-		"These are suggestions, not permission: anything that needs a human (secrets, destructive or live actions, scope changes) stops with a checkpoint and --blocked-reason.\n" +
-		"While you work: coordination-engine lease renew L-1 --attempt 2 (at least every lease_renew_interval_seconds)\n" +
-		"Before yielding: coordination-engine checkpoint --lease L-1 --attempt 2 --summary TEXT [--next TEXT] [--file F]... (with --blocked-reason R if you cannot go on: that ends the lease)\n" +
-		"When done: coordination-engine lease release L-1 --attempt 2 --result completed (or failed|blocked --reason TEXT)\n" +
+		"Continue, in this order: 1. " + Templates[0] + " 2. " + Templates[1] + " 3. " + Templates[2] + " 4. " + Templates[3] + "\n" +
+		"These are suggestions, not permission: what needs a human (secrets, destructive or live actions, scope changes) stops with a checkpoint and --blocked-reason.\n" +
+		"tamq acknowledges and renews this lease while you work.\n" +
+		"Before you stop: coordination-engine checkpoint --lease L-1 --attempt 2 --summary TEXT [--next TEXT] [--file F]... [--blocked-reason R]\n" +
 		"If a command exits 23, stop: this attempt is over.\n" +
-		"Acknowledge before you begin: coordination-engine lease ack L-1 --attempt 2"
+		"When done: coordination-engine lease release L-1 --attempt 2 --result completed|failed|blocked [--reason TEXT]"
 	got := Build(input(&Checkpoint{Summary: "did half", NextAction: "do the rest", FilesChanged: []string{"a.go", "b.go"}, RecordedAt: time.Unix(100, 0)}))
 	if got != want {
 		t.Errorf("prompt changed:\n%s\nwant:\n%s", got, want)
@@ -95,7 +92,7 @@ func TestTrackerTextIsNeutralized(t *testing.T) {
 	if len(subject) > maxTitle {
 		t.Errorf("subject of %d bytes, limit %d", len(subject), maxTitle)
 	}
-	if got[3] != "Continue, in this order:" {
+	if got[3] != Policy {
 		t.Errorf("the title broke the prompt's lines: %q", got[3])
 	}
 }
@@ -104,7 +101,7 @@ func TestTemplatesOverrideTheBuiltInOnes(t *testing.T) {
 	in := input(nil)
 	in.Templates = []string{"run the tests;", "fix the first failure;", "stop."}
 	got := lines(Build(in))
-	want := []string{"Continue, in this order:", "1. run the tests;", "2. fix the first failure;", "3. stop.", "These are suggestions, not permission: anything that needs a human (secrets, destructive or live actions, scope changes) stops with a checkpoint and --blocked-reason."}
+	want := []string{"Continue, in this order:", "1. run the tests;", "2. fix the first failure;", "3. stop.", "These are suggestions, not permission: what needs a human (secrets, destructive or live actions, scope changes) stops with a checkpoint and --blocked-reason."}
 	for i, w := range want {
 		if got[1+i] != w {
 			t.Errorf("line %d = %q, want %q", 2+i, got[1+i], w)
@@ -114,7 +111,7 @@ func TestTemplatesOverrideTheBuiltInOnes(t *testing.T) {
 		t.Error("built-in templates beside the override")
 	}
 	in.Templates = []string{}
-	if !strings.Contains(Build(in), "1. "+Templates[0]) {
+	if !strings.Contains(Build(in), Policy) {
 		t.Error("empty templates did not fall back to the built-in ones")
 	}
 }
@@ -133,16 +130,16 @@ func TestLargestInputsStillFit(t *testing.T) {
 	if len(p) > MaxBytes || !utf8.ValidString(p) {
 		t.Errorf("prompt of %d bytes (valid UTF-8: %v)", len(p), utf8.ValidString(p))
 	}
-	if !strings.HasSuffix(p, "coordination-engine lease ack L-1 --attempt 2") || !strings.Contains(p, "Resume from your latest checkpoint") {
+	if !strings.HasSuffix(p, "lease release L-1 --attempt 2 --result completed|failed|blocked [--reason TEXT]") || !strings.Contains(p, "Resume from your latest checkpoint") {
 		t.Errorf("prompt lost its checkpoint or its end:\n%s", p)
 	}
 }
 
-// The renew line names the engine's interval, so the agent knows it.
-func TestPromptNamesTheRenewInterval(t *testing.T) {
-	in := input(nil)
-	in.RenewEvery = 2 * time.Minute
-	if p := Build(in); !strings.Contains(p, "lease renew L-1 --attempt 2 (at least every 2m0s)\n") {
+// tamq's broker acknowledges and renews the lease: the prompt asks neither
+// of the agent (a model cannot keep a renewal rhythm), and says so.
+func TestPromptLeavesAckAndRenewToTamq(t *testing.T) {
+	p := Build(input(nil))
+	if strings.Contains(p, "lease ack") || strings.Contains(p, "lease renew") || !strings.Contains(p, "\ntamq acknowledges and renews this lease while you work.\n") {
 		t.Errorf("prompt:\n%s", p)
 	}
 }

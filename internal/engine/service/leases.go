@@ -21,12 +21,12 @@ const tamqAckTimeout = 3 * time.Second
 
 // ack is the agent acknowledging its lease: it begins the work. The wake
 // message is acknowledged in tamq too, so tamq stops presenting it.
-func (s *Service) ack(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) ack(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
 	var args api.LeaseArgs
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
 	}
-	l, err := s.store.Ack(ctx, args.LeaseID, args.Attempt, s.timing)
+	l, err := s.store.Ack(ctx, args.LeaseID, args.Attempt, s.callerOf(peer), s.timing)
 	if err != nil {
 		// A prompt presented again after its lease ended (the engine died
 		// before it settled it in tamq): settled now, so tamq stops
@@ -56,17 +56,37 @@ func (s *Service) settleWake(ctx context.Context, l lease.Lease) {
 	}
 }
 
-func (s *Service) renew(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) renew(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
 	var args api.LeaseArgs
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
 	}
-	l, err := s.store.Renew(ctx, args.LeaseID, args.Attempt, s.timing)
+	by := s.callerOf(peer)
+	l, err := s.store.Renew(ctx, args.LeaseID, args.Attempt, by, s.timing)
 	if err != nil {
 		return nil, err
 	}
+	if by == lease.ByBroker {
+		// The broker says at each renewal whether its agent waits at a
+		// dialog: a person is needed there, and status says where.
+		if args.Dialog != "" {
+			s.dialogs.Store(l.ID, args.Dialog)
+		} else {
+			s.dialogs.Delete(l.ID)
+		}
+	}
 	kick(s.clockKick)
 	return api.LeaseOf(l), nil
+}
+
+// callerOf says who acknowledges or renews a lease: tamq's service (for
+// its broker, which saw the agent take the prompt and work on it) when the
+// caller is the process that attached tamq's endpoints, else the agent.
+func (s *Service) callerOf(peer protocol.Peer) string {
+	if _, ok := s.tamqPIDs.Load(peer.PID); ok {
+		return lease.ByBroker
+	}
+	return lease.ByAgent
 }
 
 func (s *Service) release(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {

@@ -222,6 +222,11 @@ func TestWakeAckRenewCheckpointRelease(t *testing.T) {
 	}
 	for _, r := range l.receipts(t, id) {
 		b, _ := json.Marshal(r)
+		// The scripted agent acknowledges with its own command: the
+		// engine knows the caller is not tamq.
+		if r.Kind == "lease.acknowledged" && r.Detail["by"] != "agent" {
+			t.Errorf("the ack is not recorded as the agent's: %s", b)
+		}
 		if strings.Contains(string(b), "scripted work done") {
 			t.Errorf("a receipt carries the checkpoint summary: %s", b)
 		}
@@ -235,8 +240,8 @@ func TestWakeAckRenewCheckpointRelease(t *testing.T) {
 		m.CorrelationID != res.Trigger.SourceRevision || m.CoordinationEndpointID != lease.CoordinationEndpointID {
 		t.Errorf("tamq's wake message: %+v", m)
 	}
-	if m.Body == nil || !strings.HasSuffix(*m.Body, "coordination-engine lease ack "+id+" --attempt 1") {
-		t.Errorf("the prompt does not end with the ack command: %v", m.Body)
+	if m.Body == nil || !strings.HasSuffix(*m.Body, "coordination-engine lease release "+id+" --attempt 1 --result completed|failed|blocked [--reason TEXT]") {
+		t.Errorf("the prompt does not end with the release command: %v", m.Body)
 	}
 }
 
@@ -562,5 +567,75 @@ func TestListingsLongerThanAFrame(t *testing.T) {
 	var out api.ReceiptsResult
 	if err := json.Unmarshal([]byte(l.e.Engine(t, "receipts", "--json").Stdout), &out); err != nil || len(out.Receipts) != len(res.Receipts) {
 		t.Errorf("coordination-engine receipts --json: %d receipts, %v", len(out.Receipts), err)
+	}
+}
+
+// An agent under tamq's broker runs no ack or renew of its own: the broker
+// sees it take the prompt and work (its screen says a turn runs), and tamq
+// acknowledges and renews the lease for it, recorded as the broker's. The
+// lease outlives many renewal intervals while the agent works, then ends as
+// the agent released it.
+func TestTheBrokerAcknowledgesAndRenewsWhileTheAgentWorks(t *testing.T) {
+	t.Parallel()
+	l := newLoop(t, `[coordination]
+wake_ack_timeout_seconds = 10
+lease_renew_interval_seconds = 1
+lease_missed_renewals = 2
+`, "net-kingdom")
+	hold := filepath.Join(l.e.Root, "hold")
+	if err := os.WriteFile(hold, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l.agentEnv = "SCRIPTED_AGENT_HOLD='" + hold + "'"
+	l.openAgent(t, "net-kingdom", "work")
+	l.waitAttached(t, "net-kingdom", 1)
+	id := l.wake(t, "net-kingdom", "--task", "T-1").Lease.LeaseID
+	held := func(ls api.Lease) bool { return ls.State == "running" || ls.State == "checkpointed" }
+	testutil.WaitFor(t, "the broker to acknowledge", func() bool { return held(l.lease(t, id)) })
+	// Working three times as long as an unrenewed lease lives.
+	begun := l.lease(t, id).UpdatedAt
+	testutil.WaitFor(t, "three renewals' worth of work", func() bool {
+		ls := l.lease(t, id)
+		if !held(ls) {
+			t.Fatalf("the lease ended while its agent worked: %+v", ls)
+		}
+		return ls.UpdatedAt.Sub(begun) >= 6*time.Second
+	})
+	os.Remove(hold)
+	testutil.WaitFor(t, "the lease to complete", func() bool { return l.lease(t, id).State == "completed" })
+	if log := l.agentLog(); strings.Contains(log, "run lease ack") || strings.Contains(log, "run lease renew") {
+		t.Errorf("the agent ran a lease command the broker runs:\n%s", log)
+	}
+	by := map[string]any{}
+	for _, r := range l.receipts(t, id) {
+		if r.Kind == "lease.acknowledged" || r.Kind == "lease.running" {
+			by[r.Kind] = r.Detail["by"]
+		}
+	}
+	if by["lease.acknowledged"] != "broker" {
+		t.Errorf("the ack is not recorded as the broker's: %v", by)
+	}
+}
+
+// An agent back at its idle prompt without releasing is not renewed: the
+// lease expires, and the next attempt's prompt carries its checkpoint.
+func TestAnIdleAgentsLeaseExpiresAndTheNextAttemptResumes(t *testing.T) {
+	t.Parallel()
+	l := newLoop(t, `[coordination]
+wake_ack_timeout_seconds = 10
+lease_renew_interval_seconds = 1
+lease_missed_renewals = 2
+retry_backoff_seconds = [1]
+max_attempts = 1
+`, "net-kingdom")
+	l.openAgent(t, "net-kingdom", "workidle")
+	l.waitAttached(t, "net-kingdom", 1)
+	id := l.wake(t, "net-kingdom", "--task", "T-1").Lease.LeaseID
+	testutil.WaitFor(t, "the second attempt", func() bool { return strings.Contains(l.agentLog(), "wake "+id+" 2 checkpoint=yes") })
+	got := strings.Join(kinds(l.receipts(t, id)), " ")
+	for _, want := range []string{"lease.acknowledged", "lease.retry_wait", "lease.reoffered"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("receipts lack %s: %s", want, got)
+		}
 	}
 }

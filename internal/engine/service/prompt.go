@@ -18,7 +18,7 @@ const scanLeaseID = "00000000-0000-0000-0000-000000000000"
 // caller.
 func (s *Service) promptInput(t lease.Trigger, leaseID string, attempt, attempts int, reg func() (*gita.Registry, error)) prompt.Input {
 	in := prompt.Input{
-		Program: string(paths.Engine), LeaseID: leaseID, Attempt: attempt, MaxAttempts: attempts, RenewEvery: s.timing.RenewInterval,
+		Program: string(paths.Engine), LeaseID: leaseID, Attempt: attempt, MaxAttempts: attempts,
 		Repo:      t.TargetRepo,
 		Trigger:   prompt.Trigger{Source: string(t.Source), SourceID: t.SourceID, SourceRevision: t.SourceRevision, Reason: string(t.Reason)},
 		Templates: s.templatesFor(t.TargetRepo, reg),

@@ -92,6 +92,13 @@ type Service struct {
 	settledKeys sync.Map
 	// invalidSeen are the skipped objects already reported.
 	invalidSeen sync.Map
+	// tamqPIDs are the processes that attached tamq endpoints: a lease
+	// acknowledged or renewed by one of them was so by tamq's broker, on the
+	// agent's behalf (the caller is known from its credentials, not said).
+	tamqPIDs sync.Map
+	// dialogs are the live leases whose agent waits at a dialog, as tamq's
+	// broker last said at a renewal: the window and what shows there.
+	dialogs sync.Map
 	// freeMemory hands freed memory back to the system a little after a look
 	// that decoded State Hub's workplans (see observeOnce).
 	freeMemory *time.Timer

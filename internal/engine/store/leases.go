@@ -255,25 +255,29 @@ func (s *Store) RecordWake(ctx context.Context, leaseID string, attempt int, w W
 
 // Ack records the agent's acknowledgement (offered → acknowledged). A
 // repeated ack changes and writes nothing.
-func (s *Store) Ack(ctx context.Context, leaseID string, attempt int, t lease.Timing) (lease.Lease, error) {
+func (s *Store) Ack(ctx context.Context, leaseID string, attempt int, by string, t lease.Timing) (lease.Lease, error) {
 	return s.update(ctx, leaseID, "acknowledge", func(_ *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
 		to, changed, err := l.Ack(now, t, attempt)
 		if err != nil || !changed {
 			return to, nil, err
 		}
-		return to, []Receipt{transitionReceipt(l, to, "")}, nil
+		r := transitionReceipt(l, to, "")
+		r.Detail["by"] = by
+		return to, []Receipt{r}, nil
 	})
 }
 
 // Renew extends a held lease. Only the first renewal (acknowledged →
 // running) writes a receipt; the others move its deadline silently.
-func (s *Store) Renew(ctx context.Context, leaseID string, attempt int, t lease.Timing) (lease.Lease, error) {
+func (s *Store) Renew(ctx context.Context, leaseID string, attempt int, by string, t lease.Timing) (lease.Lease, error) {
 	return s.update(ctx, leaseID, "renew", func(_ *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
 		to, _, err := l.Renew(now, t, attempt)
 		if err != nil || to.State == l.State {
 			return to, nil, err
 		}
-		return to, []Receipt{transitionReceipt(l, to, "")}, nil
+		r := transitionReceipt(l, to, "")
+		r.Detail["by"] = by
+		return to, []Receipt{r}, nil
 	})
 }
 

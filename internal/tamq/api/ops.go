@@ -226,8 +226,11 @@ type DeliverResult struct {
 	NotReady bool `json:"not_ready,omitempty"`
 	// Cancelled says nothing was written because the service no longer
 	// had the delivery to confirm (a wake cancelled meanwhile).
-	Cancelled bool   `json:"cancelled,omitempty"`
-	Reason    string `json:"reason,omitempty"`
+	Cancelled bool `json:"cancelled,omitempty"`
+	// Held names why the Enter was held back after the text went in
+	// ("dialog", "busy", "unknown screen"); Reason says it in words.
+	Held   string `json:"held,omitempty"`
+	Reason string `json:"reason,omitempty"`
 	Error     string `json:"error,omitempty"`
 }
 
@@ -239,8 +242,14 @@ const OpBrokerState = "broker_state"
 // input prompt, where a delivery's Enter submits the text; when not, Reason
 // says what shows instead ("dialog: trust this folder?", "agent exited").
 type BrokerState struct {
-	AtPrompt bool   `json:"at_prompt"`
-	Reason   string `json:"reason,omitempty"`
+	AtPrompt bool `json:"at_prompt"`
+	// Screen is what the agent's screen shows: "prompt" (its input box,
+	// empty), "prompt-text" (text in it), "busy" (a turn runs), "starting"
+	// or "dialog" (a question waits for a person, or a screen not
+	// understood); "" when no agent runs. tamq acknowledges and renews a
+	// wake's lease from it.
+	Screen string `json:"screen,omitempty"`
+	Reason string `json:"reason,omitempty"`
 	// NoAgent says no agent is the foreground program of the window's
 	// terminal (a shell, or another program that is neither the window's
 	// command nor a known agent); Reason is then "no agent running". A

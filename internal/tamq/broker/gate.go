@@ -68,8 +68,11 @@ type Outcome struct {
 	// Cancelled: Current said the delivery is no longer wanted; nothing
 	// was written.
 	Cancelled bool
-	Reason    string
-	Quiet     bool
+	// Held: the text went in but the Enter was held back; it names why
+	// in a word: "dialog", "busy" or "unknown screen".
+	Held   string
+	Reason string
+	Quiet  bool
 	Waited    time.Duration
 	Err       error
 }
@@ -98,31 +101,37 @@ func (g *Gate) agent(fresh bool) (rules string, running bool, name string) {
 // look at the foreground, so its fields agree.
 func (g *Gate) State() api.BrokerState {
 	rules, running, name := g.agent(false)
-	at, reason := g.viewOf(rules, running)
-	return api.BrokerState{AtPrompt: at, Reason: reason, NoAgent: !running, Program: name}
+	screen, reason := g.viewOf(rules, running)
+	return api.BrokerState{AtPrompt: screen == StatePrompt, Screen: screen, Reason: reason, NoAgent: !running, Program: name}
 }
 
 // View is the broker's view of its agent now: at its prompt or not, and why
 // not (program.NoAgentRunning when no agent is the foreground program).
 func (g *Gate) View() (atPrompt bool, reason string) {
 	rules, running, _ := g.agent(false)
-	return g.viewOf(rules, running)
+	screen, reason := g.viewOf(rules, running)
+	return screen == StatePrompt, reason
 }
 
-// viewOf is View for one look at the foreground.
-func (g *Gate) viewOf(rules string, running bool) (atPrompt bool, reason string) {
+// viewOf is View for one look at the foreground, with what the screen shows
+// as Classify names it ("" when no agent runs); a dialog the hooks report
+// is a dialog whatever the screen shows.
+func (g *Gate) viewOf(rules string, running bool) (screen, reason string) {
 	if !running {
-		return false, program.NoAgentRunning
+		return "", program.NoAgentRunning
 	}
 	s := g.Model.Snapshot()
 	s.Agent = rules
-	at, why := AtPrompt(s)
+	screen, reason = Classify(s)
 	if g.Hooks != nil {
-		if d := g.Hooks.Dialog(at, time.Now()); d != "" {
-			return false, d
+		if d := g.Hooks.Dialog(screen == StatePrompt, time.Now()); d != "" {
+			return StateDialog, d
 		}
 	}
-	return at, why
+	if screen == StatePrompt {
+		reason = ""
+	}
+	return screen, reason
 }
 
 // Deliver writes d into the agent when it is at its prompt.
@@ -181,7 +190,7 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 		// pause keeps them apart.
 		time.Sleep(d.Pause)
 		if reason := g.pasteShows(d.Text, hooks); reason != "" {
-			out.Reason = reason
+			out.Held, out.Reason = g.heldFor(), reason
 			return nil
 		}
 		// An agent draws the paste once it has read it, which under load
@@ -189,11 +198,11 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 		// too closely is taken for part of the paste (Codex: within
 		// 120 ms). So the pause also runs from the agent's last output.
 		if quiet, _ := g.Relay.AwaitMoment(Moment{Quiet: d.Pause, MaxWait: pasteShowsWithin}); !quiet {
-			out.Reason = "the agent kept drawing after the paste"
+			out.Held, out.Reason = g.heldFor(), "the agent kept drawing after the paste"
 			return nil
 		}
 		if reason := g.pasteShows(d.Text, hooks); reason != "" {
-			out.Reason = reason
+			out.Held, out.Reason = g.heldFor(), reason
 			return nil
 		}
 		if err := write([]byte{'\r'}); err != nil {
@@ -212,6 +221,20 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 		return Outcome{NotReady: true, Reason: "the agent's terminal is not open", Quiet: quiet, Waited: time.Since(start)}
 	}
 	return out
+}
+
+// heldFor names, in a word, what held an Enter back: the screen as it is
+// now shows a dialog (or the hooks say one is open), a busy agent, or
+// something else ("unknown screen": the paste did not show as it should).
+func (g *Gate) heldFor() string {
+	rules, running, _ := g.agent(false)
+	switch screen, _ := g.viewOf(rules, running); screen {
+	case StateDialog:
+		return "dialog"
+	case StateBusy:
+		return "busy"
+	}
+	return "unknown screen"
 }
 
 // ready reads the screen twice, Settle apart (once when the agent wrote

@@ -319,7 +319,7 @@ func (s *session) serve(fr *protocol.FrameReader) {
 		out := s.gate.Deliver(delivery)
 		res := api.DeliverResult{Written: out.Written, MaybeWritten: out.MaybeWritten, WrittenAt: time.Now().UTC(),
 			Bracketed: bracketed, Quiet: out.Quiet, WaitedMS: out.Waited.Milliseconds(), NotReady: out.NotReady,
-			Cancelled: out.Cancelled, Reason: out.Reason}
+			Cancelled: out.Cancelled, Held: out.Held, Reason: out.Reason}
 		switch {
 		case out.Err != nil:
 			res.Error = out.Err.Error()
@@ -335,14 +335,14 @@ func (s *session) serve(fr *protocol.FrameReader) {
 		if err != nil || s.write(reply) != nil {
 			return
 		}
-		if out.NotReady {
-			// The service holds the window on this answer until a report
-			// frees it. The gate can find the agent not ready while the view
-			// last reported still says it is at its prompt (a screen model
-			// behind, a hook event during the reads); so the view goes out
-			// again, after the answer, even when it did not change.
-			s.forgetSent()
-		}
+		// The view goes out again after every answer, even when it did
+		// not change: the service holds the window on a "not ready" answer
+		// until a report frees it (the gate can find the agent not ready
+		// while the view last reported says it is at its prompt: a screen
+		// model behind, a hook event during the reads), and it reads what
+		// the agent did with a written prompt (took it: busy) only from a
+		// report after the answer.
+		s.forgetSent()
 		s.report()
 	}
 }

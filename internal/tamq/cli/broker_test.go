@@ -171,6 +171,7 @@ func TestSessionDeliversOnlyToAnAgentInTheForeground(t *testing.T) {
 	if res := h.deliver("2", "From:operator/o: hello\ntouch "+ran); res["written"] != true {
 		t.Fatalf("delivery to the agent: %v", res)
 	}
+	h.state(true, "") // the view after every answer
 	testutil.WaitFor(t, "the delivery to arrive", func() bool {
 		b, _ := os.ReadFile(rec)
 		return string(b) == "From:operator/o: hello\ntouch "+ran+"\n"

@@ -30,11 +30,16 @@ const (
 	// Cancelled: a wake whose lease ended before it was written (or while
 	// it waited to be presented again); it is never written.
 	Cancelled State = "cancelled"
+	// Held: the text is in the agent's input box but its Enter was held
+	// back (a dialog came up, the agent turned busy, the paste did not show
+	// as it should): nothing more is typed, never a second paste into the
+	// box. A person presses Enter or clears the box; the reason says why.
+	Held State = "held"
 )
 
 // Final reports whether no further delivery happens from s on its own.
 func (s State) Final() bool {
-	return s == Injected || s == Acknowledged || s == Failed || s == Cancelled
+	return s == Injected || s == Acknowledged || s == Failed || s == Cancelled || s == Held
 }
 
 // SenderKind is where a message came from.
@@ -282,6 +287,17 @@ func (m *Message) WriteFailed(now time.Time, t Timing, maybeWritten bool, reason
 	return nil
 }
 
+// HeldBack records a write whose text went in but whose Enter was held
+// back, with why. The attempt counts; nothing is written again.
+func (m *Message) HeldBack(now time.Time, reason string) error {
+	if m.State != Delivering {
+		return transitionError(m, "record an Enter held back")
+	}
+	m.State, m.UpdatedAt, m.LastError = Held, now, reason
+	m.AckDeadlineAt, m.NextAttemptAt = time.Time{}, time.Time{}
+	return nil
+}
+
 // AckDeadlinePassed redelivers an unacknowledged message (same id) after the
 // backoff, or fails it when its attempts are used up.
 func (m *Message) AckDeadlinePassed(now time.Time, t Timing) error {
@@ -326,7 +342,7 @@ func (m *Message) Deferred(now time.Time, reason string) error {
 // be presented again), or claimed by the writer that found it stale before
 // writing it. Final states stay as they are.
 func (m *Message) Cancel(now time.Time, reason string) error {
-	if m.State != Queued && m.State != AwaitingAck && m.State != Delivering {
+	if m.State != Queued && m.State != AwaitingAck && m.State != Delivering && m.State != Held {
 		return transitionError(m, "cancel it")
 	}
 	m.State, m.UpdatedAt, m.LastError = Cancelled, now, reason
@@ -342,9 +358,11 @@ func (m *Message) Abandon(now time.Time, reason string) {
 }
 
 // Ack records the receiver's acknowledgement. It is accepted in every state,
-// after failure too (a late ack wins); acking twice changes nothing.
+// after failure too (a late ack wins), but a wake cancelled before it was
+// ever written stays cancelled (nobody received it); acking twice changes
+// nothing.
 func (m *Message) Ack(now time.Time) (changed bool) {
-	if m.State == Acknowledged {
+	if m.State == Acknowledged || m.State == Cancelled && m.InjectedAt.IsZero() {
 		return false
 	}
 	m.State, m.AckedAt, m.UpdatedAt = Acknowledged, now, now

@@ -305,3 +305,34 @@ func TestBatchText(t *testing.T) {
 		t.Errorf("a batch of one is %q, not the message's own text", got)
 	}
 }
+
+// A held delivery stays held until an ack or a cancel; a wake cancelled
+// before it was ever written stays cancelled when an ack comes (nobody
+// received it), one cancelled after its write is acknowledged.
+func TestHeldAndCancelledAcks(t *testing.T) {
+	now := time.Unix(100, 0)
+	held := Message{State: Delivering, AckMode: ackmode.Acknowledged}
+	if err := held.HeldBack(now, "Enter held (busy): x"); err != nil || held.State != Held || !held.State.Final() {
+		t.Fatalf("held: %+v %v", held, err)
+	}
+	if err := held.HeldBack(now, "again"); err == nil {
+		t.Error("a held message was held again")
+	}
+	if !held.Ack(now) || held.State != Acknowledged {
+		t.Errorf("ack of a held message: %+v", held)
+	}
+	unwritten := Message{State: Queued}
+	if err := unwritten.Cancel(now, "lease ended"); err != nil {
+		t.Fatal(err)
+	}
+	if unwritten.Ack(now) || unwritten.State != Cancelled {
+		t.Errorf("an ack turned a wake never written into %s", unwritten.State)
+	}
+	written := Message{State: AwaitingAck, InjectedAt: now}
+	if err := written.Cancel(now, "superseded"); err != nil {
+		t.Fatal(err)
+	}
+	if !written.Ack(now) || written.State != Acknowledged {
+		t.Errorf("an ack of a written, cancelled wake: %s", written.State)
+	}
+}

@@ -235,3 +235,35 @@ func TestBatchWriteFailureIsEachMessages(t *testing.T) {
 		t.Errorf("writes %q, want the batch of three twice", texts)
 	}
 }
+
+// An Enter the broker held back after the paste went in holds every message
+// of the batch as held, with the word for why: the text sits in the agent's
+// input box, so nothing is typed again, acknowledged mode or not (a person
+// presses Enter or clears the box). An ack that follows still lands.
+func TestAHeldEnterHoldsTheBatch(t *testing.T) {
+	t.Parallel()
+	w := &scriptedWriter{release: make(chan struct{}), script: []Written{
+		{Path: "broker"},
+		{Path: "broker", MaybeWritten: true, Held: "dialog", Reason: "the agent's hooks reported an event during the paste"},
+	}}
+	svc, _, send := batchService(t, "[coordination]\nretry_backoff_seconds = [1]\nwake_ack_timeout_seconds = 1\n", w)
+	first := send("To:net-kingdom: first")
+	testutil.WaitFor(t, "the first write", func() bool { return len(w.written()) == 1 })
+	ms := []api.Message{send("To:net-kingdom: one"), send("To:net-kingdom: two", "acknowledged")}
+	close(w.release)
+	svc.waitMessage(t, first.ID, func(m queue.Message) bool { return m.State == queue.Injected })
+	for _, m := range ms {
+		got := svc.waitMessage(t, m.ID, func(m queue.Message) bool { return m.State.Final() || m.State == queue.AwaitingAck })
+		if got.State != queue.Held || got.Attempts != 1 || got.LastError != "Enter held (dialog): the agent's hooks reported an event during the paste" {
+			t.Errorf("%s: %s after %d attempts (%q), want held after 1", m.ID, got.State, got.Attempts, got.LastError)
+		}
+	}
+	// A person pressed Enter and the agent acknowledged.
+	if _, err := svc.store.Transition(context.Background(), ms[1].ID, "acknowledged", func(m *queue.Message) error { m.Ack(svc.opts.Now()); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	svc.waitMessage(t, ms[1].ID, func(m queue.Message) bool { return m.State == queue.Acknowledged })
+	if texts := w.written(); len(texts) != 2 {
+		t.Errorf("writes %q, want the batch once", texts)
+	}
+}

@@ -57,6 +57,21 @@ type brokerConn struct {
 	// may be back at its prompt already, and the broker says so only once).
 	stateMu sync.Mutex
 	states  uint64
+	// last is the broker's latest report of its agent.
+	last api.BrokerState
+}
+
+// brokerView is the latest report of the window's broker, the session it
+// came on and how many reports that session had made by then; live is
+// false when no broker serves the window.
+func (s *Service) brokerView(key string) (st api.BrokerState, bc *brokerConn, seq uint64, live bool) {
+	bc = s.brokers.get(key)
+	if bc == nil {
+		return st, nil, 0, false
+	}
+	bc.stateMu.Lock()
+	defer bc.stateMu.Unlock()
+	return bc.last, bc, bc.states, bc.states > 0
 }
 
 // brokerReply is a broker's answer and how many agent states it had
@@ -215,10 +230,12 @@ func (s *Service) brokerFrame(bc *brokerConn, frame []byte) {
 		}
 		bc.stateMu.Lock()
 		bc.states++
+		bc.last = st
 		s.setWait(fromBroker, bc.endpointID, bc.repo, reason)
 		bc.stateMu.Unlock()
 		running := !st.NoAgent
 		s.noteAgent(fromBroker, bc.endpointID, bc.repo, &running)
+		s.keeper.poke()
 		return
 	}
 	var resp protocol.Response
@@ -305,6 +322,9 @@ func (bc *brokerConn) deliver(ctx context.Context, d api.DeliverArgs) (Written, 
 			}
 			if !res.Written {
 				out.MaybeWritten = res.MaybeWritten
+				if res.Held != "" {
+					out.Held, out.Reason = res.Held, res.Reason
+				}
 				return out, errors.New(res.Error)
 			}
 			out.MaybeWritten, out.At = false, res.WrittenAt

@@ -57,6 +57,9 @@ type Written struct {
 	// Cancelled: nothing was written because the confirmation said the
 	// delivery is no longer wanted (its messages were cancelled).
 	Cancelled bool
+	// Held: the text went in but the broker held the Enter back; it names
+	// why in a word (dialog, busy, unknown screen), Reason in words.
+	Held string
 	// broker is the session that answered, and brokerStates how many agent
 	// states it had reported before its answer.
 	broker       *brokerConn
@@ -457,6 +460,16 @@ func (s *Service) deliver(ctx context.Context, ms []queue.Message) {
 	// One time for the whole delivery: its messages come back due together
 	// and go in together again.
 	now := s.opts.Now()
+	if wr.Held != "" {
+		// The text sits in the agent's input box: nothing more is typed.
+		reason := "Enter held (" + wr.Held + "): " + wr.Reason
+		s.log.Warn("delivery held", "message", m.ID, "messages", len(ms), "target", m.Target, "held", wr.Held, "reason", wr.Reason)
+		s.transitionEach(ctx, ms, reason, map[string]any{"held": wr.Held}, func(x *queue.Message) error {
+			return x.HeldBack(now, reason)
+		})
+		s.keepWake(m, wr) // a person may press the Enter: the agent then takes it
+		return
+	}
 	if err != nil {
 		s.log.Warn("delivery failed", "message", m.ID, "messages", len(ms), "target", m.Target, "maybe_written", wr.MaybeWritten, "error", err.Error())
 		s.transitionEach(ctx, ms, "write failed", nil, func(x *queue.Message) error {
@@ -476,7 +489,16 @@ func (s *Service) deliver(ctx context.Context, ms []queue.Message) {
 	s.transitionEach(ctx, ms, "written to terminal", detail, func(x *queue.Message) error {
 		return x.Written(at, t)
 	})
+	s.keepWake(m, wr)
 	s.log.Debug("delivered", "message", m.ID, "messages", len(ms), "target", m.Target, "attempt", m.Attempts)
+}
+
+// keepWake hands a wake written through a broker to the lease keeper: a
+// wake goes alone, and its broker tells whether the agent took it.
+func (s *Service) keepWake(m queue.Message, wr Written) {
+	if leaseID, attempt, ok := store.WakeKey(m.IdempotencyKey); ok && m.SenderKind == queue.FromCoordination && wr.broker != nil {
+		s.keeper.written(store.DeliveryKey(m.EndpointID, m.Target), m.Target, leaseID, attempt, wr.broker, wr.brokerStates)
+	}
 }
 
 // transitionEach records one outcome for every message of a delivery in one

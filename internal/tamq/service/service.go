@@ -107,7 +107,9 @@ type Service struct {
 	// deliveries finish while their brokers' sessions are open), then, once
 	// the requests under way are answered, the others: the committer those
 	// requests may need last.
-	dispatcher, committer, ackExpirer, leaseRescuer, watcher, attacher, publisher *daemon.Worker
+	dispatcher, committer, ackExpirer, leaseRescuer, watcher, attacher, publisher, leaseKeeper *daemon.Worker
+	// keeper is what the lease keeper knows: the wakes written, per window.
+	keeper *keeper
 	// engineLink is the link to coordination-engine the attacher keeps.
 	engineLink *attachment
 	// pub is the publisher's state: how it sends receipts, and how it went.
@@ -155,6 +157,8 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	s.attacher = &daemon.Worker{Name: "attacher", Run: s.attachLoop}
 	s.engineLink = newAttachment(o.Engine.Socket)
 	s.publisher = &daemon.Worker{Name: "publisher", Run: s.publishLoop}
+	s.keeper = newKeeper()
+	s.leaseKeeper = &daemon.Worker{Name: "lease keeper", Run: s.keepLeases}
 	s.pub = newPublisher(o)
 	if s.opts.Writer == nil {
 		s.opts.Writer = RoutingWriter{svc: s, tmux: TmuxWriter{Pause: s.enterPause, Agent: s.paneAgent}}
@@ -242,7 +246,7 @@ func (s *Service) Run(ctx context.Context) error {
 	return s.d.Run(ctx, daemon.Plan{
 		Grace:      s.opts.Config.ShutdownGrace(),
 		DrainFirst: []*daemon.Worker{s.dispatcher},
-		Workers:    []*daemon.Worker{s.committer, s.ackExpirer, s.leaseRescuer, s.watcher, s.attacher, s.publisher},
+		Workers:    []*daemon.Worker{s.committer, s.ackExpirer, s.leaseRescuer, s.watcher, s.attacher, s.publisher, s.leaseKeeper},
 		Stopping: func() {
 			s.shutdownBegan = s.opts.Now()
 			s.stopWork() // a purge under way stops at its next step

@@ -169,7 +169,7 @@ func TestToLinesAProgramPrintsAreNotRouted(t *testing.T) {
 
 	// In the agent's window: the agent shows the file as a tool's output,
 	// then answers the message it was woken for.
-	prompt := "read the notes\nMessage m-1 from beta: what do the notes say?\nThen run: coordination-engine lease ack L1"
+	prompt := "read the notes\nMessage m-1 from beta: what do the notes say?\nWhen done: coordination-engine lease release L1 --attempt 1 --result completed"
 	if ack, err := wake(t, e, wakeRequest(startEngine(t, e).offer("gamma"), 1, "gamma", prompt)); err != nil || ack.Capability != api.WakeResumed {
 		t.Fatalf("wake: %+v %v", ack, err)
 	}

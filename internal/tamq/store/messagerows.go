@@ -20,7 +20,10 @@ import (
 // numbers. A new value is appended, with a migration that widens the checks
 // and rewrites the views.
 var (
-	stateCodes = append(stateCodesV6[:len(stateCodesV6):len(stateCodesV6)], string(queue.Cancelled))
+	stateCodes = append(stateCodesV7[:len(stateCodesV7):len(stateCodesV7)], string(queue.Held))
+	// stateCodesV7 are the states schema version 7 knew; version 8 added
+	// held.
+	stateCodesV7 = append(stateCodesV6[:len(stateCodesV6):len(stateCodesV6)], string(queue.Cancelled))
 	// stateCodesV6 are the states schema version 6 knew; version 7 added
 	// cancelled.
 	stateCodesV6 = []string{string(queue.Injected), string(queue.Acknowledged), string(queue.Queued),
@@ -304,19 +307,26 @@ func migrateV6(tx *sql.Tx) error {
 }
 
 // migrateV7 adds the state cancelled (code 6): a wake whose lease ended
-// before it was written. The table keeps its rows as they are; only its
-// CHECK on state is widened, by the procedure SQLite documents for changing
-// a constraint every existing row still meets (editing the table's
-// definition in sqlite_schema under writable_schema and bumping
-// schema_version), so no row is copied. The views that spell states are
-// made again with the new code.
-func migrateV7(tx *sql.Tx) error {
+// before it was written.
+func migrateV7(tx *sql.Tx) error { return widenStates(tx, stateCodesV6, stateCodesV7) }
+
+// migrateV8 adds the state held (code 7): a paste whose Enter was held back.
+func migrateV8(tx *sql.Tx) error { return widenStates(tx, stateCodesV7, stateCodes) }
+
+// widenStates adds states to the message table, from the codes before to
+// the codes after (the same, with more at the end). The table keeps its
+// rows as they are; only its CHECK on state is widened, by the procedure
+// SQLite documents for changing a constraint every existing row still meets
+// (editing the table's definition in sqlite_schema under writable_schema and
+// bumping schema_version), so no row is copied. The views that spell states
+// are made again with the new codes.
+func widenStates(tx *sql.Tx, before, after []string) error {
 	var version int
 	if err := tx.QueryRow(`PRAGMA schema_version`).Scan(&version); err != nil {
 		return err
 	}
-	old := `CHECK (state BETWEEN 0 AND ` + lastCode(stateCodesV6) + `)`
-	widened := `CHECK (state BETWEEN 0 AND ` + lastCode(stateCodes) + `)`
+	old := `CHECK (state BETWEEN 0 AND ` + lastCode(before) + `)`
+	widened := `CHECK (state BETWEEN 0 AND ` + lastCode(after) + `)`
 	steps := []string{
 		`PRAGMA writable_schema = ON`,
 		`UPDATE sqlite_schema SET sql = replace(sql, '` + old + `', '` + widened + `') WHERE type = 'table' AND name = 'message_rows'`,
@@ -325,8 +335,8 @@ func migrateV7(tx *sql.Tx) error {
 		`DROP VIEW receipts`,
 		`DROP TRIGGER messages_insert`,
 		`DROP VIEW messages`,
-		messagesView(stateCodes),
-		messagesInsertTrigger(stateCodes),
+		messagesView(after),
+		messagesInsertTrigger(after),
 		receiptsViewV6(),
 	}
 	for _, q := range steps {

@@ -206,7 +206,14 @@ func TestMigrationCompactsMessages(t *testing.T) {
 	if got := tableLines(t, db.Reader, `PRAGMA integrity_check`); !slices.Equal(got, []string{`[]interface {}{"ok"}`}) {
 		t.Errorf("integrity_check after the migration: %v", got)
 	}
-	if _, err := db.Writer.ExecContext(ctx, `UPDATE message_rows SET state = 7 WHERE id = ?`, idValue(wake)); err == nil {
+	// Version 8's state: a delivery held back, read back through the view.
+	if _, err := db.Writer.ExecContext(ctx, `UPDATE message_rows SET state = 7 WHERE id = ?`, idValue(wake)); err != nil {
+		t.Errorf("the widened CHECK refuses held: %v", err)
+	}
+	if got := tableLines(t, db.Reader, `SELECT state FROM messages WHERE id = '`+wake+`'`); !slices.Equal(got, []string{`[]interface {}{"held"}`}) {
+		t.Errorf("the view reads the held wake as %v", got)
+	}
+	if _, err := db.Writer.ExecContext(ctx, `UPDATE message_rows SET state = 8 WHERE id = ?`, idValue(wake)); err == nil {
 		t.Error("the widened CHECK takes a state no code has")
 	}
 	// A message the store writes now goes beside them, its texts coded once.

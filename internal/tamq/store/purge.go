@@ -16,7 +16,7 @@ import (
 
 // finalStates are the states no delivery leaves on its own; only messages in
 // them are ever purged. A failed message waits only for `tamq retry`.
-var finalStates = stateIn(queue.Injected, queue.Acknowledged, queue.Failed, queue.Cancelled)
+var finalStates = stateIn(queue.Injected, queue.Acknowledged, queue.Failed, queue.Cancelled, queue.Held)
 
 // receiptBytes estimates what one receipt row holds, as messageBytes does
 // for a message: its text columns plus 8 bytes per integer column.

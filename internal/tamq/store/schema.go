@@ -149,6 +149,7 @@ var Migrations = []sqlitedb.Migration{
 	{Version: 5, Name: "compact receipts", TouchesData: true, Up: migrateV5},
 	{Version: 6, Name: "compact messages", TouchesData: true, Up: migrateV6},
 	{Version: 7, Name: "cancelled wakes", TouchesData: true, Up: migrateV7},
+	{Version: 8, Name: "held deliveries", TouchesData: true, Up: migrateV8},
 }
 
 // schemaV5 stores receipts compactly: a million messages' receipts (three or

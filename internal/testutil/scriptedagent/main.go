@@ -6,6 +6,7 @@
 //	SCRIPTED_AGENT_PUBLISH          set: a completed wake marks its task done (its
 //	                                message read) through the engine
 //	SCRIPTED_AGENT_DIALOG           a file: a dialog shows while it exists
+//	SCRIPTED_AGENT_HOLD             a file: the work part works while it exists
 package main
 
 import (
@@ -23,6 +24,7 @@ func main() {
 		Engine:  engine(),
 		Publish: os.Getenv("SCRIPTED_AGENT_PUBLISH") != "",
 		Dialog:  os.Getenv("SCRIPTED_AGENT_DIALOG"),
+		Hold:    os.Getenv("SCRIPTED_AGENT_HOLD"),
 		Log: func(format string, args ...any) {
 			path := os.Getenv("SCRIPTED_AGENT_LOG")
 			if path == "" {

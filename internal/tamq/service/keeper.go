@@ -1,0 +1,192 @@
+package service
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	engineapi "github.com/tmux-amq/tamq/internal/engine/api"
+	engineclient "github.com/tmux-amq/tamq/internal/engine/client"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/broker"
+)
+
+// The keeper acknowledges and renews coordination leases on the agent's
+// behalf. The spec asks the agent to acknowledge before work begins and to
+// renew while it is active; a model cannot keep a ten-second rhythm, but the
+// broker that runs the agent knows the facts: the wake was submitted and the
+// agent turned busy (acknowledge), the agent lives and works or waits at a
+// dialog (renew), it is back at its idle prompt or gone (stop renewing, so
+// the lease expires and the next attempt carries the latest checkpoint).
+// The engine knows the calls come from tamq by their credentials and
+// records them as the broker's.
+type keeper struct {
+	mu sync.Mutex
+	// held are the wakes written into a window, by its delivery key: the
+	// newest one per window is the lease its agent works on.
+	held map[string]*keptLease
+	kick chan struct{}
+}
+
+type keptLease struct {
+	repo    string
+	leaseID string
+	attempt int
+	// The broker session the prompt went through and how many reports it
+	// had made when it answered: only a later report says what the agent
+	// did with the prompt.
+	via   *brokerConn
+	after uint64
+	acked bool
+	// every is how often the lease is renewed: a third of the time the
+	// engine gave it at the ack, so two renewals may be lost before it
+	// expires.
+	every     time.Duration
+	nextRenew time.Time
+	// failures counts calls the engine did not answer in a row.
+	failures int
+}
+
+func newKeeper() *keeper {
+	return &keeper{held: map[string]*keptLease{}, kick: make(chan struct{}, 1)}
+}
+
+// poke makes the keeper look at its leases now (a broker reported a change).
+func (k *keeper) poke() {
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+}
+
+// written notes that a wake's prompt was submitted into the window of key
+// through the broker session via, which had made after reports by then.
+func (k *keeper) written(key, repo, leaseID string, attempt int, via *brokerConn, after uint64) {
+	k.mu.Lock()
+	k.held[key] = &keptLease{repo: repo, leaseID: leaseID, attempt: attempt, via: via, after: after}
+	k.mu.Unlock()
+	k.poke()
+}
+
+// keeperRetry is how soon a call the engine did not answer is made again;
+// keeperIdle how often the keeper looks when nothing is due (a broker that
+// reports no change still counts: an agent busy for an hour).
+const (
+	keeperRetry = 2 * time.Second
+	keeperIdle  = time.Second
+)
+
+// keepLeases is the keeper worker: it looks when a broker reports, when a
+// renewal is due, and at least every keeperIdle.
+func (s *Service) keepLeases(ctx context.Context) {
+	c := engineclient.New(s.opts.Engine)
+	for {
+		wait := s.keepOnce(ctx, c)
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-s.keeper.kick:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// keepOnce acknowledges or renews each held lease whose window's broker
+// says so now, and says how soon the next renewal is due.
+func (s *Service) keepOnce(ctx context.Context, c *engineclient.Client) (next time.Duration) {
+	next = keeperIdle
+	defer func() {
+		now := s.opts.Now()
+		s.keeper.mu.Lock()
+		defer s.keeper.mu.Unlock()
+		for _, kl := range s.keeper.held {
+			if kl.acked || kl.failures > 0 {
+				next = min(next, max(kl.nextRenew.Sub(now), 10*time.Millisecond))
+			}
+		}
+	}()
+	s.keeper.mu.Lock()
+	keys := make([]string, 0, len(s.keeper.held))
+	for key := range s.keeper.held {
+		keys = append(keys, key)
+	}
+	s.keeper.mu.Unlock()
+	for _, key := range keys {
+		s.keeper.mu.Lock()
+		kl := s.keeper.held[key]
+		var l keptLease
+		if kl != nil {
+			l = *kl
+		}
+		s.keeper.mu.Unlock()
+		if kl == nil {
+			continue
+		}
+		st, via, seq, live := s.brokerView(key)
+		now := s.opts.Now()
+		switch {
+		case !live || st.NoAgent:
+			// The agent is gone: nothing to acknowledge or renew. The lease
+			// runs out at the engine; a newer wake replaces this one.
+			continue
+		case !l.acked && working(st) && (via != l.via || seq > l.after):
+			s.keepCall(ctx, c, key, kl, func(cctx context.Context) (engineapi.Lease, error) {
+				return c.Ack(cctx, engineapi.LeaseArgs{LeaseID: l.leaseID, Attempt: l.attempt})
+			}, true)
+		case l.acked && working(st) && !now.Before(l.nextRenew):
+			args := engineapi.LeaseArgs{LeaseID: l.leaseID, Attempt: l.attempt}
+			if st.Screen == broker.StateDialog {
+				args.Dialog = l.repo + ": " + st.Reason
+			}
+			s.keepCall(ctx, c, key, kl, func(cctx context.Context) (engineapi.Lease, error) { return c.Renew(cctx, args) }, false)
+		}
+	}
+	return next
+}
+
+// working says the agent took its prompt and is at it: a turn runs, or it
+// waits at a dialog in the middle of one.
+func working(st api.BrokerState) bool {
+	return !st.NoAgent && (st.Screen == broker.StateBusy || st.Screen == broker.StateDialog)
+}
+
+// keepCall makes one ack or renewal and records its outcome on the lease
+// (still kl: a newer wake may have replaced it meanwhile).
+func (s *Service) keepCall(ctx context.Context, c *engineclient.Client, key string, kl *keptLease, call func(context.Context) (engineapi.Lease, error), ack bool) {
+	cctx, cancel := context.WithTimeout(ctx, engineAskTimeout)
+	got, err := call(cctx)
+	cancel()
+	now := s.opts.Now()
+	s.keeper.mu.Lock()
+	defer s.keeper.mu.Unlock()
+	if s.keeper.held[key] != kl {
+		return
+	}
+	switch {
+	case err == nil:
+		kl.failures = 0
+		if ack {
+			kl.acked = true
+			s.log.Info("lease acknowledged for the agent", "lease", kl.leaseID, "attempt", kl.attempt, "repo", kl.repo)
+		}
+		// A repeated ack leaves the deadline as the first one set it:
+		// renewed at once then, and every third of the hold after.
+		kl.every = max(got.ExpiresAt.Sub(now)/3, 100*time.Millisecond)
+		kl.nextRenew = now.Add(kl.every)
+	case errs.Is(err, errs.LeaseExpired), errs.Is(err, errs.NotFound), errs.Is(err, errs.LeaseState):
+		// The attempt is over (released, expired, superseded, stopped):
+		// nothing more to keep.
+		delete(s.keeper.held, key)
+		s.log.Info("lease no longer kept for the agent", "lease", kl.leaseID, "attempt", kl.attempt, "repo", kl.repo, "reason", err.Error())
+	default:
+		kl.failures++
+		kl.nextRenew = now.Add(keeperRetry)
+		if kl.failures == 1 {
+			s.log.Warn("cannot reach coordination-engine to keep a lease; will try again", "lease", kl.leaseID, "error", err.Error())
+		}
+	}
+}
