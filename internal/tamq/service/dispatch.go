@@ -497,7 +497,7 @@ func (s *Service) deliver(ctx context.Context, ms []queue.Message) {
 // wake goes alone, and its broker tells whether the agent took it.
 func (s *Service) keepWake(m queue.Message, wr Written) {
 	if leaseID, attempt, ok := store.WakeKey(m.IdempotencyKey); ok && m.SenderKind == queue.FromCoordination && wr.broker != nil {
-		s.keeper.written(store.DeliveryKey(m.EndpointID, m.Target), m.Target, leaseID, attempt, wr.broker, wr.brokerStates)
+		s.keeper.written(store.DeliveryKey(m.EndpointID, m.Target), m.Target, leaseID, attempt, wr.broker, wr.brokerStates, wr.Held != "")
 	}
 }
 

@@ -38,6 +38,10 @@ type keptLease struct {
 	// did with the prompt.
 	via   *brokerConn
 	after uint64
+	// held: the broker held the Enter back; the prompt is taken only when
+	// a person submits it and the agent turns busy (a dialog then is
+	// the one that held it).
+	held  bool
 	acked bool
 	// every is how often the lease is renewed: a third of the time the
 	// engine gave it at the ack, so two renewals may be lost before it
@@ -62,9 +66,9 @@ func (k *keeper) poke() {
 
 // written notes that a wake's prompt was submitted into the window of key
 // through the broker session via, which had made after reports by then.
-func (k *keeper) written(key, repo, leaseID string, attempt int, via *brokerConn, after uint64) {
+func (k *keeper) written(key, repo, leaseID string, attempt int, via *brokerConn, after uint64, held bool) {
 	k.mu.Lock()
-	k.held[key] = &keptLease{repo: repo, leaseID: leaseID, attempt: attempt, via: via, after: after}
+	k.held[key] = &keptLease{repo: repo, leaseID: leaseID, attempt: attempt, via: via, after: after, held: held}
 	k.mu.Unlock()
 	k.poke()
 }
@@ -133,7 +137,7 @@ func (s *Service) keepOnce(ctx context.Context, c *engineclient.Client) (next ti
 			// The agent is gone: nothing to acknowledge or renew. The lease
 			// runs out at the engine; a newer wake replaces this one.
 			continue
-		case !l.acked && working(st) && (via != l.via || seq > l.after):
+		case !l.acked && working(st) && (via != l.via || seq > l.after) && (!l.held || st.Screen == broker.StateBusy):
 			s.keepCall(ctx, c, key, kl, func(cctx context.Context) (engineapi.Lease, error) {
 				return c.Ack(cctx, engineapi.LeaseArgs{LeaseID: l.leaseID, Attempt: l.attempt})
 			}, true)
