@@ -231,7 +231,7 @@ type DeliverResult struct {
 	// ("dialog", "busy", "unknown screen"); Reason says it in words.
 	Held   string `json:"held,omitempty"`
 	Reason string `json:"reason,omitempty"`
-	Error     string `json:"error,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // OpBrokerState is a notification the broker sends on its session (a request

@@ -73,8 +73,8 @@ type Outcome struct {
 	Held   string
 	Reason string
 	Quiet  bool
-	Waited    time.Duration
-	Err       error
+	Waited time.Duration
+	Err    error
 }
 
 // pasteShowsWithin bounds how long after the pause the text may take to
