@@ -77,6 +77,10 @@ type Outcome struct {
 	Err    error
 }
 
+// idleQuietWait bounds the wait for a quiet moment, beyond the quiet asked
+// for, when the agent's hooks said its turn ended.
+const idleQuietWait = 100 * time.Millisecond
+
 // pasteShowsWithin bounds how long after the pause the text may take to
 // show in the input box, and the agent to stop drawing it. An agent on a
 // loaded machine (several agents on two cores) takes seconds; past the bound
@@ -146,7 +150,14 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 		return Outcome{NotReady: true, Reason: program.NoAgentRunning}
 	}
 	deadline := start.Add(d.MaxWait)
-	quiet, _ := g.Relay.AwaitMoment(Moment{Quiet: d.Quiet, MaxWait: d.MaxWait, Busy: g.Busy})
+	wait := d.MaxWait
+	if g.Hooks != nil && g.Hooks.Idle() {
+		// The agent said its turn ended: it waits at its prompt, and what
+		// it still draws (a cursor, a status line) is no turn running. The
+		// screen reads below still decide.
+		wait = min(wait, d.Quiet+idleQuietWait)
+	}
+	quiet, _ := g.Relay.AwaitMoment(Moment{Quiet: d.Quiet, MaxWait: wait, Busy: g.Busy})
 	var hooks uint64
 	for {
 		var reason string

@@ -91,8 +91,10 @@ func cut(s string, n int) string {
 
 // HookStale is how long the screen must show the prompt, after a hook said
 // a dialog opened, before that word is taken as out of date: nothing fires
-// when the user dismisses a dialog with Esc.
-const HookStale = 5 * time.Second
+// when the user dismisses a dialog with Esc. A dialog draws within a few
+// hundred milliseconds of its hook; a delivery held by a dismissed one
+// goes in soon after.
+const HookStale = 1500 * time.Millisecond
 
 // HookState is what the agent's hooks have said: whether a dialog is open
 // (a permission request not yet answered), and a count of events, so a
@@ -104,6 +106,10 @@ type HookState struct {
 	dialog      string
 	since       time.Time
 	promptSince time.Time
+	// idle: the last event ended a turn (Stop, Codex's
+	// agent-turn-complete, Claude Code's idle notification), with no
+	// event since: the agent waits at its prompt, by its own word.
+	idle bool
 }
 
 // Apply takes one event.
@@ -111,6 +117,7 @@ func (h *HookState) Apply(e HookEvent, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.seq++
+	h.idle = e.Event == "Stop" || e.Event == "agent-turn-complete" || e.Event == "Notification" && e.Type == "idle_prompt"
 	switch e.Event {
 	case "PermissionRequest":
 		h.open(fmt.Sprintf("the agent asks permission%s (hook PermissionRequest)", forTool(e.Tool)), now)
@@ -138,6 +145,13 @@ func forTool(tool string) string {
 
 func (h *HookState) open(reason string, now time.Time) {
 	h.dialog, h.since, h.promptSince = reason, now, time.Time{}
+}
+
+// Idle says the agent's hooks said last that its turn ended.
+func (h *HookState) Idle() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.idle && h.dialog == ""
 }
 
 // Seq counts the events so far.
