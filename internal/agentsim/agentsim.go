@@ -23,6 +23,8 @@
 //	          acknowledge and renew nothing (the broker does), checkpoint,
 //	          work until the Hold file is gone, then mark the task done,
 //	          release --result completed and report idle
+//	workask   work, but ask for a permission while the Hold file exists
+//	          (Program Status Protocol: blocked on a permission dialog)
 //	workidle  report working, checkpoint, report idle and stop there: the
 //	          agent went back to its prompt without releasing
 //	tool      show a file's content as Claude Code shows a tool's output
@@ -213,15 +215,19 @@ func (c Config) play(out io.Writer, w wake, part string) {
 	case "cpblock":
 		run("lease", "ack", w.lease)
 		run("checkpoint", "--lease", w.lease, "--summary", "stuck: needs a human", "--next", "ask the operator", "--blocked-reason", "human")
-	case "work", "workidle":
+	case "work", "workask", "workidle":
 		// Claude Code's own report of its state, which the broker reads.
 		fmt.Fprint(out, "\x1b]7501;state=working\x07")
 		// A model reads its prompt for a while before its first tool
 		// call; the broker sees the turn and acknowledges meanwhile.
 		time.Sleep(500 * time.Millisecond)
 		run("checkpoint", "--lease", w.lease, "--summary", "scripted work begun", "--next", "finish it")
-		if part == "work" {
+		if part != "workidle" {
+			if part == "workask" {
+				fmt.Fprint(out, "\x1b]7501;state=blocked:kind=permission\x07")
+			}
 			c.waitWhile(c.Hold)
+			fmt.Fprint(out, "\x1b]7501;state=working\x07")
 			if c.Publish && w.task != "" {
 				c.Log("statehub %s done", w.task)
 				c.Log("statehub %s -> %d", w.task, engine("task", "set", w.task, "--status", "done"))

@@ -119,5 +119,15 @@ type EndpointStatus struct {
 type LeaseCounts struct {
 	Counts  map[string]int `json:"counts"`
 	NextDue *time.Time     `json:"next_due,omitempty"`
-	Error   string         `json:"error,omitempty"`
+	// AtDialog are the live leases whose agent waits at a dialog, as
+	// tamq's broker said at its last renewal: a person is needed there.
+	AtDialog []LeaseAtDialog `json:"at_dialog,omitempty"`
+	Error    string          `json:"error,omitempty"`
+}
+
+// LeaseAtDialog is a live lease held while its agent waits for a person:
+// the window (repo) and what shows there.
+type LeaseAtDialog struct {
+	LeaseID string `json:"lease_id"`
+	Dialog  string `json:"dialog"`
 }

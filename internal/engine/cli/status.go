@@ -106,6 +106,9 @@ func printStatus(a *app.App, r api.StatusReport) {
 			next = ", next due " + r.Leases.NextDue.Format(time.RFC3339)
 		}
 		a.Printf("  leases:    %s\n", section(r.Leases.Error, strings.Join(counts, ", ")+next))
+		for _, d := range r.Leases.AtDialog {
+			a.Printf("             lease %s waits for a person: dialog in window %s\n", d.LeaseID, d.Dialog)
+		}
 		printWaiting(a, r.Waiting)
 	}
 }

@@ -587,7 +587,7 @@ lease_missed_renewals = 2
 		t.Fatal(err)
 	}
 	l.agentEnv = "SCRIPTED_AGENT_HOLD='" + hold + "'"
-	l.openAgent(t, "net-kingdom", "work")
+	l.openAgent(t, "net-kingdom", "work workask")
 	l.waitAttached(t, "net-kingdom", 1)
 	id := l.wake(t, "net-kingdom", "--task", "T-1").Lease.LeaseID
 	held := func(ls api.Lease) bool { return ls.State == "running" || ls.State == "checkpointed" }
@@ -614,6 +614,26 @@ lease_missed_renewals = 2
 	}
 	if by["lease.acknowledged"] != "broker" {
 		t.Errorf("the ack is not recorded as the broker's: %v", by)
+	}
+
+	// The next task's agent asks for a permission: the broker renews the
+	// lease all the while, and status says a person is needed in that
+	// window; once answered, the dialog leaves status.
+	if err := os.WriteFile(hold, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	id = l.wake(t, "net-kingdom", "--task", "T-2").Lease.LeaseID
+	testutil.WaitFor(t, "status to show the dialog", func() bool {
+		ds := l.status(t).Leases.AtDialog
+		return len(ds) == 1 && ds[0].LeaseID == id && strings.HasPrefix(ds[0].Dialog, "net-kingdom: ")
+	})
+	if r := l.e.Engine(t, "status"); !strings.Contains(r.Stdout, "lease "+id+" waits for a person: dialog in window net-kingdom: ") {
+		t.Errorf("status does not show the dialog:\n%s", r.Stdout)
+	}
+	os.Remove(hold)
+	testutil.WaitFor(t, "the second lease to complete", func() bool { return l.lease(t, id).State == "completed" })
+	if ds := l.status(t).Leases.AtDialog; len(ds) != 0 {
+		t.Errorf("a completed lease still shows at a dialog: %+v", ds)
 	}
 }
 

@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/buildinfo"
@@ -51,6 +53,16 @@ func (s *Service) status(ctx context.Context, _ protocol.Peer, _ *protocol.Reque
 	if err != nil {
 		r.Leases.Error = err.Error()
 	}
+	s.dialogs.Range(func(k, v any) bool {
+		id := k.(string)
+		if l, err := s.store.Lease(ctx, id); err != nil || !l.State.Live() {
+			s.dialogs.Delete(id) // ended since its last renewal
+			return true
+		}
+		r.Leases.AtDialog = append(r.Leases.AtDialog, api.LeaseAtDialog{LeaseID: id, Dialog: v.(string)})
+		return true
+	})
+	slices.SortFunc(r.Leases.AtDialog, func(a, b api.LeaseAtDialog) int { return strings.Compare(a.LeaseID, b.LeaseID) })
 	if next, ok, err := s.store.NextDue(ctx); err == nil && ok {
 		next = next.UTC()
 		r.Leases.NextDue = &next
