@@ -113,12 +113,15 @@ demo: deps
 	$(STATIC) $(GO) build $(BUILDFLAGS) -o $(BIN)/ ./cmd/tamq ./cmd/tamq-full ./cmd/coordination-engine ./tools/tamq-demo
 	$(BIN)/tamq-demo --tamq $(BIN)/tamq --engine $(BIN)/coordination-engine $(DEMOFLAGS)
 
-# The real agents, offline (opt-in, not part of `make test`): installs Claude Code
-# and Codex from npm into .agents/ and runs them under tamq with fake keys
-# (docs/broker.md). Minutes long: each waits out its network timeouts.
+# The real agents, offline (not part of `make test`; CI runs it after): installs
+# Claude Code and Codex from npm at the versions of test/agents/package-lock.json
+# into .agents/ (AGENTS=latest: the newest, with Node 22, into .agents-latest/)
+# and runs them under tamq against our scripted model server with fake keys
+# (docs/agents.md). A failure saves the windows' screens in .agents-screens/.
 test-agents: deps
-	@scripts/install-agents
-	TAMQ_TEST_AGENTS=$(CURDIR)/.agents $(GO) test -tags agents -count=1 -timeout 30m -run 'TestRealAgents' -v ./internal/tamq/service/
+	@dir="$$(scripts/install-agents)" && \
+	TAMQ_TEST_AGENTS="$$dir" $(GO) test -tags agents -count=1 -timeout 20m -run 'TestRealAgents|TestRealLoop|TestModelServerDrivesRealAgents' -v \
+		./internal/realagents/ ./internal/tamq/service/ ./internal/testutil/modelserver/
 
 clean:
 	rm -rf $(BIN)
