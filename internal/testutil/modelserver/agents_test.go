@@ -38,7 +38,8 @@ var dialogs = []string{"Do you want to proceed", "Would you like to run", "Esc t
 // agentPane is an agent running alone in a private tmux server.
 type agentPane struct {
 	t      *testing.T
-	socket string
+	socket string // the -L name
+	path   string // the socket file, which tmux leaves behind
 	home   string
 	pid    int // the pane's process, leader of its process group
 }
@@ -64,6 +65,8 @@ func startAgent(t *testing.T, dir, home string, env, argv []string) *agentPane {
 		t.Fatalf("tmux display: %v\n%s", err, out)
 	}
 	a.pid, _ = strconv.Atoi(strings.TrimSpace(string(out)))
+	out, _ = a.tmux("display", "-p", "#{socket_path}")
+	a.path = strings.TrimSpace(string(out))
 	return a
 }
 
@@ -150,6 +153,9 @@ func (a *agentPane) stop() {
 		syscall.Kill(-a.pid, syscall.SIGKILL)
 	}
 	a.tmux("kill-server")
+	if a.path != "" {
+		os.Remove(a.path)
+	}
 	var left []int
 	for end := time.Now().Add(3 * time.Second); ; {
 		left = processesWithHome(a.home)

@@ -111,9 +111,9 @@ type Server struct {
 	// Claude Code; Codex's provider base_url is URL+"/v1".
 	URL string
 	// Unmatched is the text answered to a prompt no rule matches, and to
-	// helper calls (titles, summaries) that offer no shell tool.
+	// helper calls (titles, summaries) that offer no shell tool; set it
+	// before the agents start.
 	Unmatched string
-	// Model is the model name the server reports.
 
 	rules []Rule
 	ts    *httptest.Server

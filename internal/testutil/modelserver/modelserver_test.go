@@ -235,15 +235,21 @@ func TestUnmatchedPromptGetsAShortReply(t *testing.T) {
 	if len(evs) != 6 || get(evs[2].Data, "delta.text") != "OK." || get(evs[4].Data, "delta.stop_reason") != "end_turn" {
 		t.Errorf("events %v", evs)
 	}
-	s.Unmatched = "Nothing to do."
 	evs = readEvents(t, post(t, s.URL+"/v1/responses", codexBody("hello there", shellTools["exec_command"])))
-	if get(evs[len(evs)-1].Data, "response.output.0.content.0.text") != "Nothing to do." {
+	if get(evs[len(evs)-1].Data, "response.output.0.content.0.text") != "OK." {
 		t.Errorf("events %v", evs)
 	}
 	for _, r := range s.Requests() {
 		if r.Rule != -1 || r.Prompt != "hello there" {
 			t.Errorf("request %+v", r)
 		}
+	}
+
+	s2 := Start(t)
+	s2.Unmatched = "Nothing to do."
+	evs = readEvents(t, post(t, s2.URL+"/v1/responses", codexBody("hello there", shellTools["exec_command"])))
+	if get(evs[len(evs)-1].Data, "response.output.0.content.0.text") != "Nothing to do." {
+		t.Errorf("events %v", evs)
 	}
 }
 
