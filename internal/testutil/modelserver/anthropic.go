@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // The Anthropic Messages API, as Claude Code uses it.
@@ -156,7 +158,7 @@ func describe(st Step) string {
 	if st.Command != "" {
 		return "run " + st.Command
 	}
-	return "say " + clip(st.Text, 80)
+	return "say " + textsafe.Cut(st.Text, 80)
 }
 
 // conversation follows a conversation in order to find its newest user

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // Step is one move of a script: a shell command the agent runs as a tool
@@ -88,20 +90,13 @@ func (r Request) String() string {
 		fmt.Fprintf(&b, " [%s model=%q stream=%v tools=%d shell=%q]", r.Agent, r.Model, r.Stream, len(r.Tools), r.Shell)
 	}
 	if r.Prompt != "" {
-		fmt.Fprintf(&b, " prompt=%q rule=%d", clip(r.Prompt, 120), r.Rule)
+		fmt.Fprintf(&b, " prompt=%q rule=%d", textsafe.Cut(r.Prompt, 120), r.Rule)
 	}
 	for i, res := range r.ToolResults {
-		fmt.Fprintf(&b, "\n    result %d: %q", i+1, clip(res, 200))
+		fmt.Fprintf(&b, "\n    result %d: %q", i+1, textsafe.Cut(res, 200))
 	}
 	fmt.Fprintf(&b, " -> %d %s", r.Status, r.Reply)
 	return b.String()
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // Server is a scripted model server: it answers the Anthropic Messages API
@@ -347,8 +342,8 @@ func schemaValue(schema json.RawMessage, text string) any {
 	case typ == "null":
 		return nil
 	}
-	if s.MaxLength > 0 && len(text) > s.MaxLength {
-		text = text[:s.MaxLength]
+	if r := []rune(text); s.MaxLength > 0 && len(r) > s.MaxLength {
+		text = string(r[:s.MaxLength]) // maxLength counts characters
 	}
 	return text
 }
