@@ -118,7 +118,7 @@ demo: deps
 # (docs/broker.md). Minutes long: each waits out its network timeouts.
 test-agents: deps
 	@scripts/install-agents
-	TAMQ_TEST_AGENTS=$(CURDIR)/.agents $(GO) test -tags agents -count=1 -timeout 30m -run 'TestRealAgents' -v ./internal/tamq/service/
+	TAMQ_TEST_AGENTS=$(CURDIR)/.agents $(GO) test -tags agents -count=1 -timeout 30m -run 'TestRealAgents' -v ./internal/tamq/service/ ./internal/tamq/agentsetup/
 
 clean:
 	rm -rf $(BIN)
