@@ -121,7 +121,7 @@ demo: deps
 test-agents: deps
 	@dir="$$(scripts/install-agents)" && \
 	TAMQ_TEST_AGENTS="$$dir" $(GO) test -tags agents -count=1 -timeout 20m -run 'TestRealAgents|TestRealLoop|TestModelServerDrivesRealAgents' -v \
-		./internal/realagents/ ./internal/tamq/service/ ./internal/testutil/modelserver/
+		./internal/engine/service/ ./internal/tamq/service/ ./internal/tamq/agentsetup/ ./internal/testutil/modelserver/
 
 clean:
 	rm -rf $(BIN)

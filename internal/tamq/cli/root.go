@@ -56,6 +56,7 @@ in those windows. It works on its own; coordination-engine wakes agents through 
 		newPurgeCmd(a),
 		newBrokerCmd(a),
 		newHookCmd(a),
+		newAgentCmd(a),
 		newServeCmd(a),
 		newStartCmd(a),
 		app.NewStopCmd(a, "Stop the service (tmux windows and queues stay)", `Ask the service to stop and wait until it has. Only the service stops: tmux

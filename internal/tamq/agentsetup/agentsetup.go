@@ -1,0 +1,80 @@
+// Package agentsetup works out what `tamq agent setup` writes into an
+// agent's own settings files so that coordination-engine's wake loop runs
+// without a permission dialog and the agent's hooks reach tamq's broker:
+// Claude Code's settings.json (permission rules and hooks), Codex's
+// config.toml (notify, the shell's PATH, project trust) and its rules file
+// (prefix rules).
+//
+// It does no I/O: each function takes a file's current content and returns
+// the new content, what was added and what the user should know. The
+// user's own settings are kept as written: nothing is removed, reordered or
+// changed, only what is missing is added, and a setting of theirs that
+// stands in the loop's way is reported, never overwritten.
+// docs/agent-setup.md says what each entry is for.
+package agentsetup
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+)
+
+// Program is the command the wake prompts name.
+const Program = "coordination-engine"
+
+// HookCommand is what the agents' hooks run (docs/broker.md, "Hooks").
+const HookCommand = "tamq hook"
+
+// Command is one subcommand a wake prompt asks the agent to run.
+type Command struct {
+	Words []string // the subcommand after Program: {"lease", "ack"}
+	// Example is a command line as a wake prompt writes it, used to test
+	// whether a rule of the user's already covers it or stands in its way.
+	Example string
+	Why     string // what the agent runs it for
+}
+
+// Line is the subcommand as one string: "coordination-engine lease ack".
+func (c Command) Line() string { return Program + " " + strings.Join(c.Words, " ") }
+
+// Commands are the subcommands the wake prompts ask for (internal/engine/prompt
+// and docs/agents.md, section 5), and the only ones allowed: the operator's
+// (wake, stop, …) still ask.
+var Commands = []Command{
+	{[]string{"checkpoint"}, Program + " checkpoint --lease L --attempt 1 --summary TEXT --next TEXT --file F", "record where the work stands"},
+	{[]string{"task", "set"}, Program + " task set T-7 --status done --note TEXT", "publish the task's state"},
+	{[]string{"lease", "release"}, Program + " lease release L --attempt 1 --result completed", "end the lease"},
+	{[]string{"lease", "ack"}, Program + " lease ack L --attempt 1", "acknowledge the wake"},
+	{[]string{"lease", "renew"}, Program + " lease renew L --attempt 1", "keep the lease while working"},
+	{[]string{"message", "show"}, Program + " message show M-1", "read the State Hub message it was woken for"},
+	{[]string{"message", "read"}, Program + " message read M-1", "mark that message read"},
+}
+
+// Result is a settings file's new content.
+type Result struct {
+	Content []byte // the new content; the old one when nothing changed
+	Changed bool
+	// Added says what was added, each a short phrase for the one line
+	// printed per file ("7 permission rules").
+	Added []string
+	// Present says what the file already had of what the loop needs.
+	Present []string
+	// Warnings are what the user should know: a setting of theirs that
+	// stands in the loop's way and was left as it is.
+	Warnings []string
+}
+
+// invalid is the error for a settings file that cannot be read as its
+// format: nothing is written.
+func invalid(path, format string, err error) error {
+	return errs.Wrap(errs.ConfigInvalid, err, "%s is not valid %s", path, format).
+		WithHint("fix it (or move it away) and run tamq agent setup again; nothing was written")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}

@@ -1,0 +1,59 @@
+//go:build agents
+
+// Built only with the agents tag, which `make test-agents` sets: it runs the
+// real Codex that scripts/install-agents puts in TAMQ_TEST_AGENTS.
+
+package agentsetup
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Codex itself loads tamq's rules file (checking each rule's match example)
+// and allows the loop's commands, and nothing else of coordination-engine's:
+// not the operator's commands, not a program of that name by an absolute
+// path.
+func TestRealAgentsSetupCodexRules(t *testing.T) {
+	dir := os.Getenv("TAMQ_TEST_AGENTS")
+	if dir == "" {
+		t.Fatal("TAMQ_TEST_AGENTS is unset: run `make test-agents`, which installs the real Claude Code and Codex from npm and sets it")
+	}
+	codex := filepath.Join(dir, "node_modules", ".bin", "codex")
+	home := t.TempDir()
+	rules := filepath.Join(home, CodexRulesName)
+	if err := os.WriteFile(rules, CodexRulesText(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := func(cmd string) string {
+		t.Helper()
+		c := exec.Command(codex, append([]string{"execpolicy", "check", "--resolve-host-executables", "--rules", rules}, strings.Fields(cmd)...)...)
+		c.Env = append(os.Environ(), "HOME="+home, "CODEX_HOME="+filepath.Join(home, ".codex"))
+		out, err := c.Output()
+		if err != nil {
+			t.Fatalf("codex execpolicy check %s: %v\n%s", cmd, err, out)
+		}
+		var res struct {
+			Decision string `json:"decision"`
+		}
+		if err := json.Unmarshal(out, &res); err != nil {
+			t.Fatalf("codex execpolicy check %s: %v\n%s", cmd, err, out)
+		}
+		return res.Decision
+	}
+	for _, c := range Commands {
+		if d := check(c.Example); d != "allow" {
+			t.Errorf("%s: decision %q, want allow", c.Example, d)
+		}
+	}
+	for _, cmd := range []string{"coordination-engine wake net", "coordination-engine stop", "coordination-engine", "coordination-engine lease",
+		"/tmp/x/coordination-engine lease ack L --attempt 1"} {
+		if d := check(cmd); d != "" {
+			t.Errorf("%s: decision %q, want none", cmd, d)
+		}
+	}
+}
