@@ -45,8 +45,6 @@ var Commands = []Command{
 	{[]string{"checkpoint"}, Program + " checkpoint --lease L --attempt 1 --summary TEXT --next TEXT --file F", "record where the work stands"},
 	{[]string{"task", "set"}, Program + " task set T-7 --status done --note TEXT", "publish the task's state"},
 	{[]string{"lease", "release"}, Program + " lease release L --attempt 1 --result completed", "end the lease"},
-	{[]string{"lease", "ack"}, Program + " lease ack L --attempt 1", "acknowledge the wake"},
-	{[]string{"lease", "renew"}, Program + " lease renew L --attempt 1", "keep the lease while working"},
 	{[]string{"message", "show"}, Program + " message show M-1", "read the State Hub message it was woken for"},
 	{[]string{"message", "read"}, Program + " message read M-1", "mark that message read"},
 }

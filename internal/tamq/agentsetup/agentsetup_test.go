@@ -16,7 +16,7 @@ import (
 // allowed is the list asked for.
 func TestCommandsAreThePromptsCommands(t *testing.T) {
 	in := prompt.Input{
-		Program: Program, LeaseID: "0197d2a4-8c3e-7b1f-9a52-3e6f0c4d2b18", Attempt: 2, MaxAttempts: 5, RenewEvery: 10 * time.Second,
+		Program: Program, LeaseID: "0197d2a4-8c3e-7b1f-9a52-3e6f0c4d2b18", Attempt: 2, MaxAttempts: 5,
 		Repo:    "net",
 		Trigger: prompt.Trigger{Source: "task", SourceID: "T-7", SourceRevision: "r12", Reason: "dependency_satisfied"},
 		Task:    &prompt.Task{ID: "T-7", Title: "Fix the parser", Workplan: "WP-2"},
