@@ -137,8 +137,8 @@ func (r *realLoop) setup(t *testing.T, agent, repo string) {
 func (r *realLoop) openClaude(t *testing.T, repo string) {
 	t.Helper()
 	path := r.repoPath(t, repo)
-	env := r.model.ClaudeCodeEnv(t, modelserver.ClaudeCodeSetup{Home: r.home, Repo: path, Allow: []string{"Bash(coordination-engine checkpoint:*)", "Bash(coordination-engine task set:*)", "Bash(coordination-engine lease release:*)"}})
-	//r.setup(t, "claude", repo)
+	env := r.model.ClaudeCodeEnv(t, modelserver.ClaudeCodeSetup{Home: r.home, Repo: path})
+	r.setup(t, "claude", repo)
 	r.open(t, repo, env, filepath.Join(agentsDir(t), "node_modules", ".bin", "claude"))
 }
 
@@ -147,8 +147,8 @@ func (r *realLoop) openCodex(t *testing.T, repo string) {
 	t.Helper()
 	path := r.repoPath(t, repo)
 	bin := filepath.Join(agentsDir(t), "node_modules", ".bin", "codex")
-	env, args := r.model.CodexEnv(t, modelserver.CodexSetup{Home: r.home, Repo: path, Allow: [][]string{{"coordination-engine", "checkpoint"}, {"coordination-engine", "task", "set"}, {"coordination-engine", "lease", "release"}}})
-	//r.setup(t, "codex", repo)
+	env, args := r.model.CodexEnv(t, modelserver.CodexSetup{Home: r.home, Repo: path})
+	r.setup(t, "codex", repo)
 	r.open(t, repo, env, bin+" "+strings.Join(args, " "))
 }
 

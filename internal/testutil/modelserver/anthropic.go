@@ -3,6 +3,7 @@ package modelserver
 import (
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strings"
 
 	"github.com/tmux-amq/tamq/internal/textsafe"
@@ -172,6 +173,7 @@ type conversation struct {
 // userText takes a text part of a user message: prompt text, unless it is
 // context the agent adds (system reminders, environment, instructions).
 func (c *conversation) userText(s string) {
+	s = unwrapPaste(s)
 	if isContext(s) {
 		return
 	}
@@ -189,6 +191,19 @@ func (c *conversation) result(s string) {
 
 // other ends a message.
 func (c *conversation) other() { c.inPrompt = false }
+
+// pastedContent is how Claude Code hands the model a bracketed paste: the
+// text inside <pasted_content id="N">…</pasted_content id="N"> (2.1.328
+// repeats the id in the closing tag).
+var pastedContent = regexp.MustCompile(`(?s)^\s*<pasted_content[^>]*>\n?(.*?)\n?</pasted_content[^>]*>\s*$`)
+
+// unwrapPaste is the pasted text of a paste block, or s as it is.
+func unwrapPaste(s string) string {
+	if m := pastedContent.FindStringSubmatch(s); m != nil {
+		return m[1]
+	}
+	return s
+}
 
 // isContext says a user message's text is context the agent added rather
 // than what the user typed: a block wrapped in a tag (Claude Code's

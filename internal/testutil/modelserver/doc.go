@@ -57,7 +57,9 @@
 // description}; the prompt is a user message of two text blocks, a
 // <system-reminder> and the typed text; messages may hold role "system"
 // entries ("# Environment update"); a tool_result's content is a string,
-// "(Bash completed with no output)" for none. No count_tokens, title or
+// "(Bash completed with no output)" for none. A bracketed paste (how tamq
+// delivers) reaches the model wrapped in <pasted_content id="N">…
+// </pasted_content id="N">; the text inside is the prompt. No count_tokens, title or
 // probe calls were seen. Its input prompt is "❯" and a no-break space. It
 // shows the prompt 1–3 s after start with the server set (not the 10–40 s
 // of a bare offline start) and calls the first tool 0.2–1 s after Enter.

@@ -435,3 +435,17 @@ func TestRuleMatching(t *testing.T) {
 		t.Errorf("past the end: %+v", st)
 	}
 }
+
+// Claude Code hands the model a bracketed paste wrapped in a tag; the text
+// inside is the prompt.
+func TestClaudePasteIsThePrompt(t *testing.T) {
+	var req anthropicRequest
+	if err := json.Unmarshal([]byte(`{"messages":[{"role":"user","content":[
+		{"type":"text","text":"<system-reminder>\nctx\n</system-reminder>"},
+		{"type":"text","text":"\n\n<pasted_content id=\"8361\">\nFrom:x: wake up\nline 2\n</pasted_content id=\"8361\">\n"}]}]}`), &req); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := claudePrompt(req); p != "From:x: wake up\nline 2" {
+		t.Errorf("prompt %q", p)
+	}
+}
