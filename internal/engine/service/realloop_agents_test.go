@@ -8,6 +8,7 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/engine/api"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
+	tamqapi "github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/testutil"
 	"github.com/tmux-amq/tamq/internal/testutil/modelserver"
 )
@@ -299,4 +301,167 @@ func agentProcesses(home string) []int {
 		}
 	}
 	return pids
+}
+
+// sendTamq sends a message as the operator and returns its id.
+func (r *realLoop) sendTamq(t *testing.T, text string) string {
+	t.Helper()
+	res := r.e.Tamq(t, "send", "--json", text)
+	var m tamqapi.Message
+	if err := json.Unmarshal([]byte(res.Stdout), &m); err != nil {
+		t.Fatalf("tamq send --json: %v\n%s", err, res)
+	}
+	return m.ID
+}
+
+// tamqState is tamq's record of one message.
+func (r *realLoop) tamqState(t *testing.T, id string) tamqapi.Message {
+	t.Helper()
+	return r.tamqMessage(t, id)
+}
+
+// The ways the loop meets people and trouble, with the real agents:
+//   - Claude Code asks permission for a tool not allowed: a message sent
+//     meanwhile is held, no Enter goes into the dialog; a person answers it
+//     (send-keys, as a person would type) and the message goes in soon after;
+//   - a task titled with 300 characters in an 80-column Codex window whose
+//     agent goes idle without releasing: the lease expires (the broker stops
+//     renewing an idle agent) and attempt 2 carries the checkpoint;
+//   - an 8 KiB message goes in whole to each agent;
+//   - an agent that exits mid-lease: its lease is no longer renewed;
+//   - no agent process is left behind.
+func TestRealLoopUnhappyPaths(t *testing.T) {
+	long := strings.Repeat("Fix the parser's escaping of nested quotes in long titles ", 6)[:300]
+	rules := []modelserver.Rule{
+		// Attempt 1 of the long task: a checkpoint, then back to the
+		// prompt without a release.
+		{Contains: "coordination-engine wakes", Regexp: regexp.MustCompile(`attempt 1 of .*\n(?s:.*)task set LONG `), Steps: func(p string) []modelserver.Step {
+			l := wakeLease.FindStringSubmatch(p)
+			return []modelserver.Step{
+				modelserver.Run(fmt.Sprintf("coordination-engine checkpoint --lease %s --attempt %s --summary 'half of the parser done' --next 'the other half'", l[1], l[2])),
+				modelserver.Say("I stop here for now."),
+			}
+		}},
+		// EXIT's agent asks to run a long command, and is killed meanwhile.
+		{Contains: "task set EXIT ", Steps: func(string) []modelserver.Step {
+			return []modelserver.Step{modelserver.Run("sleep 600"), modelserver.Say("Slept.")}
+		}},
+		{Contains: "coordination-engine wakes", Steps: theLoopsPart},
+		modelserver.On("ask me first", modelserver.Run("touch not-allowed.txt"), modelserver.Say("Touched.")),
+		modelserver.On("eight KiB", modelserver.Say("Read all of it.")),
+		modelserver.On("after the dialog", modelserver.Say("Got the second one.")),
+	}
+	r := newRealLoop(t, rules, "wake_ack_timeout_seconds = 120\nlease_renew_interval_seconds = 2\nlease_missed_renewals = 2\nretry_backoff_seconds = [1]\n", "alpha", "beta")
+	r.openClaude(t, "alpha")
+	r.openCodex(t, "beta")
+	r.tm.Must(t, "resize-window", "-t", "tamq:beta", "-x", "80", "-y", "30")
+
+	// The dialog: Claude Code asks before it runs a command not allowed.
+	r.sendTamq(t, "To:alpha: ask me first")
+	step(t, "Claude Code's permission dialog", 2*time.Minute, func() bool { return strings.Contains(r.screen("alpha"), "Do you want to proceed?") })
+	second := r.sendTamq(t, "To:alpha: after the dialog")
+	step(t, "the second message to wait for the dialog", time.Minute, func() bool {
+		return strings.Contains(r.tamqState(t, second).LastError, "not at its prompt")
+	})
+	if st := r.tamqState(t, second); st.State != "queued" || !strings.Contains(r.screen("alpha"), "Do you want to proceed?") {
+		t.Fatalf("the second message went into the dialog: %+v\n%s", st, r.screen("alpha"))
+	}
+	r.tm.Must(t, "send-keys", "-t", r.panes["alpha"], "Enter") // a person answers: yes
+	answered := time.Now()
+	step(t, "the second message to go in after the dialog", time.Minute, func() bool { return r.tamqState(t, second).State == "injected" })
+	t.Logf("dialog answered → next message written: %v", time.Since(answered).Round(10*time.Millisecond))
+
+	// Eight KiB to each agent, whole.
+	for _, repo := range []string{"alpha", "beta"} {
+		body := "eight KiB follow. " + strings.Repeat("0123456789abcdef", 500)
+		body = body[:8*1024-len("To:"+repo+": ")-len("From:operator/o: ")]
+		id := r.sendTamq(t, "To:"+repo+": "+body)
+		step(t, "the 8 KiB message into "+repo, 2*time.Minute, func() bool { return r.tamqState(t, id).State == "injected" })
+		step(t, repo+"'s model to get all of it", time.Minute, func() bool {
+			for _, q := range r.model.Requests() {
+				if strings.HasSuffix(strings.TrimSpace(q.Prompt), body[len(body)-64:]) && strings.Contains(q.Prompt, "eight KiB follow.") {
+					return true
+				}
+			}
+			return false
+		})
+	}
+
+	// A 300-character title in an 80-column window, an agent idle without
+	// releasing: attempt 2 carries the checkpoint and completes.
+	r.hub.put(contract.Workplan{ID: "W-LONG", Repo: "beta", Status: "active", Tasks: []contract.Task{{ID: "LONG", Title: long, Status: "todo", Repo: "beta"}}})
+	var l *api.Lease
+	step(t, "LONG woken", 2*time.Minute, func() bool { l = r.leaseOfTask(t, "LONG"); return l != nil })
+	step(t, "LONG's attempt 2, after the idle agent's lease expired", 3*time.Minute, func() bool { return r.lease(t, l.LeaseID).Attempt == 2 })
+	step(t, "LONG done by attempt 2", 3*time.Minute, func() bool {
+		return r.hub.task("LONG").Status == "done" && r.lease(t, l.LeaseID).State == "completed"
+	})
+	resumed := false
+	for _, q := range r.model.Requests() {
+		resumed = resumed || strings.Contains(q.Prompt, "attempt 2 of") && strings.Contains(q.Prompt, "Resume from your latest checkpoint") && strings.Contains(q.Prompt, "half of the parser done")
+	}
+	if !resumed {
+		t.Error("attempt 2's prompt did not carry the checkpoint")
+	}
+
+	// An agent that exits mid-lease (killed while it waits at a permission
+	// question in the middle of its turn): tamq no longer renews the lease,
+	// and the attempt runs out.
+	r.hub.put(contract.Workplan{ID: "W-EXIT", Repo: "alpha", Status: "active", Tasks: []contract.Task{todo("EXIT", "alpha")}})
+	var exit *api.Lease
+	step(t, "EXIT woken", 2*time.Minute, func() bool { exit = r.leaseOfTask(t, "EXIT"); return exit != nil })
+	step(t, "EXIT acknowledged", time.Minute, func() bool { return r.ackedBy(t, exit.LeaseID) == "broker" })
+	step(t, "Claude Code asking to run the long command", time.Minute, func() bool { return strings.Contains(r.screen("alpha"), "Do you want to proceed?") })
+	killed := time.Now()
+	r.killAgent(t, "alpha")
+	step(t, "EXIT's attempt to run out once its agent is gone", time.Minute, func() bool {
+		ls := r.lease(t, exit.LeaseID)
+		return ls.State == "retry_wait" || ls.Attempt > 1
+	})
+	t.Logf("agent killed → its attempt over: %v (the hold is 4 s)", time.Since(killed).Round(100*time.Millisecond))
+	r.noAgentLeftBehind(t)
+}
+
+// killAgent kills the agent running in repo's window (the processes under
+// its broker), as a crash would.
+func (r *realLoop) killAgent(t *testing.T, repo string) {
+	t.Helper()
+	var broker int
+	fmt.Sscan(r.tm.Must(t, "display", "-p", "-t", r.panes[repo], "#{pane_pid}"), &broker)
+	for _, pid := range descendants(broker) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// descendants are the processes below pid.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var p int
+		if _, err := fmt.Sscan(e.Name(), &p); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The parent is the second field after the command's closing paren.
+		rest := string(stat[strings.LastIndexByte(string(stat), ')')+2:])
+		var state string
+		var ppid int
+		fmt.Sscan(rest, &state, &ppid)
+		children[ppid] = append(children[ppid], p)
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
 }
