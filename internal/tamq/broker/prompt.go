@@ -1,10 +1,14 @@
 package broker
 
 import (
+	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/tmux-amq/tamq/internal/tamq/program"
 )
@@ -72,14 +76,16 @@ func AtPrompt(s Screen) (bool, string) {
 //     program printed before its prompt, and the transcript above Claude
 //     Code's input box, is history, not a question open now;
 //   - Claude Code: its input box (a row "❯" and a no-break space, under a
-//     full-width rule, closed by another) with the cursor inside; busy while
-//     its footer says "esc to interrupt"; empty when the cursor sits at
-//     column 2 of the box's first row;
+//     full-width rule, closed by another; or, scrolled, indented rows under
+//     a rule saying "↑ N more") with the cursor inside; busy while its
+//     footer says "esc to interrupt" or its spinner shows above the box
+//     ("✻ Actioning…"); empty when the cursor sits at column 2 of the
+//     box's first row;
 //   - Codex: a visible cursor (its dialogs hide it), a title set (none
 //     until start-up is done), the cursor row inside the composer ("› "
-//     and its indented rows); busy with a spinner title, "esc to
-//     interrupt" or queued input; empty with the cursor at column 2 of
-//     the composer's first row;
+//     and its indented or empty rows); busy with a spinner title, "esc to
+//     interrupt", queued input or "tab to queue message"; empty with the
+//     cursor at column 2 of the composer's first row;
 //   - for either, a picture that missed output is unknown;
 //   - any other program (a shell, a REPL) with none of the markers is at
 //     its prompt, as before the detector existed.
@@ -96,7 +102,7 @@ func Classify(s Screen) (state, reason string) {
 	case s.Stale && s.Agent != "":
 		return StateDialog, "the screen model missed some of the agent's output"
 	}
-	if marker := dialogMarker(s.Rows, promptFrom(s)); marker != "" {
+	if marker := dialogMarker(s, promptFrom(s)); marker != "" {
 		return StateDialog, "a dialog shows: " + marker
 	}
 	switch s.Agent {
@@ -109,20 +115,31 @@ func Classify(s Screen) (state, reason string) {
 }
 
 func classifyClaude(s Screen) (string, string) {
-	top, bottom, ok := claudeInputBox(s)
+	box, ok := claudeInputBox(s)
 	if !ok {
 		return StateDialog, "Claude Code's input box is not on screen"
 	}
-	for _, row := range s.Rows[bottom+1:] {
+	for _, row := range s.Rows[box.bottom+1:] {
 		if strings.Contains(row, "esc to interrupt") {
 			return StateBusy, "Claude Code is busy (esc to interrupt)"
 		}
 	}
-	if s.CursorX != 2 || s.CursorY != top {
+	// With text in the box its footer no longer says "esc to interrupt";
+	// the spinner above the box still shows.
+	for y := max(box.rule-claudeSpinnerRows, 0); y < box.rule; y++ {
+		if dialogPatterns().spinner.MatchString(s.Rows[y]) {
+			return StateBusy, "Claude Code is busy (" + quoteRow(s.Rows[y]) + ")"
+		}
+	}
+	if box.above || s.CursorX != 2 || s.CursorY != box.top {
 		return StatePromptText, "Claude Code's input box holds text"
 	}
 	return StatePrompt, ""
 }
+
+// claudeSpinnerRows is how far above its input box Claude Code draws its
+// spinner (a line of effort or a hint may stand between).
+const claudeSpinnerRows = 4
 
 func classifyCodex(s Screen) (string, string) {
 	if !s.CursorVisible {
@@ -139,7 +156,7 @@ func classifyCodex(s Screen) (string, string) {
 		return StateBusy, "Codex is busy (spinner in the title)"
 	}
 	for _, row := range s.Rows {
-		if strings.Contains(row, "esc to interrupt") || strings.Contains(row, "Queued follow-up inputs") {
+		if strings.Contains(row, "esc to interrupt") || strings.Contains(row, "Queued follow-up inputs") || strings.Contains(row, "tab to queue message") {
 			return StateBusy, "Codex is busy (" + quoteRow(row) + ")"
 		}
 	}
@@ -149,10 +166,29 @@ func classifyCodex(s Screen) (string, string) {
 	return StatePrompt, ""
 }
 
-// InputShows says whether text, just pasted, sits in the agent's input box
-// with the cursor after it, so that the Enter will submit it; for programs
-// without a box tamq can read (shells, REPLs) it holds. Claude Code shows a
-// long paste as "[Pasted text #1 +42 lines]"; Codex shows its last lines.
+// InputShows says whether text, just pasted, is what the agent's input box
+// holds, with the cursor at its end, so that the Enter submits exactly it;
+// for programs without a box tamq can read (shells, REPLs) it holds.
+//
+// The box must hold the text and nothing else, as the agent shows it:
+//
+//   - Claude Code collapses a paste of over 800 characters (UTF-16 units),
+//     or of more lines than fit (over min(rows-10, 2) newlines: four lines
+//     or more, fewer under 13 rows), into "[Pasted text #K]" or "[Pasted
+//     text #K +M lines]", where K counts its pastes and M is the text's
+//     newlines;
+//   - Codex collapses one of over 1,000 characters into "[Pasted Content N
+//     chars]", N the text's characters (Unicode code points);
+//   - anything shorter shows as typed, wrapped at the box's width (at word
+//     ends, or inside a word too long for a row) and indented: compared
+//     without white space. A box taller than the agent allows scrolls to
+//     its end (Claude Code's top rule says "↑ N more", Codex marks its
+//     first row "↑"): then what shows must be the text's end.
+//
+// A placeholder counts only in the box, never in the transcript above it;
+// a draft beside the paste, a placeholder of another size or line count,
+// text after the cursor, an empty box, a dialog or a busy agent do not
+// show the paste.
 func InputShows(s Screen, text string) (bool, string) {
 	if s.Agent != AgentClaude && s.Agent != AgentCodex {
 		return true, ""
@@ -164,20 +200,119 @@ func InputShows(s Screen, text string) (bool, string) {
 		}
 		return false, "after the paste: " + reason
 	}
-	row := s.Rows[s.CursorY]
-	if s.Agent == AgentClaude && strings.Contains(row, "[Pasted text #") {
-		return true, ""
+	box, ok := inputText(s)
+	switch {
+	case !ok:
+		return false, "the cursor is not in the input box"
+	case box.after:
+		return false, "the input box holds text after the cursor"
 	}
-	for _, lead := range []string{"❯\u00a0", "› ", "  "} {
-		row = strings.TrimPrefix(row, lead)
+	shown := strings.TrimSpace(strings.Join(box.rows, "\n"))
+	if ok, placeholder, why := pastedPlaceholder(s.Agent, shown, text); placeholder {
+		return ok, why
 	}
-	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
-	last, shown := squeeze(lines[len(lines)-1]), squeeze(row)
-	// The cursor row shows the end of the text's last line (it may wrap).
-	if shown != "" && last != "" && (strings.HasSuffix(last, shown) || strings.HasSuffix(shown, last)) {
+	got, want := squeeze(shown), squeeze(text)
+	switch {
+	case got == want:
 		return true, ""
+	case box.above && got != "" && strings.HasSuffix(want, got):
+		return true, ""
+	case strings.HasSuffix(got, want):
+		return false, "the input box holds other text before the paste"
 	}
 	return false, "the pasted text does not show in the input box"
+}
+
+// pastedPlaceholder reads the box as the agent's placeholder for a long
+// paste: placeholder says it is one, ok that it stands for text.
+func pastedPlaceholder(agent, shown, text string) (ok, placeholder bool, why string) {
+	p := dialogPatterns()
+	switch agent {
+	case AgentClaude:
+		m := p.claudePaste.FindStringSubmatch(shown)
+		if m == nil {
+			return false, false, ""
+		}
+		lines := strings.Count(strings.ReplaceAll(text, "\r\n", "\n"), "\n")
+		if m[1] == "" && lines == 0 || m[1] == strconv.Itoa(lines) {
+			return true, true, ""
+		}
+		return false, true, fmt.Sprintf("the input box shows a paste of other lines (%s), not of %d newlines", quoteRow(shown), lines)
+	case AgentCodex:
+		m := p.codexPaste.FindStringSubmatch(shown)
+		if m == nil {
+			return false, false, ""
+		}
+		n := utf8.RuneCountInString(text)
+		if m[1] == strconv.Itoa(n) {
+			return true, true, ""
+		}
+		return false, true, fmt.Sprintf("the input box shows a paste of another size (%s), not of %d characters", quoteRow(shown), n)
+	}
+	return false, false, ""
+}
+
+// boxText is what an agent's input box shows, without its marks: its rows
+// from the first shown down to the cursor's.
+type boxText struct {
+	rows []string
+	// above: the box scrolled, rows before the first are hidden.
+	above bool
+	// after: text follows the cursor's row (or rows are hidden below).
+	after bool
+}
+
+// inputText reads the input box the cursor is in.
+func inputText(s Screen) (boxText, bool) {
+	var b boxText
+	y := s.CursorY
+	if y < 0 || y >= len(s.Rows) {
+		return b, false
+	}
+	switch s.Agent {
+	case AgentClaude:
+		box, ok := claudeInputBox(s)
+		if !ok {
+			return b, false
+		}
+		b.above, b.after = box.above, box.below
+		for z := box.top; z <= y; z++ {
+			b.rows = append(b.rows, strings.TrimPrefix(strings.TrimPrefix(s.Rows[z], "❯\u00a0"), "  "))
+		}
+		for z := y + 1; z < box.bottom; z++ {
+			b.after = b.after || strings.TrimSpace(s.Rows[z]) != ""
+		}
+	case AgentCodex:
+		top, ok := codexComposer(s)
+		if !ok {
+			return b, false
+		}
+		for z := top; z <= y; z++ {
+			row := s.Rows[z]
+			if z == top {
+				row, b.above = cutScrollMark(row, s.width())
+				// The mark may follow an empty line of the text.
+				row = strings.TrimPrefix(strings.TrimPrefix(row, "›"), " ")
+			}
+			b.rows = append(b.rows, strings.TrimPrefix(row, "  "))
+		}
+		// The composer ends at an empty row (the footer follows it).
+		for z := y + 1; z < len(s.Rows) && strings.TrimSpace(s.Rows[z]) != ""; z++ {
+			b.after = true
+		}
+	default:
+		return b, false
+	}
+	return b, true
+}
+
+// cutScrollMark cuts Codex's scroll mark off the first row of its
+// composer: an "↑" in the screen's last column says rows are hidden above.
+func cutScrollMark(row string, width int) (string, bool) {
+	if rest, ok := strings.CutSuffix(row, "↑"); ok && ansi.StringWidth(row) == width {
+		return strings.TrimRight(rest, " "), true
+	}
+	return row, false
 }
 
 // squeeze drops all white space: the box wraps and indents the text.
@@ -187,7 +322,7 @@ func squeeze(s string) string {
 
 // dialogPatterns are compiled on first use: every tamq command links this
 // package, and only the broker needs them.
-var dialogPatterns = sync.OnceValue(func() (p struct{ highlighted, numbered, footer *regexp.Regexp }) {
+var dialogPatterns = sync.OnceValue(func() (p struct{ highlighted, numbered, footer, spinner, claudePaste, codexPaste, more *regexp.Regexp }) {
 	// A highlighted numbered option: a highlight glyph, then "1." or "1)".
 	p.highlighted = regexp.MustCompile(`^\s*[❯›>▸▶→●◉]\s*\d{1,2}[.)]\s+\S`)
 	// Any numbered option.
@@ -201,6 +336,15 @@ var dialogPatterns = sync.OnceValue(func() (p struct{ highlighted, numbered, foo
 		`|\bdo you want to (?:proceed|continue|allow|run|make|create|trust)\b` +
 		`|\bwould you like to (?:run|proceed|continue|allow|make|apply)\b` +
 		`|\btrust this folder\b|\bhooks need review\b|\bwaiting for startup\b`)
+	// Claude Code's spinner while it works: a star, then a verb and an
+	// ellipsis ("✻ Actioning…"), or its retries; a finished turn's line
+	// ("✻ Crunched for 2s") has neither.
+	p.spinner = regexp.MustCompile(`^[·✢✳✶✻✽*] (?:\S+…|.*\bretrying in\b|.*\besc to interrupt\b)`)
+	// The agents' placeholders for a long paste, as the whole box.
+	p.claudePaste = regexp.MustCompile(`^\[Pasted text #\d+(?: \+(\d+) lines)?\]$`)
+	p.codexPaste = regexp.MustCompile(`^\[Pasted Content (\d+) chars\]$`)
+	// What Claude Code's rule says of a box that scrolled.
+	p.more = regexp.MustCompile(`^ ([↑↓]) \d+ more $`)
 	return p
 })
 
@@ -224,11 +368,14 @@ const questionRows = 6
 //     the cursor waits at the start of an empty row, sits on an option of
 //     a numbered list, or is hidden, the program may have printed its
 //     question just above: questionRows more.
+//
+// The agent's input box itself, with the cursor in it, holds what was
+// typed or pasted, not a question (inputRows): dialogMarker skips it.
 func promptFrom(s Screen) int {
 	switch s.Agent {
 	case AgentClaude:
-		if top, _, ok := claudeInputBox(s); ok {
-			return top - 1
+		if box, ok := claudeInputBox(s); ok {
+			return box.rule
 		}
 		return 0
 	case AgentCodex:
@@ -254,18 +401,41 @@ func prefixCols(row string, n int) string {
 	return row
 }
 
-// dialogMarker returns the first row from from on that marks a dialog, or "".
-func dialogMarker(rows []string, from int) string {
+// inputRows are the rows of the agent's input box the cursor is in, where
+// text typed or pasted shows: first > last when there is none.
+func inputRows(s Screen) (first, last int) {
+	switch s.Agent {
+	case AgentClaude:
+		if box, ok := claudeInputBox(s); ok {
+			return box.top, box.bottom - 1
+		}
+	case AgentCodex:
+		if top, ok := codexComposer(s); ok && s.CursorVisible {
+			return top, s.CursorY
+		}
+	}
+	return 0, -1
+}
+
+// dialogMarker returns the first row from from on, outside the input box,
+// that marks a dialog, or "".
+func dialogMarker(s Screen, from int) string {
 	p := dialogPatterns()
+	rows := s.Rows
+	first, last := inputRows(s)
+	input := func(y int) bool { return y >= first && y <= last }
 	for y := from; y < len(rows); y++ {
 		row := rows[y]
+		if input(y) {
+			continue
+		}
 		if p.footer.MatchString(row) {
 			return quoteRow(row)
 		}
 		if p.highlighted.MatchString(row) {
 			// Another numbered option close by makes it a list to choose from.
 			for z := max(y-6, 0); z < min(y+7, len(rows)); z++ {
-				if z != y && p.numbered.MatchString(rows[z]) {
+				if z != y && !input(z) && p.numbered.MatchString(rows[z]) {
 					return quoteRow(row)
 				}
 			}
@@ -276,39 +446,80 @@ func dialogMarker(rows []string, from int) string {
 
 // isRule reports a horizontal rule across the screen's width.
 func isRule(row string, width int) bool {
-	return utf8.RuneCountInString(row) >= max(width-1, 20) && strings.Trim(row, "─") == ""
+	ok, more := boxRule(row, width)
+	return ok && more == ""
 }
 
-// claudeInputBox finds Claude Code's input box: a row that starts with "❯"
-// and a no-break space (past prompts in the transcript have a plain space)
-// right under a full-width rule, down to the next such rule, with the
-// cursor inside. It returns the box's first text row and the closing rule's.
-func claudeInputBox(s Screen) (top, bottom int, ok bool) {
+// boxRule reports a horizontal rule across the screen's width, as Claude
+// Code draws its input box's; more is "↑" or "↓" when the rule says rows
+// of the box are hidden beyond it ("─── ↑ 4 more ───").
+func boxRule(row string, width int) (ok bool, more string) {
+	if utf8.RuneCountInString(row) < max(width-1, 20) {
+		return false, ""
+	}
+	mid := strings.Trim(row, "─")
+	if mid == "" {
+		return true, ""
+	}
+	if !strings.HasPrefix(row, "─") || !strings.HasSuffix(row, "─") {
+		return false, ""
+	}
+	if m := dialogPatterns().more.FindStringSubmatch(mid); m != nil {
+		return true, m[1]
+	}
+	return false, ""
+}
+
+// claudeBox is where Claude Code's input box stands.
+type claudeBox struct {
+	rule   int // the top rule's row
+	top    int // the first row of text shown
+	bottom int // the closing rule's row
+	// above, below: the box holds more rows than it shows, hidden above
+	// its first row or below its last (its rules say "↑ N more").
+	above, below bool
+}
+
+// claudeInputBox finds Claude Code's input box, with the cursor inside: a
+// row that starts with "❯" and a no-break space (past prompts in the
+// transcript have a plain space) right under a full-width rule, down to the
+// next such rule. A box taller than Claude Code lets it grow scrolls: its
+// top rule then says "↑ N more" and its first row shown is one of its
+// text's, indented by two spaces.
+func claudeInputBox(s Screen) (claudeBox, bool) {
 	width := s.width()
 	for y := len(s.Rows) - 1; y >= 1; y-- {
-		if !strings.HasPrefix(s.Rows[y], "❯\u00a0") || !isRule(s.Rows[y-1], width) {
+		rule, more := boxRule(s.Rows[y-1], width)
+		switch {
+		case !rule:
+			continue
+		case more == "" && strings.HasPrefix(s.Rows[y], "❯\u00a0"):
+		case more == "↑" && strings.HasPrefix(s.Rows[y], "  "):
+		default:
 			continue
 		}
 		for z := y + 1; z < len(s.Rows); z++ {
-			if isRule(s.Rows[z], width) {
-				return y, z, s.CursorY >= y && s.CursorY < z
+			if ok, below := boxRule(s.Rows[z], width); ok && below != "↑" {
+				box := claudeBox{rule: y - 1, top: y, bottom: z, above: more == "↑", below: below == "↓"}
+				return box, s.CursorY >= y && s.CursorY < z
 			}
 		}
-		return 0, 0, false
+		return claudeBox{}, false
 	}
-	return 0, 0, false
+	return claudeBox{}, false
 }
 
 // codexComposer finds Codex's composer around the cursor: walking up from
-// the cursor's row over rows indented by two spaces, a row that starts with
-// "› ". It returns that row.
+// the cursor's row over rows indented by two spaces, and empty ones (a
+// pasted text's empty lines), a row that starts with "› ". It returns that
+// row.
 func codexComposer(s Screen) (top int, ok bool) {
 	for y := min(s.CursorY, len(s.Rows)-1); y >= 0; y-- {
 		row := s.Rows[y]
 		if strings.HasPrefix(row, "› ") {
 			return y, true
 		}
-		if !strings.HasPrefix(row, "  ") {
+		if row != "" && !strings.HasPrefix(row, "  ") {
 			return 0, false
 		}
 	}

@@ -108,9 +108,31 @@ func TestClassifyAgents(t *testing.T) {
 func TestInputShows(t *testing.T) {
 	rule := strings.Repeat("─", 80)
 	box := func(cx int, rows ...string) Screen {
-		all := append(append([]string{rule}, rows...), rule)
-		return Screen{Agent: AgentClaude, Cols: 80, Rows: all, CursorX: cx, CursorY: len(rows)}
+		all := append(append([]string{"● earlier output", "", rule}, rows...), rule, "  ⏸ manual mode on")
+		return Screen{Agent: AgentClaude, Cols: 80, Rows: all, CursorX: cx, CursorY: 2 + len(rows)}
 	}
+	// Claude Code's box, scrolled: its top rule says how many rows hide.
+	scrolled := box(14, "  line two", "  line three")
+	scrolled.Rows[2] = "─── ↑ 1 more " + strings.Repeat("─", 67)
+	transcript := box(2, "❯\u00a0")
+	transcript.Rows[0] = "❯ [Pasted text #1 +2 lines]"
+	draftUnder := box(7, "❯\u00a0draft")
+	draftUnder.Rows[0] = transcript.Rows[0]
+	busy := box(12, "❯\u00a0line one")
+	busy.Rows[0] = "✻ Actioning…"
+	done := box(12, "❯\u00a0line one")
+	done.Rows[0] = "✻ Crunched for 2s · done 7:00 PM"
+	composer := func(cx int, rows ...string) Screen {
+		all := append(append([]string{">_ OpenAI Codex (v0.169.0)", "", "› an earlier prompt", ""}, rows...), "", "  GPT-6.1-Sol default · /repo")
+		return Screen{Agent: AgentCodex, Cols: 80, Rows: all, CursorX: cx, CursorY: 3 + len(rows), CursorVisible: true, Title: "repo"}
+	}
+	codexHistory := composer(2, "› Ask Codex to do anything")
+	codexHistory.Rows[2] = "› [Pasted Content 1294 chars]"
+	codexScrolled := composer(12, "›"+strings.Repeat(" ", 78)+"↑", "  line three")
+	codexWorking := composer(12, "› line three")
+	codexWorking.Status = "working"
+	long := strings.Repeat("x", 1294)
+	lines := strings.Repeat("line\n", 29) + "end"
 	tests := []struct {
 		name string
 		s    Screen
@@ -118,14 +140,37 @@ func TestInputShows(t *testing.T) {
 		want bool
 	}{
 		{"three lines", box(12, "❯\u00a0line one", "  line two", "  line three"), "line one\nline two\nline three", true},
-		{"collapsed", box(30, "❯\u00a0[Pasted text #1 +29 lines]"), "long\ntext", true},
+		{"collapsed", box(30, "❯\u00a0[Pasted text #1 +29 lines]"), lines, true},
+		{"collapsed, one line", box(18, "❯\u00a0[Pasted text #4]"), long, true},
+		{"collapsed, other lines", box(30, "❯\u00a0[Pasted text #1 +29 lines]"), "long\ntext", false},
+		{"collapsed, lines for one", box(30, "❯\u00a0[Pasted text #1 +29 lines]"), long, false},
+		{"collapsed after a draft", box(30, "❯\u00a0draft [Pasted text #2]"), long, false},
+		{"two pastes", box(30, "❯\u00a0[Pasted text #1][Pasted text #2]"), long, false},
 		{"a draft, not our text", box(7, "❯\u00a0draft"), "line one", false},
+		{"a draft before our text", box(16, "❯\u00a0draft line one"), "line one", false},
+		{"text after the cursor", box(10, "❯\u00a0line one", "  and more"), "line one", false},
 		{"still empty", box(2, "❯\u00a0"), "line one", false},
+		{"a placeholder in the transcript, the box empty", transcript, lines, false},
+		{"a placeholder in the transcript, a draft in the box", draftUnder, "draft\nx\ny", false},
+		{"scrolled to the text's end", scrolled, "line one\nline two\nline three", true},
+		{"scrolled, another text", scrolled, "line one\nline two\nline four", false},
+		{"busy", busy, "line one", false},
+		{"a finished turn above", done, "line one", true},
+		{"a question pasted", box(40, "❯\u00a0Do you want to proceed? [y/n]"), "Do you want to proceed? [y/n]", true},
+		{"Codex: collapsed", composer(29, "› [Pasted Content 1294 chars]"), long, true},
+		{"Codex: collapsed, another size", composer(29, "› [Pasted Content 1294 chars]"), long[1:], false},
+		{"Codex: the same size twice", composer(32, "› [Pasted Content 1294 chars][Pasted Content 1294 chars] #2"), long, false},
+		{"Codex: collapsed after a draft", composer(37, "› my draft[Pasted Content 1294 chars]"), long, false},
+		{"Codex: a placeholder in the history", codexHistory, long, false},
+		{"Codex: empty lines", composer(7, "› one", "", "  two"), "one\n\ntwo", true},
+		{"Codex: scrolled", codexScrolled, "one\n\nline three", true},
+		{"Codex: working", codexWorking, "line three", false},
+		{"Codex: a footer pasted", composer(25, "› Press enter to continue"), "Press enter to continue", true},
 		{"a shell: nothing to read", Screen{Rows: []string{"$ "}}, "anything", true},
 	}
 	for _, tt := range tests {
 		if got, why := InputShows(tt.s, tt.text); got != tt.want {
-			t.Errorf("%s: InputShows = %v (%s), want %v", tt.name, got, why, tt.want)
+			t.Errorf("%s: InputShows = %v (%s), want %v\n%s", tt.name, got, why, tt.want, strings.Join(tt.s.Rows, "\n"))
 		}
 	}
 }
