@@ -21,7 +21,7 @@ const (
 // The value sets of the enums, in the order the schema lists them: the
 // schema's CHECK constraints are tested against these.
 var (
-	States         = []State{Queued, Delivering, Injected, AwaitingAck, Held, Acknowledged, Failed, Cancelled}
+	States         = []State{Queued, Delivering, Injected, AwaitingAck, Acknowledged, Failed, Cancelled, Held}
 	SenderKinds    = []SenderKind{FromWorker, FromOperator, FromCoordination, FromReplay}
 	EndpointStates = []EndpointState{Connected, Disconnected}
 	WindowModes    = []WindowMode{Trigger, Manual}

@@ -117,7 +117,7 @@ func TestRender(t *testing.T) {
 			s.Status.Queue.Counts["parked"] = 9
 			return Snapshot{At: at, Tamq: s, Engine: EngineSource{Error: NotRunning}}
 		}(),
-		want: []string{"failed 0, cancelled 0, parked 9", "endpoint tmux-amq-42: connected, tmux /tmp/tmux-1000/default, 0 windows"},
+		want: []string{"failed 0, cancelled 0, held 0, parked 9", "endpoint tmux-amq-42: connected, tmux /tmp/tmux-1000/default, 0 windows"},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
