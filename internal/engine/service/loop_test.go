@@ -659,3 +659,36 @@ max_attempts = 1
 		}
 	}
 }
+
+// tamq restarting while an agent works does not let its lease run out: the
+// broker attaches to the new service, which takes up the window's wake and
+// renews its lease again.
+func TestTheLeaseOfAnAgentAtWorkOutlivesATamqRestart(t *testing.T) {
+	t.Parallel()
+	l := newLoop(t, `[coordination]
+wake_ack_timeout_seconds = 10
+lease_renew_interval_seconds = 2
+lease_missed_renewals = 3
+`, "net-kingdom")
+	hold := filepath.Join(l.e.Root, "hold")
+	if err := os.WriteFile(hold, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l.agentEnv = "SCRIPTED_AGENT_HOLD='" + hold + "'"
+	l.openAgent(t, "net-kingdom", "work")
+	l.waitAttached(t, "net-kingdom", 1)
+	id := l.wake(t, "net-kingdom", "--task", "T-1").Lease.LeaseID
+	testutil.WaitFor(t, "the broker to acknowledge", func() bool { return l.lease(t, id).State == "checkpointed" })
+	l.e.Tamq(t, "stop")
+	l.e.Tamq(t, "start", "--detach")
+	// Past three holds after the restart, the lease still lives.
+	restarted := time.Now()
+	testutil.WaitFor(t, "three holds' worth of work after the restart", func() bool {
+		if ls := l.lease(t, id); ls.State != "checkpointed" && ls.State != "running" {
+			t.Fatalf("the lease ended while its agent worked: %+v", ls)
+		}
+		return time.Since(restarted) > 18*time.Second
+	})
+	os.Remove(hold)
+	testutil.WaitFor(t, "the lease to complete", func() bool { return l.lease(t, id).State == "completed" })
+}

@@ -194,6 +194,7 @@ func (s *Service) brokerSession(ctx context.Context, peer protocol.Peer, req *pr
 			// The broker reports its agent from now on; what the pane showed
 			// before it came no longer holds the window.
 			s.setWait(fromScreen, p.endpointID, p.repo, "")
+			s.adoptWindow(s.work, p.endpointID, p.repo)
 			s.wake() // deliveries that waited for a broker may go now
 			for {
 				frame, err := fr.Next()

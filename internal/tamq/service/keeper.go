@@ -10,6 +10,8 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
+	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
 )
 
 // The keeper acknowledges and renews coordination leases on the agent's
@@ -192,5 +194,44 @@ func (s *Service) keepCall(ctx context.Context, c *engineclient.Client, key stri
 		if kl.failures == 1 {
 			s.log.Warn("cannot reach coordination-engine to keep a lease; will try again", "lease", kl.leaseID, "error", err.Error())
 		}
+	}
+}
+
+// adoptWindow takes up, when a window's broker attaches and the keeper holds
+// nothing for the window, the newest wake written there in the last day
+// whose lease may still be live: after tamq restarts, the lease of an agent
+// at work is renewed again instead of running out under it. The engine
+// refuses the calls for a lease that ended, and the keeper drops it then.
+func (s *Service) adoptWindow(ctx context.Context, endpointID, repo string) {
+	key := store.DeliveryKey(endpointID, repo)
+	s.keeper.mu.Lock()
+	_, held := s.keeper.held[key]
+	s.keeper.mu.Unlock()
+	if held {
+		return
+	}
+	ms, err := store.History(ctx, s.db.Reader, store.Page{Filter: store.Filter{Repo: repo, Since: s.opts.Now().Add(-24 * time.Hour)}, Limit: 20})
+	if err != nil {
+		s.log.Warn("cannot look for the window's last wake", "repo", repo, "error", err.Error())
+		return
+	}
+	for _, m := range ms { // newest first
+		leaseID, attempt, ok := store.WakeKey(m.IdempotencyKey)
+		if !ok || m.SenderKind != queue.FromCoordination || m.EndpointID != endpointID || m.Target != repo {
+			continue
+		}
+		if m.State != queue.AwaitingAck && m.State != queue.Acknowledged && m.State != queue.Held {
+			return // the newest wake was never taken (or was cancelled)
+		}
+		s.keeper.mu.Lock()
+		if _, held := s.keeper.held[key]; !held {
+			// Acknowledged in tamq means the lease was acknowledged: renewed
+			// from the first report that shows the agent at work.
+			s.keeper.held[key] = &keptLease{repo: repo, leaseID: leaseID, attempt: attempt, held: m.State == queue.Held,
+				acked: m.State == queue.Acknowledged, every: keeperRetry}
+		}
+		s.keeper.mu.Unlock()
+		s.keeper.poke()
+		return
 	}
 }
