@@ -582,12 +582,7 @@ wake_ack_timeout_seconds = 10
 lease_renew_interval_seconds = 1
 lease_missed_renewals = 2
 `, "net-kingdom")
-	hold := filepath.Join(l.e.Root, "hold")
-	if err := os.WriteFile(hold, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l.agentEnv = "SCRIPTED_AGENT_HOLD='" + hold + "'"
-	l.openAgent(t, "net-kingdom", "work workask")
+	hold := l.openHeldAgent(t, "net-kingdom", "work workask")
 	l.waitAttached(t, "net-kingdom", 1)
 	id := l.wake(t, "net-kingdom", "--task", "T-1").Lease.LeaseID
 	held := func(ls api.Lease) bool { return ls.State == "running" || ls.State == "checkpointed" }
@@ -670,12 +665,7 @@ wake_ack_timeout_seconds = 10
 lease_renew_interval_seconds = 2
 lease_missed_renewals = 3
 `, "net-kingdom")
-	hold := filepath.Join(l.e.Root, "hold")
-	if err := os.WriteFile(hold, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l.agentEnv = "SCRIPTED_AGENT_HOLD='" + hold + "'"
-	l.openAgent(t, "net-kingdom", "work")
+	hold := l.openHeldAgent(t, "net-kingdom", "work")
 	l.waitAttached(t, "net-kingdom", 1)
 	id := l.wake(t, "net-kingdom", "--task", "T-1").Lease.LeaseID
 	testutil.WaitFor(t, "the broker to acknowledge", func() bool { return l.lease(t, id).State == "checkpointed" })
@@ -691,4 +681,19 @@ lease_missed_renewals = 3
 	})
 	os.Remove(hold)
 	testutil.WaitFor(t, "the lease to complete", func() bool { return l.lease(t, id).State == "completed" })
+}
+
+// openHeldAgent opens repo's window running the scripted agent with plan,
+// whose work parts work until the file it returns is removed (it exists
+// now, and again whenever the test writes it).
+func (l *loop) openHeldAgent(t *testing.T, repo, plan string) (hold string) {
+	t.Helper()
+	hold = filepath.Join(l.e.Root, "hold")
+	if err := os.WriteFile(hold, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l.agentEnv = "SCRIPTED_AGENT_HOLD='" + hold + "'"
+	l.openAgent(t, repo, plan)
+	l.waitAttached(t, repo, 1)
+	return hold
 }

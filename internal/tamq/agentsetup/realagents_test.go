@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
 // Codex itself loads tamq's rules file (checking each rule's match example)
@@ -19,11 +21,7 @@ import (
 // not the operator's commands, not a program of that name by an absolute
 // path.
 func TestRealAgentsSetupCodexRules(t *testing.T) {
-	dir := os.Getenv("TAMQ_TEST_AGENTS")
-	if dir == "" {
-		t.Fatal("TAMQ_TEST_AGENTS is unset: run `make test-agents`, which installs the real Claude Code and Codex from npm and sets it")
-	}
-	codex := filepath.Join(dir, "node_modules", ".bin", "codex")
+	codex := testutil.AgentBin(t, "codex")
 	home := t.TempDir()
 	rules := filepath.Join(home, CodexRulesName)
 	if err := os.WriteFile(rules, CodexRulesText(), 0o600); err != nil {

@@ -33,23 +33,13 @@ const (
 // over a minute: offline, the agents take up to 40 s to show their prompt.
 const agentsConfig = "[delivery]\nenter_pause_ms = 300\n[coordination]\nretry_backoff_seconds = [8]\nmax_attempts = 9\n"
 
-func agentBin(t *testing.T, name string) string {
-	t.Helper()
-	dir := os.Getenv("TAMQ_TEST_AGENTS")
-	if dir == "" {
-		t.Fatal("TAMQ_TEST_AGENTS is unset: run `make test-agents`, which installs the real Claude Code and Codex from npm (about 760 MB) and sets it")
-	}
-	bin := filepath.Join(dir, "node_modules", ".bin", name)
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s is not installed in %s (run scripts/install-agents): %v", name, dir, err)
-	}
-	return bin
-}
+func agentBin(t *testing.T, name string) string { return testutil.AgentBin(t, name) }
 
 // agentWindow opens a window for repo running command with env, and
 // returns the pane and a reader of its screen.
 func agentWindow(t *testing.T, e *testutil.Env, tm *testutil.Tmux, repo string, env []string, command string) (string, func() string) {
 	t.Helper()
+	env = append(env, "PATH="+testutil.AgentPath(t))
 	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", "env "+strings.Join(env, " ")+" "+command, repo)
 	pane := paneOf(t, tm, repo)
 	return pane, func() string { out, _ := tm.Cmd("capture-pane", "-p", "-J", "-t", pane); return string(out) }
