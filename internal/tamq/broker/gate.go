@@ -151,10 +151,10 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 	}
 	deadline := start.Add(d.MaxWait)
 	wait := d.MaxWait
-	if g.Hooks != nil && g.Hooks.Idle() {
-		// The agent said its turn ended: it waits at its prompt, and what
-		// it still draws (a cursor, a status line) is no turn running. The
-		// screen reads below still decide.
+	if g.idleAtPrompt() {
+		// The agent said its turn ended, or a known agent's screen shows
+		// its empty input box: what it still draws (a cursor, a status
+		// line) is no turn running. The screen reads below still decide.
 		wait = min(wait, d.Quiet+idleQuietWait)
 	}
 	quiet, _ := g.Relay.AwaitMoment(Moment{Quiet: d.Quiet, MaxWait: wait, Busy: g.Busy})
@@ -232,6 +232,21 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 		return Outcome{NotReady: true, Reason: "the agent's terminal is not open", Quiet: quiet, Waited: time.Since(start)}
 	}
 	return out
+}
+
+// idleAtPrompt says the agent waits at its prompt by its own word (its
+// hooks said its turn ended) or by a screen whose rules tamq knows (Claude
+// Code's, Codex's) showing its empty input box.
+func (g *Gate) idleAtPrompt() bool {
+	if g.Hooks != nil && g.Hooks.Idle() {
+		return true
+	}
+	rules, running, _ := g.agent(false)
+	if rules == "" || !running {
+		return false
+	}
+	screen, _ := g.viewOf(rules, running)
+	return screen == StatePrompt
 }
 
 // heldFor names, in a word, what held an Enter back: the screen as it is
