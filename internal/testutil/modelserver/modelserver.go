@@ -24,10 +24,19 @@ import (
 type Step struct {
 	Text    string
 	Command string
+	// Escalate asks to run Command outside the agent's sandbox, where the
+	// agent's tool offers that (Codex's sandbox_permissions
+	// "require_escalated"): the agent asks the user first. Claude Code asks
+	// for any command its rules do not allow.
+	Escalate bool
 }
 
 // Run is a step that runs command through the agent's shell tool.
 func Run(command string) Step { return Step{Command: command} }
+
+// Ask is a step that runs command through the agent's shell tool after
+// asking the user (Escalate).
+func Ask(command string) Step { return Step{Command: command, Escalate: true} }
 
 // Say is the final text reply that ends the turn.
 func Say(text string) Step { return Step{Text: text} }

@@ -195,7 +195,13 @@ func (s *Server) responses(w http.ResponseWriter, body []byte, rec *Request) {
 			items = append(items, map[string]any{"id": "lsh_" + id, "type": "local_shell_call", "call_id": "call_" + id, "status": "completed",
 				"action": map[string]any{"type": "exec", "command": []string{"bash", "-lc", step.Command}}})
 		} else {
-			args, _ := json.Marshal(shellArgs(tool, step.Command))
+			a := shellArgs(tool, step.Command)
+			if _, ok := tool.Parameters.Properties["sandbox_permissions"]; ok && step.Escalate {
+				// Codex asks the user before it runs a command outside its
+				// sandbox: a permission dialog.
+				a["sandbox_permissions"], a["justification"] = "require_escalated", "May I run "+step.Command+"?"
+			}
+			args, _ := json.Marshal(a)
 			items = append(items, map[string]any{"id": "fc_" + id, "type": "function_call", "call_id": "call_" + id, "status": "completed",
 				"name": tool.Name, "arguments": string(args)})
 		}
