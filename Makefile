@@ -43,7 +43,7 @@ SLOW_PACKAGES := ./internal/tamq/service ./internal/tamq/store ./internal/engine
 unit:
 	@dir="$$(mktemp -d)" && chmod 755 "$$dir" && \
 	$(STATIC) $(GO) build -o "$$dir/" ./cmd/... ./tools/tamq-demo ./internal/testutil/squatter ./internal/testutil/scriptedagent && \
-	TAMQ_TEST_BIN="$$dir" $(GO) test -race -count=1 -p 4 -parallel 8 $(SLOW_PACKAGES) ./...; status=$$?; rm -rf "$$dir"; exit $$status
+	TAMQ_TEST_BIN="$$dir" $(GO) test -race -count=1 -p 4 $(SLOW_PACKAGES) ./...; status=$$?; rm -rf "$$dir"; exit $$status
 
 smoke: build
 	$(BIN)/tamq --help >/dev/null

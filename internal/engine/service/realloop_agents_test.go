@@ -213,6 +213,10 @@ func TestRealLoop(t *testing.T) {
 		"wake_ack_timeout_seconds = 120\n", "alpha", "beta")
 	r.openClaude(t, "alpha")
 	r.openCodex(t, "beta")
+	// Both idle at their prompts, so the timings are an idle agent's.
+	for _, repo := range []string{"alpha", "beta"} {
+		step(t, repo+"'s agent at its prompt", 2*time.Minute, func() bool { return strings.Contains(r.screen(repo), "? for shortcuts") })
+	}
 	for _, round := range []struct{ first, second, firstRepo, secondRepo string }{
 		{"A", "B", "alpha", "beta"},
 		{"C", "D", "beta", "alpha"},

@@ -25,7 +25,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testutil.MoreParallel(4)
+	testutil.MoreParallel(6)
 	code := m.Run()
 	testutil.RemoveBinaries()
 	removeGeneratedHistory()
