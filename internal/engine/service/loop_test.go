@@ -587,14 +587,14 @@ lease_missed_renewals = 2
 	id := l.wake(t, "net-kingdom", "--task", "T-1").Lease.LeaseID
 	held := func(ls api.Lease) bool { return ls.State == "running" || ls.State == "checkpointed" }
 	testutil.WaitFor(t, "the broker to acknowledge", func() bool { return held(l.lease(t, id)) })
-	// Working three times as long as an unrenewed lease lives.
+	// Working twice as long as an unrenewed lease lives.
 	begun := l.lease(t, id).UpdatedAt
-	testutil.WaitFor(t, "three renewals' worth of work", func() bool {
+	testutil.WaitFor(t, "two holds' worth of work", func() bool {
 		ls := l.lease(t, id)
 		if !held(ls) {
 			t.Fatalf("the lease ended while its agent worked: %+v", ls)
 		}
-		return ls.UpdatedAt.Sub(begun) >= 6*time.Second
+		return ls.UpdatedAt.Sub(begun) >= 4*time.Second
 	})
 	os.Remove(hold)
 	testutil.WaitFor(t, "the lease to complete", func() bool { return l.lease(t, id).State == "completed" })
@@ -671,13 +671,13 @@ lease_missed_renewals = 3
 	testutil.WaitFor(t, "the broker to acknowledge", func() bool { return l.lease(t, id).State == "checkpointed" })
 	l.e.Tamq(t, "stop")
 	l.e.Tamq(t, "start", "--detach")
-	// Past three holds after the restart, the lease still lives.
+	// Two holds after the restart, the lease still lives.
 	restarted := time.Now()
-	testutil.WaitFor(t, "three holds' worth of work after the restart", func() bool {
+	testutil.WaitFor(t, "two holds' worth of work after the restart", func() bool {
 		if ls := l.lease(t, id); ls.State != "checkpointed" && ls.State != "running" {
 			t.Fatalf("the lease ended while its agent worked: %+v", ls)
 		}
-		return time.Since(restarted) > 18*time.Second
+		return time.Since(restarted) > 12*time.Second
 	})
 	os.Remove(hold)
 	testutil.WaitFor(t, "the lease to complete", func() bool { return l.lease(t, id).State == "completed" })
