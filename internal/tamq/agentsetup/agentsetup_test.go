@@ -57,13 +57,13 @@ func TestClaudeHookEventsMoveTheBroker(t *testing.T) {
 		switch ev.Name {
 		case "PermissionRequest", "Notification":
 			h.Apply(broker.HookEvent{Event: ev.Name, Type: "permission_prompt"}, now)
-			if h.Dialog(false, 0, now) == "" {
+			if h.Dialog(false, now) == "" {
 				t.Errorf("%s opens no dialog", ev.Name)
 			}
 		default:
 			h.Apply(broker.HookEvent{Event: "PermissionRequest"}, now)
 			h.Apply(broker.HookEvent{Event: ev.Name}, now)
-			if d := h.Dialog(false, 0, now); d != "" {
+			if d := h.Dialog(false, now); d != "" {
 				t.Errorf("%s leaves the dialog open: %s", ev.Name, d)
 			}
 		}

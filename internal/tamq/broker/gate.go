@@ -128,7 +128,7 @@ func (g *Gate) viewOf(rules string, running bool) (screen, reason string) {
 	s.Agent = rules
 	screen, reason = Classify(s)
 	if g.Hooks != nil {
-		if d := g.Hooks.Dialog(screen == StatePrompt, s.Seq, time.Now()); d != "" {
+		if d := g.Hooks.Dialog(screen == StatePrompt, time.Now()); d != "" {
 			return StateDialog, d
 		}
 	}

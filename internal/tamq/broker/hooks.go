@@ -91,14 +91,14 @@ func cut(s string, n int) string {
 
 // HookStale is how long the screen must show the prompt, after a hook said
 // a dialog opened, before that word is taken as out of date: nothing fires
-// when the user dismisses a dialog with Esc. HookStaleRedrawn is the same
-// once the agent has redrawn its screen since (a dismissed dialog is a
-// redraw): a delivery held by a dialog a person closed goes in soon after,
-// and one held by a dialog that never drew on the screen (what screen
-// rules do not know) waits the longer time.
+// when the user dismisses a dialog with Esc. HookStaleSeen is the same when
+// the screen showed the dialog (not the prompt) after the hook and shows the
+// prompt again: a person closed it, and a delivery held by it goes in soon
+// after; one held by a dialog the screen never showed (a program whose
+// screens tamq cannot read) waits the longer time.
 const (
-	HookStale        = 5 * time.Second
-	HookStaleRedrawn = time.Second
+	HookStale     = 5 * time.Second
+	HookStaleSeen = time.Second
 )
 
 // HookState is what the agent's hooks have said: whether a dialog is open
@@ -111,10 +111,9 @@ type HookState struct {
 	dialog      string
 	since       time.Time
 	promptSince time.Time
-	// screenAt is the screen's sequence number when the dialog was first
-	// looked at (known says it was).
-	screenAt uint64
-	known    bool
+	// seen: the screen showed something other than the prompt since the
+	// dialog's hook (the dialog itself).
+	seen bool
 	// idle: the last event ended a turn (Stop, Codex's
 	// agent-turn-complete, Claude Code's idle notification), with no
 	// event since: the agent waits at its prompt, by its own word.
@@ -153,7 +152,7 @@ func forTool(tool string) string {
 }
 
 func (h *HookState) open(reason string, now time.Time) {
-	h.dialog, h.since, h.promptSince, h.known = reason, now, time.Time{}, false
+	h.dialog, h.since, h.promptSince, h.seen = reason, now, time.Time{}, false
 }
 
 // Idle says the agent's hooks said last that its turn ended.
@@ -171,29 +170,25 @@ func (h *HookState) Seq() uint64 {
 }
 
 // Dialog returns why the hooks say a dialog is open, or "". The screen's
-// word (atPrompt, on the screen numbered screenSeq) retires a dialog once
-// the prompt has shown for HookStale, both since the event and without a
-// break; for HookStaleRedrawn when the screen was redrawn since the dialog
-// was first looked at.
-func (h *HookState) Dialog(atPrompt bool, screenSeq uint64, now time.Time) string {
+// word (atPrompt) retires a dialog once the prompt has shown for HookStale,
+// both since the event and without a break; for HookStaleSeen when the
+// screen showed the dialog in between.
+func (h *HookState) Dialog(atPrompt bool, now time.Time) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.dialog == "" {
 		return ""
 	}
-	if !h.known {
-		h.screenAt, h.known = screenSeq, true
-	}
 	if !atPrompt {
-		h.promptSince = time.Time{}
+		h.promptSince, h.seen = time.Time{}, true
 		return h.dialog
 	}
 	if h.promptSince.IsZero() {
 		h.promptSince = now
 	}
 	stale := HookStale
-	if screenSeq != h.screenAt {
-		stale = HookStaleRedrawn
+	if h.seen {
+		stale = HookStaleSeen
 	}
 	if now.Sub(h.promptSince) >= stale && now.Sub(h.since) >= stale {
 		h.dialog = ""

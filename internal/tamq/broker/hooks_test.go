@@ -42,41 +42,42 @@ func TestParseHook(t *testing.T) {
 func TestHookState(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	var h HookState
-	if d := h.Dialog(true, 1, t0); d != "" {
+	if d := h.Dialog(true, t0); d != "" {
 		t.Fatalf("a dialog before any event: %q", d)
 	}
 	h.Apply(HookEvent{Event: "PermissionRequest", Tool: "Bash"}, t0)
-	if d := h.Dialog(false, 1, t0); d != "the agent asks permission for Bash (hook PermissionRequest)" {
+	if d := h.Dialog(false, t0); d != "the agent asks permission for Bash (hook PermissionRequest)" {
 		t.Fatalf("after PermissionRequest: %q", d)
 	}
 	// The screen showing the prompt does not outvote a fresh event...
-	if d := h.Dialog(true, 1, t0.Add(time.Second)); d == "" {
+	if d := h.Dialog(true, t0.Add(time.Second)); d == "" {
 		t.Fatal("a fresh permission request was dropped on one screen read")
 	}
 	// ...but a prompt that stays HookStale retires it (Esc fires no hook).
-	if d := h.Dialog(true, 1, t0.Add(time.Second+HookStale)); d != "" {
+	if d := h.Dialog(true, t0.Add(time.Second+HookStale)); d != "" {
 		t.Fatalf("stale dialog kept: %q", d)
 	}
-	// A screen redrawn since (the dialog dismissed) retires it sooner.
+	// A dialog the screen showed, then the prompt again (a person closed
+	// it): retired sooner.
 	h.Apply(HookEvent{Event: "PermissionRequest", Tool: "Bash"}, t0)
-	if d := h.Dialog(false, 7, t0); d == "" {
+	if d := h.Dialog(false, t0); d == "" {
 		t.Fatal("the new permission request was not taken")
 	}
-	h.Dialog(true, 8, t0.Add(time.Second))
-	if d := h.Dialog(true, 8, t0.Add(time.Second+HookStaleRedrawn/2)); d == "" {
-		t.Fatal("a redrawn prompt retired the dialog before HookStaleRedrawn")
+	h.Dialog(true, t0.Add(time.Second))
+	if d := h.Dialog(true, t0.Add(time.Second+HookStaleSeen/2)); d == "" {
+		t.Fatal("the prompt retired a dialog it showed before HookStaleSeen")
 	}
-	if d := h.Dialog(true, 9, t0.Add(time.Second+HookStaleRedrawn)); d != "" {
-		t.Fatalf("a dialog dismissed on the screen kept: %q", d)
+	if d := h.Dialog(true, t0.Add(time.Second+HookStaleSeen)); d != "" {
+		t.Fatalf("a dialog closed on the screen kept: %q", d)
 	}
 	h.Apply(HookEvent{Event: "Notification", Type: "permission_prompt"}, t0)
 	h.Apply(HookEvent{Event: "PostToolUse", Tool: "Bash"}, t0)
-	if d := h.Dialog(false, 1, t0); d != "" {
+	if d := h.Dialog(false, t0); d != "" {
 		t.Fatalf("the tool ran, the dialog is answered: %q", d)
 	}
 	h.Apply(HookEvent{Event: "Notification", Type: "elicitation_dialog"}, t0)
 	h.Apply(HookEvent{Event: "Stop"}, t0)
-	if d := h.Dialog(false, 1, t0); d != "" {
+	if d := h.Dialog(false, t0); d != "" {
 		t.Fatalf("after Stop: %q", d)
 	}
 	if h.Seq() != 6 {

@@ -109,9 +109,12 @@ func (s *Service) keepOnce(ctx context.Context, c *engineclient.Client) (next ti
 		now := s.opts.Now()
 		s.keeper.mu.Lock()
 		defer s.keeper.mu.Unlock()
+		// A renewal due later is looked at when it falls due; one due
+		// already waits for its agent to work (a broker report wakes the
+		// keeper then, or the next idle look).
 		for _, kl := range s.keeper.held {
-			if kl.acked || kl.failures > 0 {
-				next = min(next, max(kl.nextRenew.Sub(now), 10*time.Millisecond))
+			if d := kl.nextRenew.Sub(now); (kl.acked || kl.failures > 0) && d > 0 {
+				next = min(next, d)
 			}
 		}
 	}()
