@@ -39,7 +39,7 @@ diff-check:
 # the build target builds them (static), instead of once per test package.
 # The longest packages are named first so that they start first: go test
 # runs packages in the order given, and the run ends with its slowest.
-SLOW_PACKAGES := ./internal/tamq/service ./internal/tamq/store ./internal/engine/service
+SLOW_PACKAGES := ./internal/tamq/service ./internal/tamq/store ./internal/engine/service ./internal/e2e ./tools/tamq-demo
 unit:
 	@dir="$$(mktemp -d)" && chmod 755 "$$dir" && \
 	$(STATIC) $(GO) build -o "$$dir/" ./cmd/... ./tools/tamq-demo ./internal/testutil/squatter ./internal/testutil/scriptedagent && \

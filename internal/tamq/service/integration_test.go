@@ -25,7 +25,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testutil.MoreParallel(6)
+	testutil.MoreParallel(8)
 	code := m.Run()
 	testutil.RemoveBinaries()
 	removeGeneratedHistory()
