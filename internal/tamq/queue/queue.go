@@ -370,11 +370,12 @@ func (m *Message) Ack(now time.Time) (changed bool) {
 	return true
 }
 
-// Retry is the only way out of failed: the message is queued again, due at
-// once, with a fresh budget of attempts.
+// Retry is the only way out of failed, and out of held once a person has
+// cleared the input box: the message is queued again, due at once, with a
+// fresh budget of attempts.
 func (m *Message) Retry(now time.Time) error {
-	if m.State != Failed {
-		return transitionError(m, "retry it (only failed messages can be retried)")
+	if m.State != Failed && m.State != Held {
+		return transitionError(m, "retry it (only failed and held messages can be retried)")
 	}
 	m.State, m.Attempts, m.NextAttemptAt, m.UpdatedAt = Queued, 0, now, now
 	m.FailedAt, m.LastError = time.Time{}, ""

@@ -318,6 +318,10 @@ func TestHeldAndCancelledAcks(t *testing.T) {
 	if err := held.HeldBack(now, "again"); err == nil {
 		t.Error("a held message was held again")
 	}
+	retried := held
+	if err := retried.Retry(now); err != nil || retried.State != Queued || retried.Attempts != 0 {
+		t.Errorf("retry of a held message (its box cleared): %+v %v", retried, err)
+	}
 	if !held.Ack(now) || held.State != Acknowledged {
 		t.Errorf("ack of a held message: %+v", held)
 	}
