@@ -78,7 +78,7 @@ type Outcome struct {
 }
 
 // idleQuietWait bounds the wait for a quiet moment, beyond the quiet asked
-// for, when the agent's hooks said its turn ended.
+// for, when a known agent shows its empty input box.
 const idleQuietWait = 100 * time.Millisecond
 
 // pasteShowsWithin bounds how long after the pause the text may take to
@@ -152,9 +152,9 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 	deadline := start.Add(d.MaxWait)
 	wait := d.MaxWait
 	if g.idleAtPrompt() {
-		// The agent said its turn ended, or a known agent's screen shows
-		// its empty input box: what it still draws (a cursor, a status
-		// line) is no turn running. The screen reads below still decide.
+		// A known agent's screen shows its empty input box: what it still
+		// draws (a cursor, a status line) is no turn running. The screen
+		// reads below still decide.
 		wait = min(wait, d.Quiet+idleQuietWait)
 	}
 	quiet, _ := g.Relay.AwaitMoment(Moment{Quiet: d.Quiet, MaxWait: wait, Busy: g.Busy})
@@ -234,13 +234,11 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 	return out
 }
 
-// idleAtPrompt says the agent waits at its prompt by its own word (its
-// hooks said its turn ended) or by a screen whose rules tamq knows (Claude
-// Code's, Codex's) showing its empty input box.
+// idleAtPrompt says a known agent (Claude Code, Codex: screens whose rules
+// tamq knows) shows its empty input box. Its turn-end hook brings this
+// look at once: the hook's event makes the broker report, and the service
+// tries the window's delivery again.
 func (g *Gate) idleAtPrompt() bool {
-	if g.Hooks != nil && g.Hooks.Idle() {
-		return true
-	}
 	rules, running, _ := g.agent(false)
 	if rules == "" || !running {
 		return false

@@ -114,10 +114,6 @@ type HookState struct {
 	// seen: the screen showed something other than the prompt since the
 	// dialog's hook (the dialog itself).
 	seen bool
-	// idle: the last event ended a turn (Stop, Codex's
-	// agent-turn-complete, Claude Code's idle notification), with no
-	// event since: the agent waits at its prompt, by its own word.
-	idle bool
 }
 
 // Apply takes one event.
@@ -125,7 +121,6 @@ func (h *HookState) Apply(e HookEvent, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.seq++
-	h.idle = e.Event == "Stop" || e.Event == "agent-turn-complete" || e.Event == "Notification" && e.Type == "idle_prompt"
 	switch e.Event {
 	case "PermissionRequest":
 		h.open(fmt.Sprintf("the agent asks permission%s (hook PermissionRequest)", forTool(e.Tool)), now)
@@ -153,13 +148,6 @@ func forTool(tool string) string {
 
 func (h *HookState) open(reason string, now time.Time) {
 	h.dialog, h.since, h.promptSince, h.seen = reason, now, time.Time{}, false
-}
-
-// Idle says the agent's hooks said last that its turn ended.
-func (h *HookState) Idle() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.idle && h.dialog == ""
 }
 
 // Seq counts the events so far.

@@ -163,26 +163,3 @@ func TestListenHooksRemovesSocketsOfBrokersGone(t *testing.T) {
 	}
 }
 
-// The hooks' word that a turn ended holds until the next event; a dialog
-// is never idle.
-func TestHookStateIdle(t *testing.T) {
-	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	var h HookState
-	if h.Idle() {
-		t.Fatal("idle before any event")
-	}
-	for _, e := range []HookEvent{{Event: "Stop"}, {Event: "agent-turn-complete"}, {Event: "Notification", Type: "idle_prompt"}} {
-		h.Apply(HookEvent{Event: "UserPromptSubmit"}, t0)
-		if h.Idle() {
-			t.Fatal("idle after a prompt was submitted")
-		}
-		h.Apply(e, t0)
-		if !h.Idle() {
-			t.Errorf("not idle after %+v", e)
-		}
-	}
-	h.Apply(HookEvent{Event: "PermissionRequest", Tool: "Bash"}, t0)
-	if h.Idle() {
-		t.Error("idle while a permission is asked")
-	}
-}
