@@ -162,4 +162,3 @@ func TestListenHooksRemovesSocketsOfBrokersGone(t *testing.T) {
 		}
 	}
 }
-
