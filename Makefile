@@ -120,8 +120,8 @@ demo: deps
 # (docs/agents.md). A failure saves the windows' screens in .agents-screens/.
 test-agents: deps
 	@dir="$$(scripts/install-agents)" && \
-	TAMQ_TEST_AGENTS="$$dir" $(GO) test -tags agents -count=1 -timeout 20m -run 'TestRealAgents|TestRealLoop|TestModelServerDrivesRealAgents' -v \
-		./internal/engine/service/ ./internal/tamq/service/ ./internal/tamq/agentsetup/ ./internal/testutil/modelserver/
+	TAMQ_TEST_AGENTS="$$dir" $(GO) test -tags agents -count=1 -timeout 20m -run 'TestRealAgents|TestRealLoop|TestModelServerDrivesRealAgents|TestRecordPastes' -v \
+		./internal/engine/service/ ./internal/tamq/service/ ./internal/tamq/agentsetup/ ./internal/testutil/modelserver/ ./internal/tamq/broker/
 
 clean:
 	rm -rf $(BIN)

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
 // TestRecordPastes pastes texts of many sizes into the real Claude Code and
@@ -28,24 +30,26 @@ import (
 //	TAMQ_TEST_AGENTS=$PWD/.agents TAMQ_RECORD=sweep \
 //	    go test -tags agents -run TestRecordPastes -timeout 3h -v ./internal/tamq/broker/
 //
-// TAMQ_RECORD=sweep runs the sweep (widths 80 to 250, heights 24 and 50;
-// what it records stays in TAMQ_RECORD_OUT, a temporary folder when unset);
-// TAMQ_RECORD=fixtures records the screens kept in testdata/screens and
-// writes them there, with their points in fixtures.json. TAMQ_RECORD_ONLY,
-// a regular expression, picks sessions by name.
+// Unset, TAMQ_RECORD runs the check `make test-agents` runs: at 80 columns,
+// each agent's pastes around its placeholder threshold and a draft beside a
+// paste (about a minute). TAMQ_RECORD=sweep runs the sweep (widths 80 to
+// 250, heights 24 and 50; what it records stays in TAMQ_RECORD_OUT, a
+// temporary folder when unset); TAMQ_RECORD=fixtures records the screens
+// kept in testdata/screens and writes them there, with their points in
+// fixtures.json. TAMQ_RECORD_ONLY, a regular expression, picks sessions by
+// name.
 func TestRecordPastes(t *testing.T) {
-	dir := os.Getenv("TAMQ_TEST_AGENTS")
-	if dir == "" {
-		t.Fatal("TAMQ_TEST_AGENTS is unset: point it at the folder holding the agents' node_modules (scripts/install-agents)")
-	}
+	dir := testutil.AgentsDir(t)
 	var sessions []recSession
-	switch os.Getenv("TAMQ_RECORD") {
+	switch mode := os.Getenv("TAMQ_RECORD"); mode {
 	case "sweep":
 		sessions = sweepSessions()
 	case "fixtures":
 		sessions = fixtureSessions()
+	case "":
+		sessions = checkSessions()
 	default:
-		t.Skip("TAMQ_RECORD is neither sweep nor fixtures")
+		t.Fatalf("TAMQ_RECORD is %q: unset (the check), sweep or fixtures", mode)
 	}
 	if only := os.Getenv("TAMQ_RECORD_ONLY"); only != "" {
 		re := regexp.MustCompile(only)
@@ -151,6 +155,19 @@ func sweepSessions() []recSession {
 		for _, agent := range []string{AgentClaude, AgentCodex} {
 			ss = append(ss, recSession{Name: fmt.Sprintf("%s-sweep-%dx%d", agent, size[0], size[1]), Agent: agent, Cols: size[0], Rows: size[1], Cases: cases})
 		}
+	}
+	return ss
+}
+
+// checkSessions are the check every `make test-agents` runs: the pastes
+// either side of each agent's placeholder threshold (Claude Code: 800
+// characters; Codex: 1,000), one of 8 KiB over lines, and a draft beside a
+// paste, at the narrowest width.
+func checkSessions() []recSession {
+	cases := append(sizeCases([]int{799, 801, 999, 1001}, []int{8192}, nil), negatives()[0])
+	var ss []recSession
+	for _, agent := range []string{AgentClaude, AgentCodex} {
+		ss = append(ss, recSession{Name: agent + "-check-80x24", Agent: agent, Cols: 80, Rows: 24, Cases: cases})
 	}
 	return ss
 }
