@@ -254,15 +254,30 @@ func (e *Env) Paths(t testing.TB, program paths.Program) paths.Paths {
 // safety net for a broken test, not a timing assumption.
 func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	WaitUpTo(t, what, 30*time.Second, cond)
+}
+
+// WaitUpTo is WaitFor with a deadline of d: for the real agents, which take
+// their time offline.
+func WaitUpTo(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	if !Within(d, cond) {
+		t.Fatalf("timed out after %v waiting for %s", d, what)
+	}
+}
+
+// Within polls cond until it holds (true) or d has passed (false).
+func Within(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
 	delay := time.Millisecond
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			return false
 		}
 		time.Sleep(delay)
 		delay = min(delay*2, 50*time.Millisecond)
 	}
+	return true
 }
 
 // Tmux is a private tmux server on its own socket, killed when the test ends.

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -166,17 +167,10 @@ func moduleRoot() string {
 	return filepath.Dir(strings.TrimSpace(string(out)))
 }
 
-// step names what the test waits for, so a failure names the step.
-func step(t *testing.T, what string, d time.Duration, cond func() bool) time.Duration {
+// step waits up to d for what the test names, so a failure names the step.
+func step(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > d {
-			t.Fatalf("step %q: not done after %v", what, d)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return time.Since(start)
+	testutil.WaitUpTo(t, "step "+strconv.Quote(what), d, cond)
 }
 
 // leaseOfTask is the newest lease of the task's trigger, or nil.
@@ -327,12 +321,6 @@ func (r *realLoop) sendTamq(t *testing.T, text string) string {
 	return m.ID
 }
 
-// tamqState is tamq's record of one message.
-func (r *realLoop) tamqState(t *testing.T, id string) tamqapi.Message {
-	t.Helper()
-	return r.tamqMessage(t, id)
-}
-
 // The ways the loop meets people and trouble, with the real agents:
 //   - each agent asks permission for a command not allowed: a message sent
 //     meanwhile is held, no Enter goes into the dialog; a person answers it
@@ -382,24 +370,21 @@ func TestRealLoopUnhappyPaths(t *testing.T) {
 		dialog := r.screen(repo)
 		second := r.sendTamq(t, "To:"+repo+": after the dialog")
 		step(t, "the second message to wait for "+agent+"'s dialog", time.Minute, func() bool {
-			return strings.Contains(r.tamqState(t, second).LastError, "not at its prompt")
+			return strings.Contains(r.tamqMessage(t, second).LastError, "not at its prompt")
 		})
-		if st := r.tamqState(t, second); st.State != "queued" || strings.Contains(r.screen(repo), "after the dialog") {
+		if st := r.tamqMessage(t, second); st.State != "queued" || strings.Contains(r.screen(repo), "after the dialog") {
 			t.Fatalf("the second message went into %s's dialog: %+v\n%s", agent, st, r.screen(repo))
 		}
 		// A person answers yes, and presses Enter again when the first one
 		// was not taken (an agent drawing its dialog may miss a key).
 		r.tm.Must(t, "send-keys", "-t", r.panes[repo], "Enter")
 		answered := time.Now()
-		for i := 0; i < 3 && atDialog(); i++ {
-			time.Sleep(2 * time.Second) // a person's pace: no event says a key was missed
-			if atDialog() {
-				t.Logf("%s's dialog still shows 2 s after the Enter: pressing it again", agent)
-				r.tm.Must(t, "send-keys", "-t", r.panes[repo], "Enter")
-				answered = time.Now()
-			}
+		for i := 0; i < 3 && !testutil.Within(2*time.Second, func() bool { return !atDialog() }); i++ {
+			t.Logf("%s's dialog still shows 2 s after the Enter: pressing it again", agent)
+			r.tm.Must(t, "send-keys", "-t", r.panes[repo], "Enter")
+			answered = time.Now()
 		}
-		step(t, "the second message to go in after "+agent+"'s dialog", time.Minute, func() bool { return r.tamqState(t, second).State == "injected" })
+		step(t, "the second message to go in after "+agent+"'s dialog", time.Minute, func() bool { return r.tamqMessage(t, second).State == "injected" })
 		t.Logf("timing %s dialog_closed_to_written=%v", agent, time.Since(answered).Round(10*time.Millisecond))
 		if t.Failed() {
 			t.Logf("%s's dialog:\n%s", agent, dialog)
@@ -411,7 +396,7 @@ func TestRealLoopUnhappyPaths(t *testing.T) {
 		body := "eight KiB follow. " + strings.Repeat("0123456789abcdef", 600)
 		body = body[:8*1024-len("To:"+repo+": ")-len("From:operator/o: ")]
 		id := r.sendTamq(t, "To:"+repo+": "+body)
-		step(t, "the 8 KiB message into "+repo, 2*time.Minute, func() bool { return r.tamqState(t, id).State == "injected" })
+		step(t, "the 8 KiB message into "+repo, 2*time.Minute, func() bool { return r.tamqMessage(t, id).State == "injected" })
 		step(t, repo+"'s model to get all of it", time.Minute, func() bool {
 			for _, q := range r.model.Requests() {
 				if strings.HasSuffix(strings.TrimSpace(q.Prompt), body[len(body)-64:]) && strings.Contains(q.Prompt, "eight KiB follow.") {

@@ -264,14 +264,7 @@ func (r *agentRun) screen() (Screen, int) {
 }
 
 func (r *agentRun) waitState(want string, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if s, _ := r.screen(); func() bool { st, _ := Classify(s); return st == want }() {
-			return true
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return false
+	return testutil.Within(d, func() bool { s, _ := r.screen(); st, _ := Classify(s); return st == want })
 }
 
 func (r *agentRun) paste(text string) {
@@ -370,7 +363,8 @@ func record(t *testing.T, agentsDir string, sess recSession) (fixture, []byte) {
 		text := c.Paste.text()
 		if c.Busy {
 			r.tmux("send-keys", "-t", r.pane, "-l", "hello")
-			time.Sleep(300 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond) // an Enter right after typed text is part of it
+
 			r.tmux("send-keys", "-t", r.pane, "C-m")
 			if !r.waitState(StateBusy, 20*time.Second) {
 				dump("not busy after a prompt was submitted")
@@ -383,7 +377,6 @@ func record(t *testing.T, agentsDir string, sess recSession) (fixture, []byte) {
 			r.quiet(500*time.Millisecond, 5*time.Second)
 		}
 		r.paste(text)
-		time.Sleep(time.Second)
 		r.quiet(800*time.Millisecond, 15*time.Second)
 		p := r.point(c.Label, c.want())
 		spec, shows := c.Paste, c.shows()

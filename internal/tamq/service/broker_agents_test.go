@@ -45,19 +45,6 @@ func agentWindow(t *testing.T, e *testutil.Env, tm *testutil.Tmux, repo string, 
 	return pane, func() string { out, _ := tm.Cmd("capture-pane", "-p", "-J", "-t", pane); return string(out) }
 }
 
-// waitLong is testutil.WaitFor with a deadline for agents that take their
-// time offline.
-func waitLong(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 func paneDead(t *testing.T, tm *testutil.Tmux, pane string) bool {
 	return tm.Must(t, "display", "-p", "-t", pane, "#{pane_dead}") == "1"
 }
@@ -126,8 +113,8 @@ func TestRealAgents(t *testing.T) {
 				t.Logf("message: %+v", stateOf(t, e, m.ID))
 			}
 		}()
-		waitLong(t, "the message to go in", 3*time.Minute, func() bool { return stateOf(t, e, m.ID).State == "injected" })
-		waitLong(t, "Claude to submit it and fail on its API", 2*time.Minute, func() bool {
+		testutil.WaitUpTo(t, "the message to go in", 3*time.Minute, func() bool { return stateOf(t, e, m.ID).State == "injected" })
+		testutil.WaitUpTo(t, "Claude to submit it and fail on its API", 2*time.Minute, func() bool {
 			return strings.Contains(screen(), "Can't reach the API server")
 		})
 		if s := screen(); strings.Count(s, "From:operator/o: line one") != 1 || !strings.Contains(s, "line three") {
@@ -154,8 +141,8 @@ func TestRealAgents(t *testing.T) {
 			}
 		}()
 		m := send(t, e, fmt.Sprintf(threeLines, "codex-repo"))
-		waitLong(t, "the message to go in", 3*time.Minute, func() bool { return stateOf(t, e, m.ID).State == "injected" })
-		waitLong(t, "Codex to submit it", 2*time.Minute, func() bool {
+		testutil.WaitUpTo(t, "the message to go in", 3*time.Minute, func() bool { return stateOf(t, e, m.ID).State == "injected" })
+		testutil.WaitUpTo(t, "Codex to submit it", 2*time.Minute, func() bool {
 			s := screen()
 			return strings.Contains(s, "esc to interrupt") || strings.Contains(s, "Reconnecting") || strings.Contains(s, "Queued follow-up")
 		})
@@ -178,9 +165,9 @@ func TestRealAgents(t *testing.T) {
 // the agent alive, the dialog still there.
 func noEnterIntoTheDialog(t *testing.T, e *testutil.Env, tm *testutil.Tmux, pane string, screen func() string, repo, dialog string) {
 	t.Helper()
-	waitLong(t, "the dialog", 2*time.Minute, func() bool { return strings.Contains(screen(), dialog) })
+	testutil.WaitUpTo(t, "the dialog", 2*time.Minute, func() bool { return strings.Contains(screen(), dialog) })
 	m := send(t, e, fmt.Sprintf(threeLines, repo))
-	waitLong(t, "the broker to hold the delivery back", 2*time.Minute, func() bool {
+	testutil.WaitUpTo(t, "the broker to hold the delivery back", 2*time.Minute, func() bool {
 		return strings.Contains(stateOf(t, e, m.ID).LastError, "not at its prompt")
 	})
 	if st := stateOf(t, e, m.ID); st.State != "queued" {

@@ -25,9 +25,9 @@ import (
 // records them as the broker's.
 type keeper struct {
 	mu sync.Mutex
-	// held are the wakes written into a window, by its delivery key: the
-	// newest one per window is the lease its agent works on.
-	held map[string]*keptLease
+	// byWindow are the wakes written into a window, by its delivery key:
+	// the newest one per window is the lease its agent works on.
+	byWindow map[string]*keptLease
 	kick chan struct{}
 }
 
@@ -55,7 +55,7 @@ type keptLease struct {
 }
 
 func newKeeper() *keeper {
-	return &keeper{held: map[string]*keptLease{}, kick: make(chan struct{}, 1)}
+	return &keeper{byWindow: map[string]*keptLease{}, kick: make(chan struct{}, 1)}
 }
 
 // poke makes the keeper look at its leases now (a broker reported a change).
@@ -70,7 +70,7 @@ func (k *keeper) poke() {
 // through the broker session via, which had made after reports by then.
 func (k *keeper) written(key, repo, leaseID string, attempt int, via *brokerConn, after uint64, held bool) {
 	k.mu.Lock()
-	k.held[key] = &keptLease{repo: repo, leaseID: leaseID, attempt: attempt, via: via, after: after, held: held}
+	k.byWindow[key] = &keptLease{repo: repo, leaseID: leaseID, attempt: attempt, via: via, after: after, held: held}
 	k.mu.Unlock()
 	k.poke()
 }
@@ -112,21 +112,21 @@ func (s *Service) keepOnce(ctx context.Context, c *engineclient.Client) (next ti
 		// A renewal due later is looked at when it falls due; one due
 		// already waits for its agent to work (a broker report wakes the
 		// keeper then, or the next idle look).
-		for _, kl := range s.keeper.held {
+		for _, kl := range s.keeper.byWindow {
 			if d := kl.nextRenew.Sub(now); (kl.acked || kl.failures > 0) && d > 0 {
 				next = min(next, d)
 			}
 		}
 	}()
 	s.keeper.mu.Lock()
-	keys := make([]string, 0, len(s.keeper.held))
-	for key := range s.keeper.held {
+	keys := make([]string, 0, len(s.keeper.byWindow))
+	for key := range s.keeper.byWindow {
 		keys = append(keys, key)
 	}
 	s.keeper.mu.Unlock()
 	for _, key := range keys {
 		s.keeper.mu.Lock()
-		kl := s.keeper.held[key]
+		kl := s.keeper.byWindow[key]
 		var l keptLease
 		if kl != nil {
 			l = *kl
@@ -172,7 +172,7 @@ func (s *Service) keepCall(ctx context.Context, c *engineclient.Client, key stri
 	now := s.opts.Now()
 	s.keeper.mu.Lock()
 	defer s.keeper.mu.Unlock()
-	if s.keeper.held[key] != kl {
+	if s.keeper.byWindow[key] != kl {
 		return
 	}
 	switch {
@@ -189,7 +189,7 @@ func (s *Service) keepCall(ctx context.Context, c *engineclient.Client, key stri
 	case errs.Is(err, errs.LeaseExpired), errs.Is(err, errs.NotFound), errs.Is(err, errs.LeaseState):
 		// The attempt is over (released, expired, superseded, stopped):
 		// nothing more to keep.
-		delete(s.keeper.held, key)
+		delete(s.keeper.byWindow, key)
 		s.log.Info("lease no longer kept for the agent", "lease", kl.leaseID, "attempt", kl.attempt, "repo", kl.repo, "reason", err.Error())
 	default:
 		kl.failures++
@@ -208,7 +208,7 @@ func (s *Service) keepCall(ctx context.Context, c *engineclient.Client, key stri
 func (s *Service) adoptWindow(ctx context.Context, endpointID, repo string) {
 	key := store.DeliveryKey(endpointID, repo)
 	s.keeper.mu.Lock()
-	_, held := s.keeper.held[key]
+	_, held := s.keeper.byWindow[key]
 	s.keeper.mu.Unlock()
 	if held {
 		return
@@ -227,10 +227,10 @@ func (s *Service) adoptWindow(ctx context.Context, endpointID, repo string) {
 			return // the newest wake was never taken (or was cancelled)
 		}
 		s.keeper.mu.Lock()
-		if _, held := s.keeper.held[key]; !held {
+		if _, held := s.keeper.byWindow[key]; !held {
 			// Acknowledged in tamq means the lease was acknowledged: renewed
 			// from the first report that shows the agent at work.
-			s.keeper.held[key] = &keptLease{repo: repo, leaseID: leaseID, attempt: attempt, held: m.State == queue.Held,
+			s.keeper.byWindow[key] = &keptLease{repo: repo, leaseID: leaseID, attempt: attempt, held: m.State == queue.Held,
 				acked: m.State == queue.Acknowledged, every: keeperRetry}
 		}
 		s.keeper.mu.Unlock()

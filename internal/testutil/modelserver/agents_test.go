@@ -16,20 +16,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-func agentBin(t *testing.T, name string) string {
-	t.Helper()
-	dir := os.Getenv("TAMQ_TEST_AGENTS")
-	if dir == "" {
-		t.Fatal("TAMQ_TEST_AGENTS is unset: set it to the folder holding the node_modules of Claude Code and Codex (`make test-agents` installs them into .agents)")
-	}
-	bin := filepath.Join(dir, "node_modules", ".bin", name)
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s is not installed in %s (run scripts/install-agents): %v", name, dir, err)
-	}
-	return bin
-}
+	"github.com/tmux-amq/tamq/internal/testutil"
+)
 
 // dialogs are texts the agents show only in a dialog: a permission or
 // approval prompt, a menu waiting for a choice.
@@ -157,13 +146,7 @@ func (a *agentPane) stop() {
 		os.Remove(a.path)
 	}
 	var left []int
-	for end := time.Now().Add(3 * time.Second); ; {
-		left = processesWithHome(a.home)
-		if len(left) == 0 || time.Now().After(end) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.Within(3*time.Second, func() bool { left = processesWithHome(a.home); return len(left) == 0 })
 	for _, pid := range left {
 		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		a.t.Errorf("process %d left behind after its tmux server ended: %s", pid, strings.ReplaceAll(string(cmd), "\x00", " "))
@@ -194,7 +177,7 @@ func processesWithHome(home string) []int {
 }
 
 func TestModelServerDrivesRealAgents(t *testing.T) {
-	claude, codex := agentBin(t, "claude"), agentBin(t, "codex")
+	claude, codex := testutil.AgentBin(t, "claude"), testutil.AgentBin(t, "codex")
 	wake := regexp.MustCompile(`run the scripted steps in (\S+)`)
 	srv := Start(t, Rule{Regexp: wake, Steps: func(prompt string) []Step {
 		dir := wake.FindStringSubmatch(prompt)[1]
@@ -259,6 +242,8 @@ func TestModelServerDrivesRealAgents(t *testing.T) {
 			prompt := "wake: run the scripted steps in " + out
 			a.keys("-l", prompt)
 			a.waitFor("the prompt to show in the input", 30*time.Second, func() bool { return strings.Contains(a.screen(), prompt) })
+			// An Enter right after typed text is taken for part of it: a
+			// person's pause, not a wait for an event.
 			time.Sleep(500 * time.Millisecond)
 			a.keys("Enter")
 			entered := time.Now()
@@ -273,10 +258,7 @@ func TestModelServerDrivesRealAgents(t *testing.T) {
 			// An Enter the agent took while still busy starting goes into
 			// the input as a character; one more is safe while no request
 			// came and the prompt is still there to submit.
-			for end := time.Now().Add(15 * time.Second); !submitted() && time.Now().Before(end); {
-				time.Sleep(100 * time.Millisecond)
-			}
-			if !submitted() && strings.Contains(a.screen(), prompt) {
+			if !testutil.Within(15*time.Second, submitted) && strings.Contains(a.screen(), prompt) {
 				t.Logf("%s: no request 15 s after Enter, the prompt still in its input: pressing Enter again", ag.name)
 				a.keys("Enter")
 			}
