@@ -208,9 +208,9 @@ func (s *Service) keepCall(ctx context.Context, c *engineclient.Client, key stri
 func (s *Service) adoptWindow(ctx context.Context, endpointID, repo string) {
 	key := store.DeliveryKey(endpointID, repo)
 	s.keeper.mu.Lock()
-	_, held := s.keeper.byWindow[key]
+	_, kept := s.keeper.byWindow[key]
 	s.keeper.mu.Unlock()
-	if held {
+	if kept {
 		return
 	}
 	ms, err := store.History(ctx, s.db.Reader, store.Page{Filter: store.Filter{Repo: repo, Since: s.opts.Now().Add(-24 * time.Hour)}, Limit: 20})
@@ -227,7 +227,7 @@ func (s *Service) adoptWindow(ctx context.Context, endpointID, repo string) {
 			return // the newest wake was never taken (or was cancelled)
 		}
 		s.keeper.mu.Lock()
-		if _, held := s.keeper.byWindow[key]; !held {
+		if _, kept := s.keeper.byWindow[key]; !kept {
 			// Acknowledged in tamq means the lease was acknowledged: renewed
 			// from the first report that shows the agent at work.
 			s.keeper.byWindow[key] = &keptLease{repo: repo, leaseID: leaseID, attempt: attempt, held: m.State == queue.Held,
