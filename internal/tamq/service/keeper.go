@@ -28,7 +28,7 @@ type keeper struct {
 	// byWindow are the wakes written into a window, by its delivery key:
 	// the newest one per window is the lease its agent works on.
 	byWindow map[string]*keptLease
-	kick chan struct{}
+	kick     chan struct{}
 }
 
 type keptLease struct {
