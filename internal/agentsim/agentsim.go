@@ -162,16 +162,24 @@ func (c Config) play(out io.Writer, w wake, part string) {
 	// engine runs a coordination-engine command and logs it with its exit
 	// status; run names the attempt too, when the prompt's commands do.
 	engine := func(args ...string) int {
-		cmd := exec.Command(c.Engine, args...)
-		cmd.Stdout, cmd.Stderr = out, out
 		status := 0
-		if err := cmd.Run(); err != nil {
-			status = -1
-			if x, ok := err.(*exec.ExitError); ok {
-				status = x.ExitCode()
+		// A model runs a command again that says the engine went away in
+		// the middle of it (exit 8, unavailable); once is enough here.
+		for try := 0; try < 2; try++ {
+			cmd := exec.Command(c.Engine, args...)
+			cmd.Stdout, cmd.Stderr = out, out
+			status = 0
+			if err := cmd.Run(); err != nil {
+				status = -1
+				if x, ok := err.(*exec.ExitError); ok {
+					status = x.ExitCode()
+				}
+			}
+			c.Log("run %s -> %d", strings.Join(args, " "), status)
+			if status != 8 {
+				break
 			}
 		}
-		c.Log("run %s -> %d", strings.Join(args, " "), status)
 		return status
 	}
 	run := func(args ...string) {

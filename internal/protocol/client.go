@@ -28,6 +28,11 @@ type Client struct {
 	// PrivateDir, when set, is the directory holding Socket that must be
 	// private to the user (see CheckPrivateDir); it is checked on every call.
 	PrivateDir string
+	// WaitRestart, when set, is how long a call waits for a service that is
+	// not listening (no socket, or nothing accepts on it) to come back
+	// before it says the service is not running. Nothing was sent then, so
+	// trying again is safe for any operation.
+	WaitRestart time.Duration
 }
 
 // Call sends op with args and decodes the result into result (which may be nil).
@@ -39,7 +44,7 @@ func (c *Client) Call(ctx context.Context, op string, args, result any) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	dl, _ := ctx.Deadline()
-	conn, err := c.dialBlocking(dl)
+	conn, err := c.dialWaiting(ctx, dl)
 	if err != nil {
 		return c.DialError(err)
 	}
@@ -113,6 +118,27 @@ func (c *Client) ConnError(op string, err error) error {
 		return errs.New(errs.Unavailable, "%s closed the connection during %s", c.name(), op)
 	}
 	return errs.Wrap(errs.Unavailable, err, "talking to %s", c.name())
+}
+
+// dialWaiting dials, and while the service is not listening and WaitRestart
+// allows, dials again after a pause that grows to a second: a service being
+// restarted is back within that time.
+func (c *Client) dialWaiting(ctx context.Context, deadline time.Time) (io.ReadWriteCloser, error) {
+	giveUp := time.Now().Add(c.WaitRestart)
+	pause := 50 * time.Millisecond
+	for {
+		conn, err := c.dialBlocking(deadline)
+		notListening := errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)
+		if !notListening || time.Now().Add(pause).After(giveUp) {
+			return conn, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(pause): // no event tells a client that a socket is back
+		}
+		pause = min(2*pause, time.Second)
+	}
 }
 
 // dialBlocking connects with plain blocking system calls, bounded by deadline

@@ -46,11 +46,16 @@ func Stop(ctx context.Context, p paths.Paths) (ShutdownResult, error) {
 // any of our services answers, and the one way to call the others.
 type BaseClient struct {
 	Paths paths.Paths
+	// WaitRestart is how long a call waits for a service that is not
+	// listening to come back (see protocol.Client); zero fails at once.
+	WaitRestart time.Duration
 }
 
 // Call calls op with args, bounded by timeout (dial included).
 func (c BaseClient) Call(ctx context.Context, timeout time.Duration, op string, args, result any) error {
-	return Client(c.Paths, timeout).Call(ctx, op, args, result)
+	pc := Client(c.Paths, timeout)
+	pc.WaitRestart = c.WaitRestart
+	return pc.Call(ctx, op, args, result)
 }
 
 // Ping asks the service whether it is alive and which one answers.

@@ -28,7 +28,7 @@ work is woken again only when State Hub changes its task.`,
 			if args.LeaseID == "" || args.Summary == "" {
 				return app.UsageError("--lease and --summary are required")
 			}
-			c, err := engineClient(a)
+			c, err := agentClient(a)
 			if err != nil {
 				return err
 			}

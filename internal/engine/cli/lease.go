@@ -24,6 +24,9 @@ Each command takes --attempt N, the attempt the prompt names: a command of an
 attempt after a newer one was offered is refused, since the newer prompt is
 the one to follow.
 
+An engine that is not listening is waited for up to 10 s (it may be
+restarting); then the command exits 8 (unavailable).
+
 Exit status: 0 on success; 2 for a usage error (release without --result);
 12 (not_found) for an unknown lease; 22 (lease_state) when the lease's state
 does not allow the command; 23 (lease_expired) when the attempt ran out or a
@@ -60,4 +63,15 @@ func engineClient(a *app.App) (*client.Client, error) {
 		return nil, err
 	}
 	return client.New(p), nil
+}
+
+// agentClient is the client for the commands an agent runs in its window:
+// they wait a moment for an engine that is restarting (an operator's
+// command says at once that it is not running).
+func agentClient(a *app.App) (*client.Client, error) {
+	p, err := a.Paths()
+	if err != nil {
+		return nil, err
+	}
+	return client.ForAgent(p), nil
 }

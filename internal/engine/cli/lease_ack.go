@@ -19,7 +19,7 @@ refused (exit 23), since a newer prompt is the one to follow.`,
 		Example: `  coordination-engine lease ack 0197b2c4-5d1e-7c3a-9f00-1a2b3c4d5e6f --attempt 1`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := engineClient(a)
+			c, err := agentClient(a)
 			if err != nil {
 				return err
 			}

@@ -35,7 +35,7 @@ gate).`,
 			if args.Result != api.ResultCompleted && strings.TrimSpace(args.Reason) == "" {
 				return app.UsageError("--result %s needs --reason", args.Result)
 			}
-			c, err := engineClient(a)
+			c, err := agentClient(a)
 			if err != nil {
 				return err
 			}

@@ -19,7 +19,7 @@ request and records a message.read receipt with the message's id.`,
 			if err := stateHubID("message id", args[0]); err != nil {
 				return err
 			}
-			c, err := engineClient(a)
+			c, err := agentClient(a)
 			if err != nil {
 				return err
 			}

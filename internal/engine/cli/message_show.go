@@ -36,7 +36,7 @@ names the rule that matched, says the secret gate applies, and exits 14
 			if err := stateHubID("message id", args[0]); err != nil {
 				return err
 			}
-			c, err := engineClient(a)
+			c, err := agentClient(a)
 			if err != nil {
 				return err
 			}

@@ -34,7 +34,7 @@ record the task id and the status, never the note.`,
 			if err := args.Check(); err != nil {
 				return app.UsageError("%s", err.(*errs.Error).Message)
 			}
-			c, err := engineClient(a)
+			c, err := agentClient(a)
 			if err != nil {
 				return err
 			}

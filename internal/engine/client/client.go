@@ -34,6 +34,17 @@ type Client struct {
 // New returns the client of the engine at p (coordination-engine's paths).
 func New(p paths.Paths) *Client { return &Client{rpc.BaseClient{Paths: p}} }
 
+// RestartWait is how long an agent's command waits for an engine that is
+// being restarted: a lease release or task status typed while the engine
+// restarts then lands instead of failing in the agent's hands.
+const RestartWait = 10 * time.Second
+
+// ForAgent returns the client of the engine at p for the commands an agent
+// runs, which wait RestartWait for an engine that is not listening.
+func ForAgent(p paths.Paths) *Client {
+	return &Client{rpc.BaseClient{Paths: p, WaitRestart: RestartWait}}
+}
+
 // Status returns the engine's status report.
 func (c *Client) Status(ctx context.Context) (api.StatusReport, error) {
 	var res api.StatusReport

@@ -377,3 +377,49 @@ func TestNegotiate(t *testing.T) {
 		}
 	}
 }
+
+// A call that may wait for a restart lands when the service comes back; one
+// that may not says at once that the service is not running.
+func TestACallWaitsForARestartingService(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "proto-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "s.sock")
+	impatient := &protocol.Client{Socket: path, Names: testNames, Timeout: 5 * time.Second}
+	if err := impatient.Call(context.Background(), "echo", nil, nil); !errs.Is(err, errs.Unavailable) {
+		t.Fatalf("without a wait: %v, want unavailable", err)
+	}
+	patient := &protocol.Client{Socket: path, Names: testNames, Timeout: 5 * time.Second, WaitRestart: 5 * time.Second}
+	done := make(chan error, 1)
+	go func() {
+		var out map[string]string
+		err := patient.Call(context.Background(), "echo", map[string]string{"k": "v"}, &out)
+		if err == nil && out["k"] != "v" {
+			err = fmt.Errorf("echo answered %v", out)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the call returned while nothing listened: %v", err)
+	case <-time.After(300 * time.Millisecond): // the service is down for a moment
+	}
+	srv := &Server{Handlers: map[string]Handler{"echo": echo}, IdleTimeout: 10 * time.Second}
+	ln, err := Listen(path, testNames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(context.Background(), ln) }()
+	defer func() {
+		ln.Close()
+		srv.Shutdown(context.Background())
+		<-served
+	}()
+	if err := <-done; err != nil {
+		t.Fatalf("the call did not land once the service was back: %v", err)
+	}
+}
