@@ -84,6 +84,9 @@ type Env struct {
 	Runtime string // XDG_RUNTIME_DIR
 	Bin     string
 	Vars    []string
+	// ProgramVars are added to Vars for one program's commands (its
+	// service inherits them).
+	ProgramVars map[string][]string
 }
 
 // NewEnv makes fresh directories for one test and removes them afterwards.
@@ -181,7 +184,7 @@ func (r Result) String() string {
 // Command prepares a program of the project with the test's environment.
 func (e *Env) Command(ctx context.Context, program string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, filepath.Join(e.Bin, program), args...)
-	cmd.Env = append([]string{}, e.Vars...)
+	cmd.Env = append(append([]string{}, e.Vars...), e.ProgramVars[program]...)
 	cmd.Dir = e.Root
 	return cmd
 }

@@ -106,6 +106,10 @@ type WakeArgs struct {
 	// Force adds a lease for the repo while another of its leases lives
 	// (its agent then has two pieces of work at once).
 	Force bool `json:"force,omitempty"`
+	// OverrideGate is the gate of the task the operator means to wake
+	// through (human, secret, destructive, policy, …); it is recorded, with
+	// who asked, in a gate.overridden receipt. Only the operator may.
+	OverrideGate string `json:"override_gate,omitempty"`
 }
 
 // WakeResult is what became of a manual trigger: the lease it took (and the

@@ -55,10 +55,10 @@ func seedLease(t *testing.T, p paths.Paths) string {
 	if _, err := st.RecordWake(ctx, l.ID, 1, store.WakeRecord{Err: "tamq is not running"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Ack(ctx, l.ID, 0, "agent", timing); err != nil {
+	if _, err := st.Ack(ctx, l.ID, 0, store.Who{By: "agent"}, timing); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Release(ctx, l.ID, string(lease.ResultCompleted), "done", 0, timing); err != nil {
+	if _, err := st.Release(ctx, l.ID, string(lease.ResultCompleted), "done", 0, store.Who{By: "agent"}, timing); err != nil {
 		t.Fatal(err)
 	}
 	return l.ID

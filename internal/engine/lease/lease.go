@@ -11,12 +11,15 @@ import (
 	"time"
 )
 
-// Who acknowledged or renewed a lease, as receipts record it: tamq's broker,
-// which runs the agent and saw it take the prompt and work, or the agent's
-// own command.
+// Who acted on a lease, as receipts record it: tamq's broker, which runs
+// the agent and saw it take the prompt and work (tamq's service calls for
+// it); the agent's own command in its window; the operator, from outside
+// every window; tamq's service for itself.
 const (
-	ByBroker = "broker"
-	ByAgent  = "agent"
+	ByBroker   = "broker"
+	ByAgent    = "agent"
+	ByOperator = "operator"
+	ByTamq     = "tamq"
 )
 
 // Owner is the one owner a lease can have.

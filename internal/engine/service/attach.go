@@ -20,7 +20,7 @@ import (
 // whose path is gita's; the others are refused with a receipt and never
 // registered. The endpoint gets its coordination endpoint id (the same one
 // when the same tamq endpoint attaches again).
-func (s *Service) attach(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) attach(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
 	var args api.AttachArgs
 	if err := protocol.DecodeArgs(req, &args); err != nil {
 		return nil, err
@@ -56,7 +56,6 @@ func (s *Service) attach(ctx context.Context, peer protocol.Peer, req *protocol.
 	if err != nil {
 		return nil, err
 	}
-	s.tamqPIDs.Store(peer.PID, true)
 	s.log.Info("tamq endpoint attached", "endpoint", args.EndpointID, "coordination_endpoint_id", got.ID,
 		"windows", len(ep.Windows), "refused", len(refused))
 	res := api.AttachResult{

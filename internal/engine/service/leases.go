@@ -21,12 +21,15 @@ const tamqAckTimeout = 3 * time.Second
 
 // ack is the agent acknowledging its lease: it begins the work. The wake
 // message is acknowledged in tamq too, so tamq stops presenting it.
-func (s *Service) ack(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) ack(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
 	var args api.LeaseArgs
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
 	}
-	l, err := s.store.Ack(ctx, args.LeaseID, args.Attempt, s.callerOf(peer), s.timing)
+	if err := s.mayActOnLease(ctx, args.LeaseID); err != nil {
+		return nil, err
+	}
+	l, err := s.store.Ack(ctx, args.LeaseID, args.Attempt, whoOf(ctx), s.timing)
 	if err != nil {
 		// A prompt presented again after its lease ended (the engine died
 		// before it settled it in tamq): settled now, so tamq stops
@@ -56,17 +59,20 @@ func (s *Service) settleWake(ctx context.Context, l lease.Lease) {
 	}
 }
 
-func (s *Service) renew(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) renew(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
 	var args api.LeaseArgs
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
 	}
-	by := s.callerOf(peer)
+	if err := s.mayActOnLease(ctx, args.LeaseID); err != nil {
+		return nil, err
+	}
+	by := whoOf(ctx)
 	l, err := s.store.Renew(ctx, args.LeaseID, args.Attempt, by, s.timing)
 	if err != nil {
 		return nil, err
 	}
-	if by == lease.ByBroker {
+	if by.By == lease.ByBroker {
 		// The broker says at each renewal whether its agent waits at a
 		// dialog: a person is needed there, and status says where.
 		if args.Dialog != "" {
@@ -79,14 +85,26 @@ func (s *Service) renew(ctx context.Context, peer protocol.Peer, req *protocol.R
 	return api.LeaseOf(l), nil
 }
 
-// callerOf says who acknowledges or renews a lease: tamq's service (for
-// its broker, which saw the agent take the prompt and work on it) when the
-// caller is the process that attached tamq's endpoints, else the agent.
-func (s *Service) callerOf(peer protocol.Peer) string {
-	if _, ok := s.tamqPIDs.Load(peer.PID); ok {
-		return lease.ByBroker
+// whoOf is the caller of a lease command as its receipt names it: tamq's
+// service acts for its broker.
+func whoOf(ctx context.Context) store.Who {
+	c := callerFrom(ctx)
+	if c.by == lease.ByTamq {
+		return store.Who{By: lease.ByBroker}
 	}
-	return lease.ByAgent
+	return store.Who{By: c.by, Repo: c.repo}
+}
+
+// mayActOnLease refuses an agent a lease of another repo's.
+func (s *Service) mayActOnLease(ctx context.Context, id string) error {
+	if c := callerFrom(ctx); c.by != lease.ByAgent {
+		return nil
+	}
+	l, err := s.store.Lease(ctx, id)
+	if err != nil {
+		return err
+	}
+	return mayActOn(ctx, "lease "+id, l.TargetRepo)
 }
 
 func (s *Service) release(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
@@ -101,7 +119,10 @@ func (s *Service) release(ctx context.Context, _ protocol.Peer, req *protocol.Re
 	if err != nil {
 		return nil, err
 	}
-	l, err := s.store.Release(ctx, args.LeaseID, args.Result, args.Reason, args.Attempt, s.timing)
+	if err := mayActOn(ctx, "lease "+args.LeaseID, from.TargetRepo); err != nil {
+		return nil, err
+	}
+	l, err := s.store.Release(ctx, args.LeaseID, args.Result, args.Reason, args.Attempt, whoOf(ctx), s.timing)
 	if err != nil {
 		return nil, err
 	}
@@ -114,10 +135,15 @@ func (s *Service) checkpoint(ctx context.Context, _ protocol.Peer, req *protocol
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
 	}
+	// Its text reaches the lease's next prompt as the engine's words: only
+	// the lease's own agent (or the operator) may write it.
+	if err := s.mayActOnLease(ctx, args.LeaseID); err != nil {
+		return nil, err
+	}
 	l, err := s.store.Checkpoint(ctx, lease.Checkpoint{
 		LeaseID: args.LeaseID, TaskID: args.TaskID, Summary: args.Summary, FilesChanged: args.FilesChanged,
 		NextAction: args.NextAction, BlockedReason: lease.BlockedReason(args.BlockedReason),
-	}, args.Attempt, s.timing)
+	}, args.Attempt, whoOf(ctx), s.timing)
 	if err != nil {
 		return nil, err
 	}

@@ -446,31 +446,46 @@ func (s *Service) applyCheckpoints(ctx context.Context, cps []contract.Checkpoin
 		}
 	}
 	for _, cp := range cps {
-		task := cp.TaskID
-		if cp.LeaseID != "" {
-			l, err := s.store.Lease(ctx, cp.LeaseID)
-			switch {
-			case err == nil && l.State.Live():
-				from := l
-				to, err := s.store.Checkpoint(ctx, lease.Checkpoint{
-					SourceID: cp.ID, LeaseID: cp.LeaseID, TaskID: cp.TaskID, Summary: cp.Summary, FilesChanged: cp.FilesChanged,
-					NextAction: cp.NextAction, BlockedReason: lease.BlockedReason(cp.BlockedReason),
-				}, 0, s.timing)
-				if err != nil {
-					s.log.Info("a State Hub checkpoint was not recorded on its lease", "checkpoint", cp.ID, "lease", cp.LeaseID, "error", err.Error())
-				} else {
-					s.attemptEnded(ctx, from, to, "the agent stopped: blocked ("+cp.BlockedReason+")")
-				}
-				continue
-			case err == nil && l.Released != "":
-				continue // the agent released it: history, not a request
-			case err == nil && task == "":
-				if t, err := s.store.Trigger(ctx, l.TriggerID); err == nil {
-					task = t.TaskID
-				}
-			case err != nil && !errs.Is(err, errs.NotFound):
-				return nil, err
+		// A checkpoint in State Hub counts only for a lease the engine
+		// issued, to the repo and task it names: anyone who can post to
+		// State Hub could otherwise put words in another repo's next
+		// prompt, or wake a task stopped at a gate.
+		if cp.LeaseID == "" {
+			continue
+		}
+		l, err := s.store.Lease(ctx, cp.LeaseID)
+		if errs.Is(err, errs.NotFound) {
+			s.skipCheckpoint(cp, "it names lease "+cp.LeaseID+", which coordination-engine never issued")
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		t, err := s.store.Trigger(ctx, l.TriggerID)
+		if err != nil {
+			return nil, err
+		}
+		task := t.TaskID
+		switch {
+		case cp.Repo != l.TargetRepo:
+			s.skipCheckpoint(cp, "it names repo "+cp.Repo+" but lease "+l.ID+" is "+l.TargetRepo+"'s")
+			continue
+		case cp.TaskID != "" && cp.TaskID != task:
+			s.skipCheckpoint(cp, "it names task "+cp.TaskID+" but lease "+l.ID+" works on "+cmp.Or(task, "no task"))
+			continue
+		case l.State.Live():
+			from := l
+			to, err := s.store.Checkpoint(ctx, lease.Checkpoint{
+				SourceID: cp.ID, LeaseID: cp.LeaseID, TaskID: task, Summary: cp.Summary, FilesChanged: cp.FilesChanged,
+				NextAction: cp.NextAction, BlockedReason: lease.BlockedReason(cp.BlockedReason),
+			}, 0, store.Who{By: "statehub"}, s.timing)
+			if err != nil {
+				s.log.Info("a State Hub checkpoint was not recorded on its lease", "checkpoint", cp.ID, "lease", cp.LeaseID, "error", err.Error())
+			} else {
+				s.attemptEnded(ctx, from, to, "the agent stopped: blocked ("+cp.BlockedReason+")")
 			}
+			continue
+		case l.Released != "":
+			continue // the agent released it: history, not a request
 		}
 		v, observed := obs.Tasks[task]
 		switch {
@@ -493,12 +508,16 @@ func (s *Service) applyCheckpoints(ctx context.Context, cps []contract.Checkpoin
 			continue
 		}
 		cand := observe.Candidate{Trigger: lease.Trigger{
-			Source: lease.SourceCheckpoint, SourceID: cp.ID, SourceRevision: cp.ID, TargetRepo: cp.Repo,
+			Source: lease.SourceCheckpoint, SourceID: cp.ID, SourceRevision: cp.ID, TargetRepo: l.TargetRepo,
 			TaskID: task, WorkplanID: v.Workplan, Reason: lease.CheckpointResume,
 			Resume: &lease.Checkpoint{LeaseID: cp.LeaseID, TaskID: task, Summary: cp.Summary, FilesChanged: cp.FilesChanged,
 				NextAction: cp.NextAction, BlockedReason: lease.BlockedReason(cp.BlockedReason), RecordedAt: cp.RecordedAt},
 		}, Priority: v.Priority}
-		if cp.BlockedReason != "" {
+		switch {
+		case v.Gate != "":
+			// The task's own gates hold for a resume as for any change.
+			cand.Gate, cand.GateReason = v.Gate, v.GateReason
+		case cp.BlockedReason != "":
 			cand.Gate, cand.GateReason = cp.BlockedReason, "the checkpoint is blocked"
 			if !slices.Contains(lease.BlockedReasons, lease.BlockedReason(cp.BlockedReason)) {
 				cand.Gate = observe.GatePolicy
@@ -507,6 +526,14 @@ func (s *Service) applyCheckpoints(ctx context.Context, cps []contract.Checkpoin
 		out = append(out, cand)
 	}
 	return out, nil
+}
+
+// skipCheckpoint reports, once, a State Hub checkpoint the engine does not
+// take.
+func (s *Service) skipCheckpoint(cp contract.Checkpoint, why string) {
+	if _, seen := s.invalidSeen.LoadOrStore("checkpoint:"+cp.ID, true); !seen {
+		s.log.Warn("a State Hub checkpoint is ignored", "checkpoint", textsafe.Escape(cp.ID), "reason", textsafe.Escape(why))
+	}
 }
 
 // consider records a candidate's trigger (once per key) and takes it as far

@@ -596,28 +596,38 @@ func TestStateHubEventsWakeAtOnce(t *testing.T) {
 }
 
 // Checkpoints agents post to State Hub: one on a live lease is recorded on
-// it (once, however often observed); one whose lease is gone resumes the
-// work of its open task when it names a next action, with its text in the
-// prompt, and stops at its gate when blocked.
+// it (once, however often observed); one whose lease ended without a
+// release (its attempts ran out) resumes the work of its open task when it
+// names a next action, with its text in the prompt, and stops at its gate
+// when blocked. A checkpoint counts only for a lease the engine issued, to
+// the repo and task it names: a made-up lease, another repo or another
+// task wakes nothing and is recorded nowhere.
 func TestStateHubCheckpoints(t *testing.T) {
 	t.Parallel()
 	h := startHub(t, "")
-	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 30\nlease_renew_interval_seconds = 60\n"), "net-kingdom")
-	l.agents(t, "ackstall complete", "net-kingdom")
+	// One attempt per lease, acknowledged within 2 s: a wake nobody takes
+	// ends unreleased at once.
+	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 2\nlease_renew_interval_seconds = 60\nmax_attempts = 0\n"), "net-kingdom", "railiance")
+	l.agents(t, "ackstall stall stall complete", "net-kingdom")
 	// Z and Y are open (in progress) but not actionable as tasks: only a
-	// checkpoint wakes them.
+	// checkpoint (or the operator) wakes them.
 	z, y := todo("Z", "net-kingdom"), todo("Y", "net-kingdom")
 	z.Status, y.Status = "in_progress", "in_progress"
 	h.put(workplan("W", "net-kingdom", todo("A", "net-kingdom"), z, y))
-	var leaseID string
-	testutil.WaitFor(t, "A's lease held", func() bool {
-		x := l.explain(t, "A")
-		if len(x.Triggers) != 1 || len(x.Triggers[0].Leases) != 1 {
-			return false
-		}
-		leaseID = x.Triggers[0].Leases[0].LeaseID
-		return x.Triggers[0].Leases[0].State == "checkpointed"
-	})
+	leaseOf := func(task, state string) string {
+		var id string
+		testutil.WaitFor(t, task+"'s lease "+state, func() bool {
+			x := l.explain(t, task)
+			if len(x.Triggers) == 0 || len(x.Triggers[len(x.Triggers)-1].Leases) != 1 {
+				return false
+			}
+			ls := x.Triggers[len(x.Triggers)-1].Leases[0]
+			id = ls.LeaseID
+			return ls.State == state
+		})
+		return id
+	}
+	leaseID := leaseOf("A", "checkpointed")
 	// State Hub names each checkpoint posted (c1, c2, ...).
 	post := func(cp contract.Checkpoint) string {
 		t.Helper()
@@ -627,38 +637,62 @@ func TestStateHubCheckpoints(t *testing.T) {
 		}
 		return cp.ID
 	}
+	// Forged ones first: on A's live lease for another repo or task, and on
+	// a lease nobody issued.
+	forged := []string{
+		post(contract.Checkpoint{Repo: "railiance", LeaseID: leaseID, TaskID: "A", Summary: "FORGED-1", NextAction: "x"}),
+		post(contract.Checkpoint{Repo: "net-kingdom", LeaseID: leaseID, TaskID: "Z", Summary: "FORGED-2", NextAction: "x"}),
+		post(contract.Checkpoint{Repo: "net-kingdom", LeaseID: "made-up", TaskID: "Z", Summary: "FORGED-3", NextAction: "x"}),
+	}
 	first := post(contract.Checkpoint{Repo: "net-kingdom", LeaseID: leaseID, TaskID: "A", Summary: "posted to State Hub", NextAction: "finish"})
-	recorded := func() int {
+	recorded := func(id string) int {
 		n := 0
 		for _, r := range l.receipts(t, leaseID) {
-			if r.Kind == "checkpoint.recorded" && r.Detail["statehub_checkpoint_id"] == first {
+			if r.Kind == "checkpoint.recorded" && r.Detail["statehub_checkpoint_id"] == id {
 				n++
 			}
 		}
 		return n
 	}
-	testutil.WaitFor(t, "the State Hub checkpoint on the lease", func() bool { return recorded() == 1 })
-	// The repo's agent takes one lease at a time: A's ends first.
+	testutil.WaitFor(t, "the State Hub checkpoint on the lease", func() bool { return recorded(first) == 1 })
+	for _, id := range forged {
+		if n := recorded(id); n != 0 {
+			t.Errorf("forged checkpoint %s recorded on lease %s", id, leaseID)
+		}
+	}
+	if x := l.explain(t, "Z"); len(x.Triggers) != 0 {
+		t.Errorf("a forged checkpoint woke Z: %+v", x.Triggers)
+	}
+	// The repo's agent takes one lease at a time: A's ends first. Then Z
+	// and Y are woken by hand, and their agent never takes the wakes.
 	l.e.Engine(t, "lease", "release", leaseID, "--result", "completed")
-	resume := post(contract.Checkpoint{Repo: "net-kingdom", LeaseID: "an-ended-lease", TaskID: "Z", Summary: "half done", NextAction: "the rest"})
-	post(contract.Checkpoint{Repo: "net-kingdom", LeaseID: "an-ended-lease", TaskID: "Y", Summary: "stuck", BlockedReason: "human"})
-	testutil.WaitFor(t, "Z resumed", func() bool { return strings.Contains(l.agentLog(), "task=Z") })
+	l.e.Engine(t, "wake", "net-kingdom", "--task", "Z")
+	zLease := leaseOf("Z", "stopped")
+	l.e.Engine(t, "wake", "net-kingdom", "--task", "Y")
+	yLease := leaseOf("Y", "stopped")
+	resume := post(contract.Checkpoint{Repo: "net-kingdom", LeaseID: zLease, TaskID: "Z", Summary: "half done", NextAction: "the rest"})
+	post(contract.Checkpoint{Repo: "net-kingdom", LeaseID: yLease, TaskID: "Y", Summary: "stuck", BlockedReason: "human"})
+	testutil.WaitFor(t, "Z resumed", func() bool { return strings.Count(l.agentLog(), "task=Z") == 2 })
 	zx := l.explain(t, "Z")
-	if len(zx.Triggers) != 1 || zx.Triggers[0].Source != "checkpoint" || zx.Triggers[0].Reason != "checkpoint_resume" || zx.Triggers[0].SourceID != resume {
+	if len(zx.Triggers) != 2 || zx.Triggers[1].Source != "checkpoint" || zx.Triggers[1].Reason != "checkpoint_resume" || zx.Triggers[1].SourceID != resume {
 		t.Errorf("Z: %+v", zx.Triggers)
 	}
-	// The prompt carries the checkpoint it resumes from.
-	if history := l.e.Tamq(t, "history", "--json", "--body").Stdout; !strings.Contains(history, `): half done\nNext action you recorded: the rest`) {
+	// The prompt carries the checkpoint it resumes from, never a forged one.
+	history := l.e.Tamq(t, "history", "--json", "--body").Stdout
+	if !strings.Contains(history, `): half done\nNext action you recorded: the rest`) {
 		t.Errorf("the resume prompt lacks the checkpoint's text:\n%s", history)
 	}
-	testutil.WaitFor(t, "Y stopped", func() bool {
+	if strings.Contains(history, "FORGED") {
+		t.Errorf("a forged checkpoint reached a prompt:\n%s", history)
+	}
+	testutil.WaitFor(t, "Y stopped at its gate", func() bool {
 		y := l.explain(t, "Y")
-		return len(y.Triggers) == 1 && y.Triggers[0].State == "stopped"
+		return len(y.Triggers) == 2 && y.Triggers[1].State == "stopped"
 	})
-	if y := l.explain(t, "Y").Triggers[0]; y.GateReason != "human" || len(y.Leases) != 0 {
+	if y := l.explain(t, "Y").Triggers[1]; y.GateReason != "human" || len(y.Leases) != 0 {
 		t.Errorf("Y: %+v", y)
 	}
-	if n := recorded(); n != 1 {
+	if n := recorded(first); n != 1 {
 		t.Errorf("the State Hub checkpoint was recorded %d times", n)
 	}
 }

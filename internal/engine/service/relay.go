@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tmux-amq/tamq/internal/engine/api"
+	"github.com/tmux-amq/tamq/internal/engine/lease"
 	"github.com/tmux-amq/tamq/internal/engine/observe"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -46,6 +47,9 @@ func (s *Service) messageShow(ctx context.Context, _ protocol.Peer, req *protoco
 			WithHint("a tracker without %s answers 404 too; then read the message with the tracker's own tools", statehub.RouteMessage)
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := mayActOn(ctx, "message "+args.MessageID, m.ToRepo); err != nil {
 		return nil, err
 	}
 	switch {
@@ -122,6 +126,18 @@ func (s *Service) messageRead(ctx context.Context, _ protocol.Peer, req *protoco
 	if err := api.CheckStateHubID("message id", args.MessageID); err != nil {
 		return nil, err
 	}
+	if c := callerFrom(ctx); c.by == lease.ByAgent {
+		// An agent marks read only what was sent to its repo.
+		m, err := s.hub.client.Message(ctx, args.MessageID)
+		if err != nil && !errs.Is(err, errs.NotFound) && !errs.Is(err, errs.Unsupported) {
+			return nil, err
+		}
+		if err == nil {
+			if err := mayActOn(ctx, "message "+args.MessageID, m.ToRepo); err != nil {
+				return nil, err
+			}
+		}
+	}
 	err := s.hub.client.MarkRead(ctx, args.MessageID)
 	if errs.Is(err, errs.NotFound) {
 		err = s.messageNotFound(ctx, args.MessageID)
@@ -160,6 +176,20 @@ func (s *Service) taskSet(ctx context.Context, _ protocol.Peer, req *protocol.Re
 	}
 	if err := args.Check(); err != nil {
 		return nil, err
+	}
+	if c := callerFrom(ctx); c.by == lease.ByAgent {
+		// An agent states the status of its own repo's tasks only, as the
+		// engine's last look at State Hub saw them.
+		var v observe.TaskView
+		var known bool
+		s.hub.view.update(func(hv *hubView) { v, known = hv.obs.Tasks[args.TaskID] })
+		if !known {
+			return nil, errs.New(errs.NotFound, "coordination-engine has not seen task %s in State Hub", args.TaskID).
+				WithHint("an agent sets the status of its own repo's tasks; a person sets the others'")
+		}
+		if err := mayActOn(ctx, "task "+args.TaskID, v.Repo); err != nil {
+			return nil, err
+		}
 	}
 	if f, hit := secretscan.Scan(args.Note); hit {
 		return nil, errs.New(errs.PolicyRefused, "the note holds secret material (%s); it was not sent", f).
@@ -208,6 +238,10 @@ func relayed(kind, status string, err error, detail map[string]any) store.Receip
 // (State Hub has it) whether or not the receipt can be written, so a
 // failure is logged, not answered.
 func (s *Service) relayReceipt(ctx context.Context, r store.Receipt) {
+	if r.Detail == nil {
+		r.Detail = map[string]any{}
+	}
+	callerFrom(ctx).detail(r.Detail)
 	if err := s.store.AddReceipt(ctx, r); err != nil {
 		s.log.Error("cannot write the receipt of a relayed request", "kind", r.Kind, "error", err.Error())
 		return

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"maps"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -42,6 +41,11 @@ type Tamq interface {
 	CancelWake(ctx context.Context, args tamqapi.CancelWakeArgs) (tamqapi.CancelWakeResult, error)
 	Ack(ctx context.Context, id string) (tamqapi.Message, error)
 	Ping(ctx context.Context) (rpc.PingResult, error)
+	// Whois says which of tamq's windows a process runs in; Listener
+	// which process listens on tamq's socket. The engine knows its callers
+	// by them.
+	Whois(ctx context.Context, pid int32) (tamqapi.WhoisResult, error)
+	Listener(ctx context.Context) (protocol.Peer, error)
 }
 
 // Options configure the engine's service.
@@ -92,10 +96,10 @@ type Service struct {
 	settledKeys sync.Map
 	// invalidSeen are the skipped objects already reported.
 	invalidSeen sync.Map
-	// tamqPIDs are the processes that attached tamq endpoints: a lease
-	// acknowledged or renewed by one of them was so by tamq's broker, on the
-	// agent's behalf (the caller is known from its credentials, not said).
-	tamqPIDs sync.Map
+	// tamqProc recognises tamq's service among callers: a lease it
+	// acknowledges or renews was so by its broker, on the agent's behalf;
+	// only it attaches, detaches and publishes.
+	tamqProc *rpc.ServiceProcess
 	// dialogs are the live leases whose agent waits at a dialog, as tamq's
 	// broker last said at a renewal: the window and what shows there.
 	dialogs sync.Map
@@ -136,6 +140,10 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		freeMemory: time.AfterFunc(time.Hour, debug.FreeOSMemory),
 	}
 	s.freeMemory.Stop() // armed by the looks that decode the workplans
+	s.tamqProc = &rpc.ServiceProcess{}
+	if o.Tamq != nil {
+		s.tamqProc.Listener = o.Tamq.Listener
+	}
 	s.clock = &daemon.Worker{Name: "lease clock", Run: s.runClock}
 	s.waker = &daemon.Worker{Name: "waker", Run: s.runWaker}
 	s.observer = &daemon.Worker{Name: "State Hub observer", Run: s.runObserver}
@@ -230,26 +238,33 @@ func (s *Service) Run(ctx context.Context) error {
 
 func (s *Service) handlers() map[string]unixsock.Handler {
 	hs := s.d.Lifecycle(s.startedAt, s.opts.Config.ShutdownGrace())
-	maps.Copy(hs, map[string]unixsock.Handler{
-		api.OpStatus:     s.status,
-		api.OpAttach:     s.attach,
-		api.OpDetach:     s.detach,
-		api.OpWake:       s.wake,
-		api.OpLeaseAck:   s.ack,
-		api.OpLeaseRenew: s.renew,
-		api.OpRelease:    s.release,
-		api.OpCheckpoint: s.checkpoint,
-		api.OpLeases:     s.leases,
-		api.OpReceipts:   s.receipts,
-		api.OpExplain:    s.explain,
-		api.OpPublish:    s.publish,
+	stop := hs[rpc.OpShutdown]
+	for op, g := range map[string]struct {
+		a access
+		h unixsock.Handler
+	}{
+		api.OpStatus: {anyone, s.status},
 		// tamq asks before it writes a wake.
-		api.OpLeaseCurrent: s.leaseCurrent,
+		api.OpLeaseCurrent: {anyone, s.leaseCurrent},
+		api.OpAttach:       {tamqOnly, s.attach},
+		api.OpDetach:       {tamqOnly, s.detach},
+		api.OpPublish:      {tamqOnly, s.publish},
+		api.OpWake:         {operator, s.wake},
+		api.OpLeases:       {operator, s.leases},
+		api.OpReceipts:     {operator, s.receipts},
+		api.OpExplain:      {operator, s.explain},
+		rpc.OpShutdown:     {operator, stop},
+		api.OpLeaseAck:     {worker, s.ack},
+		api.OpLeaseRenew:   {worker, s.renew},
+		api.OpRelease:      {worker, s.release},
+		api.OpCheckpoint:   {worker, s.checkpoint},
 		// What an agent asks of State Hub through the engine (relay.go).
-		api.OpMessageShow: s.messageShow,
-		api.OpMessageRead: s.messageRead,
-		api.OpTaskSet:     s.taskSet,
-	})
+		api.OpMessageShow: {worker, s.messageShow},
+		api.OpMessageRead: {worker, s.messageRead},
+		api.OpTaskSet:     {worker, s.taskSet},
+	} {
+		hs[op] = s.guard(g.a, op, g.h)
+	}
 	return hs
 }
 

@@ -76,6 +76,23 @@ func (s *Service) wake(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 				WithHint("wait for it to end, name the task with --task, or add a second lease with --force")
 		}
 	}
+	// The task's own gates hold for a manual wake as for an observed change,
+	// unless the operator names the gate to go through.
+	var taskGate, taskGateReason string
+	if args.Task != "" {
+		s.hub.view.update(func(v *hubView) {
+			if tv, ok := v.obs.Tasks[args.Task]; ok {
+				taskGate, taskGateReason = tv.Gate, tv.GateReason
+			}
+		})
+	}
+	switch {
+	case args.OverrideGate != "" && taskGate == "":
+		return nil, errs.New(errs.BadRequest, "task %s is stopped at no gate; --override-gate %s overrides nothing", args.Task, textsafe.Escape(args.OverrideGate))
+	case args.OverrideGate != "" && args.OverrideGate != taskGate:
+		return nil, errs.New(errs.BadRequest, "task %s is stopped at gate %s, not %s", args.Task, taskGate, textsafe.Escape(args.OverrideGate)).
+			WithHint("name the gate that stops it: --override-gate %s", taskGate)
+	}
 	now := s.opts.Now()
 	sourceID := args.Task
 	if sourceID == "" {
@@ -94,6 +111,17 @@ func (s *Service) wake(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 	r, wait, err := s.judgeRoute(ctx, t, func() (*gita.Registry, error) { return reg, nil }, routeAsk{Endpoint: args.EndpointID, Force: args.Force})
 	if err != nil {
 		return nil, err
+	}
+	switch {
+	case taskGate != "" && args.OverrideGate == "" && r.Gate == "":
+		r.Gate, r.Reason = taskGate, taskGateReason+"; a person who means to go through wakes it with --override-gate "+taskGate
+	case taskGate != "":
+		rc := store.Receipt{Kind: store.KindGateOverridden, TriggerID: t.ID, Status: taskGate,
+			Reason: "the operator woke task " + args.Task + " through gate " + taskGate,
+			Detail: callerFrom(ctx).detail(map[string]any{"task_id": args.Task, "trigger_id": t.ID, "gate": taskGate})}
+		if err := s.store.AddReceipt(ctx, rc); err != nil {
+			return nil, err
+		}
 	}
 	res := api.WakeResult{Trigger: api.TriggerOf(t)}
 	switch {

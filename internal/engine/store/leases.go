@@ -130,6 +130,21 @@ var stateKinds = map[lease.State]string{
 // transitionReceipt is the receipt of a move from one state to another.
 // Its attempt is the lease's after the move: in retry_wait, the attempt
 // that comes at next_retry_at (detail ended_attempt is the one that ended).
+// Who is the caller a receipt names: by (broker, agent, operator, tamq,
+// statehub) and, for an agent, its window's repo.
+type Who struct {
+	By, Repo string
+}
+
+func (w Who) into(d map[string]any) {
+	if w.By != "" {
+		d["by"] = w.By
+	}
+	if w.Repo != "" {
+		d["by_repo"] = w.Repo
+	}
+}
+
 func transitionReceipt(from, to lease.Lease, reason string) Receipt {
 	r := leaseReceipt(to, stateKinds[to.State], reason)
 	r.Detail["from"] = string(from.State)
@@ -255,28 +270,28 @@ func (s *Store) RecordWake(ctx context.Context, leaseID string, attempt int, w W
 
 // Ack records the agent's acknowledgement (offered → acknowledged). A
 // repeated ack changes and writes nothing.
-func (s *Store) Ack(ctx context.Context, leaseID string, attempt int, by string, t lease.Timing) (lease.Lease, error) {
+func (s *Store) Ack(ctx context.Context, leaseID string, attempt int, by Who, t lease.Timing) (lease.Lease, error) {
 	return s.update(ctx, leaseID, "acknowledge", func(_ *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
 		to, changed, err := l.Ack(now, t, attempt)
 		if err != nil || !changed {
 			return to, nil, err
 		}
 		r := transitionReceipt(l, to, "")
-		r.Detail["by"] = by
+		by.into(r.Detail)
 		return to, []Receipt{r}, nil
 	})
 }
 
 // Renew extends a held lease. Only the first renewal (acknowledged →
 // running) writes a receipt; the others move its deadline silently.
-func (s *Store) Renew(ctx context.Context, leaseID string, attempt int, by string, t lease.Timing) (lease.Lease, error) {
+func (s *Store) Renew(ctx context.Context, leaseID string, attempt int, by Who, t lease.Timing) (lease.Lease, error) {
 	return s.update(ctx, leaseID, "renew", func(_ *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
 		to, _, err := l.Renew(now, t, attempt)
 		if err != nil || to.State == l.State {
 			return to, nil, err
 		}
 		r := transitionReceipt(l, to, "")
-		r.Detail["by"] = by
+		by.into(r.Detail)
 		return to, []Receipt{r}, nil
 	})
 }
@@ -286,7 +301,7 @@ func (s *Store) Renew(ctx context.Context, leaseID string, attempt int, by strin
 // the task and the blocked reason. A checkpoint with a blocked reason stops
 // the lease (blocked), with a receipt of that too. attempt is the attempt
 // the agent names (0: none; a checkpoint observed in State Hub names none).
-func (s *Store) Checkpoint(ctx context.Context, c lease.Checkpoint, attempt int, t lease.Timing) (lease.Lease, error) {
+func (s *Store) Checkpoint(ctx context.Context, c lease.Checkpoint, attempt int, by Who, t lease.Timing) (lease.Lease, error) {
 	return s.update(ctx, c.LeaseID, "checkpoint", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
 		if c.SourceID != "" {
 			// A checkpoint posted to State Hub is recorded once, however
@@ -322,6 +337,7 @@ func (s *Store) Checkpoint(ctx context.Context, c lease.Checkpoint, attempt int,
 			return l, nil, err
 		}
 		r := transitionReceipt(l, to, string(rec.BlockedReason)) // checkpoint.recorded
+		by.into(r.Detail)
 		r.Detail["files_changed"] = len(rec.FilesChanged)
 		if rec.TaskID != "" {
 			r.Detail["task_id"] = rec.TaskID
@@ -346,7 +362,7 @@ func (s *Store) Checkpoint(ctx context.Context, c lease.Checkpoint, attempt int,
 
 // Release ends the agent's attempt with its result (completed, failed,
 // blocked); see the lease rules. The trigger completes or stops with it.
-func (s *Store) Release(ctx context.Context, leaseID, result, reason string, attempt int, t lease.Timing) (lease.Lease, error) {
+func (s *Store) Release(ctx context.Context, leaseID, result, reason string, attempt int, by Who, t lease.Timing) (lease.Lease, error) {
 	return s.update(ctx, leaseID, "release", func(_ *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
 		to, _, err := l.Release(lease.Result(result), reason, now, t, attempt)
 		if err != nil {
@@ -354,6 +370,7 @@ func (s *Store) Release(ctx context.Context, leaseID, result, reason string, att
 		}
 		r := transitionReceipt(l, to, lease.ReleaseReason(lease.Result(result), reason))
 		r.Detail["result"] = result
+		by.into(r.Detail)
 		return to, []Receipt{r}, nil
 	})
 }

@@ -90,8 +90,8 @@ func TestStoreStopTrigger(t *testing.T) {
 	if err := s.StopTrigger(ctx, "ghost", "policy", "x"); !errs.Is(err, errs.NotFound) {
 		t.Errorf("unknown trigger: %v", err)
 	}
-	must[lease.Lease](t)(s.Ack(ctx, l.ID, 0, "agent", timing))
-	must[lease.Lease](t)(s.Release(ctx, l.ID, "completed", "", 0, timing))
+	must[lease.Lease](t)(s.Ack(ctx, l.ID, 0, Who{By: "agent"}, timing))
+	must[lease.Lease](t)(s.Release(ctx, l.ID, "completed", "", 0, Who{By: "agent"}, timing))
 	if err := s.StopTrigger(ctx, l.TriggerID, "policy", "x"); !errs.Is(err, errs.Conflict) {
 		t.Errorf("a completed trigger: %v", err)
 	}
@@ -156,11 +156,11 @@ func TestStoreOffer(t *testing.T) {
 	}
 
 	// A stopped lease frees its trigger; a completed one ends it.
-	must[lease.Lease](t)(s.Ack(ctx, l.ID, 0, "agent", timing))
-	must[lease.Lease](t)(s.Release(ctx, l.ID, "blocked", "human", 0, timing))
+	must[lease.Lease](t)(s.Ack(ctx, l.ID, 0, Who{By: "agent"}, timing))
+	must[lease.Lease](t)(s.Release(ctx, l.ID, "blocked", "human", 0, Who{By: "agent"}, timing))
 	second := must[lease.Lease](t)(s.Offer(ctx, tr.ID, "", timing))
-	must[lease.Lease](t)(s.Ack(ctx, second.ID, 0, "agent", timing))
-	must[lease.Lease](t)(s.Release(ctx, second.ID, "completed", "", 0, timing))
+	must[lease.Lease](t)(s.Ack(ctx, second.ID, 0, Who{By: "agent"}, timing))
+	must[lease.Lease](t)(s.Release(ctx, second.ID, "completed", "", 0, Who{By: "agent"}, timing))
 	if _, err := s.Offer(ctx, tr.ID, "", timing); !errs.Is(err, errs.Conflict) {
 		t.Errorf("a completed trigger: %v", err)
 	}
@@ -171,23 +171,23 @@ type op func(s *Store, id string) (lease.Lease, error)
 
 var (
 	ack op = func(s *Store, id string) (lease.Lease, error) {
-		return s.Ack(context.Background(), id, 0, "agent", timing)
+		return s.Ack(context.Background(), id, 0, Who{By: "agent"}, timing)
 	}
 	renew op = func(s *Store, id string) (lease.Lease, error) {
-		return s.Renew(context.Background(), id, 0, "agent", timing)
+		return s.Renew(context.Background(), id, 0, Who{By: "agent"}, timing)
 	}
 )
 
 func release(result, reason string) op {
 	return func(s *Store, id string) (lease.Lease, error) {
-		return s.Release(context.Background(), id, result, reason, 0, timing)
+		return s.Release(context.Background(), id, result, reason, 0, Who{By: "agent"}, timing)
 	}
 }
 
 func checkpoint(c lease.Checkpoint) op {
 	return func(s *Store, id string) (lease.Lease, error) {
 		c.LeaseID = id
-		return s.Checkpoint(context.Background(), c, 0, timing)
+		return s.Checkpoint(context.Background(), c, 0, Who{By: "agent"}, timing)
 	}
 }
 
@@ -350,7 +350,7 @@ func TestStoreCheckpoints(t *testing.T) {
 	if cp := must[*lease.Checkpoint](t)(s.LatestCheckpoint(ctx, l.ID)); cp != nil {
 		t.Errorf("a checkpoint before any: %+v", cp)
 	}
-	must[lease.Lease](t)(s.Ack(ctx, l.ID, 0, "agent", timing))
+	must[lease.Lease](t)(s.Ack(ctx, l.ID, 0, Who{By: "agent"}, timing))
 	c.advance(time.Second)
 	must[lease.Lease](t)(checkpoint(lease.Checkpoint{Summary: "first"})(s, l.ID))
 	c.advance(time.Second)
@@ -559,10 +559,10 @@ func TestStoreSweepsLeaveOthers(t *testing.T) {
 	c.advance(10 * time.Second)
 	late := offered(t, s, "2")
 	held := offered(t, s, "3")
-	must[lease.Lease](t)(s.Ack(ctx, held.ID, 0, "agent", timing))
+	must[lease.Lease](t)(s.Ack(ctx, held.ID, 0, Who{By: "agent"}, timing))
 	done := offered(t, s, "4")
-	must[lease.Lease](t)(s.Ack(ctx, done.ID, 0, "agent", timing))
-	must[lease.Lease](t)(s.Release(ctx, done.ID, "completed", "", 0, timing))
+	must[lease.Lease](t)(s.Ack(ctx, done.ID, 0, Who{By: "agent"}, timing))
+	must[lease.Lease](t)(s.Release(ctx, done.ID, "completed", "", 0, Who{By: "agent"}, timing))
 	expired := must[[]lease.Lease](t)(s.ExpireDue(ctx, early.ExpiresAt, timing))
 	if len(expired) != 1 || expired[0].ID != early.ID {
 		t.Fatalf("expired %+v", expired)
@@ -590,7 +590,7 @@ func TestStoreLeaseListings(t *testing.T) {
 	for _, rev := range []string{"1", "2", "3"} {
 		ids = append(ids, offered(t, s, rev).ID)
 	}
-	must[lease.Lease](t)(s.Ack(ctx, ids[1], 0, "agent", timing))
+	must[lease.Lease](t)(s.Ack(ctx, ids[1], 0, Who{By: "agent"}, timing))
 	all := must[[]lease.Lease](t)(s.Leases(ctx, "", 0, 0))
 	if len(all) != 3 || all[0].ID != ids[2] || all[2].ID != ids[0] {
 		t.Errorf("all leases, newest first: %v", all)
@@ -630,7 +630,7 @@ func TestStoreRecovery(t *testing.T) {
 	working := offered(t, s, "2")
 	must[lease.Lease](t)(s.RecordWake(ctx, working.ID, 1, WakeRecord{Capability: "resumed", MessageID: "m1"}))
 	c.advance(time.Second)
-	working = must[lease.Lease](t)(s.Ack(ctx, working.ID, 0, "agent", timing))
+	working = must[lease.Lease](t)(s.Ack(ctx, working.ID, 0, Who{By: "agent"}, timing))
 	c.advance(time.Second)
 	working = must[lease.Lease](t)(checkpoint(progress)(s, working.ID))
 	receipts := lastReceipt(t, s)

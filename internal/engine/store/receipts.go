@@ -18,6 +18,7 @@ const (
 	KindTriggerGated       = "trigger.gated"
 	KindTriggerSuperseded  = "trigger.superseded"
 	KindTriggerWaiting     = "trigger.waiting"
+	KindGateOverridden     = "gate.overridden"
 	KindSourceInvalid      = "source.invalid"
 	KindLeaseOffered       = "lease.offered"
 	KindLeaseAcknowledged  = "lease.acknowledged"

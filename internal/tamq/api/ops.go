@@ -347,3 +347,20 @@ type DeliveryCurrentResult struct {
 	Current bool   `json:"current"`
 	Reason  string `json:"reason,omitempty"`
 }
+
+// OpWhois asks which of tamq's windows a process runs in (the pane's own
+// process or one of its descendants), as tamq derives a sender:
+// coordination-engine asks it of each caller, to know whose lease an agent
+// may act on.
+const OpWhois = "whois"
+
+// WhoisArgs name the process.
+type WhoisArgs struct {
+	PID int32 `json:"pid"`
+}
+
+// WhoisResult is the window's repo, or "" for a process in none of tamq's
+// windows (the operator).
+type WhoisResult struct {
+	Repo string `json:"repo,omitempty"`
+}

@@ -130,3 +130,10 @@ func (c *Client) DeliveryCurrent(ctx context.Context, ids []string) (api.Deliver
 	err := c.Call(ctx, look, api.OpDeliveryCurrent, api.DeliveryCurrentArgs{IDs: ids}, &res)
 	return res, err
 }
+
+// Whois says which of tamq's windows the process pid runs in ("" for none).
+func (c *Client) Whois(ctx context.Context, pid int32) (api.WhoisResult, error) {
+	var res api.WhoisResult
+	err := c.Call(ctx, 2*time.Second, api.OpWhois, api.WhoisArgs{PID: pid}, &res)
+	return res, err
+}

@@ -26,6 +26,9 @@ func emptyWorkspace(t *testing.T, config string, repos ...string) (*testutil.Env
 	e := testutil.NewEnv(t)
 	e.WriteConfig(t, config)
 	e.Gita(t, repos...)
+	// The test may act as coordination-engine towards tamq (send wakes) while
+	// a real engine runs (startEngine).
+	testutil.Mediate(t, e, nil)
 	tm := testutil.NewTmux(t)
 	t.Cleanup(func() { e.Run(t, "tamq", "stop") })
 	return e, tm

@@ -22,9 +22,14 @@ import (
 // OperatorLabel is the sender of messages sent from outside any tamq window.
 const OperatorLabel = "operator"
 
-func (s *Service) register(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) register(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
 	var args api.RegisterArgs
 	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	// From a window, a registration could make a repo ambiguous (two
+	// endpoints) and so stop every wake and send to it.
+	if err := s.notFromAWindow(ctx, peer, "register windows"); err != nil {
 		return nil, err
 	}
 	ep := args.Endpoint.Domain()

@@ -19,7 +19,7 @@ const KindReplayed = "history.replayed"
 // through what a new message goes through (registered target with a window
 // on that endpoint, body rules, ack mode, the active policy) and the replay
 // deduplication; nothing existing is changed.
-func (s *Service) replay(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) replay(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
 	var args api.ReplayArgs
 	if err := protocol.DecodeArgs(req, &args); err != nil {
 		return nil, err
@@ -39,10 +39,17 @@ func (s *Service) replay(ctx context.Context, _ protocol.Peer, req *protocol.Req
 	if err != nil {
 		return nil, err
 	}
+	// A file replayed from a window speaks for that window's repo only: its
+	// lines may not claim the operator, another repo or the engine.
+	caller, _, inWindow := s.paneOf(ctx, peer.PID)
 	var msgs []*queue.Message
 	var at []int // outcome index of each message
 	for _, e := range args.Entries {
 		m, err := s.replayed(e, reg.Resolve, endpoints, args.EndpointID)
+		if err == nil && inWindow && (e.Sender != caller.repo || m.SenderKind != queue.FromWorker && m.SenderKind != queue.FromReplay) {
+			err = errs.New(errs.PermissionDeny, "a line sent as %s (%s) cannot be replayed from %s's window: only its own messages",
+				e.Sender, m.SenderKind, caller.repo)
+		}
 		if err != nil {
 			res.Outcomes = append(res.Outcomes, api.ReplayOutcome{Line: e.Line, Status: api.ReplayRejected,
 				Code: string(errs.CodeOf(err)), Reason: err.Error()})

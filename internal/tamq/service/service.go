@@ -24,6 +24,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 	"github.com/tmux-amq/tamq/internal/receipt"
+	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
@@ -112,6 +113,8 @@ type Service struct {
 	keeper *keeper
 	// engineLink is the link to coordination-engine the attacher keeps.
 	engineLink *attachment
+	// engineProc recognises the engine's process: only it may wake.
+	engineProc *rpc.ServiceProcess
 	// pub is the publisher's state: how it sends receipts, and how it went.
 	pub *publisher
 
@@ -156,6 +159,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	s.watcher = &daemon.Worker{Name: "watcher", Run: s.watch}
 	s.attacher = &daemon.Worker{Name: "attacher", Run: s.attachLoop}
 	s.engineLink = newAttachment(o.Engine.Socket)
+	s.engineProc = newEngineProcess(o)
 	s.publisher = &daemon.Worker{Name: "publisher", Run: s.publishLoop}
 	s.keeper = newKeeper()
 	s.leaseKeeper = &daemon.Worker{Name: "lease keeper", Run: s.keepLeases}
@@ -286,6 +290,7 @@ func (s *Service) handlers() map[string]unixsock.Handler {
 		api.OpBrokerSession: s.brokerSession,
 		api.OpWake:          s.wakeOp,
 		api.OpCancelWake:    s.cancelWakeOp,
+		api.OpWhois:         s.whois,
 		// A broker's last look before it writes a delivery of wakes.
 		api.OpDeliveryCurrent: s.deliveryCurrent,
 	})

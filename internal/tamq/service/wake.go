@@ -29,9 +29,12 @@ const EngineLabel = "coordination-engine"
 // repo window (spec section 5). (lease_id, attempt) is the idempotency key:
 // the identical request again answers with the original message and queues
 // nothing; the same key with another request is a conflict.
-func (s *Service) wakeOp(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) wakeOp(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
 	var w api.WakeRequest
 	if err := protocol.DecodeArgs(req, &w); err != nil {
+		return nil, err
+	}
+	if err := s.fromEngine(ctx, peer, "wake an agent"); err != nil {
 		return nil, err
 	}
 	if err := checkWake(w); err != nil {
@@ -215,9 +218,12 @@ func (s *Service) wakeTarget(ctx context.Context, w api.WakeRequest) (queue.Endp
 // attempts that ended: those not written yet, or waiting to be presented
 // again, end cancelled with the engine's reason. (tamq asks the engine
 // before it writes a wake anyway; this makes the history say so at once.)
-func (s *Service) cancelWakeOp(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) cancelWakeOp(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
 	var args api.CancelWakeArgs
 	if err := protocol.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	if err := s.fromEngine(ctx, peer, "cancel a wake"); err != nil {
 		return nil, err
 	}
 	if p := textsafe.NameProblem(args.LeaseID); p != "" {

@@ -3,12 +3,15 @@ package service
 import (
 	"context"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/testutil"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
@@ -17,7 +20,11 @@ import (
 // shell would run the prompt. Nothing is queued.
 func TestWakeRefusesAWindowThatRunsAShell(t *testing.T) {
 	t.Parallel()
-	svc, p, _ := inProcessService(t, t.TempDir(), Options{Writer: discardWriter{}})
+	root := t.TempDir()
+	// The test stands in for coordination-engine: only its process wakes.
+	engine := paths.Paths{Program: paths.Engine, Socket: filepath.Join(root, "engine", "coordination-engine.sock")}
+	testutil.StandIn(t, engine.Socket, nil)
+	svc, p, _ := inProcessService(t, root, Options{Writer: discardWriter{}, Engine: engine})
 	ctx := context.Background()
 	// The endpoint's pane %0 is tmux's first window, a shell: marked as the
 	// repo's window, it is what a trigger-mode window without a command was.

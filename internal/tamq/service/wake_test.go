@@ -118,6 +118,7 @@ func TestWakeUnavailableAndRefused(t *testing.T) {
 	t.Parallel()
 	e, _ := workspace(t, fastConfig, "net-kingdom") // opened in manual mode
 	e.Gita(t, "railiance")
+	startEngine(t, e)
 	if _, err := wake(t, e, wakeRequest("L1", 1, "nowhere", "x")); !errs.Is(err, errs.UnknownTarget) {
 		t.Errorf("unregistered repo: %v", err)
 	}

@@ -1,0 +1,168 @@
+package service
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/engine/lease"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/proc"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
+)
+
+// Who calls the engine is derived from the caller's process, never from
+// what a request says (docs/security.md): tamq's service is the process
+// listening on tamq's socket; an agent is a process tamq places in one of
+// its windows (tamq's `whois`, the derivation its `send` uses); anyone else
+// of the user's is the operator.
+
+// caller is who made a request.
+type caller struct {
+	// by is lease.ByTamq, lease.ByAgent, lease.ByOperator, or byUnverified:
+	// a process under a tmux server of tamq's windows while tamq cannot say
+	// which window (it is not running).
+	by string
+	// repo is an agent's window's repo.
+	repo string
+}
+
+const byUnverified = "unverified"
+
+func (c caller) String() string {
+	if c.by == lease.ByAgent {
+		return "the agent in " + c.repo + "'s window"
+	}
+	return c.by
+}
+
+// detail is how a receipt records the caller.
+func (c caller) detail(d map[string]any) map[string]any {
+	d["by"] = c.by
+	if c.repo != "" {
+		d["by_repo"] = c.repo
+	}
+	return d
+}
+
+type callerKey struct{}
+
+func withCaller(ctx context.Context, c caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// callerFrom is the caller of the request ctx belongs to (the operator for
+// work the engine does on its own).
+func callerFrom(ctx context.Context) caller {
+	if c, ok := ctx.Value(callerKey{}).(caller); ok {
+		return c
+	}
+	return caller{by: lease.ByOperator}
+}
+
+// whoisTimeout bounds the question to tamq: its answer comes from a walk up
+// the caller's process tree.
+const whoisTimeout = 2 * time.Second
+
+// callerOf derives the caller of a connection.
+func (s *Service) callerOf(ctx context.Context, peer protocol.Peer) caller {
+	if s.tamqProc.Is(ctx, peer) {
+		return caller{by: lease.ByTamq}
+	}
+	if s.opts.Tamq != nil {
+		wctx, cancel := context.WithTimeout(ctx, whoisTimeout)
+		res, err := s.opts.Tamq.Whois(wctx, peer.PID)
+		cancel()
+		if err == nil {
+			if res.Repo != "" {
+				return caller{by: lease.ByAgent, repo: res.Repo}
+			}
+			return caller{by: lease.ByOperator}
+		}
+	}
+	if s.underTamqsTmux(ctx, peer.PID) {
+		return caller{by: byUnverified}
+	}
+	return caller{by: lease.ByOperator}
+}
+
+// underTamqsTmux says whether a process runs under one of the tmux servers
+// tamq attached (an endpoint id names its server's pid): without tamq to
+// say which window, such a process may be any repo's agent.
+func (s *Service) underTamqsTmux(ctx context.Context, pid int32) bool {
+	eps, err := s.store.Endpoints(ctx, false)
+	if err != nil {
+		return true // unknown: not the operator's to claim
+	}
+	servers := map[int]bool{}
+	for _, ep := range eps {
+		if n, err := strconv.Atoi(strings.TrimPrefix(ep.TamqEndpointID, "tmux-amq-")); err == nil {
+			servers[n] = true
+		}
+	}
+	chain, err := proc.Ancestors(int(pid))
+	if err != nil {
+		return true
+	}
+	for _, st := range chain {
+		if servers[st.PID] {
+			return true
+		}
+	}
+	return false
+}
+
+// Who may call an operation.
+type access int
+
+const (
+	anyone   access = iota // status, ping, hello, lease_current: nothing changes
+	tamqOnly               // attach, detach, publish: tamq's service itself
+	operator               // wake, leases, receipts, explain, stop: never from a window
+	worker                 // an agent's commands: its own repo's leases and tasks (checked by each handler), or the operator's
+)
+
+// guard derives the caller, refuses what it may not do, and hands the
+// caller to the handler in its context.
+func (s *Service) guard(a access, op string, h unixsock.Handler) unixsock.Handler {
+	return func(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
+		c := s.callerOf(ctx, peer)
+		if err := a.allows(c, op, s.opts.TamqSocket); err != nil {
+			s.log.Warn("request refused", "op", op, "pid", peer.PID, "caller", c.String())
+			return nil, err
+		}
+		return h(withCaller(ctx, c), peer, req)
+	}
+}
+
+func (a access) allows(c caller, op, tamqSocket string) error {
+	switch {
+	case a == anyone:
+		return nil
+	case a == tamqOnly && c.by != lease.ByTamq:
+		return errs.New(errs.PermissionDeny, "only tamq's service may %s (the process listening on %s); you are %s", op, tamqSocket, c)
+	case a == tamqOnly:
+		return nil
+	case c.by == byUnverified && (a == worker || op == "wake"):
+		return errs.New(errs.Unavailable, "tamq is not running, so coordination-engine cannot tell which window you run in").
+			WithHint("start tamq (`tamq start --detach`) and run the command again")
+	case a == operator && c.by == lease.ByAgent:
+		return errs.New(errs.PermissionDeny, "%s is the operator's; %s may not run it", op, c).
+			WithHint("run it from a terminal outside tamq's windows")
+	case a == worker && c.by == lease.ByTamq && op != "lease_ack" && op != "lease_renew":
+		return errs.New(errs.PermissionDeny, "tamq acknowledges and renews leases for its broker; it may not %s", op)
+	}
+	return nil
+}
+
+// mayActOn refuses an agent acting on another repo's lease or task: the
+// operator may act on any, an agent on its own repo's only.
+func mayActOn(ctx context.Context, what, repo string) error {
+	c := callerFrom(ctx)
+	if c.by != lease.ByAgent || c.repo == repo {
+		return nil
+	}
+	return errs.New(errs.PermissionDeny, "%s belongs to %s; %s may act only on %s's", what, repo, c, c.repo)
+}

@@ -1,0 +1,144 @@
+package service_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tmux-amq/tamq/internal/testutil"
+)
+
+// inWindow runs a shell script in repo's window (a shell window: a person
+// typing there, or an agent's tool call) and returns what each of its
+// lines printed, with its exit status.
+func (l *loop) inWindow(t *testing.T, repo string, lines ...string) string {
+	t.Helper()
+	out := filepath.Join(l.e.Root, repo+"-out.txt")
+	script := filepath.Join(l.e.Root, repo+"-script.sh")
+	var b strings.Builder
+	for _, line := range lines {
+		fmt.Fprintf(&b, "echo '$ %s' >> %s\n%s >> %s 2>&1; echo \"exit $?\" >> %s\n", line, out, line, out, out)
+	}
+	fmt.Fprintf(&b, "echo END >> %s\n", out)
+	if err := os.WriteFile(script, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(out)
+	pane := ""
+	for _, row := range strings.Split(l.tm.Must(t, "list-panes", "-a", "-F", "#{pane_id} #{@tamq_repo}"), "\n") {
+		if f := strings.Fields(row); len(f) == 2 && f[1] == repo {
+			pane = f[0]
+		}
+	}
+	if pane == "" {
+		t.Fatalf("no window of %s", repo)
+	}
+	l.tm.Must(t, "send-keys", "-t", pane, "-l", "sh "+script)
+	l.tm.Must(t, "send-keys", "-t", pane, "Enter")
+	var got string
+	testutil.WaitFor(t, "the script in "+repo+"'s window", func() bool {
+		b, _ := os.ReadFile(out)
+		got = string(b)
+		return strings.HasSuffix(got, "END\n")
+	})
+	return got
+}
+
+// exitOf is the exit status the script printed after the line that ran cmd.
+func exitOf(out, cmd string) string {
+	_, after, ok := strings.Cut(out, "$ "+cmd+"\n")
+	if !ok {
+		return "not run"
+	}
+	for _, line := range strings.Split(after, "\n") {
+		if s, ok := strings.CutPrefix(line, "exit "); ok {
+			return s
+		}
+	}
+	return "no exit"
+}
+
+// An agent in alpha's window (here a shell where it runs commands) cannot
+// act on beta's lease, wake anyone, read the engine's listings or stop it,
+// nor register windows or stand in for the engine towards tamq; the same
+// commands from outside every window are the operator's. Receipts say who
+// acted.
+func TestTheEngineKnowsWhoIsCalling(t *testing.T) {
+	t.Parallel()
+	l := newLoop(t, "", "alpha", "beta", "gamma")
+	l.openAgent(t, "beta", "ackstall")
+	l.e.Tamq(t, "open", "--tmux-socket", l.tm.Name, "--mode", "manual", "alpha")
+	l.waitAttached(t, "beta", 1)
+	w := l.wake(t, "beta")
+	if w.Lease == nil {
+		t.Fatalf("beta not woken: %+v", w)
+	}
+	beta := w.Lease.LeaseID
+	testutil.WaitFor(t, "beta's agent to take its lease", func() bool {
+		for _, r := range l.receipts(t, beta) {
+			if r.Kind == "checkpoint.recorded" {
+				return true
+			}
+		}
+		return false
+	})
+
+	ce, tamq := filepath.Join(l.e.Bin, "coordination-engine"), filepath.Join(l.e.Bin, "tamq")
+	refused := []string{
+		ce + " lease ack " + beta,
+		ce + " lease renew " + beta,
+		ce + " checkpoint --lease " + beta + " --summary FORGED-BY-ALPHA --next obey",
+		ce + " lease release " + beta + " --result completed",
+		ce + " wake gamma",
+		ce + " leases",
+		ce + " receipts",
+		ce + " explain T-1",
+		ce + " stop",
+		"env XDG_CONFIG_HOME=" + l.e.Config + " " + tamq + " open --tmux-socket " + l.tm.Name + " gamma",
+	}
+	out := l.inWindow(t, "alpha", append(refused, ce+" status", ce+" lease ack no-such-lease")...)
+	for _, cmd := range refused {
+		if got := exitOf(out, cmd); got != "9" {
+			t.Errorf("from alpha's window, %q exited %s, want 9 (permission_denied)", cmd, got)
+		}
+	}
+	if got := exitOf(out, ce+" status"); got != "0" {
+		t.Errorf("status from a window exited %s", got)
+	}
+	if got := exitOf(out, ce+" lease ack no-such-lease"); got != "12" {
+		t.Errorf("an unknown lease from a window exited %s, want 12", got)
+	}
+	if !strings.Contains(out, "lease "+beta+" belongs to beta; the agent in alpha's window may act only on alpha's") {
+		t.Errorf("the refusal does not say why:\n%s", out)
+	}
+	// beta's lease is as its agent left it, and no forged word reached the
+	// engine's records.
+	for _, r := range l.receipts(t, beta) {
+		if r.Detail["by_repo"] == "alpha" {
+			t.Errorf("a receipt of alpha's acting on beta's lease: %+v", r)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(l.e.EngineState(), "coordination.sqlite3"))
+	if strings.Contains(string(b), "FORGED-BY-ALPHA") {
+		t.Error("alpha's checkpoint on beta's lease was stored")
+	}
+	// Receipts name who acted: beta's own agent, from its window.
+	var acked bool
+	for _, r := range l.receipts(t, beta) {
+		if r.Kind == "lease.acknowledged" {
+			acked = r.Detail["by"] == "agent" && r.Detail["by_repo"] == "beta" || r.Detail["by"] == "broker"
+		}
+	}
+	if !acked {
+		t.Errorf("the ack's receipt does not name beta's agent or broker: %+v", l.receipts(t, beta))
+	}
+	// The operator, outside every window, may release it by hand.
+	l.e.Engine(t, "lease", "release", beta, "--result", "failed", "--reason", "released by the operator")
+	for _, r := range l.receipts(t, beta) {
+		if r.Kind == "lease.retry_wait" && r.Detail["by"] != "operator" {
+			t.Errorf("the operator's release is recorded as %v", r.Detail["by"])
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package testutil
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
+	"github.com/tmux-amq/tamq/internal/rpc"
+)
+
+// StandIn serves socket in the test's own process, as one of our services
+// would: it answers ping with the test's pid, so the other service takes
+// the test's requests as that service's own (a test that acts as tamq
+// towards the engine, or as the engine towards tamq), plus any handlers
+// given. It stops when the test ends.
+func StandIn(t testing.TB, socket string, handlers map[string]unixsock.Handler) {
+	t.Helper()
+	ln, err := unixsock.Listen(socket, protocol.Names{Program: "stand-in"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	hs := map[string]unixsock.Handler{
+		rpc.OpPing: func(context.Context, protocol.Peer, *protocol.Request) (any, error) {
+			return rpc.PingResult{PID: os.Getpid(), StartedAt: started}, nil
+		},
+	}
+	for op, h := range handlers {
+		hs[op] = h
+	}
+	srv := &unixsock.Server{Handlers: hs, IdleTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(context.Background(), ln) }()
+	t.Cleanup(func() {
+		ln.Close()
+		srv.Shutdown(context.Background())
+		<-done
+	})
+}
+
+// Mediate puts the test between tamq's service and coordination-engine:
+// each reaches the other through a relay in the test's process that passes
+// every request on and answers pings with the test's pid. Each service
+// knows the other by that pid, so the test may act as either (send a wake
+// as the engine would, attach as tamq would) while both run for real.
+// Call it before either service starts. lose, when not nil, sees every
+// answer tamq gives the engine and may keep it from the engine (a crash
+// between a request and its answer).
+func Mediate(t testing.TB, e *Env, lose func(op string, answer []byte) bool) {
+	t.Helper()
+	toEngine, toTamq := filepath.Join(e.Runtime, "relay-engine.sock"), filepath.Join(e.Runtime, "relay-tamq.sock")
+	Relay(t, toEngine, filepath.Join(e.Runtime, "coordination-engine.sock"), nil)
+	Relay(t, toTamq, e.Socket(), lose)
+	if e.ProgramVars == nil {
+		e.ProgramVars = map[string][]string{}
+	}
+	e.ProgramVars["tamq"] = append(e.ProgramVars["tamq"], "COORDINATION_ENGINE_SOCKET="+toEngine)
+	e.ProgramVars["coordination-engine"] = append(e.ProgramVars["coordination-engine"], "TAMQ_SOCKET="+toTamq)
+}
+
+// Relay listens on listen and passes each connection's one request on to
+// upstream and its answer back, answering pings with the test's pid (see
+// Mediate). lose, when not nil, may keep an answer from the caller.
+func Relay(t testing.TB, listen, upstream string, lose func(op string, answer []byte) bool) {
+	t.Helper()
+	os.MkdirAll(filepath.Dir(listen), 0o700)
+	ln, err := net.Listen("unix", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go relayOne(c, upstream, lose)
+		}
+	}()
+}
+
+func relayOne(c net.Conn, upstream string, lose func(op string, answer []byte) bool) {
+	defer c.Close()
+	req, err := bufio.NewReader(c).ReadBytes('\n')
+	if err != nil {
+		return
+	}
+	up, err := net.Dial("unix", upstream)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	if _, err := up.Write(req); err != nil {
+		return
+	}
+	res, err := bufio.NewReader(up).ReadBytes('\n')
+	if err != nil {
+		return
+	}
+	var frame struct{ Op string }
+	json.Unmarshal(req, &frame)
+	if frame.Op == rpc.OpPing {
+		var answer map[string]any
+		if json.Unmarshal(res, &answer) == nil {
+			if result, ok := answer["result"].(map[string]any); ok {
+				result["pid"] = os.Getpid()
+				b, _ := json.Marshal(answer)
+				res = append(b, '\n')
+			}
+		}
+	}
+	if lose != nil && lose(frame.Op, res) {
+		return
+	}
+	c.Write(res)
+}
