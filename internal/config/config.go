@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
-	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -30,6 +29,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/policy"
+	"github.com/tmux-amq/tamq/internal/trust"
 )
 
 // Config holds the settings of both programs. A program reads only the part
@@ -261,9 +261,13 @@ func (l *Loaded) ProfileRef() string {
 // Load reads the program's config file (a missing default file means defaults),
 // applies environment overrides and validates the result.
 func Load(p paths.Paths) (*Loaded, error) {
-	data, err := os.ReadFile(p.ConfigFile)
+	// The file names the command run for State Hub's token (as the user):
+	// one another user could write is refused before a byte of it is used.
+	data, err := trust.ReadFile(p.ConfigFile, "config file")
 	exists := true
 	switch {
+	case errs.Is(err, errs.PermissionDeny):
+		return nil, err
 	case errors.Is(err, fs.ErrNotExist) && p.ConfigVar == "":
 		data, exists = nil, false
 	case errors.Is(err, fs.ErrNotExist):

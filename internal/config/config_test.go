@@ -13,6 +13,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/policy"
+	"github.com/tmux-amq/tamq/internal/trust/trusttest"
 )
 
 // setup writes content (if not nil) to a config file and returns tamq's paths for it.
@@ -464,5 +465,29 @@ func TestTOMLShowsOwnKeys(t *testing.T) {
 		if got := strings.Contains(coordination, "safety_gated_max_attempts"); got != (tt.program == paths.Engine) {
 			t.Errorf("%s: coordination.safety_gated_max_attempts shown = %v in\n%s", tt.program, got, coordination)
 		}
+	}
+}
+
+// A config file names the command run for State Hub's token: one that
+// another user can write, or replace, is refused for both programs (the
+// e2e script trust shows its credential_command then never runs).
+func TestConfigOthersCanWriteIsRefused(t *testing.T) {
+	for _, program := range []paths.Program{paths.Tamq, paths.Engine} {
+		t.Run(string(program), func(t *testing.T) {
+			layout := func(t *testing.T) string {
+				p := setupFor(t, program, ptr("[statehub]\ncredential_command = [\"touch\", \"/nonexistent/marker\"]\n"), nil)
+				if err := os.Chmod(filepath.Dir(p.ConfigFile), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				return p.ConfigFile
+			}
+			trusttest.Run(t, layout, func(file string) error {
+				l, err := Load(paths.Paths{Program: program, ConfigFile: file})
+				if err == nil && !l.HasCredentialCommand() {
+					t.Errorf("accepted without its credential_command")
+				}
+				return err
+			})
+		})
 	}
 }

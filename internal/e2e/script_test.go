@@ -27,6 +27,12 @@ import (
 )
 
 func TestScripts(t *testing.T) {
+	// testscript's mkdir and cp make directories 0777 and files 0666 less
+	// the umask: under a umask of 002 (many desktops) they would be
+	// group-writable, and the programs refuse such config files and gita
+	// registries (internal/trust). Not restored: the scripts run after this
+	// function returns.
+	syscall.Umask(0o022)
 	bin := testutil.Binaries(t)
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",

@@ -24,6 +24,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/textsafe"
+	"github.com/tmux-amq/tamq/internal/trust"
 )
 
 // The files gita keeps in its directory.
@@ -334,14 +335,23 @@ func (rd *Reader) Load() (*Registry, error) {
 	if !fresh {
 		// Stat before reading: a change after the stat shows in the next stat.
 		readAt := time.Now()
-		reposData, err := os.ReadFile(reg.ReposFile)
+		// The registry says which directory is which repo, so where
+		// prompts and messages are typed: files another user could write
+		// are refused.
+		reposData, err := trust.ReadFile(reg.ReposFile, "gita registry")
+		if errs.Is(err, errs.PermissionDeny) {
+			return nil, err
+		}
 		if err != nil {
 			return nil, missingOrUnreadable(rd.dir, reg.ReposFile, err)
 		}
-		groupsData, err := os.ReadFile(reg.GroupsFile)
+		groupsData, err := trust.ReadFile(reg.GroupsFile, "gita registry")
 		if errors.Is(err, fs.ErrNotExist) {
 			// gita creates groups.csv only when a group is made.
 			groupsData, err = nil, nil
+		}
+		if errs.Is(err, errs.PermissionDeny) {
+			return nil, err
 		}
 		if err != nil {
 			return nil, unreadable(reg.GroupsFile, err)

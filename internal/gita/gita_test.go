@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/trust/trusttest"
 )
 
 // The files in testdata were written by Python 3.11's csv module exactly as
@@ -775,5 +776,30 @@ func TestBareRepositoryIsAskedOnceWhileUnchanged(t *testing.T) {
 	}
 	if asked != 4 {
 		t.Errorf("git asked %d times in all, want 4 (twice within the racy window)", asked)
+	}
+}
+
+// The registry says which directory is which repo, and so where tamq types:
+// repos.csv and groups.csv that another user can write, or replace, are
+// refused.
+func TestLoadRefusesARegistryOthersCanWrite(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{ReposFileName, GroupsFileName} {
+		t.Run(name, func(t *testing.T) {
+			layout := func(t *testing.T) string {
+				dir, src := setup(t)
+				fakeRepo(t, filepath.Join(src, "a"))
+				writeFile(t, filepath.Join(dir, ReposFileName), src+"/a,a,,\r\n")
+				writeFile(t, filepath.Join(dir, GroupsFileName), "g:a:\r\n")
+				return filepath.Join(dir, name)
+			}
+			trusttest.Run(t, layout, func(file string) error {
+				reg, err := NewReader(filepath.Dir(file)).Load()
+				if err == nil && (len(reg.Repos) != 1 || len(reg.Groups) != 1) {
+					t.Errorf("accepted as %+v", reg)
+				}
+				return err
+			})
+		})
 	}
 }

@@ -3,9 +3,9 @@ package cli
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -15,6 +15,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/statehub/devhub"
+	"github.com/tmux-amq/tamq/internal/trust"
 )
 
 func newDevStateHubCmd(a *app.App) *cobra.Command {
@@ -37,15 +38,17 @@ to other local users). It stops on SIGTERM or SIGINT.`,
 				return app.UsageError("give --token or --token-file, not both")
 			}
 			if tokenFile != "" {
-				fi, err := os.Stat(tokenFile)
+				// The token is a secret, and whoever could write the file
+				// could choose it: the file must be the user's and private.
+				f, err := trust.OpenPrivate(tokenFile, "token file")
+				if errs.Is(err, errs.PermissionDeny) {
+					return err
+				}
 				if err != nil {
 					return errs.Wrap(errs.ConfigInvalid, err, "token file")
 				}
-				if fi.Mode().Perm()&0o077 != 0 {
-					return errs.New(errs.PermissionDeny, "token file %s is readable by others (mode %o)", tokenFile, fi.Mode().Perm()).
-						WithHint("chmod 600 %s", tokenFile)
-				}
-				b, err := os.ReadFile(tokenFile)
+				b, err := io.ReadAll(f)
+				f.Close()
 				if err != nil {
 					return errs.Wrap(errs.ConfigInvalid, err, "token file")
 				}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/textsafe"
+	"github.com/tmux-amq/tamq/internal/trust"
 )
 
 // RepoTemplatesFile is where a repository keeps its own continuation
@@ -64,7 +65,9 @@ func CheckTemplates(ts []string) error {
 // be what they seem: a symbolic link could point us at /dev/zero or at
 // another user's file, and a FIFO could hang the engine. Both are refused,
 // and the file is opened without following links and checked again through
-// its descriptor, so swapping it after the check does not help.
+// its descriptor, so swapping it after the check does not help. A file or
+// directory another user can write is refused (permission_denied; see
+// internal/trust).
 func LoadRepoTemplates(repoDir string) ([]string, bool, error) {
 	name := filepath.Join(repoDir, RepoTemplatesFile)
 	dir, err := os.Lstat(filepath.Dir(name))
@@ -93,6 +96,11 @@ func LoadRepoTemplates(repoDir string) ([]string, bool, error) {
 	opened, err := f.Stat()
 	if err != nil || !opened.Mode().IsRegular() || !os.SameFile(fi, opened) {
 		return nil, false, errs.New(errs.ConfigInvalid, "%s: changed while being read", name)
+	}
+	// What it says goes into an agent's prompt, which the agent acts on as
+	// the user: a file another user could write, or replace, is refused.
+	if err := trust.Check(f, name, "continuation templates"); err != nil {
+		return nil, false, err
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxTemplatesFile+1))
 	if err != nil {

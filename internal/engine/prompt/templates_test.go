@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/trust/trusttest"
 )
 
 // repoWith makes a repository whose templates file holds content.
@@ -123,4 +124,20 @@ func TestCheckTemplates(t *testing.T) {
 			t.Errorf("CheckTemplates(%q) = %v, want %q", ts, err, want)
 		}
 	}
+}
+
+// The templates go into an agent's prompt: a file, or a directory, that
+// another user can write is refused, and the engine uses the configured
+// or built-in templates instead.
+func TestLoadRepoTemplatesRefusesWhatOthersCanWrite(t *testing.T) {
+	layout := func(t *testing.T) string {
+		return filepath.Join(repoWith(t, "a template\n"), RepoTemplatesFile)
+	}
+	trusttest.Run(t, layout, func(file string) error {
+		ts, found, err := LoadRepoTemplates(filepath.Dir(filepath.Dir(file)))
+		if err == nil && (!found || !reflect.DeepEqual(ts, []string{"a template"})) {
+			t.Errorf("accepted as %q, %v", ts, found)
+		}
+		return err
+	})
 }
