@@ -37,6 +37,11 @@
 //
 // Every command names the attempt when the prompt's commands do
 // (--attempt N), as the prompt tells an agent to.
+//
+// With Wrap set, the agent also shows every line it reads re-wrapped at that
+// many columns, as a TUI shows the user's prompt in its transcript: where a
+// row starts depends on the agent's width, not on the text's own lines. With
+// Say set, it then prints that line of its own after each message it shows.
 package agentsim
 
 import (
@@ -72,6 +77,12 @@ type Config struct {
 	Hold string
 	// ToolFile is the file the tool part shows; "" is notes.txt.
 	ToolFile string
+	// Wrap, when over 0, shows each line read re-wrapped at Wrap columns
+	// (see the function Wrap).
+	Wrap int
+	// Say is a line the agent prints as its own words, followed by a blank
+	// line, after showing each message ("From:..." line) when Wrap is set.
+	Say string
 	// Log receives one line per event: "wake LEASE ATTEMPT
 	// checkpoint=yes|no task=ID message=ID", "run ARGS... -> STATUS",
 	// "statehub ID done|read" then "statehub ID -> STATUS", "done LEASE".
@@ -130,6 +141,14 @@ func Run(in io.Reader, out io.Writer, c Config) {
 	var w wake
 	for sc.Scan() {
 		line := framing.Replace(sc.Text())
+		if c.Wrap > 0 {
+			for _, row := range Wrap(line, c.Wrap) {
+				fmt.Fprintln(out, row)
+			}
+			if c.Say != "" && strings.HasPrefix(line, "From:") {
+				fmt.Fprintf(out, "%s\n\n", c.Say)
+			}
+		}
 		if m := attemptLine.FindStringSubmatch(line); m != nil {
 			w = wake{attempt: m[2]}
 		}
@@ -288,6 +307,32 @@ func (c Config) showTool(out io.Writer) {
 	}
 	fmt.Fprintln(out)
 	c.Log("tool %s", c.toolFile())
+}
+
+// Wrap breaks text into rows of at most width columns (one column a rune)
+// at spaces, as a TUI lays out a paragraph: each row takes the words that
+// fit, and a word longer than a row is cut. Runs of white space between
+// words show as one space.
+func Wrap(text string, width int) []string {
+	var rows []string
+	row := ""
+	for _, word := range strings.Fields(text) {
+		for len([]rune(word)) > width {
+			if row != "" {
+				rows, row = append(rows, row), ""
+			}
+			rows, word = append(rows, string([]rune(word)[:width])), string([]rune(word)[width:])
+		}
+		switch {
+		case row == "":
+			row = word
+		case len([]rune(row))+1+len([]rune(word)) <= width:
+			row += " " + word
+		default:
+			rows, row = append(rows, row), word
+		}
+	}
+	return append(rows, row)
 }
 
 func yesNo(b bool) string {

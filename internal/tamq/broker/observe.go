@@ -49,8 +49,12 @@ type Block struct {
 //   - a block with the same text over the same rows as one sent within
 //     RedrawWindow is a redraw (a full-screen program repainting) and is
 //     dropped; the same text printed again on new rows is a new message;
-//   - a line that is one of the lines we recently injected is never an
-//     address, however the agent echoes it.
+//   - a line that is a piece of a text we recently injected (compared with
+//     every run of white space made one space, as a substring) is never an
+//     address, however the agent's screen wraps, indents or quotes it; and
+//     a piece of a text injected after a block opened ends that block, which
+//     is sent without it: what tamq typed into the agent is never sent as
+//     the agent's words.
 //
 // An address to an unregistered slug makes a block marked Unknown; one whose
 // target can be no name at all (empty, too long, or holding characters that
@@ -83,13 +87,16 @@ type Observer struct {
 	cur       cursor
 	emitted   map[place][]emitted // blocks sent lately, by where they sat
 	nEmitted  int
-	echoes    []echo
+	injected  injections
 }
 
 type openBlock struct {
 	Block
 	at      place
 	invalid bool
+	// injected is how many texts had been injected when the block opened:
+	// a later one shown below it is the delivery's echo, not more of it.
+	injected uint64
 }
 
 // place is where a line sits: its row on the screen plus the lines scrolled
@@ -147,17 +154,9 @@ type emitted struct {
 	when  time.Time
 }
 
-type echo struct {
-	line string
-	at   time.Time
-}
-
 // RedrawWindow is how long a block at the same place with the same text
 // counts as a redraw of the one already sent.
 const RedrawWindow = 10 * time.Minute
-
-// EchoWindow is how long lines we injected are recognized when they come back.
-const EchoWindow = 10 * time.Minute
 
 // maxEmitted bounds the blocks remembered for recognizing redraws.
 const maxEmitted = 256
@@ -239,19 +238,13 @@ func (o *Observer) Tick() {
 	}
 }
 
-// Injected records text we wrote into the agent, so its lines are never
-// read back as addresses.
+// Injected records text we wrote into the agent, so no piece of it is ever
+// read back as an address or as part of a block (injections).
 func (o *Observer) Injected(text string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.init()
-	now := o.Now()
-	for _, l := range strings.Split(text, "\n") {
-		if l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), ">")); l != "" {
-			o.echoes = append(o.echoes, echo{line: l, at: now})
-		}
-	}
-	o.expire(now)
+	o.injected.add(text, o.Now())
 }
 
 // Close ends the stream (the agent exited): a line in progress and an open
@@ -496,17 +489,28 @@ func (o *Observer) handleLine(text string, broken bool) {
 	if at := addressStart([]rune(text)); at >= 0 {
 		address = string([]rune(text)[at:])
 	}
-	if address != "" && !o.isEcho(address) {
+	if address != "" {
 		o.closeBlock()
+		// A row of a delivered text that starts with "To:" where the
+		// agent's screen wrapped it is the sender's words, not this
+		// agent's: it opens nothing, whichever of the last texts it came
+		// from, and is no part of a block before it either.
+		if o.injected.holds(address, o.Now(), 0) {
+			return
+		}
 		a, _ := queue.ReadAddress(address, o.Slugs())
-		o.open = &openBlock{Block: Block{Target: a.Target, Body: a.Body, Unknown: !a.Known}, at: o.cur.place(), invalid: broken}
+		o.open = &openBlock{Block: Block{Target: a.Target, Body: a.Body, Unknown: !a.Known}, at: o.cur.place(), invalid: broken,
+			injected: o.injected.seq}
 		o.checkSize()
 		return
 	}
 	if o.open == nil {
 		return
 	}
-	if strings.TrimSpace(text) == "" {
+	// Only texts injected since the block opened end it: a delivery shown
+	// right under the agent's block. A short line of the agent's own ("ok")
+	// is a piece of many older texts, and would cut its message short.
+	if strings.TrimSpace(text) == "" || o.injected.holds(text, o.Now(), o.open.injected) {
 		o.closeBlock()
 		return
 	}
@@ -523,17 +527,6 @@ func (o *Observer) checkSize() {
 	}
 	o.Notice(fmt.Sprintf("tamq: not sent to %s: the block grew past %d bytes (the limit); send it in parts", textsafe.Escape(o.open.Target), queue.MaxBody))
 	o.open = nil
-}
-
-func (o *Observer) isEcho(line string) bool {
-	now := o.Now()
-	o.expire(now)
-	for _, e := range o.echoes {
-		if e.line == line {
-			return true
-		}
-	}
-	return false
 }
 
 func (o *Observer) closeBlock() {
@@ -568,17 +561,4 @@ func (o *Observer) closeBlock() {
 		return
 	}
 	o.Emit(b.Block)
-}
-
-func (o *Observer) expire(now time.Time) {
-	if len(o.echoes) == 0 || now.Sub(o.echoes[0].at) < EchoWindow {
-		return // the oldest is still fresh
-	}
-	echoes := o.echoes[:0]
-	for _, e := range o.echoes {
-		if now.Sub(e.at) < EchoWindow {
-			echoes = append(echoes, e)
-		}
-	}
-	o.echoes = echoes
 }

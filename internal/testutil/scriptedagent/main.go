@@ -7,24 +7,32 @@
 //	                                message read) through the engine
 //	SCRIPTED_AGENT_DIALOG           a file: a dialog shows while it exists
 //	SCRIPTED_AGENT_HOLD             a file: the work part works while it exists
+//	SCRIPTED_AGENT_WRAP             columns: show every line read re-wrapped at
+//	                                that width, as a TUI shows the user's prompt
+//	SCRIPTED_AGENT_SAY              a line the agent prints as its own after
+//	                                each message it shows (with WRAP)
 package main
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/tmux-amq/tamq/internal/agentsim"
 )
 
 func main() {
+	wrap, _ := strconv.Atoi(os.Getenv("SCRIPTED_AGENT_WRAP"))
 	agentsim.Run(os.Stdin, os.Stdout, agentsim.Config{
 		Plan:    strings.Fields(os.Getenv("SCRIPTED_AGENT_PLAN")),
 		Engine:  engine(),
 		Publish: os.Getenv("SCRIPTED_AGENT_PUBLISH") != "",
 		Dialog:  os.Getenv("SCRIPTED_AGENT_DIALOG"),
 		Hold:    os.Getenv("SCRIPTED_AGENT_HOLD"),
+		Wrap:    wrap,
+		Say:     os.Getenv("SCRIPTED_AGENT_SAY"),
 		Log: func(format string, args ...any) {
 			path := os.Getenv("SCRIPTED_AGENT_LOG")
 			if path == "" {
