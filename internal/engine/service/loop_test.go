@@ -19,6 +19,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/paths"
 	tamqapi "github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/testutil"
+	"github.com/tmux-amq/tamq/internal/testutil/standin"
 )
 
 func TestMain(m *testing.M) {
@@ -438,7 +439,7 @@ wake_ack_timeout_seconds = 30
 	// the first wake from it.
 	lost := make(chan string, 1)
 	var once sync.Once
-	testutil.Mediate(t, l.e, func(op string, answer []byte) bool {
+	standin.Mediate(t, l.e, func(op string, answer []byte) bool {
 		kept := false
 		if op == tamqapi.OpWake {
 			once.Do(func() { kept = true; lost <- string(answer) })

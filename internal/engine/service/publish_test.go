@@ -12,6 +12,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 	"github.com/tmux-amq/tamq/internal/testutil"
+	"github.com/tmux-amq/tamq/internal/testutil/standin"
 )
 
 // The publish operation posts tamq's receipts to the engine's State Hub,
@@ -31,7 +32,7 @@ func TestPublishOperation(t *testing.T) {
 		t.Fatalf("publish from the operator: %v, want permission_denied", err)
 	}
 	// The test stands in for tamq's service from here on.
-	testutil.StandIn(t, (&loop{e: e}).pathsOf(t, paths.Tamq).Socket, nil)
+	standin.Serve(t, (&loop{e: e}).pathsOf(t, paths.Tamq).Socket, nil)
 
 	receipt := func(id, source string) contract.Receipt {
 		return contract.Receipt{ID: id, Source: source, Kind: "message.transition", Status: "injected", At: time.Now().UTC()}

@@ -16,6 +16,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/testutil"
+	"github.com/tmux-amq/tamq/internal/testutil/standin"
 )
 
 // emptyWorkspace writes the config, registers repos in gita and starts a
@@ -28,7 +29,7 @@ func emptyWorkspace(t *testing.T, config string, repos ...string) (*testutil.Env
 	e.Gita(t, repos...)
 	// The test may act as coordination-engine towards tamq (send wakes) while
 	// a real engine runs (startEngine).
-	testutil.Mediate(t, e, nil)
+	standin.Mediate(t, e, nil)
 	tm := testutil.NewTmux(t)
 	t.Cleanup(func() { e.Run(t, "tamq", "stop") })
 	return e, tm

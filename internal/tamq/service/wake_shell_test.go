@@ -11,7 +11,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
-	"github.com/tmux-amq/tamq/internal/testutil"
+	"github.com/tmux-amq/tamq/internal/testutil/standin"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
@@ -23,7 +23,7 @@ func TestWakeRefusesAWindowThatRunsAShell(t *testing.T) {
 	root := t.TempDir()
 	// The test stands in for coordination-engine: only its process wakes.
 	engine := paths.Paths{Program: paths.Engine, Socket: filepath.Join(root, "engine", "coordination-engine.sock")}
-	testutil.StandIn(t, engine.Socket, nil)
+	standin.Serve(t, engine.Socket, nil)
 	svc, p, _ := inProcessService(t, root, Options{Writer: discardWriter{}, Engine: engine})
 	ctx := context.Background()
 	// The endpoint's pane %0 is tmux's first window, a shell: marked as the

@@ -1,4 +1,7 @@
-package testutil
+// Package standin lets a test stand in for one of our services towards the
+// other: it serves a socket as the service would, or sits between the two
+// services, so each takes the test's requests as the other's.
+package standin
 
 import (
 	"bufio"
@@ -13,14 +16,15 @@ import (
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 	"github.com/tmux-amq/tamq/internal/rpc"
+	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
-// StandIn serves socket in the test's own process, as one of our services
+// Serve serves socket in the test's own process, as one of our services
 // would: it answers ping with the test's pid, so the other service takes
 // the test's requests as that service's own (a test that acts as tamq
 // towards the engine, or as the engine towards tamq), plus any handlers
 // given. It stops when the test ends.
-func StandIn(t testing.TB, socket string, handlers map[string]unixsock.Handler) {
+func Serve(t testing.TB, socket string, handlers map[string]unixsock.Handler) {
 	t.Helper()
 	ln, err := unixsock.Listen(socket, protocol.Names{Program: "stand-in"})
 	if err != nil {
@@ -53,7 +57,7 @@ func StandIn(t testing.TB, socket string, handlers map[string]unixsock.Handler) 
 // Call it before either service starts. lose, when not nil, sees every
 // answer tamq gives the engine and may keep it from the engine (a crash
 // between a request and its answer).
-func Mediate(t testing.TB, e *Env, lose func(op string, answer []byte) bool) {
+func Mediate(t testing.TB, e *testutil.Env, lose func(op string, answer []byte) bool) {
 	t.Helper()
 	toEngine, toTamq := filepath.Join(e.Runtime, "relay-engine.sock"), filepath.Join(e.Runtime, "relay-tamq.sock")
 	Relay(t, toEngine, filepath.Join(e.Runtime, "coordination-engine.sock"), nil)
