@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	tamqapi "github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamq/jsonl"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -140,5 +142,53 @@ func TestTheEngineKnowsWhoIsCalling(t *testing.T) {
 		if r.Kind == "lease.retry_wait" && r.Detail["by"] != "operator" {
 			t.Errorf("the operator's release is recorded as %v", r.Detail["by"])
 		}
+	}
+}
+
+// A file replayed from a window speaks for that window's repo only: lines
+// that claim the operator or another repo are refused, the window's own are
+// replayed.
+func TestAWindowReplaysOnlyItsOwnMessages(t *testing.T) {
+	t.Parallel()
+	l := newLoop(t, "", "alpha", "beta")
+	l.openAgent(t, "beta", "stall", "--mode", "manual")
+	l.e.Tamq(t, "open", "--tmux-socket", l.tm.Name, "--mode", "manual", "alpha")
+	var ep string
+	testutil.WaitFor(t, "alpha's endpoint", func() bool {
+		for _, e := range l.status(t).Endpoints {
+			ep = e.TamqEndpointID
+		}
+		return ep != ""
+	})
+	file := filepath.Join(l.e.Root, "replay.jsonl")
+	var lines []byte
+	for i, m := range []struct{ sender, kind, body string }{
+		{"operator", "operator", "OPERATOR-CLAIMED"},
+		{"beta", "worker", "BETA-CLAIMED"},
+		{"coordination-engine", "coordination", "ENGINE-CLAIMED"},
+		{"alpha", "worker", "ALPHAS-OWN"},
+	} {
+		body := m.body
+		b, err := jsonl.Encode(tamqapi.Message{ID: fmt.Sprintf("orig-%d", i), Sender: m.sender, SenderKind: m.kind, Target: "beta",
+			Body: &body, AckMode: "injected", State: "acknowledged"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(append(lines, b...), '\n')
+	}
+	if err := os.WriteFile(file, lines, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tamq := "env XDG_CONFIG_HOME=" + l.e.Config + " " + filepath.Join(l.e.Bin, "tamq")
+	replay := tamq + " replay " + file + " --endpoint " + ep
+	out := l.inWindow(t, "alpha", replay)
+	history := l.e.Tamq(t, "history", "--json", "--body").Stdout
+	for _, refused := range []string{"OPERATOR-CLAIMED", "BETA-CLAIMED", "ENGINE-CLAIMED"} {
+		if strings.Contains(history, refused) {
+			t.Errorf("a line claiming another sender was replayed from alpha's window: %s\n%s", refused, out)
+		}
+	}
+	if !strings.Contains(history, "ALPHAS-OWN") {
+		t.Errorf("alpha's own line was not replayed:\n%s\n%s", out, history)
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/client"
@@ -55,5 +57,31 @@ func TestWakeRefusesAWindowThatRunsAShell(t *testing.T) {
 			ack.Reason != "the window of net-kingdom runs a shell, not an agent" {
 			t.Errorf("wake of a trigger-mode window running %q: %+v, %v", command, ack, err)
 		}
+	}
+}
+
+// Only coordination-engine's own process wakes: a wake from any other
+// process of the user (here the test, while the engine is another process)
+// is refused, and nothing is queued or typed.
+func TestOnlyTheEngineWakes(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	engine := paths.Paths{Program: paths.Engine, Socket: filepath.Join(root, "engine", "coordination-engine.sock")}
+	standin.ServeAs(t, engine.Socket, 1, nil) // the engine is pid 1, not the test
+	svc, p, _ := inProcessService(t, root, Options{Writer: discardWriter{}, Engine: engine})
+	ctx := context.Background()
+	_, err := client.New(p).Wake(ctx, api.WakeRequest{LeaseID: "L1", Attempt: 1, TargetRepo: "net-kingdom", CoordinationEndpointID: "ce-1",
+		Trigger: api.WakeTrigger{ID: "t1", Source: "task", SourceID: "T-1", SourceRevision: "r1", TargetRepo: "net-kingdom",
+			Reason: "task_actionable", ObservedAt: time.Unix(1000, 0).UTC()},
+		Prompt: "-----BEGIN OPENSSH PRIVATE KEY-----\nfake engine prompt"})
+	if !errs.Is(err, errs.PermissionDeny) || !strings.Contains(err.Error(), "only coordination-engine's own process may wake an agent") {
+		t.Fatalf("a wake from another process: %v, want permission_denied", err)
+	}
+	if _, err := client.New(p).CancelWake(ctx, api.CancelWakeArgs{LeaseID: "L1", Attempt: 1}); !errs.Is(err, errs.PermissionDeny) {
+		t.Errorf("a cancel from another process: %v, want permission_denied", err)
+	}
+	var n int
+	if err := svc.db.Reader.QueryRowContext(ctx, `SELECT count(*) FROM messages`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d messages queued (%v), want none", n, err)
 	}
 }

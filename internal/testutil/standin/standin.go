@@ -26,6 +26,13 @@ import (
 // given. It stops when the test ends.
 func Serve(t testing.TB, socket string, handlers map[string]unixsock.Handler) {
 	t.Helper()
+	ServeAs(t, socket, os.Getpid(), handlers)
+}
+
+// ServeAs is Serve answering ping with pid: a service that is some other
+// process, so the test's own requests are a stranger's.
+func ServeAs(t testing.TB, socket string, pid int, handlers map[string]unixsock.Handler) {
+	t.Helper()
 	ln, err := unixsock.Listen(socket, protocol.Names{Program: "stand-in"})
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +40,7 @@ func Serve(t testing.TB, socket string, handlers map[string]unixsock.Handler) {
 	started := time.Now()
 	hs := map[string]unixsock.Handler{
 		rpc.OpPing: func(context.Context, protocol.Peer, *protocol.Request) (any, error) {
-			return rpc.PingResult{PID: os.Getpid(), StartedAt: started}, nil
+			return rpc.PingResult{PID: pid, StartedAt: started}, nil
 		},
 	}
 	for op, h := range handlers {
