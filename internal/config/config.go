@@ -115,6 +115,11 @@ type EngineCoordination struct {
 	// comes before them. Empty and unset are the same (omitempty), so
 	// spelling out the default does not change the config version.
 	ContinuationTemplates []string `toml:"continuation_templates" json:"continuation_templates,omitempty"`
+	// RetentionDays is how long the engine keeps history nothing decides
+	// by any more (published receipts, ended leases and their checkpoints,
+	// replaced triggers); 0 keeps it for good. See `coordination-engine
+	// purge`.
+	RetentionDays int `toml:"retention_days" json:"retention_days"`
 }
 
 // tamqView and engineView are the keys each program reads, in the order
@@ -212,6 +217,7 @@ func Default() Config {
 				LeaseRenewIntervalSeconds:   10,
 				SafetyGatedMaxAttempts:      0,
 				LeaseMissedRenewals:         3,
+				RetentionDays:               90,
 			},
 		},
 		StateHub: StateHub{APIBase: DefaultStateHubAPIBase},
@@ -466,6 +472,9 @@ func (c *Config) Validate() error {
 		if a.value < 0 || a.value > policy.MaxAttemptsLimit {
 			return bad(a.key, "%d is out of range 0..%d", a.value, policy.MaxAttemptsLimit)
 		}
+	}
+	if co.RetentionDays < 0 || co.RetentionDays > 36500 {
+		return bad("coordination.retention_days", "%d is out of range 0..36500", co.RetentionDays)
 	}
 	if err := prompt.CheckTemplates(co.ContinuationTemplates); err != nil {
 		return bad("coordination.continuation_templates", "%v", err)

@@ -27,6 +27,8 @@ const (
 	// State Hub with its own credentials (tamq publishes them itself while
 	// no engine is attached).
 	OpPublish = "publish"
+	// OpPurge deletes the history older than a cutoff (the operator's).
+	OpPurge = "purge"
 	// OpExplain tells why a task was or was not woken.
 	OpExplain = "explain"
 	// OpLeaseCurrent asks whether an attempt of a lease is still the one
@@ -357,4 +359,21 @@ type ExplainResult struct {
 	// Offline: the engine is not running; this was read from its database
 	// as last written, without an observation of State Hub.
 	Offline bool `json:"offline,omitempty"`
+}
+
+// PurgeArgs ask to delete the engine's history older than Before (a dry
+// run counts it and deletes nothing).
+type PurgeArgs struct {
+	Before time.Time `json:"before"`
+	DryRun bool      `json:"dry_run"`
+}
+
+// PurgeResult counts what a purge deleted, or would.
+type PurgeResult struct {
+	Before      time.Time `json:"before"`
+	DryRun      bool      `json:"dry_run"`
+	Receipts    int       `json:"receipts"`
+	Checkpoints int       `json:"checkpoints"`
+	Leases      int       `json:"leases"`
+	Triggers    int       `json:"triggers"`
 }

@@ -41,6 +41,7 @@ is not running is not an error.`),
 		newLeasesCmd(a),
 		newReceiptsCmd(a),
 		newExplainCmd(a),
+		newPurgeCmd(a),
 		newDevStateHubCmd(a),
 	)
 	return root

@@ -211,3 +211,10 @@ func (c *Client) TaskSet(ctx context.Context, args api.TaskSetArgs) (api.TaskSet
 	err := c.Call(ctx, relay, api.OpTaskSet, args, &res)
 	return res, err
 }
+
+// Purge deletes (or, in a dry run, counts) the history older than a cutoff.
+func (c *Client) Purge(ctx context.Context, args api.PurgeArgs) (api.PurgeResult, error) {
+	var res api.PurgeResult
+	err := c.Call(ctx, look, api.OpPurge, args, &res)
+	return res, err
+}

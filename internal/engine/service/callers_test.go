@@ -98,6 +98,7 @@ func TestTheEngineKnowsWhoIsCalling(t *testing.T) {
 		ce + " receipts",
 		ce + " explain T-1",
 		ce + " stop",
+		ce + " purge",
 		"env XDG_CONFIG_HOME=" + l.e.Config + " " + tamq + " open --tmux-socket " + l.tm.Name + " gamma",
 	}
 	out := l.inWindow(t, "alpha", append(refused, ce+" status", ce+" lease ack no-such-lease")...)

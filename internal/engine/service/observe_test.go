@@ -644,6 +644,11 @@ func TestStateHubCheckpoints(t *testing.T) {
 		post(contract.Checkpoint{Repo: "net-kingdom", LeaseID: leaseID, TaskID: "Z", Summary: "FORGED-2", NextAction: "x"}),
 		post(contract.Checkpoint{Repo: "net-kingdom", LeaseID: "made-up", TaskID: "Z", Summary: "FORGED-3", NextAction: "x"}),
 	}
+	// A flood of them (40 posts with made-up leases) makes no lease either.
+	for i := range 40 {
+		forged = append(forged, post(contract.Checkpoint{Repo: "net-kingdom", LeaseID: fmt.Sprintf("flood-%d", i), TaskID: "Y",
+			Summary: "FORGED-FLOOD", NextAction: "x"}))
+	}
 	first := post(contract.Checkpoint{Repo: "net-kingdom", LeaseID: leaseID, TaskID: "A", Summary: "posted to State Hub", NextAction: "finish"})
 	recorded := func(id string) int {
 		n := 0
@@ -660,8 +665,10 @@ func TestStateHubCheckpoints(t *testing.T) {
 			t.Errorf("forged checkpoint %s recorded on lease %s", id, leaseID)
 		}
 	}
-	if x := l.explain(t, "Z"); len(x.Triggers) != 0 {
-		t.Errorf("a forged checkpoint woke Z: %+v", x.Triggers)
+	for _, task := range []string{"Z", "Y"} {
+		if x := l.explain(t, task); len(x.Triggers) != 0 {
+			t.Errorf("a forged checkpoint woke %s: %+v", task, x.Triggers)
+		}
 	}
 	// The repo's agent takes one lease at a time: A's ends first. Then Z
 	// and Y are woken by hand, and their agent never takes the wakes.

@@ -85,6 +85,7 @@ type Service struct {
 	// remembers between looks.
 	hub                      hubState
 	observer, events, outbox *daemon.Worker
+	retention                *daemon.Worker
 	observeKick, outboxKick  chan struct{}
 	routesChanged            atomic.Bool
 	// rejudge: a look that saw State Hub's workplans change failed before
@@ -149,6 +150,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	s.observer = &daemon.Worker{Name: "State Hub observer", Run: s.runObserver}
 	s.events = &daemon.Worker{Name: "State Hub events", Run: s.runEvents}
 	s.outbox = &daemon.Worker{Name: "receipt outbox", Run: s.runOutbox}
+	s.retention = &daemon.Worker{Name: "retention", Run: s.runRetention}
 	s.observeKick, s.outboxKick = make(chan struct{}, 1), make(chan struct{}, 1)
 	s.hub.client = &statehub.Client{Base: o.Config.StateHub.APIBase, Credential: o.Config.StateHub.CredentialCommand}
 	s.hub.view.EventsOffered = true
@@ -220,7 +222,7 @@ func (s *Service) Run(ctx context.Context) error {
 	return s.d.Run(ctx, daemon.Plan{
 		Grace:      s.opts.Config.ShutdownGrace(),
 		DrainFirst: []*daemon.Worker{s.observer, s.events, s.waker},
-		Workers:    []*daemon.Worker{s.clock, s.outbox},
+		Workers:    []*daemon.Worker{s.clock, s.outbox, s.retention},
 		Stopping: func() {
 			began = s.opts.Now()
 			s.stopping.Store(true)
@@ -253,6 +255,7 @@ func (s *Service) handlers() map[string]unixsock.Handler {
 		api.OpLeases:       {operator, s.leases},
 		api.OpReceipts:     {operator, s.receipts},
 		api.OpExplain:      {operator, s.explain},
+		api.OpPurge:        {operator, s.purge},
 		rpc.OpShutdown:     {operator, stop},
 		api.OpLeaseAck:     {worker, s.ack},
 		api.OpLeaseRenew:   {worker, s.renew},

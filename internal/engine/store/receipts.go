@@ -19,6 +19,7 @@ const (
 	KindTriggerSuperseded  = "trigger.superseded"
 	KindTriggerWaiting     = "trigger.waiting"
 	KindGateOverridden     = "gate.overridden"
+	KindHistoryPurged      = "history.purged"
 	KindSourceInvalid      = "source.invalid"
 	KindLeaseOffered       = "lease.offered"
 	KindLeaseAcknowledged  = "lease.acknowledged"
