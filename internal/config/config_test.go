@@ -390,7 +390,7 @@ allow = ["statehub_read"]
 func TestVersionPerProgram(t *testing.T) {
 	def := Default()
 	tamq, engine := def.Version(paths.Tamq), def.Version(paths.Engine)
-	if engine != "a002b24ca847" {
+	if engine != "00db726b4b90" {
 		t.Errorf("coordination-engine's default config version is %s; was the hash's input changed?", engine)
 	}
 	if tamq == engine {

@@ -193,3 +193,46 @@ func TestAWindowReplaysOnlyItsOwnMessages(t *testing.T) {
 		t.Errorf("alpha's own line was not replayed:\n%s\n%s", out, history)
 	}
 }
+
+// A manual wake goes through the named task's gates like an observed
+// change: a task stopped at the human gate stays stopped, unless the
+// operator names the gate to go through, which a receipt records with who
+// did it. An agent can do neither.
+func TestAManualWakeKeepsTheTasksGates(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "")
+	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 30\n"), "alpha", "beta")
+	l.agents(t, "stall", "alpha")
+	l.e.Tamq(t, "open", "--tmux-socket", l.tm.Name, "--mode", "manual", "beta")
+	a := todo("A", "alpha")
+	a.NeedsHuman = true
+	h.put(workplan("W", "alpha", a))
+	testutil.WaitFor(t, "A stopped at its gate", func() bool {
+		x := l.explain(t, "A")
+		return len(x.Triggers) == 1 && x.Triggers[0].State == "stopped" && x.Triggers[0].GateReason == "human"
+	})
+	w := l.wake(t, "alpha", "--task", "A")
+	if w.Stopped != "human" || w.Lease != nil || !strings.Contains(w.Reason, "--override-gate human") {
+		t.Fatalf("a manual wake of a gated task: %+v", w)
+	}
+	if r := l.e.Run(t, "coordination-engine", "wake", "alpha", "--task", "A", "--override-gate", "secret"); r.Status != 15 {
+		t.Errorf("overriding a gate that does not stop the task: %s", r)
+	}
+	ce := filepath.Join(l.e.Bin, "coordination-engine")
+	override := ce + " wake alpha --task A --override-gate human"
+	if got := exitOf(l.inWindow(t, "beta", override), override); got != "9" {
+		t.Errorf("an agent's override exited %s, want 9", got)
+	}
+	if n := l.wakes(); n != 0 {
+		t.Fatalf("woken through the gate without the operator: %d wakes", n)
+	}
+	w = l.wake(t, "alpha", "--task", "A", "--override-gate", "human")
+	if w.Lease == nil {
+		t.Fatalf("the operator's override: %+v", w)
+	}
+	testutil.WaitFor(t, "A woken", func() bool { return l.wakes() == 1 })
+	r := l.e.Engine(t, "receipts", "--json", "--trigger", w.Trigger.ID)
+	if !strings.Contains(r.Stdout, `"gate.overridden"`) || !strings.Contains(r.Stdout, `"by": "operator"`) {
+		t.Errorf("no gate.overridden receipt naming the operator:\n%s", r.Stdout)
+	}
+}
