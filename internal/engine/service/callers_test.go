@@ -137,6 +137,14 @@ func TestTheEngineKnowsWhoIsCalling(t *testing.T) {
 	if !acked {
 		t.Errorf("the ack's receipt does not name beta's agent or broker: %+v", l.receipts(t, beta))
 	}
+	// With tamq stopped nobody can say which window a process runs in: one
+	// under tamq's tmux server is refused an agent's command until tamq is
+	// back (it is unavailable, not the operator's).
+	l.e.Tamq(t, "stop")
+	release := ce + " lease release " + beta + " --result completed"
+	if got := exitOf(l.inWindow(t, "alpha", release), release); got != "8" {
+		t.Errorf("with tamq stopped, alpha's release of beta's lease exited %s, want 8", got)
+	}
 	// The operator, outside every window, may release it by hand.
 	l.e.Engine(t, "lease", "release", beta, "--result", "failed", "--reason", "released by the operator")
 	for _, r := range l.receipts(t, beta) {
