@@ -446,6 +446,9 @@ func (s *Service) applyCheckpoints(ctx context.Context, cps []contract.Checkpoin
 		}
 	}
 	for _, cp := range cps {
+		// A checkpoint posted to State Hub is kept and put in a prompt as
+		// one handed to the engine is: without what looks like a secret.
+		s.logWithheld(cp.LeaseID, withholdCheckpoint(&cp.Summary, &cp.NextAction, cp.FilesChanged))
 		task := cp.TaskID
 		if cp.LeaseID != "" {
 			l, err := s.store.Lease(ctx, cp.LeaseID)
