@@ -1,7 +1,15 @@
 // Package secretscan looks for secret material in text about to be written
-// into an agent's terminal: a continuation prompt carries checkpoint text and
-// tracker titles, and a key pasted into either must stop the wake rather than
-// travel on into a terminal, its scrollback and tamq's history. It is pure.
+// into an agent's terminal or kept by the engine: a continuation prompt
+// carries checkpoint text and tracker titles, a message body is shown to an
+// agent, and a release reason or a checkpoint goes into the engine's
+// database and receipts. A key in any of them must be held back rather than
+// travel on into a terminal, its scrollback, tamq's history or State Hub.
+// It is pure.
+//
+// It finds keys by a table of rules ported from gitleaks (rules.go), a
+// secret assignment rule (NAME=VALUE with a secret word in NAME), and an
+// entropy check of long base64 and hex runs (entropy.go), on the text in
+// NFKC form (normalize.go).
 //
 // A Finding names the rule and the byte offset, never the matched text, so
 // reporting a hit (in an error, a receipt or a log) cannot leak the secret.
@@ -9,7 +17,6 @@ package secretscan
 
 import (
 	"fmt"
-	"math"
 	"regexp"
 	"strings"
 	"sync"
@@ -25,72 +32,139 @@ type Finding struct {
 // String shows the rule and offset only.
 func (f Finding) String() string { return fmt.Sprintf("%s at byte %d", f.Rule, f.Offset) }
 
-// rule is one kind of secret. The regexp runs only when one of the literals
-// occurs in the text: ordinary prompts hold none of them, so a scan usually
-// costs a few strings.Index calls instead of a regexp pass per rule.
-type rule struct {
-	name     string
-	literals []string
-	pattern  string
-}
-
-// rules are tried all; the earliest match wins, and at equal offsets the
-// earlier rule (anthropic_key before openai_key, which would match the same
-// "sk-" prefix).
-var rules = []rule{
-	{"private_key", []string{"PRIVATE KEY"}, `-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----`},
-	{"aws_access_key_id", []string{"AKIA", "ASIA"}, `\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`},
-	{"github_token", []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"}, `\bgh[pousr]_[A-Za-z0-9]{36,}|\bgithub_pat_[A-Za-z0-9_]{22,}`},
-	{"slack_token", []string{"xox"}, `\bxox[abprs]-[A-Za-z0-9-]{10,}`},
-	{"anthropic_key", []string{"sk-ant-"}, `\bsk-ant-[A-Za-z0-9_-]{20,}`},
-	// Project, service-account and admin keys have a prefix and may hold
-	// '-' and '_'; legacy keys are one long alphanumeric run, which keeps a
-	// hyphenated word such as "sk-learn-…" from matching.
-	{"openai_key", []string{"sk-"}, `\bsk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}|\bsk-[A-Za-z0-9]{32,}`},
-	{"google_api_key", []string{"AIza"}, `\bAIza[0-9A-Za-z_-]{35}`},
-	{"stripe_key", []string{"_live_"}, `\b(?:sk|rk)_live_[0-9A-Za-z]{16,}`},
-	{"jwt", []string{"eyJ"}, `\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*`},
-}
-
 // compiled holds the rules' regexps, compiled on the first scan so that a
 // command that never scans does not pay for them at start-up.
-var compiled = sync.OnceValue(func() []*regexp.Regexp {
-	res := make([]*regexp.Regexp, len(rules))
+var compiled = sync.OnceValue(func() []compiledRule {
+	res := make([]compiledRule, len(rules))
 	for i, r := range rules {
-		res[i] = regexp.MustCompile(r.pattern)
+		res[i].re = regexp.MustCompile(r.pattern)
+		if r.allow != "" {
+			res[i].allow = regexp.MustCompile(r.allow)
+		}
 	}
 	return res
 })
 
-// Scan reports the first secret in text, or false when there is none.
+type compiledRule struct{ re, allow *regexp.Regexp }
+
+// Scan reports the first secret in text, or false when there is none. The
+// text is scanned in NFKC form without format characters, so a fullwidth
+// "ＰＡＳＳＷＯＲＤ＝" or a zero-width space inside a token hides nothing; the
+// offset is still a byte offset into text.
 func Scan(text string) (Finding, bool) {
+	norm, back := normalize(text)
+	f, ok := scan(norm)
+	if ok {
+		f.Offset = back(f.Offset)
+	}
+	return f, ok
+}
+
+// scan is Scan on normalized text.
+func scan(text string) (Finding, bool) {
 	best := Finding{Offset: -1}
+	better := func(at int) bool { return best.Offset < 0 || at < best.Offset }
+	present := keywordsIn(text)
 	for i, r := range rules {
-		if !containsAny(text, r.literals) {
+		if !present[i] {
 			continue
 		}
-		if loc := compiled()[i].FindStringIndex(text); loc != nil && (best.Offset < 0 || loc[0] < best.Offset) {
-			best = Finding{Rule: r.name, Offset: loc[0]}
+		if at, ok := find(text, r, compiled()[i]); ok && better(at) {
+			best = Finding{Rule: r.id, Offset: at}
 		}
 	}
-	if at, ok := assignment(text); ok && (best.Offset < 0 || at < best.Offset) {
-		best = Finding{Rule: "secret_assignment", Offset: at}
+	if at, ok := assignment(text); ok && better(at) {
+		best = Finding{Rule: "secret-assignment", Offset: at}
+	}
+	if f, ok := highEntropy(text); ok && better(f.Offset) {
+		best = f
 	}
 	return best, best.Offset >= 0
 }
 
-func containsAny(s string, subs []string) bool {
-	for _, sub := range subs {
-		if strings.Contains(s, sub) {
-			return true
+// find is where r's first secret in text starts: a match whose secret has
+// the rule's entropy (and letters and digits when it asks) and is not
+// allowed. A match that fails is passed over, not the rule.
+func find(text string, r rule, c compiledRule) (int, bool) {
+	for _, m := range c.re.FindAllStringSubmatchIndex(text, -1) {
+		start, end := m[0], m[1]
+		for g := 2; g+1 < len(m); g += 2 {
+			if m[g] >= 0 {
+				start, end = m[g], m[g+1]
+				break
+			}
+		}
+		secret := text[start:end]
+		switch {
+		case r.entropy > 0 && entropy(secret) < r.entropy:
+		case r.mixed && !lettersAndDigits(secret):
+		case c.allow != nil && c.allow.MatchString(secret):
+		default:
+			return start, true
 		}
 	}
-	return false
+	return 0, false
+}
+
+// keyword is one of a rule's keywords.
+type keyword struct {
+	text string
+	rule int
+}
+
+// keywordsByFirstByte lists the keywords by their first byte, so that one
+// pass over a text finds which rules' keywords occur in it: some 70
+// strings.Contains calls over 8 KiB cost several times more.
+var keywordsByFirstByte = sync.OnceValue(func() *[256][]keyword {
+	var by [256][]keyword
+	for i, r := range rules {
+		for _, k := range r.keywords {
+			by[k[0]] = append(by[k[0]], keyword{k, i})
+		}
+	}
+	return &by
+})
+
+// keywordsIn reports, by rule, whether one of its keywords occurs in text,
+// in any case (the keywords are lower case ASCII).
+func keywordsIn(text string) []bool {
+	present := make([]bool, len(rules))
+	by := keywordsByFirstByte()
+	for i := 0; i < len(text); i++ {
+		for _, k := range by[lowerByte(text[i])] {
+			if !present[k.rule] && hasLowerPrefix(text[i:], k.text) {
+				present[k.rule] = true
+			}
+		}
+	}
+	return present
+}
+
+// hasLowerPrefix is strings.HasPrefix(strings.ToLower(s), prefix) for an
+// ASCII prefix, without lowering all of s.
+func hasLowerPrefix(s, prefix string) bool {
+	if len(s) < len(prefix) {
+		return false
+	}
+	for j := 0; j < len(prefix); j++ {
+		if lowerByte(s[j]) != prefix[j] {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerByte(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // secretNames are the words that make an assignment's value a secret, in
 // lower case; they are matched in any case.
-var secretNames = []string{"token", "secret", "password", "passwd", "pwd", "api_key", "apikey", "access_key", "private_key", "credential"}
+var secretNames = []string{"token", "secret", "password", "passwd", "passphrase", "pwd", "api_key", "api-key", "apikey",
+	"access_key", "private_key", "private-key", "credential", "creds"}
 
 // Limits of the assignment rule: a value shorter than minValue, or with
 // fewer than minEntropy bits per character, is a word or a placeholder
@@ -100,25 +174,29 @@ const (
 	minEntropy = 3.0
 )
 
-// assignment finds NAME=VALUE, NAME: VALUE, NAME := VALUE or "NAME": "VALUE"
-// where NAME contains a secret word and VALUE looks random. It is written
-// by hand, not as a case-insensitive regexp, because it runs on every
-// prompt: it stops only at '=' and ':', which prose seldom has, and looks
-// at the name before and the value after; an unanchored regexp would try
-// every byte.
+// assignment finds NAME=VALUE, NAME: VALUE, NAME := VALUE, "NAME": "VALUE"
+// or NAME is VALUE where NAME contains a secret word and VALUE looks
+// random. It is written by hand, not as a case-insensitive regexp, because
+// it runs on every prompt: it stops only at '=', ':' and " is ", which
+// prose seldom has, and looks at the name before and the value after; an
+// unanchored regexp would try every byte.
 func assignment(text string) (int, bool) {
 	for k := 0; k < len(text); k++ {
 		c := text[k]
-		if c != ':' && c != '=' || c == '=' && k > 0 && text[k-1] == ':' {
-			continue // not a separator, or the '=' of a ":=" seen at its ':'
+		after := k + 1
+		switch {
+		case c == '=' && k > 0 && text[k-1] == ':':
+			continue // the '=' of a ":=" seen at its ':'
+		case c == ':' && after < len(text) && text[after] == '=':
+			after++
+		case c == ' ' && strings.HasPrefix(text[k:], " is "):
+			after = k + len(" is ")
+		case c != ':' && c != '=':
+			continue
 		}
 		start, ok := secretName(text, k)
 		if !ok {
 			continue
-		}
-		after := k + 1
-		if c == ':' && after < len(text) && text[after] == '=' {
-			after++
 		}
 		if looksSecret(assignedValue(text, after)) {
 			return start, true
@@ -184,16 +262,22 @@ func isNameByte(c byte) bool {
 // of a variable ($TOKEN, ${SECRET}), a placeholder (<token>, {{ secret }}) or
 // a call (os.Getenv(...)).
 func looksSecret(v string) bool {
-	if len(v) < minValue || strings.ContainsAny(v, "$<>{}()[]") || isPath(v) {
-		return false
+	if len(v) < minValue || strings.ContainsAny(v, "$<>{}()[]") || isPath(v) || strings.Contains(strings.ToLower(v), "example") {
+		return false // a variable, a placeholder, a path, or a documented example key
 	}
+	return lettersAndDigits(v) && entropy(v) >= minEntropy
+}
+
+// lettersAndDigits reports whether s holds both: a key has them, a word
+// does not.
+func lettersAndDigits(s string) bool {
 	var letter, digit bool
-	for i := 0; i < len(v); i++ {
-		c := v[i]
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		letter = letter || c|0x20 >= 'a' && c|0x20 <= 'z'
 		digit = digit || c >= '0' && c <= '9'
 	}
-	return letter && digit && entropy(v) >= minEntropy
+	return letter && digit
 }
 
 // isPath reports whether v reads as a file path rather than a key, which
@@ -217,26 +301,4 @@ func isPath(v string) bool {
 		}
 	}
 	return true // dir/name.ext
-}
-
-// entropy is the Shannon entropy of s in bits per byte: about 2 for a
-// repetitive word, 3 to 4 for English words, above 4 for random base62 of
-// twenty characters or more.
-func entropy(s string) float64 {
-	if s == "" {
-		return 0
-	}
-	var counts [256]int
-	for i := 0; i < len(s); i++ {
-		counts[s[i]]++
-	}
-	n := float64(len(s))
-	h := 0.0
-	for _, c := range counts {
-		if c > 0 {
-			p := float64(c) / n
-			h -= p * math.Log2(p)
-		}
-	}
-	return h
 }

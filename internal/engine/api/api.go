@@ -222,6 +222,9 @@ type Lease struct {
 	PolicyProfile string    `json:"policy_profile"`
 	ConfigVersion string    `json:"config_version"`
 	UpdatedAt     time.Time `json:"updated_at"`
+	// Withheld lists, in the answer to a release or a checkpoint, the
+	// texts the engine kept as WithheldText: they looked like secrets.
+	Withheld []Withheld `json:"withheld,omitempty"`
 }
 
 // LeasesArgs filters the lease listing.

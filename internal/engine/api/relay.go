@@ -36,15 +36,22 @@ type MessageShowArgs struct {
 	Revision  string `json:"revision,omitempty"`
 }
 
-// Withheld says why a message's body (and subject, when it is the subject
-// that holds it) is not shown: secret material, found by Rule at Offset
-// of Field. The secret gate applies: a person reads it in State Hub.
+// Withheld says why a text is not shown or not kept: secret material,
+// found by Rule at Offset of Field. For a message's body (and subject, when
+// it is the subject that holds it) the secret gate applies: a person reads
+// it in State Hub. For what an agent hands the engine (a release reason, a
+// checkpoint's summary, next action or a changed file's name) the engine
+// keeps and publishes WithheldText instead, and Gate is empty.
 type Withheld struct {
-	Field  string `json:"field"` // body | subject
+	Field  string `json:"field"` // body | subject | reason | summary | next_action | files_changed
 	Rule   string `json:"rule"`
 	Offset int    `json:"offset"`
-	Gate   string `json:"gate"` // secret
+	Gate   string `json:"gate,omitempty"` // secret, for a message
 }
+
+// WithheldText is what the engine keeps and publishes in place of a text
+// an agent handed it that looks like it holds a secret.
+const WithheldText = "withheld (secret-looking text)"
 
 // MessageShowResult is the message as State Hub has it, with the piece of
 // its body from Offset; Next is where the next piece starts (0: none).

@@ -16,7 +16,9 @@ func newCheckpointCmd(a *app.App) *cobra.Command {
 the next action, and why it is blocked if it is. The lease is renewed too. If
 the lease runs out, the next attempt's wake prompt carries the latest
 checkpoint, so the work resumes where it stopped. The summary stays in the
-engine's database for that prompt; receipts never contain it.
+engine's database for that prompt; receipts never contain it. A summary, next
+action or file that looks like a secret is kept as "withheld (secret-looking
+text)", and the command says so on stderr.
 
 --blocked-reason says the work cannot go on without someone else: the lease
 ends at once as blocked (as ` + "`lease release --result blocked`" + ` does), and the

@@ -40,6 +40,13 @@ again, or already did).`,
 
 // printLease prints a lease after an agent command.
 func printLease(a *app.App, verb string, l api.Lease) error {
+	// The engine did what was asked, so the command succeeds; a text it
+	// kept without what looked like a secret is said on stderr, by field
+	// and rule (the answer never carries the text).
+	for _, w := range l.Withheld {
+		a.Notef("the %s was withheld: it looks like it holds a secret (%s at byte %d); the engine kept and published %q instead",
+			w.Field, w.Rule, w.Offset, api.WithheldText)
+	}
 	if a.JSON {
 		return a.PrintJSON(l)
 	}

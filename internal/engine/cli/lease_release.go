@@ -18,7 +18,8 @@ func newLeaseReleaseCmd(a *app.App) *cobra.Command {
 completed ends it; failed offers the work again as a new attempt after the
 retry backoff (or stops it when the attempts are used up); blocked stops it
 for a human, never retried. failed and blocked need --reason (kept in the
-receipt: no secrets). A lease released blocked is woken again only when State
+receipt: no secrets; one that looks like a secret is kept as "withheld
+(secret-looking text)" and the command says so on stderr). A lease released blocked is woken again only when State
 Hub changes its task (a person sets it back to todo or ready, or clears the
 gate).`,
 		Example: `  coordination-engine lease release L --result completed --attempt 1

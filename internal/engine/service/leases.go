@@ -122,12 +122,16 @@ func (s *Service) release(ctx context.Context, _ protocol.Peer, req *protocol.Re
 	if err := mayActOn(ctx, "lease "+args.LeaseID, from.TargetRepo); err != nil {
 		return nil, err
 	}
+	withheld := withhold("reason", &args.Reason)
 	l, err := s.store.Release(ctx, args.LeaseID, args.Result, args.Reason, args.Attempt, whoOf(ctx), s.timing)
 	if err != nil {
 		return nil, err
 	}
+	s.logWithheld(l.ID, withheld)
 	s.attemptEnded(ctx, from, l, "lease released "+args.Result)
-	return api.LeaseOf(l), nil
+	out := api.LeaseOf(l)
+	out.Withheld = withheld
+	return out, nil
 }
 
 func (s *Service) checkpoint(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
@@ -140,6 +144,7 @@ func (s *Service) checkpoint(ctx context.Context, _ protocol.Peer, req *protocol
 	if err := s.mayActOnLease(ctx, args.LeaseID); err != nil {
 		return nil, err
 	}
+	withheld := withholdCheckpoint(&args.Summary, &args.NextAction, args.FilesChanged)
 	l, err := s.store.Checkpoint(ctx, lease.Checkpoint{
 		LeaseID: args.LeaseID, TaskID: args.TaskID, Summary: args.Summary, FilesChanged: args.FilesChanged,
 		NextAction: args.NextAction, BlockedReason: lease.BlockedReason(args.BlockedReason),
@@ -155,7 +160,10 @@ func (s *Service) checkpoint(ctx context.Context, _ protocol.Peer, req *protocol
 	} else {
 		kick(s.clockKick)
 	}
-	return api.LeaseOf(l), nil
+	s.logWithheld(l.ID, withheld)
+	out := api.LeaseOf(l)
+	out.Withheld = withheld
+	return out, nil
 }
 
 // leaseCurrent answers tamq, before it writes a wake: is that attempt of the

@@ -453,6 +453,9 @@ func (s *Service) applyCheckpoints(ctx context.Context, cps []contract.Checkpoin
 		if cp.LeaseID == "" {
 			continue
 		}
+		// A checkpoint posted to State Hub is kept and put in a prompt as
+		// one handed to the engine is: without what looks like a secret.
+		s.logWithheld(cp.LeaseID, withholdCheckpoint(&cp.Summary, &cp.NextAction, cp.FilesChanged))
 		l, err := s.store.Lease(ctx, cp.LeaseID)
 		if errs.Is(err, errs.NotFound) {
 			s.skipCheckpoint(cp, "it names lease "+cp.LeaseID+", which coordination-engine never issued")

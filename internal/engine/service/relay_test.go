@@ -134,7 +134,7 @@ func TestAgentRelaysThroughTheEngine(t *testing.T) {
 	for id, field := range map[string]string{"m-secret": "body", "m-subject": "subject"} {
 		r = run(14, "message", "show", id)
 		if strings.Contains(r.Stdout+r.Stderr, token[:12]) || !strings.Contains(r.Stdout, "body: withheld") ||
-			!strings.Contains(r.Stderr, "the "+field+" of message "+id+" is withheld: it holds secret material (github_token at byte ") ||
+			!strings.Contains(r.Stderr, "the "+field+" of message "+id+" is withheld: it holds secret material (github-pat at byte ") ||
 			!strings.Contains(r.Stderr, "the secret gate applies") {
 			t.Errorf("message show %s:\n%s", id, r)
 		}
@@ -201,8 +201,8 @@ func TestAgentRelaysThroughTheEngine(t *testing.T) {
 	for _, want := range []string{
 		"task.set done  T-1<nil>", "task.set failed not_found NOPE<nil>", "task.set failed unsupported T-1<nil>",
 		"message.read read  <nil>m-1", "message.read failed not_found <nil>nope", "message.read failed unsupported <nil>m-secret",
-		"message.withheld stopped secret: the body holds secret material (github_token) <nil>m-secret",
-		"message.withheld stopped secret: the subject holds secret material (github_token) <nil>m-subject",
+		"message.withheld stopped secret: the body holds secret material (github-pat) <nil>m-secret",
+		"message.withheld stopped secret: the subject holds secret material (github-pat) <nil>m-subject",
 	} {
 		if got[want] == 0 {
 			t.Errorf("no receipt %q in %v", want, got)
