@@ -5,10 +5,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
-	"net/netip"
-	"slices"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"slices"
 	"testing"
 	"time"
 )
