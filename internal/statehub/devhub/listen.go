@@ -1,0 +1,192 @@
+package devhub
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
+)
+
+// HTTPServer is the server to serve s with: a request must arrive within
+// its read timeouts and its answer be taken within the write timeout (an
+// event stream lifts both for itself), an idle connection is closed, and
+// headers are small.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// Listener caps ln at s.MaxConns open connections. One over the cap is
+// answered 503 at once and closed, rather than left waiting, so a flood is
+// told and the clients already served go on.
+func (s *Server) Listener(ln net.Listener) net.Listener {
+	n := s.MaxConns
+	if n == 0 {
+		n = DefaultMaxConns
+	}
+	return &limitListener{Listener: ln, slots: make(chan struct{}, n)}
+}
+
+type limitListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+var busy = func() string {
+	body := `{"error":"too many connections; try again"}` + "\n"
+	return fmt.Sprintf("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+}()
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &limitConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
+		default:
+			// A new connection's send buffer is empty: this does not block.
+			c.SetWriteDeadline(time.Now().Add(time.Second))
+			io.WriteString(c, busy)
+			c.Close()
+		}
+	}
+}
+
+type limitConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
+}
+
+// Listening is where the server listens and how to leave it.
+type Listening struct {
+	net.Listener
+	// URL is what clients put in statehub.api_base.
+	URL string
+	// Loopback is false for a TCP address other machines may reach.
+	Loopback bool
+	remove   func() error
+}
+
+// Remove deletes the socket file when the server listened on one it made.
+func (l *Listening) Remove() error {
+	if l.remove == nil {
+		return nil
+	}
+	return l.remove()
+}
+
+// IsSocket says whether addr names a Unix socket (unix:///path) rather
+// than a TCP host:port.
+func IsSocket(addr string) bool { return strings.HasPrefix(addr, "unix://") }
+
+// Listen opens addr: "unix:///path" binds a socket there that only the
+// user may use (0600, made as the programs make theirs: a stale one of the
+// user's is replaced, anything else refused), host:port a TCP port.
+func Listen(addr string) (*Listening, error) {
+	if IsSocket(addr) {
+		path := strings.TrimPrefix(addr, "unix://")
+		if !filepath.IsAbs(path) {
+			return nil, errs.New(errs.Usage, "--listen %s: a socket's path must be absolute, as unix:///run/user/1000/statehub.sock", addr)
+		}
+		ln, err := unixsock.Listen(path, protocol.Names{Program: "dev-statehub"})
+		if e := (*errs.Error)(nil); errors.As(err, &e) && e.Code == errs.AlreadyRunning {
+			e.Hint = "another State Hub listens there: stop it, or give --listen another address"
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &Listening{Listener: ln, URL: "unix://" + path, Loopback: true, remove: ln.Remove}, nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, errs.New(errs.Usage, "--listen %s: give host:port (as 127.0.0.1:8000) or unix:///path/to/socket", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, errs.Wrap(errs.Unavailable, err, "cannot listen on %s", addr)
+	}
+	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	loopback := host == "localhost" || err == nil && a.Unmap().IsLoopback()
+	return &Listening{Listener: ln, URL: "http://" + ln.Addr().String(), Loopback: loopback}, nil
+}
+
+// TokenFile returns the token kept in path, made there first (32 random
+// bytes in hex, a new 0600 file, its directory 0700) when create is set and
+// there is none. A file others may read, or of another user, is refused.
+func TokenFile(path string, create bool) (token string, created bool, err error) {
+	if create {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return "", false, errs.Wrap(errs.Storage, err, "cannot make the token file's directory")
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+		if err == nil {
+			b := make([]byte, 32)
+			rand.Read(b)
+			token = hex.EncodeToString(b)
+			_, werr := fmt.Fprintln(f, token)
+			if cerr := f.Close(); werr == nil {
+				werr = cerr
+			}
+			if werr != nil {
+				os.Remove(path)
+				return "", false, errs.Wrap(errs.Storage, werr, "cannot write the token file %s", path)
+			}
+			return token, true, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", false, errs.Wrap(errs.Storage, err, "cannot make the token file")
+		}
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return "", false, errs.Wrap(errs.ConfigInvalid, err, "token file")
+	}
+	if !fi.Mode().IsRegular() {
+		return "", false, errs.New(errs.PermissionDeny, "token file %s is not a regular file", path)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return "", false, errs.New(errs.PermissionDeny, "token file %s is readable by others (mode %o)", path, fi.Mode().Perm()).
+			WithHint("chmod 600 %s", path)
+	}
+	if uid := fi.Sys().(*syscall.Stat_t).Uid; uid != uint32(os.Getuid()) {
+		return "", false, errs.New(errs.PermissionDeny, "token file %s is owned by uid %d, not by you", path, uid)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", false, errs.Wrap(errs.ConfigInvalid, err, "token file")
+	}
+	if token = strings.TrimSpace(string(b)); token == "" {
+		return "", false, errs.New(errs.ConfigInvalid, "token file %s is empty", path)
+	}
+	return token, false, nil
+}
