@@ -3,7 +3,10 @@ package cli
 import (
 	"context"
 	"errors"
+	"net"
+	"net/netip"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,6 +15,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 	"github.com/tmux-amq/tamq/internal/statehub/devhub"
 )
 
@@ -59,7 +63,7 @@ address other machines may reach needs a token. It stops on SIGTERM or SIGINT.`,
 					}
 				}
 			}
-			tcp := !devhub.IsSocket(listen)
+			tcp := !isSocket(listen)
 			made := false
 			switch {
 			case tokenFile != "":
@@ -81,7 +85,7 @@ address other machines may reach needs a token. It stops on SIGTERM or SIGINT.`,
 			if err := hub.Open(); err != nil {
 				return errs.Wrap(errs.ConfigInvalid, err, "cannot load the State Hub data")
 			}
-			ln, err := devhub.Listen(listen)
+			ln, err := listenHub(listen)
 			if err != nil {
 				return err
 			}
@@ -94,20 +98,21 @@ address other machines may reach needs a token. It stops on SIGTERM or SIGINT.`,
 			srv := hub.HTTPServer()
 			done := make(chan error, 1)
 			go func() { done <- srv.Serve(hub.Listener(ln)) }()
-			a.Notef("reference State Hub on %s (data: %s)", ln.URL, orMemory(data))
 			switch {
 			case tokenFile != "":
 				what := "token"
 				if made {
 					what = "new token"
 				}
-				a.Notef("requests need its %s, in %s: give clients statehub.credential_command = [\"cat\", %q]", what, tokenFile, tokenFile)
+				a.Notef("requests need the %s in %s: give clients statehub.credential_command = [\"cat\", %q]", what, tokenFile, tokenFile)
 			case token != "":
 				a.Notef("requests need the token of --token")
 			}
 			if !ln.Loopback {
 				a.Notef("warning: %s is reachable from other machines, and http carries the token in clear; prefer 127.0.0.1, a Unix socket, or https in front", listen)
 			}
+			// Last: the line that says it is ready (the demo waits for it).
+			a.Notef("reference State Hub on %s (data: %s)", ln.URL, orMemory(data))
 			select {
 			case err := <-done:
 				return errs.Wrap(errs.Internal, err, "State Hub server")
@@ -135,4 +140,57 @@ func orMemory(data string) string {
 		return "memory only"
 	}
 	return data
+}
+
+// listening is where the server listens and how to leave it.
+type listening struct {
+	net.Listener
+	// URL is what clients put in statehub.api_base.
+	URL string
+	// Loopback is false for a TCP address other machines may reach.
+	Loopback bool
+	remove   func() error
+}
+
+// Remove deletes the socket file when the server listened on one it made.
+func (l *listening) Remove() error {
+	if l.remove == nil {
+		return nil
+	}
+	return l.remove()
+}
+
+// isSocket says whether addr names a Unix socket (unix:///path) rather
+// than a TCP host:port.
+func isSocket(addr string) bool { return strings.HasPrefix(addr, "unix://") }
+
+// listenHub opens addr: "unix:///path" binds a socket there that only the
+// user may use (0600, made as the programs make theirs: a stale one of the
+// user's is replaced, anything else refused), host:port a TCP port.
+func listenHub(addr string) (*listening, error) {
+	if isSocket(addr) {
+		path := strings.TrimPrefix(addr, "unix://")
+		if !filepath.IsAbs(path) {
+			return nil, errs.New(errs.Usage, "--listen %s: a socket's path must be absolute, as unix:///run/user/1000/statehub.sock", addr)
+		}
+		ln, err := unixsock.Listen(path, protocol.Names{Program: "dev-statehub"})
+		if e := (*errs.Error)(nil); errors.As(err, &e) && e.Code == errs.AlreadyRunning {
+			e.Hint = "another State Hub listens there: stop it, or give --listen another address"
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &listening{Listener: ln, URL: "unix://" + path, Loopback: true, remove: ln.Remove}, nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, errs.New(errs.Usage, "--listen %s: give host:port (as 127.0.0.1:8000) or unix:///path/to/socket", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, errs.Wrap(errs.Unavailable, err, "cannot listen on %s", addr)
+	}
+	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	loopback := host == "localhost" || err == nil && a.Unmap().IsLoopback()
+	return &listening{Listener: ln, URL: "http://" + ln.Addr().String(), Loopback: loopback}, nil
 }

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,8 +17,6 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 )
 
 // HTTPServer is the server to serve s with: a request must arrive within
@@ -85,59 +82,6 @@ func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.release()
 	return err
-}
-
-// Listening is where the server listens and how to leave it.
-type Listening struct {
-	net.Listener
-	// URL is what clients put in statehub.api_base.
-	URL string
-	// Loopback is false for a TCP address other machines may reach.
-	Loopback bool
-	remove   func() error
-}
-
-// Remove deletes the socket file when the server listened on one it made.
-func (l *Listening) Remove() error {
-	if l.remove == nil {
-		return nil
-	}
-	return l.remove()
-}
-
-// IsSocket says whether addr names a Unix socket (unix:///path) rather
-// than a TCP host:port.
-func IsSocket(addr string) bool { return strings.HasPrefix(addr, "unix://") }
-
-// Listen opens addr: "unix:///path" binds a socket there that only the
-// user may use (0600, made as the programs make theirs: a stale one of the
-// user's is replaced, anything else refused), host:port a TCP port.
-func Listen(addr string) (*Listening, error) {
-	if IsSocket(addr) {
-		path := strings.TrimPrefix(addr, "unix://")
-		if !filepath.IsAbs(path) {
-			return nil, errs.New(errs.Usage, "--listen %s: a socket's path must be absolute, as unix:///run/user/1000/statehub.sock", addr)
-		}
-		ln, err := unixsock.Listen(path, protocol.Names{Program: "dev-statehub"})
-		if e := (*errs.Error)(nil); errors.As(err, &e) && e.Code == errs.AlreadyRunning {
-			e.Hint = "another State Hub listens there: stop it, or give --listen another address"
-		}
-		if err != nil {
-			return nil, err
-		}
-		return &Listening{Listener: ln, URL: "unix://" + path, Loopback: true, remove: ln.Remove}, nil
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, errs.New(errs.Usage, "--listen %s: give host:port (as 127.0.0.1:8000) or unix:///path/to/socket", addr)
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, errs.Wrap(errs.Unavailable, err, "cannot listen on %s", addr)
-	}
-	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
-	loopback := host == "localhost" || err == nil && a.Unmap().IsLoopback()
-	return &Listening{Listener: ln, URL: "http://" + ln.Addr().String(), Loopback: loopback}, nil
 }
 
 // TokenFile returns the token kept in path, made there first (32 random
