@@ -199,8 +199,13 @@ type Policy struct {
 	Profiles map[string]policy.Profile `toml:"profiles" json:"profiles"`
 }
 
-// DefaultStateHubAPIBase is statehub.api_base when neither config nor environment set it.
-const DefaultStateHubAPIBase = "http://127.0.0.1:8000"
+// DefaultStateHubAPIBase is statehub.api_base when neither config nor
+// environment set it: the Unix socket the reference State Hub listens on by
+// default, in the runtime directory beside the programs' own sockets. A
+// socket there is reachable by the user alone and its owner is checked; a
+// loopback port, the old default, could be taken by any local user while
+// State Hub was not running (docs/statehub-contract.md).
+func DefaultStateHubAPIBase(p paths.Paths) string { return "unix://" + p.StateHubSocket }
 
 // Default returns the configuration used when no file sets anything.
 func Default() Config {
@@ -220,7 +225,8 @@ func Default() Config {
 				RetentionDays:               90,
 			},
 		},
-		StateHub: StateHub{APIBase: DefaultStateHubAPIBase},
+		// api_base depends on the paths: Load and Defaults set it.
+		StateHub: StateHub{},
 		SQLite:   SQLite{BusyTimeoutMS: 5000},
 		Service:  Service{ShutdownGraceSeconds: 10},
 		Delivery: Delivery{EnterPauseMS: 200, QuietMS: 150, MaxQuietWaitMS: 2000, BlockQuietMS: 3000, MaxBatch: 50},
@@ -250,6 +256,7 @@ type Loaded struct {
 // reports that go on when the file is invalid.
 func Defaults(p paths.Paths) *Loaded {
 	l := &Loaded{Config: Default(), File: p.ConfigFile}
+	l.StateHub.APIBase = DefaultStateHubAPIBase(p)
 	l.Version = l.Config.Version(p.Program)
 	l.profileRef = l.Config.ProfileRef()
 	return l
@@ -294,6 +301,9 @@ func load(p paths.Paths, data []byte, exists bool) (*Loaded, error) {
 		return nil, err
 	}
 	l := &Loaded{Config: cfg, File: p.ConfigFile, FileExists: exists}
+	if l.StateHub.APIBase == "" {
+		l.StateHub.APIBase = DefaultStateHubAPIBase(p)
+	}
 	if p.StateHubAPIBase != "" {
 		l.StateHub.APIBase = p.StateHubAPIBase
 		l.Overrides = append(l.Overrides, "statehub.api_base from "+paths.StateHubAPIBaseVar)
@@ -531,15 +541,22 @@ func (c *Config) profileNames() []string {
 	return names
 }
 
-// validateAPIBase accepts an absolute http(s) URL without embedded credentials:
-// secrets never live in configuration (spec section 9.1).
+// validateAPIBase accepts an absolute http(s) URL without embedded credentials
+// (secrets never live in configuration, spec section 9.1), or unix:// and the
+// absolute path of a socket.
 func validateAPIBase(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return fmt.Errorf("%q is not a URL", raw)
 	}
+	if u.Scheme == "unix" {
+		if u.Host != "" || !strings.HasPrefix(u.Path, "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return fmt.Errorf("%q must be unix:// and a socket's absolute path, as unix:///run/user/1000/statehub.sock", raw)
+		}
+		return nil
+	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return fmt.Errorf("%q must be an absolute http:// or https:// URL", raw)
+		return fmt.Errorf("%q must be an absolute http:// or https:// URL, or unix:// and a socket's path", raw)
 	}
 	if u.User != nil {
 		return fmt.Errorf("must not contain credentials; use statehub.credential_command")

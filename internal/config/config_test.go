@@ -26,7 +26,9 @@ func setup(t *testing.T, content *string, extraEnv map[string]string) paths.Path
 func setupFor(t *testing.T, program paths.Program, content *string, extraEnv map[string]string) paths.Paths {
 	t.Helper()
 	dir := t.TempDir()
-	env := map[string]string{"HOME": dir, "XDG_CONFIG_HOME": filepath.Join(dir, "cfg")}
+	// A fixed runtime directory: the default statehub.api_base is a socket
+	// there, and the fixed config versions below hash it.
+	env := map[string]string{"HOME": dir, "XDG_CONFIG_HOME": filepath.Join(dir, "cfg"), "XDG_RUNTIME_DIR": "/run/user/1000"}
 	for k, v := range extraEnv {
 		env[k] = v
 	}
@@ -67,8 +69,15 @@ func TestDefaults(t *testing.T) {
 	if l.BusyTimeout() != 5*time.Second || l.ShutdownGrace() != 10*time.Second {
 		t.Errorf("busy %v grace %v", l.BusyTimeout(), l.ShutdownGrace())
 	}
-	if l.StateHub.APIBase != "http://127.0.0.1:8000" {
+	// The reference State Hub's socket, beside the programs' own: a loopback
+	// port could be taken by another local user.
+	if l.StateHub.APIBase != "unix:///run/user/1000/statehub.sock" {
 		t.Errorf("api_base %q", l.StateHub.APIBase)
+	}
+	// A socket elsewhere is a valid api_base too.
+	sock := "[statehub]\napi_base = \"unix:///srv/hub/statehub.sock\"\n"
+	if l, err := Load(setup(t, &sock, nil)); err != nil || l.StateHub.APIBase != "unix:///srv/hub/statehub.sock" {
+		t.Errorf("a socket of one's own: %v", err)
 	}
 	if l.Policy.Profile != "default" || !reflect.DeepEqual(l.ActiveProfile(), policy.Default()) {
 		t.Errorf("policy %+v", l.Policy)
@@ -189,6 +198,8 @@ func TestValidationErrors(t *testing.T) {
 		{"agent program empty", "[delivery]\nagent_programs = [\"\"]\n", nil, `delivery.agent_programs: entry 1 is ""`},
 		{"api base scheme", "[statehub]\napi_base = \"ftp://x\"\n", nil, "statehub.api_base"},
 		{"api base creds", "[statehub]\napi_base = \"http://u:secret@x\"\n", nil, "must not contain credentials"},
+		{"api base relative socket", "[statehub]\napi_base = \"unix://statehub.sock\"\n", nil, "a socket's absolute path"},
+		{"api base socket query", "[statehub]\napi_base = \"unix:///run/s.sock?x=1\"\n", nil, "a socket's absolute path"},
 		{"credential command", "[statehub]\ncredential_command = [\"\"]\n", nil, "statehub.credential_command"},
 		{"unknown profile", "[policy]\nprofile = \"nope\"\n", nil, `policy.profile: profile "nope" is not defined (defined: default)`},
 		{"unknown category", "[policy.profiles.x]\nallow = [\"teleport\"]\n", nil, `policy.profiles.x: allow: unknown action category "teleport"`},
@@ -246,7 +257,7 @@ func TestVersionStability(t *testing.T) {
 	base := version("")
 	// A fixed value guards against accidental changes to the hash's input:
 	// every receipt records it, so a change must be deliberate.
-	if base != "a8eb8f6381fd" {
+	if base != "17c625fb202d" {
 		t.Errorf("tamq's default config version is %s; was the hash's input changed?", base)
 	}
 	same := []string{
@@ -263,9 +274,8 @@ require_human = ["secrets", "destructive", "live_external", "scope_change", "amb
 			t.Errorf("equal config %q hashed %s, want %s", c, v, base)
 		}
 	}
-	def := Default()
-	if base != def.Version(paths.Tamq) {
-		t.Errorf("loaded defaults %s differ from Default() %s", base, def.Version(paths.Tamq))
+	if def := Defaults(setup(t, nil, nil)); base != def.Version {
+		t.Errorf("loaded defaults %s differ from Defaults() %s", base, def.Version)
 	}
 	for _, c := range []string{"[coordination]\nmax_attempts = 5\n", "[coordination]\nretry_backoff_seconds = [15, 5, 60, 300]\n", "[statehub]\napi_base = \"http://127.0.0.1:8001\"\n", "[delivery]\nquiet_ms = 151\n"} {
 		if v := version(c); v == base {
@@ -390,7 +400,7 @@ allow = ["statehub_read"]
 func TestVersionPerProgram(t *testing.T) {
 	def := Default()
 	tamq, engine := def.Version(paths.Tamq), def.Version(paths.Engine)
-	if engine != "00db726b4b90" {
+	if engine != "6d79ecc9aba4" {
 		t.Errorf("coordination-engine's default config version is %s; was the hash's input changed?", engine)
 	}
 	if tamq == engine {
@@ -475,7 +485,7 @@ func TestConfigOthersCanWriteIsRefused(t *testing.T) {
 	for _, program := range []paths.Program{paths.Tamq, paths.Engine} {
 		t.Run(string(program), func(t *testing.T) {
 			layout := func(t *testing.T) string {
-				p := setupFor(t, program, ptr("[statehub]\ncredential_command = [\"touch\", \"/nonexistent/marker\"]\n"), nil)
+				p := setupFor(t, program, ptr("[statehub]\napi_base = \"http://127.0.0.1:9\"\ncredential_command = [\"touch\", \"/nonexistent/marker\"]\n"), nil)
 				if err := os.Chmod(filepath.Dir(p.ConfigFile), 0o755); err != nil {
 					t.Fatal(err)
 				}

@@ -17,7 +17,13 @@ import (
 func StateHub(ctx context.Context, cfg *config.Loaded, unreachable Status, why string) (c Check, reachable bool) {
 	const name = "statehub"
 	base := cfg.StateHub.APIBase
-	if err := statehub.Probe(ctx, base, HTTPTimeout); err != nil {
+	err := statehub.Probe(ctx, base, HTTPTimeout)
+	if errs.Is(err, errs.PermissionDeny) {
+		// Another user's listener where State Hub should be: a failure for
+		// both programs, whatever they do without State Hub.
+		return fail(name, err.Error(), fixOf(err, "point statehub.api_base at your own State Hub")), false
+	}
+	if err != nil {
 		return Check{Name: name, Status: unreachable, Detail: err.Error() + why,
 			Fix: fmt.Sprintf("start State Hub at %s, or point statehub.api_base in %s (or %s) at it", base, cfg.File, paths.StateHubAPIBaseVar)}, false
 	}

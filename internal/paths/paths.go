@@ -58,6 +58,10 @@ type Paths struct {
 	Socket string `json:"socket"`
 	// TamqSocket is where coordination-engine reaches tamq (equal to Socket for tamq).
 	TamqSocket string `json:"tamq_socket"`
+	// StateHubSocket is where the reference State Hub (coordination-engine
+	// dev-statehub) listens by default, beside the sockets of both programs;
+	// statehub.api_base points there unless set.
+	StateHubSocket string `json:"statehub_socket"`
 	// PrivateDir is the per-user directory that holds the sockets when
 	// XDG_RUNTIME_DIR is unset (see PrivateRuntimeDir), "" otherwise. Every
 	// program checks it on every use, as tmux checks /tmp/tmux-<uid>.
@@ -96,6 +100,7 @@ func Resolve(p Program, getenv func(string) string) (Paths, error) {
 		StateDir:         filepath.Join(stateHome, string(p)),
 		Socket:           filepath.Join(runtimeDir, string(p)+".sock"),
 		TamqSocket:       filepath.Join(runtimeDir, string(Tamq)+".sock"),
+		StateHubSocket:   filepath.Join(runtimeDir, "statehub.sock"),
 		PrivateDir:       private,
 		PolicyProfile:    getenv(v.profile),
 		PolicyProfileVar: v.profile,

@@ -35,6 +35,8 @@ func TestResolveDefaults(t *testing.T) {
 		TamqSocket: fmt.Sprintf("/tmp/tamq-%d/tamq.sock", os.Getuid()),
 		PrivateDir: fmt.Sprintf("/tmp/tamq-%d", os.Getuid()),
 
+		StateHubSocket: fmt.Sprintf("/tmp/tamq-%d/statehub.sock", os.Getuid()),
+
 		PolicyProfileVar: "TAMQ_POLICY_PROFILE",
 	}
 	if p != want {
@@ -55,6 +57,7 @@ func TestResolveXDG(t *testing.T) {
 		"database":    {p.Database, "/x/state/coordination-engine/coordination.sqlite3"},
 		"socket":      {p.Socket, "/run/user/7/coordination-engine.sock"},
 		"tamq socket": {p.TamqSocket, "/run/user/7/tamq.sock"},
+		"statehub":    {p.StateHubSocket, "/run/user/7/statehub.sock"},
 		"log":         {p.LogFile, "/x/state/coordination-engine/coordination-engine.log"},
 	}
 	for name, c := range checks {

@@ -32,6 +32,14 @@ type Client struct {
 	Credential []string
 	// Timeout bounds each request; zero means 10 seconds.
 	Timeout time.Duration
+	// OwnerOf stands in for the system's word on who owns a socket (tests
+	// only; see OwnerFunc).
+	OwnerOf OwnerFunc
+
+	setup sync.Once
+	tgt   target
+	hc    *http.Client
+	bad   error // Base is not an address
 
 	mu        sync.Mutex
 	token     string
@@ -47,6 +55,35 @@ type Invalid struct {
 
 // maxResponse bounds what one answer may hold.
 const maxResponse = 32 << 20
+
+// conn is where requests go and the checked HTTP client that takes them
+// there (transport.go), made at the first request.
+func (c *Client) conn() (target, *http.Client, error) {
+	c.setup.Do(func() {
+		c.tgt, c.bad = parseTarget(c.Base)
+		if c.bad == nil {
+			c.hc = newHTTPClient(c.tgt, c.OwnerOf)
+		}
+	})
+	return c.tgt, c.hc, c.bad
+}
+
+// failed is the error of a request that got no answer: the checks' refusal
+// as they made it, else unavailable.
+func (c *Client) failed(err error) error {
+	if e := refusal(err); e != nil {
+		return e
+	}
+	return errs.Wrap(errs.Unavailable, unwrapURL(err), "State Hub at %s is not reachable", c.Base)
+}
+
+// redirected is the error for a 3xx answer: a redirect is never followed,
+// so that a token goes nowhere but statehub.api_base.
+func redirected(resp *http.Response, method, path string) error {
+	return errs.New(errs.Unavailable, "State Hub answered %s to %s %s, a redirect to %q; redirects are not followed (the token goes to statehub.api_base only)",
+		resp.Status, method, path, textsafe.Escape(resp.Header.Get("Location"))).
+		WithHint("point statehub.api_base at where State Hub answers")
+}
 
 // Workplans returns the workplans and whether they changed since the last
 // call (a 304 answers with the ones kept from before), with the objects
@@ -197,7 +234,8 @@ func (c *Client) Events(ctx context.Context, onConnected, onEvent func()) error 
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.Base, "/")+"/v1/events", nil)
+	tgt, hc, _ := c.conn()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tgt.prefix+"/v1/events", nil)
 	if err != nil {
 		return errs.Wrap(errs.ConfigInvalid, err, "State Hub address %s", c.Base)
 	}
@@ -205,12 +243,14 @@ func (c *Client) Events(ctx context.Context, onConnected, onEvent func()) error 
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
-		return errs.Wrap(errs.Unavailable, unwrapURL(err), "State Hub at %s is not reachable", c.Base)
+		return c.failed(err)
 	}
 	defer resp.Body.Close()
 	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return redirected(resp, http.MethodGet, "/v1/events")
 	case resp.StatusCode == http.StatusNotFound:
 		return ErrNoEvents
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
@@ -284,7 +324,11 @@ func (c *Client) once(ctx context.Context, method, path, etag, token string, bod
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.Base, "/")+path, bytes.NewReader(body))
+	tgt, hc, err := c.conn()
+	if err != nil {
+		return 0, "", err
+	}
+	req, err := http.NewRequestWithContext(ctx, method, tgt.prefix+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, "", errs.Wrap(errs.ConfigInvalid, err, "State Hub address %s", c.Base)
 	}
@@ -298,9 +342,9 @@ func (c *Client) once(ctx context.Context, method, path, etag, token string, bod
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, "", errs.Wrap(errs.Unavailable, unwrapURL(err), "State Hub at %s is not reachable", c.Base)
+		return 0, "", c.failed(err)
 	}
 	defer resp.Body.Close()
 	// A write may be answered without a document (201, 204); a read may not.
@@ -309,6 +353,8 @@ func (c *Client) once(ctx context.Context, method, path, etag, token string, bod
 	switch {
 	case resp.StatusCode == http.StatusNotModified:
 		return resp.StatusCode, etag, nil
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return resp.StatusCode, "", redirected(resp, method, path)
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		return resp.StatusCode, "", errs.New(errs.PermissionDeny, "State Hub refused the credentials (%s)", resp.Status).
 			WithHint("check statehub.credential_command")
@@ -355,10 +401,18 @@ func decodeBody(body io.Reader, into any) error {
 }
 
 // bearer is the token, from the credential command when none is kept. The
-// command's output is never put in an error: it may be the secret.
+// command's output is never put in an error: it may be the secret. A token
+// is refused to a Base it must not go to (in clear to another host).
 func (c *Client) bearer(ctx context.Context) (string, error) {
+	tgt, _, err := c.conn()
+	if err != nil {
+		return "", err
+	}
 	if len(c.Credential) == 0 {
 		return "", nil
+	}
+	if err := tgt.tokenAllowed(c.Base); err != nil {
+		return "", err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

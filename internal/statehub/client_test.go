@@ -33,6 +33,7 @@ func put(t *testing.T, ts *httptest.Server, token, path, body string) {
 		req.Method = http.MethodPatch
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("%s: %v %v", path, err, resp)

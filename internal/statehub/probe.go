@@ -10,15 +10,31 @@ import (
 
 // Probe reports whether State Hub answers HTTP at apiBase at all; any HTTP
 // response counts, since reachability is the question, not authorization.
+// A listener that is not the user's is not State Hub: its refusal
+// (permission_denied, naming the port or socket and its owner) is returned
+// as the client's checks made it.
 func Probe(ctx context.Context, apiBase string, timeout time.Duration) error {
+	return (&Client{Base: apiBase}).Probe(ctx, timeout)
+}
+
+// Probe is the function Probe with c's address and checks.
+func (c *Client) Probe(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, apiBase, nil)
+	apiBase := c.Base
+	tgt, hc, err := c.conn()
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tgt.prefix+"/", nil)
 	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		if e := refusal(err); e != nil {
+			return e
+		}
 		return fmt.Errorf("State Hub at %s is not reachable: %w", apiBase, unwrapURL(err))
 	}
 	resp.Body.Close()

@@ -441,7 +441,22 @@ func (s *Squatter) Conns() []int {
 // ends, and returns once it listens.
 func (e *Env) Squat(t testing.TB, uid uint32, path string) *Squatter {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(e.Bin, "squatter"), path)
+	s, _ := squat(t, uid, filepath.Join(e.Bin, "squatter"), path)
+	return s
+}
+
+// SquatTCP runs the squatter as uid on a TCP address (as "127.0.0.1:0")
+// until the test ends, and returns once it listens, with the address it
+// got.
+func SquatTCP(t testing.TB, uid uint32, addr string) (*Squatter, string) {
+	t.Helper()
+	return squat(t, uid, filepath.Join(Binaries(t), "squatter"), "tcp", addr)
+}
+
+func squat(t testing.TB, uid uint32, squatter string, args ...string) (*Squatter, string) {
+	t.Helper()
+	path := args[len(args)-1]
+	cmd := exec.Command(squatter, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -455,11 +470,13 @@ func (e *Env) Squat(t testing.TB, uid uint32, path string) *Squatter {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	s := &Squatter{}
 	ready := make(chan bool, 1)
+	var addr string
 	go func() {
 		lines := bufio.NewScanner(out)
 		for lines.Scan() {
 			var n int
-			if lines.Text() == "ready" {
+			if a, ok := strings.CutPrefix(lines.Text(), "ready"); ok {
+				addr = strings.TrimSpace(a)
 				ready <- true
 			} else if _, err := fmt.Sscanf(lines.Text(), "conn %d", &n); err == nil {
 				s.mu.Lock()
@@ -472,7 +489,7 @@ func (e *Env) Squat(t testing.TB, uid uint32, path string) *Squatter {
 	if !<-ready {
 		t.Fatalf("squatter on %s did not start: %s", path, errb.String())
 	}
-	return s
+	return s, addr
 }
 
 // MoreParallel lets a package whose tests mostly wait (on tmux, on services,

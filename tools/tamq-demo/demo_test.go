@@ -207,7 +207,7 @@ func TestDemoKeep(t *testing.T) {
 	if err != nil {
 		t.Fatalf("tamq top --once: %v", err)
 	}
-	for _, want := range []string{"3 windows", "injected 1, awaiting_ack 0, acknowledged 4, failed 0", "completed 3, retry_wait 0, stopped 0", "statehub: " + "http://"} {
+	for _, want := range []string{"3 windows", "injected 1, awaiting_ack 0, acknowledged 4, failed 0", "completed 3, retry_wait 0, stopped 0", "statehub: " + "unix://"} {
 		if !strings.Contains(string(top), want) {
 			t.Errorf("tamq top --once lacks %q:\n%s", want, top)
 		}

@@ -469,8 +469,9 @@ func (d *demo) printKeep() {
 	fmt.Fprintf(w, "               export %s\n", strings.Join(exports, " "))
 	fmt.Fprintf(w, "             then, for example:\n")
 	fmt.Fprintf(w, "               %s explain B; %s receipts; %s status\n", engine, engine, tamq)
-	fmt.Fprintf(w, "               curl -s %s/v1/workplans\n", d.hubURL)
-	fmt.Fprintf(w, "               curl -s -X PATCH -d '{\"needs_human\": false}' %s/v1/tasks/%s   # H's human says go\n", d.hubURL, taskHuman)
+	curl := "curl -s --unix-socket " + shellQuote(strings.TrimPrefix(d.hubURL, "unix://")) + " http://localhost"
+	fmt.Fprintf(w, "               %s/v1/workplans\n", curl)
+	fmt.Fprintf(w, "               %s/v1/tasks/%s -X PATCH -H 'Content-Type: application/json' -d '{\"needs_human\": false}'   # H's human says go\n", curl, taskHuman)
 	fmt.Fprintf(w, "  Clean up:  with those exports:\n")
 	fmt.Fprintf(w, "               %s stop; %s stop; kill $(cat %s); tmux -L %s kill-server; rm -rf %s\n",
 		engine, tamq, shellQuote(d.hubPIDFile()), d.tmux, rm)

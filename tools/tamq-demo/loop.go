@@ -18,14 +18,16 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 )
 
 // startHub runs the reference State Hub (coordination-engine dev-statehub)
-// on a free port, with its data in the demo's directory, and learns its
-// address from the line it prints.
+// where it listens by default, its Unix socket in the demo's runtime
+// directory (where both programs look for it by default), with its data in
+// the demo's directory, and learns its address from the line it prints.
 func (d *demo) startHub(ctx context.Context) error {
-	cmd := exec.Command(d.engine, "dev-statehub", "--listen", "127.0.0.1:0", "--data", d.hubData())
+	cmd := exec.Command(d.engine, "dev-statehub", "--data", d.hubData())
 	cmd.Env = d.env()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -150,11 +152,19 @@ func (d *demo) hubDo(ctx context.Context, method, path string, body, into any) e
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, d.hubURL+path, rd)
+	// The client the programs use: over the socket, checked as they check it.
+	hc, prefix, err := statehub.HTTPClient(d.hubURL)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	req, err := http.NewRequestWithContext(ctx, method, prefix+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("State Hub: %s %s: %w", method, path, err)
 	}

@@ -3,9 +3,9 @@ package cli
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
-	"net/http"
+	"net/netip"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -14,12 +14,14 @@ import (
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 	"github.com/tmux-amq/tamq/internal/statehub/devhub"
-	"github.com/tmux-amq/tamq/internal/trust"
 )
 
 func newDevStateHubCmd(a *app.App) *cobra.Command {
 	var listen, data, token, tokenFile string
+	var noToken bool
 	cmd := &cobra.Command{
 		Use:   "dev-statehub",
 		Short: "Run the reference State Hub (for trying the engine, the tests and the demo)",
@@ -27,33 +29,52 @@ func newDevStateHubCmd(a *app.App) *cobra.Command {
 (docs/statehub-contract.md) over one document kept in memory, or in --data FILE,
 replaced atomically after every change. Agents and tests write workplans, tasks,
 messages and checkpoints to it; coordination-engine reads them and posts its
-receipts. With --token or --token-file every request must carry
-"Authorization: Bearer <token>" (prefer --token-file: a command line is visible
-to other local users). It stops on SIGTERM or SIGINT.`,
+receipts.
+
+By default it listens on a Unix socket only you can use, statehub.sock in the
+runtime directory ($XDG_RUNTIME_DIR, else /tmp/tamq-<uid>), which is where
+statehub.api_base points by default: no token is needed there. --listen
+host:port listens on TCP instead, and then every request must carry
+"Authorization: Bearer <token>": the token of --token-file, or of --token
+(visible to other local users in the process list), or else one made at the
+first start and kept in statehub.token in coordination-engine's state
+directory (mode 0600; clients read it with statehub.credential_command =
+["cat", "<that file>"]). --no-token drops it, on a loopback address only; an
+address other machines may reach needs a token. It stops on SIGTERM or SIGINT.`,
 		Example: `  coordination-engine dev-statehub
-  coordination-engine dev-statehub --listen 127.0.0.1:8100 --data ~/.local/state/statehub.json --token-file ~/.config/statehub.token`,
+  coordination-engine dev-statehub --data ~/.local/state/statehub.json
+  coordination-engine dev-statehub --listen 127.0.0.1:8100 --token-file ~/.config/statehub.token`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if token != "" && tokenFile != "" {
-				return app.UsageError("give --token or --token-file, not both")
+			if token != "" && tokenFile != "" || noToken && (token != "" || tokenFile != "") {
+				return app.UsageError("give one of --token, --token-file and --no-token, not both")
 			}
-			if tokenFile != "" {
-				// The token is a secret, and whoever could write the file
-				// could choose it: the file must be the user's and private.
-				f, err := trust.OpenPrivate(tokenFile, "token file")
-				if errs.Is(err, errs.PermissionDeny) {
+			p, err := a.Paths()
+			if err != nil {
+				return err
+			}
+			if listen == "" {
+				listen = "unix://" + p.StateHubSocket
+				if p.SocketDirPrivate(p.StateHubSocket) {
+					// In a shared /tmp only a directory of our own keeps
+					// others from the socket's path.
+					if err := protocol.CheckPrivateDir(p.PrivateDir, true); err != nil {
+						return err
+					}
+				}
+			}
+			tcp := !isSocket(listen)
+			made := false
+			switch {
+			case tokenFile != "":
+				if token, _, err = devhub.TokenFile(tokenFile, false); err != nil {
 					return err
 				}
-				if err != nil {
-					return errs.Wrap(errs.ConfigInvalid, err, "token file")
-				}
-				b, err := io.ReadAll(f)
-				f.Close()
-				if err != nil {
-					return errs.Wrap(errs.ConfigInvalid, err, "token file")
-				}
-				if token = strings.TrimSpace(string(b)); token == "" {
-					return errs.New(errs.ConfigInvalid, "token file %s is empty", tokenFile)
+			case tcp && token == "" && !noToken:
+				// A port is open to every local user: a token by default.
+				tokenFile = filepath.Join(p.StateDir, "statehub.token")
+				if token, made, err = devhub.TokenFile(tokenFile, true); err != nil {
+					return err
 				}
 			}
 			// Signals are ours before anything is opened: a SIGINT from now on
@@ -64,14 +85,34 @@ to other local users). It stops on SIGTERM or SIGINT.`,
 			if err := hub.Open(); err != nil {
 				return errs.Wrap(errs.ConfigInvalid, err, "cannot load the State Hub data")
 			}
-			ln, err := net.Listen("tcp", listen)
+			ln, err := listenHub(listen)
 			if err != nil {
-				return errs.Wrap(errs.Unavailable, err, "cannot listen on %s", listen)
+				return err
 			}
-			srv := &http.Server{Handler: hub.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			defer ln.Remove()
+			if !ln.Loopback && token == "" {
+				ln.Close()
+				return errs.New(errs.PermissionDeny, "--listen %s: other machines may reach that address, and --no-token would let them in", listen).
+					WithHint("listen on 127.0.0.1 or a Unix socket, or keep the token")
+			}
+			srv := hub.HTTPServer()
 			done := make(chan error, 1)
-			go func() { done <- srv.Serve(ln) }()
-			a.Notef("reference State Hub on http://%s (data: %s)", ln.Addr(), orMemory(data))
+			go func() { done <- srv.Serve(hub.Listener(ln)) }()
+			switch {
+			case tokenFile != "":
+				what := "token"
+				if made {
+					what = "new token"
+				}
+				a.Notef("requests need the %s in %s: give clients statehub.credential_command = [\"cat\", %q]", what, tokenFile, tokenFile)
+			case token != "":
+				a.Notef("requests need the token of --token")
+			}
+			if !ln.Loopback {
+				a.Notef("warning: %s is reachable from other machines, and http carries the token in clear; prefer 127.0.0.1, a Unix socket, or https in front", listen)
+			}
+			// Last: the line that says it is ready (the demo waits for it).
+			a.Notef("reference State Hub on %s (data: %s)", ln.URL, orMemory(data))
 			select {
 			case err := <-done:
 				return errs.Wrap(errs.Internal, err, "State Hub server")
@@ -86,10 +127,11 @@ to other local users). It stops on SIGTERM or SIGINT.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8000", "address to listen on (host:port)")
+	cmd.Flags().StringVar(&listen, "listen", "", "unix:///path/to/socket or host:port (default: statehub.sock in the runtime directory)")
 	cmd.Flags().StringVar(&data, "data", "", "file to keep the data in (default: memory only)")
 	cmd.Flags().StringVar(&token, "token", "", "require this bearer token")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "require the bearer token in this file (mode 0600)")
+	cmd.Flags().BoolVar(&noToken, "no-token", false, "on a loopback TCP address: require no token")
 	return cmd
 }
 
@@ -98,4 +140,57 @@ func orMemory(data string) string {
 		return "memory only"
 	}
 	return data
+}
+
+// listening is where the server listens and how to leave it.
+type listening struct {
+	net.Listener
+	// URL is what clients put in statehub.api_base.
+	URL string
+	// Loopback is false for a TCP address other machines may reach.
+	Loopback bool
+	remove   func() error
+}
+
+// Remove deletes the socket file when the server listened on one it made.
+func (l *listening) Remove() error {
+	if l.remove == nil {
+		return nil
+	}
+	return l.remove()
+}
+
+// isSocket says whether addr names a Unix socket (unix:///path) rather
+// than a TCP host:port.
+func isSocket(addr string) bool { return strings.HasPrefix(addr, "unix://") }
+
+// listenHub opens addr: "unix:///path" binds a socket there that only the
+// user may use (0600, made as the programs make theirs: a stale one of the
+// user's is replaced, anything else refused), host:port a TCP port.
+func listenHub(addr string) (*listening, error) {
+	if isSocket(addr) {
+		path := strings.TrimPrefix(addr, "unix://")
+		if !filepath.IsAbs(path) {
+			return nil, errs.New(errs.Usage, "--listen %s: a socket's path must be absolute, as unix:///run/user/1000/statehub.sock", addr)
+		}
+		ln, err := unixsock.Listen(path, protocol.Names{Program: "dev-statehub"})
+		if e := (*errs.Error)(nil); errors.As(err, &e) && e.Code == errs.AlreadyRunning {
+			e.Hint = "another State Hub listens there: stop it, or give --listen another address"
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &listening{Listener: ln, URL: "unix://" + path, Loopback: true, remove: ln.Remove}, nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, errs.New(errs.Usage, "--listen %s: give host:port (as 127.0.0.1:8000) or unix:///path/to/socket", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, errs.Wrap(errs.Unavailable, err, "cannot listen on %s", addr)
+	}
+	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	loopback := host == "localhost" || err == nil && a.Unmap().IsLoopback()
+	return &listening{Listener: ln, URL: "http://" + ln.Addr().String(), Loopback: loopback}, nil
 }

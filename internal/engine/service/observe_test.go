@@ -126,6 +126,9 @@ func (h *hub) do(method, path string, body any) (int, []byte) {
 	if tok := *h.token.Load(); tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		h.t.Fatalf("%s %s: %v", method, path, err)

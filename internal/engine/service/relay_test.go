@@ -59,6 +59,9 @@ func (h *relayHub) do(method, path, body string) string {
 	h.t.Helper()
 	req, _ := http.NewRequest(method, h.url+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer engine-token")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		h.t.Fatal(err)

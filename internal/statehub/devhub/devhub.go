@@ -4,6 +4,13 @@
 // what the tests and the demo run, and what a new user runs before pointing
 // the engine at their own tracker. It is careful as a server must be: a bad
 // request is a 400 with a reason, never a crash; writes are serialized.
+//
+// It is safe by default (docs/statehub-contract.md): it listens on a Unix
+// socket of the user's (listen.go), or on TCP with a token; on TCP it takes
+// only a loopback Host (no DNS rebinding); a body must be JSON and say so
+// (a web page cannot send that without asking first) and no browser may
+// write across origins; bodies, the document and connections are capped,
+// and slow or idle connections are closed.
 package devhub
 
 import (
@@ -11,9 +18,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
+	"mime"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,6 +37,13 @@ import (
 
 // maxBody bounds a request body: a workplan with its tasks fits many times.
 const maxBody = 1 << 20
+
+// The defaults of Server's caps: generous for one person's work, small
+// enough that a runaway client cannot fill the disk or the process table.
+const (
+	DefaultMaxDocument = 64 << 20
+	DefaultMaxConns    = 64
+)
 
 // maxNote bounds the note a task's status comes with: one line, for people.
 const maxNote = 1 << 10
@@ -77,9 +93,16 @@ type Server struct {
 	// Data is the file the document is kept in; "" keeps it in memory.
 	Data string
 	Now  func() time.Time
+	// MaxDocument caps the document, in bytes of JSON (about what --data
+	// holds); a write that would pass it is refused (507). 0: DefaultMaxDocument.
+	MaxDocument int64
+	// MaxConns caps the open connections of Listener; one over it is
+	// answered 503 and closed. 0: DefaultMaxConns.
+	MaxConns int
 
-	mu  sync.Mutex
-	doc document
+	mu   sync.Mutex
+	doc  document
+	size int64 // the document's size as JSON, kept up to date by each write
 }
 
 // Open loads the document from s.Data when the file exists.
@@ -109,6 +132,7 @@ func (s *Server) Open() error {
 	if err := json.Unmarshal(b, &s.doc); err != nil {
 		return fmt.Errorf("%s is not a State Hub data file: %w", s.Data, err)
 	}
+	s.size = jsonSize(&s.doc)
 	s.doc.progressIDs = map[string]bool{}
 	for _, r := range s.doc.Progress {
 		var id struct{ ID string }
@@ -133,7 +157,72 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/progress", s.postProgress)
 	mux.HandleFunc("GET /v1/progress", s.getProgress)
 	mux.HandleFunc("GET /v1/events", s.events)
-	return s.authorized(mux)
+	// No browser writes across origins (Sec-Fetch-Site, Origin): a
+	// bodyless POST needs no content type a page could not send.
+	cop := http.NewCrossOriginProtection()
+	return s.guarded(cop.Handler(s.authorized(mux)))
+}
+
+// guarded refuses, before anything else looks at a request, what only an
+// attacker sends: a Host that is not this machine on TCP (a DNS rebinding
+// page's), a body that is not declared JSON (a page's form or text/plain
+// POST, which needs no CORS preflight), a body over maxBody.
+func (s *Server) guarded(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if local, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr); ok && !hostAllowed(r.Host, local) {
+			fail(w, http.StatusMisdirectedRequest, "Host %q is not this State Hub's address; use 127.0.0.1, [::1] or localhost", textsafe.Escape(r.Host))
+			return
+		}
+		if r.ContentLength != 0 && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+				fail(w, http.StatusUnsupportedMediaType, "a body must be sent as Content-Type: application/json")
+				return
+			}
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// hostAllowed accepts a Host header naming the loopback interface, or the
+// very address the connection came in on (a server on a LAN address with a
+// token); a name that resolves here is what DNS rebinding sends.
+func hostAllowed(host string, local *net.TCPAddr) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	a = a.Unmap()
+	l, _ := netip.AddrFromSlice(local.IP)
+	return a.IsLoopback() || a == l.Unmap()
+}
+
+// jsonSize is v's size as JSON.
+func jsonSize(v any) int64 {
+	b, _ := json.Marshal(v)
+	return int64(len(b))
+}
+
+// room takes grow bytes of the document's cap for a write, or refuses the
+// write (507) when they are not left; mu is held.
+func (s *Server) room(w http.ResponseWriter, grow int64) bool {
+	limit := s.MaxDocument
+	if limit == 0 {
+		limit = DefaultMaxDocument
+	}
+	if s.size+grow > limit {
+		fail(w, http.StatusInsufficientStorage, "the State Hub document would be over its cap of %d bytes; nothing changed", limit)
+		return false
+	}
+	s.size += grow
+	return true
 }
 
 func (s *Server) authorized(next http.Handler) http.Handler {
@@ -160,11 +249,16 @@ func reply(w http.ResponseWriter, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// decode reads a JSON body strictly: one object, known fields, bounded size.
+// decode reads a JSON body strictly: one object, known fields, bounded size
+// (guarded limits the body).
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody+1))
+	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			fail(w, http.StatusRequestEntityTooLarge, "a body over %d bytes; at most %d", maxBody, maxBody)
+			return false
+		}
 		fail(w, http.StatusBadRequest, "malformed JSON: %s", textsafe.Escape(err.Error()))
 		return false
 	}
@@ -315,10 +409,15 @@ func (s *Server) putWorkplan(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	old := map[string]task{}
 	i := slices.IndexFunc(s.doc.Workplans, func(x workplan) bool { return x.ID == wp.ID })
+	grow := jsonSize(wp)
 	if i >= 0 {
+		grow -= jsonSize(s.doc.Workplans[i])
 		for _, t := range s.doc.Workplans[i].Tasks {
 			old[t.ID] = t
 		}
+	}
+	if !s.room(w, grow) {
+		return
 	}
 	for j := range wp.Tasks {
 		t := &wp.Tasks[j]
@@ -379,10 +478,11 @@ func (s *Server) patchTask(w http.ResponseWriter, r *http.Request) {
 	for i := range s.doc.Workplans {
 		wp := &s.doc.Workplans[i]
 		for j := range wp.Tasks {
-			t := &wp.Tasks[j]
-			if t.ID != id {
+			if wp.Tasks[j].ID != id {
 				continue
 			}
+			// Changed on a copy, so a change over the document's cap changes nothing.
+			t := new(wp.Tasks[j])
 			if p.Status != nil {
 				t.Status = *p.Status
 			}
@@ -401,6 +501,11 @@ func (s *Server) patchTask(w http.ResponseWriter, r *http.Request) {
 			if p.Note != nil {
 				t.Note = *p.Note
 			}
+			if !s.room(w, jsonSize(t)-jsonSize(wp.Tasks[j])) {
+				return
+			}
+			wp.Tasks[j] = *t
+			t = &wp.Tasks[j]
 			t.Revision = s.nextRev()
 			wp.Revision = s.nextRev()
 			if s.commit(w, "workplan", wp.ID) {
@@ -472,6 +577,9 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusConflict, "message %s exists", m.ID)
 		return
 	}
+	if !s.room(w, jsonSize(m)) {
+		return
+	}
 	m.Revision = s.nextRev()
 	if m.CreatedAt.IsZero() {
 		m.CreatedAt = s.Now()
@@ -535,6 +643,9 @@ func (s *Server) postCheckpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.room(w, jsonSize(c)) {
+		return
+	}
 	c.ID = "c" + strconv.Itoa(len(s.doc.Checkpoints)+1)
 	if c.RecordedAt.IsZero() {
 		c.RecordedAt = s.Now()
@@ -570,6 +681,15 @@ func (s *Server) postProgress(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var grow int64
+	for i, raw := range body.Receipts {
+		if !s.doc.progressIDs[ids[i]] {
+			grow += int64(len(raw)) + 1
+		}
+	}
+	if !s.room(w, grow) {
+		return
+	}
 	accepted := 0
 	for i, raw := range body.Receipts {
 		if !s.doc.progressIDs[ids[i]] {
@@ -610,6 +730,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		delete(s.doc.events, ch)
 		s.mu.Unlock()
 	}()
+	// A stream lasts as long as its client: the server's read and write
+	// deadlines, which end slow requests, must not end it.
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Time{})
+	rc.SetWriteDeadline(time.Time{})
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)

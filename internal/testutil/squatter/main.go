@@ -5,7 +5,9 @@
 // refused it before writing a byte. `squatter dial SOCKET [FRAME]` connects
 // to a service as a raw client would, without the checks tamq's own client
 // makes, sends FRAME (a ping by default) and prints the first reply ("reply
-// ..." or "closed").
+// ..." or "closed"). `squatter tcp ADDR` listens on a TCP address instead, as
+// another user who binds State Hub's port while it is not running, and says
+// "ready HOST:PORT" once it listens.
 package main
 
 import (
@@ -19,6 +21,14 @@ import (
 
 func main() {
 	switch {
+	case len(os.Args) == 3 && os.Args[1] == "tcp":
+		ln, err := net.Listen("tcp", os.Args[2])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "squatter:", err)
+			os.Exit(1)
+		}
+		fmt.Println("ready", ln.Addr())
+		count(ln)
 	case len(os.Args) == 2:
 		squat(os.Args[1])
 	case len(os.Args) == 3 && os.Args[1] == "dial":
@@ -26,7 +36,7 @@ func main() {
 	case len(os.Args) == 4 && os.Args[1] == "dial":
 		dial(os.Args[2], os.Args[3])
 	default:
-		fmt.Fprintln(os.Stderr, "usage: squatter SOCKET | squatter dial SOCKET [FRAME]")
+		fmt.Fprintln(os.Stderr, "usage: squatter SOCKET | squatter tcp ADDR | squatter dial SOCKET [FRAME]")
 		os.Exit(2)
 	}
 }
@@ -39,6 +49,11 @@ func squat(path string) {
 	}
 	os.Chmod(path, 0o777) // anyone may connect: the victim must refuse by itself
 	fmt.Println("ready")
+	count(ln)
+}
+
+// count reports, for each connection, how many bytes it sent.
+func count(ln net.Listener) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {

@@ -1,0 +1,302 @@
+package statehub
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+)
+
+// The token goes to our own State Hub only, and only our own State Hub's
+// answers are believed. While nothing listens on a loopback port any local
+// user may bind it; so before a byte is written the client checks who it is
+// connected to:
+//
+//   - unix:///path: the socket file must be owned by the user (or root) and
+//     the process listening on it must run as the user (or root), as the
+//     kernel says (SO_PEERCRED), as our own services' sockets are checked;
+//   - a loopback port: the listening socket, found in /proc/net/tcp and
+//     /proc/net/tcp6, must belong to the user (or root);
+//   - another host: a token goes over https only.
+//
+// Redirects are never followed: a token must not go anywhere but
+// statehub.api_base. Root is trusted since it can read the token anyway.
+
+// target is statehub.api_base taken apart.
+type target struct {
+	prefix string // what a request's path is appended to
+	socket string // unix:// only: the socket's path
+	scheme string // http, https or unix
+	host   string // http(s): the host, without its port
+}
+
+func parseTarget(base string) (target, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return target{}, errs.New(errs.ConfigInvalid, "State Hub address %q is not a URL", base)
+	}
+	switch u.Scheme {
+	case "unix":
+		if u.Host != "" || !strings.HasPrefix(u.Path, "/") {
+			return target{}, errs.New(errs.ConfigInvalid, "State Hub address %q must be unix:// and a socket's absolute path", base)
+		}
+		// The host is a placeholder: the socket is the address.
+		return target{prefix: "http://localhost", socket: u.Path, scheme: "unix"}, nil
+	case "http", "https":
+		if u.Host == "" {
+			break
+		}
+		return target{prefix: strings.TrimRight(base, "/"), scheme: u.Scheme, host: u.Hostname()}, nil
+	}
+	return target{}, errs.New(errs.ConfigInvalid, "State Hub address %q must be an http://, https:// or unix:// URL", base)
+}
+
+// loopbackHost reports whether host names this machine's loopback interface.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+// tokenAllowed refuses to send a token in clear to another machine.
+func (t target) tokenAllowed(base string) error {
+	if t.scheme == "http" && !loopbackHost(t.host) {
+		return errs.New(errs.ConfigInvalid, "statehub.api_base %s is http:// to %s, which is not this machine: State Hub's token goes to another host over https only", base, t.host).
+			WithHint("use https://%s…, or a State Hub on this machine (unix:// or 127.0.0.1)", t.host)
+	}
+	return nil
+}
+
+// OwnerFunc says who owns the socket with this inode (a socket file's, or a
+// listening TCP socket's as /proc/net/tcp lists it), when it knows better than
+// the system. Only tests set it, to make a listener of their own look like
+// another user's where they cannot run one as another user.
+type OwnerFunc func(inode uint64) (uid uint32, ok bool)
+
+func (f OwnerFunc) owner(inode uint64, uid uint32) uint32 {
+	if f != nil {
+		if u, ok := f(inode); ok {
+			return u
+		}
+	}
+	return uid
+}
+
+// trusted is whether a socket owned by uid may be State Hub's.
+func trusted(uid uint32) bool { return uid == uint32(os.Getuid()) || uid == 0 }
+
+// newHTTPClient is an HTTP client that connects to t alone, checked, and
+// follows no redirect.
+func newHTTPClient(t target, ownerOf OwnerFunc) *http.Client {
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+		ForceAttemptHTTP2:   true,
+	}
+	if t.socket != "" {
+		tr.Proxy = nil
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return dialSocket(ctx, d, t.socket, ownerOf)
+		}
+	} else {
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			if err := checkTCPPeer(conn, ownerOf); err != nil {
+				conn.Close()
+				return nil, err
+			}
+			return conn, nil
+		}
+	}
+	return &http.Client{
+		Transport: tr,
+		// The 3xx is the answer, and an error to the caller.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// HTTPClient returns a client for State Hub at base, with the checks every
+// request of Client makes, and the URL prefix to put a route's path after:
+// for tools that send State Hub what Client does not (the demo seeds it).
+func HTTPClient(base string) (*http.Client, string, error) {
+	t, err := parseTarget(base)
+	if err != nil {
+		return nil, "", err
+	}
+	return newHTTPClient(t, nil), t.prefix, nil
+}
+
+// dialSocket connects to State Hub's Unix socket once the file is a socket
+// of the user's, and keeps the connection only when the process listening
+// runs as the user.
+func dialSocket(ctx context.Context, d *net.Dialer, path string, ownerOf OwnerFunc) (net.Conn, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return nil, &fs.PathError{Op: "lstat", Path: path, Err: err}
+	}
+	hint := "another local user may be waiting there for State Hub's token; point statehub.api_base at a socket in a directory of your own"
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return nil, errs.New(errs.PermissionDeny, "State Hub's address %s is not a socket; refusing to use it", path).WithHint("%s", hint)
+	}
+	if uid := ownerOf.owner(st.Ino, st.Uid); !trusted(uid) {
+		return nil, errs.New(errs.PermissionDeny, "State Hub's socket %s is owned by uid %d, not by you (uid %d); refusing to send it a token or believe its answers", path, uid, os.Getuid()).
+			WithHint("%s", hint)
+	}
+	conn, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, err
+	}
+	uc := conn.(*net.UnixConn)
+	raw, err := uc.SyscallConn()
+	var cred *unix.Ucred
+	credErr := err
+	if err == nil {
+		err = raw.Control(func(fd uintptr) { cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	}
+	if err != nil || credErr != nil {
+		conn.Close()
+		return nil, errs.Wrap(errs.Unavailable, errors.Join(err, credErr), "cannot tell who listens on %s", path)
+	}
+	// A socket file can be chowned; the process behind it cannot be faked.
+	if !trusted(cred.Uid) {
+		conn.Close()
+		return nil, errs.New(errs.PermissionDeny, "the process listening on State Hub's socket %s (pid %d) runs as uid %d, not as you (uid %d); refusing to send it a token or believe its answers", path, cred.Pid, cred.Uid, os.Getuid()).
+			WithHint("%s", hint)
+	}
+	return conn, nil
+}
+
+// checkTCPPeer refuses a connection to a loopback port whose listening
+// socket is not the user's (or root's). It runs once connected, before a
+// byte is written: the listener checked is the one that took the
+// connection, not one that was there a moment before.
+func checkTCPPeer(conn net.Conn, ownerOf OwnerFunc) error {
+	ra, ok := conn.RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return nil
+	}
+	ap := ra.AddrPort()
+	if !ap.Addr().Unmap().IsLoopback() {
+		return nil
+	}
+	ls, err := tcpListeners(ap)
+	if err != nil {
+		return errs.Wrap(errs.Unavailable, err, "cannot tell who listens on port %d", ap.Port())
+	}
+	if len(ls) == 0 {
+		return errs.New(errs.Unavailable, "cannot tell who listens on port %d: no listening socket for it in /proc/net/tcp; refusing to send State Hub's token there", ap.Port())
+	}
+	for _, l := range ls {
+		if uid := ownerOf.owner(l.inode, l.uid); !trusted(uid) {
+			return errs.New(errs.PermissionDeny, "port %d (%s) is held by uid %d, not by you (uid %d) or root; refusing to send State Hub's token there or believe its answers", ap.Port(), ap, uid, os.Getuid()).
+				WithHint("another local user may be listening in State Hub's place (`ss -ltnp 'sport = :%d'` shows who); run State Hub on a Unix socket (`coordination-engine dev-statehub` does by default; api_base unix://…) or on a port of your own", ap.Port())
+		}
+	}
+	return nil
+}
+
+// tcpListener is a listening socket of /proc/net/tcp or /proc/net/tcp6.
+type tcpListener struct {
+	inode uint64
+	uid   uint32
+}
+
+// tcpListeners lists the listening sockets a connection to ap may have
+// reached: bound to its address, or to the wildcard of its family (an IPv6
+// wildcard takes IPv4 too unless it is v6-only, which /proc does not say).
+func tcpListeners(ap netip.AddrPort) ([]tcpListener, error) {
+	var out []tcpListener
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if errors.Is(err, fs.ErrNotExist) { // a kernel without IPv6
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, parseListeners(string(b), ap)...)
+	}
+	return out, nil
+}
+
+// parseListeners reads a /proc/net/tcp table: after a header line, one
+// socket a line, "sl local_address rem_address st ... uid timeout inode ...".
+func parseListeners(table string, want netip.AddrPort) []tcpListener {
+	const listen = "0A" // TCP_LISTEN
+	var out []tcpListener
+	lines := strings.Split(table, "\n")
+	for _, line := range lines[min(1, len(lines)):] {
+		f := strings.Fields(line)
+		if len(f) < 10 || f[3] != listen {
+			continue
+		}
+		local, ok := parseProcAddr(f[1])
+		if !ok || local.Port() != want.Port() || !reaches(local.Addr(), want.Addr()) {
+			continue
+		}
+		uid, err1 := strconv.ParseUint(f[7], 10, 32)
+		inode, err2 := strconv.ParseUint(f[9], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		out = append(out, tcpListener{inode: inode, uid: uint32(uid)})
+	}
+	return out
+}
+
+// reaches says whether a socket bound to bound takes connections to to.
+func reaches(bound, to netip.Addr) bool {
+	to = to.Unmap()
+	if bound.Unmap() == to {
+		return true
+	}
+	return bound.IsUnspecified() && (bound.Is6() || to.Is4())
+}
+
+// parseProcAddr reads "0100007F:1F40": the address as the kernel prints it,
+// each 32-bit word as a number in host byte order, and the port in hex.
+func parseProcAddr(s string) (netip.AddrPort, bool) {
+	h, p, ok := strings.Cut(s, ":")
+	port, err := strconv.ParseUint(p, 16, 16)
+	raw, herr := hex.DecodeString(h)
+	if !ok || err != nil || herr != nil || len(raw) != 4 && len(raw) != 16 {
+		return netip.AddrPort{}, false
+	}
+	b := make([]byte, len(raw))
+	for i := 0; i < len(raw); i += 4 {
+		binary.NativeEndian.PutUint32(b[i:], binary.BigEndian.Uint32(raw[i:]))
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return netip.AddrPortFrom(a, uint16(port)), true
+}
+
+// refusal is the check's own error inside what net/http returns, so it
+// reaches the user as it was made (its code, its hint), or nil.
+func refusal(err error) *errs.Error {
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return nil
+}
