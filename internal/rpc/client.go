@@ -71,3 +71,13 @@ func (c BaseClient) Hello(ctx context.Context, client string) (HelloResult, erro
 
 // Stop asks the service to stop within its grace period.
 func (c BaseClient) Stop(ctx context.Context) (ShutdownResult, error) { return Stop(ctx, c.Paths) }
+
+// Listener says which process serves the service's socket: the pid its
+// ping answers.
+func (c BaseClient) Listener(ctx context.Context) (protocol.Peer, error) {
+	res, err := c.Ping(ctx)
+	if err != nil {
+		return protocol.Peer{}, err
+	}
+	return protocol.Peer{PID: int32(res.PID)}, nil
+}

@@ -100,7 +100,7 @@ type Service struct {
 	// tamqProc recognises tamq's service among callers: a lease it
 	// acknowledges or renews was so by its broker, on the agent's behalf;
 	// only it attaches, detaches and publishes.
-	tamqProc *rpc.ServiceProcess
+	tamqProc *daemon.ServiceProcess
 	// dialogs are the live leases whose agent waits at a dialog, as tamq's
 	// broker last said at a renewal: the window and what shows there.
 	dialogs sync.Map
@@ -141,7 +141,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		freeMemory: time.AfterFunc(time.Hour, debug.FreeOSMemory),
 	}
 	s.freeMemory.Stop() // armed by the looks that decode the workplans
-	s.tamqProc = &rpc.ServiceProcess{}
+	s.tamqProc = &daemon.ServiceProcess{}
 	if o.Tamq != nil {
 		s.tamqProc.Listener = o.Tamq.Listener
 	}

@@ -3,10 +3,10 @@ package service
 import (
 	"context"
 
+	"github.com/tmux-amq/tamq/internal/daemon"
 	engineclient "github.com/tmux-amq/tamq/internal/engine/client"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 )
 
@@ -34,9 +34,9 @@ func (s *Service) whois(ctx context.Context, _ protocol.Peer, req *protocol.Requ
 }
 
 // engineProcess recognises coordination-engine's own process among callers.
-func newEngineProcess(o Options) *rpc.ServiceProcess {
+func newEngineProcess(o Options) *daemon.ServiceProcess {
 	c := engineclient.New(o.Engine)
-	return &rpc.ServiceProcess{Listener: c.Listener}
+	return &daemon.ServiceProcess{Listener: c.Listener}
 }
 
 // fromEngine refuses a caller that is not coordination-engine's process:

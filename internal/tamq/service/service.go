@@ -24,7 +24,6 @@ import (
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 	"github.com/tmux-amq/tamq/internal/receipt"
-	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/queue"
@@ -114,7 +113,7 @@ type Service struct {
 	// engineLink is the link to coordination-engine the attacher keeps.
 	engineLink *attachment
 	// engineProc recognises the engine's process: only it may wake.
-	engineProc *rpc.ServiceProcess
+	engineProc *daemon.ServiceProcess
 	// pub is the publisher's state: how it sends receipts, and how it went.
 	pub *publisher
 

@@ -1,4 +1,4 @@
-package rpc
+package daemon
 
 import (
 	"context"
@@ -52,14 +52,4 @@ func (p *ServiceProcess) Is(ctx context.Context, peer protocol.Peer) bool {
 	p.pid, p.start = peer.PID, st.StartTime
 	p.mu.Unlock()
 	return true
-}
-
-// Listener says which process serves the service's socket: the pid its
-// ping answers.
-func (c BaseClient) Listener(ctx context.Context) (protocol.Peer, error) {
-	res, err := c.Ping(ctx)
-	if err != nil {
-		return protocol.Peer{}, err
-	}
-	return protocol.Peer{PID: int32(res.PID)}, nil
 }
