@@ -121,15 +121,25 @@ func (c *Client) ConnError(op string, err error) error {
 }
 
 // dialWaiting dials, and while the service is not listening and WaitRestart
-// allows, dials again after a pause that grows to a second: a service being
-// restarted is back within that time.
+// allows, dials again after a pause that grows to a second. A socket left
+// behind (nothing accepts on it) is a service that died, likely to be
+// started again: it is waited for up to WaitRestart. No socket at all is a
+// service stopped on purpose, or one between removing a stale socket and
+// binding its own: that is waited for a second at most.
 func (c *Client) dialWaiting(ctx context.Context, deadline time.Time) (io.ReadWriteCloser, error) {
-	giveUp := time.Now().Add(c.WaitRestart)
+	start := time.Now()
 	pause := 50 * time.Millisecond
 	for {
 		conn, err := c.dialBlocking(deadline)
-		notListening := errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)
-		if !notListening || time.Now().Add(pause).After(giveUp) {
+		giveUp := start.Add(c.WaitRestart)
+		switch {
+		case errors.Is(err, syscall.ECONNREFUSED):
+		case errors.Is(err, syscall.ENOENT):
+			giveUp = start.Add(min(c.WaitRestart, time.Second))
+		default:
+			return conn, err
+		}
+		if time.Now().Add(pause).After(giveUp) {
 			return conn, err
 		}
 		select {

@@ -24,8 +24,8 @@ Each command takes --attempt N, the attempt the prompt names: a command of an
 attempt after a newer one was offered is refused, since the newer prompt is
 the one to follow.
 
-An engine that is not listening is waited for up to 10 s (it may be
-restarting); then the command exits 8 (unavailable).
+An engine that died and left its socket is waited for up to 10 s (it may
+be starting again); one that is not running exits 8 (unavailable).
 
 Exit status: 0 on success; 2 for a usage error (release without --result);
 12 (not_found) for an unknown lease; 22 (lease_state) when the lease's state

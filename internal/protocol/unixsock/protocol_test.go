@@ -379,7 +379,9 @@ func TestNegotiate(t *testing.T) {
 }
 
 // A call that may wait for a restart lands when the service comes back; one
-// that may not says at once that the service is not running.
+// that may not says at once that the service is not running. A service that
+// died left its socket behind; one stopped on purpose removed it, and a call
+// does not wait for that one.
 func TestACallWaitsForARestartingService(t *testing.T) {
 	t.Parallel()
 	dir, err := os.MkdirTemp("", "proto-")
@@ -388,6 +390,17 @@ func TestACallWaitsForARestartingService(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	path := filepath.Join(dir, "s.sock")
+	stopped := &protocol.Client{Socket: path, Names: testNames, Timeout: 30 * time.Second, WaitRestart: 30 * time.Second}
+	if err := stopped.Call(context.Background(), "echo", nil, nil); !errs.Is(err, errs.Unavailable) {
+		t.Fatalf("no socket: %v, want unavailable", err)
+	}
+	// What a killed service leaves: its socket, nobody accepting.
+	dead, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.SetUnlinkOnClose(false)
+	dead.Close()
 	impatient := &protocol.Client{Socket: path, Names: testNames, Timeout: 5 * time.Second}
 	if err := impatient.Call(context.Background(), "echo", nil, nil); !errs.Is(err, errs.Unavailable) {
 		t.Fatalf("without a wait: %v, want unavailable", err)
