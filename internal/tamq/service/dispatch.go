@@ -135,7 +135,7 @@ func (tw TmuxWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Windo
 		// The text is in but not where the Enter would submit it: no Enter.
 		return Written{Path: "tmux", MaybeWritten: true}, errs.New(errs.Unavailable, "the text is in but the Enter was held back: %s", why)
 	}
-	if !tw.agent(ctx, ep, w).Running {
+	if !tw.stillAgent(ctx, ep, w) {
 		// The agent left the foreground during the pause: an Enter now
 		// would go to whatever took it.
 		return Written{Path: "tmux", MaybeWritten: true}, errs.New(errs.Unavailable, "the text is in but the Enter was held back: %s", program.NoAgentRunning)
@@ -144,6 +144,27 @@ func (tw TmuxWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Windo
 		return Written{Path: "tmux", MaybeWritten: true}, err
 	}
 	return Written{Path: "tmux"}, nil
+}
+
+// stillAgent looks again, after the text went in, whether the agent is the
+// foreground program. A process caught in the middle of an exec (a
+// wrapper's `sh -c '…; exec agent'`) shows no command line for a moment, so
+// a "no" is looked at twice more before the text is given up on: the
+// process table offers no event to wait on.
+func (tw TmuxWriter) stillAgent(ctx context.Context, ep queue.Endpoint, w queue.Window) bool {
+	for try := 0; ; try++ {
+		if tw.agent(ctx, ep, w).Running {
+			return true
+		}
+		if try == 2 {
+			return false
+		}
+		select {
+		case <-time.After(25 * time.Millisecond):
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // screenOf reads a pane as the broker's detector reads its model; rules
