@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/engine/api"
 	"github.com/tmux-amq/tamq/internal/engine/lease"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/proc"
@@ -145,13 +146,13 @@ func (a access) allows(c caller, op, tamqSocket string) error {
 		return errs.New(errs.PermissionDeny, "only tamq's service may %s (the process listening on %s); you are %s", op, tamqSocket, c)
 	case a == tamqOnly:
 		return nil
-	case c.by == byUnverified && (a == worker || op == "wake"):
+	case c.by == byUnverified && (a == worker || op == api.OpWake):
 		return errs.New(errs.Unavailable, "tamq is not running, so coordination-engine cannot tell which window you run in").
 			WithHint("start tamq (`tamq start --detach`) and run the command again")
 	case a == operator && c.by == lease.ByAgent:
 		return errs.New(errs.PermissionDeny, "%s is the operator's; %s may not run it", op, c).
 			WithHint("run it from a terminal outside tamq's windows")
-	case a == worker && c.by == lease.ByTamq && op != "lease_ack" && op != "lease_renew":
+	case a == worker && c.by == lease.ByTamq && op != api.OpLeaseAck && op != api.OpLeaseRenew:
 		return errs.New(errs.PermissionDeny, "tamq acknowledges and renews leases for its broker; it may not %s", op)
 	}
 	return nil
