@@ -27,29 +27,38 @@ type ServiceProcess struct {
 	start uint64
 }
 
-// Is says whether peer is the other service's process. A caller that is
-// not the listener last seen is checked against the socket again (the
-// service may have restarted since).
+// Is says whether peer is the other service's process. The listener last
+// seen is asked about again only when it is gone (the service restarted)
+// or was never seen: a caller that is some other process costs no question.
 func (p *ServiceProcess) Is(ctx context.Context, peer protocol.Peer) bool {
 	st, err := proc.ReadStat(int(peer.PID))
 	if err != nil {
 		return false
 	}
 	p.mu.Lock()
-	known := p.pid == peer.PID && p.start == st.StartTime
+	pid, start := p.pid, p.start
 	p.mu.Unlock()
-	if known {
-		return true
+	if pid != 0 {
+		if pid == peer.PID && start == st.StartTime {
+			return true
+		}
+		if known, err := proc.ReadStat(int(pid)); err == nil && known.StartTime == start {
+			return false // the service seen last still runs, and this is not it
+		}
 	}
 	if p.Listener == nil {
 		return false
 	}
 	l, err := p.Listener(ctx)
-	if err != nil || l.PID != peer.PID {
+	if err != nil {
+		return false
+	}
+	ls, err := proc.ReadStat(int(l.PID))
+	if err != nil {
 		return false
 	}
 	p.mu.Lock()
-	p.pid, p.start = peer.PID, st.StartTime
+	p.pid, p.start = l.PID, ls.StartTime
 	p.mu.Unlock()
-	return true
+	return l.PID == peer.PID && ls.StartTime == st.StartTime
 }

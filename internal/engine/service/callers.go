@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/engine/api"
@@ -72,6 +73,22 @@ func (s *Service) callerOf(ctx context.Context, peer protocol.Peer) caller {
 	if s.tamqProc.Is(ctx, peer) {
 		return caller{by: lease.ByTamq}
 	}
+	st, err := proc.ReadStat(int(peer.PID))
+	if err != nil {
+		return caller{by: byUnverified} // gone already: nothing it asks is done for it
+	}
+	if c, ok := s.callers.get(st, s.opts.Now()); ok {
+		return c
+	}
+	c := s.placeCaller(ctx, peer)
+	if c.by != byUnverified {
+		s.callers.put(st, c, s.opts.Now())
+	}
+	return c
+}
+
+// placeCaller asks tamq which window the caller runs in.
+func (s *Service) placeCaller(ctx context.Context, peer protocol.Peer) caller {
 	if s.opts.Tamq != nil {
 		wctx, cancel := context.WithTimeout(ctx, whoisTimeout)
 		res, err := s.opts.Tamq.Whois(wctx, peer.PID)
@@ -128,6 +145,12 @@ const (
 // guard derives the caller, refuses what it may not do, and hands the
 // caller to the handler in its context.
 func (s *Service) guard(a access, op string, h unixsock.Handler) unixsock.Handler {
+	if a == anyone {
+		// Nothing to refuse, and nothing done that a receipt would name:
+		// status and lease_current (asked before every wake is written)
+		// cost no question to tamq.
+		return h
+	}
 	return func(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
 		c := s.callerOf(ctx, peer)
 		if err := a.allows(c, op, s.opts.TamqSocket); err != nil {
@@ -140,8 +163,6 @@ func (s *Service) guard(a access, op string, h unixsock.Handler) unixsock.Handle
 
 func (a access) allows(c caller, op, tamqSocket string) error {
 	switch {
-	case a == anyone:
-		return nil
 	case a == tamqOnly && c.by != lease.ByTamq:
 		return errs.New(errs.PermissionDeny, "only tamq's service may %s (the process listening on %s); you are %s", op, tamqSocket, c)
 	case a == tamqOnly:
@@ -167,3 +188,44 @@ func mayActOn(ctx context.Context, what, repo string) error {
 	}
 	return errs.New(errs.PermissionDeny, "%s belongs to %s; %s may act only on %s's", what, repo, c, c.repo)
 }
+
+// callerCache remembers for a second where a process runs (by pid and start
+// time, so a reused pid is another process), as tamq remembers a sender: an
+// agent's commands come in bursts, and a process never joins a window's tree
+// after it started.
+type callerCache struct {
+	mu   sync.Mutex
+	seen map[proc.Stat]cachedCaller
+}
+
+type cachedCaller struct {
+	c  caller
+	at time.Time
+}
+
+const (
+	callerFresh    = time.Second
+	callerCacheMax = 1024
+)
+
+func (cc *callerCache) get(st proc.Stat, now time.Time) (caller, bool) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	e, ok := cc.seen[callerKeyOf(st)]
+	if !ok || now.Sub(e.at) > callerFresh {
+		return caller{}, false
+	}
+	return e.c, true
+}
+
+func (cc *callerCache) put(st proc.Stat, c caller, now time.Time) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.seen == nil || len(cc.seen) >= callerCacheMax {
+		cc.seen = map[proc.Stat]cachedCaller{} // a second's worth at most: start afresh
+	}
+	cc.seen[callerKeyOf(st)] = cachedCaller{c: c, at: now}
+}
+
+// callerKeyOf keeps what names a process for good: its pid and start time.
+func callerKeyOf(st proc.Stat) proc.Stat { return proc.Stat{PID: st.PID, StartTime: st.StartTime} }

@@ -101,6 +101,8 @@ type Service struct {
 	// acknowledges or renews was so by its broker, on the agent's behalf;
 	// only it attaches, detaches and publishes.
 	tamqProc *daemon.ServiceProcess
+	// callers remembers for a moment which window a caller runs in.
+	callers callerCache
 	// dialogs are the live leases whose agent waits at a dialog, as tamq's
 	// broker last said at a renewal: the window and what shows there.
 	dialogs sync.Map
