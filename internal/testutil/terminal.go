@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/creack/pty"
 )
@@ -55,6 +56,12 @@ func OnTerminalWith(t testing.TB, cmd *exec.Cmd, prompt string, atPrompt func(),
 		t.Fatal(err)
 	}
 	werr := cmd.Wait()
+	// What the child wrote last may still wait in the terminal: it is read
+	// to the end (EIO) before the terminal is closed, which would drop it.
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
 	ptmx.Close()
 	<-done
 	mu.Lock()
