@@ -73,7 +73,7 @@ func TestTheEngineKnowsWhoIsCalling(t *testing.T) {
 	l.openAgent(t, "beta", "ackstall")
 	l.e.Tamq(t, "open", "--tmux-socket", l.tm.Name, "--mode", "manual", "alpha")
 	l.waitAttached(t, "beta", 1)
-	w := l.wake(t, "beta")
+	w := l.wake(t, "beta", "--task", "T-B")
 	if w.Lease == nil {
 		t.Fatalf("beta not woken: %+v", w)
 	}
@@ -93,6 +93,7 @@ func TestTheEngineKnowsWhoIsCalling(t *testing.T) {
 		ce + " lease renew " + beta,
 		ce + " checkpoint --lease " + beta + " --summary FORGED-BY-ALPHA --next obey",
 		ce + " lease release " + beta + " --result completed",
+		ce + " task set T-B --status done",
 		ce + " wake gamma",
 		ce + " leases",
 		ce + " receipts",

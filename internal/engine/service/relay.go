@@ -178,16 +178,12 @@ func (s *Service) taskSet(ctx context.Context, _ protocol.Peer, req *protocol.Re
 		return nil, err
 	}
 	if c := callerFrom(ctx); c.by == lease.ByAgent {
-		// An agent states the status of its own repo's tasks only, as the
-		// engine's last look at State Hub saw them.
-		var v observe.TaskView
-		var known bool
-		s.hub.view.update(func(hv *hubView) { v, known = hv.obs.Tasks[args.TaskID] })
-		if !known {
-			return nil, errs.New(errs.NotFound, "coordination-engine has not seen task %s in State Hub", args.TaskID).
-				WithHint("an agent sets the status of its own repo's tasks; a person sets the others'")
+		// An agent states the status of its own repo's tasks only.
+		repo, err := s.repoOfTask(ctx, args.TaskID)
+		if err != nil {
+			return nil, err
 		}
-		if err := mayActOn(ctx, "task "+args.TaskID, v.Repo); err != nil {
+		if err := mayActOn(ctx, "task "+args.TaskID, repo); err != nil {
 			return nil, err
 		}
 	}
@@ -207,6 +203,27 @@ func (s *Service) taskSet(ctx context.Context, _ protocol.Peer, req *protocol.Re
 	// than at the next poll (a tracker without events gives no hint).
 	kick(s.observeKick)
 	return api.TaskSetResult{TaskID: args.TaskID, Status: args.Status}, nil
+}
+
+// repoOfTask is the repo of a task as the engine's last look at State Hub
+// saw it, else as the engine's own triggers of it say (a task the engine
+// woke an agent for: an engine just started has not looked yet).
+func (s *Service) repoOfTask(ctx context.Context, id string) (string, error) {
+	var v observe.TaskView
+	var known bool
+	s.hub.view.update(func(hv *hubView) { v, known = hv.obs.Tasks[id] })
+	if known {
+		return v.Repo, nil
+	}
+	trs, err := s.store.TriggersOfTask(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if len(trs) > 0 {
+		return trs[len(trs)-1].TargetRepo, nil
+	}
+	return "", errs.New(errs.NotFound, "coordination-engine knows no task %s (neither in State Hub nor woken for)", id).
+		WithHint("an agent sets the status of its own repo's tasks; a person sets the others'")
 }
 
 // taskNotFound tells, after a 404 to a task's status, an unknown task from
