@@ -64,6 +64,12 @@ func (v *hubView) update(f func(v *hubView)) {
 	f(v)
 }
 
+// observedTask is task id as the last look at State Hub saw it.
+func (s *Service) observedTask(id string) (v observe.TaskView, ok bool) {
+	s.hub.view.update(func(hv *hubView) { v, ok = hv.obs.Tasks[id] })
+	return v, ok
+}
+
 // profilePolicy is the active policy profile as the observation asks it.
 type profilePolicy struct{ p policy.Profile }
 

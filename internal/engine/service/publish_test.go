@@ -32,7 +32,7 @@ func TestPublishOperation(t *testing.T) {
 		t.Fatalf("publish from the operator: %v, want permission_denied", err)
 	}
 	// The test stands in for tamq's service from here on.
-	standin.Serve(t, (&loop{e: e}).pathsOf(t, paths.Tamq).Socket, nil)
+	standin.Serve(t, (&loop{e: e}).pathsOf(t, paths.Tamq).Socket)
 
 	receipt := func(id, source string) contract.Receipt {
 		return contract.Receipt{ID: id, Source: source, Kind: "message.transition", Status: "injected", At: time.Now().UTC()}

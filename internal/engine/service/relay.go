@@ -209,10 +209,7 @@ func (s *Service) taskSet(ctx context.Context, _ protocol.Peer, req *protocol.Re
 // saw it, else as the engine's own triggers of it say (a task the engine
 // woke an agent for: an engine just started has not looked yet).
 func (s *Service) repoOfTask(ctx context.Context, id string) (string, error) {
-	var v observe.TaskView
-	var known bool
-	s.hub.view.update(func(hv *hubView) { v, known = hv.obs.Tasks[id] })
-	if known {
+	if v, known := s.observedTask(id); known {
 		return v.Repo, nil
 	}
 	trs, err := s.store.TriggersOfTask(ctx, id)
@@ -230,9 +227,7 @@ func (s *Service) repoOfTask(ctx context.Context, id string) (string, error) {
 // a tracker without the route: a task the engine's last look at State Hub
 // saw exists there.
 func (s *Service) taskNotFound(id string) error {
-	known := false
-	s.hub.view.update(func(v *hubView) { _, known = v.obs.Tasks[id] })
-	if known {
+	if _, known := s.observedTask(id); known {
 		return errs.New(errs.Unsupported, "State Hub lists task %s but answered 404 to %s: it does not offer the route", id, statehub.RouteTaskSet).
 			WithHint("set the task's status with the tracker's own tools")
 	}

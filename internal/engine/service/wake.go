@@ -79,12 +79,8 @@ func (s *Service) wake(ctx context.Context, _ protocol.Peer, req *protocol.Reque
 	// The task's own gates hold for a manual wake as for an observed change,
 	// unless the operator names the gate to go through.
 	var taskGate, taskGateReason string
-	if args.Task != "" {
-		s.hub.view.update(func(v *hubView) {
-			if tv, ok := v.obs.Tasks[args.Task]; ok {
-				taskGate, taskGateReason = tv.Gate, tv.GateReason
-			}
-		})
+	if tv, ok := s.observedTask(args.Task); ok && args.Task != "" {
+		taskGate, taskGateReason = tv.Gate, tv.GateReason
 	}
 	switch {
 	case args.OverrideGate != "" && taskGate == "":

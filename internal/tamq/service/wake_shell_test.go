@@ -25,7 +25,7 @@ func TestWakeRefusesAWindowThatRunsAShell(t *testing.T) {
 	root := t.TempDir()
 	// The test stands in for coordination-engine: only its process wakes.
 	engine := paths.Paths{Program: paths.Engine, Socket: filepath.Join(root, "engine", "coordination-engine.sock")}
-	standin.Serve(t, engine.Socket, nil)
+	standin.Serve(t, engine.Socket)
 	svc, p, _ := inProcessService(t, root, Options{Writer: discardWriter{}, Engine: engine})
 	ctx := context.Background()
 	// The endpoint's pane %0 is tmux's first window, a shell: marked as the
@@ -67,7 +67,7 @@ func TestOnlyTheEngineWakes(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	engine := paths.Paths{Program: paths.Engine, Socket: filepath.Join(root, "engine", "coordination-engine.sock")}
-	standin.ServeAs(t, engine.Socket, 1, nil) // the engine is pid 1, not the test
+	standin.ServeAs(t, engine.Socket, 1) // the engine is pid 1, not the test
 	svc, p, _ := inProcessService(t, root, Options{Writer: discardWriter{}, Engine: engine})
 	ctx := context.Background()
 	_, err := client.New(p).Wake(ctx, api.WakeRequest{LeaseID: "L1", Attempt: 1, TargetRepo: "net-kingdom", CoordinationEndpointID: "ce-1",

@@ -22,16 +22,16 @@ import (
 // Serve serves socket in the test's own process, as one of our services
 // would: it answers ping with the test's pid, so the other service takes
 // the test's requests as that service's own (a test that acts as tamq
-// towards the engine, or as the engine towards tamq), plus any handlers
-// given. It stops when the test ends.
-func Serve(t testing.TB, socket string, handlers map[string]unixsock.Handler) {
+// towards the engine, or as the engine towards tamq). It stops when the
+// test ends.
+func Serve(t testing.TB, socket string) {
 	t.Helper()
-	ServeAs(t, socket, os.Getpid(), handlers)
+	ServeAs(t, socket, os.Getpid())
 }
 
 // ServeAs is Serve answering ping with pid: a service that is some other
 // process, so the test's own requests are a stranger's.
-func ServeAs(t testing.TB, socket string, pid int, handlers map[string]unixsock.Handler) {
+func ServeAs(t testing.TB, socket string, pid int) {
 	t.Helper()
 	ln, err := unixsock.Listen(socket, protocol.Names{Program: "stand-in"})
 	if err != nil {
@@ -42,9 +42,6 @@ func ServeAs(t testing.TB, socket string, pid int, handlers map[string]unixsock.
 		rpc.OpPing: func(context.Context, protocol.Peer, *protocol.Request) (any, error) {
 			return rpc.PingResult{PID: pid, StartedAt: started}, nil
 		},
-	}
-	for op, h := range handlers {
-		hs[op] = h
 	}
 	srv := &unixsock.Server{Handlers: hs, IdleTimeout: 10 * time.Second}
 	done := make(chan error, 1)
@@ -67,8 +64,8 @@ func ServeAs(t testing.TB, socket string, pid int, handlers map[string]unixsock.
 func Mediate(t testing.TB, e *testutil.Env, lose func(op string, answer []byte) bool) {
 	t.Helper()
 	toEngine, toTamq := filepath.Join(e.Runtime, "relay-engine.sock"), filepath.Join(e.Runtime, "relay-tamq.sock")
-	Relay(t, toEngine, filepath.Join(e.Runtime, "coordination-engine.sock"), nil)
-	Relay(t, toTamq, e.Socket(), lose)
+	relay(t, toEngine, filepath.Join(e.Runtime, "coordination-engine.sock"), nil)
+	relay(t, toTamq, e.Socket(), lose)
 	if e.ProgramVars == nil {
 		e.ProgramVars = map[string][]string{}
 	}
@@ -76,10 +73,10 @@ func Mediate(t testing.TB, e *testutil.Env, lose func(op string, answer []byte) 
 	e.ProgramVars["coordination-engine"] = append(e.ProgramVars["coordination-engine"], "TAMQ_SOCKET="+toTamq)
 }
 
-// Relay listens on listen and passes each connection's one request on to
+// relay listens on listen and passes each connection's one request on to
 // upstream and its answer back, answering pings with the test's pid (see
 // Mediate). lose, when not nil, may keep an answer from the caller.
-func Relay(t testing.TB, listen, upstream string, lose func(op string, answer []byte) bool) {
+func relay(t testing.TB, listen, upstream string, lose func(op string, answer []byte) bool) {
 	t.Helper()
 	os.MkdirAll(filepath.Dir(listen), 0o700)
 	ln, err := net.Listen("unix", listen)
