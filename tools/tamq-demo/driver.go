@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,7 +47,12 @@ type demo struct {
 	// hub is the reference State Hub the demo runs; hubURL its address.
 	hub    *exec.Cmd
 	hubURL string
-	out    io.Writer
+	// hubClient and hubPrefix send the demo's own requests to the hub: one
+	// client for the demo's life, so its connections are reused (a client a
+	// request left idle connections behind, and the hub refuses past its cap).
+	hubClient *http.Client
+	hubPrefix string
+	out       io.Writer
 }
 
 // The layout under the temporary root.

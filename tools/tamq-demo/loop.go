@@ -51,7 +51,10 @@ func (d *demo) startHub(ctx context.Context) error {
 		}
 	}()
 	select {
-	case d.hubURL = <-lines:
+	case url := <-lines:
+		if err := d.useHub(url); err != nil {
+			return err
+		}
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for the reference State Hub to listen: %w", ctx.Err())
 	}
@@ -60,6 +63,17 @@ func (d *demo) startHub(ctx context.Context) error {
 		return err
 	}
 	return d.writeEngineConfig()
+}
+
+// useHub makes the demo talk to the State Hub at url, with the client the
+// programs use: over the socket, checked as they check it.
+func (d *demo) useHub(url string) error {
+	hc, prefix, err := statehub.HTTPClient(url)
+	if err != nil {
+		return err
+	}
+	d.hubURL, d.hubClient, d.hubPrefix = url, hc, prefix
+	return nil
 }
 
 func (d *demo) hubPIDFile() string { return filepath.Join(d.dir, "statehub.pid") }
@@ -152,19 +166,14 @@ func (d *demo) hubDo(ctx context.Context, method, path string, body, into any) e
 		}
 		rd = bytes.NewReader(b)
 	}
-	// The client the programs use: over the socket, checked as they check it.
-	hc, prefix, err := statehub.HTTPClient(d.hubURL)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, method, prefix+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, d.hubPrefix+path, rd)
 	if err != nil {
 		return err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := hc.Do(req)
+	resp, err := d.hubClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("State Hub: %s %s: %w", method, path, err)
 	}
