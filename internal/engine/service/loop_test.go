@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -424,6 +425,43 @@ func TestAttachRefusesUnknownSlugsAndOtherPaths(t *testing.T) {
 }
 
 // pathsOf are a program's paths in the test's environment.
+// noCanaries fails t where any of canaries is in State Hub's progress, the
+// engine's receipts, window's screen, or, once both daemons are stopped, any
+// file below the test's root (databases, logs, exports) but the repositories.
+func (l *loop) noCanaries(t testing.TB, h *hub, window string, canaries ...string) {
+	t.Helper()
+	_, progress := h.progress()
+	receipts := l.e.Engine(t, "receipts", "--json", "--limit", "10000").Stdout
+	screen := l.tm.Must(t, "capture-pane", "-p", "-t", window)
+	for what, text := range map[string]string{"State Hub's progress": progress, "the engine's receipts": receipts, "the terminal": screen} {
+		for _, c := range canaries {
+			if strings.Contains(text, c) {
+				t.Errorf("a canary (%.6s…) is in %s", c, what)
+			}
+		}
+	}
+	l.e.Run(t, "tamq", "stop")
+	l.e.Run(t, "coordination-engine", "stop")
+	err := filepath.WalkDir(l.e.Root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.Contains(path, "/src/") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil // a socket
+		}
+		for _, c := range canaries {
+			if strings.Contains(string(b), c) {
+				t.Errorf("a canary (%.6s…) is in %s", c, path)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (l *loop) pathsOf(t testing.TB, program paths.Program) paths.Paths { return l.e.Paths(t, program) }
 
 // The engine dies after tamq queued its wake and before it read the answer.

@@ -401,33 +401,8 @@ func TestStateHubGatesStopWithoutWaking(t *testing.T) {
 		t.Errorf("%d trigger.stopped receipts at State Hub, want %d", stopped, len(want))
 	}
 	// The canary: in no database, log, receipt, export or terminal.
-	_, progress := h.progress()
 	l.e.Tamq(t, "export", filepath.Join(l.e.Root, "export.jsonl"))
-	receipts := l.e.Engine(t, "receipts", "--json", "--limit", "10000").Stdout
-	screen := l.tm.Must(t, "capture-pane", "-p", "-t", "net-kingdom")
-	for what, text := range map[string]string{"State Hub's receipts": progress, "the engine's receipts": receipts, "the terminal": screen} {
-		if strings.Contains(text, canary) {
-			t.Errorf("the canary is in %s", what)
-		}
-	}
-	l.e.Run(t, "tamq", "stop")
-	l.e.Run(t, "coordination-engine", "stop")
-	err := filepath.WalkDir(l.e.Root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || strings.Contains(path, "/src/") {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil // a socket
-		}
-		if strings.Contains(string(b), canary) {
-			t.Errorf("the canary is in %s", path)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l.noCanaries(t, h, "net-kingdom", canary)
 }
 
 // With safety_gated_max_attempts, a gated task is checked again on the

@@ -214,44 +214,42 @@ func planClaude(ctx context.Context, a *app.App, home string, repos []gita.Repo,
 		rec.Warnings = append(rec.Warnings, agentsetup.ClaudeConflicts(claudeManagedSettings, b)...)
 	}
 	if len(repos) == 0 {
-		f, err := readSettings(user, "Claude Code's settings for every repo")
-		if err != nil {
-			return err
-		}
-		res, err := agentsetup.Claude(user, f.old)
-		if err != nil {
-			return err
-		}
-		f.take(res)
-		rec.Files = append(rec.Files, f)
-		rec.Warnings = append(rec.Warnings, res.Warnings...)
-		return nil
+		return rec.planClaudeFile(user, "Claude Code's settings for every repo")
 	}
 	// Rules of the user's settings and of the repo's shared settings apply
 	// along with the local ones: their deny and ask rules are reported too.
 	userOld, _ := os.ReadFile(user)
 	rec.Warnings = append(rec.Warnings, agentsetup.ClaudeConflicts(user, userOld)...)
 	for _, r := range repos {
-		path := filepath.Join(r.Path, ".claude", "settings.local.json")
-		f, err := readSettings(path, "Claude Code's settings for "+textsafe.Escape(r.Name)+" on this machine")
-		if err != nil {
+		local := filepath.Join(r.Path, ".claude", "settings.local.json")
+		if err := rec.planClaudeFile(local, "Claude Code's settings for "+textsafe.Escape(r.Name)+" on this machine"); err != nil {
 			return err
 		}
-		res, err := agentsetup.Claude(path, f.old)
-		if err != nil {
-			return err
-		}
-		f.take(res)
-		rec.Files = append(rec.Files, f)
-		rec.Warnings = append(rec.Warnings, res.Warnings...)
 		shared := filepath.Join(r.Path, ".claude", "settings.json")
 		if b, err := os.ReadFile(shared); err == nil {
 			rec.Warnings = append(rec.Warnings, agentsetup.ClaudeConflicts(shared, b)...)
 		}
 		if !gitIgnores(ctx, r.Path, filepath.Join(".claude", "settings.local.json")) {
-			rec.Warnings = append(rec.Warnings, path+" is not ignored by git: add .claude/settings.local.json to the repo's .gitignore (or your global excludes) so this machine's settings are not committed")
+			rec.Warnings = append(rec.Warnings, local+" is not ignored by git: add .claude/settings.local.json to the repo's .gitignore (or your global excludes) so this machine's settings are not committed")
 		}
 	}
+	return nil
+}
+
+// planClaudeFile plans the settings file at path (what says whose, for
+// people): what it holds, what it will hold, and what to warn about.
+func (rec *agentSetupRecord) planClaudeFile(path, what string) error {
+	f, err := readSettings(path, what)
+	if err != nil {
+		return err
+	}
+	res, err := agentsetup.Claude(path, f.old)
+	if err != nil {
+		return err
+	}
+	f.take(res)
+	rec.Files = append(rec.Files, f)
+	rec.Warnings = append(rec.Warnings, res.Warnings...)
 	return nil
 }
 
