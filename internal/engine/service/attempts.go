@@ -111,7 +111,11 @@ func (s *Service) judgeRetry(ctx context.Context, l lease.Lease, reg func() (*gi
 		_, err := s.store.Postpone(ctx, l.ID, s.opts.Now().Add(s.retryPause()), wait, detail)
 		return false, err
 	}
-	if v, judged := s.judgeWork(t); judged {
+	v, judged, err := s.judgeWork(ctx, t)
+	if err != nil {
+		return false, err
+	}
+	if judged {
 		switch {
 		case v.Stop:
 			return stop(v.Gate, v.Reason)
@@ -137,27 +141,39 @@ func (s *Service) judgeRetry(ctx context.Context, l lease.Lease, reg func() (*gi
 // judgeWork judges the work a trigger is about against the latest
 // observation (judged false when there is none to judge it by: State Hub
 // not observed yet, or an operator's wake about no State Hub task).
-func (s *Service) judgeWork(t lease.Trigger) (observe.Verdict, bool) {
+func (s *Service) judgeWork(ctx context.Context, t lease.Trigger) (observe.Verdict, bool, error) {
 	var obs observe.Observation
 	var inbox map[string]bool
 	observed := false
 	s.hub.view.update(func(v *hubView) { obs, inbox, observed = v.obs, v.inbox, v.observed })
 	if !observed {
-		return observe.Verdict{}, false
+		return observe.Verdict{}, false, nil
 	}
 	switch {
 	case t.Source == lease.SourceMessage:
 		if !inbox[t.SourceID] {
-			return observe.Verdict{Stop: true, Reason: "message_read: the message is read or no longer asks for action"}, true
+			return observe.Verdict{Stop: true, Reason: "message_read: the message is read or no longer asks for action"}, true, nil
 		}
-		return observe.Verdict{}, true
+		return observe.Verdict{}, true, nil
 	case t.TaskID == "":
-		return observe.Verdict{}, false
+		return observe.Verdict{}, false, nil
 	}
 	if _, known := obs.Tasks[t.TaskID]; !known && operatorWake(t) {
-		return observe.Verdict{}, false // the operator named a task State Hub does not have
+		return observe.Verdict{}, false, nil // the operator named a task State Hub does not have
 	}
-	return obs.Attempt(t.TaskID), true
+	v := obs.Attempt(t.TaskID)
+	if v.Stop && v.Gate != "" && operatorWake(t) {
+		// The gate the operator woke the task through does not stop it
+		// again at the next look; another gate, or the task ending, does.
+		through, err := s.store.OverriddenGate(ctx, t.ID)
+		if err != nil {
+			return observe.Verdict{}, false, err
+		}
+		if through == v.Gate {
+			return observe.Verdict{}, true, nil
+		}
+	}
+	return v, true, nil
 }
 
 // busyWith says, in words, what the repo's agent works on when another
@@ -194,7 +210,11 @@ func (s *Service) judgeOffered(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if v, judged := s.judgeWork(t); judged && v.Stop {
+		v, judged, err := s.judgeWork(ctx, t)
+		if err != nil {
+			return err
+		}
+		if judged && v.Stop {
 			to, err := s.store.StopLease(ctx, l.ID, v.Gate, v.Reason)
 			if errs.Is(err, errs.LeaseState) {
 				continue // it moved on meanwhile

@@ -240,6 +240,14 @@ func TestAManualWakeKeepsTheTasksGates(t *testing.T) {
 		t.Fatalf("the operator's override: %+v", w)
 	}
 	testutil.WaitFor(t, "A woken", func() bool { return l.wakes() == 1 })
+	// The next looks at State Hub still see A needing a human: the gate
+	// the operator went through does not stop the lease again (it did, at
+	// whichever look came first, before or after the wake was written).
+	polls := l.status(t).StateHub.Polls
+	testutil.WaitFor(t, "two more looks at State Hub", func() bool { return l.status(t).StateHub.Polls >= polls+2 })
+	if got := l.lease(t, w.Lease.LeaseID); got.State != "offered" {
+		t.Errorf("the overridden lease after two looks: %s, want offered (its agent has not taken it up)", got.State)
+	}
 	r := l.e.Engine(t, "receipts", "--json", "--trigger", w.Trigger.ID)
 	if !strings.Contains(r.Stdout, `"gate.overridden"`) || !strings.Contains(r.Stdout, `"by": "operator"`) {
 		t.Errorf("no gate.overridden receipt naming the operator:\n%s", r.Stdout)

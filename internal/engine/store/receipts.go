@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -166,6 +167,18 @@ func (s *Store) Receipts(ctx context.Context, f ReceiptFilter) ([]Receipt, error
 		out = append(out, r)
 	}
 	return out, storageErr(rows.Err(), "read receipts")
+}
+
+// OverriddenGate is the gate the operator woke a trigger's task through
+// (its gate.overridden receipt), "" when none.
+func (s *Store) OverriddenGate(ctx context.Context, triggerID string) (string, error) {
+	var gate string
+	err := s.DB.QueryRow(ctx, `SELECT status FROM receipts WHERE trigger_id = ? AND kind = ? ORDER BY id DESC LIMIT 1`,
+		triggerID, KindGateOverridden).Scan(&gate)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return gate, storageErr(err, "read a gate override")
 }
 
 // UnpublishedReceipts counts the receipts not yet published to State Hub.

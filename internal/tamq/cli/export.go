@@ -72,15 +72,23 @@ does an interrupted one (Ctrl-C or SIGTERM), which exits 130 (143 for SIGTERM).`
 			ctx, caught, stop := interruptible(cmd.Context())
 			defer stop()
 			var out io.Writer = a.Out
+			var dest *os.File // FILE, unless the export goes to stdout
 			var commit func(ok bool) error
 			if file != "-" {
-				if out, commit, err = appendTo(file, force); err != nil {
+				if dest, commit, err = appendTo(file, force); err != nil {
 					return err
 				}
+				out = dest
 			}
 			n := 0
 			if ok {
 				n, err = export(ctx, a, db, filter, out)
+			}
+			if dest != nil && err == nil {
+				// Durable before it counts as done, and while an interrupt
+				// still cuts it back: the sync of a large export is where
+				// most of its time goes.
+				err = syncExport(dest, file)
 			}
 			sig := caught()
 			if sig != 0 {
@@ -176,10 +184,10 @@ func interruptible(parent context.Context) (ctx context.Context, caught func() s
 }
 
 // appendTo opens file for appending, refusing every place an export should
-// not be written (see openExport). commit(true) syncs it; commit(false) cuts
-// it back to the size it had, or removes it when it created it, so a failed
-// export adds no partial lines.
-func appendTo(file string, force bool) (io.Writer, func(ok bool) error, error) {
+// not be written (see openExport). commit(true) closes it (synced before, by
+// syncExport); commit(false) cuts it back to the size it had, or removes it
+// when it created it, so a failed export adds no partial lines.
+func appendTo(file string, force bool) (*os.File, func(ok bool) error, error) {
 	f, dir, created, err := openExport(file, force)
 	if err != nil {
 		return nil, nil, err
@@ -217,12 +225,20 @@ func appendTo(file string, force bool) (io.Writer, func(ok bool) error, error) {
 			}
 			return nil
 		}
-		if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		if err := f.Close(); err != nil {
 			return errs.Wrap(errs.Storage, err, "cannot write %s", file)
 		}
 		return nil
 	}
 	return f, commit, nil
+}
+
+// syncExport makes what an export wrote to file durable.
+func syncExport(f *os.File, file string) error {
+	if err := f.Sync(); err != nil {
+		return errs.Wrap(errs.Storage, err, "cannot write %s", file)
+	}
+	return nil
 }
 
 // openExport opens file to append an export to it. An export holds every
