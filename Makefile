@@ -91,10 +91,10 @@ chaos: deps
 FUZZTIME ?= 30s
 FUZZ_TARGETS := \
 	./internal/protocol:FuzzFrames \
-	./internal/tamq/queue:FuzzReadAddress \
+	./internal/queue:FuzzReadAddress \
 	./internal/tamq/broker:FuzzObserver \
 	./internal/tamq/broker:FuzzInputFilter \
-	./internal/tamq/jsonl:FuzzDecodeLine \
+	./internal/jsonl:FuzzDecodeLine \
 	./internal/config:FuzzLoad \
 	./internal/statehub:FuzzAnswers \
 	./internal/gita:FuzzParseRepos \

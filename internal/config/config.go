@@ -25,10 +25,10 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/tmux-amq/tamq/internal/ackmode"
-	"github.com/tmux-amq/tamq/internal/engine/prompt"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/policy"
+	"github.com/tmux-amq/tamq/internal/prompt"
 	"github.com/tmux-amq/tamq/internal/trust"
 )
 

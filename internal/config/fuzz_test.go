@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/ackmode"
-	"github.com/tmux-amq/tamq/internal/engine/prompt"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/policy"
+	"github.com/tmux-amq/tamq/internal/prompt"
 )
 
 // FuzzLoad reads arbitrary bytes as each program's config file, through

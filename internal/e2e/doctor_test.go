@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/tmux-amq/tamq/internal/doctor"
-	tamqapi "github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 

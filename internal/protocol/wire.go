@@ -4,7 +4,7 @@
 // network poller, are in protocol/unixsock, so that a command making one call
 // (`tamq send`) links neither net nor log/slog. It knows no program: each passes its Names
 // (for messages and hints) and its own operations, which live with the
-// program (tamq's in internal/tamq/api). See docs/protocol.md.
+// program (tamq's in internal/tamqapi). See docs/protocol.md.
 package protocol
 
 import (

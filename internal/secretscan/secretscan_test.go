@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/engine/prompt"
+	"github.com/tmux-amq/tamq/internal/prompt"
 )
 
 // The fake secrets are put together at run time, so this file holds no

@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/tmux-amq/tamq/internal/engine/prompt"
+	"github.com/tmux-amq/tamq/internal/prompt"
 )
 
 // The ten shapes the scan before the gitleaks port let through, each in

@@ -189,7 +189,7 @@ func TestParseInit(t *testing.T) {
 // tmux, the broker) costs every message an agent sends, at start.
 var frontPackages = map[string]bool{
 	"cmd/tamq": true, "internal/tamq/front": true, "internal/quick": true, "internal/rpc": true,
-	"internal/tamq/client": true, "internal/tamq/api": true, "internal/tamq/queue": true, "internal/ackmode": true,
+	"internal/tamqclient": true, "internal/tamqapi": true, "internal/queue": true, "internal/ackmode": true,
 	"internal/protocol": true, "internal/paths": true, "internal/errs": true, "internal/textsafe": true, "internal/buildinfo": true,
 }
 

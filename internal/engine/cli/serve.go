@@ -9,7 +9,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/engine/service"
 	"github.com/tmux-amq/tamq/internal/paths"
-	tamqclient "github.com/tmux-amq/tamq/internal/tamq/client"
+	"github.com/tmux-amq/tamq/internal/tamqclient"
 )
 
 func newServeCmd(a *app.App) *cobra.Command {

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/engine/api"
-	"github.com/tmux-amq/tamq/internal/engine/lease"
 	"github.com/tmux-amq/tamq/internal/engine/store"
+	api "github.com/tmux-amq/tamq/internal/engineapi"
+	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )

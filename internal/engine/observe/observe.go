@@ -13,7 +13,7 @@ import (
 	"slices"
 	"unicode/utf8"
 
-	"github.com/tmux-amq/tamq/internal/engine/lease"
+	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 )
 

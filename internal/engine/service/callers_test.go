@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	tamqapi "github.com/tmux-amq/tamq/internal/tamq/api"
-	"github.com/tmux-amq/tamq/internal/tamq/jsonl"
+	"github.com/tmux-amq/tamq/internal/jsonl"
+	"github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 

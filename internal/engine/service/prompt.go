@@ -1,10 +1,10 @@
 package service
 
 import (
-	"github.com/tmux-amq/tamq/internal/engine/lease"
-	"github.com/tmux-amq/tamq/internal/engine/prompt"
 	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/prompt"
 	"github.com/tmux-amq/tamq/internal/secretscan"
 )
 

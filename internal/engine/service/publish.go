@@ -3,7 +3,7 @@ package service
 import (
 	"context"
 
-	"github.com/tmux-amq/tamq/internal/engine/api"
+	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/engine/api"
-	"github.com/tmux-amq/tamq/internal/engine/client"
+	api "github.com/tmux-amq/tamq/internal/engineapi"
+	client "github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"

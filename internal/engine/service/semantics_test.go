@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/engine/api"
+	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
-	tamqapi "github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 

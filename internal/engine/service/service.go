@@ -19,23 +19,23 @@ import (
 	"github.com/tmux-amq/tamq/internal/buildinfo"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/daemon"
-	"github.com/tmux-amq/tamq/internal/engine/api"
-	"github.com/tmux-amq/tamq/internal/engine/lease"
 	"github.com/tmux-amq/tamq/internal/engine/store"
+	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/statehub"
-	tamqapi "github.com/tmux-amq/tamq/internal/tamq/api"
+	"github.com/tmux-amq/tamq/internal/tamqapi"
 )
 
 // Now is the engine's clock: UTC to the millisecond, what SQLite keeps.
 func Now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
 // Tamq is what the engine needs of tamq's service: its typed client
-// (internal/tamq/client) in production.
+// (internal/tamqclient) in production.
 type Tamq interface {
 	Wake(ctx context.Context, req tamqapi.WakeRequest) (tamqapi.WakeAck, error)
 	CancelWake(ctx context.Context, args tamqapi.CancelWakeArgs) (tamqapi.CancelWakeResult, error)

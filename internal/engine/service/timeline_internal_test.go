@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/config"
-	"github.com/tmux-amq/tamq/internal/engine/lease"
+	"github.com/tmux-amq/tamq/internal/lease"
 )
 
 // The timeline docs/coordination.md gives for the spec's defaults (ack

@@ -1,7 +1,7 @@
 package service
 
 import (
-	"github.com/tmux-amq/tamq/internal/engine/api"
+	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/secretscan"
 )
 

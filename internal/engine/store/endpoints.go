@@ -8,8 +8,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/engine/lease"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/lease"
 )
 
 // Refusal is a window the engine did not accept at attach, with why.

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/engine/lease"
+	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/engine/lease"
+	"github.com/tmux-amq/tamq/internal/lease"
 )
 
 // A purge deletes the history older than its cutoff that nothing decides by

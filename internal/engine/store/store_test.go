@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/engine/lease"
+	"github.com/tmux-amq/tamq/internal/lease"
 )
 
 // The store's transitions, each against a fresh database with a clock the

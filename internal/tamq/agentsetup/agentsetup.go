@@ -38,7 +38,7 @@ type Command struct {
 // Line is the subcommand as one string: "coordination-engine lease ack".
 func (c Command) Line() string { return Program + " " + strings.Join(c.Words, " ") }
 
-// Commands are the subcommands the wake prompts ask for (internal/engine/prompt
+// Commands are the subcommands the wake prompts ask for (internal/prompt
 // and docs/agents.md, section 5), and the only ones allowed: the operator's
 // (wake, stop, …) still ask.
 var Commands = []Command{

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/engine/prompt"
+	"github.com/tmux-amq/tamq/internal/prompt"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/agentsim"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/queue"
 )
 
 // The matching: folded (every run of white space one space) and as a

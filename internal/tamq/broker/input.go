@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/queue"
 )
 
 // InputFilter watches what the operator types into the window. A line typed

@@ -10,7 +10,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi/parser"
 
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/tamq/api"
+	api "github.com/tmux-amq/tamq/internal/tamqapi"
 )
 
 // ErrServiceDown marks a send that found no service to take it: the line is

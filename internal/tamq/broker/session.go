@@ -9,7 +9,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 	"github.com/tmux-amq/tamq/internal/rpc"
-	"github.com/tmux-amq/tamq/internal/tamq/api"
+	api "github.com/tmux-amq/tamq/internal/tamqapi"
 )
 
 // OpenSession opens the stream a window's broker keeps with the service at p:

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/tamq/api"
+	api "github.com/tmux-amq/tamq/internal/tamqapi"
 )
 
 // Spool is the file where a broker keeps the lines it could not send while

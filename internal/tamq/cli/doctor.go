@@ -12,8 +12,8 @@ import (
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/buildinfo"
 	"github.com/tmux-amq/tamq/internal/doctor"
-	"github.com/tmux-amq/tamq/internal/tamq/client"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	client "github.com/tmux-amq/tamq/internal/tamqclient"
 )
 
 func newDoctorCmd(a *app.App) *cobra.Command {

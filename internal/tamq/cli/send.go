@@ -7,8 +7,8 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/app"
+	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/front"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
 func newSendCmd(a *app.App) *cobra.Command {

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tmux-amq/tamq/internal/tamq/api"
 	"github.com/tmux-amq/tamq/internal/tamq/front"
 	"github.com/tmux-amq/tamq/internal/tamq/program"
+	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 

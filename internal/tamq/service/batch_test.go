@@ -9,10 +9,10 @@ import (
 	"testing"
 
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/tamq/api"
-	"github.com/tmux-amq/tamq/internal/tamq/client"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	api "github.com/tmux-amq/tamq/internal/tamqapi"
+	client "github.com/tmux-amq/tamq/internal/tamqclient"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 

@@ -4,10 +4,10 @@ import (
 	"context"
 
 	"github.com/tmux-amq/tamq/internal/daemon"
-	engineclient "github.com/tmux-amq/tamq/internal/engine/client"
+	"github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/tamq/api"
+	api "github.com/tmux-amq/tamq/internal/tamqapi"
 )
 
 // Who may call what, derived from the caller's process, never from what it

@@ -14,8 +14,8 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/proc"
 	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/tamq/api"
-	tamqclient "github.com/tmux-amq/tamq/internal/tamq/client"
+	api "github.com/tmux-amq/tamq/internal/tamqapi"
+	"github.com/tmux-amq/tamq/internal/tamqclient"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 

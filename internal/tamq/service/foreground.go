@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/tmux-amq/tamq/internal/proc"
+	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/program"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 

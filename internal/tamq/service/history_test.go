@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/tamq/api"
-	"github.com/tmux-amq/tamq/internal/tamq/jsonl"
+	"github.com/tmux-amq/tamq/internal/jsonl"
+	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
-	"github.com/tmux-amq/tamq/internal/tamq/api"
+	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 

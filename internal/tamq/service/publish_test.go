@@ -20,8 +20,8 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/statehub/devhub"
-	"github.com/tmux-amq/tamq/internal/tamq/api"
-	"github.com/tmux-amq/tamq/internal/tamq/client"
+	api "github.com/tmux-amq/tamq/internal/tamqapi"
+	client "github.com/tmux-amq/tamq/internal/tamqclient"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 

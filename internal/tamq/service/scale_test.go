@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/tmux-amq/tamq/internal/proc"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/queue"
 )
 
 // A sender in no known window makes the service list only the tmux servers

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/receipt"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
 // Register records an endpoint as connected with its windows (replacing what

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
 // Filter selects messages for history, export and purge. Zero fields match
@@ -158,7 +158,7 @@ func (f Filter) selectFrom(cols string) (string, []any) {
 // times are spelled out in Go (strftime, and hex with substr, cost more than
 // the rest of the line).
 // ExportVersion is the version of the JSONL lines the store writes: the line
-// format is internal/tamq/jsonl's (jsonl.Version), which the store does not
+// format is internal/jsonl's (jsonl.Version), which the store does not
 // import, as it imports no wire type; TestEnvelopeSQLMatchesTheRecord holds
 // the two equal.
 const ExportVersion = 1

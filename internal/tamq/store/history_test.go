@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/ackmode"
+	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
 var repos = []string{"net-kingdom", "railiance", "with space,comma", "operator"}

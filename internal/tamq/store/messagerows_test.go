@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
 // tableLines reads every row a query returns, one line per row.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/receipt"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
 // Receipt kinds of the message lifecycle.

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
 // finalStates are the states no delivery leaves on its own; only messages in

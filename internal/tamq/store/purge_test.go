@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/ackmode"
+	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
 // purgeFixture is a store with n messages, each taken through the service's

@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/receipt"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
 // receiptCodes are the texts a receipt row stores as a small integer (its

@@ -14,9 +14,9 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
 // receiptTable reads every receipt through the receipts view (version 5)

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/tmux-amq/tamq/internal/ackmode"
+	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
 func setup(t *testing.T) *sqlitedb.DB {

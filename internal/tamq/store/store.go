@@ -9,9 +9,9 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
 )
 
 // MessageStates lists every message state, in lifecycle order, as the

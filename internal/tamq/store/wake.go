@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/queue"
 )
 
 // wakeByKey reads a wake's message and its request hash by idempotency key.

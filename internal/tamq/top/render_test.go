@@ -8,8 +8,8 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/tmux-amq/tamq/internal/engine/api"
-	tamqapi "github.com/tmux-amq/tamq/internal/tamq/api"
+	api "github.com/tmux-amq/tamq/internal/engineapi"
+	"github.com/tmux-amq/tamq/internal/tamqapi"
 )
 
 var at = time.Date(2026, 12, 2, 10, 1, 46, 0, time.UTC)

@@ -10,12 +10,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/engine/api"
-	engine "github.com/tmux-amq/tamq/internal/engine/client"
+	api "github.com/tmux-amq/tamq/internal/engineapi"
+	engine "github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
-	tamqapi "github.com/tmux-amq/tamq/internal/tamq/api"
-	tamq "github.com/tmux-amq/tamq/internal/tamq/client"
+	"github.com/tmux-amq/tamq/internal/tamqapi"
+	tamq "github.com/tmux-amq/tamq/internal/tamqclient"
 )
 
 // ReceiptCount is how many of the engine's latest receipts a frame shows.

@@ -17,8 +17,8 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/tamq/api"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/queue"
+	api "github.com/tmux-amq/tamq/internal/tamqapi"
 )
 
 // Version is the version of the line. A reader refuses lines of a newer

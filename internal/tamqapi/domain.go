@@ -1,9 +1,9 @@
-package api
+package tamqapi
 
 import (
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/queue"
 )
 
 // The mappings between the domain's types (package queue) and the wire's,

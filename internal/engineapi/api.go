@@ -1,9 +1,9 @@
-// Package api is coordination-engine's service API: its operations and their
+// Package engineapi is coordination-engine's service API: its operations and their
 // argument and result types, as they travel over the socket protocol
 // (internal/protocol). tamq's service (attach), the agent commands and the
-// operator commands reach the engine through internal/engine/client. See
+// operator commands reach the engine through internal/engineclient. See
 // docs/coordination.md.
-package api
+package engineapi
 
 import (
 	"time"

@@ -1,11 +1,11 @@
-// Package client is the one way into tamq's service: a typed method per
+// Package tamqclient is the one way into tamq's service: a typed method per
 // operation, each with a timeout that suits it, used by every tamq command,
 // the broker and coordination-engine. A service that is not running is an
 // `unavailable` error that says how to start it. The one exception is the
 // broker's stream, which the broker opens (broker.OpenSession): it runs on
 // Go's network poller, which this package, linked into `tamq send`, does
 // without.
-package client
+package tamqclient
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/rpc"
-	"github.com/tmux-amq/tamq/internal/tamq/api"
+	api "github.com/tmux-amq/tamq/internal/tamqapi"
 )
 
 // How long each kind of call may take, dial included. Quick questions are

@@ -1,8 +1,8 @@
-// Package api is tamq's service API: its operations and their argument and
+// Package tamqapi is tamq's service API: its operations and their argument and
 // result types, as they travel over the socket protocol (internal/protocol).
 // The CLI, the broker and coordination-engine reach the service through the
-// typed client in internal/tamq/client. See docs/protocol.md.
-package api
+// typed client in internal/tamqclient. See docs/protocol.md.
+package tamqapi
 
 import "time"
 

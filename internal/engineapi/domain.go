@@ -1,10 +1,10 @@
-package api
+package engineapi
 
 import (
 	"strings"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/engine/lease"
+	"github.com/tmux-amq/tamq/internal/lease"
 )
 
 // TriggerOf is the wire form of a trigger.

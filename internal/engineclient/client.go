@@ -1,15 +1,15 @@
-// Package client is the one way into coordination-engine's service: a typed
+// Package engineclient is the one way into coordination-engine's service: a typed
 // method per operation, each with a timeout that suits it, used by the
 // engine's commands, the agent commands and tamq's service (attach). A
 // service that is not running is an `unavailable` error that says how to
 // start it.
-package client
+package engineclient
 
 import (
 	"context"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/engine/api"
+	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/rpc"
 )
