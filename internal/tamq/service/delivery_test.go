@@ -27,8 +27,8 @@ func emptyWorkspace(t *testing.T, config string, repos ...string) (*testutil.Env
 	e := testutil.NewEnv(t)
 	e.WriteConfig(t, config)
 	e.Gita(t, repos...)
-	// The test may act as coordination-engine towards tamq (send wakes) while
-	// a real engine runs (startEngine).
+	// The test may act as coordination-engine towards tamq (send wakes), and
+	// answer for it behind the relay (startEngine).
 	standin.Mediate(t, e, nil)
 	tm := testutil.NewTmux(t)
 	t.Cleanup(func() { e.Run(t, "tamq", "stop") })

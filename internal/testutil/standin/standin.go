@@ -33,6 +33,14 @@ func Serve(t testing.TB, socket string) {
 // process, so the test's own requests are a stranger's.
 func ServeAs(t testing.TB, socket string, pid int) {
 	t.Helper()
+	ServeOps(t, socket, pid, nil)
+}
+
+// ServeOps is ServeAs that also answers the operations of ops, each with
+// the test's handler: the little of the other service a test needs (the
+// engine's answer whether a lease's attempt is current, say).
+func ServeOps(t testing.TB, socket string, pid int, ops map[string]unixsock.Handler) {
+	t.Helper()
 	ln, err := unixsock.Listen(socket, protocol.Names{Program: "stand-in"})
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +50,9 @@ func ServeAs(t testing.TB, socket string, pid int) {
 		rpc.OpPing: func(context.Context, protocol.Peer, *protocol.Request) (any, error) {
 			return rpc.PingResult{PID: pid, StartedAt: started}, nil
 		},
+	}
+	for op, h := range ops {
+		hs[op] = h
 	}
 	srv := &unixsock.Server{Handlers: hs, IdleTimeout: 10 * time.Second}
 	done := make(chan error, 1)
