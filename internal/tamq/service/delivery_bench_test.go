@@ -42,7 +42,7 @@ func benchWorkspace(b *testing.B, config string, repos ...string) (*testutil.Env
 
 // BenchmarkSendEndToEnd measures `tamq send` (process start, socket, durable
 // commit) against a bare `tmux send-keys -l` of the same text into a private
-// server. Target: ratio at most 2.
+// server. Target: ratio at most 2.5.
 func BenchmarkSendEndToEnd(b *testing.B) {
 	e, tm := benchWorkspace(b, "[delivery]\nenter_pause_ms = 0\n", "net-kingdom")
 	pane := tm.Must(b, "list-windows", "-t", "=work:", "-F", "#{pane_id}")
