@@ -90,7 +90,7 @@ chaos: deps
 # ordinary tests.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := \
-	./internal/protocol:FuzzFrames \
+	./internal/unixrpc:FuzzFrames \
 	./internal/queue:FuzzReadAddress \
 	./internal/tamq/broker:FuzzObserver \
 	./internal/tamq/broker:FuzzInputFilter \
@@ -108,9 +108,9 @@ fuzz:
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz $(FUZZ_TARGETS)
 
 # The first-run demo (docs/demo.md): make demo DEMOFLAGS=--keep leaves it running.
-# It builds only what it runs (tamq and tamq-full, coordination-engine and the demo, in one go build).
+# It builds only what it runs (tamq, coordination-engine and the demo, in one go build).
 demo: deps
-	$(STATIC) $(GO) build $(BUILDFLAGS) -o $(BIN)/ ./cmd/tamq ./cmd/tamq-full ./cmd/coordination-engine ./tools/tamq-demo
+	$(STATIC) $(GO) build $(BUILDFLAGS) -o $(BIN)/ ./cmd/tamq ./cmd/coordination-engine ./tools/tamq-demo
 	$(BIN)/tamq-demo --tamq $(BIN)/tamq --engine $(BIN)/coordination-engine $(DEMOFLAGS)
 
 # The real agents, offline (not part of `make test`; CI runs it after): installs

@@ -1,13 +1,11 @@
-// Command tamq is tmux agentic message queueing. This is its front program
-// (internal/tamq/front): it runs `tamq send` and `tamq ping`, which agents pay
-// a process start for on every message, without loading the rest of tamq, and
-// hands every other command line to tamq-full beside it.
+// Command tamq is tmux agentic message queueing: the service and its command
+// line, one cobra command per file (internal/tamq/cli).
 package main
 
 import (
 	"os"
 
-	"github.com/tmux-amq/tamq/internal/tamq/front"
+	"github.com/tmux-amq/tamq/internal/tamq/cli"
 )
 
-func main() { os.Exit(front.Main(os.Args[1:])) }
+func main() { os.Exit(cli.Main()) }

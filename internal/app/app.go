@@ -5,6 +5,7 @@
 package app
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,7 +16,6 @@ import (
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/quick"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
@@ -116,16 +116,25 @@ func NewLogger(w io.Writer, asJSON, quiet, verbose bool) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// Output is where and how commands print (internal/quick).
-func (a *App) Output() quick.Output {
-	return quick.Output{Program: a.Name(), Out: a.Out, Err: a.Err, JSON: a.JSON, Quiet: a.Quiet}
+// PrintJSON writes v to stdout as one indented JSON document. Its strings are
+// not escaped for a terminal: encoding/json writes control characters below
+// U+0020 (ESC, BEL, CR...) and U+2028/U+2029 as \u escapes, but C1 controls,
+// DEL and bidirectional format characters are valid UTF-8 and go out as they
+// are. That is right for JSON, whose reader is a program that gets the value
+// back exactly; a program that shows a value to a person escapes it itself.
+func (a *App) PrintJSON(v any) error {
+	enc := json.NewEncoder(a.Out)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
 }
 
-// PrintJSON writes v to stdout as one indented JSON document (quick.Output.PrintJSON).
-func (a *App) PrintJSON(v any) error { return a.Output().PrintJSON(v) }
-
-// Printf writes human output to stdout, escaped (quick.Output.Printf).
-func (a *App) Printf(format string, args ...any) { a.Output().Printf(format, args...) }
+// Printf writes human output to stdout. Commands escape the names they print;
+// escaping the whole text again is the second line of defence for a field one
+// forgot (a no-op on text that cannot act).
+func (a *App) Printf(format string, args ...any) {
+	io.WriteString(a.Out, textsafe.EscapeText(fmt.Sprintf(format, args...)))
+}
 
 // Notef writes a diagnostic note to stderr unless --quiet, escaped as Printf.
 func (a *App) Notef(format string, args ...any) {

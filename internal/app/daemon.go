@@ -12,7 +12,6 @@ import (
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/rpc"
 )
 
 // ServeFlags are the flags of both programs' serve and start that shape
@@ -136,7 +135,7 @@ type startRecord struct {
 }
 
 // ReportStart says that the daemon runs: started now, or already.
-func (a *App) ReportStart(res rpc.PingResult, already bool) error {
+func (a *App) ReportStart(res daemon.PingResult, already bool) error {
 	p, err := a.Paths()
 	if err != nil {
 		return err

@@ -1,13 +1,20 @@
 package app
 
 import (
+	"time"
+
 	"github.com/spf13/cobra"
 
-	"github.com/tmux-amq/tamq/internal/quick"
+	"github.com/tmux-amq/tamq/internal/daemon"
 )
 
+// pingRecord is ping's --json record.
+type pingRecord struct {
+	daemon.PingResult
+	RoundTripMS float64 `json:"round_trip_ms"`
+}
+
 // NewPingCmd is both programs' ping: one round trip to the program's service.
-// tamq's front program runs the same quick.Ping without this command tree.
 func NewPingCmd(a *App) *cobra.Command {
 	return &cobra.Command{
 		Use:   "ping",
@@ -21,7 +28,19 @@ non-zero (8, unavailable) with a message on stderr when it does not.`,
 			if err != nil {
 				return err
 			}
-			return quick.Ping(cmd.Context(), p, a.Output())
+			start := time.Now()
+			res, err := daemon.Ping(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			rtt := float64(time.Since(start).Microseconds()) / 1000
+			if a.JSON {
+				return a.PrintJSON(pingRecord{PingResult: res, RoundTripMS: rtt})
+			}
+			if !a.Quiet {
+				a.Printf("%s is alive (pid %d, version %s, protocol %s, %.2f ms)\n", a.Name(), res.PID, res.ServerVersion, res.Proto, rtt)
+			}
+			return nil
 		},
 	}
 }

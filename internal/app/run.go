@@ -1,12 +1,15 @@
 package app
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // Run executes the command line and returns the process exit status. Every error
@@ -38,7 +41,23 @@ func Run(a *App, root *cobra.Command, args []string) int {
 	if e.Code == errs.Usage && e.Hint == "" && cmd != nil {
 		e.Hint = fmt.Sprintf("run '%s --help' for usage", cmd.CommandPath())
 	}
-	return a.Output().Report(e)
+	status := errs.ExitStatus(e.Code)
+	if a.JSON {
+		b, _ := json.Marshal(map[string]any{"error": map[string]any{
+			"code": e.Code, "message": e.Message, "hint": e.Hint, "exit_status": status,
+		}})
+		fmt.Fprintf(a.Err, "%s\n", b)
+		return status
+	}
+	// Cobra's messages can span lines (suggestions); keep them, prefixed once.
+	// A message may quote what came from anywhere (an argument, the registry,
+	// a database row, a line being replayed): escaped, nothing in it can act
+	// in the terminal, whichever error built it.
+	fmt.Fprintf(a.Err, "%s: %s\n", a.Name(), textsafe.EscapeText(strings.TrimRight(e.Message, "\n")))
+	if e.Hint != "" {
+		fmt.Fprintf(a.Err, "%s: hint: %s\n", a.Name(), textsafe.EscapeText(e.Hint))
+	}
+	return status
 }
 
 // startedAnnotation marks, on the root, that argument parsing succeeded and a

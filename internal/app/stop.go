@@ -8,7 +8,6 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/rpc"
 )
 
 type stopRecord struct {
@@ -30,7 +29,7 @@ func NewStopCmd(a *App, short, long string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := rpc.Stop(cmd.Context(), p)
+			res, err := daemon.Stop(cmd.Context(), p)
 			if errs.Is(err, errs.Unavailable) {
 				if a.JSON {
 					return a.PrintJSON(stopRecord{})

@@ -21,8 +21,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/proc"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/rpc"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // NotifyFD is the descriptor on which a detached child reports readiness.
@@ -43,7 +42,7 @@ type Options struct {
 
 // Result says which service answered.
 type Result struct {
-	Ping           rpc.PingResult
+	Ping           PingResult
 	AlreadyRunning bool
 }
 
@@ -57,7 +56,7 @@ func EnsureRunning(ctx context.Context, o Options) (Result, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	if res, err := rpc.Ping(ctx, o.Paths); err == nil {
+	if res, err := Ping(ctx, o.Paths); err == nil {
 		return Result{Ping: res, AlreadyRunning: true}, nil
 	} else if refusedSocket(err) {
 		return Result{}, err
@@ -71,7 +70,7 @@ func EnsureRunning(ctx context.Context, o Options) (Result, error) {
 	}
 	defer lock.Release()
 	// Another start may have finished while we waited for the lock.
-	if res, err := rpc.Ping(ctx, o.Paths); err == nil {
+	if res, err := Ping(ctx, o.Paths); err == nil {
 		return Result{Ping: res, AlreadyRunning: true}, nil
 	}
 	err = spawn(ctx, o)
@@ -87,7 +86,7 @@ func EnsureRunning(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	res, err := rpc.Ping(ctx, o.Paths)
+	res, err := Ping(ctx, o.Paths)
 	if err != nil {
 		return Result{}, errs.Wrap(errs.Unavailable, err, "the service started but does not answer")
 	}
@@ -152,7 +151,7 @@ func readiness(msg string, exited <-chan error, logFile string) error {
 	case msg == "ready":
 		return nil
 	case strings.HasPrefix(msg, "error "):
-		var we protocol.Error
+		var we unixrpc.Error
 		if err := json.Unmarshal([]byte(strings.TrimPrefix(msg, "error ")), &we); err == nil && we.Code != "" {
 			return we.AsError()
 		}
@@ -178,15 +177,15 @@ func NotifyReady(fd int, startErr error) {
 	if !errors.As(startErr, &e) {
 		e = errs.New(errs.Internal, "%v", startErr)
 	}
-	b, _ := json.Marshal(protocol.Error{Code: e.Code, Message: e.Message, Hint: e.Hint})
+	b, _ := json.Marshal(unixrpc.Error{Code: e.Code, Message: e.Message, Hint: e.Hint})
 	fmt.Fprintf(f, "error %s\n", b)
 }
 
 // waitAlive polls until the service answers or ctx ends.
-func waitAlive(ctx context.Context, p paths.Paths) (rpc.PingResult, error) {
+func waitAlive(ctx context.Context, p paths.Paths) (PingResult, error) {
 	delay := 5 * time.Millisecond
 	for {
-		res, err := rpc.Ping(ctx, p)
+		res, err := Ping(ctx, p)
 		if err == nil || refusedSocket(err) {
 			return res, err
 		}
@@ -212,7 +211,7 @@ func WaitGone(ctx context.Context, p paths.Paths, pid int) error {
 	delay := 5 * time.Millisecond
 	for {
 		procGone := proc.Exited(pid)
-		if _, err := rpc.Ping(ctx, p); err != nil && procGone {
+		if _, err := Ping(ctx, p); err != nil && procGone {
 			return nil
 		}
 		select {

@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/tmux-amq/tamq/internal/proc"
-	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // ServiceProcess recognises another of our services among a service's
@@ -18,7 +18,7 @@ import (
 // tells a reused pid.
 type ServiceProcess struct {
 	// Listener says who listens on the other service's socket now.
-	Listener func(ctx context.Context) (protocol.Peer, error)
+	Listener func(ctx context.Context) (unixrpc.Peer, error)
 
 	mu sync.Mutex
 	// pid and start are the listener last seen: a pid that is reused after
@@ -30,7 +30,7 @@ type ServiceProcess struct {
 // Is says whether peer is the other service's process. The listener last
 // seen is asked about again only when it is gone (the service restarted)
 // or was never seen: a caller that is some other process costs no question.
-func (p *ServiceProcess) Is(ctx context.Context, peer protocol.Peer) bool {
+func (p *ServiceProcess) Is(ctx context.Context, peer unixrpc.Peer) bool {
 	st, err := proc.ReadStat(int(peer.PID))
 	if err != nil {
 		return false

@@ -16,10 +16,8 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
-	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/textsafe"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // Service is the process-level part of a running service: its lifetime lock,
@@ -30,8 +28,8 @@ type Service struct {
 	paths paths.Paths
 	log   *slog.Logger
 	lock  *lockfile.Lock
-	ln    *unixsock.Listener
-	srv   *unixsock.Server
+	ln    *unixrpc.Listener
+	srv   *unixrpc.Server
 
 	closeOnce sync.Once
 	onClose   []func()
@@ -54,11 +52,11 @@ func Open(p paths.Paths, log *slog.Logger) (*Service, error) {
 	if p.SocketDirPrivate(p.Socket) {
 		// In a shared /tmp only a directory of our own keeps others from the
 		// socket's path.
-		if err := protocol.CheckPrivateDir(p.PrivateDir, true); err != nil {
+		if err := unixrpc.CheckPrivateDir(p.PrivateDir, true); err != nil {
 			return nil, err
 		}
 	}
-	if err := unixsock.CheckSocketPath(p.Socket, rpc.Names(p)); err != nil {
+	if err := unixrpc.CheckSocketPath(p.Socket, Names(p)); err != nil {
 		return nil, err
 	}
 	lock, err := lockfile.TryLock(p.LockFile)
@@ -86,12 +84,12 @@ func (s *Service) OnClose(f func()) { s.onClose = append(s.onClose, f) }
 // Listen binds the socket, last of a start, so nobody reaches a half-started
 // service; srv serves it once Run starts. The server is given the program's
 // names.
-func (s *Service) Listen(srv *unixsock.Server) error {
-	ln, err := unixsock.Listen(s.paths.Socket, rpc.Names(s.paths))
+func (s *Service) Listen(srv *unixrpc.Server) error {
+	ln, err := unixrpc.Listen(s.paths.Socket, Names(s.paths))
 	if err != nil {
 		return err
 	}
-	srv.Names = rpc.Names(s.paths)
+	srv.Names = Names(s.paths)
 	s.ln, s.srv = ln, srv
 	return nil
 }
@@ -233,28 +231,28 @@ func signalName(sig os.Signal) string {
 // capabilities, exactly the operations the server answers), ping (which
 // service answers, since when) and shutdown (a stop request; the service
 // then stops within grace).
-func (s *Service) Lifecycle(started time.Time, grace time.Duration) map[string]unixsock.Handler {
+func (s *Service) Lifecycle(started time.Time, grace time.Duration) map[string]unixrpc.Handler {
 	version := buildinfo.Get().Version
-	return map[string]unixsock.Handler{
-		rpc.OpHello: func(_ context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
-			var args rpc.HelloArgs
-			if err := protocol.DecodeArgs(req, &args); err != nil {
+	return map[string]unixrpc.Handler{
+		OpHello: func(_ context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+			var args HelloArgs
+			if err := unixrpc.DecodeArgs(req, &args); err != nil {
 				return nil, err
 			}
-			proto, err := protocol.Negotiate(protocol.Version, req.Proto)
+			proto, err := unixrpc.Negotiate(unixrpc.Version, req.Proto)
 			if err != nil {
 				return nil, err
 			}
 			caps := slices.Sorted(maps.Keys(s.srv.Handlers))
-			return rpc.HelloResult{Server: string(s.paths.Program), ServerVersion: version, Proto: proto, Capabilities: caps}, nil
+			return HelloResult{Server: string(s.paths.Program), ServerVersion: version, Proto: proto, Capabilities: caps}, nil
 		},
-		rpc.OpPing: func(context.Context, protocol.Peer, *protocol.Request) (any, error) {
-			return rpc.PingResult{PID: os.Getpid(), StartedAt: started, ServerVersion: version, Proto: protocol.Version}, nil
+		OpPing: func(context.Context, unixrpc.Peer, *unixrpc.Request) (any, error) {
+			return PingResult{PID: os.Getpid(), StartedAt: started, ServerVersion: version, Proto: unixrpc.Version}, nil
 		},
-		rpc.OpShutdown: func(_ context.Context, peer protocol.Peer, _ *protocol.Request) (any, error) {
+		OpShutdown: func(_ context.Context, peer unixrpc.Peer, _ *unixrpc.Request) (any, error) {
 			s.log.Info("stop requested", "peer_pid", peer.PID)
 			s.Stop()
-			return rpc.ShutdownResult{PID: os.Getpid(), GraceSeconds: grace.Seconds()}, nil
+			return ShutdownResult{PID: os.Getpid(), GraceSeconds: grace.Seconds()}, nil
 		},
 	}
 }

@@ -13,8 +13,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // testPaths are a program's paths in a fresh directory.
@@ -82,8 +81,8 @@ func TestServiceRunsAndStopsInOrder(t *testing.T) {
 	}
 	ev := &events{seen: make(chan string, 16)}
 	inRequest, release := make(chan bool), make(chan bool)
-	srv := &unixsock.Server{Handlers: map[string]unixsock.Handler{
-		"slow": func(context.Context, protocol.Peer, *protocol.Request) (any, error) {
+	srv := &unixrpc.Server{Handlers: map[string]unixrpc.Handler{
+		"slow": func(context.Context, unixrpc.Peer, *unixrpc.Request) (any, error) {
 			inRequest <- true
 			<-release
 			ev.add("answered slow")
@@ -109,7 +108,7 @@ func TestServiceRunsAndStopsInOrder(t *testing.T) {
 	for range 3 {
 		<-started
 	}
-	c := &protocol.Client{Socket: p.Socket, Timeout: 10 * time.Second}
+	c := &unixrpc.Client{Socket: p.Socket, Timeout: 10 * time.Second}
 	var answer string
 	answered := make(chan error, 1)
 	go func() { answered <- c.Call(context.Background(), "slow", nil, &answer) }()
@@ -149,7 +148,7 @@ func TestCloseWithoutRun(t *testing.T) {
 	}
 	closed := false
 	s.OnClose(func() { closed = true })
-	if err := s.Listen(&unixsock.Server{}); err != nil {
+	if err := s.Listen(&unixrpc.Server{}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -174,7 +173,7 @@ func TestSignalEndsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Listen(&unixsock.Server{}); err != nil {
+	if err := s.Listen(&unixrpc.Server{}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, stop := SignalContext(context.Background())

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/rpc"
 )
 
 // Service pings the program's service at p. Not running is a warning (the
@@ -16,8 +16,8 @@ import (
 func Service(ctx context.Context, p paths.Paths, version string) (c Check, running bool) {
 	const name = "service"
 	prog := string(p.Program)
-	var res rpc.PingResult
-	err := rpc.Client(p, PingTimeout).Call(ctx, rpc.OpPing, nil, &res)
+	var res daemon.PingResult
+	err := daemon.Client(p, PingTimeout).Call(ctx, daemon.OpPing, nil, &res)
 	switch {
 	case errs.Is(err, errs.Unavailable):
 		return warn(name, fmt.Sprintf("%s's service is not running (nothing listens on %s)", prog, p.Socket),

@@ -1,6 +1,6 @@
 // Package engineapi is coordination-engine's service API: its operations and their
 // argument and result types, as they travel over the socket protocol
-// (internal/protocol). tamq's service (attach), the agent commands and the
+// (internal/unixrpc). tamq's service (attach), the agent commands and the
 // operator commands reach the engine through internal/engineclient. See
 // docs/coordination.md.
 package engineapi

@@ -9,9 +9,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/daemon"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/rpc"
 )
 
 // How long each kind of call may take, dial included.
@@ -28,11 +28,11 @@ const (
 
 // Client calls the coordination-engine service of one set of paths.
 type Client struct {
-	rpc.BaseClient
+	daemon.BaseClient
 }
 
 // New returns the client of the engine at p (coordination-engine's paths).
-func New(p paths.Paths) *Client { return &Client{rpc.BaseClient{Paths: p}} }
+func New(p paths.Paths) *Client { return &Client{daemon.BaseClient{Paths: p}} }
 
 // RestartWait is how long an agent's command waits for an engine that is
 // being restarted: a lease release or task status typed while the engine
@@ -42,7 +42,7 @@ const RestartWait = 10 * time.Second
 // ForAgent returns the client of the engine at p for the commands an agent
 // runs, which wait RestartWait for an engine that is not listening.
 func ForAgent(p paths.Paths) *Client {
-	return &Client{rpc.BaseClient{Paths: p, WaitRestart: RestartWait}}
+	return &Client{daemon.BaseClient{Paths: p, WaitRestart: RestartWait}}
 }
 
 // Status returns the engine's status report.

@@ -16,9 +16,9 @@ import (
 	"io"
 
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/queue"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // Version is the version of the line. A reader refuses lines of a newer
@@ -92,7 +92,7 @@ func (r *Reader) Next() ([]byte, error) {
 func DecodeLine(raw []byte) (api.ReplayEntry, error) {
 	// Checked on the raw bytes, before decoding: encoding/json would replace
 	// invalid bytes with U+FFFD and replay a body that was never sent.
-	if at := protocol.InvalidUTF8At(raw); at >= 0 {
+	if at := unixrpc.InvalidUTF8At(raw); at >= 0 {
 		return api.ReplayEntry{}, errs.New(errs.BodyInvalid, "the line is not valid UTF-8 (invalid byte at offset %d)", at)
 	}
 	var env Envelope

@@ -12,6 +12,7 @@ package prompt
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -29,15 +30,15 @@ var Templates = []string{
 }
 
 // Policy is Templates as the prompt puts them: the spec's words, in order,
-// on one line.
-var Policy = func() string {
+// on one line. Built on first use, not at every start of the programs.
+var Policy = sync.OnceValue(func() string {
 	var b strings.Builder
 	b.WriteString("Continue, in this order:")
 	for i, t := range Templates {
 		fmt.Fprintf(&b, " %d. %s", i+1, t)
 	}
 	return b.String()
-}()
+})
 
 // Input is what a prompt is made from.
 type Input struct {
@@ -198,7 +199,7 @@ func checkpoint(cp *Checkpoint, room int) string {
 func continuation(in Input) string {
 	var b strings.Builder
 	if len(in.Templates) == 0 {
-		b.WriteString(Policy + "\n")
+		b.WriteString(Policy() + "\n")
 	} else {
 		b.WriteString("Continue, in this order:\n")
 		for i, t := range in.Templates {

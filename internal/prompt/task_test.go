@@ -16,7 +16,7 @@ func TestPromptForATask(t *testing.T) {
 	want := []string{
 		"coordination-engine wakes net-kingdom: task_actionable (task T-7, revision r3), lease L-1, attempt 2 of 5.",
 		`Task T-7 "Fix the parser" in workplan WP-2.`,
-		Policy,
+		Policy(),
 	}
 	for i, w := range want {
 		if got[i] != w {
@@ -39,7 +39,7 @@ func TestPromptForAMessage(t *testing.T) {
 		"coordination-engine wakes net-kingdom: task_actionable (task T-7, revision r3), lease L-1, attempt 2 of 5.",
 		`Message M-3 from railiance-platform: "API merged". Read it with: coordination-engine message show M-3; once it is handled: coordination-engine message read M-3`,
 		"Resume from your latest checkpoint (1970-01-01T00:01:40Z): did half",
-		Policy,
+		Policy(),
 	}
 	for i, w := range want {
 		if got[i] != w {
@@ -92,7 +92,7 @@ func TestTrackerTextIsNeutralized(t *testing.T) {
 	if len(subject) > maxTitle {
 		t.Errorf("subject of %d bytes, limit %d", len(subject), maxTitle)
 	}
-	if got[3] != Policy {
+	if got[3] != Policy() {
 		t.Errorf("the title broke the prompt's lines: %q", got[3])
 	}
 }
@@ -111,7 +111,7 @@ func TestTemplatesOverrideTheBuiltInOnes(t *testing.T) {
 		t.Error("built-in templates beside the override")
 	}
 	in.Templates = []string{}
-	if !strings.Contains(Build(in), Policy) {
+	if !strings.Contains(Build(in), Policy()) {
 		t.Error("empty templates did not fall back to the built-in ones")
 	}
 }

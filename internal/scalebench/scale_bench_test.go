@@ -18,14 +18,14 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/benchutil"
-	"github.com/tmux-amq/tamq/internal/engineapi"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/rpc"
+	"github.com/tmux-amq/tamq/internal/daemon"
+	engineapi "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 	"github.com/tmux-amq/tamq/internal/statehub/devhub"
 	"github.com/tmux-amq/tamq/internal/tamq/service"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/testutil"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 func TestMain(m *testing.M) {
@@ -118,7 +118,7 @@ func BenchmarkScale(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	client := &protocol.Client{Socket: e.Socket()}
+	client := &unixrpc.Client{Socket: e.Socket()}
 	sent := 0
 	// perDelivery sends messages to the repos in turn, each once the one
 	// before arrived in its agent's terminal, and returns the tmux
@@ -269,7 +269,7 @@ func registerMore(b *testing.B, e *testutil.Env, n int) {
 
 func pidOf(b *testing.B, e *testutil.Env, program string) int {
 	r := e.Run(b, program, "ping", "--json")
-	var p rpc.PingResult
+	var p daemon.PingResult
 	if err := json.Unmarshal([]byte(r.Stdout), &p); err != nil || p.PID == 0 {
 		b.Fatalf("%s ping: %v %s", program, err, r)
 	}

@@ -21,13 +21,11 @@ const rounds = 100
 
 // BenchmarkCLIStart starts, side by side in one run, a hello-world Go binary
 // (static, like ours), `tmux display -p` on a private server, `linked` (all of
-// tamq-full linked, every package initialised, nothing run: the floor of any
-// command of the full program), `tamq ping` against a running service and
-// `tamq send` of a small message through the front program, the same two run
-// by tamq-full (what a single tamq binary costs), and `tamq --version`
-// (handed from the front to tamq-full), and reports the hello-world's median
-// and every other median as a ratio to it. Targets (docs/performance.md): tamq
-// ping at most 1.3, tamq send at most 1.5.
+// tamq linked, every package initialised, nothing run: the floor of any
+// command), `tamq ping` against a running service, `tamq send` of a small
+// message and `tamq --version`, and reports the hello-world's median and
+// every other median as a ratio to it. Target (docs/performance.md): tamq
+// ping at most 2.2.
 func BenchmarkCLIStart(b *testing.B) {
 	dir := b.TempDir()
 	hello := buildHello(b, dir)
@@ -41,7 +39,7 @@ func BenchmarkCLIStart(b *testing.B) {
 	b.Cleanup(func() { e.Run(b, "tamq", "stop") })
 	testutil.WaitFor(b, "the recorder of net-kingdom", func() bool { _, ok := e.Recording("net-kingdom"); return ok })
 
-	tamq, full := filepath.Join(e.Bin, "tamq"), filepath.Join(e.Bin, "tamq-full")
+	tamq := filepath.Join(e.Bin, "tamq")
 	cmds := []struct {
 		name string
 		run  func() error
@@ -51,8 +49,6 @@ func BenchmarkCLIStart(b *testing.B) {
 		{"linked", benchutil.RunQuiet(nil, linked)},
 		{"tamq-ping", benchutil.RunQuiet(e.Vars, tamq, "ping", "--quiet")},
 		{"tamq-send", benchutil.RunQuiet(e.Vars, tamq, "send", "--quiet", "To:net-kingdom: build is green")},
-		{"full-ping", benchutil.RunQuiet(e.Vars, full, "ping", "--quiet")},
-		{"full-send", benchutil.RunQuiet(e.Vars, full, "send", "--quiet", "To:net-kingdom: build is green")},
 		{"tamq-version", benchutil.RunQuiet(e.Vars, tamq, "--version")},
 	}
 	times := make([][]time.Duration, len(cmds))
@@ -115,25 +111,25 @@ func goBuild(b *testing.B, dir, out, pkg string) {
 	}
 }
 
-// Every command of tamq-full pays every linked package's initialisation,
-// whatever it runs. What an initialisation allocates is the same on every run of a build,
+// Every command of tamq pays every linked package's initialisation, whatever
+// it runs. What an initialisation allocates is the same on every run of a build,
 // so it can be checked where time cannot: a package that starts building
 // tables or compiling patterns at start shows up here. The largest today are
 // charmbracelet/ultraviolet (27 KB) and progressbar (17 KB); go-runewidth
 // v0.0.24 to v0.0.29 built its tables at start and cost every command 30 ms.
 const (
 	maxInitBytes    = 64 << 10 // any one package
-	maxOwnInitBytes = 8 << 10  // one of ours (store, the largest, is 3 KB)
+	maxOwnInitBytes = 2 << 10  // one of ours (paths and store, the largest, about 1 KB: built on first use)
 	maxAllInitBytes = 512 << 10
 )
 
 func TestPackageInitStaysSmall(t *testing.T) {
 	e := testutil.NewEnv(t)
-	cmd := e.Command(t.Context(), "tamq-full", "--version")
+	cmd := e.Command(t.Context(), "tamq", "--version")
 	cmd.Env = append(cmd.Env, "GODEBUG=inittrace=1")
 	r := testutil.RunCmd(t, cmd)
 	if r.Status != 0 {
-		t.Fatalf("tamq-full --version: %s", r)
+		t.Fatalf("tamq --version: %s", r)
 	}
 	total, n := 0, 0
 	sc := bufio.NewScanner(strings.NewReader(r.Stderr))
@@ -149,7 +145,7 @@ func TestPackageInitStaysSmall(t *testing.T) {
 			limit = maxOwnInitBytes
 		}
 		if bytes > limit {
-			t.Errorf("package %s allocates %d bytes at initialisation (limit %d): every tamq command but send and ping pays it; build it on first use (sync.OnceValue)", pkg, bytes, limit)
+			t.Errorf("package %s allocates %d bytes at initialisation (limit %d): every tamq command pays it; build it on first use (sync.OnceValue)", pkg, bytes, limit)
 		}
 	}
 	if n == 0 {
@@ -181,37 +177,5 @@ func TestParseInit(t *testing.T) {
 	}
 	if _, _, ok := parseInit("tamq devel go1.26.8"); ok {
 		t.Fatal("a line that is not a trace was read as one")
-	}
-}
-
-// frontPackages are the only packages of ours the front program (cmd/tamq)
-// may link: what send and ping need. Linking anything more (SQLite, cobra,
-// tmux, the broker) costs every message an agent sends, at start.
-var frontPackages = map[string]bool{
-	"cmd/tamq": true, "internal/tamq/front": true, "internal/quick": true, "internal/rpc": true,
-	"internal/tamqclient": true, "internal/tamqapi": true, "internal/queue": true, "internal/ackmode": true,
-	"internal/protocol": true, "internal/paths": true, "internal/errs": true, "internal/textsafe": true, "internal/buildinfo": true,
-}
-
-func TestFrontLinksLittle(t *testing.T) {
-	const module = "github.com/tmux-amq/tamq/"
-	cmd := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", module+"cmd/tamq")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	seen := 0
-	for _, pkg := range strings.Fields(string(out)) {
-		own, ours := strings.CutPrefix(pkg, module)
-		switch {
-		case ours && frontPackages[own]:
-			seen++
-		case pkg == "golang.org/x/sys/unix":
-		default:
-			t.Errorf("the front program (cmd/tamq) links %s: `tamq send` and `tamq ping` would pay for it at every start; keep it in tamq-full", pkg)
-		}
-	}
-	if seen != len(frontPackages) {
-		t.Errorf("go list named %d of the front's %d packages:\n%s", seen, len(frontPackages), out)
 	}
 }

@@ -1,5 +1,5 @@
 // Package tamqapi is tamq's service API: its operations and their argument and
-// result types, as they travel over the socket protocol (internal/protocol).
+// result types, as they travel over the socket protocol (internal/unixrpc).
 // The CLI, the broker and coordination-engine reach the service through the
 // typed client in internal/tamqclient. See docs/protocol.md.
 package tamqapi

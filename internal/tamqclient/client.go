@@ -11,8 +11,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/rpc"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 )
 
@@ -28,11 +28,11 @@ const (
 
 // Client calls the tamq service of one set of paths.
 type Client struct {
-	rpc.BaseClient
+	daemon.BaseClient
 }
 
 // New returns the client of the service at p.
-func New(p paths.Paths) *Client { return &Client{rpc.BaseClient{Paths: p}} }
+func New(p paths.Paths) *Client { return &Client{daemon.BaseClient{Paths: p}} }
 
 // Status returns the service's status report.
 func (c *Client) Status(ctx context.Context) (api.StatusReport, error) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -26,11 +27,33 @@ func TestTableNamesEveryFigure(t *testing.T) {
 		"BenchmarkBurstDrain":     {"s/100-batched": 0.5, "s/100-one-at-a-time": 20, "speedup": 40},
 		"BenchmarkScan8KiBPrompt": {"ns/op": 90000, "old-ns/op": 30000, "ratio-to-old": 3},
 	}
-	tab := table(m)
-	for _, want := range []string{"| `tamq ping` start (median) | 6.00 ms | Go hello-world 5.00 ms | 1.20× | ≤ 1.3× |", "| 0.50 s | one at a time 20.00 s | 0.03× |", "another local agent-messaging tool",
+	none := func(string) (string, error) { return "", exec.ErrNotFound }
+	tab := table(m, otherToolRow(none))
+	for _, want := range []string{"| `tamq ping` start (median) | 6.00 ms | Go hello-world 5.00 ms | 1.20× | ≤ 2.2× |", "| 0.50 s | one at a time 20.00 s | 0.03× |",
+		"| another local agent-messaging tool | none installed (amq looked for) |  | skipped |  |",
 		"| secret scan of an 8 KiB prompt | 90.0 µs | the scan before the gitleaks rules 30.0 µs | 3.00× |"} {
 		if !strings.Contains(tab, want) {
 			t.Errorf("table lacks %q:\n%s", want, tab)
 		}
+	}
+}
+
+// The table keeps its row for another tool whether or not one is installed
+// where it runs: amq on PATH names it, and nothing else changes.
+func TestTableNamesAnInstalledTool(t *testing.T) {
+	found := func(name string) (string, error) {
+		if name == "amq" {
+			return "/usr/local/bin/amq", nil
+		}
+		return "", exec.ErrNotFound
+	}
+	m := map[string]map[string]float64{"BenchmarkCLIStart": {"hello-median-ms": 5, "tamq-ping-ratio": 2}}
+	tab := table(m, otherToolRow(found))
+	want := "| another local tool: amq (agent message queue) | installed at /usr/local/bin/amq |  | not timed: its send needs a setup of its own |  |"
+	if !strings.Contains(tab, want) {
+		t.Errorf("table lacks %q:\n%s", want, tab)
+	}
+	if strings.Contains(tab, "none installed") {
+		t.Errorf("an installed tool was also reported missing:\n%s", tab)
 	}
 }

@@ -53,8 +53,7 @@ func startDemo(t *testing.T, args ...string) *demoRun {
 	bin := testutil.Binaries(t)
 	own := t.TempDir()
 	r := &demoRun{tamq: filepath.Join(own, "tamq"), engine: filepath.Join(own, "coordination-engine"), seen: make(chan string, 1000)}
-	// tamq-full goes beside tamq, which hands it every command but send and ping.
-	for _, exe := range []string{r.tamq, filepath.Join(own, "tamq-full"), r.engine} {
+	for _, exe := range []string{r.tamq, r.engine} {
 		if err := copyFile(filepath.Join(bin, filepath.Base(exe)), exe, 0o755); err != nil {
 			t.Fatal(err)
 		}

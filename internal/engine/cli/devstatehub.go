@@ -14,9 +14,8 @@ import (
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 	"github.com/tmux-amq/tamq/internal/statehub/devhub"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 func newDevStateHubCmd(a *app.App) *cobra.Command {
@@ -58,7 +57,7 @@ address other machines may reach needs a token. It stops on SIGTERM or SIGINT.`,
 				if p.SocketDirPrivate(p.StateHubSocket) {
 					// In a shared /tmp only a directory of our own keeps
 					// others from the socket's path.
-					if err := protocol.CheckPrivateDir(p.PrivateDir, true); err != nil {
+					if err := unixrpc.CheckPrivateDir(p.PrivateDir, true); err != nil {
 						return err
 					}
 				}
@@ -173,7 +172,7 @@ func listenHub(addr string) (*listening, error) {
 		if !filepath.IsAbs(path) {
 			return nil, errs.New(errs.Usage, "--listen %s: a socket's path must be absolute, as unix:///run/user/1000/statehub.sock", addr)
 		}
-		ln, err := unixsock.Listen(path, protocol.Names{Program: "dev-statehub"})
+		ln, err := unixrpc.Listen(path, unixrpc.Names{Program: "dev-statehub"})
 		if e := (*errs.Error)(nil); errors.As(err, &e) && e.Code == errs.AlreadyRunning {
 			e.Hint = "another State Hub listens there: stop it, or give --listen another address"
 		}

@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tmux-amq/tamq/internal/app"
-	"github.com/tmux-amq/tamq/internal/rpc"
+	"github.com/tmux-amq/tamq/internal/daemon"
 )
 
 func newStartCmd(a *app.App) *cobra.Command {
@@ -35,7 +35,7 @@ is non-zero.`,
 			if _, err := a.Config(); err != nil {
 				return err
 			}
-			if res, err := rpc.Ping(cmd.Context(), p); err == nil {
+			if res, err := daemon.Ping(cmd.Context(), p); err == nil {
 				return a.ReportStart(res, true)
 			}
 			if !detach {

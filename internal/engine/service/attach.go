@@ -11,8 +11,8 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lease"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/textsafe"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // attach is tamq's handshake (spec section 5): the engine reads the gita
@@ -20,15 +20,15 @@ import (
 // whose path is gita's; the others are refused with a receipt and never
 // registered. The endpoint gets its coordination endpoint id (the same one
 // when the same tamq endpoint attaches again).
-func (s *Service) attach(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) attach(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.AttachArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	if err := checkEndpointID(args.EndpointID); err != nil {
 		return nil, err
 	}
-	proto, err := protocol.Negotiate(protocol.Version, args.Proto)
+	proto, err := unixrpc.Negotiate(unixrpc.Version, args.Proto)
 	if err != nil {
 		return nil, err
 	}
@@ -114,9 +114,9 @@ func checkEndpointID(id string) error {
 
 // detach marks a tamq endpoint detached: nothing is woken through it until
 // it attaches again.
-func (s *Service) detach(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) detach(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.DetachArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	if err := checkEndpointID(args.EndpointID); err != nil {

@@ -11,8 +11,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/proc"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // Who calls the engine is derived from the caller's process, never from
@@ -69,7 +68,7 @@ func callerFrom(ctx context.Context) caller {
 const whoisTimeout = 2 * time.Second
 
 // callerOf derives the caller of a connection.
-func (s *Service) callerOf(ctx context.Context, peer protocol.Peer) caller {
+func (s *Service) callerOf(ctx context.Context, peer unixrpc.Peer) caller {
 	if s.tamqProc.Is(ctx, peer) {
 		return caller{by: lease.ByTamq}
 	}
@@ -88,7 +87,7 @@ func (s *Service) callerOf(ctx context.Context, peer protocol.Peer) caller {
 }
 
 // placeCaller asks tamq which window the caller runs in.
-func (s *Service) placeCaller(ctx context.Context, peer protocol.Peer) caller {
+func (s *Service) placeCaller(ctx context.Context, peer unixrpc.Peer) caller {
 	if s.opts.Tamq != nil {
 		wctx, cancel := context.WithTimeout(ctx, whoisTimeout)
 		res, err := s.opts.Tamq.Whois(wctx, peer.PID)
@@ -144,14 +143,14 @@ const (
 
 // guard derives the caller, refuses what it may not do, and hands the
 // caller to the handler in its context.
-func (s *Service) guard(a access, op string, h unixsock.Handler) unixsock.Handler {
+func (s *Service) guard(a access, op string, h unixrpc.Handler) unixrpc.Handler {
 	if a == anyone {
 		// Nothing to refuse, and nothing done that a receipt would name:
 		// status and lease_current (asked before every wake is written)
 		// cost no question to tamq.
 		return h
 	}
-	return func(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
+	return func(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
 		c := s.callerOf(ctx, peer)
 		if err := a.allows(c, op, s.opts.TamqSocket); err != nil {
 			s.log.Warn("request refused", "op", op, "pid", peer.PID, "caller", c.String())

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/proc"
-	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
@@ -49,7 +49,7 @@ func TestChaosEngineKilledDuringTheLoop(t *testing.T) {
 		h.put(workplan(fmt.Sprintf("W%03d", round), repos[0], chain...))
 		// A random moment: the pause is the campaign's schedule.
 		time.Sleep(time.Duration(100+rng.IntN(900)) * time.Millisecond)
-		var ping rpc.PingResult
+		var ping daemon.PingResult
 		if err := json.Unmarshal([]byte(l.e.Engine(t, "ping", "--json").Stdout), &ping); err != nil {
 			t.Fatal(err)
 		}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -124,7 +124,7 @@ func TestChaosEngineDiskFull(t *testing.T) {
 
 func enginePID(t *testing.T, l *loop) int {
 	t.Helper()
-	var ping rpc.PingResult
+	var ping daemon.PingResult
 	if err := json.Unmarshal([]byte(l.e.Engine(t, "ping", "--json").Stdout), &ping); err != nil {
 		t.Fatal(err)
 	}

@@ -12,16 +12,16 @@ import (
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/textsafe"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // explain tells why a task was or was not woken (spec section 7): what the
 // last observation said of it and its dependencies, and the engine's
 // triggers, gates, leases and wakes about it, from its receipts.
-func (s *Service) explain(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) explain(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.ExplainArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	view := &ExplainView{}

@@ -11,8 +11,8 @@ import (
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/textsafe"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // tamqAckTimeout bounds the ack of a wake message that follows a lease ack:
@@ -21,7 +21,7 @@ const tamqAckTimeout = 3 * time.Second
 
 // ack is the agent acknowledging its lease: it begins the work. The wake
 // message is acknowledged in tamq too, so tamq stops presenting it.
-func (s *Service) ack(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) ack(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.LeaseArgs
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
@@ -59,7 +59,7 @@ func (s *Service) settleWake(ctx context.Context, l lease.Lease) {
 	}
 }
 
-func (s *Service) renew(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) renew(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.LeaseArgs
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
@@ -107,7 +107,7 @@ func (s *Service) mayActOnLease(ctx context.Context, id string) error {
 	return mayActOn(ctx, "lease "+id, l.TargetRepo)
 }
 
-func (s *Service) release(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) release(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.ReleaseArgs
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
@@ -134,7 +134,7 @@ func (s *Service) release(ctx context.Context, _ protocol.Peer, req *protocol.Re
 	return out, nil
 }
 
-func (s *Service) checkpoint(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) checkpoint(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.CheckpointArgs
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
@@ -170,7 +170,7 @@ func (s *Service) checkpoint(ctx context.Context, _ protocol.Peer, req *protocol
 // lease still the one to work on? A prompt of an attempt that ended (the
 // lease completed, stopped, ran out, or a newer attempt was offered) must
 // not be typed.
-func (s *Service) leaseCurrent(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) leaseCurrent(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.LeaseArgs
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
@@ -202,8 +202,8 @@ func (s *Service) leaseCurrent(ctx context.Context, _ protocol.Peer, req *protoc
 }
 
 // decodeLease decodes a lease request and checks its lease id.
-func decodeLease(req *protocol.Request, args any, id *string) error {
-	if err := protocol.DecodeArgs(req, args); err != nil {
+func decodeLease(req *unixrpc.Request, args any, id *string) error {
+	if err := unixrpc.DecodeArgs(req, args); err != nil {
 		return err
 	}
 	if *id == "" || len(*id) > 128 || textsafe.NameProblem(*id) != "" {
@@ -212,9 +212,9 @@ func decodeLease(req *protocol.Request, args any, id *string) error {
 	return nil
 }
 
-func (s *Service) leases(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) leases(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.LeasesArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	return ListLeases(ctx, s.store, args)
@@ -238,9 +238,9 @@ func ListLeases(ctx context.Context, st *store.Store, args api.LeasesArgs) (api.
 	return res, nil
 }
 
-func (s *Service) receipts(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) receipts(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.ReceiptsArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	return ListReceipts(ctx, s.store, args)
@@ -266,8 +266,8 @@ func ListReceipts(ctx context.Context, st *store.Store, args api.ReceiptsArgs) (
 }
 
 // frameBudget is what a listing's items may take of one protocol frame
-// (protocol.MaxFrame), leaving room for the envelope.
-const frameBudget = protocol.MaxFrame - 8<<10
+// (unixrpc.MaxFrame), leaving room for the envelope.
+const frameBudget = unixrpc.MaxFrame - 8<<10
 
 // fitFrame keeps as many items as fit one frame: from the end when fromEnd
 // (the newest of an oldest-first list), else from the start. more says some

@@ -5,17 +5,17 @@ import (
 
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // publish posts tamq's receipts to State Hub with the engine's credentials
 // (tamq sends them here while it is attached). The engine keeps nothing:
 // State Hub's error goes back to tamq, which keeps the receipts pending and
 // sends them again; State Hub stores each id once.
-func (s *Service) publish(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) publish(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.PublishArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	if len(args.Receipts) > contract.MaxProgressBatch {

@@ -10,11 +10,11 @@ import (
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/secretscan"
 	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 	"github.com/tmux-amq/tamq/internal/textsafe"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // The engine relays to State Hub, for an agent, what only the engine can
@@ -33,9 +33,9 @@ const maxShownSubject = 1 << 10
 // much as fits one frame. The body is fetched from State Hub at every call
 // and scanned for secret material like a prompt: a hit withholds it (the
 // secret gate), and nothing of it is logged or kept.
-func (s *Service) messageShow(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) messageShow(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.MessageShowArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	if err := api.CheckStateHubID("message id", args.MessageID); err != nil {
@@ -118,9 +118,9 @@ func jsonLen(r rune) int {
 }
 
 // messageRead marks a message read in State Hub.
-func (s *Service) messageRead(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) messageRead(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.MessageReadArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	if err := api.CheckStateHubID("message id", args.MessageID); err != nil {
@@ -169,9 +169,9 @@ func (s *Service) messageNotFound(ctx context.Context, id string) error {
 // taskSet states a task's status in State Hub, as the agent gave it. The
 // note goes to the tracker only; one that holds secret material is not
 // sent.
-func (s *Service) taskSet(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) taskSet(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.TaskSetArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	if err := args.Check(); err != nil {

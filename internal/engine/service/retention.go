@@ -7,7 +7,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // retentionEvery is how often the engine deletes the history older than
@@ -38,9 +38,9 @@ func (s *Service) runRetention(ctx context.Context) {
 }
 
 // purge is the operator's `coordination-engine purge`.
-func (s *Service) purge(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) purge(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.PurgeArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	if args.Before.IsZero() || args.Before.After(s.opts.Now()) {

@@ -24,11 +24,9 @@ import (
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
-	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/tamqapi"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // Now is the engine's clock: UTC to the millisecond, what SQLite keeps.
@@ -40,12 +38,12 @@ type Tamq interface {
 	Wake(ctx context.Context, req tamqapi.WakeRequest) (tamqapi.WakeAck, error)
 	CancelWake(ctx context.Context, args tamqapi.CancelWakeArgs) (tamqapi.CancelWakeResult, error)
 	Ack(ctx context.Context, id string) (tamqapi.Message, error)
-	Ping(ctx context.Context) (rpc.PingResult, error)
+	Ping(ctx context.Context) (daemon.PingResult, error)
 	// Whois says which of tamq's windows a process runs in; Listener
 	// which process listens on tamq's socket. The engine knows its callers
 	// by them.
 	Whois(ctx context.Context, pid int32) (tamqapi.WhoisResult, error)
-	Listener(ctx context.Context) (protocol.Peer, error)
+	Listener(ctx context.Context) (unixrpc.Peer, error)
 }
 
 // Options configure the engine's service.
@@ -71,7 +69,7 @@ type Service struct {
 	log       *slog.Logger
 	d         *daemon.Service
 	store     *store.Store
-	server    *unixsock.Server
+	server    *unixrpc.Server
 	startedAt time.Time
 	timing    lease.Timing
 
@@ -181,7 +179,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		return fail(err)
 	}
 	s.startedAt = o.Now()
-	s.server = &unixsock.Server{Handlers: s.handlers(), Log: s.log, IdleTimeout: 30 * time.Second, MaxConns: 256}
+	s.server = &unixrpc.Server{Handlers: s.handlers(), Log: s.log, IdleTimeout: 30 * time.Second, MaxConns: 256}
 	if o.Orwell != nil {
 		s.server.Trace = daemon.OrwellTracer(o.Orwell, o.Now)
 	}
@@ -189,7 +187,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		return fail(err)
 	}
 	if err := st.AddReceipt(ctx, store.Receipt{Kind: "service.start", Status: "started", Detail: map[string]any{
-		"pid": os.Getpid(), "version": buildinfo.Get().Version, "proto": protocol.Version, "detached": o.Detached, "orwell": o.Orwell != nil,
+		"pid": os.Getpid(), "version": buildinfo.Get().Version, "proto": unixrpc.Version, "detached": o.Detached, "orwell": o.Orwell != nil,
 	}}); err != nil {
 		return fail(err)
 	}
@@ -240,12 +238,12 @@ func (s *Service) Run(ctx context.Context) error {
 	})
 }
 
-func (s *Service) handlers() map[string]unixsock.Handler {
+func (s *Service) handlers() map[string]unixrpc.Handler {
 	hs := s.d.Lifecycle(s.startedAt, s.opts.Config.ShutdownGrace())
-	stop := hs[rpc.OpShutdown]
+	stop := hs[daemon.OpShutdown]
 	for op, g := range map[string]struct {
 		a access
-		h unixsock.Handler
+		h unixrpc.Handler
 	}{
 		api.OpStatus: {anyone, s.status},
 		// tamq asks before it writes a wake.
@@ -258,7 +256,7 @@ func (s *Service) handlers() map[string]unixsock.Handler {
 		api.OpReceipts:     {operator, s.receipts},
 		api.OpExplain:      {operator, s.explain},
 		api.OpPurge:        {operator, s.purge},
-		rpc.OpShutdown:     {operator, stop},
+		daemon.OpShutdown:  {operator, stop},
 		api.OpLeaseAck:     {worker, s.ack},
 		api.OpLeaseRenew:   {worker, s.renew},
 		api.OpRelease:      {worker, s.release},

@@ -15,21 +15,21 @@ import (
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/statehub"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // probeTimeout bounds each reachability check of status.
 const probeTimeout = time.Second
 
-func (s *Service) status(ctx context.Context, _ protocol.Peer, _ *protocol.Request) (any, error) {
+func (s *Service) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request) (any, error) {
 	now := s.opts.Now()
 	r := Collect(ctx, s.opts.Paths, s.opts.Config, s.opts.Registry)
 	started := s.startedAt.UTC()
 	r.Service = api.ServiceStatus{
 		Running: true, PID: os.Getpid(), StartedAt: &started, UptimeSeconds: now.Sub(s.startedAt).Seconds(),
-		ServerVersion: buildinfo.Get().Version, Proto: protocol.Version,
+		ServerVersion: buildinfo.Get().Version, Proto: unixrpc.Version,
 		Socket: s.opts.Paths.Socket, LogFile: s.opts.Paths.LogFile,
 		PolicyProfile: s.opts.Config.ProfileRef(), ConfigVersion: s.opts.Config.Version,
 	}

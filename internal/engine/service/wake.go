@@ -15,10 +15,10 @@ import (
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/prompt"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/secretscan"
-	"github.com/tmux-amq/tamq/internal/tamqapi"
+	tamqapi "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/textsafe"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // wake is the operator's manual trigger: a trigger like an observed one,
@@ -26,9 +26,9 @@ import (
 // whoever asks: naming a task whose lease lives answers with that lease and
 // sends nothing; a repo whose agent holds a lease gets another only with
 // force.
-func (s *Service) wake(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) wake(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.WakeArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	if s.stopping.Load() {

@@ -18,8 +18,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/proc"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // HookSocketEnv names the variable that tells an agent's hooks (through
@@ -188,14 +187,14 @@ func (h *HookState) Dialog(atPrompt bool, now time.Time) string {
 // tamq's 0700 state directory, 0600 itself; a peer of another uid is closed
 // unread.
 type HookListener struct {
-	ln   *unixsock.Listener
+	ln   *unixrpc.Listener
 	wg   sync.WaitGroup
 	uid  uint32
 	take func(HookEvent)
 }
 
 // hookNames name the hook socket's listener in messages.
-var hookNames = protocol.Names{Program: "the broker"}
+var hookNames = unixrpc.Names{Program: "the broker"}
 
 // HookSocketFor is the hook socket of the broker with process id pid.
 func HookSocketFor(stateDir string, pid int) string {
@@ -211,7 +210,7 @@ func ListenHooks(path string, take func(HookEvent)) (*HookListener, error) {
 		return nil, err
 	}
 	sweepHooks(filepath.Dir(path))
-	ln, err := unixsock.Listen(path, hookNames)
+	ln, err := unixrpc.Listen(path, hookNames)
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +282,7 @@ func (h *HookListener) serve() {
 			defer h.wg.Done()
 			defer func() { <-slots }()
 			defer c.Close()
-			if peer, err := unixsock.PeerOf(c); err != nil || peer.UID != h.uid {
+			if peer, err := unixrpc.PeerOf(c); err != nil || peer.UID != h.uid {
 				return
 			}
 			c.SetReadDeadline(time.Now().Add(2 * time.Second))
@@ -303,7 +302,7 @@ func (h *HookListener) serve() {
 // SendHook forwards one event to the broker listening at path, only if that
 // broker is the user's own (what a hook reports may name the agent's tools).
 func SendHook(path string, e HookEvent, timeout time.Duration) error {
-	c, err := unixsock.Dial(context.Background(), path, "", hookNames, net.Dialer{Timeout: timeout})
+	c, err := unixrpc.Dial(context.Background(), path, "", hookNames, net.Dialer{Timeout: timeout})
 	if err != nil {
 		return err
 	}

@@ -14,17 +14,17 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/queue"
-	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/program"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	client "github.com/tmux-amq/tamq/internal/tamqclient"
 	"github.com/tmux-amq/tamq/internal/tmux"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 func newBrokerCmd(a *app.App) *cobra.Command {
@@ -159,7 +159,7 @@ func sendLine(p paths.Paths) func(ctx context.Context, m api.SendArgs) error {
 		case errs.Is(err, errs.Unavailable):
 			// Unavailable is also the service's answer for a target without
 			// a window; only a service that does not answer ping is down.
-			if _, perr := rpc.Ping(ctx, p); perr != nil {
+			if _, perr := daemon.Ping(ctx, p); perr != nil {
 				return fmt.Errorf("%w: %v", broker.ErrServiceDown, err)
 			}
 		}
@@ -273,7 +273,7 @@ func (s *session) report() {
 func (s *session) sendState(st api.BrokerState) {
 	s.n++
 	args, _ := json.Marshal(st)
-	frame, err := protocol.EncodeFrame(protocol.Request{Proto: protocol.Version, Op: api.OpBrokerState, ID: "state-" + strconv.Itoa(s.n), Args: args})
+	frame, err := unixrpc.EncodeFrame(unixrpc.Request{Proto: unixrpc.Version, Op: api.OpBrokerState, ID: "state-" + strconv.Itoa(s.n), Args: args})
 	if err != nil {
 		return
 	}
@@ -294,18 +294,18 @@ func (s *session) write(frame []byte) error {
 
 // serve writes each delivery the service sends and answers with what
 // happened, until the connection ends.
-func (s *session) serve(fr *protocol.FrameReader) {
+func (s *session) serve(fr *unixrpc.FrameReader) {
 	for {
 		frame, err := fr.Next()
 		if err != nil {
 			return
 		}
-		req, err := protocol.DecodeRequest(frame)
+		req, err := unixrpc.DecodeRequest(frame)
 		if err != nil || req.Op != api.OpDeliver {
 			continue
 		}
 		var d api.DeliverArgs
-		if err := protocol.DecodeArgs(req, &d); err != nil {
+		if err := unixrpc.DecodeArgs(req, &d); err != nil {
 			continue
 		}
 		s.obs.Injected(d.Text) // never read back as an address
@@ -331,7 +331,7 @@ func (s *session) serve(fr *protocol.FrameReader) {
 			res.Error = "the text is in but the Enter was held back: " + out.Reason
 		}
 		b, _ := json.Marshal(res)
-		reply, err := protocol.EncodeFrame(protocol.Response{Proto: protocol.Version, ID: req.ID, OK: true, Result: b})
+		reply, err := unixrpc.EncodeFrame(unixrpc.Response{Proto: unixrpc.Version, ID: req.ID, OK: true, Result: b})
 		if err != nil || s.write(reply) != nil {
 			return
 		}

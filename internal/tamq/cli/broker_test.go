@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/program"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/testutil"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // The broker's side of its session, over a real connection, with a real
@@ -70,10 +70,10 @@ type sessionEnd struct {
 func attachSession(t *testing.T, sess *session) *sessionEnd {
 	brokerEnd, service := net.Pipe()
 	t.Cleanup(func() { service.Close() })
-	go func() { sess.attach(brokerEnd); sess.serve(protocol.NewFrameReader(brokerEnd)) }()
+	go func() { sess.attach(brokerEnd); sess.serve(unixrpc.NewFrameReader(brokerEnd)) }()
 	h := &sessionEnd{t: t, service: service, frames: make(chan []byte, 16)}
 	go func() {
-		fr := protocol.NewFrameReader(service)
+		fr := unixrpc.NewFrameReader(service)
 		for {
 			f, err := fr.Next()
 			if err != nil {
@@ -117,7 +117,7 @@ func (h *sessionEnd) state(atPrompt bool, reason string) map[string]any {
 func (h *sessionEnd) deliver(id, text string) map[string]any {
 	h.t.Helper()
 	args, _ := json.Marshal(api.DeliverArgs{Text: text, PauseMS: 50, QuietMS: 20, MaxWaitMS: 500})
-	frame, _ := protocol.EncodeFrame(protocol.Request{Proto: protocol.Version, Op: api.OpDeliver, ID: id, Args: args})
+	frame, _ := unixrpc.EncodeFrame(unixrpc.Request{Proto: unixrpc.Version, Op: api.OpDeliver, ID: id, Args: args})
 	if _, err := h.service.Write(frame); err != nil {
 		h.t.Fatal(err)
 	}

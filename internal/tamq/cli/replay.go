@@ -17,16 +17,16 @@ import (
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/jsonl"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	client "github.com/tmux-amq/tamq/internal/tamqclient"
 	"github.com/tmux-amq/tamq/internal/textsafe"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // replayChunkBytes is how much encoded entries one request carries: one
 // protocol frame, with room for the largest single entry above it.
-const replayChunkBytes = protocol.MaxFrame - 8<<10
+const replayChunkBytes = unixrpc.MaxFrame - 8<<10
 
 type replayRecord struct {
 	File       string              `json:"file"`

@@ -1,14 +1,20 @@
 package cli
 
 import (
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/app"
+	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/queue"
-	"github.com/tmux-amq/tamq/internal/tamq/front"
+	"github.com/tmux-amq/tamq/internal/tamq/program"
+	api "github.com/tmux-amq/tamq/internal/tamqapi"
+	client "github.com/tmux-amq/tamq/internal/tamqclient"
+	"github.com/tmux-amq/tamq/internal/textsafe"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 func newSendCmd(a *app.App) *cobra.Command {
@@ -26,11 +32,44 @@ newlines and tabs are the only control characters allowed.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeAddresses(a),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			text := args[0]
+			if text == "-" {
+				b, err := io.ReadAll(io.LimitReader(a.In, queue.MaxBody*2))
+				if err != nil {
+					return errs.Wrap(errs.BodyInvalid, err, "cannot read standard input")
+				}
+				// The line end a shell or editor adds is not part of the message.
+				var ended bool
+				if text, ended = strings.CutSuffix(string(b), "\n"); ended {
+					text = strings.TrimSuffix(text, "\r")
+				}
+			}
+			// Checked here, on the raw bytes: encoding the request as JSON
+			// would silently turn invalid bytes into U+FFFD.
+			if at := unixrpc.InvalidUTF8At([]byte(text)); at >= 0 {
+				return errs.New(errs.BodyInvalid, "the message is not valid UTF-8 (invalid byte at offset %d); bodies are UTF-8 text", at)
+			}
 			p, err := a.Paths()
 			if err != nil {
 				return err
 			}
-			return front.Send(cmd.Context(), p, a.In, args[0], front.SendOptions{Endpoint: endpoint, AckMode: mode}, a.Output())
+			m, err := client.New(p).Send(cmd.Context(), api.SendArgs{Text: text, EndpointID: endpoint, AckMode: mode})
+			if err != nil {
+				return err
+			}
+			if a.JSON {
+				return a.PrintJSON(m) // last_error says why it waits
+			}
+			if !a.Quiet {
+				a.Printf("queued %s for %s (%s mode)\n", textsafe.Escape(m.ID), textsafe.Escape(m.Target), textsafe.Escape(m.AckMode))
+				if note := waitNote(m); note != "" {
+					// Queued is not delivered: the sender learns now that the
+					// window cannot take it, and why (a shell there, a dialog
+					// open).
+					io.WriteString(a.Err, textsafe.EscapeText(a.Name()+": queued; it waits: "+note+"\n"))
+				}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "the endpoint (tmux-amq-<pid>) to deliver through, when the repo has windows on several")
@@ -59,4 +98,17 @@ func completeAddresses(a *app.App) cobra.CompletionFunc {
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
 	}
+}
+
+// waitNote says why a message just queued waits for its window, or "" when
+// it does not: "no agent running in beta's window".
+func waitNote(m api.Message) string {
+	if m.State != "queued" || m.LastError == "" {
+		return ""
+	}
+	target := textsafe.Escape(m.Target)
+	if m.LastError == program.NoAgentRunning {
+		return program.NoAgentRunning + " in " + target + "'s window"
+	}
+	return target + "'s window: " + m.LastError
 }

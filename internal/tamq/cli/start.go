@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tmux-amq/tamq/internal/app"
-	"github.com/tmux-amq/tamq/internal/rpc"
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/tamq/service"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	client "github.com/tmux-amq/tamq/internal/tamqclient"
@@ -48,7 +48,7 @@ over 100 MB (the detached service only logs it).`,
 			}
 			// Like the spec says, start also brings back the recorded windows.
 			recreate := tmux.ChoosePath(tmuxSocket, a.Getenv)
-			if res, err := rpc.Ping(cmd.Context(), p); err == nil {
+			if res, err := daemon.Ping(cmd.Context(), p); err == nil {
 				ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 				defer cancel()
 				if _, err := client.New(p).Restore(ctx, []string{recreate}); err != nil {

@@ -118,7 +118,7 @@ func TestArgvCommandAndBrokerChild(t *testing.T) {
 	if got := Words(ArgvCommand(argv)); !slices.Equal(got, argv) {
 		t.Errorf("ArgvCommand(%q) reads back as %q", argv, got)
 	}
-	child, ok := BrokerChild([]string{"/usr/bin/tamq-full", "broker", "--repo", "x", "--gita-dir", "/g", "--", "/bin/sh", "-c", "claude"})
+	child, ok := BrokerChild([]string{"/usr/bin/tamq", "broker", "--repo", "x", "--gita-dir", "/g", "--", "/bin/sh", "-c", "claude"})
 	if !ok || !slices.Equal(child, []string{"/bin/sh", "-c", "claude"}) {
 		t.Errorf("BrokerChild: %q %v", child, ok)
 	}

@@ -9,14 +9,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/engineapi"
-	"github.com/tmux-amq/tamq/internal/engineclient"
+	"github.com/tmux-amq/tamq/internal/daemon"
+	engineapi "github.com/tmux-amq/tamq/internal/engineapi"
+	engineclient "github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/queue"
-	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // How the attacher paces itself: while the engine is absent it tries again
@@ -38,7 +38,7 @@ type attachment struct {
 	status api.CoordinationStatus
 	// engine is the engine instance attached to (its pid and start), so a
 	// restarted engine is attached to again.
-	engine rpc.PingResult
+	engine daemon.PingResult
 	// attached are the tamq endpoints the engine accepted.
 	attached map[string]bool
 	kick     chan struct{}
@@ -93,7 +93,7 @@ func (s *Service) attachLoop(ctx context.Context) {
 			return
 		case <-s.engineLink.kick:
 			s.engineLink.mu.Lock()
-			s.engineLink.engine = rpc.PingResult{} // hand everything over again
+			s.engineLink.engine = daemon.PingResult{} // hand everything over again
 			s.engineLink.mu.Unlock()
 		case <-timer.C:
 		}
@@ -113,7 +113,7 @@ func (s *Service) attachOnce(ctx context.Context, c *engineclient.Client) error 
 		a.mu.Lock()
 		was := a.status.Attached
 		a.status = api.CoordinationStatus{Socket: a.status.Socket, Error: err.Error()}
-		a.engine, a.attached = rpc.PingResult{}, map[string]bool{}
+		a.engine, a.attached = daemon.PingResult{}, map[string]bool{}
 		a.mu.Unlock()
 		if was {
 			s.pub.routeChanged() // receipts go straight to State Hub now
@@ -190,7 +190,7 @@ func (s *Service) attachOnce(ctx context.Context, c *engineclient.Client) error 
 func attachArgs(ep queue.Endpoint, agent func(key string) *bool) engineapi.AttachArgs {
 	args := engineapi.AttachArgs{
 		EndpointID: ep.ID, TmuxSession: ep.Session, TmuxSocket: ep.TmuxSocket,
-		Proto: protocol.Version, Capabilities: []string{engineapi.CapWake},
+		Proto: unixrpc.Version, Capabilities: []string{engineapi.CapWake},
 	}
 	for _, w := range ep.Windows {
 		args.Windows = append(args.Windows, engineapi.AttachWindow{Repo: w.Repo, Path: w.RepoPath, Command: w.Command, Mode: string(w.Mode),

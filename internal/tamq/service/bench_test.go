@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/benchutil"
-	"github.com/tmux-amq/tamq/internal/rpc"
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/tamq/service"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
@@ -36,7 +36,7 @@ func BenchmarkServiceIdleRSS(b *testing.B) {
 	e.Tamq(b, "start", "--detach")
 	b.Cleanup(func() { e.Run(b, "tamq", "stop") })
 	tm := testutil.NewTmux(b)
-	var ping rpc.PingResult
+	var ping daemon.PingResult
 	if err := json.Unmarshal([]byte(e.Tamq(b, "ping", "--json").Stdout), &ping); err != nil {
 		b.Fatal(err)
 	}

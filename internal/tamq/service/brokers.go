@@ -12,13 +12,12 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/proc"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/program"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/tmux"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // brokerWriteTimeout bounds one frame written to a broker: a broker that
@@ -77,7 +76,7 @@ func (s *Service) brokerView(key string) (st api.BrokerState, bc *brokerConn, se
 // brokerReply is a broker's answer and how many agent states it had
 // reported before it.
 type brokerReply struct {
-	resp   protocol.Response
+	resp   unixrpc.Response
 	states uint64
 }
 
@@ -90,7 +89,7 @@ func (s *Service) brokerLive(endpointID, repo, paneID string) bool {
 // verifyBroker checks that the process at the other end of a broker session
 // is what it says: the process tmux runs in the pane (or one it started), in
 // a live pane of the window tamq marked for the repo. It returns the pane.
-func (s *Service) verifyBroker(ctx context.Context, peer protocol.Peer, args api.BrokerSessionArgs) (paneSeen, error) {
+func (s *Service) verifyBroker(ctx context.Context, peer unixrpc.Peer, args api.BrokerSessionArgs) (paneSeen, error) {
 	refuse := func(format string, a ...any) (paneSeen, error) {
 		return paneSeen{}, errs.New(errs.PermissionDeny, "broker session for %s refused: "+format, append([]any{args.Repo}, a...)...)
 	}
@@ -136,9 +135,9 @@ func (s *Service) verifyBroker(ctx context.Context, peer protocol.Peer, args api
 
 // brokerSession is the stream handler: it records the broker as live until
 // its connection ends.
-func (s *Service) brokerSession(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) brokerSession(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.BrokerSessionArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	p, err := s.verifyBroker(ctx, peer, args)
@@ -150,9 +149,9 @@ func (s *Service) brokerSession(ctx context.Context, peer protocol.Peer, req *pr
 		s.log.Warn("broker session refused: the window has a live one", "repo", p.repo, "peer_pid", peer.PID)
 		return nil, errs.New(errs.Conflict, "broker session for %s refused: the window already has a live broker session", p.repo)
 	}
-	return unixsock.Stream{
+	return unixrpc.Stream{
 		Result: map[string]bool{"accepted": true},
-		Run: func(conn net.Conn, fr *protocol.FrameReader) {
+		Run: func(conn net.Conn, fr *unixrpc.FrameReader) {
 			bc := &brokerConn{conn: conn, endpointID: p.endpointID, repo: p.repo, paneID: p.paneID,
 				replies: make(chan brokerReply, 1), closed: make(chan struct{})}
 			key := store.DeliveryKey(p.endpointID, p.repo)
@@ -239,7 +238,7 @@ func (s *Service) brokerFrame(bc *brokerConn, frame []byte) {
 		s.keeper.poke()
 		return
 	}
-	var resp protocol.Response
+	var resp unixrpc.Response
 	if json.Unmarshal(frame, &resp) == nil {
 		bc.stateMu.Lock()
 		states := bc.states
@@ -278,7 +277,7 @@ func (bc *brokerConn) deliver(ctx context.Context, d api.DeliverArgs) (Written, 
 	defer bc.mu.Unlock()
 	bc.seq++
 	id := strconv.Itoa(bc.seq)
-	frame, err := protocol.EncodeFrame(protocol.Request{Proto: protocol.Version, Op: api.OpDeliver, ID: id, Args: mustJSON(d)})
+	frame, err := unixrpc.EncodeFrame(unixrpc.Request{Proto: unixrpc.Version, Op: api.OpDeliver, ID: id, Args: mustJSON(d)})
 	if err != nil {
 		return out, err
 	}

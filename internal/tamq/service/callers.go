@@ -4,10 +4,10 @@ import (
 	"context"
 
 	"github.com/tmux-amq/tamq/internal/daemon"
-	"github.com/tmux-amq/tamq/internal/engineclient"
+	engineclient "github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // Who may call what, derived from the caller's process, never from what it
@@ -18,9 +18,9 @@ import (
 // whois answers coordination-engine: which window does a process run in?
 // It is the derivation a send uses, so both programs agree on who a caller
 // is.
-func (s *Service) whois(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) whois(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.WhoisArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	if args.PID <= 0 {
@@ -42,7 +42,7 @@ func newEngineProcess(o Options) *daemon.ServiceProcess {
 // fromEngine refuses a caller that is not coordination-engine's process:
 // a wake is the engine's judgment (gates, leases, the secret scan), and a
 // prompt typed on anyone else's word would skip it.
-func (s *Service) fromEngine(ctx context.Context, peer protocol.Peer, what string) error {
+func (s *Service) fromEngine(ctx context.Context, peer unixrpc.Peer, what string) error {
 	if s.engineProc.Is(ctx, peer) {
 		return nil
 	}
@@ -53,7 +53,7 @@ func (s *Service) fromEngine(ctx context.Context, peer protocol.Peer, what strin
 
 // notFromAWindow refuses a process that runs in one of tamq's windows: what
 // the operator may do there (register windows, for one) an agent may not.
-func (s *Service) notFromAWindow(ctx context.Context, peer protocol.Peer, what string) error {
+func (s *Service) notFromAWindow(ctx context.Context, peer unixrpc.Peer, what string) error {
 	if p, _, ok := s.paneOf(ctx, peer.PID); ok {
 		return errs.New(errs.PermissionDeny, "a process in %s's window may not %s", p.repo, what).
 			WithHint("run it from a terminal outside tamq's windows")

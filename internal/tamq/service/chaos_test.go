@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/proc"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
-	"github.com/tmux-amq/tamq/internal/tamqclient"
+	tamqclient "github.com/tmux-amq/tamq/internal/tamqclient"
 	"github.com/tmux-amq/tamq/internal/testutil"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // load is steady traffic for a campaign: 8 senders sending to the repos'
@@ -31,7 +31,7 @@ type load struct {
 }
 
 func startLoad(t *testing.T, e *testutil.Env, repos ...string) *load {
-	client := &protocol.Client{Socket: e.Socket()}
+	client := &unixrpc.Client{Socket: e.Socket()}
 	tamq := tamqclient.New(pathsOf(t, e))
 	ctx, stop := context.WithCancel(context.Background())
 	ld := &load{repos: repos, stop: stop}

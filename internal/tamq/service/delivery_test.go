@@ -11,12 +11,12 @@ import (
 	"testing"
 
 	"github.com/tmux-amq/tamq/internal/proc"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	client "github.com/tmux-amq/tamq/internal/tamqclient"
 	"github.com/tmux-amq/tamq/internal/testutil"
 	"github.com/tmux-amq/tamq/internal/testutil/standin"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // emptyWorkspace writes the config, registers repos in gita and starts a
@@ -410,7 +410,7 @@ func TestStartRestoresTheWorkspace(t *testing.T) {
 func TestCrashMidDeliveryLosesAndDoublesNothing(t *testing.T) {
 	t.Parallel()
 	e, _ := workspace(t, "[delivery]\nenter_pause_ms = 0\n", "alpha", "beta")
-	client := &protocol.Client{Socket: e.Socket()}
+	client := &unixrpc.Client{Socket: e.Socket()}
 	const n = 500
 	for i := range n {
 		repo := []string{"alpha", "beta"}[i%2]

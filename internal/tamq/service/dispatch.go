@@ -6,16 +6,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/engineapi"
-	"github.com/tmux-amq/tamq/internal/engineclient"
+	engineapi "github.com/tmux-amq/tamq/internal/engineapi"
+	engineclient "github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/program"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/tmux"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // Writer puts text into a window's terminal. confirm, when not nil, is
@@ -702,9 +702,9 @@ func (s *Service) stillDelivering(ctx context.Context, ids []string) (bool, stri
 
 // deliveryCurrent answers a broker's last question before it writes a
 // delivery it must confirm.
-func (s *Service) deliveryCurrent(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) deliveryCurrent(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.DeliveryCurrentArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	if len(args.IDs) == 0 || len(args.IDs) > 256 {

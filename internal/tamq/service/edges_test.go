@@ -12,11 +12,10 @@ import (
 	"testing"
 
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	client "github.com/tmux-amq/tamq/internal/tamqclient"
 	"github.com/tmux-amq/tamq/internal/testutil"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // statusOf reads `tamq status --json` (whatever its exit status).
@@ -378,8 +377,8 @@ func TestBrokerSessionFromOutsideThePaneIsRefused(t *testing.T) {
 	t.Parallel()
 	e, tm := workspace(t, fastConfig, "net-kingdom")
 	_, w := windowStatus(t, e, "net-kingdom")
-	client := &protocol.Client{Socket: e.Socket()}
-	conn, _, err := unixsock.OpenStream(context.Background(), client, api.OpBrokerSession,
+	client := &unixrpc.Client{Socket: e.Socket()}
+	conn, _, err := unixrpc.OpenStream(context.Background(), client, api.OpBrokerSession,
 		api.BrokerSessionArgs{Repo: "net-kingdom", Socket: tmuxSocketPath(t, tm), Pane: w.PaneID})
 	if err == nil {
 		conn.Close()

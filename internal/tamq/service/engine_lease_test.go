@@ -11,10 +11,9 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 	"github.com/tmux-amq/tamq/internal/testutil"
 	"github.com/tmux-amq/tamq/internal/testutil/standin"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // engineLeases are the leases of the test's stand-in for coordination-engine.
@@ -35,16 +34,16 @@ type engineLeases struct {
 func startEngine(t *testing.T, e *testutil.Env) *engineLeases {
 	t.Helper()
 	el := &engineLeases{t: t, attempts: map[string]int{}}
-	standin.ServeOps(t, e.Paths(t, paths.Engine).Socket, os.Getpid(), map[string]unixsock.Handler{engineapi.OpLeaseCurrent: el.current})
+	standin.ServeOps(t, e.Paths(t, paths.Engine).Socket, os.Getpid(), map[string]unixrpc.Handler{engineapi.OpLeaseCurrent: el.current})
 	return el
 }
 
 // current answers tamq's question before it writes a wake, as the engine
 // does for a live lease: the attempt asked about is current when it is the
 // lease's latest.
-func (el *engineLeases) current(_ context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (el *engineLeases) current(_ context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args engineapi.LeaseArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	el.mu.Lock()

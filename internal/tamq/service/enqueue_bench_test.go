@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/queue"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/testutil"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // discardWriter stands in for the terminal so the benchmark measures the
@@ -76,7 +76,7 @@ func inProcessService(b testing.TB, root string, o Options) (*Service, paths.Pat
 func BenchmarkEnqueueInProcess(b *testing.B) {
 	_, p, _ := inProcessService(b, b.TempDir(), Options{Writer: discardWriter{}})
 	ctx := context.Background()
-	client := &protocol.Client{Socket: p.Socket}
+	client := &unixrpc.Client{Socket: p.Socket}
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for c := range 8 {

@@ -16,8 +16,8 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/proc"
-	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
@@ -38,7 +38,7 @@ const nobody = 65534
 func pingPID(t *testing.T, e *testutil.Env) int {
 	t.Helper()
 	r := e.Tamq(t, "ping", "--json")
-	var res rpc.PingResult
+	var res daemon.PingResult
 	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
 		t.Fatalf("ping --json: %v\n%s", err, r.Stdout)
 	}
@@ -214,7 +214,7 @@ func TestConcurrentStartsLeaveOneService(t *testing.T) {
 // as a service.
 func servicesRunning(t *testing.T, e *testutil.Env) []int {
 	t.Helper()
-	bin := filepath.Join(e.Bin, "tamq-full") // `tamq` hands every command but send and ping to it
+	bin := filepath.Join(e.Bin, "tamq")
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	var out []int
 	for _, p := range procs {

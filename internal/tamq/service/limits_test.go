@@ -14,9 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/tamq/service"
 	"github.com/tmux-amq/tamq/internal/testutil"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // TestServiceOutlivesAFileDescriptorFlood leaves the service room for only a
@@ -141,7 +141,7 @@ func TestServiceRefusesRequestConnectionsOverItsCap(t *testing.T) {
 }
 
 // exchangeOn sends one frame on c and reads the response.
-func exchangeOn(t *testing.T, c net.Conn, frame string) protocol.Response {
+func exchangeOn(t *testing.T, c net.Conn, frame string) unixrpc.Response {
 	t.Helper()
 	if _, err := c.Write([]byte(frame)); err != nil {
 		t.Fatal(err)
@@ -151,7 +151,7 @@ func exchangeOn(t *testing.T, c net.Conn, frame string) protocol.Response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var resp protocol.Response
+	var resp unixrpc.Response
 	if err := json.Unmarshal(line, &resp); err != nil {
 		t.Fatalf("response %q: %v", line, err)
 	}

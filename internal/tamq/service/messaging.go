@@ -9,7 +9,6 @@ import (
 	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/program"
 	"github.com/tmux-amq/tamq/internal/tamq/status"
@@ -17,14 +16,15 @@ import (
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 	"github.com/tmux-amq/tamq/internal/tmux"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // OperatorLabel is the sender of messages sent from outside any tamq window.
 const OperatorLabel = "operator"
 
-func (s *Service) register(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) register(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.RegisterArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	// From a window, a registration could make a repo ambiguous (two
@@ -157,9 +157,9 @@ func (s *Service) checkTriggerWindows(ctx context.Context, ep queue.Endpoint) er
 	return nil
 }
 
-func (s *Service) send(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) send(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.SendArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	sender, kind, err := s.senderOf(ctx, peer, args.Operator)
@@ -235,7 +235,7 @@ func (s *Service) rejected(ctx context.Context, target, sender string, kind queu
 // one of its descendants) speaks for that window's repo; any other process is
 // the operator. Only a window's broker, the pane's own process, may pass on a
 // line its operator typed, as the operator's (labelled with the window's repo).
-func (s *Service) senderOf(ctx context.Context, peer protocol.Peer, operatorLine bool) (string, queue.SenderKind, error) {
+func (s *Service) senderOf(ctx context.Context, peer unixrpc.Peer, operatorLine bool) (string, queue.SenderKind, error) {
 	p, self, ok := s.paneOf(ctx, peer.PID)
 	switch {
 	case !ok:
@@ -280,9 +280,9 @@ func pickEndpoint(endpoints []queue.Endpoint, target, want string) (string, erro
 		WithHint("name one with --endpoint")
 }
 
-func (s *Service) ack(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) ack(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.IDArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	m, err := s.store.Transition(ctx, args.ID, "acknowledged", func(m *queue.Message) error {
@@ -295,9 +295,9 @@ func (s *Service) ack(ctx context.Context, _ protocol.Peer, req *protocol.Reques
 	return api.MessageOf(m, false), nil
 }
 
-func (s *Service) retry(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) retry(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.IDArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	m, err := s.store.Transition(ctx, args.ID, "retry requested", func(m *queue.Message) error {
@@ -312,9 +312,9 @@ func (s *Service) retry(ctx context.Context, _ protocol.Peer, req *protocol.Requ
 	return api.MessageOf(m, false), nil
 }
 
-func (s *Service) endpoints(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) endpoints(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.EndpointsArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	eps, err := store.Endpoints(ctx, s.db.Reader, args.All)
@@ -325,9 +325,9 @@ func (s *Service) endpoints(ctx context.Context, _ protocol.Peer, req *protocol.
 }
 
 // forget marks an endpoint whose tmux server is gone as forgotten.
-func (s *Service) forget(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) forget(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.IDArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	n, err := s.store.Forget(ctx, args.ID)

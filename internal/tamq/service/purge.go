@@ -4,10 +4,10 @@ import (
 	"context"
 
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // purge plans a purge and, unless it is a dry run, carries it out: the
@@ -18,9 +18,9 @@ import (
 // need one full VACUUM, which holds the write lock for its whole run: the
 // service never runs it and keeps the free pages (SQLite reuses them); a
 // purge with the service stopped converts the database.
-func (s *Service) purge(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) purge(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.PurgeArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	if args.State != "" && !queue.State(args.State).Final() {

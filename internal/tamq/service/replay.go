@@ -6,10 +6,10 @@ import (
 	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // KindReplayed is the receipt of a finished replay run.
@@ -19,9 +19,9 @@ const KindReplayed = "history.replayed"
 // through what a new message goes through (registered target with a window
 // on that endpoint, body rules, ack mode, the active policy) and the replay
 // deduplication; nothing existing is changed.
-func (s *Service) replay(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) replay(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.ReplayArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	endpoints, err := s.knownEndpoints(ctx)

@@ -7,12 +7,12 @@ import (
 	"slices"
 
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/tamq/workspace"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/tmux"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // restore brings back the workspace recorded for the tmux sockets that are
@@ -115,9 +115,9 @@ func (s *Service) restore(ctx context.Context, recreate []string) (api.RestoreRe
 
 // restoreOp is `tamq start` reaching a service that already runs: the
 // workspace comes back without a service restart.
-func (s *Service) restoreOp(ctx context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) restoreOp(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.RestoreArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	return s.restore(ctx, args.Recreate)

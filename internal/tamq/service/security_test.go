@@ -16,10 +16,9 @@ import (
 	"github.com/tmux-amq/tamq/internal/agentsim"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/jsonl"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/testutil"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // needOtherUser skips a test that plays another local user (uid 65534)
@@ -77,8 +76,8 @@ func TestClientsRefuseAnotherUsersSocket(t *testing.T) {
 			}
 		}
 		// The broker's stream too: it would type what the squatter sends.
-		c := protocol.Client{Socket: e.Socket(), Names: protocol.Names{Program: "tamq"}, Timeout: 5 * time.Second}
-		if _, _, err := unixsock.OpenStream(context.Background(), &c, api.OpBrokerSession, api.BrokerSessionArgs{Repo: "net-kingdom"}); !errs.Is(err, errs.PermissionDeny) {
+		c := unixrpc.Client{Socket: e.Socket(), Names: unixrpc.Names{Program: "tamq"}, Timeout: 5 * time.Second}
+		if _, _, err := unixrpc.OpenStream(context.Background(), &c, api.OpBrokerSession, api.BrokerSessionArgs{Repo: "net-kingdom"}); !errs.Is(err, errs.PermissionDeny) {
 			t.Errorf("broker session with another user's socket: %v", err)
 		}
 	}
@@ -335,7 +334,7 @@ func TestRegisterNeedsTheWindowsTmuxShows(t *testing.T) {
 		t.Helper()
 		args := api.RegisterArgs{Endpoint: api.Endpoint{ID: ep.ID, TmuxSocket: ep.TmuxSocket, ServerPID: ep.ServerPID,
 			Session: ep.Session, Windows: []api.EndpointWindow{{Repo: "net-kingdom", RepoPath: w.RepoPath, PaneID: paneID, Mode: "manual"}}}}
-		b, _ := json.Marshal(protocol.Request{Proto: protocol.Version, Op: api.OpRegister, ID: "r", Args: mustJSON(t, args)})
+		b, _ := json.Marshal(unixrpc.Request{Proto: unixrpc.Version, Op: api.OpRegister, ID: "r", Args: mustJSON(t, args)})
 		return e.Run(t, "squatter", "dial", e.Socket(), string(b)).Stdout
 	}
 	// railiance's pane, and a pane in a window nobody marked.

@@ -21,8 +21,6 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
@@ -30,6 +28,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/tmux"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // Now is the service's clock: UTC, to the millisecond, so every time it
@@ -97,7 +96,7 @@ type Service struct {
 	d         *daemon.Service
 	db        *sqlitedb.DB
 	store     *store.Store
-	server    *unixsock.Server
+	server    *unixrpc.Server
 	startedAt time.Time
 	idle      *time.Timer
 	// shutdownBegan is when the shutdown began, for its receipt.
@@ -188,7 +187,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		s.log.Info("database migrated", "backup", st.DB.BackupPath)
 	}
 	s.startedAt = o.Now()
-	s.server = &unixsock.Server{
+	s.server = &unixrpc.Server{
 		Handlers:    s.handlers(),
 		Log:         s.log,
 		StreamOps:   map[string]bool{api.OpBrokerSession: true},
@@ -204,7 +203,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		return fail(err)
 	}
 	if err := s.store.AddReceipt(ctx, s.receipt(receipt.KindServiceStart, "started", "", map[string]any{
-		"pid": os.Getpid(), "version": buildinfo.Get().Version, "proto": protocol.Version, "detached": o.Detached, "orwell": o.Orwell != nil,
+		"pid": os.Getpid(), "version": buildinfo.Get().Version, "proto": unixrpc.Version, "detached": o.Detached, "orwell": o.Orwell != nil,
 	})); err != nil {
 		return fail(err)
 	}
@@ -231,7 +230,7 @@ func (s *Service) receipt(kind, status, reason string, detail map[string]any) re
 
 // refused records a connection rejected by peer credentials. Nothing was read
 // from it, so the receipt holds only the peer's identity.
-func (s *Service) refused(peer protocol.Peer, err error) {
+func (s *Service) refused(peer unixrpc.Peer, err error) {
 	s.log.Warn("connection refused", "peer_uid", peer.UID, "peer_pid", peer.PID, "reason", err.Error())
 	r := s.receipt(receipt.KindAuthRefused, "refused", "peer uid differs from service uid",
 		map[string]any{"peer_uid": peer.UID, "peer_pid": peer.PID})
@@ -273,9 +272,9 @@ func (s *Service) stopped(ctx context.Context, reason string, graceExceeded bool
 	return errors.Join(markErr, rcptErr)
 }
 
-func (s *Service) handlers() map[string]unixsock.Handler {
+func (s *Service) handlers() map[string]unixrpc.Handler {
 	hs := s.d.Lifecycle(s.startedAt, s.opts.Config.ShutdownGrace())
-	maps.Copy(hs, map[string]unixsock.Handler{
+	maps.Copy(hs, map[string]unixrpc.Handler{
 		api.OpStatus:        s.status,
 		api.OpRegister:      s.register,
 		api.OpSend:          s.send,
@@ -299,7 +298,7 @@ func (s *Service) handlers() map[string]unixsock.Handler {
 	}
 	s.idle = time.AfterFunc(release, debug.FreeOSMemory)
 	for op, h := range hs {
-		hs[op] = func(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
+		hs[op] = func(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
 			defer s.idle.Reset(release)
 			return h(ctx, peer, req)
 		}
@@ -307,7 +306,7 @@ func (s *Service) handlers() map[string]unixsock.Handler {
 	return hs
 }
 
-func (s *Service) status(ctx context.Context, _ protocol.Peer, _ *protocol.Request) (any, error) {
+func (s *Service) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request) (any, error) {
 	now := s.opts.Now()
 	r := status.Collect(ctx, status.Sources{
 		Paths: s.opts.Paths, Config: s.opts.Config, Registry: s.opts.Registry,
@@ -328,7 +327,7 @@ func (s *Service) status(ctx context.Context, _ protocol.Peer, _ *protocol.Reque
 	started := s.startedAt.UTC()
 	r.Service = api.ServiceStatus{
 		Running: true, PID: os.Getpid(), StartedAt: &started, UptimeSeconds: now.Sub(s.startedAt).Seconds(),
-		ServerVersion: buildinfo.Get().Version, Proto: protocol.Version,
+		ServerVersion: buildinfo.Get().Version, Proto: unixrpc.Version,
 		Socket: s.opts.Paths.Socket, LogFile: s.opts.Paths.LogFile, Orwell: s.opts.Orwell != nil,
 		PolicyProfile: s.opts.Config.ProfileRef(), ConfigVersion: s.opts.Config.Version,
 	}

@@ -14,16 +14,16 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/queue"
-	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/testutil"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 func TestHistoryAdvisoryText(t *testing.T) {
@@ -79,8 +79,8 @@ func TestAdvisoryAtStartAndCleanShutdown(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(runCtx) }()
-	var ping rpc.PingResult
-	if err := (&protocol.Client{Socket: p.Socket}).Call(ctx, rpc.OpPing, nil, &ping); err != nil {
+	var ping daemon.PingResult
+	if err := (&unixrpc.Client{Socket: p.Socket}).Call(ctx, daemon.OpPing, nil, &ping); err != nil {
 		t.Fatal(err)
 	}
 	stop()

@@ -12,7 +12,6 @@ import (
 	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/policy"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/program"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
@@ -20,6 +19,7 @@ import (
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 	"github.com/tmux-amq/tamq/internal/tmux"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // EngineLabel is the sender of wake prompts.
@@ -29,9 +29,9 @@ const EngineLabel = "coordination-engine"
 // repo window (spec section 5). (lease_id, attempt) is the idempotency key:
 // the identical request again answers with the original message and queues
 // nothing; the same key with another request is a conflict.
-func (s *Service) wakeOp(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) wakeOp(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var w api.WakeRequest
-	if err := protocol.DecodeArgs(req, &w); err != nil {
+	if err := unixrpc.DecodeArgs(req, &w); err != nil {
 		return nil, err
 	}
 	if err := s.fromEngine(ctx, peer, "wake an agent"); err != nil {
@@ -218,9 +218,9 @@ func (s *Service) wakeTarget(ctx context.Context, w api.WakeRequest) (queue.Endp
 // attempts that ended: those not written yet, or waiting to be presented
 // again, end cancelled with the engine's reason. (tamq asks the engine
 // before it writes a wake anyway; this makes the history say so at once.)
-func (s *Service) cancelWakeOp(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error) {
+func (s *Service) cancelWakeOp(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.CancelWakeArgs
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	if err := s.fromEngine(ctx, peer, "cancel a wake"); err != nil {

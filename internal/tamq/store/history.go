@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -164,18 +165,21 @@ func (f Filter) selectFrom(cols string) (string, []any) {
 const ExportVersion = 1
 
 // TestEnvelopeSQLMatchesTheRecord keeps the line equal to what the service
-// builds from the same row, its version included.
-var envelopeSQL = `''` +
-	optional("endpoint_id", "endpoint_id") +
-	` || ',"sender":' || json_quote(s.text) || ',"sender_kind":' || ` + jsonCaseSQL(senderKindCodes, "sender_kind") +
-	` || ',"provenance":' || CASE sender_kind WHEN ` + strconv.Itoa(codeIn(senderKindCodes, string(queue.FromOperator))) + ` THEN '"o"' ELSE '""' END` +
-	` || ',"target":' || json_quote(t.text) || ',"body":' || json_quote(body)` +
-	` || ',"ack_mode":' || ` + jsonCaseSQL(ackModeCodes, "ack_mode") + ` || ',"state":' || ` + jsonCaseSQL(stateCodes, "state") +
-	` || ',"attempts":' || attempts || ',"max_attempts":' || max_attempts` +
-	` || ',"policy_profile":' || json_quote(p.text) || ',"config_version":' || json_quote(c.text)` +
-	optional("idempotency_key", "idempotency_key") + optional("correlation_id", "correlation_id") +
-	optional("coordination_endpoint_id", "coordination_endpoint_id") +
-	optional("replay_of", subjectTextSQL("replay_of")) + optional("last_error", "last_error")
+// builds from the same row, its version included. Built on first use: every
+// tamq command, ping and send too, would otherwise pay for it at start.
+var envelopeSQL = sync.OnceValue(func() string {
+	return `''` +
+		optional("endpoint_id", "endpoint_id") +
+		` || ',"sender":' || json_quote(s.text) || ',"sender_kind":' || ` + jsonCaseSQL(senderKindCodes, "sender_kind") +
+		` || ',"provenance":' || CASE sender_kind WHEN ` + strconv.Itoa(codeIn(senderKindCodes, string(queue.FromOperator))) + ` THEN '"o"' ELSE '""' END` +
+		` || ',"target":' || json_quote(t.text) || ',"body":' || json_quote(body)` +
+		` || ',"ack_mode":' || ` + jsonCaseSQL(ackModeCodes, "ack_mode") + ` || ',"state":' || ` + jsonCaseSQL(stateCodes, "state") +
+		` || ',"attempts":' || attempts || ',"max_attempts":' || max_attempts` +
+		` || ',"policy_profile":' || json_quote(p.text) || ',"config_version":' || json_quote(c.text)` +
+		optional("idempotency_key", "idempotency_key") + optional("correlation_id", "correlation_id") +
+		optional("coordination_endpoint_id", "coordination_endpoint_id") +
+		optional("replay_of", subjectTextSQL("replay_of")) + optional("last_error", "last_error")
+})
 
 // exportFrom reads the message rows with their texts (envelopeSQL's s, t,
 // p and c): joined, as a lookup per row costs more than the rest of a line.
@@ -263,7 +267,7 @@ func exportLines(ctx context.Context, db *sql.DB, f Filter, fn func(line []byte)
 	// Storage order is the table's own: reading it needs no index, so a
 	// whole-history export reads the file front to back.
 	conds, args := f.where(true)
-	q := `SELECT ` + exportIDs + `, ` + envelopeSQL + `, ` + strings.Join(exportTimes, ", ") + ` FROM ` + exportFrom
+	q := `SELECT ` + exportIDs + `, ` + envelopeSQL() + `, ` + strings.Join(exportTimes, ", ") + ` FROM ` + exportFrom
 	if len(conds) > 0 {
 		q += " WHERE " + strings.Join(conds, " AND ")
 	}

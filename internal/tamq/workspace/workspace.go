@@ -216,8 +216,7 @@ func find(ws []tmux.Window, repo string, brokered func(w tmux.Window, repo strin
 
 // runsBroker says whether w's pane runs `tamq broker --repo repo`: the
 // pane's process is the broker itself (tmux starts an argv of several words
-// without a shell, and the front program execs tamq-full with the same
-// arguments). Read from /proc, whose command line is exact, where tmux's
+// without a shell). Read from /proc, whose command line is exact, where tmux's
 // pane_start_command quotes it.
 func runsBroker(w tmux.Window, repo string) bool {
 	if w.PanePID <= 0 {
@@ -236,7 +235,7 @@ func isBroker(argv []string, repo string) bool {
 	if len(argv) < 2 || argv[1] != "broker" {
 		return false
 	}
-	if name := filepath.Base(argv[0]); name != "tamq" && name != "tamq-full" {
+	if name := filepath.Base(argv[0]); name != "tamq" {
 		return false
 	}
 	for i, a := range argv[2:] {

@@ -47,13 +47,13 @@ func TestIsBroker(t *testing.T) {
 		argv []string
 		want bool
 	}{
-		{[]string{"/usr/bin/tamq-full", "broker", "--repo", "alpha", "--gita-dir", "/g", "--", "/bin/sh"}, true},
+		{[]string{"/usr/bin/tamq", "broker", "--repo", "alpha", "--gita-dir", "/g", "--", "/bin/sh"}, true},
 		{[]string{"/home/u/go/bin/tamq", "broker", "--repo=alpha", "--", "codex"}, true},
-		{[]string{"/usr/bin/tamq-full", "broker", "--repo", "beta", "--", "/bin/sh"}, false},
-		{[]string{"/usr/bin/tamq-full", "broker", "--repo=alphabet", "--", "sh"}, false},
+		{[]string{"/usr/bin/tamq", "broker", "--repo", "beta", "--", "/bin/sh"}, false},
+		{[]string{"/usr/bin/tamq", "broker", "--repo=alphabet", "--", "sh"}, false},
 		// The agent's own arguments are not the broker's.
-		{[]string{"/usr/bin/tamq-full", "broker", "--gita-dir", "/g", "--", "x", "--repo", "alpha"}, false},
-		{[]string{"/usr/bin/tamq-full", "broker", "--repo"}, false},
+		{[]string{"/usr/bin/tamq", "broker", "--gita-dir", "/g", "--", "x", "--repo", "alpha"}, false},
+		{[]string{"/usr/bin/tamq", "broker", "--repo"}, false},
 		{[]string{"/bin/bash"}, false},
 		{[]string{"/usr/bin/other", "broker", "--repo", "alpha"}, false},
 	} {

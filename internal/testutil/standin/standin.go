@@ -13,10 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
-	"github.com/tmux-amq/tamq/internal/rpc"
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/testutil"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // Serve serves socket in the test's own process, as one of our services
@@ -39,22 +38,22 @@ func ServeAs(t testing.TB, socket string, pid int) {
 // ServeOps is ServeAs that also answers the operations of ops, each with
 // the test's handler: the little of the other service a test needs (the
 // engine's answer whether a lease's attempt is current, say).
-func ServeOps(t testing.TB, socket string, pid int, ops map[string]unixsock.Handler) {
+func ServeOps(t testing.TB, socket string, pid int, ops map[string]unixrpc.Handler) {
 	t.Helper()
-	ln, err := unixsock.Listen(socket, protocol.Names{Program: "stand-in"})
+	ln, err := unixrpc.Listen(socket, unixrpc.Names{Program: "stand-in"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	started := time.Now()
-	hs := map[string]unixsock.Handler{
-		rpc.OpPing: func(context.Context, protocol.Peer, *protocol.Request) (any, error) {
-			return rpc.PingResult{PID: pid, StartedAt: started}, nil
+	hs := map[string]unixrpc.Handler{
+		daemon.OpPing: func(context.Context, unixrpc.Peer, *unixrpc.Request) (any, error) {
+			return daemon.PingResult{PID: pid, StartedAt: started}, nil
 		},
 	}
 	for op, h := range ops {
 		hs[op] = h
 	}
-	srv := &unixsock.Server{Handlers: hs, IdleTimeout: 10 * time.Second}
+	srv := &unixrpc.Server{Handlers: hs, IdleTimeout: 10 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(context.Background(), ln) }()
 	t.Cleanup(func() {
@@ -126,7 +125,7 @@ func relayOne(c net.Conn, upstream string, lose func(op string, answer []byte) b
 	}
 	var frame struct{ Op string }
 	json.Unmarshal(req, &frame)
-	if frame.Op == rpc.OpPing {
+	if frame.Op == daemon.OpPing {
 		var answer map[string]any
 		if json.Unmarshal(res, &answer) == nil {
 			if result, ok := answer["result"].(map[string]any); ok {

@@ -1,4 +1,4 @@
-package unixsock
+package unixrpc
 
 import (
 	"context"
@@ -13,17 +13,16 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
 )
 
 // Handler serves one operation. It returns the result to marshal, or an error
 // whose code goes on the wire (an untyped error is reported as internal).
-type Handler func(ctx context.Context, peer protocol.Peer, req *protocol.Request) (any, error)
+type Handler func(ctx context.Context, peer Peer, req *Request) (any, error)
 
 // Server runs the request loop on an authenticated listener.
 type Server struct {
 	// Names name the service in hints.
-	Names    protocol.Names
+	Names    Names
 	Handlers map[string]Handler
 	// StreamOps are the operations whose handler may return a Stream (the
 	// broker session). The server must know them before the handler runs: a
@@ -33,7 +32,7 @@ type Server struct {
 	Log       *slog.Logger
 	// Refused is told of every connection rejected by peer credentials, before
 	// it is closed; nothing was read from it.
-	Refused func(peer protocol.Peer, err error)
+	Refused func(peer Peer, err error)
 	// Trace, when set, sees every frame in and out, in full. Only --orwell sets
 	// it: frames may hold message bodies.
 	Trace func(direction string, frame []byte)
@@ -293,11 +292,11 @@ func (s *Server) refuse(c *net.UnixConn, err error) {
 }
 
 // serveConn answers requests on one connection, one at a time, in order.
-func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer protocol.Peer) {
-	fr := protocol.NewFrameReader(c)
+func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer Peer) {
+	fr := NewFrameReader(c)
 	counted := anySlot
 	defer func() { s.leave(counted) }()
-	answer := func(req *protocol.Request, result any, err error) bool {
+	answer := func(req *Request, result any, err error) bool {
 		if s.IdleTimeout > 0 {
 			// A client that does not read its replies is closed too, however
 			// long the request took.
@@ -314,14 +313,14 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer protocol.P
 		frame, err := fr.Next()
 		if err != nil {
 			if errs.Is(err, errs.FrameTooLarge) {
-				answer(&protocol.Request{}, nil, err)
+				answer(&Request{}, nil, err)
 			}
 			return // EOF, idle timeout, closed by Shutdown
 		}
 		if s.Trace != nil {
 			s.Trace("in", frame)
 		}
-		req, err := protocol.DecodeRequest(frame)
+		req, err := DecodeRequest(frame)
 		if !s.beginRequest() {
 			answer(req, nil, errs.New(errs.ShuttingDown, "the service is shutting down"))
 			return
@@ -383,7 +382,7 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer protocol.P
 // returns, after which the connection is closed. Shutdown closes it too.
 type Stream struct {
 	Result any
-	Run    func(conn net.Conn, fr *protocol.FrameReader)
+	Run    func(conn net.Conn, fr *FrameReader)
 }
 
 // beginRequest registers a request unless the server is closing, so Shutdown
@@ -405,8 +404,8 @@ func codeOrOK(err error) string {
 	return string(errs.CodeOf(err))
 }
 
-func (s *Server) handle(ctx context.Context, peer protocol.Peer, req *protocol.Request) (result any, err error) {
-	if _, err := protocol.Negotiate(protocol.Version, req.Proto); err != nil {
+func (s *Server) handle(ctx context.Context, peer Peer, req *Request) (result any, err error) {
+	if _, err := Negotiate(Version, req.Proto); err != nil {
 		return nil, err
 	}
 	h, ok := s.Handlers[req.Op]
@@ -427,14 +426,14 @@ func (s *Server) handle(ctx context.Context, peer protocol.Peer, req *protocol.R
 }
 
 // reply writes the response; false means the connection is unusable.
-func (s *Server) reply(w io.Writer, req *protocol.Request, result any, err error) bool {
-	proto := protocol.Version
+func (s *Server) reply(w io.Writer, req *Request, result any, err error) bool {
+	proto := Version
 	if req != nil && req.Proto != "" {
-		if v, nerr := protocol.Negotiate(protocol.Version, req.Proto); nerr == nil {
+		if v, nerr := Negotiate(Version, req.Proto); nerr == nil {
 			proto = v
 		}
 	}
-	resp := protocol.Response{Proto: proto, OK: err == nil}
+	resp := Response{Proto: proto, OK: err == nil}
 	if req != nil {
 		resp.ID = req.ID
 	}
@@ -452,11 +451,11 @@ func (s *Server) reply(w io.Writer, req *protocol.Request, result any, err error
 			e = errs.New(errs.Internal, "%v", err)
 		}
 		resp.OK, resp.Result = false, nil
-		resp.Error = &protocol.Error{Code: e.Code, Message: e.Message, Hint: e.Hint}
+		resp.Error = &Error{Code: e.Code, Message: e.Message, Hint: e.Hint}
 	}
-	frame, ferr := protocol.EncodeFrame(resp)
+	frame, ferr := EncodeFrame(resp)
 	if ferr != nil {
-		frame, _ = protocol.EncodeFrame(protocol.Response{Proto: proto, ID: resp.ID, Error: &protocol.Error{Code: errs.FrameTooLarge, Message: ferr.Error()}})
+		frame, _ = EncodeFrame(Response{Proto: proto, ID: resp.ID, Error: &Error{Code: errs.FrameTooLarge, Message: ferr.Error()}})
 	}
 	if s.Trace != nil {
 		s.Trace("out", frame[:len(frame)-1])

@@ -1,9 +1,7 @@
-// Package rpc is the client side of our services: the operations every
-// service answers (hello, ping, shutdown) and a protocol client bound to a
-// program's paths. It is kept lean, because `tamq ping` and `tamq send` start
-// a process for every message an agent sends and pay for every package they
-// link (docs/performance.md).
-package rpc
+package daemon
+
+// The client side of every service: the operations any of our services
+// answers (ops.go), and a protocol client bound to a program's paths.
 
 import (
 	"context"
@@ -11,17 +9,17 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/buildinfo"
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/protocol"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // Names are how the transport names the program of p in its messages.
-func Names(p paths.Paths) protocol.Names {
-	return protocol.Names{Program: string(p.Program), SocketVar: p.SocketVar()}
+func Names(p paths.Paths) unixrpc.Names {
+	return unixrpc.Names{Program: string(p.Program), SocketVar: p.SocketVar()}
 }
 
 // Client returns a protocol client for the service at p.
-func Client(p paths.Paths, timeout time.Duration) *protocol.Client {
-	c := &protocol.Client{Socket: p.Socket, Names: Names(p), Timeout: timeout}
+func Client(p paths.Paths, timeout time.Duration) *unixrpc.Client {
+	c := &unixrpc.Client{Socket: p.Socket, Names: Names(p), Timeout: timeout}
 	if p.SocketDirPrivate(p.Socket) {
 		c.PrivateDir = p.PrivateDir
 	}
@@ -47,7 +45,7 @@ func Stop(ctx context.Context, p paths.Paths) (ShutdownResult, error) {
 type BaseClient struct {
 	Paths paths.Paths
 	// WaitRestart is how long a call waits for a service that is not
-	// listening to come back (see protocol.Client); zero fails at once.
+	// listening to come back (see unixrpc.Client); zero fails at once.
 	WaitRestart time.Duration
 }
 
@@ -74,10 +72,10 @@ func (c BaseClient) Stop(ctx context.Context) (ShutdownResult, error) { return S
 
 // Listener says which process serves the service's socket: the pid its
 // ping answers.
-func (c BaseClient) Listener(ctx context.Context) (protocol.Peer, error) {
+func (c BaseClient) Listener(ctx context.Context) (unixrpc.Peer, error) {
 	res, err := c.Ping(ctx)
 	if err != nil {
-		return protocol.Peer{}, err
+		return unixrpc.Peer{}, err
 	}
-	return protocol.Peer{PID: int32(res.PID)}, nil
+	return unixrpc.Peer{PID: int32(res.PID)}, nil
 }

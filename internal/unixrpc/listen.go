@@ -1,4 +1,4 @@
-package unixsock
+package unixrpc
 
 import (
 	"errors"
@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
 )
 
 // Listener is a Unix socket listener whose file is private to its owner.
@@ -35,7 +34,7 @@ type Listener struct {
 // user, a socket some process still listens on, and a parent directory that
 // others may write without the sticky bit. A stale socket (nobody listens) of
 // ours is removed first.
-func Listen(path string, n protocol.Names) (*Listener, error) {
+func Listen(path string, n Names) (*Listener, error) {
 	if err := CheckSocketPath(path, n); err != nil {
 		return nil, err
 	}
@@ -77,7 +76,7 @@ func Listen(path string, n protocol.Names) (*Listener, error) {
 
 // CheckSocketPath does Listen's checks without binding: the service runs it
 // before touching its database, so a start that must fail fails first.
-func CheckSocketPath(path string, n protocol.Names) error {
+func CheckSocketPath(path string, n Names) error {
 	if err := checkParent(filepath.Dir(path), n); err != nil {
 		return err
 	}
@@ -103,7 +102,7 @@ func (l *Listener) Remove() error {
 // checkParent creates a missing parent 0700 and refuses one that other users
 // could use to swap the socket: owned by someone else, or writable by others
 // without the sticky bit (which is what makes /tmp acceptable).
-func checkParent(dir string, n protocol.Names) error {
+func checkParent(dir string, n Names) error {
 	fi, err := os.Stat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -134,7 +133,7 @@ func checkParent(dir string, n protocol.Names) error {
 // clearStale checks what is at path: nothing is fine; a stale socket of ours
 // is removed once a dial proves nobody listens; everything else is refused and
 // left alone.
-func clearStale(path string, n protocol.Names) error {
+func clearStale(path string, n Names) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -167,20 +166,20 @@ func clearStale(path string, n protocol.Names) error {
 }
 
 // PeerOf reads the kernel's credentials of the process at the other end.
-func PeerOf(c *net.UnixConn) (protocol.Peer, error) {
+func PeerOf(c *net.UnixConn) (Peer, error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
-		return protocol.Peer{}, err
+		return Peer{}, err
 	}
 	var cred *unix.Ucred
 	var credErr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return protocol.Peer{}, err
+		return Peer{}, err
 	}
 	if credErr != nil {
-		return protocol.Peer{}, fmt.Errorf("SO_PEERCRED: %w", credErr)
+		return Peer{}, fmt.Errorf("SO_PEERCRED: %w", credErr)
 	}
-	return protocol.Peer{PID: cred.Pid, UID: cred.Uid, GID: cred.Gid}, nil
+	return Peer{PID: cred.Pid, UID: cred.Uid, GID: cred.Gid}, nil
 }

@@ -1,11 +1,4 @@
-// Package protocol is the transport of our local services: JSON frames over a
-// Unix socket, version negotiation, error codes, the peer checks and the
-// client; the listener, the server loop and streams, which run on Go's
-// network poller, are in protocol/unixsock, so that a command making one call
-// (`tamq send`) links neither net nor log/slog. It knows no program: each passes its Names
-// (for messages and hints) and its own operations, which live with the
-// program (tamq's in internal/tamqapi). See docs/protocol.md.
-package protocol
+package unixrpc
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package unixsock
+package unixrpc
 
 import (
 	"bufio"
@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -34,7 +33,7 @@ func dial(t *testing.T, path string) *conn {
 }
 
 // call sends one frame and reads one response.
-func (c *conn) call(t *testing.T, frame string) protocol.Response {
+func (c *conn) call(t *testing.T, frame string) Response {
 	t.Helper()
 	if _, err := c.Write([]byte(frame)); err != nil {
 		t.Fatalf("write %q: %v", frame, err)
@@ -43,14 +42,14 @@ func (c *conn) call(t *testing.T, frame string) protocol.Response {
 }
 
 // read reads one response; the deadline is a safety net, not a timing.
-func (c *conn) read(t *testing.T) protocol.Response {
+func (c *conn) read(t *testing.T) Response {
 	t.Helper()
 	c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	line, err := c.r.ReadBytes('\n')
 	if err != nil {
 		t.Fatalf("read: %v", err)
 	}
-	var resp protocol.Response
+	var resp Response
 	if err := json.Unmarshal(line, &resp); err != nil {
 		t.Fatalf("response %q: %v", line, err)
 	}
@@ -73,7 +72,7 @@ func (c *conn) closedByServer(t *testing.T, what string) {
 }
 
 // refused checks that resp is the refusal of a connection over a cap.
-func refused(t *testing.T, what string, resp protocol.Response, mention string) {
+func refused(t *testing.T, what string, resp Response, mention string) {
 	t.Helper()
 	if resp.OK || resp.Error == nil || resp.Error.Code != errs.Unavailable || !strings.Contains(resp.Error.Message, mention) {
 		t.Fatalf("%s: want unavailable mentioning %q, got %+v", what, mention, resp)
@@ -85,8 +84,8 @@ const streamFrame = `{"proto":"0.1","op":"stream","id":"s"}` + "\n"
 
 // echoStream opens a stream that sends back every frame it gets (the tests
 // send response-shaped frames, to read them back as responses).
-func echoStream(context.Context, protocol.Peer, *protocol.Request) (any, error) {
-	return Stream{Result: "open", Run: func(conn net.Conn, fr *protocol.FrameReader) {
+func echoStream(context.Context, Peer, *Request) (any, error) {
+	return Stream{Result: "open", Run: func(conn net.Conn, fr *FrameReader) {
 		for {
 			f, err := fr.Next()
 			if err != nil {
@@ -102,7 +101,7 @@ func TestConnectionsOverACapAreRefusedAndTheOthersGoOn(t *testing.T) {
 	srv := &Server{Handlers: map[string]Handler{"echo": echo, "stream": echoStream},
 		StreamOps: map[string]bool{"stream": true}, IdleTimeout: 10 * time.Second, MaxConns: 2, MaxStreams: 1}
 	ln := serve(t, srv)
-	ok := func(what string, resp protocol.Response) {
+	ok := func(what string, resp Response) {
 		t.Helper()
 		if !resp.OK {
 			t.Fatalf("%s: %+v", what, resp)
@@ -131,7 +130,7 @@ func TestConnectionsOverACapAreRefusedAndTheOthersGoOn(t *testing.T) {
 	c4.closedByServer(t, "connection over both caps")
 	// The client reports the service's answer, whether its request went out
 	// before the service closed the connection or not.
-	client := &protocol.Client{Socket: ln.Path, Names: testNames}
+	client := &Client{Socket: ln.Path, Names: testNames}
 	err := client.Call(context.Background(), "echo", nil, nil)
 	if !errs.Is(err, errs.Unavailable) || !strings.Contains(err.Error(), "too many connections open") {
 		t.Fatalf("client call over the caps: %v", err)

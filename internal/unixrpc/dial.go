@@ -1,4 +1,4 @@
-package unixsock
+package unixrpc
 
 import (
 	"cmp"
@@ -8,11 +8,10 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
 )
 
-// CheckPeer is protocol.CheckPeerFD for a net.Conn dialled on a Unix socket.
-func CheckPeer(c net.Conn, path string, n protocol.Names) error {
+// CheckPeer is CheckPeerFD for a net.Conn dialled on a Unix socket.
+func CheckPeer(c net.Conn, path string, n Names) error {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return errs.New(errs.Internal, "%s is not a Unix socket connection", path)
@@ -22,17 +21,17 @@ func CheckPeer(c net.Conn, path string, n protocol.Names) error {
 		return errs.Wrap(errs.Unavailable, err, "cannot tell who listens on %s", path)
 	}
 	var peerErr error
-	if err := raw.Control(func(fd uintptr) { peerErr = protocol.CheckPeerFD(int(fd), path, n) }); err != nil {
+	if err := raw.Control(func(fd uintptr) { peerErr = CheckPeerFD(int(fd), path, n) }); err != nil {
 		return errs.Wrap(errs.Unavailable, err, "cannot tell who listens on %s", path)
 	}
 	return peerErr
 }
 
-// Dial connects to the Unix socket at path after protocol.CheckBeforeDial
+// Dial connects to the Unix socket at path after CheckBeforeDial
 // (private, when privateDir is not "", is the directory that must be
 // private), for callers that need a net.Conn: streams and the hook socket.
-func Dial(ctx context.Context, path, privateDir string, n protocol.Names, d net.Dialer) (net.Conn, error) {
-	if err := protocol.CheckBeforeDial(path, privateDir, n); err != nil {
+func Dial(ctx context.Context, path, privateDir string, n Names, d net.Dialer) (net.Conn, error) {
+	if err := CheckBeforeDial(path, privateDir, n); err != nil {
 		return nil, err
 	}
 	c, err := d.DialContext(ctx, "unix", path)
@@ -48,7 +47,7 @@ func Dial(ctx context.Context, path, privateDir string, n protocol.Names, d net.
 
 // OpenStream starts a streaming operation (the broker session): it sends the
 // request, checks the first reply, and hands over the connection.
-func OpenStream(ctx context.Context, c *protocol.Client, op string, args any) (net.Conn, *protocol.FrameReader, error) {
+func OpenStream(ctx context.Context, c *Client, op string, args any) (net.Conn, *FrameReader, error) {
 	timeout := c.Timeout
 	if timeout == 0 {
 		timeout = 30 * time.Second
@@ -59,12 +58,12 @@ func OpenStream(ctx context.Context, c *protocol.Client, op string, args any) (n
 	}
 	// The handshake is bounded like a call; the stream then has no deadline.
 	conn.SetDeadline(time.Now().Add(timeout))
-	req := protocol.Request{Proto: protocol.Version, Op: op, ID: protocol.NewID()}
+	req := Request{Proto: Version, Op: op, ID: NewID()}
 	if req.Args, err = json.Marshal(args); err != nil {
 		conn.Close()
 		return nil, nil, errs.Wrap(errs.Internal, err, "encode %s arguments", op)
 	}
-	frame, err := protocol.EncodeFrame(req)
+	frame, err := EncodeFrame(req)
 	if err != nil {
 		conn.Close()
 		return nil, nil, err
@@ -72,13 +71,13 @@ func OpenStream(ctx context.Context, c *protocol.Client, op string, args any) (n
 	_, werr := conn.Write(frame)
 	// A refusal sent before the service closed the connection is read even
 	// when the write failed, as in Call.
-	fr := protocol.NewFrameReader(conn)
+	fr := NewFrameReader(conn)
 	line, err := fr.Next()
 	if err != nil {
 		conn.Close()
 		return nil, nil, c.ConnError(op, cmp.Or(werr, err))
 	}
-	var resp protocol.Response
+	var resp Response
 	if err := json.Unmarshal(line, &resp); err != nil || !resp.OK {
 		conn.Close()
 		if resp.Error != nil {

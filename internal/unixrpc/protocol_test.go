@@ -1,4 +1,4 @@
-package unixsock
+package unixrpc
 
 import (
 	"bufio"
@@ -16,13 +16,12 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
 )
 
 // setup starts an in-process server with the given handlers on a private
 // socket and returns its path.
 // testNames name the service of these tests in messages.
-var testNames = protocol.Names{Program: "test", SocketVar: "TEST_SOCKET"}
+var testNames = Names{Program: "test", SocketVar: "TEST_SOCKET"}
 
 func setup(t *testing.T, handlers map[string]Handler) (*Server, *Listener) {
 	t.Helper()
@@ -54,16 +53,16 @@ func serve(t *testing.T, srv *Server) *Listener {
 	return ln
 }
 
-func echo(_ context.Context, _ protocol.Peer, req *protocol.Request) (any, error) {
+func echo(_ context.Context, _ Peer, req *Request) (any, error) {
 	var args map[string]any
-	if err := protocol.DecodeArgs(req, &args); err != nil {
+	if err := DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
 	return args, nil
 }
 
 // raw sends frames and reads one response per frame.
-func raw(t *testing.T, path string, frames ...string) []protocol.Response {
+func raw(t *testing.T, path string, frames ...string) []Response {
 	t.Helper()
 	out, err := exchange(path, frames...)
 	if err != nil {
@@ -73,14 +72,14 @@ func raw(t *testing.T, path string, frames ...string) []protocol.Response {
 }
 
 // exchange is raw without the test: safe to call from other goroutines.
-func exchange(path string, frames ...string) ([]protocol.Response, error) {
+func exchange(path string, frames ...string) ([]Response, error) {
 	c, err := net.Dial("unix", path)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
 	r := bufio.NewReader(c)
-	var out []protocol.Response
+	var out []Response
 	for _, f := range frames {
 		if _, err := c.Write([]byte(f)); err != nil {
 			return out, err
@@ -89,7 +88,7 @@ func exchange(path string, frames ...string) ([]protocol.Response, error) {
 		if err != nil {
 			return out, fmt.Errorf("after %q: %w", f, err)
 		}
-		var resp protocol.Response
+		var resp Response
 		if err := json.Unmarshal(line, &resp); err != nil {
 			return out, fmt.Errorf("response %q: %w", line, err)
 		}
@@ -100,7 +99,7 @@ func exchange(path string, frames ...string) ([]protocol.Response, error) {
 
 func TestErrorsGetTheirCodesAndTheServiceGoesOn(t *testing.T) {
 	t.Parallel()
-	_, ln := setup(t, map[string]Handler{"echo": echo, "boom": func(context.Context, protocol.Peer, *protocol.Request) (any, error) { panic("bug") }})
+	_, ln := setup(t, map[string]Handler{"echo": echo, "boom": func(context.Context, Peer, *Request) (any, error) { panic("bug") }})
 	tests := []struct {
 		frame string
 		code  errs.Code
@@ -137,7 +136,7 @@ func TestErrorsGetTheirCodesAndTheServiceGoesOn(t *testing.T) {
 func TestFramesThatAreNotUTF8AreRefused(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
-	_, ln := setup(t, map[string]Handler{"echo": func(ctx context.Context, p protocol.Peer, req *protocol.Request) (any, error) {
+	_, ln := setup(t, map[string]Handler{"echo": func(ctx context.Context, p Peer, req *Request) (any, error) {
 		calls.Add(1)
 		return echo(ctx, p, req)
 	}})
@@ -177,13 +176,13 @@ func TestOversizedFrameIsRefusedAndClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	go c.Write([]byte(`{"proto":"0.1","op":"echo","id":"1","args":{"a":"` + strings.Repeat("x", protocol.MaxFrame) + `"}}` + "\n"))
+	go c.Write([]byte(`{"proto":"0.1","op":"echo","id":"1","args":{"a":"` + strings.Repeat("x", MaxFrame) + `"}}` + "\n"))
 	r := bufio.NewReader(c)
 	line, err := r.ReadBytes('\n')
 	if err != nil {
 		t.Fatal(err)
 	}
-	var resp protocol.Response
+	var resp Response
 	if err := json.Unmarshal(line, &resp); err != nil || resp.Error == nil || resp.Error.Code != errs.FrameTooLarge {
 		t.Fatalf("response %s (%v)", line, err)
 	}
@@ -200,11 +199,11 @@ func TestClientRoundTripAndErrors(t *testing.T) {
 	t.Parallel()
 	_, ln := setup(t, map[string]Handler{
 		"echo": echo,
-		"fail": func(context.Context, protocol.Peer, *protocol.Request) (any, error) {
+		"fail": func(context.Context, Peer, *Request) (any, error) {
 			return nil, errs.New(errs.UnknownTarget, "unknown target 'x'").WithHint("see gita ls")
 		},
 	})
-	c := &protocol.Client{Socket: ln.Path, Names: testNames}
+	c := &Client{Socket: ln.Path, Names: testNames}
 	var out map[string]string
 	if err := c.Call(context.Background(), "echo", map[string]string{"k": "v"}, &out); err != nil || out["k"] != "v" {
 		t.Fatalf("echo: %v %v", out, err)
@@ -217,7 +216,7 @@ func TestClientRoundTripAndErrors(t *testing.T) {
 	if err := c.Call(context.Background(), "nope", nil, nil); !errs.Is(err, errs.UnknownOp) {
 		t.Errorf("unknown op: %v", err)
 	}
-	down := &protocol.Client{Socket: filepath.Join(t.TempDir(), "none.sock"), Names: testNames}
+	down := &Client{Socket: filepath.Join(t.TempDir(), "none.sock"), Names: testNames}
 	if err := down.Call(context.Background(), "echo", nil, nil); !errs.Is(err, errs.Unavailable) {
 		t.Errorf("no service: %v", err)
 	}
@@ -228,7 +227,7 @@ func TestShutdownWaitsForRunningRequestsWithinGrace(t *testing.T) {
 	entered := make(chan struct{})
 	release := make(chan struct{})
 	srv, ln := setup(t, map[string]Handler{
-		"slow": func(context.Context, protocol.Peer, *protocol.Request) (any, error) {
+		"slow": func(context.Context, Peer, *Request) (any, error) {
 			close(entered)
 			<-release
 			return "done", nil
@@ -257,14 +256,14 @@ func TestShutdownWaitsForRunningRequestsWithinGrace(t *testing.T) {
 	// With grace, the running request finishes and its reply is delivered.
 	entered2 := make(chan struct{})
 	release2 := make(chan struct{})
-	srv2, ln2 := setup(t, map[string]Handler{"slow": func(context.Context, protocol.Peer, *protocol.Request) (any, error) {
+	srv2, ln2 := setup(t, map[string]Handler{"slow": func(context.Context, Peer, *Request) (any, error) {
 		close(entered2)
 		<-release2
 		return "done", nil
 	}})
 	var wg sync.WaitGroup
 	wg.Add(1)
-	var got []protocol.Response
+	var got []Response
 	var gotErr error
 	go func() {
 		defer wg.Done()
@@ -365,7 +364,7 @@ func TestNegotiate(t *testing.T) {
 		{"1.1", "", errs.Incompatible}, {"", "", errs.BadRequest}, {"0", "", errs.BadRequest}, {"0.-1", "", errs.BadRequest},
 	}
 	for _, tt := range tests {
-		got, err := protocol.Negotiate("0.1", tt.theirs)
+		got, err := Negotiate("0.1", tt.theirs)
 		if tt.code != "" {
 			if !errs.Is(err, tt.code) {
 				t.Errorf("Negotiate(%q) err %v, want %s", tt.theirs, err, tt.code)
@@ -390,7 +389,7 @@ func TestACallWaitsForARestartingService(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	path := filepath.Join(dir, "s.sock")
-	stopped := &protocol.Client{Socket: path, Names: testNames, Timeout: 30 * time.Second, WaitRestart: 30 * time.Second}
+	stopped := &Client{Socket: path, Names: testNames, Timeout: 30 * time.Second, WaitRestart: 30 * time.Second}
 	if err := stopped.Call(context.Background(), "echo", nil, nil); !errs.Is(err, errs.Unavailable) {
 		t.Fatalf("no socket: %v, want unavailable", err)
 	}
@@ -401,11 +400,11 @@ func TestACallWaitsForARestartingService(t *testing.T) {
 	}
 	dead.SetUnlinkOnClose(false)
 	dead.Close()
-	impatient := &protocol.Client{Socket: path, Names: testNames, Timeout: 5 * time.Second}
+	impatient := &Client{Socket: path, Names: testNames, Timeout: 5 * time.Second}
 	if err := impatient.Call(context.Background(), "echo", nil, nil); !errs.Is(err, errs.Unavailable) {
 		t.Fatalf("without a wait: %v, want unavailable", err)
 	}
-	patient := &protocol.Client{Socket: path, Names: testNames, Timeout: 5 * time.Second, WaitRestart: 5 * time.Second}
+	patient := &Client{Socket: path, Names: testNames, Timeout: 5 * time.Second, WaitRestart: 5 * time.Second}
 	done := make(chan error, 1)
 	go func() {
 		var out map[string]string
