@@ -19,9 +19,12 @@ build:
 install:
 	$(STATIC) $(GO) install $(BUILDFLAGS) ./cmd/...
 
-# tmux (3.2+), git and gcc, through apt-get when missing; nothing when present.
+# Checks that tmux (3.2+), git and gcc are there, and says what is missing and
+# how to install it when they are not; it never installs anything, so no
+# target here needs sudo. scripts/install-deps (no --check) installs them with
+# apt-get: a fresh machine runs it once, and CI before `make test` (.ci/run).
 deps:
-	@scripts/install-deps
+	@scripts/install-deps --check
 
 test: deps check-format vet build diff-check unit smoke
 
@@ -108,9 +111,15 @@ fuzz:
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz $(FUZZ_TARGETS)
 
 # The first-run demo (docs/demo.md): make demo DEMOFLAGS=--keep leaves it running.
-# It builds only what it runs (tamq, coordination-engine and the demo, in one go build).
+# It builds only what it runs (tamq, coordination-engine and the demo) in one
+# go build, so the packages they share compile once. The first build on a
+# machine compiles every dependency (SQLite is the bulk of it), so it says so
+# before starting rather than sit silent for minutes.
+DEMO_PROGRAMS := ./cmd/tamq ./cmd/coordination-engine ./tools/tamq-demo
 demo: deps
-	$(STATIC) $(GO) build $(BUILDFLAGS) -o $(BIN)/ ./cmd/tamq ./cmd/coordination-engine ./tools/tamq-demo
+	@echo "demo: building tamq, coordination-engine and the demo into $(BIN)/ (the first time: about 2-4 minutes while Go fetches and compiles the dependencies; then seconds)"
+	@$(STATIC) $(GO) build $(BUILDFLAGS) -o $(BIN)/ $(DEMO_PROGRAMS)
+	@echo "demo: built; running it (about ten seconds)"
 	$(BIN)/tamq-demo --tamq $(BIN)/tamq --engine $(BIN)/coordination-engine $(DEMOFLAGS)
 
 # The real agents, offline (not part of `make test`; CI runs it after): installs

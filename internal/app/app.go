@@ -40,7 +40,10 @@ type App struct {
 	Quiet   bool
 	Verbose bool
 
-	paths *paths.Paths
+	// paths is resolved on first use, under pathsMu: a service's requests
+	// ask for it from their own goroutines.
+	pathsMu sync.Mutex
+	paths   *paths.Paths
 	// registry is made on first use; the service reads the registry from
 	// every request's goroutine.
 	registryMu sync.Mutex
@@ -61,6 +64,8 @@ func (a *App) Name() string { return string(a.Program) }
 
 // Paths resolves (once) where the program keeps its files.
 func (a *App) Paths() (paths.Paths, error) {
+	a.pathsMu.Lock()
+	defer a.pathsMu.Unlock()
 	if a.paths == nil {
 		p, err := paths.Resolve(a.Program, a.Getenv)
 		if err != nil {

@@ -104,9 +104,14 @@ func (a *App) StartDetached(ctx context.Context, f ServeFlags, args []string, ti
 		return err
 	}
 	if f.Orwell {
-		if _, err := daemon.OpenOrwell(p, cfg.Policy.Profile, cfg.ActiveProfile(), cfg.ProfileRef(), a.Err); err != nil {
+		// Opened here for the policy's word and the warning only: the
+		// service opens its own sink, so this one is closed at once rather
+		// than left open in the process that asked for the start.
+		sink, err := daemon.OpenOrwell(p, cfg.Policy.Profile, cfg.ActiveProfile(), cfg.ProfileRef(), a.Err)
+		if err != nil {
 			return err
 		}
+		sink.Close()
 		args = append(args, "--orwell")
 	}
 	exe, err := os.Executable()

@@ -423,7 +423,7 @@ func (s *Service) recordInvalid(ctx context.Context, bad []statehub.Invalid) {
 func (s *Service) recordProblems(ctx context.Context, ps []observe.Problem) {
 	for _, p := range ps {
 		key := p.Kind + "\x00" + p.ID + "\x00" + p.Reason
-		if _, seen := s.invalidSeen.LoadOrStore(key, true); seen {
+		if !s.invalidSeen.add(key) {
 			continue
 		}
 		s.log.Warn("State Hub object skipped", "kind", p.Kind, "id", p.ID, "reason", p.Reason)
@@ -540,7 +540,7 @@ func (s *Service) applyCheckpoints(ctx context.Context, cps []contract.Checkpoin
 // skipCheckpoint reports, once, a State Hub checkpoint the engine does not
 // take.
 func (s *Service) skipCheckpoint(cp contract.Checkpoint, why string) {
-	if _, seen := s.invalidSeen.LoadOrStore("checkpoint:"+cp.ID, true); !seen {
+	if s.invalidSeen.add("checkpoint:" + cp.ID) {
 		s.log.Warn("a State Hub checkpoint is ignored", "checkpoint", textsafe.Escape(cp.ID), "reason", textsafe.Escape(why))
 	}
 }

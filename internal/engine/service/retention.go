@@ -60,6 +60,11 @@ func (s *Service) purgeHistory(ctx context.Context, before time.Time, dryRun boo
 	if dryRun || p.Total() == 0 {
 		return res, nil
 	}
+	// The triggers deleted are forgotten here too: settledKeys holds no
+	// more keys than the store holds triggers.
+	for _, t := range p.TriggerKeys {
+		s.settledKeys.Delete(triggerKey(t))
+	}
 	s.log.Info("old history deleted", "before", before.UTC().Format(time.RFC3339), "receipts", p.Receipts,
 		"checkpoints", p.Checkpoints, "leases", p.Leases, "triggers", p.Triggers, "by", by)
 	err = s.store.AddReceipt(ctx, store.Receipt{Kind: store.KindHistoryPurged, Status: "purged", Detail: map[string]any{

@@ -91,10 +91,13 @@ type Service struct {
 	// once, so the next look judges the tasks again.
 	rejudge atomic.Bool
 	// settledKeys are trigger keys past waiting (leased, stopped, done):
-	// seen again, they cost a map lookup, not a write transaction.
+	// seen again, they cost a map lookup, not a write transaction. Each
+	// names a trigger in the store, and goes when the retention (or the
+	// operator's purge) deletes that trigger (purgeHistory).
 	settledKeys sync.Map
-	// invalidSeen are the skipped objects already reported.
-	invalidSeen sync.Map
+	// invalidSeen are the skipped objects already reported, the newest
+	// maxInvalidSeen of them.
+	invalidSeen *seenSet
 	// tamqProc recognises tamq's service among callers: a lease it
 	// acknowledges or renews was so by its broker, on the agent's behalf;
 	// only it attaches, detaches and publishes.
@@ -138,7 +141,8 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	s := &Service{
 		opts: o, log: o.Log, timing: Timing(o.Config.Config),
 		clockKick: make(chan struct{}, 1), wakerKick: make(chan struct{}, 1),
-		freeMemory: time.AfterFunc(time.Hour, debug.FreeOSMemory),
+		freeMemory:  time.AfterFunc(time.Hour, debug.FreeOSMemory),
+		invalidSeen: newSeenSet(maxInvalidSeen),
 	}
 	s.freeMemory.Stop() // armed by the looks that decode the workplans
 	s.tamqProc = &daemon.ServiceProcess{}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/engine/lease"
 	"github.com/tmux-amq/tamq/internal/errs"
 )
 
@@ -15,6 +16,10 @@ type Purged struct {
 	Checkpoints int `json:"checkpoints"`
 	Leases      int `json:"leases"`
 	Triggers    int `json:"triggers"`
+	// TriggerKeys are the deleted triggers, their source, source id and
+	// revision and target repo only (what makes a trigger's key): the
+	// engine forgets what it remembers of them in memory too.
+	TriggerKeys []lease.Trigger `json:"-"`
 }
 
 // Total is everything counted.
@@ -36,8 +41,13 @@ var purgeStatements = []struct {
 	{`DELETE FROM checkpoints WHERE lease_id IN (SELECT lease_id FROM leases WHERE state IN ('completed', 'stopped') AND updated_at < ?1)`,
 		func(p *Purged) *int { return &p.Checkpoints }},
 	{`DELETE FROM leases WHERE state IN ('completed', 'stopped') AND updated_at < ?1`, func(p *Purged) *int { return &p.Leases }},
-	{`DELETE FROM triggers AS t WHERE ` + oldTrigger, func(p *Purged) *int { return &p.Triggers }},
 }
+
+// purgeTriggers is the last statement, after the leases' (a trigger goes
+// only once no lease is left of it); it returns the keys of what it
+// deleted.
+const purgeTriggers = `DELETE FROM triggers AS t WHERE ` + oldTrigger + `
+	RETURNING source, source_id, source_revision, target_repo`
 
 const oldTrigger = `t.state IN ('completed', 'stopped', 'superseded') AND t.updated_at < ?1
 	AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.trigger_id = t.id)
@@ -82,5 +92,23 @@ func (s *Store) purgeIn(tx *sql.Tx, cutoff int64, out *Purged) error {
 		}
 		*st.field(out) = int(n)
 	}
+	rows, err := s.DB.TxQuery(tx, purgeTriggers, cutoff)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t lease.Trigger
+		var source string
+		if err := rows.Scan(&source, &t.SourceID, &t.SourceRevision, &t.TargetRepo); err != nil {
+			return err
+		}
+		t.Source = lease.Source(source)
+		out.TriggerKeys = append(out.TriggerKeys, t)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	out.Triggers = len(out.TriggerKeys)
 	return nil
 }

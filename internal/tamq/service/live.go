@@ -312,15 +312,16 @@ func (s *Service) watch(ctx context.Context) {
 		case <-tick.C:
 		case <-s.live.listNow:
 		}
-		s.watchOnce(ctx)
+		s.watchOnce(ctx, time.Now())
 	}
 }
 
 // watchOnce notices tmux servers that are gone (their endpoint becomes
 // disconnected: sends to repos only there are refused, deliveries wait),
 // refreshes the windows of the live ones, and moves messages stranded on a
-// gone endpoint to its replacement.
-func (s *Service) watchOnce(ctx context.Context) {
+// gone endpoint to its replacement. now is the time of this turn, a
+// parameter so that a test can step through the list intervals.
+func (s *Service) watchOnce(ctx context.Context, now time.Time) {
 	l := s.live
 	l.mu.Lock()
 	all, asked := l.listAll, l.listDue
@@ -338,7 +339,6 @@ func (s *Service) watchOnce(ctx context.Context) {
 		l.mu.Unlock()
 		return
 	}
-	now := time.Now()
 	for _, ep := range eps {
 		if ep.State != queue.Connected {
 			s.maybeReconnect(ctx, ep, now)

@@ -1,0 +1,98 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/engine/lease"
+	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/paths"
+)
+
+// The triggers the engine remembers as settled go from its memory when the
+// purge deletes them from the store: a task revised every day for years
+// leaves neither rows nor keys behind, only its newest trigger.
+func TestSettledKeysGoWithTheirPurgedTriggers(t *testing.T) {
+	root := t.TempDir()
+	p, err := paths.Resolve(paths.Engine, func(k string) string {
+		return map[string]string{"HOME": root, "XDG_STATE_HOME": filepath.Join(root, "s"), "XDG_RUNTIME_DIR": filepath.Join(root, "r"),
+			"XDG_CONFIG_HOME": filepath.Join(root, "c")}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A clock a millisecond on at every reading: each revision is observed
+	// after the one before, as the purge needs to tell the newest.
+	t0 := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	var ticks atomic.Int64
+	now := func() time.Time { return t0.Add(time.Duration(ticks.Add(1)) * time.Millisecond) }
+	cfg := config.Defaults(p)
+	cfg.StateHub.APIBase = "http://127.0.0.1:1"
+	s, err := Start(context.Background(), Options{Paths: p, Config: cfg, Now: now, Registry: func() (*gita.Registry, error) { return &gita.Registry{}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.d.Close)
+	ctx := context.Background()
+	const revisions = 50
+	var newest string
+	for i := range revisions {
+		tr := lease.Trigger{Source: lease.SourceTask, SourceID: "T-1", SourceRevision: fmt.Sprint("r", i), TargetRepo: "net",
+			TaskID: "T-1", Reason: lease.TaskActionable}
+		got, _, err := s.store.AddTrigger(ctx, tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.store.Supersede(ctx, got.ID, "revision r"+fmt.Sprint(i+1)+" observed"); err != nil {
+			t.Fatal(err)
+		}
+		// As consider remembers a trigger past waiting.
+		s.settledKeys.Store(triggerKey(tr), true)
+		newest = triggerKey(tr)
+	}
+	settled := func() (n int) {
+		s.settledKeys.Range(func(any, any) bool { n++; return true })
+		return n
+	}
+	if n := settled(); n != revisions {
+		t.Fatalf("%d settled keys before the purge, want %d", n, revisions)
+	}
+	res, err := s.purgeHistory(ctx, now().Add(time.Hour), false, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Triggers != revisions-1 {
+		t.Fatalf("the purge deleted %d triggers, want %d", res.Triggers, revisions-1)
+	}
+	if n := settled(); n != 1 {
+		t.Errorf("%d settled keys after the purge, want 1 (the newest trigger's)", n)
+	}
+	if _, ok := s.settledKeys.Load(newest); !ok {
+		t.Error("the newest trigger, which the purge kept, is no longer remembered as settled")
+	}
+}
+
+// The skipped objects already reported are remembered up to a bound, the
+// oldest forgotten first; one remembered is not reported again.
+func TestInvalidSeenStaysBounded(t *testing.T) {
+	seen := newSeenSet(3)
+	for i := range 10 {
+		if !seen.add(fmt.Sprint("task\x00T-", i, "\x00too long")) {
+			t.Fatalf("key %d taken for one seen before", i)
+		}
+		if n := seen.len(); n > 3 {
+			t.Fatalf("%d keys remembered, the bound is 3", n)
+		}
+	}
+	if seen.add("task\x00T-9\x00too long") {
+		t.Error("the newest key was reported again")
+	}
+	if !seen.add("task\x00T-0\x00too long") {
+		t.Error("the oldest key was not forgotten")
+	}
+}
