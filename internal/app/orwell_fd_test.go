@@ -10,10 +10,8 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/protocol/unixsock"
-	"github.com/tmux-amq/tamq/internal/rpc"
 	"github.com/tmux-amq/tamq/internal/testutil"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // `start --detach --orwell` opens the orwell sink for the policy's word and
@@ -44,9 +42,9 @@ func TestStartDetachedWithOrwellKeepsNoSinkOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &unixsock.Server{Handlers: map[string]unixsock.Handler{
-		rpc.OpPing: func(context.Context, protocol.Peer, *protocol.Request) (any, error) {
-			return rpc.PingResult{PID: os.Getpid()}, nil
+	srv := &unixrpc.Server{Handlers: map[string]unixrpc.Handler{
+		daemon.OpPing: func(context.Context, unixrpc.Peer, *unixrpc.Request) (any, error) {
+			return daemon.PingResult{PID: os.Getpid()}, nil
 		},
 	}}
 	if err := svc.Listen(srv); err != nil {
@@ -56,7 +54,7 @@ func TestStartDetachedWithOrwellKeepsNoSinkOpen(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx, daemon.Plan{}) }()
 	t.Cleanup(func() { stop(); <-done })
-	testutil.WaitFor(t, "the service to answer", func() bool { _, err := rpc.Ping(context.Background(), p); return err == nil })
+	testutil.WaitFor(t, "the service to answer", func() bool { _, err := daemon.Ping(context.Background(), p); return err == nil })
 
 	if err := a.StartDetached(context.Background(), ServeFlags{Orwell: true}, nil, 10*time.Second); err != nil {
 		t.Fatal(err)

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/config"
-	"github.com/tmux-amq/tamq/internal/engine/lease"
 	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/paths"
 )
 

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/engine/lease"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/lease"
 )
 
 // Purged counts what a purge deleted (or, in a dry run, would delete).
