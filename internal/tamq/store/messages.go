@@ -75,35 +75,83 @@ func scanMessage(row scanner) (queue.Message, error) {
 	return m, nil
 }
 
-// Enqueue stores new messages in one transaction under one new batch, each
-// with its receipt. Grouping concurrent sends into one commit is what lets the
-// queue keep up with many clients on a disk that syncs every commit.
+// Enqueue stores new messages, each with its receipt, in one transaction:
+// all of them or, on an error, none.
 func (s *Store) Enqueue(ctx context.Context, msgs []*queue.Message) error {
 	now := s.Now()
 	return s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		for _, m := range msgs {
-			if m.ID == "" {
-				m.ID = NewID()
-			}
-			if m.BatchID == "" {
-				m.BatchID = m.ID // a send is a batch of one
-			}
-			if m.CreatedAt.IsZero() || m.CreatedAt.After(now) {
-				m.CreatedAt = now // a given time is when a broker saw the line
-			}
-			m.State, m.UpdatedAt = queue.Queued, now
-			if m.NextAttemptAt.IsZero() {
-				m.NextAttemptAt = now
-			}
-			if _, err := s.insertTx(tx, m, false); err != nil {
-				return err
-			}
-			if err := s.insertReceiptTx(tx, transitionReceipt(m, "", "accepted"), m); err != nil {
+			if err := s.enqueueTx(tx, m, now); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// EnqueueEach stores each of msgs, every one a sender's own request, in one
+// transaction: one commit, so one sync of the disk, for all of them, which
+// is what lets the queue keep up with many senders. Each is written under
+// its own savepoint, so a message the database refuses is rolled back alone,
+// its error at its index in failed, and the others are stored. err is the
+// transaction failing as a whole (the disk, the commit): then none is stored.
+// Messages are stored in the order given; a failed one keeps the id it was
+// given, unused.
+func (s *Store) EnqueueEach(ctx context.Context, msgs []*queue.Message) (failed []error, err error) {
+	now := s.Now()
+	err = s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		// WriteTx may run this again after a busy database: only the
+		// attempt that commits says which failed.
+		failed = make([]error, len(msgs))
+		for i, m := range msgs {
+			if _, err := s.DB.TxExec(tx, `SAVEPOINT enqueue`); err != nil {
+				return err
+			}
+			if err := s.enqueueTx(tx, m, now); err != nil {
+				// A failure of the database itself (the disk, a lock) is
+				// the batch's, not this message's: returned whole, and a
+				// busy one is retried by WriteTx. SQLite may have rolled
+				// back the whole transaction for it, leaving no savepoint
+				// to return to.
+				if errs.CodeOf(err) == errs.Storage {
+					return err
+				}
+				if _, rerr := s.DB.TxExec(tx, `ROLLBACK TO enqueue`); rerr != nil {
+					return err
+				}
+				failed[i] = err
+			}
+			if _, err := s.DB.TxExec(tx, `RELEASE enqueue`); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return failed, nil
+}
+
+// enqueueTx stores one new message and its receipt inside tx.
+func (s *Store) enqueueTx(tx *sql.Tx, m *queue.Message, now time.Time) error {
+	if m.ID == "" {
+		m.ID = NewID()
+	}
+	if m.BatchID == "" {
+		m.BatchID = m.ID // a send is a batch of one
+	}
+	if m.CreatedAt.IsZero() || m.CreatedAt.After(now) {
+		m.CreatedAt = now // a given time is when a broker saw the line
+	}
+	m.State, m.UpdatedAt = queue.Queued, now
+	if m.NextAttemptAt.IsZero() {
+		m.NextAttemptAt = now
+	}
+	if _, err := s.insertTx(tx, m, false); err != nil {
+		return err
+	}
+	return s.insertReceiptTx(tx, transitionReceipt(m, "", "accepted"), m)
 }
 
 // insertTx inserts a new message. A replay is inserted only when neither the
