@@ -91,46 +91,45 @@ func (s *Store) Enqueue(ctx context.Context, msgs []*queue.Message) error {
 
 // EnqueueEach stores each of msgs, every one a sender's own request, in one
 // transaction: one commit, so one sync of the disk, for all of them, which
-// is what lets the queue keep up with many senders. Each is written under
-// its own savepoint, so a message the database refuses is rolled back alone,
-// its error at its index in failed, and the others are stored. err is the
-// transaction failing as a whole (the disk, the commit): then none is stored.
-// Messages are stored in the order given; a failed one keeps the id it was
-// given, unused.
+// is what lets the queue keep up with many senders. A message the database
+// refuses fails alone, its error at its index in failed: the transaction is
+// rolled back and run again without it, and the others are stored (a
+// savepoint around each message would do the same, at the price of three
+// more statements a message on every commit, for a failure that is rare).
+// err is the transaction failing as a whole (the disk, the commit): then
+// none is stored. Messages are stored in the order given; a failed one
+// keeps the id it was given, unused.
 func (s *Store) EnqueueEach(ctx context.Context, msgs []*queue.Message) (failed []error, err error) {
 	now := s.Now()
-	err = s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-		// WriteTx may run this again after a busy database: only the
-		// attempt that commits says which failed.
-		failed = make([]error, len(msgs))
-		for i, m := range msgs {
-			if _, err := s.DB.TxExec(tx, `SAVEPOINT enqueue`); err != nil {
-				return err
-			}
-			if err := s.enqueueTx(tx, m, now); err != nil {
-				// A failure of the database itself (the disk, a lock) is
-				// the batch's, not this message's: returned whole, and a
-				// busy one is retried by WriteTx. SQLite may have rolled
-				// back the whole transaction for it, leaving no savepoint
-				// to return to.
-				if errs.CodeOf(err) == errs.Storage {
+	failed = make([]error, len(msgs))
+	for {
+		refused := -1
+		var refusal error
+		err = s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+			for i, m := range msgs {
+				if failed[i] != nil {
+					continue
+				}
+				if err := s.enqueueTx(tx, m, now); err != nil {
+					// A failure of the database itself (the disk, a lock)
+					// is the batch's: returned whole, and a busy one is
+					// retried by WriteTx.
+					if errs.CodeOf(err) != errs.Storage {
+						refused, refusal = i, err
+					}
 					return err
 				}
-				if _, rerr := s.DB.TxExec(tx, `ROLLBACK TO enqueue`); rerr != nil {
-					return err
-				}
-				failed[i] = err
 			}
-			if _, err := s.DB.TxExec(tx, `RELEASE enqueue`); err != nil {
-				return err
-			}
+			return nil
+		})
+		if err == nil {
+			return failed, nil
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		if refused < 0 {
+			return nil, err
+		}
+		failed[refused] = refusal
 	}
-	return failed, nil
 }
 
 // enqueueTx stores one new message and its receipt inside tx.
