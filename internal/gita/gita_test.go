@@ -216,7 +216,7 @@ func TestParseGroups(t *testing.T) {
 }
 
 // setup makes an empty gita directory and a directory to put repositories in.
-func setup(t *testing.T) (gitaDir, src string) {
+func setup(t testing.TB) (gitaDir, src string) {
 	t.Helper()
 	root := t.TempDir()
 	gitaDir = filepath.Join(root, "gita")
@@ -229,7 +229,7 @@ func setup(t *testing.T) (gitaDir, src string) {
 	return gitaDir, src
 }
 
-func writeFile(t *testing.T, path, data string) {
+func writeFile(t testing.TB, path, data string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ func git(t *testing.T, args ...string) {
 
 // fakeRepo makes a directory that gita takes for a repository: one with a .git
 // directory in it.
-func fakeRepo(t *testing.T, path string) {
+func fakeRepo(t testing.TB, path string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Join(path, ".git"), 0o755); err != nil {
 		t.Fatal(err)
