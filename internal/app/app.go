@@ -87,18 +87,35 @@ func (a *App) Config() (*config.Loaded, error) {
 
 // Registry reads the current gita registry; each call sees the file as it is now.
 func (a *App) Registry() (*gita.Registry, error) {
+	rd, err := a.registryReader()
+	if err != nil {
+		return nil, err
+	}
+	return rd.Load()
+}
+
+// WatchedRegistry is Registry for a daemon that reads it on every request:
+// the registry files are re-read when they change, the registered paths
+// checked again at most once a second (gita.Reader.Watched).
+func (a *App) WatchedRegistry() (*gita.Registry, error) {
+	rd, err := a.registryReader()
+	if err != nil {
+		return nil, err
+	}
+	return rd.Watched()
+}
+
+func (a *App) registryReader() (*gita.Reader, error) {
 	a.registryMu.Lock()
+	defer a.registryMu.Unlock()
 	if a.registry == nil {
 		dir, err := gita.Dir(a.Getenv)
 		if err != nil {
-			a.registryMu.Unlock()
 			return nil, err
 		}
 		a.registry = gita.NewReader(dir)
 	}
-	rd := a.registry
-	a.registryMu.Unlock()
-	return rd.Load()
+	return a.registry, nil
 }
 
 // Logger returns a slog logger on stderr honouring --quiet, --verbose and --json.

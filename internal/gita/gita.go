@@ -235,6 +235,11 @@ type Reader struct {
 	// What the files looked like at the last read, and when it was.
 	stamps   [2]stamp
 	lastRead time.Time
+	// gen counts the parses that gave something new: an unchanged gen
+	// means the files say what they said.
+	gen uint64
+	// watched is what Watched last built.
+	watched watched
 
 	// What git said of directories without .git, by path: asking it is a
 	// process start, and the service loads the registry for every message.
@@ -304,12 +309,14 @@ type parsed[T any] struct {
 	set  bool
 }
 
-func (p *parsed[T]) get(data []byte, parse func([]byte) (T, error)) (T, error) {
-	if !p.set || !bytes.Equal(p.data, data) {
-		p.val, p.err = parse(data)
-		p.data, p.set = data, true
+// get returns the parse of data, and whether it was parsed anew.
+func (p *parsed[T]) get(data []byte, parse func([]byte) (T, error)) (T, error, bool) {
+	if p.set && bytes.Equal(p.data, data) {
+		return p.val, p.err, false
 	}
-	return p.val, p.err
+	p.val, p.err = parse(data)
+	p.data, p.set = data, true
+	return p.val, p.err, true
 }
 
 // row is a syntactically valid line of repos.csv, before the git check.
@@ -321,7 +328,62 @@ type row struct {
 // Load reads the registry as it is now. The git check of every path is redone
 // each time, since a repository can vanish without repos.csv changing.
 func (rd *Reader) Load() (*Registry, error) {
-	reg := &Registry{
+	reg, rows, groups, _, err := rd.read()
+	if err != nil {
+		return nil, err
+	}
+	rd.checkRepos(reg, rows, groups)
+	return reg, nil
+}
+
+// recheckEvery is how long Watched keeps its git checks of the registered
+// paths while the registry files stay as they were.
+const recheckEvery = time.Second
+
+// watched is a registry Watched built: the parse it came from (gen) and
+// when its paths were checked.
+type watched struct {
+	reg     *Registry
+	gen     uint64
+	checked time.Time
+}
+
+// Watched is Load for a caller that reads the registry on every request (the
+// service checks every send's address against it): the registry files are
+// watched through what stat says of them (size, inode, times), and the git
+// check of the registered paths, two stats each, is redone only when the
+// files say something new, or after recheckEvery. So a repository
+// registered or unregistered in gita (which rewrites repos.csv) is seen by
+// the next call, a registry others can write is refused as Load refuses it,
+// and a repository deleted behind gita's back is seen within recheckEvery.
+// The Registry is shared by the calls that get it, never changed.
+func (rd *Reader) Watched() (*Registry, error) {
+	reg, rows, groups, gen, err := rd.read()
+	if err != nil {
+		return nil, err
+	}
+	now := rd.now()
+	rd.mu.Lock()
+	w := rd.watched
+	rd.mu.Unlock()
+	if w.reg != nil && w.gen == gen && !now.Before(w.checked) && now.Sub(w.checked) < recheckEvery {
+		return w.reg, nil
+	}
+	rd.checkRepos(reg, rows, groups)
+	rd.mu.Lock()
+	// A slower call that read an older parse must not replace a newer one.
+	if rd.watched.reg == nil || gen >= rd.watched.gen {
+		rd.watched = watched{reg: reg, gen: gen, checked: now}
+	}
+	rd.mu.Unlock()
+	return reg, nil
+}
+
+// read returns the registry's parsed rows and groups, reading the files again
+// only when their stamps changed or are too recent to trust, with reg's file
+// names filled in; gen is the parse's generation (see Reader.gen).
+func (rd *Reader) read() (reg *Registry, rows []row, groups []Group, gen uint64, err error) {
+	reg = &Registry{
 		Dir:        rd.dir,
 		ReposFile:  filepath.Join(rd.dir, ReposFileName),
 		GroupsFile: filepath.Join(rd.dir, GroupsFileName),
@@ -331,6 +393,7 @@ func (rd *Reader) Load() (*Registry, error) {
 	fresh := rd.repos.set && rd.groups.set && rd.unchangedSince(stamps)
 	rows, rowsErr := rd.repos.val, rd.repos.err
 	groups, groupsErr := rd.groups.val, rd.groups.err
+	gen = rd.gen
 	rd.mu.Unlock()
 	if !fresh {
 		// Stat before reading: a change after the stat shows in the next stat.
@@ -340,10 +403,10 @@ func (rd *Reader) Load() (*Registry, error) {
 		// are refused.
 		reposData, err := trust.ReadFile(reg.ReposFile, "gita registry")
 		if errs.Is(err, errs.PermissionDeny) {
-			return nil, err
+			return nil, nil, nil, 0, err
 		}
 		if err != nil {
-			return nil, missingOrUnreadable(rd.dir, reg.ReposFile, err)
+			return nil, nil, nil, 0, missingOrUnreadable(rd.dir, reg.ReposFile, err)
 		}
 		groupsData, err := trust.ReadFile(reg.GroupsFile, "gita registry")
 		if errors.Is(err, fs.ErrNotExist) {
@@ -351,24 +414,34 @@ func (rd *Reader) Load() (*Registry, error) {
 			groupsData, err = nil, nil
 		}
 		if errs.Is(err, errs.PermissionDeny) {
-			return nil, err
+			return nil, nil, nil, 0, err
 		}
 		if err != nil {
-			return nil, unreadable(reg.GroupsFile, err)
+			return nil, nil, nil, 0, unreadable(reg.GroupsFile, err)
 		}
 		rd.mu.Lock()
-		rows, rowsErr = rd.repos.get(reposData, func(b []byte) ([]row, error) { return parseRepos(reg.ReposFile, b) })
-		groups, groupsErr = rd.groups.get(groupsData, func(b []byte) ([]Group, error) { return parseGroups(reg.GroupsFile, b) })
+		var newRows, newGroups bool
+		rows, rowsErr, newRows = rd.repos.get(reposData, func(b []byte) ([]row, error) { return parseRepos(reg.ReposFile, b) })
+		groups, groupsErr, newGroups = rd.groups.get(groupsData, func(b []byte) ([]Group, error) { return parseGroups(reg.GroupsFile, b) })
+		if newRows || newGroups {
+			rd.gen++
+		}
+		gen = rd.gen
 		rd.stamps, rd.lastRead = stamps, readAt
 		rd.mu.Unlock()
 	}
 	if rowsErr != nil {
-		return nil, rowsErr
+		return nil, nil, nil, 0, rowsErr
 	}
 	if groupsErr != nil {
-		return nil, groupsErr
+		return nil, nil, nil, 0, groupsErr
 	}
+	return reg, rows, groups, gen, nil
+}
 
+// checkRepos fills reg from the parsed rows and groups, checking that each
+// registered path is a git repository.
+func (rd *Reader) checkRepos(reg *Registry, rows []row, groups []Group) {
 	for _, g := range groups {
 		g.Repos = slices.Clone(g.Repos)
 		reg.Groups = append(reg.Groups, g)
@@ -384,7 +457,6 @@ func (rd *Reader) Load() (*Registry, error) {
 		repo.Bare = bare
 		reg.Repos = append(reg.Repos, repo)
 	}
-	return reg, nil
 }
 
 func missingOrUnreadable(dir, file string, err error) error {

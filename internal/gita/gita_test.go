@@ -216,7 +216,7 @@ func TestParseGroups(t *testing.T) {
 }
 
 // setup makes an empty gita directory and a directory to put repositories in.
-func setup(t *testing.T) (gitaDir, src string) {
+func setup(t testing.TB) (gitaDir, src string) {
 	t.Helper()
 	root := t.TempDir()
 	gitaDir = filepath.Join(root, "gita")
@@ -229,7 +229,7 @@ func setup(t *testing.T) (gitaDir, src string) {
 	return gitaDir, src
 }
 
-func writeFile(t *testing.T, path, data string) {
+func writeFile(t testing.TB, path, data string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ func git(t *testing.T, args ...string) {
 
 // fakeRepo makes a directory that gita takes for a repository: one with a .git
 // directory in it.
-func fakeRepo(t *testing.T, path string) {
+func fakeRepo(t testing.TB, path string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Join(path, ".git"), 0o755); err != nil {
 		t.Fatal(err)
@@ -798,8 +798,92 @@ func TestLoadRefusesARegistryOthersCanWrite(t *testing.T) {
 				if err == nil && (len(reg.Repos) != 1 || len(reg.Groups) != 1) {
 					t.Errorf("accepted as %+v", reg)
 				}
+				// Watched refuses what Load refuses.
+				wreg, werr := NewReader(filepath.Dir(file)).Watched()
+				if (err == nil) != (werr == nil) || errs.CodeOf(err) != errs.CodeOf(werr) {
+					t.Errorf("Load says %v, Watched %v", err, werr)
+				}
+				if werr == nil && (len(wreg.Repos) != 1 || len(wreg.Groups) != 1) {
+					t.Errorf("Watched accepted it as %+v", wreg)
+				}
 				return err
 			})
 		})
+	}
+}
+
+// Watched keeps its reading while the registry files stay as they were, so
+// a send stats no registered path: a change of repos.csv (gita add, gita rm)
+// is seen by the next call, a file others can write is refused at the next
+// call, and a repository deleted behind gita's back is seen once
+// recheckEvery has passed.
+func TestWatchedFollowsTheRegistryFile(t *testing.T) {
+	t.Parallel()
+	dir, src := setup(t)
+	a, b := filepath.Join(src, "a"), filepath.Join(src, "b")
+	fakeRepo(t, a)
+	fakeRepo(t, b)
+	reposFile := filepath.Join(dir, ReposFileName)
+	writeFile(t, reposFile, a+",a,,\r\n")
+	var mu sync.Mutex
+	now := time.Now()
+	rd := NewReader(dir)
+	rd.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	watched := func() *Registry {
+		t.Helper()
+		reg, err := rd.Watched()
+		if err != nil {
+			t.Fatalf("Watched: %v", err)
+		}
+		return reg
+	}
+
+	first := watched()
+	if got := names(first.Repos); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("first = %q", got)
+	}
+	if again := watched(); again != first {
+		t.Errorf("an unchanged registry was read and checked again")
+	}
+
+	// gita add b: seen at once.
+	writeFile(t, reposFile, a+",a,,\r\n"+b+",b,,\r\n")
+	if got := names(watched().Repos); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("after adding b = %q", got)
+	}
+
+	// b deleted without gita knowing: the reading stands until recheckEvery.
+	if err := os.RemoveAll(b); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(watched().Repos); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("checked again before recheckEvery: %q", got)
+	}
+	advance(recheckEvery)
+	reg := watched()
+	if got := names(reg.Repos); !slices.Equal(got, []string{"a"}) || len(reg.Unregistered) != 1 || reg.Unregistered[0].Reason != "path does not exist" {
+		t.Fatalf("after recheckEvery: repos %q unregistered %+v", names(reg.Repos), reg.Unregistered)
+	}
+
+	// gita rm b: seen at once.
+	writeFile(t, reposFile, a+",a,,\r\n")
+	if reg := watched(); len(reg.Unregistered) != 0 || !slices.Equal(names(reg.Repos), []string{"a"}) {
+		t.Fatalf("after removing b: repos %q unregistered %+v", names(reg.Repos), reg.Unregistered)
+	}
+
+	// A registry others can write is refused by the next call, and
+	// accepted again once it is the user's alone.
+	if err := os.Chmod(reposFile, 0o664); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rd.Watched(); !errs.Is(err, errs.PermissionDeny) {
+		t.Fatalf("group-writable registry: %v, want permission_denied", err)
+	}
+	if err := os.Chmod(reposFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(watched().Repos); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("after chmod back = %q", got)
 	}
 }

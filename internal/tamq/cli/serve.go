@@ -60,8 +60,8 @@ func runService(ctx context.Context, a *app.App, f serviceFlags) error {
 	}
 	return a.Serve(ctx, f.ServeFlags, func(d app.Daemon) (app.Runner, error) {
 		opts := service.Options{
-			Paths: d.Paths, Engine: engine, Config: d.Config, Registry: a.Registry, Log: a.Logger(),
-			Notices: a.Err, Detached: d.Detached, Restore: f.restore, Recreate: f.recreate,
+			Paths: d.Paths, Engine: engine, Config: d.Config, Registry: a.Registry, Addresses: a.WatchedRegistry,
+			Log: a.Logger(), Notices: a.Err, Detached: d.Detached, Restore: f.restore, Recreate: f.recreate,
 		}
 		if d.Orwell != nil {
 			opts.Orwell = d.Orwell

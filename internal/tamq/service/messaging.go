@@ -166,7 +166,7 @@ func (s *Service) send(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Requ
 	if err != nil {
 		return nil, err
 	}
-	reg, err := s.opts.Registry() // re-read: every address check sees the current registry
+	reg, err := s.opts.Addresses() // every address check sees the current registry
 	if err != nil {
 		return nil, err
 	}

@@ -58,8 +58,12 @@ type Options struct {
 	Engine   paths.Paths
 	Config   *config.Loaded
 	Registry func() (*gita.Registry, error)
-	Log      *slog.Logger
-	Now      func() time.Time
+	// Addresses is the registry every send's address is checked against:
+	// a watched reading of it (gita.Reader.Watched), so that a send does not
+	// stat every registered repo. Nil means Registry.
+	Addresses func() (*gita.Registry, error)
+	Log       *slog.Logger
+	Now       func() time.Time
 	// Notices receives what the operator must see at start (the history
 	// advisory); stderr in practice.
 	Notices io.Writer
@@ -144,9 +148,12 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.Addresses == nil {
+		o.Addresses = o.Registry
+	}
 	s := &Service{
 		opts: o, log: o.Log,
-		instance: store.NewID(), wakeCh: make(chan struct{}, 1), ackWakeCh: make(chan struct{}, 1), enqCh: make(chan enqueueReq, 256),
+		instance: store.NewID(), wakeCh: make(chan struct{}, 1), ackWakeCh: make(chan struct{}, 1), enqCh: make(chan enqueueReq, maxGroup),
 		live: newLive(),
 	}
 	s.work, s.stopWork = context.WithCancel(context.Background())
@@ -426,14 +433,23 @@ func (s *Service) enqueue(ctx context.Context, m *queue.Message) error {
 	}
 }
 
-// commit writes queued messages in groups: every request waiting when a
-// commit starts joins it, so concurrent senders share one fsync instead of
-// paying one each. A group that fails is retried one message at a time, so
-// one bad message cannot fail the others.
+// maxGroup is the most sends one commit takes; more wait for the next.
+const maxGroup = 256
+
+// commit is the single writer of new messages, a group commit: every send
+// waiting when a commit starts joins it, up to maxGroup, so concurrent
+// senders share one transaction and one sync of the disk instead of paying
+// one each. Nothing waits for a group to fill: a lone send commits at once,
+// and sends arriving during a commit make the next group. Each send gets its
+// own answer once the commit is durable: its message stored, or its own
+// error (a message the database refuses fails alone, store.EnqueueEach), or
+// the group's when the transaction fails as a whole.
 func (s *Service) commit(ctx context.Context) {
 	var failing spell
+	group := make([]enqueueReq, 0, maxGroup)
+	msgs := make([]*queue.Message, 0, maxGroup)
 	for {
-		var group []enqueueReq
+		group, msgs = group[:0], msgs[:0]
 		select {
 		case <-ctx.Done():
 			return
@@ -441,7 +457,7 @@ func (s *Service) commit(ctx context.Context) {
 			group = append(group, req)
 		}
 	more:
-		for len(group) < 256 {
+		for len(group) < maxGroup {
 			select {
 			case req := <-s.enqCh:
 				group = append(group, req)
@@ -449,26 +465,25 @@ func (s *Service) commit(ctx context.Context) {
 				break more
 			}
 		}
-		msgs := make([]*queue.Message, len(group))
-		for i, r := range group {
-			msgs[i] = r.m
-		}
-		if err := s.store.Enqueue(ctx, msgs); err == nil {
-			failing.ok(s.log, "queueing messages again")
-			for _, r := range group {
-				r.done <- nil
-			}
-			continue
-		}
 		for _, r := range group {
-			r.m.ID, r.m.BatchID = "", ""
-			err := s.store.Enqueue(ctx, []*queue.Message{r.m})
-			if err != nil && ctx.Err() == nil {
-				failing.failed(s.log, "cannot queue messages; sends are refused until this clears", err)
-			} else if err == nil {
-				failing.ok(s.log, "queueing messages again")
+			msgs = append(msgs, r.m)
+		}
+		failed, err := s.store.EnqueueEach(ctx, msgs)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			failing.failed(s.log, "cannot queue messages; sends are refused until this clears", err)
+		case err == nil:
+			failing.ok(s.log, "queueing messages again")
+		}
+		for i, r := range group {
+			if err != nil {
+				r.done <- err
+				continue
 			}
-			r.done <- err
+			if failed[i] != nil {
+				s.log.Error("cannot queue a message", "target", r.m.Target, "error", failed[i].Error())
+			}
+			r.done <- failed[i]
 		}
 	}
 }

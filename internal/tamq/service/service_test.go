@@ -141,7 +141,8 @@ func startAt(t testing.TB, p paths.Paths, o Options) (*Service, paths.Paths) {
 		t.Fatal(err)
 	}
 	o.Paths, o.Config = p, cfg
-	o.Registry = gita.NewReader(filepath.Join(filepath.Dir(p.StateDir), "gita")).Load
+	rd := gita.NewReader(filepath.Join(filepath.Dir(p.StateDir), "gita"))
+	o.Registry, o.Addresses = rd.Load, rd.Watched
 	svc, err := Start(context.Background(), o)
 	// A service of this very process that just stopped released its lock,
 	// but a child another test forked at that moment may hold a copy of the

@@ -75,35 +75,82 @@ func scanMessage(row scanner) (queue.Message, error) {
 	return m, nil
 }
 
-// Enqueue stores new messages in one transaction under one new batch, each
-// with its receipt. Grouping concurrent sends into one commit is what lets the
-// queue keep up with many clients on a disk that syncs every commit.
+// Enqueue stores new messages, each with its receipt, in one transaction:
+// all of them or, on an error, none.
 func (s *Store) Enqueue(ctx context.Context, msgs []*queue.Message) error {
 	now := s.Now()
 	return s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		for _, m := range msgs {
-			if m.ID == "" {
-				m.ID = NewID()
-			}
-			if m.BatchID == "" {
-				m.BatchID = m.ID // a send is a batch of one
-			}
-			if m.CreatedAt.IsZero() || m.CreatedAt.After(now) {
-				m.CreatedAt = now // a given time is when a broker saw the line
-			}
-			m.State, m.UpdatedAt = queue.Queued, now
-			if m.NextAttemptAt.IsZero() {
-				m.NextAttemptAt = now
-			}
-			if _, err := s.insertTx(tx, m, false); err != nil {
-				return err
-			}
-			if err := s.insertReceiptTx(tx, transitionReceipt(m, "", "accepted"), m); err != nil {
+			if err := s.enqueueTx(tx, m, now); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// EnqueueEach stores each of msgs, every one a sender's own request, in one
+// transaction: one commit, so one sync of the disk, for all of them, which
+// is what lets the queue keep up with many senders. A message the database
+// refuses fails alone, its error at its index in failed: the transaction is
+// rolled back and run again without it, and the others are stored (a
+// savepoint around each message would do the same, at the price of three
+// more statements a message on every commit, for a failure that is rare).
+// err is the transaction failing as a whole (the disk, the commit): then
+// none is stored. Messages are stored in the order given; a failed one
+// keeps the id it was given, unused.
+func (s *Store) EnqueueEach(ctx context.Context, msgs []*queue.Message) (failed []error, err error) {
+	now := s.Now()
+	failed = make([]error, len(msgs))
+	for {
+		refused := -1
+		var refusal error
+		err = s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+			for i, m := range msgs {
+				if failed[i] != nil {
+					continue
+				}
+				if err := s.enqueueTx(tx, m, now); err != nil {
+					// A failure of the database itself (the disk, a lock)
+					// is the batch's: returned whole, and a busy one is
+					// retried by WriteTx.
+					if errs.CodeOf(err) != errs.Storage {
+						refused, refusal = i, err
+					}
+					return err
+				}
+			}
+			return nil
+		})
+		if err == nil {
+			return failed, nil
+		}
+		if refused < 0 {
+			return nil, err
+		}
+		failed[refused] = refusal
+	}
+}
+
+// enqueueTx stores one new message and its receipt inside tx.
+func (s *Store) enqueueTx(tx *sql.Tx, m *queue.Message, now time.Time) error {
+	if m.ID == "" {
+		m.ID = NewID()
+	}
+	if m.BatchID == "" {
+		m.BatchID = m.ID // a send is a batch of one
+	}
+	if m.CreatedAt.IsZero() || m.CreatedAt.After(now) {
+		m.CreatedAt = now // a given time is when a broker saw the line
+	}
+	m.State, m.UpdatedAt = queue.Queued, now
+	if m.NextAttemptAt.IsZero() {
+		m.NextAttemptAt = now
+	}
+	if _, err := s.insertTx(tx, m, false); err != nil {
+		return err
+	}
+	return s.insertReceiptTx(tx, transitionReceipt(m, "", "accepted"), m)
 }
 
 // insertTx inserts a new message. A replay is inserted only when neither the
