@@ -31,6 +31,8 @@ var benches = []bench{
 	{"./internal/startbench", "BenchmarkCLIStart", "1x"},
 	{"./internal/tamq/service", "BenchmarkSendEndToEnd", "200x"},
 	{"./internal/tamq/service", "BenchmarkEnqueueThroughput", "2000x"},
+	{"./internal/tamq/service", "BenchmarkGroupCommit", "4000x"},
+	{"./internal/gita", "BenchmarkWatched", "2000x"},
 	{"./internal/tamq/service", "BenchmarkEnqueueToPTY", "300x"},
 	{"./internal/engine/service", "BenchmarkWakeToFirstByte", "100x"},
 	{"./internal/tamq/service", "BenchmarkBurstDrain", "3x"},
@@ -154,6 +156,13 @@ func table(m map[string]map[string]float64, otherTool row) string {
 		row{"durable enqueue, 8 clients", fmt.Sprintf("%.0f msgs/s", get(enq, "msgs/s")), fmt.Sprintf("one commit per row %.0f rows/s", get(enq, "baseline-inserts/s")), x(get(enq, "ratio")), "≥ 1×"},
 		row{"enqueue latency at half that load (p99)", ms(get(enq, "p99-ms-at-half-load")), "", "", "≤ 5 ms"},
 	)
+	gc := "BenchmarkGroupCommit"
+	rows = append(rows,
+		row{"group commit, 8 clients in the service's process", fmt.Sprintf("%.0f msgs/s", get(gc, "msgs/s")), fmt.Sprintf("the same rows, a commit each %.0f rows/s", get(gc, "floor-rows/s")), x(get(gc, "ratio-vs-floor")), "≥ 3×"},
+		row{"group commit latency at half that load (p99)", ms(get(gc, "p99-ms")), "a lone one-row commit (p99) " + ms(get(gc, "floor-p99-ms")), x(get(gc, "p99-ratio-vs-floor")), "≤ 5 ms"},
+	)
+	w := "BenchmarkWatched"
+	rows = append(rows, row{"gita registry as a send reads it (20 repos)", fmt.Sprintf("%.1f µs", get(w, "watched-ns/op")/1000), fmt.Sprintf("a full read %.1f µs", get(w, "load-ns/op")/1000), x(get(w, "ratio-to-load")), ""})
 	pty := "BenchmarkEnqueueToPTY"
 	rows = append(rows, row{"enqueue → first byte in the agent's PTY (p50, p99)", ms(get(pty, "p50-ms")) + ", " + ms(get(pty, "p99-ms")), "the enqueue alone (p50) " + ms(get(pty, "enqueue-p50-ms")), x(get(pty, "p50-ratio-to-enqueue")), "p99 ≤ 10 ms"})
 	wake := "BenchmarkWakeToFirstByte"

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/benchutil"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/queue"
 )
 
 // BenchmarkGroupCommit measures the durable enqueue itself, the service's

@@ -12,10 +12,10 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/protocol"
-	"github.com/tmux-amq/tamq/internal/tamq/api"
-	"github.com/tmux-amq/tamq/internal/tamq/queue"
+	"github.com/tmux-amq/tamq/internal/queue"
+	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/testutil"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // newMessage is a message from the operator to target, as send makes it.
@@ -48,7 +48,7 @@ func running(t *testing.T, svc *Service) (stop func()) {
 func TestConcurrentSendsEachGetTheirOwnMessage(t *testing.T) {
 	t.Parallel()
 	svc, p, _ := inProcessService(t, t.TempDir(), Options{Writer: discardWriter{}})
-	client := &protocol.Client{Socket: p.Socket}
+	client := &unixrpc.Client{Socket: p.Socket}
 	const clients, each = 8, 25
 	got := make([][]api.Message, clients)
 	var wg sync.WaitGroup
