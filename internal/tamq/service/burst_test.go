@@ -400,8 +400,13 @@ func TestBurstWhenTheAgentExitsMidBatch(t *testing.T) {
 // message may); every message arrives, and messages sent later arrive once.
 func TestBurstInterruptedByACrashIsDeliveredAgain(t *testing.T) {
 	t.Parallel()
-	e, tm := emptyWorkspace(t, "[delivery]\nenter_pause_ms = 1000\n", "net-kingdom")
+	// The broker holds the window for the Enter's pause, so the pause bounds
+	// both how slow the test may be between seeing the paste and the kill
+	// (nothing but a poll: the pid is asked for before) and how long the
+	// service started again waits for the window.
+	e, tm := emptyWorkspace(t, "[delivery]\nenter_pause_ms = 2000\n", "net-kingdom")
 	h := openHeld(t, e, tm, nil, "net-kingdom")["net-kingdom"]
+	pid := pingPID(t, e)
 	h.hold(t)
 	var texts []string
 	for i := range 5 {
@@ -411,7 +416,6 @@ func TestBurstInterruptedByACrashIsDeliveredAgain(t *testing.T) {
 	h.release(t)
 	// The paste is in; its Enter waits out the pause.
 	waitRecorded(t, e, "net-kingdom", "crash 4\x1b[201~")
-	pid := pingPID(t, e)
 	syscall.Kill(pid, syscall.SIGKILL)
 	testutil.WaitFor(t, "the service to die", func() bool { return proc.Exited(pid) })
 	for _, m := range ms {
