@@ -76,6 +76,18 @@ func (a *App) Paths() (paths.Paths, error) {
 	return *a.paths, nil
 }
 
+// StartPaths resolves the paths and loads the config, as a start needs
+// before it pings or starts anything: a config that does not load stops the
+// start here with its own error, not the service at its first request.
+func (a *App) StartPaths() (paths.Paths, error) {
+	p, err := a.Paths()
+	if err != nil {
+		return p, err
+	}
+	_, err = a.Config()
+	return p, err
+}
+
 // Config loads and validates the effective configuration.
 func (a *App) Config() (*config.Loaded, error) {
 	p, err := a.Paths()
@@ -149,6 +161,20 @@ func (a *App) PrintJSON(v any) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// Report prints a report as JSON with --json, else as print writes it, and
+// then returns problem: a report that says something is wrong is printed
+// whole before its exit status says so.
+func (a *App) Report(v any, print func(), problem error) error {
+	if a.JSON {
+		if err := a.PrintJSON(v); err != nil {
+			return err
+		}
+	} else {
+		print()
+	}
+	return problem
 }
 
 // Printf writes human output to stdout. Commands escape the names they print;

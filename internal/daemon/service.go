@@ -16,6 +16,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
@@ -80,6 +81,16 @@ func Open(p paths.Paths, log *slog.Logger) (*Service, error) {
 // OnClose adds what Close releases besides the lock and the socket (the
 // program's database), run in reverse order.
 func (s *Service) OnClose(f func()) { s.onClose = append(s.onClose, f) }
+
+// Database hands the program's open database to the service: closed when
+// the service is, and the backup its migration made (if it made one) said
+// in the log.
+func (s *Service) Database(db *sqlitedb.DB) {
+	s.OnClose(func() { db.Close() })
+	if db.BackupPath != "" {
+		s.log.Info("database migrated", "backup", db.BackupPath)
+	}
+}
 
 // Listen binds the socket, last of a start, so nobody reaches a half-started
 // service; srv serves it once Run starts. The server is given the program's

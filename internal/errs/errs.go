@@ -115,6 +115,21 @@ func Wrap(code Code, cause error, format string, args ...any) *Error {
 	return &Error{Code: code, Message: msg, Err: cause}
 }
 
+// During names what was being done (op) when err happened, under code,
+// unless err already carries a code of its own (a refused transition, a
+// missing row), which passes unchanged; nil stays nil. A driver's error
+// says what went wrong, not what the program was doing.
+func During(code Code, err error, op string) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return Wrap(code, err, "%s", op)
+}
+
 // WithHint returns e with a hint attached.
 func (e *Error) WithHint(format string, args ...any) *Error {
 	e.Hint = fmt.Sprintf(format, args...)

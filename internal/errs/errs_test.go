@@ -3,9 +3,11 @@ package errs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -71,5 +73,21 @@ func TestExitStatusTableInDocs(t *testing.T) {
 	}
 	if ExitStatus(Unsupported) != 24 {
 		t.Errorf("unsupported exits %d, want 24 (appended after lease_expired)", ExitStatus(Unsupported))
+	}
+}
+
+// During wraps a driver's error under the code, naming what was being
+// done, and lets an error that has its own code through unchanged.
+func TestDuringKeepsAnErrorsOwnCode(t *testing.T) {
+	if During(Storage, nil, "read") != nil {
+		t.Error("nil did not stay nil")
+	}
+	plain := During(Storage, io.ErrUnexpectedEOF, "read receipts")
+	if CodeOf(plain) != Storage || !strings.Contains(plain.Error(), "read receipts") || !errors.Is(plain, io.ErrUnexpectedEOF) {
+		t.Errorf("a driver's error: %v (%s)", plain, CodeOf(plain))
+	}
+	coded := New(NotFound, "no lease L")
+	if got := During(Storage, coded, "read a lease"); got != error(coded) {
+		t.Errorf("a coded error came back as %v", got)
 	}
 }

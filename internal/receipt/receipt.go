@@ -12,22 +12,44 @@ import (
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
-// Receipt is one audit record: what a program writes, and what it reads
-// back (then ID is the store's row id).
+// Receipt is one audit record, the one model both programs write: what a
+// program writes, and what it reads back (then ID is the store's row id).
+// Each program fills the ids of what it is about and leaves the others
+// empty: tamq the message or endpoint (SubjectID, EndpointID),
+// coordination-engine the trigger, lease and wake message (TriggerID,
+// LeaseID, LocalMessageID). Zero times are unset.
 type Receipt struct {
 	ID                     int64
 	At                     time.Time
 	Kind                   string // e.g. "service.start", "message.transition"
-	SubjectID              string // the message, endpoint or other id it is about
+	SubjectID              string // tamq: the message, endpoint or other id it is about
+	TriggerID              string // coordination-engine: the trigger it is about
+	LeaseID                string // coordination-engine: the lease it is about
 	Status                 string
 	Reason                 string
 	Attempt                int // 0 when not applicable
 	NextRetryAt            time.Time
 	EndpointID             string
 	CoordinationEndpointID string
+	LocalMessageID         string // tamq's message id of a wake
 	PolicyProfile          string // name@version
 	ConfigVersion          string
 	Detail                 map[string]any
+	ProjectedAt            time.Time // when it was published to State Hub (read back)
+}
+
+// Stamp fills what a receipt written without its own gets: the time it is
+// written and the policy profile and config version in force.
+func (r *Receipt) Stamp(now time.Time, policyProfile, configVersion string) {
+	if r.At.IsZero() {
+		r.At = now
+	}
+	if r.PolicyProfile == "" {
+		r.PolicyProfile = policyProfile
+	}
+	if r.ConfigVersion == "" {
+		r.ConfigVersion = configVersion
+	}
 }
 
 // Kinds written by tamq's service.

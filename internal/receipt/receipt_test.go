@@ -3,6 +3,7 @@ package receipt
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSanitizeKeepsMetadataOnly(t *testing.T) {
@@ -32,5 +33,21 @@ func TestSanitizeKeepsMetadataOnly(t *testing.T) {
 		if r == '\uFFFD' {
 			t.Fatal("cut inside a UTF-8 sequence")
 		}
+	}
+}
+
+// Stamp fills only what the receipt lacks: a receipt written with its own
+// time, profile or version keeps them.
+func TestStampFillsOnlyWhatIsMissing(t *testing.T) {
+	now := time.UnixMilli(1_000).UTC()
+	var r Receipt
+	r.Stamp(now, "default@1", "c1")
+	if !r.At.Equal(now) || r.PolicyProfile != "default@1" || r.ConfigVersion != "c1" {
+		t.Errorf("an empty receipt stamped: %+v", r)
+	}
+	own := Receipt{At: now.Add(time.Hour), PolicyProfile: "strict@2", ConfigVersion: "c0"}
+	own.Stamp(now, "default@1", "c1")
+	if !own.At.Equal(now.Add(time.Hour)) || own.PolicyProfile != "strict@2" || own.ConfigVersion != "c0" {
+		t.Errorf("a receipt with its own values stamped: %+v", own)
 	}
 }

@@ -28,11 +28,8 @@ is non-zero.`,
   coordination-engine start --detach --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := a.Paths()
+			p, err := a.StartPaths()
 			if err != nil {
-				return err
-			}
-			if _, err := a.Config(); err != nil {
 				return err
 			}
 			if res, err := daemon.Ping(cmd.Context(), p); err == nil {

@@ -47,14 +47,7 @@ the registry), with the problem on stderr.`,
 				return err
 			}
 			problem := service.Judge(&r)
-			if a.JSON {
-				if err := a.PrintJSON(r); err != nil {
-					return err
-				}
-			} else {
-				printStatus(a, r)
-			}
-			return problem
+			return a.Report(r, func() { printStatus(a, r) }, problem)
 		},
 	}
 }

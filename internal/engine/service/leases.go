@@ -11,6 +11,7 @@ import (
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
+	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
@@ -299,7 +300,7 @@ func limitOf(n int) int {
 }
 
 // receiptOf is the wire form of a stored receipt.
-func receiptOf(r store.Receipt) api.Receipt {
+func receiptOf(r receipt.Receipt) api.Receipt {
 	out := api.Receipt{
 		ID: r.ID, At: r.At.UTC(), Kind: r.Kind, TriggerID: r.TriggerID, LeaseID: r.LeaseID, Status: r.Status, Reason: r.Reason,
 		Attempt: r.Attempt, CoordinationEndpointID: r.CoordinationEndpointID, LocalMessageID: r.LocalMessageID,

@@ -18,6 +18,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/policy"
+	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 	"github.com/tmux-amq/tamq/internal/textsafe"
@@ -427,7 +428,7 @@ func (s *Service) recordProblems(ctx context.Context, ps []observe.Problem) {
 			continue
 		}
 		s.log.Warn("State Hub object skipped", "kind", p.Kind, "id", p.ID, "reason", p.Reason)
-		if err := s.store.AddReceipt(ctx, store.Receipt{Kind: store.KindSourceInvalid, Status: "skipped", Reason: "invalid_source_object",
+		if err := s.store.AddReceipt(ctx, receipt.Receipt{Kind: store.KindSourceInvalid, Status: "skipped", Reason: "invalid_source_object",
 			Detail: map[string]any{"kind": p.Kind, "id": p.ID, "problem": p.Reason}}); err != nil {
 			s.log.Error("cannot record a skipped object", "error", err.Error())
 		}

@@ -10,6 +10,7 @@ import (
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
+	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/secretscan"
 	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
@@ -67,7 +68,7 @@ func (s *Service) messageShow(ctx context.Context, _ unixrpc.Peer, req *unixrpc.
 			res.Message.Subject = ""
 		}
 		s.log.Warn("message body withheld: it holds secret material", "message", m.ID, "field", w.Field, "rule", w.Rule)
-		s.relayReceipt(ctx, store.Receipt{Kind: store.KindMessageWithheld, Status: "stopped",
+		s.relayReceipt(ctx, receipt.Receipt{Kind: store.KindMessageWithheld, Status: "stopped",
 			Reason: observe.GateSecret + ": the " + w.Field + " holds secret material (" + w.Rule + ")", Detail: map[string]any{"message_id": m.ID}})
 		return res, nil
 	}
@@ -238,8 +239,8 @@ func (s *Service) taskNotFound(id string) error {
 // relayed is the receipt of a relayed request: the status stated (or
 // "read"), or "failed" with the error's code, never its text, which may
 // quote the tracker.
-func relayed(kind, status string, err error, detail map[string]any) store.Receipt {
-	r := store.Receipt{Kind: kind, Status: status, Detail: detail}
+func relayed(kind, status string, err error, detail map[string]any) receipt.Receipt {
+	r := receipt.Receipt{Kind: kind, Status: status, Detail: detail}
 	if err != nil {
 		r.Status, r.Reason = "failed", string(errs.CodeOf(err))
 	}
@@ -249,7 +250,7 @@ func relayed(kind, status string, err error, detail map[string]any) store.Receip
 // relayReceipt writes a relayed request's receipt. The request is done
 // (State Hub has it) whether or not the receipt can be written, so a
 // failure is logged, not answered.
-func (s *Service) relayReceipt(ctx context.Context, r store.Receipt) {
+func (s *Service) relayReceipt(ctx context.Context, r receipt.Receipt) {
 	if r.Detail == nil {
 		r.Detail = map[string]any{}
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
@@ -67,7 +68,7 @@ func (s *Service) purgeHistory(ctx context.Context, before time.Time, dryRun boo
 	}
 	s.log.Info("old history deleted", "before", before.UTC().Format(time.RFC3339), "receipts", p.Receipts,
 		"checkpoints", p.Checkpoints, "leases", p.Leases, "triggers", p.Triggers, "by", by)
-	err = s.store.AddReceipt(ctx, store.Receipt{Kind: store.KindHistoryPurged, Status: "purged", Detail: map[string]any{
+	err = s.store.AddReceipt(ctx, receipt.Receipt{Kind: store.KindHistoryPurged, Status: "purged", Detail: map[string]any{
 		"before": before.UTC().Format(time.RFC3339), "receipts": p.Receipts, "checkpoints": p.Checkpoints,
 		"leases": p.Leases, "triggers": p.Triggers, "by": by,
 	}})

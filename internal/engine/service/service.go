@@ -24,6 +24,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
@@ -171,12 +172,9 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	if err != nil {
 		return fail(err)
 	}
-	d.OnClose(func() { st.DB.Close() })
+	d.Database(st.DB)
 	st.PolicyProfile, st.ConfigVersion = o.Config.ProfileRef(), o.Config.Version
 	s.store = st
-	if st.DB.BackupPath != "" {
-		s.log.Info("database migrated", "backup", st.DB.BackupPath)
-	}
 	// Endpoints attached to an earlier run attach again when their tamq
 	// sees this one; until then nothing is woken through them.
 	if _, err := st.DetachAll(ctx, "coordination-engine restarted"); err != nil {
@@ -190,7 +188,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	if err := d.Listen(s.server); err != nil {
 		return fail(err)
 	}
-	if err := st.AddReceipt(ctx, store.Receipt{Kind: "service.start", Status: "started", Detail: map[string]any{
+	if err := st.AddReceipt(ctx, receipt.Receipt{Kind: "service.start", Status: "started", Detail: map[string]any{
 		"pid": os.Getpid(), "version": buildinfo.Get().Version, "proto": unixrpc.Version, "detached": o.Detached, "orwell": o.Orwell != nil,
 	}}); err != nil {
 		return fail(err)
@@ -233,7 +231,7 @@ func (s *Service) Run(ctx context.Context) error {
 		},
 		Stopped: func(ctx context.Context, reason string, graceExceeded bool) error {
 			n, detachErr := s.store.DetachAll(ctx, "coordination-engine stopped")
-			rcptErr := s.store.AddReceipt(ctx, store.Receipt{Kind: "service.shutdown", Status: "stopped", Reason: reason, Detail: map[string]any{
+			rcptErr := s.store.AddReceipt(ctx, receipt.Receipt{Kind: "service.shutdown", Status: "stopped", Reason: reason, Detail: map[string]any{
 				"pid": os.Getpid(), "endpoints_detached": n, "grace_exceeded": graceExceeded,
 				"duration_ms": s.opts.Now().Sub(began).Milliseconds(),
 			}})

@@ -15,6 +15,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/prompt"
+	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/secretscan"
 	tamqapi "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/textsafe"
@@ -112,7 +113,7 @@ func (s *Service) wake(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request
 	case taskGate != "" && args.OverrideGate == "" && r.Gate == "":
 		r.Gate, r.Reason = taskGate, taskGateReason+"; a person who means to go through wakes it with --override-gate "+taskGate
 	case taskGate != "":
-		rc := store.Receipt{Kind: store.KindGateOverridden, TriggerID: t.ID, Status: taskGate,
+		rc := receipt.Receipt{Kind: store.KindGateOverridden, TriggerID: t.ID, Status: taskGate,
 			Reason: "the operator woke task " + args.Task + " through gate " + taskGate,
 			Detail: callerFrom(ctx).detail(map[string]any{"task_id": args.Task, "trigger_id": t.ID, "gate": taskGate})}
 		if err := s.store.AddReceipt(ctx, rc); err != nil {

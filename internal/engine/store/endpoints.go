@@ -10,6 +10,8 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
+	"github.com/tmux-amq/tamq/internal/receipt"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
 )
 
 // Refusal is a window the engine did not accept at attach, with why.
@@ -67,7 +69,7 @@ func (s *Store) Attach(ctx context.Context, ep lease.Endpoint, refused []Refusal
 	err = s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		ep.ID = ""
 		err := s.DB.TxQueryRow(tx, `SELECT coordination_endpoint_id FROM endpoints WHERE tamq_endpoint_id = ? AND tmux_socket IS ?
-			ORDER BY updated_at DESC LIMIT 1`, ep.TamqEndpointID, nullStr(ep.TmuxSocket)).Scan(&ep.ID)
+			ORDER BY updated_at DESC LIMIT 1`, ep.TamqEndpointID, sqlitedb.NullString(ep.TmuxSocket)).Scan(&ep.ID)
 		reattached := err == nil
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
@@ -80,8 +82,8 @@ func (s *Store) Attach(ctx context.Context, ep lease.Endpoint, refused []Refusal
 			ON CONFLICT (coordination_endpoint_id) DO UPDATE SET tmux_session = excluded.tmux_session,
 			protocol_version = excluded.protocol_version, capabilities = excluded.capabilities, state = excluded.state,
 			attached_at = excluded.attached_at, updated_at = excluded.updated_at`,
-			ep.ID, ep.TamqEndpointID, nullStr(ep.TmuxSocket), nullStr(ep.TmuxSession), ep.Proto, string(caps),
-			string(ep.State), ms(now), ms(now)); err != nil {
+			ep.ID, ep.TamqEndpointID, sqlitedb.NullString(ep.TmuxSocket), sqlitedb.NullString(ep.TmuxSession), ep.Proto, string(caps),
+			string(ep.State), sqlitedb.Millis(now), sqlitedb.Millis(now)); err != nil {
 			return err
 		}
 		if ep.TmuxSocket != "" {
@@ -95,17 +97,17 @@ func (s *Store) Attach(ctx context.Context, ep lease.Endpoint, refused []Refusal
 		}
 		for _, w := range ep.Windows {
 			if _, err := s.DB.TxExec(tx, `INSERT INTO endpoint_repos (coordination_endpoint_id, repo, path, mode, command, no_agent)
-				VALUES (?, ?, ?, ?, ?, ?)`, ep.ID, w.Repo, w.Path, string(w.Mode), nullStr(w.Command), w.NoAgent); err != nil {
+				VALUES (?, ?, ?, ?, ?, ?)`, ep.ID, w.Repo, w.Path, string(w.Mode), sqlitedb.NullString(w.Command), w.NoAgent); err != nil {
 				return err
 			}
 		}
-		if err := s.addReceiptTx(tx, Receipt{At: now, Kind: KindEndpointAttached, Status: string(lease.Attached), CoordinationEndpointID: ep.ID,
+		if err := s.addReceiptTx(tx, receipt.Receipt{At: now, Kind: KindEndpointAttached, Status: string(lease.Attached), CoordinationEndpointID: ep.ID,
 			Detail: map[string]any{"tamq_endpoint_id": ep.TamqEndpointID, "windows": len(ep.Windows), "refused": len(refused),
 				"proto": ep.Proto, "reattached": reattached}}); err != nil {
 			return err
 		}
 		for _, r := range refused {
-			if err := s.addReceiptTx(tx, Receipt{At: now, Kind: KindEndpointRefused, Status: "refused", Reason: r.Reason,
+			if err := s.addReceiptTx(tx, receipt.Receipt{At: now, Kind: KindEndpointRefused, Status: "refused", Reason: r.Reason,
 				CoordinationEndpointID: ep.ID, Detail: map[string]any{"tamq_endpoint_id": ep.TamqEndpointID, "repo": r.Repo}}); err != nil {
 				return err
 			}
@@ -139,10 +141,10 @@ func (s *Store) detachTx(tx *sql.Tx, now time.Time, reason, where string, args .
 	}
 	for i, id := range ids {
 		if _, err := s.DB.TxExec(tx, `UPDATE endpoints SET state = 'detached', updated_at = ? WHERE coordination_endpoint_id = ?`,
-			ms(now), id); err != nil {
+			sqlitedb.Millis(now), id); err != nil {
 			return 0, err
 		}
-		if err := s.addReceiptTx(tx, Receipt{At: now, Kind: KindEndpointDetached, Status: string(lease.Detached), Reason: reason,
+		if err := s.addReceiptTx(tx, receipt.Receipt{At: now, Kind: KindEndpointDetached, Status: string(lease.Detached), Reason: reason,
 			CoordinationEndpointID: id, Detail: map[string]any{"tamq_endpoint_id": tamqIDs[i]}}); err != nil {
 			return 0, err
 		}
@@ -227,7 +229,7 @@ func (s *Store) endpoints(ctx context.Context, where string, args ...any) ([]lea
 			rows.Close()
 			return nil, errs.Wrap(errs.Storage, err, "read the capabilities of endpoint %s", ep.ID)
 		}
-		ep.State, ep.AttachedAt, ep.UpdatedAt, ep.Windows = lease.EndpointState(state), fromMS(attached), fromMS(updated), []lease.Window{}
+		ep.State, ep.AttachedAt, ep.UpdatedAt, ep.Windows = lease.EndpointState(state), sqlitedb.FromMillis(attached), sqlitedb.FromMillis(updated), []lease.Window{}
 		out = append(out, ep)
 	}
 	rows.Close()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
+	"github.com/tmux-amq/tamq/internal/receipt"
 )
 
 const socket = "/tmp/tmux-1000/default"
@@ -92,7 +93,7 @@ func TestStoreAttach(t *testing.T) {
 				t.Errorf("stored %+v", stored)
 			}
 			rs := receiptsSince(t, s, mark)
-			attached := slices.IndexFunc(rs, func(r Receipt) bool { return r.Kind == KindEndpointAttached })
+			attached := slices.IndexFunc(rs, func(r receipt.Receipt) bool { return r.Kind == KindEndpointAttached })
 			if attached < 0 || rs[attached].CoordinationEndpointID != got.ID || rs[attached].Detail["tamq_endpoint_id"] != tt.attach.TamqEndpointID ||
 				rs[attached].Detail["reattached"] != (tt.sameID >= 0) {
 				t.Errorf("receipts %+v", rs)
@@ -114,8 +115,8 @@ func TestStoreEndpoints(t *testing.T) {
 	c.advance(time.Second)
 	b := must[lease.Endpoint](t)(s.Attach(ctx, endpoint("tmux-amq-2", "/tmp/tmux-1000/other", "net", "railiance"), nil))
 
-	rs := must[[]Receipt](t)(s.Receipts(ctx, ReceiptFilter{}))
-	refusal := slices.IndexFunc(rs, func(r Receipt) bool { return r.Kind == KindEndpointRefused })
+	rs := must[[]receipt.Receipt](t)(s.Receipts(ctx, ReceiptFilter{}))
+	refusal := slices.IndexFunc(rs, func(r receipt.Receipt) bool { return r.Kind == KindEndpointRefused })
 	if refusal < 0 || rs[refusal].Reason != "not registered in gita" || rs[refusal].Detail["repo"] != "ghost" || rs[refusal].CoordinationEndpointID != a.ID {
 		t.Errorf("refusal receipt in %+v", rs)
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
+	"github.com/tmux-amq/tamq/internal/receipt"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
 )
 
 const leaseColumns = `lease_id, trigger_id, owner, target_repo, COALESCE(target_agent, ''), state, attempt, max_attempts,
@@ -26,8 +28,8 @@ func scanLease(row scanner) (lease.Lease, error) {
 		&l.TamqEndpointID, &l.LocalLeaseID, &outcome, &l.StopReason,
 		&l.PolicyProfile, &l.ConfigVersion, &updated, &released)
 	l.State, l.WakeOutcome, l.Released = lease.State(state), lease.WakeOutcome(outcome), lease.Result(released)
-	l.AcquiredAt, l.ExpiresAt, l.UpdatedAt = fromMS(acquired), fromMS(expires), fromMS(updated)
-	l.NextRetryAt, l.LastCheckpointAt = timeOrZero(next), timeOrZero(checkpoint)
+	l.AcquiredAt, l.ExpiresAt, l.UpdatedAt = sqlitedb.FromMillis(acquired), sqlitedb.FromMillis(expires), sqlitedb.FromMillis(updated)
+	l.NextRetryAt, l.LastCheckpointAt = sqlitedb.TimeOrZero(next), sqlitedb.TimeOrZero(checkpoint)
 	return l, err
 }
 
@@ -39,8 +41,8 @@ func (s *Store) insertLeaseTx(tx *sql.Tx, l lease.Lease) error {
 	_, err := s.DB.TxExec(tx, `INSERT INTO leases (lease_id, trigger_id, owner, target_repo, target_agent, state, attempt, max_attempts,
 		acquired_at, expires_at, coordination_endpoint_id, policy_profile, config_version, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		l.ID, l.TriggerID, l.Owner, l.TargetRepo, nullStr(l.TargetAgent), string(l.State), l.Attempt, l.MaxAttempts,
-		ms(l.AcquiredAt), ms(l.ExpiresAt), nullStr(l.CoordinationEndpointID), l.PolicyProfile, l.ConfigVersion, ms(l.UpdatedAt))
+		l.ID, l.TriggerID, l.Owner, l.TargetRepo, sqlitedb.NullString(l.TargetAgent), string(l.State), l.Attempt, l.MaxAttempts,
+		sqlitedb.Millis(l.AcquiredAt), sqlitedb.Millis(l.ExpiresAt), sqlitedb.NullString(l.CoordinationEndpointID), l.PolicyProfile, l.ConfigVersion, sqlitedb.Millis(l.UpdatedAt))
 	return err
 }
 
@@ -49,16 +51,16 @@ func (s *Store) saveLeaseTx(tx *sql.Tx, l lease.Lease) error {
 	_, err := s.DB.TxExec(tx, `UPDATE leases SET state = ?, attempt = ?, max_attempts = ?, acquired_at = ?, expires_at = ?, next_retry_at = ?,
 		last_checkpoint_at = ?, coordination_endpoint_id = ?, tamq_endpoint_id = ?, local_lease_id = ?, wake_outcome = ?,
 		stop_reason = ?, updated_at = ?, released = ? WHERE lease_id = ?`,
-		string(l.State), l.Attempt, l.MaxAttempts, ms(l.AcquiredAt), ms(l.ExpiresAt), nullMS(l.NextRetryAt),
-		nullMS(l.LastCheckpointAt), nullStr(l.CoordinationEndpointID), nullStr(l.TamqEndpointID), nullStr(l.LocalLeaseID), nullStr(string(l.WakeOutcome)),
-		nullStr(l.StopReason), ms(l.UpdatedAt), nullStr(string(l.Released)), l.ID)
+		string(l.State), l.Attempt, l.MaxAttempts, sqlitedb.Millis(l.AcquiredAt), sqlitedb.Millis(l.ExpiresAt), sqlitedb.NullMillis(l.NextRetryAt),
+		sqlitedb.NullMillis(l.LastCheckpointAt), sqlitedb.NullString(l.CoordinationEndpointID), sqlitedb.NullString(l.TamqEndpointID), sqlitedb.NullString(l.LocalLeaseID), sqlitedb.NullString(string(l.WakeOutcome)),
+		sqlitedb.NullString(l.StopReason), sqlitedb.Millis(l.UpdatedAt), sqlitedb.NullString(string(l.Released)), l.ID)
 	return err
 }
 
 // change is one transition of a lease inside a write transaction: it
 // returns the new lease (the same one when nothing changed) and the
 // receipts to write with it.
-type change func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error)
+type change func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []receipt.Receipt, error)
 
 // update applies ch to one lease in one write transaction.
 func (s *Store) update(ctx context.Context, id, op string, ch change) (lease.Lease, error) {
@@ -91,7 +93,7 @@ func (s *Store) applyTx(tx *sql.Tx, from lease.Lease, now time.Time, ch change) 
 			if to.State == lease.Completed {
 				state = lease.TriggerCompleted
 			}
-			if err := s.setTriggerStateTx(tx, to.TriggerID, state, ms(now)); err != nil {
+			if err := s.setTriggerStateTx(tx, to.TriggerID, state, sqlitedb.Millis(now)); err != nil {
 				return from, err
 			}
 		}
@@ -107,8 +109,8 @@ func (s *Store) applyTx(tx *sql.Tx, from lease.Lease, now time.Time, ch change) 
 
 // leaseReceipt is a receipt about l as it is now: its ids, state, attempt,
 // next retry, endpoint, policy profile and config version.
-func leaseReceipt(l lease.Lease, kind, reason string) Receipt {
-	return Receipt{
+func leaseReceipt(l lease.Lease, kind, reason string) receipt.Receipt {
+	return receipt.Receipt{
 		Kind: kind, TriggerID: l.TriggerID, LeaseID: l.ID, Status: string(l.State), Reason: reason,
 		Attempt: l.Attempt, NextRetryAt: l.NextRetryAt, CoordinationEndpointID: l.CoordinationEndpointID,
 		LocalMessageID: l.LocalLeaseID, PolicyProfile: l.PolicyProfile, ConfigVersion: l.ConfigVersion,
@@ -145,7 +147,7 @@ func (w Who) into(d map[string]any) {
 	}
 }
 
-func transitionReceipt(from, to lease.Lease, reason string) Receipt {
+func transitionReceipt(from, to lease.Lease, reason string) receipt.Receipt {
 	r := leaseReceipt(to, stateKinds[to.State], reason)
 	r.Detail["from"] = string(from.State)
 	if to.Attempt != from.Attempt {
@@ -185,7 +187,7 @@ func (s *Store) Offer(ctx context.Context, triggerID, endpointID string, t lease
 		if err := s.insertLeaseTx(tx, l); err != nil {
 			return err
 		}
-		if err := s.setTriggerStateTx(tx, triggerID, lease.TriggerLeased, ms(now)); err != nil {
+		if err := s.setTriggerStateTx(tx, triggerID, lease.TriggerLeased, sqlitedb.Millis(now)); err != nil {
 			return err
 		}
 		if _, err := s.waitTriggerTx(tx, triggerID, "", "", now); err != nil {
@@ -223,7 +225,7 @@ type WakeRecord struct {
 // costs nothing) and the trigger waits, with w.Wait, until w.Until or until
 // a window opens.
 func (s *Store) RecordWake(ctx context.Context, leaseID string, attempt int, w WakeRecord) (lease.Lease, error) {
-	return s.update(ctx, leaseID, "record the wake of", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
+	return s.update(ctx, leaseID, "record the wake of", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []receipt.Receipt, error) {
 		to := l
 		kind, status, reason := KindWakeSent, w.Capability, w.Reason
 		if w.Err != "" {
@@ -248,7 +250,7 @@ func (s *Store) RecordWake(ctx context.Context, leaseID string, attempt int, w W
 		if attempt != l.Attempt {
 			r.Detail["stale"] = true // the lease had moved on
 		}
-		out := []Receipt{r}
+		out := []receipt.Receipt{r}
 		if to.WakeOutcome == lease.WakeUnavailable && to.State == lease.Offered {
 			withdrawn, _, err := to.Withdraw(now, w.Until)
 			if err != nil {
@@ -271,28 +273,28 @@ func (s *Store) RecordWake(ctx context.Context, leaseID string, attempt int, w W
 // Ack records the agent's acknowledgement (offered → acknowledged). A
 // repeated ack changes and writes nothing.
 func (s *Store) Ack(ctx context.Context, leaseID string, attempt int, by Who, t lease.Timing) (lease.Lease, error) {
-	return s.update(ctx, leaseID, "acknowledge", func(_ *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
+	return s.update(ctx, leaseID, "acknowledge", func(_ *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []receipt.Receipt, error) {
 		to, changed, err := l.Ack(now, t, attempt)
 		if err != nil || !changed {
 			return to, nil, err
 		}
 		r := transitionReceipt(l, to, "")
 		by.into(r.Detail)
-		return to, []Receipt{r}, nil
+		return to, []receipt.Receipt{r}, nil
 	})
 }
 
 // Renew extends a held lease. Only the first renewal (acknowledged →
 // running) writes a receipt; the others move its deadline silently.
 func (s *Store) Renew(ctx context.Context, leaseID string, attempt int, by Who, t lease.Timing) (lease.Lease, error) {
-	return s.update(ctx, leaseID, "renew", func(_ *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
+	return s.update(ctx, leaseID, "renew", func(_ *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []receipt.Receipt, error) {
 		to, _, err := l.Renew(now, t, attempt)
 		if err != nil || to.State == l.State {
 			return to, nil, err
 		}
 		r := transitionReceipt(l, to, "")
 		by.into(r.Detail)
-		return to, []Receipt{r}, nil
+		return to, []receipt.Receipt{r}, nil
 	})
 }
 
@@ -302,7 +304,7 @@ func (s *Store) Renew(ctx context.Context, leaseID string, attempt int, by Who, 
 // the lease (blocked), with a receipt of that too. attempt is the attempt
 // the agent names (0: none; a checkpoint observed in State Hub names none).
 func (s *Store) Checkpoint(ctx context.Context, c lease.Checkpoint, attempt int, by Who, t lease.Timing) (lease.Lease, error) {
-	return s.update(ctx, c.LeaseID, "checkpoint", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
+	return s.update(ctx, c.LeaseID, "checkpoint", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []receipt.Receipt, error) {
 		if c.SourceID != "" {
 			// A checkpoint posted to State Hub is recorded once, however
 			// often it is observed.
@@ -332,8 +334,8 @@ func (s *Store) Checkpoint(ctx context.Context, c lease.Checkpoint, attempt int,
 			return l, nil, errs.Wrap(errs.Internal, err, "encode changed files")
 		}
 		if _, err := s.DB.TxExec(tx, `INSERT INTO checkpoints (lease_id, task_id, summary, files_changed, next_action, blocked_reason, recorded_at, statehub_id)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, rec.LeaseID, nullStr(rec.TaskID), rec.Summary, string(files), nullStr(rec.NextAction),
-			nullStr(string(rec.BlockedReason)), ms(rec.RecordedAt), nullStr(c.SourceID)); err != nil {
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, rec.LeaseID, sqlitedb.NullString(rec.TaskID), rec.Summary, string(files), sqlitedb.NullString(rec.NextAction),
+			sqlitedb.NullString(string(rec.BlockedReason)), sqlitedb.Millis(rec.RecordedAt), sqlitedb.NullString(c.SourceID)); err != nil {
 			return l, nil, err
 		}
 		r := transitionReceipt(l, to, string(rec.BlockedReason)) // checkpoint.recorded
@@ -348,7 +350,7 @@ func (s *Store) Checkpoint(ctx context.Context, c lease.Checkpoint, attempt int,
 		if rec.BlockedReason != "" {
 			r.Detail["blocked_reason"] = string(rec.BlockedReason)
 		}
-		out := []Receipt{r}
+		out := []receipt.Receipt{r}
 		if blocked {
 			stopped := to
 			stopped.State = lease.Stopped
@@ -363,7 +365,7 @@ func (s *Store) Checkpoint(ctx context.Context, c lease.Checkpoint, attempt int,
 // Release ends the agent's attempt with its result (completed, failed,
 // blocked); see the lease rules. The trigger completes or stops with it.
 func (s *Store) Release(ctx context.Context, leaseID, result, reason string, attempt int, by Who, t lease.Timing) (lease.Lease, error) {
-	return s.update(ctx, leaseID, "release", func(_ *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
+	return s.update(ctx, leaseID, "release", func(_ *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []receipt.Receipt, error) {
 		to, _, err := l.Release(lease.Result(result), reason, now, t, attempt)
 		if err != nil {
 			return l, nil, err
@@ -371,7 +373,7 @@ func (s *Store) Release(ctx context.Context, leaseID, result, reason string, att
 		r := transitionReceipt(l, to, lease.ReleaseReason(lease.Result(result), reason))
 		r.Detail["result"] = result
 		by.into(r.Detail)
-		return to, []Receipt{r}, nil
+		return to, []receipt.Receipt{r}, nil
 	})
 }
 
@@ -381,7 +383,7 @@ func (s *Store) sweep(ctx context.Context, now time.Time, op, where string, ch c
 	var out []lease.Lease
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		out = nil
-		due, err := readLeases(tx.QueryContext(ctx, `SELECT `+leaseColumns+` FROM leases WHERE `+where+` ORDER BY rowid`, ms(now)))
+		due, err := readLeases(tx.QueryContext(ctx, `SELECT `+leaseColumns+` FROM leases WHERE `+where+` ORDER BY rowid`, sqlitedb.Millis(now)))
 		if err != nil {
 			return err
 		}
@@ -402,7 +404,7 @@ func (s *Store) sweep(ctx context.Context, now time.Time, op, where string, ch c
 // used up ("exhausted").
 func (s *Store) ExpireDue(ctx context.Context, now time.Time, t lease.Timing) ([]lease.Lease, error) {
 	return s.sweep(ctx, now, "expire leases", `state IN `+runningOut+` AND expires_at <= ?`,
-		func(_ *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
+		func(_ *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []receipt.Receipt, error) {
 			to, _, err := l.Expire(now, t)
 			if err != nil {
 				return l, nil, err
@@ -414,7 +416,7 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, t lease.Timing) ([
 			case to.State == lease.Stopped:
 				r.Reason, r.Detail["expiry"] = to.StopReason, lease.ExpiryReason(l.State)
 			}
-			return to, []Receipt{r}, nil
+			return to, []receipt.Receipt{r}, nil
 		})
 }
 
@@ -422,14 +424,14 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, t lease.Timing) ([
 // now, oldest first: the service judges each before it is offered again.
 func (s *Store) DueRetries(ctx context.Context, now time.Time) ([]lease.Lease, error) {
 	ls, err := readLeases(s.DB.Query(ctx, `SELECT `+leaseColumns+` FROM leases
-		WHERE state = 'retry_wait' AND next_retry_at <= ? ORDER BY next_retry_at, rowid`, ms(now)))
+		WHERE state = 'retry_wait' AND next_retry_at <= ? ORDER BY next_retry_at, rowid`, sqlitedb.Millis(now)))
 	return ls, storageErr(err, "read the leases due for their next attempt")
 }
 
 // Reoffer offers a lease in retry_wait again, its next attempt due; its
 // wake is then pending (see PendingWakes). The trigger waits no more.
 func (s *Store) Reoffer(ctx context.Context, leaseID string, t lease.Timing) (lease.Lease, error) {
-	return s.update(ctx, leaseID, "offer again", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
+	return s.update(ctx, leaseID, "offer again", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []receipt.Receipt, error) {
 		to, _, err := l.Reoffer(now, t)
 		if err != nil {
 			return l, nil, err
@@ -437,14 +439,14 @@ func (s *Store) Reoffer(ctx context.Context, leaseID string, t lease.Timing) (le
 		if _, err := s.waitTriggerTx(tx, l.TriggerID, "", "", now); err != nil {
 			return l, nil, err
 		}
-		return to, []Receipt{transitionReceipt(l, to, "retry due")}, nil
+		return to, []receipt.Receipt{transitionReceipt(l, to, "retry due")}, nil
 	})
 }
 
 // Postpone moves the next attempt of a lease in retry_wait to until (it
 // cannot be offered yet) and records why its trigger waits.
 func (s *Store) Postpone(ctx context.Context, leaseID string, until time.Time, wait lease.Wait, detail string) (lease.Lease, error) {
-	return s.update(ctx, leaseID, "postpone", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
+	return s.update(ctx, leaseID, "postpone", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []receipt.Receipt, error) {
 		to, _, err := l.Postpone(until, now)
 		if err != nil {
 			return l, nil, err
@@ -453,7 +455,7 @@ func (s *Store) Postpone(ctx context.Context, leaseID string, until time.Time, w
 		if err != nil || waiting == nil {
 			return to, nil, err
 		}
-		return to, []Receipt{*waiting}, nil
+		return to, []receipt.Receipt{*waiting}, nil
 	})
 }
 
@@ -463,7 +465,7 @@ func (s *Store) BringForward(ctx context.Context) (int, error) {
 	var n int64
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		res, err := s.DB.TxExec(tx, `UPDATE leases SET next_retry_at = ? WHERE state = 'retry_wait' AND next_retry_at > ?
-			AND trigger_id IN (SELECT id FROM triggers WHERE wait_reason IS NOT NULL)`, ms(s.Now()), ms(s.Now()))
+			AND trigger_id IN (SELECT id FROM triggers WHERE wait_reason IS NOT NULL)`, sqlitedb.Millis(s.Now()), sqlitedb.Millis(s.Now()))
 		if err != nil {
 			return err
 		}
@@ -477,7 +479,7 @@ func (s *Store) BringForward(ctx context.Context) (int, error) {
 // a gate, names the gate on its trigger), with a receipt. Its trigger stops
 // with it.
 func (s *Store) StopLease(ctx context.Context, leaseID, gate, reason string) (lease.Lease, error) {
-	return s.update(ctx, leaseID, "stop", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []Receipt, error) {
+	return s.update(ctx, leaseID, "stop", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []receipt.Receipt, error) {
 		why := reason
 		if gate != "" {
 			why = gate
@@ -498,7 +500,7 @@ func (s *Store) StopLease(ctx context.Context, leaseID, gate, reason string) (le
 		if gate != "" {
 			r.Detail["gate"] = gate
 		}
-		return to, []Receipt{r}, nil
+		return to, []receipt.Receipt{r}, nil
 	})
 }
 
@@ -553,7 +555,7 @@ func (s *Store) NextDue(ctx context.Context) (time.Time, bool, error) {
 	if err != nil || !due.Valid {
 		return time.Time{}, false, storageErr(err, "read the next lease deadline")
 	}
-	return fromMS(due.Int64), true, nil
+	return sqlitedb.FromMillis(due.Int64), true, nil
 }
 
 // Lease reads one lease.
@@ -629,7 +631,7 @@ func (s *Store) latestCheckpoint(ctx context.Context, where string, arg string) 
 	if err := json.Unmarshal([]byte(files), &c.FilesChanged); err != nil {
 		return nil, errs.Wrap(errs.Storage, err, "read the changed files of a checkpoint of %s", arg)
 	}
-	c.BlockedReason, c.RecordedAt = lease.BlockedReason(blocked), fromMS(recorded)
+	c.BlockedReason, c.RecordedAt = lease.BlockedReason(blocked), sqlitedb.FromMillis(recorded)
 	return &c, nil
 }
 
@@ -642,5 +644,5 @@ func (s *Store) LatestCheckpointOfTask(ctx context.Context, task string) (time.T
 	if err != nil || !at.Valid {
 		return time.Time{}, storageErr(err, "read the checkpoints of task "+task)
 	}
-	return fromMS(at.Int64), nil
+	return sqlitedb.FromMillis(at.Int64), nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/receipt"
 )
 
 func TestStoreAddTrigger(t *testing.T) {
@@ -48,7 +49,7 @@ func TestStoreAddTrigger(t *testing.T) {
 	if got := getTrigger(t, s, first.ID); got.State != lease.TriggerSuperseded {
 		t.Errorf("first after a new revision: %s", got.State)
 	}
-	rs := must[[]Receipt](t)(s.Receipts(ctx, ReceiptFilter{}))
+	rs := must[[]receipt.Receipt](t)(s.Receipts(ctx, ReceiptFilter{}))
 	if got := kinds(rs); !slices.Equal(got, []string{KindTriggerObserved, KindTriggerSuperseded, KindTriggerObserved, KindTriggerObserved}) {
 		t.Errorf("receipt kinds %v", got)
 	}
@@ -365,7 +366,7 @@ func TestStoreCheckpoints(t *testing.T) {
 		cp.BlockedReason != want.BlockedReason || cp.TaskID != want.TaskID || cp.LeaseID != l.ID || !cp.RecordedAt.Equal(c.now) {
 		t.Errorf("latest checkpoint %+v, want %+v", cp, want)
 	}
-	rs := must[[]Receipt](t)(s.Receipts(ctx, ReceiptFilter{LeaseID: l.ID}))
+	rs := must[[]receipt.Receipt](t)(s.Receipts(ctx, ReceiptFilter{LeaseID: l.ID}))
 	last := rs[len(rs)-1]
 	if last.Kind != KindCheckpointRecorded || last.Detail["files_changed"] != float64(2) || last.Detail["blocked_reason"] != nil ||
 		last.Detail["task_id"] != "T-1" {
@@ -380,7 +381,7 @@ func TestStoreCheckpoints(t *testing.T) {
 	if cp := must[*lease.Checkpoint](t)(s.LatestCheckpoint(ctx, l.ID)); cp == nil || cp.BlockedReason != lease.BlockedHuman {
 		t.Errorf("latest checkpoint %+v", cp)
 	}
-	rs = must[[]Receipt](t)(s.Receipts(ctx, ReceiptFilter{LeaseID: l.ID}))
+	rs = must[[]receipt.Receipt](t)(s.Receipts(ctx, ReceiptFilter{LeaseID: l.ID}))
 	if n := len(rs); n < 2 || rs[n-2].Kind != KindCheckpointRecorded || rs[n-2].Detail["blocked_reason"] != "human" ||
 		rs[n-1].Kind != KindLeaseStopped || rs[n-1].Detail["result"] != "blocked" {
 		t.Errorf("receipts %v", kinds(rs))
@@ -538,7 +539,7 @@ func TestStoreRetries(t *testing.T) {
 		KindWakeSent, KindLeaseRetryWait, KindLeaseReoffered,
 		KindWakeSent, KindLeaseRetryWait, KindLeaseReoffered,
 		KindWakeSent, KindLeaseStopped}
-	rs := must[[]Receipt](t)(s.Receipts(ctx, ReceiptFilter{TriggerID: l.TriggerID}))
+	rs := must[[]receipt.Receipt](t)(s.Receipts(ctx, ReceiptFilter{TriggerID: l.TriggerID}))
 	if !slices.Equal(kinds(rs), want) {
 		t.Errorf("receipts\n%v\nwant\n%v", kinds(rs), want)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/lease"
+	"github.com/tmux-amq/tamq/internal/receipt"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 )
 
@@ -78,14 +80,14 @@ func (s *Store) Supersede(ctx context.Context, triggerID, reason string) error {
 	now := s.Now()
 	return storageErr(s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		res, err := s.DB.TxExec(tx, `UPDATE triggers SET state = 'superseded', updated_at = ? WHERE id = ? AND state IN ('pending', 'gated')`,
-			ms(now), triggerID)
+			sqlitedb.Millis(now), triggerID)
 		if err != nil {
 			return err
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return err
 		}
-		return s.addReceiptTx(tx, Receipt{At: now, Kind: KindTriggerSuperseded, TriggerID: triggerID,
+		return s.addReceiptTx(tx, receipt.Receipt{At: now, Kind: KindTriggerSuperseded, TriggerID: triggerID,
 			Status: string(lease.TriggerSuperseded), Reason: reason})
 	}), "supersede trigger "+triggerID)
 }
@@ -97,7 +99,7 @@ func (s *Store) NextGateCheck(ctx context.Context) (time.Time, bool, error) {
 	if err != nil || !due.Valid {
 		return time.Time{}, false, storageErr(err, "read the next gate check")
 	}
-	return fromMS(due.Int64), true, nil
+	return sqlitedb.FromMillis(due.Int64), true, nil
 }
 
 // CheckpointRecorded reports whether State Hub's checkpoint id was recorded.
@@ -121,7 +123,7 @@ func (s *Store) ObserverValue(ctx context.Context, key string) (string, error) {
 func (s *Store) SetObserverValue(ctx context.Context, key, value string) error {
 	return storageErr(s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		_, err := s.DB.TxExec(tx, `INSERT INTO observer_state (key, value, updated_at) VALUES (?, ?, ?)
-			ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`, key, value, ms(s.Now()))
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`, key, value, sqlitedb.Millis(s.Now()))
 		return err
 	}), "keep observer state "+key)
 }
@@ -132,7 +134,7 @@ func (s *Store) SetObserverValue(ctx context.Context, key, value string) error {
 func (s *Store) Instance(ctx context.Context) (string, error) {
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		_, err := s.DB.TxExec(tx, `INSERT INTO observer_state (key, value, updated_at) VALUES ('instance', ?, ?)
-			ON CONFLICT (key) DO NOTHING`, NewID(), ms(s.Now()))
+			ON CONFLICT (key) DO NOTHING`, NewID(), sqlitedb.Millis(s.Now()))
 		return err
 	})
 	if err != nil {
@@ -163,9 +165,9 @@ func (s *Store) ReceiptsToPublish(ctx context.Context, instance string, limit in
 			&r.CoordinationEndpointID, &r.LocalMessageID, &r.PolicyProfile, &r.ConfigVersion, &detail); err != nil {
 			return nil, nil, storageErr(err, "read receipts to publish")
 		}
-		r.ID, r.Source, r.At = "coordination-engine:"+instance+":"+strconv.FormatInt(id, 10), "coordination-engine", fromMS(at)
+		r.ID, r.Source, r.At = "coordination-engine:"+instance+":"+strconv.FormatInt(id, 10), "coordination-engine", sqlitedb.FromMillis(at)
 		if next != 0 {
-			t := fromMS(next)
+			t := sqlitedb.FromMillis(next)
 			r.NextRetryAt = &t
 		}
 		if detail != "" {
@@ -180,7 +182,7 @@ func (s *Store) ReceiptsToPublish(ctx context.Context, instance string, limit in
 
 // MarkPublished records that State Hub has the receipts.
 func (s *Store) MarkPublished(ctx context.Context, ids []int64) error {
-	now := ms(s.Now())
+	now := sqlitedb.Millis(s.Now())
 	return storageErr(s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		for _, id := range ids {
 			if _, err := s.DB.TxExec(tx, `UPDATE receipts SET projected_at = ? WHERE id = ? AND projected_at IS NULL`, now, id); err != nil {

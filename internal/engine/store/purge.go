@@ -8,6 +8,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
 )
 
 // Purged counts what a purge deleted (or, in a dry run, would delete).
@@ -61,7 +62,7 @@ var errDryRun = errs.New(errs.Internal, "dry run: rolled back")
 // one transaction, or with dryRun only counts it.
 func (s *Store) Purge(ctx context.Context, before time.Time, dryRun bool) (Purged, error) {
 	var out Purged
-	cutoff := ms(before)
+	cutoff := sqlitedb.Millis(before)
 	if dryRun {
 		// A dry run deletes in a transaction it rolls back: the counts are
 		// exactly what a purge would delete now.

@@ -5,10 +5,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/receipt"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
 )
 
 // Receipt kinds the engine writes: one per trigger, lease transition, wake
@@ -41,29 +41,6 @@ const (
 	KindMessageWithheld = "message.withheld"
 )
 
-// Receipt is one sanitized receipt: ids, kind, status, reason, attempt and
-// times, never prompt text, checkpoint summaries, message bodies or
-// credentials. Zero times are unset.
-type Receipt struct {
-	ID                     int64 // the row id, when read back
-	At                     time.Time
-	Kind                   string
-	TriggerID              string
-	LeaseID                string
-	Status                 string
-	Reason                 string
-	Attempt                int // 0 when not applicable
-	NextRetryAt            time.Time
-	CoordinationEndpointID string
-	LocalMessageID         string // tamq's message id of a wake
-	PolicyProfile          string // name@version
-	ConfigVersion          string
-	// Detail is sanitized with receipt.Sanitize when written: keys that
-	// name content are dropped, strings cleaned and cut short.
-	Detail      map[string]any
-	ProjectedAt time.Time // when it was published to State Hub
-}
-
 // ReceiptFilter selects receipts: of a lease, of a trigger, the latest
 // Limit (0: all).
 type ReceiptFilter struct {
@@ -76,7 +53,7 @@ type ReceiptFilter struct {
 }
 
 // AddReceipt writes one receipt in its own transaction.
-func (s *Store) AddReceipt(ctx context.Context, r Receipt) error {
+func (s *Store) AddReceipt(ctx context.Context, r receipt.Receipt) error {
 	return storageErr(s.DB.WriteTx(ctx, func(tx *sql.Tx) error { return s.addReceiptTx(tx, r) }), "write a receipt")
 }
 
@@ -90,16 +67,8 @@ func cleanReason(s string) string {
 // addReceiptTx writes a receipt inside the caller's transaction, so a
 // transition and its receipt commit together. The time, policy profile and
 // config version default to the store's.
-func (s *Store) addReceiptTx(tx *sql.Tx, r Receipt) error {
-	if r.At.IsZero() {
-		r.At = s.Now()
-	}
-	if r.PolicyProfile == "" {
-		r.PolicyProfile = s.PolicyProfile
-	}
-	if r.ConfigVersion == "" {
-		r.ConfigVersion = s.ConfigVersion
-	}
+func (s *Store) addReceiptTx(tx *sql.Tx, r receipt.Receipt) error {
+	r.Stamp(s.Now(), s.PolicyProfile, s.ConfigVersion)
 	var detail any
 	if len(r.Detail) > 0 {
 		b, err := json.Marshal(receipt.Sanitize(r.Detail))
@@ -115,14 +84,14 @@ func (s *Store) addReceiptTx(tx *sql.Tx, r Receipt) error {
 	_, err := s.DB.TxExec(tx, `INSERT INTO receipts (at, kind, trigger_id, lease_id, status, reason, attempt, next_retry_at,
 		coordination_endpoint_id, local_message_id, policy_profile, config_version, detail)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		ms(r.At), r.Kind, nullStr(r.TriggerID), nullStr(r.LeaseID), r.Status, nullStr(cleanReason(r.Reason)), attempt, nullMS(r.NextRetryAt),
-		nullStr(r.CoordinationEndpointID), nullStr(r.LocalMessageID), nullStr(r.PolicyProfile), nullStr(r.ConfigVersion), detail)
+		sqlitedb.Millis(r.At), r.Kind, sqlitedb.NullString(r.TriggerID), sqlitedb.NullString(r.LeaseID), r.Status, sqlitedb.NullString(cleanReason(r.Reason)), attempt, sqlitedb.NullMillis(r.NextRetryAt),
+		sqlitedb.NullString(r.CoordinationEndpointID), sqlitedb.NullString(r.LocalMessageID), sqlitedb.NullString(r.PolicyProfile), sqlitedb.NullString(r.ConfigVersion), detail)
 	return err
 }
 
 // Receipts lists receipts oldest first: all of them, or those of a lease or
 // a trigger; with a limit, the latest that many.
-func (s *Store) Receipts(ctx context.Context, f ReceiptFilter) ([]Receipt, error) {
+func (s *Store) Receipts(ctx context.Context, f ReceiptFilter) ([]receipt.Receipt, error) {
 	q := `SELECT id, at, kind, COALESCE(trigger_id, ''), COALESCE(lease_id, ''), status, COALESCE(reason, ''),
 		COALESCE(attempt, 0), COALESCE(next_retry_at, 0), COALESCE(coordination_endpoint_id, ''), COALESCE(local_message_id, ''),
 		COALESCE(policy_profile, ''), COALESCE(config_version, ''), COALESCE(detail, ''), COALESCE(projected_at, 0)
@@ -149,16 +118,16 @@ func (s *Store) Receipts(ctx context.Context, f ReceiptFilter) ([]Receipt, error
 		return nil, storageErr(err, "read receipts")
 	}
 	defer rows.Close()
-	var out []Receipt
+	var out []receipt.Receipt
 	for rows.Next() {
-		var r Receipt
+		var r receipt.Receipt
 		var at, next, projected int64
 		var detail string
 		if err := rows.Scan(&r.ID, &at, &r.Kind, &r.TriggerID, &r.LeaseID, &r.Status, &r.Reason, &r.Attempt, &next,
 			&r.CoordinationEndpointID, &r.LocalMessageID, &r.PolicyProfile, &r.ConfigVersion, &detail, &projected); err != nil {
 			return nil, storageErr(err, "read receipts")
 		}
-		r.At, r.NextRetryAt, r.ProjectedAt = fromMS(at), timeOrZero(next), timeOrZero(projected)
+		r.At, r.NextRetryAt, r.ProjectedAt = sqlitedb.FromMillis(at), sqlitedb.TimeOrZero(next), sqlitedb.TimeOrZero(projected)
 		if detail != "" {
 			if err := json.Unmarshal([]byte(detail), &r.Detail); err != nil {
 				return nil, errs.Wrap(errs.Storage, err, "read the detail of receipt %d", r.ID)

@@ -57,33 +57,6 @@ func OpenReadOnly(ctx context.Context, p paths.Paths, busy time.Duration) (*Stor
 // NewID returns a time-ordered id (UUIDv7), as tamq's ids are.
 func NewID() string { return uuid.Must(uuid.NewV7()).String() }
 
-func ms(t time.Time) int64 { return t.UnixMilli() }
-
-func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
-
-// nullMS stores the zero time as NULL; timeOrZero reads it back (with
-// COALESCE(column, 0) in the query).
-func nullMS(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return ms(t)
-}
-
-func timeOrZero(v int64) time.Time {
-	if v == 0 {
-		return time.Time{}
-	}
-	return fromMS(v)
-}
-
-func nullStr(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
 // sqlIn is a list of domain values for an SQL IN: "('a', 'b')". Queries
 // name states as literals rather than bind them, so SQLite can use the
 // partial indexes written with the same literals; the values are the
@@ -106,16 +79,7 @@ var (
 // storageErr names the store operation that failed: an SQLite error says
 // what went wrong, not what the engine was doing. Errors that already carry
 // a code (a refused transition, a missing lease) pass unchanged.
-func storageErr(err error, op string) error {
-	if err == nil {
-		return nil
-	}
-	var e *errs.Error
-	if errors.As(err, &e) {
-		return err
-	}
-	return errs.Wrap(errs.Storage, err, "%s", op)
-}
+func storageErr(err error, op string) error { return errs.During(errs.Storage, err, op) }
 
 // notFound turns sql.ErrNoRows into a not_found error naming what is missing.
 func notFound(err error, what, hint string) error {
@@ -130,13 +94,8 @@ func notFound(err error, what, hint string) error {
 // the zero time when it holds none: a clock that reads earlier has gone
 // backwards. db may be a read-only handle.
 func NewestTime(ctx context.Context, db *sql.DB) (time.Time, error) {
-	var newest sql.NullInt64
-	err := db.QueryRowContext(ctx, `SELECT max(v) FROM (
+	return sqlitedb.NewestTime(ctx, db, `SELECT max(v) FROM (
 		SELECT (SELECT at FROM receipts ORDER BY id DESC LIMIT 1) AS v
 		UNION ALL SELECT max(updated_at) FROM endpoints
-		UNION ALL SELECT max(updated_at) FROM observer_state)`).Scan(&newest)
-	if err != nil || !newest.Valid {
-		return time.Time{}, err
-	}
-	return fromMS(newest.Int64), nil
+		UNION ALL SELECT max(updated_at) FROM observer_state)`)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/lease"
+	"github.com/tmux-amq/tamq/internal/receipt"
 )
 
 // The store's transitions, each against a fresh database with a clock the
@@ -94,13 +95,13 @@ func lastReceipt(t *testing.T, s *Store) int64 {
 }
 
 // receiptsSince are the receipts written after mark, oldest first.
-func receiptsSince(t *testing.T, s *Store, mark int64) []Receipt {
+func receiptsSince(t *testing.T, s *Store, mark int64) []receipt.Receipt {
 	t.Helper()
-	all := must[[]Receipt](t)(s.Receipts(context.Background(), ReceiptFilter{}))
-	return slices.DeleteFunc(all, func(r Receipt) bool { return r.ID <= mark })
+	all := must[[]receipt.Receipt](t)(s.Receipts(context.Background(), ReceiptFilter{}))
+	return slices.DeleteFunc(all, func(r receipt.Receipt) bool { return r.ID <= mark })
 }
 
-func kinds(rs []Receipt) []string {
+func kinds(rs []receipt.Receipt) []string {
 	out := []string{}
 	for _, r := range rs {
 		out = append(out, r.Kind)

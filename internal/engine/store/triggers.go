@@ -9,6 +9,8 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
+	"github.com/tmux-amq/tamq/internal/receipt"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
 )
 
 const triggerColumns = `id, source, source_id, source_revision, target_repo, COALESCE(target_agent, ''), COALESCE(task_id, ''),
@@ -30,7 +32,7 @@ func scanTrigger(row scanner) (lease.Trigger, error) {
 		return tr, err
 	}
 	tr.Source, tr.Reason, tr.State, tr.Wait = lease.Source(source), lease.Reason(reason), lease.TriggerState(state), lease.Wait(wait)
-	tr.ObservedAt, tr.UpdatedAt, tr.NextCheckAt = fromMS(observed), fromMS(updated), timeOrZero(nextCheck)
+	tr.ObservedAt, tr.UpdatedAt, tr.NextCheckAt = sqlitedb.FromMillis(observed), sqlitedb.FromMillis(updated), sqlitedb.TimeOrZero(nextCheck)
 	if resume != "" {
 		var cp storedCheckpoint
 		if err := json.Unmarshal([]byte(resume), &cp); err != nil {
@@ -100,8 +102,8 @@ func (s *Store) AddTrigger(ctx context.Context, tr lease.Trigger) (lease.Trigger
 		res, err := s.DB.TxExec(tx, `INSERT INTO triggers (id, source, source_id, source_revision, target_repo, target_agent, task_id,
 			workplan_id, title, sender, reason, state, observed_at, updated_at, checkpoint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (source, source_id, source_revision, target_repo) DO NOTHING`,
-			tr.ID, string(tr.Source), tr.SourceID, tr.SourceRevision, tr.TargetRepo, nullStr(tr.TargetAgent), nullStr(tr.TaskID),
-			nullStr(tr.WorkplanID), nullStr(tr.Title), nullStr(tr.Sender), string(tr.Reason), string(tr.State), ms(tr.ObservedAt), ms(tr.UpdatedAt), resume)
+			tr.ID, string(tr.Source), tr.SourceID, tr.SourceRevision, tr.TargetRepo, sqlitedb.NullString(tr.TargetAgent), sqlitedb.NullString(tr.TaskID),
+			sqlitedb.NullString(tr.WorkplanID), sqlitedb.NullString(tr.Title), sqlitedb.NullString(tr.Sender), string(tr.Reason), string(tr.State), sqlitedb.Millis(tr.ObservedAt), sqlitedb.Millis(tr.UpdatedAt), resume)
 		if err != nil {
 			return err
 		}
@@ -122,7 +124,7 @@ func (s *Store) AddTrigger(ctx context.Context, tr lease.Trigger) (lease.Trigger
 		if err := s.supersedeTx(tx, tr, now); err != nil {
 			return err
 		}
-		return s.addReceiptTx(tx, Receipt{
+		return s.addReceiptTx(tx, receipt.Receipt{
 			At: now, Kind: KindTriggerObserved, TriggerID: tr.ID, Status: string(tr.State), Reason: string(tr.Reason),
 			Detail: map[string]any{"source": string(tr.Source), "source_id": tr.SourceID, "source_revision": tr.SourceRevision,
 				"target_repo": tr.TargetRepo, "target_agent": tr.TargetAgent, "task_id": tr.TaskID, "workplan_id": tr.WorkplanID},
@@ -169,10 +171,10 @@ func (s *Store) supersedeTx(tx *sql.Tx, tr lease.Trigger, now time.Time) error {
 		return err
 	}
 	for _, id := range ids {
-		if err := s.setTriggerStateTx(tx, id, lease.TriggerSuperseded, ms(now)); err != nil {
+		if err := s.setTriggerStateTx(tx, id, lease.TriggerSuperseded, sqlitedb.Millis(now)); err != nil {
 			return err
 		}
-		if err := s.addReceiptTx(tx, Receipt{At: now, Kind: KindTriggerSuperseded, TriggerID: id, Status: string(lease.TriggerSuperseded),
+		if err := s.addReceiptTx(tx, receipt.Receipt{At: now, Kind: KindTriggerSuperseded, TriggerID: id, Status: string(lease.TriggerSuperseded),
 			Reason: "revision " + tr.SourceRevision + " observed", Detail: map[string]any{"by": tr.ID}}); err != nil {
 			return err
 		}
@@ -220,7 +222,7 @@ func (s *Store) gateTrigger(ctx context.Context, triggerID, gate, reason string,
 			checks++ // this was a check again
 		}
 		if _, err := s.DB.TxExec(tx, `UPDATE triggers SET state = ?, gate_reason = ?, gate_checks = ?, next_check_at = ?, updated_at = ? WHERE id = ?`,
-			string(state), nullStr(gate), checks, nullMS(recheck), ms(now), triggerID); err != nil {
+			string(state), sqlitedb.NullString(gate), checks, sqlitedb.NullMillis(recheck), sqlitedb.Millis(now), triggerID); err != nil {
 			return err
 		}
 		why := gate
@@ -228,7 +230,7 @@ func (s *Store) gateTrigger(ctx context.Context, triggerID, gate, reason string,
 			why += ": " + reason
 		}
 		detail := map[string]any{"gate": gate, "target_repo": tr.TargetRepo, "task_id": tr.TaskID, "gate_checks": checks}
-		return s.addReceiptTx(tx, Receipt{At: now, Kind: kind, TriggerID: triggerID, Status: string(state),
+		return s.addReceiptTx(tx, receipt.Receipt{At: now, Kind: kind, TriggerID: triggerID, Status: string(state),
 			Reason: why, NextRetryAt: recheck, Detail: detail})
 	})
 	return storageErr(err, "stop trigger "+triggerID)
@@ -260,7 +262,7 @@ func (s *Store) WaitTrigger(ctx context.Context, triggerID string, wait lease.Wa
 // waitTriggerTx records why a trigger waits and returns the receipt to write
 // when the reason changed (nil otherwise), for the caller to write after
 // its own.
-func (s *Store) waitTriggerTx(tx *sql.Tx, triggerID string, wait lease.Wait, detail string, now time.Time) (*Receipt, error) {
+func (s *Store) waitTriggerTx(tx *sql.Tx, triggerID string, wait lease.Wait, detail string, now time.Time) (*receipt.Receipt, error) {
 	var old, oldDetail, repo, task string
 	if err := s.DB.TxQueryRow(tx, `SELECT COALESCE(wait_reason, ''), COALESCE(wait_detail, ''), target_repo, COALESCE(task_id, '')
 		FROM triggers WHERE id = ?`, triggerID).Scan(&old, &oldDetail, &repo, &task); err != nil {
@@ -270,12 +272,12 @@ func (s *Store) waitTriggerTx(tx *sql.Tx, triggerID string, wait lease.Wait, det
 		return nil, nil
 	}
 	if _, err := s.DB.TxExec(tx, `UPDATE triggers SET wait_reason = ?, wait_detail = ?, updated_at = ? WHERE id = ?`,
-		nullStr(string(wait)), nullStr(detail), ms(now), triggerID); err != nil {
+		sqlitedb.NullString(string(wait)), sqlitedb.NullString(detail), sqlitedb.Millis(now), triggerID); err != nil {
 		return nil, err
 	}
 	if wait == "" || old == string(wait) {
 		return nil, nil
 	}
-	return &Receipt{At: now, Kind: KindTriggerWaiting, TriggerID: triggerID, Status: "waiting", Reason: string(wait),
+	return &receipt.Receipt{At: now, Kind: KindTriggerWaiting, TriggerID: triggerID, Status: "waiting", Reason: string(wait),
 		Detail: map[string]any{"target_repo": repo, "task_id": task, "waiting": detail}}, nil
 }

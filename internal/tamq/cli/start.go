@@ -39,11 +39,8 @@ starts the service prints the history advisory on stderr when the history is
 over 100 MB (the detached service only logs it).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := a.Paths()
+			p, err := a.StartPaths()
 			if err != nil {
-				return err
-			}
-			if _, err := a.Config(); err != nil {
 				return err
 			}
 			// Like the spec says, start also brings back the recorded windows.

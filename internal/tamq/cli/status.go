@@ -65,14 +65,7 @@ service is down).
 				r.Config.Stale = r.Service.Running && r.Service.ConfigVersion != cfg.Version
 			}
 			problem := status.Judge(&r)
-			if a.JSON {
-				if err := a.PrintJSON(r); err != nil {
-					return err
-				}
-			} else {
-				printStatus(a, r)
-			}
-			return problem
+			return a.Report(r, func() { printStatus(a, r) }, problem)
 		},
 	}
 }

@@ -186,13 +186,10 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	if err != nil {
 		return fail(err)
 	}
-	d.OnClose(func() { st.DB.Close() })
+	d.Database(st.DB)
 	st.PolicyProfile, st.ConfigVersion = o.Config.ProfileRef(), o.Config.Version
 	st.ReceiptAdded = s.pub.receiptAdded
 	s.db, s.store = st.DB, st
-	if st.DB.BackupPath != "" {
-		s.log.Info("database migrated", "backup", st.DB.BackupPath)
-	}
 	s.startedAt = o.Now()
 	s.server = &unixrpc.Server{
 		Handlers:    s.handlers(),

@@ -9,6 +9,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/receipt"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
 )
 
 // Register records an endpoint as connected with its windows (replacing what
@@ -16,7 +17,7 @@ import (
 // forgotten endpoint that comes back (the same tmux server pid) is
 // remembered again.
 func (s *Store) Register(ctx context.Context, ep queue.Endpoint) error {
-	now := ms(s.Now())
+	now := sqlitedb.Millis(s.Now())
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		if _, err := s.DB.TxExec(tx, `INSERT INTO endpoints (id, tmux_socket, tmux_server_pid, session_name, state, created_at, updated_at)
 			VALUES (?, ?, ?, ?, `+sqlLit(queue.Connected)+`, ?, ?)
@@ -33,7 +34,7 @@ func (s *Store) Register(ctx context.Context, ep queue.Endpoint) error {
 				ON CONFLICT (endpoint_id, repo) DO UPDATE SET repo_path = excluded.repo_path, window_id = excluded.window_id,
 				pane_id = excluded.pane_id, mode = COALESCE(?6, windows.mode),
 				command = CASE WHEN ?9 THEN windows.command ELSE excluded.command END, updated_at = excluded.updated_at`,
-				ep.ID, w.Repo, w.RepoPath, w.WindowID, w.PaneID, nullStr(string(w.Mode)), nullStr(w.Command), now, w.Reused); err != nil {
+				ep.ID, w.Repo, w.RepoPath, w.WindowID, w.PaneID, sqlitedb.NullString(string(w.Mode)), sqlitedb.NullString(w.Command), now, w.Reused); err != nil {
 				return err
 			}
 		}
@@ -49,7 +50,7 @@ func (s *Store) Register(ctx context.Context, ep queue.Endpoint) error {
 // why (for the receipt) and may be empty.
 func (s *Store) SetEndpointState(ctx context.Context, id string, state queue.EndpointState, reason string) error {
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-		res, err := s.DB.TxExec(tx, `UPDATE endpoints SET state = ?, updated_at = ? WHERE id = ? AND state <> ?`, string(state), ms(s.Now()), id, string(state))
+		res, err := s.DB.TxExec(tx, `UPDATE endpoints SET state = ?, updated_at = ? WHERE id = ? AND state <> ?`, string(state), sqlitedb.Millis(s.Now()), id, string(state))
 		if err != nil {
 			return err
 		}
@@ -125,7 +126,7 @@ func (s *Store) Rebind(ctx context.Context, oldID, newID string, repos []string)
 	}
 	var n int64
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-		args := []any{newID, ms(s.Now()), oldID}
+		args := []any{newID, sqlitedb.Millis(s.Now()), oldID}
 		for _, r := range repos {
 			args = append(args, r)
 		}
@@ -209,7 +210,7 @@ func (s *Store) Forget(ctx context.Context, id string) (failed int, err error) {
 		if forgotten.Valid {
 			return nil
 		}
-		if _, err := s.DB.TxExec(tx, `UPDATE endpoints SET forgotten_at = ?, updated_at = ? WHERE id = ?`, ms(now), ms(now), id); err != nil {
+		if _, err := s.DB.TxExec(tx, `UPDATE endpoints SET forgotten_at = ?, updated_at = ? WHERE id = ?`, sqlitedb.Millis(now), sqlitedb.Millis(now), id); err != nil {
 			return err
 		}
 		pending, err := readMessages(tx.QueryContext(ctx, `SELECT `+messageColumns+` FROM message_rows WHERE endpoint_id = ? AND state IN `+undelivered, id))

@@ -303,7 +303,7 @@ func exportLines(ctx context.Context, db *sql.DB, f Filter, fn func(line []byte)
 			line = append(line, `,"`...)
 			line = append(line, exportTimes[i]...)
 			line = append(line, `":"`...)
-			line = fromMS(t.Int64).AppendFormat(line, time.RFC3339Nano)
+			line = sqlitedb.FromMillis(t.Int64).AppendFormat(line, time.RFC3339Nano)
 			line = append(line, '"')
 		}
 		if err := fn(append(line, '}')); err != nil {

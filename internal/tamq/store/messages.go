@@ -13,6 +13,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/receipt"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
 )
 
 // Receipt kinds of the message lifecycle.
@@ -35,13 +36,6 @@ const messageColumns = `id, batch_id, COALESCE(endpoint_id, ''), (SELECT text FR
 	COALESCE(injected_at, 0), COALESCE(acked_at, 0), COALESCE(failed_at, 0), COALESCE(last_error, '')`
 
 type scanner interface{ Scan(...any) error }
-
-func timeOrZero(v int64) time.Time {
-	if v == 0 {
-		return time.Time{}
-	}
-	return fromMS(v)
-}
 
 func scanMessage(row scanner) (queue.Message, error) {
 	var m queue.Message
@@ -69,9 +63,9 @@ func scanMessage(row scanner) (queue.Message, error) {
 		return m, err
 	}
 	m.SenderKind, m.AckMode, m.State = queue.SenderKind(k), ackmode.Mode(md), queue.State(st)
-	m.CreatedAt, m.UpdatedAt = fromMS(created), fromMS(updated)
-	m.NextAttemptAt, m.AckDeadlineAt = timeOrZero(next), timeOrZero(deadline)
-	m.InjectedAt, m.AckedAt, m.FailedAt = timeOrZero(injected), timeOrZero(acked), timeOrZero(failed)
+	m.CreatedAt, m.UpdatedAt = sqlitedb.FromMillis(created), sqlitedb.FromMillis(updated)
+	m.NextAttemptAt, m.AckDeadlineAt = sqlitedb.TimeOrZero(next), sqlitedb.TimeOrZero(deadline)
+	m.InjectedAt, m.AckedAt, m.FailedAt = sqlitedb.TimeOrZero(injected), sqlitedb.TimeOrZero(acked), sqlitedb.TimeOrZero(failed)
 	return m, nil
 }
 
@@ -171,16 +165,16 @@ func (s *Store) insertTx(tx *sql.Tx, m *queue.Message, replay bool) (inserted bo
 	var replayEndpoint, batch any
 	if replay {
 		q += ` ON CONFLICT DO NOTHING`
-		replayEndpoint = nullStr(m.EndpointID)
+		replayEndpoint = sqlitedb.NullString(m.EndpointID)
 	}
 	if m.BatchID != m.ID {
 		batch = idValue(m.BatchID)
 	}
 	res, err := s.DB.TxExec(tx, q,
-		idValue(m.ID), batch, nullStr(m.EndpointID), m.Sender, codeIn(senderKindCodes, string(m.SenderKind)), m.Target, m.Body,
-		codeIn(ackModeCodes, string(m.AckMode)), codeIn(stateCodes, string(m.State)), m.MaxAttempts, nullStr(m.IdempotencyKey),
-		nullStr(m.CorrelationID), nullStr(m.CoordinationEndpointID), idValue(m.ReplayOf), replayEndpoint, m.PolicyProfile, m.ConfigVersion,
-		ms(m.CreatedAt), ms(m.UpdatedAt), ms(m.NextAttemptAt), nullStr(m.LastError))
+		idValue(m.ID), batch, sqlitedb.NullString(m.EndpointID), m.Sender, codeIn(senderKindCodes, string(m.SenderKind)), m.Target, m.Body,
+		codeIn(ackModeCodes, string(m.AckMode)), codeIn(stateCodes, string(m.State)), m.MaxAttempts, sqlitedb.NullString(m.IdempotencyKey),
+		sqlitedb.NullString(m.CorrelationID), sqlitedb.NullString(m.CoordinationEndpointID), idValue(m.ReplayOf), replayEndpoint, m.PolicyProfile, m.ConfigVersion,
+		sqlitedb.Millis(m.CreatedAt), sqlitedb.Millis(m.UpdatedAt), sqlitedb.Millis(m.NextAttemptAt), sqlitedb.NullString(m.LastError))
 	if err != nil {
 		return false, err
 	}
@@ -298,8 +292,8 @@ func (s *Store) transitionTx(tx *sql.Tx, id, reason string, detail map[string]an
 func (s *Store) saveTx(tx *sql.Tx, m *queue.Message) error {
 	_, err := s.DB.TxExec(tx, `UPDATE message_rows SET state = ?, attempts = ?, updated_at = ?, next_attempt_at = ?, ack_deadline_at = ?,
 		injected_at = ?, acked_at = ?, failed_at = ?, last_error = ?, endpoint_id = ? WHERE id = ?`,
-		codeIn(stateCodes, string(m.State)), m.Attempts, ms(m.UpdatedAt), nullMS(m.NextAttemptAt), nullMS(m.AckDeadlineAt),
-		nullMS(m.InjectedAt), nullMS(m.AckedAt), nullMS(m.FailedAt), nullStr(m.LastError), nullStr(m.EndpointID), idValue(m.ID))
+		codeIn(stateCodes, string(m.State)), m.Attempts, sqlitedb.Millis(m.UpdatedAt), sqlitedb.NullMillis(m.NextAttemptAt), sqlitedb.NullMillis(m.AckDeadlineAt),
+		sqlitedb.NullMillis(m.InjectedAt), sqlitedb.NullMillis(m.AckedAt), sqlitedb.NullMillis(m.FailedAt), sqlitedb.NullString(m.LastError), sqlitedb.NullString(m.EndpointID), idValue(m.ID))
 	return err
 }
 
@@ -335,7 +329,7 @@ func (s *Store) QueuedTargets(ctx context.Context) ([]Target, error) {
 		if err := rows.Scan(&t.EndpointID, &t.Repo, &next); err != nil {
 			return nil, err
 		}
-		t.NextAt = fromMS(next)
+		t.NextAt = sqlitedb.FromMillis(next)
 		out = append(out, t)
 	}
 	return out, rows.Err()
@@ -382,7 +376,7 @@ func (s *Store) ClaimBatch(ctx context.Context, holder string, ttl time.Duration
 				VALUES (?, ?, ?, ?, ?, ?)
 				ON CONFLICT (message_id) DO UPDATE SET lease_id = excluded.lease_id, attempt = excluded.attempt,
 				holder = excluded.holder, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at`,
-				idValue(m.ID), NewID(), m.Attempts, holder, ms(now), ms(now.Add(ttl))); err != nil {
+				idValue(m.ID), NewID(), m.Attempts, holder, sqlitedb.Millis(now), sqlitedb.Millis(now.Add(ttl))); err != nil {
 				return err
 			}
 			if err := s.insertReceiptTx(tx, transitionReceipt(&m, queue.Queued, "claimed for delivery"), &m); err != nil {
@@ -406,12 +400,12 @@ func DeliveryKey(endpointID, target string) string { return endpointID + "\x00" 
 // restart finds every earlier holder's claims dead).
 func (s *Store) ExpiredLeases(ctx context.Context, holder string) ([]string, error) {
 	return s.ids(ctx, `SELECT m.id FROM message_rows m LEFT JOIN delivery_leases l ON l.message_id = m.id
-		WHERE m.state = `+stateLit(queue.Delivering)+` AND (l.expires_at IS NULL OR l.expires_at <= ? OR l.holder <> ?)`, ms(s.Now()), holder)
+		WHERE m.state = `+stateLit(queue.Delivering)+` AND (l.expires_at IS NULL OR l.expires_at <= ? OR l.holder <> ?)`, sqlitedb.Millis(s.Now()), holder)
 }
 
 // DueAcks lists messages whose ack deadline has passed.
 func (s *Store) DueAcks(ctx context.Context) ([]string, error) {
-	return s.ids(ctx, `SELECT id FROM message_rows WHERE state = `+stateLit(queue.AwaitingAck)+` AND ack_deadline_at <= ?`, ms(s.Now()))
+	return s.ids(ctx, `SELECT id FROM message_rows WHERE state = `+stateLit(queue.AwaitingAck)+` AND ack_deadline_at <= ?`, sqlitedb.Millis(s.Now()))
 }
 
 func (s *Store) ids(ctx context.Context, q string, args ...any) ([]string, error) {
@@ -438,7 +432,7 @@ func (s *Store) NextAckDeadline(ctx context.Context) (time.Time, error) {
 	if err != nil || !v.Valid {
 		return time.Time{}, err
 	}
-	return fromMS(v.Int64), nil
+	return sqlitedb.FromMillis(v.Int64), nil
 }
 
 // NoteWaiting records on the queued messages of a window why they wait (its
@@ -451,7 +445,7 @@ func (s *Store) NoteWaiting(ctx context.Context, endpointID, repo, reason string
 		res, err := s.DB.TxExec(tx, `UPDATE message_rows INDEXED BY messages_queue SET last_error = ?, updated_at = ?
 			WHERE state = `+stateLit(queue.Queued)+` AND endpoint_id = ?
 			AND target_repo = (SELECT code FROM message_texts WHERE text = ?) AND COALESCE(last_error, '') <> ?`,
-			reason, ms(s.Now()), endpointID, repo, reason)
+			reason, sqlitedb.Millis(s.Now()), endpointID, repo, reason)
 		if err != nil {
 			return err
 		}

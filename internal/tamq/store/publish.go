@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 )
 
@@ -50,9 +51,9 @@ func (s *Store) UnpublishedReceipts(ctx context.Context, limit int) ([]Unpublish
 		}
 		r.ID = ReceiptSource + ":" + instance + ":" + strconv.FormatInt(u.RowID, 10)
 		r.Source = ReceiptSource
-		r.At = fromMS(at)
+		r.At = sqlitedb.FromMillis(at)
 		if nextRetry != 0 {
-			t := fromMS(nextRetry)
+			t := sqlitedb.FromMillis(nextRetry)
 			r.NextRetryAt = &t
 		}
 		if detail != "" {
@@ -105,7 +106,7 @@ func (s *Store) instance(ctx context.Context) (string, error) {
 func (s *Store) MarkPublished(ctx context.Context, ids []int64, at time.Time) error {
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		for _, id := range ids {
-			if _, err := s.DB.TxExec(tx, `UPDATE receipt_rows SET projected_after = ? - at WHERE id = ? AND projected_after IS NULL`, ms(at), id); err != nil {
+			if _, err := s.DB.TxExec(tx, `UPDATE receipt_rows SET projected_after = ? - at WHERE id = ? AND projected_after IS NULL`, sqlitedb.Millis(at), id); err != nil {
 				return err
 			}
 		}

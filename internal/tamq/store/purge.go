@@ -66,7 +66,7 @@ func measureHistory(ctx context.Context, q interface {
 				COALESCE(sum(`+receiptBytes+`) FILTER (WHERE `+aboutAMessage()+`), 0) AS message_bytes, count(*) AS n FROM receipt_rows) AS r`).
 		Scan(&h.messageBytes, &oldest, &h.messages, &h.receiptBytes, &h.messageReceiptBytes, &h.receipts)
 	if oldest.Valid {
-		h.oldest = fromMS(oldest.Int64)
+		h.oldest = sqlitedb.FromMillis(oldest.Int64)
 	}
 	return h, sqlitedb.Wrap(err, "measure the history")
 }
@@ -160,9 +160,9 @@ func planPurge(ctx context.Context, db *sql.DB, r PurgeRule) (PurgePlan, error) 
 			p.Bytes += size + share
 			left -= size + share
 			if p.Oldest.IsZero() {
-				p.Oldest = fromMS(created)
+				p.Oldest = sqlitedb.FromMillis(created)
 			}
-			p.Newest = fromMS(created)
+			p.Newest = sqlitedb.FromMillis(created)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {

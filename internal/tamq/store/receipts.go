@@ -12,6 +12,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/receipt"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
 )
 
 // receiptCodes are the texts a receipt row stores as a small integer (its
@@ -120,8 +121,8 @@ type receiptRow struct {
 func encodeReceipt(r receipt.Receipt, m *queue.Message) (receiptRow, error) {
 	row := receiptRow{
 		kind: coded(r.Kind), subject: subjectValue(r.SubjectID), status: coded(r.Status), reason: nil,
-		endpoint: nullStr(r.EndpointID), coordination: nullStr(r.CoordinationEndpointID),
-		policy: nullStr(r.PolicyProfile), config: nullStr(r.ConfigVersion),
+		endpoint: sqlitedb.NullString(r.EndpointID), coordination: sqlitedb.NullString(r.CoordinationEndpointID),
+		policy: sqlitedb.NullString(r.PolicyProfile), config: sqlitedb.NullString(r.ConfigVersion),
 	}
 	if r.Reason != "" {
 		row.reason = coded(r.Reason)
@@ -164,15 +165,7 @@ func repeatsMessage(r receipt.Receipt, detail map[string]any, m *queue.Message) 
 
 // insertReceiptTx writes one receipt row and returns nothing but the error.
 func (s *Store) insertReceiptTx(tx *sql.Tx, r receipt.Receipt, m *queue.Message) error {
-	if r.At.IsZero() {
-		r.At = s.Now()
-	}
-	if r.PolicyProfile == "" {
-		r.PolicyProfile = s.PolicyProfile
-	}
-	if r.ConfigVersion == "" {
-		r.ConfigVersion = s.ConfigVersion
-	}
+	r.Stamp(s.Now(), s.PolicyProfile, s.ConfigVersion)
 	row, err := encodeReceipt(r, m)
 	if err != nil {
 		return err
@@ -184,7 +177,7 @@ func (s *Store) insertReceiptTx(tx *sql.Tx, r receipt.Receipt, m *queue.Message)
 	_, err = s.DB.TxExec(tx, `INSERT INTO receipt_rows (at, kind, subject, status, reason, from_state, attempt, next_retry_at,
 		endpoint_id, coordination_endpoint_id, policy_profile, config_version, detail, of_message)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		ms(r.At), row.kind, row.subject, row.status, row.reason, row.from, attempt, nullMS(r.NextRetryAt),
+		sqlitedb.Millis(r.At), row.kind, row.subject, row.status, row.reason, row.from, attempt, sqlitedb.NullMillis(r.NextRetryAt),
 		row.endpoint, row.coordination, row.policy, row.config, row.detail, row.ofMessage)
 	if err == nil && s.ReceiptAdded != nil {
 		s.ReceiptAdded()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -49,25 +48,6 @@ type Store struct {
 	ReceiptAdded func()
 }
 
-func ms(t time.Time) int64 { return t.UnixMilli() }
-
-func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
-
-// nullMS stores the zero time as NULL.
-func nullMS(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return ms(t)
-}
-
-func nullStr(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
 // Open opens (creating and migrating as needed) tamq's database at p, for
 // the service and for the commands that write to it beside the service.
 func Open(ctx context.Context, p paths.Paths, busy time.Duration, now func() time.Time) (*Store, error) {
@@ -97,7 +77,7 @@ func (s *Store) MarkEndpointsDisconnected(ctx context.Context) (int, error) {
 	var n int64
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		res, err := s.DB.TxExec(tx, `UPDATE endpoints SET state = `+sqlLit(queue.Disconnected)+`, updated_at = ?
-			WHERE state = `+sqlLit(queue.Connected), ms(s.Now()))
+			WHERE state = `+sqlLit(queue.Connected), sqlitedb.Millis(s.Now()))
 		if err != nil {
 			return err
 		}
@@ -110,16 +90,7 @@ func (s *Store) MarkEndpointsDisconnected(ctx context.Context) (int, error) {
 // storageErr names the store operation that failed: an SQLite error says
 // what went wrong, not what tamq was doing. Errors that already carry a code
 // (a refused transition, a missing message) pass unchanged.
-func storageErr(err error, op string) error {
-	if err == nil {
-		return nil
-	}
-	var e *errs.Error
-	if errors.As(err, &e) {
-		return err
-	}
-	return errs.Wrap(errs.Storage, err, "%s", op)
-}
+func storageErr(err error, op string) error { return errs.During(errs.Storage, err, op) }
 
 // Receipts returns the receipts of a kind, oldest first.
 func Receipts(ctx context.Context, db *sql.DB, kind string) ([]receipt.Receipt, error) {
@@ -137,7 +108,7 @@ func Receipts(ctx context.Context, db *sql.DB, kind string) ([]receipt.Receipt, 
 		if err := rows.Scan(&r.ID, &at, &r.Kind, &r.SubjectID, &r.Status, &r.Reason, &detail); err != nil {
 			return nil, err
 		}
-		r.At = fromMS(at)
+		r.At = sqlitedb.FromMillis(at)
 		if detail != "" {
 			if err := json.Unmarshal([]byte(detail), &r.Detail); err != nil {
 				return nil, err
@@ -193,10 +164,10 @@ func Stats(ctx context.Context, db *sql.DB, now time.Time) (QueueStats, error) {
 		return st, err
 	}
 	if oldest.Valid {
-		st.OldestPendingAt = fromMS(oldest.Int64)
+		st.OldestPendingAt = sqlitedb.FromMillis(oldest.Int64)
 	}
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE expires_at > ?), count(*) FILTER (WHERE expires_at <= ?) FROM delivery_leases`,
-		ms(now), ms(now)).Scan(&st.ActiveLeases, &st.ExpiredLeases); err != nil {
+		sqlitedb.Millis(now), sqlitedb.Millis(now)).Scan(&st.ActiveLeases, &st.ExpiredLeases); err != nil {
 		return st, err
 	}
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM receipt_rows WHERE projected_after IS NULL`).Scan(&st.UnpublishedReceipts); err != nil {
@@ -229,13 +200,8 @@ func HistorySize(ctx context.Context, db *sql.DB) (bytes int64, since time.Time,
 // reads earlier has gone backwards. Each part is read through an index or
 // from a small table, so it stays quick on a large history.
 func NewestTime(ctx context.Context, db *sql.DB) (time.Time, error) {
-	var newest sql.NullInt64
-	err := db.QueryRowContext(ctx, `SELECT max(v) FROM (
+	return sqlitedb.NewestTime(ctx, db, `SELECT max(v) FROM (
 		SELECT (SELECT at FROM receipt_rows ORDER BY id DESC LIMIT 1) AS v
 		UNION ALL SELECT max(created_at) FROM message_rows
-		UNION ALL SELECT max(updated_at) FROM endpoints)`).Scan(&newest)
-	if err != nil || !newest.Valid {
-		return time.Time{}, err
-	}
-	return fromMS(newest.Int64), nil
+		UNION ALL SELECT max(updated_at) FROM endpoints)`)
 }
