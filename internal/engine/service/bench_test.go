@@ -174,8 +174,8 @@ func BenchmarkStateHubChangeToFirstByte(b *testing.B) {
 				changes = append(changes, firstByte(b, rec, func() { h.put(wp) }))
 				wakes = append(wakes, firstByte(b, rec, func() {
 					// Each wake adds a lease beside the earlier ones (which the
-			// scripted agent never releases): --force, as an operator would.
-			if res, err := engine.Wake(ctx, api.WakeArgs{Repo: "net-kingdom", Force: true}); err != nil || res.Lease == nil {
+					// scripted agent never releases): --force, as an operator would.
+					if res, err := engine.Wake(ctx, api.WakeArgs{Repo: "net-kingdom", Force: true}); err != nil || res.Lease == nil {
 						b.Fatalf("wake: %v %+v", err, res)
 					}
 				}))
