@@ -24,25 +24,6 @@ func newMessage(target, body string) *queue.Message {
 		AckMode: ackmode.Injected, MaxAttempts: 3, PolicyProfile: "p", ConfigVersion: "c"}
 }
 
-// running runs svc until the test ends, or until the stop it returns.
-func running(t *testing.T, svc *Service) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
 // Eight clients sending at once through the socket each get their own
 // message back: its own id, stored with the text that client sent.
 func TestConcurrentSendsEachGetTheirOwnMessage(t *testing.T) {
@@ -100,7 +81,7 @@ func TestARefusedMessageFailsAloneInItsGroup(t *testing.T) {
 		reqs[i] = enqueueReq{m: m, done: make(chan error, 1)}
 		svc.enqCh <- reqs[i]
 	}
-	running(t, svc)
+	run(t, svc)
 	for i, m := range group {
 		err := <-reqs[i].done
 		if m.Body == "refused" {
@@ -127,7 +108,7 @@ func TestARefusedMessageFailsAloneInItsGroup(t *testing.T) {
 func TestStoppingMidGroupLosesNoAcknowledgedMessage(t *testing.T) {
 	t.Parallel()
 	svc, p := setup(t, Options{})
-	stop := running(t, svc)
+	stop := run(t, svc)
 	ctx := context.Background()
 	var mu sync.Mutex
 	var acked []*queue.Message
@@ -184,7 +165,7 @@ func TestStoppingMidGroupLosesNoAcknowledgedMessage(t *testing.T) {
 func TestGroupCommitKeepsEachSendersOrder(t *testing.T) {
 	t.Parallel()
 	svc, _ := setup(t, Options{})
-	running(t, svc)
+	run(t, svc)
 	ctx := context.Background()
 	const senders, each = 4, 50
 	var wg sync.WaitGroup
