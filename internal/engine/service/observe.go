@@ -5,12 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/backoff"
 	"github.com/tmux-amq/tamq/internal/engine/observe"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
@@ -84,22 +84,22 @@ func (pp profilePolicy) RequiresHuman(c string) bool {
 // runObserver is the observer worker.
 func (s *Service) runObserver(ctx context.Context) {
 	interval := time.Duration(s.opts.Config.Coordination.StateHubPollIntervalSeconds) * time.Second
-	backoff := time.Duration(0)
+	delay := time.Duration(0) // the backoff, zero while State Hub answers
 	for {
 		wait := interval
 		if err := s.observeOnce(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			backoff = nextBackoff(backoff, interval)
-			wait = jitter(backoff)
+			delay = backoff.Policy{Min: time.Second, Max: interval}.Next(delay)
+			wait = backoff.Jitter(delay)
 			s.noteFailure(err)
 		} else {
-			if backoff > 0 {
+			if delay > 0 {
 				s.log.Info("State Hub answers again")
 				kick(s.outboxKick) // the receipts that waited go now, not at the outbox's own backoff
 			}
-			backoff = 0
+			delay = 0
 		}
 		if next, ok, err := s.store.NextGateCheck(ctx); err == nil && ok {
 			// Not sooner than a second: a check that cannot be made yet
@@ -113,19 +113,6 @@ func (s *Service) runObserver(ctx context.Context) {
 		case <-s.opts.After(wait):
 		}
 	}
-}
-
-// nextBackoff is the wait after prev when State Hub still does not answer:
-// one second, doubling, never more than ceiling (the poll interval, so the
-// observer is back within one interval of State Hub's return).
-func nextBackoff(prev, ceiling time.Duration) time.Duration {
-	return min(max(2*prev, time.Second), ceiling)
-}
-
-// jitter spreads a wait by up to a fifth either way, so engines that lost
-// State Hub together do not come back in step.
-func jitter(d time.Duration) time.Duration {
-	return d - d/5 + time.Duration(rand.Int64N(int64(2*d/5)+1))
 }
 
 // noteFailure records why a look failed: a refusal of the credentials
@@ -153,10 +140,10 @@ func (s *Service) noteFailure(err error) {
 // event, reconnecting with a backoff; a server without the stream is not
 // asked again until restart.
 func (s *Service) runEvents(ctx context.Context) {
-	backoff := time.Duration(0)
+	delay := time.Duration(0)
 	for {
 		err := s.hub.client.Events(ctx, func() {
-			backoff = 0
+			delay = 0
 			s.hub.view.update(func(v *hubView) { v.EventsConnected = true })
 			kick(s.observeKick) // look now: changes may have been missed while away
 		}, func() { kick(s.observeKick) })
@@ -169,11 +156,11 @@ func (s *Service) runEvents(ctx context.Context) {
 			s.log.Info("State Hub has no event stream; polling alone")
 			return
 		}
-		backoff = nextBackoff(backoff, 30*time.Second)
+		delay = backoff.Policy{Min: time.Second, Max: 30 * time.Second}.Next(delay)
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.opts.After(jitter(backoff)):
+		case <-s.opts.After(backoff.Jitter(delay)):
 		}
 	}
 }

@@ -16,29 +16,6 @@ import (
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
-// The observer's backoff doubles from a second and never passes its
-// ceiling (the poll interval); jitter keeps within a fifth either way.
-func TestBackoffStaysWithinOneInterval(t *testing.T) {
-	interval := 15 * time.Second
-	var got []time.Duration
-	d := time.Duration(0)
-	for range 7 {
-		d = nextBackoff(d, interval)
-		got = append(got, d)
-	}
-	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, interval, interval, interval}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("backoff %v, want %v", got, want)
-		}
-	}
-	for range 1000 {
-		if j := jitter(interval); j < interval*4/5 || j > interval*6/5 {
-			t.Fatalf("jitter(%v) = %v", interval, j)
-		}
-	}
-}
-
 // Objects the contract does not allow are skipped with one receipt each,
 // however often they are seen; the rest of the observation is used.
 func TestInvalidObjectsAreSkippedWithOneReceipt(t *testing.T) {

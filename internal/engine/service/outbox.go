@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/backoff"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 )
@@ -30,7 +31,7 @@ func (s *Service) runOutbox(ctx context.Context) {
 		}
 		instance, err = s.store.Instance(ctx)
 	}
-	backoff := time.Duration(0)
+	delay := time.Duration(0) // the backoff, zero while State Hub takes receipts
 	for {
 		wait := outboxIdle
 		more, err := s.publishBatch(ctx, instance)
@@ -38,17 +39,17 @@ func (s *Service) runOutbox(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			if backoff == 0 {
+			if delay == 0 {
 				s.log.Warn("receipts not published; they wait", "error", err.Error())
 			}
-			backoff = nextBackoff(backoff, time.Minute)
-			wait = jitter(backoff)
+			delay = backoff.Policy{Min: time.Second, Max: time.Minute}.Next(delay)
+			wait = backoff.Jitter(delay)
 			s.hub.view.update(func(v *hubView) { v.PublishError = err.Error() })
 		default:
-			if backoff > 0 {
+			if delay > 0 {
 				s.log.Info("receipts published again")
 			}
-			backoff = 0
+			delay = 0
 			if more {
 				wait = 0
 			}

@@ -3,10 +3,10 @@ package service
 import (
 	"context"
 	"encoding/json"
-	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/backoff"
 	"github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -95,7 +95,7 @@ func (p *publisher) routeChanged() { signal(p.retry) }
 // publishLoop is the publisher worker.
 func (s *Service) publishLoop(ctx context.Context) {
 	p := s.pub
-	backoff := time.Duration(0)
+	delay := time.Duration(0) // the backoff, zero while State Hub takes receipts
 	for {
 		more, err := s.publishBatch(ctx)
 		if ctx.Err() != nil {
@@ -104,16 +104,16 @@ func (s *Service) publishLoop(ctx context.Context) {
 		wait := p.timing.Every
 		switch {
 		case err != nil:
-			backoff = min(max(2*backoff, p.timing.BackoffMin), p.timing.BackoffMax)
-			wait = jitter(backoff)
+			delay = backoff.Policy{Min: p.timing.BackoffMin, Max: p.timing.BackoffMax}.Next(delay)
+			wait = backoff.Jitter(delay)
 		case more:
-			backoff, wait = 0, 0
+			delay, wait = 0, 0
 		default:
-			backoff = 0
+			delay = 0
 		}
 		// While State Hub fails, new receipts do not make it ask sooner.
 		kick := p.kick
-		if backoff > 0 {
+		if delay > 0 {
 			kick = nil
 		}
 		timer := time.NewTimer(wait)
@@ -133,18 +133,9 @@ func (s *Service) publishLoop(ctx context.Context) {
 			}
 		case <-p.retry:
 			timer.Stop()
-			backoff = 0
+			delay = 0
 		}
 	}
-}
-
-// jitter spreads retries over [d/2, d], so many tamqs that lost State Hub
-// together do not come back in step.
-func jitter(d time.Duration) time.Duration {
-	if d < 2 {
-		return d
-	}
-	return d/2 + rand.N(d/2)
 }
 
 // publishBatch sends the oldest pending receipts and marks them; more says
