@@ -46,11 +46,7 @@ type hubView struct {
 	Polls           int
 	EventsConnected bool
 	EventsOffered   bool // false once the server answered 404
-	// LastPublish is when the outbox last published receipts;
-	// PublishError why it could not since.
-	LastPublish  time.Time
-	PublishError string
-	obs          observe.Observation
+	obs             observe.Observation
 	// inbox are the ids of the unread messages that ask for action, as
 	// last observed: a message's next attempt is judged by it;
 	// inboxCandidates the same as candidates.
@@ -97,7 +93,7 @@ func (s *Service) runObserver(ctx context.Context) {
 		} else {
 			if delay > 0 {
 				s.log.Info("State Hub answers again")
-				kick(s.outboxKick) // the receipts that waited go now, not at the outbox's own backoff
+				s.outboxPub.Retry() // the receipts that waited go now, not at the outbox's own backoff
 			}
 			delay = 0
 		}

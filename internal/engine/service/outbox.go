@@ -2,10 +2,12 @@ package service
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/backoff"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/outbox"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 )
 
@@ -14,72 +16,57 @@ import (
 // costs less than a hook in each.
 const outboxIdle = time.Second
 
-// runOutbox publishes the engine's receipts to State Hub's POST
-// /v1/progress in batches, oldest first. A receipt is marked published only
-// after State Hub accepted its batch; a batch cut off by a crash is sent
-// again, and State Hub keeps each receipt id once, so nothing is lost or
-// doubled. While State Hub is down or refuses the credentials, receipts
-// wait, with a backoff.
-func (s *Service) runOutbox(ctx context.Context) {
-	instance, err := s.store.Instance(ctx)
-	for err != nil {
-		s.log.Error("cannot read the database's instance id; receipts wait", "error", err.Error())
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.opts.After(5 * time.Second):
-		}
-		instance, err = s.store.Instance(ctx)
+// newOutbox is the engine's outbox: its receipts, and tamq's it relays, go
+// to State Hub's POST /v1/progress in batches, oldest first (internal/outbox
+// says how nothing is lost or doubled).
+func (s *Service) newOutbox() *outbox.Publisher {
+	var instance struct {
+		sync.Mutex
+		id string
 	}
-	delay := time.Duration(0) // the backoff, zero while State Hub takes receipts
-	for {
-		wait := outboxIdle
-		more, err := s.publishBatch(ctx, instance)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			if delay == 0 {
-				s.log.Warn("receipts not published; they wait", "error", err.Error())
+	// The database's instance id names its receipts; it is made once, and a
+	// failure to read it is one more failed attempt, tried again later.
+	instanceID := func(ctx context.Context) (string, error) {
+		instance.Lock()
+		defer instance.Unlock()
+		if instance.id == "" {
+			id, err := s.store.Instance(ctx)
+			if err != nil {
+				return "", err
 			}
-			delay = backoff.Policy{Min: time.Second, Max: time.Minute}.Next(delay)
-			wait = backoff.Jitter(delay)
-			s.hub.view.update(func(v *hubView) { v.PublishError = err.Error() })
-		default:
-			if delay > 0 {
-				s.log.Info("receipts published again")
+			instance.id = id
+		}
+		return instance.id, nil
+	}
+	return &outbox.Publisher{
+		Pending: func(ctx context.Context, limit int) ([]contract.Receipt, []int64, error) {
+			id, err := instanceID(ctx)
+			if err != nil {
+				return nil, nil, err
 			}
-			delay = 0
-			if more {
-				wait = 0
+			return s.store.ReceiptsToPublish(ctx, id, limit)
+		},
+		Mark: func(ctx context.Context, rows []int64) error {
+			if err := s.store.MarkPublished(ctx, rows); err != nil {
+				return errs.Wrap(errs.Storage, err, "mark receipts published")
 			}
-		}
-		if wait == 0 {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.outboxKick:
-		case <-s.opts.After(wait):
-		}
+			return nil
+		},
+		Post: func(ctx context.Context, batch []contract.Receipt) (int, string, error) {
+			_, err := s.hub.client.PostProgress(ctx, batch)
+			return len(batch), "direct", err
+		},
+		Timing: outbox.Timing{Every: outboxIdle, Backoff: backoff.Policy{Min: time.Second, Max: time.Minute}},
+		Clock:  engineClock{s.opts.Now, s.opts.After},
+		Log:    s.log,
 	}
 }
 
-// publishBatch publishes one batch; more says a full batch went and more
-// may wait.
-func (s *Service) publishBatch(ctx context.Context, instance string) (bool, error) {
-	batch, ids, err := s.store.ReceiptsToPublish(ctx, instance, contract.MaxProgressBatch)
-	if err != nil || len(batch) == 0 {
-		return false, err
-	}
-	if _, err := s.hub.client.PostProgress(ctx, batch); err != nil {
-		return false, err
-	}
-	if err := s.store.MarkPublished(ctx, ids); err != nil {
-		return false, errs.Wrap(errs.Storage, err, "mark receipts published")
-	}
-	now := s.opts.Now()
-	s.hub.view.update(func(v *hubView) { v.LastPublish, v.PublishError = now, "" })
-	return len(batch) == contract.MaxProgressBatch, nil
+// engineClock is the engine's injected time as a clock.Clock.
+type engineClock struct {
+	now   func() time.Time
+	after func(time.Duration) <-chan time.Time
 }
+
+func (c engineClock) Now() time.Time                         { return c.now() }
+func (c engineClock) After(d time.Duration) <-chan time.Time { return c.after(d) }

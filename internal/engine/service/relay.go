@@ -259,5 +259,5 @@ func (s *Service) relayReceipt(ctx context.Context, r receipt.Receipt) {
 		s.log.Error("cannot write the receipt of a relayed request", "kind", r.Kind, "error", err.Error())
 		return
 	}
-	kick(s.outboxKick)
+	s.outboxPub.Kick()
 }

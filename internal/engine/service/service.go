@@ -23,6 +23,7 @@ import (
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lease"
+	"github.com/tmux-amq/tamq/internal/outbox"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/statehub"
@@ -85,8 +86,10 @@ type Service struct {
 	hub                      hubState
 	observer, events, outbox *daemon.Worker
 	retention                *daemon.Worker
-	observeKick, outboxKick  chan struct{}
-	routesChanged            atomic.Bool
+	observeKick              chan struct{}
+	// outboxPub is the outbox the outbox worker runs.
+	outboxPub     *outbox.Publisher
+	routesChanged atomic.Bool
 	// rejudge: a look that saw State Hub's workplans change failed before
 	// it had acted on them (the disk full); the client reports a change
 	// once, so the next look judges the tasks again.
@@ -154,9 +157,10 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	s.waker = &daemon.Worker{Name: "waker", Run: s.runWaker}
 	s.observer = &daemon.Worker{Name: "State Hub observer", Run: s.runObserver}
 	s.events = &daemon.Worker{Name: "State Hub events", Run: s.runEvents}
-	s.outbox = &daemon.Worker{Name: "receipt outbox", Run: s.runOutbox}
+	s.outboxPub = s.newOutbox()
+	s.outbox = &daemon.Worker{Name: "receipt outbox", Run: s.outboxPub.Run}
 	s.retention = &daemon.Worker{Name: "retention", Run: s.runRetention}
-	s.observeKick, s.outboxKick = make(chan struct{}, 1), make(chan struct{}, 1)
+	s.observeKick = make(chan struct{}, 1)
 	s.hub.client = &statehub.Client{Base: o.Config.StateHub.APIBase, Credential: o.Config.StateHub.CredentialCommand}
 	s.hub.view.EventsOffered = true
 	d, err := daemon.Open(o.Paths, o.Log)

@@ -73,10 +73,12 @@ func (s *Service) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request
 	}
 	s.hub.view.update(func(v *hubView) {
 		h := &r.StateHub
-		h.Paused, h.Polls, h.ObserveError, h.PublishError = v.Paused, v.Polls, v.LastError, v.PublishError
+		h.Paused, h.Polls, h.ObserveError = v.Paused, v.Polls, v.LastError
 		h.EventsConnected, h.EventsOffered = v.EventsConnected, v.EventsOffered
-		h.LastPoll, h.LastPublish = optionalTime(v.LastPoll), optionalTime(v.LastPublish)
+		h.LastPoll = optionalTime(v.LastPoll)
 	})
+	published := s.outboxPub.Status()
+	r.StateHub.PublishError, r.StateHub.LastPublish = published.LastError, optionalTime(published.LastSuccess)
 	Judge(&r)
 	return r, nil
 }

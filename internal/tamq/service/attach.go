@@ -116,7 +116,7 @@ func (s *Service) attachOnce(ctx context.Context, c *engineclient.Client) error 
 		a.engine, a.attached = daemon.PingResult{}, map[string]bool{}
 		a.mu.Unlock()
 		if was {
-			s.pub.routeChanged() // receipts go straight to State Hub now
+			s.pub.Retry() // receipts go straight to State Hub now
 		}
 		return err
 	}
@@ -178,7 +178,7 @@ func (s *Service) attachOnce(ctx context.Context, c *engineclient.Client) error 
 	}
 	a.mu.Unlock()
 	if was != st.Attached {
-		s.pub.routeChanged() // receipts go through the engine now, or no longer
+		s.pub.Retry() // receipts go through the engine now, or no longer
 	}
 	return errAll
 }

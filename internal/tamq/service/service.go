@@ -20,6 +20,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/outbox"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/receipt"
@@ -117,8 +118,8 @@ type Service struct {
 	engineLink *attachment
 	// engineProc recognises the engine's process: only it may wake.
 	engineProc *daemon.ServiceProcess
-	// pub is the publisher's state: how it sends receipts, and how it went.
-	pub *publisher
+	// pub is the receipt outbox: how it sends receipts, and how it went.
+	pub *outbox.Publisher
 
 	brokers   brokers
 	live      *live
@@ -165,10 +166,10 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	s.attacher = &daemon.Worker{Name: "attacher", Run: s.attachLoop}
 	s.engineLink = newAttachment(o.Engine.Socket)
 	s.engineProc = newEngineProcess(o)
-	s.publisher = &daemon.Worker{Name: "publisher", Run: s.publishLoop}
+	s.pub = s.newPublisher()
+	s.publisher = &daemon.Worker{Name: "publisher", Run: s.pub.Run}
 	s.keeper = newKeeper()
 	s.leaseKeeper = &daemon.Worker{Name: "lease keeper", Run: s.keepLeases}
-	s.pub = newPublisher(o)
 	if s.opts.Writer == nil {
 		s.opts.Writer = RoutingWriter{svc: s, tmux: TmuxWriter{Pause: s.enterPause, Agent: s.paneAgent}}
 	}
@@ -188,7 +189,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	}
 	d.Database(st.DB)
 	st.PolicyProfile, st.ConfigVersion = o.Config.ProfileRef(), o.Config.Version
-	st.ReceiptAdded = s.pub.receiptAdded
+	st.ReceiptAdded = s.pub.Kick
 	s.db, s.store = st.DB, st
 	s.startedAt = o.Now()
 	s.server = &unixrpc.Server{
