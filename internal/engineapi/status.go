@@ -1,6 +1,10 @@
 package engineapi
 
-import "time"
+import (
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/health"
+)
 
 // StatusReport is the result of the status op and the document
 // `coordination-engine status --json` prints. Sections are separate so one
@@ -40,38 +44,15 @@ type WaitingTrigger struct {
 	Since      time.Time `json:"since"`
 }
 
-// ServiceStatus is the process and its socket.
-type ServiceStatus struct {
-	Running       bool       `json:"running"`
-	PID           int        `json:"pid,omitempty"`
-	StartedAt     *time.Time `json:"started_at,omitempty"`
-	UptimeSeconds float64    `json:"uptime_seconds,omitempty"`
-	ServerVersion string     `json:"server_version,omitempty"`
-	Proto         string     `json:"proto,omitempty"`
-	Socket        string     `json:"socket"`
-	LogFile       string     `json:"log_file"`
-	PolicyProfile string     `json:"policy_profile,omitempty"`
-	ConfigVersion string     `json:"config_version,omitempty"`
-	Error         string     `json:"error,omitempty"`
-}
+// ServiceStatus is the process and its socket (the one status model of both
+// programs: internal/health).
+type ServiceStatus = health.Service
 
 // SQLiteStatus is the database file.
-type SQLiteStatus struct {
-	Path                string `json:"path"`
-	Exists              bool   `json:"exists"`
-	SchemaVersion       int    `json:"schema_version"`
-	BinarySchemaVersion int    `json:"binary_schema_version"`
-	SizeBytes           int64  `json:"size_bytes"`
-	Error               string `json:"error,omitempty"`
-}
+type SQLiteStatus = health.SQLite
 
 // RegistryStatus is the gita registry.
-type RegistryStatus struct {
-	Path      string `json:"path"`
-	Readable  bool   `json:"readable"`
-	RepoCount int    `json:"repo_count"`
-	Error     string `json:"error,omitempty"`
-}
+type RegistryStatus = health.Registry
 
 // StateHubStatus is the State Hub connection: reachability (probed), the
 // observer's last look, its event stream, and the receipt outbox.

@@ -1,6 +1,10 @@
 package tamqapi
 
-import "time"
+import (
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/health"
+)
 
 // StatusReport is the result of the status op and the document `tamq status
 // --json` prints (docs/status.md). Sections are separate so one unhealthy part
@@ -20,21 +24,9 @@ type StatusReport struct {
 	Endpoints []Endpoint `json:"endpoints"`
 }
 
-// ServiceStatus is the process and its socket.
-type ServiceStatus struct {
-	Running       bool       `json:"running"`
-	PID           int        `json:"pid,omitempty"`
-	StartedAt     *time.Time `json:"started_at,omitempty"`
-	UptimeSeconds float64    `json:"uptime_seconds,omitempty"`
-	ServerVersion string     `json:"server_version,omitempty"`
-	Proto         string     `json:"proto,omitempty"`
-	Socket        string     `json:"socket"`
-	LogFile       string     `json:"log_file"`
-	Orwell        bool       `json:"orwell"`
-	PolicyProfile string     `json:"policy_profile,omitempty"`
-	ConfigVersion string     `json:"config_version,omitempty"`
-	Error         string     `json:"error,omitempty"`
-}
+// ServiceStatus is the process and its socket (the one status model of both
+// programs: internal/health).
+type ServiceStatus = health.Service
 
 // ConfigStatus is the config file as it is now. The service reads it at
 // start: a file changed since then takes effect at the next start.
@@ -48,24 +40,10 @@ type ConfigStatus struct {
 }
 
 // SQLiteStatus is the database file.
-type SQLiteStatus struct {
-	Path                string `json:"path"`
-	Exists              bool   `json:"exists"`
-	SchemaVersion       int    `json:"schema_version"`
-	BinarySchemaVersion int    `json:"binary_schema_version"`
-	SizeBytes           int64  `json:"size_bytes"`
-	WALSizeBytes        int64  `json:"wal_size_bytes"`
-	Error               string `json:"error,omitempty"`
-}
+type SQLiteStatus = health.SQLite
 
 // RegistryStatus is the gita registry.
-type RegistryStatus struct {
-	Path              string `json:"path"`
-	Readable          bool   `json:"readable"`
-	RepoCount         int    `json:"repo_count"`
-	UnregisteredCount int    `json:"unregistered_count"`
-	Error             string `json:"error,omitempty"`
-}
+type RegistryStatus = health.Registry
 
 // StateHubStatus is the State Hub connection. tamq works without it.
 type StateHubStatus struct {

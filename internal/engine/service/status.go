@@ -2,20 +2,18 @@ package service
 
 import (
 	"context"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/buildinfo"
 	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/paths"
-	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
@@ -26,13 +24,7 @@ const probeTimeout = time.Second
 func (s *Service) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request) (any, error) {
 	now := s.opts.Now()
 	r := Collect(ctx, s.opts.Paths, s.opts.Config, s.opts.Registry)
-	started := s.startedAt.UTC()
-	r.Service = api.ServiceStatus{
-		Running: true, PID: os.Getpid(), StartedAt: &started, UptimeSeconds: now.Sub(s.startedAt).Seconds(),
-		ServerVersion: buildinfo.Get().Version, Proto: unixrpc.Version,
-		Socket: s.opts.Paths.Socket, LogFile: s.opts.Paths.LogFile,
-		PolicyProfile: s.opts.Config.ProfileRef(), ConfigVersion: s.opts.Config.Version,
-	}
+	r.Service = daemon.RunningStatus(s.opts.Paths, s.startedAt, now, s.opts.Config.ProfileRef(), s.opts.Config.Version, s.opts.Orwell != nil)
 	r.Tamq = api.TamqStatus{Socket: s.opts.TamqSocket}
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	if _, err := s.opts.Tamq.Ping(pctx); err != nil {
@@ -88,24 +80,12 @@ func (s *Service) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request
 // alone when the engine is down.
 func Collect(ctx context.Context, p paths.Paths, cfg *config.Loaded, registry func() (*gita.Registry, error)) api.StatusReport {
 	r := api.StatusReport{
-		Service:   api.ServiceStatus{Socket: p.Socket, LogFile: p.LogFile},
+		Service:   daemon.StoppedStatus(p),
 		Endpoints: []api.EndpointStatus{},
 		Leases:    api.LeaseCounts{Counts: map[string]int{}},
 	}
-	known := sqlitedb.LatestVersion(store.Migrations)
-	info, err := sqlitedb.Inspect(p.Database, known)
-	r.SQLite = api.SQLiteStatus{Path: p.Database, Exists: info.Exists, SchemaVersion: info.SchemaVersion,
-		BinarySchemaVersion: known, SizeBytes: info.SizeBytes}
-	if err != nil {
-		r.SQLite.Error = err.Error()
-	} else if info.SchemaVersion > known {
-		r.SQLite.Error = "schema is newer than this binary supports"
-	}
-	if reg, err := registry(); err != nil {
-		r.Registry.Error = err.Error()
-	} else {
-		r.Registry = api.RegistryStatus{Path: reg.ReposFile, Readable: true, RepoCount: len(reg.Repos)}
-	}
+	r.SQLite = daemon.DatabaseStatus(ctx, nil, p.Database, store.Migrations)
+	r.Registry = daemon.RegistryStatus(registry)
 	r.StateHub = api.StateHubStatus{APIBase: cfg.StateHub.APIBase, CredentialsConfigured: cfg.HasCredentialCommand()}
 	if err := statehub.Probe(ctx, cfg.StateHub.APIBase, probeTimeout); err != nil {
 		r.StateHub.Error = err.Error()

@@ -329,13 +329,7 @@ func (s *Service) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request
 			}
 		}
 	}
-	started := s.startedAt.UTC()
-	r.Service = api.ServiceStatus{
-		Running: true, PID: os.Getpid(), StartedAt: &started, UptimeSeconds: now.Sub(s.startedAt).Seconds(),
-		ServerVersion: buildinfo.Get().Version, Proto: unixrpc.Version,
-		Socket: s.opts.Paths.Socket, LogFile: s.opts.Paths.LogFile, Orwell: s.opts.Orwell != nil,
-		PolicyProfile: s.opts.Config.ProfileRef(), ConfigVersion: s.opts.Config.Version,
-	}
+	r.Service = daemon.RunningStatus(s.opts.Paths, s.startedAt, now, s.opts.Config.ProfileRef(), s.opts.Config.Version, s.opts.Orwell != nil)
 	r.Coordination = s.engineLink.snapshot()
 	r.StateHub.Publishing = s.publishStatus()
 	status.Judge(&r)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/paths"
@@ -37,32 +38,10 @@ type Sources struct {
 // Collect fills every section except Service, which the caller sets.
 func Collect(ctx context.Context, src Sources) api.StatusReport {
 	r := api.StatusReport{
-		Service: api.ServiceStatus{Socket: src.Paths.Socket, LogFile: src.Paths.LogFile},
+		Service: daemon.StoppedStatus(src.Paths),
 	}
-	known := sqlitedb.LatestVersion(src.Migrations)
-	var info sqlitedb.Info
-	var err error
-	if src.DB != nil {
-		// The service's own reader: no extra connection per status request.
-		info, err = sqlitedb.InspectOpen(ctx, src.DB, src.Paths.Database, known)
-	} else {
-		info, err = sqlitedb.Inspect(src.Paths.Database, known)
-	}
-	r.SQLite = api.SQLiteStatus{
-		Path: src.Paths.Database, Exists: info.Exists, SchemaVersion: info.SchemaVersion,
-		BinarySchemaVersion: known, SizeBytes: info.SizeBytes, WALSizeBytes: info.WALSizeBytes,
-	}
-	if err != nil {
-		r.SQLite.Error = err.Error()
-	} else if info.SchemaVersion > known {
-		r.SQLite.Error = "schema is newer than this binary supports"
-	}
-
-	if reg, err := src.Registry(); err != nil {
-		r.Registry.Error = err.Error()
-	} else {
-		r.Registry = api.RegistryStatus{Path: reg.ReposFile, Readable: true, RepoCount: len(reg.Repos), UnregisteredCount: len(reg.Unregistered)}
-	}
+	r.SQLite = daemon.DatabaseStatus(ctx, src.DB, src.Paths.Database, src.Migrations)
+	r.Registry = daemon.RegistryStatus(src.Registry)
 
 	r.StateHub = api.StateHubStatus{
 		APIBase:               src.Config.StateHub.APIBase,
@@ -79,8 +58,8 @@ func Collect(ctx context.Context, src Sources) api.StatusReport {
 		r.Queue.Counts[s] = 0
 	}
 	db := src.DB
-	if db == nil && info.Exists && r.SQLite.Error == "" {
-		ro, err := sqlitedb.OpenReadOnly(ctx, src.Paths.Database, known, src.Config.BusyTimeout())
+	if db == nil && r.SQLite.Exists && r.SQLite.Error == "" {
+		ro, err := sqlitedb.OpenReadOnly(ctx, src.Paths.Database, r.SQLite.BinarySchemaVersion, src.Config.BusyTimeout())
 		if err != nil {
 			r.Queue.Error = err.Error()
 		} else {
@@ -88,7 +67,7 @@ func Collect(ctx context.Context, src Sources) api.StatusReport {
 			db = ro
 		}
 	}
-	if db != nil && info.SchemaVersion >= 1 {
+	if db != nil && r.SQLite.SchemaVersion >= 1 {
 		st, err := store.Stats(ctx, db, src.Now)
 		if err != nil {
 			r.Queue.Error, r.Leases.Error = err.Error(), err.Error()

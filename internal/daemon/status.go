@@ -1,0 +1,65 @@
+package daemon
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/buildinfo"
+	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/health"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
+)
+
+// StoppedStatus is the process section of a program whose service does not
+// answer: where it would listen and log.
+func StoppedStatus(p paths.Paths) health.Service {
+	return health.Service{Socket: p.Socket, LogFile: p.LogFile}
+}
+
+// RunningStatus is the process section the running service reports.
+func RunningStatus(p paths.Paths, started, now time.Time, profile, configVersion string, orwell bool) health.Service {
+	started = started.UTC()
+	return health.Service{
+		Running: true, PID: os.Getpid(), StartedAt: &started, UptimeSeconds: now.Sub(started).Seconds(),
+		ServerVersion: buildinfo.Get().Version, Proto: unixrpc.Version,
+		Socket: p.Socket, LogFile: p.LogFile, Orwell: orwell,
+		PolicyProfile: profile, ConfigVersion: configVersion,
+	}
+}
+
+// DatabaseStatus is the database section: read through reader (the running
+// service's, so a status request opens no connection) or, when reader is
+// nil, from the file opened read-only.
+func DatabaseStatus(ctx context.Context, reader *sql.DB, path string, migrations []sqlitedb.Migration) health.SQLite {
+	known := sqlitedb.LatestVersion(migrations)
+	var info sqlitedb.Info
+	var err error
+	if reader != nil {
+		info, err = sqlitedb.InspectOpen(ctx, reader, path, known)
+	} else {
+		info, err = sqlitedb.Inspect(path, known)
+	}
+	st := health.SQLite{
+		Path: path, Exists: info.Exists, SchemaVersion: info.SchemaVersion,
+		BinarySchemaVersion: known, SizeBytes: info.SizeBytes, WALSizeBytes: info.WALSizeBytes,
+	}
+	if err != nil {
+		st.Error = err.Error()
+	} else if info.SchemaVersion > known {
+		st.Error = "schema is newer than this binary supports"
+	}
+	return st
+}
+
+// RegistryStatus is the gita registry section.
+func RegistryStatus(registry func() (*gita.Registry, error)) health.Registry {
+	reg, err := registry()
+	if err != nil {
+		return health.Registry{Error: err.Error()}
+	}
+	return health.Registry{Path: reg.ReposFile, Readable: true, RepoCount: len(reg.Repos), UnregisteredCount: len(reg.Unregistered)}
+}
