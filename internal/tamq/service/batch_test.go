@@ -92,7 +92,7 @@ func (s *Service) waitMessage(t *testing.T, id string, cond func(queue.Message) 
 	var m queue.Message
 	testutil.WaitFor(t, "message "+id, func() bool {
 		var err error
-		m, err = s.store.Get(context.Background(), id)
+		m, err = s.store.Deliveries.Get(context.Background(), id)
 		return err == nil && cond(m)
 	})
 	return m
@@ -259,7 +259,7 @@ func TestAHeldEnterHoldsTheBatch(t *testing.T) {
 		}
 	}
 	// A person pressed Enter and the agent acknowledged.
-	if _, err := svc.store.Transition(context.Background(), ms[1].ID, "acknowledged", func(m *queue.Message) error { m.Ack(svc.opts.Now()); return nil }); err != nil {
+	if _, err := svc.store.Deliveries.Transition(context.Background(), ms[1].ID, "acknowledged", func(m *queue.Message) error { m.Ack(svc.opts.Now()); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	svc.waitMessage(t, ms[1].ID, func(m queue.Message) bool { return m.State == queue.Acknowledged })

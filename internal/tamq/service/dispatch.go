@@ -251,7 +251,7 @@ func (s *Service) dispatch(ctx context.Context) {
 				next = t
 			}
 		}
-		targets, err := s.store.QueuedTargets(ctx)
+		targets, err := s.store.Deliveries.QueuedTargets(ctx)
 		if err != nil && ctx.Err() == nil {
 			s.log.Error("reading the queue failed; will try again", "error", err.Error())
 			earliest(s.opts.Now().Add(time.Second))
@@ -272,7 +272,7 @@ func (s *Service) dispatch(ctx context.Context) {
 				earliest(t.NextAt)
 				continue
 			}
-			ms, err := s.store.ClaimBatch(ctx, s.instance, DeliveryLease, t, s.opts.Config.MaxBatch())
+			ms, err := s.store.Deliveries.ClaimBatch(ctx, s.instance, DeliveryLease, t, s.opts.Config.MaxBatch())
 			if err != nil {
 				if ctx.Err() == nil {
 					claims.failed(s.log, "claim failed; will try again", err)
@@ -352,7 +352,7 @@ func (s *Service) expireAcksLoop(ctx context.Context) {
 	for {
 		next := s.opts.Now().Add(time.Second)
 		if s.expireAcks(ctx) == nil {
-			d, err := s.store.NextAckDeadline(ctx)
+			d, err := s.store.Deliveries.NextAckDeadline(ctx)
 			switch {
 			case err != nil && ctx.Err() == nil:
 				s.log.Error("reading ack deadlines failed; will try again", "error", err.Error())
@@ -396,7 +396,7 @@ func (s *Service) wakeAcks() {
 // instance (a crash or kill mid-delivery): the same id is delivered again.
 // It fails if any claim could not be returned, so the dispatcher tries again.
 func (s *Service) recoverClaims(ctx context.Context) error {
-	ids, err := s.store.ExpiredLeases(ctx, s.instance)
+	ids, err := s.store.Deliveries.ExpiredLeases(ctx, s.instance)
 	if err != nil {
 		s.log.Error("cannot read interrupted deliveries; will try again", "error", err.Error())
 		return err
@@ -408,7 +408,7 @@ func (s *Service) recoverClaims(ctx context.Context) error {
 	// back together and go in together again, never split by a claim
 	// between them.
 	now := s.opts.Now()
-	failed, err := s.store.TransitionEach(ctx, ids, "delivery interrupted; redelivering", nil, func(m *queue.Message) error {
+	failed, err := s.store.Deliveries.TransitionEach(ctx, ids, "delivery interrupted; redelivering", nil, func(m *queue.Message) error {
 		return m.LeaseExpired(now)
 	})
 	if err != nil {
@@ -426,7 +426,7 @@ func (s *Service) recoverClaims(ctx context.Context) error {
 // expireAcks redelivers (or fails) the messages whose ack deadline passed.
 // It fails if any could not be moved, so the dispatcher tries again soon.
 func (s *Service) expireAcks(ctx context.Context) error {
-	ids, err := s.store.DueAcks(ctx)
+	ids, err := s.store.Deliveries.DueAcks(ctx)
 	if err != nil {
 		s.log.Error("cannot read ack deadlines; will try again", "error", err.Error())
 		return err
@@ -437,7 +437,7 @@ func (s *Service) expireAcks(ctx context.Context) error {
 		defer s.wake() // redelivered messages are queued again
 	}
 	for _, id := range ids {
-		if _, err := s.store.Transition(ctx, id, "ack deadline passed", func(m *queue.Message) error {
+		if _, err := s.store.Deliveries.Transition(ctx, id, "ack deadline passed", func(m *queue.Message) error {
 			return m.AckDeadlinePassed(s.opts.Now(), t)
 		}); err != nil && !errs.Is(err, errs.Conflict) {
 			// Conflict: acked meanwhile (a late ack wins). Anything else is
@@ -540,7 +540,7 @@ func (s *Service) transitionEach(ctx context.Context, ms []queue.Message, reason
 	var failed []error
 	for {
 		var err error
-		failed, err = s.store.TransitionEach(context.WithoutCancel(ctx), ids, reason, detail, change)
+		failed, err = s.store.Deliveries.TransitionEach(context.WithoutCancel(ctx), ids, reason, detail, change)
 		if err == nil {
 			break
 		}
@@ -593,7 +593,7 @@ func (s *Service) deferDelivery(ctx context.Context, ms []queue.Message, wr Writ
 	// written (the agent's pane died): it noted its reason on the messages
 	// queued then, which these were not yet. They say the window's reason.
 	if r := s.live.waitReason(store.DeliveryKey(m.EndpointID, m.Target)); r != "" && r != wr.Reason {
-		if err := s.store.NoteWaiting(context.WithoutCancel(ctx), m.EndpointID, m.Target, r); err != nil {
+		if err := s.store.Deliveries.NoteWaiting(context.WithoutCancel(ctx), m.EndpointID, m.Target, r); err != nil {
 			s.log.Error("cannot note why messages wait", "repo", m.Target, "error", err.Error())
 		}
 	}
@@ -685,7 +685,7 @@ func (s *Service) confirmOf(ctx context.Context, ms []queue.Message) *Confirm {
 // delivered; when one is not, why (its state and last error).
 func (s *Service) stillDelivering(ctx context.Context, ids []string) (bool, string) {
 	for _, id := range ids {
-		m, err := s.store.Get(ctx, id)
+		m, err := s.store.Deliveries.Get(ctx, id)
 		if err != nil {
 			return false, "cannot read message " + id + ": " + err.Error()
 		}

@@ -45,7 +45,7 @@ func BenchmarkGroupCommit(b *testing.B) {
 		start := time.Now()
 		for i := range per {
 			t0 := time.Now()
-			if err := svc.store.Enqueue(ctx, []*queue.Message{msg(i)}); err != nil {
+			if err := svc.store.Queue.Enqueue(ctx, []*queue.Message{msg(i)}); err != nil {
 				b.Fatal(err)
 			}
 			commits = append(commits, time.Since(t0))

@@ -57,7 +57,7 @@ func TestConcurrentSendsEachGetTheirOwnMessage(t *testing.T) {
 				t.Fatalf("%s answered with id %q, also %s's", want, m.ID, other)
 			}
 			seen[m.ID] = want
-			stored, err := svc.store.Get(context.Background(), m.ID)
+			stored, err := svc.store.Deliveries.Get(context.Background(), m.ID)
 			if err != nil || stored.Body != want {
 				t.Errorf("%s: id %s holds %q (%v)", want, m.ID, stored.Body, err)
 			}
@@ -94,11 +94,11 @@ func TestARefusedMessageFailsAloneInItsGroup(t *testing.T) {
 			t.Errorf("%s failed with its neighbour: %v", m.Body, err)
 			continue
 		}
-		if stored, err := svc.store.Get(ctx, m.ID); err != nil || stored.Body != m.Body {
+		if stored, err := svc.store.Deliveries.Get(ctx, m.ID); err != nil || stored.Body != m.Body {
 			t.Errorf("%s: %+v %v", m.Body, stored, err)
 		}
 	}
-	if _, err := svc.store.Get(ctx, group[1].ID); !errs.Is(err, errs.NotFound) {
+	if _, err := svc.store.Deliveries.Get(ctx, group[1].ID); !errs.Is(err, errs.NotFound) {
 		t.Errorf("the refused message: %v, want not_found", err)
 	}
 }

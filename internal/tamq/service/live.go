@@ -210,7 +210,7 @@ func (s *Service) setWait(src waitSource, endpointID, repo, reason string) {
 	case after == "":
 		s.wake()
 	default:
-		if err := s.store.NoteWaiting(context.Background(), endpointID, repo, after); err != nil {
+		if err := s.store.Deliveries.NoteWaiting(context.Background(), endpointID, repo, after); err != nil {
 			s.log.Error("cannot note why messages wait", "repo", repo, "error", err.Error())
 		}
 	}
@@ -416,7 +416,7 @@ func (s *Service) maybeReconnect(ctx context.Context, ep queue.Endpoint, now tim
 	if err != nil || pid != ep.ServerPID {
 		return
 	}
-	if err := s.store.SetEndpointState(ctx, ep.ID, queue.Connected, "its tmux server answers again"); err != nil {
+	if err := s.store.Endpoints.SetEndpointState(ctx, ep.ID, queue.Connected, "its tmux server answers again"); err != nil {
 		s.log.Error("cannot record an endpoint back", "endpoint", ep.ID, "error", err.Error())
 		return
 	}
@@ -557,7 +557,7 @@ func (l *live) addPanes(endpointID, socket string, wins []tmux.Window) {
 
 // disconnect records that an endpoint's tmux server is gone.
 func (s *Service) disconnect(ctx context.Context, ep queue.Endpoint, reason string) {
-	if err := s.store.SetEndpointState(ctx, ep.ID, queue.Disconnected, reason); err != nil {
+	if err := s.store.Endpoints.SetEndpointState(ctx, ep.ID, queue.Disconnected, reason); err != nil {
 		// The endpoint stays connected in the database; the next turn tries again.
 		s.log.Error("cannot record a gone endpoint", "endpoint", ep.ID, "error", err.Error())
 		return
@@ -610,7 +610,7 @@ func (s *Service) rebindStranded(ctx context.Context) error {
 				repos = append(repos, w.Repo)
 			}
 		}
-		n, err := s.store.Rebind(ctx, old.ID, repl[0].ID, repos)
+		n, err := s.store.Endpoints.Rebind(ctx, old.ID, repl[0].ID, repos)
 		if err != nil {
 			return err
 		}

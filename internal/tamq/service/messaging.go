@@ -62,7 +62,7 @@ func (s *Service) register(ctx context.Context, peer unixrpc.Peer, req *unixrpc.
 	if err := s.checkTriggerWindows(ctx, ep); err != nil {
 		return nil, err
 	}
-	err = s.store.Register(ctx, ep)
+	err = s.store.Endpoints.Register(ctx, ep)
 	s.endpointsChanged()
 	if err != nil {
 		return nil, err
@@ -225,7 +225,7 @@ func (s *Service) rejected(ctx context.Context, target, sender string, kind queu
 	r := s.receipt(store.KindRejected, "rejected", string(errs.CodeOf(cause)), map[string]any{
 		"target": target, "sender": sender, "sender_kind": string(kind),
 	})
-	if err := s.store.AddReceipt(ctx, r); err != nil {
+	if err := s.store.Receipts.AddReceipt(ctx, r); err != nil {
 		s.log.Error("cannot record a refused message", "error", err.Error())
 	}
 }
@@ -285,7 +285,7 @@ func (s *Service) ack(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request)
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	m, err := s.store.Transition(ctx, args.ID, "acknowledged", func(m *queue.Message) error {
+	m, err := s.store.Deliveries.Transition(ctx, args.ID, "acknowledged", func(m *queue.Message) error {
 		m.Ack(s.opts.Now())
 		return nil
 	})
@@ -300,7 +300,7 @@ func (s *Service) retry(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Reques
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	m, err := s.store.Transition(ctx, args.ID, "retry requested", func(m *queue.Message) error {
+	m, err := s.store.Deliveries.Transition(ctx, args.ID, "retry requested", func(m *queue.Message) error {
 		return m.Retry(s.opts.Now())
 	})
 	if err != nil {
@@ -330,7 +330,7 @@ func (s *Service) forget(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Reque
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	n, err := s.store.Forget(ctx, args.ID)
+	n, err := s.store.Endpoints.Forget(ctx, args.ID)
 	s.endpointsChanged()
 	if err != nil {
 		return nil, err

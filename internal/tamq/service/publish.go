@@ -142,7 +142,7 @@ func (s *Service) publishLoop(ctx context.Context) {
 // others are waiting.
 func (s *Service) publishBatch(ctx context.Context) (more bool, err error) {
 	p := s.pub
-	batch, err := s.store.UnpublishedReceipts(ctx, contract.MaxProgressBatch)
+	batch, err := s.store.Receipts.UnpublishedReceipts(ctx, contract.MaxProgressBatch)
 	if err != nil {
 		s.log.Error("cannot read the receipts to publish", "error", err.Error())
 		return false, err
@@ -178,7 +178,7 @@ func (s *Service) publishBatch(ctx context.Context) (more bool, err error) {
 	for i, u := range batch {
 		ids[i] = u.RowID
 	}
-	if err := s.store.MarkPublished(ctx, ids, s.opts.Now()); err != nil {
+	if err := s.store.Receipts.MarkPublished(ctx, ids, s.opts.Now()); err != nil {
 		// State Hub has them; they go again and are stored once.
 		s.log.Error("cannot mark receipts published", "error", err.Error())
 		return false, err

@@ -50,7 +50,7 @@ func (s *Service) purge(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Req
 		return PurgeResult(plan, store.PurgeDone{}), nil
 	}
 	before := store.FileBytes(s.opts.Paths.Database)
-	done, err := s.store.ExecutePurge(ctx, rule, plan, false, store.PurgeProgress{})
+	done, err := s.store.Purges.ExecutePurge(ctx, rule, plan, false, store.PurgeProgress{})
 	if done.Messages > 0 {
 		s.log.Info("history purged", "purge_id", done.ID, "deleted", done.Messages, "receipts_deleted", done.Receipts,
 			"planned", len(plan.IDs), "peer_pid", peer.PID)

@@ -63,7 +63,7 @@ func (s *Service) replay(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Re
 		res.Outcomes = append(res.Outcomes, api.ReplayOutcome{Line: e.Line})
 	}
 	if len(msgs) > 0 {
-		inserted, err := s.store.Replay(ctx, res.BatchID, msgs)
+		inserted, err := s.store.Queue.Replay(ctx, res.BatchID, msgs)
 		if err != nil {
 			return nil, err
 		}
@@ -81,7 +81,7 @@ func (s *Service) replay(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Re
 			"duplicates": sum.Duplicates, "rejected": sum.Rejected,
 		})
 		r.SubjectID, r.EndpointID = res.BatchID, args.EndpointID
-		if err := s.store.AddReceipt(ctx, r); err != nil {
+		if err := s.store.Receipts.AddReceipt(ctx, r); err != nil {
 			return nil, err
 		}
 	}

@@ -76,7 +76,7 @@ func (s *Service) restore(ctx context.Context, recreate []string) (api.RestoreRe
 			Broker: workspace.Broker{Exe: exe, GitaDir: reg.Dir},
 			Note:   func(format string, args ...any) { s.log.Info(fmt.Sprintf(format, args...)) },
 			Announce: func(ep api.Endpoint) error {
-				err := s.store.Register(ctx, ep.Domain())
+				err := s.store.Endpoints.Register(ctx, ep.Domain())
 				s.endpointsChanged()
 				return err
 			},
@@ -90,14 +90,14 @@ func (s *Service) restore(ctx context.Context, recreate []string) (api.RestoreRe
 			continue
 		}
 		rec := opened.Endpoint
-		if err := s.store.Register(ctx, rec.Domain()); err != nil {
+		if err := s.store.Endpoints.Register(ctx, rec.Domain()); err != nil {
 			s.log.Error("cannot record restored windows", "endpoint", rec.ID, "error", err.Error())
 			failed = err
 			continue
 		}
 		res.Endpoints = append(res.Endpoints, rec)
 		if rec.ID != ep.ID {
-			if err := s.store.SetEndpointState(ctx, ep.ID, queue.Disconnected, "replaced by "+rec.ID); err != nil {
+			if err := s.store.Endpoints.SetEndpointState(ctx, ep.ID, queue.Disconnected, "replaced by "+rec.ID); err != nil {
 				s.log.Error("cannot record a replaced endpoint", "endpoint", ep.ID, "error", err.Error())
 				failed = err
 			}

@@ -187,8 +187,8 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		return fail(err)
 	}
 	d.Database(st.DB)
-	st.PolicyProfile, st.ConfigVersion = o.Config.ProfileRef(), o.Config.Version
-	st.ReceiptAdded = s.pub.receiptAdded
+	st.Receipts.PolicyProfile, st.Receipts.ConfigVersion = o.Config.ProfileRef(), o.Config.Version
+	st.Receipts.Added = s.pub.receiptAdded
 	s.db, s.store = st.DB, st
 	s.startedAt = o.Now()
 	s.server = &unixrpc.Server{
@@ -206,7 +206,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	if err := d.Listen(s.server); err != nil {
 		return fail(err)
 	}
-	if err := s.store.AddReceipt(ctx, s.receipt(receipt.KindServiceStart, "started", "", map[string]any{
+	if err := s.store.Receipts.AddReceipt(ctx, s.receipt(receipt.KindServiceStart, "started", "", map[string]any{
 		"pid": os.Getpid(), "version": buildinfo.Get().Version, "proto": unixrpc.Version, "detached": o.Detached, "orwell": o.Orwell != nil,
 	})); err != nil {
 		return fail(err)
@@ -238,7 +238,7 @@ func (s *Service) refused(peer unixrpc.Peer, err error) {
 	s.log.Warn("connection refused", "peer_uid", peer.UID, "peer_pid", peer.PID, "reason", err.Error())
 	r := s.receipt(receipt.KindAuthRefused, "refused", "peer uid differs from service uid",
 		map[string]any{"peer_uid": peer.UID, "peer_pid": peer.PID})
-	if werr := s.store.AddReceipt(context.Background(), r); werr != nil {
+	if werr := s.store.Receipts.AddReceipt(context.Background(), r); werr != nil {
 		s.log.Error("cannot record refused connection", "error", werr.Error())
 	}
 }
@@ -268,8 +268,8 @@ func (s *Service) Run(ctx context.Context) error {
 // the shutdown receipt.
 func (s *Service) stopped(ctx context.Context, reason string, graceExceeded bool) error {
 	s.detachAll()
-	n, markErr := s.store.MarkEndpointsDisconnected(ctx)
-	rcptErr := s.store.AddReceipt(ctx, s.receipt(receipt.KindServiceShutdown, "stopped", reason, map[string]any{
+	n, markErr := s.store.Endpoints.MarkEndpointsDisconnected(ctx)
+	rcptErr := s.store.Receipts.AddReceipt(ctx, s.receipt(receipt.KindServiceShutdown, "stopped", reason, map[string]any{
 		"pid": os.Getpid(), "endpoints_disconnected": n, "grace_exceeded": graceExceeded,
 		"duration_ms": s.opts.Now().Sub(s.shutdownBegan).Milliseconds(),
 	}))
@@ -390,7 +390,7 @@ func (s *Service) reconnectEndpoints(ctx context.Context) {
 		if err == nil && pid == ep.ServerPID {
 			state, reason = queue.Connected, "its tmux server still runs"
 		}
-		if err := s.store.SetEndpointState(ctx, ep.ID, state, reason); err != nil {
+		if err := s.store.Endpoints.SetEndpointState(ctx, ep.ID, state, reason); err != nil {
 			s.log.Error("cannot record endpoint state", "endpoint", ep.ID, "error", err.Error())
 		}
 	}
@@ -465,7 +465,7 @@ func (s *Service) commit(ctx context.Context) {
 		for _, r := range group {
 			msgs = append(msgs, r.m)
 		}
-		failed, err := s.store.EnqueueEach(ctx, msgs)
+		failed, err := s.store.Queue.EnqueueEach(ctx, msgs)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			failing.failed(s.log, "cannot queue messages; sends are refused until this clears", err)

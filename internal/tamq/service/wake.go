@@ -96,7 +96,7 @@ func (s *Service) wakeOp(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Re
 		PolicyProfile: s.opts.Config.ProfileRef(), ConfigVersion: s.opts.Config.Version,
 		LastError: s.live.waitReason(store.DeliveryKey(ep.ID, w.TargetRepo)),
 	}
-	old, oldHash, err := s.store.EnqueueWake(ctx, m, hash)
+	old, oldHash, err := s.store.Queue.EnqueueWake(ctx, m, hash)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +236,7 @@ func (s *Service) cancelWakeOp(ctx context.Context, peer unixrpc.Peer, req *unix
 	if reason == "" {
 		reason = "its lease ended"
 	}
-	ms, err := s.store.CancelWakes(ctx, args.LeaseID, args.Attempt, reason)
+	ms, err := s.store.Queue.CancelWakes(ctx, args.LeaseID, args.Attempt, reason)
 	if err != nil {
 		return nil, err
 	}

@@ -45,7 +45,7 @@ func TestWakeRefusesAWindowThatRunsAShell(t *testing.T) {
 		ep := eps[0]
 		ep.Windows = []queue.Window{ep.Windows[0]}
 		ep.Windows[0].Mode, ep.Windows[0].Command = queue.Trigger, command
-		if err := svc.store.Register(ctx, ep); err != nil {
+		if err := svc.store.Endpoints.Register(ctx, ep); err != nil {
 			t.Fatal(err)
 		}
 		svc.endpointsChanged()

@@ -35,7 +35,7 @@ func TestTheWatcherListsABrokeredServerLessOften(t *testing.T) {
 	}
 	ep := "tmux-amq-" + strconv.Itoa(pid)
 	pane := tm.Must(t, "display", "-p", "#{pane_id}")
-	if err := svc.store.Register(ctx, queue.Endpoint{ID: ep, TmuxSocket: tm.Must(t, "display", "-p", "#{socket_path}"),
+	if err := svc.store.Endpoints.Register(ctx, queue.Endpoint{ID: ep, TmuxSocket: tm.Must(t, "display", "-p", "#{socket_path}"),
 		ServerPID: pid, Session: "tamq",
 		Windows: []queue.Window{{Repo: "net-kingdom", RepoPath: t.TempDir(), WindowID: "@0", PaneID: pane, Mode: queue.Manual}}}); err != nil {
 		t.Fatal(err)

@@ -27,7 +27,9 @@ func (c *clock) advance(d time.Duration) { c.now = c.now.Add(d) }
 func newStore(t *testing.T) (*Store, *clock) {
 	t.Helper()
 	c := &clock{now: start}
-	return &Store{DB: setup(t), Now: c.Now, PolicyProfile: "default@1", ConfigVersion: "cfg"}, c
+	s := New(setup(t), c.Now)
+	s.Receipts.PolicyProfile, s.Receipts.ConfigVersion = "default@1", "cfg"
+	return s, c
 }
 
 const (
@@ -42,7 +44,7 @@ func registered(t *testing.T, s *Store, id string, repos ...string) {
 	for i, r := range repos {
 		ep.Windows = append(ep.Windows, queue.Window{Repo: r, RepoPath: "/src/" + r, WindowID: fmt.Sprintf("@%d", i), PaneID: fmt.Sprintf("%%%d", i), Mode: queue.Manual})
 	}
-	if err := s.Register(context.Background(), ep); err != nil {
+	if err := s.Endpoints.Register(context.Background(), ep); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -58,7 +60,7 @@ func message(ep, repo string, mode ackmode.Mode) *queue.Message {
 func enqueued(t *testing.T, s *Store, c *clock, m *queue.Message) *queue.Message {
 	t.Helper()
 	c.advance(time.Millisecond)
-	if err := s.Enqueue(context.Background(), []*queue.Message{m}); err != nil {
+	if err := s.Queue.Enqueue(context.Background(), []*queue.Message{m}); err != nil {
 		t.Fatal(err)
 	}
 	return m
@@ -70,7 +72,7 @@ func drive(t *testing.T, s *Store, id string, steps ...func(*queue.Message) erro
 	var m queue.Message
 	for _, step := range steps {
 		var err error
-		if m, err = s.Transition(context.Background(), id, "test", step); err != nil {
+		if m, err = s.Deliveries.Transition(context.Background(), id, "test", step); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -79,7 +81,7 @@ func drive(t *testing.T, s *Store, id string, steps ...func(*queue.Message) erro
 
 func get(t *testing.T, s *Store, id string) queue.Message {
 	t.Helper()
-	m, err := s.Get(context.Background(), id)
+	m, err := s.Deliveries.Get(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +142,7 @@ func TestStoreClaim(t *testing.T) {
 			c.now = start.Add(tt.at)
 			target := Target{EndpointID: ep1, Repo: "net"}
 			for range tt.claims {
-				if _, ok, err := s.Claim(ctx, "svc", 30*time.Second, target); err != nil || !ok {
+				if _, ok, err := s.Deliveries.Claim(ctx, "svc", 30*time.Second, target); err != nil || !ok {
 					t.Fatalf("claim before: %v, %v", ok, err)
 				}
 			}
@@ -150,7 +152,7 @@ func TestStoreClaim(t *testing.T) {
 			}
 			receipts := receiptCount(t, s)
 
-			m, ok, err := s.Claim(ctx, "svc", 30*time.Second, target)
+			m, ok, err := s.Deliveries.Claim(ctx, "svc", 30*time.Second, target)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -217,11 +219,11 @@ func TestStoreLeaseExpiry(t *testing.T) {
 			registered(t, s, ep1, "net")
 			m := enqueued(t, s, c, message(ep1, "net", ackmode.Injected))
 			other := enqueued(t, s, c, message(ep1, "net", ackmode.Injected)) // queued: no lease to expire
-			if _, ok, err := s.Claim(ctx, tt.holder, 30*time.Second, Target{EndpointID: ep1, Repo: "net"}); err != nil || !ok {
+			if _, ok, err := s.Deliveries.Claim(ctx, tt.holder, 30*time.Second, Target{EndpointID: ep1, Repo: "net"}); err != nil || !ok {
 				t.Fatalf("claim: %v, %v", ok, err)
 			}
 			c.advance(tt.after)
-			ids, err := s.ExpiredLeases(ctx, tt.asking)
+			ids, err := s.Deliveries.ExpiredLeases(ctx, tt.asking)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -288,7 +290,7 @@ func TestStoreRefusedTransitions(t *testing.T) {
 				drive(t, s, m.ID, tt.before...)
 			}
 			before, receipts := get(t, s, m.ID), receiptCount(t, s)
-			_, err := s.Transition(context.Background(), m.ID, "test", tt.refuse)
+			_, err := s.Deliveries.Transition(context.Background(), m.ID, "test", tt.refuse)
 			if !errs.Is(err, tt.code) {
 				t.Fatalf("got %v, want %s", err, tt.code)
 			}
@@ -303,7 +305,7 @@ func TestStoreRefusedTransitions(t *testing.T) {
 	t.Run("a message that is not there", func(t *testing.T) {
 		t.Parallel()
 		s, _ := newStore(t)
-		_, err := s.Transition(context.Background(), "ghost", "test", func(*queue.Message) error { return nil })
+		_, err := s.Deliveries.Transition(context.Background(), "ghost", "test", func(*queue.Message) error { return nil })
 		if !errs.Is(err, errs.NotFound) {
 			t.Errorf("got %v", err)
 		}
@@ -364,7 +366,7 @@ func TestStoreRebind(t *testing.T) {
 				ids = append(ids, m.ID)
 			}
 			receipts := receiptCount(t, s)
-			n, err := s.Rebind(context.Background(), tt.from, tt.to, tt.repos)
+			n, err := s.Endpoints.Rebind(context.Background(), tt.from, tt.to, tt.repos)
 			if (err != nil) != tt.fails {
 				t.Fatalf("rebind: %d, %v", n, err)
 			}
@@ -404,13 +406,13 @@ func TestStoreRegister(t *testing.T) {
 	// between is what happens after each registration but the last.
 	type between func(t *testing.T, s *Store)
 	disconnect := func(t *testing.T, s *Store) {
-		if err := s.SetEndpointState(context.Background(), ep1, queue.Disconnected, "gone"); err != nil {
+		if err := s.Endpoints.SetEndpointState(context.Background(), ep1, queue.Disconnected, "gone"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	forget := func(t *testing.T, s *Store) {
 		disconnect(t, s)
-		if _, err := s.Forget(context.Background(), ep1); err != nil {
+		if _, err := s.Endpoints.Forget(context.Background(), ep1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -447,7 +449,7 @@ func TestStoreRegister(t *testing.T) {
 			var err error
 			for i, ep := range tt.regs {
 				c.advance(time.Second)
-				if err = s.Register(ctx, ep); err != nil {
+				if err = s.Endpoints.Register(ctx, ep); err != nil {
 					break
 				}
 				if i < len(tt.regs)-1 && tt.between != nil {
@@ -501,26 +503,26 @@ func TestStoreSetEndpointState(t *testing.T) {
 		{queue.Disconnected, 1},
 		{queue.Connected, 2},
 	} {
-		if err := s.SetEndpointState(ctx, ep1, step.state, ""); err != nil {
+		if err := s.Endpoints.SetEndpointState(ctx, ep1, step.state, ""); err != nil {
 			t.Fatal(err)
 		}
 		if n := states(); n != step.receipts {
 			t.Errorf("after %s: %d receipts, want %d", step.state, n, step.receipts)
 		}
 	}
-	if n, err := s.MarkEndpointsDisconnected(ctx); err != nil || n != 1 {
+	if n, err := s.Endpoints.MarkEndpointsDisconnected(ctx); err != nil || n != 1 {
 		t.Errorf("marked %d disconnected, %v", n, err)
 	}
-	if n, err := s.MarkEndpointsDisconnected(ctx); err != nil || n != 0 {
+	if n, err := s.Endpoints.MarkEndpointsDisconnected(ctx); err != nil || n != 0 {
 		t.Errorf("marked %d disconnected again, %v", n, err)
 	}
-	if _, err := s.Forget(ctx, "tmux-amq-9"); !errs.Is(err, errs.NotFound) {
+	if _, err := s.Endpoints.Forget(ctx, "tmux-amq-9"); !errs.Is(err, errs.NotFound) {
 		t.Errorf("forgetting an unknown endpoint: %v", err)
 	}
-	if err := s.SetEndpointState(ctx, ep1, queue.Connected, ""); err != nil {
+	if err := s.Endpoints.SetEndpointState(ctx, ep1, queue.Connected, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Forget(ctx, ep1); !errs.Is(err, errs.Conflict) {
+	if _, err := s.Endpoints.Forget(ctx, ep1); !errs.Is(err, errs.Conflict) {
 		t.Errorf("forgetting a connected endpoint: %v", err)
 	}
 }
@@ -617,12 +619,12 @@ func TestStoreEnqueue(t *testing.T) {
 			c.advance(time.Second)
 
 			batch := tt.batch()
-			err := s.Enqueue(ctx, batch)
+			err := s.Queue.Enqueue(ctx, batch)
 			if (err != nil) != tt.fails {
 				t.Fatalf("enqueue: %v", err)
 			}
 			if !tt.fails {
-				if _, err := s.Get(ctx, "taken"); err != nil {
+				if _, err := s.Deliveries.Get(ctx, "taken"); err != nil {
 					t.Error(err)
 				}
 				tt.check(t, s, c, batch)
@@ -648,7 +650,7 @@ func TestStoreEnqueue(t *testing.T) {
 		enqueued(t, s, c, existing)
 		again := message(ep1, "net", ackmode.Injected)
 		again.IdempotencyKey, again.ReplayOf = "lease-1", existing.ID
-		inserted, err := s.Replay(context.Background(), "batch", []*queue.Message{again})
+		inserted, err := s.Queue.Replay(context.Background(), "batch", []*queue.Message{again})
 		if err != nil || len(inserted) != 1 || inserted[0] {
 			t.Errorf("replay: %v, %v", inserted, err)
 		}
@@ -681,12 +683,12 @@ func TestStorePurgeNothing(t *testing.T) {
 			drive(t, s, final.ID,
 				func(m *queue.Message) error { return m.Claim(c.Now()) },
 				func(m *queue.Message) error { return m.Written(c.Now(), queue.Timing{}) })
-			if done, err := s.Purge(ctx, []string{final.ID}, nil); err != nil || done.Messages != 1 {
+			if done, err := s.Purges.Purge(ctx, []string{final.ID}, nil); err != nil || done.Messages != 1 {
 				t.Fatalf("first purge: %+v, %v", done, err)
 			}
 			pending := enqueued(t, s, c, message(ep1, "net", ackmode.Injected))
 			messages, receipts := count(t, s, `SELECT count(*) FROM messages`), receiptCount(t, s)
-			done, err := s.Purge(ctx, tt.ids(final.ID, pending.ID), nil)
+			done, err := s.Purges.Purge(ctx, tt.ids(final.ID, pending.ID), nil)
 			if err != nil || done != (Purged{}) {
 				t.Errorf("purged %+v, %v; want nothing", done, err)
 			}
@@ -699,7 +701,7 @@ func TestStorePurgeNothing(t *testing.T) {
 			if got := get(t, s, pending.ID); got.State != queue.Queued {
 				t.Errorf("pending message %+v", got)
 			}
-			if _, err := s.Get(ctx, final.ID); !errs.Is(err, errs.NotFound) {
+			if _, err := s.Deliveries.Get(ctx, final.ID); !errs.Is(err, errs.NotFound) {
 				t.Errorf("purged message: %v", err)
 			}
 		})
