@@ -66,7 +66,7 @@ func inProcessService(b testing.TB, root string, o Options) (*Service, paths.Pat
 		Windows: []queue.Window{{Repo: "net-kingdom", RepoPath: repo, WindowID: "@0", PaneID: "%0", Mode: queue.Manual}}}); err != nil {
 		b.Fatal(err)
 	}
-	svc.endpointsChanged()
+	svc.endpoints.changed()
 	return svc, p, "tmux-amq-" + strconv.Itoa(pid)
 }
 

@@ -79,7 +79,7 @@ func TestARefusedMessageFailsAloneInItsGroup(t *testing.T) {
 	reqs := make([]enqueueReq, len(group))
 	for i, m := range group {
 		reqs[i] = enqueueReq{m: m, done: make(chan error, 1)}
-		svc.enqCh <- reqs[i]
+		svc.writer.reqs <- reqs[i]
 	}
 	run(t, svc)
 	for i, m := range group {
@@ -119,7 +119,7 @@ func TestStoppingMidGroupLosesNoAcknowledgedMessage(t *testing.T) {
 				m := newMessage("r", fmt.Sprintf("c%d-%d", c, i))
 				// Refused at the stop: shutting down, or its group's
 				// transaction cut short (the committer's context ends).
-				if err := svc.enqueue(ctx, m); err != nil {
+				if err := svc.writer.enqueue(ctx, m); err != nil {
 					return
 				}
 				mu.Lock()
@@ -172,7 +172,7 @@ func TestGroupCommitKeepsEachSendersOrder(t *testing.T) {
 	for c := range senders {
 		wg.Go(func() {
 			for i := range each {
-				if err := svc.enqueue(ctx, newMessage("r", fmt.Sprintf("%d %03d", c, i))); err != nil {
+				if err := svc.writer.enqueue(ctx, newMessage("r", fmt.Sprintf("%d %03d", c, i))); err != nil {
 					t.Errorf("send: %v", err)
 					return
 				}

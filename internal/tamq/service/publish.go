@@ -3,10 +3,12 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/backoff"
+	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -92,8 +94,18 @@ func (p *publisher) receiptAdded() { signal(p.kick) }
 // routeChanged is told by the attacher when tamq attaches or detaches.
 func (p *publisher) routeChanged() { signal(p.retry) }
 
+// receiptPublisher is the publisher worker with what it reads: the receipts not
+// yet published, and whether tamq is attached to coordination-engine.
+type receiptPublisher struct {
+	pub        *publisher
+	store      *store.ReceiptLog
+	log        *slog.Logger
+	clock      clock.Clock
+	engineLink *attachment
+}
+
 // publishLoop is the publisher worker.
-func (s *Service) publishLoop(ctx context.Context) {
+func (s *receiptPublisher) publishLoop(ctx context.Context) {
 	p := s.pub
 	delay := time.Duration(0) // the backoff, zero while State Hub takes receipts
 	for {
@@ -140,9 +152,9 @@ func (s *Service) publishLoop(ctx context.Context) {
 
 // publishBatch sends the oldest pending receipts and marks them; more says
 // others are waiting.
-func (s *Service) publishBatch(ctx context.Context) (more bool, err error) {
+func (s *receiptPublisher) publishBatch(ctx context.Context) (more bool, err error) {
 	p := s.pub
-	batch, err := s.store.Receipts.UnpublishedReceipts(ctx, contract.MaxProgressBatch)
+	batch, err := s.store.UnpublishedReceipts(ctx, contract.MaxProgressBatch)
 	if err != nil {
 		s.log.Error("cannot read the receipts to publish", "error", err.Error())
 		return false, err
@@ -178,7 +190,7 @@ func (s *Service) publishBatch(ctx context.Context) (more bool, err error) {
 	for i, u := range batch {
 		ids[i] = u.RowID
 	}
-	if err := s.store.Receipts.MarkPublished(ctx, ids, s.opts.Now()); err != nil {
+	if err := s.store.MarkPublished(ctx, ids, s.clock.Now()); err != nil {
 		// State Hub has them; they go again and are stored once.
 		s.log.Error("cannot mark receipts published", "error", err.Error())
 		return false, err
@@ -187,7 +199,7 @@ func (s *Service) publishBatch(ctx context.Context) (more bool, err error) {
 }
 
 // publishVia is the way the next batch goes.
-func (s *Service) publishVia() string {
+func (s *receiptPublisher) publishVia() string {
 	if s.engineLink.isAttached() {
 		return api.ViaEngine
 	}
@@ -218,13 +230,13 @@ func wireForms(batch []store.Unpublished) []contract.Receipt {
 
 // publishOutcome records an attempt for status, and logs only the changes:
 // tamq used without State Hub must not fill its log with the same failure.
-func (s *Service) publishOutcome(via string, n int, err error) {
+func (s *receiptPublisher) publishOutcome(via string, n int, err error) {
 	p := s.pub
 	p.mu.Lock()
 	wasFailing := p.failing
 	p.failing = err != nil
 	if err == nil {
-		p.lastSuccess, p.lastErr, p.paused = s.opts.Now(), "", false
+		p.lastSuccess, p.lastErr, p.paused = s.clock.Now(), "", false
 	} else {
 		// The client never puts the token in an error; the message is
 		// what it says about the request.
@@ -244,7 +256,7 @@ func (s *Service) publishOutcome(via string, n int, err error) {
 }
 
 // publishStatus is the publisher as status shows it.
-func (s *Service) publishStatus() *api.PublishStatus {
+func (s *receiptPublisher) publishStatus() *api.PublishStatus {
 	st := &api.PublishStatus{Via: s.publishVia()}
 	p := s.pub
 	p.mu.Lock()

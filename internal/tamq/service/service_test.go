@@ -175,7 +175,7 @@ func TestEnqueueNeverWaitsOnAStoppedCommitter(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	err := svc.enqueue(ctx, &queue.Message{Sender: "operator", SenderKind: queue.FromOperator, Target: "r", Body: "late",
+	err := svc.writer.enqueue(ctx, &queue.Message{Sender: "operator", SenderKind: queue.FromOperator, Target: "r", Body: "late",
 		AckMode: ackmode.Injected, PolicyProfile: "p", ConfigVersion: "c"})
 	if !errs.Is(err, errs.ShuttingDown) {
 		t.Fatalf("enqueue after shutdown: %v", err)
