@@ -287,6 +287,9 @@ func (s *Service) handlers() map[string]unixrpc.Handler {
 	if release == 0 {
 		release = DefaultIdleRelease
 	}
+	// On the wall clock, not the service's: it is about the process's
+	// memory, and it is reset by every request, which clock.Clock's one-shot
+	// waits cannot do.
 	s.idle = time.AfterFunc(release, debug.FreeOSMemory)
 	for op, h := range hs {
 		hs[op] = func(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
