@@ -17,15 +17,7 @@ func TestAckExpirerKeepsTheInjectedClock(t *testing.T) {
 	svc, _ := setup(t, Options{Clock: fake})
 	t.Cleanup(svc.d.Close) // never run: its workers are driven here
 	ctx, cancel := context.WithCancel(context.Background())
-	created, deadline := fake.Now().UnixMilli(), fake.Now().Add(time.Minute).UnixMilli()
-	if err := svc.db.WriteTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.Exec(`INSERT INTO messages (id, batch_id, sender, sender_kind, target_repo, body, ack_mode, state, attempts,
-			max_attempts, policy_profile, config_version, created_at, updated_at, ack_deadline_at)
-			VALUES ('m', 'b', 'operator', 'operator', 'r', 'hello', 'acknowledged', 'awaiting_ack', 1, 4, 'p', 'c', ?, ?, ?)`, created, created, deadline)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	awaitingAck(t, svc, fake.Now(), fake.Now().Add(time.Minute))
 	state := func() string {
 		var s string
 		if err := svc.db.Reader.QueryRow(`SELECT state FROM messages WHERE id = 'm'`).Scan(&s); err != nil {
@@ -48,5 +40,20 @@ func TestAckExpirerKeepsTheInjectedClock(t *testing.T) {
 	<-svc.dispatcher.wakeCh // the expirer wakes the dispatcher for what it queued again
 	if got := state(); got != "queued" {
 		t.Fatalf("after the deadline: %s", got)
+	}
+}
+
+// awaitingAck writes message m, delivered at created (its first attempt of
+// four) and waiting for its ack until deadline.
+func awaitingAck(t *testing.T, svc *Service, created, deadline time.Time) {
+	t.Helper()
+	if err := svc.db.WriteTx(context.Background(), func(tx *sql.Tx) error {
+		_, err := tx.Exec(`INSERT INTO messages (id, batch_id, sender, sender_kind, target_repo, body, ack_mode, state, attempts,
+			max_attempts, policy_profile, config_version, created_at, updated_at, ack_deadline_at)
+			VALUES ('m', 'b', 'operator', 'operator', 'r', 'hello', 'acknowledged', 'awaiting_ack', 1, 4, 'p', 'c', ?, ?, ?)`,
+			created.UnixMilli(), created.UnixMilli(), deadline.UnixMilli())
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -215,15 +215,8 @@ func TestAckExpiryFailureIsLoggedAndRetried(t *testing.T) {
 	var logs syncBuffer
 	svc, p := setupIn(t, root, Options{Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx := context.Background()
-	past := time.Now().Add(-time.Minute).UnixMilli()
-	if err := svc.db.WriteTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.Exec(`INSERT INTO messages (id, batch_id, sender, sender_kind, target_repo, body, ack_mode, state, attempts,
-			max_attempts, policy_profile, config_version, created_at, updated_at, ack_deadline_at)
-			VALUES ('m', 'b', 'operator', 'operator', 'r', 'hello', 'acknowledged', 'awaiting_ack', 1, 4, 'p', 'c', ?, ?, ?)`, past, past, past)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	past := time.Now().Add(-time.Minute)
+	awaitingAck(t, svc, past, past)
 	// Another connection holds the write lock: every write of the service fails.
 	holder, err := sql.Open("sqlite", "file:"+p.Database+"?_txlock=immediate")
 	if err != nil {
