@@ -124,14 +124,14 @@ func TestReplayCompletesEndpoints(t *testing.T) {
 			Windows: []queue.Window{{Repo: "railiance", RepoPath: "/src/r", WindowID: "@2", PaneID: "%2", Mode: queue.Manual}}},
 		{ID: "tmux-amq-5000003", TmuxSocket: "/tmp/c", ServerPID: 5000003, Session: "tamq"},
 	} {
-		if err := st.Register(ctx, ep); err != nil {
+		if err := st.Endpoints.Register(ctx, ep); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := st.SetEndpointState(ctx, "tmux-amq-5000003", queue.Disconnected, "gone"); err != nil {
+	if err := st.Endpoints.SetEndpointState(ctx, "tmux-amq-5000003", queue.Disconnected, "gone"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Forget(ctx, "tmux-amq-5000003"); err != nil {
+	if _, err := st.Endpoints.Forget(ctx, "tmux-amq-5000003"); err != nil {
 		t.Fatal(err)
 	}
 	st.DB.Close()

@@ -267,12 +267,12 @@ func purgeHere(ctx context.Context, a *app.App, p paths.Paths, cfg *config.Loade
 		return api.PurgeResult{}, err
 	}
 	defer st.DB.Close()
-	st.PolicyProfile, st.ConfigVersion = cfg.ProfileRef(), cfg.Version
+	st.Receipts.PolicyProfile, st.Receipts.ConfigVersion = cfg.ProfileRef(), cfg.Version
 	before := store.FileBytes(p.Database)
 	purging := a.NewProgress(int64(len(plan.IDs)), "purging", "msgs")
 	var reclaim *app.Progress
 	var pages int64
-	done, err := st.ExecutePurge(ctx, rule, plan, true, store.PurgeProgress{
+	done, err := st.Purges.ExecutePurge(ctx, rule, plan, true, store.PurgeProgress{
 		Deleted: func(n int) { purging.Set(int64(n)) },
 		Reclaimed: func(left int64) {
 			if pages == 0 { // the first report: all the free pages

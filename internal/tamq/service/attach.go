@@ -3,12 +3,14 @@ package service
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"maps"
 	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	engineapi "github.com/tmux-amq/tamq/internal/engineapi"
 	engineclient "github.com/tmux-amq/tamq/internal/engineclient"
@@ -32,29 +34,30 @@ const (
 	detachTimeout    = 500 * time.Millisecond
 )
 
-// attachment is tamq's link to coordination-engine, as status shows it.
+// attachment is the attacher: tamq's link to coordination-engine, kept
+// while the engine runs, and as status shows it.
 type attachment struct {
+	log    *slog.Logger
+	clock  clock.Clock
+	engine *engineclient.Client
+	// endpoints are handed over; live says whether an agent runs in each
+	// window; publisher is told when the way to State Hub changes.
+	endpoints *endpointBook
+	live      *live
+	publisher *receiptPublisher
+
 	mu     sync.Mutex
 	status api.CoordinationStatus
-	// engine is the engine instance attached to (its pid and start), so a
+	// pinged is the engine instance attached to (its pid and start), so a
 	// restarted engine is attached to again.
-	engine daemon.PingResult
+	pinged daemon.PingResult
 	// attached are the tamq endpoints the engine accepted.
 	attached map[string]bool
 	kick     chan struct{}
 }
 
-func newAttachment(socket string) *attachment {
-	return &attachment{status: api.CoordinationStatus{Socket: socket}, attached: map[string]bool{}, kick: make(chan struct{}, 1)}
-}
-
 // requestAttach makes the attacher hand the endpoints over again now.
-func (a *attachment) requestAttach() {
-	select {
-	case a.kick <- struct{}{}:
-	default:
-	}
-}
+func (a *attachment) requestAttach() { nudge(a.kick) }
 
 // isAttached says the engine accepted tamq's endpoints and answers.
 func (a *attachment) isAttached() bool {
@@ -71,41 +74,36 @@ func (a *attachment) snapshot() api.CoordinationStatus {
 	return st
 }
 
-// attachLoop is the attacher worker: it hands tamq's endpoints to
+// run is the attacher worker: it hands tamq's endpoints to
 // coordination-engine whenever they change or the engine comes (back), and
 // otherwise keeps quiet: tamq works fully without the engine.
-func (s *Service) attachLoop(ctx context.Context) {
-	c := engineclient.New(s.opts.Engine)
+func (a *attachment) run(ctx context.Context) {
 	backoff := time.Duration(0)
 	for {
 		wait := attachCheck
-		if err := s.attachOnce(ctx, c); err != nil {
+		if err := a.attachOnce(ctx, a.engine); err != nil {
 			backoff = min(max(2*backoff, attachBackoffMin), attachBackoffMax)
 			wait = backoff
-			s.log.Debug("not attached to coordination-engine; will try again", "in", wait.String(), "error", err.Error())
+			a.log.Debug("not attached to coordination-engine; will try again", "in", wait.String(), "error", err.Error())
 		} else {
 			backoff = 0
 		}
-		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			timer.Stop()
 			return
-		case <-s.engineLink.kick:
-			s.engineLink.mu.Lock()
-			s.engineLink.engine = daemon.PingResult{} // hand everything over again
-			s.engineLink.mu.Unlock()
-		case <-timer.C:
+		case <-a.kick:
+			a.mu.Lock()
+			a.pinged = daemon.PingResult{} // hand everything over again
+			a.mu.Unlock()
+		case <-a.clock.After(wait):
 		}
-		timer.Stop()
 	}
 }
 
 // attachOnce checks the engine is the one attached to, and attaches every
 // connected endpoint when it is not (a first attach, a restarted engine, a
 // kick after endpoints changed).
-func (s *Service) attachOnce(ctx context.Context, c *engineclient.Client) error {
-	a := s.engineLink
+func (a *attachment) attachOnce(ctx context.Context, c *engineclient.Client) error {
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
 	ping, err := c.Ping(pctx)
 	cancel()
@@ -113,20 +111,20 @@ func (s *Service) attachOnce(ctx context.Context, c *engineclient.Client) error 
 		a.mu.Lock()
 		was := a.status.Attached
 		a.status = api.CoordinationStatus{Socket: a.status.Socket, Error: err.Error()}
-		a.engine, a.attached = daemon.PingResult{}, map[string]bool{}
+		a.pinged, a.attached = daemon.PingResult{}, map[string]bool{}
 		a.mu.Unlock()
 		if was {
-			s.pub.Retry() // receipts go straight to State Hub now
+			a.publisher.Retry() // receipts go straight to State Hub now
 		}
 		return err
 	}
 	a.mu.Lock()
-	same := a.engine.PID == ping.PID && a.engine.StartedAt.Equal(ping.StartedAt)
+	same := a.pinged.PID == ping.PID && a.pinged.StartedAt.Equal(ping.StartedAt)
 	a.mu.Unlock()
 	if same {
 		return nil
 	}
-	eps, err := s.knownEndpoints(ctx)
+	eps, err := a.endpoints.known(ctx)
 	if err != nil {
 		return err
 	}
@@ -137,7 +135,7 @@ func (s *Service) attachOnce(ctx context.Context, c *engineclient.Client) error 
 		if ep.State != queue.Connected || len(ep.Windows) == 0 {
 			continue
 		}
-		res, err := c.Attach(ctx, attachArgs(ep, s.live.agentRunning))
+		res, err := c.Attach(ctx, attachArgs(ep, a.live.agentRunning))
 		if err != nil {
 			errAll = errors.Join(errAll, err)
 			continue
@@ -148,7 +146,7 @@ func (s *Service) attachOnce(ctx context.Context, c *engineclient.Client) error 
 		for _, r := range res.Refused {
 			st.Refused = append(st.Refused, api.AttachRefusal{EndpointID: ep.ID, Repo: r.Repo, Reason: r.Reason})
 		}
-		s.log.Info("attached to coordination-engine", "endpoint", ep.ID, "coordination_endpoint_id", res.CoordinationEndpointID,
+		a.log.Info("attached to coordination-engine", "endpoint", ep.ID, "coordination_endpoint_id", res.CoordinationEndpointID,
 			"accepted", len(res.Accepted), "refused", len(res.Refused))
 	}
 	// Endpoints attached before and not now (their tmux server is gone)
@@ -163,7 +161,7 @@ func (s *Service) attachOnce(ctx context.Context, c *engineclient.Client) error 
 			cancel()
 		}
 	}
-	now := s.opts.Now()
+	now := a.clock.Now()
 	st.AttachedAt = &now
 	st.Attached = errAll == nil && len(attached) > 0
 	if errAll != nil {
@@ -174,11 +172,11 @@ func (s *Service) attachOnce(ctx context.Context, c *engineclient.Client) error 
 	was := a.status.Attached
 	a.status, a.attached = st, attached
 	if errAll == nil {
-		a.engine = ping
+		a.pinged = ping
 	}
 	a.mu.Unlock()
 	if was != st.Attached {
-		s.pub.Retry() // receipts go through the engine now, or no longer
+		a.publisher.Retry() // receipts go through the engine now, or no longer
 	}
 	return errAll
 }
@@ -201,8 +199,7 @@ func attachArgs(ep queue.Endpoint, agent func(key string) *bool) engineapi.Attac
 
 // detachAll tells the engine, briefly, that this service's endpoints take
 // no wakes now; an engine that does not answer learns it at the next attach.
-func (s *Service) detachAll() {
-	a := s.engineLink
+func (a *attachment) detachAll() {
 	a.mu.Lock()
 	ids := make([]string, 0, len(a.attached))
 	for id := range a.attached {
@@ -210,11 +207,10 @@ func (s *Service) detachAll() {
 	}
 	a.attached = map[string]bool{}
 	a.mu.Unlock()
-	c := engineclient.New(s.opts.Engine)
 	for _, id := range ids {
 		ctx, cancel := context.WithTimeout(context.Background(), detachTimeout)
-		if err := c.Detach(ctx, engineapi.DetachArgs{EndpointID: id, Reason: "tamq stopped"}); err != nil && !errs.Is(err, errs.Unavailable) {
-			s.log.Debug("cannot detach from coordination-engine", "endpoint", id, "error", err.Error())
+		if err := a.engine.Detach(ctx, engineapi.DetachArgs{EndpointID: id, Reason: "tamq stopped"}); err != nil && !errs.Is(err, errs.Unavailable) {
+			a.log.Debug("cannot detach from coordination-engine", "endpoint", id, "error", err.Error())
 		}
 		cancel()
 	}

@@ -63,14 +63,14 @@ func batchService(t *testing.T, config string, w *scriptedWriter) (*Service, str
 	svc, p, epID := inProcessService(t, root, Options{Writer: w})
 	// The window is a real pane, marked for the repo as tamq open marks it,
 	// so the watcher finds it live.
-	eps, err := svc.knownEndpoints(context.Background())
+	eps, err := svc.endpoints.known(context.Background())
 	if err != nil || len(eps) != 1 {
 		t.Fatalf("endpoints %v %v", eps, err)
 	}
 	if out, err := exec.Command("tmux", "-S", eps[0].TmuxSocket, "set-option", "-w", "-t", "%0", "@tamq_repo", "net-kingdom").CombinedOutput(); err != nil {
 		t.Fatalf("marking the window: %v %s", err, out)
 	}
-	svc.live.requestList()
+	svc.watcher.requestList()
 	c := client.New(p)
 	send := func(text string, mode ...string) api.Message {
 		t.Helper()
@@ -92,7 +92,7 @@ func (s *Service) waitMessage(t *testing.T, id string, cond func(queue.Message) 
 	var m queue.Message
 	testutil.WaitFor(t, "message "+id, func() bool {
 		var err error
-		m, err = s.store.Get(context.Background(), id)
+		m, err = s.store.Deliveries.Get(context.Background(), id)
 		return err == nil && cond(m)
 	})
 	return m
@@ -147,7 +147,7 @@ func TestBatchNotReadyDefersEveryMessage(t *testing.T) {
 	// its prompt.
 	key := store.DeliveryKey(epID, "net-kingdom")
 	testutil.WaitFor(t, "the window to be held", func() bool { return svc.live.waitReason(key) != "" })
-	svc.setWait(fromBroker, epID, "net-kingdom", "")
+	svc.watcher.setWait(fromBroker, epID, "net-kingdom", "")
 	var injectedAt []string
 	for _, m := range ms {
 		got := svc.waitMessage(t, m.ID, func(m queue.Message) bool { return m.State == queue.Injected })
@@ -259,7 +259,7 @@ func TestAHeldEnterHoldsTheBatch(t *testing.T) {
 		}
 	}
 	// A person pressed Enter and the agent acknowledged.
-	if _, err := svc.store.Transition(context.Background(), ms[1].ID, "acknowledged", func(m *queue.Message) error { m.Ack(svc.opts.Now()); return nil }); err != nil {
+	if _, err := svc.store.Deliveries.Transition(context.Background(), ms[1].ID, "acknowledged", func(m *queue.Message) error { m.Ack(svc.clock.Now()); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	svc.waitMessage(t, ms[1].ID, func(m queue.Message) bool { return m.State == queue.Acknowledged })

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/proc"
 	"github.com/tmux-amq/tamq/internal/queue"
@@ -24,16 +26,30 @@ import (
 // stops reading must not hold a delivery, or shutdown, forever.
 const brokerWriteTimeout = 5 * time.Second
 
-// brokers are the live broker sessions, by delivery key (endpoint and repo).
-type brokers struct {
+// brokerSessions are the live broker sessions, by delivery key (endpoint
+// and repo): it verifies and serves each session (the stream handler), hands
+// what a broker reports of its agent to the watcher and the lease keeper,
+// and gives the deliverer the session of a window.
+type brokerSessions struct {
+	log       *slog.Logger
+	endpoints *endpointBook
+	// panes is the live view: a verified session records its pane.
+	panes      *live
+	watcher    *watcher
+	keeper     *keeper
+	dispatcher *dispatcher
+	// work ends when shutdown begins: the lease keeper's look for a window's
+	// last wake stops then.
+	work context.Context
+
 	mu   sync.Mutex
 	live map[string]*brokerConn
 }
 
-func (b *brokers) get(key string) *brokerConn {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.live[key]
+func (s *brokerSessions) get(key string) *brokerConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.live[key]
 }
 
 // brokerConn is one broker's session: one delivery at a time (the dispatcher
@@ -60,11 +76,11 @@ type brokerConn struct {
 	last api.BrokerState
 }
 
-// brokerView is the latest report of the window's broker, the session it
+// view is the latest report of the window's broker, the session it
 // came on and how many reports that session had made by then; live is
 // false when no broker serves the window.
-func (s *Service) brokerView(key string) (st api.BrokerState, bc *brokerConn, seq uint64, live bool) {
-	bc = s.brokers.get(key)
+func (s *brokerSessions) view(key string) (st api.BrokerState, bc *brokerConn, seq uint64, live bool) {
+	bc = s.get(key)
 	if bc == nil {
 		return st, nil, 0, false
 	}
@@ -80,16 +96,16 @@ type brokerReply struct {
 	states uint64
 }
 
-// brokerLive reports whether a broker session serves the window.
-func (s *Service) brokerLive(endpointID, repo, paneID string) bool {
-	bc := s.brokers.get(store.DeliveryKey(endpointID, repo))
+// isLive reports whether a broker session serves the window.
+func (s *brokerSessions) isLive(endpointID, repo, paneID string) bool {
+	bc := s.get(store.DeliveryKey(endpointID, repo))
 	return bc != nil && bc.paneID == paneID
 }
 
 // verifyBroker checks that the process at the other end of a broker session
 // is what it says: the process tmux runs in the pane (or one it started), in
 // a live pane of the window tamq marked for the repo. It returns the pane.
-func (s *Service) verifyBroker(ctx context.Context, peer unixrpc.Peer, args api.BrokerSessionArgs) (paneSeen, error) {
+func (s *brokerSessions) verifyBroker(ctx context.Context, peer unixrpc.Peer, args api.BrokerSessionArgs) (paneSeen, error) {
 	refuse := func(format string, a ...any) (paneSeen, error) {
 		return paneSeen{}, errs.New(errs.PermissionDeny, "broker session for %s refused: "+format, append([]any{args.Repo}, a...)...)
 	}
@@ -98,7 +114,7 @@ func (s *Service) verifyBroker(ctx context.Context, peer unixrpc.Peer, args api.
 	}
 	// Only a tmux server tamq opened windows on is asked, never one the
 	// client names: anyone can start a server and mark a window for any repo.
-	eps, err := s.knownEndpoints(ctx)
+	eps, err := s.endpoints.known(ctx)
 	if err != nil {
 		return paneSeen{}, err
 	}
@@ -129,13 +145,13 @@ func (s *Service) verifyBroker(ctx context.Context, peer unixrpc.Peer, args api.
 	}
 	p := paneSeen{endpointID: "tmux-amq-" + strconv.Itoa(pid), socket: args.Socket, paneID: w.PaneID, repo: w.Repo,
 		pid: w.PanePID, start: chain[j].StartTime}
-	s.live.addPane(p)
+	s.panes.addPane(p)
 	return p, nil
 }
 
 // brokerSession is the stream handler: it records the broker as live until
 // its connection ends.
-func (s *Service) brokerSession(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (s *brokerSessions) brokerSession(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.BrokerSessionArgs
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
@@ -145,7 +161,7 @@ func (s *Service) brokerSession(ctx context.Context, peer unixrpc.Peer, req *uni
 		s.log.Warn("broker session refused", "repo", args.Repo, "peer_pid", peer.PID, "error", err.Error())
 		return nil, err
 	}
-	if s.brokers.get(store.DeliveryKey(p.endpointID, p.repo)) != nil {
+	if s.get(store.DeliveryKey(p.endpointID, p.repo)) != nil {
 		s.log.Warn("broker session refused: the window has a live one", "repo", p.repo, "peer_pid", peer.PID)
 		return nil, errs.New(errs.Conflict, "broker session for %s refused: the window already has a live broker session", p.repo)
 	}
@@ -155,29 +171,29 @@ func (s *Service) brokerSession(ctx context.Context, peer unixrpc.Peer, req *uni
 			bc := &brokerConn{conn: conn, endpointID: p.endpointID, repo: p.repo, paneID: p.paneID,
 				replies: make(chan brokerReply, 1), closed: make(chan struct{})}
 			key := store.DeliveryKey(p.endpointID, p.repo)
-			s.brokers.mu.Lock()
-			if s.brokers.live == nil {
-				s.brokers.live = map[string]*brokerConn{}
+			s.mu.Lock()
+			if s.live == nil {
+				s.live = map[string]*brokerConn{}
 			}
-			if old := s.brokers.live[key]; old != nil {
+			if old := s.live[key]; old != nil {
 				// A second session never displaces a live one: it would take
 				// the window's deliveries from the broker that types them. A
 				// broker whose session died is gone from the map already (its
 				// connection ended), so a reconnecting one is not refused.
 				// (Checked before accepting; this is the rare race of two
 				// sessions accepted at once: the later one is closed.)
-				s.brokers.mu.Unlock()
+				s.mu.Unlock()
 				return
 			}
-			s.brokers.live[key] = bc
-			s.brokers.mu.Unlock()
+			s.live[key] = bc
+			s.mu.Unlock()
 			s.log.Info("broker attached", "repo", p.repo, "pane", p.paneID, "endpoint", p.endpointID)
 			defer func() {
-				s.brokers.mu.Lock()
-				if s.brokers.live[key] == bc {
-					delete(s.brokers.live, key)
+				s.mu.Lock()
+				if s.live[key] == bc {
+					delete(s.live, key)
 				}
-				s.brokers.mu.Unlock()
+				s.mu.Unlock()
 				// Under stateMu: a deferral being recorded either holds the
 				// window before this frees it, or sees the session closed.
 				bc.stateMu.Lock()
@@ -185,16 +201,16 @@ func (s *Service) brokerSession(ctx context.Context, peer unixrpc.Peer, req *uni
 				bc.stateMu.Unlock()
 				// The broker's view goes with it; whether the window can take
 				// deliveries is tmux's to say now (its agent may have exited).
-				s.setWait(fromBroker, p.endpointID, p.repo, "")
-				s.noteAgent(fromBroker, p.endpointID, p.repo, nil)
-				s.live.requestList(p.endpointID)
+				s.watcher.setWait(fromBroker, p.endpointID, p.repo, "")
+				s.watcher.noteAgent(fromBroker, p.endpointID, p.repo, nil)
+				s.watcher.requestList(p.endpointID)
 				s.log.Info("broker detached", "repo", p.repo, "pane", p.paneID)
 			}()
 			// The broker reports its agent from now on; what the pane showed
 			// before it came no longer holds the window.
-			s.setWait(fromScreen, p.endpointID, p.repo, "")
-			s.adoptWindow(s.work, p.endpointID, p.repo)
-			s.wake() // deliveries that waited for a broker may go now
+			s.watcher.setWait(fromScreen, p.endpointID, p.repo, "")
+			s.keeper.adoptWindow(s.work, p.endpointID, p.repo)
+			s.dispatcher.wake() // deliveries that waited for a broker may go now
 			for {
 				frame, err := fr.Next()
 				if err != nil {
@@ -208,7 +224,7 @@ func (s *Service) brokerSession(ctx context.Context, peer unixrpc.Peer, req *uni
 
 // brokerFrame handles one frame a broker sent: the answer to a delivery, or
 // a notification of its agent's state.
-func (s *Service) brokerFrame(bc *brokerConn, frame []byte) {
+func (s *brokerSessions) brokerFrame(bc *brokerConn, frame []byte) {
 	var note struct {
 		Op   string          `json:"op"`
 		Args json.RawMessage `json:"args"`
@@ -231,10 +247,10 @@ func (s *Service) brokerFrame(bc *brokerConn, frame []byte) {
 		bc.stateMu.Lock()
 		bc.states++
 		bc.last = st
-		s.setWait(fromBroker, bc.endpointID, bc.repo, reason)
+		s.watcher.setWait(fromBroker, bc.endpointID, bc.repo, reason)
 		bc.stateMu.Unlock()
 		running := !st.NoAgent
-		s.noteAgent(fromBroker, bc.endpointID, bc.repo, &running)
+		s.watcher.noteAgent(fromBroker, bc.endpointID, bc.repo, &running)
 		s.keeper.poke()
 		return
 	}
@@ -254,20 +270,20 @@ func (s *Service) brokerFrame(bc *brokerConn, frame []byte) {
 // delivery said, unless the broker has reported its agent's state since that
 // answer (states), or its session has ended (which frees the window as it
 // closes): then the dispatcher looks again.
-func (s *Service) holdIfStill(bc *brokerConn, states uint64, reason string) {
+func (s *brokerSessions) holdIfStill(bc *brokerConn, states uint64, reason string) {
 	bc.stateMu.Lock()
 	defer bc.stateMu.Unlock()
 	select {
 	case <-bc.closed:
-		s.wake()
+		s.dispatcher.wake()
 		return
 	default:
 	}
 	if bc.states != states {
-		s.wake()
+		s.dispatcher.wake()
 		return
 	}
-	s.setWait(fromBroker, bc.endpointID, bc.repo, reason)
+	s.watcher.setWait(fromBroker, bc.endpointID, bc.repo, reason)
 }
 
 // deliver asks the broker to write text and reports what it said.
@@ -281,6 +297,7 @@ func (bc *brokerConn) deliver(ctx context.Context, d api.DeliverArgs) (Written, 
 	if err != nil {
 		return out, err
 	}
+	// A socket's deadline is on the kernel's wall clock, not the service's.
 	bc.conn.SetWriteDeadline(time.Now().Add(brokerWriteTimeout))
 	if _, err := bc.conn.Write(frame); err != nil {
 		// A partly written frame is not a request the broker can act on:
@@ -359,17 +376,18 @@ func mustJSON(v any) json.RawMessage {
 // RoutingWriter delivers through the window's broker when one is attached,
 // else through tmux.
 type RoutingWriter struct {
-	svc  *Service
-	tmux Writer
+	brokers *brokerSessions
+	config  *config.Loaded
+	tmux    Writer
 }
 
 // Write implements Writer. The broker's session was verified for this very
 // window (endpoint, repo and pane) when it opened; through tmux, every write
 // checks the pane again.
 func (rw RoutingWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Window, text string, confirm *Confirm) (Written, error) {
-	if bc := rw.svc.brokers.get(store.DeliveryKey(ep.ID, w.Repo)); bc != nil && bc.paneID == w.PaneID {
-		c := rw.svc.opts.Config.Delivery
-		d := api.DeliverArgs{Text: text, PauseMS: int(rw.svc.enterPause(text) / time.Millisecond),
+	if bc := rw.brokers.get(store.DeliveryKey(ep.ID, w.Repo)); bc != nil && bc.paneID == w.PaneID {
+		c := rw.config.Delivery
+		d := api.DeliverArgs{Text: text, PauseMS: int(enterPause(rw.config, text) / time.Millisecond),
 			QuietMS: c.QuietMS, MaxWaitMS: c.MaxQuietWaitMS}
 		if confirm != nil {
 			d.Confirm = confirm.IDs // the broker asks deliveryCurrent right before its first byte

@@ -61,12 +61,12 @@ func inProcessService(b testing.TB, root string, o Options) (*Service, paths.Pat
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := svc.store.Register(ctx, queue.Endpoint{ID: "tmux-amq-" + strconv.Itoa(pid), TmuxSocket: tm.Must(b, "display", "-p", "#{socket_path}"),
+	if err := svc.store.Endpoints.Register(ctx, queue.Endpoint{ID: "tmux-amq-" + strconv.Itoa(pid), TmuxSocket: tm.Must(b, "display", "-p", "#{socket_path}"),
 		ServerPID: pid, Session: "tamq",
 		Windows: []queue.Window{{Repo: "net-kingdom", RepoPath: repo, WindowID: "@0", PaneID: "%0", Mode: queue.Manual}}}); err != nil {
 		b.Fatal(err)
 	}
-	svc.endpointsChanged()
+	svc.endpoints.changed()
 	return svc, p, "tmux-amq-" + strconv.Itoa(pid)
 }
 

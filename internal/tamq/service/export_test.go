@@ -26,17 +26,17 @@ func TestEnvelopeSQLMatchesTheRecord(t *testing.T) {
 	}
 	defer db.Close()
 	at := time.Date(2026, 12, 2, 14, 5, 6, 789_000_000, time.UTC)
-	s := &store.Store{DB: db, Now: func() time.Time { return at }}
+	s := store.New(db, func() time.Time { return at })
 	full := &queue.Message{Sender: "a", SenderKind: queue.FromOperator, Target: "b", Body: "hi <&> \"q\"\n\tü ✓",
 		AckMode: ackmode.Acknowledged, MaxAttempts: 3, IdempotencyKey: "k", CorrelationID: "c", CoordinationEndpointID: "ce",
 		ReplayOf: "m0", PolicyProfile: "p@1", ConfigVersion: "v"}
 	bare := &queue.Message{Sender: "b", SenderKind: queue.FromWorker, Target: "a", Body: "x", AckMode: ackmode.Injected,
 		MaxAttempts: 0, PolicyProfile: "p@1", ConfigVersion: "v"}
-	if err := s.Enqueue(ctx, []*queue.Message{full, bare}); err != nil {
+	if err := s.Queue.Enqueue(ctx, []*queue.Message{full, bare}); err != nil {
 		t.Fatal(err)
 	}
 	// Every time set on the first, on whole and on odd milliseconds.
-	if _, err := s.Transition(ctx, full.ID, "test", func(m *queue.Message) error {
+	if _, err := s.Deliveries.Transition(ctx, full.ID, "test", func(m *queue.Message) error {
 		m.State, m.Attempts, m.LastError = queue.Acknowledged, 2, "e"
 		m.AckDeadlineAt, m.InjectedAt, m.AckedAt, m.FailedAt = at.Add(time.Second), at.Add(1001*time.Millisecond), at.Add(10*time.Millisecond), at
 		return nil
@@ -54,7 +54,7 @@ func TestEnvelopeSQLMatchesTheRecord(t *testing.T) {
 		t.Fatalf("%d lines", len(lines))
 	}
 	for i, id := range []string{full.ID, bare.ID} {
-		m, err := s.Get(ctx, id)
+		m, err := s.Deliveries.Get(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}

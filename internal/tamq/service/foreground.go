@@ -59,30 +59,3 @@ func paneReady(ctx context.Context, srv tmux.Server, w queue.Window, panePID int
 	}
 	return true, ""
 }
-
-// paneAgent is the TmuxWriter's look at a window's pane: whether an agent
-// runs there, with the screen rules that apply. The pane's process is the
-// one the watcher last listed, or, for a window opened since, tmux's answer
-// now.
-func (s *Service) paneAgent(ctx context.Context, ep queue.Endpoint, w queue.Window) program.Verdict {
-	pid, ok := s.live.panePID(ep.ID, w.PaneID)
-	if !ok {
-		askCtx, cancel := askTmux(ctx)
-		_, wins, err := (tmux.Server{Socket: ep.TmuxSocket}).Snapshot(askCtx)
-		cancel()
-		if err != nil {
-			return program.Verdict{}
-		}
-		for _, tw := range wins {
-			if tw.PaneID == w.PaneID && tw.Repo == w.Repo && !tw.Dead {
-				pid = tw.PanePID
-			}
-		}
-	}
-	v, _ := paneVerdict(pid, s.agentPrograms())
-	return v
-}
-
-// agentPrograms are the program names the configuration adds to the known
-// agents.
-func (s *Service) agentPrograms() []string { return s.opts.Config.Delivery.AgentPrograms }

@@ -45,7 +45,7 @@ func BenchmarkGroupCommit(b *testing.B) {
 		start := time.Now()
 		for i := range per {
 			t0 := time.Now()
-			if err := svc.store.Enqueue(ctx, []*queue.Message{msg(i)}); err != nil {
+			if err := svc.store.Queue.Enqueue(ctx, []*queue.Message{msg(i)}); err != nil {
 				b.Fatal(err)
 			}
 			commits = append(commits, time.Since(t0))
@@ -55,7 +55,7 @@ func BenchmarkGroupCommit(b *testing.B) {
 		for c := range clients {
 			wg.Go(func() {
 				for i := c; i < per; i += clients {
-					if err := svc.enqueue(ctx, msg(r*per+i)); err != nil {
+					if err := svc.writer.enqueue(ctx, msg(r*per+i)); err != nil {
 						b.Error(err)
 						return
 					}
@@ -81,7 +81,7 @@ func BenchmarkGroupCommit(b *testing.B) {
 				time.Sleep(time.Until(next))
 				next = next.Add(interval)
 				t0 := time.Now()
-				if err := svc.enqueue(ctx, msg(i)); err != nil {
+				if err := svc.writer.enqueue(ctx, msg(i)); err != nil {
 					b.Error(err)
 					return
 				}

@@ -57,7 +57,7 @@ func TestConcurrentSendsEachGetTheirOwnMessage(t *testing.T) {
 				t.Fatalf("%s answered with id %q, also %s's", want, m.ID, other)
 			}
 			seen[m.ID] = want
-			stored, err := svc.store.Get(context.Background(), m.ID)
+			stored, err := svc.store.Deliveries.Get(context.Background(), m.ID)
 			if err != nil || stored.Body != want {
 				t.Errorf("%s: id %s holds %q (%v)", want, m.ID, stored.Body, err)
 			}
@@ -79,7 +79,7 @@ func TestARefusedMessageFailsAloneInItsGroup(t *testing.T) {
 	reqs := make([]enqueueReq, len(group))
 	for i, m := range group {
 		reqs[i] = enqueueReq{m: m, done: make(chan error, 1)}
-		svc.enqCh <- reqs[i]
+		svc.writer.reqs <- reqs[i]
 	}
 	run(t, svc)
 	for i, m := range group {
@@ -94,11 +94,11 @@ func TestARefusedMessageFailsAloneInItsGroup(t *testing.T) {
 			t.Errorf("%s failed with its neighbour: %v", m.Body, err)
 			continue
 		}
-		if stored, err := svc.store.Get(ctx, m.ID); err != nil || stored.Body != m.Body {
+		if stored, err := svc.store.Deliveries.Get(ctx, m.ID); err != nil || stored.Body != m.Body {
 			t.Errorf("%s: %+v %v", m.Body, stored, err)
 		}
 	}
-	if _, err := svc.store.Get(ctx, group[1].ID); !errs.Is(err, errs.NotFound) {
+	if _, err := svc.store.Deliveries.Get(ctx, group[1].ID); !errs.Is(err, errs.NotFound) {
 		t.Errorf("the refused message: %v, want not_found", err)
 	}
 }
@@ -119,7 +119,7 @@ func TestStoppingMidGroupLosesNoAcknowledgedMessage(t *testing.T) {
 				m := newMessage("r", fmt.Sprintf("c%d-%d", c, i))
 				// Refused at the stop: shutting down, or its group's
 				// transaction cut short (the committer's context ends).
-				if err := svc.enqueue(ctx, m); err != nil {
+				if err := svc.writer.enqueue(ctx, m); err != nil {
 					return
 				}
 				mu.Lock()
@@ -172,7 +172,7 @@ func TestGroupCommitKeepsEachSendersOrder(t *testing.T) {
 	for c := range senders {
 		wg.Go(func() {
 			for i := range each {
-				if err := svc.enqueue(ctx, newMessage("r", fmt.Sprintf("%d %03d", c, i))); err != nil {
+				if err := svc.writer.enqueue(ctx, newMessage("r", fmt.Sprintf("%d %03d", c, i))); err != nil {
 					t.Errorf("send: %v", err)
 					return
 				}

@@ -2,9 +2,12 @@ package service
 
 import (
 	"context"
+	"database/sql"
+	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -24,6 +27,15 @@ import (
 // The engine knows the calls come from tamq by their credentials and
 // records them as the broker's.
 type keeper struct {
+	log   *slog.Logger
+	clock clock.Clock
+	// engine is coordination-engine's client, reader the database (a
+	// window's last wake), brokers the sessions whose reports say what an
+	// agent does.
+	engine  *engineclient.Client
+	reader  *sql.DB
+	brokers *brokerSessions
+
 	mu sync.Mutex
 	// byWindow are the wakes written into a window, by its delivery key:
 	// the newest one per window is the lease its agent works on.
@@ -54,17 +66,8 @@ type keptLease struct {
 	failures int
 }
 
-func newKeeper() *keeper {
-	return &keeper{byWindow: map[string]*keptLease{}, kick: make(chan struct{}, 1)}
-}
-
 // poke makes the keeper look at its leases now (a broker reported a change).
-func (k *keeper) poke() {
-	select {
-	case k.kick <- struct{}{}:
-	default:
-	}
-}
+func (k *keeper) poke() { nudge(k.kick) }
 
 // written notes that a wake's prompt was submitted into the window of key
 // through the broker session via, which had made after reports by then.
@@ -83,60 +86,56 @@ const (
 	keeperIdle  = time.Second
 )
 
-// keepLeases is the keeper worker: it looks when a broker reports, when a
+// run is the lease keeper worker: it looks when a broker reports, when a
 // renewal is due, and at least every keeperIdle.
-func (s *Service) keepLeases(ctx context.Context) {
-	c := engineclient.New(s.opts.Engine)
+func (s *keeper) run(ctx context.Context) {
 	for {
-		wait := s.keepOnce(ctx, c)
-		timer := time.NewTimer(wait)
+		wait := s.keepOnce(ctx, s.engine)
 		select {
 		case <-ctx.Done():
-			timer.Stop()
 			return
-		case <-s.keeper.kick:
-		case <-timer.C:
+		case <-s.kick:
+		case <-s.clock.After(wait):
 		}
-		timer.Stop()
 	}
 }
 
 // keepOnce acknowledges or renews each held lease whose window's broker
 // says so now, and says how soon the next renewal is due.
-func (s *Service) keepOnce(ctx context.Context, c *engineclient.Client) (next time.Duration) {
+func (s *keeper) keepOnce(ctx context.Context, c *engineclient.Client) (next time.Duration) {
 	next = keeperIdle
 	defer func() {
-		now := s.opts.Now()
-		s.keeper.mu.Lock()
-		defer s.keeper.mu.Unlock()
+		now := s.clock.Now()
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		// A renewal due later is looked at when it falls due; one due
 		// already waits for its agent to work (a broker report wakes the
 		// keeper then, or the next idle look).
-		for _, kl := range s.keeper.byWindow {
+		for _, kl := range s.byWindow {
 			if d := kl.nextRenew.Sub(now); (kl.acked || kl.failures > 0) && d > 0 {
 				next = min(next, d)
 			}
 		}
 	}()
-	s.keeper.mu.Lock()
-	keys := make([]string, 0, len(s.keeper.byWindow))
-	for key := range s.keeper.byWindow {
+	s.mu.Lock()
+	keys := make([]string, 0, len(s.byWindow))
+	for key := range s.byWindow {
 		keys = append(keys, key)
 	}
-	s.keeper.mu.Unlock()
+	s.mu.Unlock()
 	for _, key := range keys {
-		s.keeper.mu.Lock()
-		kl := s.keeper.byWindow[key]
+		s.mu.Lock()
+		kl := s.byWindow[key]
 		var l keptLease
 		if kl != nil {
 			l = *kl
 		}
-		s.keeper.mu.Unlock()
+		s.mu.Unlock()
 		if kl == nil {
 			continue
 		}
-		st, via, seq, live := s.brokerView(key)
-		now := s.opts.Now()
+		st, via, seq, live := s.brokers.view(key)
+		now := s.clock.Now()
 		switch {
 		case !live || st.NoAgent:
 			// The agent is gone: nothing to acknowledge or renew. The lease
@@ -165,14 +164,14 @@ func working(st api.BrokerState) bool {
 
 // keepCall makes one ack or renewal and records its outcome on the lease
 // (still kl: a newer wake may have replaced it meanwhile).
-func (s *Service) keepCall(ctx context.Context, c *engineclient.Client, key string, kl *keptLease, call func(context.Context) (engineapi.Lease, error), ack bool) {
+func (s *keeper) keepCall(ctx context.Context, c *engineclient.Client, key string, kl *keptLease, call func(context.Context) (engineapi.Lease, error), ack bool) {
 	cctx, cancel := context.WithTimeout(ctx, engineAskTimeout)
 	got, err := call(cctx)
 	cancel()
-	now := s.opts.Now()
-	s.keeper.mu.Lock()
-	defer s.keeper.mu.Unlock()
-	if s.keeper.byWindow[key] != kl {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byWindow[key] != kl {
 		return
 	}
 	switch {
@@ -189,7 +188,7 @@ func (s *Service) keepCall(ctx context.Context, c *engineclient.Client, key stri
 	case errs.Is(err, errs.LeaseExpired), errs.Is(err, errs.NotFound), errs.Is(err, errs.LeaseState):
 		// The attempt is over (released, expired, superseded, stopped):
 		// nothing more to keep.
-		delete(s.keeper.byWindow, key)
+		delete(s.byWindow, key)
 		s.log.Info("lease no longer kept for the agent", "lease", kl.leaseID, "attempt", kl.attempt, "repo", kl.repo, "reason", err.Error())
 	default:
 		kl.failures++
@@ -205,15 +204,15 @@ func (s *Service) keepCall(ctx context.Context, c *engineclient.Client, key stri
 // whose lease may still be live: after tamq restarts, the lease of an agent
 // at work is renewed again instead of running out under it. The engine
 // refuses the calls for a lease that ended, and the keeper drops it then.
-func (s *Service) adoptWindow(ctx context.Context, endpointID, repo string) {
+func (s *keeper) adoptWindow(ctx context.Context, endpointID, repo string) {
 	key := store.DeliveryKey(endpointID, repo)
-	s.keeper.mu.Lock()
-	_, kept := s.keeper.byWindow[key]
-	s.keeper.mu.Unlock()
+	s.mu.Lock()
+	_, kept := s.byWindow[key]
+	s.mu.Unlock()
 	if kept {
 		return
 	}
-	ms, err := store.History(ctx, s.db.Reader, store.Page{Filter: store.Filter{Repo: repo, Since: s.opts.Now().Add(-24 * time.Hour)}, Limit: 20})
+	ms, err := store.History(ctx, s.reader, store.Page{Filter: store.Filter{Repo: repo, Since: s.clock.Now().Add(-24 * time.Hour)}, Limit: 20})
 	if err != nil {
 		s.log.Warn("cannot look for the window's last wake", "repo", repo, "error", err.Error())
 		return
@@ -226,15 +225,15 @@ func (s *Service) adoptWindow(ctx context.Context, endpointID, repo string) {
 		if m.State != queue.AwaitingAck && m.State != queue.Acknowledged && m.State != queue.Held {
 			return // the newest wake was never taken (or was cancelled)
 		}
-		s.keeper.mu.Lock()
-		if _, kept := s.keeper.byWindow[key]; !kept {
+		s.mu.Lock()
+		if _, kept := s.byWindow[key]; !kept {
 			// Acknowledged in tamq means the lease was acknowledged: renewed
 			// from the first report that shows the agent at work.
-			s.keeper.byWindow[key] = &keptLease{repo: repo, leaseID: leaseID, attempt: attempt, held: m.State == queue.Held,
+			s.byWindow[key] = &keptLease{repo: repo, leaseID: leaseID, attempt: attempt, held: m.State == queue.Held,
 				acked: m.State == queue.Acknowledged, every: keeperRetry}
 		}
-		s.keeper.mu.Unlock()
-		s.keeper.poke()
+		s.mu.Unlock()
+		s.poke()
 		return
 	}
 }

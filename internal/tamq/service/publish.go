@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/backoff"
@@ -13,6 +14,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/outbox"
 	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
+	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 )
 
@@ -50,26 +52,32 @@ func (t PublishTiming) withDefaults() PublishTiming {
 // protocol frame (at most 64 KiB with its envelope).
 const engineBatchBytes = 48 << 10
 
-// newPublisher is tamq's outbox (spec section 7): its receipts go through
-// coordination-engine while tamq is attached to it, else straight to State
-// Hub. Without State Hub at all they just stay pending.
-func (s *Service) newPublisher() *outbox.Publisher {
-	t := s.opts.Publish.withDefaults()
-	hub := &statehub.Client{Base: s.opts.Config.StateHub.APIBase, Credential: s.opts.Config.StateHub.CredentialCommand}
-	engine := engineclient.New(s.opts.Engine)
-	return &outbox.Publisher{
+// receiptPublisher is tamq's outbox (spec section 7) and the way its batches
+// go: through coordination-engine while tamq is attached to it, else
+// straight to State Hub. Without State Hub at all they just stay pending.
+type receiptPublisher struct {
+	*outbox.Publisher
+	engineLink *attachment
+}
+
+func newReceiptPublisher(o Options, receipts *store.ReceiptLog, clk clock.Clock, log *slog.Logger, link *attachment) *receiptPublisher {
+	t := o.Publish.withDefaults()
+	hub := &statehub.Client{Base: o.Config.StateHub.APIBase, Credential: o.Config.StateHub.CredentialCommand}
+	engine := engineclient.New(o.Engine)
+	p := &receiptPublisher{engineLink: link}
+	p.Publisher = &outbox.Publisher{
 		Pending: func(ctx context.Context, limit int) ([]contract.Receipt, []int64, error) {
-			batch, err := s.store.UnpublishedReceipts(ctx, limit)
+			batch, err := receipts.UnpublishedReceipts(ctx, limit)
 			rows := make([]int64, len(batch))
-			receipts := make([]contract.Receipt, len(batch))
+			out := make([]contract.Receipt, len(batch))
 			for i, u := range batch {
-				rows[i], receipts[i] = u.RowID, u.Receipt
+				rows[i], out[i] = u.RowID, u.Receipt
 			}
-			return receipts, rows, err
+			return out, rows, err
 		},
-		Mark: func(ctx context.Context, rows []int64) error { return s.store.MarkPublished(ctx, rows, s.opts.Now()) },
+		Mark: func(ctx context.Context, rows []int64) error { return receipts.MarkPublished(ctx, rows, clk.Now()) },
 		Post: func(ctx context.Context, batch []contract.Receipt) (int, string, error) {
-			if s.publishVia() == api.ViaEngine {
+			if p.via() == api.ViaEngine {
 				n := fitFrame(batch)
 				_, err := engine.Publish(ctx, engineapi.PublishArgs{Receipts: batch[:n]})
 				if !errs.Is(err, errs.UnknownOp) {
@@ -81,14 +89,15 @@ func (s *Service) newPublisher() *outbox.Publisher {
 			return len(batch), api.ViaDirect, err
 		},
 		Timing: outbox.Timing{Every: t.Every, Gather: t.Gather, Backoff: backoff.Policy{Min: t.BackoffMin, Max: t.BackoffMax}},
-		Clock:  clock.System,
-		Log:    s.log,
+		Clock:  clk,
+		Log:    log,
 	}
+	return p
 }
 
-// publishVia is the way the next batch goes.
-func (s *Service) publishVia() string {
-	if s.engineLink.isAttached() {
+// via is the way the next batch goes.
+func (p *receiptPublisher) via() string {
+	if p.engineLink.isAttached() {
 		return api.ViaEngine
 	}
 	return api.ViaDirect
@@ -108,10 +117,10 @@ func fitFrame(batch []contract.Receipt) int {
 	return len(batch)
 }
 
-// publishStatus is the publisher as status shows it.
-func (s *Service) publishStatus() *api.PublishStatus {
-	st := s.pub.Status()
-	out := &api.PublishStatus{Via: s.publishVia(), LastError: st.LastError, Paused: st.Paused}
+// status is the publisher as status shows it.
+func (p *receiptPublisher) status() *api.PublishStatus {
+	st := p.Status()
+	out := &api.PublishStatus{Via: p.via(), LastError: st.LastError, Paused: st.Paused}
 	if !st.LastSuccess.IsZero() {
 		out.LastSuccessAt = &st.LastSuccess
 	}

@@ -2,6 +2,9 @@ package service
 
 import (
 	"context"
+	"database/sql"
+	"log/slog"
+	"sync"
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/queue"
@@ -9,6 +12,19 @@ import (
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
+
+// purgeHandler answers tamq purge while the service runs.
+type purgeHandler struct {
+	log      *slog.Logger
+	reader   *sql.DB
+	purges   *store.Purger
+	database string // its file, whose size a purge reports
+	// work ends when shutdown begins: a purge under way stops at its next
+	// step instead of holding the shutdown to its grace period.
+	work context.Context
+	// mu lets one purge run at a time.
+	mu sync.Mutex
+}
 
 // purge plans a purge and, unless it is a dry run, carries it out: the
 // service is the database's one writer, so `tamq purge` comes here whenever
@@ -18,7 +34,7 @@ import (
 // need one full VACUUM, which holds the write lock for its whole run: the
 // service never runs it and keeps the free pages (SQLite reuses them); a
 // purge with the service stopped converts the database.
-func (s *Service) purge(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (s *purgeHandler) purge(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.PurgeArgs
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
@@ -35,22 +51,22 @@ func (s *Service) purge(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Req
 	}
 	// One purge at a time: a second would plan messages the first is
 	// deleting, and both would vacuum.
-	s.purgeMu.Lock()
-	defer s.purgeMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	// Requests are not cancelled by a signal (they are answered); a purge
 	// stops at its next transaction when the service shuts down.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.work, cancel)()
-	plan, err := store.PlanPurge(ctx, s.db.Reader, rule)
+	plan, err := store.PlanPurge(ctx, s.reader, rule)
 	if err != nil {
 		return nil, s.purgeError(err, store.PurgeDone{})
 	}
 	if args.DryRun || len(plan.IDs) == 0 {
 		return PurgeResult(plan, store.PurgeDone{}), nil
 	}
-	before := store.FileBytes(s.opts.Paths.Database)
-	done, err := s.store.ExecutePurge(ctx, rule, plan, false, store.PurgeProgress{})
+	before := store.FileBytes(s.database)
+	done, err := s.purges.ExecutePurge(ctx, rule, plan, false, store.PurgeProgress{})
 	if done.Messages > 0 {
 		s.log.Info("history purged", "purge_id", done.ID, "deleted", done.Messages, "receipts_deleted", done.Receipts,
 			"planned", len(plan.IDs), "peer_pid", peer.PID)
@@ -62,13 +78,13 @@ func (s *Service) purge(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Req
 		s.log.Info("purge kept the free pages: the database predates incremental auto-vacuum; a purge with the service stopped converts it")
 	}
 	res := PurgeResult(plan, done)
-	res.FileBytesBefore, res.FileBytesAfter = before, store.FileBytes(s.opts.Paths.Database)
+	res.FileBytesBefore, res.FileBytesAfter = before, store.FileBytes(s.database)
 	return res, nil
 }
 
 // purgeError says a purge was cut short by the service stopping, or passes
 // err on.
-func (s *Service) purgeError(err error, done store.PurgeDone) error {
+func (s *purgeHandler) purgeError(err error, done store.PurgeDone) error {
 	if s.work.Err() == nil {
 		return err
 	}

@@ -19,12 +19,12 @@ const KindReplayed = "history.replayed"
 // through what a new message goes through (registered target with a window
 // on that endpoint, body rules, ack mode, the active policy) and the replay
 // deduplication; nothing existing is changed.
-func (s *Service) replay(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (s *messageHandlers) replay(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.ReplayArgs
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	endpoints, err := s.knownEndpoints(ctx)
+	endpoints, err := s.endpoints.known(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -35,13 +35,13 @@ func (s *Service) replay(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Re
 	if res.BatchID == "" {
 		res.BatchID = store.NewID()
 	}
-	reg, err := s.opts.Registry()
+	reg, err := s.registry()
 	if err != nil {
 		return nil, err
 	}
 	// A file replayed from a window speaks for that window's repo only: its
 	// lines may not claim the operator, another repo or the engine.
-	caller, _, inWindow := s.paneOf(ctx, peer.PID)
+	caller, _, inWindow := s.callers.paneOf(ctx, peer.PID)
 	var msgs []*queue.Message
 	var at []int // outcome index of each message
 	for _, e := range args.Entries {
@@ -63,7 +63,7 @@ func (s *Service) replay(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Re
 		res.Outcomes = append(res.Outcomes, api.ReplayOutcome{Line: e.Line})
 	}
 	if len(msgs) > 0 {
-		inserted, err := s.store.Replay(ctx, res.BatchID, msgs)
+		inserted, err := s.queue.Replay(ctx, res.BatchID, msgs)
 		if err != nil {
 			return nil, err
 		}
@@ -73,15 +73,15 @@ func (s *Service) replay(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Re
 				o.Status, o.ID = api.ReplayAccepted, m.ID
 			}
 		}
-		s.wake()
+		s.dispatcher.wake()
 	}
 	if sum := args.Summary; sum != nil {
-		r := s.receipt(KindReplayed, "replayed", "", map[string]any{
+		r := newReceipt(s.config, KindReplayed, "replayed", "", map[string]any{
 			"batch_id": res.BatchID, "lines": sum.Lines, "accepted": sum.Accepted,
 			"duplicates": sum.Duplicates, "rejected": sum.Rejected,
 		})
 		r.SubjectID, r.EndpointID = res.BatchID, args.EndpointID
-		if err := s.store.AddReceipt(ctx, r); err != nil {
+		if err := s.receipts.AddReceipt(ctx, r); err != nil {
 			return nil, err
 		}
 	}
@@ -89,7 +89,7 @@ func (s *Service) replay(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Re
 }
 
 // replayed checks one entry and makes the message it becomes.
-func (s *Service) replayed(e api.ReplayEntry, resolve func(string) (gita.Repo, error), endpoints []queue.Endpoint, endpointID string) (*queue.Message, error) {
+func (s *messageHandlers) replayed(e api.ReplayEntry, resolve func(string) (gita.Repo, error), endpoints []queue.Endpoint, endpointID string) (*queue.Message, error) {
 	if e.Original == "" || e.Sender == "" {
 		return nil, errs.New(errs.BodyInvalid, "the line has no id or no sender")
 	}
@@ -128,7 +128,7 @@ func (s *Service) replayed(e api.ReplayEntry, resolve func(string) (gita.Repo, e
 	if err != nil {
 		return nil, err
 	}
-	mode := s.opts.Config.Coordination.DeliveryAckMode
+	mode := s.config.Coordination.DeliveryAckMode
 	if e.AckMode != "" {
 		if mode, err = ackmode.Parse(e.AckMode); err != nil {
 			return nil, errs.New(errs.BodyInvalid, "ack mode %v", err)
@@ -136,9 +136,9 @@ func (s *Service) replayed(e api.ReplayEntry, resolve func(string) (gita.Repo, e
 	}
 	return &queue.Message{
 		EndpointID: endpointID, Sender: e.Sender, SenderKind: kind, Target: e.Target, Body: body, AckMode: mode,
-		MaxAttempts: s.opts.Config.Coordination.MaxAttempts, ReplayOf: e.Original,
+		MaxAttempts: s.config.Coordination.MaxAttempts, ReplayOf: e.Original,
 		IdempotencyKey: e.IdempotencyKey, CorrelationID: e.CorrelationID, CoordinationEndpointID: e.CoordinationEndpointID,
-		PolicyProfile: s.opts.Config.ProfileRef(), ConfigVersion: s.opts.Config.Version,
+		PolicyProfile: s.config.ProfileRef(), ConfigVersion: s.config.Version,
 	}, nil
 }
 

@@ -22,9 +22,9 @@ import (
 // old experiments, are left alone. For each, the newest endpoint's windows
 // are reused or opened again with their command and mode; the undelivered
 // messages of a replaced endpoint move to its replacement.
-func (s *Service) restore(ctx context.Context, recreate []string) (api.RestoreResult, error) {
+func (s *endpointHandlers) restore(ctx context.Context, recreate []string) (api.RestoreResult, error) {
 	res := api.RestoreResult{Endpoints: []api.Endpoint{}}
-	eps, err := store.Endpoints(ctx, s.db.Reader, false)
+	eps, err := store.Endpoints(ctx, s.reader, false)
 	if err != nil {
 		return res, err
 	}
@@ -48,7 +48,7 @@ func (s *Service) restore(ctx context.Context, recreate []string) (api.RestoreRe
 	if len(wanted) == 0 {
 		return res, nil
 	}
-	reg, err := s.opts.Registry()
+	reg, err := s.registry()
 	if err != nil {
 		return res, errs.Wrap(errs.CodeOf(err), err, "cannot restore windows without the gita registry")
 	}
@@ -56,7 +56,7 @@ func (s *Service) restore(ctx context.Context, recreate []string) (api.RestoreRe
 	if err != nil {
 		return res, errs.Wrap(errs.Internal, err, "cannot restore windows: cannot find the tamq executable")
 	}
-	defer s.endpointsChanged()
+	defer s.endpoints.changed()
 	var failed error
 	for _, ep := range wanted {
 		// By its label where it has one: restoring may start the server, and
@@ -72,12 +72,12 @@ func (s *Service) restore(ctx context.Context, recreate []string) (api.RestoreRe
 			repos = append(repos, workspace.Repo{Repo: r, Command: w.Command, Mode: string(w.Mode)})
 		}
 		opened, err := workspace.Open(ctx, srv, repos, workspace.Options{
-			TamqSocket: s.opts.Paths.Socket, EngineSocket: s.opts.Engine.Socket, LockFile: s.opts.Paths.OpenLockFile,
+			TamqSocket: s.paths.Socket, EngineSocket: s.engine.Socket, LockFile: s.paths.OpenLockFile,
 			Broker: workspace.Broker{Exe: exe, GitaDir: reg.Dir},
 			Note:   func(format string, args ...any) { s.log.Info(fmt.Sprintf(format, args...)) },
 			Announce: func(ep api.Endpoint) error {
-				err := s.store.Register(ctx, ep.Domain())
-				s.endpointsChanged()
+				err := s.endpointTable.Register(ctx, ep.Domain())
+				s.endpoints.changed()
 				return err
 			},
 		})
@@ -90,32 +90,32 @@ func (s *Service) restore(ctx context.Context, recreate []string) (api.RestoreRe
 			continue
 		}
 		rec := opened.Endpoint
-		if err := s.store.Register(ctx, rec.Domain()); err != nil {
+		if err := s.endpointTable.Register(ctx, rec.Domain()); err != nil {
 			s.log.Error("cannot record restored windows", "endpoint", rec.ID, "error", err.Error())
 			failed = err
 			continue
 		}
 		res.Endpoints = append(res.Endpoints, rec)
 		if rec.ID != ep.ID {
-			if err := s.store.SetEndpointState(ctx, ep.ID, queue.Disconnected, "replaced by "+rec.ID); err != nil {
+			if err := s.endpointTable.SetEndpointState(ctx, ep.ID, queue.Disconnected, "replaced by "+rec.ID); err != nil {
 				s.log.Error("cannot record a replaced endpoint", "endpoint", ep.ID, "error", err.Error())
 				failed = err
 			}
 			s.log.Info("workspace restored", "endpoint", rec.ID, "replaces", ep.ID, "windows", len(rec.Windows))
 		}
 	}
-	s.endpointsChanged()
-	if err := s.rebindStranded(ctx); err != nil {
+	s.endpoints.changed()
+	if err := s.watcher.rebindStranded(ctx); err != nil {
 		s.log.Error("cannot move messages to the restored endpoints; will try again", "error", err.Error())
-		s.live.requestRebind()
+		s.watcher.requestRebind()
 	}
-	s.live.requestList()
+	s.watcher.requestList()
 	return res, failed
 }
 
 // restoreOp is `tamq start` reaching a service that already runs: the
 // workspace comes back without a service restart.
-func (s *Service) restoreOp(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (s *endpointHandlers) restoreOp(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.RestoreArgs
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err

@@ -28,11 +28,11 @@ func TestAScreenHoldDoesNotOutliveABrokerThatAttachedMeanwhile(t *testing.T) {
 	deferred := Written{Path: "tmux", Deferred: true, NotAtPrompt: true, Reason: program.NoAgentRunning}
 
 	// No broker: the pane's word holds the window until it is looked at again.
-	svc.deferDelivery(context.Background(), []queue.Message{m}, deferred)
+	svc.delivery.deferDelivery(context.Background(), []queue.Message{m}, deferred)
 	if got := held(); got != program.NoAgentRunning {
 		t.Fatalf("held for %q without a broker, want %q", got, program.NoAgentRunning)
 	}
-	svc.setWait(fromScreen, "ep-1", "net-kingdom", "")
+	svc.watcher.setWait(fromScreen, "ep-1", "net-kingdom", "")
 
 	// The broker attached (and cleared the screen's hold) before the
 	// deferral was recorded.
@@ -42,7 +42,7 @@ func TestAScreenHoldDoesNotOutliveABrokerThatAttachedMeanwhile(t *testing.T) {
 	}
 	svc.brokers.live[key] = &brokerConn{endpointID: "ep-1", repo: "net-kingdom", closed: make(chan struct{})}
 	svc.brokers.mu.Unlock()
-	svc.deferDelivery(context.Background(), []queue.Message{m}, deferred)
+	svc.delivery.deferDelivery(context.Background(), []queue.Message{m}, deferred)
 	if got := held(); got != "" {
 		t.Errorf("the window is held for %q though its broker is attached", got)
 	}

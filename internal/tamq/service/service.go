@@ -11,16 +11,13 @@ import (
 	"maps"
 	"os"
 	"runtime/debug"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/buildinfo"
+	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/daemon"
-	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
-	"github.com/tmux-amq/tamq/internal/outbox"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/receipt"
@@ -28,14 +25,13 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/status"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
-	"github.com/tmux-amq/tamq/internal/tmux"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // Now is the service's clock: UTC, to the millisecond, so every time it
 // reports is what the database keeps (Unix milliseconds) and every JSON time
 // is RFC 3339 in UTC with at most millisecond precision.
-func Now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+func Now() time.Time { return clock.System.Now() }
 
 // IdleTimeout closes a client connection that sends nothing for this long.
 const IdleTimeout = 30 * time.Second
@@ -64,7 +60,9 @@ type Options struct {
 	// stat every registered repo. Nil means Registry.
 	Addresses func() (*gita.Registry, error)
 	Log       *slog.Logger
-	Now       func() time.Time
+	// Clock is what every part of the service tells the time and waits by;
+	// nil is the system's.
+	Clock clock.Clock
 	// Notices receives what the operator must see at start (the history
 	// advisory); stderr in practice.
 	Notices io.Writer
@@ -94,9 +92,14 @@ type Options struct {
 const DefaultIdleRelease = 2 * time.Second
 
 // Service is a running tamq service: the shared skeleton (internal/daemon)
-// with tamq's handlers and workers.
+// running tamq's handlers and its services. It is the composition root: it
+// builds the services, hands each the others it calls, registers the
+// handlers and runs the plan that starts and stops them in order. Each
+// service keeps its own state; docs/layout.md draws how a message flows
+// through them.
 type Service struct {
 	opts      Options
+	clock     clock.Clock
 	log       *slog.Logger
 	d         *daemon.Service
 	db        *sqlitedb.DB
@@ -106,36 +109,38 @@ type Service struct {
 	idle      *time.Timer
 	// shutdownBegan is when the shutdown began, for its receipt.
 	shutdownBegan time.Time
+	// work ends when shutdown begins: long requests (a purge) stop at their
+	// next step instead of holding the shutdown to its grace period.
+	work     context.Context
+	stopWork context.CancelFunc
+
+	// The services.
+	endpoints  *endpointBook
+	live       *live
+	writer     *queueWriter
+	dispatcher *dispatcher
+	delivery   *deliverer
+	acks       *ackExpirer
+	rescuer    *leaseRescuer
+	watcher    *watcher
+	callers    *callers
+	brokers    *brokerSessions
+	keeper     *keeper
+	engineLink *attachment
+	publisher  *receiptPublisher
+
+	// The handlers, by area.
+	messages    *messageHandlers
+	endpointOps *endpointHandlers
+	wakes       *wakeHandlers
+	purges      *purgeHandler
 
 	// The background work. At shutdown the dispatcher stops first (its
 	// deliveries finish while their brokers' sessions are open), then, once
 	// the requests under way are answered, the others: the committer those
 	// requests may need last.
-	dispatcher, committer, ackExpirer, leaseRescuer, watcher, attacher, publisher, leaseKeeper *daemon.Worker
-	// keeper is what the lease keeper knows: the wakes written, per window.
-	keeper *keeper
-	// engineLink is the link to coordination-engine the attacher keeps.
-	engineLink *attachment
-	// engineProc recognises the engine's process: only it may wake.
-	engineProc *daemon.ServiceProcess
-	// pub is the receipt outbox: how it sends receipts, and how it went.
-	pub *outbox.Publisher
-
-	brokers   brokers
-	live      *live
-	epMu      sync.Mutex
-	epCache   []queue.Endpoint // the endpoints table; nil when stale
-	instance  string           // names this run's delivery claims
-	wakeCh    chan struct{}
-	enqCh     chan enqueueReq
-	ackWakeCh chan struct{}
-	stopping  atomic.Bool
-	busy      sync.Map // delivery keys of windows being written to
-	// work ends when shutdown begins: long requests (a purge) stop at their
-	// next step instead of holding the shutdown to its grace period.
-	work     context.Context
-	stopWork context.CancelFunc
-	purgeMu  sync.Mutex
+	dispatcherWorker *daemon.Worker
+	workers          []*daemon.Worker
 }
 
 // Start brings the service up to the point where it accepts connections. The
@@ -143,8 +148,8 @@ type Service struct {
 // opened, so a failed start leaves existing data untouched; the socket is
 // bound last, so nobody reaches a half-started service.
 func Start(ctx context.Context, o Options) (*Service, error) {
-	if o.Now == nil {
-		o.Now = Now
+	if o.Clock == nil {
+		o.Clock = clock.System
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -152,27 +157,8 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	if o.Addresses == nil {
 		o.Addresses = o.Registry
 	}
-	s := &Service{
-		opts: o, log: o.Log,
-		instance: store.NewID(), wakeCh: make(chan struct{}, 1), ackWakeCh: make(chan struct{}, 1), enqCh: make(chan enqueueReq, maxGroup),
-		live: newLive(),
-	}
+	s := &Service{opts: o, clock: o.Clock, log: o.Log}
 	s.work, s.stopWork = context.WithCancel(context.Background())
-	s.dispatcher = &daemon.Worker{Name: "dispatcher", Run: s.dispatch}
-	s.committer = &daemon.Worker{Name: "committer", Run: s.commit}
-	s.ackExpirer = &daemon.Worker{Name: "ack expirer", Run: s.expireAcksLoop}
-	s.leaseRescuer = &daemon.Worker{Name: "lease rescuer", Run: s.rescueLeases}
-	s.watcher = &daemon.Worker{Name: "watcher", Run: s.watch}
-	s.attacher = &daemon.Worker{Name: "attacher", Run: s.attachLoop}
-	s.engineLink = newAttachment(o.Engine.Socket)
-	s.engineProc = newEngineProcess(o)
-	s.pub = s.newPublisher()
-	s.publisher = &daemon.Worker{Name: "publisher", Run: s.pub.Run}
-	s.keeper = newKeeper()
-	s.leaseKeeper = &daemon.Worker{Name: "lease keeper", Run: s.keepLeases}
-	if s.opts.Writer == nil {
-		s.opts.Writer = RoutingWriter{svc: s, tmux: TmuxWriter{Pause: s.enterPause, Agent: s.paneAgent}}
-	}
 	d, err := daemon.Open(o.Paths, o.Log)
 	if err != nil {
 		return nil, err
@@ -183,15 +169,16 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		d.Close()
 		return nil, err
 	}
-	st, err := store.Open(ctx, o.Paths, o.Config.BusyTimeout(), o.Now)
+	st, err := store.Open(ctx, o.Paths, o.Config.BusyTimeout(), o.Clock.Now)
 	if err != nil {
 		return fail(err)
 	}
 	d.Database(st.DB)
-	st.PolicyProfile, st.ConfigVersion = o.Config.ProfileRef(), o.Config.Version
-	st.ReceiptAdded = s.pub.Kick
+	st.Receipts.PolicyProfile, st.Receipts.ConfigVersion = o.Config.ProfileRef(), o.Config.Version
 	s.db, s.store = st.DB, st
-	s.startedAt = o.Now()
+	s.build()
+	st.Receipts.Added = s.publisher.Kick
+	s.startedAt = o.Clock.Now()
 	s.server = &unixrpc.Server{
 		Handlers:    s.handlers(),
 		Log:         s.log,
@@ -202,20 +189,20 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		MaxStreams:  MaxStreams,
 	}
 	if o.Orwell != nil {
-		s.server.Trace = daemon.OrwellTracer(o.Orwell, o.Now)
+		s.server.Trace = daemon.OrwellTracer(o.Orwell, o.Clock.Now)
 	}
 	if err := d.Listen(s.server); err != nil {
 		return fail(err)
 	}
-	if err := s.store.AddReceipt(ctx, s.receipt(receipt.KindServiceStart, "started", "", map[string]any{
+	if err := s.store.Receipts.AddReceipt(ctx, newReceipt(o.Config, receipt.KindServiceStart, "started", "", map[string]any{
 		"pid": os.Getpid(), "version": buildinfo.Get().Version, "proto": unixrpc.Version, "detached": o.Detached, "orwell": o.Orwell != nil,
 	})); err != nil {
 		return fail(err)
 	}
 	s.advise(ctx)
-	s.reconnectEndpoints(ctx)
+	s.endpointOps.reconnectEndpoints(ctx)
 	if o.Restore {
-		if _, err := s.restore(ctx, o.Recreate); err != nil {
+		if _, err := s.endpointOps.restore(ctx, o.Recreate); err != nil {
 			// The service runs without the windows that could not come back;
 			// the log says which, and `tamq start` can be run again.
 			s.log.Error("the workspace was not fully restored", "error", err.Error())
@@ -226,20 +213,19 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	return s, nil
 }
 
-func (s *Service) receipt(kind, status, reason string, detail map[string]any) receipt.Receipt {
+// newReceipt is a receipt of the service under the configuration in force.
+func newReceipt(c *config.Loaded, kind, status, reason string, detail map[string]any) receipt.Receipt {
 	return receipt.Receipt{
 		Kind: kind, Status: status, Reason: reason, Detail: detail,
-		PolicyProfile: s.opts.Config.ProfileRef(), ConfigVersion: s.opts.Config.Version,
+		PolicyProfile: c.ProfileRef(), ConfigVersion: c.Version,
 	}
 }
 
-// refused records a connection rejected by peer credentials. Nothing was read
-// from it, so the receipt holds only the peer's identity.
 func (s *Service) refused(peer unixrpc.Peer, err error) {
 	s.log.Warn("connection refused", "peer_uid", peer.UID, "peer_pid", peer.PID, "reason", err.Error())
-	r := s.receipt(receipt.KindAuthRefused, "refused", "peer uid differs from service uid",
+	r := newReceipt(s.opts.Config, receipt.KindAuthRefused, "refused", "peer uid differs from service uid",
 		map[string]any{"peer_uid": peer.UID, "peer_pid": peer.PID})
-	if werr := s.store.AddReceipt(context.Background(), r); werr != nil {
+	if werr := s.store.Receipts.AddReceipt(context.Background(), r); werr != nil {
 		s.log.Error("cannot record refused connection", "error", werr.Error())
 	}
 }
@@ -252,13 +238,13 @@ func (s *Service) refused(peer unixrpc.Peer, err error) {
 func (s *Service) Run(ctx context.Context) error {
 	return s.d.Run(ctx, daemon.Plan{
 		Grace:      s.opts.Config.ShutdownGrace(),
-		DrainFirst: []*daemon.Worker{s.dispatcher},
-		Workers:    []*daemon.Worker{s.committer, s.ackExpirer, s.leaseRescuer, s.watcher, s.attacher, s.publisher, s.leaseKeeper},
+		DrainFirst: []*daemon.Worker{s.dispatcherWorker},
+		Workers:    s.workers,
 		Stopping: func() {
-			s.shutdownBegan = s.opts.Now()
+			s.shutdownBegan = s.clock.Now()
 			s.stopWork() // a purge under way stops at its next step
 			s.idle.Stop()
-			s.stopping.Store(true) // no new deliveries are claimed
+			s.dispatcher.stop() // no new deliveries are claimed
 		},
 		Stopped: s.stopped,
 	})
@@ -268,11 +254,11 @@ func (s *Service) Run(ctx context.Context) error {
 // windows may outlive the service, but nothing delivers into them now) and
 // the shutdown receipt.
 func (s *Service) stopped(ctx context.Context, reason string, graceExceeded bool) error {
-	s.detachAll()
-	n, markErr := s.store.MarkEndpointsDisconnected(ctx)
-	rcptErr := s.store.AddReceipt(ctx, s.receipt(receipt.KindServiceShutdown, "stopped", reason, map[string]any{
+	s.engineLink.detachAll()
+	n, markErr := s.store.Endpoints.MarkEndpointsDisconnected(ctx)
+	rcptErr := s.store.Receipts.AddReceipt(ctx, newReceipt(s.opts.Config, receipt.KindServiceShutdown, "stopped", reason, map[string]any{
 		"pid": os.Getpid(), "endpoints_disconnected": n, "grace_exceeded": graceExceeded,
-		"duration_ms": s.opts.Now().Sub(s.shutdownBegan).Milliseconds(),
+		"duration_ms": s.clock.Now().Sub(s.shutdownBegan).Milliseconds(),
 	}))
 	return errors.Join(markErr, rcptErr)
 }
@@ -281,26 +267,29 @@ func (s *Service) handlers() map[string]unixrpc.Handler {
 	hs := s.d.Lifecycle(s.startedAt, s.opts.Config.ShutdownGrace())
 	maps.Copy(hs, map[string]unixrpc.Handler{
 		api.OpStatus:        s.status,
-		api.OpRegister:      s.register,
-		api.OpSend:          s.send,
-		api.OpAck:           s.ack,
-		api.OpRetry:         s.retry,
-		api.OpReplay:        s.replay,
-		api.OpEndpoints:     s.endpoints,
-		api.OpForget:        s.forget,
-		api.OpRestore:       s.restoreOp,
-		api.OpPurge:         s.purge,
-		api.OpBrokerSession: s.brokerSession,
-		api.OpWake:          s.wakeOp,
-		api.OpCancelWake:    s.cancelWakeOp,
-		api.OpWhois:         s.whois,
+		api.OpRegister:      s.endpointOps.register,
+		api.OpSend:          s.messages.send,
+		api.OpAck:           s.messages.ack,
+		api.OpRetry:         s.messages.retry,
+		api.OpReplay:        s.messages.replay,
+		api.OpEndpoints:     s.endpointOps.listEndpoints,
+		api.OpForget:        s.endpointOps.forget,
+		api.OpRestore:       s.endpointOps.restoreOp,
+		api.OpPurge:         s.purges.purge,
+		api.OpBrokerSession: s.brokers.brokerSession,
+		api.OpWake:          s.wakes.wakeOp,
+		api.OpCancelWake:    s.wakes.cancelWakeOp,
+		api.OpWhois:         s.callers.whois,
 		// A broker's last look before it writes a delivery of wakes.
-		api.OpDeliveryCurrent: s.deliveryCurrent,
+		api.OpDeliveryCurrent: s.delivery.deliveryCurrent,
 	})
 	release := s.opts.IdleRelease
 	if release == 0 {
 		release = DefaultIdleRelease
 	}
+	// On the wall clock, not the service's: it is about the process's
+	// memory, and it is reset by every request, which clock.Clock's one-shot
+	// waits cannot do.
 	s.idle = time.AfterFunc(release, debug.FreeOSMemory)
 	for op, h := range hs {
 		hs[op] = func(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
@@ -312,7 +301,7 @@ func (s *Service) handlers() map[string]unixrpc.Handler {
 }
 
 func (s *Service) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request) (any, error) {
-	now := s.opts.Now()
+	now := s.clock.Now()
 	r := status.Collect(ctx, status.Sources{
 		Paths: s.opts.Paths, Config: s.opts.Config, Registry: s.opts.Registry,
 		Migrations: store.Migrations, DB: s.db.Reader, Now: now,
@@ -320,7 +309,7 @@ func (s *Service) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request
 	for i, ep := range r.Endpoints {
 		for j, w := range ep.Windows {
 			win := &r.Endpoints[i].Windows[j]
-			win.Broker = s.brokerLive(ep.ID, w.Repo, w.PaneID)
+			win.Broker = s.brokers.isLive(ep.ID, w.Repo, w.PaneID)
 			switch {
 			case ep.State != string(queue.Connected):
 				win.WaitReason = "its tmux server is gone"
@@ -331,7 +320,7 @@ func (s *Service) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request
 	}
 	r.Service = daemon.RunningStatus(s.opts.Paths, s.startedAt, now, s.opts.Config.ProfileRef(), s.opts.Config.Version, s.opts.Orwell != nil)
 	r.Coordination = s.engineLink.snapshot()
-	r.StateHub.Publishing = s.publishStatus()
+	r.StateHub.Publishing = s.publisher.status()
 	status.Judge(&r)
 	return r, nil
 }
@@ -365,146 +354,4 @@ func HistoryAdvisory(bytes int64, since time.Time, limit int64) string {
 	}
 	return fmt.Sprintf("Size of history is %d MB since %s, exceeding %dMB. Consider using 'tamq purge'.",
 		bytes/1000/1000, since.UTC().Format("060102"), limit/1000/1000)
-}
-
-func (s *Service) isStopping() bool { return s.stopping.Load() }
-
-// reconnectEndpoints marks each recorded endpoint connected when its tmux
-// server still runs with the same pid, else disconnected.
-func (s *Service) reconnectEndpoints(ctx context.Context) {
-	eps, err := store.Endpoints(ctx, s.db.Reader, false)
-	if err != nil {
-		s.log.Error("cannot read endpoints", "error", err.Error())
-		return
-	}
-	for _, ep := range eps {
-		state, reason := queue.Disconnected, "its tmux server is gone"
-		askCtx, cancel := askTmux(ctx)
-		pid, err := (tmux.Server{Socket: ep.TmuxSocket}).PID(askCtx)
-		cancel()
-		if err == nil && pid == ep.ServerPID {
-			state, reason = queue.Connected, "its tmux server still runs"
-		}
-		if err := s.store.SetEndpointState(ctx, ep.ID, state, reason); err != nil {
-			s.log.Error("cannot record endpoint state", "endpoint", ep.ID, "error", err.Error())
-		}
-	}
-	s.endpointsChanged()
-	s.live.requestRebind()
-}
-
-type enqueueReq struct {
-	m    *queue.Message
-	done chan error
-}
-
-// enqueue hands a message to the committer and waits until it is durable.
-// It never waits on a committer that has stopped.
-func (s *Service) enqueue(ctx context.Context, m *queue.Message) error {
-	stopped := errs.New(errs.ShuttingDown, "the service is shutting down; the message was not queued").
-		WithHint("send it again once the service is back")
-	req := enqueueReq{m: m, done: make(chan error, 1)}
-	select {
-	case s.enqCh <- req:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.committer.Done():
-		return stopped
-	}
-	select {
-	case err := <-req.done:
-		return err
-	case <-s.committer.Done():
-		// The committer answers every request it took before it stops.
-		select {
-		case err := <-req.done:
-			return err
-		default:
-			return stopped
-		}
-	}
-}
-
-// maxGroup is the most sends one commit takes; more wait for the next.
-const maxGroup = 256
-
-// commit is the single writer of new messages, a group commit: every send
-// waiting when a commit starts joins it, up to maxGroup, so concurrent
-// senders share one transaction and one sync of the disk instead of paying
-// one each. Nothing waits for a group to fill: a lone send commits at once,
-// and sends arriving during a commit make the next group. Each send gets its
-// own answer once the commit is durable: its message stored, or its own
-// error (a message the database refuses fails alone, store.EnqueueEach), or
-// the group's when the transaction fails as a whole.
-func (s *Service) commit(ctx context.Context) {
-	var failing spell
-	group := make([]enqueueReq, 0, maxGroup)
-	msgs := make([]*queue.Message, 0, maxGroup)
-	for {
-		group, msgs = group[:0], msgs[:0]
-		select {
-		case <-ctx.Done():
-			return
-		case req := <-s.enqCh:
-			group = append(group, req)
-		}
-	more:
-		for len(group) < maxGroup {
-			select {
-			case req := <-s.enqCh:
-				group = append(group, req)
-			default:
-				break more
-			}
-		}
-		for _, r := range group {
-			msgs = append(msgs, r.m)
-		}
-		failed, err := s.store.EnqueueEach(ctx, msgs)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			failing.failed(s.log, "cannot queue messages; sends are refused until this clears", err)
-		case err == nil:
-			failing.ok(s.log, "queueing messages again")
-		}
-		for i, r := range group {
-			if err != nil {
-				r.done <- err
-				continue
-			}
-			if failed[i] != nil {
-				s.log.Error("cannot queue a message", "target", r.m.Target, "error", failed[i].Error())
-			}
-			r.done <- failed[i]
-		}
-	}
-}
-
-// knownEndpoints returns the recorded endpoints, read once and then kept
-// until something changes them: every send needs them.
-func (s *Service) knownEndpoints(ctx context.Context) ([]queue.Endpoint, error) {
-	s.epMu.Lock()
-	defer s.epMu.Unlock()
-	if s.epCache == nil {
-		eps, err := store.Endpoints(ctx, s.db.Reader, false)
-		if err != nil {
-			return nil, err
-		}
-		if eps == nil {
-			eps = []queue.Endpoint{}
-		}
-		s.epCache = eps
-	}
-	return s.epCache, nil
-}
-
-// endpointsChanged drops the endpoint cache and hands the endpoints to
-// coordination-engine again.
-func (s *Service) endpointsChanged() {
-	s.epMu.Lock()
-	s.epCache = nil
-	s.epMu.Unlock()
-	if s.engineLink != nil {
-		s.engineLink.requestAttach()
-	}
 }

@@ -175,7 +175,7 @@ func TestEnqueueNeverWaitsOnAStoppedCommitter(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	err := svc.enqueue(ctx, &queue.Message{Sender: "operator", SenderKind: queue.FromOperator, Target: "r", Body: "late",
+	err := svc.writer.enqueue(ctx, &queue.Message{Sender: "operator", SenderKind: queue.FromOperator, Target: "r", Body: "late",
 		AckMode: ackmode.Injected, PolicyProfile: "p", ConfigVersion: "c"})
 	if !errs.Is(err, errs.ShuttingDown) {
 		t.Fatalf("enqueue after shutdown: %v", err)
@@ -215,15 +215,8 @@ func TestAckExpiryFailureIsLoggedAndRetried(t *testing.T) {
 	var logs syncBuffer
 	svc, p := setupIn(t, root, Options{Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx := context.Background()
-	past := time.Now().Add(-time.Minute).UnixMilli()
-	if err := svc.db.WriteTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.Exec(`INSERT INTO messages (id, batch_id, sender, sender_kind, target_repo, body, ack_mode, state, attempts,
-			max_attempts, policy_profile, config_version, created_at, updated_at, ack_deadline_at)
-			VALUES ('m', 'b', 'operator', 'operator', 'r', 'hello', 'acknowledged', 'awaiting_ack', 1, 4, 'p', 'c', ?, ?, ?)`, past, past, past)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	past := time.Now().Add(-time.Minute)
+	awaitingAck(t, svc, past, past)
 	// Another connection holds the write lock: every write of the service fails.
 	holder, err := sql.Open("sqlite", "file:"+p.Database+"?_txlock=immediate")
 	if err != nil {

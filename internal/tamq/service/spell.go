@@ -16,10 +16,11 @@ type spell struct {
 	since time.Time
 }
 
-// failed logs msg with err if it begins a spell.
-func (sp *spell) failed(log *slog.Logger, msg string, err error) {
+// failed logs msg with err if it begins a spell; now is when, on the
+// service's clock.
+func (sp *spell) failed(now time.Time, log *slog.Logger, msg string, err error) {
 	if sp.n == 0 {
-		sp.since = time.Now()
+		sp.since = now
 		log.Error(msg, "error", err.Error())
 	}
 	sp.n++
@@ -30,5 +31,14 @@ func (sp *spell) ok(log *slog.Logger, msg string) {
 	if sp.n > 0 {
 		log.Info(msg, "failures", sp.n, "since", sp.since.Format(time.RFC3339))
 		*sp = spell{}
+	}
+}
+
+// nudge wakes the goroutine that waits on ch (its buffer holds one), unless
+// it has a wake pending already: a wake says "look again", so two are one.
+func nudge(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }

@@ -3,14 +3,20 @@ package service
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 
 	"github.com/tmux-amq/tamq/internal/ackmode"
+	"github.com/tmux-amq/tamq/internal/clock"
+	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/gita"
+	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/policy"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/program"
@@ -25,16 +31,35 @@ import (
 // EngineLabel is the sender of wake prompts.
 const EngineLabel = "coordination-engine"
 
+// wakeHandlers answer coordination-engine's wakes and their cancellations:
+// a wake is queued as a message for the repo's window (its agent started
+// again when it exited and the configuration allows).
+type wakeHandlers struct {
+	log           *slog.Logger
+	clock         clock.Clock
+	config        *config.Loaded
+	paths, engine paths.Paths
+	registry      func() (*gita.Registry, error)
+	reader        *sql.DB
+	queue         *store.Queue
+	endpoints     *endpointBook
+	live          *live
+	callers       *callers
+	brokers       *brokerSessions
+	watcher       *watcher
+	dispatcher    *dispatcher
+}
+
 // wakeOp queues coordination-engine's continuation prompt for the agent of one
 // repo window (spec section 5). (lease_id, attempt) is the idempotency key:
 // the identical request again answers with the original message and queues
 // nothing; the same key with another request is a conflict.
-func (s *Service) wakeOp(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (s *wakeHandlers) wakeOp(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var w api.WakeRequest
 	if err := unixrpc.DecodeArgs(req, &w); err != nil {
 		return nil, err
 	}
-	if err := s.fromEngine(ctx, peer, "wake an agent"); err != nil {
+	if err := s.callers.fromEngine(ctx, peer, "wake an agent"); err != nil {
 		return nil, err
 	}
 	if err := checkWake(w); err != nil {
@@ -43,7 +68,7 @@ func (s *Service) wakeOp(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Re
 	if err := s.coordinationAllowed("wake agents"); err != nil {
 		return nil, err
 	}
-	reg, err := s.opts.Registry()
+	reg, err := s.registry()
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +81,7 @@ func (s *Service) wakeOp(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Re
 	}
 	key := w.LeaseID + "#" + strconv.Itoa(w.Attempt)
 	hash := requestHash(w)
-	ack := api.WakeAck{LeaseID: w.LeaseID, Attempt: w.Attempt, AcceptedAt: s.opts.Now()}
+	ack := api.WakeAck{LeaseID: w.LeaseID, Attempt: w.Attempt, AcceptedAt: s.clock.Now()}
 
 	// A repeat is answered from the database before anything else: the
 	// window may have changed since, but the message is the one it was.
@@ -78,7 +103,7 @@ func (s *Service) wakeOp(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Re
 	if exited, why, err := s.agentExited(ctx, ep, win); err != nil {
 		return nil, err
 	} else if exited {
-		if !s.opts.Config.Coordination.WakeRestartsAgent {
+		if !s.config.Coordination.WakeRestartsAgent {
 			ack.Capability, ack.Reason, ack.Wait = api.WakeUnavailable, why+"; coordination.wake_restarts_agent is off", api.WaitNoAgent
 			return ack, nil
 		}
@@ -91,12 +116,12 @@ func (s *Service) wakeOp(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Re
 
 	m := &queue.Message{
 		EndpointID: ep.ID, Sender: EngineLabel, SenderKind: queue.FromCoordination, Target: w.TargetRepo,
-		Body: prompt, AckMode: ackmode.Acknowledged, MaxAttempts: s.opts.Config.Coordination.MaxAttempts,
+		Body: prompt, AckMode: ackmode.Acknowledged, MaxAttempts: s.config.Coordination.MaxAttempts,
 		IdempotencyKey: key, CorrelationID: w.Trigger.SourceRevision, CoordinationEndpointID: w.CoordinationEndpointID,
-		PolicyProfile: s.opts.Config.ProfileRef(), ConfigVersion: s.opts.Config.Version,
+		PolicyProfile: s.config.ProfileRef(), ConfigVersion: s.config.Version,
 		LastError: s.live.waitReason(store.DeliveryKey(ep.ID, w.TargetRepo)),
 	}
-	old, oldHash, err := s.store.EnqueueWake(ctx, m, hash)
+	old, oldHash, err := s.queue.EnqueueWake(ctx, m, hash)
 	if err != nil {
 		return nil, err
 	}
@@ -105,39 +130,39 @@ func (s *Service) wakeOp(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Re
 		return s.repeated(ack, *old, oldHash, hash)
 	}
 	s.log.Info("wake queued", "lease", w.LeaseID, "attempt", w.Attempt, "message", m.ID, "endpoint", ep.ID, "capability", ack.Capability)
-	s.wakeFor(m.EndpointID, m.Target)
+	s.dispatcher.wakeFor(m.EndpointID, m.Target)
 	ack.MessageID = m.ID
 	return ack, nil
 }
 
 // coordinationAllowed refuses coordination-engine's wakes (sent or
 // replayed) unless tamq's policy profile lets coordination wake agents.
-func (s *Service) coordinationAllowed(what string) error {
-	p := s.opts.Config.ActiveProfile()
+func (s *wakeHandlers) coordinationAllowed(what string) error {
+	p := s.config.ActiveProfile()
 	if !p.Allows(policy.CoordinationMessages) || !p.Allows(policy.TmuxWake) {
-		return errs.New(errs.PolicyRefused, "policy profile %s does not let coordination-engine %s (it needs coordination_messages and tmux_wake)", s.opts.Config.ProfileRef(), what)
+		return errs.New(errs.PolicyRefused, "policy profile %s does not let coordination-engine %s (it needs coordination_messages and tmux_wake)", s.config.ProfileRef(), what)
 	}
 	return nil
 }
 
 // repeated answers a wake whose key is taken: the original message when the
 // request is the same, a conflict when it is not.
-func (s *Service) repeated(ack api.WakeAck, old queue.Message, oldHash, hash string) (any, error) {
+func (s *wakeHandlers) repeated(ack api.WakeAck, old queue.Message, oldHash, hash string) (any, error) {
 	if oldHash != hash {
 		return nil, errs.New(errs.Conflict, "lease %s attempt %d was already used for another wake (message %s)", ack.LeaseID, ack.Attempt, old.ID).
 			WithHint("a new wake needs a new attempt or lease")
 	}
 	// The message may wait on a gone endpoint: the watcher moves it to the
 	// endpoint's one replacement, never while the old one lives.
-	s.live.requestRebind()
+	s.watcher.requestRebind()
 	ack.SessionID, ack.MessageID, ack.Capability, ack.Duplicate = old.EndpointID, old.ID, api.WakeResumed, true
 	ack.AcceptedAt = old.CreatedAt
 	return ack, nil
 }
 
 // wakeOf is the message of a wake's idempotency key, with its request hash.
-func (s *Service) wakeOf(ctx context.Context, key string) (queue.Message, string, bool, error) {
-	m, hash, err := store.WakeByKey(ctx, s.db.Reader, key)
+func (s *wakeHandlers) wakeOf(ctx context.Context, key string) (queue.Message, string, bool, error) {
+	m, hash, err := store.WakeByKey(ctx, s.reader, key)
 	if errs.Is(err, errs.NotFound) {
 		return m, "", false, nil
 	}
@@ -177,8 +202,8 @@ func requestHash(w api.WakeRequest) string {
 // non-empty reason says why there is none that can take the wake (nothing is
 // queued then), and wait says it in one word for the engine; several
 // without an explicit endpoint is an error.
-func (s *Service) wakeTarget(ctx context.Context, w api.WakeRequest) (queue.Endpoint, queue.Window, string, string, error) {
-	eps, err := s.knownEndpoints(ctx)
+func (s *wakeHandlers) wakeTarget(ctx context.Context, w api.WakeRequest) (queue.Endpoint, queue.Window, string, string, error) {
+	eps, err := s.endpoints.known(ctx)
 	if err != nil {
 		return queue.Endpoint{}, queue.Window{}, "", "", err
 	}
@@ -218,12 +243,12 @@ func (s *Service) wakeTarget(ctx context.Context, w api.WakeRequest) (queue.Endp
 // attempts that ended: those not written yet, or waiting to be presented
 // again, end cancelled with the engine's reason. (tamq asks the engine
 // before it writes a wake anyway; this makes the history say so at once.)
-func (s *Service) cancelWakeOp(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (s *wakeHandlers) cancelWakeOp(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.CancelWakeArgs
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	if err := s.fromEngine(ctx, peer, "cancel a wake"); err != nil {
+	if err := s.callers.fromEngine(ctx, peer, "cancel a wake"); err != nil {
 		return nil, err
 	}
 	if p := textsafe.NameProblem(args.LeaseID); p != "" {
@@ -236,7 +261,7 @@ func (s *Service) cancelWakeOp(ctx context.Context, peer unixrpc.Peer, req *unix
 	if reason == "" {
 		reason = "its lease ended"
 	}
-	ms, err := s.store.CancelWakes(ctx, args.LeaseID, args.Attempt, reason)
+	ms, err := s.queue.CancelWakes(ctx, args.LeaseID, args.Attempt, reason)
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +269,7 @@ func (s *Service) cancelWakeOp(ctx context.Context, peer unixrpc.Peer, req *unix
 		s.log.Info("wake cancelled", "message", m.ID, "lease", args.LeaseID, "reason", reason)
 	}
 	if len(ms) > 0 {
-		s.wake() // the window's next message may go now
+		s.dispatcher.wake() // the window's next message may go now
 	}
 	return api.CancelWakeResult{Cancelled: len(ms)}, nil
 }
@@ -253,8 +278,8 @@ func (s *Service) cancelWakeOp(ctx context.Context, peer unixrpc.Peer, req *unix
 // dead), in words. A window whose broker holds its session runs: the broker
 // lives as long as its agent. Only otherwise is tmux asked, which costs a
 // process on the path a wake waits on.
-func (s *Service) agentExited(ctx context.Context, ep queue.Endpoint, win queue.Window) (bool, string, error) {
-	if s.brokerLive(ep.ID, win.Repo, win.PaneID) {
+func (s *wakeHandlers) agentExited(ctx context.Context, ep queue.Endpoint, win queue.Window) (bool, string, error) {
+	if s.brokers.isLive(ep.ID, win.Repo, win.PaneID) {
 		return false, "", nil
 	}
 	askCtx, cancel := askTmux(ctx)
@@ -277,7 +302,7 @@ func (s *Service) agentExited(ctx context.Context, ep queue.Endpoint, win queue.
 // restartAgent runs the window's recorded command again in its own pane,
 // under the broker, with the environment `tamq open` gives a window: never a
 // new window or session, and never over a live program (tmux refuses).
-func (s *Service) restartAgent(ctx context.Context, ep queue.Endpoint, win queue.Window) error {
+func (s *wakeHandlers) restartAgent(ctx context.Context, ep queue.Endpoint, win queue.Window) error {
 	if win.Command == "" {
 		return errs.New(errs.Unavailable, "the window of %s has no recorded command", win.Repo)
 	}
@@ -285,7 +310,7 @@ func (s *Service) restartAgent(ctx context.Context, ep queue.Endpoint, win queue
 	if err != nil {
 		return errs.Wrap(errs.Internal, err, "cannot find the tamq executable")
 	}
-	reg, err := s.opts.Registry()
+	reg, err := s.registry()
 	if err != nil {
 		return err
 	}
@@ -293,7 +318,7 @@ func (s *Service) restartAgent(ctx context.Context, ep queue.Endpoint, win queue
 	if !ok {
 		return errs.New(errs.UnknownTarget, "%s is no longer registered in gita", win.Repo)
 	}
-	o := workspace.Options{TamqSocket: s.opts.Paths.Socket, EngineSocket: s.opts.Engine.Socket}
+	o := workspace.Options{TamqSocket: s.paths.Socket, EngineSocket: s.engine.Socket}
 	argv := workspace.WindowArgv(workspace.Repo{Repo: repo, Command: win.Command}, workspace.Broker{Exe: exe, GitaDir: reg.Dir})
 	askCtx, cancel := askTmux(ctx)
 	defer cancel()
@@ -301,6 +326,6 @@ func (s *Service) restartAgent(ctx context.Context, ep queue.Endpoint, win queue
 		return err
 	}
 	s.log.Info("agent started again for a wake", "repo", win.Repo, "pane", win.PaneID, "endpoint", ep.ID)
-	s.live.requestList(ep.ID)
+	s.watcher.requestList(ep.ID)
 	return nil
 }

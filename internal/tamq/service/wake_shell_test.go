@@ -30,7 +30,7 @@ func TestWakeRefusesAWindowThatRunsAShell(t *testing.T) {
 	ctx := context.Background()
 	// The endpoint's pane %0 is tmux's first window, a shell: marked as the
 	// repo's window, it is what a trigger-mode window without a command was.
-	eps, err := svc.knownEndpoints(ctx)
+	eps, err := svc.endpoints.known(ctx)
 	if err != nil || len(eps) != 1 {
 		t.Fatalf("endpoints %v, %v", eps, err)
 	}
@@ -38,17 +38,17 @@ func TestWakeRefusesAWindowThatRunsAShell(t *testing.T) {
 		t.Fatalf("marking the window: %v %s", err, out)
 	}
 	for i, command := range []string{"", "bash -l"} {
-		eps, err := svc.knownEndpoints(ctx)
+		eps, err := svc.endpoints.known(ctx)
 		if err != nil || len(eps) != 1 {
 			t.Fatalf("endpoints %v, %v", eps, err)
 		}
 		ep := eps[0]
 		ep.Windows = []queue.Window{ep.Windows[0]}
 		ep.Windows[0].Mode, ep.Windows[0].Command = queue.Trigger, command
-		if err := svc.store.Register(ctx, ep); err != nil {
+		if err := svc.store.Endpoints.Register(ctx, ep); err != nil {
 			t.Fatal(err)
 		}
-		svc.endpointsChanged()
+		svc.endpoints.changed()
 		ack, err := client.New(p).Wake(ctx, api.WakeRequest{LeaseID: "L1", Attempt: i + 1, TargetRepo: "net-kingdom", CoordinationEndpointID: "ce-1",
 			Trigger: api.WakeTrigger{ID: "t1", Source: "task", SourceID: "T-1", SourceRevision: "r1", TargetRepo: "net-kingdom",
 				Reason: "task_actionable", ObservedAt: time.Unix(1000, 0).UTC()},

@@ -35,16 +35,16 @@ func TestTheWatcherListsABrokeredServerLessOften(t *testing.T) {
 	}
 	ep := "tmux-amq-" + strconv.Itoa(pid)
 	pane := tm.Must(t, "display", "-p", "#{pane_id}")
-	if err := svc.store.Register(ctx, queue.Endpoint{ID: ep, TmuxSocket: tm.Must(t, "display", "-p", "#{socket_path}"),
+	if err := svc.store.Endpoints.Register(ctx, queue.Endpoint{ID: ep, TmuxSocket: tm.Must(t, "display", "-p", "#{socket_path}"),
 		ServerPID: pid, Session: "tamq",
 		Windows: []queue.Window{{Repo: "net-kingdom", RepoPath: t.TempDir(), WindowID: "@0", PaneID: pane, Mode: queue.Manual}}}); err != nil {
 		t.Fatal(err)
 	}
-	svc.endpointsChanged()
+	svc.endpoints.changed()
 	listed := func() time.Time {
-		svc.live.mu.Lock()
-		defer svc.live.mu.Unlock()
-		return svc.live.listed[ep]
+		svc.watcher.mu.Lock()
+		defer svc.watcher.mu.Unlock()
+		return svc.watcher.listed[ep]
 	}
 	key := store.DeliveryKey(ep, "net-kingdom")
 	setBroker := func(on bool) {
@@ -64,7 +64,7 @@ func TestTheWatcherListsABrokeredServerLessOften(t *testing.T) {
 	t0 := time.Now()
 	turn := func(at time.Duration) bool {
 		before := listed()
-		svc.watchOnce(ctx, t0.Add(at))
+		svc.watcher.watchOnce(ctx, t0.Add(at))
 		after := listed()
 		if !after.Equal(before) && !after.Equal(t0.Add(at)) {
 			t.Fatalf("listed at %v, want at t0+%v", after.Sub(t0), at)

@@ -16,7 +16,7 @@ import (
 // was recorded for the same repos), with a receipt, in one transaction. A
 // forgotten endpoint that comes back (the same tmux server pid) is
 // remembered again.
-func (s *Store) Register(ctx context.Context, ep queue.Endpoint) error {
+func (s *EndpointTable) Register(ctx context.Context, ep queue.Endpoint) error {
 	now := sqlitedb.Millis(s.Now())
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		if _, err := s.DB.TxExec(tx, `INSERT INTO endpoints (id, tmux_socket, tmux_server_pid, session_name, state, created_at, updated_at)
@@ -38,7 +38,7 @@ func (s *Store) Register(ctx context.Context, ep queue.Endpoint) error {
 				return err
 			}
 		}
-		return s.AddReceiptTx(tx, receipt.Receipt{
+		return s.receipts.AddReceiptTx(tx, receipt.Receipt{
 			Kind: "endpoint.register", SubjectID: ep.ID, Status: string(queue.Connected), EndpointID: ep.ID,
 			Detail: map[string]any{"windows": len(ep.Windows), "tmux_server_pid": ep.ServerPID},
 		})
@@ -48,7 +48,7 @@ func (s *Store) Register(ctx context.Context, ep queue.Endpoint) error {
 
 // SetEndpointState marks an endpoint connected or disconnected; reason says
 // why (for the receipt) and may be empty.
-func (s *Store) SetEndpointState(ctx context.Context, id string, state queue.EndpointState, reason string) error {
+func (s *EndpointTable) SetEndpointState(ctx context.Context, id string, state queue.EndpointState, reason string) error {
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		res, err := s.DB.TxExec(tx, `UPDATE endpoints SET state = ?, updated_at = ? WHERE id = ? AND state <> ?`, string(state), sqlitedb.Millis(s.Now()), id, string(state))
 		if err != nil {
@@ -57,7 +57,7 @@ func (s *Store) SetEndpointState(ctx context.Context, id string, state queue.End
 		if n, _ := res.RowsAffected(); n == 0 {
 			return nil
 		}
-		return s.AddReceiptTx(tx, receipt.Receipt{Kind: "endpoint.state", SubjectID: id, Status: string(state), Reason: reason, EndpointID: id})
+		return s.receipts.AddReceiptTx(tx, receipt.Receipt{Kind: "endpoint.state", SubjectID: id, Status: string(state), Reason: reason, EndpointID: id})
 	})
 	return storageErr(err, "record the state of endpoint "+id)
 }
@@ -120,7 +120,7 @@ func endpoints(ctx context.Context, db *sql.DB, withForgotten bool) ([]queue.End
 // Rebind moves the undelivered messages of a replaced endpoint for the given
 // repos to its replacement (the same tmux socket after a server restart or a
 // reboot), so they reach the new windows under their same ids.
-func (s *Store) Rebind(ctx context.Context, oldID, newID string, repos []string) (int, error) {
+func (s *EndpointTable) Rebind(ctx context.Context, oldID, newID string, repos []string) (int, error) {
 	if len(repos) == 0 {
 		return 0, nil
 	}
@@ -139,7 +139,7 @@ func (s *Store) Rebind(ctx context.Context, oldID, newID string, repos []string)
 		if n, err = res.RowsAffected(); err != nil || n == 0 {
 			return err
 		}
-		return s.AddReceiptTx(tx, receipt.Receipt{Kind: "endpoint.rebind", SubjectID: newID, Status: "rebound", EndpointID: newID,
+		return s.receipts.AddReceiptTx(tx, receipt.Receipt{Kind: "endpoint.rebind", SubjectID: newID, Status: "rebound", EndpointID: newID,
 			Detail: map[string]any{"from_endpoint": oldID, "messages": n}})
 	})
 	return int(n), storageErr(err, "move messages from endpoint "+oldID+" to "+newID)
@@ -191,7 +191,7 @@ func QueuedByWindow(ctx context.Context, db *sql.DB) (map[string]int, error) {
 // history, but is no longer listed, restored or counted. Its undelivered
 // messages fail (with a receipt each), so `tamq retry` can send them again
 // through a live endpoint. A connected endpoint cannot be forgotten.
-func (s *Store) Forget(ctx context.Context, id string) (failed int, err error) {
+func (s *EndpointTable) Forget(ctx context.Context, id string) (failed int, err error) {
 	now := s.Now()
 	err = s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		var state string
@@ -221,16 +221,32 @@ func (s *Store) Forget(ctx context.Context, id string) (failed int, err error) {
 			m := &pending[i]
 			from := m.State
 			m.Abandon(now, "endpoint "+id+" was forgotten")
-			if err := s.saveTx(tx, m); err != nil {
+			if err := s.deliveries.saveTx(tx, m); err != nil {
 				return err
 			}
-			if err := s.AddReceiptTx(tx, transitionReceipt(m, from, "endpoint forgotten")); err != nil {
+			if err := s.receipts.AddReceiptTx(tx, transitionReceipt(m, from, "endpoint forgotten")); err != nil {
 				return err
 			}
 		}
 		failed = len(pending)
-		return s.AddReceiptTx(tx, receipt.Receipt{Kind: "endpoint.forget", SubjectID: id, Status: "forgotten", EndpointID: id,
+		return s.receipts.AddReceiptTx(tx, receipt.Receipt{Kind: "endpoint.forget", SubjectID: id, Status: "forgotten", EndpointID: id,
 			Detail: map[string]any{"failed_messages": failed}})
 	})
 	return failed, storageErr(err, "forget endpoint "+id)
+}
+
+// MarkEndpointsDisconnected records that no endpoint is reachable through this
+// service any more (it is stopping); it returns how many were connected.
+func (s *EndpointTable) MarkEndpointsDisconnected(ctx context.Context) (int, error) {
+	var n int64
+	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		res, err := s.DB.TxExec(tx, `UPDATE endpoints SET state = `+sqlLit(queue.Disconnected)+`, updated_at = ?
+			WHERE state = `+sqlLit(queue.Connected), sqlitedb.Millis(s.Now()))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), storageErr(err, "mark endpoints disconnected")
 }

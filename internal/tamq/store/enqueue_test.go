@@ -17,20 +17,20 @@ func TestEnqueueEachFailsOnlyTheRefusedMessage(t *testing.T) {
 	t.Parallel()
 	db := setup(t)
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	s := &Store{DB: db, Now: func() time.Time { return now }}
+	s := New(db, func() time.Time { return now })
 	ctx := context.Background()
 	msg := func(body string) *queue.Message {
 		return &queue.Message{Sender: "operator", SenderKind: queue.FromOperator, Target: "r", Body: body,
 			AckMode: ackmode.Injected, MaxAttempts: 3, PolicyProfile: "default@1", ConfigVersion: "cfg"}
 	}
 	first := msg("first")
-	if err := s.Enqueue(ctx, []*queue.Message{first}); err != nil {
+	if err := s.Queue.Enqueue(ctx, []*queue.Message{first}); err != nil {
 		t.Fatal(err)
 	}
 	clash := msg("clash")
 	clash.ID = first.ID
 	group := []*queue.Message{msg("a"), clash, msg("b")}
-	failed, err := s.EnqueueEach(ctx, group)
+	failed, err := s.Queue.EnqueueEach(ctx, group)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestEnqueueEachFailsOnlyTheRefusedMessage(t *testing.T) {
 		t.Errorf("the clash's error %v, want internal_error", failed[1])
 	}
 	for _, m := range []*queue.Message{group[0], group[2]} {
-		got, err := s.Get(ctx, m.ID)
+		got, err := s.Deliveries.Get(ctx, m.ID)
 		if err != nil || got.Body != m.Body || got.State != queue.Queued {
 			t.Errorf("%s: %+v %v", m.Body, got, err)
 		}
@@ -50,7 +50,7 @@ func TestEnqueueEachFailsOnlyTheRefusedMessage(t *testing.T) {
 			t.Errorf("%s has %d receipts (%v), want 1", m.Body, n, err)
 		}
 	}
-	if got, err := s.Get(ctx, first.ID); err != nil || got.Body != "first" {
+	if got, err := s.Deliveries.Get(ctx, first.ID); err != nil || got.Body != "first" {
 		t.Errorf("the first message became %+v %v", got, err)
 	}
 	var n int

@@ -25,7 +25,7 @@ var repos = []string{"net-kingdom", "railiance", "with space,comma", "operator"}
 func seed(t *testing.T, db *sqlitedb.DB, n int, rng *rand.Rand) (*Store, []queue.Message) {
 	t.Helper()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := &Store{DB: db, Now: func() time.Time { return now }}
+	s := New(db, func() time.Time { return now })
 	ctx := context.Background()
 	var out []queue.Message
 	for i := range n {
@@ -33,7 +33,7 @@ func seed(t *testing.T, db *sqlitedb.DB, n int, rng *rand.Rand) (*Store, []queue
 		m := &queue.Message{Sender: repos[rng.IntN(len(repos))], SenderKind: queue.FromWorker, Target: repos[rng.IntN(3)],
 			Body: fmt.Sprintf("body %d %s", i, strings.Repeat("x", rng.IntN(200))), AckMode: ackmode.Injected,
 			MaxAttempts: 3, PolicyProfile: "default@1", ConfigVersion: "c"}
-		if err := s.Enqueue(ctx, []*queue.Message{m}); err != nil {
+		if err := s.Queue.Enqueue(ctx, []*queue.Message{m}); err != nil {
 			t.Fatal(err)
 		}
 		if state := MessageStates[rng.IntN(len(MessageStates))]; state != "queued" {
@@ -181,16 +181,16 @@ func TestPlanPurge(t *testing.T) {
 	}
 
 	// A message retried after the plan is kept by the purge.
-	s := &Store{DB: db, Now: time.Now}
+	s := New(db, time.Now)
 	victim := all1.IDs[0]
 	if err := exec(t, db, `UPDATE message_rows SET state = `+stateLit(queue.Queued)+` WHERE id = ?`, idValue(victim)); err != nil {
 		t.Fatal(err)
 	}
-	done, err := s.Purge(ctx, all1.IDs, nil)
+	done, err := s.Purges.Purge(ctx, all1.IDs, nil)
 	if n := done.Messages; err != nil || n != len(all1.IDs)-1 {
 		t.Errorf("purged %d, %v; want %d", n, err, len(all1.IDs)-1)
 	}
-	if _, err := s.Get(ctx, victim); err != nil {
+	if _, err := s.Deliveries.Get(ctx, victim); err != nil {
 		t.Errorf("the retried message went: %v", err)
 	}
 }

@@ -156,13 +156,13 @@ func TestMigrationCompactsMessages(t *testing.T) {
 	}
 
 	// The store reads them as the domain has them.
-	s := &Store{DB: db, Now: func() time.Time { return time.UnixMilli(10000) }}
-	m, err := s.Get(ctx, replay1)
+	s := New(db, func() time.Time { return time.UnixMilli(10000) })
+	m, err := s.Deliveries.Get(ctx, replay1)
 	if err != nil || m.BatchID != batch || m.ReplayOf != send || m.SenderKind != queue.FromReplay || m.State != queue.Acknowledged ||
 		m.PolicyProfile != "default@1" || m.ConfigVersion != "cfg2" || m.Sender != "operator" || m.Target != "railiance" {
 		t.Errorf("replay reads back as %+v, %v", m, err)
 	}
-	if m, err := s.Get(ctx, upper); err != nil || m.ID != upper || m.BatchID != "odd batch" {
+	if m, err := s.Deliveries.Get(ctx, upper); err != nil || m.ID != upper || m.BatchID != "odd batch" {
 		t.Errorf("a text id reads back as %+v, %v", m, err)
 	}
 	w, hash, err := WakeByKey(ctx, db.Reader, "lease-1#2")
@@ -182,7 +182,7 @@ func TestMigrationCompactsMessages(t *testing.T) {
 	if err != nil || len(page) != 2 || page[0].ID != upper || page[1].ID != send {
 		t.Errorf("net-kingdom's injected messages: %+v, %v", page, err)
 	}
-	expired, err := s.ExpiredLeases(ctx, "svc")
+	expired, err := s.Deliveries.ExpiredLeases(ctx, "svc")
 	if err != nil || !slices.Equal(expired, []string{claimed}) {
 		t.Errorf("expired leases %v, %v", expired, err)
 	}
@@ -193,7 +193,7 @@ func TestMigrationCompactsMessages(t *testing.T) {
 	}
 	// Version 7's state: a wake cancelled in place, read back through the
 	// store and the view, the file still whole.
-	if c, err := s.Transition(ctx, wake, "lease ended", func(m *queue.Message) error { return m.Cancel(time.UnixMilli(9500), "lease ended") }); err != nil ||
+	if c, err := s.Deliveries.Transition(ctx, wake, "lease ended", func(m *queue.Message) error { return m.Cancel(time.UnixMilli(9500), "lease ended") }); err != nil ||
 		c.State != queue.Cancelled {
 		t.Fatalf("cancel the wake: %+v, %v", c, err)
 	}
@@ -219,7 +219,7 @@ func TestMigrationCompactsMessages(t *testing.T) {
 	// A message the store writes now goes beside them, its texts coded once.
 	n := &queue.Message{Sender: "net-kingdom", SenderKind: queue.FromWorker, Target: "railiance", Body: "new",
 		AckMode: "injected", MaxAttempts: 3, PolicyProfile: "default@1", ConfigVersion: "cfg1"}
-	if err := s.Enqueue(ctx, []*queue.Message{n}); err != nil {
+	if err := s.Queue.Enqueue(ctx, []*queue.Message{n}); err != nil {
 		t.Fatal(err)
 	}
 	var texts int

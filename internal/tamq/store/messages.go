@@ -71,7 +71,7 @@ func scanMessage(row scanner) (queue.Message, error) {
 
 // Enqueue stores new messages, each with its receipt, in one transaction:
 // all of them or, on an error, none.
-func (s *Store) Enqueue(ctx context.Context, msgs []*queue.Message) error {
+func (s *Queue) Enqueue(ctx context.Context, msgs []*queue.Message) error {
 	now := s.Now()
 	return s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		for _, m := range msgs {
@@ -93,7 +93,7 @@ func (s *Store) Enqueue(ctx context.Context, msgs []*queue.Message) error {
 // err is the transaction failing as a whole (the disk, the commit): then
 // none is stored. Messages are stored in the order given; a failed one
 // keeps the id it was given, unused.
-func (s *Store) EnqueueEach(ctx context.Context, msgs []*queue.Message) (failed []error, err error) {
+func (s *Queue) EnqueueEach(ctx context.Context, msgs []*queue.Message) (failed []error, err error) {
 	now := s.Now()
 	failed = make([]error, len(msgs))
 	for {
@@ -127,7 +127,7 @@ func (s *Store) EnqueueEach(ctx context.Context, msgs []*queue.Message) (failed 
 }
 
 // enqueueTx stores one new message and its receipt inside tx.
-func (s *Store) enqueueTx(tx *sql.Tx, m *queue.Message, now time.Time) error {
+func (s *Queue) enqueueTx(tx *sql.Tx, m *queue.Message, now time.Time) error {
 	if m.ID == "" {
 		m.ID = NewID()
 	}
@@ -144,13 +144,13 @@ func (s *Store) enqueueTx(tx *sql.Tx, m *queue.Message, now time.Time) error {
 	if _, err := s.insertTx(tx, m, false); err != nil {
 		return err
 	}
-	return s.insertReceiptTx(tx, transitionReceipt(m, "", "accepted"), m)
+	return s.receipts.insertReceiptTx(tx, transitionReceipt(m, "", "accepted"), m)
 }
 
 // insertTx inserts a new message. A replay is inserted only when neither the
 // same original nor the same idempotency key is already there (inserted is
 // false then); anything else that clashes is an error.
-func (s *Store) insertTx(tx *sql.Tx, m *queue.Message, replay bool) (inserted bool, err error) {
+func (s *Queue) insertTx(tx *sql.Tx, m *queue.Message, replay bool) (inserted bool, err error) {
 	// The texts many messages repeat are stored once, each row holding
 	// their codes.
 	if _, err := s.DB.TxExec(tx, `INSERT INTO message_texts (text) VALUES (?), (?), (?), (?) ON CONFLICT DO NOTHING`,
@@ -202,7 +202,7 @@ func nextRetry(m *queue.Message) time.Time {
 }
 
 // Get reads one message.
-func (s *Store) Get(ctx context.Context, id string) (queue.Message, error) {
+func (s *Deliveries) Get(ctx context.Context, id string) (queue.Message, error) {
 	m, err := scanMessage(s.DB.QueryRow(ctx, `SELECT `+messageColumns+` FROM message_rows WHERE id = ?`, idValue(id)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, errs.New(errs.NotFound, "no message %s", id).WithHint("see `tamq history`")
@@ -212,13 +212,13 @@ func (s *Store) Get(ctx context.Context, id string) (queue.Message, error) {
 
 // Transition applies change to one message in one transaction, saves it and
 // writes its receipt. change returning an error leaves everything as it was.
-func (s *Store) Transition(ctx context.Context, id, reason string, change func(*queue.Message) error) (queue.Message, error) {
+func (s *Deliveries) Transition(ctx context.Context, id, reason string, change func(*queue.Message) error) (queue.Message, error) {
 	return s.TransitionDetail(ctx, id, reason, nil, change)
 }
 
 // TransitionDetail is Transition with extra receipt detail (sanitized like
 // every receipt detail).
-func (s *Store) TransitionDetail(ctx context.Context, id, reason string, detail map[string]any, change func(*queue.Message) error) (queue.Message, error) {
+func (s *Deliveries) TransitionDetail(ctx context.Context, id, reason string, detail map[string]any, change func(*queue.Message) error) (queue.Message, error) {
 	var out queue.Message
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -234,7 +234,7 @@ func (s *Store) TransitionDetail(ctx context.Context, id, reason string, detail 
 // meanwhile), or that is gone, is left as it is and its error is in
 // failed at its index; the others go on. err is the database failing, and
 // then nothing changed.
-func (s *Store) TransitionEach(ctx context.Context, ids []string, reason string, detail map[string]any, change func(*queue.Message) error) (failed []error, err error) {
+func (s *Deliveries) TransitionEach(ctx context.Context, ids []string, reason string, detail map[string]any, change func(*queue.Message) error) (failed []error, err error) {
 	err = s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		failed = make([]error, len(ids))
 		for i, id := range ids {
@@ -259,7 +259,7 @@ func (s *Store) TransitionEach(ctx context.Context, ids []string, reason string,
 }
 
 // transitionTx is one message's transition inside tx.
-func (s *Store) transitionTx(tx *sql.Tx, id, reason string, detail map[string]any, change func(*queue.Message) error) (queue.Message, error) {
+func (s *Deliveries) transitionTx(tx *sql.Tx, id, reason string, detail map[string]any, change func(*queue.Message) error) (queue.Message, error) {
 	m, err := scanMessage(s.DB.TxQueryRow(tx, `SELECT `+messageColumns+` FROM message_rows WHERE id = ?`, idValue(id)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, errs.New(errs.NotFound, "no message %s", id).WithHint("see `tamq history`")
@@ -282,14 +282,14 @@ func (s *Store) transitionTx(tx *sql.Tx, id, reason string, detail map[string]an
 	if from != m.State {
 		r := transitionReceipt(&m, from, reason)
 		maps.Copy(r.Detail, detail)
-		if err := s.insertReceiptTx(tx, r, &m); err != nil {
+		if err := s.receipts.insertReceiptTx(tx, r, &m); err != nil {
 			return m, err
 		}
 	}
 	return m, nil
 }
 
-func (s *Store) saveTx(tx *sql.Tx, m *queue.Message) error {
+func (s *Deliveries) saveTx(tx *sql.Tx, m *queue.Message) error {
 	_, err := s.DB.TxExec(tx, `UPDATE message_rows SET state = ?, attempts = ?, updated_at = ?, next_attempt_at = ?, ack_deadline_at = ?,
 		injected_at = ?, acked_at = ?, failed_at = ?, last_error = ?, endpoint_id = ? WHERE id = ?`,
 		codeIn(stateCodes, string(m.State)), m.Attempts, sqlitedb.Millis(m.UpdatedAt), sqlitedb.NullMillis(m.NextAttemptAt), sqlitedb.NullMillis(m.AckDeadlineAt),
@@ -310,7 +310,7 @@ func (t Target) Key() string { return DeliveryKey(t.EndpointID, t.Repo) }
 
 // QueuedTargets lists every target with queued messages and when the first is
 // due, in one grouped read (the dispatcher's view of the queue).
-func (s *Store) QueuedTargets(ctx context.Context) ([]Target, error) {
+func (s *Deliveries) QueuedTargets(ctx context.Context) ([]Target, error) {
 	// Driven by the windows, each probe an index lookup of the queue's head:
 	// the cost follows the number of windows, not the length of the queue.
 	rows, err := s.DB.Query(ctx, `SELECT w.endpoint_id, w.repo, (SELECT m.next_attempt_at FROM message_rows m
@@ -341,7 +341,7 @@ func (s *Store) QueuedTargets(ctx context.Context) ([]Target, error) {
 // delivering under a delivery lease that expires at now+ttl; ok is false when
 // it is not due. A claim that outlives its holder is found by ExpiredLeases and
 // delivered again with the same id.
-func (s *Store) Claim(ctx context.Context, holder string, ttl time.Duration, t Target) (m queue.Message, ok bool, err error) {
+func (s *Deliveries) Claim(ctx context.Context, holder string, ttl time.Duration, t Target) (m queue.Message, ok bool, err error) {
 	ms, err := s.ClaimBatch(ctx, holder, ttl, t, 1)
 	if err != nil || len(ms) == 0 {
 		return queue.Message{}, false, err
@@ -354,7 +354,7 @@ func (s *Store) Claim(ctx context.Context, holder string, ttl time.Duration, t T
 // may share its paste, all claimed in one transaction, each under its own
 // lease and with its own receipt, as if claimed alone. None when the head is
 // not due.
-func (s *Store) ClaimBatch(ctx context.Context, holder string, ttl time.Duration, t Target, limit int) ([]queue.Message, error) {
+func (s *Deliveries) ClaimBatch(ctx context.Context, holder string, ttl time.Duration, t Target, limit int) ([]queue.Message, error) {
 	now := s.Now()
 	var out []queue.Message
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
@@ -379,7 +379,7 @@ func (s *Store) ClaimBatch(ctx context.Context, holder string, ttl time.Duration
 				idValue(m.ID), NewID(), m.Attempts, holder, sqlitedb.Millis(now), sqlitedb.Millis(now.Add(ttl))); err != nil {
 				return err
 			}
-			if err := s.insertReceiptTx(tx, transitionReceipt(&m, queue.Queued, "claimed for delivery"), &m); err != nil {
+			if err := s.receipts.insertReceiptTx(tx, transitionReceipt(&m, queue.Queued, "claimed for delivery"), &m); err != nil {
 				return err
 			}
 			out = append(out, m)
@@ -398,17 +398,17 @@ func DeliveryKey(endpointID, target string) string { return endpointID + "\x00" 
 // ExpiredLeases lists delivering messages whose lease has expired (or that
 // have no lease: a crash between claim and lease cannot happen, but a
 // restart finds every earlier holder's claims dead).
-func (s *Store) ExpiredLeases(ctx context.Context, holder string) ([]string, error) {
+func (s *Deliveries) ExpiredLeases(ctx context.Context, holder string) ([]string, error) {
 	return s.ids(ctx, `SELECT m.id FROM message_rows m LEFT JOIN delivery_leases l ON l.message_id = m.id
 		WHERE m.state = `+stateLit(queue.Delivering)+` AND (l.expires_at IS NULL OR l.expires_at <= ? OR l.holder <> ?)`, sqlitedb.Millis(s.Now()), holder)
 }
 
 // DueAcks lists messages whose ack deadline has passed.
-func (s *Store) DueAcks(ctx context.Context) ([]string, error) {
+func (s *Deliveries) DueAcks(ctx context.Context) ([]string, error) {
 	return s.ids(ctx, `SELECT id FROM message_rows WHERE state = `+stateLit(queue.AwaitingAck)+` AND ack_deadline_at <= ?`, sqlitedb.Millis(s.Now()))
 }
 
-func (s *Store) ids(ctx context.Context, q string, args ...any) ([]string, error) {
+func (s *Deliveries) ids(ctx context.Context, q string, args ...any) ([]string, error) {
 	rows, err := s.DB.Query(ctx, q, args...)
 	if err != nil {
 		return nil, err
@@ -426,7 +426,7 @@ func (s *Store) ids(ctx context.Context, q string, args ...any) ([]string, error
 }
 
 // NextAckDeadline is the earliest ack deadline, zero when none waits.
-func (s *Store) NextAckDeadline(ctx context.Context) (time.Time, error) {
+func (s *Deliveries) NextAckDeadline(ctx context.Context) (time.Time, error) {
 	var v sql.NullInt64
 	err := s.DB.QueryRow(ctx, `SELECT min(ack_deadline_at) FROM message_rows WHERE state = `+stateLit(queue.AwaitingAck)).Scan(&v)
 	if err != nil || !v.Valid {
@@ -438,7 +438,7 @@ func (s *Store) NextAckDeadline(ctx context.Context) (time.Time, error) {
 // NoteWaiting records on the queued messages of a window why they wait (its
 // agent exited, its window closed, it shows a dialog), with one receipt for
 // the window, so history and status say it.
-func (s *Store) NoteWaiting(ctx context.Context, endpointID, repo, reason string) error {
+func (s *Deliveries) NoteWaiting(ctx context.Context, endpointID, repo, reason string) error {
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		// The queue index, not the state index SQLite would pick: it holds the
 		// window's queued messages and nothing else.
@@ -453,7 +453,7 @@ func (s *Store) NoteWaiting(ctx context.Context, endpointID, repo, reason string
 		if err != nil {
 			return err
 		}
-		return s.AddReceiptTx(tx, receipt.Receipt{Kind: "window.waiting", SubjectID: repo, Status: "waiting",
+		return s.receipts.AddReceiptTx(tx, receipt.Receipt{Kind: "window.waiting", SubjectID: repo, Status: "waiting",
 			Reason: reason, EndpointID: endpointID, Detail: map[string]any{"repo": repo, "messages": n}})
 	})
 	return storageErr(err, "note why messages for "+repo+" wait")

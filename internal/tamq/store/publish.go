@@ -25,7 +25,7 @@ type Unpublished struct {
 // UnpublishedReceipts returns up to limit receipts not yet published, oldest
 // first. The partial index receipt_rows_pending holds exactly these, so the
 // query does not walk the receipts already published, however many.
-func (s *Store) UnpublishedReceipts(ctx context.Context, limit int) ([]Unpublished, error) {
+func (s *ReceiptLog) UnpublishedReceipts(ctx context.Context, limit int) ([]Unpublished, error) {
 	instance, err := s.instance(ctx)
 	if err != nil {
 		return nil, err
@@ -93,7 +93,7 @@ func withDetail(d map[string]any, k string, v any) map[string]any {
 }
 
 // instance is the database's random id (schema version 4).
-func (s *Store) instance(ctx context.Context) (string, error) {
+func (s *ReceiptLog) instance(ctx context.Context) (string, error) {
 	var id string
 	if err := s.DB.QueryRow(ctx, `SELECT value FROM meta WHERE key = 'instance'`).Scan(&id); err != nil {
 		return "", storageErr(err, "read the database instance id")
@@ -103,7 +103,7 @@ func (s *Store) instance(ctx context.Context) (string, error) {
 
 // MarkPublished records that State Hub has the receipts of these rows. A
 // row already marked keeps its first time.
-func (s *Store) MarkPublished(ctx context.Context, ids []int64, at time.Time) error {
+func (s *ReceiptLog) MarkPublished(ctx context.Context, ids []int64, at time.Time) error {
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		for _, id := range ids {
 			if _, err := s.DB.TxExec(tx, `UPDATE receipt_rows SET projected_after = ? - at WHERE id = ? AND projected_after IS NULL`, sqlitedb.Millis(at), id); err != nil {
@@ -116,7 +116,7 @@ func (s *Store) MarkPublished(ctx context.Context, ids []int64, at time.Time) er
 }
 
 // PendingReceipts counts the receipts not yet published.
-func (s *Store) PendingReceipts(ctx context.Context) (int, error) {
+func (s *ReceiptLog) PendingReceipts(ctx context.Context) (int, error) {
 	var n int
 	err := s.DB.QueryRow(ctx, `SELECT count(*) FROM receipt_rows INDEXED BY receipt_rows_pending WHERE projected_after IS NULL`).Scan(&n)
 	return n, storageErr(err, "count unpublished receipts")

@@ -21,7 +21,8 @@ func TestUnpublishedReceiptsMapRows(t *testing.T) {
 	t.Parallel()
 	db := setup(t)
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	s := &Store{DB: db, Now: func() time.Time { return now }, PolicyProfile: "default@1", ConfigVersion: "cfg1"}
+	s := New(db, func() time.Time { return now })
+	s.Receipts.PolicyProfile, s.Receipts.ConfigVersion = "default@1", "cfg1"
 	ctx := context.Background()
 	retry := now.Add(time.Minute)
 	tests := []struct {
@@ -46,11 +47,11 @@ func TestUnpublishedReceiptsMapRows(t *testing.T) {
 				Detail: map[string]any{"pid": float64(42)}}},
 	}
 	for _, tt := range tests {
-		if err := s.AddReceipt(ctx, tt.in); err != nil {
+		if err := s.Receipts.AddReceipt(ctx, tt.in); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := s.UnpublishedReceipts(ctx, 100)
+	got, err := s.Receipts.UnpublishedReceipts(ctx, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,10 +91,10 @@ func TestPublishingMarksAndCounts(t *testing.T) {
 	t.Parallel()
 	db := setup(t)
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	s := &Store{DB: db, Now: func() time.Time { return now }}
+	s := New(db, func() time.Time { return now })
 	ctx := context.Background()
 	for i := range 5 {
-		if err := s.AddReceipt(ctx, receipt.Receipt{Kind: "test.kind", Status: strconv.Itoa(i)}); err != nil {
+		if err := s.Receipts.AddReceipt(ctx, receipt.Receipt{Kind: "test.kind", Status: strconv.Itoa(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -110,7 +111,7 @@ func TestPublishingMarksAndCounts(t *testing.T) {
 		{"nothing left", 10, 0, nil, 0},
 	}
 	for _, st := range steps {
-		got, err := s.UnpublishedReceipts(ctx, st.limit)
+		got, err := s.Receipts.UnpublishedReceipts(ctx, st.limit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,14 +126,14 @@ func TestPublishingMarksAndCounts(t *testing.T) {
 		if strings.Join(statuses, ",") != strings.Join(st.wantStatus, ",") {
 			t.Errorf("%s: read %v, want %v", st.name, statuses, st.wantStatus)
 		}
-		if err := s.MarkPublished(ctx, ids, now); err != nil {
+		if err := s.Receipts.MarkPublished(ctx, ids, now); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := s.PendingReceipts(ctx); err != nil || n != st.wantPending {
+		if n, err := s.Receipts.PendingReceipts(ctx); err != nil || n != st.wantPending {
 			t.Errorf("%s: pending %d %v, want %d", st.name, n, err, st.wantPending)
 		}
 	}
-	if err := s.MarkPublished(ctx, []int64{1}, now.Add(time.Hour)); err != nil {
+	if err := s.Receipts.MarkPublished(ctx, []int64{1}, now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	var at int64
@@ -152,20 +153,20 @@ func TestInstanceIsKeptInTheDatabase(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		return &Store{DB: db, Now: time.Now}
+		return New(db, time.Now)
 	}
 	dir := t.TempDir()
 	a := open(filepath.Join(dir, "a.sqlite3"))
-	first, err := a.instance(ctx)
+	first, err := a.Receipts.instance(ctx)
 	if err != nil || first == "" {
 		t.Fatalf("instance %q %v", first, err)
 	}
 	a.DB.Close()
-	again, err := open(filepath.Join(dir, "a.sqlite3")).instance(ctx)
+	again, err := open(filepath.Join(dir, "a.sqlite3")).Receipts.instance(ctx)
 	if err != nil || again != first {
 		t.Errorf("after reopening: %q %v, want %q", again, err, first)
 	}
-	other, err := open(filepath.Join(dir, "b.sqlite3")).instance(ctx)
+	other, err := open(filepath.Join(dir, "b.sqlite3")).Receipts.instance(ctx)
 	if err != nil || other == first {
 		t.Errorf("another database: %q %v, same as %q", other, err, first)
 	}

@@ -196,7 +196,7 @@ var testHookPurgeChunk func(tx *sql.Tx) error
 // own included. progress, when set, hears the count after each transaction.
 // The counts are those of committed transactions only: one retried after a
 // busy database counts once.
-func (s *Store) Purge(ctx context.Context, ids []string, progress func(done int)) (Purged, error) {
+func (s *Purger) Purge(ctx context.Context, ids []string, progress func(done int)) (Purged, error) {
 	var total Purged
 	// Receipts are not indexed by message: one pass over them, beside the
 	// service, finds those of the planned messages; each transaction then
@@ -260,7 +260,7 @@ func (s *Store) Purge(ctx context.Context, ids []string, progress func(done int)
 // receiptsAbout finds, from one snapshot of the reader, the receipts about
 // the given messages (their rowids by message) and the last receipt rowid
 // there was.
-func (s *Store) receiptsAbout(ctx context.Context, ids []string) (map[string][]int64, int64, error) {
+func (s *Purger) receiptsAbout(ctx context.Context, ids []string) (map[string][]int64, int64, error) {
 	out := map[string][]int64{}
 	if len(ids) == 0 {
 		return out, 0, nil
@@ -320,7 +320,7 @@ type PurgeDone struct {
 // receipt, even for a purge cut short (for what it did delete), and gives
 // the space back (sqlitedb.Reclaim, with convert). The one writer of a
 // database does this: the service, or tamq purge holding the service's lock.
-func (s *Store) ExecutePurge(ctx context.Context, r PurgeRule, p PurgePlan, convert bool, progress PurgeProgress) (PurgeDone, error) {
+func (s *Purger) ExecutePurge(ctx context.Context, r PurgeRule, p PurgePlan, convert bool, progress PurgeProgress) (PurgeDone, error) {
 	var done PurgeDone
 	var err error
 	done.Purged, err = s.Purge(ctx, p.IDs, progress.Deleted)
@@ -328,7 +328,7 @@ func (s *Store) ExecutePurge(ctx context.Context, r PurgeRule, p PurgePlan, conv
 		done.ID = NewID()
 		// Written even when ctx ended the deletion: what was deleted is
 		// recorded.
-		if rerr := s.AddReceipt(context.WithoutCancel(ctx), PurgeReceipt(done.ID, r, p, done.Purged)); err == nil {
+		if rerr := s.receipts.AddReceipt(context.WithoutCancel(ctx), PurgeReceipt(done.ID, r, p, done.Purged)); err == nil {
 			err = rerr
 		}
 	}

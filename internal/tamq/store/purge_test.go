@@ -22,20 +22,20 @@ func purgeFixture(t *testing.T, n int) (*Store, []string) {
 	t.Helper()
 	db := setup(t)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := &Store{DB: db, Now: func() time.Time { now = now.Add(time.Millisecond); return now }}
+	s := New(db, func() time.Time { now = now.Add(time.Millisecond); return now })
 	ctx := context.Background()
 	var ids []string
 	for i := range n {
 		m := &queue.Message{Sender: "operator", SenderKind: queue.FromOperator, Target: "net-kingdom",
 			Body: fmt.Sprintf("message %d", i), AckMode: ackmode.Injected, MaxAttempts: 3, PolicyProfile: "p@1", ConfigVersion: "c"}
-		if err := s.Enqueue(ctx, []*queue.Message{m}); err != nil {
+		if err := s.Queue.Enqueue(ctx, []*queue.Message{m}); err != nil {
 			t.Fatal(err)
 		}
 		for _, step := range []func(*queue.Message) error{
-			func(m *queue.Message) error { return m.Claim(s.Now()) },
-			func(m *queue.Message) error { return m.Written(s.Now(), queue.Timing{}) },
+			func(m *queue.Message) error { return m.Claim(s.Queue.Now()) },
+			func(m *queue.Message) error { return m.Written(s.Queue.Now(), queue.Timing{}) },
 		} {
-			if _, err := s.Transition(ctx, m.ID, "test", step); err != nil {
+			if _, err := s.Deliveries.Transition(ctx, m.ID, "test", step); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -46,7 +46,7 @@ func purgeFixture(t *testing.T, n int) (*Store, []string) {
 		{Kind: KindRejected, Status: "rejected", Reason: "body_invalid"},
 		{Kind: "endpoint.state", SubjectID: ids[0], Status: "connected"},
 	} {
-		if err := s.AddReceipt(ctx, r); err != nil {
+		if err := s.Receipts.AddReceipt(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -87,7 +87,7 @@ func TestPurgeTakesTheReceiptsOfItsMessagesAndNothingElse(t *testing.T) {
 	if len(before)-len(want) != 4*3 {
 		t.Fatalf("fixture: %d of %d receipts are about the purged messages, want 12", len(before)-len(want), len(before))
 	}
-	done, err := s.Purge(ctx, purged, nil)
+	done, err := s.Purges.Purge(ctx, purged, nil)
 	if err != nil || done != (Purged{Messages: 4, Receipts: 12}) {
 		t.Fatalf("purged %+v, %v; want 4 messages and 12 receipts", done, err)
 	}
@@ -95,7 +95,7 @@ func TestPurgeTakesTheReceiptsOfItsMessagesAndNothingElse(t *testing.T) {
 		t.Errorf("receipts after the purge:\n%q\nwant\n%q", got, want)
 	}
 	for _, id := range kept {
-		if _, err := s.Get(ctx, id); err != nil {
+		if _, err := s.Deliveries.Get(ctx, id); err != nil {
 			t.Errorf("kept message %s: %v", id, err)
 		}
 	}
@@ -109,10 +109,10 @@ func TestPurgeTakesTheReceiptsOfItsMessagesAndNothingElse(t *testing.T) {
 func TestPurgeTakesReceiptsWrittenAfterItLooked(t *testing.T) {
 	s, ids := purgeFixture(t, 2)
 	testHookPurgeChunk = func(tx *sql.Tx) error {
-		return s.AddReceiptTx(tx, receipt.Receipt{Kind: KindTransition, SubjectID: ids[0], Status: "acknowledged"})
+		return s.Receipts.AddReceiptTx(tx, receipt.Receipt{Kind: KindTransition, SubjectID: ids[0], Status: "acknowledged"})
 	}
 	defer func() { testHookPurgeChunk = nil }()
-	done, err := s.Purge(context.Background(), ids[:1], nil)
+	done, err := s.Purges.Purge(context.Background(), ids[:1], nil)
 	if err != nil || done != (Purged{Messages: 1, Receipts: 4}) {
 		t.Fatalf("purged %+v, %v; want 1 message and its 3 receipts and the late one", done, err)
 	}
@@ -150,7 +150,7 @@ func TestPurgeCountsOnlyWhatCommitted(t *testing.T) {
 		return err
 	}
 	defer func() { testHookPurgeChunk = nil }()
-	done, err := s.Purge(context.Background(), ids, nil)
+	done, err := s.Purges.Purge(context.Background(), ids, nil)
 	if err != nil || runs != 2 || done != (Purged{Messages: 3, Receipts: 9}) {
 		t.Fatalf("purged %+v after %d runs, %v; want 3 messages and 9 receipts after 2", done, runs, err)
 	}

@@ -164,7 +164,7 @@ func repeatsMessage(r receipt.Receipt, detail map[string]any, m *queue.Message) 
 }
 
 // insertReceiptTx writes one receipt row and returns nothing but the error.
-func (s *Store) insertReceiptTx(tx *sql.Tx, r receipt.Receipt, m *queue.Message) error {
+func (s *ReceiptLog) insertReceiptTx(tx *sql.Tx, r receipt.Receipt, m *queue.Message) error {
 	r.Stamp(s.Now(), s.PolicyProfile, s.ConfigVersion)
 	row, err := encodeReceipt(r, m)
 	if err != nil {
@@ -179,8 +179,8 @@ func (s *Store) insertReceiptTx(tx *sql.Tx, r receipt.Receipt, m *queue.Message)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sqlitedb.Millis(r.At), row.kind, row.subject, row.status, row.reason, row.from, attempt, sqlitedb.NullMillis(r.NextRetryAt),
 		row.endpoint, row.coordination, row.policy, row.config, row.detail, row.ofMessage)
-	if err == nil && s.ReceiptAdded != nil {
-		s.ReceiptAdded()
+	if err == nil && s.Added != nil {
+		s.Added()
 	}
 	return err
 }

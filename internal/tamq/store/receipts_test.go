@@ -127,8 +127,8 @@ func TestMigrationCompactsReceipts(t *testing.T) {
 		t.Errorf("%d receipts stored compactly, %v; want the 4 transitions that repeat their message", compact, err)
 	}
 
-	s := &Store{DB: db, Now: func() time.Time { return time.UnixMilli(3000) }}
-	pending, err := s.UnpublishedReceipts(ctx, 100)
+	s := New(db, func() time.Time { return time.UnixMilli(3000) })
+	pending, err := s.Receipts.UnpublishedReceipts(ctx, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestMigrationCompactsReceipts(t *testing.T) {
 		d["target"] != "net-kingdom" || d["to"] != "injected" || d["endpoint_id"] != "tmux-amq-7" {
 		t.Errorf("receipt 3 publishes as %+v", pending[1].Receipt)
 	}
-	if err := s.AddReceipt(ctx, receipt.Receipt{Kind: receipt.KindServiceStart, Status: "started"}); err != nil {
+	if err := s.Receipts.AddReceipt(ctx, receipt.Receipt{Kind: receipt.KindServiceStart, Status: "started"}); err != nil {
 		t.Fatal(err)
 	}
 	var last int64
@@ -181,18 +181,18 @@ func TestNewerSchemaStillRefused(t *testing.T) {
 func TestReceiptsReadBackAsWritten(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
-	s.PolicyProfile, s.ConfigVersion = "default@9", "cfg9"
+	s.Receipts.PolicyProfile, s.Receipts.ConfigVersion = "default@9", "cfg9"
 	ctx := context.Background()
 	m := &queue.Message{Sender: "operator", SenderKind: queue.FromOperator, Target: "net-kingdom", Body: "hello",
 		AckMode: ackmode.Injected, MaxAttempts: 3, PolicyProfile: "p@1", ConfigVersion: "c1"}
-	if err := s.Enqueue(ctx, []*queue.Message{m}); err != nil {
+	if err := s.Queue.Enqueue(ctx, []*queue.Message{m}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.TransitionDetail(ctx, m.ID, "an unusual reason", map[string]any{"batch_size": 2, "body": "never stored"},
-		func(m *queue.Message) error { return m.Claim(s.Now()) }); err != nil {
+	if _, err := s.Deliveries.TransitionDetail(ctx, m.ID, "an unusual reason", map[string]any{"batch_size": 2, "body": "never stored"},
+		func(m *queue.Message) error { return m.Claim(s.Queue.Now()) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddReceipt(ctx, receipt.Receipt{Kind: "endpoint.register", SubjectID: "tmux-amq-1", Status: "connected",
+	if err := s.Receipts.AddReceipt(ctx, receipt.Receipt{Kind: "endpoint.register", SubjectID: "tmux-amq-1", Status: "connected",
 		Detail: map[string]any{"windows": 1}}); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 // messages of one batch. inserted[i] is false for a message already replayed
 // into the same endpoint (or whose idempotency key is taken): it is skipped,
 // and nothing existing is ever changed.
-func (s *Store) Replay(ctx context.Context, batchID string, msgs []*queue.Message) (inserted []bool, err error) {
+func (s *Queue) Replay(ctx context.Context, batchID string, msgs []*queue.Message) (inserted []bool, err error) {
 	now := s.Now()
 	err = s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		inserted = make([]bool, len(msgs))
@@ -26,7 +26,7 @@ func (s *Store) Replay(ctx context.Context, batchID string, msgs []*queue.Messag
 				continue
 			}
 			inserted[i] = true
-			if err := s.insertReceiptTx(tx, transitionReceipt(m, "", "replayed"), m); err != nil {
+			if err := s.receipts.insertReceiptTx(tx, transitionReceipt(m, "", "replayed"), m); err != nil {
 				return err
 			}
 		}

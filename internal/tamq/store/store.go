@@ -32,20 +32,90 @@ var (
 	undelivered = stateIn(queue.Queued, queue.AwaitingAck)
 )
 
-// Store is tamq's durable state.
+// Store is tamq's durable state: one database, and a type per concept that
+// writes its tables (each small enough to read whole). They share the
+// database handle and the clock; the service's single-writer rule (new
+// messages through its committer's group commit, Queue.EnqueueEach) is kept
+// by who calls them, not by them. Reads that any process may make are the
+// package's functions over a *sql.DB (Endpoints, History, Stats, ...).
 type Store struct {
+	DB *sqlitedb.DB
+	// Queue takes new messages in: sends, replays, wakes.
+	Queue *Queue
+	// Deliveries moves queued messages through their lives: claims,
+	// transitions, ack deadlines, the notes of why a window's messages wait.
+	Deliveries *Deliveries
+	// Endpoints records tmux servers and their windows.
+	Endpoints *EndpointTable
+	// Receipts writes the receipts every change leaves, and marks them
+	// published.
+	Receipts *ReceiptLog
+	// Purges deletes history.
+	Purges *Purger
+}
+
+// tables is what every part of the store shares: the database and the clock
+// its rows are stamped with.
+type tables struct {
 	DB  *sqlitedb.DB
 	Now func() time.Time
+}
+
+// Queue writes new messages, each with its "accepted" receipt.
+type Queue struct {
+	tables
+	receipts   *ReceiptLog
+	deliveries *Deliveries
+}
+
+// Deliveries writes the changes of a queued message's state, each with its
+// receipt, and reads what the dispatcher and the ack expirer need next.
+type Deliveries struct {
+	tables
+	receipts *ReceiptLog
+}
+
+// EndpointTable writes the endpoints and their windows.
+type EndpointTable struct {
+	tables
+	receipts   *ReceiptLog
+	deliveries *Deliveries
+}
+
+// Purger deletes messages of history with their receipts.
+type Purger struct {
+	tables
+	receipts *ReceiptLog
+}
+
+// ReceiptLog writes receipts and marks them published.
+type ReceiptLog struct {
+	tables
 	// PolicyProfile (name@version) and ConfigVersion are in force for this
 	// process: every receipt carries them (spec section 6.1), so a receipt
 	// written without its own gets these.
 	PolicyProfile string
 	ConfigVersion string
-	// ReceiptAdded, when set, is told of every receipt written: the
-	// publisher's kick. It runs inside the receipt's transaction, before the
-	// commit, so it must only signal (the publisher waits a moment before it
-	// reads); it never blocks the write.
-	ReceiptAdded func()
+	// Added, when set, is told of every receipt written: the publisher's
+	// kick. It runs inside the receipt's transaction, before the commit, so
+	// it must only signal (the publisher waits a moment before it reads); it
+	// never blocks the write.
+	Added func()
+}
+
+// New is the store of an open database; now stamps what it writes.
+func New(db *sqlitedb.DB, now func() time.Time) *Store {
+	t := tables{DB: db, Now: now}
+	receipts := &ReceiptLog{tables: t}
+	deliveries := &Deliveries{tables: t, receipts: receipts}
+	return &Store{
+		DB:         db,
+		Queue:      &Queue{tables: t, receipts: receipts, deliveries: deliveries},
+		Deliveries: deliveries,
+		Endpoints:  &EndpointTable{tables: t, receipts: receipts, deliveries: deliveries},
+		Receipts:   receipts,
+		Purges:     &Purger{tables: t, receipts: receipts},
+	}
 }
 
 // Open opens (creating and migrating as needed) tamq's database at p, for
@@ -57,34 +127,18 @@ func Open(ctx context.Context, p paths.Paths, busy time.Duration, now func() tim
 	if err != nil {
 		return nil, err
 	}
-	return &Store{DB: db, Now: now}, nil
+	return New(db, now), nil
 }
 
 // AddReceipt writes one sanitized receipt in its own transaction.
-func (s *Store) AddReceipt(ctx context.Context, r receipt.Receipt) error {
+func (s *ReceiptLog) AddReceipt(ctx context.Context, r receipt.Receipt) error {
 	return s.DB.WriteTx(ctx, func(tx *sql.Tx) error { return s.AddReceiptTx(tx, r) })
 }
 
 // AddReceiptTx writes a receipt inside the caller's transaction, so a
 // transition and its receipt commit together.
-func (s *Store) AddReceiptTx(tx *sql.Tx, r receipt.Receipt) error {
+func (s *ReceiptLog) AddReceiptTx(tx *sql.Tx, r receipt.Receipt) error {
 	return s.insertReceiptTx(tx, r, nil)
-}
-
-// MarkEndpointsDisconnected records that no endpoint is reachable through this
-// service any more (it is stopping); it returns how many were connected.
-func (s *Store) MarkEndpointsDisconnected(ctx context.Context) (int, error) {
-	var n int64
-	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
-		res, err := s.DB.TxExec(tx, `UPDATE endpoints SET state = `+sqlLit(queue.Disconnected)+`, updated_at = ?
-			WHERE state = `+sqlLit(queue.Connected), sqlitedb.Millis(s.Now()))
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	return int(n), storageErr(err, "mark endpoints disconnected")
 }
 
 // storageErr names the store operation that failed: an SQLite error says

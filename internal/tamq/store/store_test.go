@@ -12,7 +12,7 @@ func TestStatsAndReceipts(t *testing.T) {
 	t.Parallel()
 	db := setup(t)
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	s := &Store{DB: db, Now: func() time.Time { return now }}
+	s := New(db, func() time.Time { return now })
 	ctx := context.Background()
 	empty, err := Stats(ctx, db.Reader, now)
 	if err != nil {
@@ -37,9 +37,9 @@ func TestStatsAndReceipts(t *testing.T) {
 	must(exec(t, db, `INSERT INTO delivery_leases (message_id, lease_id, attempt, holder, acquired_at, expires_at)
 		VALUES ('mqueued', 'l1', 1, 'svc', ?, ?), ('mawaiting_ack', 'l2', 1, 'svc', ?, ?)`,
 		old, now.Add(time.Minute).UnixMilli(), old, now.Add(-time.Minute).UnixMilli()))
-	must(s.AddReceipt(ctx, receipt.Receipt{Kind: "test.kind", SubjectID: "mqueued", Status: "ok",
+	must(s.Receipts.AddReceipt(ctx, receipt.Receipt{Kind: "test.kind", SubjectID: "mqueued", Status: "ok",
 		Detail: map[string]any{"count": 2, "body": "never stored"}}))
-	n, err := s.MarkEndpointsDisconnected(ctx)
+	n, err := s.Endpoints.MarkEndpointsDisconnected(ctx)
 	must(err)
 	if n != 0 {
 		t.Errorf("disconnected %d endpoints of none", n)

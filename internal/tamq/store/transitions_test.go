@@ -27,7 +27,9 @@ func (c *clock) advance(d time.Duration) { c.now = c.now.Add(d) }
 func newStore(t *testing.T) (*Store, *clock) {
 	t.Helper()
 	c := &clock{now: start}
-	return &Store{DB: setup(t), Now: c.Now, PolicyProfile: "default@1", ConfigVersion: "cfg"}, c
+	s := New(setup(t), c.Now)
+	s.Receipts.PolicyProfile, s.Receipts.ConfigVersion = "default@1", "cfg"
+	return s, c
 }
 
 const (
@@ -42,7 +44,7 @@ func registered(t *testing.T, s *Store, id string, repos ...string) {
 	for i, r := range repos {
 		ep.Windows = append(ep.Windows, queue.Window{Repo: r, RepoPath: "/src/" + r, WindowID: fmt.Sprintf("@%d", i), PaneID: fmt.Sprintf("%%%d", i), Mode: queue.Manual})
 	}
-	if err := s.Register(context.Background(), ep); err != nil {
+	if err := s.Endpoints.Register(context.Background(), ep); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -58,7 +60,7 @@ func message(ep, repo string, mode ackmode.Mode) *queue.Message {
 func enqueued(t *testing.T, s *Store, c *clock, m *queue.Message) *queue.Message {
 	t.Helper()
 	c.advance(time.Millisecond)
-	if err := s.Enqueue(context.Background(), []*queue.Message{m}); err != nil {
+	if err := s.Queue.Enqueue(context.Background(), []*queue.Message{m}); err != nil {
 		t.Fatal(err)
 	}
 	return m
@@ -70,7 +72,7 @@ func drive(t *testing.T, s *Store, id string, steps ...func(*queue.Message) erro
 	var m queue.Message
 	for _, step := range steps {
 		var err error
-		if m, err = s.Transition(context.Background(), id, "test", step); err != nil {
+		if m, err = s.Deliveries.Transition(context.Background(), id, "test", step); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -79,7 +81,7 @@ func drive(t *testing.T, s *Store, id string, steps ...func(*queue.Message) erro
 
 func get(t *testing.T, s *Store, id string) queue.Message {
 	t.Helper()
-	m, err := s.Get(context.Background(), id)
+	m, err := s.Deliveries.Get(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +142,7 @@ func TestStoreClaim(t *testing.T) {
 			c.now = start.Add(tt.at)
 			target := Target{EndpointID: ep1, Repo: "net"}
 			for range tt.claims {
-				if _, ok, err := s.Claim(ctx, "svc", 30*time.Second, target); err != nil || !ok {
+				if _, ok, err := s.Deliveries.Claim(ctx, "svc", 30*time.Second, target); err != nil || !ok {
 					t.Fatalf("claim before: %v, %v", ok, err)
 				}
 			}
@@ -150,7 +152,7 @@ func TestStoreClaim(t *testing.T) {
 			}
 			receipts := receiptCount(t, s)
 
-			m, ok, err := s.Claim(ctx, "svc", 30*time.Second, target)
+			m, ok, err := s.Deliveries.Claim(ctx, "svc", 30*time.Second, target)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -217,11 +219,11 @@ func TestStoreLeaseExpiry(t *testing.T) {
 			registered(t, s, ep1, "net")
 			m := enqueued(t, s, c, message(ep1, "net", ackmode.Injected))
 			other := enqueued(t, s, c, message(ep1, "net", ackmode.Injected)) // queued: no lease to expire
-			if _, ok, err := s.Claim(ctx, tt.holder, 30*time.Second, Target{EndpointID: ep1, Repo: "net"}); err != nil || !ok {
+			if _, ok, err := s.Deliveries.Claim(ctx, tt.holder, 30*time.Second, Target{EndpointID: ep1, Repo: "net"}); err != nil || !ok {
 				t.Fatalf("claim: %v, %v", ok, err)
 			}
 			c.advance(tt.after)
-			ids, err := s.ExpiredLeases(ctx, tt.asking)
+			ids, err := s.Deliveries.ExpiredLeases(ctx, tt.asking)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -288,7 +290,7 @@ func TestStoreRefusedTransitions(t *testing.T) {
 				drive(t, s, m.ID, tt.before...)
 			}
 			before, receipts := get(t, s, m.ID), receiptCount(t, s)
-			_, err := s.Transition(context.Background(), m.ID, "test", tt.refuse)
+			_, err := s.Deliveries.Transition(context.Background(), m.ID, "test", tt.refuse)
 			if !errs.Is(err, tt.code) {
 				t.Fatalf("got %v, want %s", err, tt.code)
 			}
@@ -303,226 +305,11 @@ func TestStoreRefusedTransitions(t *testing.T) {
 	t.Run("a message that is not there", func(t *testing.T) {
 		t.Parallel()
 		s, _ := newStore(t)
-		_, err := s.Transition(context.Background(), "ghost", "test", func(*queue.Message) error { return nil })
+		_, err := s.Deliveries.Transition(context.Background(), "ghost", "test", func(*queue.Message) error { return nil })
 		if !errs.Is(err, errs.NotFound) {
 			t.Errorf("got %v", err)
 		}
 	})
-}
-
-func TestStoreRebind(t *testing.T) {
-	t.Parallel()
-	timing := queue.Timing{AckTimeout: time.Minute, Backoff: func(int) time.Duration { return time.Second }}
-	claim := func(m *queue.Message) error { return m.Claim(start.Add(time.Second)) }
-	written := func(m *queue.Message) error { return m.Written(start.Add(time.Second), timing) }
-	failed := func(m *queue.Message) error { return m.WriteFailed(start.Add(time.Second), timing, true, "x") }
-	// On the old endpoint, for net: one message in each state a rebind must
-	// tell apart; one for railiance; one for net on a third endpoint.
-	fixture := []struct {
-		ep, repo string
-		mode     ackmode.Mode
-		steps    []func(*queue.Message) error
-		state    queue.State
-	}{
-		{ep1, "net", ackmode.Injected, nil, queue.Queued},
-		{ep1, "net", ackmode.Acknowledged, []func(*queue.Message) error{claim, written}, queue.AwaitingAck},
-		{ep1, "net", ackmode.Injected, []func(*queue.Message) error{claim}, queue.Delivering},
-		{ep1, "net", ackmode.Injected, []func(*queue.Message) error{claim, written}, queue.Injected},
-		{ep1, "net", ackmode.Injected, []func(*queue.Message) error{claim, failed}, queue.Failed},
-		{ep1, "railiance", ackmode.Injected, nil, queue.Queued},
-		{"tmux-amq-3", "net", ackmode.Injected, nil, queue.Queued},
-	}
-	tests := []struct {
-		name     string
-		from, to string
-		repos    []string
-		moved    []int // fixture messages that move
-		fails    bool
-	}{
-		{"the undelivered of a repo", ep1, ep2, []string{"net"}, []int{0, 1}, false},
-		{"several repos", ep1, ep2, []string{"net", "railiance"}, []int{0, 1, 5}, false},
-		{"no repos", ep1, ep2, nil, nil, false},
-		{"a repo with nothing pending", ep1, ep2, []string{"ghost"}, nil, false},
-		{"from an endpoint with nothing", ep2, ep1, []string{"net"}, nil, false},
-		{"no replacement recorded", ep1, "tmux-amq-9", []string{"net"}, nil, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			s, c := newStore(t)
-			registered(t, s, ep1, "net", "railiance")
-			registered(t, s, ep2, "net", "railiance")
-			registered(t, s, "tmux-amq-3", "net")
-			var ids []string
-			for _, f := range fixture {
-				m := enqueued(t, s, c, message(f.ep, f.repo, f.mode))
-				if len(f.steps) > 0 {
-					if got := drive(t, s, m.ID, f.steps...); got.State != f.state {
-						t.Fatalf("fixture: %s, want %s", got.State, f.state)
-					}
-				}
-				ids = append(ids, m.ID)
-			}
-			receipts := receiptCount(t, s)
-			n, err := s.Rebind(context.Background(), tt.from, tt.to, tt.repos)
-			if (err != nil) != tt.fails {
-				t.Fatalf("rebind: %d, %v", n, err)
-			}
-			if n != len(tt.moved) {
-				t.Errorf("moved %d, want %d", n, len(tt.moved))
-			}
-			for i, id := range ids {
-				want := fixture[i].ep
-				for _, j := range tt.moved {
-					if i == j {
-						want = tt.to
-					}
-				}
-				if got := get(t, s, id); got.EndpointID != want || got.State != fixture[i].state {
-					t.Errorf("message %d on %s in %s, want %s in %s", i, got.EndpointID, got.State, want, fixture[i].state)
-				}
-			}
-			wantReceipts := receipts
-			if n > 0 {
-				wantReceipts++
-			}
-			if got := receiptCount(t, s); got != wantReceipts {
-				t.Errorf("%d receipts written, want %d", got-receipts, wantReceipts-receipts)
-			}
-		})
-	}
-}
-
-func TestStoreRegister(t *testing.T) {
-	t.Parallel()
-	window := func(repo string, mode queue.WindowMode, command string, reused bool) queue.Window {
-		return queue.Window{Repo: repo, RepoPath: "/src/" + repo, WindowID: "@1", PaneID: "%1", Mode: mode, Command: command, Reused: reused}
-	}
-	endpoint := func(ws ...queue.Window) queue.Endpoint {
-		return queue.Endpoint{ID: ep1, TmuxSocket: "/tmp/tmux-0/default", ServerPID: 1, Session: "tamq", Windows: ws}
-	}
-	// between is what happens after each registration but the last.
-	type between func(t *testing.T, s *Store)
-	disconnect := func(t *testing.T, s *Store) {
-		if err := s.SetEndpointState(context.Background(), ep1, queue.Disconnected, "gone"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	forget := func(t *testing.T, s *Store) {
-		disconnect(t, s)
-		if _, err := s.Forget(context.Background(), ep1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tests := []struct {
-		name     string
-		regs     []queue.Endpoint
-		between  between
-		want     []queue.Window // windows recorded; nil when the registration fails
-		receipts int            // endpoint.register receipts
-	}{
-		{"a new window; no mode is manual", []queue.Endpoint{endpoint(window("net", "", "codex", false))}, nil,
-			[]queue.Window{window("net", queue.Manual, "codex", false)}, 1},
-		{"twice the same", []queue.Endpoint{endpoint(window("net", queue.Trigger, "codex", false)), endpoint(window("net", queue.Trigger, "codex", false))}, nil,
-			[]queue.Window{window("net", queue.Trigger, "codex", false)}, 2},
-		{"a reused window keeps its mode and command", []queue.Endpoint{endpoint(window("net", queue.Trigger, "codex", false)), endpoint(window("net", "", "claude", true))}, nil,
-			[]queue.Window{window("net", queue.Trigger, "codex", false)}, 2},
-		{"a new window replaces them", []queue.Endpoint{endpoint(window("net", queue.Trigger, "codex", false)), endpoint(window("net", queue.Manual, "", false))}, nil,
-			[]queue.Window{window("net", queue.Manual, "", false)}, 2},
-		{"other repos' windows stay", []queue.Endpoint{endpoint(window("net", queue.Manual, "", false)), endpoint(window("railiance", queue.Manual, "", false))}, nil,
-			[]queue.Window{window("net", queue.Manual, "", false), window("railiance", queue.Manual, "", false)}, 2},
-		{"alone first, then with its windows", []queue.Endpoint{endpoint(), endpoint(window("net", queue.Manual, "", false))}, nil,
-			[]queue.Window{window("net", queue.Manual, "", false)}, 2},
-		{"a disconnected endpoint connects again", []queue.Endpoint{endpoint(window("net", queue.Manual, "", false)), endpoint()}, disconnect,
-			[]queue.Window{window("net", queue.Manual, "", false)}, 2},
-		{"a forgotten endpoint is remembered again", []queue.Endpoint{endpoint(window("net", queue.Manual, "", false)), endpoint()}, forget,
-			[]queue.Window{window("net", queue.Manual, "", false)}, 2},
-		{"a mode the schema refuses", []queue.Endpoint{endpoint(window("net", "auto", "", false))}, nil, nil, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			s, c := newStore(t)
-			ctx := context.Background()
-			var err error
-			for i, ep := range tt.regs {
-				c.advance(time.Second)
-				if err = s.Register(ctx, ep); err != nil {
-					break
-				}
-				if i < len(tt.regs)-1 && tt.between != nil {
-					tt.between(t, s)
-				}
-			}
-			if (err != nil) != (tt.want == nil) {
-				t.Fatalf("register: %v", err)
-			}
-			eps, rerr := Endpoints(ctx, s.DB.Reader, true)
-			if rerr != nil {
-				t.Fatal(rerr)
-			}
-			if n := count(t, s, `SELECT count(*) FROM receipts WHERE kind = 'endpoint.register'`); n != tt.receipts {
-				t.Errorf("%d register receipts, want %d", n, tt.receipts)
-			}
-			if tt.want == nil {
-				if len(eps) != 0 {
-					t.Errorf("a failed registration left %+v", eps)
-				}
-				return
-			}
-			if len(eps) != 1 {
-				t.Fatalf("endpoints %+v", eps)
-			}
-			ep := eps[0]
-			if ep.State != queue.Connected || ep.Forgotten || ep.ServerPID != 1 || ep.Session != "tamq" {
-				t.Errorf("endpoint %+v", ep)
-			}
-			if fmt.Sprint(ep.Windows) != fmt.Sprint(tt.want) {
-				t.Errorf("windows\n%+v\nwant\n%+v", ep.Windows, tt.want)
-			}
-		})
-	}
-}
-
-func TestStoreSetEndpointState(t *testing.T) {
-	t.Parallel()
-	s, _ := newStore(t)
-	ctx := context.Background()
-	registered(t, s, ep1, "net")
-	states := func() int {
-		return count(t, s, `SELECT count(*) FROM receipts WHERE kind = 'endpoint.state'`)
-	}
-	for _, step := range []struct {
-		state    queue.EndpointState
-		receipts int
-	}{
-		{queue.Connected, 0}, // the state it has: nothing to record
-		{queue.Disconnected, 1},
-		{queue.Disconnected, 1},
-		{queue.Connected, 2},
-	} {
-		if err := s.SetEndpointState(ctx, ep1, step.state, ""); err != nil {
-			t.Fatal(err)
-		}
-		if n := states(); n != step.receipts {
-			t.Errorf("after %s: %d receipts, want %d", step.state, n, step.receipts)
-		}
-	}
-	if n, err := s.MarkEndpointsDisconnected(ctx); err != nil || n != 1 {
-		t.Errorf("marked %d disconnected, %v", n, err)
-	}
-	if n, err := s.MarkEndpointsDisconnected(ctx); err != nil || n != 0 {
-		t.Errorf("marked %d disconnected again, %v", n, err)
-	}
-	if _, err := s.Forget(ctx, "tmux-amq-9"); !errs.Is(err, errs.NotFound) {
-		t.Errorf("forgetting an unknown endpoint: %v", err)
-	}
-	if err := s.SetEndpointState(ctx, ep1, queue.Connected, ""); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Forget(ctx, ep1); !errs.Is(err, errs.Conflict) {
-		t.Errorf("forgetting a connected endpoint: %v", err)
-	}
 }
 
 func TestStoreEnqueue(t *testing.T) {
@@ -617,12 +404,12 @@ func TestStoreEnqueue(t *testing.T) {
 			c.advance(time.Second)
 
 			batch := tt.batch()
-			err := s.Enqueue(ctx, batch)
+			err := s.Queue.Enqueue(ctx, batch)
 			if (err != nil) != tt.fails {
 				t.Fatalf("enqueue: %v", err)
 			}
 			if !tt.fails {
-				if _, err := s.Get(ctx, "taken"); err != nil {
+				if _, err := s.Deliveries.Get(ctx, "taken"); err != nil {
 					t.Error(err)
 				}
 				tt.check(t, s, c, batch)
@@ -648,7 +435,7 @@ func TestStoreEnqueue(t *testing.T) {
 		enqueued(t, s, c, existing)
 		again := message(ep1, "net", ackmode.Injected)
 		again.IdempotencyKey, again.ReplayOf = "lease-1", existing.ID
-		inserted, err := s.Replay(context.Background(), "batch", []*queue.Message{again})
+		inserted, err := s.Queue.Replay(context.Background(), "batch", []*queue.Message{again})
 		if err != nil || len(inserted) != 1 || inserted[0] {
 			t.Errorf("replay: %v, %v", inserted, err)
 		}
@@ -681,12 +468,12 @@ func TestStorePurgeNothing(t *testing.T) {
 			drive(t, s, final.ID,
 				func(m *queue.Message) error { return m.Claim(c.Now()) },
 				func(m *queue.Message) error { return m.Written(c.Now(), queue.Timing{}) })
-			if done, err := s.Purge(ctx, []string{final.ID}, nil); err != nil || done.Messages != 1 {
+			if done, err := s.Purges.Purge(ctx, []string{final.ID}, nil); err != nil || done.Messages != 1 {
 				t.Fatalf("first purge: %+v, %v", done, err)
 			}
 			pending := enqueued(t, s, c, message(ep1, "net", ackmode.Injected))
 			messages, receipts := count(t, s, `SELECT count(*) FROM messages`), receiptCount(t, s)
-			done, err := s.Purge(ctx, tt.ids(final.ID, pending.ID), nil)
+			done, err := s.Purges.Purge(ctx, tt.ids(final.ID, pending.ID), nil)
 			if err != nil || done != (Purged{}) {
 				t.Errorf("purged %+v, %v; want nothing", done, err)
 			}
@@ -699,7 +486,7 @@ func TestStorePurgeNothing(t *testing.T) {
 			if got := get(t, s, pending.ID); got.State != queue.Queued {
 				t.Errorf("pending message %+v", got)
 			}
-			if _, err := s.Get(ctx, final.ID); !errs.Is(err, errs.NotFound) {
+			if _, err := s.Deliveries.Get(ctx, final.ID); !errs.Is(err, errs.NotFound) {
 				t.Errorf("purged message: %v", err)
 			}
 		})

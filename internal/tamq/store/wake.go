@@ -20,7 +20,7 @@ const wakeByKey = `SELECT ` + messageColumns + `, COALESCE(request_hash, '') FRO
 // wakes racing each other leave one message: the first is inserted, the
 // others get it back with the hash of the request that made it (the caller
 // compares it with its own to tell a repeat from a conflicting reuse).
-func (s *Store) EnqueueWake(ctx context.Context, m *queue.Message, requestHash string) (existing *queue.Message, existingHash string, err error) {
+func (s *Queue) EnqueueWake(ctx context.Context, m *queue.Message, requestHash string) (existing *queue.Message, existingHash string, err error) {
 	now := s.Now()
 	err = s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		var hash string
@@ -42,7 +42,7 @@ func (s *Store) EnqueueWake(ctx context.Context, m *queue.Message, requestHash s
 		if _, err := s.DB.TxExec(tx, `UPDATE message_rows SET request_hash = ? WHERE id = ?`, requestHash, idValue(m.ID)); err != nil {
 			return err
 		}
-		if err := s.insertReceiptTx(tx, transitionReceipt(m, "", "accepted"), m); err != nil {
+		if err := s.receipts.insertReceiptTx(tx, transitionReceipt(m, "", "accepted"), m); err != nil {
 			return err
 		}
 		return s.supersedeAttemptsTx(tx, m, now)
@@ -73,7 +73,7 @@ func WakeByKey(ctx context.Context, db *sql.DB, key string) (queue.Message, stri
 // that still wait for delivery or for their ack: the engine has moved on to
 // attempt m, so presenting an older one again (it would, at its ack
 // deadline) would type a prompt whose lease commands can only be refused.
-func (s *Store) supersedeAttemptsTx(tx *sql.Tx, m *queue.Message, now time.Time) error {
+func (s *Queue) supersedeAttemptsTx(tx *sql.Tx, m *queue.Message, now time.Time) error {
 	lease, attempt, ok := WakeKey(m.IdempotencyKey)
 	if !ok || attempt == 1 {
 		return nil
@@ -101,7 +101,7 @@ func WakeKey(key string) (leaseID string, attempt int, ok bool) {
 // again, each with a receipt naming why, and returns the cancelled ones. A
 // wake being delivered is cancelled too: its writer confirms the state
 // right before the first byte and then writes nothing.
-func (s *Store) CancelWakes(ctx context.Context, leaseID string, upTo int, reason string) ([]queue.Message, error) {
+func (s *Queue) CancelWakes(ctx context.Context, leaseID string, upTo int, reason string) ([]queue.Message, error) {
 	var out []queue.Message
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -111,7 +111,7 @@ func (s *Store) CancelWakes(ctx context.Context, leaseID string, upTo int, reaso
 	return out, err
 }
 
-func (s *Store) cancelWakesTx(tx *sql.Tx, leaseID string, upTo int, reason string, detail map[string]any, now time.Time) ([]queue.Message, error) {
+func (s *Queue) cancelWakesTx(tx *sql.Tx, leaseID string, upTo int, reason string, detail map[string]any, now time.Time) ([]queue.Message, error) {
 	// The keys "<lease>#<n>" sort between "<lease>#" and "<lease>$" ('$'
 	// follows '#'): a range the idempotency key's index serves, where a
 	// LIKE would read every message. A wake being delivered is cancelled
@@ -128,7 +128,7 @@ func (s *Store) cancelWakesTx(tx *sql.Tx, leaseID string, upTo int, reason strin
 		if !ok || l != leaseID || (upTo > 0 && attempt > upTo) {
 			continue
 		}
-		c, err := s.transitionTx(tx, m.ID, reason, detail, func(x *queue.Message) error { return x.Cancel(now, reason) })
+		c, err := s.deliveries.transitionTx(tx, m.ID, reason, detail, func(x *queue.Message) error { return x.Cancel(now, reason) })
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,211 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/clock"
+	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/queue"
+	"github.com/tmux-amq/tamq/internal/tamq/broker"
+	"github.com/tmux-amq/tamq/internal/tamq/program"
+	"github.com/tmux-amq/tamq/internal/tmux"
+)
+
+// Writer puts text into a window's terminal. confirm, when not nil, is
+// asked right before the first byte whether the delivery is still wanted
+// (its messages not cancelled meanwhile); false writes nothing.
+type Writer interface {
+	Write(ctx context.Context, ep queue.Endpoint, w queue.Window, text string, confirm *Confirm) (Written, error)
+}
+
+// Confirm names the messages a writer confirms with the service right
+// before the first byte, and how (Current reads their state now).
+type Confirm struct {
+	IDs     []string
+	Current func() (bool, string)
+}
+
+// Written is what a Writer reports of one delivery.
+type Written struct {
+	// MaybeWritten, on failure, says whether any byte may have arrived (then
+	// the text is never resent blindly).
+	MaybeWritten bool
+	// At is when the last byte (the Enter) went in; zero means when Write
+	// returned.
+	At time.Time
+	// Path is "broker" or "tmux".
+	Path string
+	// Moment, through a broker: "quiet" when the agent's output was quiet and
+	// the operator not mid-line, "bounded" when the wait for that ran out.
+	Moment   string
+	WaitedMS int64
+	// Deferred: nothing was written because the window cannot take text now
+	// (its agent has exited, its pane is gone or is not the window's any more,
+	// or the agent is not at its input prompt); Reason says which. The
+	// message waits for the window, without spending an attempt.
+	Deferred bool
+	Reason   string
+	// NotAtPrompt: deferred because the program was not at its input prompt.
+	NotAtPrompt bool
+	// Cancelled: nothing was written because the confirmation said the
+	// delivery is no longer wanted (its messages were cancelled).
+	Cancelled bool
+	// Held: the text went in but the broker held the Enter back; it names
+	// why in a word (dialog, busy, unknown screen), Reason in words.
+	Held string
+	// broker is the session that answered, and brokerStates how many agent
+	// states it had reported before its answer.
+	broker       *brokerConn
+	brokerStates uint64
+}
+
+// detail is the receipt detail of a delivery: how, never what.
+func (w Written) detail() map[string]any {
+	d := map[string]any{"path": w.Path}
+	if w.Moment != "" {
+		d["moment"], d["waited_ms"] = w.Moment, w.WaitedMS
+	}
+	return d
+}
+
+// TmuxWriter writes through tmux: one bracketed paste of the whole text
+// through a uniquely named buffer, a pause, then Enter as a write of its own
+// (docs/delivery.md explains why).
+type TmuxWriter struct {
+	// Clock paces the pause before the Enter and the looks at the process
+	// table; nil is the system's.
+	Clock clock.Clock
+	Pause func(text string) time.Duration
+	// Agent says whether an agent is the foreground program of the
+	// window's pane, and whose screen rules apply; nil: the window's
+	// recorded command runs, always.
+	Agent func(ctx context.Context, ep queue.Endpoint, w queue.Window) program.Verdict
+}
+
+// agent is Agent's answer, or the recorded command's.
+func (tw TmuxWriter) agent(ctx context.Context, ep queue.Endpoint, w queue.Window) program.Verdict {
+	if tw.Agent == nil {
+		return program.Verdict{Running: true, Rules: broker.AgentOf(strings.Fields(w.Command))}
+	}
+	return tw.Agent(ctx, ep, w)
+}
+
+func (tw TmuxWriter) clock() clock.Clock {
+	if tw.Clock == nil {
+		return clock.System
+	}
+	return tw.Clock
+}
+
+// Write implements Writer. Both writes are guarded: tmux itself checks, at
+// the moment of each, that the pane is the window's (same server, same repo
+// mark) and that its program is alive.
+func (tw TmuxWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Window, text string, confirm *Confirm) (Written, error) {
+	srv := tmux.Server{Socket: ep.TmuxSocket}
+	g := tmux.Guard{PaneID: w.PaneID, ServerPID: ep.ServerPID, Repo: w.Repo}
+	// Nothing goes in unless an agent is the foreground program (a shell
+	// would run every line), at its input prompt: the Enter would otherwise
+	// answer whatever dialog shows. The agent is looked at last, right
+	// before the paste.
+	noAgent := Written{Path: "tmux", Deferred: true, NotAtPrompt: true, Reason: program.NoAgentRunning}
+	v := tw.agent(ctx, ep, w)
+	if !v.Running {
+		return noAgent, errs.New(errs.Unavailable, "nothing written: %s", program.NoAgentRunning)
+	}
+	if ok, why := paneAtPrompt(ctx, srv, w, v.Rules); !ok {
+		return Written{Path: "tmux", Deferred: true, NotAtPrompt: true, Reason: notAtPrompt(why)}, errs.New(errs.Unavailable, "nothing written: %s", why)
+	}
+	if !tw.agent(ctx, ep, w).Running {
+		return noAgent, errs.New(errs.Unavailable, "nothing written: %s", program.NoAgentRunning)
+	}
+	if confirm != nil {
+		if ok, why := confirm.Current(); !ok {
+			return Written{Path: "tmux", Cancelled: true, Reason: why}, errs.New(errs.Conflict, "not written: %s", why)
+		}
+	}
+	if err := srv.Paste(ctx, g, text); err != nil {
+		if r := tmux.RefusalOf(err); r != nil {
+			return Written{Path: "tmux", Deferred: true, Reason: r.Reason}, err
+		}
+		return Written{Path: "tmux", MaybeWritten: !errors.Is(err, tmux.ErrNotWritten)}, err
+	}
+	select {
+	case <-tw.clock().After(tw.Pause(text)):
+	case <-ctx.Done():
+		return Written{Path: "tmux", MaybeWritten: true}, ctx.Err()
+	}
+	if ok, why := pasteShows(ctx, srv, w, text, v.Rules); !ok {
+		// The text is in but not where the Enter would submit it: no Enter.
+		return Written{Path: "tmux", MaybeWritten: true}, errs.New(errs.Unavailable, "the text is in but the Enter was held back: %s", why)
+	}
+	if !tw.stillAgent(ctx, ep, w) {
+		// The agent left the foreground during the pause: an Enter now
+		// would go to whatever took it.
+		return Written{Path: "tmux", MaybeWritten: true}, errs.New(errs.Unavailable, "the text is in but the Enter was held back: %s", program.NoAgentRunning)
+	}
+	if err := srv.SendEnter(ctx, g); err != nil {
+		return Written{Path: "tmux", MaybeWritten: true}, err
+	}
+	return Written{Path: "tmux"}, nil
+}
+
+// stillAgent looks again, after the text went in, whether the agent is the
+// foreground program. A process caught in the middle of an exec (a
+// wrapper's `sh -c '…; exec agent'`) shows no command line for a moment, so
+// a "no" is looked at twice more before the text is given up on: the
+// process table offers no event to wait on.
+func (tw TmuxWriter) stillAgent(ctx context.Context, ep queue.Endpoint, w queue.Window) bool {
+	for try := 0; ; try++ {
+		if tw.agent(ctx, ep, w).Running {
+			return true
+		}
+		if try == 2 {
+			return false
+		}
+		select {
+		case <-tw.clock().After(25 * time.Millisecond):
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// screenOf reads a pane as the broker's detector reads its model; rules
+// names the agent whose screen rules apply (program.Verdict.Rules).
+func screenOf(ctx context.Context, srv tmux.Server, w queue.Window, rules string) (broker.Screen, error) {
+	c, err := srv.Capture(ctx, w.PaneID)
+	if err != nil {
+		return broker.Screen{}, err
+	}
+	return broker.Screen{Rows: c.Rows, Cols: c.Width, CursorX: c.CursorX, CursorY: c.CursorY, CursorVisible: c.CursorVisible,
+		Title: c.Title, AltScreen: c.AltScreen, Agent: rules}, nil
+}
+
+// paneAtPrompt says whether a window without a broker shows its program at
+// its input prompt, with the broker's rules; a pane that cannot be read is
+// not. (The guard of the write still checks the pane itself.)
+func paneAtPrompt(ctx context.Context, srv tmux.Server, w queue.Window, rules string) (bool, string) {
+	scr, err := screenOf(ctx, srv, w, rules)
+	if err != nil {
+		return false, "its screen cannot be read: " + err.Error()
+	}
+	return broker.AtPrompt(scr)
+}
+
+// pasteShows says whether the pasted text sits in the program's input box.
+func pasteShows(ctx context.Context, srv tmux.Server, w queue.Window, text, rules string) (bool, string) {
+	scr, err := screenOf(ctx, srv, w, rules)
+	if err != nil {
+		return false, "its screen cannot be read: " + err.Error()
+	}
+	return broker.InputShows(scr, text)
+}
+
+// enterPause grows with the text: long pastes take agents longer to take in.
+func enterPause(c *config.Loaded, text string) time.Duration {
+	return c.EnterPause() + time.Duration(len(text)/1024)*10*time.Millisecond
+}
