@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/lease"
@@ -36,7 +37,7 @@ func seedLease(t *testing.T, p paths.Paths) string {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, p, time.Second, time.Now)
+	st, err := store.Open(ctx, p, time.Second, clock.System)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func (s *Service) judgeRetry(ctx context.Context, l lease.Lease, reg func() (*gi
 		return false, err
 	}
 	postpone := func(wait lease.Wait, detail string) (bool, error) {
-		_, err := s.store.Postpone(ctx, l.ID, s.opts.Now().Add(s.retryPause()), wait, detail)
+		_, err := s.store.Postpone(ctx, l.ID, s.opts.Clock.Now().Add(s.retryPause()), wait, detail)
 		return false, err
 	}
 	v, judged, err := s.judgeWork(ctx, t)

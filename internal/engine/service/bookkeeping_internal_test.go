@@ -29,11 +29,10 @@ func TestSettledKeysGoWithTheirPurgedTriggers(t *testing.T) {
 	// A clock a millisecond on at every reading: each revision is observed
 	// after the one before, as the purge needs to tell the newest.
 	t0 := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
-	var ticks atomic.Int64
-	now := func() time.Time { return t0.Add(time.Duration(ticks.Add(1)) * time.Millisecond) }
+	clk := &tickingClock{start: t0}
 	cfg := config.Defaults(p)
 	cfg.StateHub.APIBase = "http://127.0.0.1:1"
-	s, err := Start(context.Background(), Options{Paths: p, Config: cfg, Now: now, Registry: func() (*gita.Registry, error) { return &gita.Registry{}, nil }})
+	s, err := Start(context.Background(), Options{Paths: p, Config: cfg, Clock: clk, Registry: func() (*gita.Registry, error) { return &gita.Registry{}, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +61,7 @@ func TestSettledKeysGoWithTheirPurgedTriggers(t *testing.T) {
 	if n := settled(); n != revisions {
 		t.Fatalf("%d settled keys before the purge, want %d", n, revisions)
 	}
-	res, err := s.purgeHistory(ctx, now().Add(time.Hour), false, "test")
+	res, err := s.purgeHistory(ctx, clk.Now().Add(time.Hour), false, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,6 +75,19 @@ func TestSettledKeysGoWithTheirPurgedTriggers(t *testing.T) {
 		t.Error("the newest trigger, which the purge kept, is no longer remembered as settled")
 	}
 }
+
+// tickingClock reads a millisecond later at every reading; it never waits
+// (the test runs no worker that does).
+type tickingClock struct {
+	start time.Time
+	ticks atomic.Int64
+}
+
+func (c *tickingClock) Now() time.Time {
+	return c.start.Add(time.Duration(c.ticks.Add(1)) * time.Millisecond)
+}
+
+func (c *tickingClock) After(time.Duration) <-chan time.Time { return nil }
 
 // The skipped objects already reported are remembered up to a bound, the
 // oldest forgotten first; one remembered is not reported again.

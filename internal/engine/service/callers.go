@@ -76,12 +76,12 @@ func (s *Service) callerOf(ctx context.Context, peer unixrpc.Peer) caller {
 	if err != nil {
 		return caller{by: byUnverified} // gone already: nothing it asks is done for it
 	}
-	if c, ok := s.callers.get(st, s.opts.Now()); ok {
+	if c, ok := s.callers.get(st, s.opts.Clock.Now()); ok {
 		return c
 	}
 	c := s.placeCaller(ctx, peer)
 	if c.by != byUnverified {
-		s.callers.put(st, c, s.opts.Now())
+		s.callers.put(st, c, s.opts.Clock.Now())
 	}
 	return c
 }

@@ -104,13 +104,13 @@ func (s *Service) runObserver(ctx context.Context) {
 		if next, ok, err := s.store.NextGateCheck(ctx); err == nil && ok {
 			// Not sooner than a second: a check that cannot be made yet
 			// (tamq not attached since the start) leaves it due.
-			wait = min(wait, max(next.Sub(s.opts.Now()), time.Second))
+			wait = min(wait, max(next.Sub(s.opts.Clock.Now()), time.Second))
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.observeKick:
-		case <-s.opts.After(wait):
+		case <-s.opts.Clock.After(wait):
 		}
 	}
 }
@@ -160,7 +160,7 @@ func (s *Service) runEvents(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.opts.After(backoff.Jitter(delay)):
+		case <-s.opts.Clock.After(backoff.Jitter(delay)):
 		}
 	}
 }
@@ -215,7 +215,7 @@ func (s *Service) observeOnce(ctx context.Context) (err error) {
 		for _, c := range inbox {
 			v.inbox[c.Trigger.SourceID] = true
 		}
-		v.LastPoll, v.LastError, v.Paused = s.opts.Now(), "", false
+		v.LastPoll, v.LastError, v.Paused = s.opts.Clock.Now(), "", false
 		v.Polls++
 	})
 	if changed {
@@ -567,7 +567,7 @@ func (s *Service) consider(ctx context.Context, cand observe.Candidate, reg func
 		}
 		key = triggerKey(tr)
 	}
-	now := s.opts.Now()
+	now := s.opts.Clock.Now()
 	switch {
 	case t.State == lease.TriggerGated && now.Before(t.NextCheckAt):
 		return nil
@@ -651,7 +651,7 @@ func (s *Service) gate(ctx context.Context, t lease.Trigger, gate, reason string
 		checks = t.GateChecks + 1
 	}
 	if max := s.opts.Config.EffectiveSafetyGatedMaxAttempts(); checks < max {
-		recheck := s.opts.Now().Add(s.timing.Backoff[min(checks, len(s.timing.Backoff)-1)])
+		recheck := s.opts.Clock.Now().Add(s.timing.Backoff[min(checks, len(s.timing.Backoff)-1)])
 		s.log.Info("trigger held at a gate", "trigger", t.ID, "gate", gate, "check", checks+1, "of", max)
 		return s.store.HoldTrigger(ctx, t.ID, gate, reason, recheck)
 	}

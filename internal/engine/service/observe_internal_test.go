@@ -178,26 +178,8 @@ func TestTenMinutesWithoutStateHub(t *testing.T) {
 	}))
 	s := inProcessEngine(t, ts.URL)
 	interval := time.Duration(s.opts.Config.Coordination.StateHubPollIntervalSeconds) * time.Second
-	start := time.Now()
-	var now atomic.Int64 // simulated nanoseconds since start
-	var waits []time.Duration
-	var upAt time.Duration
-	s.opts.Now = func() time.Time { return start.Add(time.Duration(now.Load())) }
-	s.opts.After = func(d time.Duration) <-chan time.Time {
-		if up.Load() {
-			return nil // the look after State Hub's return is the last one measured
-		}
-		waits = append(waits, d)
-		// State Hub comes back somewhere within the wait that crosses ten
-		// minutes: at its end at the latest.
-		if now.Add(int64(d)) >= int64(10*time.Minute) {
-			up.Store(true)
-			upAt = time.Duration(now.Load())
-		}
-		c := make(chan time.Time, 1)
-		c <- s.opts.Now()
-		return c
-	}
+	clk := &outageClock{start: time.Now(), up: &up}
+	s.opts.Clock = clk
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -213,13 +195,40 @@ func TestTenMinutesWithoutStateHub(t *testing.T) {
 	<-done
 	var lastPoll time.Time
 	s.hub.view.update(func(v *hubView) { lastPoll = v.LastPoll })
-	if back := lastPoll.Sub(start) - upAt; back != 0 {
-		t.Errorf("State Hub back at +%s, looked at again %s later, not at the end of the wait", upAt, back)
+	if back := lastPoll.Sub(clk.start) - clk.upAt; back != 0 {
+		t.Errorf("State Hub back at +%s, looked at again %s later, not at the end of the wait", clk.upAt, back)
 	}
-	for _, w := range waits {
+	for _, w := range clk.waits {
 		if w > interval*6/5 {
 			t.Errorf("a wait of %s while State Hub was down; the poll interval is %s", w, interval)
 		}
 	}
-	t.Logf("%d waits in %s without State Hub, the longest within %s", len(waits), upAt, interval*6/5)
+	t.Logf("%d waits in %s without State Hub, the longest within %s", len(clk.waits), clk.upAt, interval*6/5)
+}
+
+// outageClock is the simulated clock of TestTenMinutesWithoutStateHub: each
+// wait passes at once, and is noted, until State Hub is back; the wait that
+// crosses ten minutes brings it back (at its end at the latest).
+type outageClock struct {
+	start time.Time
+	now   atomic.Int64 // simulated nanoseconds since start
+	up    *atomic.Bool
+	waits []time.Duration
+	upAt  time.Duration
+}
+
+func (c *outageClock) Now() time.Time { return c.start.Add(time.Duration(c.now.Load())) }
+
+func (c *outageClock) After(d time.Duration) <-chan time.Time {
+	if c.up.Load() {
+		return nil // the look after State Hub's return is the last one measured
+	}
+	c.waits = append(c.waits, d)
+	if c.now.Add(int64(d)) >= int64(10*time.Minute) {
+		c.up.Store(true)
+		c.upAt = time.Duration(c.now.Load())
+	}
+	ch := make(chan time.Time, 1)
+	ch <- c.Now()
+	return ch
 }

@@ -27,7 +27,7 @@ func (s *Service) runOutbox(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.opts.After(5 * time.Second):
+		case <-s.opts.Clock.After(5 * time.Second):
 		}
 		instance, err = s.store.Instance(ctx)
 	}
@@ -61,7 +61,7 @@ func (s *Service) runOutbox(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-s.outboxKick:
-		case <-s.opts.After(wait):
+		case <-s.opts.Clock.After(wait):
 		}
 	}
 }
@@ -79,7 +79,7 @@ func (s *Service) publishBatch(ctx context.Context, instance string) (bool, erro
 	if err := s.store.MarkPublished(ctx, ids); err != nil {
 		return false, errs.Wrap(errs.Storage, err, "mark receipts published")
 	}
-	now := s.opts.Now()
+	now := s.opts.Clock.Now()
 	s.hub.view.update(func(v *hubView) { v.LastPublish, v.PublishError = now, "" })
 	return len(batch) == contract.MaxProgressBatch, nil
 }

@@ -28,10 +28,10 @@ func (s *Service) runRetention(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.opts.After(wait):
+		case <-s.opts.Clock.After(wait):
 		}
 		wait = retentionEvery
-		before := s.opts.Now().Add(-time.Duration(days) * 24 * time.Hour)
+		before := s.opts.Clock.Now().Add(-time.Duration(days) * 24 * time.Hour)
 		if _, err := s.purgeHistory(ctx, before, false, "retention"); err != nil && ctx.Err() == nil {
 			s.log.Warn("cannot delete old history; it is tried again later", "error", err.Error())
 		}
@@ -44,7 +44,7 @@ func (s *Service) purge(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Reques
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	if args.Before.IsZero() || args.Before.After(s.opts.Now()) {
+	if args.Before.IsZero() || args.Before.After(s.opts.Clock.Now()) {
 		return nil, errs.New(errs.BadRequest, "purge needs a cutoff in the past")
 	}
 	return s.purgeHistory(ctx, args.Before, args.DryRun, "operator")

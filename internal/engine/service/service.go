@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/buildinfo"
+	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/engine/store"
@@ -29,9 +30,6 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
-
-// Now is the engine's clock: UTC to the millisecond, what SQLite keeps.
-func Now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
 // Tamq is what the engine needs of tamq's service: its typed client
 // (internal/tamqclient) in production.
@@ -56,9 +54,9 @@ type Options struct {
 	// TamqSocket is shown in status.
 	TamqSocket string
 	Log        *slog.Logger
-	// Now and After are the clock: tests move time on by hand.
-	Now   func() time.Time
-	After func(d time.Duration) <-chan time.Time
+	// Clock is every service's clock (nil: the system's); tests move it
+	// on by hand.
+	Clock clock.Clock
 	// Orwell, when set, receives every protocol frame in full (--orwell).
 	Orwell   io.Writer
 	Detached bool
@@ -130,11 +128,8 @@ type hubState struct {
 // every check that can fail runs before the database is opened, and the
 // socket is bound last.
 func Start(ctx context.Context, o Options) (*Service, error) {
-	if o.Now == nil {
-		o.Now = Now
-	}
-	if o.After == nil {
-		o.After = time.After
+	if o.Clock == nil {
+		o.Clock = clock.System
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -168,7 +163,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		d.Close()
 		return nil, err
 	}
-	st, err := store.Open(ctx, o.Paths, o.Config.BusyTimeout(), o.Now)
+	st, err := store.Open(ctx, o.Paths, o.Config.BusyTimeout(), o.Clock)
 	if err != nil {
 		return fail(err)
 	}
@@ -180,10 +175,10 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	if _, err := st.DetachAll(ctx, "coordination-engine restarted"); err != nil {
 		return fail(err)
 	}
-	s.startedAt = o.Now()
+	s.startedAt = o.Clock.Now()
 	s.server = &unixrpc.Server{Handlers: s.handlers(), Log: s.log, IdleTimeout: 30 * time.Second, MaxConns: 256}
 	if o.Orwell != nil {
-		s.server.Trace = daemon.OrwellTracer(o.Orwell, o.Now)
+		s.server.Trace = daemon.OrwellTracer(o.Orwell, o.Clock.Now)
 	}
 	if err := d.Listen(s.server); err != nil {
 		return fail(err)
@@ -226,14 +221,14 @@ func (s *Service) Run(ctx context.Context) error {
 		DrainFirst: []*daemon.Worker{s.observer, s.events, s.waker},
 		Workers:    []*daemon.Worker{s.clock, s.outbox, s.retention},
 		Stopping: func() {
-			began = s.opts.Now()
+			began = s.opts.Clock.Now()
 			s.stopping.Store(true)
 		},
 		Stopped: func(ctx context.Context, reason string, graceExceeded bool) error {
 			n, detachErr := s.store.DetachAll(ctx, "coordination-engine stopped")
 			rcptErr := s.store.AddReceipt(ctx, receipt.Receipt{Kind: "service.shutdown", Status: "stopped", Reason: reason, Detail: map[string]any{
 				"pid": os.Getpid(), "endpoints_detached": n, "grace_exceeded": graceExceeded,
-				"duration_ms": s.opts.Now().Sub(began).Milliseconds(),
+				"duration_ms": s.opts.Clock.Now().Sub(began).Milliseconds(),
 			}})
 			return errors.Join(detachErr, rcptErr)
 		},

@@ -24,7 +24,7 @@ import (
 const probeTimeout = time.Second
 
 func (s *Service) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request) (any, error) {
-	now := s.opts.Now()
+	now := s.opts.Clock.Now()
 	r := Collect(ctx, s.opts.Paths, s.opts.Config, s.opts.Registry)
 	started := s.startedAt.UTC()
 	r.Service = api.ServiceStatus{

@@ -90,7 +90,7 @@ func (s *Service) wake(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request
 		return nil, errs.New(errs.BadRequest, "task %s is stopped at gate %s, not %s", args.Task, taskGate, textsafe.Escape(args.OverrideGate)).
 			WithHint("name the gate that stops it: --override-gate %s", taskGate)
 	}
-	now := s.opts.Now()
+	now := s.opts.Clock.Now()
 	sourceID := args.Task
 	if sourceID == "" {
 		sourceID = "manual:" + args.Repo
@@ -189,7 +189,7 @@ func (s *Service) sendWake(ctx context.Context, l lease.Lease) (lease.Lease, err
 		// No window could take it: the attempt is withdrawn (it costs
 		// nothing) and the work waits for the window to change, which
 		// tamq's next attach says.
-		w.Wait, w.Until = lease.Wait(ack.Wait), s.opts.Now().Add(s.retryPause())
+		w.Wait, w.Until = lease.Wait(ack.Wait), s.opts.Clock.Now().Add(s.retryPause())
 		if !slices.Contains(lease.Waits, w.Wait) {
 			w.Wait = lease.WaitNoWindow
 		}
@@ -307,7 +307,7 @@ func (s *Service) runWaker(ctx context.Context) {
 		var wait <-chan time.Time
 		if failed {
 			backoff = min(max(2*backoff, 500*time.Millisecond), 30*time.Second)
-			wait = s.opts.After(backoff)
+			wait = s.opts.Clock.After(backoff)
 		} else {
 			backoff = 0
 		}
@@ -326,7 +326,7 @@ func (s *Service) runWaker(ctx context.Context) {
 // because they are read from SQLite each turn.
 func (s *Service) runClock(ctx context.Context) {
 	for {
-		now := s.opts.Now()
+		now := s.opts.Clock.Now()
 		if changed, err := s.store.ExpireDue(ctx, now, s.timing); err != nil {
 			s.log.Error("cannot expire leases; will try again", "error", err.Error())
 		} else {
@@ -348,13 +348,13 @@ func (s *Service) runClock(ctx context.Context) {
 		if next, ok, err := s.store.NextDue(ctx); err != nil {
 			wait = time.Second
 		} else if ok {
-			wait = min(wait, max(next.Sub(s.opts.Now()), time.Millisecond))
+			wait = min(wait, max(next.Sub(s.opts.Clock.Now()), time.Millisecond))
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.clockKick:
-		case <-s.opts.After(wait):
+		case <-s.opts.Clock.After(wait):
 		}
 	}
 }

@@ -60,7 +60,7 @@ func TestStoreAttach(t *testing.T) {
 			var earlier []lease.Endpoint
 			for _, ep := range tt.earlier {
 				earlier = append(earlier, must[lease.Endpoint](t)(s.Attach(ctx, ep, nil)))
-				c.advance(time.Second)
+				c.Advance(time.Second)
 			}
 			if tt.detach {
 				if n, err := s.DetachAll(ctx, "engine stops"); err != nil || n != len(earlier) {
@@ -72,7 +72,7 @@ func TestStoreAttach(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.HasPrefix(got.ID, "ce-") || got.State != lease.Attached || !got.AttachedAt.Equal(c.now) {
+			if !strings.HasPrefix(got.ID, "ce-") || got.State != lease.Attached || !got.AttachedAt.Equal(c.Now()) {
 				t.Errorf("attached %+v", got)
 			}
 			for i, e := range earlier {
@@ -112,7 +112,7 @@ func TestStoreEndpoints(t *testing.T) {
 	if a.Windows[0].Mode != lease.ModeManual || manual.Windows[0].Mode != "" {
 		t.Errorf("mode %q (the caller's %q)", a.Windows[0].Mode, manual.Windows[0].Mode)
 	}
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	b := must[lease.Endpoint](t)(s.Attach(ctx, endpoint("tmux-amq-2", "/tmp/tmux-1000/other", "net", "railiance"), nil))
 
 	rs := must[[]receipt.Receipt](t)(s.Receipts(ctx, ReceiptFilter{}))

@@ -64,7 +64,7 @@ type change func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []recei
 
 // update applies ch to one lease in one write transaction.
 func (s *Store) update(ctx context.Context, id, op string, ch change) (lease.Lease, error) {
-	now := s.Now()
+	now := s.Clock.Now()
 	var out lease.Lease
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		l, err := scanLease(s.DB.TxQueryRow(tx, `SELECT `+leaseColumns+` FROM leases WHERE lease_id = ?`, id))
@@ -161,7 +161,7 @@ func transitionReceipt(from, to lease.Lease, reason string) receipt.Receipt {
 // coordination endpoint the wake will go to; it may be empty. A trigger
 // that has a live lease already: conflict.
 func (s *Store) Offer(ctx context.Context, triggerID, endpointID string, t lease.Timing) (lease.Lease, error) {
-	now := s.Now()
+	now := s.Clock.Now()
 	var out lease.Lease
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		tr, err := scanTrigger(s.DB.TxQueryRow(tx, `SELECT `+triggerColumns+` FROM triggers WHERE id = ?`, triggerID))
@@ -465,7 +465,7 @@ func (s *Store) BringForward(ctx context.Context) (int, error) {
 	var n int64
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		res, err := s.DB.TxExec(tx, `UPDATE leases SET next_retry_at = ? WHERE state = 'retry_wait' AND next_retry_at > ?
-			AND trigger_id IN (SELECT id FROM triggers WHERE wait_reason IS NOT NULL)`, sqlitedb.Millis(s.Now()), sqlitedb.Millis(s.Now()))
+			AND trigger_id IN (SELECT id FROM triggers WHERE wait_reason IS NOT NULL)`, sqlitedb.Millis(s.Clock.Now()), sqlitedb.Millis(s.Clock.Now()))
 		if err != nil {
 			return err
 		}

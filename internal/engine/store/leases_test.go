@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/paths"
@@ -24,7 +25,7 @@ func TestStoreAddTrigger(t *testing.T) {
 	if got := getTrigger(t, s, first.ID); got != first {
 		t.Errorf("stored\n%+v\nwant\n%+v", got, first)
 	}
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	again := newTrigger("1")
 	again.Reason = lease.RetryDue // a later observation of the same key
 	got, inserted, err := s.AddTrigger(ctx, again)
@@ -107,15 +108,15 @@ func TestStoreOffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	mark := lastReceipt(t, s)
 	l, err := s.Offer(ctx, tr.ID, ep.ID, timing)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := lease.Lease{ID: l.ID, TriggerID: tr.ID, Owner: lease.Owner, TargetRepo: "net", State: lease.Offered, Attempt: 1, MaxAttempts: 2,
-		AcquiredAt: c.now, ExpiresAt: c.now.Add(30 * time.Second), CoordinationEndpointID: ep.ID,
-		PolicyProfile: "default@1", ConfigVersion: "cfg", UpdatedAt: c.now}
+		AcquiredAt: c.Now(), ExpiresAt: c.Now().Add(30 * time.Second), CoordinationEndpointID: ep.ID,
+		PolicyProfile: "default@1", ConfigVersion: "cfg", UpdatedAt: c.Now()}
 	if l != want || getLease(t, s, l.ID) != want {
 		t.Errorf("offered\n%+v\nstored\n%+v\nwant\n%+v", l, getLease(t, s, l.ID), want)
 	}
@@ -194,15 +195,15 @@ func checkpoint(c lease.Checkpoint) op {
 
 // driven is a store with one offered lease taken through the steps before,
 // a second apart, and its clock moved on by after.
-func driven(t *testing.T, before []op, after time.Duration) (*Store, *clock, lease.Lease) {
+func driven(t *testing.T, before []op, after time.Duration) (*Store, *clock.Fake, lease.Lease) {
 	t.Helper()
 	s, c := newStore(t)
 	l := offered(t, s, "1")
 	for _, step := range before {
-		c.advance(time.Second)
+		c.Advance(time.Second)
 		must[lease.Lease](t)(step(s, l.ID))
 	}
-	c.advance(after)
+	c.Advance(after)
 	return s, c, l
 }
 
@@ -255,7 +256,7 @@ func TestStoreLeaseTransitions(t *testing.T) {
 			}
 			wantExpires := before.ExpiresAt
 			if tt.expires != 0 {
-				wantExpires = c.now.Add(tt.expires)
+				wantExpires = c.Now().Add(tt.expires)
 			}
 			if !got.ExpiresAt.Equal(wantExpires) {
 				t.Errorf("expires %v, want %v", got.ExpiresAt, wantExpires)
@@ -273,7 +274,7 @@ func TestStoreLeaseTransitions(t *testing.T) {
 					status = string(lease.Checkpointed) // the checkpoint's own receipt, before the stop
 				}
 				if r.LeaseID != l.ID || r.TriggerID != l.TriggerID || r.Status != status || r.Attempt != got.Attempt ||
-					!r.At.Equal(c.now) || r.PolicyProfile != "default@1" || r.ConfigVersion != "cfg" {
+					!r.At.Equal(c.Now()) || r.PolicyProfile != "default@1" || r.ConfigVersion != "cfg" {
 					t.Errorf("receipt %+v", r)
 				}
 			}
@@ -352,18 +353,18 @@ func TestStoreCheckpoints(t *testing.T) {
 		t.Errorf("a checkpoint before any: %+v", cp)
 	}
 	must[lease.Lease](t)(s.Ack(ctx, l.ID, 0, Who{By: "agent"}, timing))
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	must[lease.Lease](t)(checkpoint(lease.Checkpoint{Summary: "first"})(s, l.ID))
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	got := must[lease.Lease](t)(checkpoint(progress)(s, l.ID))
-	if !got.LastCheckpointAt.Equal(c.now) {
+	if !got.LastCheckpointAt.Equal(c.Now()) {
 		t.Errorf("last checkpoint at %v", got.LastCheckpointAt)
 	}
 	cp := must[*lease.Checkpoint](t)(s.LatestCheckpoint(ctx, l.ID))
 	want := progress
-	want.LeaseID, want.RecordedAt = l.ID, c.now
+	want.LeaseID, want.RecordedAt = l.ID, c.Now()
 	if cp == nil || cp.Summary != want.Summary || !slices.Equal(cp.FilesChanged, want.FilesChanged) || cp.NextAction != want.NextAction ||
-		cp.BlockedReason != want.BlockedReason || cp.TaskID != want.TaskID || cp.LeaseID != l.ID || !cp.RecordedAt.Equal(c.now) {
+		cp.BlockedReason != want.BlockedReason || cp.TaskID != want.TaskID || cp.LeaseID != l.ID || !cp.RecordedAt.Equal(c.Now()) {
 		t.Errorf("latest checkpoint %+v, want %+v", cp, want)
 	}
 	rs := must[[]receipt.Receipt](t)(s.Receipts(ctx, ReceiptFilter{LeaseID: l.ID}))
@@ -373,7 +374,7 @@ func TestStoreCheckpoints(t *testing.T) {
 		t.Errorf("checkpoint receipt %+v", last)
 	}
 	// Blocked: recorded, and the lease stops for a human.
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	got = must[lease.Lease](t)(checkpoint(stuck)(s, l.ID))
 	if got.State != lease.Stopped || got.Released != lease.ResultBlocked || got.StopReason != "blocked: checkpoint: human" {
 		t.Errorf("after a blocked checkpoint %+v", got)
@@ -417,7 +418,7 @@ func TestStoreRecordWake(t *testing.T) {
 			s, c := newStore(t)
 			ctx := context.Background()
 			l := offered(t, s, "1")
-			c.advance(time.Second)
+			c.Advance(time.Second)
 			mark := lastReceipt(t, s)
 			got, err := s.RecordWake(ctx, l.ID, tt.attempt, tt.w)
 			if tt.code != "" {
@@ -490,9 +491,9 @@ func TestStoreRetries(t *testing.T) {
 		if got := must[[]lease.Lease](t)(s.ExpireDue(ctx, l.ExpiresAt.Add(-time.Millisecond), timing)); len(got) != 0 {
 			t.Fatalf("attempt %d expired before its deadline", attempt)
 		}
-		c.now = l.ExpiresAt
+		c.Advance(l.ExpiresAt.Sub(c.Now()))
 		mark := lastReceipt(t, s)
-		expired := must[[]lease.Lease](t)(s.ExpireDue(ctx, c.now, timing))
+		expired := must[[]lease.Lease](t)(s.ExpireDue(ctx, c.Now(), timing))
 		if len(expired) != 1 {
 			t.Fatalf("attempt %d: expired %+v", attempt, expired)
 		}
@@ -507,7 +508,7 @@ func TestStoreRetries(t *testing.T) {
 			}
 			break
 		}
-		wantNext := c.now.Add(backoffs[attempt-1])
+		wantNext := c.Now().Add(backoffs[attempt-1])
 		if l.State != lease.RetryWait || l.Attempt != attempt+1 || !l.NextRetryAt.Equal(wantNext) || l.LocalLeaseID != "" {
 			t.Fatalf("after attempt %d: %+v", attempt, l)
 		}
@@ -521,10 +522,10 @@ func TestStoreRetries(t *testing.T) {
 		if got := must[[]lease.Lease](t)(reofferDue(t, s, wantNext.Add(-time.Millisecond), timing)); len(got) != 0 {
 			t.Fatalf("reoffered before it was due")
 		}
-		c.now = wantNext
-		reoffered := must[[]lease.Lease](t)(reofferDue(t, s, c.now, timing))
+		c.Advance(wantNext.Sub(c.Now()))
+		reoffered := must[[]lease.Lease](t)(reofferDue(t, s, c.Now(), timing))
 		if len(reoffered) != 1 || reoffered[0].State != lease.Offered || reoffered[0].Attempt != attempt+1 ||
-			!reoffered[0].ExpiresAt.Equal(c.now.Add(30*time.Second)) || reoffered[0].WakeOutcome != "" {
+			!reoffered[0].ExpiresAt.Equal(c.Now().Add(30*time.Second)) || reoffered[0].WakeOutcome != "" {
 			t.Fatalf("reoffered %+v", reoffered)
 		}
 		l = reoffered[0]
@@ -557,7 +558,7 @@ func TestStoreSweepsLeaveOthers(t *testing.T) {
 	ctx := context.Background()
 	early := offered(t, s, "1")
 	must[lease.Lease](t)(s.RecordWake(ctx, early.ID, 1, WakeRecord{Capability: "resumed", MessageID: "m1"}))
-	c.advance(10 * time.Second)
+	c.Advance(10 * time.Second)
 	late := offered(t, s, "2")
 	held := offered(t, s, "3")
 	must[lease.Lease](t)(s.Ack(ctx, held.ID, 0, Who{By: "agent"}, timing))
@@ -577,7 +578,7 @@ func TestStoreSweepsLeaveOthers(t *testing.T) {
 	if due, _, _ := s.NextDue(ctx); !due.Equal(expired[0].NextRetryAt) || !due.Before(late.ExpiresAt) {
 		t.Errorf("next due %v, want the retry at %v", due, expired[0].NextRetryAt)
 	}
-	c.now = expired[0].NextRetryAt
+	c.Advance(expired[0].NextRetryAt.Sub(c.Now()))
 	if got := must[[]lease.Lease](t)(reofferDue(t, s, expired[0].NextRetryAt, timing)); len(got) != 1 || got[0].ID != early.ID {
 		t.Errorf("reoffered %+v", got)
 	}
@@ -620,9 +621,9 @@ func TestStoreRecovery(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	p := paths.Paths{Database: dir + "/coordination.sqlite3", BackupDir: dir + "/backups"}
-	c := &clock{now: start}
+	c := clock.NewFake(start)
 	ctx := context.Background()
-	s, err := Open(ctx, p, 0, c.Now)
+	s, err := Open(ctx, p, 0, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -630,17 +631,17 @@ func TestStoreRecovery(t *testing.T) {
 	waiting := offered(t, s, "1") // its wake not yet sent
 	working := offered(t, s, "2")
 	must[lease.Lease](t)(s.RecordWake(ctx, working.ID, 1, WakeRecord{Capability: "resumed", MessageID: "m1"}))
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	working = must[lease.Lease](t)(s.Ack(ctx, working.ID, 0, Who{By: "agent"}, timing))
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	working = must[lease.Lease](t)(checkpoint(progress)(s, working.ID))
 	receipts := lastReceipt(t, s)
 	if err := s.DB.Close(); err != nil {
 		t.Fatal(err)
 	}
 
-	c.advance(time.Second)
-	s, err = Open(ctx, p, 0, c.Now)
+	c.Advance(time.Second)
+	s, err = Open(ctx, p, 0, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -663,15 +664,15 @@ func TestStoreRecovery(t *testing.T) {
 	// The engine was down past both deadlines: one sweep ends both
 	// attempts. The one whose wake never reached tamq is withdrawn (due at
 	// once, nothing spent); the other waits out its backoff.
-	c.now = working.ExpiresAt
-	expired := must[[]lease.Lease](t)(s.ExpireDue(ctx, c.now, timing))
+	c.Advance(working.ExpiresAt.Sub(c.Now()))
+	expired := must[[]lease.Lease](t)(s.ExpireDue(ctx, c.Now(), timing))
 	if len(expired) != 2 || expired[0].ID != waiting.ID || expired[1].ID != working.ID {
 		t.Fatalf("expired %+v", expired)
 	}
-	if l := expired[0]; l.State != lease.RetryWait || l.Attempt != 2 || l.MaxAttempts != waiting.MaxAttempts+1 || !l.NextRetryAt.Equal(c.now) {
+	if l := expired[0]; l.State != lease.RetryWait || l.Attempt != 2 || l.MaxAttempts != waiting.MaxAttempts+1 || !l.NextRetryAt.Equal(c.Now()) {
 		t.Errorf("withdrawn %+v", l)
 	}
-	if l := expired[1]; l.State != lease.RetryWait || l.Attempt != 2 || l.MaxAttempts != working.MaxAttempts || !l.NextRetryAt.Equal(c.now.Add(5*time.Second)) {
+	if l := expired[1]; l.State != lease.RetryWait || l.Attempt != 2 || l.MaxAttempts != working.MaxAttempts || !l.NextRetryAt.Equal(c.Now().Add(5*time.Second)) {
 		t.Errorf("expired %+v", l)
 	}
 	noContentInReceipts(t, s, progress.Summary, progress.NextAction)

@@ -77,7 +77,7 @@ func (s *Store) WaitingTriggers(ctx context.Context) ([]lease.Trigger, error) {
 // newer revision that is not actionable, its message was read), with a
 // receipt. A trigger no longer waiting is left as it is.
 func (s *Store) Supersede(ctx context.Context, triggerID, reason string) error {
-	now := s.Now()
+	now := s.Clock.Now()
 	return storageErr(s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		res, err := s.DB.TxExec(tx, `UPDATE triggers SET state = 'superseded', updated_at = ? WHERE id = ? AND state IN ('pending', 'gated')`,
 			sqlitedb.Millis(now), triggerID)
@@ -123,7 +123,7 @@ func (s *Store) ObserverValue(ctx context.Context, key string) (string, error) {
 func (s *Store) SetObserverValue(ctx context.Context, key, value string) error {
 	return storageErr(s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		_, err := s.DB.TxExec(tx, `INSERT INTO observer_state (key, value, updated_at) VALUES (?, ?, ?)
-			ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`, key, value, sqlitedb.Millis(s.Now()))
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`, key, value, sqlitedb.Millis(s.Clock.Now()))
 		return err
 	}), "keep observer state "+key)
 }
@@ -134,7 +134,7 @@ func (s *Store) SetObserverValue(ctx context.Context, key, value string) error {
 func (s *Store) Instance(ctx context.Context) (string, error) {
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		_, err := s.DB.TxExec(tx, `INSERT INTO observer_state (key, value, updated_at) VALUES ('instance', ?, ?)
-			ON CONFLICT (key) DO NOTHING`, NewID(), sqlitedb.Millis(s.Now()))
+			ON CONFLICT (key) DO NOTHING`, NewID(), sqlitedb.Millis(s.Clock.Now()))
 		return err
 	})
 	if err != nil {
@@ -182,7 +182,7 @@ func (s *Store) ReceiptsToPublish(ctx context.Context, instance string, limit in
 
 // MarkPublished records that State Hub has the receipts.
 func (s *Store) MarkPublished(ctx context.Context, ids []int64) error {
-	now := sqlitedb.Millis(s.Now())
+	now := sqlitedb.Millis(s.Clock.Now())
 	return storageErr(s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		for _, id := range ids {
 			if _, err := s.DB.TxExec(tx, `UPDATE receipts SET projected_at = ? WHERE id = ? AND projected_at IS NULL`, now, id); err != nil {

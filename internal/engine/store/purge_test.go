@@ -48,11 +48,11 @@ func TestPurgeKeepsWhatDecides(t *testing.T) {
 	published := count("receipts")
 	// A hundred days later T-1 changes again (r2): a new trigger, a live
 	// lease, receipts not yet published.
-	c.advance(100 * 24 * time.Hour)
+	c.Advance(100 * 24 * time.Hour)
 	live := offered(t, s, "r2")
 	before := map[string]int{"receipts": count("receipts"), "checkpoints": count("checkpoints"), "leases": count("leases"), "triggers": count("triggers")}
 
-	cutoff := c.now.Add(-50 * 24 * time.Hour)
+	cutoff := c.Now().Add(-50 * 24 * time.Hour)
 	dry, err := s.Purge(ctx, cutoff, true)
 	if err != nil {
 		t.Fatal(err)

@@ -68,7 +68,7 @@ func cleanReason(s string) string {
 // transition and its receipt commit together. The time, policy profile and
 // config version default to the store's.
 func (s *Store) addReceiptTx(tx *sql.Tx, r receipt.Receipt) error {
-	r.Stamp(s.Now(), s.PolicyProfile, s.ConfigVersion)
+	r.Stamp(s.Clock.Now(), s.PolicyProfile, s.ConfigVersion)
 	var detail any
 	if len(r.Detail) > 0 {
 		b, err := json.Marshal(receipt.Sanitize(r.Detail))

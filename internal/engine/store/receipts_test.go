@@ -22,7 +22,7 @@ func TestStoreReceipts(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := offered(t, s, "1")
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	b := offered(t, s, "2")
 
 	all := must[[]receipt.Receipt](t)(s.Receipts(ctx, ReceiptFilter{}))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/paths"
@@ -19,8 +20,9 @@ import (
 // trigger, lease or endpoint runs in one write transaction together with
 // its receipts.
 type Store struct {
-	DB  *sqlitedb.DB
-	Now func() time.Time
+	DB *sqlitedb.DB
+	// Clock stamps every row and receipt the store writes.
+	Clock clock.Clock
 	// PolicyProfile (name@version) and ConfigVersion are in force for this
 	// process: a lease is offered under them, and a receipt written without
 	// its own gets these.
@@ -29,15 +31,18 @@ type Store struct {
 }
 
 // Open opens (creating and migrating as needed) coordination-engine's
-// database at p.
-func Open(ctx context.Context, p paths.Paths, busy time.Duration, now func() time.Time) (*Store, error) {
+// database at p; clk stamps what it writes (nil: the system's clock).
+func Open(ctx context.Context, p paths.Paths, busy time.Duration, clk clock.Clock) (*Store, error) {
+	if clk == nil {
+		clk = clock.System
+	}
 	db, err := sqlitedb.Open(ctx, sqlitedb.Options{
-		Path: p.Database, BackupDir: p.BackupDir, BusyTimeout: busy, Migrations: Migrations, Now: now,
+		Path: p.Database, BackupDir: p.BackupDir, BusyTimeout: busy, Migrations: Migrations, Now: clk.Now,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Store{DB: db, Now: now}, nil
+	return &Store{DB: db, Clock: clk}, nil
 }
 
 // OpenReadOnly opens the engine's database at p for reading only, for the
@@ -51,7 +56,7 @@ func OpenReadOnly(ctx context.Context, p paths.Paths, busy time.Duration) (*Stor
 	if err != nil {
 		return nil, err
 	}
-	return &Store{DB: &sqlitedb.DB{Reader: ro, Writer: ro, Path: p.Database}, Now: time.Now}, nil
+	return &Store{DB: &sqlitedb.DB{Reader: ro, Writer: ro, Path: p.Database}, Clock: clock.System}, nil
 }
 
 // NewID returns a time-ordered id (UUIDv7), as tamq's ids are.

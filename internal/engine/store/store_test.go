@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/receipt"
 )
@@ -17,17 +18,10 @@ import (
 
 var start = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 
-// clock is the stubbed clock of a store under test.
-type clock struct{ now time.Time }
-
-func (c *clock) Now() time.Time { return c.now }
-
-func (c *clock) advance(d time.Duration) { c.now = c.now.Add(d) }
-
-func newStore(t *testing.T) (*Store, *clock) {
+func newStore(t *testing.T) (*Store, *clock.Fake) {
 	t.Helper()
-	c := &clock{now: start}
-	return &Store{DB: setup(t), Now: c.Now, PolicyProfile: "default@1", ConfigVersion: "cfg"}, c
+	c := clock.NewFake(start)
+	return &Store{DB: setup(t), Clock: c, PolicyProfile: "default@1", ConfigVersion: "cfg"}, c
 }
 
 // timing: a 30 s ack deadline, renewals every minute with 3 allowed to be

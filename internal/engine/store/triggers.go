@@ -84,7 +84,7 @@ func (s *Store) AddTrigger(ctx context.Context, tr lease.Trigger) (lease.Trigger
 	if err := tr.Check(); err != nil {
 		return tr, false, err
 	}
-	now := s.Now()
+	now := s.Clock.Now()
 	if tr.ID == "" {
 		tr.ID = NewID()
 	}
@@ -198,7 +198,7 @@ func (s *Store) HoldTrigger(ctx context.Context, triggerID, gate, reason string,
 
 // gateTrigger stops a trigger (recheck zero) or holds it until recheck.
 func (s *Store) gateTrigger(ctx context.Context, triggerID, gate, reason string, recheck time.Time) error {
-	now := s.Now()
+	now := s.Clock.Now()
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		tr, err := scanTrigger(s.DB.TxQueryRow(tx, `SELECT `+triggerColumns+` FROM triggers WHERE id = ?`, triggerID))
 		if err != nil {
@@ -248,7 +248,7 @@ func (s *Store) setTriggerStateTx(tx *sql.Tx, id string, state lease.TriggerStat
 // receipt per reason, not one per look. An empty wait clears it (no
 // receipt: what follows says what became of it).
 func (s *Store) WaitTrigger(ctx context.Context, triggerID string, wait lease.Wait, detail string) error {
-	now := s.Now()
+	now := s.Clock.Now()
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		r, err := s.waitTriggerTx(tx, triggerID, wait, detail, now)
 		if err != nil || r == nil {
