@@ -44,22 +44,22 @@ func seedLease(t *testing.T, p paths.Paths) string {
 	defer st.DB.Close()
 	st.PolicyProfile, st.ConfigVersion = "default@1", "cfg"
 	timing := lease.Timing{AckTimeout: time.Minute, RenewInterval: time.Minute, MissedRenewals: 3, Backoff: []time.Duration{time.Second}, MaxAttempts: 2}
-	tr, _, err := st.AddTrigger(ctx, lease.Trigger{Source: lease.SourceTask, SourceID: "T-1", SourceRevision: "1",
+	tr, _, err := st.Triggers.AddTrigger(ctx, lease.Trigger{Source: lease.SourceTask, SourceID: "T-1", SourceRevision: "1",
 		TargetRepo: "alpha", TaskID: "T-1", Reason: lease.TaskActionable})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := st.Offer(ctx, tr.ID, "", timing)
+	l, err := st.Leases.Offer(ctx, tr.ID, "", timing)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.RecordWake(ctx, l.ID, 1, store.WakeRecord{Err: "tamq is not running"}); err != nil {
+	if _, err := st.Leases.RecordWake(ctx, l.ID, 1, store.WakeRecord{Err: "tamq is not running"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Ack(ctx, l.ID, 0, store.Who{By: "agent"}, timing); err != nil {
+	if _, err := st.Leases.Ack(ctx, l.ID, 0, store.Who{By: "agent"}, timing); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Release(ctx, l.ID, string(lease.ResultCompleted), "done", 0, store.Who{By: "agent"}, timing); err != nil {
+	if _, err := st.Leases.Release(ctx, l.ID, string(lease.ResultCompleted), "done", 0, store.Who{By: "agent"}, timing); err != nil {
 		t.Fatal(err)
 	}
 	return l.ID

@@ -52,7 +52,7 @@ func (s *Service) attach(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Reque
 		ep.Windows = append(ep.Windows, lease.Window{Repo: w.Repo, Path: w.Path, Command: w.Command, Mode: lease.WindowMode(w.Mode),
 			NoAgent: w.AgentRunning != nil && !*w.AgentRunning})
 	}
-	got, err := s.store.Attach(ctx, ep, refused)
+	got, err := s.store.Endpoints.Attach(ctx, ep, refused)
 	if err != nil {
 		return nil, err
 	}
@@ -127,13 +127,13 @@ func (s *Service) detach(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Reque
 		reason = "tamq detached"
 	}
 	s.routesChanged.Store(true)
-	return nil, s.store.Detach(ctx, args.EndpointID, textsafe.Escape(reason))
+	return nil, s.store.Endpoints.Detach(ctx, args.EndpointID, textsafe.Escape(reason))
 }
 
 // hostsOf are the attached endpoints hosting repo, narrowed to endpoint
 // (a tamq or a coordination endpoint id) when one is named.
 func (s *Service) hostsOf(ctx context.Context, repo, endpoint string) ([]lease.Endpoint, error) {
-	hosts, err := s.store.Hosts(ctx, repo)
+	hosts, err := s.store.Endpoints.Hosts(ctx, repo)
 	if err != nil || endpoint == "" {
 		return hosts, err
 	}

@@ -71,7 +71,7 @@ func (s *Service) retryPause() time.Duration {
 // postpones it while it must wait, or stops it when its work ended or a
 // gate closed on it. It returns whether any was offered.
 func (s *Service) offerDue(ctx context.Context, now time.Time) bool {
-	due, err := s.store.DueRetries(ctx, now)
+	due, err := s.store.Deadlines.DueRetries(ctx, now)
 	if err != nil {
 		s.log.Error("cannot read the leases due; will try again", "error", err.Error())
 		return false
@@ -95,20 +95,20 @@ func (s *Service) offerDue(ctx context.Context, now time.Time) bool {
 // judgeRetry judges the next attempt of a lease in retry_wait against the
 // latest observation and the windows, and acts on it.
 func (s *Service) judgeRetry(ctx context.Context, l lease.Lease, reg func() (*gita.Registry, error)) (bool, error) {
-	t, err := s.store.Trigger(ctx, l.TriggerID)
+	t, err := s.store.Triggers.Trigger(ctx, l.TriggerID)
 	if err != nil {
 		return false, err
 	}
 	stop := func(gate, reason string) (bool, error) {
 		s.log.Info("lease stopped before its next attempt", "lease", l.ID, "gate", gate, "reason", reason)
-		to, err := s.store.StopLease(ctx, l.ID, gate, reason)
+		to, err := s.store.Leases.StopLease(ctx, l.ID, gate, reason)
 		if err == nil {
 			s.attemptEnded(ctx, l, to, "the lease stopped: "+reason)
 		}
 		return false, err
 	}
 	postpone := func(wait lease.Wait, detail string) (bool, error) {
-		_, err := s.store.Postpone(ctx, l.ID, s.opts.Clock.Now().Add(s.retryPause()), wait, detail)
+		_, err := s.store.Leases.Postpone(ctx, l.ID, s.opts.Clock.Now().Add(s.retryPause()), wait, detail)
 		return false, err
 	}
 	v, judged, err := s.judgeWork(ctx, t)
@@ -132,7 +132,7 @@ func (s *Service) judgeRetry(ctx context.Context, l lease.Lease, reg func() (*gi
 	case wait != "":
 		return postpone(wait, r.Reason)
 	}
-	if _, err := s.store.Reoffer(ctx, l.ID, s.timing); err != nil {
+	if _, err := s.store.Leases.Reoffer(ctx, l.ID, s.timing); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -165,7 +165,7 @@ func (s *Service) judgeWork(ctx context.Context, t lease.Trigger) (observe.Verdi
 	if v.Stop && v.Gate != "" && operatorWake(t) {
 		// The gate the operator woke the task through does not stop it
 		// again at the next look; another gate, or the task ending, does.
-		through, err := s.store.OverriddenGate(ctx, t.ID)
+		through, err := s.store.Receipts.OverriddenGate(ctx, t.ID)
 		if err != nil {
 			return observe.Verdict{}, false, err
 		}
@@ -180,7 +180,7 @@ func (s *Service) judgeWork(ctx context.Context, t lease.Trigger) (observe.Verdi
 // live lease than except holds the repo ("" when none does): a repo's
 // agent gets one lease at a time.
 func (s *Service) busyWith(ctx context.Context, repo, except string) (string, error) {
-	ls, err := s.store.LiveLeasesOfRepo(ctx, repo)
+	ls, err := s.store.LeaseLists.LiveLeasesOfRepo(ctx, repo)
 	if err != nil {
 		return "", err
 	}
@@ -189,7 +189,7 @@ func (s *Service) busyWith(ctx context.Context, repo, except string) (string, er
 			continue
 		}
 		what := "lease " + l.ID
-		if t, err := s.store.Trigger(ctx, l.TriggerID); err == nil && t.TaskID != "" {
+		if t, err := s.store.Triggers.Trigger(ctx, l.TriggerID); err == nil && t.TaskID != "" {
 			what = t.TaskID
 		}
 		return fmt.Sprintf("window busy with %s (lease %s, %s)", what, l.ID, l.State), nil
@@ -201,12 +201,12 @@ func (s *Service) busyWith(ctx context.Context, repo, except string) (string, er
 // State Hub since they were offered, before their agent takes them up: the
 // wake is cancelled in tamq if it was not written yet.
 func (s *Service) judgeOffered(ctx context.Context) error {
-	ls, err := s.store.Leases(ctx, string(lease.Offered), 0, 0)
+	ls, err := s.store.LeaseLists.List(ctx, string(lease.Offered), 0, 0)
 	if err != nil {
 		return err
 	}
 	for _, l := range ls {
-		t, err := s.store.Trigger(ctx, l.TriggerID)
+		t, err := s.store.Triggers.Trigger(ctx, l.TriggerID)
 		if err != nil {
 			return err
 		}
@@ -215,7 +215,7 @@ func (s *Service) judgeOffered(ctx context.Context) error {
 			return err
 		}
 		if judged && v.Stop {
-			to, err := s.store.StopLease(ctx, l.ID, v.Gate, v.Reason)
+			to, err := s.store.Leases.StopLease(ctx, l.ID, v.Gate, v.Reason)
 			if errs.Is(err, errs.LeaseState) {
 				continue // it moved on meanwhile
 			}

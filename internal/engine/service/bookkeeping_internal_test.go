@@ -43,11 +43,11 @@ func TestSettledKeysGoWithTheirPurgedTriggers(t *testing.T) {
 	for i := range revisions {
 		tr := lease.Trigger{Source: lease.SourceTask, SourceID: "T-1", SourceRevision: fmt.Sprint("r", i), TargetRepo: "net",
 			TaskID: "T-1", Reason: lease.TaskActionable}
-		got, _, err := s.store.AddTrigger(ctx, tr)
+		got, _, err := s.store.Triggers.AddTrigger(ctx, tr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.store.Supersede(ctx, got.ID, "revision r"+fmt.Sprint(i+1)+" observed"); err != nil {
+		if err := s.store.Triggers.Supersede(ctx, got.ID, "revision r"+fmt.Sprint(i+1)+" observed"); err != nil {
 			t.Fatal(err)
 		}
 		// As consider remembers a trigger past waiting.

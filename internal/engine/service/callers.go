@@ -109,7 +109,7 @@ func (s *Service) placeCaller(ctx context.Context, peer unixrpc.Peer) caller {
 // tamq attached (an endpoint id names its server's pid): without tamq to
 // say which window, such a process may be any repo's agent.
 func (s *Service) underTamqsTmux(ctx context.Context, pid int32) bool {
-	eps, err := s.store.Endpoints(ctx, false)
+	eps, err := s.store.Endpoints.List(ctx, false)
 	if err != nil {
 		return true // unknown: not the operator's to claim
 	}

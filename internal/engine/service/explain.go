@@ -75,7 +75,7 @@ func Explain(ctx context.Context, st *store.Store, task string, view *ExplainVie
 		}
 		slices.SortFunc(res.Dependents, func(a, b api.ExplainDep) int { return cmp.Compare(a.ID, b.ID) })
 	}(view)
-	trs, err := st.TriggersOfTask(ctx, args.Task)
+	trs, err := st.Triggers.TriggersOfTask(ctx, args.Task)
 	if err != nil {
 		return res, err
 	}
@@ -85,7 +85,7 @@ func Explain(ctx context.Context, st *store.Store, task string, view *ExplainVie
 			res.NextRetry = earliest(res.NextRetry, t.NextCheckAt)
 		}
 		if t.State == lease.TriggerGated || t.State == lease.TriggerStopped {
-			rs, err := st.Receipts(ctx, store.ReceiptFilter{TriggerID: t.ID})
+			rs, err := st.Receipts.List(ctx, store.ReceiptFilter{TriggerID: t.ID})
 			if err != nil {
 				return res, err
 			}
@@ -95,7 +95,7 @@ func Explain(ctx context.Context, st *store.Store, task string, view *ExplainVie
 				}
 			}
 		}
-		ls, err := st.LeasesOfTrigger(ctx, t.ID)
+		ls, err := st.LeaseLists.LeasesOfTrigger(ctx, t.ID)
 		if err != nil {
 			return res, err
 		}
@@ -104,7 +104,7 @@ func Explain(ctx context.Context, st *store.Store, task string, view *ExplainVie
 			if l.State == lease.RetryWait {
 				res.NextRetry = earliest(res.NextRetry, l.NextRetryAt)
 			}
-			rs, err := st.Receipts(ctx, store.ReceiptFilter{LeaseID: l.ID})
+			rs, err := st.Receipts.List(ctx, store.ReceiptFilter{LeaseID: l.ID})
 			if err != nil {
 				return res, err
 			}

@@ -30,12 +30,12 @@ func (s *Service) ack(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request)
 	if err := s.mayActOnLease(ctx, args.LeaseID); err != nil {
 		return nil, err
 	}
-	l, err := s.store.Ack(ctx, args.LeaseID, args.Attempt, whoOf(ctx), s.timing)
+	l, err := s.store.Leases.Ack(ctx, args.LeaseID, args.Attempt, whoOf(ctx), s.timing)
 	if err != nil {
 		// A prompt presented again after its lease ended (the engine died
 		// before it settled it in tamq): settled now, so tamq stops
 		// presenting it and holding the window; the agent is still told.
-		if ended, lerr := s.store.Lease(ctx, args.LeaseID); lerr == nil && !ended.State.Live() {
+		if ended, lerr := s.store.LeaseLists.Lease(ctx, args.LeaseID); lerr == nil && !ended.State.Live() {
 			s.settleWake(ctx, ended)
 		}
 		return nil, err
@@ -69,7 +69,7 @@ func (s *Service) renew(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Reques
 		return nil, err
 	}
 	by := whoOf(ctx)
-	l, err := s.store.Renew(ctx, args.LeaseID, args.Attempt, by, s.timing)
+	l, err := s.store.Leases.Renew(ctx, args.LeaseID, args.Attempt, by, s.timing)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func (s *Service) mayActOnLease(ctx context.Context, id string) error {
 	if c := callerFrom(ctx); c.by != lease.ByAgent {
 		return nil
 	}
-	l, err := s.store.Lease(ctx, id)
+	l, err := s.store.LeaseLists.Lease(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -116,7 +116,7 @@ func (s *Service) release(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Requ
 	if err := lease.CheckRelease(lease.Result(args.Result), args.Reason); err != nil {
 		return nil, err
 	}
-	from, err := s.store.Lease(ctx, args.LeaseID)
+	from, err := s.store.LeaseLists.Lease(ctx, args.LeaseID)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +124,7 @@ func (s *Service) release(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Requ
 		return nil, err
 	}
 	withheld := withhold("reason", &args.Reason)
-	l, err := s.store.Release(ctx, args.LeaseID, args.Result, args.Reason, args.Attempt, whoOf(ctx), s.timing)
+	l, err := s.store.Leases.Release(ctx, args.LeaseID, args.Result, args.Reason, args.Attempt, whoOf(ctx), s.timing)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +146,7 @@ func (s *Service) checkpoint(ctx context.Context, _ unixrpc.Peer, req *unixrpc.R
 		return nil, err
 	}
 	withheld := withholdCheckpoint(&args.Summary, &args.NextAction, args.FilesChanged)
-	l, err := s.store.Checkpoint(ctx, lease.Checkpoint{
+	l, err := s.store.Leases.Checkpoint(ctx, lease.Checkpoint{
 		LeaseID: args.LeaseID, TaskID: args.TaskID, Summary: args.Summary, FilesChanged: args.FilesChanged,
 		NextAction: args.NextAction, BlockedReason: lease.BlockedReason(args.BlockedReason),
 	}, args.Attempt, whoOf(ctx), s.timing)
@@ -176,7 +176,7 @@ func (s *Service) leaseCurrent(ctx context.Context, _ unixrpc.Peer, req *unixrpc
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
 	}
-	l, err := s.store.Lease(ctx, args.LeaseID)
+	l, err := s.store.LeaseLists.Lease(ctx, args.LeaseID)
 	if errs.Is(err, errs.NotFound) {
 		return api.LeaseCurrentResult{Reason: "coordination-engine has no lease " + args.LeaseID}, nil
 	}
@@ -227,7 +227,7 @@ func ListLeases(ctx context.Context, st *store.Store, args api.LeasesArgs) (api.
 	if args.State != "" && !slices.Contains(lease.States, lease.State(args.State)) {
 		return api.LeasesResult{}, errs.New(errs.BadRequest, "state %q is not a lease state", textsafe.Escape(args.State))
 	}
-	ls, err := st.Leases(ctx, args.State, limitOf(args.Limit), max(args.Offset, 0))
+	ls, err := st.LeaseLists.List(ctx, args.State, limitOf(args.Limit), max(args.Offset, 0))
 	if err != nil {
 		return api.LeasesResult{}, err
 	}
@@ -251,7 +251,7 @@ func (s *Service) receipts(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Req
 // that fits a frame. The engine answers it, and its commands read it
 // offline.
 func ListReceipts(ctx context.Context, st *store.Store, args api.ReceiptsArgs) (api.ReceiptsResult, error) {
-	rs, err := st.Receipts(ctx, store.ReceiptFilter{LeaseID: args.LeaseID, TriggerID: args.TriggerID,
+	rs, err := st.Receipts.List(ctx, store.ReceiptFilter{LeaseID: args.LeaseID, TriggerID: args.TriggerID,
 		BeforeID: args.BeforeID, Limit: limitOf(args.Limit)})
 	if err != nil {
 		return api.ReceiptsResult{}, err

@@ -101,7 +101,7 @@ func (s *Service) runObserver(ctx context.Context) {
 			}
 			delay = 0
 		}
-		if next, ok, err := s.store.NextGateCheck(ctx); err == nil && ok {
+		if next, ok, err := s.store.Triggers.NextGateCheck(ctx); err == nil && ok {
 			// Not sooner than a second: a check that cannot be made yet
 			// (tamq not attached since the start) leaves it due.
 			wait = min(wait, max(next.Sub(s.opts.Clock.Now()), time.Second))
@@ -193,7 +193,7 @@ func (s *Service) observeOnce(ctx context.Context) (err error) {
 		s.judgeLast(ctx, routes)
 		return err
 	}
-	cursor, err := s.store.ObserverValue(ctx, checkpointsCursor)
+	cursor, err := s.store.Observer.ObserverValue(ctx, checkpointsCursor)
 	if err != nil {
 		return err
 	}
@@ -236,7 +236,7 @@ func (s *Service) observeOnce(ctx context.Context) (err error) {
 		return err
 	}
 	if next != cursor {
-		return s.store.SetObserverValue(ctx, checkpointsCursor, next)
+		return s.store.Observer.SetObserverValue(ctx, checkpointsCursor, next)
 	}
 	return nil
 }
@@ -307,7 +307,7 @@ func (s *Service) judge(ctx context.Context, obs observe.Observation, inbox, res
 	if all {
 		// Postponed next attempts may go now (a window opened, a task is
 		// actionable again): the clock judges them.
-		if n, err := s.store.BringForward(ctx); err != nil {
+		if n, err := s.store.Deadlines.BringForward(ctx); err != nil {
 			return err
 		} else if n > 0 {
 			kick(s.clockKick)
@@ -337,7 +337,7 @@ func triggerKey(t lease.Trigger) string {
 // action, a checkpoint's as it was. A trigger whose source moved on is
 // superseded.
 func (s *Service) waitingCandidates(ctx context.Context, obs observe.Observation, inbox []observe.Candidate) ([]observe.Candidate, error) {
-	trs, err := s.store.WaitingTriggers(ctx)
+	trs, err := s.store.Triggers.WaitingTriggers(ctx)
 	if err != nil || len(trs) == 0 {
 		return nil, err
 	}
@@ -361,7 +361,7 @@ func (s *Service) waitingCandidates(ctx context.Context, obs observe.Observation
 			// Seen once (the cursor moved on): it stands as recorded, while
 			// its task is open.
 			if v, ok := obs.Tasks[t.TaskID]; ok && !v.Open() {
-				if err := s.store.Supersede(ctx, t.ID, "the task is "+v.Status); err != nil {
+				if err := s.store.Triggers.Supersede(ctx, t.ID, "the task is "+v.Status); err != nil {
 					return nil, err
 				}
 				continue
@@ -372,7 +372,7 @@ func (s *Service) waitingCandidates(ctx context.Context, obs observe.Observation
 				// An operator's wake waits as asked, unless the task it
 				// names ended in State Hub meanwhile.
 				if v, ok := obs.Tasks[t.TaskID]; ok && !v.Open() {
-					if err := s.store.Supersede(ctx, t.ID, "the task is "+v.Status); err != nil {
+					if err := s.store.Triggers.Supersede(ctx, t.ID, "the task is "+v.Status); err != nil {
 						return nil, err
 					}
 					continue
@@ -392,7 +392,7 @@ func (s *Service) waitingCandidates(ctx context.Context, obs observe.Observation
 					why = "the task is no longer actionable: " + v.Waiting
 				}
 			}
-			if err := s.store.Supersede(ctx, t.ID, why); err != nil {
+			if err := s.store.Triggers.Supersede(ctx, t.ID, why); err != nil {
 				return nil, err
 			}
 		}
@@ -415,7 +415,7 @@ func (s *Service) recordProblems(ctx context.Context, ps []observe.Problem) {
 			continue
 		}
 		s.log.Warn("State Hub object skipped", "kind", p.Kind, "id", p.ID, "reason", p.Reason)
-		if err := s.store.AddReceipt(ctx, receipt.Receipt{Kind: store.KindSourceInvalid, Status: "skipped", Reason: "invalid_source_object",
+		if err := s.store.Receipts.AddReceipt(ctx, receipt.Receipt{Kind: store.KindSourceInvalid, Status: "skipped", Reason: "invalid_source_object",
 			Detail: map[string]any{"kind": p.Kind, "id": p.ID, "problem": p.Reason}}); err != nil {
 			s.log.Error("cannot record a skipped object", "error", err.Error())
 		}
@@ -450,14 +450,14 @@ func (s *Service) applyCheckpoints(ctx context.Context, cps []contract.Checkpoin
 		// A checkpoint posted to State Hub is kept and put in a prompt as
 		// one handed to the engine is: without what looks like a secret.
 		s.logWithheld(cp.LeaseID, withholdCheckpoint(&cp.Summary, &cp.NextAction, cp.FilesChanged))
-		l, err := s.store.Lease(ctx, cp.LeaseID)
+		l, err := s.store.LeaseLists.Lease(ctx, cp.LeaseID)
 		if errs.Is(err, errs.NotFound) {
 			s.skipCheckpoint(cp, "it names lease "+cp.LeaseID+", which coordination-engine never issued")
 			continue
 		} else if err != nil {
 			return nil, err
 		}
-		t, err := s.store.Trigger(ctx, l.TriggerID)
+		t, err := s.store.Triggers.Trigger(ctx, l.TriggerID)
 		if err != nil {
 			return nil, err
 		}
@@ -471,7 +471,7 @@ func (s *Service) applyCheckpoints(ctx context.Context, cps []contract.Checkpoin
 			continue
 		case l.State.Live():
 			from := l
-			to, err := s.store.Checkpoint(ctx, lease.Checkpoint{
+			to, err := s.store.Leases.Checkpoint(ctx, lease.Checkpoint{
 				SourceID: cp.ID, LeaseID: cp.LeaseID, TaskID: task, Summary: cp.Summary, FilesChanged: cp.FilesChanged,
 				NextAction: cp.NextAction, BlockedReason: lease.BlockedReason(cp.BlockedReason),
 			}, 0, store.Who{By: "statehub"}, s.timing)
@@ -493,12 +493,12 @@ func (s *Service) applyCheckpoints(ctx context.Context, cps []contract.Checkpoin
 		case cp.RecordedAt.Before(newest[task]):
 			continue // a newer checkpoint of the task came with it
 		}
-		if latest, err := s.store.LatestCheckpointOfTask(ctx, task); err != nil {
+		if latest, err := s.store.Checkpoints.LatestCheckpointOfTask(ctx, task); err != nil {
 			return nil, err
 		} else if latest.After(cp.RecordedAt) {
 			continue // the engine recorded a newer one
 		}
-		if _, live, err := s.store.LiveLeaseOfTask(ctx, task); err != nil || live {
+		if _, live, err := s.store.LeaseLists.LiveLeaseOfTask(ctx, task); err != nil || live {
 			if err != nil {
 				return nil, err
 			}
@@ -552,7 +552,7 @@ func (s *Service) consider(ctx context.Context, cand observe.Candidate, reg func
 			gate, reason = observe.GateSecret, "the prompt would carry secret material ("+rule+")"
 		}
 	}
-	t, _, err := s.store.AddTrigger(ctx, tr)
+	t, _, err := s.store.Triggers.AddTrigger(ctx, tr)
 	if err != nil {
 		return err
 	}
@@ -562,7 +562,7 @@ func (s *Service) consider(ctx context.Context, cand observe.Candidate, reg func
 		// The workplan's revision makes the trigger new, and it is judged
 		// like any other.
 		tr.SourceRevision += workplanRevision + cand.WorkplanRevision
-		if t, _, err = s.store.AddTrigger(ctx, tr); err != nil {
+		if t, _, err = s.store.Triggers.AddTrigger(ctx, tr); err != nil {
 			return err
 		}
 		key = triggerKey(tr)
@@ -581,7 +581,7 @@ func (s *Service) consider(ctx context.Context, cand observe.Candidate, reg func
 		return s.gate(ctx, t, gate, reason)
 	}
 	if why, ok := busy[t.TargetRepo]; ok {
-		return s.store.WaitTrigger(ctx, t.ID, lease.WaitBusy, why)
+		return s.store.Triggers.WaitTrigger(ctx, t.ID, lease.WaitBusy, why)
 	}
 	r, wait, err := s.judgeRoute(ctx, t, reg, routeAsk{})
 	if err != nil {
@@ -594,9 +594,9 @@ func (s *Service) consider(ctx context.Context, cand observe.Candidate, reg func
 		if wait == lease.WaitBusy {
 			busy[t.TargetRepo] = r.Reason
 		}
-		return s.store.WaitTrigger(ctx, t.ID, wait, r.Reason)
+		return s.store.Triggers.WaitTrigger(ctx, t.ID, wait, r.Reason)
 	}
-	l, err := s.store.Offer(ctx, t.ID, r.EndpointID, s.timing)
+	l, err := s.store.Leases.Offer(ctx, t.ID, r.EndpointID, s.timing)
 	if err != nil {
 		return err
 	}
@@ -625,7 +625,7 @@ type routeAsk struct {
 // lease of its task, a window, or the repo's agent busy with other work.
 func (s *Service) judgeRoute(ctx context.Context, t lease.Trigger, reg func() (*gita.Registry, error), ask routeAsk) (observe.Routing, lease.Wait, error) {
 	if t.TaskID != "" {
-		if l, live, err := s.store.LiveLeaseOfTask(ctx, t.TaskID); err != nil || live && l.ID != ask.Lease {
+		if l, live, err := s.store.LeaseLists.LiveLeaseOfTask(ctx, t.TaskID); err != nil || live && l.ID != ask.Lease {
 			// One agent at a time on a task, whatever revision woke it.
 			return observe.Routing{Reason: fmt.Sprintf("lease %s of task %s is %s", l.ID, t.TaskID, l.State)}, lease.WaitTaskLeased, err
 		}
@@ -653,10 +653,10 @@ func (s *Service) gate(ctx context.Context, t lease.Trigger, gate, reason string
 	if max := s.opts.Config.EffectiveSafetyGatedMaxAttempts(); checks < max {
 		recheck := s.opts.Clock.Now().Add(s.timing.Backoff[min(checks, len(s.timing.Backoff)-1)])
 		s.log.Info("trigger held at a gate", "trigger", t.ID, "gate", gate, "check", checks+1, "of", max)
-		return s.store.HoldTrigger(ctx, t.ID, gate, reason, recheck)
+		return s.store.Triggers.HoldTrigger(ctx, t.ID, gate, reason, recheck)
 	}
 	s.log.Info("trigger stopped at a gate", "trigger", t.ID, "repo", t.TargetRepo, "gate", gate)
-	return s.store.StopTrigger(ctx, t.ID, gate, reason)
+	return s.store.Triggers.StopTrigger(ctx, t.ID, gate, reason)
 }
 
 // route says which endpoint a wake for repo goes to (endpoint narrows the
@@ -683,7 +683,7 @@ func (s *Service) route(ctx context.Context, registry func() (*gita.Registry, er
 	attached := len(hosts) > 0
 	if !attached {
 		// No window for the repo: is any tamq attached at all?
-		if attached, err = s.store.AnyAttached(ctx); err != nil {
+		if attached, err = s.store.Endpoints.AnyAttached(ctx); err != nil {
 			return observe.Routing{}, err
 		}
 	}

@@ -48,7 +48,7 @@ func TestInvalidObjectsAreSkippedWithOneReceipt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rs, err := s.store.Receipts(ctx, store.ReceiptFilter{})
+	rs, err := s.store.Receipts.List(ctx, store.ReceiptFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestHeldTriggerOfATaskThatMovedOnIsSuperseded(t *testing.T) {
 	s.opts.Config.Policy.Profiles[s.opts.Config.Policy.Profile] = prof
 	ctx := context.Background()
 	state := func() (lease.TriggerState, string) {
-		trs, err := s.store.TriggersOfTask(ctx, "Q")
+		trs, err := s.store.Triggers.TriggersOfTask(ctx, "Q")
 		if err != nil || len(trs) != 1 {
 			t.Fatalf("Q's triggers: %+v %v", trs, err)
 		}
@@ -126,7 +126,7 @@ func TestHeldTriggerOfATaskThatMovedOnIsSuperseded(t *testing.T) {
 	if st, _ := state(); st != lease.TriggerSuperseded {
 		t.Fatalf("Q after it was cancelled: %s, want superseded", st)
 	}
-	rs, err := s.store.Receipts(ctx, store.ReceiptFilter{})
+	rs, err := s.store.Receipts.List(ctx, store.ReceiptFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ const outboxIdle = time.Second
 // doubled. While State Hub is down or refuses the credentials, receipts
 // wait, with a backoff.
 func (s *Service) runOutbox(ctx context.Context) {
-	instance, err := s.store.Instance(ctx)
+	instance, err := s.store.Observer.Instance(ctx)
 	for err != nil {
 		s.log.Error("cannot read the database's instance id; receipts wait", "error", err.Error())
 		select {
@@ -29,7 +29,7 @@ func (s *Service) runOutbox(ctx context.Context) {
 			return
 		case <-s.opts.Clock.After(5 * time.Second):
 		}
-		instance, err = s.store.Instance(ctx)
+		instance, err = s.store.Observer.Instance(ctx)
 	}
 	delay := time.Duration(0) // the backoff, zero while State Hub takes receipts
 	for {
@@ -69,14 +69,14 @@ func (s *Service) runOutbox(ctx context.Context) {
 // publishBatch publishes one batch; more says a full batch went and more
 // may wait.
 func (s *Service) publishBatch(ctx context.Context, instance string) (bool, error) {
-	batch, ids, err := s.store.ReceiptsToPublish(ctx, instance, contract.MaxProgressBatch)
+	batch, ids, err := s.store.Receipts.ReceiptsToPublish(ctx, instance, contract.MaxProgressBatch)
 	if err != nil || len(batch) == 0 {
 		return false, err
 	}
 	if _, err := s.hub.client.PostProgress(ctx, batch); err != nil {
 		return false, err
 	}
-	if err := s.store.MarkPublished(ctx, ids); err != nil {
+	if err := s.store.Receipts.MarkPublished(ctx, ids); err != nil {
 		return false, errs.Wrap(errs.Storage, err, "mark receipts published")
 	}
 	now := s.opts.Clock.Now()

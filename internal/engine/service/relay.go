@@ -213,7 +213,7 @@ func (s *Service) repoOfTask(ctx context.Context, id string) (string, error) {
 	if v, known := s.observedTask(id); known {
 		return v.Repo, nil
 	}
-	trs, err := s.store.TriggersOfTask(ctx, id)
+	trs, err := s.store.Triggers.TriggersOfTask(ctx, id)
 	if err != nil {
 		return "", err
 	}
@@ -255,7 +255,7 @@ func (s *Service) relayReceipt(ctx context.Context, r receipt.Receipt) {
 		r.Detail = map[string]any{}
 	}
 	callerFrom(ctx).detail(r.Detail)
-	if err := s.store.AddReceipt(ctx, r); err != nil {
+	if err := s.store.Receipts.AddReceipt(ctx, r); err != nil {
 		s.log.Error("cannot write the receipt of a relayed request", "kind", r.Kind, "error", err.Error())
 		return
 	}

@@ -53,7 +53,7 @@ func (s *Service) purge(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Reques
 // purgeHistory deletes (or counts) the history older than before, with a
 // receipt of what went.
 func (s *Service) purgeHistory(ctx context.Context, before time.Time, dryRun bool, by string) (api.PurgeResult, error) {
-	p, err := s.store.Purge(ctx, before, dryRun)
+	p, err := s.store.History.Purge(ctx, before, dryRun)
 	if err != nil {
 		return api.PurgeResult{}, err
 	}
@@ -68,7 +68,7 @@ func (s *Service) purgeHistory(ctx context.Context, before time.Time, dryRun boo
 	}
 	s.log.Info("old history deleted", "before", before.UTC().Format(time.RFC3339), "receipts", p.Receipts,
 		"checkpoints", p.Checkpoints, "leases", p.Leases, "triggers", p.Triggers, "by", by)
-	err = s.store.AddReceipt(ctx, receipt.Receipt{Kind: store.KindHistoryPurged, Status: "purged", Detail: map[string]any{
+	err = s.store.Receipts.AddReceipt(ctx, receipt.Receipt{Kind: store.KindHistoryPurged, Status: "purged", Detail: map[string]any{
 		"before": before.UTC().Format(time.RFC3339), "receipts": p.Receipts, "checkpoints": p.Checkpoints,
 		"leases": p.Leases, "triggers": p.Triggers, "by": by,
 	}})

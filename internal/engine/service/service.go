@@ -172,7 +172,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	s.store = st
 	// Endpoints attached to an earlier run attach again when their tamq
 	// sees this one; until then nothing is woken through them.
-	if _, err := st.DetachAll(ctx, "coordination-engine restarted"); err != nil {
+	if _, err := st.Endpoints.DetachAll(ctx, "coordination-engine restarted"); err != nil {
 		return fail(err)
 	}
 	s.startedAt = o.Clock.Now()
@@ -183,7 +183,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	if err := d.Listen(s.server); err != nil {
 		return fail(err)
 	}
-	if err := st.AddReceipt(ctx, receipt.Receipt{Kind: "service.start", Status: "started", Detail: map[string]any{
+	if err := st.Receipts.AddReceipt(ctx, receipt.Receipt{Kind: "service.start", Status: "started", Detail: map[string]any{
 		"pid": os.Getpid(), "version": buildinfo.Get().Version, "proto": unixrpc.Version, "detached": o.Detached, "orwell": o.Orwell != nil,
 	}}); err != nil {
 		return fail(err)
@@ -225,8 +225,8 @@ func (s *Service) Run(ctx context.Context) error {
 			s.stopping.Store(true)
 		},
 		Stopped: func(ctx context.Context, reason string, graceExceeded bool) error {
-			n, detachErr := s.store.DetachAll(ctx, "coordination-engine stopped")
-			rcptErr := s.store.AddReceipt(ctx, receipt.Receipt{Kind: "service.shutdown", Status: "stopped", Reason: reason, Detail: map[string]any{
+			n, detachErr := s.store.Endpoints.DetachAll(ctx, "coordination-engine stopped")
+			rcptErr := s.store.Receipts.AddReceipt(ctx, receipt.Receipt{Kind: "service.shutdown", Status: "stopped", Reason: reason, Detail: map[string]any{
 				"pid": os.Getpid(), "endpoints_detached": n, "grace_exceeded": graceExceeded,
 				"duration_ms": s.opts.Clock.Now().Sub(began).Milliseconds(),
 			}})

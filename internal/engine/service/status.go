@@ -41,7 +41,7 @@ func (s *Service) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request
 		r.Tamq.Reachable = true
 	}
 	cancel()
-	eps, err := s.store.Endpoints(ctx, false)
+	eps, err := s.store.Endpoints.List(ctx, false)
 	if err != nil {
 		r.Leases.Error = err.Error()
 	}
@@ -49,13 +49,13 @@ func (s *Service) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request
 	for _, e := range eps {
 		r.Endpoints = append(r.Endpoints, api.EndpointStatusOf(e))
 	}
-	r.Leases.Counts, err = s.store.LeaseCounts(ctx)
+	r.Leases.Counts, err = s.store.LeaseLists.LeaseCounts(ctx)
 	if err != nil {
 		r.Leases.Error = err.Error()
 	}
 	s.dialogs.Range(func(k, v any) bool {
 		id := k.(string)
-		if l, err := s.store.Lease(ctx, id); err != nil || !l.State.Live() {
+		if l, err := s.store.LeaseLists.Lease(ctx, id); err != nil || !l.State.Live() {
 			s.dialogs.Delete(id) // ended since its last renewal
 			return true
 		}
@@ -63,12 +63,12 @@ func (s *Service) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request
 		return true
 	})
 	slices.SortFunc(r.Leases.AtDialog, func(a, b api.LeaseAtDialog) int { return strings.Compare(a.LeaseID, b.LeaseID) })
-	if next, ok, err := s.store.NextDue(ctx); err == nil && ok {
+	if next, ok, err := s.store.Deadlines.NextDue(ctx); err == nil && ok {
 		next = next.UTC()
 		r.Leases.NextDue = &next
 	}
 	r.Waiting = s.waitingStatus(ctx)
-	if n, err := s.store.UnpublishedReceipts(ctx); err == nil {
+	if n, err := s.store.Receipts.UnpublishedReceipts(ctx); err == nil {
 		r.StateHub.UnpublishedReceipts = n
 	}
 	s.hub.view.update(func(v *hubView) {
@@ -147,7 +147,7 @@ func optionalTime(t time.Time) *time.Time {
 // waits for, and the oldest 50.
 func (s *Service) waitingStatus(ctx context.Context) api.WaitingStatus {
 	out := api.WaitingStatus{Counts: map[string]int{}, Triggers: []api.WaitingTrigger{}}
-	trs, counts, err := s.store.WaitingWork(ctx, 50)
+	trs, counts, err := s.store.Triggers.WaitingWork(ctx, 50)
 	if err != nil {
 		out.Error = err.Error()
 		return out
@@ -159,7 +159,7 @@ func (s *Service) waitingStatus(ctx context.Context) api.WaitingStatus {
 		wt := api.WaitingTrigger{TriggerID: t.ID, TaskID: t.TaskID, SourceID: t.SourceID, TargetRepo: t.TargetRepo,
 			Waiting: string(t.Wait), WaitingFor: t.WaitDetail, Since: t.UpdatedAt.UTC()}
 		if t.State == lease.TriggerLeased {
-			if ls, err := s.store.LeasesOfTrigger(ctx, t.ID); err == nil && len(ls) > 0 {
+			if ls, err := s.store.LeaseLists.LeasesOfTrigger(ctx, t.ID); err == nil && len(ls) > 0 {
 				wt.LeaseID = ls[len(ls)-1].ID
 			}
 		}

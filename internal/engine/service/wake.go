@@ -58,10 +58,10 @@ func (s *Service) wake(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request
 		}
 	}
 	if args.Task != "" {
-		if l, live, err := s.store.LiveLeaseOfTask(ctx, args.Task); err != nil {
+		if l, live, err := s.store.LeaseLists.LiveLeaseOfTask(ctx, args.Task); err != nil {
 			return nil, err
 		} else if live {
-			t, err := s.store.Trigger(ctx, l.TriggerID)
+			t, err := s.store.Triggers.Trigger(ctx, l.TriggerID)
 			if err != nil {
 				return nil, err
 			}
@@ -95,7 +95,7 @@ func (s *Service) wake(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request
 	if sourceID == "" {
 		sourceID = "manual:" + args.Repo
 	}
-	t, _, err := s.store.AddTrigger(ctx, lease.Trigger{
+	t, _, err := s.store.Triggers.AddTrigger(ctx, lease.Trigger{
 		Source: lease.SourceTask, SourceID: sourceID, TaskID: args.Task,
 		// Each operator command is a new revision: waking twice on purpose
 		// is two triggers, not one collapsed observation.
@@ -116,7 +116,7 @@ func (s *Service) wake(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request
 		rc := receipt.Receipt{Kind: store.KindGateOverridden, TriggerID: t.ID, Status: taskGate,
 			Reason: "the operator woke task " + args.Task + " through gate " + taskGate,
 			Detail: callerFrom(ctx).detail(map[string]any{"task_id": args.Task, "trigger_id": t.ID, "gate": taskGate})}
-		if err := s.store.AddReceipt(ctx, rc); err != nil {
+		if err := s.store.Receipts.AddReceipt(ctx, rc); err != nil {
 			return nil, err
 		}
 	}
@@ -126,21 +126,21 @@ func (s *Service) wake(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request
 		if r.Gate == observe.GateAmbiguous {
 			r.Reason += "; name one with --endpoint"
 		}
-		if err := s.store.StopTrigger(ctx, t.ID, r.Gate, r.Reason); err != nil {
+		if err := s.store.Triggers.StopTrigger(ctx, t.ID, r.Gate, r.Reason); err != nil {
 			return nil, err
 		}
 		res.Trigger.State, res.Trigger.GateReason = string(lease.TriggerStopped), r.Gate
 		res.Stopped, res.Reason = r.Gate, r.Reason
 		return res, nil
 	case wait != "":
-		if err := s.store.WaitTrigger(ctx, t.ID, wait, r.Reason); err != nil {
+		if err := s.store.Triggers.WaitTrigger(ctx, t.ID, wait, r.Reason); err != nil {
 			return nil, err
 		}
 		res.Trigger.Waiting, res.Trigger.WaitingFor = string(wait), r.Reason
 		res.Waiting, res.Reason = string(wait), r.Reason
 		return res, nil
 	}
-	l, err := s.store.Offer(ctx, t.ID, r.EndpointID, s.timing)
+	l, err := s.store.Leases.Offer(ctx, t.ID, r.EndpointID, s.timing)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +171,7 @@ func (s *Service) sendWake(ctx context.Context, l lease.Lease) (lease.Lease, err
 	// trigger was judged may have brought secret material into it.
 	if f, hit := secretscan.Scan(req.Prompt); hit {
 		s.log.Warn("wake stopped: its prompt would carry secret material", "lease", l.ID, "rule", f.Rule)
-		return s.store.StopLease(ctx, l.ID, observe.GateSecret, "the prompt would carry secret material ("+f.Rule+")")
+		return s.store.Leases.StopLease(ctx, l.ID, observe.GateSecret, "the prompt would carry secret material ("+f.Rule+")")
 	}
 	ack, err := s.opts.Tamq.Wake(ctx, req)
 	switch {
@@ -179,7 +179,7 @@ func (s *Service) sendWake(ctx context.Context, l lease.Lease) (lease.Lease, err
 		s.tamqGone(ctx, err)
 		return l, err
 	case err != nil:
-		return s.store.RecordWake(ctx, l.ID, l.Attempt, store.WakeRecord{Err: string(errs.CodeOf(err)) + ": " + textsafe.Escape(err.Error())})
+		return s.store.Leases.RecordWake(ctx, l.ID, l.Attempt, store.WakeRecord{Err: string(errs.CodeOf(err)) + ": " + textsafe.Escape(err.Error())})
 	}
 	w := store.WakeRecord{
 		Capability: ack.Capability, MessageID: ack.MessageID, TamqEndpointID: ack.SessionID,
@@ -195,7 +195,7 @@ func (s *Service) sendWake(ctx context.Context, l lease.Lease) (lease.Lease, err
 		}
 		s.log.Info("wake withdrawn: no window can take it now", "lease", l.ID, "attempt", l.Attempt, "reason", ack.Reason)
 	}
-	return s.store.RecordWake(ctx, l.ID, l.Attempt, w)
+	return s.store.Leases.RecordWake(ctx, l.ID, l.Attempt, w)
 }
 
 // tamqGone marks every endpoint detached when tamq's service does not
@@ -212,7 +212,7 @@ func (s *Service) tamqGone(ctx context.Context, err error) {
 	if perr == nil {
 		return // it answers: too busy this once, not gone
 	}
-	if n, derr := s.store.DetachAll(ctx, "tamq does not answer"); derr == nil && n > 0 {
+	if n, derr := s.store.Endpoints.DetachAll(ctx, "tamq does not answer"); derr == nil && n > 0 {
 		s.log.Warn("tamq does not answer; its endpoints are detached until it attaches again", "endpoints", n)
 		s.routesChanged.Store(true)
 	}
@@ -228,11 +228,11 @@ func notAnswered(err error) bool {
 // wakeRequest builds the request of a lease's current attempt from what is
 // stored, so sending it again gives the identical request.
 func (s *Service) wakeRequest(ctx context.Context, l lease.Lease) (tamqapi.WakeRequest, error) {
-	t, err := s.store.Trigger(ctx, l.TriggerID)
+	t, err := s.store.Triggers.Trigger(ctx, l.TriggerID)
 	if err != nil {
 		return tamqapi.WakeRequest{}, err
 	}
-	cp, err := s.store.LatestCheckpoint(ctx, l.ID)
+	cp, err := s.store.Checkpoints.LatestCheckpoint(ctx, l.ID)
 	if err != nil {
 		return tamqapi.WakeRequest{}, err
 	}
@@ -245,7 +245,7 @@ func (s *Service) wakeRequest(ctx context.Context, l lease.Lease) (tamqapi.WakeR
 	case t.TaskID != "":
 		// A new lease of a task worked on before (blocked, then set back
 		// to todo by a person) resumes from the task's latest checkpoint.
-		if cp, err = s.store.LatestTaskCheckpoint(ctx, t.TaskID); err != nil {
+		if cp, err = s.store.Checkpoints.LatestTaskCheckpoint(ctx, t.TaskID); err != nil {
 			return tamqapi.WakeRequest{}, err
 		}
 	}
@@ -253,7 +253,7 @@ func (s *Service) wakeRequest(ctx context.Context, l lease.Lease) (tamqapi.WakeR
 	// of it; a lease offered for no endpoint lets tamq choose.
 	tamqEndpoint := ""
 	if l.CoordinationEndpointID != "" {
-		eps, err := s.store.Endpoints(ctx, false)
+		eps, err := s.store.Endpoints.List(ctx, false)
 		if err != nil {
 			return tamqapi.WakeRequest{}, err
 		}
@@ -289,7 +289,7 @@ func (s *Service) runWaker(ctx context.Context) {
 	backoff := time.Duration(0)
 	for {
 		failed := false
-		pending, err := s.store.PendingWakes(ctx)
+		pending, err := s.store.Deadlines.PendingWakes(ctx)
 		if err != nil {
 			s.log.Error("cannot read the wakes to send", "error", err.Error())
 			failed = true
@@ -327,7 +327,7 @@ func (s *Service) runWaker(ctx context.Context) {
 func (s *Service) runClock(ctx context.Context) {
 	for {
 		now := s.opts.Clock.Now()
-		if changed, err := s.store.ExpireDue(ctx, now, s.timing); err != nil {
+		if changed, err := s.store.Deadlines.ExpireDue(ctx, now, s.timing); err != nil {
 			s.log.Error("cannot expire leases; will try again", "error", err.Error())
 		} else {
 			for _, l := range changed {
@@ -345,7 +345,7 @@ func (s *Service) runClock(ctx context.Context) {
 			kick(s.wakerKick)
 		}
 		wait := time.Minute // something kicks the clock first when a lease changes
-		if next, ok, err := s.store.NextDue(ctx); err != nil {
+		if next, ok, err := s.store.Deadlines.NextDue(ctx); err != nil {
 			wait = time.Second
 		} else if ok {
 			wait = min(wait, max(next.Sub(s.opts.Clock.Now()), time.Millisecond))
