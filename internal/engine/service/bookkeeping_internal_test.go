@@ -51,17 +51,17 @@ func TestSettledKeysGoWithTheirPurgedTriggers(t *testing.T) {
 			t.Fatal(err)
 		}
 		// As consider remembers a trigger past waiting.
-		s.settledKeys.Store(triggerKey(tr), true)
+		s.judge.settledKeys.Store(triggerKey(tr), true)
 		newest = triggerKey(tr)
 	}
 	settled := func() (n int) {
-		s.settledKeys.Range(func(any, any) bool { n++; return true })
+		s.judge.settledKeys.Range(func(any, any) bool { n++; return true })
 		return n
 	}
 	if n := settled(); n != revisions {
 		t.Fatalf("%d settled keys before the purge, want %d", n, revisions)
 	}
-	res, err := s.purgeHistory(ctx, clk.Now().Add(time.Hour), false, "test")
+	res, err := s.retention.purgeHistory(ctx, clk.Now().Add(time.Hour), false, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestSettledKeysGoWithTheirPurgedTriggers(t *testing.T) {
 	if n := settled(); n != 1 {
 		t.Errorf("%d settled keys after the purge, want 1 (the newest trigger's)", n)
 	}
-	if _, ok := s.settledKeys.Load(newest); !ok {
+	if _, ok := s.judge.settledKeys.Load(newest); !ok {
 		t.Error("the newest trigger, which the purge kept, is no longer remembered as settled")
 	}
 }

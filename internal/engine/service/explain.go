@@ -19,18 +19,12 @@ import (
 // explain tells why a task was or was not woken (spec section 7): what the
 // last observation said of it and its dependencies, and the engine's
 // triggers, gates, leases and wakes about it, from its receipts.
-func (s *Service) explain(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (sh *statusHandlers) explain(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.ExplainArgs
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	view := &ExplainView{}
-	s.hub.view.update(func(v *hubView) {
-		// Each look replaces the observation whole, so this one stays as it
-		// is after the lock is released.
-		view.Observed, view.At, view.Observation = v.observed, v.LastPoll, v.obs
-	})
-	return Explain(ctx, s.store, args.Task, view)
+	return Explain(ctx, sh.store, args.Task, sh.observer.explainView())
 }
 
 // ExplainView is the running engine's last observation of State Hub, for

@@ -44,7 +44,7 @@ func TestInvalidObjectsAreSkippedWithOneReceipt(t *testing.T) {
 	s := inProcessEngine(t, ts.URL)
 	ctx := context.Background()
 	for range 2 {
-		if err := s.observeOnce(ctx); err != nil {
+		if err := s.observer.observeOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -74,7 +74,7 @@ func TestInvalidObjectsAreSkippedWithOneReceipt(t *testing.T) {
 			t.Errorf("%q skipped %d times, want %d (all: %v)", k, skipped[k], n, skipped)
 		}
 	}
-	if _, ok := s.hub.view.obs.Tasks["A"]; !ok {
+	if _, ok := s.observer.view.obs.Tasks["A"]; !ok {
 		t.Error("the valid workplan was not used")
 	}
 }
@@ -113,14 +113,14 @@ func TestHeldTriggerOfATaskThatMovedOnIsSuperseded(t *testing.T) {
 		}
 		return trs[0].State, trs[0].GateReason
 	}
-	if err := s.observeOnce(ctx); err != nil {
+	if err := s.observer.observeOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if st, gate := state(); st != lease.TriggerGated || gate != "human" {
 		t.Fatalf("Q: %s at %q, want gated at human", st, gate)
 	}
 	set("cancelled", "2")
-	if err := s.observeOnce(ctx); err != nil {
+	if err := s.observer.observeOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := state(); st != lease.TriggerSuperseded {
@@ -179,22 +179,22 @@ func TestTenMinutesWithoutStateHub(t *testing.T) {
 	s := inProcessEngine(t, ts.URL)
 	interval := time.Duration(s.opts.Config.Coordination.StateHubPollIntervalSeconds) * time.Second
 	clk := &outageClock{start: time.Now(), up: &up}
-	s.opts.Clock = clk
+	s.observer.clock = clk
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.runObserver(ctx)
+		s.observer.Run(ctx)
 	}()
 	testutil.WaitFor(t, "the observer to look again after State Hub came back", func() bool {
 		var ok bool
-		s.hub.view.update(func(v *hubView) { ok = up.Load() && v.LastError == "" && v.Polls > 0 })
+		s.observer.view.update(func(v *hubView) { ok = up.Load() && v.LastError == "" && v.Polls > 0 })
 		return ok
 	})
 	cancel()
 	<-done
 	var lastPoll time.Time
-	s.hub.view.update(func(v *hubView) { lastPoll = v.LastPoll })
+	s.observer.view.update(func(v *hubView) { lastPoll = v.LastPoll })
 	if back := lastPoll.Sub(clk.start) - clk.upAt; back != 0 {
 		t.Errorf("State Hub back at +%s, looked at again %s later, not at the end of the wait", clk.upAt, back)
 	}

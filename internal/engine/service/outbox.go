@@ -20,14 +20,14 @@ const outboxIdle = time.Second
 // again, and State Hub keeps each receipt id once, so nothing is lost or
 // doubled. While State Hub is down or refuses the credentials, receipts
 // wait, with a backoff.
-func (s *Service) runOutbox(ctx context.Context) {
+func (s *outbox) runOutbox(ctx context.Context) {
 	instance, err := s.store.Observer.Instance(ctx)
 	for err != nil {
 		s.log.Error("cannot read the database's instance id; receipts wait", "error", err.Error())
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.opts.Clock.After(5 * time.Second):
+		case <-s.clock.After(5 * time.Second):
 		}
 		instance, err = s.store.Observer.Instance(ctx)
 	}
@@ -44,7 +44,7 @@ func (s *Service) runOutbox(ctx context.Context) {
 			}
 			delay = backoff.Policy{Min: time.Second, Max: time.Minute}.Next(delay)
 			wait = backoff.Jitter(delay)
-			s.hub.view.update(func(v *hubView) { v.PublishError = err.Error() })
+			s.status.update(func(v *publishStatus) { v.PublishError = err.Error() })
 		default:
 			if delay > 0 {
 				s.log.Info("receipts published again")
@@ -60,26 +60,26 @@ func (s *Service) runOutbox(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.outboxKick:
-		case <-s.opts.Clock.After(wait):
+		case <-s.kick:
+		case <-s.clock.After(wait):
 		}
 	}
 }
 
 // publishBatch publishes one batch; more says a full batch went and more
 // may wait.
-func (s *Service) publishBatch(ctx context.Context, instance string) (bool, error) {
+func (s *outbox) publishBatch(ctx context.Context, instance string) (bool, error) {
 	batch, ids, err := s.store.Receipts.ReceiptsToPublish(ctx, instance, contract.MaxProgressBatch)
 	if err != nil || len(batch) == 0 {
 		return false, err
 	}
-	if _, err := s.hub.client.PostProgress(ctx, batch); err != nil {
+	if _, err := s.client.PostProgress(ctx, batch); err != nil {
 		return false, err
 	}
 	if err := s.store.Receipts.MarkPublished(ctx, ids); err != nil {
 		return false, errs.Wrap(errs.Storage, err, "mark receipts published")
 	}
-	now := s.opts.Clock.Now()
-	s.hub.view.update(func(v *hubView) { v.LastPublish, v.PublishError = now, "" })
+	now := s.clock.Now()
+	s.status.update(func(v *publishStatus) { v.LastPublish, v.PublishError = now, "" })
 	return len(batch) == contract.MaxProgressBatch, nil
 }

@@ -3,11 +3,10 @@ package service
 import (
 	"context"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/buildinfo"
+	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
@@ -20,28 +19,49 @@ import (
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
+// statusHandlers answer what the operator reads: status, explain, and the
+// lease and receipt listings.
+type statusHandlers struct {
+	opts      Options
+	startedAt time.Time
+	store     *store.Store
+	clock     clock.Clock
+	observer  *observer
+	outbox    *outbox
+	leaseOps  *leaseHandlers
+}
+
+func (sh *statusHandlers) ops() ops {
+	return ops{
+		api.OpStatus:   {anyone, sh.status},
+		api.OpLeases:   {operator, sh.leases},
+		api.OpReceipts: {operator, sh.receipts},
+		api.OpExplain:  {operator, sh.explain},
+	}
+}
+
 // probeTimeout bounds each reachability check of status.
 const probeTimeout = time.Second
 
-func (s *Service) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request) (any, error) {
-	now := s.opts.Clock.Now()
-	r := Collect(ctx, s.opts.Paths, s.opts.Config, s.opts.Registry)
-	started := s.startedAt.UTC()
+func (sh *statusHandlers) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request) (any, error) {
+	now := sh.clock.Now()
+	r := Collect(ctx, sh.opts.Paths, sh.opts.Config, sh.opts.Registry)
+	started := sh.startedAt.UTC()
 	r.Service = api.ServiceStatus{
-		Running: true, PID: os.Getpid(), StartedAt: &started, UptimeSeconds: now.Sub(s.startedAt).Seconds(),
+		Running: true, PID: os.Getpid(), StartedAt: &started, UptimeSeconds: now.Sub(sh.startedAt).Seconds(),
 		ServerVersion: buildinfo.Get().Version, Proto: unixrpc.Version,
-		Socket: s.opts.Paths.Socket, LogFile: s.opts.Paths.LogFile,
-		PolicyProfile: s.opts.Config.ProfileRef(), ConfigVersion: s.opts.Config.Version,
+		Socket: sh.opts.Paths.Socket, LogFile: sh.opts.Paths.LogFile,
+		PolicyProfile: sh.opts.Config.ProfileRef(), ConfigVersion: sh.opts.Config.Version,
 	}
-	r.Tamq = api.TamqStatus{Socket: s.opts.TamqSocket}
+	r.Tamq = api.TamqStatus{Socket: sh.opts.TamqSocket}
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	if _, err := s.opts.Tamq.Ping(pctx); err != nil {
+	if _, err := sh.opts.Tamq.Ping(pctx); err != nil {
 		r.Tamq.Error = err.Error()
 	} else {
 		r.Tamq.Reachable = true
 	}
 	cancel()
-	eps, err := s.store.Endpoints.List(ctx, false)
+	eps, err := sh.store.Endpoints.List(ctx, false)
 	if err != nil {
 		r.Leases.Error = err.Error()
 	}
@@ -49,34 +69,21 @@ func (s *Service) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request
 	for _, e := range eps {
 		r.Endpoints = append(r.Endpoints, api.EndpointStatusOf(e))
 	}
-	r.Leases.Counts, err = s.store.LeaseLists.LeaseCounts(ctx)
+	r.Leases.Counts, err = sh.store.LeaseLists.LeaseCounts(ctx)
 	if err != nil {
 		r.Leases.Error = err.Error()
 	}
-	s.dialogs.Range(func(k, v any) bool {
-		id := k.(string)
-		if l, err := s.store.LeaseLists.Lease(ctx, id); err != nil || !l.State.Live() {
-			s.dialogs.Delete(id) // ended since its last renewal
-			return true
-		}
-		r.Leases.AtDialog = append(r.Leases.AtDialog, api.LeaseAtDialog{LeaseID: id, Dialog: v.(string)})
-		return true
-	})
-	slices.SortFunc(r.Leases.AtDialog, func(a, b api.LeaseAtDialog) int { return strings.Compare(a.LeaseID, b.LeaseID) })
-	if next, ok, err := s.store.Deadlines.NextDue(ctx); err == nil && ok {
+	r.Leases.AtDialog = sh.leaseOps.atDialog(ctx)
+	if next, ok, err := sh.store.Deadlines.NextDue(ctx); err == nil && ok {
 		next = next.UTC()
 		r.Leases.NextDue = &next
 	}
-	r.Waiting = s.waitingStatus(ctx)
-	if n, err := s.store.Receipts.UnpublishedReceipts(ctx); err == nil {
+	r.Waiting = sh.waitingStatus(ctx)
+	if n, err := sh.store.Receipts.UnpublishedReceipts(ctx); err == nil {
 		r.StateHub.UnpublishedReceipts = n
 	}
-	s.hub.view.update(func(v *hubView) {
-		h := &r.StateHub
-		h.Paused, h.Polls, h.ObserveError, h.PublishError = v.Paused, v.Polls, v.LastError, v.PublishError
-		h.EventsConnected, h.EventsOffered = v.EventsConnected, v.EventsOffered
-		h.LastPoll, h.LastPublish = optionalTime(v.LastPoll), optionalTime(v.LastPublish)
-	})
+	sh.observer.report(&r.StateHub)
+	sh.outbox.report(&r.StateHub)
 	Judge(&r)
 	return r, nil
 }
@@ -145,9 +152,9 @@ func optionalTime(t time.Time) *time.Time {
 
 // waitingStatus is the waiting work as status shows it: counts by what it
 // waits for, and the oldest 50.
-func (s *Service) waitingStatus(ctx context.Context) api.WaitingStatus {
+func (sh *statusHandlers) waitingStatus(ctx context.Context) api.WaitingStatus {
 	out := api.WaitingStatus{Counts: map[string]int{}, Triggers: []api.WaitingTrigger{}}
-	trs, counts, err := s.store.Triggers.WaitingWork(ctx, 50)
+	trs, counts, err := sh.store.Triggers.WaitingWork(ctx, 50)
 	if err != nil {
 		out.Error = err.Error()
 		return out
@@ -159,7 +166,7 @@ func (s *Service) waitingStatus(ctx context.Context) api.WaitingStatus {
 		wt := api.WaitingTrigger{TriggerID: t.ID, TaskID: t.TaskID, SourceID: t.SourceID, TargetRepo: t.TargetRepo,
 			Waiting: string(t.Wait), WaitingFor: t.WaitDetail, Since: t.UpdatedAt.UTC()}
 		if t.State == lease.TriggerLeased {
-			if ls, err := s.store.LeaseLists.LeasesOfTrigger(ctx, t.ID); err == nil && len(ls) > 0 {
+			if ls, err := sh.store.LeaseLists.LeasesOfTrigger(ctx, t.ID); err == nil && len(ls) > 0 {
 				wt.LeaseID = ls[len(ls)-1].ID
 			}
 		}
