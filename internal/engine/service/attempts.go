@@ -12,13 +12,9 @@ import (
 )
 
 // What happens between a lease's attempts: the end of one (its wake
-// cancelled in tamq, the repo's other work judged again) and the judgment
-// before the next (docs/observation.md: every attempt is judged again).
-
-// cancelTimeout bounds the call that cancels a stale wake in tamq: tamq
-// checks every wake with the engine before it writes it anyway, so this is
-// only so that its history says "cancelled" at once.
-const cancelTimeout = 2 * time.Second
+// cancelled in tamq, the repo's other work judged again: the lease clock's
+// attemptEnded) and the judge's judgment before the next, here
+// (docs/observation.md: every attempt is judged again).
 
 // retryPause is how long a next attempt that cannot be offered yet (no
 // window, the window busy) waits before it is judged again at the latest:

@@ -13,6 +13,15 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamqapi"
 )
 
+// cancelTimeout bounds the call that cancels a stale wake in tamq: tamq
+// checks every wake with the engine before it writes it anyway, so this is
+// only so that its history says "cancelled" at once.
+const cancelTimeout = 2 * time.Second
+
+// tamqAckTimeout bounds the ack of a wake message that follows a lease ack:
+// the agent's command waits for it, and tamq's own deadline covers a loss.
+const tamqAckTimeout = 3 * time.Second
+
 // leaseClock expires leases whose deadline passed and has the judge judge
 // those whose next attempt is due (Run), reading the deadlines from SQLite
 // each turn; and it follows each attempt that ends (attemptEnded): its wake

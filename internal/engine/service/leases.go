@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
@@ -42,10 +41,6 @@ func (lh *leaseHandlers) ops() ops {
 		api.OpCheckpoint:   {worker, lh.checkpoint},
 	}
 }
-
-// tamqAckTimeout bounds the ack of a wake message that follows a lease ack:
-// the agent's command waits for it, and tamq's own deadline covers a loss.
-const tamqAckTimeout = 3 * time.Second
 
 // ack is the agent acknowledging its lease: it begins the work. The wake
 // message is acknowledged in tamq too, so tamq stops presenting it.

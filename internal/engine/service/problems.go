@@ -24,12 +24,12 @@ type problemLog struct {
 	seen *seenSet
 }
 
-// maxInvalidSeen bounds invalidSeen: far more wrong objects than a State
+// maxInvalidSeen bounds problemLog.seen: far more wrong objects than a State
 // Hub holds at once, a few hundred kilobytes at most.
 const maxInvalidSeen = 4096
 
 // seenSet remembers up to max keys, forgetting the oldest first: what the
-// engine has already reported (invalidSeen) must not grow with every object
+// engine has already reported (problemLog.seen) must not grow with every object
 // State Hub ever sent wrong. A key forgotten while its object is still wrong
 // is reported once more, which only happens past max distinct ones.
 type seenSet struct {
