@@ -103,8 +103,12 @@ type observer struct {
 // (docs/performance.md, "Scale").
 const releaseAfter = 2 * time.Second
 
-func newObserver(client *statehub.Client) *observer {
-	o := &observer{client: client, kick: make(chan struct{}, 1), freeMemory: time.AfterFunc(time.Hour, debug.FreeOSMemory)}
+// newObserver is an observer without its judge, which the composition root
+// hands it once the judge (which asks the observer) is built.
+func newObserver(client *statehub.Client, st *store.Store, log *slog.Logger, clk clock.Clock, cfg *config.Loaded,
+	problems *problemLog, ob *outbox) *observer {
+	o := &observer{client: client, store: st, log: log, clock: clk, config: cfg, problems: problems, outbox: ob,
+		kick: make(chan struct{}, 1), freeMemory: time.AfterFunc(time.Hour, debug.FreeOSMemory)}
 	o.freeMemory.Stop() // armed by the looks that decode the workplans
 	o.view.EventsOffered = true
 	return o

@@ -141,17 +141,16 @@ func (s *Service) build() map[string]unixrpc.Handler {
 	routes := &router{store: st}
 	prompter := &prompts{log: log, config: cfg, timing: timing}
 
-	s.observer = newObserver(client)
 	s.outbox = newOutbox(st, log, clk, client)
+	s.observer = newObserver(client, st, log, clk, cfg, problems, s.outbox)
 	s.waker = &waker{store: st, log: log, clock: clk, config: cfg, registry: o.Registry, tamq: o.Tamq, prompts: prompter,
 		observer: s.observer, kick: make(chan struct{}, 1)}
 	s.leaseClock = &leaseClock{store: st, log: log, clock: clk, timing: timing, tamq: o.Tamq, waker: s.waker,
 		observer: s.observer, kick: make(chan struct{}, 1)}
 	s.judge = &judge{store: st, log: log, clock: clk, config: cfg, registry: o.Registry, timing: timing, observer: s.observer,
 		router: routes, prompts: prompter, problems: problems, waker: s.waker, leaseClock: s.leaseClock}
-	s.leaseClock.judge = s.judge
-	s.observer.store, s.observer.log, s.observer.clock, s.observer.config = st, log, clk, cfg
-	s.observer.judge, s.observer.problems, s.observer.outbox = s.judge, problems, s.outbox
+	// The judge asks the observer and the lease clock, and they ask it.
+	s.observer.judge, s.leaseClock.judge = s.judge, s.judge
 	s.retention = &retention{store: st, log: log, clock: clk, config: cfg, judge: s.judge}
 
 	s.wake = &wakeHandler{store: st, log: log, clock: clk, registry: o.Registry, timing: timing, router: routes,
