@@ -219,7 +219,7 @@ func (s *Service) Run(ctx context.Context) error {
 			worker("retention", s.retention.Run)},
 		Stopping: func() {
 			began = s.opts.Clock.Now()
-			s.wake.stopping.Store(true)
+			s.wake.stopTakingLeases()
 		},
 		Stopped: func(ctx context.Context, reason string, graceExceeded bool) error {
 			n, detachErr := s.store.Endpoints.DetachAll(ctx, "coordination-engine stopped")

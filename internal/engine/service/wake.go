@@ -38,6 +38,10 @@ func (wh *wakeHandler) ops() ops {
 	return ops{api.OpWake: {operator, wh.wake}}
 }
 
+// stopTakingLeases makes every wake from now on refused: the engine is
+// stopping.
+func (wh *wakeHandler) stopTakingLeases() { wh.stopping.Store(true) }
+
 // wake is the operator's manual trigger: a trigger like an observed one,
 // through the same gates, lease and wake path. One live lease per task,
 // whoever asks: naming a task whose lease lives answers with that lease and
