@@ -18,6 +18,12 @@ import (
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
+// Who calls the engine is derived from the caller's process, never from
+// what a request says (docs/security.md): tamq's service is the process
+// listening on tamq's socket; an agent is a process tamq places in one of
+// its windows (tamq's `whois`, the derivation its `send` uses); anyone else
+// of the user's is the operator.
+
 // callers knows who calls the engine (tamq's service, an agent in one of
 // its windows, the operator) and guards each operation by it.
 type callers struct {
@@ -33,12 +39,6 @@ type callers struct {
 	// cache remembers for a moment which window a caller runs in.
 	cache callerCache
 }
-
-// Who calls the engine is derived from the caller's process, never from
-// what a request says (docs/security.md): tamq's service is the process
-// listening on tamq's socket; an agent is a process tamq places in one of
-// its windows (tamq's `whois`, the derivation its `send` uses); anyone else
-// of the user's is the operator.
 
 // caller is who made a request.
 type caller struct {

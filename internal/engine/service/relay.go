@@ -19,6 +19,13 @@ import (
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
+// The engine relays to State Hub, for an agent, what only the engine can
+// reach it with (State Hub's address and credentials are the engine's, not
+// the agent's window's): a message's body to read, a message to mark
+// read, a status the agent states for its task. It relays what the agent
+// states and decides nothing; it keeps no body and no note, and its
+// receipts carry ids and statuses only.
+
 // relayHandlers answer what an agent asks of State Hub through the engine:
 // a message shown and marked read, a task's status set.
 type relayHandlers struct {
@@ -36,13 +43,6 @@ func (rh *relayHandlers) ops() ops {
 		api.OpTaskSet:     {worker, rh.taskSet},
 	}
 }
-
-// The engine relays to State Hub, for an agent, what only the engine can
-// reach it with (State Hub's address and credentials are the engine's, not
-// the agent's window's): a message's body to read, a message to mark
-// read, a status the agent states for its task. It relays what the agent
-// states and decides nothing; it keeps no body and no note, and its
-// receipts carry ids and statuses only.
 
 // maxShownSubject bounds the subject message_show answers with: a line,
 // as the prompt shows it, so the message's fields never crowd the body
