@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/lease"
@@ -36,29 +37,29 @@ func seedLease(t *testing.T, p paths.Paths) string {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, p, time.Second, time.Now)
+	st, err := store.Open(ctx, p, time.Second, clock.System)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.DB.Close()
 	st.PolicyProfile, st.ConfigVersion = "default@1", "cfg"
 	timing := lease.Timing{AckTimeout: time.Minute, RenewInterval: time.Minute, MissedRenewals: 3, Backoff: []time.Duration{time.Second}, MaxAttempts: 2}
-	tr, _, err := st.AddTrigger(ctx, lease.Trigger{Source: lease.SourceTask, SourceID: "T-1", SourceRevision: "1",
+	tr, _, err := st.Triggers.AddTrigger(ctx, lease.Trigger{Source: lease.SourceTask, SourceID: "T-1", SourceRevision: "1",
 		TargetRepo: "alpha", TaskID: "T-1", Reason: lease.TaskActionable})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := st.Offer(ctx, tr.ID, "", timing)
+	l, err := st.Leases.Offer(ctx, tr.ID, "", timing)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.RecordWake(ctx, l.ID, 1, store.WakeRecord{Err: "tamq is not running"}); err != nil {
+	if _, err := st.Leases.RecordWake(ctx, l.ID, 1, store.WakeRecord{Err: "tamq is not running"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Ack(ctx, l.ID, 0, store.Who{By: "agent"}, timing); err != nil {
+	if _, err := st.Leases.Ack(ctx, l.ID, 0, store.Who{By: "agent"}, timing); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Release(ctx, l.ID, string(lease.ResultCompleted), "done", 0, store.Who{By: "agent"}, timing); err != nil {
+	if _, err := st.Leases.Release(ctx, l.ID, string(lease.ResultCompleted), "done", 0, store.Who{By: "agent"}, timing); err != nil {
 		t.Fatal(err)
 	}
 	return l.ID

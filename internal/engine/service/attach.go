@@ -3,24 +3,46 @@ package service
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
-	"slices"
 
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lease"
+	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
+
+// attachHandlers answer tamq's service: its endpoint attached and
+// detached, and its receipts published with the engine's credentials.
+type attachHandlers struct {
+	store    *store.Store
+	log      *slog.Logger
+	registry func() (*gita.Registry, error)
+	client   *statehub.Client
+	// observer and waker are told when the windows change: the work
+	// waiting for a window is judged, and the wakes waiting are sent.
+	observer *observer
+	waker    *waker
+}
+
+func (ah *attachHandlers) ops() ops {
+	return ops{
+		api.OpAttach:  {tamqOnly, ah.attach},
+		api.OpDetach:  {tamqOnly, ah.detach},
+		api.OpPublish: {tamqOnly, ah.publish},
+	}
+}
 
 // attach is tamq's handshake (spec section 5): the engine reads the gita
 // registry afresh and accepts only windows whose slug gita registers and
 // whose path is gita's; the others are refused with a receipt and never
 // registered. The endpoint gets its coordination endpoint id (the same one
 // when the same tamq endpoint attaches again).
-func (s *Service) attach(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (ah *attachHandlers) attach(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.AttachArgs
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
@@ -35,7 +57,7 @@ func (s *Service) attach(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Reque
 	if len(args.Windows) > 1000 {
 		return nil, errs.New(errs.BadRequest, "attach lists %d windows; at most 1000", len(args.Windows))
 	}
-	reg, err := s.opts.Registry()
+	reg, err := ah.registry()
 	if err != nil {
 		return nil, err
 	}
@@ -52,11 +74,11 @@ func (s *Service) attach(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Reque
 		ep.Windows = append(ep.Windows, lease.Window{Repo: w.Repo, Path: w.Path, Command: w.Command, Mode: lease.WindowMode(w.Mode),
 			NoAgent: w.AgentRunning != nil && !*w.AgentRunning})
 	}
-	got, err := s.store.Attach(ctx, ep, refused)
+	got, err := ah.store.Endpoints.Attach(ctx, ep, refused)
 	if err != nil {
 		return nil, err
 	}
-	s.log.Info("tamq endpoint attached", "endpoint", args.EndpointID, "coordination_endpoint_id", got.ID,
+	ah.log.Info("tamq endpoint attached", "endpoint", args.EndpointID, "coordination_endpoint_id", got.ID,
 		"windows", len(ep.Windows), "refused", len(refused))
 	res := api.AttachResult{
 		CoordinationEndpointID: got.ID, Proto: proto, Capabilities: []string{api.CapLeases, api.CapReceipts},
@@ -68,9 +90,9 @@ func (s *Service) attach(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Reque
 	for _, r := range refused {
 		res.Refused = append(res.Refused, api.AttachRefusal{Repo: r.Repo, Reason: r.Reason})
 	}
-	s.routesChanged.Store(true)
-	kick(s.wakerKick)   // leases waiting for this endpoint may go now
-	kick(s.observeKick) // and work waiting for a window: judged at once, not at the next poll
+	ah.observer.RoutesChanged()
+	ah.waker.Kick()    // leases waiting for this endpoint may go now
+	ah.observer.Kick() // and work waiting for a window: judged at once, not at the next poll
 	return res, nil
 }
 
@@ -114,7 +136,7 @@ func checkEndpointID(id string) error {
 
 // detach marks a tamq endpoint detached: nothing is woken through it until
 // it attaches again.
-func (s *Service) detach(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (ah *attachHandlers) detach(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.DetachArgs
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
@@ -126,18 +148,6 @@ func (s *Service) detach(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Reque
 	if reason == "" {
 		reason = "tamq detached"
 	}
-	s.routesChanged.Store(true)
-	return nil, s.store.Detach(ctx, args.EndpointID, textsafe.Escape(reason))
-}
-
-// hostsOf are the attached endpoints hosting repo, narrowed to endpoint
-// (a tamq or a coordination endpoint id) when one is named.
-func (s *Service) hostsOf(ctx context.Context, repo, endpoint string) ([]lease.Endpoint, error) {
-	hosts, err := s.store.Hosts(ctx, repo)
-	if err != nil || endpoint == "" {
-		return hosts, err
-	}
-	return slices.DeleteFunc(hosts, func(e lease.Endpoint) bool {
-		return e.ID != endpoint && e.TamqEndpointID != endpoint
-	}), nil
+	ah.observer.RoutesChanged()
+	return nil, ah.store.Endpoints.Detach(ctx, args.EndpointID, textsafe.Escape(reason))
 }

@@ -29,11 +29,10 @@ func TestSettledKeysGoWithTheirPurgedTriggers(t *testing.T) {
 	// A clock a millisecond on at every reading: each revision is observed
 	// after the one before, as the purge needs to tell the newest.
 	t0 := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
-	var ticks atomic.Int64
-	now := func() time.Time { return t0.Add(time.Duration(ticks.Add(1)) * time.Millisecond) }
+	clk := &tickingClock{start: t0}
 	cfg := config.Defaults(p)
 	cfg.StateHub.APIBase = "http://127.0.0.1:1"
-	s, err := Start(context.Background(), Options{Paths: p, Config: cfg, Now: now, Registry: func() (*gita.Registry, error) { return &gita.Registry{}, nil }})
+	s, err := Start(context.Background(), Options{Paths: p, Config: cfg, Clock: clk, Registry: func() (*gita.Registry, error) { return &gita.Registry{}, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,25 +43,25 @@ func TestSettledKeysGoWithTheirPurgedTriggers(t *testing.T) {
 	for i := range revisions {
 		tr := lease.Trigger{Source: lease.SourceTask, SourceID: "T-1", SourceRevision: fmt.Sprint("r", i), TargetRepo: "net",
 			TaskID: "T-1", Reason: lease.TaskActionable}
-		got, _, err := s.store.AddTrigger(ctx, tr)
+		got, _, err := s.store.Triggers.AddTrigger(ctx, tr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.store.Supersede(ctx, got.ID, "revision r"+fmt.Sprint(i+1)+" observed"); err != nil {
+		if err := s.store.Triggers.Supersede(ctx, got.ID, "revision r"+fmt.Sprint(i+1)+" observed"); err != nil {
 			t.Fatal(err)
 		}
 		// As consider remembers a trigger past waiting.
-		s.settledKeys.Store(triggerKey(tr), true)
+		s.judge.settledKeys.Store(triggerKey(tr), true)
 		newest = triggerKey(tr)
 	}
 	settled := func() (n int) {
-		s.settledKeys.Range(func(any, any) bool { n++; return true })
+		s.judge.settledKeys.Range(func(any, any) bool { n++; return true })
 		return n
 	}
 	if n := settled(); n != revisions {
 		t.Fatalf("%d settled keys before the purge, want %d", n, revisions)
 	}
-	res, err := s.purgeHistory(ctx, now().Add(time.Hour), false, "test")
+	res, err := s.retention.purgeHistory(ctx, clk.Now().Add(time.Hour), false, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,10 +71,23 @@ func TestSettledKeysGoWithTheirPurgedTriggers(t *testing.T) {
 	if n := settled(); n != 1 {
 		t.Errorf("%d settled keys after the purge, want 1 (the newest trigger's)", n)
 	}
-	if _, ok := s.settledKeys.Load(newest); !ok {
+	if _, ok := s.judge.settledKeys.Load(newest); !ok {
 		t.Error("the newest trigger, which the purge kept, is no longer remembered as settled")
 	}
 }
+
+// tickingClock reads a millisecond later at every reading; it never waits
+// (the test runs no worker that does).
+type tickingClock struct {
+	start time.Time
+	ticks atomic.Int64
+}
+
+func (c *tickingClock) Now() time.Time {
+	return c.start.Add(time.Duration(c.ticks.Add(1)) * time.Millisecond)
+}
+
+func (c *tickingClock) After(time.Duration) <-chan time.Time { return nil }
 
 // The skipped objects already reported are remembered up to a bound, the
 // oldest forgotten first; one remembered is not reported again.

@@ -2,11 +2,15 @@ package service
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/clock"
+	"github.com/tmux-amq/tamq/internal/daemon"
+	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
@@ -19,6 +23,22 @@ import (
 // listening on tamq's socket; an agent is a process tamq places in one of
 // its windows (tamq's `whois`, the derivation its `send` uses); anyone else
 // of the user's is the operator.
+
+// callers knows who calls the engine (tamq's service, an agent in one of
+// its windows, the operator) and guards each operation by it.
+type callers struct {
+	store      *store.Store
+	log        *slog.Logger
+	clock      clock.Clock
+	tamq       Tamq
+	tamqSocket string
+	// tamqProc recognises tamq's service among callers: a lease it
+	// acknowledges or renews was so by its broker, on the agent's behalf;
+	// only it attaches, detaches and publishes.
+	tamqProc *daemon.ServiceProcess
+	// cache remembers for a moment which window a caller runs in.
+	cache callerCache
+}
 
 // caller is who made a request.
 type caller struct {
@@ -68,29 +88,29 @@ func callerFrom(ctx context.Context) caller {
 const whoisTimeout = 2 * time.Second
 
 // callerOf derives the caller of a connection.
-func (s *Service) callerOf(ctx context.Context, peer unixrpc.Peer) caller {
-	if s.tamqProc.Is(ctx, peer) {
+func (cs *callers) callerOf(ctx context.Context, peer unixrpc.Peer) caller {
+	if cs.tamqProc.Is(ctx, peer) {
 		return caller{by: lease.ByTamq}
 	}
 	st, err := proc.ReadStat(int(peer.PID))
 	if err != nil {
 		return caller{by: byUnverified} // gone already: nothing it asks is done for it
 	}
-	if c, ok := s.callers.get(st, s.opts.Now()); ok {
+	if c, ok := cs.cache.get(st, cs.clock.Now()); ok {
 		return c
 	}
-	c := s.placeCaller(ctx, peer)
+	c := cs.placeCaller(ctx, peer)
 	if c.by != byUnverified {
-		s.callers.put(st, c, s.opts.Now())
+		cs.cache.put(st, c, cs.clock.Now())
 	}
 	return c
 }
 
 // placeCaller asks tamq which window the caller runs in.
-func (s *Service) placeCaller(ctx context.Context, peer unixrpc.Peer) caller {
-	if s.opts.Tamq != nil {
+func (cs *callers) placeCaller(ctx context.Context, peer unixrpc.Peer) caller {
+	if cs.tamq != nil {
 		wctx, cancel := context.WithTimeout(ctx, whoisTimeout)
-		res, err := s.opts.Tamq.Whois(wctx, peer.PID)
+		res, err := cs.tamq.Whois(wctx, peer.PID)
 		cancel()
 		if err == nil {
 			if res.Repo != "" {
@@ -99,7 +119,7 @@ func (s *Service) placeCaller(ctx context.Context, peer unixrpc.Peer) caller {
 			return caller{by: lease.ByOperator}
 		}
 	}
-	if s.underTamqsTmux(ctx, peer.PID) {
+	if cs.underTamqsTmux(ctx, peer.PID) {
 		return caller{by: byUnverified}
 	}
 	return caller{by: lease.ByOperator}
@@ -108,8 +128,8 @@ func (s *Service) placeCaller(ctx context.Context, peer unixrpc.Peer) caller {
 // underTamqsTmux says whether a process runs under one of the tmux servers
 // tamq attached (an endpoint id names its server's pid): without tamq to
 // say which window, such a process may be any repo's agent.
-func (s *Service) underTamqsTmux(ctx context.Context, pid int32) bool {
-	eps, err := s.store.Endpoints(ctx, false)
+func (cs *callers) underTamqsTmux(ctx context.Context, pid int32) bool {
+	eps, err := cs.store.Endpoints.List(ctx, false)
 	if err != nil {
 		return true // unknown: not the operator's to claim
 	}
@@ -143,7 +163,7 @@ const (
 
 // guard derives the caller, refuses what it may not do, and hands the
 // caller to the handler in its context.
-func (s *Service) guard(a access, op string, h unixrpc.Handler) unixrpc.Handler {
+func (cs *callers) guard(a access, op string, h unixrpc.Handler) unixrpc.Handler {
 	if a == anyone {
 		// Nothing to refuse, and nothing done that a receipt would name:
 		// status and lease_current (asked before every wake is written)
@@ -151,9 +171,9 @@ func (s *Service) guard(a access, op string, h unixrpc.Handler) unixrpc.Handler 
 		return h
 	}
 	return func(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
-		c := s.callerOf(ctx, peer)
-		if err := a.allows(c, op, s.opts.TamqSocket); err != nil {
-			s.log.Warn("request refused", "op", op, "pid", peer.PID, "caller", c.String())
+		c := cs.callerOf(ctx, peer)
+		if err := a.allows(c, op, cs.tamqSocket); err != nil {
+			cs.log.Warn("request refused", "op", op, "pid", peer.PID, "caller", c.String())
 			return nil, err
 		}
 		return h(withCaller(ctx, c), peer, req)

@@ -19,18 +19,12 @@ import (
 // explain tells why a task was or was not woken (spec section 7): what the
 // last observation said of it and its dependencies, and the engine's
 // triggers, gates, leases and wakes about it, from its receipts.
-func (s *Service) explain(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (sh *statusHandlers) explain(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.ExplainArgs
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	view := &ExplainView{}
-	s.hub.view.update(func(v *hubView) {
-		// Each look replaces the observation whole, so this one stays as it
-		// is after the lock is released.
-		view.Observed, view.At, view.Observation = v.observed, v.LastPoll, v.obs
-	})
-	return Explain(ctx, s.store, args.Task, view)
+	return Explain(ctx, sh.store, args.Task, sh.observer.explainView())
 }
 
 // ExplainView is the running engine's last observation of State Hub, for
@@ -75,7 +69,7 @@ func Explain(ctx context.Context, st *store.Store, task string, view *ExplainVie
 		}
 		slices.SortFunc(res.Dependents, func(a, b api.ExplainDep) int { return cmp.Compare(a.ID, b.ID) })
 	}(view)
-	trs, err := st.TriggersOfTask(ctx, args.Task)
+	trs, err := st.Triggers.TriggersOfTask(ctx, args.Task)
 	if err != nil {
 		return res, err
 	}
@@ -85,7 +79,7 @@ func Explain(ctx context.Context, st *store.Store, task string, view *ExplainVie
 			res.NextRetry = earliest(res.NextRetry, t.NextCheckAt)
 		}
 		if t.State == lease.TriggerGated || t.State == lease.TriggerStopped {
-			rs, err := st.Receipts(ctx, store.ReceiptFilter{TriggerID: t.ID})
+			rs, err := st.Receipts.List(ctx, store.ReceiptFilter{TriggerID: t.ID})
 			if err != nil {
 				return res, err
 			}
@@ -95,7 +89,7 @@ func Explain(ctx context.Context, st *store.Store, task string, view *ExplainVie
 				}
 			}
 		}
-		ls, err := st.LeasesOfTrigger(ctx, t.ID)
+		ls, err := st.LeaseLists.LeasesOfTrigger(ctx, t.ID)
 		if err != nil {
 			return res, err
 		}
@@ -104,7 +98,7 @@ func Explain(ctx context.Context, st *store.Store, task string, view *ExplainVie
 			if l.State == lease.RetryWait {
 				res.NextRetry = earliest(res.NextRetry, l.NextRetryAt)
 			}
-			rs, err := st.Receipts(ctx, store.ReceiptFilter{LeaseID: l.ID})
+			rs, err := st.Receipts.List(ctx, store.ReceiptFilter{LeaseID: l.ID})
 			if err != nil {
 				return res, err
 			}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
-	"time"
+	"strings"
+	"sync"
 
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
@@ -16,60 +18,65 @@ import (
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
-// tamqAckTimeout bounds the ack of a wake message that follows a lease ack:
-// the agent's command waits for it, and tamq's own deadline covers a loss.
-const tamqAckTimeout = 3 * time.Second
+// leaseHandlers answer the agents' lease commands (ack, renew, release,
+// checkpoint) and tamq's check before it writes a wake. They remember which
+// live leases' agents wait at a dialog, as tamq's broker said at a renewal.
+type leaseHandlers struct {
+	store      *store.Store
+	log        *slog.Logger
+	timing     lease.Timing
+	leaseClock *leaseClock
+	// dialogs are the live leases whose agent waits at a dialog, as tamq's
+	// broker last said at a renewal: the window and what shows there.
+	dialogs sync.Map
+}
+
+func (lh *leaseHandlers) ops() ops {
+	return ops{
+		// tamq asks before it writes a wake.
+		api.OpLeaseCurrent: {anyone, lh.leaseCurrent},
+		api.OpLeaseAck:     {worker, lh.ack},
+		api.OpLeaseRenew:   {worker, lh.renew},
+		api.OpRelease:      {worker, lh.release},
+		api.OpCheckpoint:   {worker, lh.checkpoint},
+	}
+}
 
 // ack is the agent acknowledging its lease: it begins the work. The wake
 // message is acknowledged in tamq too, so tamq stops presenting it.
-func (s *Service) ack(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (lh *leaseHandlers) ack(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.LeaseArgs
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
 	}
-	if err := s.mayActOnLease(ctx, args.LeaseID); err != nil {
+	if err := lh.mayActOnLease(ctx, args.LeaseID); err != nil {
 		return nil, err
 	}
-	l, err := s.store.Ack(ctx, args.LeaseID, args.Attempt, whoOf(ctx), s.timing)
+	l, err := lh.store.Leases.Ack(ctx, args.LeaseID, args.Attempt, whoOf(ctx), lh.timing)
 	if err != nil {
 		// A prompt presented again after its lease ended (the engine died
 		// before it settled it in tamq): settled now, so tamq stops
 		// presenting it and holding the window; the agent is still told.
-		if ended, lerr := s.store.Lease(ctx, args.LeaseID); lerr == nil && !ended.State.Live() {
-			s.settleWake(ctx, ended)
+		if ended, lerr := lh.store.LeaseLists.Lease(ctx, args.LeaseID); lerr == nil && !ended.State.Live() {
+			lh.leaseClock.settleWake(ctx, ended)
 		}
 		return nil, err
 	}
-	kick(s.clockKick)
-	s.settleWake(ctx, l)
+	lh.leaseClock.Kick()
+	lh.leaseClock.settleWake(ctx, l)
 	return api.LeaseOf(l), nil
 }
 
-// settleWake acknowledges the wake message of the lease's current attempt
-// in tamq, so tamq stops presenting the prompt. It is idempotent in tamq,
-// and a failure only leaves tamq to present the prompt again at its own
-// deadline, when the agent's ack settles it.
-func (s *Service) settleWake(ctx context.Context, l lease.Lease) {
-	if l.LocalLeaseID == "" {
-		return
-	}
-	actx, cancel := context.WithTimeout(ctx, tamqAckTimeout)
-	defer cancel()
-	if _, err := s.opts.Tamq.Ack(actx, l.LocalLeaseID); err != nil && !errs.Is(err, errs.Conflict) {
-		s.log.Warn("cannot acknowledge the wake message in tamq", "lease", l.ID, "message", l.LocalLeaseID, "error", err.Error())
-	}
-}
-
-func (s *Service) renew(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (lh *leaseHandlers) renew(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.LeaseArgs
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
 	}
-	if err := s.mayActOnLease(ctx, args.LeaseID); err != nil {
+	if err := lh.mayActOnLease(ctx, args.LeaseID); err != nil {
 		return nil, err
 	}
 	by := whoOf(ctx)
-	l, err := s.store.Renew(ctx, args.LeaseID, args.Attempt, by, s.timing)
+	l, err := lh.store.Leases.Renew(ctx, args.LeaseID, args.Attempt, by, lh.timing)
 	if err != nil {
 		return nil, err
 	}
@@ -77,12 +84,12 @@ func (s *Service) renew(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Reques
 		// The broker says at each renewal whether its agent waits at a
 		// dialog: a person is needed there, and status says where.
 		if args.Dialog != "" {
-			s.dialogs.Store(l.ID, args.Dialog)
+			lh.dialogs.Store(l.ID, args.Dialog)
 		} else {
-			s.dialogs.Delete(l.ID)
+			lh.dialogs.Delete(l.ID)
 		}
 	}
-	kick(s.clockKick)
+	lh.leaseClock.Kick()
 	return api.LeaseOf(l), nil
 }
 
@@ -97,18 +104,18 @@ func whoOf(ctx context.Context) store.Who {
 }
 
 // mayActOnLease refuses an agent a lease of another repo's.
-func (s *Service) mayActOnLease(ctx context.Context, id string) error {
+func (lh *leaseHandlers) mayActOnLease(ctx context.Context, id string) error {
 	if c := callerFrom(ctx); c.by != lease.ByAgent {
 		return nil
 	}
-	l, err := s.store.Lease(ctx, id)
+	l, err := lh.store.LeaseLists.Lease(ctx, id)
 	if err != nil {
 		return err
 	}
 	return mayActOn(ctx, "lease "+id, l.TargetRepo)
 }
 
-func (s *Service) release(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (lh *leaseHandlers) release(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.ReleaseArgs
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
@@ -116,7 +123,7 @@ func (s *Service) release(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Requ
 	if err := lease.CheckRelease(lease.Result(args.Result), args.Reason); err != nil {
 		return nil, err
 	}
-	from, err := s.store.Lease(ctx, args.LeaseID)
+	from, err := lh.store.LeaseLists.Lease(ctx, args.LeaseID)
 	if err != nil {
 		return nil, err
 	}
@@ -124,32 +131,32 @@ func (s *Service) release(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Requ
 		return nil, err
 	}
 	withheld := withhold("reason", &args.Reason)
-	l, err := s.store.Release(ctx, args.LeaseID, args.Result, args.Reason, args.Attempt, whoOf(ctx), s.timing)
+	l, err := lh.store.Leases.Release(ctx, args.LeaseID, args.Result, args.Reason, args.Attempt, whoOf(ctx), lh.timing)
 	if err != nil {
 		return nil, err
 	}
-	s.logWithheld(l.ID, withheld)
-	s.attemptEnded(ctx, from, l, "lease released "+args.Result)
+	logWithheld(lh.log, l.ID, withheld)
+	lh.leaseClock.attemptEnded(ctx, from, l, "lease released "+args.Result)
 	out := api.LeaseOf(l)
 	out.Withheld = withheld
 	return out, nil
 }
 
-func (s *Service) checkpoint(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (lh *leaseHandlers) checkpoint(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.CheckpointArgs
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
 	}
 	// Its text reaches the lease's next prompt as the engine's words: only
 	// the lease's own agent (or the operator) may write it.
-	if err := s.mayActOnLease(ctx, args.LeaseID); err != nil {
+	if err := lh.mayActOnLease(ctx, args.LeaseID); err != nil {
 		return nil, err
 	}
 	withheld := withholdCheckpoint(&args.Summary, &args.NextAction, args.FilesChanged)
-	l, err := s.store.Checkpoint(ctx, lease.Checkpoint{
+	l, err := lh.store.Leases.Checkpoint(ctx, lease.Checkpoint{
 		LeaseID: args.LeaseID, TaskID: args.TaskID, Summary: args.Summary, FilesChanged: args.FilesChanged,
 		NextAction: args.NextAction, BlockedReason: lease.BlockedReason(args.BlockedReason),
-	}, args.Attempt, whoOf(ctx), s.timing)
+	}, args.Attempt, whoOf(ctx), lh.timing)
 	if err != nil {
 		return nil, err
 	}
@@ -157,11 +164,11 @@ func (s *Service) checkpoint(ctx context.Context, _ unixrpc.Peer, req *unixrpc.R
 		// A blocked checkpoint ended the attempt it was made on.
 		from := l
 		from.State = lease.Checkpointed
-		s.attemptEnded(ctx, from, l, "the agent stopped: blocked ("+args.BlockedReason+")")
+		lh.leaseClock.attemptEnded(ctx, from, l, "the agent stopped: blocked ("+args.BlockedReason+")")
 	} else {
-		kick(s.clockKick)
+		lh.leaseClock.Kick()
 	}
-	s.logWithheld(l.ID, withheld)
+	logWithheld(lh.log, l.ID, withheld)
 	out := api.LeaseOf(l)
 	out.Withheld = withheld
 	return out, nil
@@ -171,12 +178,12 @@ func (s *Service) checkpoint(ctx context.Context, _ unixrpc.Peer, req *unixrpc.R
 // lease still the one to work on? A prompt of an attempt that ended (the
 // lease completed, stopped, ran out, or a newer attempt was offered) must
 // not be typed.
-func (s *Service) leaseCurrent(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (lh *leaseHandlers) leaseCurrent(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.LeaseArgs
 	if err := decodeLease(req, &args, &args.LeaseID); err != nil {
 		return nil, err
 	}
-	l, err := s.store.Lease(ctx, args.LeaseID)
+	l, err := lh.store.LeaseLists.Lease(ctx, args.LeaseID)
 	if errs.Is(err, errs.NotFound) {
 		return api.LeaseCurrentResult{Reason: "coordination-engine has no lease " + args.LeaseID}, nil
 	}
@@ -213,12 +220,12 @@ func decodeLease(req *unixrpc.Request, args any, id *string) error {
 	return nil
 }
 
-func (s *Service) leases(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (sh *statusHandlers) leases(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.LeasesArgs
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	return ListLeases(ctx, s.store, args)
+	return ListLeases(ctx, sh.store, args)
 }
 
 // ListLeases is the lease listing of st: newest first, one page that fits a
@@ -227,7 +234,7 @@ func ListLeases(ctx context.Context, st *store.Store, args api.LeasesArgs) (api.
 	if args.State != "" && !slices.Contains(lease.States, lease.State(args.State)) {
 		return api.LeasesResult{}, errs.New(errs.BadRequest, "state %q is not a lease state", textsafe.Escape(args.State))
 	}
-	ls, err := st.Leases(ctx, args.State, limitOf(args.Limit), max(args.Offset, 0))
+	ls, err := st.LeaseLists.List(ctx, args.State, limitOf(args.Limit), max(args.Offset, 0))
 	if err != nil {
 		return api.LeasesResult{}, err
 	}
@@ -239,19 +246,19 @@ func ListLeases(ctx context.Context, st *store.Store, args api.LeasesArgs) (api.
 	return res, nil
 }
 
-func (s *Service) receipts(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (sh *statusHandlers) receipts(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.ReceiptsArgs
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	return ListReceipts(ctx, s.store, args)
+	return ListReceipts(ctx, sh.store, args)
 }
 
 // ListReceipts is the receipt listing of st: oldest first, the latest page
 // that fits a frame. The engine answers it, and its commands read it
 // offline.
 func ListReceipts(ctx context.Context, st *store.Store, args api.ReceiptsArgs) (api.ReceiptsResult, error) {
-	rs, err := st.Receipts(ctx, store.ReceiptFilter{LeaseID: args.LeaseID, TriggerID: args.TriggerID,
+	rs, err := st.Receipts.List(ctx, store.ReceiptFilter{LeaseID: args.LeaseID, TriggerID: args.TriggerID,
 		BeforeID: args.BeforeID, Limit: limitOf(args.Limit)})
 	if err != nil {
 		return api.ReceiptsResult{}, err
@@ -314,5 +321,22 @@ func receiptOf(r receipt.Receipt) api.Receipt {
 		t := r.ProjectedAt.UTC()
 		out.ProjectedAt = &t
 	}
+	return out
+}
+
+// atDialog are the live leases whose agent waits at a dialog, by lease id,
+// for status; the ones that ended since their last renewal are forgotten.
+func (lh *leaseHandlers) atDialog(ctx context.Context) []api.LeaseAtDialog {
+	var out []api.LeaseAtDialog
+	lh.dialogs.Range(func(k, v any) bool {
+		id := k.(string)
+		if l, err := lh.store.LeaseLists.Lease(ctx, id); err != nil || !l.State.Live() {
+			lh.dialogs.Delete(id) // ended since its last renewal
+			return true
+		}
+		out = append(out, api.LeaseAtDialog{LeaseID: id, Dialog: v.(string)})
+		return true
+	})
+	slices.SortFunc(out, func(a, b api.LeaseAtDialog) int { return strings.Compare(a.LeaseID, b.LeaseID) })
 	return out
 }

@@ -146,7 +146,7 @@ func BenchmarkPollCycle(b *testing.B) {
 	}{{"unchanged", 0}, {"1pct-changed", 100}} {
 		b.Run(bc.name, func(b *testing.B) {
 			s := inProcessEngine(b, ts.URL)
-			if err := s.observeOnce(ctx); err != nil { // the first look sees everything
+			if err := s.observer.observeOnce(ctx); err != nil { // the first look sees everything
 				b.Fatal(err)
 			}
 			var cpu time.Duration
@@ -158,7 +158,7 @@ func BenchmarkPollCycle(b *testing.B) {
 					b.StartTimer()
 				}
 				before := cpuTime()
-				if err := s.observeOnce(ctx); err != nil {
+				if err := s.observer.observeOnce(ctx); err != nil {
 					b.Fatal(err)
 				}
 				cpu += cpuTime() - before

@@ -44,11 +44,11 @@ func TestInvalidObjectsAreSkippedWithOneReceipt(t *testing.T) {
 	s := inProcessEngine(t, ts.URL)
 	ctx := context.Background()
 	for range 2 {
-		if err := s.observeOnce(ctx); err != nil {
+		if err := s.observer.observeOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	rs, err := s.store.Receipts(ctx, store.ReceiptFilter{})
+	rs, err := s.store.Receipts.List(ctx, store.ReceiptFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestInvalidObjectsAreSkippedWithOneReceipt(t *testing.T) {
 			t.Errorf("%q skipped %d times, want %d (all: %v)", k, skipped[k], n, skipped)
 		}
 	}
-	if _, ok := s.hub.view.obs.Tasks["A"]; !ok {
+	if _, ok := s.observer.view.obs.Tasks["A"]; !ok {
 		t.Error("the valid workplan was not used")
 	}
 }
@@ -107,26 +107,26 @@ func TestHeldTriggerOfATaskThatMovedOnIsSuperseded(t *testing.T) {
 	s.opts.Config.Policy.Profiles[s.opts.Config.Policy.Profile] = prof
 	ctx := context.Background()
 	state := func() (lease.TriggerState, string) {
-		trs, err := s.store.TriggersOfTask(ctx, "Q")
+		trs, err := s.store.Triggers.TriggersOfTask(ctx, "Q")
 		if err != nil || len(trs) != 1 {
 			t.Fatalf("Q's triggers: %+v %v", trs, err)
 		}
 		return trs[0].State, trs[0].GateReason
 	}
-	if err := s.observeOnce(ctx); err != nil {
+	if err := s.observer.observeOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if st, gate := state(); st != lease.TriggerGated || gate != "human" {
 		t.Fatalf("Q: %s at %q, want gated at human", st, gate)
 	}
 	set("cancelled", "2")
-	if err := s.observeOnce(ctx); err != nil {
+	if err := s.observer.observeOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := state(); st != lease.TriggerSuperseded {
 		t.Fatalf("Q after it was cancelled: %s, want superseded", st)
 	}
-	rs, err := s.store.Receipts(ctx, store.ReceiptFilter{})
+	rs, err := s.store.Receipts.List(ctx, store.ReceiptFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,48 +178,57 @@ func TestTenMinutesWithoutStateHub(t *testing.T) {
 	}))
 	s := inProcessEngine(t, ts.URL)
 	interval := time.Duration(s.opts.Config.Coordination.StateHubPollIntervalSeconds) * time.Second
-	start := time.Now()
-	var now atomic.Int64 // simulated nanoseconds since start
-	var waits []time.Duration
-	var upAt time.Duration
-	s.opts.Now = func() time.Time { return start.Add(time.Duration(now.Load())) }
-	s.opts.After = func(d time.Duration) <-chan time.Time {
-		if up.Load() {
-			return nil // the look after State Hub's return is the last one measured
-		}
-		waits = append(waits, d)
-		// State Hub comes back somewhere within the wait that crosses ten
-		// minutes: at its end at the latest.
-		if now.Add(int64(d)) >= int64(10*time.Minute) {
-			up.Store(true)
-			upAt = time.Duration(now.Load())
-		}
-		c := make(chan time.Time, 1)
-		c <- s.opts.Now()
-		return c
-	}
+	clk := &outageClock{start: time.Now(), up: &up}
+	s.observer.clock = clk
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.runObserver(ctx)
+		s.observer.Run(ctx)
 	}()
 	testutil.WaitFor(t, "the observer to look again after State Hub came back", func() bool {
 		var ok bool
-		s.hub.view.update(func(v *hubView) { ok = up.Load() && v.LastError == "" && v.Polls > 0 })
+		s.observer.view.update(func(v *hubView) { ok = up.Load() && v.LastError == "" && v.Polls > 0 })
 		return ok
 	})
 	cancel()
 	<-done
 	var lastPoll time.Time
-	s.hub.view.update(func(v *hubView) { lastPoll = v.LastPoll })
-	if back := lastPoll.Sub(start) - upAt; back != 0 {
-		t.Errorf("State Hub back at +%s, looked at again %s later, not at the end of the wait", upAt, back)
+	s.observer.view.update(func(v *hubView) { lastPoll = v.LastPoll })
+	if back := lastPoll.Sub(clk.start) - clk.upAt; back != 0 {
+		t.Errorf("State Hub back at +%s, looked at again %s later, not at the end of the wait", clk.upAt, back)
 	}
-	for _, w := range waits {
+	for _, w := range clk.waits {
 		if w > interval*6/5 {
 			t.Errorf("a wait of %s while State Hub was down; the poll interval is %s", w, interval)
 		}
 	}
-	t.Logf("%d waits in %s without State Hub, the longest within %s", len(waits), upAt, interval*6/5)
+	t.Logf("%d waits in %s without State Hub, the longest within %s", len(clk.waits), clk.upAt, interval*6/5)
+}
+
+// outageClock is the simulated clock of TestTenMinutesWithoutStateHub: each
+// wait passes at once, and is noted, until State Hub is back; the wait that
+// crosses ten minutes brings it back (at its end at the latest).
+type outageClock struct {
+	start time.Time
+	now   atomic.Int64 // simulated nanoseconds since start
+	up    *atomic.Bool
+	waits []time.Duration
+	upAt  time.Duration
+}
+
+func (c *outageClock) Now() time.Time { return c.start.Add(time.Duration(c.now.Load())) }
+
+func (c *outageClock) After(d time.Duration) <-chan time.Time {
+	if c.up.Load() {
+		return nil // the look after State Hub's return is the last one measured
+	}
+	c.waits = append(c.waits, d)
+	if c.now.Add(int64(d)) >= int64(10*time.Minute) {
+		c.up.Store(true)
+		c.upAt = time.Duration(c.now.Load())
+	}
+	ch := make(chan time.Time, 1)
+	ch <- c.Now()
+	return ch
 }

@@ -2,12 +2,17 @@ package service
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/backoff"
+	"github.com/tmux-amq/tamq/internal/clock"
+	"github.com/tmux-amq/tamq/internal/engine/store"
+	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/outbox"
+	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 )
 
@@ -16,10 +21,13 @@ import (
 // costs less than a hook in each.
 const outboxIdle = time.Second
 
-// newOutbox is the engine's outbox: its receipts, and tamq's it relays, go
-// to State Hub's POST /v1/progress in batches, oldest first (internal/outbox
-// says how nothing is lost or doubled).
-func (s *Service) newOutbox() *outbox.Publisher {
+// receiptOutbox is the engine's outbox: its receipts, and tamq's it relays,
+// go to State Hub's POST /v1/progress in batches, oldest first
+// (internal/outbox says how nothing is lost or doubled). Kick makes it look
+// now; Retry also ends its backoff (State Hub answers again).
+type receiptOutbox struct{ *outbox.Publisher }
+
+func newOutbox(st *store.Store, log *slog.Logger, clk clock.Clock, client *statehub.Client) *receiptOutbox {
 	var instance struct {
 		sync.Mutex
 		id string
@@ -30,7 +38,7 @@ func (s *Service) newOutbox() *outbox.Publisher {
 		instance.Lock()
 		defer instance.Unlock()
 		if instance.id == "" {
-			id, err := s.store.Instance(ctx)
+			id, err := st.Observer.Instance(ctx)
 			if err != nil {
 				return "", err
 			}
@@ -38,35 +46,32 @@ func (s *Service) newOutbox() *outbox.Publisher {
 		}
 		return instance.id, nil
 	}
-	return &outbox.Publisher{
+	return &receiptOutbox{&outbox.Publisher{
 		Pending: func(ctx context.Context, limit int) ([]contract.Receipt, []int64, error) {
 			id, err := instanceID(ctx)
 			if err != nil {
 				return nil, nil, err
 			}
-			return s.store.ReceiptsToPublish(ctx, id, limit)
+			return st.Receipts.ReceiptsToPublish(ctx, id, limit)
 		},
 		Mark: func(ctx context.Context, rows []int64) error {
-			if err := s.store.MarkPublished(ctx, rows); err != nil {
+			if err := st.Receipts.MarkPublished(ctx, rows); err != nil {
 				return errs.Wrap(errs.Storage, err, "mark receipts published")
 			}
 			return nil
 		},
 		Post: func(ctx context.Context, batch []contract.Receipt) (int, string, error) {
-			_, err := s.hub.client.PostProgress(ctx, batch)
+			_, err := client.PostProgress(ctx, batch)
 			return len(batch), "direct", err
 		},
 		Timing: outbox.Timing{Every: outboxIdle, Backoff: backoff.Policy{Min: time.Second, Max: time.Minute}},
-		Clock:  engineClock{s.opts.Now, s.opts.After},
-		Log:    s.log,
-	}
+		Clock:  clk,
+		Log:    log,
+	}}
 }
 
-// engineClock is the engine's injected time as a clock.Clock.
-type engineClock struct {
-	now   func() time.Time
-	after func(time.Duration) <-chan time.Time
+// report fills status's account of the publishing.
+func (o *receiptOutbox) report(h *api.StateHubStatus) {
+	st := o.Status()
+	h.PublishError, h.LastPublish = st.LastError, optionalTime(st.LastSuccess)
 }
-
-func (c engineClock) Now() time.Time                         { return c.now() }
-func (c engineClock) After(d time.Duration) <-chan time.Time { return c.after(d) }

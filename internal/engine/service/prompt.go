@@ -1,12 +1,23 @@
 package service
 
 import (
+	"log/slog"
+
+	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/prompt"
 	"github.com/tmux-amq/tamq/internal/secretscan"
 )
+
+// prompts build the continuation prompt of a trigger's wake, and scan it
+// before anything of the trigger is stored.
+type prompts struct {
+	log    *slog.Logger
+	config *config.Loaded
+	timing lease.Timing
+}
 
 // scanLeaseID stands in for the lease id when a trigger's prompt is scanned
 // before it has a lease: ids are ours and never secret.
@@ -16,12 +27,12 @@ const scanLeaseID = "00000000-0000-0000-0000-000000000000"
 // trigger (with its task or message), the lease and attempt, and the
 // continuation templates of the repo. The latest checkpoint is added by the
 // caller.
-func (s *Service) promptInput(t lease.Trigger, leaseID string, attempt, attempts int, reg func() (*gita.Registry, error)) prompt.Input {
+func (pr *prompts) promptInput(t lease.Trigger, leaseID string, attempt, attempts int, reg func() (*gita.Registry, error)) prompt.Input {
 	in := prompt.Input{
 		Program: string(paths.Engine), LeaseID: leaseID, Attempt: attempt, MaxAttempts: attempts,
 		Repo:      t.TargetRepo,
 		Trigger:   prompt.Trigger{Source: string(t.Source), SourceID: t.SourceID, SourceRevision: t.SourceRevision, Reason: string(t.Reason)},
-		Templates: s.templatesFor(t.TargetRepo, reg),
+		Templates: pr.templatesFor(t.TargetRepo, reg),
 	}
 	switch t.Source {
 	case lease.SourceMessage:
@@ -37,25 +48,25 @@ func (s *Service) promptInput(t lease.Trigger, leaseID string, attempt, attempts
 // templatesFor is the continuation templates for repo: the repo's own file
 // when it has a valid one, else the configuration's, else the built-in
 // ones. A broken file is reported and passed over.
-func (s *Service) templatesFor(repo string, registry func() (*gita.Registry, error)) []string {
+func (pr *prompts) templatesFor(repo string, registry func() (*gita.Registry, error)) []string {
 	if reg, err := registry(); err == nil {
 		if r, ok := reg.Lookup(repo); ok {
 			ts, found, err := prompt.LoadRepoTemplates(r.Path)
 			switch {
 			case err != nil:
-				s.log.Warn("the repo's continuation templates are not usable; using the configured ones", "repo", repo, "error", err.Error())
+				pr.log.Warn("the repo's continuation templates are not usable; using the configured ones", "repo", repo, "error", err.Error())
 			case found:
 				return ts
 			}
 		}
 	}
-	return s.opts.Config.Coordination.ContinuationTemplates
+	return pr.config.Coordination.ContinuationTemplates
 }
 
 // scanPrompt builds the first prompt a trigger would make and scans it for
 // secret material; rule names what was found (never the text).
-func (s *Service) scanPrompt(t lease.Trigger, reg func() (*gita.Registry, error)) (string, bool) {
-	in := s.promptInput(t, scanLeaseID, 1, s.timing.MaxAttempts+1, reg)
+func (pr *prompts) scanPrompt(t lease.Trigger, reg func() (*gita.Registry, error)) (string, bool) {
+	in := pr.promptInput(t, scanLeaseID, 1, pr.timing.MaxAttempts+1, reg)
 	f, hit := secretscan.Scan(prompt.Build(in))
 	return f.Rule, hit
 }

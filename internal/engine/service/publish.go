@@ -13,7 +13,7 @@ import (
 // (tamq sends them here while it is attached). The engine keeps nothing:
 // State Hub's error goes back to tamq, which keeps the receipts pending and
 // sends them again; State Hub stores each id once.
-func (s *Service) publish(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (ah *attachHandlers) publish(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.PublishArgs
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
@@ -34,7 +34,7 @@ func (s *Service) publish(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Requ
 	if len(args.Receipts) == 0 {
 		return api.PublishResult{}, nil
 	}
-	n, err := s.hub.client.PostProgress(ctx, args.Receipts)
+	n, err := ah.client.PostProgress(ctx, args.Receipts)
 	if err != nil {
 		return nil, err
 	}

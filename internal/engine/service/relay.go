@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"unicode/utf8"
 
 	"github.com/tmux-amq/tamq/internal/engine/observe"
@@ -25,6 +26,24 @@ import (
 // states and decides nothing; it keeps no body and no note, and its
 // receipts carry ids and statuses only.
 
+// relayHandlers answer what an agent asks of State Hub through the engine:
+// a message shown and marked read, a task's status set.
+type relayHandlers struct {
+	store    *store.Store
+	log      *slog.Logger
+	client   *statehub.Client
+	observer *observer
+	outbox   *receiptOutbox
+}
+
+func (rh *relayHandlers) ops() ops {
+	return ops{
+		api.OpMessageShow: {worker, rh.messageShow},
+		api.OpMessageRead: {worker, rh.messageRead},
+		api.OpTaskSet:     {worker, rh.taskSet},
+	}
+}
+
 // maxShownSubject bounds the subject message_show answers with: a line,
 // as the prompt shows it, so the message's fields never crowd the body
 // out of a frame.
@@ -34,7 +53,7 @@ const maxShownSubject = 1 << 10
 // much as fits one frame. The body is fetched from State Hub at every call
 // and scanned for secret material like a prompt: a hit withholds it (the
 // secret gate), and nothing of it is logged or kept.
-func (s *Service) messageShow(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (rh *relayHandlers) messageShow(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.MessageShowArgs
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
@@ -42,7 +61,7 @@ func (s *Service) messageShow(ctx context.Context, _ unixrpc.Peer, req *unixrpc.
 	if err := api.CheckStateHubID("message id", args.MessageID); err != nil {
 		return nil, err
 	}
-	m, err := s.hub.client.Message(ctx, args.MessageID)
+	m, err := rh.client.Message(ctx, args.MessageID)
 	if errs.Is(err, errs.NotFound) {
 		return nil, errs.New(errs.NotFound, "State Hub has no message %s", args.MessageID).
 			WithHint("a tracker without %s answers 404 too; then read the message with the tracker's own tools", statehub.RouteMessage)
@@ -67,8 +86,8 @@ func (s *Service) messageShow(ctx context.Context, _ unixrpc.Peer, req *unixrpc.
 		if w.Field == "subject" {
 			res.Message.Subject = ""
 		}
-		s.log.Warn("message body withheld: it holds secret material", "message", m.ID, "field", w.Field, "rule", w.Rule)
-		s.relayReceipt(ctx, receipt.Receipt{Kind: store.KindMessageWithheld, Status: "stopped",
+		rh.log.Warn("message body withheld: it holds secret material", "message", m.ID, "field", w.Field, "rule", w.Rule)
+		rh.relayReceipt(ctx, receipt.Receipt{Kind: store.KindMessageWithheld, Status: "stopped",
 			Reason: observe.GateSecret + ": the " + w.Field + " holds secret material (" + w.Rule + ")", Detail: map[string]any{"message_id": m.ID}})
 		return res, nil
 	}
@@ -119,7 +138,7 @@ func jsonLen(r rune) int {
 }
 
 // messageRead marks a message read in State Hub.
-func (s *Service) messageRead(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (rh *relayHandlers) messageRead(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.MessageReadArgs
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
@@ -129,7 +148,7 @@ func (s *Service) messageRead(ctx context.Context, _ unixrpc.Peer, req *unixrpc.
 	}
 	if c := callerFrom(ctx); c.by == lease.ByAgent {
 		// An agent marks read only what was sent to its repo.
-		m, err := s.hub.client.Message(ctx, args.MessageID)
+		m, err := rh.client.Message(ctx, args.MessageID)
 		if err != nil && !errs.Is(err, errs.NotFound) && !errs.Is(err, errs.Unsupported) {
 			return nil, err
 		}
@@ -139,11 +158,11 @@ func (s *Service) messageRead(ctx context.Context, _ unixrpc.Peer, req *unixrpc.
 			}
 		}
 	}
-	err := s.hub.client.MarkRead(ctx, args.MessageID)
+	err := rh.client.MarkRead(ctx, args.MessageID)
 	if errs.Is(err, errs.NotFound) {
-		err = s.messageNotFound(ctx, args.MessageID)
+		err = rh.messageNotFound(ctx, args.MessageID)
 	}
-	s.relayReceipt(ctx, relayed(store.KindMessageRead, "read", err, map[string]any{"message_id": args.MessageID}))
+	rh.relayReceipt(ctx, relayed(store.KindMessageRead, "read", err, map[string]any{"message_id": args.MessageID}))
 	if err != nil {
 		return nil, err
 	}
@@ -153,8 +172,8 @@ func (s *Service) messageRead(ctx context.Context, _ unixrpc.Peer, req *unixrpc.
 // messageNotFound tells, after a 404 to marking a message read, an
 // unknown message from a tracker without the route: State Hub is asked
 // for the message itself.
-func (s *Service) messageNotFound(ctx context.Context, id string) error {
-	_, err := s.hub.client.Message(ctx, id)
+func (rh *relayHandlers) messageNotFound(ctx context.Context, id string) error {
+	_, err := rh.client.Message(ctx, id)
 	switch {
 	case err == nil:
 		return errs.New(errs.Unsupported, "State Hub has message %s but answered 404 to %s: it does not offer the route", id, statehub.RouteMarkRead).
@@ -170,7 +189,7 @@ func (s *Service) messageNotFound(ctx context.Context, id string) error {
 // taskSet states a task's status in State Hub, as the agent gave it. The
 // note goes to the tracker only; one that holds secret material is not
 // sent.
-func (s *Service) taskSet(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (rh *relayHandlers) taskSet(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.TaskSetArgs
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
@@ -180,7 +199,7 @@ func (s *Service) taskSet(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Requ
 	}
 	if c := callerFrom(ctx); c.by == lease.ByAgent {
 		// An agent states the status of its own repo's tasks only.
-		repo, err := s.repoOfTask(ctx, args.TaskID)
+		repo, err := rh.repoOfTask(ctx, args.TaskID)
 		if err != nil {
 			return nil, err
 		}
@@ -192,28 +211,28 @@ func (s *Service) taskSet(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Requ
 		return nil, errs.New(errs.PolicyRefused, "the note holds secret material (%s); it was not sent", f).
 			WithHint("state the status without it")
 	}
-	err := s.hub.client.SetTask(ctx, args.TaskID, contract.TaskUpdate{Status: args.Status, Note: args.Note})
+	err := rh.client.SetTask(ctx, args.TaskID, contract.TaskUpdate{Status: args.Status, Note: args.Note})
 	if errs.Is(err, errs.NotFound) {
-		err = s.taskNotFound(args.TaskID)
+		err = rh.taskNotFound(args.TaskID)
 	}
-	s.relayReceipt(ctx, relayed(store.KindTaskSet, args.Status, err, map[string]any{"task_id": args.TaskID}))
+	rh.relayReceipt(ctx, relayed(store.KindTaskSet, args.Status, err, map[string]any{"task_id": args.TaskID}))
 	if err != nil {
 		return nil, err
 	}
 	// What waited on the task may be actionable now: look at once rather
 	// than at the next poll (a tracker without events gives no hint).
-	kick(s.observeKick)
+	rh.observer.Kick()
 	return api.TaskSetResult{TaskID: args.TaskID, Status: args.Status}, nil
 }
 
 // repoOfTask is the repo of a task as the engine's last look at State Hub
 // saw it, else as the engine's own triggers of it say (a task the engine
 // woke an agent for: an engine just started has not looked yet).
-func (s *Service) repoOfTask(ctx context.Context, id string) (string, error) {
-	if v, known := s.observedTask(id); known {
+func (rh *relayHandlers) repoOfTask(ctx context.Context, id string) (string, error) {
+	if v, known := rh.observer.task(id); known {
 		return v.Repo, nil
 	}
-	trs, err := s.store.TriggersOfTask(ctx, id)
+	trs, err := rh.store.Triggers.TriggersOfTask(ctx, id)
 	if err != nil {
 		return "", err
 	}
@@ -227,8 +246,8 @@ func (s *Service) repoOfTask(ctx context.Context, id string) (string, error) {
 // taskNotFound tells, after a 404 to a task's status, an unknown task from
 // a tracker without the route: a task the engine's last look at State Hub
 // saw exists there.
-func (s *Service) taskNotFound(id string) error {
-	if _, known := s.observedTask(id); known {
+func (rh *relayHandlers) taskNotFound(id string) error {
+	if _, known := rh.observer.task(id); known {
 		return errs.New(errs.Unsupported, "State Hub lists task %s but answered 404 to %s: it does not offer the route", id, statehub.RouteTaskSet).
 			WithHint("set the task's status with the tracker's own tools")
 	}
@@ -250,14 +269,14 @@ func relayed(kind, status string, err error, detail map[string]any) receipt.Rece
 // relayReceipt writes a relayed request's receipt. The request is done
 // (State Hub has it) whether or not the receipt can be written, so a
 // failure is logged, not answered.
-func (s *Service) relayReceipt(ctx context.Context, r receipt.Receipt) {
+func (rh *relayHandlers) relayReceipt(ctx context.Context, r receipt.Receipt) {
 	if r.Detail == nil {
 		r.Detail = map[string]any{}
 	}
 	callerFrom(ctx).detail(r.Detail)
-	if err := s.store.AddReceipt(ctx, r); err != nil {
-		s.log.Error("cannot write the receipt of a relayed request", "kind", r.Kind, "error", err.Error())
+	if err := rh.store.Receipts.AddReceipt(ctx, r); err != nil {
+		rh.log.Error("cannot write the receipt of a relayed request", "kind", r.Kind, "error", err.Error())
 		return
 	}
-	s.outboxPub.Kick()
+	rh.outbox.Kick()
 }

@@ -2,8 +2,11 @@ package service
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/clock"
+	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -11,15 +14,30 @@ import (
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
+// retention deletes the history older than coordination.retention_days
+// (Run), and what the operator's purge names; the judge forgets the
+// settled triggers that go.
+type retention struct {
+	store  *store.Store
+	log    *slog.Logger
+	clock  clock.Clock
+	config *config.Loaded
+	judge  *judge
+}
+
+func (rn *retention) ops() ops {
+	return ops{api.OpPurge: {operator, rn.purge}}
+}
+
 // retentionEvery is how often the engine deletes the history older than
 // coordination.retention_days: the cutoff moves by days, so a few times a
 // day keeps the database near its steady size.
 const retentionEvery = 6 * time.Hour
 
-// runRetention is the retention worker: a purge soon after start and every
+// Run is the retention worker: a purge soon after start and every
 // retentionEvery after, unless retention_days is 0 (keep everything).
-func (s *Service) runRetention(ctx context.Context) {
-	days := s.opts.Config.Coordination.RetentionDays
+func (rn *retention) Run(ctx context.Context) {
+	days := rn.config.Coordination.RetentionDays
 	if days == 0 {
 		return
 	}
@@ -28,32 +46,32 @@ func (s *Service) runRetention(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.opts.After(wait):
+		case <-rn.clock.After(wait):
 		}
 		wait = retentionEvery
-		before := s.opts.Now().Add(-time.Duration(days) * 24 * time.Hour)
-		if _, err := s.purgeHistory(ctx, before, false, "retention"); err != nil && ctx.Err() == nil {
-			s.log.Warn("cannot delete old history; it is tried again later", "error", err.Error())
+		before := rn.clock.Now().Add(-time.Duration(days) * 24 * time.Hour)
+		if _, err := rn.purgeHistory(ctx, before, false, "retention"); err != nil && ctx.Err() == nil {
+			rn.log.Warn("cannot delete old history; it is tried again later", "error", err.Error())
 		}
 	}
 }
 
 // purge is the operator's `coordination-engine purge`.
-func (s *Service) purge(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+func (rn *retention) purge(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.PurgeArgs
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	if args.Before.IsZero() || args.Before.After(s.opts.Now()) {
+	if args.Before.IsZero() || args.Before.After(rn.clock.Now()) {
 		return nil, errs.New(errs.BadRequest, "purge needs a cutoff in the past")
 	}
-	return s.purgeHistory(ctx, args.Before, args.DryRun, "operator")
+	return rn.purgeHistory(ctx, args.Before, args.DryRun, "operator")
 }
 
 // purgeHistory deletes (or counts) the history older than before, with a
 // receipt of what went.
-func (s *Service) purgeHistory(ctx context.Context, before time.Time, dryRun bool, by string) (api.PurgeResult, error) {
-	p, err := s.store.Purge(ctx, before, dryRun)
+func (rn *retention) purgeHistory(ctx context.Context, before time.Time, dryRun bool, by string) (api.PurgeResult, error) {
+	p, err := rn.store.History.Purge(ctx, before, dryRun)
 	if err != nil {
 		return api.PurgeResult{}, err
 	}
@@ -61,14 +79,10 @@ func (s *Service) purgeHistory(ctx context.Context, before time.Time, dryRun boo
 	if dryRun || p.Total() == 0 {
 		return res, nil
 	}
-	// The triggers deleted are forgotten here too: settledKeys holds no
-	// more keys than the store holds triggers.
-	for _, t := range p.TriggerKeys {
-		s.settledKeys.Delete(triggerKey(t))
-	}
-	s.log.Info("old history deleted", "before", before.UTC().Format(time.RFC3339), "receipts", p.Receipts,
+	rn.judge.forget(p.TriggerKeys)
+	rn.log.Info("old history deleted", "before", before.UTC().Format(time.RFC3339), "receipts", p.Receipts,
 		"checkpoints", p.Checkpoints, "leases", p.Leases, "triggers", p.Triggers, "by", by)
-	err = s.store.AddReceipt(ctx, receipt.Receipt{Kind: store.KindHistoryPurged, Status: "purged", Detail: map[string]any{
+	err = rn.store.Receipts.AddReceipt(ctx, receipt.Receipt{Kind: store.KindHistoryPurged, Status: "purged", Detail: map[string]any{
 		"before": before.UTC().Format(time.RFC3339), "receipts": p.Receipts, "checkpoints": p.Checkpoints,
 		"leases": p.Leases, "triggers": p.Triggers, "by": by,
 	}})

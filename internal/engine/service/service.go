@@ -1,8 +1,11 @@
 // Package service is coordination-engine's daemon: the shared skeleton
-// (internal/daemon) with the engine's handlers (attach, the manual wake, the
-// agents' lease commands, listings, status) and its workers (the lease clock,
-// which expires and re-offers leases on time, and the waker, which sends each
-// offered lease's wake to tamq until tamq has answered it).
+// (internal/daemon) running a few small services, each a type with its own
+// state and goroutine (the observer, the judge, the lease clock, the waker,
+// the receipt outbox, the retention), and the handlers grouped by area
+// (attach, leases, the manual wake, relay, status), each registering its
+// operations. Service is the composition root: it builds them, wires them
+// to one another (typed calls and kick channels), and runs them in order;
+// docs/layout.md says which owns what.
 package service
 
 import (
@@ -10,29 +13,23 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
-	"runtime/debug"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/buildinfo"
+	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/engine/store"
-	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lease"
-	"github.com/tmux-amq/tamq/internal/outbox"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
-
-// Now is the engine's clock: UTC to the millisecond, what SQLite keeps.
-func Now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
 // Tamq is what the engine needs of tamq's service: its typed client
 // (internal/tamqclient) in production.
@@ -57,15 +54,16 @@ type Options struct {
 	// TamqSocket is shown in status.
 	TamqSocket string
 	Log        *slog.Logger
-	// Now and After are the clock: tests move time on by hand.
-	Now   func() time.Time
-	After func(d time.Duration) <-chan time.Time
+	// Clock is every service's clock (nil: the system's); tests move it
+	// on by hand.
+	Clock clock.Clock
 	// Orwell, when set, receives every protocol frame in full (--orwell).
 	Orwell   io.Writer
 	Detached bool
 }
 
-// Service is a running coordination-engine.
+// Service is a running coordination-engine: its services, wired, and the
+// skeleton that runs them.
 type Service struct {
 	opts      Options
 	log       *slog.Logger
@@ -73,96 +71,27 @@ type Service struct {
 	store     *store.Store
 	server    *unixrpc.Server
 	startedAt time.Time
-	timing    lease.Timing
 
-	clock, waker *daemon.Worker
-	clockKick    chan struct{}
-	wakerKick    chan struct{}
-	stopping     atomic.Bool
-
-	// State Hub: its client and what the observer knows of it; the
-	// observer's worker, its kick (events, endpoint changes), and what it
-	// remembers between looks.
-	hub                      hubState
-	observer, events, outbox *daemon.Worker
-	retention                *daemon.Worker
-	observeKick              chan struct{}
-	// outboxPub is the outbox the outbox worker runs.
-	outboxPub     *outbox.Publisher
-	routesChanged atomic.Bool
-	// rejudge: a look that saw State Hub's workplans change failed before
-	// it had acted on them (the disk full); the client reports a change
-	// once, so the next look judges the tasks again.
-	rejudge atomic.Bool
-	// settledKeys are trigger keys past waiting (leased, stopped, done):
-	// seen again, they cost a map lookup, not a write transaction. Each
-	// names a trigger in the store, and goes when the retention (or the
-	// operator's purge) deletes that trigger (purgeHistory).
-	settledKeys sync.Map
-	// invalidSeen are the skipped objects already reported, the newest
-	// maxInvalidSeen of them.
-	invalidSeen *seenSet
-	// tamqProc recognises tamq's service among callers: a lease it
-	// acknowledges or renews was so by its broker, on the agent's behalf;
-	// only it attaches, detaches and publishes.
-	tamqProc *daemon.ServiceProcess
-	// callers remembers for a moment which window a caller runs in.
-	callers callerCache
-	// dialogs are the live leases whose agent waits at a dialog, as tamq's
-	// broker last said at a renewal: the window and what shows there.
-	dialogs sync.Map
-	// freeMemory hands freed memory back to the system a little after a look
-	// that decoded State Hub's workplans (see observeOnce).
-	freeMemory *time.Timer
-}
-
-// releaseAfter is how long after a look that got the workplans the engine
-// returns the memory that look freed. Decoding 10,000 tasks takes some
-// 20 MB that the runtime would otherwise keep: after a burst of changes in
-// State Hub an idle engine stayed at 39 MB; it now falls back to about 25
-// (docs/performance.md, "Scale").
-const releaseAfter = 2 * time.Second
-
-// hubState is the State Hub client and the observer's view of it.
-type hubState struct {
-	client *statehub.Client
-	view   hubView
+	observer   *observer
+	judge      *judge
+	leaseClock *leaseClock
+	waker      *waker
+	outbox     *receiptOutbox
+	retention  *retention
+	wake       *wakeHandler
 }
 
 // Start brings the engine up to the point where it accepts connections:
 // every check that can fail runs before the database is opened, and the
 // socket is bound last.
 func Start(ctx context.Context, o Options) (*Service, error) {
-	if o.Now == nil {
-		o.Now = Now
-	}
-	if o.After == nil {
-		o.After = time.After
+	if o.Clock == nil {
+		o.Clock = clock.System
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{
-		opts: o, log: o.Log, timing: Timing(o.Config.Config),
-		clockKick: make(chan struct{}, 1), wakerKick: make(chan struct{}, 1),
-		freeMemory:  time.AfterFunc(time.Hour, debug.FreeOSMemory),
-		invalidSeen: newSeenSet(maxInvalidSeen),
-	}
-	s.freeMemory.Stop() // armed by the looks that decode the workplans
-	s.tamqProc = &daemon.ServiceProcess{}
-	if o.Tamq != nil {
-		s.tamqProc.Listener = o.Tamq.Listener
-	}
-	s.clock = &daemon.Worker{Name: "lease clock", Run: s.runClock}
-	s.waker = &daemon.Worker{Name: "waker", Run: s.runWaker}
-	s.observer = &daemon.Worker{Name: "State Hub observer", Run: s.runObserver}
-	s.events = &daemon.Worker{Name: "State Hub events", Run: s.runEvents}
-	s.outboxPub = s.newOutbox()
-	s.outbox = &daemon.Worker{Name: "receipt outbox", Run: s.outboxPub.Run}
-	s.retention = &daemon.Worker{Name: "retention", Run: s.runRetention}
-	s.observeKick = make(chan struct{}, 1)
-	s.hub.client = &statehub.Client{Base: o.Config.StateHub.APIBase, Credential: o.Config.StateHub.CredentialCommand}
-	s.hub.view.EventsOffered = true
+	s := &Service{opts: o, log: o.Log}
 	d, err := daemon.Open(o.Paths, o.Log)
 	if err != nil {
 		return nil, err
@@ -172,7 +101,7 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		d.Close()
 		return nil, err
 	}
-	st, err := store.Open(ctx, o.Paths, o.Config.BusyTimeout(), o.Now)
+	st, err := store.Open(ctx, o.Paths, o.Config.BusyTimeout(), o.Clock)
 	if err != nil {
 		return fail(err)
 	}
@@ -181,18 +110,18 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	s.store = st
 	// Endpoints attached to an earlier run attach again when their tamq
 	// sees this one; until then nothing is woken through them.
-	if _, err := st.DetachAll(ctx, "coordination-engine restarted"); err != nil {
+	if _, err := st.Endpoints.DetachAll(ctx, "coordination-engine restarted"); err != nil {
 		return fail(err)
 	}
-	s.startedAt = o.Now()
-	s.server = &unixrpc.Server{Handlers: s.handlers(), Log: s.log, IdleTimeout: 30 * time.Second, MaxConns: 256}
+	s.startedAt = o.Clock.Now()
+	s.server = &unixrpc.Server{Handlers: s.build(), Log: s.log, IdleTimeout: 30 * time.Second, MaxConns: 256}
 	if o.Orwell != nil {
-		s.server.Trace = daemon.OrwellTracer(o.Orwell, o.Now)
+		s.server.Trace = daemon.OrwellTracer(o.Orwell, o.Clock.Now)
 	}
 	if err := d.Listen(s.server); err != nil {
 		return fail(err)
 	}
-	if err := st.AddReceipt(ctx, receipt.Receipt{Kind: "service.start", Status: "started", Detail: map[string]any{
+	if err := st.Receipts.AddReceipt(ctx, receipt.Receipt{Kind: "service.start", Status: "started", Detail: map[string]any{
 		"pid": os.Getpid(), "version": buildinfo.Get().Version, "proto": unixrpc.Version, "detached": o.Detached, "orwell": o.Orwell != nil,
 	}}); err != nil {
 		return fail(err)
@@ -200,6 +129,58 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	s.log.Info("coordination-engine started", "pid", os.Getpid(), "socket", o.Paths.Socket, "database", o.Paths.Database,
 		"policy_profile", o.Config.ProfileRef(), "config_version", o.Config.Version)
 	return s, nil
+}
+
+// build makes the services and the handler groups, wires them, and
+// returns the handlers, each guarded by who may call it.
+func (s *Service) build() map[string]unixrpc.Handler {
+	o, st, log, clk, cfg := s.opts, s.store, s.log, s.opts.Clock, s.opts.Config
+	timing := Timing(cfg.Config)
+	client := &statehub.Client{Base: cfg.StateHub.APIBase, Credential: cfg.StateHub.CredentialCommand}
+	problems := &problemLog{store: st, log: log, seen: newSeenSet(maxInvalidSeen)}
+	routes := &router{store: st}
+	prompter := &prompts{log: log, config: cfg, timing: timing}
+
+	s.outbox = newOutbox(st, log, clk, client)
+	s.observer = newObserver(client, st, log, clk, cfg, problems, s.outbox)
+	s.waker = &waker{store: st, log: log, clock: clk, config: cfg, registry: o.Registry, tamq: o.Tamq, prompts: prompter,
+		observer: s.observer, kick: make(chan struct{}, 1)}
+	s.leaseClock = &leaseClock{store: st, log: log, clock: clk, timing: timing, tamq: o.Tamq, waker: s.waker,
+		observer: s.observer, kick: make(chan struct{}, 1)}
+	s.judge = &judge{store: st, log: log, clock: clk, config: cfg, registry: o.Registry, timing: timing, observer: s.observer,
+		router: routes, prompts: prompter, problems: problems, waker: s.waker, leaseClock: s.leaseClock}
+	// The judge asks the observer and the lease clock, and they ask it.
+	s.observer.judge, s.leaseClock.judge = s.judge, s.judge
+	s.retention = &retention{store: st, log: log, clock: clk, config: cfg, judge: s.judge}
+
+	s.wake = &wakeHandler{store: st, log: log, clock: clk, registry: o.Registry, timing: timing, router: routes,
+		observer: s.observer, leaseClock: s.leaseClock, waker: s.waker}
+	leases := &leaseHandlers{store: st, log: log, timing: timing, leaseClock: s.leaseClock}
+	attach := &attachHandlers{store: st, log: log, registry: o.Registry, client: client, observer: s.observer, waker: s.waker}
+	relay := &relayHandlers{store: st, log: log, client: client, observer: s.observer, outbox: s.outbox}
+	status := &statusHandlers{opts: o, startedAt: s.startedAt, store: st, clock: clk, observer: s.observer, outbox: s.outbox, leaseOps: leases}
+	guard := &callers{store: st, log: log, clock: clk, tamq: o.Tamq, tamqSocket: o.TamqSocket, tamqProc: &daemon.ServiceProcess{}}
+	if o.Tamq != nil {
+		guard.tamqProc.Listener = o.Tamq.Listener
+	}
+
+	hs := s.d.Lifecycle(s.startedAt, cfg.ShutdownGrace())
+	all := ops{daemon.OpShutdown: {operator, hs[daemon.OpShutdown]}}
+	for _, group := range []ops{attach.ops(), leases.ops(), s.wake.ops(), relay.ops(), status.ops(), s.retention.ops()} {
+		maps.Copy(all, group)
+	}
+	for name, op := range all {
+		hs[name] = guard.guard(op.access, name, op.handler)
+	}
+	return hs
+}
+
+// ops are a handler group's operations, each with who may call it.
+type ops map[string]op
+
+type op struct {
+	access  access
+	handler unixrpc.Handler
 }
 
 // Timing is the lease timing of a configuration.
@@ -220,61 +201,35 @@ func Timing(c config.Config) lease.Timing {
 
 // Run serves until ctx ends (a signal) or a client asks the engine to stop,
 // then shuts down as the skeleton does: no new requests or leases, requests
-// under way answered within the grace period, the workers stopped, every
-// endpoint marked detached and the shutdown receipt written. Leases stay in
-// the database; their deadlines are read back at the next start.
+// under way answered within the grace period, the services stopped (the
+// observer, its events and the waker first, while tamq's connections are
+// open; then the lease clock, the outbox and the retention), every endpoint
+// marked detached and the shutdown receipt written. Leases stay in the
+// database; their deadlines are read back at the next start.
 func (s *Service) Run(ctx context.Context) error {
 	var began time.Time
+	worker := func(name string, run func(context.Context)) *daemon.Worker {
+		return &daemon.Worker{Name: name, Run: run}
+	}
 	return s.d.Run(ctx, daemon.Plan{
-		Grace:      s.opts.Config.ShutdownGrace(),
-		DrainFirst: []*daemon.Worker{s.observer, s.events, s.waker},
-		Workers:    []*daemon.Worker{s.clock, s.outbox, s.retention},
+		Grace: s.opts.Config.ShutdownGrace(),
+		DrainFirst: []*daemon.Worker{worker("State Hub observer", s.observer.Run), worker("State Hub events", s.observer.RunEvents),
+			worker("waker", s.waker.Run)},
+		Workers: []*daemon.Worker{worker("lease clock", s.leaseClock.Run), worker("receipt outbox", s.outbox.Run),
+			worker("retention", s.retention.Run)},
 		Stopping: func() {
-			began = s.opts.Now()
-			s.stopping.Store(true)
+			began = s.opts.Clock.Now()
+			s.wake.stopTakingLeases()
 		},
 		Stopped: func(ctx context.Context, reason string, graceExceeded bool) error {
-			n, detachErr := s.store.DetachAll(ctx, "coordination-engine stopped")
-			rcptErr := s.store.AddReceipt(ctx, receipt.Receipt{Kind: "service.shutdown", Status: "stopped", Reason: reason, Detail: map[string]any{
+			n, detachErr := s.store.Endpoints.DetachAll(ctx, "coordination-engine stopped")
+			rcptErr := s.store.Receipts.AddReceipt(ctx, receipt.Receipt{Kind: "service.shutdown", Status: "stopped", Reason: reason, Detail: map[string]any{
 				"pid": os.Getpid(), "endpoints_detached": n, "grace_exceeded": graceExceeded,
-				"duration_ms": s.opts.Now().Sub(began).Milliseconds(),
+				"duration_ms": s.opts.Clock.Now().Sub(began).Milliseconds(),
 			}})
 			return errors.Join(detachErr, rcptErr)
 		},
 	})
-}
-
-func (s *Service) handlers() map[string]unixrpc.Handler {
-	hs := s.d.Lifecycle(s.startedAt, s.opts.Config.ShutdownGrace())
-	stop := hs[daemon.OpShutdown]
-	for op, g := range map[string]struct {
-		a access
-		h unixrpc.Handler
-	}{
-		api.OpStatus: {anyone, s.status},
-		// tamq asks before it writes a wake.
-		api.OpLeaseCurrent: {anyone, s.leaseCurrent},
-		api.OpAttach:       {tamqOnly, s.attach},
-		api.OpDetach:       {tamqOnly, s.detach},
-		api.OpPublish:      {tamqOnly, s.publish},
-		api.OpWake:         {operator, s.wake},
-		api.OpLeases:       {operator, s.leases},
-		api.OpReceipts:     {operator, s.receipts},
-		api.OpExplain:      {operator, s.explain},
-		api.OpPurge:        {operator, s.purge},
-		daemon.OpShutdown:  {operator, stop},
-		api.OpLeaseAck:     {worker, s.ack},
-		api.OpLeaseRenew:   {worker, s.renew},
-		api.OpRelease:      {worker, s.release},
-		api.OpCheckpoint:   {worker, s.checkpoint},
-		// What an agent asks of State Hub through the engine (relay.go).
-		api.OpMessageShow: {worker, s.messageShow},
-		api.OpMessageRead: {worker, s.messageRead},
-		api.OpTaskSet:     {worker, s.taskSet},
-	} {
-		hs[op] = s.guard(g.a, op, g.h)
-	}
-	return hs
 }
 
 // kick wakes a worker now; a kick already pending is enough.

@@ -2,10 +2,9 @@ package service
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/engine/store"
@@ -18,22 +17,43 @@ import (
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
+// statusHandlers answer what the operator reads: status, explain, and the
+// lease and receipt listings.
+type statusHandlers struct {
+	opts      Options
+	startedAt time.Time
+	store     *store.Store
+	clock     clock.Clock
+	observer  *observer
+	outbox    *receiptOutbox
+	leaseOps  *leaseHandlers
+}
+
+func (sh *statusHandlers) ops() ops {
+	return ops{
+		api.OpStatus:   {anyone, sh.status},
+		api.OpLeases:   {operator, sh.leases},
+		api.OpReceipts: {operator, sh.receipts},
+		api.OpExplain:  {operator, sh.explain},
+	}
+}
+
 // probeTimeout bounds each reachability check of status.
 const probeTimeout = time.Second
 
-func (s *Service) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request) (any, error) {
-	now := s.opts.Now()
-	r := Collect(ctx, s.opts.Paths, s.opts.Config, s.opts.Registry)
-	r.Service = daemon.RunningStatus(s.opts.Paths, s.startedAt, now, s.opts.Config.ProfileRef(), s.opts.Config.Version, s.opts.Orwell != nil)
-	r.Tamq = api.TamqStatus{Socket: s.opts.TamqSocket}
+func (sh *statusHandlers) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request) (any, error) {
+	now := sh.clock.Now()
+	r := Collect(ctx, sh.opts.Paths, sh.opts.Config, sh.opts.Registry)
+	r.Service = daemon.RunningStatus(sh.opts.Paths, sh.startedAt, now, sh.opts.Config.ProfileRef(), sh.opts.Config.Version, sh.opts.Orwell != nil)
+	r.Tamq = api.TamqStatus{Socket: sh.opts.TamqSocket}
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	if _, err := s.opts.Tamq.Ping(pctx); err != nil {
+	if _, err := sh.opts.Tamq.Ping(pctx); err != nil {
 		r.Tamq.Error = err.Error()
 	} else {
 		r.Tamq.Reachable = true
 	}
 	cancel()
-	eps, err := s.store.Endpoints(ctx, false)
+	eps, err := sh.store.Endpoints.List(ctx, false)
 	if err != nil {
 		r.Leases.Error = err.Error()
 	}
@@ -41,36 +61,21 @@ func (s *Service) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request
 	for _, e := range eps {
 		r.Endpoints = append(r.Endpoints, api.EndpointStatusOf(e))
 	}
-	r.Leases.Counts, err = s.store.LeaseCounts(ctx)
+	r.Leases.Counts, err = sh.store.LeaseLists.LeaseCounts(ctx)
 	if err != nil {
 		r.Leases.Error = err.Error()
 	}
-	s.dialogs.Range(func(k, v any) bool {
-		id := k.(string)
-		if l, err := s.store.Lease(ctx, id); err != nil || !l.State.Live() {
-			s.dialogs.Delete(id) // ended since its last renewal
-			return true
-		}
-		r.Leases.AtDialog = append(r.Leases.AtDialog, api.LeaseAtDialog{LeaseID: id, Dialog: v.(string)})
-		return true
-	})
-	slices.SortFunc(r.Leases.AtDialog, func(a, b api.LeaseAtDialog) int { return strings.Compare(a.LeaseID, b.LeaseID) })
-	if next, ok, err := s.store.NextDue(ctx); err == nil && ok {
+	r.Leases.AtDialog = sh.leaseOps.atDialog(ctx)
+	if next, ok, err := sh.store.Deadlines.NextDue(ctx); err == nil && ok {
 		next = next.UTC()
 		r.Leases.NextDue = &next
 	}
-	r.Waiting = s.waitingStatus(ctx)
-	if n, err := s.store.UnpublishedReceipts(ctx); err == nil {
+	r.Waiting = sh.waitingStatus(ctx)
+	if n, err := sh.store.Receipts.UnpublishedReceipts(ctx); err == nil {
 		r.StateHub.UnpublishedReceipts = n
 	}
-	s.hub.view.update(func(v *hubView) {
-		h := &r.StateHub
-		h.Paused, h.Polls, h.ObserveError = v.Paused, v.Polls, v.LastError
-		h.EventsConnected, h.EventsOffered = v.EventsConnected, v.EventsOffered
-		h.LastPoll = optionalTime(v.LastPoll)
-	})
-	published := s.outboxPub.Status()
-	r.StateHub.PublishError, r.StateHub.LastPublish = published.LastError, optionalTime(published.LastSuccess)
+	sh.observer.report(&r.StateHub)
+	sh.outbox.report(&r.StateHub)
 	Judge(&r)
 	return r, nil
 }
@@ -127,9 +132,9 @@ func optionalTime(t time.Time) *time.Time {
 
 // waitingStatus is the waiting work as status shows it: counts by what it
 // waits for, and the oldest 50.
-func (s *Service) waitingStatus(ctx context.Context) api.WaitingStatus {
+func (sh *statusHandlers) waitingStatus(ctx context.Context) api.WaitingStatus {
 	out := api.WaitingStatus{Counts: map[string]int{}, Triggers: []api.WaitingTrigger{}}
-	trs, counts, err := s.store.WaitingWork(ctx, 50)
+	trs, counts, err := sh.store.Triggers.WaitingWork(ctx, 50)
 	if err != nil {
 		out.Error = err.Error()
 		return out
@@ -141,7 +146,7 @@ func (s *Service) waitingStatus(ctx context.Context) api.WaitingStatus {
 		wt := api.WaitingTrigger{TriggerID: t.ID, TaskID: t.TaskID, SourceID: t.SourceID, TargetRepo: t.TargetRepo,
 			Waiting: string(t.Wait), WaitingFor: t.WaitDetail, Since: t.UpdatedAt.UTC()}
 		if t.State == lease.TriggerLeased {
-			if ls, err := s.store.LeasesOfTrigger(ctx, t.ID); err == nil && len(ls) > 0 {
+			if ls, err := sh.store.LeaseLists.LeasesOfTrigger(ctx, t.ID); err == nil && len(ls) > 0 {
 				wt.LeaseID = ls[len(ls)-1].ID
 			}
 		}

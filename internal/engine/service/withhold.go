@@ -1,6 +1,8 @@
 package service
 
 import (
+	"log/slog"
+
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/secretscan"
 )
@@ -35,8 +37,8 @@ func withholdCheckpoint(summary, next *string, files []string) []api.Withheld {
 
 // logWithheld records what was withheld from an agent's request: the field
 // and the rule, never the text.
-func (s *Service) logWithheld(leaseID string, w []api.Withheld) {
+func logWithheld(log *slog.Logger, leaseID string, w []api.Withheld) {
 	for _, x := range w {
-		s.log.Warn("text withheld: it looks like a secret", "lease", leaseID, "field", x.Field, "rule", x.Rule)
+		log.Warn("text withheld: it looks like a secret", "lease", leaseID, "field", x.Field, "rule", x.Rule)
 	}
 }

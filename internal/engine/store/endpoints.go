@@ -22,7 +22,7 @@ type Refusal struct {
 
 // endpointKnownTx refuses a coordination endpoint id that was never granted
 // (the empty id is no endpoint and passes).
-func (s *Store) endpointKnownTx(tx *sql.Tx, id string) error {
+func (s *Endpoints) endpointKnownTx(tx *sql.Tx, id string) error {
 	if id == "" {
 		return nil
 	}
@@ -44,8 +44,8 @@ func (s *Store) endpointKnownTx(tx *sql.Tx, id string) error {
 // otherwise it is granted a new one, "ce-<uuid>". A tmux socket serves one
 // server at a time, so another endpoint still attached on the same socket
 // is gone: it is detached.
-func (s *Store) Attach(ctx context.Context, ep lease.Endpoint, refused []Refusal) (lease.Endpoint, error) {
-	now := s.Now()
+func (s *Endpoints) Attach(ctx context.Context, ep lease.Endpoint, refused []Refusal) (lease.Endpoint, error) {
+	now := s.Clock.Now()
 	ep.Windows = slices.Clone(ep.Windows) // modes are filled in below: not in the caller's slice
 	seen := map[string]bool{}
 	for i, w := range ep.Windows {
@@ -101,13 +101,13 @@ func (s *Store) Attach(ctx context.Context, ep lease.Endpoint, refused []Refusal
 				return err
 			}
 		}
-		if err := s.addReceiptTx(tx, receipt.Receipt{At: now, Kind: KindEndpointAttached, Status: string(lease.Attached), CoordinationEndpointID: ep.ID,
+		if err := s.receipts.addReceiptTx(tx, receipt.Receipt{At: now, Kind: KindEndpointAttached, Status: string(lease.Attached), CoordinationEndpointID: ep.ID,
 			Detail: map[string]any{"tamq_endpoint_id": ep.TamqEndpointID, "windows": len(ep.Windows), "refused": len(refused),
 				"proto": ep.Proto, "reattached": reattached}}); err != nil {
 			return err
 		}
 		for _, r := range refused {
-			if err := s.addReceiptTx(tx, receipt.Receipt{At: now, Kind: KindEndpointRefused, Status: "refused", Reason: r.Reason,
+			if err := s.receipts.addReceiptTx(tx, receipt.Receipt{At: now, Kind: KindEndpointRefused, Status: "refused", Reason: r.Reason,
 				CoordinationEndpointID: ep.ID, Detail: map[string]any{"tamq_endpoint_id": ep.TamqEndpointID, "repo": r.Repo}}); err != nil {
 				return err
 			}
@@ -120,7 +120,7 @@ func (s *Store) Attach(ctx context.Context, ep lease.Endpoint, refused []Refusal
 
 // detachTx detaches the attached endpoints the where clause selects, with a
 // receipt each, and returns how many.
-func (s *Store) detachTx(tx *sql.Tx, now time.Time, reason, where string, args ...any) (int, error) {
+func (s *Endpoints) detachTx(tx *sql.Tx, now time.Time, reason, where string, args ...any) (int, error) {
 	rows, err := tx.Query(`SELECT coordination_endpoint_id, tamq_endpoint_id FROM endpoints
 		WHERE state = 'attached' AND `+where+` ORDER BY rowid`, args...)
 	if err != nil {
@@ -144,7 +144,7 @@ func (s *Store) detachTx(tx *sql.Tx, now time.Time, reason, where string, args .
 			sqlitedb.Millis(now), id); err != nil {
 			return 0, err
 		}
-		if err := s.addReceiptTx(tx, receipt.Receipt{At: now, Kind: KindEndpointDetached, Status: string(lease.Detached), Reason: reason,
+		if err := s.receipts.addReceiptTx(tx, receipt.Receipt{At: now, Kind: KindEndpointDetached, Status: string(lease.Detached), Reason: reason,
 			CoordinationEndpointID: id, Detail: map[string]any{"tamq_endpoint_id": tamqIDs[i]}}); err != nil {
 			return 0, err
 		}
@@ -155,8 +155,8 @@ func (s *Store) detachTx(tx *sql.Tx, now time.Time, reason, where string, args .
 // Detach records that a tamq endpoint stopped (tamq's service stops, or its
 // tmux server is gone). Detaching one already detached changes nothing; one
 // never attached is not found.
-func (s *Store) Detach(ctx context.Context, tamqEndpointID, reason string) error {
-	now := s.Now()
+func (s *Endpoints) Detach(ctx context.Context, tamqEndpointID, reason string) error {
+	now := s.Clock.Now()
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		var known int
 		if err := s.DB.TxQueryRow(tx, `SELECT count(*) FROM endpoints WHERE tamq_endpoint_id = ?`, tamqEndpointID).Scan(&known); err != nil {
@@ -173,8 +173,8 @@ func (s *Store) Detach(ctx context.Context, tamqEndpointID, reason string) error
 
 // DetachAll detaches every attached endpoint (the engine stops, or starts
 // after a crash: tamq attaches again) and returns how many were attached.
-func (s *Store) DetachAll(ctx context.Context, reason string) (int, error) {
-	now := s.Now()
+func (s *Endpoints) DetachAll(ctx context.Context, reason string) (int, error) {
+	now := s.Clock.Now()
 	var n int
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -184,9 +184,9 @@ func (s *Store) DetachAll(ctx context.Context, reason string) (int, error) {
 	return n, storageErr(err, "detach endpoints")
 }
 
-// Endpoints lists the endpoints with their windows, the latest attached
+// List lists the endpoints with their windows, the latest attached
 // first; attachedOnly leaves the detached out.
-func (s *Store) Endpoints(ctx context.Context, attachedOnly bool) ([]lease.Endpoint, error) {
+func (s *Endpoints) List(ctx context.Context, attachedOnly bool) ([]lease.Endpoint, error) {
 	where := `1 = 1`
 	if attachedOnly {
 		where = `state = 'attached'`
@@ -196,7 +196,7 @@ func (s *Store) Endpoints(ctx context.Context, attachedOnly bool) ([]lease.Endpo
 }
 
 // AnyAttached says whether any tamq endpoint is attached.
-func (s *Store) AnyAttached(ctx context.Context) (bool, error) {
+func (s *Endpoints) AnyAttached(ctx context.Context) (bool, error) {
 	var n int
 	err := s.DB.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM endpoints WHERE state = 'attached')`).Scan(&n)
 	return n == 1, storageErr(err, "read endpoints")
@@ -204,13 +204,13 @@ func (s *Store) AnyAttached(ctx context.Context) (bool, error) {
 
 // Hosts lists the attached endpoints that have a window for repo (in any
 // mode: the caller decides whether it may wake it), with all their windows.
-func (s *Store) Hosts(ctx context.Context, repo string) ([]lease.Endpoint, error) {
+func (s *Endpoints) Hosts(ctx context.Context, repo string) ([]lease.Endpoint, error) {
 	eps, err := s.endpoints(ctx, `state = 'attached' AND coordination_endpoint_id IN
 		(SELECT coordination_endpoint_id FROM endpoint_repos WHERE repo = ?)`, repo)
 	return eps, storageErr(err, "read the endpoints of "+repo)
 }
 
-func (s *Store) endpoints(ctx context.Context, where string, args ...any) ([]lease.Endpoint, error) {
+func (s *Endpoints) endpoints(ctx context.Context, where string, args ...any) ([]lease.Endpoint, error) {
 	rows, err := s.DB.Query(ctx, `SELECT coordination_endpoint_id, tamq_endpoint_id, COALESCE(tmux_socket, ''), COALESCE(tmux_session, ''),
 		protocol_version, capabilities, state, attached_at, updated_at FROM endpoints WHERE `+where+` ORDER BY attached_at DESC, rowid DESC`, args...)
 	if err != nil {

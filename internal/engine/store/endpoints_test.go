@@ -59,20 +59,20 @@ func TestStoreAttach(t *testing.T) {
 			ctx := context.Background()
 			var earlier []lease.Endpoint
 			for _, ep := range tt.earlier {
-				earlier = append(earlier, must[lease.Endpoint](t)(s.Attach(ctx, ep, nil)))
-				c.advance(time.Second)
+				earlier = append(earlier, must[lease.Endpoint](t)(s.Endpoints.Attach(ctx, ep, nil)))
+				c.Advance(time.Second)
 			}
 			if tt.detach {
-				if n, err := s.DetachAll(ctx, "engine stops"); err != nil || n != len(earlier) {
+				if n, err := s.Endpoints.DetachAll(ctx, "engine stops"); err != nil || n != len(earlier) {
 					t.Fatalf("detached %d, %v", n, err)
 				}
 			}
 			mark := lastReceipt(t, s)
-			got, err := s.Attach(ctx, tt.attach, nil)
+			got, err := s.Endpoints.Attach(ctx, tt.attach, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.HasPrefix(got.ID, "ce-") || got.State != lease.Attached || !got.AttachedAt.Equal(c.now) {
+			if !strings.HasPrefix(got.ID, "ce-") || got.State != lease.Attached || !got.AttachedAt.Equal(c.Now()) {
 				t.Errorf("attached %+v", got)
 			}
 			for i, e := range earlier {
@@ -80,7 +80,7 @@ func TestStoreAttach(t *testing.T) {
 					t.Errorf("id %s, earlier %d had %s", got.ID, i, e.ID)
 				}
 			}
-			eps := must[[]lease.Endpoint](t)(s.Endpoints(ctx, true))
+			eps := must[[]lease.Endpoint](t)(s.Endpoints.List(ctx, true))
 			var tamqIDs []string
 			for _, e := range eps {
 				tamqIDs = append(tamqIDs, e.TamqEndpointID)
@@ -108,14 +108,14 @@ func TestStoreEndpoints(t *testing.T) {
 	ctx := context.Background()
 	manual := endpoint("tmux-amq-1", socket, "net")
 	manual.Windows[0].Mode = "" // no mode: manual
-	a := must[lease.Endpoint](t)(s.Attach(ctx, manual, []Refusal{{Repo: "ghost", Reason: "not registered in gita"}}))
+	a := must[lease.Endpoint](t)(s.Endpoints.Attach(ctx, manual, []Refusal{{Repo: "ghost", Reason: "not registered in gita"}}))
 	if a.Windows[0].Mode != lease.ModeManual || manual.Windows[0].Mode != "" {
 		t.Errorf("mode %q (the caller's %q)", a.Windows[0].Mode, manual.Windows[0].Mode)
 	}
-	c.advance(time.Second)
-	b := must[lease.Endpoint](t)(s.Attach(ctx, endpoint("tmux-amq-2", "/tmp/tmux-1000/other", "net", "railiance"), nil))
+	c.Advance(time.Second)
+	b := must[lease.Endpoint](t)(s.Endpoints.Attach(ctx, endpoint("tmux-amq-2", "/tmp/tmux-1000/other", "net", "railiance"), nil))
 
-	rs := must[[]receipt.Receipt](t)(s.Receipts(ctx, ReceiptFilter{}))
+	rs := must[[]receipt.Receipt](t)(s.Receipts.List(ctx, ReceiptFilter{}))
 	refusal := slices.IndexFunc(rs, func(r receipt.Receipt) bool { return r.Kind == KindEndpointRefused })
 	if refusal < 0 || rs[refusal].Reason != "not registered in gita" || rs[refusal].Detail["repo"] != "ghost" || rs[refusal].CoordinationEndpointID != a.ID {
 		t.Errorf("refusal receipt in %+v", rs)
@@ -130,7 +130,7 @@ func TestStoreEndpoints(t *testing.T) {
 
 	hosts := func(repo string) []string {
 		var ids []string
-		for _, e := range must[[]lease.Endpoint](t)(s.Hosts(ctx, repo)) {
+		for _, e := range must[[]lease.Endpoint](t)(s.Endpoints.Hosts(ctx, repo)) {
 			ids = append(ids, e.ID)
 		}
 		return ids
@@ -146,10 +146,10 @@ func TestStoreEndpoints(t *testing.T) {
 	}
 
 	mark := lastReceipt(t, s)
-	if err := s.Detach(ctx, "tmux-amq-2", "tamq stops"); err != nil {
+	if err := s.Endpoints.Detach(ctx, "tmux-amq-2", "tamq stops"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Detach(ctx, "tmux-amq-2", "again"); err != nil {
+	if err := s.Endpoints.Detach(ctx, "tmux-amq-2", "again"); err != nil {
 		t.Errorf("detaching twice: %v", err)
 	}
 	if rs := receiptsSince(t, s, mark); len(rs) != 1 || rs[0].Kind != KindEndpointDetached || rs[0].Reason != "tamq stops" || rs[0].CoordinationEndpointID != b.ID {
@@ -158,26 +158,26 @@ func TestStoreEndpoints(t *testing.T) {
 	if got := hosts("railiance"); len(got) != 0 {
 		t.Errorf("a detached endpoint hosts railiance: %v", got)
 	}
-	if all := must[[]lease.Endpoint](t)(s.Endpoints(ctx, false)); len(all) != 2 || all[0].State != lease.Detached || all[1].State != lease.Attached {
+	if all := must[[]lease.Endpoint](t)(s.Endpoints.List(ctx, false)); len(all) != 2 || all[0].State != lease.Detached || all[1].State != lease.Attached {
 		t.Errorf("all endpoints %+v", all)
 	}
-	if err := s.Detach(ctx, "tmux-amq-9", ""); !errs.Is(err, errs.NotFound) {
+	if err := s.Endpoints.Detach(ctx, "tmux-amq-9", ""); !errs.Is(err, errs.NotFound) {
 		t.Errorf("an endpoint never attached: %v", err)
 	}
-	if n, err := s.DetachAll(ctx, "engine stops"); err != nil || n != 1 {
+	if n, err := s.Endpoints.DetachAll(ctx, "engine stops"); err != nil || n != 1 {
 		t.Errorf("detached %d, %v", n, err)
 	}
-	if n, err := s.DetachAll(ctx, "engine stops"); err != nil || n != 0 {
+	if n, err := s.Endpoints.DetachAll(ctx, "engine stops"); err != nil || n != 0 {
 		t.Errorf("detached %d again, %v", n, err)
 	}
-	if _, err := s.Attach(ctx, endpoint("tmux-amq-3", socket, "net", "net"), nil); !errs.Is(err, errs.BadRequest) {
+	if _, err := s.Endpoints.Attach(ctx, endpoint("tmux-amq-3", socket, "net", "net"), nil); !errs.Is(err, errs.BadRequest) {
 		t.Errorf("a repo twice: %v", err)
 	}
 
 	// A lease names the endpoint its wake goes to.
-	tr, _, _ := s.AddTrigger(ctx, newTrigger("1"))
-	l := must[lease.Lease](t)(s.Offer(ctx, tr.ID, a.ID, timing))
-	l = must[lease.Lease](t)(s.RecordWake(ctx, l.ID, 1, WakeRecord{Capability: "resumed", MessageID: "m1", TamqEndpointID: "tmux-amq-2", CoordinationEndpointID: b.ID}))
+	tr, _, _ := s.Triggers.AddTrigger(ctx, newTrigger("1"))
+	l := must[lease.Lease](t)(s.Leases.Offer(ctx, tr.ID, a.ID, timing))
+	l = must[lease.Lease](t)(s.Leases.RecordWake(ctx, l.ID, 1, WakeRecord{Capability: "resumed", MessageID: "m1", TamqEndpointID: "tmux-amq-2", CoordinationEndpointID: b.ID}))
 	if l.CoordinationEndpointID != b.ID || l.TamqEndpointID != "tmux-amq-2" || l.LocalLeaseID != "m1" {
 		t.Errorf("woken lease %+v", l)
 	}

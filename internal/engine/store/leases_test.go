@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
-	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/receipt"
 )
 
@@ -17,31 +17,31 @@ func TestStoreAddTrigger(t *testing.T) {
 	t.Parallel()
 	s, c := newStore(t)
 	ctx := context.Background()
-	first, inserted, err := s.AddTrigger(ctx, newTrigger("1"))
+	first, inserted, err := s.Triggers.AddTrigger(ctx, newTrigger("1"))
 	if err != nil || !inserted || first.ID == "" || first.State != lease.TriggerPending || !first.ObservedAt.Equal(start) {
 		t.Fatalf("first: %+v, %v, %v", first, inserted, err)
 	}
 	if got := getTrigger(t, s, first.ID); got != first {
 		t.Errorf("stored\n%+v\nwant\n%+v", got, first)
 	}
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	again := newTrigger("1")
 	again.Reason = lease.RetryDue // a later observation of the same key
-	got, inserted, err := s.AddTrigger(ctx, again)
+	got, inserted, err := s.Triggers.AddTrigger(ctx, again)
 	if err != nil || inserted || got != first {
 		t.Errorf("the same key again: %+v, %v, %v", got, inserted, err)
 	}
-	if _, inserted, _ := s.AddTrigger(ctx, newTrigger("2")); !inserted {
+	if _, inserted, _ := s.Triggers.AddTrigger(ctx, newTrigger("2")); !inserted {
 		t.Error("a new revision was not a new trigger")
 	}
 	other := newTrigger("1")
 	other.TargetRepo = "railiance"
-	if _, inserted, _ := s.AddTrigger(ctx, other); !inserted {
+	if _, inserted, _ := s.Triggers.AddTrigger(ctx, other); !inserted {
 		t.Error("another repo was not a new trigger")
 	}
 	bad := newTrigger("3")
 	bad.Source = "email"
-	if _, _, err := s.AddTrigger(ctx, bad); !errs.Is(err, errs.BadRequest) {
+	if _, _, err := s.Triggers.AddTrigger(ctx, bad); !errs.Is(err, errs.BadRequest) {
 		t.Errorf("unknown source: %v", err)
 	}
 	// The new revision superseded the first one, which was still pending;
@@ -49,7 +49,7 @@ func TestStoreAddTrigger(t *testing.T) {
 	if got := getTrigger(t, s, first.ID); got.State != lease.TriggerSuperseded {
 		t.Errorf("first after a new revision: %s", got.State)
 	}
-	rs := must[[]receipt.Receipt](t)(s.Receipts(ctx, ReceiptFilter{}))
+	rs := must[[]receipt.Receipt](t)(s.Receipts.List(ctx, ReceiptFilter{}))
 	if got := kinds(rs); !slices.Equal(got, []string{KindTriggerObserved, KindTriggerSuperseded, KindTriggerObserved, KindTriggerObserved}) {
 		t.Errorf("receipt kinds %v", got)
 	}
@@ -58,7 +58,7 @@ func TestStoreAddTrigger(t *testing.T) {
 		rs[0].Detail["source_id"] != "T-1" {
 		t.Errorf("receipts %+v", rs)
 	}
-	if _, err := s.Trigger(ctx, "ghost"); !errs.Is(err, errs.NotFound) {
+	if _, err := s.Triggers.Trigger(ctx, "ghost"); !errs.Is(err, errs.NotFound) {
 		t.Errorf("unknown trigger: %v", err)
 	}
 }
@@ -68,11 +68,11 @@ func TestStoreStopTrigger(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	tr := must[lease.Trigger](t)(func() (lease.Trigger, error) {
-		tr, _, err := s.AddTrigger(ctx, newTrigger("1"))
+		tr, _, err := s.Triggers.AddTrigger(ctx, newTrigger("1"))
 		return tr, err
 	}())
 	mark := lastReceipt(t, s)
-	if err := s.StopTrigger(ctx, tr.ID, "policy", "destructive work needs a human"); err != nil {
+	if err := s.Triggers.StopTrigger(ctx, tr.ID, "policy", "destructive work needs a human"); err != nil {
 		t.Fatal(err)
 	}
 	got := getTrigger(t, s, tr.ID)
@@ -85,15 +85,15 @@ func TestStoreStopTrigger(t *testing.T) {
 	}
 
 	l := offered(t, s, "2")
-	if err := s.StopTrigger(ctx, l.TriggerID, "policy", "x"); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), l.ID) {
+	if err := s.Triggers.StopTrigger(ctx, l.TriggerID, "policy", "x"); !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), l.ID) {
 		t.Errorf("a trigger with a live lease: %v", err)
 	}
-	if err := s.StopTrigger(ctx, "ghost", "policy", "x"); !errs.Is(err, errs.NotFound) {
+	if err := s.Triggers.StopTrigger(ctx, "ghost", "policy", "x"); !errs.Is(err, errs.NotFound) {
 		t.Errorf("unknown trigger: %v", err)
 	}
-	must[lease.Lease](t)(s.Ack(ctx, l.ID, 0, Who{By: "agent"}, timing))
-	must[lease.Lease](t)(s.Release(ctx, l.ID, "completed", "", 0, Who{By: "agent"}, timing))
-	if err := s.StopTrigger(ctx, l.TriggerID, "policy", "x"); !errs.Is(err, errs.Conflict) {
+	must[lease.Lease](t)(s.Leases.Ack(ctx, l.ID, 0, Who{By: "agent"}, timing))
+	must[lease.Lease](t)(s.Leases.Release(ctx, l.ID, "completed", "", 0, Who{By: "agent"}, timing))
+	if err := s.Triggers.StopTrigger(ctx, l.TriggerID, "policy", "x"); !errs.Is(err, errs.Conflict) {
 		t.Errorf("a completed trigger: %v", err)
 	}
 }
@@ -102,20 +102,20 @@ func TestStoreOffer(t *testing.T) {
 	t.Parallel()
 	s, c := newStore(t)
 	ctx := context.Background()
-	ep := must[lease.Endpoint](t)(s.Attach(ctx, lease.Endpoint{TamqEndpointID: "tmux-amq-1", TmuxSocket: "/tmp/tmux-0/default", Proto: "1"}, nil))
-	tr, _, err := s.AddTrigger(ctx, newTrigger("1"))
+	ep := must[lease.Endpoint](t)(s.Endpoints.Attach(ctx, lease.Endpoint{TamqEndpointID: "tmux-amq-1", TmuxSocket: "/tmp/tmux-0/default", Proto: "1"}, nil))
+	tr, _, err := s.Triggers.AddTrigger(ctx, newTrigger("1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	mark := lastReceipt(t, s)
-	l, err := s.Offer(ctx, tr.ID, ep.ID, timing)
+	l, err := s.Leases.Offer(ctx, tr.ID, ep.ID, timing)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := lease.Lease{ID: l.ID, TriggerID: tr.ID, Owner: lease.Owner, TargetRepo: "net", State: lease.Offered, Attempt: 1, MaxAttempts: 2,
-		AcquiredAt: c.now, ExpiresAt: c.now.Add(30 * time.Second), CoordinationEndpointID: ep.ID,
-		PolicyProfile: "default@1", ConfigVersion: "cfg", UpdatedAt: c.now}
+		AcquiredAt: c.Now(), ExpiresAt: c.Now().Add(30 * time.Second), CoordinationEndpointID: ep.ID,
+		PolicyProfile: "default@1", ConfigVersion: "cfg", UpdatedAt: c.Now()}
 	if l != want || getLease(t, s, l.ID) != want {
 		t.Errorf("offered\n%+v\nstored\n%+v\nwant\n%+v", l, getLease(t, s, l.ID), want)
 	}
@@ -128,7 +128,7 @@ func TestStoreOffer(t *testing.T) {
 		t.Errorf("receipts %+v", rs)
 	}
 
-	other, _, err := s.AddTrigger(ctx, newTrigger("2"))
+	other, _, err := s.Triggers.AddTrigger(ctx, newTrigger("2"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,24 +145,24 @@ func TestStoreOffer(t *testing.T) {
 	}
 	for _, r := range refused {
 		mark := lastReceipt(t, s)
-		if _, err := s.Offer(ctx, r.trigger, r.endpoint, timing); !errs.Is(err, r.code) || !strings.Contains(err.Error(), r.mentioned) {
+		if _, err := s.Leases.Offer(ctx, r.trigger, r.endpoint, timing); !errs.Is(err, r.code) || !strings.Contains(err.Error(), r.mentioned) {
 			t.Errorf("%s: %v", r.name, err)
 		}
 		if rs := receiptsSince(t, s, mark); len(rs) != 0 {
 			t.Errorf("%s: receipts written %v", r.name, kinds(rs))
 		}
 	}
-	if n := must[map[string]int](t)(s.LeaseCounts(ctx)); n["offered"] != 1 {
+	if n := must[map[string]int](t)(s.LeaseLists.LeaseCounts(ctx)); n["offered"] != 1 {
 		t.Errorf("counts %v", n)
 	}
 
 	// A stopped lease frees its trigger; a completed one ends it.
-	must[lease.Lease](t)(s.Ack(ctx, l.ID, 0, Who{By: "agent"}, timing))
-	must[lease.Lease](t)(s.Release(ctx, l.ID, "blocked", "human", 0, Who{By: "agent"}, timing))
-	second := must[lease.Lease](t)(s.Offer(ctx, tr.ID, "", timing))
-	must[lease.Lease](t)(s.Ack(ctx, second.ID, 0, Who{By: "agent"}, timing))
-	must[lease.Lease](t)(s.Release(ctx, second.ID, "completed", "", 0, Who{By: "agent"}, timing))
-	if _, err := s.Offer(ctx, tr.ID, "", timing); !errs.Is(err, errs.Conflict) {
+	must[lease.Lease](t)(s.Leases.Ack(ctx, l.ID, 0, Who{By: "agent"}, timing))
+	must[lease.Lease](t)(s.Leases.Release(ctx, l.ID, "blocked", "human", 0, Who{By: "agent"}, timing))
+	second := must[lease.Lease](t)(s.Leases.Offer(ctx, tr.ID, "", timing))
+	must[lease.Lease](t)(s.Leases.Ack(ctx, second.ID, 0, Who{By: "agent"}, timing))
+	must[lease.Lease](t)(s.Leases.Release(ctx, second.ID, "completed", "", 0, Who{By: "agent"}, timing))
+	if _, err := s.Leases.Offer(ctx, tr.ID, "", timing); !errs.Is(err, errs.Conflict) {
 		t.Errorf("a completed trigger: %v", err)
 	}
 }
@@ -172,37 +172,37 @@ type op func(s *Store, id string) (lease.Lease, error)
 
 var (
 	ack op = func(s *Store, id string) (lease.Lease, error) {
-		return s.Ack(context.Background(), id, 0, Who{By: "agent"}, timing)
+		return s.Leases.Ack(context.Background(), id, 0, Who{By: "agent"}, timing)
 	}
 	renew op = func(s *Store, id string) (lease.Lease, error) {
-		return s.Renew(context.Background(), id, 0, Who{By: "agent"}, timing)
+		return s.Leases.Renew(context.Background(), id, 0, Who{By: "agent"}, timing)
 	}
 )
 
 func release(result, reason string) op {
 	return func(s *Store, id string) (lease.Lease, error) {
-		return s.Release(context.Background(), id, result, reason, 0, Who{By: "agent"}, timing)
+		return s.Leases.Release(context.Background(), id, result, reason, 0, Who{By: "agent"}, timing)
 	}
 }
 
 func checkpoint(c lease.Checkpoint) op {
 	return func(s *Store, id string) (lease.Lease, error) {
 		c.LeaseID = id
-		return s.Checkpoint(context.Background(), c, 0, Who{By: "agent"}, timing)
+		return s.Leases.Checkpoint(context.Background(), c, 0, Who{By: "agent"}, timing)
 	}
 }
 
 // driven is a store with one offered lease taken through the steps before,
 // a second apart, and its clock moved on by after.
-func driven(t *testing.T, before []op, after time.Duration) (*Store, *clock, lease.Lease) {
+func driven(t *testing.T, before []op, after time.Duration) (*Store, *clock.Fake, lease.Lease) {
 	t.Helper()
 	s, c := newStore(t)
 	l := offered(t, s, "1")
 	for _, step := range before {
-		c.advance(time.Second)
+		c.Advance(time.Second)
 		must[lease.Lease](t)(step(s, l.ID))
 	}
-	c.advance(after)
+	c.Advance(after)
 	return s, c, l
 }
 
@@ -255,7 +255,7 @@ func TestStoreLeaseTransitions(t *testing.T) {
 			}
 			wantExpires := before.ExpiresAt
 			if tt.expires != 0 {
-				wantExpires = c.now.Add(tt.expires)
+				wantExpires = c.Now().Add(tt.expires)
 			}
 			if !got.ExpiresAt.Equal(wantExpires) {
 				t.Errorf("expires %v, want %v", got.ExpiresAt, wantExpires)
@@ -273,7 +273,7 @@ func TestStoreLeaseTransitions(t *testing.T) {
 					status = string(lease.Checkpointed) // the checkpoint's own receipt, before the stop
 				}
 				if r.LeaseID != l.ID || r.TriggerID != l.TriggerID || r.Status != status || r.Attempt != got.Attempt ||
-					!r.At.Equal(c.now) || r.PolicyProfile != "default@1" || r.ConfigVersion != "cfg" {
+					!r.At.Equal(c.Now()) || r.PolicyProfile != "default@1" || r.ConfigVersion != "cfg" {
 					t.Errorf("receipt %+v", r)
 				}
 			}
@@ -321,7 +321,7 @@ func TestStoreRefusedLeaseSteps(t *testing.T) {
 			if rs := receiptsSince(t, s, mark); len(rs) != 0 {
 				t.Errorf("receipts written: %v", kinds(rs))
 			}
-			if cp := must[*lease.Checkpoint](t)(s.LatestCheckpoint(context.Background(), l.ID)); cp != nil && tt.before == nil {
+			if cp := must[*lease.Checkpoint](t)(s.Checkpoints.LatestCheckpoint(context.Background(), l.ID)); cp != nil && tt.before == nil {
 				t.Errorf("a refused step left a checkpoint %+v", cp)
 			}
 		})
@@ -334,10 +334,10 @@ func TestStoreRefusedLeaseSteps(t *testing.T) {
 				t.Errorf("got %v", err)
 			}
 		}
-		if _, err := s.RecordWake(context.Background(), "ghost", 1, WakeRecord{Capability: "resumed"}); !errs.Is(err, errs.NotFound) {
+		if _, err := s.Leases.RecordWake(context.Background(), "ghost", 1, WakeRecord{Capability: "resumed"}); !errs.Is(err, errs.NotFound) {
 			t.Errorf("wake: %v", err)
 		}
-		if _, err := s.Lease(context.Background(), "ghost"); !errs.Is(err, errs.NotFound) {
+		if _, err := s.LeaseLists.Lease(context.Background(), "ghost"); !errs.Is(err, errs.NotFound) {
 			t.Errorf("read: %v", err)
 		}
 	})
@@ -348,40 +348,40 @@ func TestStoreCheckpoints(t *testing.T) {
 	s, c := newStore(t)
 	ctx := context.Background()
 	l := offered(t, s, "1")
-	if cp := must[*lease.Checkpoint](t)(s.LatestCheckpoint(ctx, l.ID)); cp != nil {
+	if cp := must[*lease.Checkpoint](t)(s.Checkpoints.LatestCheckpoint(ctx, l.ID)); cp != nil {
 		t.Errorf("a checkpoint before any: %+v", cp)
 	}
-	must[lease.Lease](t)(s.Ack(ctx, l.ID, 0, Who{By: "agent"}, timing))
-	c.advance(time.Second)
+	must[lease.Lease](t)(s.Leases.Ack(ctx, l.ID, 0, Who{By: "agent"}, timing))
+	c.Advance(time.Second)
 	must[lease.Lease](t)(checkpoint(lease.Checkpoint{Summary: "first"})(s, l.ID))
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	got := must[lease.Lease](t)(checkpoint(progress)(s, l.ID))
-	if !got.LastCheckpointAt.Equal(c.now) {
+	if !got.LastCheckpointAt.Equal(c.Now()) {
 		t.Errorf("last checkpoint at %v", got.LastCheckpointAt)
 	}
-	cp := must[*lease.Checkpoint](t)(s.LatestCheckpoint(ctx, l.ID))
+	cp := must[*lease.Checkpoint](t)(s.Checkpoints.LatestCheckpoint(ctx, l.ID))
 	want := progress
-	want.LeaseID, want.RecordedAt = l.ID, c.now
+	want.LeaseID, want.RecordedAt = l.ID, c.Now()
 	if cp == nil || cp.Summary != want.Summary || !slices.Equal(cp.FilesChanged, want.FilesChanged) || cp.NextAction != want.NextAction ||
-		cp.BlockedReason != want.BlockedReason || cp.TaskID != want.TaskID || cp.LeaseID != l.ID || !cp.RecordedAt.Equal(c.now) {
+		cp.BlockedReason != want.BlockedReason || cp.TaskID != want.TaskID || cp.LeaseID != l.ID || !cp.RecordedAt.Equal(c.Now()) {
 		t.Errorf("latest checkpoint %+v, want %+v", cp, want)
 	}
-	rs := must[[]receipt.Receipt](t)(s.Receipts(ctx, ReceiptFilter{LeaseID: l.ID}))
+	rs := must[[]receipt.Receipt](t)(s.Receipts.List(ctx, ReceiptFilter{LeaseID: l.ID}))
 	last := rs[len(rs)-1]
 	if last.Kind != KindCheckpointRecorded || last.Detail["files_changed"] != float64(2) || last.Detail["blocked_reason"] != nil ||
 		last.Detail["task_id"] != "T-1" {
 		t.Errorf("checkpoint receipt %+v", last)
 	}
 	// Blocked: recorded, and the lease stops for a human.
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	got = must[lease.Lease](t)(checkpoint(stuck)(s, l.ID))
 	if got.State != lease.Stopped || got.Released != lease.ResultBlocked || got.StopReason != "blocked: checkpoint: human" {
 		t.Errorf("after a blocked checkpoint %+v", got)
 	}
-	if cp := must[*lease.Checkpoint](t)(s.LatestCheckpoint(ctx, l.ID)); cp == nil || cp.BlockedReason != lease.BlockedHuman {
+	if cp := must[*lease.Checkpoint](t)(s.Checkpoints.LatestCheckpoint(ctx, l.ID)); cp == nil || cp.BlockedReason != lease.BlockedHuman {
 		t.Errorf("latest checkpoint %+v", cp)
 	}
-	rs = must[[]receipt.Receipt](t)(s.Receipts(ctx, ReceiptFilter{LeaseID: l.ID}))
+	rs = must[[]receipt.Receipt](t)(s.Receipts.List(ctx, ReceiptFilter{LeaseID: l.ID}))
 	if n := len(rs); n < 2 || rs[n-2].Kind != KindCheckpointRecorded || rs[n-2].Detail["blocked_reason"] != "human" ||
 		rs[n-1].Kind != KindLeaseStopped || rs[n-1].Detail["result"] != "blocked" {
 		t.Errorf("receipts %v", kinds(rs))
@@ -417,9 +417,9 @@ func TestStoreRecordWake(t *testing.T) {
 			s, c := newStore(t)
 			ctx := context.Background()
 			l := offered(t, s, "1")
-			c.advance(time.Second)
+			c.Advance(time.Second)
 			mark := lastReceipt(t, s)
-			got, err := s.RecordWake(ctx, l.ID, tt.attempt, tt.w)
+			got, err := s.Leases.RecordWake(ctx, l.ID, tt.attempt, tt.w)
 			if tt.code != "" {
 				if !errs.Is(err, tt.code) {
 					t.Fatalf("got %v, want %s", err, tt.code)
@@ -449,7 +449,7 @@ func TestStoreRecordWake(t *testing.T) {
 			if stored.State != lease.Offered || stored.WakeOutcome != tt.outcome || stored.LocalLeaseID != tt.message {
 				t.Errorf("lease %+v", stored)
 			}
-			pending := must[[]lease.Lease](t)(s.PendingWakes(ctx))
+			pending := must[[]lease.Lease](t)(s.Deadlines.PendingWakes(ctx))
 			if (len(pending) == 1) != tt.pending {
 				t.Errorf("pending wakes %v", pending)
 			}
@@ -471,118 +471,6 @@ func TestStoreRecordWake(t *testing.T) {
 	}
 }
 
-// TestStoreRetries follows a lease no agent answers through expiry, backoff
-// and every attempt to its stop, with the receipts of each step.
-func TestStoreRetries(t *testing.T) {
-	t.Parallel()
-	s, c := newStore(t)
-	ctx := context.Background()
-	l := offered(t, s, "1")
-	backoffs := []time.Duration{5 * time.Second, 15 * time.Second}
-	for attempt := 1; ; attempt++ {
-		if due, ok, err := s.NextDue(ctx); err != nil || !ok || !due.Equal(l.ExpiresAt) {
-			t.Fatalf("attempt %d: next due %v, %v, %v; want %v", attempt, due, ok, err, l.ExpiresAt)
-		}
-		if pending := must[[]lease.Lease](t)(s.PendingWakes(ctx)); len(pending) != 1 || pending[0] != l {
-			t.Fatalf("attempt %d: pending wakes %+v", attempt, pending)
-		}
-		must[lease.Lease](t)(s.RecordWake(ctx, l.ID, attempt, WakeRecord{Capability: "resumed", MessageID: "m" + string(rune('0'+attempt))}))
-		if got := must[[]lease.Lease](t)(s.ExpireDue(ctx, l.ExpiresAt.Add(-time.Millisecond), timing)); len(got) != 0 {
-			t.Fatalf("attempt %d expired before its deadline", attempt)
-		}
-		c.now = l.ExpiresAt
-		mark := lastReceipt(t, s)
-		expired := must[[]lease.Lease](t)(s.ExpireDue(ctx, c.now, timing))
-		if len(expired) != 1 {
-			t.Fatalf("attempt %d: expired %+v", attempt, expired)
-		}
-		l = expired[0]
-		rs := receiptsSince(t, s, mark)
-		if attempt == 3 {
-			if l.State != lease.Stopped || l.StopReason != "exhausted" || l.Attempt != 3 {
-				t.Fatalf("after the last attempt %+v", l)
-			}
-			if len(rs) != 1 || rs[0].Kind != KindLeaseStopped || rs[0].Reason != "exhausted" {
-				t.Errorf("receipts %+v", rs)
-			}
-			break
-		}
-		wantNext := c.now.Add(backoffs[attempt-1])
-		if l.State != lease.RetryWait || l.Attempt != attempt+1 || !l.NextRetryAt.Equal(wantNext) || l.LocalLeaseID != "" {
-			t.Fatalf("after attempt %d: %+v", attempt, l)
-		}
-		if len(rs) != 1 || rs[0].Kind != KindLeaseRetryWait || !rs[0].NextRetryAt.Equal(wantNext) || rs[0].Attempt != attempt+1 ||
-			rs[0].Reason != "not acknowledged in time" || rs[0].Detail["ended_attempt"] != float64(attempt) {
-			t.Errorf("receipts %+v", rs)
-		}
-		if due, ok, _ := s.NextDue(ctx); !ok || !due.Equal(wantNext) {
-			t.Errorf("next due %v, want %v", due, wantNext)
-		}
-		if got := must[[]lease.Lease](t)(reofferDue(t, s, wantNext.Add(-time.Millisecond), timing)); len(got) != 0 {
-			t.Fatalf("reoffered before it was due")
-		}
-		c.now = wantNext
-		reoffered := must[[]lease.Lease](t)(reofferDue(t, s, c.now, timing))
-		if len(reoffered) != 1 || reoffered[0].State != lease.Offered || reoffered[0].Attempt != attempt+1 ||
-			!reoffered[0].ExpiresAt.Equal(c.now.Add(30*time.Second)) || reoffered[0].WakeOutcome != "" {
-			t.Fatalf("reoffered %+v", reoffered)
-		}
-		l = reoffered[0]
-	}
-	if tr := getTrigger(t, s, l.TriggerID); tr.State != lease.TriggerStopped {
-		t.Errorf("trigger %s", tr.State)
-	}
-	if _, ok, err := s.NextDue(ctx); ok || err != nil {
-		t.Errorf("something due after the stop: %v", err)
-	}
-	want := []string{KindTriggerObserved, KindLeaseOffered,
-		KindWakeSent, KindLeaseRetryWait, KindLeaseReoffered,
-		KindWakeSent, KindLeaseRetryWait, KindLeaseReoffered,
-		KindWakeSent, KindLeaseStopped}
-	rs := must[[]receipt.Receipt](t)(s.Receipts(ctx, ReceiptFilter{TriggerID: l.TriggerID}))
-	if !slices.Equal(kinds(rs), want) {
-		t.Errorf("receipts\n%v\nwant\n%v", kinds(rs), want)
-	}
-	// A new lease for the trigger starts a fresh budget.
-	again := must[lease.Lease](t)(s.Offer(ctx, l.TriggerID, "", timing))
-	if again.Attempt != 1 || again.ID == l.ID {
-		t.Errorf("a new lease %+v", again)
-	}
-}
-
-// TestStoreSweepsLeaveOthers: the sweeps touch only what is due.
-func TestStoreSweepsLeaveOthers(t *testing.T) {
-	t.Parallel()
-	s, c := newStore(t)
-	ctx := context.Background()
-	early := offered(t, s, "1")
-	must[lease.Lease](t)(s.RecordWake(ctx, early.ID, 1, WakeRecord{Capability: "resumed", MessageID: "m1"}))
-	c.advance(10 * time.Second)
-	late := offered(t, s, "2")
-	held := offered(t, s, "3")
-	must[lease.Lease](t)(s.Ack(ctx, held.ID, 0, Who{By: "agent"}, timing))
-	done := offered(t, s, "4")
-	must[lease.Lease](t)(s.Ack(ctx, done.ID, 0, Who{By: "agent"}, timing))
-	must[lease.Lease](t)(s.Release(ctx, done.ID, "completed", "", 0, Who{By: "agent"}, timing))
-	expired := must[[]lease.Lease](t)(s.ExpireDue(ctx, early.ExpiresAt, timing))
-	if len(expired) != 1 || expired[0].ID != early.ID {
-		t.Fatalf("expired %+v", expired)
-	}
-	for _, l := range []lease.Lease{late, held, done} {
-		if got := getLease(t, s, l.ID); got.State == lease.RetryWait {
-			t.Errorf("lease %s expired too", l.ID)
-		}
-	}
-	// The retry (at 35 s) comes before the other ack deadline (40 s).
-	if due, _, _ := s.NextDue(ctx); !due.Equal(expired[0].NextRetryAt) || !due.Before(late.ExpiresAt) {
-		t.Errorf("next due %v, want the retry at %v", due, expired[0].NextRetryAt)
-	}
-	c.now = expired[0].NextRetryAt
-	if got := must[[]lease.Lease](t)(reofferDue(t, s, expired[0].NextRetryAt, timing)); len(got) != 1 || got[0].ID != early.ID {
-		t.Errorf("reoffered %+v", got)
-	}
-}
-
 func TestStoreLeaseListings(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
@@ -591,107 +479,25 @@ func TestStoreLeaseListings(t *testing.T) {
 	for _, rev := range []string{"1", "2", "3"} {
 		ids = append(ids, offered(t, s, rev).ID)
 	}
-	must[lease.Lease](t)(s.Ack(ctx, ids[1], 0, Who{By: "agent"}, timing))
-	all := must[[]lease.Lease](t)(s.Leases(ctx, "", 0, 0))
+	must[lease.Lease](t)(s.Leases.Ack(ctx, ids[1], 0, Who{By: "agent"}, timing))
+	all := must[[]lease.Lease](t)(s.LeaseLists.List(ctx, "", 0, 0))
 	if len(all) != 3 || all[0].ID != ids[2] || all[2].ID != ids[0] {
 		t.Errorf("all leases, newest first: %v", all)
 	}
-	if older := must[[]lease.Lease](t)(s.Leases(ctx, "", 0, 1)); len(older) != 2 || older[0].ID != ids[1] {
+	if older := must[[]lease.Lease](t)(s.LeaseLists.List(ctx, "", 0, 1)); len(older) != 2 || older[0].ID != ids[1] {
 		t.Errorf("all but the newest: %v", older)
 	}
-	if two := must[[]lease.Lease](t)(s.Leases(ctx, "", 2, 0)); len(two) != 2 || two[0].ID != ids[2] {
+	if two := must[[]lease.Lease](t)(s.LeaseLists.List(ctx, "", 2, 0)); len(two) != 2 || two[0].ID != ids[2] {
 		t.Errorf("limited: %v", two)
 	}
-	if acked := must[[]lease.Lease](t)(s.Leases(ctx, "acknowledged", 0, 0)); len(acked) != 1 || acked[0].ID != ids[1] {
+	if acked := must[[]lease.Lease](t)(s.LeaseLists.List(ctx, "acknowledged", 0, 0)); len(acked) != 1 || acked[0].ID != ids[1] {
 		t.Errorf("acknowledged: %v", acked)
 	}
-	if _, err := s.Leases(ctx, "sleeping", 0, 0); !errs.Is(err, errs.BadRequest) {
+	if _, err := s.LeaseLists.List(ctx, "sleeping", 0, 0); !errs.Is(err, errs.BadRequest) {
 		t.Errorf("unknown state: %v", err)
 	}
-	counts := must[map[string]int](t)(s.LeaseCounts(ctx))
+	counts := must[map[string]int](t)(s.LeaseLists.LeaseCounts(ctx))
 	if len(counts) != len(lease.States) || counts["offered"] != 2 || counts["acknowledged"] != 1 || counts["stopped"] != 0 {
 		t.Errorf("counts %v", counts)
 	}
-}
-
-// TestStoreRecovery: leases, deadlines and pending wakes survive closing
-// and opening the database again, and the sweeps go on from there.
-func TestStoreRecovery(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	p := paths.Paths{Database: dir + "/coordination.sqlite3", BackupDir: dir + "/backups"}
-	c := &clock{now: start}
-	ctx := context.Background()
-	s, err := Open(ctx, p, 0, c.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.PolicyProfile, s.ConfigVersion = "default@1", "cfg"
-	waiting := offered(t, s, "1") // its wake not yet sent
-	working := offered(t, s, "2")
-	must[lease.Lease](t)(s.RecordWake(ctx, working.ID, 1, WakeRecord{Capability: "resumed", MessageID: "m1"}))
-	c.advance(time.Second)
-	working = must[lease.Lease](t)(s.Ack(ctx, working.ID, 0, Who{By: "agent"}, timing))
-	c.advance(time.Second)
-	working = must[lease.Lease](t)(checkpoint(progress)(s, working.ID))
-	receipts := lastReceipt(t, s)
-	if err := s.DB.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	c.advance(time.Second)
-	s, err = Open(ctx, p, 0, c.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.DB.Close() })
-	if got := getLease(t, s, working.ID); got != working {
-		t.Errorf("after reopening\n%+v\nwas\n%+v", got, working)
-	}
-	if pending := must[[]lease.Lease](t)(s.PendingWakes(ctx)); len(pending) != 1 || pending[0] != waiting {
-		t.Errorf("pending wakes %+v", pending)
-	}
-	if due, ok, _ := s.NextDue(ctx); !ok || !due.Equal(waiting.ExpiresAt) {
-		t.Errorf("next due %v, want %v", due, waiting.ExpiresAt)
-	}
-	if cp := must[*lease.Checkpoint](t)(s.LatestCheckpoint(ctx, working.ID)); cp == nil || cp.Summary != progress.Summary {
-		t.Errorf("checkpoint %+v", cp)
-	}
-	if n := lastReceipt(t, s); n != receipts {
-		t.Errorf("receipts %d, were %d", n, receipts)
-	}
-	// The engine was down past both deadlines: one sweep ends both
-	// attempts. The one whose wake never reached tamq is withdrawn (due at
-	// once, nothing spent); the other waits out its backoff.
-	c.now = working.ExpiresAt
-	expired := must[[]lease.Lease](t)(s.ExpireDue(ctx, c.now, timing))
-	if len(expired) != 2 || expired[0].ID != waiting.ID || expired[1].ID != working.ID {
-		t.Fatalf("expired %+v", expired)
-	}
-	if l := expired[0]; l.State != lease.RetryWait || l.Attempt != 2 || l.MaxAttempts != waiting.MaxAttempts+1 || !l.NextRetryAt.Equal(c.now) {
-		t.Errorf("withdrawn %+v", l)
-	}
-	if l := expired[1]; l.State != lease.RetryWait || l.Attempt != 2 || l.MaxAttempts != working.MaxAttempts || !l.NextRetryAt.Equal(c.now.Add(5*time.Second)) {
-		t.Errorf("expired %+v", l)
-	}
-	noContentInReceipts(t, s, progress.Summary, progress.NextAction)
-}
-
-// reofferDue offers again every lease whose next attempt is due at now, as
-// the engine's clock does once it has judged them.
-func reofferDue(t *testing.T, s *Store, now time.Time, tm lease.Timing) ([]lease.Lease, error) {
-	t.Helper()
-	due, err := s.DueRetries(context.Background(), now)
-	if err != nil {
-		return nil, err
-	}
-	var out []lease.Lease
-	for _, l := range due {
-		l, err := s.Reoffer(context.Background(), l.ID, tm)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, l)
-	}
-	return out, nil
 }

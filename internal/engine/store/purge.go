@@ -60,7 +60,7 @@ var errDryRun = errs.New(errs.Internal, "dry run: rolled back")
 
 // Purge deletes the history older than before (see purgeStatements) in
 // one transaction, or with dryRun only counts it.
-func (s *Store) Purge(ctx context.Context, before time.Time, dryRun bool) (Purged, error) {
+func (s *History) Purge(ctx context.Context, before time.Time, dryRun bool) (Purged, error) {
 	var out Purged
 	cutoff := sqlitedb.Millis(before)
 	if dryRun {
@@ -81,7 +81,7 @@ func (s *Store) Purge(ctx context.Context, before time.Time, dryRun bool) (Purge
 	return out, err
 }
 
-func (s *Store) purgeIn(tx *sql.Tx, cutoff int64, out *Purged) error {
+func (s *History) purgeIn(tx *sql.Tx, cutoff int64, out *Purged) error {
 	for _, st := range purgeStatements {
 		res, err := s.DB.TxExec(tx, st.delete, cutoff)
 		if err != nil {

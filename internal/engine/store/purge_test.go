@@ -27,33 +27,33 @@ func TestPurgeKeepsWhatDecides(t *testing.T) {
 	}
 	// Old: T-1 at r1 worked and done, with a checkpoint; U-1 done alone.
 	old := offered(t, s, "r1")
-	must[lease.Lease](t)(s.Ack(ctx, old.ID, 0, Who{By: "agent"}, timing))
-	must[lease.Lease](t)(s.Checkpoint(ctx, lease.Checkpoint{LeaseID: old.ID, Summary: "half"}, 0, Who{By: "agent"}, timing))
-	must[lease.Lease](t)(s.Release(ctx, old.ID, "completed", "", 0, Who{By: "agent"}, timing))
+	must[lease.Lease](t)(s.Leases.Ack(ctx, old.ID, 0, Who{By: "agent"}, timing))
+	must[lease.Lease](t)(s.Leases.Checkpoint(ctx, lease.Checkpoint{LeaseID: old.ID, Summary: "half"}, 0, Who{By: "agent"}, timing))
+	must[lease.Lease](t)(s.Leases.Release(ctx, old.ID, "completed", "", 0, Who{By: "agent"}, timing))
 	lone := lease.Trigger{Source: lease.SourceTask, SourceID: "U-1", SourceRevision: "r1", TargetRepo: "net", TaskID: "U-1", Reason: lease.TaskActionable}
-	loneTr, _, err := s.AddTrigger(ctx, lone)
+	loneTr, _, err := s.Triggers.AddTrigger(ctx, lone)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.StopTrigger(ctx, loneTr.ID, "human", "needs a person"); err != nil {
+	if err := s.Triggers.StopTrigger(ctx, loneTr.ID, "human", "needs a person"); err != nil {
 		t.Fatal(err)
 	}
-	_, ids, err := s.ReceiptsToPublish(ctx, "ce-test", 1000)
+	_, ids, err := s.Receipts.ReceiptsToPublish(ctx, "ce-test", 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MarkPublished(ctx, ids); err != nil {
+	if err := s.Receipts.MarkPublished(ctx, ids); err != nil {
 		t.Fatal(err)
 	}
 	published := count("receipts")
 	// A hundred days later T-1 changes again (r2): a new trigger, a live
 	// lease, receipts not yet published.
-	c.advance(100 * 24 * time.Hour)
+	c.Advance(100 * 24 * time.Hour)
 	live := offered(t, s, "r2")
 	before := map[string]int{"receipts": count("receipts"), "checkpoints": count("checkpoints"), "leases": count("leases"), "triggers": count("triggers")}
 
-	cutoff := c.now.Add(-50 * 24 * time.Hour)
-	dry, err := s.Purge(ctx, cutoff, true)
+	cutoff := c.Now().Add(-50 * 24 * time.Hour)
+	dry, err := s.History.Purge(ctx, cutoff, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,11 +70,11 @@ func TestPurgeKeepsWhatDecides(t *testing.T) {
 			t.Errorf("the dry run changed %s: %d rows, had %d", table, got, n)
 		}
 	}
-	done, err := s.Purge(ctx, cutoff, false)
+	done, err := s.History.Purge(ctx, cutoff, false)
 	if err != nil || !reflect.DeepEqual(done, want) {
 		t.Fatalf("purge: %+v %v, want %+v", done, err, want)
 	}
-	if _, err := s.Trigger(ctx, old.TriggerID); err == nil {
+	if _, err := s.Triggers.Trigger(ctx, old.TriggerID); err == nil {
 		t.Error("the replaced trigger of T-1 is still there")
 	}
 	// What still decides stays: the newest trigger of each source (U-1's
@@ -88,7 +88,7 @@ func TestPurgeKeepsWhatDecides(t *testing.T) {
 	if n := count("receipts"); n != before["receipts"]-published || n == 0 {
 		t.Errorf("%d receipts left, want the %d unpublished", n, before["receipts"]-published)
 	}
-	if again, err := s.Purge(ctx, cutoff, false); err != nil || again.Total() != 0 {
+	if again, err := s.History.Purge(ctx, cutoff, false); err != nil || again.Total() != 0 {
 		t.Errorf("a second purge: %+v %v", again, err)
 	}
 }

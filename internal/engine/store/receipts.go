@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"strconv"
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/statehub/contract"
 )
 
 // Receipt kinds the engine writes: one per trigger, lease transition, wake
@@ -52,11 +54,6 @@ type ReceiptFilter struct {
 	Limit    int
 }
 
-// AddReceipt writes one receipt in its own transaction.
-func (s *Store) AddReceipt(ctx context.Context, r receipt.Receipt) error {
-	return storageErr(s.DB.WriteTx(ctx, func(tx *sql.Tx) error { return s.addReceiptTx(tx, r) }), "write a receipt")
-}
-
 // cleanReason holds a reason to the rule of detail strings: no control
 // characters, cut short. Reasons may come from agents and from errors.
 func cleanReason(s string) string {
@@ -64,11 +61,66 @@ func cleanReason(s string) string {
 	return v
 }
 
+// ReceiptsToPublish reads up to limit receipts not yet published, oldest
+// first, in State Hub's form: source "coordination-engine", id
+// "coordination-engine:<instance>:<row id>".
+func (s *Receipts) ReceiptsToPublish(ctx context.Context, instance string, limit int) ([]contract.Receipt, []int64, error) {
+	rows, err := s.DB.Query(ctx, `SELECT id, at, kind, COALESCE(trigger_id, ''), COALESCE(lease_id, ''), status, COALESCE(reason, ''),
+		COALESCE(attempt, 0), COALESCE(next_retry_at, 0), COALESCE(coordination_endpoint_id, ''), COALESCE(local_message_id, ''),
+		COALESCE(policy_profile, ''), COALESCE(config_version, ''), COALESCE(detail, '')
+		FROM receipts WHERE projected_at IS NULL ORDER BY id LIMIT ?`, limit)
+	if err != nil {
+		return nil, nil, storageErr(err, "read receipts to publish")
+	}
+	defer rows.Close()
+	var out []contract.Receipt
+	var ids []int64
+	for rows.Next() {
+		var r contract.Receipt
+		var id, at, next int64
+		var detail string
+		if err := rows.Scan(&id, &at, &r.Kind, &r.TriggerID, &r.LeaseID, &r.Status, &r.Reason, &r.Attempt, &next,
+			&r.CoordinationEndpointID, &r.LocalMessageID, &r.PolicyProfile, &r.ConfigVersion, &detail); err != nil {
+			return nil, nil, storageErr(err, "read receipts to publish")
+		}
+		r.ID, r.Source, r.At = "coordination-engine:"+instance+":"+strconv.FormatInt(id, 10), "coordination-engine", sqlitedb.FromMillis(at)
+		if next != 0 {
+			t := sqlitedb.FromMillis(next)
+			r.NextRetryAt = &t
+		}
+		if detail != "" {
+			if err := json.Unmarshal([]byte(detail), &r.Detail); err != nil {
+				return nil, nil, storageErr(err, "read the detail of receipt "+strconv.FormatInt(id, 10))
+			}
+		}
+		out, ids = append(out, r), append(ids, id)
+	}
+	return out, ids, storageErr(rows.Err(), "read receipts to publish")
+}
+
+// MarkPublished records that State Hub has the receipts.
+func (s *Receipts) MarkPublished(ctx context.Context, ids []int64) error {
+	now := sqlitedb.Millis(s.Clock.Now())
+	return storageErr(s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		for _, id := range ids {
+			if _, err := s.DB.TxExec(tx, `UPDATE receipts SET projected_at = ? WHERE id = ? AND projected_at IS NULL`, now, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}), "mark receipts published")
+}
+
+// AddReceipt writes one receipt in its own transaction.
+func (s *Receipts) AddReceipt(ctx context.Context, r receipt.Receipt) error {
+	return storageErr(s.DB.WriteTx(ctx, func(tx *sql.Tx) error { return s.addReceiptTx(tx, r) }), "write a receipt")
+}
+
 // addReceiptTx writes a receipt inside the caller's transaction, so a
 // transition and its receipt commit together. The time, policy profile and
 // config version default to the store's.
-func (s *Store) addReceiptTx(tx *sql.Tx, r receipt.Receipt) error {
-	r.Stamp(s.Now(), s.PolicyProfile, s.ConfigVersion)
+func (s *Receipts) addReceiptTx(tx *sql.Tx, r receipt.Receipt) error {
+	r.Stamp(s.Clock.Now(), s.PolicyProfile, s.ConfigVersion)
 	var detail any
 	if len(r.Detail) > 0 {
 		b, err := json.Marshal(receipt.Sanitize(r.Detail))
@@ -89,9 +141,9 @@ func (s *Store) addReceiptTx(tx *sql.Tx, r receipt.Receipt) error {
 	return err
 }
 
-// Receipts lists receipts oldest first: all of them, or those of a lease or
+// List lists receipts oldest first: all of them, or those of a lease or
 // a trigger; with a limit, the latest that many.
-func (s *Store) Receipts(ctx context.Context, f ReceiptFilter) ([]receipt.Receipt, error) {
+func (s *Receipts) List(ctx context.Context, f ReceiptFilter) ([]receipt.Receipt, error) {
 	q := `SELECT id, at, kind, COALESCE(trigger_id, ''), COALESCE(lease_id, ''), status, COALESCE(reason, ''),
 		COALESCE(attempt, 0), COALESCE(next_retry_at, 0), COALESCE(coordination_endpoint_id, ''), COALESCE(local_message_id, ''),
 		COALESCE(policy_profile, ''), COALESCE(config_version, ''), COALESCE(detail, ''), COALESCE(projected_at, 0)
@@ -140,7 +192,7 @@ func (s *Store) Receipts(ctx context.Context, f ReceiptFilter) ([]receipt.Receip
 
 // OverriddenGate is the gate the operator woke a trigger's task through
 // (its gate.overridden receipt), "" when none.
-func (s *Store) OverriddenGate(ctx context.Context, triggerID string) (string, error) {
+func (s *Receipts) OverriddenGate(ctx context.Context, triggerID string) (string, error) {
 	var gate string
 	err := s.DB.QueryRow(ctx, `SELECT status FROM receipts WHERE trigger_id = ? AND kind = ? ORDER BY id DESC LIMIT 1`,
 		triggerID, KindGateOverridden).Scan(&gate)
@@ -151,7 +203,7 @@ func (s *Store) OverriddenGate(ctx context.Context, triggerID string) (string, e
 }
 
 // UnpublishedReceipts counts the receipts not yet published to State Hub.
-func (s *Store) UnpublishedReceipts(ctx context.Context) (int, error) {
+func (s *Receipts) UnpublishedReceipts(ctx context.Context) (int, error) {
 	var n int
 	err := s.DB.QueryRow(ctx, `SELECT count(*) FROM receipts WHERE projected_at IS NULL`).Scan(&n)
 	return n, storageErr(err, "count unpublished receipts")

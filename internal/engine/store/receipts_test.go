@@ -13,19 +13,19 @@ func TestStoreReceipts(t *testing.T) {
 	t.Parallel()
 	s, c := newStore(t)
 	ctx := context.Background()
-	if n := must[int](t)(s.UnpublishedReceipts(ctx)); n != 0 {
+	if n := must[int](t)(s.Receipts.UnpublishedReceipts(ctx)); n != 0 {
 		t.Errorf("%d unpublished in an empty database", n)
 	}
 	next := start.Add(time.Hour)
-	if err := s.AddReceipt(ctx, receipt.Receipt{Kind: "service.start", Status: "ok", Reason: "line one\nline two\x1b[31m " + strings.Repeat("x", 300),
+	if err := s.Receipts.AddReceipt(ctx, receipt.Receipt{Kind: "service.start", Status: "ok", Reason: "line one\nline two\x1b[31m " + strings.Repeat("x", 300),
 		Attempt: 2, NextRetryAt: next, LocalMessageID: "m1", Detail: map[string]any{"count": 2, "prompt": "never stored", "body": "nor this"}}); err != nil {
 		t.Fatal(err)
 	}
 	a := offered(t, s, "1")
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	b := offered(t, s, "2")
 
-	all := must[[]receipt.Receipt](t)(s.Receipts(ctx, ReceiptFilter{}))
+	all := must[[]receipt.Receipt](t)(s.Receipts.List(ctx, ReceiptFilter{}))
 	if len(all) != 5 {
 		t.Fatalf("receipts %v", kinds(all))
 	}
@@ -40,18 +40,18 @@ func TestStoreReceipts(t *testing.T) {
 	if first.Detail["count"] != float64(2) || first.Detail["prompt"] != nil || first.Detail["body"] != nil {
 		t.Errorf("detail %v", first.Detail)
 	}
-	if rs := must[[]receipt.Receipt](t)(s.Receipts(ctx, ReceiptFilter{LeaseID: b.ID})); len(rs) != 1 || rs[0].Kind != KindLeaseOffered {
+	if rs := must[[]receipt.Receipt](t)(s.Receipts.List(ctx, ReceiptFilter{LeaseID: b.ID})); len(rs) != 1 || rs[0].Kind != KindLeaseOffered {
 		t.Errorf("receipts of lease b %v", kinds(rs))
 	}
-	if rs := must[[]receipt.Receipt](t)(s.Receipts(ctx, ReceiptFilter{TriggerID: a.TriggerID})); len(rs) != 2 ||
+	if rs := must[[]receipt.Receipt](t)(s.Receipts.List(ctx, ReceiptFilter{TriggerID: a.TriggerID})); len(rs) != 2 ||
 		rs[0].Kind != KindTriggerObserved || rs[1].Kind != KindLeaseOffered {
 		t.Errorf("receipts of trigger a %v", kinds(rs))
 	}
 	// A limit keeps the latest, still oldest first.
-	if rs := must[[]receipt.Receipt](t)(s.Receipts(ctx, ReceiptFilter{Limit: 2})); len(rs) != 2 || rs[0].ID != all[3].ID || rs[1].ID != all[4].ID {
+	if rs := must[[]receipt.Receipt](t)(s.Receipts.List(ctx, ReceiptFilter{Limit: 2})); len(rs) != 2 || rs[0].ID != all[3].ID || rs[1].ID != all[4].ID {
 		t.Errorf("the latest 2: %v", rs)
 	}
-	if n := must[int](t)(s.UnpublishedReceipts(ctx)); n != 5 {
+	if n := must[int](t)(s.Receipts.UnpublishedReceipts(ctx)); n != 5 {
 		t.Errorf("%d unpublished", n)
 	}
 }

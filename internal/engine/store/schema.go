@@ -2,7 +2,9 @@
 // leases, checkpoints, attached endpoints and receipts.
 package store
 
-import "github.com/tmux-amq/tamq/internal/sqlitedb"
+import (
+	"github.com/tmux-amq/tamq/internal/sqlitedb"
+)
 
 // Times are INTEGER Unix milliseconds (UTC). Prompts are never stored: they are
 // generated from the trigger and checkpoint when a wake is sent.

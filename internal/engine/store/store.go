@@ -8,19 +8,37 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
+	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
 )
 
-// Store is coordination-engine's durable state. Every transition of a
-// trigger, lease or endpoint runs in one write transaction together with
-// its receipts.
+// Store is coordination-engine's durable state: one type per concept over
+// the one database. Every transition of a trigger, lease or endpoint runs in
+// one write transaction together with its receipts; a concept's type that
+// writes another's rows or receipts in its transaction calls that type's
+// ...Tx method with the transaction.
 type Store struct {
-	DB  *sqlitedb.DB
-	Now func() time.Time
+	*shared
+	Triggers    *Triggers
+	Leases      *Leases
+	Deadlines   *Deadlines
+	LeaseLists  *LeaseLists
+	Checkpoints *Checkpoints
+	Receipts    *Receipts
+	Endpoints   *Endpoints
+	Observer    *ObserverState
+	History     *History
+}
+
+// shared is what every concept's type holds: the database, the clock that
+// stamps what it writes, and the policy in force.
+type shared struct {
+	DB *sqlitedb.DB
+	// Clock stamps every row and receipt the store writes.
+	Clock clock.Clock
 	// PolicyProfile (name@version) and ConfigVersion are in force for this
 	// process: a lease is offered under them, and a receipt written without
 	// its own gets these.
@@ -28,16 +46,81 @@ type Store struct {
 	ConfigVersion string
 }
 
+// Triggers are the observed changes (tasks, messages, checkpoints) the
+// engine acts on, and their gates and waits.
+type Triggers struct {
+	*shared
+	receipts *Receipts
+}
+
+// Leases are the transitions of leases (offer, wake, ack, renew,
+// checkpoint, release, retry, stop), each with its receipt.
+type Leases struct {
+	*shared
+	receipts  *Receipts
+	triggers  *Triggers
+	endpoints *Endpoints
+}
+
+// Deadlines are what the lease clock and the waker read and sweep: leases
+// whose deadline passed, next attempts due, wakes not answered yet.
+type Deadlines struct {
+	*shared
+	leases *Leases
+}
+
+// LeaseLists read leases: one by id, listings, counts, the live ones of a
+// repo, task or trigger.
+type LeaseLists struct{ *shared }
+
+// Checkpoints read the checkpoints agents recorded on leases.
+type Checkpoints struct{ *shared }
+
+// Receipts are the audit trail: written with each transition, listed, and
+// published to State Hub by the outbox.
+type Receipts struct{ *shared }
+
+// Endpoints are tamq's sessions attached to the engine, and the windows
+// (repos) each hosts.
+type Endpoints struct {
+	*shared
+	receipts *Receipts
+}
+
+// ObserverState is what the observer keeps between looks (its cursors) and
+// the database's instance id.
+type ObserverState struct{ *shared }
+
+// History deletes the history older than a cutoff (purge and retention).
+type History struct{ *shared }
+
+// New is the store over db, its writes stamped by clk.
+func New(db *sqlitedb.DB, clk clock.Clock) *Store {
+	sh := &shared{DB: db, Clock: clk}
+	receipts := &Receipts{sh}
+	triggers := &Triggers{shared: sh, receipts: receipts}
+	endpoints := &Endpoints{shared: sh, receipts: receipts}
+	leases := &Leases{shared: sh, receipts: receipts, triggers: triggers, endpoints: endpoints}
+	return &Store{
+		shared: sh, Triggers: triggers, Leases: leases, Deadlines: &Deadlines{shared: sh, leases: leases},
+		LeaseLists: &LeaseLists{sh}, Checkpoints: &Checkpoints{sh}, Receipts: receipts, Endpoints: endpoints,
+		Observer: &ObserverState{sh}, History: &History{sh},
+	}
+}
+
 // Open opens (creating and migrating as needed) coordination-engine's
-// database at p.
-func Open(ctx context.Context, p paths.Paths, busy time.Duration, now func() time.Time) (*Store, error) {
+// database at p; clk stamps what it writes (nil: the system's clock).
+func Open(ctx context.Context, p paths.Paths, busy time.Duration, clk clock.Clock) (*Store, error) {
+	if clk == nil {
+		clk = clock.System
+	}
 	db, err := sqlitedb.Open(ctx, sqlitedb.Options{
-		Path: p.Database, BackupDir: p.BackupDir, BusyTimeout: busy, Migrations: Migrations, Now: now,
+		Path: p.Database, BackupDir: p.BackupDir, BusyTimeout: busy, Migrations: Migrations, Now: clk.Now,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Store{DB: db, Now: now}, nil
+	return New(db, clk), nil
 }
 
 // OpenReadOnly opens the engine's database at p for reading only, for the
@@ -51,7 +134,7 @@ func OpenReadOnly(ctx context.Context, p paths.Paths, busy time.Duration) (*Stor
 	if err != nil {
 		return nil, err
 	}
-	return &Store{DB: &sqlitedb.DB{Reader: ro, Writer: ro, Path: p.Database}, Now: time.Now}, nil
+	return New(&sqlitedb.DB{Reader: ro, Writer: ro, Path: p.Database}, clock.System), nil
 }
 
 // NewID returns a time-ordered id (UUIDv7), as tamq's ids are.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/receipt"
 )
@@ -17,17 +18,12 @@ import (
 
 var start = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 
-// clock is the stubbed clock of a store under test.
-type clock struct{ now time.Time }
-
-func (c *clock) Now() time.Time { return c.now }
-
-func (c *clock) advance(d time.Duration) { c.now = c.now.Add(d) }
-
-func newStore(t *testing.T) (*Store, *clock) {
+func newStore(t *testing.T) (*Store, *clock.Fake) {
 	t.Helper()
-	c := &clock{now: start}
-	return &Store{DB: setup(t), Now: c.Now, PolicyProfile: "default@1", ConfigVersion: "cfg"}, c
+	c := clock.NewFake(start)
+	s := New(setup(t), c)
+	s.PolicyProfile, s.ConfigVersion = "default@1", "cfg"
+	return s, c
 }
 
 // timing: a 30 s ack deadline, renewals every minute with 3 allowed to be
@@ -63,11 +59,11 @@ func newTrigger(rev string) lease.Trigger {
 func offered(t *testing.T, s *Store, rev string) lease.Lease {
 	t.Helper()
 	ctx := context.Background()
-	tr, _, err := s.AddTrigger(ctx, newTrigger(rev))
+	tr, _, err := s.Triggers.AddTrigger(ctx, newTrigger(rev))
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := s.Offer(ctx, tr.ID, "", timing)
+	l, err := s.Leases.Offer(ctx, tr.ID, "", timing)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,12 +72,12 @@ func offered(t *testing.T, s *Store, rev string) lease.Lease {
 
 func getLease(t *testing.T, s *Store, id string) lease.Lease {
 	t.Helper()
-	return must[lease.Lease](t)(s.Lease(context.Background(), id))
+	return must[lease.Lease](t)(s.LeaseLists.Lease(context.Background(), id))
 }
 
 func getTrigger(t *testing.T, s *Store, id string) lease.Trigger {
 	t.Helper()
-	return must[lease.Trigger](t)(s.Trigger(context.Background(), id))
+	return must[lease.Trigger](t)(s.Triggers.Trigger(context.Background(), id))
 }
 
 // lastReceipt is the id of the latest receipt, a mark for receiptsSince.
@@ -97,7 +93,7 @@ func lastReceipt(t *testing.T, s *Store) int64 {
 // receiptsSince are the receipts written after mark, oldest first.
 func receiptsSince(t *testing.T, s *Store, mark int64) []receipt.Receipt {
 	t.Helper()
-	all := must[[]receipt.Receipt](t)(s.Receipts(context.Background(), ReceiptFilter{}))
+	all := must[[]receipt.Receipt](t)(s.Receipts.List(context.Background(), ReceiptFilter{}))
 	return slices.DeleteFunc(all, func(r receipt.Receipt) bool { return r.ID <= mark })
 }
 

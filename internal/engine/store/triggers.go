@@ -80,11 +80,11 @@ func triggerMissing(err error, id string) error {
 // AddTrigger records a trigger as pending, with a receipt. A trigger whose
 // key (source, source id, revision, repo) was observed before is not
 // added again: the existing one is returned, with inserted false.
-func (s *Store) AddTrigger(ctx context.Context, tr lease.Trigger) (lease.Trigger, bool, error) {
+func (s *Triggers) AddTrigger(ctx context.Context, tr lease.Trigger) (lease.Trigger, bool, error) {
 	if err := tr.Check(); err != nil {
 		return tr, false, err
 	}
-	now := s.Now()
+	now := s.Clock.Now()
 	if tr.ID == "" {
 		tr.ID = NewID()
 	}
@@ -124,7 +124,7 @@ func (s *Store) AddTrigger(ctx context.Context, tr lease.Trigger) (lease.Trigger
 		if err := s.supersedeTx(tx, tr, now); err != nil {
 			return err
 		}
-		return s.addReceiptTx(tx, receipt.Receipt{
+		return s.receipts.addReceiptTx(tx, receipt.Receipt{
 			At: now, Kind: KindTriggerObserved, TriggerID: tr.ID, Status: string(tr.State), Reason: string(tr.Reason),
 			Detail: map[string]any{"source": string(tr.Source), "source_id": tr.SourceID, "source_revision": tr.SourceRevision,
 				"target_repo": tr.TargetRepo, "target_agent": tr.TargetAgent, "task_id": tr.TaskID, "workplan_id": tr.WorkplanID},
@@ -134,14 +134,14 @@ func (s *Store) AddTrigger(ctx context.Context, tr lease.Trigger) (lease.Trigger
 }
 
 // Trigger reads one trigger.
-func (s *Store) Trigger(ctx context.Context, id string) (lease.Trigger, error) {
+func (s *Triggers) Trigger(ctx context.Context, id string) (lease.Trigger, error) {
 	tr, err := scanTrigger(s.DB.QueryRow(ctx, `SELECT `+triggerColumns+` FROM triggers WHERE id = ?`, id))
 	return tr, storageErr(triggerMissing(err, id), "read trigger "+id)
 }
 
 // liveLeaseTx returns the id and state of the trigger's live lease, if it
 // has one.
-func (s *Store) liveLeaseTx(tx *sql.Tx, triggerID string) (id, state string, err error) {
+func (s *Triggers) liveLeaseTx(tx *sql.Tx, triggerID string) (id, state string, err error) {
 	err = s.DB.TxQueryRow(tx, `SELECT lease_id, state FROM leases WHERE trigger_id = ? AND state IN `+liveStates, triggerID).Scan(&id, &state)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", "", nil
@@ -151,7 +151,7 @@ func (s *Store) liveLeaseTx(tx *sql.Tx, triggerID string) (id, state string, err
 
 // supersedeTx marks the waiting triggers of tr's source and repo with an
 // older revision superseded, with a receipt each.
-func (s *Store) supersedeTx(tx *sql.Tx, tr lease.Trigger, now time.Time) error {
+func (s *Triggers) supersedeTx(tx *sql.Tx, tr lease.Trigger, now time.Time) error {
 	rows, err := tx.Query(`SELECT id FROM triggers WHERE source = ? AND source_id = ? AND target_repo = ? AND id != ?
 		AND state IN ('pending', 'gated')`, string(tr.Source), tr.SourceID, tr.TargetRepo, tr.ID)
 	if err != nil {
@@ -174,7 +174,7 @@ func (s *Store) supersedeTx(tx *sql.Tx, tr lease.Trigger, now time.Time) error {
 		if err := s.setTriggerStateTx(tx, id, lease.TriggerSuperseded, sqlitedb.Millis(now)); err != nil {
 			return err
 		}
-		if err := s.addReceiptTx(tx, receipt.Receipt{At: now, Kind: KindTriggerSuperseded, TriggerID: id, Status: string(lease.TriggerSuperseded),
+		if err := s.receipts.addReceiptTx(tx, receipt.Receipt{At: now, Kind: KindTriggerSuperseded, TriggerID: id, Status: string(lease.TriggerSuperseded),
 			Reason: "revision " + tr.SourceRevision + " observed", Detail: map[string]any{"by": tr.ID}}); err != nil {
 			return err
 		}
@@ -185,20 +185,20 @@ func (s *Store) supersedeTx(tx *sql.Tx, tr lease.Trigger, now time.Time) error {
 // StopTrigger stops a trigger at a gate (no lease, no wake), with a receipt
 // whose reason is "<gate>: <reason>". A completed trigger, or one with a
 // live lease, cannot be stopped this way (the lease is released instead).
-func (s *Store) StopTrigger(ctx context.Context, triggerID, gate, reason string) error {
+func (s *Triggers) StopTrigger(ctx context.Context, triggerID, gate, reason string) error {
 	return s.gateTrigger(ctx, triggerID, gate, reason, time.Time{})
 }
 
 // HoldTrigger holds a trigger at a gate that is checked again at recheck
 // (the profile allows gated work to be retried): state gated, its checks
 // counted, with a receipt.
-func (s *Store) HoldTrigger(ctx context.Context, triggerID, gate, reason string, recheck time.Time) error {
+func (s *Triggers) HoldTrigger(ctx context.Context, triggerID, gate, reason string, recheck time.Time) error {
 	return s.gateTrigger(ctx, triggerID, gate, reason, recheck)
 }
 
 // gateTrigger stops a trigger (recheck zero) or holds it until recheck.
-func (s *Store) gateTrigger(ctx context.Context, triggerID, gate, reason string, recheck time.Time) error {
-	now := s.Now()
+func (s *Triggers) gateTrigger(ctx context.Context, triggerID, gate, reason string, recheck time.Time) error {
+	now := s.Clock.Now()
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		tr, err := scanTrigger(s.DB.TxQueryRow(tx, `SELECT `+triggerColumns+` FROM triggers WHERE id = ?`, triggerID))
 		if err != nil {
@@ -230,14 +230,14 @@ func (s *Store) gateTrigger(ctx context.Context, triggerID, gate, reason string,
 			why += ": " + reason
 		}
 		detail := map[string]any{"gate": gate, "target_repo": tr.TargetRepo, "task_id": tr.TaskID, "gate_checks": checks}
-		return s.addReceiptTx(tx, receipt.Receipt{At: now, Kind: kind, TriggerID: triggerID, Status: string(state),
+		return s.receipts.addReceiptTx(tx, receipt.Receipt{At: now, Kind: kind, TriggerID: triggerID, Status: string(state),
 			Reason: why, NextRetryAt: recheck, Detail: detail})
 	})
 	return storageErr(err, "stop trigger "+triggerID)
 }
 
 // setTriggerStateTx moves a trigger along with its lease.
-func (s *Store) setTriggerStateTx(tx *sql.Tx, id string, state lease.TriggerState, now int64) error {
+func (s *Triggers) setTriggerStateTx(tx *sql.Tx, id string, state lease.TriggerState, now int64) error {
 	_, err := s.DB.TxExec(tx, `UPDATE triggers SET state = ?, updated_at = ? WHERE id = ?`, string(state), now, id)
 	return err
 }
@@ -247,14 +247,14 @@ func (s *Store) setTriggerStateTx(tx *sql.Tx, id string, state lease.TriggerStat
 // when the reason changed, so a trigger judged at every look leaves one
 // receipt per reason, not one per look. An empty wait clears it (no
 // receipt: what follows says what became of it).
-func (s *Store) WaitTrigger(ctx context.Context, triggerID string, wait lease.Wait, detail string) error {
-	now := s.Now()
+func (s *Triggers) WaitTrigger(ctx context.Context, triggerID string, wait lease.Wait, detail string) error {
+	now := s.Clock.Now()
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		r, err := s.waitTriggerTx(tx, triggerID, wait, detail, now)
 		if err != nil || r == nil {
 			return err
 		}
-		return s.addReceiptTx(tx, *r)
+		return s.receipts.addReceiptTx(tx, *r)
 	})
 	return storageErr(err, "record why trigger "+triggerID+" waits")
 }
@@ -262,7 +262,7 @@ func (s *Store) WaitTrigger(ctx context.Context, triggerID string, wait lease.Wa
 // waitTriggerTx records why a trigger waits and returns the receipt to write
 // when the reason changed (nil otherwise), for the caller to write after
 // its own.
-func (s *Store) waitTriggerTx(tx *sql.Tx, triggerID string, wait lease.Wait, detail string, now time.Time) (*receipt.Receipt, error) {
+func (s *Triggers) waitTriggerTx(tx *sql.Tx, triggerID string, wait lease.Wait, detail string, now time.Time) (*receipt.Receipt, error) {
 	var old, oldDetail, repo, task string
 	if err := s.DB.TxQueryRow(tx, `SELECT COALESCE(wait_reason, ''), COALESCE(wait_detail, ''), target_repo, COALESCE(task_id, '')
 		FROM triggers WHERE id = ?`, triggerID).Scan(&old, &oldDetail, &repo, &task); err != nil {
@@ -280,4 +280,111 @@ func (s *Store) waitTriggerTx(tx *sql.Tx, triggerID string, wait lease.Wait, det
 	}
 	return &receipt.Receipt{At: now, Kind: KindTriggerWaiting, TriggerID: triggerID, Status: "waiting", Reason: string(wait),
 		Detail: map[string]any{"target_repo": repo, "task_id": task, "waiting": detail}}, nil
+}
+
+// TriggersOfTask lists the triggers about a task, oldest first.
+func (s *Triggers) TriggersOfTask(ctx context.Context, taskID string) ([]lease.Trigger, error) {
+	rows, err := s.DB.Query(ctx, `SELECT `+triggerColumns+` FROM triggers WHERE task_id = ? ORDER BY observed_at, rowid`, taskID)
+	if err != nil {
+		return nil, storageErr(err, "read the triggers of task "+taskID)
+	}
+	defer rows.Close()
+	var out []lease.Trigger
+	for rows.Next() {
+		tr, err := scanTrigger(rows)
+		if err != nil {
+			return nil, storageErr(err, "read the triggers of task "+taskID)
+		}
+		out = append(out, tr)
+	}
+	return out, storageErr(rows.Err(), "read the triggers of task "+taskID)
+}
+
+// WaitingTriggers lists the triggers that wait (pending: for a window, or
+// for another lease of their task to end; gated: for a check again),
+// oldest first.
+func (s *Triggers) WaitingTriggers(ctx context.Context) ([]lease.Trigger, error) {
+	rows, err := s.DB.Query(ctx, `SELECT `+triggerColumns+` FROM triggers WHERE state IN ('pending', 'gated') ORDER BY observed_at, rowid`)
+	if err != nil {
+		return nil, storageErr(err, "read waiting triggers")
+	}
+	defer rows.Close()
+	var out []lease.Trigger
+	for rows.Next() {
+		tr, err := scanTrigger(rows)
+		if err != nil {
+			return nil, storageErr(err, "read waiting triggers")
+		}
+		out = append(out, tr)
+	}
+	return out, storageErr(rows.Err(), "read waiting triggers")
+}
+
+// Supersede ends a waiting trigger whose source moved on (its task has a
+// newer revision that is not actionable, its message was read), with a
+// receipt. A trigger no longer waiting is left as it is.
+func (s *Triggers) Supersede(ctx context.Context, triggerID, reason string) error {
+	now := s.Clock.Now()
+	return storageErr(s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		res, err := s.DB.TxExec(tx, `UPDATE triggers SET state = 'superseded', updated_at = ? WHERE id = ? AND state IN ('pending', 'gated')`,
+			sqlitedb.Millis(now), triggerID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		return s.receipts.addReceiptTx(tx, receipt.Receipt{At: now, Kind: KindTriggerSuperseded, TriggerID: triggerID,
+			Status: string(lease.TriggerSuperseded), Reason: reason})
+	}), "supersede trigger "+triggerID)
+}
+
+// NextGateCheck is the earliest time a gated trigger is checked again.
+func (s *Triggers) NextGateCheck(ctx context.Context) (time.Time, bool, error) {
+	var due sql.NullInt64
+	err := s.DB.QueryRow(ctx, `SELECT min(next_check_at) FROM triggers WHERE state = 'gated'`).Scan(&due)
+	if err != nil || !due.Valid {
+		return time.Time{}, false, storageErr(err, "read the next gate check")
+	}
+	return sqlitedb.FromMillis(due.Int64), true, nil
+}
+
+// WaitingWork lists up to limit triggers that wait (pending, or leased with
+// their lease's next attempt postponed), oldest first, and counts them all
+// by what they wait for.
+func (s *Triggers) WaitingWork(ctx context.Context, limit int) ([]lease.Trigger, map[lease.Wait]int, error) {
+	counts := map[lease.Wait]int{}
+	rows, err := s.DB.Query(ctx, `SELECT wait_reason, count(*) FROM triggers WHERE wait_reason IS NOT NULL
+		AND state IN ('pending', 'leased') GROUP BY wait_reason`)
+	if err != nil {
+		return nil, nil, storageErr(err, "count the waiting work")
+	}
+	for rows.Next() {
+		var w string
+		var n int
+		if err := rows.Scan(&w, &n); err != nil {
+			rows.Close()
+			return nil, nil, storageErr(err, "count the waiting work")
+		}
+		counts[lease.Wait(w)] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, storageErr(err, "count the waiting work")
+	}
+	rows, err = s.DB.Query(ctx, `SELECT `+triggerColumns+` FROM triggers WHERE wait_reason IS NOT NULL
+		AND state IN ('pending', 'leased') ORDER BY updated_at, rowid LIMIT ?`, limit)
+	if err != nil {
+		return nil, nil, storageErr(err, "read the waiting work")
+	}
+	defer rows.Close()
+	var out []lease.Trigger
+	for rows.Next() {
+		tr, err := scanTrigger(rows)
+		if err != nil {
+			return nil, nil, storageErr(err, "read the waiting work")
+		}
+		out = append(out, tr)
+	}
+	return out, counts, storageErr(rows.Err(), "read the waiting work")
 }

@@ -1,0 +1,135 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/clock"
+	"github.com/tmux-amq/tamq/internal/engine/store"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/lease"
+	"github.com/tmux-amq/tamq/internal/tamqapi"
+)
+
+// cancelTimeout bounds the call that cancels a stale wake in tamq: tamq
+// checks every wake with the engine before it writes it anyway, so this is
+// only so that its history says "cancelled" at once.
+const cancelTimeout = 2 * time.Second
+
+// tamqAckTimeout bounds the ack of a wake message that follows a lease ack:
+// the agent's command waits for it, and tamq's own deadline covers a loss.
+const tamqAckTimeout = 3 * time.Second
+
+// leaseClock expires leases whose deadline passed and has the judge judge
+// those whose next attempt is due (Run), reading the deadlines from SQLite
+// each turn; and it follows each attempt that ends (attemptEnded): its wake
+// cancelled or settled in tamq, the observer kicked. Whoever changes a
+// lease kicks it.
+type leaseClock struct {
+	store    *store.Store
+	log      *slog.Logger
+	clock    clock.Clock
+	timing   lease.Timing
+	tamq     Tamq
+	judge    *judge
+	waker    *waker
+	observer *observer
+	kick     chan struct{}
+}
+
+// Kick makes the lease clock look at the deadlines now.
+func (lc *leaseClock) Kick() { kick(lc.kick) }
+
+// attemptEnded follows a move of a lease from -> to made by the agent or
+// the clock. When it ended from's attempt (a release, a blocked checkpoint,
+// an expiry, a stop), the attempt's wake is cancelled in tamq if it was not
+// written yet or waits to be presented again (a completed lease's is
+// acknowledged: the agent did its work), and the observer judges the
+// waiting work again (the repo's window may be free).
+func (lc *leaseClock) attemptEnded(ctx context.Context, from, to lease.Lease, why string) {
+	lc.Kick()
+	ended := from.State != lease.RetryWait && (to.State == lease.RetryWait || !to.State.Live())
+	switch {
+	case ended && to.State == lease.Completed:
+		lc.settleWake(ctx, to)
+	case ended:
+		lc.cancelWakes(ctx, from.ID, from.Attempt, why)
+	}
+	if ended || !to.State.Live() {
+		lc.observer.Kick()
+	}
+}
+
+// cancelWakes asks tamq to cancel the unwritten wakes of the lease's
+// attempts up to attempt. A failure is only logged: tamq asks the engine
+// before it writes any wake, and then cancels it itself.
+func (lc *leaseClock) cancelWakes(ctx context.Context, leaseID string, attempt int, why string) {
+	if lc.tamq == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, cancelTimeout)
+	defer cancel()
+	res, err := lc.tamq.CancelWake(cctx, tamqapi.CancelWakeArgs{LeaseID: leaseID, Attempt: attempt, Reason: why})
+	switch {
+	case err != nil:
+		lc.log.Debug("cannot cancel a stale wake in tamq; tamq checks before it writes", "lease", leaseID, "attempt", attempt, "error", err.Error())
+	case res.Cancelled > 0:
+		lc.log.Info("stale wake cancelled in tamq", "lease", leaseID, "attempt", attempt, "messages", res.Cancelled)
+	}
+}
+
+// settleWake acknowledges the wake message of the lease's current attempt
+// in tamq, so tamq stops presenting the prompt. It is idempotent in tamq,
+// and a failure only leaves tamq to present the prompt again at its own
+// deadline, when the agent's ack settles it.
+func (lc *leaseClock) settleWake(ctx context.Context, l lease.Lease) {
+	if l.LocalLeaseID == "" {
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, tamqAckTimeout)
+	defer cancel()
+	if _, err := lc.tamq.Ack(actx, l.LocalLeaseID); err != nil && !errs.Is(err, errs.Conflict) {
+		lc.log.Warn("cannot acknowledge the wake message in tamq", "lease", l.ID, "message", l.LocalLeaseID, "error", err.Error())
+	}
+}
+
+// Run expires leases whose deadline passed and judges those whose
+// next attempt is due (offered again, postponed, or stopped), then sleeps
+// until the next deadline in the database: the deadlines survive a restart
+// because they are read from SQLite each turn.
+func (lc *leaseClock) Run(ctx context.Context) {
+	for {
+		now := lc.clock.Now()
+		if changed, err := lc.store.Deadlines.ExpireDue(ctx, now, lc.timing); err != nil {
+			lc.log.Error("cannot expire leases; will try again", "error", err.Error())
+		} else {
+			for _, l := range changed {
+				lc.log.Info("lease ran out", "lease", l.ID, "state", l.State, "attempt", l.Attempt)
+				ended := l
+				ended.Attempt, ended.State = l.Attempt-1, lease.Offered // the attempt that ran out
+				why := "attempt " + strconv.Itoa(ended.Attempt) + " ran out; a new attempt follows"
+				if l.State == lease.Stopped {
+					ended.Attempt, why = l.Attempt, "the lease stopped: "+l.StopReason
+				}
+				lc.attemptEnded(ctx, ended, l, why)
+			}
+		}
+		if lc.judge.offerDue(ctx, now) {
+			lc.waker.Kick()
+		}
+		wait := time.Minute // something kicks the clock first when a lease changes
+		if next, ok, err := lc.store.Deadlines.NextDue(ctx); err != nil {
+			wait = time.Second
+		} else if ok {
+			wait = min(wait, max(next.Sub(lc.clock.Now()), time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-lc.kick:
+		case <-lc.clock.After(wait):
+		}
+	}
+}

@@ -1,0 +1,329 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/backoff"
+	"github.com/tmux-amq/tamq/internal/clock"
+	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/engine/observe"
+	"github.com/tmux-amq/tamq/internal/engine/store"
+	api "github.com/tmux-amq/tamq/internal/engineapi"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/policy"
+	"github.com/tmux-amq/tamq/internal/statehub"
+)
+
+// The observer polls State Hub every statehub_poll_interval_seconds, and at
+// once on each hint of its event stream; each look turns what it saw into
+// triggers, gates, leases and wakes. While State Hub cannot be reached it
+// backs off (doubling from a second, never longer than one interval, with
+// jitter), so it is back within one interval of State Hub's return. tamq's
+// local messaging never waits on any of it.
+
+// checkpointsCursor is the observer_state key of the checkpoint cursor.
+const checkpointsCursor = "checkpoints_cursor"
+
+// hubView is what the observer knows of State Hub, for status and explain.
+type hubView struct {
+	mu sync.Mutex
+	// LastPoll is the last look that got an answer; LastError the last
+	// failure (cleared by an answer); Paused says State Hub refused the
+	// credentials.
+	LastPoll        time.Time
+	LastError       string
+	Paused          bool
+	Polls           int
+	EventsConnected bool
+	EventsOffered   bool // false once the server answered 404
+	obs             observe.Observation
+	// inbox are the ids of the unread messages that ask for action, as
+	// last observed: a message's next attempt is judged by it;
+	// inboxCandidates the same as candidates.
+	inbox           map[string]bool
+	inboxCandidates []observe.Candidate
+	observed        bool
+}
+
+func (v *hubView) update(f func(v *hubView)) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	f(v)
+}
+
+// profilePolicy is the active policy profile as the observation asks it.
+type profilePolicy struct{ p policy.Profile }
+
+func (pp profilePolicy) Known(c string) bool {
+	return slices.Contains(policy.Known, policy.Category(c))
+}
+func (pp profilePolicy) RequiresHuman(c string) bool {
+	return pp.p.RequiresHuman(policy.Category(c))
+}
+
+// observer is the State Hub observer: its client, what it knows of State
+// Hub (the view status and explain read), its poll loop (Run) and event
+// stream (RunEvents), which kick it. Each look hands what it saw to the
+// judge.
+type observer struct {
+	client   *statehub.Client
+	store    *store.Store
+	log      *slog.Logger
+	clock    clock.Clock
+	config   *config.Loaded
+	judge    *judge
+	problems *problemLog
+	outbox   *receiptOutbox
+	view     hubView
+	kick     chan struct{}
+	// routesChanged: tamq attached or detached, or a window changed; the
+	// next look judges the waiting work again even if State Hub did not
+	// change.
+	routesChanged atomic.Bool
+	// rejudge: a look that saw State Hub's workplans change failed before
+	// it had acted on them (the disk full); the client reports a change
+	// once, so the next look judges the tasks again.
+	rejudge atomic.Bool
+	// freeMemory hands freed memory back to the system a little after a look
+	// that decoded State Hub's workplans (see observeOnce).
+	freeMemory *time.Timer
+}
+
+// releaseAfter is how long after a look that got the workplans the engine
+// returns the memory that look freed. Decoding 10,000 tasks takes some
+// 20 MB that the runtime would otherwise keep: after a burst of changes in
+// State Hub an idle engine stayed at 39 MB; it now falls back to about 25
+// (docs/performance.md, "Scale").
+const releaseAfter = 2 * time.Second
+
+// newObserver is an observer without its judge, which the composition root
+// hands it once the judge (which asks the observer) is built.
+func newObserver(client *statehub.Client, st *store.Store, log *slog.Logger, clk clock.Clock, cfg *config.Loaded,
+	problems *problemLog, ob *receiptOutbox) *observer {
+	o := &observer{client: client, store: st, log: log, clock: clk, config: cfg, problems: problems, outbox: ob,
+		kick: make(chan struct{}, 1), freeMemory: time.AfterFunc(time.Hour, debug.FreeOSMemory)}
+	o.freeMemory.Stop() // armed by the looks that decode the workplans
+	o.view.EventsOffered = true
+	return o
+}
+
+// Kick makes the observer look now; a kick already pending is enough.
+func (o *observer) Kick() { kick(o.kick) }
+
+// RoutesChanged says tamq's windows changed (an attach, a detach, tamq
+// gone): the next look judges the work waiting for a window again.
+func (o *observer) RoutesChanged() { o.routesChanged.Store(true) }
+
+// snapshot is the last observation, the messages asking for action then,
+// and whether State Hub has been observed at all.
+func (o *observer) snapshot() (obs observe.Observation, inbox map[string]bool, inboxCandidates []observe.Candidate, observed bool) {
+	o.view.update(func(v *hubView) {
+		obs, inbox, inboxCandidates, observed = v.obs, v.inbox, v.inboxCandidates, v.observed
+	})
+	return obs, inbox, inboxCandidates, observed
+}
+
+// task is task id as the last look at State Hub saw it.
+func (o *observer) task(id string) (v observe.TaskView, ok bool) {
+	o.view.update(func(hv *hubView) { v, ok = hv.obs.Tasks[id] })
+	return v, ok
+}
+
+// Run is the observer worker.
+func (o *observer) Run(ctx context.Context) {
+	interval := time.Duration(o.config.Coordination.StateHubPollIntervalSeconds) * time.Second
+	delay := time.Duration(0) // the backoff, zero while State Hub answers
+	for {
+		wait := interval
+		if err := o.observeOnce(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			delay = backoff.Policy{Min: time.Second, Max: interval}.Next(delay)
+			wait = backoff.Jitter(delay)
+			o.noteFailure(err)
+		} else {
+			if delay > 0 {
+				o.log.Info("State Hub answers again")
+				o.outbox.Retry() // the receipts that waited go now, not at the outbox's own backoff
+			}
+			delay = 0
+		}
+		if next, ok, err := o.store.Triggers.NextGateCheck(ctx); err == nil && ok {
+			// Not sooner than a second: a check that cannot be made yet
+			// (tamq not attached since the start) leaves it due.
+			wait = min(wait, max(next.Sub(o.clock.Now()), time.Second))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-o.kick:
+		case <-o.clock.After(wait):
+		}
+	}
+}
+
+// noteFailure records why a look failed: a refusal of the credentials
+// pauses observation until they work, anything else is an outage.
+func (o *observer) noteFailure(err error) {
+	paused := errs.Is(err, errs.PermissionDeny)
+	first := false
+	o.view.update(func(v *hubView) {
+		first = v.LastError == ""
+		v.LastError, v.Paused = err.Error(), paused
+	})
+	switch {
+	case first && paused:
+		o.log.Warn("State Hub refused the credentials; observation paused", "error", err.Error())
+	case first && (errs.Is(err, errs.Unavailable) || errs.Is(err, errs.Timeout)):
+		o.log.Warn("State Hub is not reachable; backing off", "error", err.Error())
+	case first:
+		o.log.Warn("observation failed; backing off", "error", err.Error())
+	default:
+		o.log.Debug("State Hub still not answering", "error", err.Error())
+	}
+}
+
+// RunEvents follows State Hub's event stream and kicks the observer on each
+// event, reconnecting with a backoff; a server without the stream is not
+// asked again until restart.
+func (o *observer) RunEvents(ctx context.Context) {
+	delay := time.Duration(0)
+	for {
+		err := o.client.Events(ctx, func() {
+			delay = 0
+			o.view.update(func(v *hubView) { v.EventsConnected = true })
+			o.Kick() // look now: changes may have been missed while away
+		}, func() { o.Kick() })
+		o.view.update(func(v *hubView) { v.EventsConnected = false })
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, statehub.ErrNoEvents):
+			o.view.update(func(v *hubView) { v.EventsOffered = false })
+			o.log.Info("State Hub has no event stream; polling alone")
+			return
+		}
+		delay = backoff.Policy{Min: time.Second, Max: 30 * time.Second}.Next(delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-o.clock.After(backoff.Jitter(delay)):
+		}
+	}
+}
+
+// observeOnce looks at State Hub once and acts on what it saw. When the
+// look fails but the windows changed (tamq attached, a window opened), the
+// work waiting for a window is judged against the last observation: tamq's
+// return does not wait for State Hub's.
+func (o *observer) observeOnce(ctx context.Context) (err error) {
+	routes := o.routesChanged.Swap(false)
+	defer func() {
+		if err != nil && routes {
+			o.routesChanged.Store(true)
+		}
+	}()
+	c := o.client
+	wps, changed, invalid, err := c.Workplans(ctx)
+	if err != nil {
+		o.judgeLast(ctx, routes)
+		return err
+	}
+	changed = o.rejudge.Swap(false) || changed
+	defer func() {
+		if err != nil && changed {
+			o.rejudge.Store(true)
+		}
+	}()
+	msgs, badMsgs, err := c.UnreadMessages(ctx)
+	if err != nil {
+		o.judgeLast(ctx, routes)
+		return err
+	}
+	cursor, err := o.store.Observer.ObserverValue(ctx, checkpointsCursor)
+	if err != nil {
+		return err
+	}
+	cps, next, badCps, err := c.Checkpoints(ctx, cursor)
+	if err != nil {
+		o.judgeLast(ctx, routes)
+		return err
+	}
+	o.problems.recordInvalid(ctx, slices.Concat(invalid, badMsgs, badCps))
+	inbox := observe.Messages(msgs)
+	var obs observe.Observation
+	o.view.update(func(v *hubView) {
+		if changed || !v.observed {
+			v.obs, v.observed = observe.Tasks(wps, profilePolicy{o.config.ActiveProfile()}), true
+		}
+		obs = v.obs
+		v.inboxCandidates = inbox
+		v.inbox = make(map[string]bool, len(inbox))
+		for _, c := range inbox {
+			v.inbox[c.Trigger.SourceID] = true
+		}
+		v.LastPoll, v.LastError, v.Paused = o.clock.Now(), "", false
+		v.Polls++
+	})
+	if changed {
+		o.problems.recordProblems(ctx, obs.Problems)
+		defer o.freeMemory.Reset(releaseAfter) // once this look's work is done
+	}
+	// Leases offered and not yet taken up: one whose task ended or was
+	// gated since, or whose message was read, stops before its agent takes
+	// it up (and its wake is cancelled in tamq).
+	if err := o.judge.judgeOffered(ctx); err != nil {
+		return err
+	}
+	resume, err := o.judge.applyCheckpoints(ctx, cps, obs)
+	if err != nil {
+		return err
+	}
+	if err := o.judge.judgeCandidates(ctx, obs, inbox, resume, changed || routes); err != nil {
+		return err
+	}
+	if next != cursor {
+		return o.store.Observer.SetObserverValue(ctx, checkpointsCursor, next)
+	}
+	return nil
+}
+
+// judgeLast judges the waiting work against the last observation, when
+// the windows changed but State Hub cannot be looked at now.
+func (o *observer) judgeLast(ctx context.Context, routes bool) {
+	obs, _, inbox, observed := o.snapshot()
+	if !routes || !observed {
+		return
+	}
+	if err := o.judge.judgeCandidates(ctx, obs, inbox, nil, true); err != nil {
+		o.log.Warn("cannot judge the waiting work against the last observation", "error", err.Error())
+	}
+}
+
+// explainView is the last observation, for explain.
+func (o *observer) explainView() *ExplainView {
+	view := &ExplainView{}
+	o.view.update(func(v *hubView) {
+		// Each look replaces the observation whole, so this one stays as it
+		// is after the lock is released.
+		view.Observed, view.At, view.Observation = v.observed, v.LastPoll, v.obs
+	})
+	return view
+}
+
+// report fills status's account of the observation.
+func (o *observer) report(h *api.StateHubStatus) {
+	o.view.update(func(v *hubView) {
+		h.Paused, h.Polls, h.ObserveError = v.Paused, v.Polls, v.LastError
+		h.EventsConnected, h.EventsOffered = v.EventsConnected, v.EventsOffered
+		h.LastPoll = optionalTime(v.LastPoll)
+	})
+}
