@@ -13,6 +13,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/sqlitedb/schematest"
 )
 
 func setup(t *testing.T) *sqlitedb.DB {
@@ -42,45 +43,28 @@ const insertMessage = `INSERT INTO messages (id, batch_id, sender, sender_kind, 
 func TestSchemaConstraints(t *testing.T) {
 	t.Parallel()
 	db := setup(t)
-	if v, err := db.SchemaVersion(context.Background()); err != nil || v != sqlitedb.LatestVersion(Migrations) {
-		t.Fatalf("schema version %d, %v", v, err)
-	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(exec(t, db, insertMessage, "m1", "hello", "queued", "k1"))
-	must(exec(t, db, insertMessage, "m2", strings.Repeat("é", 4096), "queued", nil)) // exactly 8 KiB of UTF-8
+	schematest.AtLatest(t, db, Migrations)
+	schematest.Must(t, exec(t, db, insertMessage, "m1", "hello", "queued", "k1"))
+	schematest.Must(t, exec(t, db, insertMessage, "m2", strings.Repeat("é", 4096), "queued", nil)) // exactly 8 KiB of UTF-8
 
-	refused := []struct {
-		name string
-		q    string
-		args []any
-	}{
-		{"body over 8 KiB", insertMessage, []any{"m3", strings.Repeat("x", 8193), "queued", nil}},
-		{"unknown state", insertMessage, []any{"m4", "x", "lost", nil}},
-		{"reused idempotency key", insertMessage, []any{"m5", "x", "queued", "k1"}},
-		{"duplicate id", insertMessage, []any{"m1", "x", "queued", nil}},
-		{"lease for unknown message", `INSERT INTO delivery_leases (message_id, lease_id, attempt, holder, acquired_at, expires_at)
-			VALUES ('ghost', 'l1', 1, 'svc', 1, 2)`, nil},
-		{"second lease on a message", `INSERT INTO delivery_leases (message_id, lease_id, attempt, holder, acquired_at, expires_at)
-			VALUES ('m1', 'l1', 1, 'svc', 1, 2), ('m1', 'l2', 1, 'svc', 1, 2)`, nil},
-		{"attempts above 9", `INSERT INTO messages (id, batch_id, sender, sender_kind, target_repo, body, ack_mode, state,
+	schematest.ExpectRefused(t, db,
+		schematest.Refuse("body over 8 KiB", insertMessage, "m3", strings.Repeat("x", 8193), "queued", nil),
+		schematest.Refuse("unknown state", insertMessage, "m4", "x", "lost", nil),
+		schematest.Refuse("reused idempotency key", insertMessage, "m5", "x", "queued", "k1"),
+		schematest.Refuse("duplicate id", insertMessage, "m1", "x", "queued", nil),
+		schematest.Refuse("lease for unknown message", `INSERT INTO delivery_leases (message_id, lease_id, attempt, holder, acquired_at, expires_at)
+			VALUES ('ghost', 'l1', 1, 'svc', 1, 2)`),
+		schematest.Refuse("second lease on a message", `INSERT INTO delivery_leases (message_id, lease_id, attempt, holder, acquired_at, expires_at)
+			VALUES ('m1', 'l1', 1, 'svc', 1, 2), ('m1', 'l2', 1, 'svc', 1, 2)`),
+		schematest.Refuse("attempts above 9", `INSERT INTO messages (id, batch_id, sender, sender_kind, target_repo, body, ack_mode, state,
 			max_attempts, policy_profile, config_version, created_at, updated_at)
-			VALUES ('m7', 'b1', 'o', 'operator', 'r', 'x', 'injected', 'queued', 10, 'p', 'c', 1, 1)`, nil},
-		{"window mode", `INSERT INTO endpoints (id, tmux_socket, tmux_server_pid, session_name, state, created_at, updated_at)
+			VALUES ('m7', 'b1', 'o', 'operator', 'r', 'x', 'injected', 'queued', 10, 'p', 'c', 1, 1)`),
+		schematest.Refuse("window mode", `INSERT INTO endpoints (id, tmux_socket, tmux_server_pid, session_name, state, created_at, updated_at)
 			VALUES ('tmux-amq-1', '/s', 1, 's', 'connected', 1, 1);
 			INSERT INTO windows (endpoint_id, repo, repo_path, mode, created_at, updated_at)
-			VALUES ('tmux-amq-1', 'r', '/p', 'auto', 1, 1)`, nil},
-		{"text in an integer column", `UPDATE message_rows SET attempts = 'many' WHERE id = 'm1'`, nil},
-	}
-	for _, r := range refused {
-		if err := exec(t, db, r.q, r.args...); err == nil {
-			t.Errorf("%s: accepted", r.name)
-		}
-	}
+			VALUES ('tmux-amq-1', 'r', '/p', 'auto', 1, 1)`),
+		schematest.Refuse("text in an integer column", `UPDATE message_rows SET attempts = 'many' WHERE id = 'm1'`),
+	)
 	var n int
 	if err := db.Reader.QueryRow(`SELECT count(*) FROM messages`).Scan(&n); err != nil || n != 2 {
 		t.Errorf("messages = %d, %v; a refused statement left rows behind", n, err)
@@ -93,32 +77,8 @@ func TestSchemaConstraints(t *testing.T) {
 func TestSchemaChecksMatchTheDomain(t *testing.T) {
 	t.Parallel()
 	db := setup(t)
-	columns := []struct {
-		table, column string
-		want          []string
-	}{
-		{"endpoints", "state", queue.Names(queue.EndpointStates)},
-		{"windows", "mode", queue.Names(queue.WindowModes)},
-	}
-	for _, c := range columns {
-		var ddl string
-		if err := db.Reader.QueryRow(`SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?`, c.table).Scan(&ddl); err != nil {
-			t.Fatal(err)
-		}
-		re := regexp.MustCompile(`\b` + c.column + `\s+TEXT NOT NULL CHECK \(` + c.column + ` IN \(([^)]*)\)\)`)
-		m := re.FindStringSubmatch(ddl)
-		if m == nil {
-			t.Errorf("%s.%s: no CHECK (%s IN (...)) in\n%s", c.table, c.column, c.column, ddl)
-			continue
-		}
-		var got []string
-		for _, lit := range strings.Split(m[1], ",") {
-			got = append(got, strings.Trim(strings.TrimSpace(lit), "'"))
-		}
-		if !slices.Equal(got, c.want) {
-			t.Errorf("%s.%s: CHECK allows %q, the domain has %q", c.table, c.column, got, c.want)
-		}
-	}
+	schematest.CheckEnum(t, db, "endpoints", "state", queue.Names(queue.EndpointStates))
+	schematest.CheckEnum(t, db, "windows", "mode", queue.Names(queue.WindowModes))
 	// A message's enums are codes (schema version 6): each list holds every
 	// value of the domain once, and the CHECK allows exactly its codes.
 	codes := []struct {
@@ -130,10 +90,7 @@ func TestSchemaChecksMatchTheDomain(t *testing.T) {
 		{"ack_mode", ackModeCodes, ackmode.Names()},
 		{"sender_kind", senderKindCodes, queue.Names(queue.SenderKinds)},
 	}
-	var ddl string
-	if err := db.Reader.QueryRow(`SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'message_rows'`).Scan(&ddl); err != nil {
-		t.Fatal(err)
-	}
+	ddl := schematest.TableSQL(t, db, "message_rows")
 	for _, c := range codes {
 		if got, want := slices.Sorted(slices.Values(c.codes)), slices.Sorted(slices.Values(c.want)); !slices.Equal(got, want) {
 			t.Errorf("%s: codes for %q, the domain has %q", c.column, got, want)
