@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/buildinfo"
+	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/health"
 	"github.com/tmux-amq/tamq/internal/paths"
@@ -62,4 +63,22 @@ func RegistryStatus(registry func() (*gita.Registry, error)) health.Registry {
 		return health.Registry{Error: err.Error()}
 	}
 	return health.Registry{Path: reg.ReposFile, Readable: true, RepoCount: len(reg.Repos), UnregisteredCount: len(reg.Unregistered)}
+}
+
+// StatusProblem is the first problem of the sections every status report
+// has, with the code `status` exits with: the service must run, and its
+// database and the gita registry must be readable. Each program judges its
+// own sections after these.
+func StatusProblem(program paths.Program, svc health.Service, db health.SQLite, reg health.Registry) error {
+	switch {
+	case !svc.Running:
+		return errs.New(errs.Unavailable, "%s is not running", program).WithHint("start it with `%s start --detach`", program)
+	case db.Error != "" && db.SchemaVersion > db.BinarySchemaVersion:
+		return errs.New(errs.SchemaTooNew, "database: %s", db.Error)
+	case db.Error != "":
+		return errs.New(errs.Storage, "database: %s", db.Error)
+	case reg.Error != "":
+		return errs.New(errs.RegistryError, "gita registry: %s", reg.Error)
+	}
+	return nil
 }

@@ -105,16 +105,11 @@ func Collect(ctx context.Context, p paths.Paths, cfg *config.Loaded, registry fu
 // registry are readable, and tamq answers. State Hub is not needed for the
 // engine's local work (its observation comes later), so it does not count.
 func Judge(r *api.StatusReport) error {
-	var problem error
+	problem := daemon.StatusProblem(paths.Engine, r.Service, r.SQLite, r.Registry)
 	switch {
-	case !r.Service.Running:
-		problem = errs.New(errs.Unavailable, "coordination-engine is not running").WithHint("start it with `coordination-engine start --detach`")
-	case r.SQLite.Error != "":
-		problem = errs.New(errs.Storage, "database: %s", r.SQLite.Error)
+	case problem != nil:
 	case r.Leases.Error != "":
 		problem = errs.New(errs.Storage, "leases: %s", r.Leases.Error)
-	case r.Registry.Error != "":
-		problem = errs.New(errs.RegistryError, "gita registry: %s", r.Registry.Error)
 	case !r.Tamq.Reachable:
 		problem = errs.New(errs.Unavailable, "tamq does not answer: %s", r.Tamq.Error).WithHint("start it with `tamq start --detach`")
 	}

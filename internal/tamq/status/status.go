@@ -181,17 +181,13 @@ func Recorded(ctx context.Context, eps []queue.Endpoint) []api.Endpoint {
 // unhealthy: tamq works without it and queues the projections.
 func Judge(r *api.StatusReport) error {
 	var err error
-	switch {
-	case r.Config.Error != "":
+	if r.Config.Error != "" {
 		err = errs.New(errs.ConfigInvalid, "%s", r.Config.Error)
-	case !r.Service.Running:
-		err = errs.New(errs.Unavailable, "tamq is not running").WithHint("start it with `tamq start --detach`")
-	case r.SQLite.Error != "" && r.SQLite.SchemaVersion > r.SQLite.BinarySchemaVersion:
-		err = errs.New(errs.SchemaTooNew, "database: %s", r.SQLite.Error)
-	case r.SQLite.Error != "":
-		err = errs.New(errs.Storage, "database: %s", r.SQLite.Error)
-	case r.Registry.Error != "":
-		err = errs.New(errs.RegistryError, "gita registry: %s", r.Registry.Error)
+	} else {
+		err = daemon.StatusProblem(paths.Tamq, r.Service, r.SQLite, r.Registry)
+	}
+	switch {
+	case err != nil:
 	case r.Queue.Error != "":
 		err = errs.New(errs.Storage, "queue: %s", r.Queue.Error)
 	default:
