@@ -21,8 +21,10 @@ docs/doctor.md describes each check.`
 // DoctorConfig is the configuration both doctor commands check with, and
 // the check of it: an invalid file is reported (an invalid policy profile
 // among others), and the rest is checked with the defaults and the
-// environment's State Hub, as status does.
-func (a *App) DoctorConfig(p paths.Paths) (*config.Loaded, doctor.Check) {
+// environment's State Hub, as status does. It, Doctor and printDoctor are
+// functions of the App rather than its methods: only the two doctor commands
+// use them.
+func DoctorConfig(a *App, p paths.Paths) (*config.Loaded, doctor.Check) {
 	cfg, err := a.Config()
 	check := doctor.Config(a.Name(), cfg, err, p.ConfigFile)
 	if err != nil {
@@ -36,14 +38,14 @@ func (a *App) DoctorConfig(p paths.Paths) (*config.Loaded, doctor.Check) {
 
 // Doctor prints the checks, as text or as one JSON document, and returns
 // the error that gives the exit status: nil when none failed.
-func (a *App) Doctor(checks []doctor.Check) error {
+func Doctor(a *App, checks []doctor.Check) error {
 	r := doctor.NewReport(checks)
 	if a.JSON {
 		if err := a.PrintJSON(r); err != nil {
 			return err
 		}
 	} else {
-		a.printDoctor(r)
+		printDoctor(a, r)
 	}
 	failed := r.Names(doctor.Fail)
 	if len(failed) == 0 {
@@ -55,7 +57,7 @@ func (a *App) Doctor(checks []doctor.Check) error {
 
 // printDoctor writes a line per check, its fix under it, and a count. With
 // --quiet only the checks that warn or fail are written.
-func (a *App) printDoctor(r doctor.Report) {
+func printDoctor(a *App, r doctor.Report) {
 	width := 0
 	for _, c := range r.Checks {
 		width = max(width, len(c.Name))

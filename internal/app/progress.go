@@ -14,8 +14,10 @@ type Progress struct {
 }
 
 // ShowsProgress reports whether progress bars show: only on a terminal
-// (stderr), and neither with --quiet nor --json.
-func (a *App) ShowsProgress() bool {
+// (stderr), and neither with --quiet nor --json. It and NewProgress are
+// functions of the App's streams and flags rather than its methods: only the
+// few long-running commands draw a bar.
+func ShowsProgress(a *App) bool {
 	f, ok := a.Err.(*os.File)
 	return ok && !a.Quiet && !a.JSON && term.IsTerminal(int(f.Fd()))
 }
@@ -23,8 +25,8 @@ func (a *App) ShowsProgress() bool {
 // NewProgress returns a progress bar on stderr for total units ("bytes", or
 // what unit names, like "msgs"), or a silent one (nil) when progress does not
 // show; total -1 means unknown.
-func (a *App) NewProgress(total int64, description, unit string) *Progress {
-	if !a.ShowsProgress() {
+func NewProgress(a *App, total int64, description, unit string) *Progress {
+	if !ShowsProgress(a) {
 		return nil
 	}
 	opts := []progressbar.Option{

@@ -33,7 +33,7 @@ func TestProgressOnlyOnATerminal(t *testing.T) {
 		{"--quiet", &App{Err: tty, Quiet: true}, false},
 		{"--json", &App{Err: tty, JSON: true}, false},
 	} {
-		p := c.app.NewProgress(100, "exporting", "msgs")
+		p := NewProgress(c.app, 100, "exporting", "msgs")
 		if (p != nil) != c.want {
 			t.Errorf("%s: progress shown = %v", c.name, p != nil)
 		}
@@ -47,7 +47,7 @@ func TestProgressOnlyOnATerminal(t *testing.T) {
 	}
 
 	// On the terminal the bar draws what it counts.
-	p := (&App{Err: tty}).NewProgress(100, "exporting", "msgs")
+	p := NewProgress(&App{Err: tty}, 100, "exporting", "msgs")
 	p.Set(50)
 	got := make(chan string)
 	go func() {

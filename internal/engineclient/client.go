@@ -26,7 +26,10 @@ const (
 	relay   = publish
 )
 
-// Client calls the coordination-engine service of one set of paths.
+// Client calls the coordination-engine service of one set of paths. It has
+// one method per operation of engineapi, each with the timeout that suits
+// it: many methods, but each a thin, typed call, so splitting them into
+// groups would only spread the protocol across types.
 type Client struct {
 	daemon.BaseClient
 }

@@ -25,6 +25,9 @@ import (
 // conditional GETs of the workplans, bounded requests, a bearer token from
 // the credential command kept in memory only, and objects that lack what
 // the contract requires skipped with the reason rather than guessed at.
+// Its methods are one per route of the contract plus the request path they
+// all share (conn, do, once, bearer, failed): the route list is the
+// contract's, and split over types it would be harder to check against it.
 type Client struct {
 	Base string
 	// Credential is statehub.credential_command: an argv whose stdout is

@@ -53,10 +53,10 @@ type Server struct {
 	closing  bool
 	done     chan struct{} // closed by Shutdown
 	conns    map[net.Conn]struct{}
-	open     [slotKinds]int   // request connections and streams open
-	refusals [slotKinds]spell // connections refused over a cap, by cap
-	handlers sync.WaitGroup   // requests being served
-	loops    sync.WaitGroup   // connection goroutines
+	open     [slotKinds]int // request connections and streams open
+	refusals refusals       // connections refused over a cap, by cap
+	handlers sync.WaitGroup // requests being served
+	loops    sync.WaitGroup // connection goroutines
 }
 
 // slot is what a connection is counted as.
@@ -68,6 +68,11 @@ const (
 	streamSlot              // a connection for one stream
 	slotKinds
 )
+
+// refusals are the spells of connections refused over each cap; the
+// Server's mu guards them. They are their own type because they only count
+// and log: what a cap is and when it is reached is the Server's.
+type refusals [slotKinds]spell
 
 // spell is a run of like failures, logged when it begins and when it ends,
 // so that a flood writes two lines instead of one per failure.
@@ -109,7 +114,7 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 			}
 			if failing.n == 0 {
 				failing.since = time.Now()
-				s.acceptFailing(err)
+				logAcceptFailure(s.Log, err)
 			}
 			failing.n++
 			failing.last = time.Now()
@@ -151,21 +156,21 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 	}
 }
 
-// acceptFailing logs the first failure of a spell.
-func (s *Server) acceptFailing(err error) {
-	if s.Log == nil {
+// logAcceptFailure logs the first failure of a spell.
+func logAcceptFailure(log *slog.Logger, err error) {
+	if log == nil {
 		return
 	}
 	var ne net.Error
 	switch {
 	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
-		s.Log.Warn("cannot accept connections: out of file descriptors; retrying", "error", err.Error())
+		log.Warn("cannot accept connections: out of file descriptors; retrying", "error", err.Error())
 	case errors.Is(err, syscall.ENOBUFS), errors.Is(err, syscall.ENOMEM):
-		s.Log.Warn("cannot accept connections: out of memory; retrying", "error", err.Error())
+		log.Warn("cannot accept connections: out of memory; retrying", "error", err.Error())
 	case errors.Is(err, syscall.ECONNABORTED), errors.As(err, &ne) && ne.Timeout():
-		s.Log.Warn("cannot accept connections; retrying", "error", err.Error())
+		log.Warn("cannot accept connections; retrying", "error", err.Error())
 	default:
-		s.Log.Error("cannot accept connections: unexpected error; retrying", "error", err.Error())
+		log.Error("cannot accept connections: unexpected error; retrying", "error", err.Error())
 	}
 }
 
@@ -211,7 +216,7 @@ func (s *Server) track(c net.Conn) error {
 		return errs.New(errs.ShuttingDown, "the service is shutting down")
 	}
 	if s.MaxConns > 0 && s.MaxStreams > 0 && len(s.conns) >= s.MaxConns+s.MaxStreams {
-		return s.refusedLocked(anySlot, len(s.conns), s.MaxConns+s.MaxStreams, "connections")
+		return s.refusals.refused(s.Log, anySlot, len(s.conns), s.MaxConns+s.MaxStreams, "connections")
 	}
 	if s.conns == nil {
 		s.conns = map[net.Conn]struct{}{}
@@ -223,7 +228,7 @@ func (s *Server) track(c net.Conn) error {
 func (s *Server) untrack(c net.Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
-	s.endRefusalsLocked(anySlot, len(s.conns), s.MaxConns+s.MaxStreams)
+	s.refusals.end(s.Log, anySlot, len(s.conns), s.MaxConns+s.MaxStreams)
 	s.mu.Unlock()
 	c.Close()
 }
@@ -237,7 +242,7 @@ func (s *Server) enter(k slot) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if limit > 0 && s.open[k] >= limit {
-		return s.refusedLocked(k, s.open[k], limit, what)
+		return s.refusals.refused(s.Log, k, s.open[k], limit, what)
 	}
 	s.open[k]++
 	return nil
@@ -253,17 +258,17 @@ func (s *Server) leave(k slot) {
 	}
 	s.mu.Lock()
 	s.open[k]--
-	s.endRefusalsLocked(k, s.open[k], limit)
+	s.refusals.end(s.Log, k, s.open[k], limit)
 	s.mu.Unlock()
 }
 
-// refusedLocked counts a refusal over cap k and returns its error.
-func (s *Server) refusedLocked(k slot, open, limit int, what string) error {
-	sp := &s.refusals[k]
+// refused counts a refusal over cap k and returns its error.
+func (r *refusals) refused(log *slog.Logger, k slot, open, limit int, what string) error {
+	sp := &r[k]
 	if sp.n == 0 {
 		sp.since = time.Now()
-		if s.Log != nil {
-			s.Log.Warn("connection limit reached; refusing "+what+" over it", "limit", limit)
+		if log != nil {
+			log.Warn("connection limit reached; refusing "+what+" over it", "limit", limit)
 		}
 	}
 	sp.n++
@@ -271,13 +276,13 @@ func (s *Server) refusedLocked(k slot, open, limit int, what string) error {
 		WithHint("try again later; if it persists, something opens connections faster than it closes them (see the service log)")
 }
 
-// endRefusalsLocked ends the spell of refusals over cap k, if one is on and
+// end ends the spell of refusals over cap k, if one is on and
 // the connections open are down to half the cap: a flood that keeps the count
 // at the cap then logs once, not each time a slot frees and fills again.
-func (s *Server) endRefusalsLocked(k slot, open, limit int) {
-	if sp := &s.refusals[k]; sp.n > 0 && open <= limit/2 {
-		if s.Log != nil {
-			s.Log.Info("connection limit no longer reached", "refused", sp.n, "for", time.Since(sp.since).Round(time.Millisecond))
+func (r *refusals) end(log *slog.Logger, k slot, open, limit int) {
+	if sp := &r[k]; sp.n > 0 && open <= limit/2 {
+		if log != nil {
+			log.Info("connection limit no longer reached", "refused", sp.n, "for", time.Since(sp.since).Round(time.Millisecond))
 		}
 		*sp = spell{}
 	}

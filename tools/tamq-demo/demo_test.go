@@ -129,7 +129,7 @@ func (r *demoRun) demo() *demo {
 	if w == nil || tm == nil {
 		return nil
 	}
-	return &demo{tamq: r.tamq, engine: r.engine, dir: w[1], tmux: tm[1], out: io.Discard}
+	return &demo{runner: runner{workspace: workspace{dir: w[1]}, tamq: r.tamq, engine: r.engine, tmux: tm[1]}, out: io.Discard}
 }
 
 // checkGone fails unless everything the demo started has gone: the tmux

@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,39 +36,11 @@ type options struct {
 // demo is one run: where its files are and which tmux server and State Hub
 // are its own.
 type demo struct {
-	tamq   string // the tamq binary, absolute
-	engine string // the coordination-engine binary, absolute
-	dir    string // the temporary root of everything below
-	tmux   string // the private tmux server's socket name (tmux -L)
-	// tmuxSocket is that server's socket file, once tamq open said where.
+	runner
+	hubConn
+	// tmuxSocket is the tmux server's socket file, once tamq open said where.
 	tmuxSocket string
-	// hub is the reference State Hub the demo runs; hubURL its address.
-	hub    *exec.Cmd
-	hubURL string
-	// hubClient and hubPrefix send the demo's own requests to the hub: one
-	// client for the demo's life, so its connections are reused (a client a
-	// request left idle connections behind, and the hub refuses past its cap).
-	hubClient *http.Client
-	hubPrefix string
-	out       io.Writer
-}
-
-// The layout under the temporary root.
-func (d *demo) configDir() string  { return filepath.Join(d.dir, "config") } // XDG_CONFIG_HOME
-func (d *demo) stateDir() string   { return filepath.Join(d.dir, "state") }  // XDG_STATE_HOME
-func (d *demo) runtimeDir() string { return filepath.Join(d.dir, "run") }    // XDG_RUNTIME_DIR
-func (d *demo) gitaDir() string    { return filepath.Join(d.configDir(), "gita") }
-func (d *demo) repoDir(r string) string {
-	return filepath.Join(d.dir, "repos", r)
-}
-func (d *demo) agentExe() string { return filepath.Join(d.dir, "bin", "tamq-demo") }
-func (d *demo) hubData() string  { return filepath.Join(d.dir, "statehub.json") }
-func (d *demo) engineDB() string {
-	return filepath.Join(d.stateDir(), "coordination-engine", "coordination.sqlite3")
-}
-func (d *demo) tamqDB() string { return filepath.Join(d.stateDir(), "tamq", "tamq.sqlite3") }
-func (d *demo) engineLog() string {
-	return filepath.Join(d.stateDir(), "coordination-engine", "coordination-engine.log")
+	out        io.Writer
 }
 
 // run is the demo from start to end; the cleanup runs on every way out.
@@ -264,17 +234,6 @@ type statusReport struct {
 	} `json:"endpoints"`
 }
 
-func (d *demo) status(ctx context.Context) (statusReport, error) {
-	var st statusReport
-	// status exits non-zero when something is unhealthy; the document is what
-	// counts here.
-	out, err := d.call(ctx, "tamq", "status", "--json")
-	if jerr := json.Unmarshal(out, &st); jerr != nil {
-		return st, errors.Join(err, jerr)
-	}
-	return st, nil
-}
-
 // waitBrokers waits until every window's broker has attached to the service,
 // so the first message goes in through the broker, as it will for a user.
 func (d *demo) waitBrokers(ctx context.Context) error {
@@ -301,83 +260,6 @@ func (d *demo) waitBrokers(ctx context.Context) error {
 			return fmt.Errorf("waiting for the windows' brokers to attach: %w", err)
 		}
 	}
-}
-
-// explain adds what the windows show to a failure.
-func (d *demo) explain(err error) error {
-	out, terr := exec.Command("tmux", "-L", d.tmux, "list-panes", "-a", "-F", "#{pane_id} #{window_name}").Output()
-	if terr != nil {
-		return err
-	}
-	var b strings.Builder
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		pane, name, _ := strings.Cut(line, " ")
-		screen, _ := exec.Command("tmux", "-L", d.tmux, "capture-pane", "-p", "-t", pane).Output()
-		fmt.Fprintf(&b, "\n--- window %s ---\n%s", name, strings.TrimRight(string(screen), "\n"))
-	}
-	return fmt.Errorf("%w\nwhat the windows show:%s", err, b.String())
-}
-
-// env is the environment of every tamq the demo runs: the demo's own
-// directories, and nothing of the user's tamq, gita or tmux session. The tmux
-// server tamq open starts inherits it, and so do the windows' brokers.
-func (d *demo) env() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		switch {
-		case strings.HasPrefix(name, "TAMQ_"), strings.HasPrefix(name, "COORDINATION_ENGINE_"),
-			slices.Contains([]string{"XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR", "GITA_PROJECT_HOME",
-				"STATEHUB_API_BASE", "TMUX", "TMUX_PANE"}, name):
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, d.envVars()...)
-}
-
-// envVars point tamq (and gita, which reads $GITA_PROJECT_HOME/gita) at the
-// demo's directories.
-func (d *demo) envVars() []string {
-	return []string{
-		"XDG_CONFIG_HOME=" + d.configDir(),
-		"XDG_STATE_HOME=" + d.stateDir(),
-		"XDG_RUNTIME_DIR=" + d.runtimeDir(),
-		"GITA_PROJECT_HOME=" + d.configDir(),
-		// What the windows' agents need: the engine for the agent commands
-		// (and to publish their work to State Hub, whose address and token
-		// are the engine's).
-		agentEngineVar + "=" + d.engine,
-	}
-}
-
-// call runs tamq, coordination-engine or tmux (on the demo's server) and
-// returns its output; a
-// failure carries what it said on stderr.
-func (d *demo) call(ctx context.Context, program string, args ...string) ([]byte, error) {
-	var cmd *exec.Cmd
-	switch program {
-	case "tamq":
-		cmd = exec.CommandContext(ctx, d.tamq, args...)
-	case "coordination-engine":
-		cmd = exec.CommandContext(ctx, d.engine, args...)
-	case "tmux":
-		cmd = exec.CommandContext(ctx, "tmux", append([]string{"-L", d.tmux}, args...)...)
-	default:
-		panic("call: " + program)
-	}
-	cmd.Env = d.env()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	// The service tamq open starts must not hold our pipes open.
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return stdout.Bytes(), ctx.Err()
-		}
-		return stdout.Bytes(), fmt.Errorf("%s %s: %v: %s", program, strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
-	}
-	return stdout.Bytes(), nil
 }
 
 // cleanup removes everything the demo started: the tmux server (its windows'

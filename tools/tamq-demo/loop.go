@@ -2,15 +2,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,7 +15,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 )
 
@@ -64,19 +60,6 @@ func (d *demo) startHub(ctx context.Context) error {
 	}
 	return d.writeEngineConfig()
 }
-
-// useHub makes the demo talk to the State Hub at url, with the client the
-// programs use: over the socket, checked as they check it.
-func (d *demo) useHub(url string) error {
-	hc, prefix, err := statehub.HTTPClient(url)
-	if err != nil {
-		return err
-	}
-	d.hubURL, d.hubClient, d.hubPrefix = url, hc, prefix
-	return nil
-}
-
-func (d *demo) hubPIDFile() string { return filepath.Join(d.dir, "statehub.pid") }
 
 // stopHub stops the reference State Hub the demo started (this run, or an
 // earlier one kept with --keep: found by its pid file and its program).
@@ -155,39 +138,6 @@ func (d *demo) seed(ctx context.Context) error {
 	return nil
 }
 
-// hubDo sends one request to the demo's State Hub and decodes its answer
-// into into (when not nil).
-func (d *demo) hubDo(ctx context.Context, method, path string, body, into any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, d.hubPrefix+path, rd)
-	if err != nil {
-		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := d.hubClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("State Hub: %s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("State Hub: %s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(b))
-	}
-	if into != nil {
-		return json.Unmarshal(b, into)
-	}
-	return nil
-}
-
 // explanation is the part of `coordination-engine explain --json` the demo
 // reads.
 type explanation struct {
@@ -201,15 +151,6 @@ type explanation struct {
 			Attempt int    `json:"attempt"`
 		} `json:"leases"`
 	} `json:"triggers"`
-}
-
-func (d *demo) explain1(ctx context.Context, task string) (explanation, error) {
-	var x explanation
-	out, err := d.call(ctx, "coordination-engine", "explain", task, "--json")
-	if err != nil {
-		return x, err
-	}
-	return x, json.Unmarshal(out, &x)
 }
 
 // done says whether the loop has run its course: A and B done in State

@@ -29,7 +29,7 @@ engine watches it: not reachable fails), the clock, and the free disk space.
 ` + app.DoctorLong,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.Doctor(engineChecks(cmd.Context(), a))
+			return app.Doctor(a, engineChecks(cmd.Context(), a))
 		},
 	}
 }
@@ -42,7 +42,7 @@ func engineChecks(ctx context.Context, a *app.App) []doctor.Check {
 	}
 	// Loading the config validates the policy profile: an invalid one is
 	// reported here, as it stops the engine's start.
-	cfg, check := a.DoctorConfig(p)
+	cfg, check := app.DoctorConfig(a, p)
 	checks := []doctor.Check{check}
 	reg, regErr := a.Registry()
 	checks = append(checks, doctor.Registry(reg, regErr))

@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/charmbracelet/x/ansi/parser"
-
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
@@ -78,15 +76,10 @@ type Observer struct {
 
 	mu        sync.Mutex // Write runs in the screen reader, Injected in the delivery session
 	paste     atomic.Bool
-	vt        *vt
-	line      []rune
-	col       int
-	broken    bool // the line in progress had bytes that are not valid UTF-8
+	lines     *screenLines // the terminal's lines and cursor; the Observer makes blocks of them
 	open      *openBlock
 	lastWrite time.Time
-	cur       cursor
-	emitted   map[place][]emitted // blocks sent lately, by where they sat
-	nEmitted  int
+	sent      sentBlocks
 	injected  injections
 }
 
@@ -106,47 +99,11 @@ type place struct {
 	row int
 }
 
-// cursor follows the cursor's row as the terminal moves it.
-type cursor struct {
-	rows     int // the screen's height; 0 while unknown (no scrolling then)
-	row      int // on the screen, from 0
-	scrolled int // lines scrolled off the top so far
-	alt      bool
-	saved    int    // DECSC / CSI s
-	main     [2]int // the main screen's row and scroll while the alternate shows
-	top      int    // the scroll region's first row
-	bottom   int    // its last row; -1: the screen's last row
-}
-
-func (c *cursor) place() place { return place{alt: c.alt, row: c.row + c.scrolled} }
-
-func (c *cursor) lastRow() int {
-	if c.bottom >= 0 && (c.rows == 0 || c.bottom < c.rows) {
-		return c.bottom
-	}
-	return c.rows - 1
-}
-
-// lineFeed moves down a row, scrolling at the bottom of the scroll region.
-func (c *cursor) lineFeed() {
-	if c.rows > 0 && c.row == c.lastRow() {
-		c.scrolled++
-		return
-	}
-	c.row++
-	if c.rows > 0 && c.row >= c.rows {
-		c.row = c.rows - 1
-	}
-}
-
-func (c *cursor) clamp(row int) int {
-	if row < 0 {
-		return 0
-	}
-	if c.rows > 0 && row >= c.rows {
-		return c.rows - 1
-	}
-	return row
+// sentBlocks remembers the blocks sent lately, by where they sat, to tell a
+// redraw of one from a new message.
+type sentBlocks struct {
+	byPlace map[place][]emitted
+	n       int
 }
 
 type emitted struct {
@@ -165,7 +122,7 @@ const maxEmitted = 256
 const maxLine = queue.MaxBody + 256
 
 func (o *Observer) init() {
-	if o.vt != nil {
+	if o.lines != nil {
 		return
 	}
 	if o.Now == nil {
@@ -174,8 +131,15 @@ func (o *Observer) init() {
 	if o.Notice == nil {
 		o.Notice = func(string) {}
 	}
-	o.cur.bottom = -1
-	o.vt = &vt{print: o.print, execute: o.execute, csi: o.csi, esc: o.esc, broken: func() { o.broken = true }}
+	s := &screenLines{
+		lineDone:  o.handleLine,
+		blockOpen: func() bool { return o.open != nil },
+		endBlock:  o.closeBlock,
+		setPaste:  o.paste.Store,
+	}
+	s.cur.bottom = -1
+	s.vt = &vt{print: s.print, execute: s.execute, csi: s.csi, esc: s.esc, broken: func() { s.broken = true }}
+	o.lines = s
 }
 
 // SetRows tells the observer the height of the agent's screen, which says
@@ -184,8 +148,8 @@ func (o *Observer) SetRows(rows int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.init()
-	o.cur.rows = max(rows, 0)
-	o.cur.row = o.cur.clamp(o.cur.row)
+	o.lines.cur.rows = max(rows, 0)
+	o.lines.cur.row = o.lines.cur.clamp(o.lines.cur.row)
 }
 
 // BracketedPaste reports whether the agent has bracketed paste on.
@@ -197,21 +161,7 @@ func (o *Observer) Write(p []byte) (int, error) {
 	defer o.mu.Unlock()
 	o.init()
 	o.lastWrite = o.Now()
-	for _, b := range p {
-		if b >= 0x20 && b < 0x7f && o.vt.state == parser.GroundState {
-			// Plain text, most of all output: no table walk (print, inlined).
-			if o.col < len(o.line) {
-				o.line[o.col] = rune(b)
-			} else if o.col == len(o.line) && len(o.line) < maxLine {
-				o.line = append(o.line, rune(b))
-			} else {
-				o.appendAt(rune(b))
-			}
-			o.col++
-			continue
-		}
-		o.vt.advance(b)
-	}
+	o.lines.write(p)
 	return len(p), nil
 }
 
@@ -253,8 +203,8 @@ func (o *Observer) Close() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.init()
-	if len(o.line) > 0 {
-		o.endLine()
+	if len(o.lines.line) > 0 {
+		o.lines.endLine()
 	}
 	o.closeBlock()
 }
@@ -265,197 +215,11 @@ func (o *Observer) Lost() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.init()
-	o.line, o.col, o.broken = o.line[:0], 0, false
+	o.lines.line, o.lines.col, o.lines.broken = o.lines.line[:0], 0, false
 	if o.open != nil {
 		o.Notice(fmt.Sprintf("tamq: not sent to %s: the agent printed faster than tamq could read, and part of the block was missed", textsafe.Escape(o.open.Target)))
 		o.open = nil
 	}
-}
-
-func (o *Observer) print(r rune) {
-	if o.col < len(o.line) {
-		o.line[o.col] = r
-	} else {
-		o.appendAt(r)
-	}
-	o.col++
-}
-
-// appendAt puts r at the column the cursor is in, past the line's end: the
-// columns the cursor skipped (moved right, or to a column) show as spaces,
-// as on the terminal.
-func (o *Observer) appendAt(r rune) {
-	for len(o.line) < o.col && len(o.line) < maxLine {
-		o.line = append(o.line, ' ')
-	}
-	if len(o.line) < maxLine {
-		o.line = append(o.line, r)
-	}
-}
-
-// toColumn moves the cursor to a column of the line (from 0).
-func (o *Observer) toColumn(col int) {
-	o.col = min(max(col, 0), maxLine)
-}
-
-func (o *Observer) execute(b byte) {
-	switch b {
-	case '\n', '\v', '\f':
-		o.endLine()
-		o.cur.lineFeed()
-	case '\r':
-		// Back to the line's start, where what follows overwrites; a CR before
-		// LF thus changes nothing.
-		o.col = 0
-	case '\b':
-		if o.col > 0 {
-			o.col--
-		}
-	case '\t':
-		o.print('\t')
-	}
-}
-
-func (o *Observer) csi(prefix, final byte, params []int) {
-	n := max(params[0], 1) // a count parameter: 0 and absent mean 1
-	switch {
-	case prefix == '?' && (final == 'h' || final == 'l'):
-		for _, p := range params {
-			switch p {
-			case 2004: // the agent turning bracketed paste on or off
-				o.paste.Store(final == 'h')
-			case 47, 1047, 1049:
-				o.switchScreen(final == 'h')
-			}
-		}
-	case prefix != 0:
-	case final == 'A': // up
-		o.moveRow(o.cur.row - n)
-	case final == 'B' || final == 'e': // down
-		o.moveRow(o.cur.row + n)
-	case final == 'E': // down, to the line's start
-		o.moveRow(o.cur.row + n)
-		o.col = 0
-	case final == 'F': // up, to the line's start
-		o.moveRow(o.cur.row - n)
-		o.col = 0
-	case final == 'H' || final == 'f':
-		o.moveRow(max(params[0], 1) - 1)
-		col := 1
-		if len(params) > 1 {
-			col = params[1]
-		}
-		// Columns matter: an address starts at the line's first one.
-		o.toColumn(max(col, 1) - 1)
-	case final == 'd':
-		o.moveRow(max(params[0], 1) - 1)
-	case final == 'G' || final == '`':
-		o.toColumn(n - 1)
-	case final == 'C' || final == 'a': // right
-		o.toColumn(o.col + n)
-	case final == 'D': // left
-		o.toColumn(o.col - n)
-	case final == 'K':
-		if o.col < len(o.line) {
-			o.line = o.line[:o.col]
-		}
-	case final == 'J' && (params[0] == 2 || params[0] == 3):
-		o.redrawn()
-	case final == 'S': // scroll up: lines leave at the top
-		o.cur.scrolled += n
-	case final == 'T' || final == 'L' || final == 'M':
-		// Scrolling down, inserting or deleting lines moves rows under the
-		// block: what follows is a redraw, not more of it.
-		o.redrawn()
-	case final == 'r':
-		o.cur.top = max(params[0], 1) - 1
-		o.cur.bottom = -1
-		if len(params) > 1 && params[1] > 0 {
-			o.cur.bottom = params[1] - 1
-		}
-		o.moveRow(0) // DECSTBM homes the cursor
-		o.col = 0
-	case final == 's':
-		o.cur.saved = o.cur.row
-	case final == 'u':
-		o.moveRow(o.cur.saved)
-	}
-}
-
-func (o *Observer) esc(inter, final byte) {
-	if inter != 0 {
-		return // character set designations and the like
-	}
-	switch final {
-	case 'c': // full reset
-		o.redrawn()
-		o.cur = cursor{rows: o.cur.rows, scrolled: o.cur.scrolled, bottom: -1}
-	case 'D': // index: a line feed
-		o.endLine()
-		o.cur.lineFeed()
-	case 'E': // next line
-		o.endLine()
-		o.cur.lineFeed()
-		o.col = 0
-	case 'M': // reverse index
-		if o.cur.row == o.cur.top {
-			o.redrawn() // scrolls the region down under the block
-			return
-		}
-		o.moveRow(o.cur.row - 1)
-	case '7':
-		o.cur.saved = o.cur.row
-	case '8':
-		o.moveRow(o.cur.saved)
-	}
-}
-
-// moveRow moves the cursor to another row: the line in progress ends there,
-// and a block ends unless the cursor went on to the next row.
-func (o *Observer) moveRow(to int) {
-	to = o.cur.clamp(to)
-	if to == o.cur.row {
-		return
-	}
-	o.endLine()
-	if o.open != nil && to != o.cur.row+1 {
-		o.closeBlock()
-	}
-	o.cur.row = to
-}
-
-// redrawn ends the line and any block: the screen was cleared or replaced.
-func (o *Observer) redrawn() {
-	if len(o.line) > 0 {
-		o.endLine()
-	}
-	o.closeBlock()
-}
-
-func (o *Observer) switchScreen(alt bool) {
-	if alt == o.cur.alt {
-		return
-	}
-	o.redrawn()
-	if alt {
-		o.cur.main = [2]int{o.cur.row, o.cur.scrolled}
-		o.cur.scrolled = 0
-	} else {
-		o.cur.row, o.cur.scrolled = o.cur.main[0], o.cur.main[1]
-	}
-	o.cur.alt = alt
-}
-
-func (o *Observer) endLine() {
-	if o.open == nil && !addressLike(o.line) {
-		// Most lines are not addresses: no string is made of them.
-		o.line, o.col, o.broken = o.line[:0], 0, false
-		return
-	}
-	text := strings.TrimRight(string(o.line), " ")
-	broken := o.broken
-	o.line, o.col, o.broken = o.line[:0], 0, false
-	o.handleLine(text, broken)
 }
 
 // bullets mark an agent's own message at a line's start: Claude Code's
@@ -499,7 +263,7 @@ func (o *Observer) handleLine(text string, broken bool) {
 			return
 		}
 		a, _ := queue.ReadAddress(address, o.Slugs())
-		o.open = &openBlock{Block: Block{Target: a.Target, Body: a.Body, Unknown: !a.Known}, at: o.cur.place(), invalid: broken,
+		o.open = &openBlock{Block: Block{Target: a.Target, Body: a.Body, Unknown: !a.Known}, at: o.lines.cur.place(), invalid: broken,
 			injected: o.injected.seq}
 		o.checkSize()
 		return
@@ -540,17 +304,9 @@ func (o *Observer) closeBlock() {
 		return
 	}
 	now := o.Now()
-	for _, e := range o.emitted[b.at] {
-		if e.block == b.Block && now.Sub(e.when) < RedrawWindow {
-			return // the same text over the same rows: a redraw of a block already sent
-		}
+	if o.sent.redraw(b.Block, b.at, now) {
+		return // the same text over the same rows: a redraw of a block already sent
 	}
-	if o.emitted == nil || o.nEmitted >= maxEmitted {
-		// Past the bound all are forgotten at once: a redraw then is sent again.
-		o.emitted, o.nEmitted = map[place][]emitted{}, 0
-	}
-	o.emitted[b.at] = append(o.emitted[b.at], emitted{block: b.Block, when: now})
-	o.nEmitted++
 	if p := textsafe.NameProblem(b.Target); p != "" {
 		// An unknown target as the agent wrote it may be empty, too long or
 		// hold characters that act in a terminal: it can name no repo, and
@@ -561,4 +317,21 @@ func (o *Observer) closeBlock() {
 		return
 	}
 	o.Emit(b.Block)
+}
+
+// redraw reports whether b at that place repeats a block sent there within
+// RedrawWindow; when it does not, b is remembered as sent.
+func (s *sentBlocks) redraw(b Block, at place, now time.Time) bool {
+	for _, e := range s.byPlace[at] {
+		if e.block == b && now.Sub(e.when) < RedrawWindow {
+			return true
+		}
+	}
+	if s.byPlace == nil || s.n >= maxEmitted {
+		// Past the bound all are forgotten at once: a redraw then is sent again.
+		s.byPlace, s.n = map[place][]emitted{}, 0
+	}
+	s.byPlace[at] = append(s.byPlace[at], emitted{block: b, when: now})
+	s.n++
+	return false
 }

@@ -29,7 +29,7 @@ State Hub and coordination-engine only warn: tamq works without them.
 ` + app.DoctorLong,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.Doctor(tamqChecks(cmd.Context(), a))
+			return app.Doctor(a, tamqChecks(cmd.Context(), a))
 		},
 	}
 }
@@ -41,7 +41,7 @@ func tamqChecks(ctx context.Context, a *app.App) []doctor.Check {
 		// Without paths nothing else can be looked at.
 		return []doctor.Check{doctor.Config(a.Name(), nil, err, "")}
 	}
-	cfg, check := a.DoctorConfig(p)
+	cfg, check := app.DoctorConfig(a, p)
 	checks := []doctor.Check{check}
 	checks = append(checks, doctor.Tmux(ctx))
 	reg, regErr := a.Registry()

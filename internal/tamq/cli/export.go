@@ -125,9 +125,9 @@ does an interrupted one (Ctrl-C or SIGTERM), which exits 130 (143 for SIGTERM).`
 
 func export(ctx context.Context, a *app.App, db *sql.DB, filter store.Filter, out io.Writer) (int, error) {
 	var progress *app.Progress
-	if a.ShowsProgress() {
+	if app.ShowsProgress(a) {
 		if total, err := store.Count(ctx, db, filter); err == nil && total > 1000 {
-			progress = a.NewProgress(int64(total), "exporting", "msgs")
+			progress = app.NewProgress(a, int64(total), "exporting", "msgs")
 		}
 	}
 	defer progress.Done()

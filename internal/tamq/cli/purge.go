@@ -269,7 +269,7 @@ func purgeHere(ctx context.Context, a *app.App, p paths.Paths, cfg *config.Loade
 	defer st.DB.Close()
 	st.Receipts.PolicyProfile, st.Receipts.ConfigVersion = cfg.ProfileRef(), cfg.Version
 	before := store.FileBytes(p.Database)
-	purging := a.NewProgress(int64(len(plan.IDs)), "purging", "msgs")
+	purging := app.NewProgress(a, int64(len(plan.IDs)), "purging", "msgs")
 	var reclaim *app.Progress
 	var pages int64
 	done, err := st.Purges.ExecutePurge(ctx, rule, plan, true, store.PurgeProgress{
@@ -278,7 +278,7 @@ func purgeHere(ctx context.Context, a *app.App, p paths.Paths, cfg *config.Loade
 			if pages == 0 { // the first report: all the free pages
 				purging.Done()
 				purging, pages = nil, left
-				reclaim = a.NewProgress(pages, "giving space back", "pages")
+				reclaim = app.NewProgress(a, pages, "giving space back", "pages")
 			}
 			reclaim.Set(pages - left)
 		},

@@ -80,7 +80,7 @@ rejection's error code.`,
 			if err := r.call(cmd.Context()); err != nil {
 				return err
 			}
-			progress := a.NewProgress(size, "replaying", "bytes")
+			progress := app.NewProgress(a, size, "replaying", "bytes")
 			err = r.run(cmd.Context(), &countingReader{r: in, progress: progress})
 			progress.Done()
 			if err != nil {

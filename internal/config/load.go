@@ -1,0 +1,204 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/policy"
+	"github.com/tmux-amq/tamq/internal/trust"
+)
+
+// Loaded is a validated effective configuration and where it came from.
+type Loaded struct {
+	Config
+	// File is the config file consulted; FileExists says whether it was there.
+	File       string
+	FileExists bool
+	// Overrides lists values taken from the environment, as "key from VAR".
+	Overrides []string
+	// Version is the effective config version recorded in receipts: a hash
+	// of the keys the program reads.
+	Version string
+
+	profileRef string
+}
+
+// Defaults is the configuration with every default and no file, for
+// reports that go on when the file is invalid.
+func Defaults(p paths.Paths) *Loaded {
+	l := &Loaded{Config: Default(), File: p.ConfigFile}
+	l.StateHub.APIBase = DefaultStateHubAPIBase(p)
+	l.Version = l.Config.Version(p.Program)
+	l.profileRef = l.Config.ProfileRef()
+	return l
+}
+
+// ProfileRef is Config.ProfileRef computed once: it is recorded with every
+// message, and hashing the profile each time is wasted work.
+func (l *Loaded) ProfileRef() string {
+	if l.profileRef == "" {
+		l.profileRef = l.Config.ProfileRef()
+	}
+	return l.profileRef
+}
+
+// Load reads the program's config file (a missing default file means defaults),
+// applies environment overrides and validates the result.
+func Load(p paths.Paths) (*Loaded, error) {
+	// The file names the command run for State Hub's token (as the user):
+	// one another user could write is refused before a byte of it is used.
+	data, err := trust.ReadFile(p.ConfigFile, "config file")
+	exists := true
+	switch {
+	case errs.Is(err, errs.PermissionDeny):
+		return nil, err
+	case errors.Is(err, fs.ErrNotExist) && p.ConfigVar == "":
+		data, exists = nil, false
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, errs.New(errs.ConfigInvalid, "config file %s (from %s) does not exist", p.ConfigFile, p.ConfigVar).
+			WithHint("create it, or unset %s to use %s's defaults", p.ConfigVar, p.Program)
+	case err != nil:
+		return nil, errs.New(errs.ConfigInvalid, "cannot read config file %s: %v", p.ConfigFile, pathErrCause(err))
+	}
+	return load(p, data, exists)
+}
+
+// load is Load after the file is read: the bytes are parsed, the
+// environment applied and the result validated. Apart so the fuzz target
+// runs what Load runs on a file's bytes, without a file.
+func load(p paths.Paths, data []byte, exists bool) (*Loaded, error) {
+	cfg, err := Parse(p.Program, p.ConfigFile, data)
+	if err != nil {
+		return nil, err
+	}
+	l := &Loaded{Config: cfg, File: p.ConfigFile, FileExists: exists}
+	if l.StateHub.APIBase == "" {
+		l.StateHub.APIBase = DefaultStateHubAPIBase(p)
+	}
+	if p.StateHubAPIBase != "" {
+		l.StateHub.APIBase = p.StateHubAPIBase
+		l.Overrides = append(l.Overrides, "statehub.api_base from "+paths.StateHubAPIBaseVar)
+	}
+	if p.PolicyProfile != "" {
+		l.Policy.Profile = p.PolicyProfile
+		l.Overrides = append(l.Overrides, "policy.profile from "+p.PolicyProfileVar)
+	}
+	if err := l.Validate(); err != nil {
+		return nil, errs.New(errs.ConfigInvalid, "%s", l.describe(err))
+	}
+	l.Version = l.Config.Version(p.Program)
+	l.profileRef = l.Config.ProfileRef()
+	return l, nil
+}
+
+// describe names where a bad value came from: the environment or the file.
+func (l *Loaded) describe(err error) string {
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		for _, o := range l.Overrides {
+			if key, variable, _ := strings.Cut(o, " from "); key == fe.key {
+				return fmt.Sprintf("%s: %s", variable, fe.problem)
+			}
+		}
+	}
+	return fmt.Sprintf("config %s: %v", l.File, err)
+}
+
+func pathErrCause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// Parse decodes program p's TOML over the defaults without validating. A
+// [policy.profiles.X] table replaces the built-in profile of the same name
+// whole, so what a profile allows is always visible in one place.
+func Parse(p paths.Program, file string, data []byte) (Config, error) {
+	cfg := Default()
+	cfg.Policy.Profiles = nil
+	err := decodeStrict(data, cfg.View(p))
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) {
+		// Keys p does not read are misspelt or the other program's. Decoding
+		// against every key of both tells which: what fails there (a
+		// misspelling, or a wrong type) is reported as it always was, and
+		// what does not is the other program's. Each program has its own
+		// file, so such a key is in the wrong one.
+		all := Default()
+		if err = decodeStrict(data, &all); err == nil {
+			return Config{}, errs.New(errs.ConfigInvalid, "config %s: %s", file, othersKeys(p, strict))
+		}
+	}
+	if err != nil {
+		return Config{}, errs.New(errs.ConfigInvalid, "%s", decodeMessage(file, err))
+	}
+	if _, ok := cfg.Policy.Profiles[policy.DefaultName]; !ok {
+		if cfg.Policy.Profiles == nil {
+			cfg.Policy.Profiles = map[string]policy.Profile{}
+		}
+		cfg.Policy.Profiles[policy.DefaultName] = policy.Default()
+	}
+	return cfg, nil
+}
+
+func decodeStrict(data []byte, v any) error {
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// missingKeys names the keys a strict decode did not know, with their lines.
+func missingKeys(strict *toml.StrictMissingError) string {
+	keys := make([]string, 0, len(strict.Errors))
+	for _, e := range strict.Errors {
+		row, _ := e.Position()
+		keys = append(keys, fmt.Sprintf("'%s' (line %d)", strings.Join(e.Key(), "."), row))
+	}
+	return strings.Join(keys, ", ")
+}
+
+// othersKeys says that the keys strict lists belong to the program other than p.
+func othersKeys(p paths.Program, strict *toml.StrictMissingError) string {
+	if len(strict.Errors) == 1 {
+		return fmt.Sprintf("key %s is %s's; %s does not use it", missingKeys(strict), other(p), p)
+	}
+	return fmt.Sprintf("keys %s are %s's; %s does not use them", missingKeys(strict), other(p), p)
+}
+
+func decodeMessage(file string, err error) string {
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) {
+		noun := "key"
+		if len(strict.Errors) > 1 {
+			noun = "keys"
+		}
+		return fmt.Sprintf("config %s: unknown %s %s", file, noun, missingKeys(strict))
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, col := de.Position()
+		msg := goTypeDetail().ReplaceAllString(strings.TrimPrefix(de.Error(), "toml: "), "a value of type $1")
+		if key := strings.Join(de.Key(), "."); key != "" {
+			msg = key + ": " + msg
+		}
+		return fmt.Sprintf("config %s: line %d, column %d: %s", file, row, col, msg)
+	}
+	// Type mismatches come as plain errors; strip the library's prefix.
+	return fmt.Sprintf("config %s: %s", file, strings.TrimPrefix(err.Error(), "toml: "))
+}
+
+// goTypeDetail matches the Go struct field the TOML library names in type errors,
+// which means nothing to someone editing the file.
+// It is compiled on first use, since it is needed only for a broken file.
+var goTypeDetail = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`struct field \S+ of type (\S+)`) })

@@ -1,0 +1,236 @@
+package tmux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+)
+
+// CheckSessionName rejects names tmux would silently change: it replaces "."
+// and ":" with "_", after which "=NAME" targets no longer find the session.
+func CheckSessionName(name string) error {
+	if name == "" || strings.ContainsAny(name, ".:") {
+		return errs.New(errs.Usage, "tmux session name %q is empty or contains '.' or ':', which tmux does not keep", name)
+	}
+	return nil
+}
+
+// EnsureSession starts the server if needed and makes sure the session exists,
+// reporting whether this call created it. dir, if not empty, is the session's
+// working directory.
+func (s Server) EnsureSession(ctx context.Context, name, dir string) (created bool, err error) {
+	if err := CheckSessionName(name); err != nil {
+		return false, err
+	}
+	if s.Socket != "" {
+		// tmux makes the directory for -L sockets but not for -S ones; the
+		// default server chosen as a path must still start like tmux would.
+		if err := os.Mkdir(filepath.Dir(s.Socket), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return false, errs.Wrap(errs.Unavailable, err, "tmux %s: cannot make the socket directory", s)
+		}
+	}
+	args := []string{"new-session", "-d", "-s", literal(name), "-x", "200", "-y", "50"}
+	if dir != "" {
+		args = append(args, "-c", literal(dir))
+	}
+	// Creating and treating "duplicate" as success is one call and has no race
+	// between checking and creating.
+	if _, err := s.Run(ctx, nil, args...); err != nil {
+		if strings.Contains(err.Error(), "duplicate session: ") {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// Window is one window as ListWindows sees it. The pane fields describe the
+// window's active pane; windows tamq opens have only one.
+type Window struct {
+	ID      string // @N
+	Name    string
+	Session string
+	PaneID  string // %N
+	PanePID int
+	Dead    bool   // pane_dead: the process exited (needs remain-on-exit on)
+	Repo    string // the @tamq_repo option; "" for windows tamq did not open
+}
+
+// tmux prints names raw, control characters included, so no separator is safe
+// in the free-text fields. The fixed fields come first with the byte lengths
+// (#{n:...}) of the free-text ones, which follow unseparated.
+const listFormat = "#{window_id}\x1f#{pane_id}\x1f#{pane_pid}\x1f#{pane_dead}\x1f" +
+	"#{n:session_name}\x1f#{n:window_name}\x1f#{n:" + RepoOption + "}\x1f" +
+	"#{session_name}#{window_name}#{" + RepoOption + "}"
+
+// ListWindows lists every window of every session in one tmux call. A window
+// linked into several sessions appears once per session.
+func (s Server) ListWindows(ctx context.Context) ([]Window, error) {
+	out, err := s.Run(ctx, nil, "list-windows", "-a", "-F", listFormat)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := parseWindows(out)
+	if err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "tmux %s list-windows: unexpected output", s)
+	}
+	return ws, nil
+}
+
+// Snapshot is the server's pid and its windows, read in one tmux call, so
+// both describe the same server even if it is replaced meanwhile.
+func (s Server) Snapshot(ctx context.Context) (pid int, windows []Window, err error) {
+	out, err := s.Run(ctx, nil, "display-message", "-p", "#{pid}", ";", "list-windows", "-a", "-F", listFormat)
+	if err != nil {
+		return 0, nil, err
+	}
+	first, rest, _ := strings.Cut(out, "\n")
+	if pid, err = strconv.Atoi(first); err != nil {
+		return 0, nil, errs.New(errs.Internal, "tmux %s: bad server pid %q", s, first)
+	}
+	if windows, err = parseWindows(rest); err != nil {
+		return 0, nil, errs.Wrap(errs.Internal, err, "tmux %s list-windows: unexpected output", s)
+	}
+	return pid, windows, nil
+}
+
+// parseWindows reads list-windows output in listFormat, one record a window.
+func parseWindows(out string) ([]Window, error) {
+	var ws []Window
+	for out != "" {
+		w, rest, err := parseWindow(out)
+		if err != nil {
+			return nil, err
+		}
+		ws, out = append(ws, w), rest
+	}
+	return ws, nil
+}
+
+func parseWindow(in string) (Window, string, error) {
+	var f [7]string
+	for i := range f {
+		var ok bool
+		if f[i], in, ok = strings.Cut(in, "\x1f"); !ok {
+			return Window{}, "", errors.New("missing field")
+		}
+	}
+	var n [3]int
+	total := 0
+	for i := range n {
+		v, err := strconv.Atoi(f[4+i])
+		// Each length is checked against what is left before it is added:
+		// lengths near the int limit would overflow the sum to a small
+		// number and slice out of range.
+		if err != nil || v < 0 || v > len(in)-total {
+			return Window{}, "", fmt.Errorf("bad length %q", f[4+i])
+		}
+		n[i] = v
+		total += v
+	}
+	if len(in) < total+1 || in[total] != '\n' {
+		return Window{}, "", errors.New("record shorter than its lengths")
+	}
+	pid, err := strconv.Atoi(f[2])
+	if err != nil {
+		return Window{}, "", fmt.Errorf("bad pane pid %q", f[2])
+	}
+	// Ids of another shape mean the records were misread (a length that
+	// does not match its text); reading on would take names for ids.
+	if !isID(f[0], "@") || !isID(f[1], "%") {
+		return Window{}, "", fmt.Errorf("bad window or pane id %q, %q", f[0], f[1])
+	}
+	return Window{
+		ID: f[0], PaneID: f[1], PanePID: pid, Dead: f[3] == "1",
+		Session: in[:n[0]],
+		Name:    in[n[0] : n[0]+n[1]],
+		Repo:    in[n[0]+n[1] : total],
+	}, in[total+1:], nil
+}
+
+// Respawn runs argv again in a pane whose process has exited, in dir with
+// env: the same pane, the same window. Without -k tmux refuses a pane whose
+// process still runs, so a live agent is never replaced.
+func (s Server) Respawn(ctx context.Context, paneID, dir string, argv []string, env map[string]string) error {
+	args := []string{"respawn-pane", "-t", paneID}
+	if dir != "" {
+		args = append(args, "-c", literal(dir))
+	}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		args = append(args, "-e", arg(k+"="+env[k]))
+	}
+	if len(argv) > 0 {
+		args = append(args, "--")
+		for _, a := range argv {
+			args = append(args, arg(a))
+		}
+	}
+	if _, err := s.Run(ctx, nil, args...); err != nil {
+		return errs.Wrap(errs.CodeOf(err), err, "restart the program of pane %s", paneID)
+	}
+	return nil
+}
+
+// NewWindow opens a detached window named name at the end of session, in
+// directory dir (tmux's default when empty), running argv with env added to its
+// environment. Following tmux, an empty argv runs the default shell, a single
+// element is a shell command line, and two or more are executed directly.
+//
+// The window is marked with RepoOption=repo and gets allow-rename off,
+// automatic-rename off (a title escape from the program cannot rename it) and
+// remain-on-exit on (a program that exits leaves a dead pane instead of no
+// window).
+func (s Server) NewWindow(ctx context.Context, session, name, repo, dir string, argv []string, env map[string]string) (Window, error) {
+	if dir != "" {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return Window{}, errs.New(errs.NotFound, "tmux %s: directory %q for window %q is not a directory", s, dir, name)
+		}
+	}
+	// One command list, because tmux handles no pane output or process exit
+	// between its commands: the options are in place before the program can
+	// print a title or exit. "-a" after {end} makes the new window the one
+	// {end} names next.
+	target := "=" + session + ":{end}"
+	args := []string{"new-window", "-d", "-a", "-t", target, "-n", literal(name),
+		"-P", "-F", "#{window_id}\x1f#{pane_id}\x1f#{pane_pid}"}
+	if dir != "" {
+		args = append(args, "-c", literal(dir))
+	}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		args = append(args, "-e", arg(k+"="+env[k]))
+	}
+	if len(argv) > 0 {
+		args = append(args, "--")
+		for _, a := range argv {
+			args = append(args, arg(a))
+		}
+	}
+	opts := [][2]string{{"allow-rename", "off"}, {"automatic-rename", "off"}, {"remain-on-exit", "on"}}
+	if repo != "" {
+		opts = append(opts, [2]string{RepoOption, repo})
+	}
+	for _, o := range opts {
+		args = append(args, ";", "set-option", "-w", "-t", target, o[0], arg(o[1]))
+	}
+	out, err := s.Run(ctx, nil, args...)
+	if err != nil {
+		return Window{}, errs.Wrap(errs.CodeOf(err), err, "open window %q in session %q", name, session)
+	}
+	f := strings.Split(strings.TrimSuffix(out, "\n"), "\x1f")
+	if len(f) != 3 {
+		return Window{}, errs.New(errs.Internal, "tmux %s new-window: unexpected output %q", s, out)
+	}
+	pid, err := strconv.Atoi(f[2])
+	if err != nil {
+		return Window{}, errs.New(errs.Internal, "tmux %s new-window: bad pane pid %q", s, f[2])
+	}
+	return Window{ID: f[0], Name: name, Session: session, PaneID: f[1], PanePID: pid, Repo: repo}, nil
+}
