@@ -306,6 +306,10 @@ func NewTmux(t testing.TB) *Tmux {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The runtime directory, as XDG wants it: the user's alone.
+	if err := os.Mkdir(filepath.Join(home, "run"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	tm := &Tmux{Name: fmt.Sprintf("tamq-test-%d-%d", os.Getpid(), time.Now().UnixNano()), home: home}
 	tm.Must(t, "new-session", "-d", "-s", "work", "-x", "200", "-y", "50")
 	socket := tm.Must(t, "display", "-p", "#{socket_path}")
@@ -321,9 +325,24 @@ func NewTmux(t testing.TB) *Tmux {
 func (tm *Tmux) Cmd(args ...string) ([]byte, error) {
 	cmd := exec.Command("tmux", append([]string{"-L", tm.Name}, args...)...)
 	if tm.home != "" {
-		cmd.Env = append(os.Environ(), "HOME="+tm.home)
+		cmd.Env = tm.env()
 	}
 	return cmd.CombinedOutput()
+}
+
+// env is the environment of the server's commands, which the server (and so
+// every window's shell, agent and broker) inherits from its first: the
+// test's, with HOME and the XDG base directories in the server's home, so
+// that a broker's hook sockets and spool go there even where the user's
+// shell sets XDG_STATE_HOME (HOME alone was not enough).
+func (tm *Tmux) env() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "XDG_") && k != "HOME" {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "HOME="+tm.home, "XDG_RUNTIME_DIR="+filepath.Join(tm.home, "run"))
 }
 
 // Must runs a tmux command and fails the test on error.
