@@ -235,19 +235,12 @@ func cmdSQL(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // waitfile PATH waits until PATH exists (a background program's sign that it
-// is ready), for at most 30 seconds.
+// is ready), for at most 30 seconds; PATH's directory must exist.
 func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: waitfile PATH")
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(ts.MkAbs(args[0])); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			ts.Fatalf("%s did not appear", args[0])
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := testutil.AwaitFile(ts.MkAbs(args[0]), 30*time.Second); err != nil {
+		ts.Fatalf("%v", err)
 	}
 }

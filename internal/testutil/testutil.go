@@ -26,6 +26,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/statehub/devhub"
+	"golang.org/x/sys/unix"
 )
 
 var (
@@ -549,4 +550,42 @@ func StateHub(t testing.TB, token string) (url string, stop func()) {
 	}
 	ts, stop := HTTPServer(t, hub.Handler())
 	return ts.URL, stop
+}
+
+// AwaitFile returns once path exists, or an error after timeout (a safety
+// net for a broken test, not a timing assumption). It wakes on inotify's
+// events in path's directory, which must exist, rather than on a polling
+// interval: a background program's sign that it is ready is seen the moment
+// it is made.
+func AwaitFile(path string, timeout time.Duration) error {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	// Watched before the first look, so that a file made between the two is
+	// an event.
+	if _, err := unix.InotifyAddWatch(fd, filepath.Dir(path), unix.IN_CREATE|unix.IN_MOVED_TO); err != nil {
+		return fmt.Errorf("watching for %s: %w", path, err)
+	}
+	deadline := time.Now().Add(timeout)
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := os.Lstat(path); err == nil {
+			return nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("%s did not appear in %v", path, timeout)
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, int(left.Milliseconds())+1); err != nil && !errors.Is(err, unix.EINTR) {
+			return err
+		}
+		for { // drain: the file's existence is what counts, not which event
+			if _, err := unix.Read(fd, buf); err != nil {
+				break
+			}
+		}
+	}
 }
