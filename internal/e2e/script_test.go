@@ -46,6 +46,12 @@ func TestScripts(t *testing.T) {
 			env.Setenv("XDG_CONFIG_HOME", filepath.Join(work, "config"))
 			env.Setenv("XDG_STATE_HOME", filepath.Join(work, "state"))
 			env.Setenv("XDG_RUNTIME_DIR", filepath.Join(work, "run"))
+			// testscript passes on little of the environment: tmux's socket
+			// directory (which `make test` moves out of the user's) goes
+			// with the scripts' tmux commands.
+			if dir := os.Getenv("TMUX_TMPDIR"); dir != "" {
+				env.Setenv("TMUX_TMPDIR", dir)
+			}
 			// A script that fails midway must not leave its service running.
 			env.Defer(func() { killService(filepath.Join(work, "state", "tamq", "tamq.lock")) })
 			return nil

@@ -126,6 +126,13 @@ func NewEnv(t testing.TB) *Env {
 		"HOME=" + e.Home, "XDG_CONFIG_HOME=" + e.Config, "XDG_STATE_HOME=" + e.State, "XDG_RUNTIME_DIR=" + e.Runtime,
 		"PATH=" + os.Getenv("PATH"),
 	}
+	// Where tmux keeps its sockets: the test's tmux servers (NewTmux) are
+	// started with the test's environment, and the programs find them by
+	// name there. `make test` moves it out of the user's /tmp/tmux-UID
+	// (internal/testutil/homeguard).
+	if dir := os.Getenv("TMUX_TMPDIR"); dir != "" {
+		e.Vars = append(e.Vars, "TMUX_TMPDIR="+dir)
+	}
 	return e
 }
 
