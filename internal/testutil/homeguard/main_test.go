@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,19 +128,27 @@ func TestTheCommandFailsAfterAProgramUsedTheDecoy(t *testing.T) {
 		t.Fatalf("check of a clean decoy: exit %d\n%s", status, out)
 	}
 	env := decoyEnv(decoy)
-	tamq := func(args ...string) {
+	tamq := func(args ...string) error {
 		t.Helper()
 		cmd := exec.Command(filepath.Join(testutil.Binaries(t), "tamq"), args...)
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 		for _, k := range []string{"HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR", "TMUX_TMPDIR"} {
 			cmd.Env = append(cmd.Env, k+"="+env(k))
 		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("tamq %s: %v\n%s", strings.Join(args, " "), err, out)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("tamq %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
+		return nil
 	}
-	tamq("start", "--detach")
-	tamq("stop")
+	if err := tamq("start", "--detach"); err != nil {
+		t.Fatal(err)
+	}
+	// A failing test must not leave the service running.
+	t.Cleanup(func() { tamq("stop") })
+	if err := tamq("stop"); err != nil {
+		t.Fatal(err)
+	}
 	out, status := guard("check", decoy, snap)
 	for _, want := range []string{filepath.Join(decoy, "state", "tamq"), "homeguard: the tests wrote where they must not"} {
 		if status != 1 || !slices.ContainsFunc(strings.Split(out, "\n"), func(l string) bool { return strings.TrimSpace(l) == want || strings.HasPrefix(l, want) }) {
