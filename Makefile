@@ -42,11 +42,32 @@ diff-check:
 # the build target builds them (static), instead of once per test package.
 # The longest packages are named first so that they start first: go test
 # runs packages in the order given, and the run ends with its slowest.
+#
+# The tests never touch the user's own files or servers. They run with HOME,
+# XDG_* and TMUX_TMPDIR pointed into a fresh decoy directory (a test that
+# forgets to give a program private directories writes there, not into
+# ~/.local/state/tamq or /tmp/tmux-UID/default), without the variables below
+# that a user's shell may set to point the programs, gita, tmux or the agents
+# at the user's own, and with the go command's cache and settings kept as
+# they were (they live under HOME). homeguard then fails the run, naming the
+# files, if the decoy holds anything of ours or a path of ours appeared in
+# the user's directories (internal/testutil/homeguard).
 SLOW_PACKAGES := ./internal/tamq/service ./internal/tamq/store ./internal/engine/service ./internal/e2e ./tools/tamq-demo
+USER_VARS := TMUX TMUX_PANE GITA_PROJECT_HOME STATEHUB_API_BASE CLAUDE_CONFIG_DIR CODEX_HOME \
+	TAMQ_CONFIG TAMQ_STATE_DIR TAMQ_SOCKET TAMQ_POLICY_PROFILE TAMQ_ENDPOINT TAMQ_HOOK_SOCKET TAMQ_REPO \
+	COORDINATION_ENGINE_CONFIG COORDINATION_ENGINE_STATE_DIR COORDINATION_ENGINE_SOCKET COORDINATION_ENGINE_POLICY_PROFILE
 unit:
-	@dir="$$(mktemp -d)" && chmod 755 "$$dir" && \
-	$(STATIC) $(GO) build -o "$$dir/" ./cmd/... ./tools/tamq-demo ./internal/testutil/squatter ./internal/testutil/scriptedagent && \
-	TAMQ_TEST_BIN="$$dir" $(GO) test -race -count=1 -p 4 $(SLOW_PACKAGES) ./...; status=$$?; rm -rf "$$dir"; exit $$status
+	@dir="$$(mktemp -d)" && decoy="$$(mktemp -d)" && chmod 755 "$$dir" "$$decoy" && \
+	mkdir -p "$$decoy/home" "$$decoy/tmux" && mkdir -m 700 "$$decoy/run" && \
+	$(STATIC) $(GO) build -o "$$dir/" ./cmd/... ./tools/tamq-demo ./internal/testutil/squatter ./internal/testutil/scriptedagent ./internal/testutil/homeguard && \
+	"$$dir/homeguard" snapshot "$$dir/before" && \
+	env $(foreach v,$(USER_VARS),-u $(v)) \
+		GOCACHE="$$($(GO) env GOCACHE)" GOMODCACHE="$$($(GO) env GOMODCACHE)" GOPATH="$$($(GO) env GOPATH)" GOENV="$$($(GO) env GOENV)" \
+		HOME="$$decoy/home" XDG_CONFIG_HOME="$$decoy/config" XDG_STATE_HOME="$$decoy/state" XDG_CACHE_HOME="$$decoy/cache" \
+		XDG_DATA_HOME="$$decoy/data" XDG_RUNTIME_DIR="$$decoy/run" TMUX_TMPDIR="$$decoy/tmux" \
+		TAMQ_TEST_BIN="$$dir" $(GO) test -race -count=1 -p 4 $(SLOW_PACKAGES) ./...; status=$$?; \
+	if [ -f "$$dir/before" ]; then "$$dir/homeguard" check "$$decoy" "$$dir/before" || status=1; fi; \
+	rm -rf "$$dir" "$$decoy"; exit $$status
 
 smoke: build
 	$(BIN)/tamq --help >/dev/null

@@ -46,6 +46,12 @@ func TestScripts(t *testing.T) {
 			env.Setenv("XDG_CONFIG_HOME", filepath.Join(work, "config"))
 			env.Setenv("XDG_STATE_HOME", filepath.Join(work, "state"))
 			env.Setenv("XDG_RUNTIME_DIR", filepath.Join(work, "run"))
+			// testscript passes on little of the environment: tmux's socket
+			// directory (which `make test` moves out of the user's) goes
+			// with the scripts' tmux commands.
+			if dir := os.Getenv("TMUX_TMPDIR"); dir != "" {
+				env.Setenv("TMUX_TMPDIR", dir)
+			}
 			// A script that fails midway must not leave its service running.
 			env.Defer(func() { killService(filepath.Join(work, "state", "tamq", "tamq.lock")) })
 			return nil
@@ -235,19 +241,12 @@ func cmdSQL(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // waitfile PATH waits until PATH exists (a background program's sign that it
-// is ready), for at most 30 seconds.
+// is ready), for at most 30 seconds; PATH's directory must exist.
 func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: waitfile PATH")
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(ts.MkAbs(args[0])); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			ts.Fatalf("%s did not appear", args[0])
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := testutil.AwaitFile(ts.MkAbs(args[0]), 30*time.Second); err != nil {
+		ts.Fatalf("%v", err)
 	}
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/statehub/devhub"
+	"golang.org/x/sys/unix"
 )
 
 var (
@@ -124,6 +125,13 @@ func NewEnv(t testing.TB) *Env {
 	e.Vars = []string{
 		"HOME=" + e.Home, "XDG_CONFIG_HOME=" + e.Config, "XDG_STATE_HOME=" + e.State, "XDG_RUNTIME_DIR=" + e.Runtime,
 		"PATH=" + os.Getenv("PATH"),
+	}
+	// Where tmux keeps its sockets: the test's tmux servers (NewTmux) are
+	// started with the test's environment, and the programs find them by
+	// name there. `make test` moves it out of the user's /tmp/tmux-UID
+	// (internal/testutil/homeguard).
+	if dir := os.Getenv("TMUX_TMPDIR"); dir != "" {
+		e.Vars = append(e.Vars, "TMUX_TMPDIR="+dir)
 	}
 	return e
 }
@@ -306,6 +314,10 @@ func NewTmux(t testing.TB) *Tmux {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The runtime directory, as XDG wants it: the user's alone.
+	if err := os.Mkdir(filepath.Join(home, "run"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	tm := &Tmux{Name: fmt.Sprintf("tamq-test-%d-%d", os.Getpid(), time.Now().UnixNano()), home: home}
 	tm.Must(t, "new-session", "-d", "-s", "work", "-x", "200", "-y", "50")
 	socket := tm.Must(t, "display", "-p", "#{socket_path}")
@@ -321,9 +333,24 @@ func NewTmux(t testing.TB) *Tmux {
 func (tm *Tmux) Cmd(args ...string) ([]byte, error) {
 	cmd := exec.Command("tmux", append([]string{"-L", tm.Name}, args...)...)
 	if tm.home != "" {
-		cmd.Env = append(os.Environ(), "HOME="+tm.home)
+		cmd.Env = tm.env()
 	}
 	return cmd.CombinedOutput()
+}
+
+// env is the environment of the server's commands, which the server (and so
+// every window's shell, agent and broker) inherits from its first: the
+// test's, with HOME and the XDG base directories in the server's home, so
+// that a broker's hook sockets and spool go there even where the user's
+// shell sets XDG_STATE_HOME (HOME alone was not enough).
+func (tm *Tmux) env() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "XDG_") && k != "HOME" {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "HOME="+tm.home, "XDG_RUNTIME_DIR="+filepath.Join(tm.home, "run"))
 }
 
 // Must runs a tmux command and fails the test on error.
@@ -530,4 +557,42 @@ func StateHub(t testing.TB, token string) (url string, stop func()) {
 	}
 	ts, stop := HTTPServer(t, hub.Handler())
 	return ts.URL, stop
+}
+
+// AwaitFile returns once path exists, or an error after timeout (a safety
+// net for a broken test, not a timing assumption). It wakes on inotify's
+// events in path's directory, which must exist, rather than on a polling
+// interval: a background program's sign that it is ready is seen the moment
+// it is made.
+func AwaitFile(path string, timeout time.Duration) error {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	// Watched before the first look, so that a file made between the two is
+	// an event.
+	if _, err := unix.InotifyAddWatch(fd, filepath.Dir(path), unix.IN_CREATE|unix.IN_MOVED_TO); err != nil {
+		return fmt.Errorf("watching for %s: %w", path, err)
+	}
+	deadline := time.Now().Add(timeout)
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := os.Lstat(path); err == nil {
+			return nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("%s did not appear in %v", path, timeout)
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, int(left.Milliseconds())+1); err != nil && !errors.Is(err, unix.EINTR) {
+			return err
+		}
+		for { // drain: the file's existence is what counts, not which event
+			if _, err := unix.Read(fd, buf); err != nil {
+				break
+			}
+		}
+	}
 }
