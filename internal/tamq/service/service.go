@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -434,11 +433,16 @@ func (s *Service) enqueue(ctx context.Context, m *queue.Message) error {
 // maxGroup is the most sends one commit takes; more wait for the next.
 const maxGroup = 256
 
+// maxGroupWait bounds how long a group waits for the senders of the last
+// one to come back (see commit).
+const maxGroupWait = time.Millisecond
+
 // commit is the single writer of new messages, a group commit: every send
 // waiting when a commit starts joins it, up to maxGroup, so concurrent
 // senders share one transaction and one sync of the disk instead of paying
-// one each. Nothing waits for a group to fill: a lone send commits at once,
-// and sends arriving during a commit make the next group. Each send gets its
+// one each. A lone send commits at once, sends arriving during a commit make
+// the next group, and a group smaller than the last waits a little for the
+// last one's senders (below), never for more. Each send gets its
 // own answer once the commit is durable: its message stored, or its own
 // error (a message the database refuses fails alone, store.EnqueueEach), or
 // the group's when the transaction fails as a whole.
@@ -446,6 +450,10 @@ func (s *Service) commit(ctx context.Context) {
 	var failing spell
 	group := make([]enqueueReq, 0, maxGroup)
 	msgs := make([]*queue.Message, 0, maxGroup)
+	// The last group's size and how long its commit took (the machine's
+	// time: a matter of scheduling, not of the service's clock).
+	var expect int
+	var lastCommit time.Duration
 	for {
 		group, msgs = group[:0], msgs[:0]
 		select {
@@ -454,15 +462,6 @@ func (s *Service) commit(ctx context.Context) {
 		case req := <-s.enqCh:
 			group = append(group, req)
 		}
-		// Senders that are already runnable (those the last commit just
-		// answered, coming back with their next message, and requests
-		// decoded and on their way here) are let run before the group is
-		// sealed, so that they join it instead of making the next commit.
-		// Without this, the first sender back commits alone and the others
-		// wait out that commit: eight busy senders made groups of 1 and 7
-		// by turns, two commits where one does. A lone send loses nothing:
-		// with nothing else to run, the yield returns at once.
-		runtime.Gosched()
 	more:
 		for len(group) < maxGroup {
 			select {
@@ -472,10 +471,38 @@ func (s *Service) commit(ctx context.Context) {
 				break more
 			}
 		}
+		// The senders the last commit answered are likely coming back with
+		// their next message: without waiting for them, the first one back
+		// commits alone while the others wait out that commit (eight busy
+		// senders made groups of 1 and 7 by turns, two commits where one
+		// does). So a group smaller than the last waits for the rest, but
+		// only for an eighth of the last commit's time (at most
+		// maxGroupWait), a cost bounded by what it can save: senders that
+		// were answered and send again at once join in microseconds; those
+		// that do not come back cost the wait once, as the next group
+		// expects only as many as this one holds. A lone sender never waits.
+		if len(group) < expect {
+			wait := time.NewTimer(min(lastCommit/8, maxGroupWait))
+		rest:
+			for len(group) < expect {
+				select {
+				case req := <-s.enqCh:
+					group = append(group, req)
+				case <-wait.C:
+					break rest
+				case <-ctx.Done():
+					break rest
+				}
+			}
+			wait.Stop()
+		}
+		expect = len(group)
+		started := time.Now()
 		for _, r := range group {
 			msgs = append(msgs, r.m)
 		}
 		failed, err := s.store.EnqueueEach(ctx, msgs)
+		lastCommit = time.Since(started)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			failing.failed(s.log, "cannot queue messages; sends are refused until this clears", err)
