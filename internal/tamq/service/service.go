@@ -450,8 +450,9 @@ func (s *Service) commit(ctx context.Context) {
 	var failing spell
 	group := make([]enqueueReq, 0, maxGroup)
 	msgs := make([]*queue.Message, 0, maxGroup)
-	// The last group's size and how long its commit took (the machine's
-	// time: a matter of scheduling, not of the service's clock).
+	// How many sends the next group waits for, and how long the last commit
+	// took (the machine's time: a matter of scheduling, not of the service's
+	// clock).
 	var expect int
 	var lastCommit time.Duration
 	for {
@@ -475,12 +476,12 @@ func (s *Service) commit(ctx context.Context) {
 		// their next message: without waiting for them, the first one back
 		// commits alone while the others wait out that commit (eight busy
 		// senders made groups of 1 and 7 by turns, two commits where one
-		// does). So a group smaller than the last waits for the rest, but
-		// only for an eighth of the last commit's time (at most
+		// does). So a group waits until it holds as many as expect (the last
+		// group's senders and the sends that arrived during its commit),
+		// but only for an eighth of the last commit's time (at most
 		// maxGroupWait), a cost bounded by what it can save: senders that
-		// were answered and send again at once join in microseconds; those
-		// that do not come back cost the wait once, as the next group
-		// expects only as many as this one holds. A lone sender never waits.
+		// were answered and send again at once join in microseconds. A lone
+		// sender never waits: its last group was its own send alone.
 		if len(group) < expect {
 			wait := time.NewTimer(min(lastCommit/8, maxGroupWait))
 		rest:
@@ -496,13 +497,17 @@ func (s *Service) commit(ctx context.Context) {
 			}
 			wait.Stop()
 		}
-		expect = len(group)
 		started := time.Now()
 		for _, r := range group {
 			msgs = append(msgs, r.m)
 		}
 		failed, err := s.store.EnqueueEach(ctx, msgs)
 		lastCommit = time.Since(started)
+		// Counted before the answers go out: what waits now arrived during
+		// the commit, none of it from this group's senders. Expecting only
+		// this group's size instead let eight senders settle into two groups
+		// of four that alternate, each meeting its expectation.
+		expect = min(len(s.enqCh)+len(group), maxGroup)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			failing.failed(s.log, "cannot queue messages; sends are refused until this clears", err)
