@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/daemon"
@@ -29,6 +30,10 @@ type enqueueReq struct {
 
 // maxGroup is the most sends one commit takes; more wait for the next.
 const maxGroup = 256
+
+// maxGroupWait bounds how long a group waits for the senders of the last
+// one to come back (see run).
+const maxGroupWait = time.Millisecond
 
 func newQueueWriter(log *slog.Logger, clk clock.Clock, q *store.Queue) *queueWriter {
 	w := &queueWriter{log: log, clock: clk, queue: q, reqs: make(chan enqueueReq, maxGroup)}
@@ -65,9 +70,10 @@ func (w *queueWriter) enqueue(ctx context.Context, m *queue.Message) error {
 
 // run is the group commit: every send waiting when a commit starts joins
 // it, up to maxGroup, so concurrent senders share one transaction and one
-// sync of the disk instead of paying one each. Nothing waits for a group to
-// fill: a lone send commits at once, and sends arriving during a commit make
-// the next group. Each send gets its own answer once the commit is durable:
+// sync of the disk instead of paying one each. A lone send commits at once,
+// sends arriving during a commit make the next group, and a group smaller
+// than the last waits a little for the last one's senders (below), never for
+// more. Each send gets its own answer once the commit is durable:
 // its message stored, or its own error (a message the database refuses fails
 // alone, store.Queue.EnqueueEach), or the group's when the transaction fails
 // as a whole.
@@ -75,6 +81,11 @@ func (w *queueWriter) run(ctx context.Context) {
 	var failing spell
 	group := make([]enqueueReq, 0, maxGroup)
 	msgs := make([]*queue.Message, 0, maxGroup)
+	// How many sends the next group waits for, and how long the last commit
+	// took (the machine's time, not the service's clock: it is a matter of
+	// scheduling, and a fake clock in a test must not hold sends back).
+	var expect int
+	var lastCommit time.Duration
 	for {
 		group, msgs = group[:0], msgs[:0]
 		select {
@@ -92,10 +103,42 @@ func (w *queueWriter) run(ctx context.Context) {
 				break more
 			}
 		}
+		// The senders the last commit answered are likely coming back with
+		// their next message: without waiting for them, the first one back
+		// commits alone while the others wait out that commit (eight busy
+		// senders made groups of 1 and 7 by turns, two commits where one
+		// does). So a group waits until it holds as many as expect (the last
+		// group's senders and the sends that arrived during its commit),
+		// but only for an eighth of the last commit's time (at most
+		// maxGroupWait), a cost bounded by what it can save: senders that
+		// were answered and send again at once join in microseconds. A lone
+		// sender never waits: its last group was its own send alone.
+		if len(group) < expect {
+			wait := time.NewTimer(min(lastCommit/8, maxGroupWait))
+		rest:
+			for len(group) < expect {
+				select {
+				case req := <-w.reqs:
+					group = append(group, req)
+				case <-wait.C:
+					break rest
+				case <-ctx.Done():
+					break rest
+				}
+			}
+			wait.Stop()
+		}
+		started := time.Now()
 		for _, r := range group {
 			msgs = append(msgs, r.m)
 		}
 		failed, err := w.queue.EnqueueEach(ctx, msgs)
+		lastCommit = time.Since(started)
+		// Counted before the answers go out: what waits now arrived during
+		// the commit, none of it from this group's senders. Expecting only
+		// this group's size instead let eight senders settle into two groups
+		// of four that alternate, each meeting its expectation.
+		expect = min(len(w.reqs)+len(group), maxGroup)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			failing.failed(w.clock.Now(), w.log, "cannot queue messages; sends are refused until this clears", err)
