@@ -37,20 +37,17 @@ func RunningStatus(p paths.Paths, started, now time.Time, profile, configVersion
 // nil, from the file opened read-only.
 func DatabaseStatus(ctx context.Context, reader *sql.DB, path string, migrations []sqlitedb.Migration) health.SQLite {
 	known := sqlitedb.LatestVersion(migrations)
-	var info sqlitedb.Info
+	var st health.SQLite
 	var err error
 	if reader != nil {
-		info, err = sqlitedb.InspectOpen(ctx, reader, path, known)
+		st, err = sqlitedb.InspectOpen(ctx, reader, path, known)
 	} else {
-		info, err = sqlitedb.Inspect(path, known)
+		st, err = sqlitedb.Inspect(path, known)
 	}
-	st := health.SQLite{
-		Path: path, Exists: info.Exists, SchemaVersion: info.SchemaVersion,
-		BinarySchemaVersion: known, SizeBytes: info.SizeBytes, WALSizeBytes: info.WALSizeBytes,
-	}
+	st.Path, st.BinarySchemaVersion = path, known
 	if err != nil {
 		st.Error = err.Error()
-	} else if info.SchemaVersion > known {
+	} else if st.SchemaVersion > known {
 		st.Error = "schema is newer than this binary supports"
 	}
 	return st

@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/tmux-amq/tamq/internal/health"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -57,15 +58,10 @@ type DB struct {
 	wanted                   sync.Map // writer queries to prepare after the transaction
 }
 
-// Info describes a database file without opening it for writing.
-type Info struct {
-	Path                string `json:"path"`
-	Exists              bool   `json:"exists"`
-	SchemaVersion       int    `json:"schema_version"`
-	BinarySchemaVersion int    `json:"binary_schema_version"`
-	SizeBytes           int64  `json:"size_bytes"`
-	WALSizeBytes        int64  `json:"wal_size_bytes"`
-}
+// Info describes a database file without opening it for writing: the
+// database section of both programs' status (its Error is the report's to
+// set).
+type Info = health.SQLite
 
 // Open opens (creating if needed) the database at o.Path and applies pending
 // migrations. A database with a newer schema than o.Migrations know is refused

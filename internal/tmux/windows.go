@@ -156,11 +156,11 @@ func parseWindow(in string) (Window, string, error) {
 	}, in[total+1:], nil
 }
 
-// Respawn runs argv again in a pane whose process has exited, in dir with
-// env: the same pane, the same window. Without -k tmux refuses a pane whose
-// process still runs, so a live agent is never replaced.
-func (s Server) Respawn(ctx context.Context, paneID, dir string, argv []string, env map[string]string) error {
-	args := []string{"respawn-pane", "-t", paneID}
+// programArgs are the arguments new-window and respawn-pane take for what a
+// pane runs: its directory, its environment (in a stable order) and argv,
+// each escaped for tmux.
+func programArgs(dir string, argv []string, env map[string]string) []string {
+	var args []string
 	if dir != "" {
 		args = append(args, "-c", literal(dir))
 	}
@@ -173,6 +173,14 @@ func (s Server) Respawn(ctx context.Context, paneID, dir string, argv []string, 
 			args = append(args, arg(a))
 		}
 	}
+	return args
+}
+
+// Respawn runs argv again in a pane whose process has exited, in dir with
+// env: the same pane, the same window. Without -k tmux refuses a pane whose
+// process still runs, so a live agent is never replaced.
+func (s Server) Respawn(ctx context.Context, paneID, dir string, argv []string, env map[string]string) error {
+	args := append([]string{"respawn-pane", "-t", paneID}, programArgs(dir, argv, env)...)
 	if _, err := s.Run(ctx, nil, args...); err != nil {
 		return errs.Wrap(errs.CodeOf(err), err, "restart the program of pane %s", paneID)
 	}
@@ -201,18 +209,7 @@ func (s Server) NewWindow(ctx context.Context, session, name, repo, dir string, 
 	target := "=" + session + ":{end}"
 	args := []string{"new-window", "-d", "-a", "-t", target, "-n", literal(name),
 		"-P", "-F", "#{window_id}\x1f#{pane_id}\x1f#{pane_pid}"}
-	if dir != "" {
-		args = append(args, "-c", literal(dir))
-	}
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		args = append(args, "-e", arg(k+"="+env[k]))
-	}
-	if len(argv) > 0 {
-		args = append(args, "--")
-		for _, a := range argv {
-			args = append(args, arg(a))
-		}
-	}
+	args = append(args, programArgs(dir, argv, env)...)
 	opts := [][2]string{{"allow-rename", "off"}, {"automatic-rename", "off"}, {"remain-on-exit", "on"}}
 	if repo != "" {
 		opts = append(opts, [2]string{RepoOption, repo})
