@@ -79,3 +79,11 @@ func (c BaseClient) Listener(ctx context.Context) (unixrpc.Peer, error) {
 	}
 	return unixrpc.Peer{PID: int32(res.PID)}, nil
 }
+
+// Call is one request to c's service answered with an R: the typed clients'
+// methods are each this one call.
+func Call[R any](ctx context.Context, c BaseClient, timeout time.Duration, op string, args any) (R, error) {
+	var res R
+	err := c.Call(ctx, timeout, op, args, &res)
+	return res, err
+}

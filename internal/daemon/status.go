@@ -44,7 +44,6 @@ func DatabaseStatus(ctx context.Context, reader *sql.DB, path string, migrations
 	} else {
 		st, err = sqlitedb.Inspect(path, known)
 	}
-	st.Path, st.BinarySchemaVersion = path, known
 	if err != nil {
 		st.Error = err.Error()
 	} else if st.SchemaVersion > known {

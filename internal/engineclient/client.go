@@ -50,17 +50,13 @@ func ForAgent(p paths.Paths) *Client {
 
 // Status returns the engine's status report.
 func (c *Client) Status(ctx context.Context) (api.StatusReport, error) {
-	var res api.StatusReport
-	err := c.Call(ctx, look, api.OpStatus, nil, &res)
-	return res, err
+	return daemon.Call[api.StatusReport](ctx, c.BaseClient, look, api.OpStatus, nil)
 }
 
 // Attach hands over one tamq endpoint and its windows; the engine answers
 // the endpoint's coordination endpoint id.
 func (c *Client) Attach(ctx context.Context, args api.AttachArgs) (api.AttachResult, error) {
-	var res api.AttachResult
-	err := c.Call(ctx, look, api.OpAttach, args, &res)
-	return res, err
+	return daemon.Call[api.AttachResult](ctx, c.BaseClient, look, api.OpAttach, args)
 }
 
 // Detach says a tamq endpoint stops taking wakes.
@@ -70,9 +66,7 @@ func (c *Client) Detach(ctx context.Context, args api.DetachArgs) error {
 
 // Wake is the operator's manual trigger.
 func (c *Client) Wake(ctx context.Context, args api.WakeArgs) (api.WakeResult, error) {
-	var res api.WakeResult
-	err := c.Call(ctx, wake, api.OpWake, args, &res)
-	return res, err
+	return daemon.Call[api.WakeResult](ctx, c.BaseClient, wake, api.OpWake, args)
 }
 
 // Ack acknowledges a lease: the agent begins the work.
@@ -88,9 +82,7 @@ func (c *Client) Renew(ctx context.Context, args api.LeaseArgs) (api.Lease, erro
 // LeaseCurrent asks whether an attempt of a lease is still the one to work
 // on (tamq asks before it writes a wake).
 func (c *Client) LeaseCurrent(ctx context.Context, args api.LeaseArgs) (api.LeaseCurrentResult, error) {
-	var res api.LeaseCurrentResult
-	err := c.Call(ctx, quick, api.OpLeaseCurrent, args, &res)
-	return res, err
+	return daemon.Call[api.LeaseCurrentResult](ctx, c.BaseClient, quick, api.OpLeaseCurrent, args)
 }
 
 // Release ends a lease with a result.
@@ -104,9 +96,7 @@ func (c *Client) Checkpoint(ctx context.Context, args api.CheckpointArgs) (api.L
 }
 
 func (c *Client) lease(ctx context.Context, op string, args any) (api.Lease, error) {
-	var l api.Lease
-	err := c.Call(ctx, quick, op, args, &l)
-	return l, err
+	return daemon.Call[api.Lease](ctx, c.BaseClient, quick, op, args)
 }
 
 // Leases lists leases, newest first, page by page: the engine cuts an
@@ -156,18 +146,14 @@ func limit(n int) int {
 
 // Explain tells why a task was or was not woken.
 func (c *Client) Explain(ctx context.Context, task string) (api.ExplainResult, error) {
-	var res api.ExplainResult
-	err := c.Call(ctx, look, api.OpExplain, api.ExplainArgs{Task: task}, &res)
-	return res, err
+	return daemon.Call[api.ExplainResult](ctx, c.BaseClient, look, api.OpExplain, api.ExplainArgs{Task: task})
 }
 
 // Publish hands tamq's receipts to the engine, which posts them to State
 // Hub; State Hub's errors come back with their codes (unavailable,
 // permission_denied), so tamq keeps the receipts pending.
 func (c *Client) Publish(ctx context.Context, args api.PublishArgs) (api.PublishResult, error) {
-	var res api.PublishResult
-	err := c.Call(ctx, publish, api.OpPublish, args, &res)
-	return res, err
+	return daemon.Call[api.PublishResult](ctx, c.BaseClient, publish, api.OpPublish, args)
 }
 
 // MessageShow reads a State Hub message with its body, which the engine
@@ -202,22 +188,16 @@ func (c *Client) MessageShow(ctx context.Context, id string) (api.MessageShowRes
 
 // MessageRead marks a State Hub message read, for the agent that read it.
 func (c *Client) MessageRead(ctx context.Context, id string) (api.MessageReadResult, error) {
-	var res api.MessageReadResult
-	err := c.Call(ctx, relay, api.OpMessageRead, api.MessageReadArgs{MessageID: id}, &res)
-	return res, err
+	return daemon.Call[api.MessageReadResult](ctx, c.BaseClient, relay, api.OpMessageRead, api.MessageReadArgs{MessageID: id})
 }
 
 // TaskSet states a task's status in State Hub for the agent that works on
 // it.
 func (c *Client) TaskSet(ctx context.Context, args api.TaskSetArgs) (api.TaskSetResult, error) {
-	var res api.TaskSetResult
-	err := c.Call(ctx, relay, api.OpTaskSet, args, &res)
-	return res, err
+	return daemon.Call[api.TaskSetResult](ctx, c.BaseClient, relay, api.OpTaskSet, args)
 }
 
 // Purge deletes (or, in a dry run, counts) the history older than a cutoff.
 func (c *Client) Purge(ctx context.Context, args api.PurgeArgs) (api.PurgeResult, error) {
-	var res api.PurgeResult
-	err := c.Call(ctx, look, api.OpPurge, args, &res)
-	return res, err
+	return daemon.Call[api.PurgeResult](ctx, c.BaseClient, look, api.OpPurge, args)
 }

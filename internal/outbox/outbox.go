@@ -46,12 +46,11 @@ type Publisher struct {
 	Clock  clock.Clock
 	Log    *slog.Logger
 
-	kickOnce  sync.Once
-	kick      chan struct{} // receipts were written
-	retry     chan struct{} // the way to State Hub changed or came back: try at once
-	mu        sync.Mutex
-	state     Status
-	isFailing bool
+	kickOnce sync.Once
+	kick     chan struct{} // receipts were written
+	retry    chan struct{} // the way to State Hub changed or came back: try at once
+	mu       sync.Mutex
+	state    Status
 }
 
 // Status is how publishing went, for the programs' status.
@@ -174,8 +173,7 @@ func (p *Publisher) publishBatch(ctx context.Context) (more bool, err error) {
 // program used without State Hub must not fill its log with one failure.
 func (p *Publisher) outcome(via string, n int, err error) {
 	p.mu.Lock()
-	wasFailing := p.isFailing
-	p.isFailing = err != nil
+	wasFailing := p.state.LastError != ""
 	if err == nil {
 		p.state = Status{LastSuccess: p.Clock.Now()}
 	} else {

@@ -1,6 +1,10 @@
 package tamqapi
 
-import "time"
+import (
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/lease"
+)
 
 // OpWake is coordination-engine's way into a terminal: it asks tamq to queue
 // a continuation prompt for the agent of one repo window (spec section 5).
@@ -81,12 +85,12 @@ type WakeAck struct {
 	Wait string `json:"wait,omitempty"`
 }
 
-// What an unavailable wake waits for: the words coordination-engine's
-// waiting triggers use.
+// What an unavailable wake waits for: the words of coordination-engine's
+// waiting triggers (lease.Wait), which it takes back as they are.
 const (
-	WaitNoWindow = "no_window"
-	WaitManual   = "manual_mode"
-	WaitNoAgent  = "no_agent"
+	WaitNoWindow = string(lease.WaitNoWindow)
+	WaitManual   = string(lease.WaitManual)
+	WaitNoAgent  = string(lease.WaitNoAgent)
 )
 
 // OpCancelWake cancels the wakes of a lease that are not written yet, or

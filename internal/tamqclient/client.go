@@ -36,17 +36,13 @@ func New(p paths.Paths) *Client { return &Client{daemon.BaseClient{Paths: p}} }
 
 // Status returns the service's status report.
 func (c *Client) Status(ctx context.Context) (api.StatusReport, error) {
-	var res api.StatusReport
-	err := c.Call(ctx, look, api.OpStatus, nil, &res)
-	return res, err
+	return daemon.Call[api.StatusReport](ctx, c.BaseClient, look, api.OpStatus, nil)
 }
 
 // Send queues one "To:<repo>: body" line; the sender is the caller's window,
 // as the service finds it.
 func (c *Client) Send(ctx context.Context, args api.SendArgs) (api.Message, error) {
-	var m api.Message
-	err := c.Call(ctx, write, api.OpSend, args, &m)
-	return m, err
+	return daemon.Call[api.Message](ctx, c.BaseClient, write, api.OpSend, args)
 }
 
 // Ack acknowledges a delivered message.
@@ -60,9 +56,7 @@ func (c *Client) Retry(ctx context.Context, id string) (api.Message, error) {
 }
 
 func (c *Client) byID(ctx context.Context, op, id string) (api.Message, error) {
-	var m api.Message
-	err := c.Call(ctx, write, op, api.IDArgs{ID: id}, &m)
-	return m, err
+	return daemon.Call[api.Message](ctx, c.BaseClient, write, op, api.IDArgs{ID: id})
 }
 
 // Register records an endpoint and the windows opened on it.
@@ -72,68 +66,50 @@ func (c *Client) Register(ctx context.Context, ep api.Endpoint) error {
 
 // Endpoints lists the endpoints, the forgotten ones too with all.
 func (c *Client) Endpoints(ctx context.Context, all bool) (api.EndpointsResult, error) {
-	var res api.EndpointsResult
-	err := c.Call(ctx, look, api.OpEndpoints, api.EndpointsArgs{All: all}, &res)
-	return res, err
+	return daemon.Call[api.EndpointsResult](ctx, c.BaseClient, look, api.OpEndpoints, api.EndpointsArgs{All: all})
 }
 
 // Forget forgets an endpoint whose tmux server is gone for good.
 func (c *Client) Forget(ctx context.Context, id string) (api.ForgetResult, error) {
-	var res api.ForgetResult
-	err := c.Call(ctx, look, api.OpForget, api.IDArgs{ID: id}, &res)
-	return res, err
+	return daemon.Call[api.ForgetResult](ctx, c.BaseClient, look, api.OpForget, api.IDArgs{ID: id})
 }
 
 // Restore reopens the recorded windows through the running service;
 // recreate names tmux sockets whose windows come back even if their server
 // is gone.
 func (c *Client) Restore(ctx context.Context, recreate []string) (api.RestoreResult, error) {
-	var res api.RestoreResult
-	err := c.Call(ctx, restore, api.OpRestore, api.RestoreArgs{Recreate: recreate}, &res)
-	return res, err
+	return daemon.Call[api.RestoreResult](ctx, c.BaseClient, restore, api.OpRestore, api.RestoreArgs{Recreate: recreate})
 }
 
 // Replay sends one chunk of a replay run.
 func (c *Client) Replay(ctx context.Context, args api.ReplayArgs) (api.ReplayResult, error) {
-	var res api.ReplayResult
-	err := c.Call(ctx, write, api.OpReplay, args, &res)
-	return res, err
+	return daemon.Call[api.ReplayResult](ctx, c.BaseClient, write, api.OpReplay, args)
 }
 
 // Purge plans a purge of the history, and carries it out unless args.DryRun.
 func (c *Client) Purge(ctx context.Context, args api.PurgeArgs) (api.PurgeResult, error) {
-	var res api.PurgeResult
-	err := c.Call(ctx, purge, api.OpPurge, args, &res)
-	return res, err
+	return daemon.Call[api.PurgeResult](ctx, c.BaseClient, purge, api.OpPurge, args)
 }
 
 // Wake asks tamq to queue a continuation prompt for a repo's agent
 // (coordination-engine's only way into a terminal).
 func (c *Client) Wake(ctx context.Context, req api.WakeRequest) (api.WakeAck, error) {
-	var res api.WakeAck
-	err := c.Call(ctx, write, api.OpWake, req, &res)
-	return res, err
+	return daemon.Call[api.WakeAck](ctx, c.BaseClient, write, api.OpWake, req)
 }
 
 // CancelWake cancels the unwritten wakes of a lease's attempts up to
 // attempt (0: all).
 func (c *Client) CancelWake(ctx context.Context, args api.CancelWakeArgs) (api.CancelWakeResult, error) {
-	var res api.CancelWakeResult
-	err := c.Call(ctx, write, api.OpCancelWake, args, &res)
-	return res, err
+	return daemon.Call[api.CancelWakeResult](ctx, c.BaseClient, write, api.OpCancelWake, args)
 }
 
 // DeliveryCurrent asks whether the messages of a delivery are still being
 // delivered (a broker's last look before the first byte).
 func (c *Client) DeliveryCurrent(ctx context.Context, ids []string) (api.DeliveryCurrentResult, error) {
-	var res api.DeliveryCurrentResult
-	err := c.Call(ctx, look, api.OpDeliveryCurrent, api.DeliveryCurrentArgs{IDs: ids}, &res)
-	return res, err
+	return daemon.Call[api.DeliveryCurrentResult](ctx, c.BaseClient, look, api.OpDeliveryCurrent, api.DeliveryCurrentArgs{IDs: ids})
 }
 
 // Whois says which of tamq's windows the process pid runs in ("" for none).
 func (c *Client) Whois(ctx context.Context, pid int32) (api.WhoisResult, error) {
-	var res api.WhoisResult
-	err := c.Call(ctx, 2*time.Second, api.OpWhois, api.WhoisArgs{PID: pid}, &res)
-	return res, err
+	return daemon.Call[api.WhoisResult](ctx, c.BaseClient, 2*time.Second, api.OpWhois, api.WhoisArgs{PID: pid})
 }

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/backoff"
@@ -28,23 +27,19 @@ const outboxIdle = time.Second
 type receiptOutbox struct{ *outbox.Publisher }
 
 func newOutbox(st *store.Store, log *slog.Logger, clk clock.Clock, client *statehub.Client) *receiptOutbox {
-	var instance struct {
-		sync.Mutex
-		id string
-	}
 	// The database's instance id names its receipts; it is made once, and a
 	// failure to read it is one more failed attempt, tried again later.
+	// Only the outbox's goroutine reads it.
+	var instance string
 	instanceID := func(ctx context.Context) (string, error) {
-		instance.Lock()
-		defer instance.Unlock()
-		if instance.id == "" {
+		if instance == "" {
 			id, err := st.Observer.Instance(ctx)
 			if err != nil {
 				return "", err
 			}
-			instance.id = id
+			instance = id
 		}
-		return instance.id, nil
+		return instance, nil
 	}
 	return &receiptOutbox{&outbox.Publisher{
 		Pending: func(ctx context.Context, limit int) ([]contract.Receipt, []int64, error) {
