@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -21,14 +22,16 @@ type Info struct {
 	GoVersion string `json:"go_version"`
 }
 
-// Get reads the build information of the running binary.
-func Get() Info {
+// Get reads the build information of the running binary, once: it parses
+// the module data the linker embedded, and a command asks for it more than
+// once at start (the root's --version and the hello to the service).
+var Get = sync.OnceValue(func() Info {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return fromParts(version, "", nil)
 	}
 	return fromParts(version, bi.Main.Version, bi.Settings)
-}
+})
 
 // fromParts is Get without the runtime, so every branch can be tested.
 func fromParts(ldflagsVersion, moduleVersion string, settings []debug.BuildSetting) Info {

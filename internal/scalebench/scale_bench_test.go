@@ -72,9 +72,6 @@ func BenchmarkScale(b *testing.B) {
 	e := testutil.NewEnv(b)
 	e.WriteConfig(b, "[delivery]\nenter_pause_ms = 0\n")
 	calls := countTmux(b, e)
-	if p := os.Getenv("TAMQ_CPUPROFILE"); p != "" {
-		e.Vars = append(e.Vars, "TAMQ_CPUPROFILE="+p) // the service's whole life, written at its stop
-	}
 	hub := startHub(b)
 	e.WriteEngineConfig(b, "[statehub]\napi_base = \""+hub.url+"\"\n")
 

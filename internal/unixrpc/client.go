@@ -41,9 +41,13 @@ func (c *Client) Call(ctx context.Context, op string, args, result any) error {
 	if timeout == 0 {
 		timeout = 30 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	dl, _ := ctx.Deadline()
+	// A deadline, not context.WithTimeout: the socket's own timeouts enforce
+	// it, and the runtime's first timer would start the network poller and a
+	// thread to wait in it, more than a local round trip costs.
+	dl := time.Now().Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
+	}
 	conn, err := c.dialWaiting(ctx, dl)
 	if err != nil {
 		return c.DialError(err)
@@ -138,6 +142,9 @@ func (c *Client) dialWaiting(ctx context.Context, deadline time.Time) (io.ReadWr
 			giveUp = start.Add(min(c.WaitRestart, time.Second))
 		default:
 			return conn, err
+		}
+		if giveUp.After(deadline) {
+			giveUp = deadline
 		}
 		if time.Now().Add(pause).After(giveUp) {
 			return conn, err

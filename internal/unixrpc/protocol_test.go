@@ -435,3 +435,56 @@ func TestACallWaitsForARestartingService(t *testing.T) {
 		t.Fatalf("the call did not land once the service was back: %v", err)
 	}
 }
+
+// A call ends at the client's Timeout, or at its context's deadline when that
+// comes first: the socket's own timeouts end it, with no timer of the call's
+// (a timer would start Go's network poller in every CLI command). A call that
+// waits for a restarting service gives up at the same bound.
+func TestACallEndsAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	defer close(release)
+	_, ln := setup(t, map[string]Handler{"hang": func(context.Context, Peer, *Request) (any, error) {
+		<-release
+		return nil, nil
+	}})
+	deadline := func(d time.Duration) func() (context.Context, context.CancelFunc) {
+		return func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), d) }
+	}
+	background := func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }
+
+	// What a killed service leaves: its socket, nobody accepting.
+	dead := filepath.Join(filepath.Dir(ln.Path), "dead.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: dead, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
+
+	for _, c := range []struct {
+		name   string
+		client *Client
+		ctx    func() (context.Context, context.CancelFunc)
+		want   errs.Code
+	}{
+		{"the client's timeout", &Client{Socket: ln.Path, Names: testNames, Timeout: 200 * time.Millisecond}, background, errs.Timeout},
+		{"the context's deadline", &Client{Socket: ln.Path, Names: testNames, Timeout: time.Minute}, deadline(200 * time.Millisecond), errs.Timeout},
+		{"waiting for a restart", &Client{Socket: dead, Names: testNames, Timeout: 200 * time.Millisecond, WaitRestart: time.Minute}, background, errs.Unavailable},
+	} {
+		done := make(chan error, 1)
+		go func() {
+			ctx, cancel := c.ctx()
+			defer cancel()
+			done <- c.client.Call(ctx, "hang", nil, nil)
+		}()
+		select {
+		case err := <-done:
+			if !errs.Is(err, c.want) {
+				t.Errorf("%s: %v, want %s", c.name, err, c.want)
+			}
+		case <-time.After(20 * time.Second): // a safety net: the bound is 200 ms
+			t.Fatalf("%s: the call outlived its deadline", c.name)
+		}
+	}
+}

@@ -362,7 +362,7 @@ func openInput(a *app.App, name string) (io.Reader, int64, func(), error) {
 	return f, size, func() { f.Close() }, nil
 }
 
-// countingReader moves a progress bar by the bytes read.
+// countingReader moves the progress line on by the bytes read.
 type countingReader struct {
 	r        io.Reader
 	progress *app.Progress

@@ -111,6 +111,9 @@ func newRootFor(a *app.App, args []string) *cobra.Command {
 	for i, c := range commands {
 		if err == nil && found == standIns[i] {
 			root.AddCommand(c.build(a))
+			// Not the completion command, so cobra need not build it and its
+			// four shells' help at every start.
+			root.CompletionOptions.DisableDefaultCmd = true
 			return root
 		}
 	}

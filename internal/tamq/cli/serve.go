@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"os"
-	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
@@ -50,13 +48,6 @@ func runService(ctx context.Context, a *app.App, f serviceFlags) error {
 	engine, err := paths.Resolve(paths.Engine, a.Getenv)
 	if err != nil {
 		return err
-	}
-	// A diagnostic for performance work: a CPU profile of the whole run.
-	if path := a.Getenv("TAMQ_CPUPROFILE"); path != "" {
-		if f, err := os.Create(path); err == nil {
-			pprof.StartCPUProfile(f)
-			defer func() { pprof.StopCPUProfile(); f.Close() }()
-		}
 	}
 	return a.Serve(ctx, f.ServeFlags, func(d app.Daemon) (app.Runner, error) {
 		opts := service.Options{

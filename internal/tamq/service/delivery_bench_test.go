@@ -28,9 +28,6 @@ func benchWorkspace(b *testing.B, config string, repos ...string) (*testutil.Env
 	e := testutil.NewEnv(b)
 	e.WriteConfig(b, config)
 	e.Gita(b, repos...)
-	if p := os.Getenv("TAMQ_CPUPROFILE"); p != "" {
-		e.Vars = append(e.Vars, "TAMQ_CPUPROFILE="+p)
-	}
 	tm := testutil.NewTmux(b)
 	e.Tamq(b, append([]string{"open", "--tmux-socket", tm.Name, "--command", e.RecorderCommand()}, repos...)...)
 	b.Cleanup(func() { e.Run(b, "tamq", "stop") })
