@@ -13,10 +13,8 @@ import (
 // Progress shows how far a long run is: one line on stderr, redrawn in
 // place. The zero value, and a nil *Progress, show nothing.
 //
-// It is a counter line, not a progress-bar library: a bar library linked
-// into tamq cost every command's start, send and ping included, about a
-// tenth of a Go hello-world's start (docs/performance.md), for the three
-// commands that draw one.
+// It is a counter line of ours, not a progress-bar library: the library it
+// replaced linked 1.2 MB into every command for the three that draw one.
 type Progress struct {
 	w           io.Writer
 	now         func() time.Time
