@@ -225,6 +225,12 @@ type Lease struct {
 	// Withheld lists, in the answer to a release or a checkpoint, the
 	// texts the engine kept as WithheldText: they looked like secrets.
 	Withheld []Withheld `json:"withheld,omitempty"`
+	// AckedBy is who acknowledged the current attempt (broker: tamq saw
+	// its agent take the prompt; agent: its own command), AckedAt when.
+	AckedBy string     `json:"acked_by,omitempty"`
+	AckedAt *time.Time `json:"acked_at,omitempty"`
+	// TaskID is the task of the lease's trigger, in the lease listing.
+	TaskID string `json:"task_id,omitempty"`
 }
 
 // LeasesArgs filters the lease listing.
@@ -249,6 +255,7 @@ type LeasesResult struct {
 type ReceiptsArgs struct {
 	LeaseID   string `json:"lease_id,omitempty"`
 	TriggerID string `json:"trigger_id,omitempty"`
+	TaskID    string `json:"task_id,omitempty"`
 	Limit     int    `json:"limit,omitempty"`
 	// BeforeID asks for the page before that receipt (the client pages).
 	BeforeID int64 `json:"before_id,omitempty"`
@@ -271,6 +278,10 @@ type Receipt struct {
 	ConfigVersion          string         `json:"config_version,omitempty"`
 	Detail                 map[string]any `json:"detail,omitempty"`
 	ProjectedAt            *time.Time     `json:"projected_at,omitempty"`
+	// TaskID and Repo are what it is about: its trigger's task and repo,
+	// else as its detail names them.
+	TaskID string `json:"task_id,omitempty"`
+	Repo   string `json:"repo,omitempty"`
 }
 
 // ReceiptsResult lists receipts, oldest first. More says the answer was

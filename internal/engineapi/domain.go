@@ -42,6 +42,7 @@ func LeaseOf(l lease.Lease) Lease {
 		CoordinationEndpointID: l.CoordinationEndpointID, LocalLeaseID: l.LocalLeaseID,
 		WakeOutcome: string(l.WakeOutcome), StopReason: l.StopReason, Released: string(l.Released),
 		PolicyProfile: l.PolicyProfile, ConfigVersion: l.ConfigVersion, UpdatedAt: l.UpdatedAt.UTC(),
+		AckedBy: l.AckedBy, AckedAt: optional(l.AckedAt),
 	}
 }
 

@@ -260,7 +260,11 @@ type Lease struct {
 	// release, a failed one included); "" when it never did. A lease that
 	// ended by release leaves history, not a request: a checkpoint naming
 	// it resumes nothing.
-	Released      Result
+	Released Result
+	// AckedBy is who acknowledged the current attempt (ByBroker, ByAgent)
+	// and AckedAt when; "" and zero until it is. A new attempt clears them.
+	AckedBy       string
+	AckedAt       time.Time
 	PolicyProfile string // name@version
 	ConfigVersion string
 	UpdatedAt     time.Time
@@ -280,6 +284,9 @@ type Checkpoint struct {
 	NextAction    string
 	BlockedReason BlockedReason // "" when not blocked
 	RecordedAt    time.Time
+	// Attempt is the lease's attempt it was recorded in; 0 when unknown
+	// (recorded before the engine kept it, its receipt purged).
+	Attempt int
 }
 
 // Endpoint is a tamq endpoint (one tmux server) attached to the engine,

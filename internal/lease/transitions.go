@@ -277,6 +277,7 @@ func (l *Lease) endAttempt(now time.Time, t Timing, stopReason string) {
 	l.State, l.NextRetryAt = RetryWait, now.Add(t.backoff(l.Attempt))
 	l.Attempt++
 	l.LocalLeaseID = ""
+	l.AckedBy, l.AckedAt = "", time.Time{} // the next attempt is to be acknowledged anew
 }
 
 // Withdraw takes back an offered attempt whose wake no window could take
@@ -299,6 +300,7 @@ func (l *Lease) withdraw(due time.Time) {
 	l.Attempt++
 	l.MaxAttempts++
 	l.LocalLeaseID, l.WakeOutcome = "", ""
+	l.AckedBy, l.AckedAt = "", time.Time{}
 }
 
 // Withdrawn reports whether the move from -> l withdrew an attempt.

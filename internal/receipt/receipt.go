@@ -36,6 +36,11 @@ type Receipt struct {
 	ConfigVersion          string
 	Detail                 map[string]any
 	ProjectedAt            time.Time // when it was published to State Hub (read back)
+	// TaskID and Repo, read back by coordination-engine, are the task and
+	// repo it is about: of its trigger, else as its detail names them.
+	// Never written: they follow from the trigger.
+	TaskID string
+	Repo   string
 }
 
 // Stamp fills what a receipt written without its own gets: the time it is

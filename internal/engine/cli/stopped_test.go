@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -110,7 +111,8 @@ func TestReadOnlyCommandsReadTheDatabaseWhileStopped(t *testing.T) {
 	if !leases.Offline || len(leases.Leases) != 1 || leases.Leases[0].LeaseID != id || leases.Leases[0].State != "completed" {
 		t.Errorf("leases while stopped: %+v", leases)
 	}
-	if r := run(t, e, nil, "leases"); r.Status != 0 || !strings.Contains(r.Stdout, id+"  completed") {
+	if r := run(t, e, nil, "leases"); r.Status != 0 || !strings.HasPrefix(r.Stdout, "LEASE ") ||
+		!regexp.MustCompile(`(?m)^`+id+` +T-1 +alpha +completed +1/3 +agent `).MatchString(r.Stdout) {
 		t.Errorf("leases while stopped, for people: %s", r)
 	}
 	if r := run(t, e, nil, "leases", "--state", "sleeping"); r.Status != 15 || !strings.Contains(r.Stderr, `state "sleeping" is not a lease state`) {

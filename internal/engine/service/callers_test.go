@@ -98,6 +98,7 @@ func TestTheEngineKnowsWhoIsCalling(t *testing.T) {
 		ce + " leases",
 		ce + " receipts",
 		ce + " explain T-1",
+		ce + " checkpoints",
 		ce + " stop",
 		ce + " purge",
 		"env XDG_CONFIG_HOME=" + l.e.Config + " " + tamq + " open --tmux-socket " + l.tm.Name + " gamma",

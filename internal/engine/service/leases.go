@@ -238,9 +238,19 @@ func ListLeases(ctx context.Context, st *store.Store, args api.LeasesArgs) (api.
 	if err != nil {
 		return api.LeasesResult{}, err
 	}
+	triggers := make([]string, 0, len(ls))
+	for _, l := range ls {
+		triggers = append(triggers, l.TriggerID)
+	}
+	tasks, err := st.LeaseLists.TasksOfTriggers(ctx, triggers)
+	if err != nil {
+		return api.LeasesResult{}, err
+	}
 	res := api.LeasesResult{Leases: []api.Lease{}}
 	for _, l := range ls {
-		res.Leases = append(res.Leases, api.LeaseOf(l))
+		out := api.LeaseOf(l)
+		out.TaskID = tasks[l.TriggerID]
+		res.Leases = append(res.Leases, out)
 	}
 	res.Leases, res.More = fitFrame(res.Leases, false)
 	return res, nil
@@ -258,10 +268,15 @@ func (sh *statusHandlers) receipts(ctx context.Context, _ unixrpc.Peer, req *uni
 // that fits a frame. The engine answers it, and its commands read it
 // offline.
 func ListReceipts(ctx context.Context, st *store.Store, args api.ReceiptsArgs) (api.ReceiptsResult, error) {
-	rs, err := st.Receipts.List(ctx, store.ReceiptFilter{LeaseID: args.LeaseID, TriggerID: args.TriggerID,
+	rs, err := st.Receipts.List(ctx, store.ReceiptFilter{LeaseID: args.LeaseID, TriggerID: args.TriggerID, TaskID: args.TaskID,
 		BeforeID: args.BeforeID, Limit: limitOf(args.Limit)})
 	if err != nil {
 		return api.ReceiptsResult{}, err
+	}
+	if len(rs) == 0 && args.TriggerID != "" && args.BeforeID == 0 {
+		if err := knownTrigger(ctx, st, args.TriggerID); err != nil {
+			return api.ReceiptsResult{}, err
+		}
 	}
 	res := api.ReceiptsResult{Receipts: []api.Receipt{}}
 	for _, r := range rs {
@@ -271,6 +286,23 @@ func ListReceipts(ctx context.Context, st *store.Store, args api.ReceiptsArgs) (
 	// it next.
 	res.Receipts, res.More = fitFrame(res.Receipts, true)
 	return res, nil
+}
+
+// knownTrigger refuses a trigger id the engine never had: no receipt
+// matches it, and an empty list would read as "nothing happened". A person
+// who passes a task id (the id they know; trigger ids are the engine's
+// own) is told to filter by task.
+func knownTrigger(ctx context.Context, st *store.Store, id string) error {
+	if ok, err := st.Receipts.TriggerExists(ctx, id); err != nil || ok {
+		return err
+	}
+	e := errs.New(errs.NotFound, "no trigger %s", textsafe.Escape(id))
+	if isTask, err := st.Receipts.TaskHasTriggers(ctx, id); err != nil {
+		return err
+	} else if isTask {
+		return e.WithHint("%s is a task: use --task %s", textsafe.Escape(id), textsafe.Escape(id))
+	}
+	return e.WithHint("trigger ids are in `receipts --json` (trigger_id), `wake` and `explain`; to filter by task use --task")
 }
 
 // frameBudget is what a listing's items may take of one protocol frame
@@ -309,7 +341,8 @@ func limitOf(n int) int {
 // receiptOf is the wire form of a stored receipt.
 func receiptOf(r receipt.Receipt) api.Receipt {
 	out := api.Receipt{
-		ID: r.ID, At: r.At.UTC(), Kind: r.Kind, TriggerID: r.TriggerID, LeaseID: r.LeaseID, Status: r.Status, Reason: r.Reason,
+		ID: r.ID, At: r.At.UTC(), Kind: r.Kind, TriggerID: r.TriggerID, LeaseID: r.LeaseID, TaskID: r.TaskID, Repo: r.Repo,
+		Status: r.Status, Reason: r.Reason,
 		Attempt: r.Attempt, CoordinationEndpointID: r.CoordinationEndpointID, LocalMessageID: r.LocalMessageID,
 		PolicyProfile: r.PolicyProfile, ConfigVersion: r.ConfigVersion, Detail: r.Detail,
 	}

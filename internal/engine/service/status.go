@@ -18,7 +18,7 @@ import (
 )
 
 // statusHandlers answer what the operator reads: status, explain, and the
-// lease and receipt listings.
+// lease, receipt and checkpoint listings.
 type statusHandlers struct {
 	opts      Options
 	startedAt time.Time
@@ -35,6 +35,8 @@ func (sh *statusHandlers) ops() ops {
 		api.OpLeases:   {operator, sh.leases},
 		api.OpReceipts: {operator, sh.receipts},
 		api.OpExplain:  {operator, sh.explain},
+		// Checkpoints hold an agent's words about its work: the operator's.
+		api.OpCheckpoints: {operator, sh.checkpoints},
 	}
 }
 

@@ -26,25 +26,66 @@ func (s *Checkpoints) LatestTaskCheckpoint(ctx context.Context, taskID string) (
 	return s.latestCheckpoint(ctx, `task_id = ?`, taskID)
 }
 
-func (s *Checkpoints) latestCheckpoint(ctx context.Context, where string, arg string) (*lease.Checkpoint, error) {
+const checkpointColumns = `lease_id, COALESCE(task_id, ''), summary, files_changed, COALESCE(next_action, ''),
+	COALESCE(blocked_reason, ''), recorded_at, COALESCE(attempt, 0), COALESCE(statehub_id, '')`
+
+func scanCheckpoint(row scanner) (lease.Checkpoint, error) {
 	var c lease.Checkpoint
-	var files string
-	var blocked string
+	var files, blocked string
 	var recorded int64
-	err := s.DB.QueryRow(ctx, `SELECT lease_id, COALESCE(task_id, ''), summary, files_changed, COALESCE(next_action, ''),
-		COALESCE(blocked_reason, ''), recorded_at FROM checkpoints WHERE `+where+` ORDER BY id DESC LIMIT 1`, arg).
-		Scan(&c.LeaseID, &c.TaskID, &c.Summary, &files, &c.NextAction, &blocked, &recorded)
+	if err := row.Scan(&c.LeaseID, &c.TaskID, &c.Summary, &files, &c.NextAction, &blocked, &recorded, &c.Attempt, &c.SourceID); err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal([]byte(files), &c.FilesChanged); err != nil {
+		return c, errs.Wrap(errs.Storage, err, "read the changed files of a checkpoint of lease %s", c.LeaseID)
+	}
+	c.BlockedReason, c.RecordedAt = lease.BlockedReason(blocked), sqlitedb.FromMillis(recorded)
+	return c, nil
+}
+
+func (s *Checkpoints) latestCheckpoint(ctx context.Context, where string, arg string) (*lease.Checkpoint, error) {
+	c, err := scanCheckpoint(s.DB.QueryRow(ctx, `SELECT `+checkpointColumns+` FROM checkpoints WHERE `+where+` ORDER BY id DESC LIMIT 1`, arg))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, storageErr(err, "read the latest checkpoint of "+arg)
 	}
-	if err := json.Unmarshal([]byte(files), &c.FilesChanged); err != nil {
-		return nil, errs.Wrap(errs.Storage, err, "read the changed files of a checkpoint of %s", arg)
-	}
-	c.BlockedReason, c.RecordedAt = lease.BlockedReason(blocked), sqlitedb.FromMillis(recorded)
 	return &c, nil
+}
+
+// CheckpointFilter selects checkpoints: of a task, of a lease, at most
+// Limit (0: all), skipping the newest Offset (the next page).
+type CheckpointFilter struct {
+	TaskID  string
+	LeaseID string
+	Limit   int
+	Offset  int
+}
+
+// List lists the checkpoints recorded, newest first. They stay local: what
+// an agent wrote in them is never published.
+func (s *Checkpoints) List(ctx context.Context, f CheckpointFilter) ([]lease.Checkpoint, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	rows, err := s.DB.Query(ctx, `SELECT `+checkpointColumns+` FROM checkpoints
+		WHERE (?1 = '' OR task_id = ?1) AND (?2 = '' OR lease_id = ?2) ORDER BY id DESC LIMIT ?3 OFFSET ?4`,
+		f.TaskID, f.LeaseID, limit, max(f.Offset, 0))
+	if err != nil {
+		return nil, storageErr(err, "read checkpoints")
+	}
+	defer rows.Close()
+	var out []lease.Checkpoint
+	for rows.Next() {
+		c, err := scanCheckpoint(rows)
+		if err != nil {
+			return nil, storageErr(err, "read checkpoints")
+		}
+		out = append(out, c)
+	}
+	return out, storageErr(rows.Err(), "read checkpoints")
 }
 
 // LatestCheckpointOfTask is when the engine last recorded a checkpoint about

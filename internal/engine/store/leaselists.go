@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"slices"
 
@@ -75,4 +76,32 @@ func (s *LeaseLists) LiveLeaseOfTask(ctx context.Context, taskID string) (lease.
 func (s *LeaseLists) LeasesOfTrigger(ctx context.Context, triggerID string) ([]lease.Lease, error) {
 	ls, err := readLeases(s.DB.Query(ctx, `SELECT `+leaseColumns+` FROM leases WHERE trigger_id = ? ORDER BY rowid`, triggerID))
 	return ls, storageErr(err, "read the leases of trigger "+triggerID)
+}
+
+// TasksOfTriggers maps each of the triggers that is about a task to that
+// task: a lease names its trigger, and a person reads it by its task.
+func (s *LeaseLists) TasksOfTriggers(ctx context.Context, triggerIDs []string) (map[string]string, error) {
+	out := map[string]string{}
+	if len(triggerIDs) == 0 {
+		return out, nil
+	}
+	ids, err := json.Marshal(triggerIDs)
+	if err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "encode trigger ids")
+	}
+	// One query for a whole listing: the ids travel as one JSON array.
+	rows, err := s.DB.Query(ctx, `SELECT id, task_id FROM triggers
+		WHERE id IN (SELECT value FROM json_each(?)) AND task_id IS NOT NULL`, string(ids))
+	if err != nil {
+		return nil, storageErr(err, "read the tasks of leases")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, task string
+		if err := rows.Scan(&id, &task); err != nil {
+			return nil, storageErr(err, "read the tasks of leases")
+		}
+		out[id] = task
+	}
+	return out, storageErr(rows.Err(), "read the tasks of leases")
 }

@@ -15,16 +15,17 @@ import (
 const leaseColumns = `lease_id, trigger_id, owner, target_repo, COALESCE(target_agent, ''), state, attempt, max_attempts,
 	acquired_at, expires_at, COALESCE(next_retry_at, 0), COALESCE(last_checkpoint_at, 0), COALESCE(coordination_endpoint_id, ''),
 	COALESCE(tamq_endpoint_id, ''), COALESCE(local_lease_id, ''), COALESCE(wake_outcome, ''), COALESCE(stop_reason, ''),
-	policy_profile, config_version, updated_at, COALESCE(released, '')`
+	policy_profile, config_version, updated_at, COALESCE(released, ''), COALESCE(acked_by, ''), COALESCE(acked_at, 0)`
 
 func scanLease(row scanner) (lease.Lease, error) {
 	var l lease.Lease
 	var state, outcome, released string
-	var acquired, expires, next, checkpoint, updated int64
+	var acquired, expires, next, checkpoint, updated, acked int64
 	err := row.Scan(&l.ID, &l.TriggerID, &l.Owner, &l.TargetRepo, &l.TargetAgent, &state, &l.Attempt, &l.MaxAttempts,
 		&acquired, &expires, &next, &checkpoint, &l.CoordinationEndpointID,
 		&l.TamqEndpointID, &l.LocalLeaseID, &outcome, &l.StopReason,
-		&l.PolicyProfile, &l.ConfigVersion, &updated, &released)
+		&l.PolicyProfile, &l.ConfigVersion, &updated, &released, &l.AckedBy, &acked)
+	l.AckedAt = sqlitedb.TimeOrZero(acked)
 	l.State, l.WakeOutcome, l.Released = lease.State(state), lease.WakeOutcome(outcome), lease.Result(released)
 	l.AcquiredAt, l.ExpiresAt, l.UpdatedAt = sqlitedb.FromMillis(acquired), sqlitedb.FromMillis(expires), sqlitedb.FromMillis(updated)
 	l.NextRetryAt, l.LastCheckpointAt = sqlitedb.TimeOrZero(next), sqlitedb.TimeOrZero(checkpoint)
@@ -141,10 +142,11 @@ func (s *Leases) insertLeaseTx(tx *sql.Tx, l lease.Lease) error {
 func (s *Leases) saveLeaseTx(tx *sql.Tx, l lease.Lease) error {
 	_, err := s.DB.TxExec(tx, `UPDATE leases SET state = ?, attempt = ?, max_attempts = ?, acquired_at = ?, expires_at = ?, next_retry_at = ?,
 		last_checkpoint_at = ?, coordination_endpoint_id = ?, tamq_endpoint_id = ?, local_lease_id = ?, wake_outcome = ?,
-		stop_reason = ?, updated_at = ?, released = ? WHERE lease_id = ?`,
+		stop_reason = ?, updated_at = ?, released = ?, acked_by = ?, acked_at = ? WHERE lease_id = ?`,
 		string(l.State), l.Attempt, l.MaxAttempts, sqlitedb.Millis(l.AcquiredAt), sqlitedb.Millis(l.ExpiresAt), sqlitedb.NullMillis(l.NextRetryAt),
 		sqlitedb.NullMillis(l.LastCheckpointAt), sqlitedb.NullString(l.CoordinationEndpointID), sqlitedb.NullString(l.TamqEndpointID), sqlitedb.NullString(l.LocalLeaseID), sqlitedb.NullString(string(l.WakeOutcome)),
-		sqlitedb.NullString(l.StopReason), sqlitedb.Millis(l.UpdatedAt), sqlitedb.NullString(string(l.Released)), l.ID)
+		sqlitedb.NullString(l.StopReason), sqlitedb.Millis(l.UpdatedAt), sqlitedb.NullString(string(l.Released)),
+		sqlitedb.NullString(l.AckedBy), sqlitedb.NullMillis(l.AckedAt), l.ID)
 	return err
 }
 
@@ -299,6 +301,9 @@ func (s *Leases) Ack(ctx context.Context, leaseID string, attempt int, by Who, t
 		if err != nil || !changed {
 			return to, nil, err
 		}
+		// Kept on the lease, not only in the receipt: receipts are purged,
+		// and the lease listing says who took the attempt.
+		to.AckedBy, to.AckedAt = by.By, now
 		r := transitionReceipt(l, to, "")
 		by.into(r.Detail)
 		return to, []receipt.Receipt{r}, nil
@@ -354,9 +359,9 @@ func (s *Leases) Checkpoint(ctx context.Context, c lease.Checkpoint, attempt int
 		if err != nil {
 			return l, nil, errs.Wrap(errs.Internal, err, "encode changed files")
 		}
-		if _, err := s.DB.TxExec(tx, `INSERT INTO checkpoints (lease_id, task_id, summary, files_changed, next_action, blocked_reason, recorded_at, statehub_id)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, rec.LeaseID, sqlitedb.NullString(rec.TaskID), rec.Summary, string(files), sqlitedb.NullString(rec.NextAction),
-			sqlitedb.NullString(string(rec.BlockedReason)), sqlitedb.Millis(rec.RecordedAt), sqlitedb.NullString(c.SourceID)); err != nil {
+		if _, err := s.DB.TxExec(tx, `INSERT INTO checkpoints (lease_id, task_id, summary, files_changed, next_action, blocked_reason, recorded_at, statehub_id, attempt)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, rec.LeaseID, sqlitedb.NullString(rec.TaskID), rec.Summary, string(files), sqlitedb.NullString(rec.NextAction),
+			sqlitedb.NullString(string(rec.BlockedReason)), sqlitedb.Millis(rec.RecordedAt), sqlitedb.NullString(c.SourceID), l.Attempt); err != nil {
 			return l, nil, err
 		}
 		r := transitionReceipt(l, to, string(rec.BlockedReason)) // checkpoint.recorded

@@ -43,11 +43,14 @@ const (
 	KindMessageWithheld = "message.withheld"
 )
 
-// ReceiptFilter selects receipts: of a lease, of a trigger, the latest
-// Limit (0: all).
+// ReceiptFilter selects receipts: of a lease, of a trigger, of a task, the
+// latest Limit (0: all).
 type ReceiptFilter struct {
 	LeaseID   string
 	TriggerID string
+	// TaskID takes the receipts of the task's triggers and leases, and
+	// those that name it in their detail (what an agent relayed about it).
+	TaskID string
 	// BeforeID, when set, takes only receipts older than that one (the
 	// next page of a listing).
 	BeforeID int64
@@ -141,31 +144,45 @@ func (s *Receipts) addReceiptTx(tx *sql.Tx, r receipt.Receipt) error {
 	return err
 }
 
-// List lists receipts oldest first: all of them, or those of a lease or
-// a trigger; with a limit, the latest that many.
+// receiptTask and receiptRepo are what a receipt is about, as List reads
+// them: its trigger's task and repo, else what its detail names (a relayed
+// task status names its task; an endpoint's receipt its repo).
+const (
+	receiptTask = `COALESCE(t.task_id, json_extract(r.detail, '$.task_id'), '')`
+	receiptRepo = `COALESCE(t.target_repo, json_extract(r.detail, '$.target_repo'), json_extract(r.detail, '$.repo'), '')`
+)
+
+// List lists receipts oldest first: all of them, or those of a lease, a
+// trigger or a task; with a limit, the latest that many. Each names its
+// task and repo when known.
 func (s *Receipts) List(ctx context.Context, f ReceiptFilter) ([]receipt.Receipt, error) {
-	q := `SELECT id, at, kind, COALESCE(trigger_id, ''), COALESCE(lease_id, ''), status, COALESCE(reason, ''),
-		COALESCE(attempt, 0), COALESCE(next_retry_at, 0), COALESCE(coordination_endpoint_id, ''), COALESCE(local_message_id, ''),
-		COALESCE(policy_profile, ''), COALESCE(config_version, ''), COALESCE(detail, ''), COALESCE(projected_at, 0)
-		FROM receipts WHERE 1 = 1`
+	q := `SELECT r.id, r.at, r.kind, COALESCE(r.trigger_id, ''), COALESCE(r.lease_id, ''), r.status, COALESCE(r.reason, ''),
+		COALESCE(r.attempt, 0), COALESCE(r.next_retry_at, 0), COALESCE(r.coordination_endpoint_id, ''), COALESCE(r.local_message_id, ''),
+		COALESCE(r.policy_profile, ''), COALESCE(r.config_version, ''), COALESCE(r.detail, ''), COALESCE(r.projected_at, 0),
+		` + receiptTask + `, ` + receiptRepo + `
+		FROM receipts r LEFT JOIN triggers t ON t.id = r.trigger_id WHERE 1 = 1`
 	var args []any
 	if f.LeaseID != "" {
-		q += ` AND lease_id = ?`
+		q += ` AND r.lease_id = ?`
 		args = append(args, f.LeaseID)
 	}
 	if f.TriggerID != "" {
-		q += ` AND trigger_id = ?`
+		q += ` AND r.trigger_id = ?`
 		args = append(args, f.TriggerID)
 	}
+	if f.TaskID != "" {
+		q += ` AND ` + receiptTask + ` = ?`
+		args = append(args, f.TaskID)
+	}
 	if f.BeforeID > 0 {
-		q += ` AND id < ?`
+		q += ` AND r.id < ?`
 		args = append(args, f.BeforeID)
 	}
 	limit := -1 // SQLite: no limit
 	if f.Limit > 0 {
 		limit = f.Limit
 	}
-	rows, err := s.DB.Query(ctx, `SELECT * FROM (`+q+` ORDER BY id DESC LIMIT ?) ORDER BY id`, append(args, limit)...)
+	rows, err := s.DB.Query(ctx, `SELECT * FROM (`+q+` ORDER BY r.id DESC LIMIT ?) ORDER BY 1`, append(args, limit)...)
 	if err != nil {
 		return nil, storageErr(err, "read receipts")
 	}
@@ -176,7 +193,8 @@ func (s *Receipts) List(ctx context.Context, f ReceiptFilter) ([]receipt.Receipt
 		var at, next, projected int64
 		var detail string
 		if err := rows.Scan(&r.ID, &at, &r.Kind, &r.TriggerID, &r.LeaseID, &r.Status, &r.Reason, &r.Attempt, &next,
-			&r.CoordinationEndpointID, &r.LocalMessageID, &r.PolicyProfile, &r.ConfigVersion, &detail, &projected); err != nil {
+			&r.CoordinationEndpointID, &r.LocalMessageID, &r.PolicyProfile, &r.ConfigVersion, &detail, &projected,
+			&r.TaskID, &r.Repo); err != nil {
 			return nil, storageErr(err, "read receipts")
 		}
 		r.At, r.NextRetryAt, r.ProjectedAt = sqlitedb.FromMillis(at), sqlitedb.TimeOrZero(next), sqlitedb.TimeOrZero(projected)
@@ -188,6 +206,20 @@ func (s *Receipts) List(ctx context.Context, f ReceiptFilter) ([]receipt.Receipt
 		out = append(out, r)
 	}
 	return out, storageErr(rows.Err(), "read receipts")
+}
+
+// TriggerExists reports whether the engine has a trigger of that id.
+func (s *Receipts) TriggerExists(ctx context.Context, id string) (bool, error) {
+	var n int
+	err := s.DB.QueryRow(ctx, `SELECT count(*) FROM triggers WHERE id = ?`, id).Scan(&n)
+	return n > 0, storageErr(err, "look up trigger "+id)
+}
+
+// TaskHasTriggers reports whether the engine has a trigger about task.
+func (s *Receipts) TaskHasTriggers(ctx context.Context, task string) (bool, error) {
+	var n int
+	err := s.DB.QueryRow(ctx, `SELECT count(*) FROM triggers WHERE task_id = ?`, task).Scan(&n)
+	return n > 0, storageErr(err, "look up the triggers of task "+task)
 }
 
 // OverriddenGate is the gate the operator woke a trigger's task through

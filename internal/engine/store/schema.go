@@ -167,10 +167,33 @@ CREATE INDEX checkpoints_task ON checkpoints(task_id, recorded_at) WHERE task_id
 CREATE INDEX leases_repo_live ON leases(target_repo) WHERE state NOT IN ('completed', 'stopped');
 `
 
+// schemaV5 adds what the lists a person reads need without reading
+// receipts, which are purged: who acknowledged a lease's current attempt,
+// and when (tamq's broker or the agent's own command), and the attempt a
+// checkpoint was recorded in. What was recorded before takes them from its
+// receipts, when kept.
+const schemaV5 = `
+ALTER TABLE leases ADD COLUMN acked_by TEXT CHECK (acked_by IS NULL OR acked_by IN ('broker', 'agent', 'operator', 'tamq'));
+ALTER TABLE leases ADD COLUMN acked_at INTEGER;
+UPDATE leases SET (acked_by, acked_at) = (
+	SELECT json_extract(r.detail, '$.by'), r.at FROM receipts r
+	WHERE r.lease_id = leases.lease_id AND r.kind = 'lease.acknowledged' AND r.attempt = leases.attempt
+		AND json_extract(r.detail, '$.by') IN ('broker', 'agent', 'operator', 'tamq')
+	ORDER BY r.id DESC LIMIT 1)
+WHERE state NOT IN ('offered', 'retry_wait');
+ALTER TABLE checkpoints ADD COLUMN attempt INTEGER CHECK (attempt IS NULL OR attempt >= 1);
+UPDATE checkpoints SET attempt = (
+	SELECT r.attempt FROM receipts r
+	WHERE r.lease_id = checkpoints.lease_id AND r.kind = 'checkpoint.recorded' AND r.at >= checkpoints.recorded_at AND r.attempt >= 1
+	ORDER BY r.id LIMIT 1);
+CREATE INDEX checkpoints_recorded ON checkpoints(recorded_at);
+`
+
 // Migrations is coordination-engine's schema history; append, never edit a released entry.
 var Migrations = []sqlitedb.Migration{
 	{Version: 1, Name: "triggers, leases, checkpoints, endpoints, receipts", TouchesData: true, SQL: schemaV1},
 	{Version: 2, Name: "lease retry budget and wake outcome, endpoint sockets, receipt message ids", TouchesData: true, SQL: schemaV2},
 	{Version: 3, Name: "State Hub observation: trigger titles and gate checks, State Hub checkpoint ids", TouchesData: true, SQL: schemaV3},
 	{Version: 4, Name: "waiting triggers, windows without an agent, resumed checkpoints, release results", TouchesData: true, SQL: schemaV4},
+	{Version: 5, Name: "who acknowledged a lease's attempt, and when; a checkpoint's attempt", TouchesData: true, SQL: schemaV5},
 }

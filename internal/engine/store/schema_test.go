@@ -85,6 +85,8 @@ func TestSchemaConstraints(t *testing.T) {
 		schematest.Refuse("negative max attempts", `UPDATE leases SET max_attempts = -1 WHERE lease_id = 'L2'`),
 		schematest.Refuse("lease on an endpoint never granted", `UPDATE leases SET coordination_endpoint_id = 'ce-ghost' WHERE lease_id = 'L2'`),
 		schematest.Refuse("text in an integer column", `UPDATE leases SET max_attempts = 'many' WHERE lease_id = 'L2'`),
+		schematest.Refuse("unknown acknowledger", `UPDATE leases SET acked_by = 'someone' WHERE lease_id = 'L2'`),
+		schematest.Refuse("checkpoint of attempt 0", `INSERT INTO checkpoints (lease_id, summary, recorded_at, attempt) VALUES ('L2', 's', 1, 0)`),
 	)
 	schematest.Must(t, exec(db, `INSERT INTO checkpoints (lease_id, summary, blocked_reason, recorded_at) VALUES ('L2', 'did x', 'dependency', 1)`))
 	schematest.Must(t, exec(db, `UPDATE leases SET wake_outcome = 'unavailable', max_attempts = 4, tamq_endpoint_id = 'tmux-amq-1' WHERE lease_id = 'L2'`))
@@ -109,4 +111,5 @@ func TestSchemaChecksMatchTheDomain(t *testing.T) {
 	schematest.CheckEnum(t, db, "leases", "wake_outcome", queue.Names(lease.WakeOutcomes))
 	schematest.CheckEnum(t, db, "leases", "owner", []string{lease.Owner})
 	schematest.CheckEnum(t, db, "checkpoints", "blocked_reason", queue.Names(lease.BlockedReasons))
+	schematest.CheckEnum(t, db, "leases", "acked_by", []string{lease.ByBroker, lease.ByAgent, lease.ByOperator, lease.ByTamq})
 }
