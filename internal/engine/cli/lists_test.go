@@ -127,7 +127,7 @@ func TestListsAPersonReads(t *testing.T) {
 	r = run(t, e, nil, "receipts", "--trigger", trigger)
 	if lines := strings.Split(strings.TrimSpace(r.Stdout), "\n"); r.Status != 0 || len(lines) != 6 ||
 		!regexp.MustCompile(`^WHEN +KIND +STATUS +TASK +REPO +LEASE +REASON$`).MatchString(lines[0]) ||
-		!regexp.MustCompile(`^(just now|\d+s ago) +lease\.offered +offered +T-1 +alpha +` + id + `#1 +task_actionable$`).MatchString(lines[2]) {
+		!regexp.MustCompile(`^(just now|\d+s ago) +lease\.offered +offered +T-1 +alpha +`+id+`#1 +task_actionable$`).MatchString(lines[2]) {
 		t.Errorf("receipts of T-1's trigger: %s", r)
 	}
 	// A task id is no trigger id: not an empty list, but where to look.
