@@ -38,13 +38,13 @@ func ago(t, now time.Time) string {
 	return "just now"
 }
 
-// until is a deadline relative to now: "in 4m10s", or how long it has
-// passed.
+// until is a deadline relative to now: "in 4m10s", or how long it is
+// overdue (the engine acts on it at its next look, or was stopped).
 func until(t, now time.Time) string {
 	if d := t.Sub(now); d >= time.Second {
 		return "in " + span(d)
 	} else if d <= -time.Second {
-		return "passed " + span(-d) + " ago"
+		return "overdue " + span(-d)
 	}
 	return "now"
 }
