@@ -293,13 +293,13 @@ func ListReceipts(ctx context.Context, st *store.Store, args api.ReceiptsArgs) (
 // who passes a task id (the id they know; trigger ids are the engine's
 // own) is told to filter by task.
 func knownTrigger(ctx context.Context, st *store.Store, id string) error {
-	if ok, err := st.Receipts.TriggerExists(ctx, id); err != nil || ok {
+	if _, err := st.Triggers.Trigger(ctx, id); !errs.Is(err, errs.NotFound) {
 		return err
 	}
 	e := errs.New(errs.NotFound, "no trigger %s", textsafe.Escape(id))
-	if isTask, err := st.Receipts.TaskHasTriggers(ctx, id); err != nil {
+	if trs, err := st.Triggers.TriggersOfTask(ctx, id); err != nil {
 		return err
-	} else if isTask {
+	} else if len(trs) > 0 {
 		return e.WithHint("%s is a task: use --task %s", textsafe.Escape(id), textsafe.Escape(id))
 	}
 	return e.WithHint("trigger ids are in `receipts --json` (trigger_id), `wake` and `explain`; to filter by task use --task")

@@ -83,15 +83,6 @@ func TestReceiptsNameTheirTaskAndRepo(t *testing.T) {
 	if rs := must[[]receipt.Receipt](t)(s.Receipts.List(ctx, ReceiptFilter{TaskID: "T-1", LeaseID: a.ID})); len(rs) != 1 || rs[0].Kind != KindLeaseOffered {
 		t.Errorf("receipts of T-1 and its lease: %+v", rs)
 	}
-	if ok := must[bool](t)(s.Receipts.TriggerExists(ctx, a.TriggerID)); !ok {
-		t.Error("a's trigger does not exist")
-	}
-	if ok := must[bool](t)(s.Receipts.TriggerExists(ctx, "T-1")); ok {
-		t.Error("a task id passes for a trigger")
-	}
-	if ok := must[bool](t)(s.Receipts.TaskHasTriggers(ctx, "T-1")); !ok {
-		t.Error("T-1 has no triggers")
-	}
 	tasks := must[map[string]string](t)(s.LeaseLists.TasksOfTriggers(ctx, []string{a.TriggerID, other.ID, "ghost"}))
 	if len(tasks) != 2 || tasks[a.TriggerID] != "T-1" || tasks[other.ID] != "T-2" {
 		t.Errorf("tasks of triggers: %v", tasks)

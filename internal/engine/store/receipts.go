@@ -208,20 +208,6 @@ func (s *Receipts) List(ctx context.Context, f ReceiptFilter) ([]receipt.Receipt
 	return out, storageErr(rows.Err(), "read receipts")
 }
 
-// TriggerExists reports whether the engine has a trigger of that id.
-func (s *Receipts) TriggerExists(ctx context.Context, id string) (bool, error) {
-	var n int
-	err := s.DB.QueryRow(ctx, `SELECT count(*) FROM triggers WHERE id = ?`, id).Scan(&n)
-	return n > 0, storageErr(err, "look up trigger "+id)
-}
-
-// TaskHasTriggers reports whether the engine has a trigger about task.
-func (s *Receipts) TaskHasTriggers(ctx context.Context, task string) (bool, error) {
-	var n int
-	err := s.DB.QueryRow(ctx, `SELECT count(*) FROM triggers WHERE task_id = ?`, task).Scan(&n)
-	return n > 0, storageErr(err, "look up the triggers of task "+task)
-}
-
 // OverriddenGate is the gate the operator woke a trigger's task through
 // (its gate.overridden receipt), "" when none.
 func (s *Receipts) OverriddenGate(ctx context.Context, triggerID string) (string, error) {
