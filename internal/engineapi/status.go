@@ -21,6 +21,9 @@ type StatusReport struct {
 	// Waiting is the work that waits for a window, an agent or the repo's
 	// agent to be free: no gate, woken as soon as that changes.
 	Waiting WaitingStatus `json:"waiting"`
+	// Tasks counts the tasks of the last observation by where they stand
+	// (needs_you, working, retry, waiting, ready, done: see OpTasks).
+	Tasks TaskCounts `json:"tasks"`
 }
 
 // WaitingStatus counts the waiting triggers by what they wait for, and

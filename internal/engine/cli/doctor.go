@@ -11,6 +11,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/buildinfo"
 	"github.com/tmux-amq/tamq/internal/doctor"
 	"github.com/tmux-amq/tamq/internal/engine/store"
+	api "github.com/tmux-amq/tamq/internal/engineapi"
 	client "github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/tamqclient"
@@ -52,6 +53,9 @@ func engineChecks(ctx context.Context, a *app.App) []doctor.Check {
 	checks = append(checks, doctor.Socket(p), doctor.StateDir(p))
 	svc, running := doctor.Service(ctx, p, buildinfo.Get().Version)
 	checks = append(checks, svc, tamqCheck(ctx, a, p, running))
+	if running {
+		checks = append(checks, tasksCheck(ctx, p))
+	}
 	hub, reachable := doctor.StateHub(ctx, cfg, doctor.Fail, " (the engine watches State Hub: nothing wakes agents while it is away)")
 	checks = append(checks, hub)
 	if reachable || len(cfg.StateHub.CredentialCommand) > 0 {
@@ -107,4 +111,27 @@ func tamqCheck(ctx context.Context, a *app.App, p paths.Paths, running bool) doc
 	}
 	return doctor.Check{Name: "tamq", Status: doctor.OK,
 		Detail: fmt.Sprintf("tamq answers (pid %d); attached: %s", ping.PID, strings.Join(attached, ", "))}
+}
+
+// tasksCheck counts the tasks that need a person, from the running engine's
+// last observation: a warning when some do, so the summary says where a
+// person is needed, not a failure of the setup.
+func tasksCheck(ctx context.Context, p paths.Paths) doctor.Check {
+	c := doctor.Check{Name: "tasks", Status: doctor.OK}
+	pctx, cancel := context.WithTimeout(ctx, doctor.PingTimeout)
+	res, err := client.New(p).Tasks(pctx, api.TasksArgs{Limit: 1})
+	cancel()
+	switch {
+	case err != nil:
+		c.Status, c.Detail, c.Fix = doctor.Warn, "cannot list the tasks: "+err.Error(), "see `coordination-engine status`"
+	case res.ObservedAt == nil:
+		c.Detail = "State Hub not observed yet"
+	case res.Counts["needs_you"] > 0:
+		c.Status = doctor.Warn
+		c.Detail = fmt.Sprintf("%d need you (tasks gated, blocked, out of retries, or at a dialog)", res.Counts["needs_you"])
+		c.Fix = "`coordination-engine tasks --needs-you` says which and why"
+	default:
+		c.Detail = fmt.Sprintf("none needs you; %d working", res.Counts["working"])
+	}
+	return c
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/engine/service"
+	"github.com/tmux-amq/tamq/internal/engine/standing"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	client "github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -103,6 +104,26 @@ func printStatus(a *app.App, r api.StatusReport) {
 			a.Printf("             lease %s waits for a person: dialog in window %s\n", d.LeaseID, d.Dialog)
 		}
 		printWaiting(a, r.Waiting)
+		printTaskCounts(a, r.Tasks)
+	}
+}
+
+// printTaskCounts says how the observed tasks stand, what needs a person
+// first, and where to read which.
+func printTaskCounts(a *app.App, c api.TaskCounts) {
+	var parts []string
+	for _, k := range standing.Kinds {
+		if n := c[string(k)]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, strings.ReplaceAll(string(k), "_", " ")))
+		}
+	}
+	switch {
+	case len(parts) == 0:
+		a.Printf("  tasks:     none observed\n")
+	case c[string(standing.NeedsYou)] > 0:
+		a.Printf("  tasks:     %s (`coordination-engine tasks --needs-you` says which)\n", strings.Join(parts, ", "))
+	default:
+		a.Printf("  tasks:     %s\n", strings.Join(parts, ", "))
 	}
 }
 

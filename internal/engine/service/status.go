@@ -35,6 +35,7 @@ func (sh *statusHandlers) ops() ops {
 		api.OpLeases:   {operator, sh.leases},
 		api.OpReceipts: {operator, sh.receipts},
 		api.OpExplain:  {operator, sh.explain},
+		api.OpTasks:    {operator, sh.tasks},
 		// Checkpoints hold an agent's words about its work: the operator's.
 		api.OpCheckpoints: {operator, sh.checkpoints},
 	}
@@ -73,6 +74,12 @@ func (sh *statusHandlers) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc
 		r.Leases.NextDue = &next
 	}
 	r.Waiting = sh.waitingStatus(ctx)
+	r.Tasks = api.TaskCounts{}
+	if ts, err := sh.standings(ctx); err == nil {
+		for _, t := range ts {
+			r.Tasks[t.Kind]++
+		}
+	}
 	if n, err := sh.store.Receipts.UnpublishedReceipts(ctx); err == nil {
 		r.StateHub.UnpublishedReceipts = n
 	}

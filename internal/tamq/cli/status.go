@@ -21,7 +21,8 @@ import (
 )
 
 func newStatusCmd(a *app.App) *cobra.Command {
-	return &cobra.Command{
+	var tmuxLine bool
+	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the health of the service, database, registry, State Hub, queue and leases",
 		Long: `Show tamq's health in separate sections: process and socket, SQLite, the gita
@@ -30,9 +31,20 @@ status reports what it can read locally and says so: the windows are shown as
 the service last recorded them, each alive or GONE as tmux shows it now. The exit
 status is 0 when healthy, else the status of the first problem (8 when the
 service is down).
---json prints the document described in docs/status.md.`,
+--json prints the document described in docs/status.md.
+
+--tmux-line prints only the line for tmux's status bar: how many tasks need
+you and how many agents work, as coordination-engine sees them ("2 need you ·
+3 working"), and nothing when neither, or when the engine is not running.
+In ~/.tmux.conf: set -g status-right '#(tamq status --tmux-line)'`,
+		Example: `  tamq status
+  tamq status --json
+  tamq status --tmux-line`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if tmuxLine {
+				return printTmuxLine(cmd.Context(), a)
+			}
 			p, err := a.Paths()
 			if err != nil {
 				return err
@@ -68,6 +80,8 @@ service is down).
 			return a.Report(r, func() { printStatus(a, r) }, problem)
 		},
 	}
+	cmd.Flags().BoolVar(&tmuxLine, "tmux-line", false, "print only the line for tmux's status bar (what needs you)")
+	return cmd
 }
 
 func printStatus(a *app.App, r api.StatusReport) {

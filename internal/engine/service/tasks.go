@@ -1,0 +1,119 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"github.com/tmux-amq/tamq/internal/engine/standing"
+	"github.com/tmux-amq/tamq/internal/engine/store"
+	api "github.com/tmux-amq/tamq/internal/engineapi"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/lease"
+	"github.com/tmux-amq/tamq/internal/textsafe"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
+)
+
+// tasks lists every task of the last observation with where it stands.
+func (sh *statusHandlers) tasks(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+	var args api.TasksArgs
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	if args.Kind != "" && !slices.Contains(standing.Kinds, standing.Kind(args.Kind)) {
+		return nil, errs.New(errs.BadRequest, "%q is not a kind of standing (%v)", textsafe.Escape(args.Kind), standing.Kinds)
+	}
+	all, err := sh.standings(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := api.TasksResult{Counts: api.TaskCounts{}, Tasks: []api.TaskStanding{}}
+	if view := sh.observer.explainView(); view.Observed {
+		at := view.At.UTC()
+		res.ObservedAt = &at
+	}
+	for _, t := range all {
+		res.Counts[t.Kind]++
+		if (args.Repo == "" || t.Repo == args.Repo) && (args.Kind == "" || t.Kind == args.Kind) {
+			res.Tasks = append(res.Tasks, t)
+		}
+	}
+	res.Tasks = res.Tasks[min(max(args.Offset, 0), len(res.Tasks)):]
+	res.Tasks = res.Tasks[:min(limitOf(args.Limit), len(res.Tasks))]
+	res.Tasks, res.More = fitFrame(res.Tasks, false)
+	return res, nil
+}
+
+// standings are the standings of every task of the last observation, what
+// needs a person first, then by workplan, priority and id.
+func (sh *statusHandlers) standings(ctx context.Context) ([]api.TaskStanding, error) {
+	view := sh.observer.explainView()
+	if !view.Observed {
+		return nil, nil
+	}
+	dialogs := map[string]string{}
+	for _, d := range sh.leaseOps.atDialog(ctx) {
+		dialogs[d.LeaseID] = d.Dialog
+	}
+	now := sh.clock.Now()
+	out := make([]api.TaskStanding, 0, len(view.Tasks))
+	for _, tv := range view.Tasks {
+		f := standing.Facts{Task: tv, Dialogs: dialogs, Acks: map[string]standing.Ack{}, Now: now}
+		trs, err := sh.store.Triggers.TriggersOfTask(ctx, tv.ID)
+		if err != nil {
+			return nil, err
+		}
+		f.Triggers = trs
+		for _, tr := range trs {
+			ls, err := sh.store.LeaseLists.LeasesOfTrigger(ctx, tr.ID)
+			if err != nil {
+				return nil, err
+			}
+			f.Leases = append(f.Leases, ls...)
+		}
+		if n := len(f.Leases); n > 0 && f.Leases[n-1].State.Live() {
+			l := f.Leases[n-1]
+			if a, ok, err := ackOf(ctx, sh.store, l); err != nil {
+				return nil, err
+			} else if ok {
+				f.Acks[l.ID] = a
+			}
+		}
+		out = append(out, taskStanding(f, standing.Of(f)))
+	}
+	slices.SortFunc(out, func(a, b api.TaskStanding) int {
+		return cmp.Or(cmp.Compare(standing.Kind(a.Kind).Rank(), standing.Kind(b.Kind).Rank()),
+			cmp.Compare(a.Workplan, b.Workplan), cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// ackOf is who acknowledged the current attempt of l, and when: the
+// receipt of its acknowledgement names the caller (broker or agent).
+func ackOf(ctx context.Context, st *store.Store, l lease.Lease) (standing.Ack, bool, error) {
+	rs, err := st.Receipts.List(ctx, store.ReceiptFilter{LeaseID: l.ID})
+	if err != nil {
+		return standing.Ack{}, false, err
+	}
+	for i := len(rs) - 1; i >= 0; i-- {
+		r := rs[i]
+		if r.Kind == store.KindLeaseAcknowledged && r.Attempt == l.Attempt {
+			by, _ := r.Detail["by"].(string)
+			return standing.Ack{By: cmp.Or(by, "someone"), At: r.At}, true, nil
+		}
+	}
+	return standing.Ack{}, false, nil
+}
+
+// taskStanding is the wire form of a task and its standing.
+func taskStanding(f standing.Facts, s standing.Standing) api.TaskStanding {
+	t := f.Task
+	out := api.TaskStanding{ID: t.ID, Repo: t.Repo, Workplan: t.Workplan, Status: t.Status, Priority: t.Priority,
+		Kind: string(s.Kind), Words: s.Words, Gate: s.Gate, GateReason: s.GateReason, Wait: s.Wait, Dependency: s.Dependency,
+		LeaseID: s.LeaseID, Attempt: s.Attempt, MaxAttempts: s.MaxAttempts, Dialog: s.Dialog, AckedBy: s.AckedBy,
+		AckedAt: optionalTime(s.AckedAt), RenewedAt: optionalTime(s.RenewedAt), RetryAt: optionalTime(s.RetryAt)}
+	for _, d := range t.Deps {
+		out.DependsOn = append(out.DependsOn, d.ID)
+	}
+	return out
+}

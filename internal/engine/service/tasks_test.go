@@ -1,0 +1,143 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	api "github.com/tmux-amq/tamq/internal/engineapi"
+	client "github.com/tmux-amq/tamq/internal/engineclient"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/statehub/contract"
+	"github.com/tmux-amq/tamq/internal/testutil"
+	"github.com/tmux-amq/tamq/internal/textsafe"
+)
+
+// One workplan whose tasks stand every way a person reads in `tasks`: a human
+// gate, a secret, a destructive action proposed, a dependency, no window for
+// a repo, a live lease, done, and a task whose title is hostile. The
+// list puts what needs a person first, and --needs-you, --state, --repo,
+// --tree and --json agree with it. (A retry, exhausted retries and a dialog
+// are standings the unit tests of internal/engine/standing reach.)
+func TestTasksSayWhatEachTaskWaitsFor(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "")
+	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 30\nlease_renew_interval_seconds = 300\n"), "alpha", "beta", "delta")
+	l.agents(t, "ackstall", "alpha")
+
+	human := todo("T-human", "beta")
+	human.InterventionNotes = []contract.Note{{ID: "N-3", Text: "look first", RequestsReview: true}}
+	secret := todo("T-secret", "beta")
+	secret.SecretsRequired = true
+	destructive := todo("T-destructive", "beta")
+	destructive.ProposedActions = []contract.ProposedAction{{Category: "destructive", Summary: "drop the table"}}
+	done := todo("T-done", "beta")
+	done.Status = "done"
+	hostile := todo("T-hostile", "beta")
+	hostile.Title = "\x1b]0;pwned\x07\x1b[2J title"
+	hostile.NeedsHuman = true
+	h.put(workplan("W-1", "alpha",
+		todo("T-work", "alpha"), todo("T-after", "beta", "T-work"), todo("T-nowin", "delta"),
+		human, secret, destructive, done))
+	h.put(workplan("W-2", "beta", hostile))
+
+	ec := client.New(l.pathsOf(t, paths.Engine))
+	var res api.TasksResult
+	testutil.WaitFor(t, "T-work's lease acknowledged and T-nowin waiting for its window", func() bool {
+		var err error
+		res, err = ec.Tasks(context.Background(), api.TasksArgs{})
+		return err == nil && standingOf(res, "T-work").Kind == "working" && standingOf(res, "T-work").AckedBy != "" &&
+			standingOf(res, "T-nowin").Wait != ""
+	})
+	want := map[string]string{
+		"T-human":       "needs you: human gate (note N-3 on the task requests review)",
+		"T-secret":      "needs you: secret required",
+		"T-destructive": "needs you: destructive action proposed",
+		"T-after":       "waiting: dependency T-work (todo, alpha)",
+		"T-nowin":       "waiting: no window for repo delta",
+		"T-hostile":     "needs you: human gate (the task needs a human)",
+		"T-done":        "done",
+	}
+	for id, words := range want {
+		if got := standingOf(res, id).Words; got != words {
+			t.Errorf("%s: %q, want %q", id, got, words)
+		}
+	}
+	work := standingOf(res, "T-work")
+	if !strings.HasPrefix(work.Words, "working: lease "+work.LeaseID+" attempt 1, acked by agent ") || work.RenewedAt == nil {
+		t.Errorf("T-work: %+v", work)
+	}
+	// What needs a person comes first, done last.
+	if first, last := res.Tasks[0], res.Tasks[len(res.Tasks)-1]; first.Kind != "needs_you" || last.ID != "T-done" {
+		t.Errorf("order: first %s %s, last %s", first.ID, first.Kind, last.ID)
+	}
+	if res.Counts["needs_you"] != 4 || res.Counts["working"] != 1 || res.Counts["waiting"] != 2 || res.Counts["done"] != 1 {
+		t.Errorf("counts: %v", res.Counts)
+	}
+
+	// The command: a header, a line each, hostile text inert.
+	out := l.e.Engine(t, "tasks").Stdout
+	if !strings.HasPrefix(out, "TASK") || !strings.Contains(out, "needs you: secret required") || !textsafe.Inert(out) {
+		t.Errorf("tasks:\n%s", out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 1+len(res.Tasks) {
+		t.Errorf("tasks printed %d lines for %d tasks:\n%s", len(lines), len(res.Tasks), out)
+	}
+	needs := l.e.Engine(t, "tasks", "--needs-you").Stdout
+	if strings.Count(strings.TrimSpace(needs), "\n") != 4 || strings.Contains(needs, "T-work") {
+		t.Errorf("tasks --needs-you:\n%s", needs)
+	}
+	if w := l.e.Engine(t, "tasks", "--state", "waiting", "--repo", "delta").Stdout; !strings.Contains(w, "T-nowin") || strings.Contains(w, "T-after") {
+		t.Errorf("tasks --state waiting --repo delta:\n%s", w)
+	}
+	tree := l.e.Engine(t, "tasks", "--tree").Stdout
+	if !strings.Contains(tree, "workplan W-1\n") || !strings.Contains(tree, "└─ T-after") || !textsafe.Inert(tree) {
+		t.Errorf("tasks --tree:\n%s", tree)
+	}
+	var parsed api.TasksResult
+	if err := json.Unmarshal([]byte(l.e.Engine(t, "tasks", "--json").Stdout), &parsed); err != nil || len(parsed.Tasks) != len(res.Tasks) {
+		t.Errorf("tasks --json: %v, %d tasks", err, len(parsed.Tasks))
+	}
+	if r := l.e.Run(t, "coordination-engine", "tasks", "--state", "sleeping"); r.Status != 2 || !strings.Contains(r.Stderr, "needs_you") {
+		t.Errorf("tasks --state sleeping: %s", r)
+	}
+
+	// Everywhere a person looks: tmux's status bar, status, doctor.
+	if line := l.e.Tamq(t, "status", "--tmux-line").Stdout; line != "4 need you · 1 working\n" {
+		t.Errorf("tamq status --tmux-line: %q", line)
+	}
+	if st := l.e.Run(t, "coordination-engine", "status").Stdout; !strings.Contains(st, "tasks:     4 needs you, 1 working, 2 waiting, 1 done (") {
+		t.Errorf("status:\n%s", st)
+	}
+	var doc struct {
+		Checks []struct{ Name, Status, Detail string }
+	}
+	if err := json.Unmarshal([]byte(l.e.Run(t, "coordination-engine", "doctor", "--json").Stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range doc.Checks {
+		if c.Name == "tasks" {
+			found = c.Status == "warn" && strings.HasPrefix(c.Detail, "4 need you")
+		}
+	}
+	if !found {
+		t.Errorf("doctor's tasks check: %+v", doc.Checks)
+	}
+	// The engine stopped: the status bar shows nothing, without an error.
+	l.e.Engine(t, "stop")
+	if r := l.e.Run(t, "tamq", "status", "--tmux-line"); r.Status != 0 || r.Stdout != "" || r.Stderr != "" {
+		t.Errorf("tamq status --tmux-line, engine stopped: %s", r)
+	}
+}
+
+func standingOf(res api.TasksResult, id string) api.TaskStanding {
+	for _, t := range res.Tasks {
+		if t.ID == id {
+			return t
+		}
+	}
+	return api.TaskStanding{}
+}

@@ -1,0 +1,298 @@
+// Package standing says where a task stands for the person in the loop: what
+// it waits for, in words they act on, and whether it needs them now. It is
+// the one place that turns the engine's facts about a task (State Hub's last
+// observation of it, its triggers and leases, a dialog its agent waits at)
+// into those words, for `coordination-engine tasks`, the tmux status line and
+// `tamq top` alike. It does no I/O.
+package standing
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/engine/observe"
+	"github.com/tmux-amq/tamq/internal/lease"
+)
+
+// Kind is what a task's standing asks of the person, ordered by how soon.
+type Kind string
+
+const (
+	// NeedsYou: nothing moves until a person decides (a gate, retries
+	// exhausted, a dialog open, work blocked).
+	NeedsYou Kind = "needs_you"
+	// Working: an agent holds a live lease on it.
+	Working Kind = "working"
+	// Retry: its lease waits for its next attempt.
+	Retry Kind = "retry"
+	// Waiting: it waits for something that moves by itself (a dependency,
+	// a window, its workplan) and is judged again when that changes.
+	Waiting Kind = "waiting"
+	// Ready: actionable; the engine takes it at its next look.
+	Ready Kind = "ready"
+	// Done: State Hub says it is done (or cancelled).
+	Done Kind = "done"
+)
+
+// Kinds are the kinds in the order a person reads them: what needs them first.
+var Kinds = []Kind{NeedsYou, Working, Retry, Waiting, Ready, Done}
+
+// Rank is k's place in Kinds (a lower rank is shown first).
+func (k Kind) Rank() int {
+	for i, o := range Kinds {
+		if o == k {
+			return i
+		}
+	}
+	return len(Kinds)
+}
+
+// Facts are what the engine knows of one task.
+type Facts struct {
+	Task observe.TaskView
+	// Triggers are the task's triggers, oldest first; Leases those
+	// triggers' leases, oldest first.
+	Triggers []lease.Trigger
+	Leases   []lease.Lease
+	// Dialogs are the windows whose agent waits at a dialog, by lease id,
+	// as tamq's broker said at its last renewal.
+	Dialogs map[string]string
+	// Acks are who acknowledged each lease's current attempt (broker or
+	// agent) and when, by lease id.
+	Acks map[string]Ack
+	Now  time.Time
+}
+
+// Ack is who acknowledged a lease's attempt, and when.
+type Ack struct {
+	By string
+	At time.Time
+}
+
+// Standing is where a task stands: Words say it for a person ("needs you:
+// secret required"); the other fields are the same facts for a program.
+type Standing struct {
+	Kind  Kind
+	Words string
+	// Gate is the gate that holds it, GateReason the gate's reason.
+	Gate, GateReason string
+	// Wait is why pending work waits (lease.Wait values), Dependency the
+	// first dependency not done.
+	Wait       string
+	Dependency string
+	// The live or last lease: its id, attempt of max, the window where a
+	// dialog waits, who acknowledged it and when, its last renewal, and its
+	// next attempt.
+	LeaseID              string
+	Attempt, MaxAttempts int
+	Dialog               string
+	AckedBy              string
+	AckedAt              time.Time
+	RenewedAt            time.Time
+	RetryAt              time.Time
+}
+
+// Of is the standing of the task f describes.
+func Of(f Facts) Standing {
+	t := f.Task
+	switch t.Status {
+	case "done", "cancelled":
+		return Standing{Kind: Done, Words: t.Status}
+	}
+	if l := lastLease(f.Leases); l != nil {
+		switch {
+		case l.State.Live() && l.State != lease.RetryWait:
+			return working(f, *l)
+		case l.State == lease.RetryWait:
+			s := leaseStanding(Retry, *l)
+			s.RetryAt = l.NextRetryAt
+			s.Words = "retry at " + clockTime(l.NextRetryAt, f.Now)
+			if tr := triggerOf(f.Triggers, l.TriggerID); tr != nil && tr.Wait != "" {
+				s.Wait = string(tr.Wait)
+				s.Words += ", then " + waitWords(*tr)
+			}
+			return s
+		case l.Released == lease.ResultBlocked && !newerTrigger(f.Triggers, l.TriggerID):
+			s := leaseStanding(NeedsYou, *l)
+			s.Words = "needs you: blocked" + paren(l.StopReason) + "; woken again when State Hub changes the task"
+			return s
+		case l.State == lease.Stopped && exhausted(*l) && !newerTrigger(f.Triggers, l.TriggerID):
+			s := leaseStanding(NeedsYou, *l)
+			s.Words = fmt.Sprintf("needs you: retries exhausted (lease %s, %d attempts)", l.ID, l.Attempt)
+			if l.StopReason != lease.StopExhausted {
+				s.Words += ": " + l.StopReason
+			}
+			return s
+		}
+	}
+	tr := lastTrigger(f.Triggers)
+	if tr != nil && (tr.State == lease.TriggerGated || tr.State == lease.TriggerStopped) && tr.GateReason != "" {
+		return gated(tr.GateReason, t.GateReason)
+	}
+	// A gate on actionable work needs a person whatever else it waits for
+	// (a window): it would stop at the gate when that came.
+	if t.Actionable && t.Gate != "" {
+		return gated(t.Gate, t.GateReason)
+	}
+	if tr != nil && tr.State == lease.TriggerPending && tr.Wait != "" {
+		return Standing{Kind: Waiting, Wait: string(tr.Wait), Words: "waiting: " + waitWords(*tr)}
+	}
+	if !t.Actionable {
+		if t.Status == "blocked" {
+			return Standing{Kind: NeedsYou, Words: "needs you: blocked in State Hub"}
+		}
+		if d, ok := firstOpenDep(t.Deps); ok {
+			s := Standing{Kind: Waiting, Dependency: d.ID}
+			switch {
+			case !d.Found:
+				s.Words = "waiting: dependency " + d.ID + " (in no workplan)"
+			default:
+				s.Words = "waiting: dependency " + d.ID + " (" + d.Status + ", " + d.Repo + ")"
+			}
+			return s
+		}
+		return Standing{Kind: Waiting, Words: "waiting: " + t.Waiting}
+	}
+	return Standing{Kind: Ready, Words: "ready: woken at the engine's next look"}
+}
+
+// working is the standing of a task whose lease is live.
+func working(f Facts, l lease.Lease) Standing {
+	s := leaseStanding(Working, l)
+	if w, ok := f.Dialogs[l.ID]; ok {
+		s.Kind, s.Dialog = NeedsYou, w
+		s.Words = "needs you: dialog open in window " + w + " (lease " + l.ID + ")"
+		return s
+	}
+	words := []string{fmt.Sprintf("working: lease %s attempt %d", l.ID, l.Attempt)}
+	switch {
+	case l.State == lease.Offered:
+		words = append(words, "offered "+ago(l.AcquiredAt, f.Now)+", not acknowledged yet")
+	default:
+		if a, ok := f.Acks[l.ID]; ok {
+			s.AckedBy, s.AckedAt = a.By, a.At
+			words = append(words, "acked by "+a.By+" "+ago(a.At, f.Now))
+		}
+		if !l.UpdatedAt.IsZero() {
+			s.RenewedAt = l.UpdatedAt
+			words = append(words, "renewed "+ago(l.UpdatedAt, f.Now))
+		}
+	}
+	s.Words = strings.Join(words, ", ")
+	return s
+}
+
+func leaseStanding(k Kind, l lease.Lease) Standing {
+	return Standing{Kind: k, LeaseID: l.ID, Attempt: l.Attempt, MaxAttempts: l.MaxAttempts}
+}
+
+// gated is the standing of work a gate holds: a person decides.
+func gated(gate, reason string) Standing {
+	s := Standing{Kind: NeedsYou, Gate: gate, GateReason: reason}
+	switch gate {
+	case observe.GateHuman:
+		s.Words = "needs you: human gate" + paren(reason)
+	case observe.GateSecret:
+		s.Words = "needs you: secret required"
+	case observe.GatePolicy, observe.GateIdentity, observe.GateUnregistered, observe.GateAmbiguous:
+		s.Words = "needs you: " + strings.ReplaceAll(gate, "_", " ") + " gate" + paren(reason)
+	default: // a category the policy profile sends to a human
+		s.Words = "needs you: " + gate + " action proposed"
+	}
+	return s
+}
+
+// waitWords says what pending work waits for.
+func waitWords(t lease.Trigger) string {
+	switch t.Wait {
+	case lease.WaitNoWindow:
+		return "no window for repo " + t.TargetRepo
+	case lease.WaitTamq:
+		return "tamq is not reachable"
+	case lease.WaitManual:
+		return "the window of " + t.TargetRepo + " is in manual mode"
+	case lease.WaitNoAgent:
+		return "no agent runs in the window of " + t.TargetRepo
+	}
+	if t.WaitDetail != "" {
+		return t.WaitDetail
+	}
+	return strings.ReplaceAll(string(t.Wait), "_", " ")
+}
+
+// exhausted reports whether a stopped lease stopped because its attempts
+// ran out: expired each time, or released as failed on the last one.
+func exhausted(l lease.Lease) bool {
+	return l.StopReason == lease.StopExhausted || l.Released == lease.ResultFailed
+}
+
+// newerTrigger reports whether a trigger came after the one of id: the task
+// changed since and its own standing speaks.
+func newerTrigger(ts []lease.Trigger, id string) bool {
+	return len(ts) > 0 && ts[len(ts)-1].ID != id
+}
+
+func lastLease(ls []lease.Lease) *lease.Lease {
+	if len(ls) == 0 {
+		return nil
+	}
+	return &ls[len(ls)-1]
+}
+
+func lastTrigger(ts []lease.Trigger) *lease.Trigger {
+	if len(ts) == 0 {
+		return nil
+	}
+	return &ts[len(ts)-1]
+}
+
+func triggerOf(ts []lease.Trigger, id string) *lease.Trigger {
+	for i := range ts {
+		if ts[i].ID == id {
+			return &ts[i]
+		}
+	}
+	return nil
+}
+
+func firstOpenDep(deps []observe.Dep) (observe.Dep, bool) {
+	for _, d := range deps {
+		if !d.Found || d.Status != "done" {
+			return d, true
+		}
+	}
+	return observe.Dep{}, false
+}
+
+func paren(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+// ago says how long before now t was, in a person's words.
+func ago(t, now time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < time.Second:
+		return "just now"
+	case d < time.Minute:
+		return fmt.Sprintf("%d s ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%d days ago", int(d.Hours()/24))
+}
+
+// clockTime is t as a local time of day, with the date when it is not today.
+func clockTime(t, now time.Time) string {
+	t, now = t.Local(), now.Local()
+	if y, m, d := t.Date(); y == now.Year() && m == now.Month() && d == now.Day() {
+		return t.Format("15:04:05")
+	}
+	return t.Format("2006-01-02 15:04:05")
+}

@@ -1,0 +1,125 @@
+package standing
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/engine/observe"
+	"github.com/tmux-amq/tamq/internal/lease"
+)
+
+var now = time.Date(2026, 12, 5, 14, 0, 0, 0, time.Local)
+
+func open(id string) observe.TaskView {
+	return observe.TaskView{ID: id, Status: "todo", Repo: "beta", Workplan: "W-1", WorkplanStatus: "active", Actionable: true}
+}
+
+func TestOfSaysWhatEachTaskWaitsFor(t *testing.T) {
+	trig := func(state lease.TriggerState) lease.Trigger {
+		return lease.Trigger{ID: "tr-1", TaskID: "T-1", TargetRepo: "beta", State: state}
+	}
+	live := lease.Lease{ID: "L-1", TriggerID: "tr-1", State: lease.Running, Attempt: 2, MaxAttempts: 4,
+		AcquiredAt: now.Add(-5 * time.Minute), UpdatedAt: now.Add(-4 * time.Second)}
+	notActionable := func(v observe.TaskView, waiting string, deps ...observe.Dep) observe.TaskView {
+		v.Actionable, v.Waiting, v.Deps = false, waiting, deps
+		return v
+	}
+	gatedView := func(gate, reason string) observe.TaskView {
+		v := open("T-1")
+		v.Gate, v.GateReason = gate, reason
+		return v
+	}
+	withState := func(l lease.Lease, mod func(*lease.Lease)) lease.Lease { mod(&l); return l }
+
+	for _, c := range []struct {
+		name  string
+		facts Facts
+		kind  Kind
+		words string
+	}{
+		{"done", Facts{Task: observe.TaskView{ID: "T-1", Status: "done"}}, Done, "done"},
+		{"cancelled", Facts{Task: observe.TaskView{ID: "T-1", Status: "cancelled"}}, Done, "cancelled"},
+		{"human gate on a trigger",
+			Facts{Task: gatedView(observe.GateHuman, "note N-3 on the task requests review"),
+				Triggers: []lease.Trigger{func() lease.Trigger {
+					tr := trig(lease.TriggerGated)
+					tr.GateReason = observe.GateHuman
+					return tr
+				}()}},
+			NeedsYou, "needs you: human gate (note N-3 on the task requests review)"},
+		{"secret gate, not judged yet", Facts{Task: gatedView(observe.GateSecret, "the task requires secrets")},
+			NeedsYou, "needs you: secret required"},
+		{"destructive action", Facts{Task: gatedView("destructive", "the policy profile sends destructive actions to a human")},
+			NeedsYou, "needs you: destructive action proposed"},
+		{"retries exhausted",
+			Facts{Task: open("T-1"), Triggers: []lease.Trigger{trig(lease.TriggerStopped)},
+				Leases: []lease.Lease{withState(live, func(l *lease.Lease) { l.State, l.Attempt, l.StopReason = lease.Stopped, 5, lease.StopExhausted })}},
+			NeedsYou, "needs you: retries exhausted (lease L-1, 5 attempts)"},
+		{"failed on the last attempt",
+			Facts{Task: open("T-1"), Triggers: []lease.Trigger{trig(lease.TriggerStopped)},
+				Leases: []lease.Lease{withState(live, func(l *lease.Lease) {
+					l.State, l.Attempt, l.StopReason, l.Released = lease.Stopped, 5, "failed: tests red", lease.ResultFailed
+				})}},
+			NeedsYou, "needs you: retries exhausted (lease L-1, 5 attempts): failed: tests red"},
+		{"released blocked",
+			Facts{Task: observe.TaskView{ID: "T-1", Status: "blocked", Repo: "beta"}, Triggers: []lease.Trigger{trig(lease.TriggerStopped)},
+				Leases: []lease.Lease{withState(live, func(l *lease.Lease) {
+					l.State, l.StopReason, l.Released = lease.Stopped, "blocked: needs the deploy key", lease.ResultBlocked
+				})}},
+			NeedsYou, "needs you: blocked (blocked: needs the deploy key); woken again when State Hub changes the task"},
+		{"blocked in State Hub", Facts{Task: notActionable(observe.TaskView{ID: "T-1", Status: "blocked", WorkplanStatus: "active"}, "it is blocked")},
+			NeedsYou, "needs you: blocked in State Hub"},
+		{"dialog open",
+			Facts{Task: open("T-1"), Triggers: []lease.Trigger{trig(lease.TriggerLeased)}, Leases: []lease.Lease{live},
+				Dialogs: map[string]string{"L-1": "beta"}},
+			NeedsYou, "needs you: dialog open in window beta (lease L-1)"},
+		{"dependency",
+			Facts{Task: notActionable(open("T-2"), "dependency T-1 is in_progress", observe.Dep{ID: "T-1", Status: "in_progress", Repo: "beta", Found: true})},
+			Waiting, "waiting: dependency T-1 (in_progress, beta)"},
+		{"dependency in no workplan",
+			Facts{Task: notActionable(open("T-2"), "dependency T-9 is in no workplan", observe.Dep{ID: "T-9"})},
+			Waiting, "waiting: dependency T-9 (in no workplan)"},
+		{"no window",
+			Facts{Task: open("T-1"), Triggers: []lease.Trigger{func() lease.Trigger {
+				tr := trig(lease.TriggerPending)
+				tr.TargetRepo, tr.Wait = "delta", lease.WaitNoWindow
+				return tr
+			}()}},
+			Waiting, "waiting: no window for repo delta"},
+		{"workplan paused", Facts{Task: notActionable(open("T-1"), "its workplan is paused")}, Waiting, "waiting: its workplan is paused"},
+		{"working",
+			Facts{Task: open("T-1"), Triggers: []lease.Trigger{trig(lease.TriggerLeased)}, Leases: []lease.Lease{live},
+				Acks: map[string]Ack{"L-1": {By: lease.ByBroker, At: now.Add(-3 * time.Minute)}}},
+			Working, "working: lease L-1 attempt 2, acked by broker 3 min ago, renewed 4 s ago"},
+		{"offered",
+			Facts{Task: open("T-1"), Triggers: []lease.Trigger{trig(lease.TriggerLeased)},
+				Leases: []lease.Lease{withState(live, func(l *lease.Lease) { l.State, l.AcquiredAt = lease.Offered, now.Add(-20*time.Second) })}},
+			Working, "working: lease L-1 attempt 2, offered 20 s ago, not acknowledged yet"},
+		{"retry",
+			Facts{Task: open("T-1"), Triggers: []lease.Trigger{trig(lease.TriggerLeased)},
+				Leases: []lease.Lease{withState(live, func(l *lease.Lease) { l.State, l.NextRetryAt = lease.RetryWait, now.Add(5*time.Minute+10*time.Second) })}},
+			Retry, "retry at 14:05:10"},
+		{"ready", Facts{Task: open("T-1")}, Ready, "ready: woken at the engine's next look"},
+		// A stopped lease of an older trigger speaks no more once the task changed.
+		{"exhausted, then changed",
+			Facts{Task: open("T-1"),
+				Triggers: []lease.Trigger{trig(lease.TriggerStopped), {ID: "tr-2", TaskID: "T-1", TargetRepo: "beta", State: lease.TriggerPending}},
+				Leases:   []lease.Lease{withState(live, func(l *lease.Lease) { l.State, l.StopReason = lease.Stopped, lease.StopExhausted })}},
+			Ready, "ready: woken at the engine's next look"},
+	} {
+		c.facts.Now = now
+		s := Of(c.facts)
+		if s.Kind != c.kind || s.Words != c.words {
+			t.Errorf("%s: %s %q, want %s %q", c.name, s.Kind, s.Words, c.kind, c.words)
+		}
+	}
+}
+
+func TestKindsRankWhatNeedsAPersonFirst(t *testing.T) {
+	ks := []Kind{Done, Waiting, NeedsYou, Ready, Retry, Working}
+	slices.SortFunc(ks, func(a, b Kind) int { return a.Rank() - b.Rank() })
+	if !slices.Equal(ks, Kinds) || NeedsYou.Rank() != 0 || Kind("other").Rank() != len(Kinds) {
+		t.Errorf("sorted %v, want %v", ks, Kinds)
+	}
+}

@@ -1,0 +1,73 @@
+package engineapi
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// OpTasks lists every task of the engine's last observation of State Hub with
+// where it stands, what needs a person first.
+const OpTasks = "tasks"
+
+// TasksArgs narrows the task list: to a repo, to one kind of standing
+// (needs_you, working, retry, waiting, ready, done), and pages it.
+type TasksArgs struct {
+	Repo   string `json:"repo,omitempty"`
+	Kind   string `json:"kind,omitempty"`
+	Offset int    `json:"offset,omitempty"`
+	Limit  int    `json:"limit,omitempty"`
+}
+
+// TasksResult is the task list, ordered by what needs a person first, then
+// by workplan and id. Counts are of every task of the observation, whatever
+// the filter and page. More says the answer was cut to fit one protocol
+// frame: the next page starts at Offset+len(Tasks).
+type TasksResult struct {
+	ObservedAt *time.Time     `json:"observed_at,omitempty"`
+	Counts     TaskCounts     `json:"counts"`
+	Tasks      []TaskStanding `json:"tasks"`
+	More       bool           `json:"more,omitempty"`
+}
+
+// TaskStanding is one task and where it stands: Words say it for a person,
+// the other fields are the same facts for a program. Times are UTC.
+type TaskStanding struct {
+	ID        string   `json:"id"`
+	Repo      string   `json:"repo"`
+	Workplan  string   `json:"workplan"`
+	Status    string   `json:"status"`
+	Priority  int      `json:"priority"`
+	DependsOn []string `json:"depends_on,omitempty"`
+	Kind      string   `json:"kind"`
+	Words     string   `json:"words"`
+
+	Gate        string     `json:"gate,omitempty"`
+	GateReason  string     `json:"gate_reason,omitempty"`
+	Wait        string     `json:"wait,omitempty"`
+	Dependency  string     `json:"dependency,omitempty"`
+	LeaseID     string     `json:"lease_id,omitempty"`
+	Attempt     int        `json:"attempt,omitempty"`
+	MaxAttempts int        `json:"max_attempts,omitempty"`
+	Dialog      string     `json:"dialog_window,omitempty"`
+	AckedBy     string     `json:"acked_by,omitempty"`
+	AckedAt     *time.Time `json:"acked_at,omitempty"`
+	RenewedAt   *time.Time `json:"renewed_at,omitempty"`
+	RetryAt     *time.Time `json:"retry_at,omitempty"`
+}
+
+// TaskCounts counts tasks by where they stand (the kinds of TaskStanding).
+type TaskCounts map[string]int
+
+// Line is what a status bar shows: how many tasks need a person and how
+// many agents work, "2 need you · 3 working"; "" when neither.
+func (c TaskCounts) Line() string {
+	var parts []string
+	if n := c["needs_you"]; n > 0 {
+		parts = append(parts, fmt.Sprintf("%d need you", n))
+	}
+	if n := c["working"]; n > 0 {
+		parts = append(parts, fmt.Sprintf("%d working", n))
+	}
+	return strings.Join(parts, " · ")
+}
