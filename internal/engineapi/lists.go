@@ -27,6 +27,10 @@ type Checkpoint struct {
 	NextAction    string    `json:"next_action,omitempty"`
 	FilesChanged  []string  `json:"files_changed"`
 	BlockedReason string    `json:"blocked_reason,omitempty"`
+	// FilesOmitted counts the changed files left out at the end of
+	// FilesChanged: the largest checkpoint an agent may record (100 long
+	// file names) would not fit one protocol frame.
+	FilesOmitted int `json:"files_omitted,omitempty"`
 	// StateHubID is State Hub's id of a checkpoint the agent posted there.
 	StateHubID string `json:"statehub_id,omitempty"`
 }

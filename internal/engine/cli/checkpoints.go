@@ -66,11 +66,22 @@ note on stderr says so; --json has "offline": true).`,
 }
 
 // offlineCheckpoints is the checkpoint listing read from the database, as
-// the engine answers it.
+// the engine answers it, every page of it.
 func offlineCheckpoints(ctx context.Context, st *store.Store, args api.CheckpointsArgs) (api.CheckpointsResult, error) {
-	res, err := service.ListCheckpoints(ctx, st, args)
-	res.Offline = true
-	return res, err
+	out := api.CheckpointsResult{Checkpoints: []api.Checkpoint{}, Offline: true}
+	want := listLimit(args.Limit)
+	for {
+		res, err := service.ListCheckpoints(ctx, st, args)
+		if err != nil {
+			return out, err
+		}
+		out.Checkpoints = append(out.Checkpoints, res.Checkpoints...)
+		if !res.More || len(res.Checkpoints) == 0 || len(out.Checkpoints) >= want {
+			return out, nil
+		}
+		args.Offset += len(res.Checkpoints)
+		args.Limit = want - len(out.Checkpoints)
+	}
 }
 
 // checkpointsText is the checkpoint listing as a person reads it: a head
@@ -101,7 +112,11 @@ func checkpointsText(cs []api.Checkpoint, now time.Time) string {
 			for j, f := range c.FilesChanged {
 				files[j] = esc(f)
 			}
-			fmt.Fprintf(&b, "  files:   %s\n", strings.Join(files, ", "))
+			fmt.Fprintf(&b, "  files:   %s", strings.Join(files, ", "))
+			if c.FilesOmitted > 0 {
+				fmt.Fprintf(&b, " and %d more (too many to list)", c.FilesOmitted)
+			}
+			b.WriteString("\n")
 		}
 		if c.BlockedReason != "" {
 			fmt.Fprintf(&b, "  blocked: %s\n", esc(c.BlockedReason))

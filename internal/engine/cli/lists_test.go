@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -193,4 +194,59 @@ $`
 		t.Errorf("the running engine: receipts of T-1's trigger: %s", r)
 	}
 	inert(t, "checkpoints of the running engine", run(t, e, nil, "checkpoints"))
+}
+
+// A listing larger than one protocol frame comes whole, page by page,
+// from the running engine and from its database while it is stopped, up
+// to its limit.
+func TestListsLargerThanAFrame(t *testing.T) {
+	t.Parallel()
+	e := testutil.NewEnv(t)
+	e.WriteEngineConfig(t, "[statehub]\napi_base = \"http://127.0.0.1:9\"\n")
+	t.Cleanup(func() { e.Run(t, "coordination-engine", "stop") })
+	p := enginePaths(t, e)
+	id := seedLease(t, p)
+	st, err := store.Open(context.Background(), p, time.Second, clock.System)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 40 checkpoints of 4 KiB and 600 receipts: about three frames each.
+	for i := range 40 {
+		if _, err := st.DB.Writer.Exec(`INSERT INTO checkpoints (lease_id, task_id, summary, recorded_at, attempt) VALUES (?, 'T-1', ?, ?, 1)`,
+			id, fmt.Sprintf("n-%02d ", i)+strings.Repeat("x", 4000), 1000+i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 600 {
+		if _, err := st.DB.Writer.Exec(`INSERT INTO receipts (at, kind, lease_id, status, reason) VALUES (?, 'wake.failed', ?, 'failed', ?)`,
+			2000+i, id, fmt.Sprintf("r-%03d ", i)+strings.Repeat("y", 150)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.DB.Close()
+
+	check := func(when string) {
+		t.Helper()
+		var cps api.CheckpointsResult
+		run(t, e, &cps, "checkpoints", "--json")
+		if len(cps.Checkpoints) != 40 || !strings.HasPrefix(cps.Checkpoints[0].Summary, "n-39 ") || !strings.HasPrefix(cps.Checkpoints[39].Summary, "n-00 ") {
+			t.Errorf("%s: %d checkpoints", when, len(cps.Checkpoints))
+		}
+		run(t, e, &cps, "checkpoints", "--json", "--limit", "25")
+		if len(cps.Checkpoints) != 25 || !strings.HasPrefix(cps.Checkpoints[24].Summary, "n-15 ") {
+			t.Errorf("%s: %d checkpoints of 25", when, len(cps.Checkpoints))
+		}
+		var rs api.ReceiptsResult
+		run(t, e, &rs, "receipts", "--lease", id, "--json")
+		if n := len(rs.Receipts); n != 604 || !strings.HasPrefix(rs.Receipts[n-1].Reason, "r-599 ") {
+			t.Errorf("%s: %d receipts of the lease", when, n)
+		}
+		run(t, e, &rs, "receipts", "--lease", id, "--json", "--limit", "300")
+		if n := len(rs.Receipts); n != 300 || !strings.HasPrefix(rs.Receipts[0].Reason, "r-300 ") {
+			t.Errorf("%s: %d receipts of 300", when, n)
+		}
+	}
+	check("stopped")
+	e.Engine(t, "start", "--detach")
+	check("running")
 }

@@ -42,17 +42,48 @@ func offlineStore(ctx context.Context, a *app.App, callErr error) (*store.Store,
 }
 
 // offlineLeases is the leases listing read from the database, as the
-// engine answers it.
+// engine answers it, every page of it (the engine cuts each to a frame).
 func offlineLeases(ctx context.Context, st *store.Store, args api.LeasesArgs) (api.LeasesResult, error) {
-	res, err := service.ListLeases(ctx, st, args)
-	res.Offline = true
-	return res, err
+	out := api.LeasesResult{Leases: []api.Lease{}, Offline: true}
+	want := listLimit(args.Limit)
+	for {
+		res, err := service.ListLeases(ctx, st, args)
+		if err != nil {
+			return out, err
+		}
+		out.Leases = append(out.Leases, res.Leases...)
+		if !res.More || len(res.Leases) == 0 || len(out.Leases) >= want {
+			return out, nil
+		}
+		args.Offset += len(res.Leases)
+		args.Limit = want - len(out.Leases)
+	}
 }
 
 // offlineReceipts is the receipts listing read from the database, as the
-// engine answers it.
+// engine answers it, every page of it: oldest first, each page older.
 func offlineReceipts(ctx context.Context, st *store.Store, args api.ReceiptsArgs) (api.ReceiptsResult, error) {
-	res, err := service.ListReceipts(ctx, st, args)
-	res.Offline = true
-	return res, err
+	out := api.ReceiptsResult{Receipts: []api.Receipt{}, Offline: true}
+	want := listLimit(args.Limit)
+	for {
+		res, err := service.ListReceipts(ctx, st, args)
+		if err != nil {
+			return out, err
+		}
+		out.Receipts = append(res.Receipts, out.Receipts...)
+		if !res.More || len(res.Receipts) == 0 || len(out.Receipts) >= want {
+			return out, nil
+		}
+		args.BeforeID = res.Receipts[0].ID
+		args.Limit = want - len(out.Receipts)
+	}
+}
+
+// listLimit is a listing's limit as the engine applies it (1000 at most),
+// as its client pages up to it.
+func listLimit(n int) int {
+	if n <= 0 || n > 1000 {
+		return 1000
+	}
+	return n
 }
