@@ -128,7 +128,7 @@ func receiptEntry(t lease.Trigger, l lease.Lease, r receipt.Receipt, cps []lease
 	num := func(k string) int { f, _ := r.Detail[k].(float64); return int(f) }
 	e := api.TimelineEntry{At: r.At, TriggerID: r.TriggerID, LeaseID: r.LeaseID, Attempt: r.Attempt, Reason: r.Reason,
 		By: str("by"), ByRepo: str("by_repo"), Result: str("result"), Gate: str("gate")}
-	if r.LeaseID != "" {
+	if l.ID != "" {
 		e.MaxAttempts = l.MaxAttempts + 1 // as the lease says it: every attempt, the first and its retries
 	}
 	if !r.NextRetryAt.IsZero() {

@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
 // storyStart is when the stories below begin (to the millisecond, as the
@@ -257,6 +260,14 @@ func TestExplainTimelineOfAGatedTask(t *testing.T) {
 	if e := res.Timeline[5]; e.Text != "last observed in State Hub: todo, revision 2; gate destructive (drops a table)" {
 		t.Errorf("observed: %+v", e)
 	}
+	// A trigger whose receipt was purged is still told, from the trigger.
+	if _, err := st.DB.Writer.Exec(`DELETE FROM receipts WHERE trigger_id = ? AND kind = ?`, held.ID, store.KindTriggerObserved); err != nil {
+		t.Fatal(err)
+	}
+	res = noErr[api.ExplainResult](t)(Explain(ctx, st, "T-3", view))
+	if got := entries(res.Timeline); !slices.Equal(got, want) || res.Timeline[0].Text != "judged task_actionable (task revision 1): trigger "+held.ID+" for gamma" {
+		t.Errorf("timeline without the first trigger's receipt\n%v\nwant\n%v\n%+v", got, want, res.Timeline[0])
+	}
 	// A task the engine never judged has only its observation; before the
 	// first look, and offline, nothing.
 	none := noErr[api.ExplainResult](t)(Explain(ctx, st, "T-9", view))
@@ -265,5 +276,53 @@ func TestExplainTimelineOfAGatedTask(t *testing.T) {
 	}
 	if off := noErr[api.ExplainResult](t)(Explain(ctx, st, "T-9", nil)); off.Timeline == nil || len(off.Timeline) != 0 {
 		t.Errorf("timeline offline of a task never seen: %#v", off.Timeline)
+	}
+}
+
+// The running engine's story of a task it judged from State Hub: its last
+// look, and the observer's trigger stopped at the task's gate; a task
+// waiting on it has only that look, saying why it is not actionable.
+func TestExplainTimelineFromTheObserver(t *testing.T) {
+	t.Parallel()
+	body := `{"workplans": [{"id": "W", "repo": "net", "status": "active", "revision": "1", "tasks": [
+		{"id": "Q", "title": "q", "status": "todo", "revision": "7", "repo": "net", "needs_human": true},
+		{"id": "R", "title": "r", "status": "todo", "revision": "2", "repo": "net", "depends_on": ["Q"]}]}]}`
+	ts, _ := testutil.HTTPServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/workplans":
+			io.WriteString(w, body)
+		case "/v1/messages":
+			io.WriteString(w, `{"messages": []}`)
+		default:
+			io.WriteString(w, `{"checkpoints": [], "cursor": "0"}`)
+		}
+	}))
+	s := inProcessEngine(t, ts.URL)
+	ctx := context.Background()
+	if err := s.observer.observeOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	view := s.observer.explainView()
+	q := noErr[api.ExplainResult](t)(Explain(ctx, s.store, "Q", view))
+	var got []string
+	for _, e := range q.Timeline {
+		got = append(got, e.Kind+": "+e.Text)
+	}
+	trigger := q.Triggers[0].ID
+	// The look starts before what it judged is recorded.
+	want := []string{
+		"observed: last observed in State Hub: todo, revision 7; gate human (the task needs a human)",
+		"judged: judged task_actionable (task revision 7): trigger " + trigger + " for net",
+		"stopped: stopped at gate human: the task needs a human; no lease, no wake",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Q's timeline\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if first := q.Timeline[0]; !first.At.Equal(view.At) || first.Status != "todo" || first.Revision != "7" || first.Gate != "human" {
+		t.Errorf("the observation %+v, the look at %s", first, view.At)
+	}
+	r := noErr[api.ExplainResult](t)(Explain(ctx, s.store, "R", view))
+	if len(r.Timeline) != 1 || r.Timeline[0].Kind != api.TimelineObserved || !strings.Contains(r.Timeline[0].Text, "; not actionable: ") {
+		t.Errorf("R's timeline: %+v", r.Timeline)
 	}
 }
