@@ -373,6 +373,8 @@ type ExplainResult struct {
 	// Offline: the engine is not running; this was read from its database
 	// as last written, without an observation of State Hub.
 	Offline bool `json:"offline,omitempty"`
+	// Timeline is the task's story, oldest first (see timeline.go).
+	Timeline []TimelineEntry `json:"timeline"`
 }
 
 // PurgeArgs ask to delete the engine's history older than Before (a dry

@@ -11,6 +11,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/engine/service"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 func newExplainCmd(a *app.App) *cobra.Command {
@@ -22,6 +23,12 @@ func newExplainCmd(a *app.App) *cobra.Command {
 why a task was or was not woken: its status and workplan, each dependency and
 its state, the tasks that wait on it, the gate that applied, its triggers, their
 leases, attempts and wakes (with tamq's message ids), and when it is tried next.
+Then its timeline, oldest first: when it was observed and judged, gated or
+waiting, leased (attempt n of max), woken (tamq's message id) or the wake
+failed, acknowledged (by the broker or the agent), renewed, checkpointed,
+released (completed, failed, blocked), waiting to retry, stopped; the
+operator's manual wakes (coordination-engine wake) are marked. --json has it
+as "timeline": [{"at", "kind", "text", ...}].
 While the engine is not running, the answer comes from its database as it last
 wrote it, without the observation (a note on stderr says so; the verdict says
 the engine is not running and --json has "offline": true).
@@ -70,7 +77,7 @@ graph with the same facts (render it with ` + "`dot -Tsvg`" + `).`,
 }
 
 // explainText is the explanation for people: the verdict first, then the
-// facts it rests on.
+// facts it rests on, then the task's timeline, oldest first.
 func explainText(r api.ExplainResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "task %s: %s\n", r.Task, r.Verdict)
@@ -119,6 +126,18 @@ func explainText(r api.ExplainResult) string {
 	}
 	if r.NextRetry != nil {
 		fmt.Fprintf(&b, "  next try: %s\n", r.NextRetry.Format(time.RFC3339))
+	}
+	if len(r.Timeline) > 0 {
+		b.WriteString("  timeline:\n")
+	}
+	for _, e := range r.Timeline {
+		// Each entry stays one line: its text holds reasons and summaries
+		// from agents and State Hub, whose newlines could fake an entry.
+		fmt.Fprintf(&b, "    %s  %-15s  %s", e.At.Format(time.RFC3339), e.Kind, textsafe.Escape(e.Text))
+		if e.Manual && e.Kind != api.TimelineManualWake {
+			b.WriteString(" [manual wake]")
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }

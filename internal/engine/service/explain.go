@@ -38,6 +38,7 @@ type ExplainView struct {
 // Explain answers explain from the engine's database and, when the engine
 // runs, its last observation (view); a nil view means the engine is not
 // running (the command reads its database offline): the result says so.
+// Both tell the task's timeline (explain_timeline.go) from the same records.
 func Explain(ctx context.Context, st *store.Store, task string, view *ExplainView) (api.ExplainResult, error) {
 	if p := textsafe.NameProblem(task); p != "" {
 		return api.ExplainResult{}, errs.New(errs.BadRequest, "task id %q: %s", textsafe.Escape(task), p)
@@ -73,16 +74,19 @@ func Explain(ctx context.Context, st *store.Store, task string, view *ExplainVie
 	if err != nil {
 		return res, err
 	}
+	stories := make([]triggerStory, 0, len(trs))
 	for _, t := range trs {
 		et := api.ExplainTrigger{Trigger: api.TriggerOf(t), Leases: []api.ExplainLease{}}
 		if t.State == lease.TriggerGated {
 			res.NextRetry = earliest(res.NextRetry, t.NextCheckAt)
 		}
+		// One read of the trigger's receipts serves its gate, its leases'
+		// wakes and the timeline: a lease's receipts name its trigger.
+		rs, err := st.Receipts.List(ctx, store.ReceiptFilter{TriggerID: t.ID})
+		if err != nil {
+			return res, err
+		}
 		if t.State == lease.TriggerGated || t.State == lease.TriggerStopped {
-			rs, err := st.Receipts.List(ctx, store.ReceiptFilter{TriggerID: t.ID})
-			if err != nil {
-				return res, err
-			}
 			for _, r := range rs {
 				if r.Kind == store.KindTriggerStopped || r.Kind == store.KindTriggerGated || r.Kind == store.KindLeaseStopped {
 					et.Why = r.Reason
@@ -98,18 +102,18 @@ func Explain(ctx context.Context, st *store.Store, task string, view *ExplainVie
 			if l.State == lease.RetryWait {
 				res.NextRetry = earliest(res.NextRetry, l.NextRetryAt)
 			}
-			rs, err := st.Receipts.List(ctx, store.ReceiptFilter{LeaseID: l.ID})
-			if err != nil {
-				return res, err
-			}
 			for _, r := range rs {
-				if r.Kind == store.KindWakeSent || r.Kind == store.KindWakeFailed {
+				if r.LeaseID == l.ID && (r.Kind == store.KindWakeSent || r.Kind == store.KindWakeFailed) {
 					el.Wakes = append(el.Wakes, api.ExplainWake{Attempt: r.Attempt, Status: r.Status, MessageID: r.LocalMessageID, Reason: r.Reason, At: r.At.UTC()})
 				}
 			}
 			et.Leases = append(et.Leases, el)
 		}
 		res.Triggers = append(res.Triggers, et)
+		stories = append(stories, triggerStory{t: t, ls: ls, rs: rs})
+	}
+	if res.Timeline, err = timeline(ctx, st, res, stories); err != nil {
+		return res, err
 	}
 	res.Verdict = verdict(res)
 	if view == nil {
