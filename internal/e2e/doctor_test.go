@@ -40,7 +40,7 @@ func TestDoctorAllGood(t *testing.T) {
 	mayWarn := map[string]bool{"gita": true, "disk": true}
 	for program, want := range map[string][]string{
 		"tamq":                {"config", "tmux", "gita-registry", "gita", "repos", "socket", "state-dir", "service", "engine", "statehub", "statehub-auth", "clock", "disk"},
-		"coordination-engine": {"config", "gita-registry", "repos", "socket", "state-dir", "service", "tamq", "statehub", "statehub-auth", "clock", "disk"},
+		"coordination-engine": {"config", "gita-registry", "repos", "socket", "state-dir", "service", "tamq", "tasks", "statehub", "statehub-auth", "clock", "disk"},
 	} {
 		r := e.Run(t, program, "doctor", "--json")
 		if r.Status != 0 {

@@ -6,10 +6,8 @@ import (
 	"slices"
 
 	"github.com/tmux-amq/tamq/internal/engine/standing"
-	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
@@ -58,7 +56,7 @@ func (sh *statusHandlers) standings(ctx context.Context) ([]api.TaskStanding, er
 	now := sh.clock.Now()
 	out := make([]api.TaskStanding, 0, len(view.Tasks))
 	for _, tv := range view.Tasks {
-		f := standing.Facts{Task: tv, Dialogs: dialogs, Acks: map[string]standing.Ack{}, Now: now}
+		f := standing.Facts{Task: tv, Dialogs: dialogs, Now: now}
 		trs, err := sh.store.Triggers.TriggersOfTask(ctx, tv.ID)
 		if err != nil {
 			return nil, err
@@ -71,14 +69,6 @@ func (sh *statusHandlers) standings(ctx context.Context) ([]api.TaskStanding, er
 			}
 			f.Leases = append(f.Leases, ls...)
 		}
-		if n := len(f.Leases); n > 0 && f.Leases[n-1].State.Live() {
-			l := f.Leases[n-1]
-			if a, ok, err := ackOf(ctx, sh.store, l); err != nil {
-				return nil, err
-			} else if ok {
-				f.Acks[l.ID] = a
-			}
-		}
 		out = append(out, taskStanding(f, standing.Of(f)))
 	}
 	slices.SortFunc(out, func(a, b api.TaskStanding) int {
@@ -86,23 +76,6 @@ func (sh *statusHandlers) standings(ctx context.Context) ([]api.TaskStanding, er
 			cmp.Compare(a.Workplan, b.Workplan), cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.ID, b.ID))
 	})
 	return out, nil
-}
-
-// ackOf is who acknowledged the current attempt of l, and when: the
-// receipt of its acknowledgement names the caller (broker or agent).
-func ackOf(ctx context.Context, st *store.Store, l lease.Lease) (standing.Ack, bool, error) {
-	rs, err := st.Receipts.List(ctx, store.ReceiptFilter{LeaseID: l.ID})
-	if err != nil {
-		return standing.Ack{}, false, err
-	}
-	for i := len(rs) - 1; i >= 0; i-- {
-		r := rs[i]
-		if r.Kind == store.KindLeaseAcknowledged && r.Attempt == l.Attempt {
-			by, _ := r.Detail["by"].(string)
-			return standing.Ack{By: cmp.Or(by, "someone"), At: r.At}, true, nil
-		}
-	}
-	return standing.Ack{}, false, nil
 }
 
 // taskStanding is the wire form of a task and its standing.

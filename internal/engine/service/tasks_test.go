@@ -3,13 +3,20 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/creack/pty"
 
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	client "github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
+	"github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/testutil"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
@@ -126,6 +133,8 @@ func TestTasksSayWhatEachTaskWaitsFor(t *testing.T) {
 	if !found {
 		t.Errorf("doctor's tasks check: %+v", doc.Checks)
 	}
+	topShowsTheLoop(t, l)
+
 	// The engine stopped: the status bar shows nothing, without an error.
 	l.e.Engine(t, "stop")
 	if r := l.e.Run(t, "tamq", "status", "--tmux-line"); r.Status != 0 || r.Stdout != "" || r.Stderr != "" {
@@ -140,4 +149,78 @@ func standingOf(res api.TasksResult, id string) api.TaskStanding {
 		}
 	}
 	return api.TaskStanding{}
+}
+
+// topShowsTheLoop runs `tamq top` in a window of the agents' tmux server with
+// a real client attached (a PTY), and drives it as a person does, with keys:
+// the loop pane lists what needs the person and the live lease, the arrows
+// pick T-work, Enter switches the client to alpha's window, e explains the
+// task and c shows its checkpoint.
+func topShowsTheLoop(t *testing.T, l *loop) {
+	t.Helper()
+	argv := []string{"new-session", "-d", "-s", "watch", "-x", "150", "-y", "45", "env"}
+	argv = append(argv, l.e.Vars...)
+	l.tm.Must(t, append(argv, filepath.Join(l.e.Bin, "tamq"), "top", "--interval", "200ms")...)
+	client := exec.Command("tmux", "-L", l.tm.Name, "attach", "-t", "watch")
+	client.Env = append(os.Environ(), "TERM=xterm-256color")
+	ptmx, err := pty.StartWithSize(client, &pty.Winsize{Rows: 45, Cols: 150})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ptmx.Close()
+		client.Process.Kill()
+		client.Wait()
+	}()
+	go io.Copy(io.Discard, ptmx) // the client's screen; the pane is read with capture-pane
+	screen := func() string { return l.tm.Must(t, "capture-pane", "-p", "-t", "watch:0") }
+	waitScreen := func(what string) string {
+		t.Helper()
+		var got string
+		testutil.WaitFor(t, what+" in tamq top", func() bool { got = screen(); return strings.Contains(got, what) })
+		return got
+	}
+	got := waitScreen("loop: 4 need you · 1 working")
+	for _, want := range []string{"> T-destructive", "needs you: secret required", "T-work", "working: lease "} {
+		if !strings.Contains(got, want) {
+			t.Errorf("tamq top lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "T-after") || strings.Contains(got, "T-done") {
+		t.Errorf("the loop pane shows waiting or done work:\n%s", got)
+	}
+	for range 4 {
+		l.tm.Must(t, "send-keys", "-t", "watch:0", "Down")
+	}
+	waitScreen("> T-work")
+
+	// Enter: the client goes to alpha's window.
+	var alpha string
+	var st tamqapi.StatusReport
+	if err := json.Unmarshal([]byte(l.e.Run(t, "tamq", "status", "--json").Stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range st.Endpoints {
+		for _, w := range ep.Windows {
+			if w.Repo == "alpha" {
+				alpha = w.WindowID
+			}
+		}
+	}
+	l.tm.Must(t, "send-keys", "-t", "watch:0", "Enter")
+	testutil.WaitFor(t, "the client in alpha's window", func() bool {
+		return strings.TrimSpace(l.tm.Must(t, "list-clients", "-F", "#{window_id}")) == alpha
+	})
+	l.tm.Must(t, "switch-client", "-t", "watch")
+
+	l.tm.Must(t, "send-keys", "-t", "watch:0", "e")
+	waitScreen("explain T-work: woken (task_actionable): lease ")
+	l.tm.Must(t, "send-keys", "-t", "watch:0", "Escape")
+	testutil.WaitFor(t, "Esc to leave the explain", func() bool { return !strings.Contains(screen(), "(Esc goes back)") })
+	l.tm.Must(t, "send-keys", "-t", "watch:0", "c")
+	got = waitScreen("latest checkpoint of T-work")
+	if !strings.Contains(got, "summary: half of the scripted work") || !strings.Contains(got, "next: the other half") {
+		t.Errorf("the checkpoint:\n%s", got)
+	}
+	l.tm.Must(t, "send-keys", "-t", "watch:0", "q")
 }

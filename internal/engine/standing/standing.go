@@ -58,16 +58,7 @@ type Facts struct {
 	// Dialogs are the windows whose agent waits at a dialog, by lease id,
 	// as tamq's broker said at its last renewal.
 	Dialogs map[string]string
-	// Acks are who acknowledged each lease's current attempt (broker or
-	// agent) and when, by lease id.
-	Acks map[string]Ack
-	Now  time.Time
-}
-
-// Ack is who acknowledged a lease's attempt, and when.
-type Ack struct {
-	By string
-	At time.Time
+	Now     time.Time
 }
 
 // Standing is where a task stands: Words say it for a person ("needs you:
@@ -170,9 +161,9 @@ func working(f Facts, l lease.Lease) Standing {
 	case l.State == lease.Offered:
 		words = append(words, "offered "+ago(l.AcquiredAt, f.Now)+", not acknowledged yet")
 	default:
-		if a, ok := f.Acks[l.ID]; ok {
-			s.AckedBy, s.AckedAt = a.By, a.At
-			words = append(words, "acked by "+a.By+" "+ago(a.At, f.Now))
+		if l.AckedBy != "" {
+			s.AckedBy, s.AckedAt = l.AckedBy, l.AckedAt
+			words = append(words, "acked by "+l.AckedBy+" "+ago(l.AckedAt, f.Now))
 		}
 		if !l.UpdatedAt.IsZero() {
 			s.RenewedAt = l.UpdatedAt

@@ -28,10 +28,13 @@ func newTopCmd(a *app.App) *cobra.Command {
 		Use:   "top",
 		Short: "A refreshing view of tamq, its windows and queue, and coordination-engine",
 		Long: `Show the whole system on one screen, refreshed every second (--interval):
-tamq's endpoints and windows, the queue by state, coordination-engine's leases
-by state and latest receipts, and State Hub as both services see it. Each
-service is asked on its own: one that is down is said so in its section.
-q, Ctrl-C or Esc quits. --once prints one frame as plain text and exits (no
+the loop (the tasks that need you, then the live work), tamq's endpoints and
+windows, the queue by state, coordination-engine's leases by state and latest
+receipts, and State Hub as both services see it. Each service is asked on its
+own: one that is down is said so in its section.
+In the loop, the arrows pick a task; Enter goes to its window (switching your
+tmux client when top runs in that tmux server), e shows its explain, c its
+latest checkpoint, Esc goes back. q, Ctrl-C or Esc quits. --once prints one frame as plain text and exits (no
 terminal needed); with --json it prints the gathered snapshot instead.
 See docs/top.md.`,
 		Args: cobra.NoArgs,
@@ -65,7 +68,7 @@ See docs/top.md.`,
 			if _, ok := terminalSize(a.Out); !ok {
 				return app.UsageError("tamq top needs a terminal; --once prints one frame as plain text")
 			}
-			return top.Run(a.In, a.Out, interval, gather)
+			return top.Run(a.In, a.Out, interval, gather, topActions(a, ep))
 		},
 	}
 	cmd.Flags().BoolVar(&once, "once", false, "print one frame as plain text and exit (--json: the snapshot)")

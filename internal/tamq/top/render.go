@@ -30,8 +30,13 @@ type Options struct {
 	Width, Height int
 	// Interval is the refresh period, shown in the interactive title.
 	Interval time.Duration
-	// Interactive adds the keys to the title.
+	// Interactive adds the keys to the title and marks the Selected row of
+	// the loop pane.
 	Interactive bool
+	Selected    int
+	// Overlay, when set, is shown under the loop pane instead of the
+	// services' sections: a task's explain or checkpoint, or what Enter did.
+	Overlay string
 }
 
 // Render is one frame of s as plain text: no colours, no escape sequences.
@@ -45,10 +50,55 @@ func Render(s Snapshot, o Options) string {
 	}
 	b.add(title)
 	b.add("")
+	renderLoop(&b, s, o)
+	b.add("")
+	if o.Overlay != "" {
+		for _, l := range strings.Split(strings.TrimRight(o.Overlay, "\n"), "\n") {
+			b.add(esc(l))
+		}
+		b.add("")
+		b.add("(Esc goes back)")
+		return b.text(o.Width, o.Height)
+	}
 	renderTamq(&b, s)
 	b.add("")
 	renderEngine(&b, s)
 	return b.text(o.Width, o.Height)
+}
+
+// renderLoop is the pane of the loop: the tasks that need the person, then
+// the live work, each with its repo and where it stands.
+func renderLoop(b *frame, s Snapshot, o Options) {
+	e := s.Engine
+	switch {
+	case !e.Running:
+		b.add("loop: coordination-engine " + esc(e.Error))
+		return
+	case e.TasksError != "":
+		b.add("loop: ERROR " + esc(e.TasksError))
+		return
+	}
+	var c api.TaskCounts
+	if e.Status != nil {
+		c = e.Status.Tasks
+	}
+	head := "loop: nothing needs you"
+	if line := c.Line(); line != "" {
+		head = "loop: " + line
+	}
+	if o.Interactive && len(e.Tasks) > 0 {
+		head += "  (↑↓ pick, Enter: its window, e: explain, c: checkpoint)"
+	}
+	b.add(head)
+	rows := [][]string{}
+	for i, t := range e.Tasks {
+		mark := "  "
+		if o.Interactive && i == o.Selected {
+			mark = "> "
+		}
+		rows = append(rows, []string{mark + esc(t.ID), cut(esc(t.Repo), repoCells), esc(t.Words)})
+	}
+	b.table("  ", rows)
 }
 
 func renderTamq(b *frame, s Snapshot) {

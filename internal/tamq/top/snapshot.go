@@ -6,6 +6,7 @@ package top
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -47,7 +48,19 @@ type EngineSource struct {
 	// Receipts are the latest ones, newest first; they never carry bodies.
 	Receipts      []api.Receipt `json:"receipts,omitempty"`
 	ReceiptsError string        `json:"receipts_error,omitempty"`
+	// Tasks are the tasks that need the person, then those an agent works
+	// on or that wait for a retry: the loop as the person watches it.
+	Tasks      []api.TaskStanding `json:"tasks,omitempty"`
+	TasksError string             `json:"tasks_error,omitempty"`
 }
+
+// TaskRows is how many tasks of the loop a snapshot holds at most.
+const TaskRows = 50
+
+// inLoop are the kinds of standing the loop pane shows: what needs the
+// person, and the live work (waiting, ready and done tasks are in
+// `coordination-engine tasks`).
+var inLoop = []string{"needs_you", "working", "retry"}
 
 // Sources says where the services are and how long each may take to answer.
 type Sources struct {
@@ -78,6 +91,8 @@ func Gather(ctx context.Context, s Sources) Snapshot {
 		wg       sync.WaitGroup
 		receipts api.ReceiptsResult
 		recErr   error
+		tasks    api.TasksResult
+		tasksErr error
 	)
 	wg.Go(call(func(c context.Context) {
 		r, err := tamq.New(s.Tamq).Status(c)
@@ -96,6 +111,11 @@ func Gather(ctx context.Context, s Sources) Snapshot {
 	wg.Go(call(func(c context.Context) {
 		receipts, recErr = engine.New(s.Engine).Receipts(c, api.ReceiptsArgs{Limit: ReceiptCount})
 	}))
+	wg.Go(call(func(c context.Context) {
+		// Ordered by what needs the person first, so the first rows are
+		// the ones the pane keeps.
+		tasks, tasksErr = engine.New(s.Engine).Tasks(c, api.TasksArgs{Limit: TaskRows})
+	}))
 	wg.Wait()
 	// Receipts are only worth a word when the engine itself answered: a
 	// down engine is said once, in its section.
@@ -108,6 +128,16 @@ func Gather(ctx context.Context, s Sources) Snapshot {
 			rs := receipts.Receipts
 			for i := len(rs) - 1; i >= 0; i-- {
 				snap.Engine.Receipts = append(snap.Engine.Receipts, rs[i])
+			}
+		}
+	}
+	if snap.Engine.Running {
+		if tasksErr != nil {
+			snap.Engine.TasksError = errText(tasksErr)
+		}
+		for _, t := range tasks.Tasks {
+			if slices.Contains(inLoop, t.Kind) && len(snap.Engine.Tasks) < TaskRows {
+				snap.Engine.Tasks = append(snap.Engine.Tasks, t)
 			}
 		}
 	}
