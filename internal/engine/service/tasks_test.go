@@ -224,3 +224,49 @@ func topShowsTheLoop(t *testing.T, l *loop) {
 	}
 	l.tm.Must(t, "send-keys", "-t", "watch:0", "q")
 }
+
+// The standings that take time to reach, with real agents of the scripted
+// kind: an agent that asks for a permission holds its task at a dialog (the
+// broker says so at its renewals), and an agent that fails every attempt
+// puts its task into a retry, then out of retries.
+func TestTasksNeedYouAtADialogAndAfterRetries(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "")
+	l := newLoop(t, hubConfig(h, 1, `wake_ack_timeout_seconds = 10
+lease_renew_interval_seconds = 1
+lease_missed_renewals = 2
+max_attempts = 1
+retry_backoff_seconds = [3]
+`), "eta", "theta")
+	l.openAgent(t, "theta", "fail fail")
+	l.waitAttached(t, "theta", 1)
+	hold := l.openHeldAgent(t, "eta", "workask")
+	defer os.Remove(hold)
+	h.put(workplan("W-1", "eta", todo("T-ask", "eta"), todo("T-fail", "theta")))
+
+	ec := client.New(l.pathsOf(t, paths.Engine))
+	standing := func(id string) api.TaskStanding {
+		res, err := ec.Tasks(context.Background(), api.TasksArgs{})
+		if err != nil {
+			t.Fatalf("tasks: %v", err)
+		}
+		return standingOf(res, id)
+	}
+	var s api.TaskStanding
+	testutil.WaitFor(t, "T-ask at its dialog", func() bool { s = standing("T-ask"); return s.Dialog != "" })
+	if s.Kind != "needs_you" || s.Words != "needs you: dialog open in window "+s.Dialog+" (lease "+s.LeaseID+")" ||
+		!strings.HasPrefix(s.Dialog, "eta: ") {
+		t.Errorf("T-ask: %+v", s)
+	}
+	testutil.WaitFor(t, "T-fail waiting for its retry", func() bool { s = standing("T-fail"); return s.Kind == "retry" })
+	if !strings.HasPrefix(s.Words, "retry at ") || s.RetryAt == nil || s.Attempt != 2 {
+		t.Errorf("T-fail in its retry: %+v", s)
+	}
+	testutil.WaitFor(t, "T-fail out of retries", func() bool { s = standing("T-fail"); return s.Kind == "needs_you" })
+	if s.Words != "needs you: retries exhausted (lease "+s.LeaseID+", 2 attempts): failed: scripted failure" {
+		t.Errorf("T-fail out of retries: %+v", s)
+	}
+	if out := l.e.Engine(t, "tasks", "--needs-you").Stdout; !strings.Contains(out, "T-ask") || !strings.Contains(out, "T-fail") {
+		t.Errorf("tasks --needs-you:\n%s", out)
+	}
+}
