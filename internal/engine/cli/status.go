@@ -114,7 +114,11 @@ func printTaskCounts(a *app.App, c api.TaskCounts) {
 	var parts []string
 	for _, k := range standing.Kinds {
 		if n := c[string(k)]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", n, strings.ReplaceAll(string(k), "_", " ")))
+			word := strings.ReplaceAll(string(k), "_", " ")
+			if k == standing.NeedsYou {
+				word = "need you"
+			}
+			parts = append(parts, fmt.Sprintf("%d %s", n, word))
 		}
 	}
 	switch {

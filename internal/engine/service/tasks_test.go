@@ -115,7 +115,7 @@ func TestTasksSayWhatEachTaskWaitsFor(t *testing.T) {
 	if line := l.e.Tamq(t, "status", "--tmux-line").Stdout; line != "4 need you · 1 working\n" {
 		t.Errorf("tamq status --tmux-line: %q", line)
 	}
-	if st := l.e.Run(t, "coordination-engine", "status").Stdout; !strings.Contains(st, "tasks:     4 needs you, 1 working, 2 waiting, 1 done (") {
+	if st := l.e.Run(t, "coordination-engine", "status").Stdout; !strings.Contains(st, "tasks:     4 need you, 1 working, 2 waiting, 1 done (") {
 		t.Errorf("status:\n%s", st)
 	}
 	var doc struct {
