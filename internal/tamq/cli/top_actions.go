@@ -12,6 +12,7 @@ import (
 	engine "github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/tamq/top"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
@@ -76,33 +77,37 @@ func focusWindow(ctx context.Context, a *app.App, t api.TaskStanding, s top.Snap
 		"This terminal is not a client of that server; go there with: tmux -S %s attach", t.Repo, window, socket, socket)
 }
 
+// inert escapes one value from a service: the agents' and State Hub's words,
+// newlines included, so none of them acts in the terminal or poses as a line
+// of its own.
+func inert(s string) string { return textsafe.Escape(s) }
+
 // explainSummary is the part of explain a frame has room for: the verdict,
 // what State Hub said, the dependencies, and each lease of the task.
 func explainSummary(r api.ExplainResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "explain %s: %s\n", r.Task, r.Verdict)
+	fmt.Fprintf(&b, "explain %s: %s\n", inert(r.Task), inert(r.Verdict))
 	if r.Observed {
-		fmt.Fprintf(&b, "  State Hub: %s, repo %s, workplan %s, priority %d\n", r.Status, r.Repo, r.Workplan, r.Priority)
+		fmt.Fprintf(&b, "  State Hub: %s, repo %s, workplan %s, priority %d\n", inert(r.Status), inert(r.Repo), inert(r.Workplan), r.Priority)
 	}
 	for _, d := range r.Dependencies {
-		fmt.Fprintf(&b, "  depends on %s: %s\n", d.ID, d.Status)
+		fmt.Fprintf(&b, "  depends on %s: %s\n", inert(d.ID), inert(d.Status))
 	}
 	for _, t := range r.Triggers {
-		fmt.Fprintf(&b, "  trigger %s: %s, %s\n", t.ID, t.Reason, t.State)
+		fmt.Fprintf(&b, "  trigger %s: %s, %s\n", inert(t.ID), inert(t.Reason), inert(t.State))
 		for _, l := range t.Leases {
-			fmt.Fprintf(&b, "    lease %s: %s, attempt %d of %d %s\n", l.LeaseID, l.State, l.Attempt, l.MaxAttempts, l.StopReason)
+			fmt.Fprintf(&b, "    lease %s: %s, attempt %d of %d %s\n", inert(l.LeaseID), inert(l.State), l.Attempt, l.MaxAttempts, inert(l.StopReason))
 		}
 	}
 	if r.NextRetry != nil {
 		fmt.Fprintf(&b, "  next try: %s\n", r.NextRetry.Local().Format(time.TimeOnly))
 	}
-	b.WriteString("(coordination-engine explain " + r.Task + " tells the whole story)\n")
+	b.WriteString("(coordination-engine explain " + inert(r.Task) + " tells the whole story)\n")
 	return b.String()
 }
 
 // latestCheckpoint is the task's latest checkpoint as the engine keeps it
-// (local: never published). Its texts are the agent's: the frame escapes
-// them.
+// (local: never published). Its texts are the agent's, escaped.
 func latestCheckpoint(ctx context.Context, ec *engine.Client, t api.TaskStanding) string {
 	res, err := ec.Checkpoints(ctx, api.CheckpointsArgs{TaskID: t.ID, Limit: 1})
 	switch {
@@ -113,21 +118,21 @@ func latestCheckpoint(ctx context.Context, ec *engine.Client, t api.TaskStanding
 	}
 	c := res.Checkpoints[0]
 	var b strings.Builder
-	fmt.Fprintf(&b, "latest checkpoint of %s: lease %s", t.ID, c.LeaseID)
+	fmt.Fprintf(&b, "latest checkpoint of %s: lease %s", inert(t.ID), inert(c.LeaseID))
 	if c.Attempt > 0 {
 		fmt.Fprintf(&b, " attempt %d", c.Attempt)
 	}
 	fmt.Fprintf(&b, ", %s\n", c.RecordedAt.Local().Format(time.DateTime))
-	fmt.Fprintf(&b, "  summary: %s\n", c.Summary)
+	fmt.Fprintf(&b, "  summary: %s\n", inert(c.Summary))
 	if c.NextAction != "" {
-		fmt.Fprintf(&b, "  next: %s\n", c.NextAction)
+		fmt.Fprintf(&b, "  next: %s\n", inert(c.NextAction))
 	}
 	if len(c.FilesChanged) > 0 {
-		fmt.Fprintf(&b, "  files: %s\n", strings.Join(c.FilesChanged, ", "))
+		fmt.Fprintf(&b, "  files: %s\n", inert(strings.Join(c.FilesChanged, ", ")))
 	}
 	if c.BlockedReason != "" {
-		fmt.Fprintf(&b, "  blocked: %s\n", c.BlockedReason)
+		fmt.Fprintf(&b, "  blocked: %s\n", inert(c.BlockedReason))
 	}
-	b.WriteString("(coordination-engine checkpoints --task " + t.ID + " lists them all)\n")
+	b.WriteString("(coordination-engine checkpoints --task " + inert(t.ID) + " lists them all)\n")
 	return b.String()
 }
