@@ -102,46 +102,29 @@ func (c *Client) lease(ctx context.Context, op string, args any) (api.Lease, err
 // Leases lists leases, newest first, page by page: the engine cuts an
 // answer to fit one protocol frame.
 func (c *Client) Leases(ctx context.Context, args api.LeasesArgs) (api.LeasesResult, error) {
-	out := api.LeasesResult{Leases: []api.Lease{}}
-	want := limit(args.Limit)
-	for {
+	var err error
+	out := api.LeasesResult{}
+	out.Leases, err = api.Gather(args.Offset, args.Limit, func(offset, limit int) ([]api.Lease, bool, error) {
+		args.Offset, args.Limit = offset, limit
 		var res api.LeasesResult
-		if err := c.Call(ctx, look, api.OpLeases, args, &res); err != nil {
-			return out, err
-		}
-		out.Leases = append(out.Leases, res.Leases...)
-		if !res.More || len(res.Leases) == 0 || len(out.Leases) >= want {
-			return out, nil
-		}
-		args.Offset += len(res.Leases)
-		args.Limit = want - len(out.Leases)
-	}
+		err := c.Call(ctx, look, api.OpLeases, args, &res)
+		return res.Leases, res.More, err
+	})
+	return out, err
 }
 
 // Receipts lists receipts, oldest first (the latest Limit), page by page.
 func (c *Client) Receipts(ctx context.Context, args api.ReceiptsArgs) (api.ReceiptsResult, error) {
-	out := api.ReceiptsResult{Receipts: []api.Receipt{}}
-	want := limit(args.Limit)
-	for {
-		var res api.ReceiptsResult
-		if err := c.Call(ctx, look, api.OpReceipts, args, &res); err != nil {
-			return out, err
-		}
-		out.Receipts = append(res.Receipts, out.Receipts...) // each page is older
-		if !res.More || len(res.Receipts) == 0 || len(out.Receipts) >= want {
-			return out, nil
-		}
-		args.BeforeID = res.Receipts[0].ID
-		args.Limit = want - len(out.Receipts)
-	}
-}
-
-// limit is a listing's limit as the engine applies it (1000 at most).
-func limit(n int) int {
-	if n <= 0 || n > 1000 {
-		return 1000
-	}
-	return n
+	var err error
+	out := api.ReceiptsResult{}
+	out.Receipts, err = api.GatherOlder(args.BeforeID, args.Limit, func(r api.Receipt) int64 { return r.ID },
+		func(before int64, limit int) ([]api.Receipt, bool, error) {
+			args.BeforeID, args.Limit = before, limit
+			var res api.ReceiptsResult
+			err := c.Call(ctx, look, api.OpReceipts, args, &res)
+			return res.Receipts, res.More, err
+		})
+	return out, err
 }
 
 // Explain tells why a task was or was not woken.

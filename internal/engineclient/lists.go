@@ -9,18 +9,13 @@ import (
 // Checkpoints lists the checkpoints the engine recorded, newest first, page
 // by page: the engine cuts an answer to fit one protocol frame.
 func (c *Client) Checkpoints(ctx context.Context, args api.CheckpointsArgs) (api.CheckpointsResult, error) {
-	out := api.CheckpointsResult{Checkpoints: []api.Checkpoint{}}
-	want := limit(args.Limit)
-	for {
+	var err error
+	out := api.CheckpointsResult{}
+	out.Checkpoints, err = api.Gather(args.Offset, args.Limit, func(offset, limit int) ([]api.Checkpoint, bool, error) {
+		args.Offset, args.Limit = offset, limit
 		var res api.CheckpointsResult
-		if err := c.Call(ctx, look, api.OpCheckpoints, args, &res); err != nil {
-			return out, err
-		}
-		out.Checkpoints = append(out.Checkpoints, res.Checkpoints...)
-		if !res.More || len(res.Checkpoints) == 0 || len(out.Checkpoints) >= want {
-			return out, nil
-		}
-		args.Offset += len(res.Checkpoints)
-		args.Limit = want - len(out.Checkpoints)
-	}
+		err := c.Call(ctx, look, api.OpCheckpoints, args, &res)
+		return res.Checkpoints, res.More, err
+	})
+	return out, err
 }

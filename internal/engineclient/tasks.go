@@ -10,19 +10,14 @@ import (
 // stands, what needs a person first, page by page: the engine cuts an answer
 // to fit one protocol frame.
 func (c *Client) Tasks(ctx context.Context, args api.TasksArgs) (api.TasksResult, error) {
-	out := api.TasksResult{Tasks: []api.TaskStanding{}}
-	want := limit(args.Limit)
-	for {
+	var out api.TasksResult
+	var err error
+	out.Tasks, err = api.Gather(args.Offset, args.Limit, func(offset, limit int) ([]api.TaskStanding, bool, error) {
+		args.Offset, args.Limit = offset, limit
 		var res api.TasksResult
-		if err := c.Call(ctx, look, api.OpTasks, args, &res); err != nil {
-			return out, err
-		}
+		err := c.Call(ctx, look, api.OpTasks, args, &res)
 		out.ObservedAt, out.Counts = res.ObservedAt, res.Counts
-		out.Tasks = append(out.Tasks, res.Tasks...)
-		if !res.More || len(res.Tasks) == 0 || len(out.Tasks) >= want {
-			return out, nil
-		}
-		args.Offset += len(res.Tasks)
-		args.Limit = want - len(out.Tasks)
-	}
+		return res.Tasks, res.More, err
+	})
+	return out, err
 }

@@ -68,20 +68,14 @@ note on stderr says so; --json has "offline": true).`,
 // offlineCheckpoints is the checkpoint listing read from the database, as
 // the engine answers it, every page of it.
 func offlineCheckpoints(ctx context.Context, st *store.Store, args api.CheckpointsArgs) (api.CheckpointsResult, error) {
-	out := api.CheckpointsResult{Checkpoints: []api.Checkpoint{}, Offline: true}
-	want := listLimit(args.Limit)
-	for {
+	var err error
+	out := api.CheckpointsResult{Offline: true}
+	out.Checkpoints, err = api.Gather(args.Offset, args.Limit, func(offset, limit int) ([]api.Checkpoint, bool, error) {
+		args.Offset, args.Limit = offset, limit
 		res, err := service.ListCheckpoints(ctx, st, args)
-		if err != nil {
-			return out, err
-		}
-		out.Checkpoints = append(out.Checkpoints, res.Checkpoints...)
-		if !res.More || len(res.Checkpoints) == 0 || len(out.Checkpoints) >= want {
-			return out, nil
-		}
-		args.Offset += len(res.Checkpoints)
-		args.Limit = want - len(out.Checkpoints)
-	}
+		return res.Checkpoints, res.More, err
+	})
+	return out, err
 }
 
 // checkpointsText is the checkpoint listing as a person reads it: a head

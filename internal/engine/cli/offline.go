@@ -44,46 +44,26 @@ func offlineStore(ctx context.Context, a *app.App, callErr error) (*store.Store,
 // offlineLeases is the leases listing read from the database, as the
 // engine answers it, every page of it (the engine cuts each to a frame).
 func offlineLeases(ctx context.Context, st *store.Store, args api.LeasesArgs) (api.LeasesResult, error) {
-	out := api.LeasesResult{Leases: []api.Lease{}, Offline: true}
-	want := listLimit(args.Limit)
-	for {
+	var err error
+	out := api.LeasesResult{Offline: true}
+	out.Leases, err = api.Gather(args.Offset, args.Limit, func(offset, limit int) ([]api.Lease, bool, error) {
+		args.Offset, args.Limit = offset, limit
 		res, err := service.ListLeases(ctx, st, args)
-		if err != nil {
-			return out, err
-		}
-		out.Leases = append(out.Leases, res.Leases...)
-		if !res.More || len(res.Leases) == 0 || len(out.Leases) >= want {
-			return out, nil
-		}
-		args.Offset += len(res.Leases)
-		args.Limit = want - len(out.Leases)
-	}
+		return res.Leases, res.More, err
+	})
+	return out, err
 }
 
 // offlineReceipts is the receipts listing read from the database, as the
 // engine answers it, every page of it: oldest first, each page older.
 func offlineReceipts(ctx context.Context, st *store.Store, args api.ReceiptsArgs) (api.ReceiptsResult, error) {
-	out := api.ReceiptsResult{Receipts: []api.Receipt{}, Offline: true}
-	want := listLimit(args.Limit)
-	for {
-		res, err := service.ListReceipts(ctx, st, args)
-		if err != nil {
-			return out, err
-		}
-		out.Receipts = append(res.Receipts, out.Receipts...)
-		if !res.More || len(res.Receipts) == 0 || len(out.Receipts) >= want {
-			return out, nil
-		}
-		args.BeforeID = res.Receipts[0].ID
-		args.Limit = want - len(out.Receipts)
-	}
-}
-
-// listLimit is a listing's limit as the engine applies it (1000 at most),
-// as its client pages up to it.
-func listLimit(n int) int {
-	if n <= 0 || n > 1000 {
-		return 1000
-	}
-	return n
+	var err error
+	out := api.ReceiptsResult{Offline: true}
+	out.Receipts, err = api.GatherOlder(args.BeforeID, args.Limit, func(r api.Receipt) int64 { return r.ID },
+		func(before int64, limit int) ([]api.Receipt, bool, error) {
+			args.BeforeID, args.Limit = before, limit
+			res, err := service.ListReceipts(ctx, st, args)
+			return res.Receipts, res.More, err
+		})
+	return out, err
 }

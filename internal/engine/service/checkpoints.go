@@ -23,7 +23,7 @@ func (sh *statusHandlers) checkpoints(ctx context.Context, _ unixrpc.Peer, req *
 // it offline.
 func ListCheckpoints(ctx context.Context, st *store.Store, args api.CheckpointsArgs) (api.CheckpointsResult, error) {
 	cs, err := st.Checkpoints.List(ctx, store.CheckpointFilter{TaskID: args.TaskID, LeaseID: args.LeaseID,
-		Limit: limitOf(args.Limit), Offset: max(args.Offset, 0)})
+		Limit: api.ListLimit(args.Limit), Offset: max(args.Offset, 0)})
 	if err != nil {
 		return api.CheckpointsResult{}, err
 	}

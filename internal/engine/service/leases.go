@@ -234,7 +234,7 @@ func ListLeases(ctx context.Context, st *store.Store, args api.LeasesArgs) (api.
 	if args.State != "" && !slices.Contains(lease.States, lease.State(args.State)) {
 		return api.LeasesResult{}, errs.New(errs.BadRequest, "state %q is not a lease state", textsafe.Escape(args.State))
 	}
-	ls, err := st.LeaseLists.List(ctx, args.State, limitOf(args.Limit), max(args.Offset, 0))
+	ls, err := st.LeaseLists.List(ctx, args.State, api.ListLimit(args.Limit), max(args.Offset, 0))
 	if err != nil {
 		return api.LeasesResult{}, err
 	}
@@ -269,7 +269,7 @@ func (sh *statusHandlers) receipts(ctx context.Context, _ unixrpc.Peer, req *uni
 // offline.
 func ListReceipts(ctx context.Context, st *store.Store, args api.ReceiptsArgs) (api.ReceiptsResult, error) {
 	rs, err := st.Receipts.List(ctx, store.ReceiptFilter{LeaseID: args.LeaseID, TriggerID: args.TriggerID, TaskID: args.TaskID,
-		BeforeID: args.BeforeID, Limit: limitOf(args.Limit)})
+		BeforeID: args.BeforeID, Limit: api.ListLimit(args.Limit)})
 	if err != nil {
 		return api.ReceiptsResult{}, err
 	}
@@ -328,14 +328,6 @@ func fitFrame[T any](items []T, fromEnd bool) ([]T, bool) {
 		}
 	}
 	return items, false
-}
-
-// limitOf bounds a listing: 1000 unless asked for fewer.
-func limitOf(n int) int {
-	if n <= 0 || n > 1000 {
-		return 1000
-	}
-	return n
 }
 
 // receiptOf is the wire form of a stored receipt.

@@ -37,7 +37,7 @@ func (sh *statusHandlers) tasks(ctx context.Context, _ unixrpc.Peer, req *unixrp
 		}
 	}
 	res.Tasks = res.Tasks[min(max(args.Offset, 0), len(res.Tasks)):]
-	res.Tasks = res.Tasks[:min(limitOf(args.Limit), len(res.Tasks))]
+	res.Tasks = res.Tasks[:min(api.ListLimit(args.Limit), len(res.Tasks))]
 	res.Tasks, res.More = fitFrame(res.Tasks, false)
 	return res, nil
 }
