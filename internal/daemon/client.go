@@ -33,6 +33,14 @@ func Ping(ctx context.Context, p paths.Paths) (PingResult, error) {
 	return res, err
 }
 
+// WaitChange waits, up to wait, until the service's state is newer than the
+// version since, and returns the version it has then (OpChanges).
+func WaitChange(ctx context.Context, p paths.Paths, since uint64, wait time.Duration) (uint64, error) {
+	var res ChangesResult
+	err := Client(p, wait+5*time.Second).Call(ctx, OpChanges, ChangesArgs{Since: since, WaitMS: int(wait.Milliseconds())}, &res)
+	return res.Version, err
+}
+
 // Stop asks the service to stop within its grace period.
 func Stop(ctx context.Context, p paths.Paths) (ShutdownResult, error) {
 	var res ShutdownResult

@@ -32,6 +32,9 @@ type Service struct {
 	ln    *unixrpc.Listener
 	srv   *unixrpc.Server
 
+	// changes counts what the program says changed (OpChanges).
+	changes *Changes
+
 	closeOnce sync.Once
 	onClose   []func()
 	stopOnce  sync.Once
@@ -75,7 +78,8 @@ func Open(p paths.Paths, log *slog.Logger) (*Service, error) {
 	if err != nil {
 		return nil, errs.Wrap(errs.Storage, err, "cannot start: state dir %s", p.StateDir)
 	}
-	return &Service{paths: p, log: log, lock: lock, stopped: make(chan struct{})}, nil
+	stopped := make(chan struct{})
+	return &Service{paths: p, log: log, lock: lock, stopped: stopped, changes: newChanges(stopped)}, nil
 }
 
 // OnClose adds what Close releases besides the lock and the socket (the
@@ -237,11 +241,15 @@ func signalName(sig os.Signal) string {
 	return sig.String()
 }
 
+// Changes is the service's change counter: the program bumps it where its
+// state changes, and OpChanges lets a view wait for that.
+func (s *Service) Changes() *Changes { return s.changes }
+
 // Lifecycle are the handlers of the operations every service answers, for a
 // program to add to its own: hello (the negotiated protocol and, as
 // capabilities, exactly the operations the server answers), ping (which
-// service answers, since when) and shutdown (a stop request; the service
-// then stops within grace).
+// service answers, since when), shutdown (a stop request; the service then
+// stops within grace) and changes (a wait for the state to change).
 func (s *Service) Lifecycle(started time.Time, grace time.Duration) map[string]unixrpc.Handler {
 	version := buildinfo.Get().Version
 	return map[string]unixrpc.Handler{
@@ -265,5 +273,6 @@ func (s *Service) Lifecycle(started time.Time, grace time.Duration) map[string]u
 			s.Stop()
 			return ShutdownResult{PID: os.Getpid(), GraceSeconds: grace.Seconds()}, nil
 		},
+		OpChanges: s.Changes().handler,
 	}
 }

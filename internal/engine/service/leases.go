@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -29,6 +30,7 @@ type leaseHandlers struct {
 	// dialogs are the live leases whose agent waits at a dialog, as tamq's
 	// broker last said at a renewal: the window and what shows there.
 	dialogs sync.Map
+	changes *daemon.Changes
 }
 
 func (lh *leaseHandlers) ops() ops {
@@ -83,10 +85,15 @@ func (lh *leaseHandlers) renew(ctx context.Context, _ unixrpc.Peer, req *unixrpc
 	if by.By == lease.ByBroker {
 		// The broker says at each renewal whether its agent waits at a
 		// dialog: a person is needed there, and status says where.
+		var was any
+		var had bool
 		if args.Dialog != "" {
-			lh.dialogs.Store(l.ID, args.Dialog)
+			was, had = lh.dialogs.Swap(l.ID, args.Dialog)
 		} else {
-			lh.dialogs.Delete(l.ID)
+			was, had = lh.dialogs.LoadAndDelete(l.ID)
+		}
+		if now := args.Dialog; had != (now != "") || had && was.(string) != now {
+			lh.changes.Bump() // a person is needed at a dialog, or no longer
 		}
 	}
 	lh.leaseClock.Kick()

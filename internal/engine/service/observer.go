@@ -13,6 +13,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/backoff"
 	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/engine/observe"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
@@ -83,6 +84,8 @@ type observer struct {
 	outbox   *receiptOutbox
 	view     hubView
 	kick     chan struct{}
+	// changes hears that an observation changed what State Hub says.
+	changes *daemon.Changes
 	// routesChanged: tamq attached or detached, or a window changed; the
 	// next look judges the waiting work again even if State Hub did not
 	// change.
@@ -274,6 +277,7 @@ func (o *observer) observeOnce(ctx context.Context) (err error) {
 		v.Polls++
 	})
 	if changed {
+		o.changes.Bump() // the tasks a view shows may stand otherwise now
 		o.problems.recordProblems(ctx, obs.Problems)
 		defer o.freeMemory.Reset(releaseAfter) // once this look's work is done
 	}

@@ -107,6 +107,9 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	}
 	d.Database(st.DB)
 	st.PolicyProfile, st.ConfigVersion = o.Config.ProfileRef(), o.Config.Version
+	// Every transition writes a receipt: a view waiting for changes
+	// (OpChanges) hears of each.
+	st.ReceiptAdded = d.Changes().Bump
 	s.store = st
 	// Endpoints attached to an earlier run attach again when their tamq
 	// sees this one; until then nothing is woken through them.
@@ -143,6 +146,7 @@ func (s *Service) build() map[string]unixrpc.Handler {
 
 	s.outbox = newOutbox(st, log, clk, client)
 	s.observer = newObserver(client, st, log, clk, cfg, problems, s.outbox)
+	s.observer.changes = s.d.Changes()
 	s.waker = &waker{store: st, log: log, clock: clk, config: cfg, registry: o.Registry, tamq: o.Tamq, prompts: prompter,
 		observer: s.observer, kick: make(chan struct{}, 1)}
 	s.leaseClock = &leaseClock{store: st, log: log, clock: clk, timing: timing, tamq: o.Tamq, waker: s.waker,
@@ -155,7 +159,7 @@ func (s *Service) build() map[string]unixrpc.Handler {
 
 	s.wake = &wakeHandler{store: st, log: log, clock: clk, registry: o.Registry, timing: timing, router: routes,
 		observer: s.observer, leaseClock: s.leaseClock, waker: s.waker}
-	leases := &leaseHandlers{store: st, log: log, timing: timing, leaseClock: s.leaseClock}
+	leases := &leaseHandlers{store: st, log: log, timing: timing, leaseClock: s.leaseClock, changes: s.d.Changes()}
 	attach := &attachHandlers{store: st, log: log, registry: o.Registry, client: client, observer: s.observer, waker: s.waker}
 	relay := &relayHandlers{store: st, log: log, client: client, observer: s.observer, outbox: s.outbox}
 	status := &statusHandlers{opts: o, startedAt: s.startedAt, store: st, clock: clk, observer: s.observer, outbox: s.outbox, leaseOps: leases}

@@ -141,6 +141,9 @@ func (s *Receipts) addReceiptTx(tx *sql.Tx, r receipt.Receipt) error {
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sqlitedb.Millis(r.At), r.Kind, sqlitedb.NullString(r.TriggerID), sqlitedb.NullString(r.LeaseID), r.Status, sqlitedb.NullString(cleanReason(r.Reason)), attempt, sqlitedb.NullMillis(r.NextRetryAt),
 		sqlitedb.NullString(r.CoordinationEndpointID), sqlitedb.NullString(r.LocalMessageID), sqlitedb.NullString(r.PolicyProfile), sqlitedb.NullString(r.ConfigVersion), detail)
+	if err == nil && s.ReceiptAdded != nil {
+		s.ReceiptAdded()
+	}
 	return err
 }
 

@@ -44,6 +44,9 @@ type shared struct {
 	// its own gets these.
 	PolicyProfile string
 	ConfigVersion string
+	// ReceiptAdded, when set, is told of every receipt written (inside its
+	// transaction): the service's change counter, which a view waits on.
+	ReceiptAdded func()
 }
 
 // Triggers are the observed changes (tasks, messages, checkpoints) the

@@ -27,7 +27,8 @@ func newTopCmd(a *app.App) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "top",
 		Short: "A refreshing view of tamq, its windows and queue, and coordination-engine",
-		Long: `Show the whole system on one screen, refreshed every second (--interval):
+		Long: `Show the whole system on one screen, refreshed whenever either service's state
+changes, and at least every 5 seconds (--interval):
 the loop (the tasks that need you, then the live work), tamq's endpoints and
 windows, the queue by state, coordination-engine's leases by state and latest
 receipts, and State Hub as both services see it. Each service is asked on its
@@ -68,11 +69,14 @@ See docs/top.md.`,
 			if _, ok := terminalSize(a.Out); !ok {
 				return app.UsageError("tamq top needs a terminal; --once prints one frame as plain text")
 			}
-			return top.Run(a.In, a.Out, interval, gather, topActions(a, ep))
+			watch := func(ctx context.Context, snap top.Snapshot, wait time.Duration) {
+				top.Watch(ctx, top.Sources{Tamq: tp, Engine: ep}, snap, wait)
+			}
+			return top.Run(a.In, a.Out, interval, gather, watch, topActions(a, ep))
 		},
 	}
 	cmd.Flags().BoolVar(&once, "once", false, "print one frame as plain text and exit (--json: the snapshot)")
-	cmd.Flags().DurationVar(&interval, "interval", time.Second, "how often to refresh (at least 200ms)")
+	cmd.Flags().DurationVar(&interval, "interval", 5*time.Second, "the longest between refreshes; a change refreshes at once (at least 200ms)")
 	return cmd
 }
 

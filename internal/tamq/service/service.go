@@ -177,7 +177,10 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	st.Receipts.PolicyProfile, st.Receipts.ConfigVersion = o.Config.ProfileRef(), o.Config.Version
 	s.db, s.store = st.DB, st
 	s.build()
-	st.Receipts.Added = s.publisher.Kick
+	// Every transition writes a receipt: the publisher sends it, and a view
+	// waiting for changes (OpChanges) hears of it.
+	changes := d.Changes()
+	st.Receipts.Added = func() { s.publisher.Kick(); changes.Bump() }
 	s.startedAt = o.Clock.Now()
 	s.server = &unixrpc.Server{
 		Handlers:    s.handlers(),

@@ -17,11 +17,13 @@ const MinInterval = 200 * time.Millisecond
 
 // model is the Bubble Tea shell around Gather and Render: a tick gathers a
 // snapshot in a command (off the event loop, so keys and resizes are handled
-// while a slow service answers), its arrival re-renders and schedules the
-// next tick. The next gather starts one interval after the last one ended, so
-// a slow service never has calls piling up.
+// while a slow service answers), its arrival re-renders and waits, in
+// another command, for either service to change (watch), for at most the
+// interval; then the next gather starts, MinInterval after the last began
+// at the soonest, so a busy service never has calls piling up.
 type model struct {
 	gather        func(context.Context) Snapshot
+	watch         func(context.Context, Snapshot, time.Duration)
 	actions       Actions
 	interval      time.Duration
 	snap          Snapshot
@@ -32,7 +34,13 @@ type model struct {
 	selected   int
 	selectedID string
 	overlay    string
+	// refreshes are when the recent gathers began, for the rate the title
+	// shows.
+	refreshes []time.Time
 }
+
+// rateWindow is how far back the refresh rate is counted.
+const rateWindow = 10 * time.Second
 
 // Actions are what the keys of the loop pane do with the selected task;
 // each returns the text to show (what it did, or why it could not).
@@ -54,6 +62,42 @@ type overlayMsg string
 
 func (m model) fetch() tea.Msg { return snapshotMsg(m.gather(context.Background())) }
 
+// await waits for a change of either service, or the interval, then for
+// what is left of MinInterval since the snapshot's gather began.
+func (m model) await() tea.Cmd {
+	snap, began := m.snap, time.Now()
+	if n := len(m.refreshes); n > 0 {
+		began = m.refreshes[n-1]
+	}
+	return func() tea.Msg {
+		m.watch(context.Background(), snap, m.interval)
+		time.Sleep(time.Until(began.Add(MinInterval))) // a floor on the rate, not a synchronisation
+		return tickMsg{}
+	}
+}
+
+// began records that a gather begins now, keeping those of rateWindow.
+func (m *model) began(now time.Time) {
+	m.refreshes = append(m.refreshes, now)
+	for len(m.refreshes) > 1 && now.Sub(m.refreshes[0]) > rateWindow {
+		m.refreshes = m.refreshes[1:]
+	}
+}
+
+// rate is the refreshes a second over rateWindow.
+func (m model) rate() float64 {
+	if len(m.refreshes) < 2 {
+		return 0
+	}
+	span := m.refreshes[len(m.refreshes)-1].Sub(m.refreshes[0])
+	return float64(len(m.refreshes)-1) / max(span.Seconds(), 1)
+}
+
+func (m *model) start() tea.Cmd {
+	m.began(time.Now())
+	return m.fetch
+}
+
 func (m model) Init() tea.Cmd { return m.fetch }
 
 func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
@@ -67,9 +111,9 @@ func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case snapshotMsg:
 		m.snap, m.have = Snapshot(msg), true
 		m.follow()
-		return m, tea.Tick(m.interval, func(time.Time) tea.Msg { return tickMsg{} })
+		return m, m.await()
 	case tickMsg:
-		return m, m.fetch
+		return m, m.start()
 	}
 	return m, nil
 }
@@ -133,7 +177,7 @@ func (m *model) follow() {
 func (m model) View() tea.View {
 	text := "tamq top: asking the services…  q quits\n"
 	if m.have {
-		text = Render(m.snap, Options{Width: m.width, Height: m.height, Interval: m.interval, Interactive: true,
+		text = Render(m.snap, Options{Width: m.width, Height: m.height, Interval: m.interval, Rate: m.rate(), Interactive: true,
 			Selected: m.selected, Overlay: m.overlay})
 	}
 	v := tea.NewView(text)
@@ -145,8 +189,11 @@ func (m model) View() tea.View {
 // Run shows the refreshing view on the terminal at in and out, the keys of
 // the loop pane doing actions, until q, Ctrl-C, Esc or SIGTERM; Bubble Tea restores the terminal (main screen,
 // cursor, cooked mode) on every one of them.
-func Run(in io.Reader, out io.Writer, interval time.Duration, gather func(context.Context) Snapshot, actions Actions) error {
-	p := tea.NewProgram(model{gather: gather, actions: actions, interval: interval}, tea.WithInput(in), tea.WithOutput(out))
+func Run(in io.Reader, out io.Writer, interval time.Duration, gather func(context.Context) Snapshot,
+	watch func(context.Context, Snapshot, time.Duration), actions Actions) error {
+	m := model{gather: gather, watch: watch, actions: actions, interval: interval}
+	m.began(time.Now())
+	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(out))
 	_, err := p.Run()
 	// Ctrl-C that reached us as a signal (input not a terminal) is a
 	// request to quit like any other, not a failure.

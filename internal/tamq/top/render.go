@@ -28,8 +28,11 @@ const (
 type Options struct {
 	// Width and Height are the terminal's cells; 0 leaves lines (rows) uncut.
 	Width, Height int
-	// Interval is the refresh period, shown in the interactive title.
+	// Interval is the longest between two refreshes and Rate the recent
+	// refreshes a second (they come as the services change), both shown in
+	// the interactive title.
 	Interval time.Duration
+	Rate     float64
 	// Interactive adds the keys to the title and marks the Selected row of
 	// the loop pane.
 	Interactive bool
@@ -46,7 +49,7 @@ func Render(s Snapshot, o Options) string {
 	var b frame
 	title := "tamq top  " + s.At.Local().Format(time.DateTime)
 	if o.Interactive {
-		title += fmt.Sprintf("  every %s  q quits", o.Interval)
+		title += fmt.Sprintf("  on change (%.1f/s), at least every %s  q quits", o.Rate, o.Interval)
 	}
 	b.add(title)
 	b.add("")

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/daemon"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	engine "github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -28,7 +29,14 @@ type Snapshot struct {
 	At     time.Time    `json:"at"`
 	Tamq   TamqSource   `json:"tamq"`
 	Engine EngineSource `json:"coordination_engine"`
+	// Versions are each service's change counter, read before the rest:
+	// a change after it makes the next refresh (Watch).
+	Versions Versions `json:"-"`
 }
+
+// Versions are the services' change counters (daemon.OpChanges); 0 for a
+// service that did not answer.
+type Versions struct{ Tamq, Engine uint64 }
 
 // TamqSource is tamq's status document, or why there is none.
 type TamqSource struct {
@@ -87,6 +95,11 @@ func Gather(ctx context.Context, s Sources) Snapshot {
 			f(c)
 		}
 	}
+	// The versions first: whatever changes while the rest is read is newer.
+	var vg sync.WaitGroup
+	vg.Go(call(func(c context.Context) { snap.Versions.Tamq, _ = daemon.WaitChange(c, s.Tamq, 0, 0) }))
+	vg.Go(call(func(c context.Context) { snap.Versions.Engine, _ = daemon.WaitChange(c, s.Engine, 0, 0) }))
+	vg.Wait()
 	var (
 		wg       sync.WaitGroup
 		receipts api.ReceiptsResult
@@ -142,6 +155,28 @@ func Gather(ctx context.Context, s Sources) Snapshot {
 		}
 	}
 	return snap
+}
+
+// Watch returns when either service's state is newer than the snapshot's
+// versions, or after at most wait: what `tamq top` waits on between
+// refreshes. A service that does not answer is waited for no longer than
+// wait, so a stopped one never makes the view spin.
+func Watch(ctx context.Context, s Sources, snap Snapshot, wait time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	changed := make(chan struct{}, 2)
+	watch := func(p paths.Paths, since uint64) {
+		v, err := daemon.WaitChange(ctx, p, since, wait)
+		if err == nil && v > since {
+			changed <- struct{}{}
+		}
+	}
+	go watch(s.Tamq, snap.Versions.Tamq)
+	go watch(s.Engine, snap.Versions.Engine)
+	select {
+	case <-changed:
+	case <-ctx.Done():
+	}
 }
 
 // errText is err's message, with "not running" kept short: the clients'

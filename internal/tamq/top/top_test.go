@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -178,11 +179,14 @@ type onTerminal struct {
 }
 
 // startTop starts `tamq top` on a PTY and waits for its first frame.
-func startTop(t *testing.T, e *testutil.Env) *onTerminal {
+func startTop(t *testing.T, e *testutil.Env, args ...string) *onTerminal {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	o := &onTerminal{cmd: e.Command(ctx, "tamq", "top", "--interval", "200ms"), done: make(chan struct{})}
+	if len(args) == 0 {
+		args = []string{"--interval", "200ms"}
+	}
+	o := &onTerminal{cmd: e.Command(ctx, "tamq", append([]string{"top"}, args...)...), done: make(chan struct{})}
 	var err error
 	if o.ptmx, err = pty.StartWithSize(o.cmd, &pty.Winsize{Rows: 30, Cols: 100}); err != nil {
 		t.Fatal(err)
@@ -293,3 +297,31 @@ func checkRestored(t *testing.T, out string) {
 
 // csi matches one control sequence.
 var csi = regexp.MustCompile(`\x1b\[[0-9;?<>=]*[ -/]*[@-~]`)
+
+// A change refreshes the view at once: with a minute between refreshes when
+// nothing changes, a message sent shows in the queue's counts within the
+// test's wait, not a minute later. The view runs in a tmux pane, read with
+// capture-pane: a terminal UI redraws only what changed.
+func TestInteractiveRefreshesOnChange(t *testing.T) {
+	t.Parallel()
+	e := testutil.NewEnv(t)
+	e.WriteConfig(t, "[delivery]\nenter_pause_ms = 0\n")
+	e.Gita(t, "alpha")
+	tm := testutil.NewTmux(t)
+	t.Cleanup(func() { e.Run(t, "tamq", "stop") })
+	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", e.RecorderCommand(), "alpha")
+	testutil.WaitFor(t, "the recorder of alpha", func() bool { _, ok := e.Recording("alpha"); return ok })
+	argv := append([]string{"new-session", "-d", "-s", "watch", "-x", "150", "-y", "40", "env"}, e.Vars...)
+	tm.Must(t, append(argv, filepath.Join(e.Bin, "tamq"), "top", "--interval", "1m")...)
+	screen := func(want string) {
+		t.Helper()
+		testutil.WaitFor(t, want+" in tamq top", func() bool {
+			return strings.Contains(tm.Must(t, "capture-pane", "-p", "-t", "watch"), want)
+		})
+	}
+	screen("at least every 1m0s")
+	screen("queued 0, delivering 0, injected 0")
+	e.Tamq(t, "send", "To:alpha: one")
+	screen("injected 1")
+	tm.Must(t, "send-keys", "-t", "watch", "q")
+}
