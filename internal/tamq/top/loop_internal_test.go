@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 
@@ -118,5 +119,30 @@ func TestTheLoopPaneKeys(t *testing.T) {
 	update(snapshotMsg(Snapshot{At: at, Tamq: tamqUp(), Engine: engineUp()}))
 	if cmd := press("enter"); cmd != nil {
 		t.Error("enter with no rows ran an action")
+	}
+}
+
+// Each refresh is counted for the rate the title shows: ticks come as the
+// services change, and the rate is over the last ten seconds.
+func TestTheRefreshRateCountsEachRefresh(t *testing.T) {
+	m := model{gather: func(context.Context) Snapshot { return Snapshot{} }}
+	for range 3 {
+		next, cmd := m.Update(tickMsg{})
+		m = next.(model)
+		if cmd == nil {
+			t.Fatal("a tick gathered nothing")
+		}
+	}
+	if len(m.refreshes) != 3 {
+		t.Errorf("%d refreshes recorded, want 3", len(m.refreshes))
+	}
+	base := time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC)
+	m.refreshes = nil
+	for i := range 5 {
+		m.began(base.Add(time.Duration(i) * 2 * time.Second)) // one every 2 s over 8 s
+	}
+	m.began(base.Add(16 * time.Second)) // those before 6 s fall out of the window
+	if got := m.rate(); len(m.refreshes) != 3 || got != 0.2 {
+		t.Errorf("rate %v over %d refreshes", got, len(m.refreshes))
 	}
 }

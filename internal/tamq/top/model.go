@@ -11,8 +11,8 @@ import (
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 )
 
-// MinInterval is the shortest refresh period: each refresh is three calls to
-// the services, which must not be kept busy by a view.
+// MinInterval is the shortest time between two refreshes: each is six
+// calls to the services, which must not be kept busy by a view.
 const MinInterval = 200 * time.Millisecond
 
 // model is the Bubble Tea shell around Gather and Render: a tick gathers a
@@ -113,7 +113,8 @@ func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.follow()
 		return m, m.await()
 	case tickMsg:
-		return m, m.start()
+		cmd := m.start() // before m is returned: start records the gather in it
+		return m, cmd
 	}
 	return m, nil
 }
