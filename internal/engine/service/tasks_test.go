@@ -51,10 +51,11 @@ func TestTasksSayWhatEachTaskWaitsFor(t *testing.T) {
 
 	ec := client.New(l.pathsOf(t, paths.Engine))
 	var res api.TasksResult
-	testutil.WaitFor(t, "T-work's lease acknowledged and T-nowin waiting for its window", func() bool {
+	testutil.WaitFor(t, "both workplans observed, T-work's lease acknowledged and T-nowin waiting for its window", func() bool {
 		var err error
 		res, err = ec.Tasks(context.Background(), api.TasksArgs{})
-		return err == nil && standingOf(res, "T-work").Kind == "working" && standingOf(res, "T-work").AckedBy != "" &&
+		return err == nil && len(res.Tasks) == 8 && standingOf(res, "T-hostile").Kind == "needs_you" &&
+			standingOf(res, "T-work").Kind == "working" && standingOf(res, "T-work").AckedBy != "" &&
 			standingOf(res, "T-nowin").Wait != ""
 	})
 	want := map[string]string{
@@ -236,7 +237,7 @@ func TestTasksNeedYouAtADialogAndAfterRetries(t *testing.T) {
 lease_renew_interval_seconds = 1
 lease_missed_renewals = 2
 max_attempts = 1
-retry_backoff_seconds = [3]
+retry_backoff_seconds = [5]
 `), "eta", "theta")
 	l.openAgent(t, "theta", "fail fail")
 	l.waitAttached(t, "theta", 1)
