@@ -181,9 +181,14 @@ func TestRetryEndsTheBackoff(t *testing.T) {
 	// State Hub is back, or the way to it changed: the receipts go at once,
 	// without the clock moving.
 	h.set(nil, 0)
+	// The backoff's wait stays with the fake clock, unfired: parked again
+	// means one wait more, the publisher's next, after it marked the post.
+	stale, _ := c.Waiting()
 	p.Retry()
 	<-h.posts
-	parked(t, c)
+	if !c.BlockUntil(stale+1, nil) {
+		t.Fatal("the publisher never waited again")
+	}
 	if d.left() != 0 {
 		t.Errorf("%d receipts still pending", d.left())
 	}
