@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/lease"
@@ -31,16 +30,9 @@ const (
 // wake, the broker's ack and renewal, the agent's checkpoint and release.
 func seedStory(t *testing.T, p paths.Paths) {
 	t.Helper()
-	if err := paths.EnsurePrivateDir(p.StateDir); err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, p, time.Second, clock.System)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := seedStore(t, p)
 	defer st.DB.Close()
-	st.PolicyProfile, st.ConfigVersion = "default@1", "cfg"
 	timing := lease.Timing{AckTimeout: time.Minute, RenewInterval: time.Minute, MissedRenewals: 3, Backoff: []time.Duration{time.Second}, MaxAttempts: 2}
 	task := lease.Trigger{Source: lease.SourceTask, SourceID: "T-1", TargetRepo: "alpha", TaskID: "T-1", Reason: lease.TaskActionable}
 	check := func(err error) {
@@ -51,7 +43,7 @@ func seedStory(t *testing.T, p paths.Paths) {
 	}
 	held := task
 	held.SourceRevision = "1"
-	held, _, err = st.Triggers.AddTrigger(ctx, held)
+	held, _, err := st.Triggers.AddTrigger(ctx, held)
 	check(err)
 	// Checked again in an hour: a running engine leaves it be.
 	check(st.Triggers.HoldTrigger(ctx, held.ID, "human", hostileReason, time.Now().Add(time.Hour)))

@@ -28,12 +28,8 @@ const hostile = "\x1b[2J\x1b]52;c;cHduZWQ=\x07evil\nT-1  alpha  forged"
 func seedMore(t *testing.T, p paths.Paths) string {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, p, time.Second, clock.System)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := seedStore(t, p)
 	defer st.DB.Close()
-	st.PolicyProfile, st.ConfigVersion = "default@1", "cfg"
 	timing := lease.Timing{AckTimeout: time.Hour, RenewInterval: time.Hour, MissedRenewals: 3, Backoff: []time.Duration{time.Second}, MaxAttempts: 4}
 	offer := func(task, repo string) lease.Lease {
 		tr, _, err := st.Triggers.AddTrigger(ctx, lease.Trigger{Source: lease.SourceTask, SourceID: task, SourceRevision: "1",

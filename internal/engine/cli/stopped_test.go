@@ -29,21 +29,30 @@ func TestMain(m *testing.M) {
 
 func enginePaths(t *testing.T, e *testutil.Env) paths.Paths { return e.Paths(t, paths.Engine) }
 
+// seedStore opens the engine's database at p (made when missing) for a
+// test to write what a running engine would have; close its DB when done,
+// before the programs read it.
+func seedStore(t *testing.T, p paths.Paths) *store.Store {
+	t.Helper()
+	if err := paths.EnsurePrivateDir(p.StateDir); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(context.Background(), p, time.Second, clock.System)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.PolicyProfile, st.ConfigVersion = "default@1", "cfg"
+	return st
+}
+
 // seedLease writes what one woken task leaves in the engine's database: a
 // trigger for T-1, its lease offered, a wake that failed, the agent's ack
 // and release. It returns the lease id.
 func seedLease(t *testing.T, p paths.Paths) string {
 	t.Helper()
-	if err := paths.EnsurePrivateDir(p.StateDir); err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, p, time.Second, clock.System)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := seedStore(t, p)
 	defer st.DB.Close()
-	st.PolicyProfile, st.ConfigVersion = "default@1", "cfg"
 	timing := lease.Timing{AckTimeout: time.Minute, RenewInterval: time.Minute, MissedRenewals: 3, Backoff: []time.Duration{time.Second}, MaxAttempts: 2}
 	tr, _, err := st.Triggers.AddTrigger(ctx, lease.Trigger{Source: lease.SourceTask, SourceID: "T-1", SourceRevision: "1",
 		TargetRepo: "alpha", TaskID: "T-1", Reason: lease.TaskActionable})
