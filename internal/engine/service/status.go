@@ -75,7 +75,7 @@ func (sh *statusHandlers) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc
 	}
 	r.Waiting = sh.waitingStatus(ctx)
 	r.Tasks = api.TaskCounts{}
-	if ts, err := sh.standings(ctx); err == nil {
+	if ts, err := sh.standings(ctx, sh.observer.explainView()); err == nil {
 		for _, t := range ts {
 			r.Tasks[t.Kind]++
 		}

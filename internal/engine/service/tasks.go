@@ -21,12 +21,14 @@ func (sh *statusHandlers) tasks(ctx context.Context, _ unixrpc.Peer, req *unixrp
 	if args.Kind != "" && !slices.Contains(standing.Kinds, standing.Kind(args.Kind)) {
 		return nil, errs.New(errs.BadRequest, "%q is not a kind of standing (%v)", textsafe.Escape(args.Kind), standing.Kinds)
 	}
-	all, err := sh.standings(ctx)
+	// One view for the list and its time: the observer replaces it whole.
+	view := sh.observer.explainView()
+	all, err := sh.standings(ctx, view)
 	if err != nil {
 		return nil, err
 	}
 	res := api.TasksResult{Counts: api.TaskCounts{}, Tasks: []api.TaskStanding{}}
-	if view := sh.observer.explainView(); view.Observed {
+	if view.Observed {
 		at := view.At.UTC()
 		res.ObservedAt = &at
 	}
@@ -42,10 +44,9 @@ func (sh *statusHandlers) tasks(ctx context.Context, _ unixrpc.Peer, req *unixrp
 	return res, nil
 }
 
-// standings are the standings of every task of the last observation, what
-// needs a person first, then by workplan, priority and id.
-func (sh *statusHandlers) standings(ctx context.Context) ([]api.TaskStanding, error) {
-	view := sh.observer.explainView()
+// standings are the standings of every task of view (the last
+// observation), what needs a person first, then by workplan, priority and id.
+func (sh *statusHandlers) standings(ctx context.Context, view *ExplainView) ([]api.TaskStanding, error) {
 	if !view.Observed {
 		return nil, nil
 	}

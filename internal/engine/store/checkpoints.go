@@ -73,19 +73,8 @@ func (s *Checkpoints) List(ctx context.Context, f CheckpointFilter) ([]lease.Che
 	rows, err := s.DB.Query(ctx, `SELECT `+checkpointColumns+` FROM checkpoints
 		WHERE (?1 = '' OR task_id = ?1) AND (?2 = '' OR lease_id = ?2) ORDER BY id DESC LIMIT ?3 OFFSET ?4`,
 		f.TaskID, f.LeaseID, limit, max(f.Offset, 0))
-	if err != nil {
-		return nil, storageErr(err, "read checkpoints")
-	}
-	defer rows.Close()
-	var out []lease.Checkpoint
-	for rows.Next() {
-		c, err := scanCheckpoint(rows)
-		if err != nil {
-			return nil, storageErr(err, "read checkpoints")
-		}
-		out = append(out, c)
-	}
-	return out, storageErr(rows.Err(), "read checkpoints")
+	out, err := readAll(rows, err, scanCheckpoint)
+	return out, storageErr(err, "read checkpoints")
 }
 
 // LatestCheckpointOfTask is when the engine last recorded a checkpoint about

@@ -108,23 +108,33 @@ type WakeRecord struct {
 
 // readLeases reads the leases a query returns (rows and err as QueryContext
 // returns them).
-func readLeases[R interface {
+func readLeases[R rowSet](rows R, err error) ([]lease.Lease, error) {
+	return readAll(rows, err, scanLease)
+}
+
+// rowSet is what a query returns: *sql.Rows, or sqlitedb's that names its
+// statement in errors.
+type rowSet interface {
 	scanner
 	Next() bool
 	Err() error
 	Close() error
-}](rows R, err error) ([]lease.Lease, error) {
+}
+
+// readAll reads every row a query returns (rows and err as QueryContext
+// returns them) with scan, and closes the rows.
+func readAll[T any, R rowSet](rows R, err error, scan func(scanner) (T, error)) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []lease.Lease
+	var out []T
 	for rows.Next() {
-		l, err := scanLease(rows)
+		v, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, l)
+		out = append(out, v)
 	}
 	return out, rows.Err()
 }

@@ -285,19 +285,8 @@ func (s *Triggers) waitTriggerTx(tx *sql.Tx, triggerID string, wait lease.Wait, 
 // TriggersOfTask lists the triggers about a task, oldest first.
 func (s *Triggers) TriggersOfTask(ctx context.Context, taskID string) ([]lease.Trigger, error) {
 	rows, err := s.DB.Query(ctx, `SELECT `+triggerColumns+` FROM triggers WHERE task_id = ? ORDER BY observed_at, rowid`, taskID)
-	if err != nil {
-		return nil, storageErr(err, "read the triggers of task "+taskID)
-	}
-	defer rows.Close()
-	var out []lease.Trigger
-	for rows.Next() {
-		tr, err := scanTrigger(rows)
-		if err != nil {
-			return nil, storageErr(err, "read the triggers of task "+taskID)
-		}
-		out = append(out, tr)
-	}
-	return out, storageErr(rows.Err(), "read the triggers of task "+taskID)
+	out, err := readAll(rows, err, scanTrigger)
+	return out, storageErr(err, "read the triggers of task "+taskID)
 }
 
 // WaitingTriggers lists the triggers that wait (pending: for a window, or
@@ -305,19 +294,8 @@ func (s *Triggers) TriggersOfTask(ctx context.Context, taskID string) ([]lease.T
 // oldest first.
 func (s *Triggers) WaitingTriggers(ctx context.Context) ([]lease.Trigger, error) {
 	rows, err := s.DB.Query(ctx, `SELECT `+triggerColumns+` FROM triggers WHERE state IN ('pending', 'gated') ORDER BY observed_at, rowid`)
-	if err != nil {
-		return nil, storageErr(err, "read waiting triggers")
-	}
-	defer rows.Close()
-	var out []lease.Trigger
-	for rows.Next() {
-		tr, err := scanTrigger(rows)
-		if err != nil {
-			return nil, storageErr(err, "read waiting triggers")
-		}
-		out = append(out, tr)
-	}
-	return out, storageErr(rows.Err(), "read waiting triggers")
+	out, err := readAll(rows, err, scanTrigger)
+	return out, storageErr(err, "read waiting triggers")
 }
 
 // Supersede ends a waiting trigger whose source moved on (its task has a
@@ -374,17 +352,6 @@ func (s *Triggers) WaitingWork(ctx context.Context, limit int) ([]lease.Trigger,
 	}
 	rows, err = s.DB.Query(ctx, `SELECT `+triggerColumns+` FROM triggers WHERE wait_reason IS NOT NULL
 		AND state IN ('pending', 'leased') ORDER BY updated_at, rowid LIMIT ?`, limit)
-	if err != nil {
-		return nil, nil, storageErr(err, "read the waiting work")
-	}
-	defer rows.Close()
-	var out []lease.Trigger
-	for rows.Next() {
-		tr, err := scanTrigger(rows)
-		if err != nil {
-			return nil, nil, storageErr(err, "read the waiting work")
-		}
-		out = append(out, tr)
-	}
-	return out, counts, storageErr(rows.Err(), "read the waiting work")
+	out, err := readAll(rows, err, scanTrigger)
+	return out, counts, storageErr(err, "read the waiting work")
 }

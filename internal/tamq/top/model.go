@@ -57,23 +57,31 @@ type snapshotMsg Snapshot
 
 type tickMsg struct{}
 
+// watchedMsg says a service changed or the interval passed.
+type watchedMsg struct{}
+
 // overlayMsg is the text an action returned.
 type overlayMsg string
 
 func (m model) fetch() tea.Msg { return snapshotMsg(m.gather(context.Background())) }
 
-// await waits for a change of either service, or the interval, then for
-// what is left of MinInterval since the snapshot's gather began.
+// await waits for a change of either service, or the interval.
 func (m model) await() tea.Cmd {
-	snap, began := m.snap, time.Now()
+	snap := m.snap
+	return func() tea.Msg {
+		m.watch(context.Background(), snap, m.interval)
+		return watchedMsg{}
+	}
+}
+
+// next is the next gather's tick: at once, or when MinInterval since the
+// last gather began has passed.
+func (m model) next() tea.Cmd {
+	began := time.Now()
 	if n := len(m.refreshes); n > 0 {
 		began = m.refreshes[n-1]
 	}
-	return func() tea.Msg {
-		m.watch(context.Background(), snap, m.interval)
-		time.Sleep(time.Until(began.Add(MinInterval))) // a floor on the rate, not a synchronisation
-		return tickMsg{}
-	}
+	return tea.Tick(max(time.Until(began.Add(MinInterval)), 0), func(time.Time) tea.Msg { return tickMsg{} })
 }
 
 // began records that a gather begins now, keeping those of rateWindow.
@@ -112,6 +120,8 @@ func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.snap, m.have = Snapshot(msg), true
 		m.follow()
 		return m, m.await()
+	case watchedMsg:
+		return m, m.next()
 	case tickMsg:
 		cmd := m.start() // before m is returned: start records the gather in it
 		return m, cmd
