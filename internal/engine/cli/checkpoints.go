@@ -13,6 +13,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/reltime"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
@@ -89,7 +90,7 @@ func checkpointsText(cs []api.Checkpoint, now time.Time) string {
 		if i > 0 {
 			b.WriteString("\n")
 		}
-		fmt.Fprintf(&b, "%s  lease %s", ago(c.RecordedAt, now), esc(c.LeaseID))
+		fmt.Fprintf(&b, "%s  lease %s", reltime.Ago(c.RecordedAt, now), esc(c.LeaseID))
 		if c.Attempt > 0 {
 			fmt.Fprintf(&b, " attempt %d", c.Attempt)
 		}

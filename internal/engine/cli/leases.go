@@ -10,6 +10,7 @@ import (
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
+	"github.com/tmux-amq/tamq/internal/reltime"
 )
 
 func newLeasesCmd(a *app.App) *cobra.Command {
@@ -68,7 +69,7 @@ func leasesTable(ls []api.Lease, now time.Time) string {
 		if l.AckedBy != "" {
 			acked = l.AckedBy
 			if l.AckedAt != nil {
-				acked += " " + ago(*l.AckedAt, now)
+				acked += " " + reltime.Ago(*l.AckedAt, now)
 			}
 		}
 		t.row(l.LeaseID, l.TaskID, l.TargetRepo, l.State, fmt.Sprintf("%d/%d", l.Attempt, l.MaxAttempts), acked,
@@ -82,10 +83,10 @@ func leasesTable(ls []api.Lease, now time.Time) string {
 func leaseDue(l api.Lease, now time.Time) string {
 	switch {
 	case l.NextRetryAt != nil:
-		return "retry at " + clockTime(*l.NextRetryAt, now)
+		return "retry at " + reltime.ClockTime(*l.NextRetryAt, now)
 	case !lease.State(l.State).Live():
-		return "ended " + ago(l.UpdatedAt, now)
+		return "ended " + reltime.Ago(l.UpdatedAt, now)
 	default:
-		return until(l.ExpiresAt, now)
+		return reltime.Until(l.ExpiresAt, now)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/app"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/reltime"
 )
 
 func newReceiptsCmd(a *app.App) *cobra.Command {
@@ -73,7 +74,7 @@ func receiptsTable(rs []api.Receipt, now time.Time) string {
 		if l != "" && r.Attempt > 0 {
 			l += fmt.Sprintf("#%d", r.Attempt)
 		}
-		t.row(ago(r.At, now), r.Kind, r.Status, r.TaskID, r.Repo, l, r.Reason)
+		t.row(reltime.Ago(r.At, now), r.Kind, r.Status, r.TaskID, r.Repo, l, r.Reason)
 	}
 	return t.String()
 }

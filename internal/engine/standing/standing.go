@@ -13,6 +13,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/engine/observe"
 	"github.com/tmux-amq/tamq/internal/lease"
+	"github.com/tmux-amq/tamq/internal/reltime"
 )
 
 // Kind is what a task's standing asks of the person, ordered by how soon.
@@ -98,7 +99,7 @@ func Of(f Facts) Standing {
 		case l.State == lease.RetryWait:
 			s := leaseStanding(Retry, *l)
 			s.RetryAt = l.NextRetryAt
-			s.Words = "retry at " + clockTime(l.NextRetryAt, f.Now)
+			s.Words = "retry at " + reltime.ClockTime(l.NextRetryAt, f.Now)
 			if tr := triggerOf(f.Triggers, l.TriggerID); tr != nil && tr.Wait != "" {
 				s.Wait = string(tr.Wait)
 				s.Words += ", then " + waitWords(*tr)
@@ -159,15 +160,15 @@ func working(f Facts, l lease.Lease) Standing {
 	words := []string{fmt.Sprintf("working: lease %s attempt %d", l.ID, l.Attempt)}
 	switch {
 	case l.State == lease.Offered:
-		words = append(words, "offered "+ago(l.AcquiredAt, f.Now)+", not acknowledged yet")
+		words = append(words, "offered "+reltime.Ago(l.AcquiredAt, f.Now)+", not acknowledged yet")
 	default:
 		if l.AckedBy != "" {
 			s.AckedBy, s.AckedAt = l.AckedBy, l.AckedAt
-			words = append(words, "acked by "+l.AckedBy+" "+ago(l.AckedAt, f.Now))
+			words = append(words, "acked by "+l.AckedBy+" "+reltime.Ago(l.AckedAt, f.Now))
 		}
 		if !l.UpdatedAt.IsZero() {
 			s.RenewedAt = l.UpdatedAt
-			words = append(words, "renewed "+ago(l.UpdatedAt, f.Now))
+			words = append(words, "renewed "+reltime.Ago(l.UpdatedAt, f.Now))
 		}
 	}
 	s.Words = strings.Join(words, ", ")
@@ -261,29 +262,4 @@ func paren(s string) string {
 		return ""
 	}
 	return " (" + s + ")"
-}
-
-// ago says how long before now t was, in a person's words.
-func ago(t, now time.Time) string {
-	d := now.Sub(t)
-	switch {
-	case d < time.Second:
-		return "just now"
-	case d < time.Minute:
-		return fmt.Sprintf("%d s ago", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%d min ago", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%d h ago", int(d.Hours()))
-	}
-	return fmt.Sprintf("%d days ago", int(d.Hours()/24))
-}
-
-// clockTime is t as a local time of day, with the date when it is not today.
-func clockTime(t, now time.Time) string {
-	t, now = t.Local(), now.Local()
-	if y, m, d := t.Date(); y == now.Year() && m == now.Month() && d == now.Day() {
-		return t.Format("15:04:05")
-	}
-	return t.Format("2006-01-02 15:04:05")
 }

@@ -12,6 +12,7 @@ import (
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/queue"
+	"github.com/tmux-amq/tamq/internal/reltime"
 	"github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
@@ -136,7 +137,7 @@ func renderTamq(b *frame, s Snapshot) {
 	if p := h.Publishing; p != nil {
 		line += ", via " + esc(p.Via)
 		if p.LastSuccessAt != nil {
-			line += ", last published " + ago(*p.LastSuccessAt, s.At)
+			line += ", last published " + reltime.Ago(*p.LastSuccessAt, s.At)
 		}
 		if p.Paused {
 			line += ", PAUSED (credentials refused)"
@@ -173,7 +174,7 @@ func renderEngine(b *frame, s Snapshot) {
 	} else {
 		line := "  leases: " + counts(r.Leases.Counts, leaseStates())
 		if r.Leases.NextDue != nil {
-			line += ", next due " + until(*r.Leases.NextDue, s.At)
+			line += ", next due " + reltime.Until(*r.Leases.NextDue, s.At)
 		}
 		b.add(line)
 	}
@@ -210,7 +211,7 @@ func renderEngine(b *frame, s Snapshot) {
 func engineHub(h api.StateHubStatus, now time.Time) string {
 	parts := []string{esc(h.APIBase) + " " + reachable(h.Reachable)}
 	if h.LastPoll != nil {
-		parts = append(parts, fmt.Sprintf("last look %s (%d looks)", ago(*h.LastPoll, now), h.Polls))
+		parts = append(parts, fmt.Sprintf("last look %s (%d looks)", reltime.Ago(*h.LastPoll, now), h.Polls))
 	} else {
 		parts = append(parts, "no look yet")
 	}
@@ -229,7 +230,7 @@ func engineHub(h api.StateHubStatus, now time.Time) string {
 	}
 	parts = append(parts, plural(h.UnpublishedReceipts, "receipt")+" waiting")
 	if h.LastPublish != nil {
-		parts = append(parts, "last published "+ago(*h.LastPublish, now))
+		parts = append(parts, "last published "+reltime.Ago(*h.LastPublish, now))
 	}
 	return strings.Join(parts, ", ") + errorsOnce(h.ObserveError, h.PublishError, h.Error)
 }
@@ -321,22 +322,6 @@ func plural(n int, what string) string {
 
 func seconds(s float64) string {
 	return (time.Duration(s * float64(time.Second))).Round(time.Second).String()
-}
-
-func ago(t, now time.Time) string {
-	d := now.Sub(t).Round(time.Second)
-	if d < 0 {
-		d = 0
-	}
-	return d.String() + " ago"
-}
-
-func until(t, now time.Time) string {
-	d := t.Sub(now).Round(time.Second)
-	if d <= 0 {
-		return "now"
-	}
-	return "in " + d.String()
 }
 
 func esc(s string) string { return textsafe.Escape(s) }
