@@ -129,6 +129,8 @@ func printTaskTrees(w io.Writer, ts []api.TaskStanding) {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "workplan %s\n", textsafe.Escape(wp))
+		// The repo and standing columns line up within a workplan.
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		tasks := byWorkplan[wp]
 		slices.SortFunc(tasks, func(a, b api.TaskStanding) int { return cmpPriorityID(a, b) })
 		in := map[string]bool{}
@@ -159,13 +161,12 @@ func printTaskTrees(w io.Writer, ts []api.TaskStanding) {
 			if depth == 0 {
 				branch, next = "", ""
 			}
-			line := fmt.Sprintf("%s  %s  %s", textsafe.Escape(t.ID), textsafe.Escape(t.Repo), textsafe.Escape(t.Words))
 			if drawn[t.ID] {
-				fmt.Fprintf(w, "  %s%s%s (shown above)\n", prefix, branch, textsafe.Escape(t.ID))
+				fmt.Fprintf(tw, "  %s%s%s\t\t(shown above)\n", prefix, branch, textsafe.Escape(t.ID))
 				return
 			}
 			drawn[t.ID] = true
-			fmt.Fprintf(w, "  %s%s%s\n", prefix, branch, line)
+			fmt.Fprintf(tw, "  %s%s%s\t%s\t%s\n", prefix, branch, textsafe.Escape(t.ID), textsafe.Escape(t.Repo), textsafe.Escape(t.Words))
 			kids := dependents[t.ID]
 			for j, k := range kids {
 				draw(k, prefix+next, j == len(kids)-1, depth+1)
@@ -180,6 +181,7 @@ func printTaskTrees(w io.Writer, ts []api.TaskStanding) {
 				draw(t, "", true, 0)
 			}
 		}
+		tw.Flush()
 	}
 }
 
