@@ -154,7 +154,8 @@ func standingOf(res api.TasksResult, id string) api.TaskStanding {
 
 // topShowsTheLoop runs `tamq top` in a window of the agents' tmux server with
 // a real client attached (a PTY), and drives it as a person does, with keys:
-// the loop pane lists what needs the person and the live lease, the arrows
+// the loop pane lists what needs the person, the live lease and what waits
+// (not what is done), the arrows
 // pick T-work, Enter switches the client to alpha's window, e explains the
 // task and c shows its checkpoint.
 func topShowsTheLoop(t *testing.T, l *loop) {
@@ -187,8 +188,8 @@ func topShowsTheLoop(t *testing.T, l *loop) {
 			t.Errorf("tamq top lacks %q:\n%s", want, got)
 		}
 	}
-	if strings.Contains(got, "T-after") || strings.Contains(got, "T-done") {
-		t.Errorf("the loop pane shows waiting or done work:\n%s", got)
+	if !strings.Contains(got, "waiting: dependency T-work") || strings.Contains(got, "T-done") {
+		t.Errorf("the loop pane lacks the waiting work, or shows done work:\n%s", got)
 	}
 	for range 4 {
 		l.tm.Must(t, "send-keys", "-t", "watch:0", "Down")

@@ -71,7 +71,7 @@ func Render(s Snapshot, o Options) string {
 }
 
 // renderLoop is the pane of the loop: the tasks that need the person, then
-// the live work, each with its repo and where it stands.
+// the live work, then what waits, each with its repo and where it stands.
 func renderLoop(b *frame, s Snapshot, o Options) {
 	e := s.Engine
 	switch {

@@ -57,7 +57,8 @@ type EngineSource struct {
 	Receipts      []api.Receipt `json:"receipts,omitempty"`
 	ReceiptsError string        `json:"receipts_error,omitempty"`
 	// Tasks are the tasks that need the person, then those an agent works
-	// on or that wait for a retry: the loop as the person watches it.
+	// on, those that wait for a retry and those that wait for something
+	// else: the loop as the person watches it.
 	Tasks      []api.TaskStanding `json:"tasks,omitempty"`
 	TasksError string             `json:"tasks_error,omitempty"`
 }
@@ -66,9 +67,9 @@ type EngineSource struct {
 const TaskRows = 50
 
 // inLoop are the kinds of standing the loop pane shows: what needs the
-// person, and the live work (waiting, ready and done tasks are in
-// `coordination-engine tasks`).
-var inLoop = []string{"needs_you", "working", "retry"}
+// person, the live work, and what waits and why (ready and done tasks are
+// in `coordination-engine tasks`).
+var inLoop = []string{"needs_you", "working", "retry", "waiting"}
 
 // Sources says where the services are and how long each may take to answer.
 type Sources struct {
