@@ -16,6 +16,8 @@
 //	stall     do nothing: the lease runs out and the work is offered again
 //	ackstall  ack, checkpoint, then nothing (the lease expires while held)
 //	fail      ack, release --result failed
+//	failquit  fail, then quit (the agent's process exits, and with it its
+//	          window: an agent that crashed)
 //	block     ack, release --result blocked
 //	cpblock   ack, checkpoint --blocked-reason human (which ends the lease)
 //	work      as a real agent under tamq's broker: report working (Program
@@ -172,6 +174,9 @@ func Run(in io.Reader, out io.Writer, c Config) {
 		part := c.Plan[min(wakes, len(c.Plan)-1)]
 		wakes++
 		c.play(out, w, part)
+		if part == "failquit" {
+			return
+		}
 	}
 }
 
@@ -233,7 +238,7 @@ func (c Config) play(out io.Writer, w wake, part string) {
 	case "ackstall":
 		run("lease", "ack", w.lease)
 		run("checkpoint", "--lease", w.lease, "--summary", "half of the scripted work", "--next", "the other half")
-	case "fail":
+	case "fail", "failquit":
 		run("lease", "ack", w.lease)
 		run("lease", "release", w.lease, "--result", "failed", "--reason", "scripted failure")
 	case "block":

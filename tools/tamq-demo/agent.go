@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/tmux-amq/tamq/internal/agentsim"
 )
@@ -17,10 +18,20 @@ import (
 // The environment the demo gives the windows.
 const (
 	agentEngineVar = "TAMQ_DEMO_ENGINE" // the coordination-engine binary
+	agentHoldVar   = "TAMQ_DEMO_HOLD"   // the directory of the hold files
 )
 
-// plans are the parts the agents play, by repo.
-var plans = map[string][]string{"beta": {"ackstall", "complete"}}
+// plans are the parts the agents play, by repo (internal/agentsim says what
+// each word does); the rest complete every wake. The kept loop's agents
+// (keep.go) fail and quit, fail every time, ask for a permission, and work
+// until their hold file is removed.
+var plans = map[string][]string{
+	"beta":    {"ackstall", "complete"},
+	"epsilon": {"failquit"},
+	"zeta":    {"fail"},
+	"eta":     {"workask"},
+	"theta":   {"work"},
+}
 
 // agentMain is `tamq-demo agent`: the broker says which repo it is in
 // TAMQ_REPO.
@@ -31,9 +42,14 @@ func agentMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "usage: TAMQ_REPO=REPO %s=PATH tamq-demo agent (the demo sets them)\n", agentEngineVar)
 		return 2
 	}
+	hold := ""
+	if dir := os.Getenv(agentHoldVar); dir != "" {
+		hold = filepath.Join(dir, self)
+	}
 	fmt.Printf("%s's demo agent: I wait for coordination-engine's wake prompts.\n", self)
 	agentsim.Run(os.Stdin, os.Stdout, agentsim.Config{
 		Plan: plans[self], Engine: engine, Publish: true, Reply: true,
+		Hold: hold,
 		// What it does shows in its window.
 		Log: func(format string, args ...any) { fmt.Printf("  · "+format+"\n", args...) },
 	})

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,11 +42,13 @@ type demo struct {
 	// tmuxSocket is the tmux server's socket file, once tamq open said where.
 	tmuxSocket string
 	out        io.Writer
+	// keep: the demo leaves its loop running, as a person finds it (keep.go).
+	keep bool
 }
 
 // run is the demo from start to end; the cleanup runs on every way out.
 func run(ctx context.Context, o options, out, errw io.Writer) (err error) {
-	d := &demo{out: out}
+	d := &demo{out: out, keep: o.keep}
 	for _, b := range []struct {
 		path *string
 		name string
@@ -100,13 +103,16 @@ func run(ctx context.Context, o options, out, errw io.Writer) (err error) {
 	if err := d.setup(); err != nil {
 		return err
 	}
-	steps := []func(context.Context) error{d.startHub, d.open, d.waitBrokers, d.startEngine, d.seed, d.waitLoop}
+	steps := []func(context.Context) error{d.startHub, d.open, d.waitBrokers, d.startEngine, d.seed, d.waitLoop, d.report}
+	if o.keep {
+		steps = append(steps, d.leaveLoop)
+	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return fail(err)
 		}
 	}
-	return d.report(ctx)
+	return nil
 }
 
 func (d *demo) say(format string, args ...any) {
@@ -118,7 +124,7 @@ func (d *demo) say(format string, args ...any) {
 // windows can run it as their agent for as long as the demo's files exist
 // (`go run` deletes its binary when it exits, which matters with --keep).
 func (d *demo) setup() error {
-	for _, sub := range []string{d.configDir(), d.gitaDir(), d.stateDir(), d.runtimeDir(), filepath.Dir(d.agentExe())} {
+	for _, sub := range []string{d.configDir(), d.gitaDir(), d.stateDir(), d.runtimeDir(), filepath.Dir(d.agentExe()), d.holdDir()} {
 		// 0700 throughout; XDG_RUNTIME_DIR must be, and tamq checks.
 		if err := os.MkdirAll(sub, 0o700); err != nil {
 			return err
@@ -131,8 +137,12 @@ func (d *demo) setup() error {
 	if err := copyFile(self, d.agentExe(), 0o700); err != nil {
 		return err
 	}
+	registered := repos
+	if d.keep {
+		registered = append(slices.Clone(repos), keptRepos...)
+	}
 	var csv strings.Builder
-	for _, r := range repos {
+	for _, r := range registered {
 		if out, err := exec.Command("git", "init", "-q", d.repoDir(r)).CombinedOutput(); err != nil {
 			return fmt.Errorf("git init %s: %v: %s", d.repoDir(r), err, bytes.TrimSpace(out))
 		}
@@ -142,7 +152,7 @@ func (d *demo) setup() error {
 	if err := os.WriteFile(reposCSV, []byte(csv.String()), 0o600); err != nil {
 		return err
 	}
-	d.say("gita       registered %s in %s", strings.Join(repos, ", "), reposCSV)
+	d.say("gita       registered %s in %s", strings.Join(registered, ", "), reposCSV)
 	return nil
 }
 
@@ -169,6 +179,7 @@ api_base = %q
 
 [coordination]
 statehub_poll_interval_seconds = 2
+max_attempts = 2
 wake_ack_timeout_seconds = 10
 lease_renew_interval_seconds = 1
 lease_missed_renewals = 2
@@ -193,6 +204,21 @@ func gitaRow(path, name string) string {
 // open opens the repo windows on a private tmux server; tamq open starts the
 // service (detached) and the tmux server as needed.
 func (d *demo) open(ctx context.Context) error {
+	endpoint, err := d.openWindows(ctx, repos)
+	if err != nil {
+		return err
+	}
+	d.say("tmux       private server `tmux -L %s`, session tamq, endpoint %s", d.tmux, endpoint)
+	d.say("windows    %s: each runs a scripted agent under tamq's PTY broker (beta's stalls on its first wake)", strings.Join(repos, ", "))
+	if st, err := d.status(ctx); err == nil {
+		d.say("service    started by tamq open, pid %d, log %s", st.Service.PID, st.Service.LogFile)
+	}
+	return nil
+}
+
+// openWindows opens windows for repos, each running the demo's agent, and
+// returns tamq's endpoint id of them.
+func (d *demo) openWindows(ctx context.Context, repos []string) (string, error) {
 	agent := shellQuote(d.agentExe()) + " agent"
 	// exec: the agent itself is the process in the broker's terminal, so it
 	// gets the hangup when the window closes. Trigger mode: the engine may
@@ -200,22 +226,17 @@ func (d *demo) open(ctx context.Context) error {
 	args := append([]string{"open", "--json", "--mode", "trigger", "--tmux-socket", d.tmux, "--command", "exec " + agent}, repos...)
 	out, err := d.call(ctx, "tamq", args...)
 	if err != nil {
-		return err
+		return "", err
 	}
 	var rec struct {
 		EndpointID string `json:"endpoint_id"`
 		TmuxSocket string `json:"tmux_socket"`
 	}
 	if err := json.Unmarshal(out, &rec); err != nil {
-		return fmt.Errorf("tamq open --json: %v", err)
+		return "", fmt.Errorf("tamq open --json: %v", err)
 	}
 	d.tmuxSocket = rec.TmuxSocket
-	d.say("tmux       private server `tmux -L %s`, session tamq, endpoint %s", d.tmux, rec.EndpointID)
-	d.say("windows    %s: each runs a scripted agent under tamq's PTY broker (beta's stalls on its first wake)", strings.Join(repos, ", "))
-	if st, err := d.status(ctx); err == nil {
-		d.say("service    started by tamq open, pid %d, log %s", st.Service.PID, st.Service.LogFile)
-	}
-	return nil
+	return rec.EndpointID, nil
 }
 
 // statusReport is the part of `tamq status --json` the demo reads.
@@ -237,12 +258,25 @@ type statusReport struct {
 // waitBrokers waits until every window's broker has attached to the service,
 // so the first message goes in through the broker, as it will for a user.
 func (d *demo) waitBrokers(ctx context.Context) error {
+	if err := d.waitBrokersOf(ctx, repos); err != nil {
+		return err
+	}
+	d.say("brokers    all %d attached to the service", len(repos))
+	return nil
+}
+
+// waitBrokersOf waits until the brokers of the windows of repos have
+// attached to the service.
+func (d *demo) waitBrokersOf(ctx context.Context, repos []string) error {
 	for {
 		st, err := d.status(ctx)
 		if err == nil {
 			attached := 0
 			for _, ep := range st.Endpoints {
 				for _, w := range ep.Windows {
+					if !slices.Contains(repos, w.Repo) {
+						continue
+					}
 					if !w.Alive {
 						return fmt.Errorf("the agent in window %s exited", w.Repo)
 					}
@@ -252,7 +286,6 @@ func (d *demo) waitBrokers(ctx context.Context) error {
 				}
 			}
 			if attached == len(repos) {
-				d.say("brokers    all %d attached to the service", attached)
 				return nil
 			}
 		}
@@ -360,6 +393,9 @@ func (d *demo) printKeep() {
 	curl := "curl -s --unix-socket " + shellQuote(strings.TrimPrefix(d.hubURL, "unix://")) + " http://localhost"
 	fmt.Fprintf(w, "               %s/v1/workplans\n", curl)
 	fmt.Fprintf(w, "               %s/v1/tasks/%s -X PATCH -H 'Content-Type: application/json' -d '{\"needs_human\": false}'   # H's human says go\n", curl, taskHuman)
+	fmt.Fprintf(w, "  Your turn: %s tasks (--needs-you, --tree); %s top (arrows pick a task, Enter goes to its window)\n", engine, tamq)
+	fmt.Fprintf(w, "             theta's agent finishes W when you run: rm %s   (rm %s closes eta's dialog)\n",
+		shellQuote(d.holdFile("theta")), shellQuote(d.holdFile("eta")))
 	fmt.Fprintf(w, "  Clean up:  with those exports:\n")
 	fmt.Fprintf(w, "               %s stop; %s stop; kill $(cat %s); tmux -L %s kill-server; rm -rf %s\n",
 		engine, tamq, shellQuote(d.hubPIDFile()), d.tmux, rm)

@@ -85,6 +85,15 @@ func (d *demo) startEngine(ctx context.Context) error {
 	if _, err := d.call(ctx, "coordination-engine", "start", "--detach"); err != nil {
 		return err
 	}
+	if err := d.waitEngineWindows(ctx, len(repos)); err != nil {
+		return err
+	}
+	d.say("engine     started; tamq attached its %d windows", len(repos))
+	return nil
+}
+
+// waitEngineWindows waits until tamq has attached n windows to the engine.
+func (d *demo) waitEngineWindows(ctx context.Context, n int) error {
 	for {
 		var st struct {
 			Endpoints []struct {
@@ -97,8 +106,7 @@ func (d *demo) startEngine(ctx context.Context) error {
 		out, _ := d.call(ctx, "coordination-engine", "status", "--json")
 		if json.Unmarshal(out, &st) == nil {
 			for _, ep := range st.Endpoints {
-				if ep.State == "attached" && len(ep.Windows) == len(repos) {
-					d.say("engine     started; tamq attached its %d windows", len(repos))
+				if ep.State == "attached" && len(ep.Windows) == n {
 					return nil
 				}
 			}

@@ -79,6 +79,7 @@ func (r *runner) envVars() []string {
 		// (and to publish their work to State Hub, whose address and token
 		// are the engine's).
 		agentEngineVar + "=" + r.engine,
+		agentHoldVar + "=" + r.holdDir(),
 	}
 }
 

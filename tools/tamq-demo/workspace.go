@@ -26,3 +26,7 @@ func (w workspace) engineLog() string {
 	return filepath.Join(w.stateDir(), "coordination-engine", "coordination-engine.log")
 }
 func (w workspace) hubPIDFile() string { return filepath.Join(w.dir, "statehub.pid") }
+
+// holdDir holds a file per agent that works until it is removed (the kept
+// loop's, keep.go).
+func (w workspace) holdDir() string { return filepath.Join(w.dir, "hold") }
