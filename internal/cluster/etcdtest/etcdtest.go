@@ -104,6 +104,9 @@ func (c *Cluster) start(m *member) (*embed.Etcd, error) {
 	// TTL etcd allows is then one second.
 	cfg.TickMs, cfg.ElectionMs = 50, 500
 	cfg.UnsafeNoFsync = true // a test's data need not survive a power cut
+	// bcrypt's default cost makes each authentication take seconds under
+	// the race detector; a test's passwords need no such strength.
+	cfg.BcryptCost = 4
 	cfg.Logger, cfg.LogLevel = "zap", "error"
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	e, err := embed.StartEtcd(cfg)
