@@ -33,6 +33,7 @@ const readyTimeout = 60 * time.Second
 // Cluster is a running etcd cluster of one or more members.
 type Cluster struct {
 	t       testing.TB
+	opts    Options
 	token   string
 	initial string // the initial-cluster setting every member shares
 	mu      sync.Mutex
@@ -46,13 +47,27 @@ type member struct {
 	etcd         *embed.Etcd // nil while stopped
 }
 
+// Options are the settings a test may change.
+type Options struct {
+	// Fsync makes etcd sync its log to disk as a production member does,
+	// for a benchmark; by default it does not, as a test's data need not
+	// survive a power cut.
+	Fsync bool
+}
+
 // Start starts a cluster of n members and waits until every one serves.
 func Start(t testing.TB, n int) *Cluster {
+	t.Helper()
+	return StartWith(t, n, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, n int, opts Options) *Cluster {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("etcdtest: %d members", n)
 	}
-	c := &Cluster{t: t, token: fmt.Sprintf("etcdtest-%d", time.Now().UnixNano())}
+	c := &Cluster{t: t, opts: opts, token: fmt.Sprintf("etcdtest-%d", time.Now().UnixNano())}
 	dir := t.TempDir()
 	for i := range n {
 		m := &member{name: fmt.Sprintf("m%d", i), dir: filepath.Join(dir, fmt.Sprintf("m%d", i)),
@@ -103,7 +118,7 @@ func (c *Cluster) start(m *member) (*embed.Etcd, error) {
 	// Short timings: an election in under a second; the shortest lease
 	// TTL etcd allows is then one second.
 	cfg.TickMs, cfg.ElectionMs = 50, 500
-	cfg.UnsafeNoFsync = true // a test's data need not survive a power cut
+	cfg.UnsafeNoFsync = !c.opts.Fsync
 	// bcrypt's default cost makes each authentication take seconds under
 	// the race detector; a test's passwords need no such strength.
 	cfg.BcryptCost = 4
