@@ -21,8 +21,10 @@ import (
 //
 // Claiming again what h's lease (same host, same LeaseID) holds already is
 // a success that keeps the etcd lease alive once more (KeepAliveOnce) and
-// grants no second one: a retry, or the engine after a restart. An etcd
-// lease granted for a claim that was not won is revoked, so none leaks.
+// grants no second one: a retry, or the engine after a restart. A claim of
+// this host under another LeaseID is not h's: won=false, and the caller
+// releases it (with that LeaseID) first if it knows it stale. An etcd lease
+// granted for a claim that was not won is revoked, so none leaks.
 func (c *Claims) Claim(ctx context.Context, taskID string, h Holder, ttl time.Duration) (Holder, bool, error) {
 	key, err := taskKey(c.cfg.Prefix, taskID)
 	if err != nil {
@@ -70,7 +72,7 @@ func (c *Claims) create(ctx context.Context, key, taskID string, h Holder, ttl t
 	grant, err := c.cli.Grant(cctx, secs)
 	cancel()
 	if err != nil {
-		return Holder{}, false, c.failed(err, "grant an etcd lease for task "+taskID)
+		return Holder{}, false, c.failed(ctx, err, "grant an etcd lease for task "+taskID)
 	}
 	h.EtcdLease = int64(grant.ID)
 	if h.ClaimedAt.IsZero() {
@@ -92,7 +94,7 @@ func (c *Claims) create(ctx context.Context, key, taskID string, h Holder, ttl t
 		// Whether the key was made is unknown. Revoking the lease deletes
 		// it if it was, so no claim stands that we do not know we won.
 		c.revoke(ctx, grant.ID)
-		return Holder{}, false, c.failed(err, "claim task "+taskID)
+		return Holder{}, false, c.failed(ctx, err, "claim task "+taskID)
 	}
 	if resp.Succeeded {
 		return h, true, nil
@@ -160,7 +162,7 @@ func (c *Claims) Release(ctx context.Context, taskID, leaseID string) error {
 		Commit()
 	cancel()
 	if err != nil {
-		return c.failed(err, "release task "+taskID)
+		return c.failed(ctx, err, "release task "+taskID)
 	}
 	// The etcd lease was this claim's alone. Should revoking fail, it runs
 	// out by its TTL.
@@ -184,7 +186,7 @@ func (c *Claims) get(ctx context.Context, key, op string) (Holder, *mvccpb.KeyVa
 	resp, err := c.cli.Get(cctx, key)
 	cancel()
 	if err != nil {
-		return Holder{}, nil, false, c.failed(err, op)
+		return Holder{}, nil, false, c.failed(ctx, err, op)
 	}
 	if len(resp.Kvs) == 0 {
 		return Holder{}, nil, false, nil
@@ -202,7 +204,7 @@ func (c *Claims) keepAlive(ctx context.Context, id int64, taskID string) error {
 		return errs.New(errs.Conflict, "cluster: the claim of task %s ran out (its etcd lease %x is gone)", taskID, id).
 			WithHint("the claim was lost; another host may claim the task now")
 	}
-	return c.failed(err, "renew the claim of task "+taskID)
+	return c.failed(ctx, err, "renew the claim of task "+taskID)
 }
 
 // revoke ends an etcd lease and the keys attached to it, even when ctx has

@@ -118,7 +118,7 @@ func Open(ctx context.Context, cfg Config) (*Claims, error) {
 	}
 	cli, err := clientv3.New(cc)
 	if err != nil {
-		return nil, c.failed(err, "connect to etcd")
+		return nil, c.failed(ctx, err, "connect to etcd")
 	}
 	c.cli = cli
 	return c, nil
@@ -143,8 +143,10 @@ func (c *Claims) call(ctx context.Context) (context.Context, context.CancelFunc)
 // failed maps an etcd client error to an errs code: no answer in time (or
 // no leader, no connection) is Unavailable, refused credentials or
 // permissions PermissionDeny, anything else Internal. op says what was being
-// done. The error never holds the password: etcd's messages do not carry it.
-func (c *Claims) failed(err error, op string) error {
+// done; ctx is the caller's, whose cancellation (a shutdown) is said as
+// such, not as an etcd away. The error never holds the password: etcd's
+// messages do not carry it.
+func (c *Claims) failed(ctx context.Context, err error, op string) error {
 	if err == nil {
 		return nil
 	}
@@ -153,6 +155,8 @@ func (c *Claims) failed(err error, op string) error {
 		return err
 	}
 	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		return errs.Wrap(errs.Unavailable, ctx.Err(), "cluster: %s: cancelled", op)
 	case isAuthError(err):
 		return errs.Wrap(errs.PermissionDeny, err, "cluster: %s: etcd refused the credentials", op).
 			WithHint("check cluster.credential_command: it must print user:password of an etcd user allowed to read and write under %s", c.cfg.Prefix)

@@ -33,7 +33,7 @@ func (c *Claims) Status(ctx context.Context, endpoint string) (MemberStatus, err
 	resp, err := c.cli.Status(cctx, endpoint)
 	cancel()
 	if err != nil {
-		e := c.failed(err, "ask "+endpoint+" for its status")
+		e := c.failed(ctx, err, "ask "+endpoint+" for its status")
 		if errs.Is(e, errs.Unavailable) {
 			return MemberStatus{}, errs.Wrap(errs.Unavailable, err, "cluster: etcd member %s does not answer", endpoint)
 		}
@@ -50,7 +50,7 @@ func (c *Claims) CheckRead(ctx context.Context) error {
 	cctx, cancel := c.call(ctx)
 	_, err := c.cli.Get(cctx, c.cfg.Prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	cancel()
-	return c.failed(err, "read under "+c.cfg.Prefix)
+	return c.failed(ctx, err, "read under "+c.cfg.Prefix)
 }
 
 // Inventory is what lies under the prefix.
@@ -74,7 +74,7 @@ func (c *Claims) Inventory(ctx context.Context) (Inventory, error) {
 	resp, err := c.cli.Get(cctx, c.cfg.Prefix+"/", clientv3.WithPrefix())
 	cancel()
 	if err != nil {
-		return Inventory{}, c.failed(err, "list the keys under "+c.cfg.Prefix)
+		return Inventory{}, c.failed(ctx, err, "list the keys under "+c.cfg.Prefix)
 	}
 	inv := Inventory{ByHost: map[string]int{}}
 	for _, kv := range resp.Kvs {
@@ -213,8 +213,8 @@ func (c *Claims) ProbeWrite(ctx context.Context) error {
 	cctx, cancel := c.call(ctx)
 	defer cancel()
 	if _, err := c.cli.Put(cctx, key, fmt.Sprintf(`{"host_id":%q,"at":%q}`, c.cfg.HostID, time.Now().UTC().Format(time.RFC3339))); err != nil {
-		return c.failed(err, "write "+key)
+		return c.failed(ctx, err, "write "+key)
 	}
 	_, err := c.cli.Delete(cctx, key)
-	return c.failed(err, "delete "+key)
+	return c.failed(ctx, err, "delete "+key)
 }

@@ -108,3 +108,18 @@ func TestUnreachableIsUnavailable(t *testing.T) {
 		t.Errorf("took %v", d)
 	}
 }
+
+// A caller that gives up (a shutdown) hears so, not that etcd is away.
+func TestCancelledIsSaidSo(t *testing.T) {
+	c, err := Open(context.Background(), Config{Endpoints: []string{"http://127.0.0.1:1"}, HostID: "h", DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, _, err = c.Holder(ctx, "T-1")
+	if !errs.Is(err, errs.Unavailable) || !strings.Contains(err.Error(), "cancelled") {
+		t.Errorf("err %v", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,13 +32,24 @@ const SkewWarn = time.Second
 // reachability, credentials, clock skew and what lies under the prefix.
 // ttl is the claims' TTL, which the skew is judged against.
 func Run(ctx context.Context, cfg config.Cluster, file, engineID string, ttl time.Duration) []doctor.Check {
-	c, err := cluster.Open(ctx, cluster.ConfigFrom(cfg, engineID))
-	if err != nil {
-		// With credentials, Open authenticates: the error says which of
-		// the two went wrong.
-		if errs.Is(err, errs.PermissionDeny) || errs.Is(err, errs.ConfigInvalid) {
-			return []doctor.Check{ok(clusterName, "not tried: the credentials or TLS files cannot be used"), AuthFailed(err, file)}
+	ccfg := cluster.ConfigFrom(cfg, engineID)
+	c, err := cluster.Open(ctx, ccfg)
+	switch {
+	case errs.Is(err, errs.PermissionDeny) && len(ccfg.CredentialCommand) > 0:
+		// With credentials, Open authenticates, and that was refused (or
+		// the command failed). Whether etcd answers is asked without them.
+		anon := ccfg
+		anon.CredentialCommand = nil
+		a, aerr := cluster.Open(ctx, anon)
+		if aerr != nil {
+			return []doctor.Check{fail(clusterName, aerr.Error(), reachFix(cfg.EtcdEndpoints, file)), AuthFailed(err, file)}
 		}
+		defer a.Close()
+		reach, _ := Reach(ctx, a, file)
+		return []doctor.Check{reach, AuthFailed(err, file)}
+	case errs.Is(err, errs.ConfigInvalid):
+		return []doctor.Check{fail(clusterName, err.Error(), "fix the [cluster] TLS files in "+file)}
+	case err != nil:
 		return []doctor.Check{fail(clusterName, err.Error(), reachFix(cfg.EtcdEndpoints, file))}
 	}
 	defer c.Close()
@@ -66,10 +78,11 @@ func reachFix(endpoints []string, file string) string {
 		strings.Join(endpoints, ", "), file, strings.Join(endpoints, ","))
 }
 
-// Reach asks every endpoint for its status, all at once. None
-// answering fails (no claim can be taken); some not answering, or a
-// member without a leader or with an alarm, warns: claims go on while a
-// majority answers. up is an endpoint that answered ("" when none did).
+// Reach asks every endpoint for its status, all at once. None answering
+// fails (no claim can be taken); some not answering, or a member without a
+// leader or with an alarm, warns: claims go on while a majority answers. A
+// member that refuses our credentials answers (the auth check says the
+// rest). up is an endpoint that answered ("" when none did).
 func Reach(ctx context.Context, c *cluster.Claims, file string) (check doctor.Check, up string) {
 	eps := c.Endpoints()
 	statuses := make([]cluster.MemberStatus, len(eps))
@@ -80,9 +93,11 @@ func Reach(ctx context.Context, c *cluster.Claims, file string) (check doctor.Ch
 	}
 	wg.Wait()
 	var down, noLeader, alarms []string
-	version := ""
+	version, refused := "", 0
 	for i, ep := range eps {
 		switch s := statuses[i]; {
+		case errs.Is(failures[i], errs.PermissionDeny):
+			refused++
 		case failures[i] != nil:
 			down = append(down, ep)
 		case s.Leader == 0:
@@ -90,8 +105,11 @@ func Reach(ctx context.Context, c *cluster.Claims, file string) (check doctor.Ch
 		case len(s.Errors) > 0:
 			alarms = append(alarms, fmt.Sprintf("%s (%s)", ep, strings.Join(s.Errors, "; ")))
 		}
-		if failures[i] == nil && up == "" {
-			up, version = ep, statuses[i].Version
+		if !slices.Contains(down, ep) && up == "" {
+			up = ep
+		}
+		if failures[i] == nil && version == "" {
+			version = statuses[i].Version
 		}
 	}
 	answered := len(eps) - len(down)
@@ -99,7 +117,9 @@ func Reach(ctx context.Context, c *cluster.Claims, file string) (check doctor.Ch
 	case answered == 0:
 		return fail(clusterName, fmt.Sprintf("no etcd endpoint answers (%s): %v", strings.Join(eps, ", "), failures[0]),
 			reachFix(eps, file)), ""
-	case len(noLeader) == answered:
+	case refused == answered:
+		return ok(clusterName, fmt.Sprintf("%d of %d etcd endpoints answer (and want credentials to say more)", answered, len(eps))), up
+	case len(noLeader) == answered-refused:
 		return fail(clusterName, fmt.Sprintf("etcd answers at %s but has no leader: it cannot take a claim", up),
 			"bring a majority of the etcd members up (`etcdctl endpoint status --cluster`)"), up
 	case len(down) > 0 || len(noLeader) > 0 || len(alarms) > 0:

@@ -113,6 +113,10 @@ func TestWrongPasswordFailsAuth(t *testing.T) {
 	s := section(c.Endpoints())
 	s.CredentialCommand = []string{"sh", "-c", "echo engine:wrong-pw"}
 	got := byName(clustercheck.Run(context.Background(), s, file, "engine-1", 30*time.Second))
+	// etcd answers, but wants credentials for its status.
+	if ch := got["cluster"]; ch.Status != doctor.OK || !strings.Contains(ch.Detail, "1 of 1 etcd endpoints answer") {
+		t.Errorf("cluster: %+v", ch)
+	}
 	if ch := got["cluster-auth"]; ch.Status != doctor.Fail || !strings.Contains(ch.Fix, "cluster.credential_command") ||
 		strings.Contains(ch.Detail, "wrong-pw") {
 		t.Errorf("auth: %+v", ch)
