@@ -159,7 +159,10 @@ func (c *Cluster) StopMember(i int) {
 	}
 }
 
-// RestartMember starts member i again on its ports, from its data.
+// RestartMember starts member i again on its ports, from its data, and
+// waits until it serves. A member serves once a majority of the cluster is
+// up: it cannot bring back a cluster that lost its majority one member at a
+// time (no test here needs that).
 func (c *Cluster) RestartMember(i int) {
 	c.t.Helper()
 	c.mu.Lock()
