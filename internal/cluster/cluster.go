@@ -90,6 +90,15 @@ func Open(ctx context.Context, cfg Config) (*Claims, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = config.DefaultClusterPrefix
 	}
+	// What config validation checks, again for callers that build a
+	// Config by hand: a claim without a host cannot be told apart, and a
+	// prefix must be a key path for the keys to stay under it.
+	if cfg.HostID == "" {
+		return nil, errs.New(errs.ConfigInvalid, "cluster: no host id (cluster.host_id)")
+	}
+	if !strings.HasPrefix(cfg.Prefix, "/") || strings.HasSuffix(cfg.Prefix, "/") {
+		return nil, errs.New(errs.ConfigInvalid, "cluster: prefix %q must start with / and not end with /", cfg.Prefix)
+	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = defaultTimeout
 	}

@@ -85,7 +85,16 @@ func TestOpenRefusesWhatCannotWork(t *testing.T) {
 	if _, err := Open(ctx, Config{}); !errs.Is(err, errs.ConfigInvalid) {
 		t.Errorf("no endpoints: %v", err)
 	}
-	_, err := Open(ctx, Config{Endpoints: []string{"https://127.0.0.1:1"}, TLSCAFile: "/nonexistent/ca.pem"})
+	for _, cfg := range []Config{
+		{Endpoints: []string{"http://127.0.0.1:1"}},
+		{Endpoints: []string{"http://127.0.0.1:1"}, HostID: "h", Prefix: "rel"},
+		{Endpoints: []string{"http://127.0.0.1:1"}, HostID: "h", Prefix: "/p/"},
+	} {
+		if _, err := Open(ctx, cfg); !errs.Is(err, errs.ConfigInvalid) {
+			t.Errorf("%+v: %v", cfg, err)
+		}
+	}
+	_, err := Open(ctx, Config{Endpoints: []string{"https://127.0.0.1:1"}, HostID: "h", TLSCAFile: "/nonexistent/ca.pem"})
 	if !errs.Is(err, errs.ConfigInvalid) || !strings.Contains(err.Error(), "cluster.tls_ca_file") {
 		t.Errorf("missing CA file: %v", err)
 	}
