@@ -91,7 +91,10 @@ func TestClaimLoseAndClaimAgain(t *testing.T) {
 // Two hosts race for 50 tasks at once: each task is won exactly once.
 func TestTwoHostsRaceForFiftyTasks(t *testing.T) {
 	c := etcdtest.Start(t, 1)
-	hosts := []*cluster.Claims{open(t, c, "host-a"), open(t, c, "host-b")}
+	// A hundred claims at once on a loaded machine: a generous bound, so
+	// that slowness is not taken for etcd being away.
+	slow := func(cfg *cluster.Config) { cfg.DialTimeout = 15 * time.Second }
+	hosts := []*cluster.Claims{open(t, c, "host-a", slow), open(t, c, "host-b", slow)}
 	ctx := context.Background()
 	const tasks = 50
 	winners := make([][]string, tasks)
