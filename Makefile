@@ -9,7 +9,7 @@ BUILDFLAGS := -buildvcs=auto
 # keep cgo, which -race needs.
 STATIC := CGO_ENABLED=0
 
-.PHONY: all build install deps test check-format vet diff-check unit smoke bench bench-scale perf chaos fuzz demo clean test-agents
+.PHONY: all build install deps test check-format vet diff-check unit smoke bench bench-scale perf chaos fuzz demo clean test-agents test-cluster bench-cluster
 
 all: build
 
@@ -78,6 +78,15 @@ unit:
 	if [ -f "$$dir/before" ]; then "$$dir/homeguard" check "$$decoy" "$$dir/before" || status=1; fi; \
 	rm -rf "$$dir" "$$decoy"; exit $$status
 
+# The tests against a real etcd (internal/cluster/etcdtest embeds its
+# server), behind the build tag cluster: the server is large to build, so
+# `make test` leaves them out (its vet and unit tests still build
+# internal/cluster, the client, without the tag). About a minute.
+CLUSTER_PACKAGES := ./internal/cluster/... ./internal/doctor/clustercheck
+test-cluster:
+	$(GO) vet -tags cluster $(CLUSTER_PACKAGES)
+	$(GO) test -race -count=1 -timeout 5m -tags cluster $(CLUSTER_PACKAGES)
+
 smoke: build
 	$(BIN)/tamq --help >/dev/null
 	$(BIN)/tamq --version
@@ -86,6 +95,11 @@ smoke: build
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+# A claim and release on etcd against the engine's own SQLite lease offer,
+# measured in the same run (internal/cluster's BenchmarkClaimVsOffer).
+bench-cluster:
+	$(GO) test -run='^$$' -bench=. -benchtime=2000x -tags cluster ./internal/cluster
 
 # The side-by-side table of docs/performance.md: the benchmarks behind it, one
 # after another in one run, each figure beside its floor from the same run

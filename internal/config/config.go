@@ -31,6 +31,10 @@ type Config struct {
 	Service      Service      `toml:"service" json:"service"`
 	Delivery     Delivery     `toml:"delivery" json:"delivery"`
 	Policy       Policy       `toml:"policy" json:"policy"`
+	// Cluster is off (all zero) unless a file sets it; omitzero keeps an
+	// unset section out of `config show` and the version hash, so a config
+	// without it keeps the version it had before the section existed.
+	Cluster Cluster `toml:"cluster,omitzero" json:"cluster,omitzero"`
 }
 
 // Delivery holds how tamq writes into terminals. Only tamq reads it.
@@ -137,6 +141,7 @@ type engineView struct {
 	SQLite   *SQLite   `toml:"sqlite" json:"sqlite"`
 	Service  *Service  `toml:"service" json:"service"`
 	Policy   *Policy   `toml:"policy" json:"policy"`
+	Cluster  *Cluster  `toml:"cluster,omitzero" json:"cluster,omitzero"`
 }
 
 // View is the part of c that program p reads, for encoding (as JSON or
@@ -149,7 +154,7 @@ func (c *Config) View(p paths.Program) any {
 		v.Coordination.TamqCoordination = &c.Coordination.TamqCoordination
 		return v
 	case paths.Engine:
-		v := &engineView{StateHub: &c.StateHub, SQLite: &c.SQLite, Service: &c.Service, Policy: &c.Policy}
+		v := &engineView{StateHub: &c.StateHub, SQLite: &c.SQLite, Service: &c.Service, Policy: &c.Policy, Cluster: &c.Cluster}
 		v.Coordination.SharedCoordination = &c.Coordination.SharedCoordination
 		v.Coordination.EngineCoordination = &c.Coordination.EngineCoordination
 		return v

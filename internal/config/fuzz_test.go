@@ -43,6 +43,10 @@ func FuzzLoad(f *testing.F) {
 		"[delivery]\nenter_pause_ms = 0\nquiet_ms = 60000\nmax_quiet_wait_ms = 1\nblock_quiet_ms = 60000\n",
 		"[statehub]\ncredential_command = [\"a\\u007f\", \"\\u2028\"]\n",
 		"[coordination]\nmax_attempts = 9223372036854775807\n",
+		"[cluster]\netcd_endpoints = [\"https://etcd-1:2379\", \"https://etcd-2:2379\"]\nhost_id = \"h1\"\nprefix = \"/p\"\n" +
+			"tls_ca_file = \"/ca.pem\"\ntls_cert_file = \"/c.pem\"\ntls_key_file = \"/k.pem\"\ncredential_command = [\"pass\", \"etcd\"]\ndial_timeout_seconds = 9\n",
+		"[cluster]\netcd_endpoints = [\"http://127.0.0.1:2379\"]\n", "[cluster]\nprefix = \"/only\"\n",
+		"[cluster]\netcd_endpoints = [\"127.0.0.1:2379\"]\n", "[cluster]\netcd_endpoints = []\n",
 	} {
 		f.Add([]byte(in), false)
 		f.Add([]byte(in), true)
@@ -97,6 +101,10 @@ func checkRanges(t *testing.T, c *Config) {
 	in("delivery.enter_pause_ms", c.Delivery.EnterPauseMS, 0, 60000)
 	in("delivery.quiet_ms", c.Delivery.QuietMS, 0, 60000)
 	in("delivery.max_quiet_wait_ms", c.Delivery.MaxQuietWaitMS, 0, 60000)
+	in("cluster.dial_timeout_seconds", c.Cluster.DialTimeoutSeconds, 0, 300)
+	if c.ClusterOn() && (c.Cluster.DialTimeoutSeconds < 1 || c.Cluster.HostID == "" || !strings.HasPrefix(c.Cluster.Prefix, "/")) {
+		t.Fatalf("cluster on without its defaults: %+v", c.Cluster)
+	}
 	in("coordination.retry_backoff_seconds entries", len(co.RetryBackoffSeconds), 1, 1<<20)
 	for _, s := range co.RetryBackoffSeconds {
 		in("coordination.retry_backoff_seconds", s, 1, 86400)

@@ -92,6 +92,7 @@ func load(p paths.Paths, data []byte, exists bool) (*Loaded, error) {
 		l.Policy.Profile = p.PolicyProfile
 		l.Overrides = append(l.Overrides, "policy.profile from "+p.PolicyProfileVar)
 	}
+	l.Cluster.fillDefaults(osHostname)
 	if err := l.Validate(); err != nil {
 		return nil, errs.New(errs.ConfigInvalid, "%s", l.describe(err))
 	}

@@ -86,6 +86,9 @@ func (c *Config) Validate() error {
 	if len(c.StateHub.CredentialCommand) > 0 && c.StateHub.CredentialCommand[0] == "" {
 		return bad("statehub.credential_command", "the program name (first element) is empty")
 	}
+	if err := c.Cluster.validate(); err != nil {
+		return err
+	}
 	for _, name := range c.profileNames() {
 		if err := policy.ValidateName(name); err != nil {
 			return bad("policy.profiles", "%v", err)

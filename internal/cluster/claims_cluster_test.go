@@ -1,0 +1,346 @@
+//go:build cluster
+
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tmux-amq/tamq/internal/cluster"
+	"github.com/tmux-amq/tamq/internal/cluster/etcdtest"
+	"github.com/tmux-amq/tamq/internal/errs"
+)
+
+const prefix = "/tamq-test"
+
+// open is a host's claim store on the cluster.
+func open(t testing.TB, c *etcdtest.Cluster, host string, mutate ...func(*cluster.Config)) *cluster.Claims {
+	t.Helper()
+	cfg := cluster.Config{Endpoints: c.Endpoints(), HostID: host, EngineID: "engine-" + host, Prefix: prefix, DialTimeout: 2 * time.Second}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	cl, err := cluster.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// eventually retries f until it is nil or the deadline passes.
+func eventually(t testing.TB, what string, within time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %v", what, within, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestClaimLoseAndClaimAgain(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	a, b := open(t, c, "host-a"), open(t, c, "host-b")
+	ctx := context.Background()
+
+	got, won, err := a.Claim(ctx, "T-1", cluster.Holder{LeaseID: "LA", Attempt: 1}, 10*time.Second)
+	if err != nil || !won || got.HostID != "host-a" || got.EngineID != "engine-host-a" || got.LeaseID != "LA" || got.EtcdLease == 0 || got.ClaimedAt.IsZero() {
+		t.Fatalf("a's claim: %+v %v %v", got, won, err)
+	}
+	lost, won, err := b.Claim(ctx, "T-1", cluster.Holder{LeaseID: "LB"}, 10*time.Second)
+	if err != nil || won || lost.HostID != "host-a" || lost.LeaseID != "LA" || lost.EtcdLease != got.EtcdLease {
+		t.Fatalf("b's claim: %+v %v %v", lost, won, err)
+	}
+	// Claiming again with the same lease (a retry, a restart) is a win
+	// that grants no second etcd lease.
+	again, won, err := a.Claim(ctx, "T-1", cluster.Holder{LeaseID: "LA", Attempt: 1}, 10*time.Second)
+	if err != nil || !won || again != got {
+		t.Fatalf("a again: %+v %v %v", again, won, err)
+	}
+	// A new Claims (the engine restarted) finds and renews its claim by
+	// what etcd holds alone.
+	a2 := open(t, c, "host-a")
+	if h, found, err := a2.Holder(ctx, "T-1"); err != nil || !found || h != got {
+		t.Fatalf("holder: %+v %v %v", h, found, err)
+	}
+	if err := a2.Renew(ctx, "T-1", "LA"); err != nil {
+		t.Fatal(err)
+	}
+	// b's lost claim left no etcd lease behind: only a's one exists.
+	leases, err := c.Client("", "").Leases(ctx)
+	if err != nil || len(leases.Leases) != 1 || int64(leases.Leases[0].ID) != got.EtcdLease {
+		t.Errorf("etcd leases %+v %v, want only %x", leases, err, got.EtcdLease)
+	}
+	if _, found, err := b.Holder(ctx, "T-2"); err != nil || found {
+		t.Errorf("an unclaimed task: %v %v", found, err)
+	}
+}
+
+// Two hosts race for 50 tasks at once: each task is won exactly once.
+func TestTwoHostsRaceForFiftyTasks(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	// A hundred claims at once on a loaded machine: a generous bound, so
+	// that slowness is not taken for etcd being away.
+	slow := func(cfg *cluster.Config) { cfg.DialTimeout = 15 * time.Second }
+	hosts := []*cluster.Claims{open(t, c, "host-a", slow), open(t, c, "host-b", slow)}
+	ctx := context.Background()
+	const tasks = 50
+	winners := make([][]string, tasks)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range tasks {
+		for j, h := range hosts {
+			wg.Go(func() {
+				_, won, err := h.Claim(ctx, fmt.Sprintf("T-%d", i), cluster.Holder{LeaseID: fmt.Sprintf("L-%d-%d", j, i)}, 30*time.Second)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if won {
+					mu.Lock()
+					winners[i] = append(winners[i], fmt.Sprintf("host %d", j))
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for i, w := range winners {
+		h, found, err := hosts[0].Holder(ctx, fmt.Sprintf("T-%d", i))
+		if len(w) != 1 || err != nil || !found || !strings.HasSuffix(h.LeaseID, fmt.Sprintf("-%d", i)) {
+			t.Errorf("task %d won by %v; holder %+v %v %v", i, w, h, found, err)
+		}
+	}
+}
+
+// A holder that stops renewing loses the claim when its TTL runs out;
+// another host takes it, and the first one's renewal is a conflict. One
+// that renews keeps it.
+func TestTTLRunsOutWithoutRenewal(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	a, b := open(t, c, "host-a"), open(t, c, "host-b")
+	ctx := context.Background()
+	if _, won, err := a.Claim(ctx, "kept", cluster.Holder{LeaseID: "LK"}, 2*time.Second); err != nil || !won {
+		t.Fatal(won, err)
+	}
+	if _, won, err := a.Claim(ctx, "dropped", cluster.Holder{LeaseID: "LD"}, time.Second); err != nil || !won {
+		t.Fatal(won, err)
+	}
+	start := time.Now()
+	eventually(t, "b claims the dropped task", 15*time.Second, func() error {
+		if err := a.Renew(ctx, "kept", "LK"); err != nil {
+			return fmt.Errorf("renewing the kept task: %w", err)
+		}
+		_, won, err := b.Claim(ctx, "dropped", cluster.Holder{LeaseID: "LB"}, 10*time.Second)
+		if err == nil && !won {
+			err = fmt.Errorf("still held")
+		}
+		return err
+	})
+	if d := time.Since(start); d < 500*time.Millisecond {
+		t.Errorf("the claim ran out after %v, before its TTL", d)
+	}
+	err := a.Renew(ctx, "dropped", "LD")
+	if !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "host-b") {
+		t.Errorf("renewing a lost claim: %v", err)
+	}
+	// Renewed every 50 ms for well over its 2 s TTL, the kept claim stands.
+	if _, won, err := b.Claim(ctx, "kept", cluster.Holder{LeaseID: "LB"}, time.Second); err != nil || won {
+		t.Errorf("b took the renewed claim: %v %v", won, err)
+	}
+}
+
+func TestReleaseDeletesOnlyItsOwnClaim(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	a, b := open(t, c, "host-a"), open(t, c, "host-b")
+	ctx := context.Background()
+	got, _, err := a.Claim(ctx, "T-1", cluster.Holder{LeaseID: "LA"}, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another lease's release, or one of a task nobody holds: nothing, no error.
+	if err := b.Release(ctx, "T-1", "LB"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Release(ctx, "T-none", "LB"); err != nil {
+		t.Fatal(err)
+	}
+	if h, found, _ := b.Holder(ctx, "T-1"); !found || h.LeaseID != "LA" {
+		t.Fatalf("after another's release: %+v %v", h, found)
+	}
+	if err := a.Release(ctx, "T-1", "LA"); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, _ := a.Holder(ctx, "T-1"); found {
+		t.Fatal("released claim still there")
+	}
+	// Its etcd lease went with it.
+	ttl, err := c.Client("", "").TimeToLive(ctx, clientv3.LeaseID(got.EtcdLease))
+	if err != nil || ttl.TTL != -1 {
+		t.Errorf("etcd lease after release: %+v %v", ttl, err)
+	}
+	if err := a.Release(ctx, "T-1", "LA"); err != nil {
+		t.Errorf("released twice: %v", err)
+	}
+	if err := a.Renew(ctx, "T-1", "LA"); !errs.Is(err, errs.Conflict) {
+		t.Errorf("renewing a released claim: %v", err)
+	}
+	// Now b may take it.
+	if _, won, err := b.Claim(ctx, "T-1", cluster.Holder{LeaseID: "LB"}, 30*time.Second); err != nil || !won {
+		t.Errorf("b after the release: %v %v", won, err)
+	}
+}
+
+// With etcd down, calls fail fast as Unavailable naming the endpoint; once
+// it is back, claims work again.
+func TestEtcdDownIsUnavailableAndRecovers(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	a := open(t, c, "host-a", func(cfg *cluster.Config) { cfg.DialTimeout = time.Second })
+	ctx := context.Background()
+	if _, won, err := a.Claim(ctx, "before", cluster.Holder{LeaseID: "L1"}, 30*time.Second); err != nil || !won {
+		t.Fatal(won, err)
+	}
+	c.StopMember(0)
+	for _, call := range []struct {
+		name string
+		run  func() error
+	}{
+		{"claim", func() error {
+			_, _, err := a.Claim(ctx, "during", cluster.Holder{LeaseID: "L2"}, 30*time.Second)
+			return err
+		}},
+		{"renew", func() error { return a.Renew(ctx, "before", "L1") }},
+		{"release", func() error { return a.Release(ctx, "before", "L1") }},
+		{"holder", func() error { _, _, err := a.Holder(ctx, "before"); return err }},
+	} {
+		start := time.Now()
+		err := call.run()
+		if !errs.Is(err, errs.Unavailable) || !strings.Contains(err.Error(), c.Endpoints()[0]) {
+			t.Errorf("%s with etcd down: %v", call.name, err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("%s took %v with a 1 s bound", call.name, d)
+		}
+	}
+	c.RestartMember(0)
+	eventually(t, "a claim after etcd's restart", 20*time.Second, func() error {
+		_, won, err := a.Claim(ctx, "after", cluster.Holder{LeaseID: "L3"}, 30*time.Second)
+		if err == nil && !won {
+			err = fmt.Errorf("not won")
+		}
+		return err
+	})
+	if err := a.Renew(ctx, "before", "L1"); err != nil {
+		t.Errorf("the claim from before the restart: %v", err)
+	}
+}
+
+// Three members, one stopped: a majority is left, and claims go on.
+func TestThreeMembersOneDown(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	a := open(t, c, "host-a")
+	ctx := context.Background()
+	if _, won, err := a.Claim(ctx, "T-0", cluster.Holder{LeaseID: "L0"}, 30*time.Second); err != nil || !won {
+		t.Fatal(won, err)
+	}
+	c.StopMember(0)
+	// A new leader may take an election; then every claim goes through.
+	eventually(t, "a claim with one member down", 20*time.Second, func() error {
+		_, _, err := a.Claim(ctx, "T-1", cluster.Holder{LeaseID: "L1"}, 30*time.Second)
+		return err
+	})
+	for i := 2; i < 12; i++ {
+		if _, won, err := a.Claim(ctx, fmt.Sprintf("T-%d", i), cluster.Holder{LeaseID: fmt.Sprintf("L%d", i)}, 30*time.Second); err != nil || !won {
+			t.Fatalf("claim %d: %v %v", i, won, err)
+		}
+	}
+	if err := a.Renew(ctx, "T-0", "L0"); err != nil {
+		t.Errorf("renewal with one member down: %v", err)
+	}
+}
+
+func TestAuth(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	c.EnableAuth("root-pw", "engine", "s3cret-pw", prefix)
+	ctx := context.Background()
+	cfg := func(line string) cluster.Config {
+		return cluster.Config{Endpoints: c.Endpoints(), HostID: "host-a", Prefix: prefix, DialTimeout: 2 * time.Second,
+			CredentialCommand: []string{"sh", "-c", "echo '" + line + "'"}}
+	}
+	_, err := cluster.Open(ctx, cfg("engine:wrong-pw"))
+	if !errs.Is(err, errs.PermissionDeny) || strings.Contains(err.Error(), "wrong-pw") {
+		t.Errorf("a wrong password: %v", err)
+	}
+	// No credentials at all: the first call is refused.
+	anon := open(t, c, "host-a")
+	if _, _, err := anon.Claim(ctx, "T-1", cluster.Holder{LeaseID: "L1"}, 10*time.Second); !errs.Is(err, errs.PermissionDeny) {
+		t.Errorf("without credentials: %v", err)
+	}
+	a, err := cluster.Open(ctx, cfg("engine:s3cret-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, won, err := a.Claim(ctx, "T-1", cluster.Holder{LeaseID: "L1"}, 10*time.Second); err != nil || !won {
+		t.Fatalf("the right password: %v %v", won, err)
+	}
+	if err := a.Renew(ctx, "T-1", "L1"); err != nil {
+		t.Error(err)
+	}
+	if err := a.Release(ctx, "T-1", "L1"); err != nil {
+		t.Error(err)
+	}
+	// The user may not write outside the prefix: a store on another
+	// prefix is refused.
+	other := cfg("engine:s3cret-pw")
+	other.Prefix = "/elsewhere"
+	o, err := cluster.Open(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	if _, _, err := o.Claim(ctx, "T-1", cluster.Holder{LeaseID: "L1"}, 10*time.Second); !errs.Is(err, errs.PermissionDeny) {
+		t.Errorf("outside the prefix: %v", err)
+	}
+}
+
+// Whatever a task id holds, its claim is one key under <prefix>/tasks/.
+func TestHostileTaskIDsStayUnderThePrefix(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	a := open(t, c, "host-a")
+	ctx := context.Background()
+	ids := []string{"../../victim", "/victim", "..", "a/../../b", "%2F..%2Fvictim", "x\x00y", "\xff\xfe"}
+	for i, id := range ids {
+		if _, won, err := a.Claim(ctx, id, cluster.Holder{LeaseID: fmt.Sprint(i)}, 30*time.Second); err != nil || !won {
+			t.Fatalf("%q: %v %v", id, won, err)
+		}
+		if h, found, err := a.Holder(ctx, id); err != nil || !found || h.LeaseID != fmt.Sprint(i) {
+			t.Errorf("%q: holder %+v %v %v", id, h, found, err)
+		}
+	}
+	resp, err := c.Client("", "").Get(ctx, "", clientv3.WithFromKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != len(ids) {
+		t.Errorf("%d keys for %d ids", len(resp.Kvs), len(ids))
+	}
+	for _, kv := range resp.Kvs {
+		seg, ok := strings.CutPrefix(string(kv.Key), prefix+"/tasks/")
+		if !ok || strings.Contains(seg, "/") {
+			t.Errorf("key %q is not one segment under %s/tasks/", kv.Key, prefix)
+		}
+	}
+}

@@ -1,0 +1,216 @@
+// Package cluster is the adapter over etcd that lets several hosts watch one
+// State Hub with one live claim per task across them: before a host's engine
+// offers a lease for a task, it claims the task here; the claim is a key
+// under the configured prefix that only one host can create, attached to an
+// etcd lease that runs out (and deletes the key) when its host stops
+// renewing it. It is the only package that speaks to etcd; the domain
+// (internal/lease) knows nothing of it.
+//
+// Everything a claim needs after a restart is in etcd (the holder, its etcd
+// lease id), so a Claims keeps no state but its connection. Every call is
+// bounded by the dial timeout (or the caller's shorter deadline); an etcd
+// that does not answer is errs.Unavailable naming the endpoints, refused
+// credentials errs.PermissionDeny. The password is kept in memory only and
+// never logged: the etcd client logs nothing (zap.NewNop) and our errors
+// never carry it.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/errs"
+)
+
+// Config is what Open needs: the [cluster] section and the engine's id.
+type Config struct {
+	Endpoints []string
+	// HostID and EngineID name this host and engine in the claims it takes
+	// (when the Holder passed to Claim leaves them empty).
+	HostID, EngineID string
+	Prefix           string
+	// TLS files (absolute paths; empty: none). https endpoints without
+	// a CA file trust the system's roots.
+	TLSCAFile, TLSCertFile, TLSKeyFile string
+	// CredentialCommand prints "user:password" for etcd's auth; empty: no auth.
+	CredentialCommand []string
+	// DialTimeout bounds connecting and each call (0: 5 s).
+	DialTimeout time.Duration
+}
+
+// ConfigFrom builds a Config from a validated [cluster] section.
+func ConfigFrom(c config.Cluster, engineID string) Config {
+	return Config{
+		Endpoints: c.EtcdEndpoints, HostID: c.HostID, EngineID: engineID, Prefix: c.Prefix,
+		TLSCAFile: c.TLSCAFile, TLSCertFile: c.TLSCertFile, TLSKeyFile: c.TLSKeyFile,
+		CredentialCommand: c.CredentialCommand, DialTimeout: c.DialTimeout(),
+	}
+}
+
+// Holder is who holds a task's claim; it is the claim key's value (JSON).
+// EtcdLease is the etcd lease the key is attached to, kept in the value so
+// that Renew and Release find it after the engine restarts.
+type Holder struct {
+	HostID    string    `json:"host_id"`
+	EngineID  string    `json:"engine_id"`
+	LeaseID   string    `json:"lease_id"`
+	Attempt   int       `json:"attempt"`
+	ClaimedAt time.Time `json:"claimed_at"`
+	EtcdLease int64     `json:"etcd_lease"`
+}
+
+// Claims is the claim store over one etcd cluster.
+type Claims struct {
+	cli       *clientv3.Client
+	cfg       Config
+	timeout   time.Duration
+	endpoints string // for messages: "http://a:2379, http://b:2379"
+}
+
+const defaultTimeout = 5 * time.Second
+
+// Open connects to etcd. Without credentials it does not wait for etcd
+// (the first call says whether it answers); with them it authenticates
+// once, so a refused password or an unreachable etcd fails here. The
+// credential command runs once, here.
+func Open(ctx context.Context, cfg Config) (*Claims, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errs.New(errs.ConfigInvalid, "cluster: no etcd endpoints (cluster.etcd_endpoints is empty)")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = config.DefaultClusterPrefix
+	}
+	// What config validation checks, again for callers that build a
+	// Config by hand: a claim without a host cannot be told apart, and a
+	// prefix must be a key path for the keys to stay under it.
+	if cfg.HostID == "" {
+		return nil, errs.New(errs.ConfigInvalid, "cluster: no host id (cluster.host_id)")
+	}
+	if !strings.HasPrefix(cfg.Prefix, "/") || strings.HasSuffix(cfg.Prefix, "/") {
+		return nil, errs.New(errs.ConfigInvalid, "cluster: prefix %q must start with / and not end with /", cfg.Prefix)
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = defaultTimeout
+	}
+	c := &Claims{cfg: cfg, timeout: cfg.DialTimeout, endpoints: strings.Join(cfg.Endpoints, ", ")}
+	tlsCfg, err := tlsConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cc := clientv3.Config{
+		Endpoints: cfg.Endpoints, DialTimeout: cfg.DialTimeout, TLS: tlsCfg, Context: context.WithoutCancel(ctx),
+		// The client's own logs would go to stderr beside the engine's
+		// log; our errors say what failed.
+		Logger: zap.NewNop(),
+		// A broken connection is noticed within seconds, not at the
+		// next call's timeout.
+		DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: cfg.DialTimeout,
+	}
+	if len(cfg.CredentialCommand) > 0 {
+		cctx, cancel := context.WithTimeout(ctx, credentialTimeout)
+		user, password, err := Credentials(cctx, cfg.CredentialCommand)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		cc.Username, cc.Password = user, password
+	}
+	cli, err := clientv3.New(cc)
+	if err != nil {
+		return nil, c.failed(ctx, err, "connect to etcd")
+	}
+	c.cli = cli
+	return c, nil
+}
+
+// Close ends the connection. Claims stay in etcd until released or run out.
+func (c *Claims) Close() error { return c.cli.Close() }
+
+// Endpoints are the etcd endpoints the store was opened with.
+func (c *Claims) Endpoints() []string { return c.cfg.Endpoints }
+
+// Prefix is where the store's keys are.
+func (c *Claims) Prefix() string { return c.cfg.Prefix }
+
+// call bounds one etcd call: the caller's deadline or the dial timeout,
+// whichever comes first. Without it a call to an etcd that is down waits
+// for ever (the client waits for a connection).
+func (c *Claims) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+// failed maps an etcd client error to an errs code: no answer in time (or
+// no leader, no connection) is Unavailable, refused credentials or
+// permissions PermissionDeny, anything else Internal. op says what was being
+// done; ctx is the caller's, whose cancellation (a shutdown) is said as
+// such, not as an etcd away. The error never holds the password: etcd's
+// messages do not carry it.
+func (c *Claims) failed(ctx context.Context, err error, op string) error {
+	if err == nil {
+		return nil
+	}
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return err
+	}
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		return errs.Wrap(errs.Unavailable, ctx.Err(), "cluster: %s: cancelled", op)
+	case isAuthError(err):
+		return errs.Wrap(errs.PermissionDeny, err, "cluster: %s: etcd refused the credentials", op).
+			WithHint("check cluster.credential_command: it must print user:password of an etcd user allowed to read and write under %s", c.cfg.Prefix)
+	case isUnavailable(err):
+		return errs.Wrap(errs.Unavailable, err, "cluster: %s: etcd at %s is not reachable", op, c.endpoints).
+			WithHint("start etcd, or fix cluster.etcd_endpoints; `coordination-engine doctor` checks each endpoint")
+	}
+	return errs.Wrap(errs.Internal, err, "cluster: %s", op)
+}
+
+func isAuthError(err error) bool {
+	for _, target := range []error{rpctypes.ErrAuthFailed, rpctypes.ErrPermissionDenied, rpctypes.ErrInvalidAuthToken,
+		rpctypes.ErrUserEmpty, rpctypes.ErrUserNotFound, rpctypes.ErrAuthOldRevision} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	code := grpcCode(err)
+	return code == codes.Unauthenticated || code == codes.PermissionDenied
+}
+
+func isUnavailable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, clientv3.ErrNoAvailableEndpoints) {
+		return true
+	}
+	switch grpcCode(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return true
+	}
+	return false
+}
+
+// grpcCode is the gRPC code of an etcd error (etcd's own or the transport's).
+func grpcCode(err error) codes.Code {
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		return ee.Code()
+	}
+	if s, ok := status.FromError(err); ok {
+		return s.Code()
+	}
+	return codes.Unknown
+}
+
+// describe is a holder as a person reads it, for messages.
+func (h Holder) describe() string {
+	return fmt.Sprintf("host %s (engine %s, lease %s, attempt %d)", h.HostID, h.EngineID, h.LeaseID, h.Attempt)
+}
