@@ -48,7 +48,7 @@ func BenchmarkClaimVsOffer(b *testing.B) {
 		}
 		b.StartTimer()
 		t0 := time.Now()
-		if _, err := st.Leases.Offer(ctx, tr.ID, "", timing); err != nil {
+		if _, err := st.Leases.Offer(ctx, tr.ID, "", "", timing); err != nil {
 			b.Fatal(err)
 		}
 		offer = append(offer, time.Since(t0))

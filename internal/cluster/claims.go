@@ -45,11 +45,16 @@ func (c *Claims) Claim(ctx context.Context, taskID string, h Holder, ttl time.Du
 	// Most claims are of a task nobody holds, or of one that another
 	// holds; reading first spares the grant (and its revocation) when the
 	// task is taken, and finds our own claim again.
-	cur, _, found, err := c.get(ctx, key, "read the claim of task "+taskID)
+	cur, kv, found, err := c.get(ctx, key, "read the claim of task "+taskID)
 	if err != nil {
 		return Holder{}, false, err
 	}
-	if found && ours(cur, h) {
+	if found && cur.Settled != "" && cur.Revision != h.Revision {
+		// The work was settled at another revision: State Hub changed it
+		// since, and the new revision is anyone's to claim.
+		return c.create(ctx, key, taskID, h, ttl, clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision))
+	}
+	if found && cur.Settled == "" && ours(cur, h) {
 		err := c.keepAlive(ctx, cur.EtcdLease, taskID)
 		if err == nil {
 			return cur, true, nil
@@ -62,11 +67,12 @@ func (c *Claims) Claim(ctx context.Context, taskID string, h Holder, ttl time.Du
 	} else if found {
 		return cur, false, nil
 	}
-	return c.create(ctx, key, taskID, h, ttl)
+	return c.create(ctx, key, taskID, h, ttl, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
 }
 
-// create grants an etcd lease and creates the key with it if absent.
-func (c *Claims) create(ctx context.Context, key, taskID string, h Holder, ttl time.Duration) (Holder, bool, error) {
+// create grants an etcd lease and puts the claim with it if cond holds
+// (the key is absent, or still the settled claim read).
+func (c *Claims) create(ctx context.Context, key, taskID string, h Holder, ttl time.Duration, cond clientv3.Cmp) (Holder, bool, error) {
 	secs := int64((ttl + time.Second - 1) / time.Second)
 	cctx, cancel := c.call(ctx)
 	grant, err := c.cli.Grant(cctx, secs)
@@ -85,7 +91,7 @@ func (c *Claims) create(ctx context.Context, key, taskID string, h Holder, ttl t
 	}
 	cctx, cancel = c.call(ctx)
 	resp, err := c.cli.Txn(cctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		If(cond).
 		Then(clientv3.OpPut(key, string(value), clientv3.WithLease(grant.ID))).
 		Else(clientv3.OpGet(key)).
 		Commit()
@@ -110,7 +116,7 @@ func (c *Claims) create(ctx context.Context, key, taskID string, h Holder, ttl t
 	if err != nil {
 		return Holder{}, false, err
 	}
-	if ours(cur, h) {
+	if cur.Settled == "" && ours(cur, h) {
 		// Our own concurrent claim of the task won the race.
 		return cur, true, c.keepAlive(ctx, cur.EtcdLease, taskID)
 	}

@@ -67,6 +67,13 @@ type Holder struct {
 	Attempt   int       `json:"attempt"`
 	ClaimedAt time.Time `json:"claimed_at"`
 	EtcdLease int64     `json:"etcd_lease"`
+	// Revision is the revision of the work the claim was taken for (State
+	// Hub's revision of the task).
+	Revision string `json:"revision,omitempty"`
+	// Settled is how the holder's lease ended ("" while it is live): the
+	// work at Revision is settled, and no host takes it again until State
+	// Hub says otherwise (a new revision). See Settle.
+	Settled string `json:"settled,omitempty"`
 }
 
 // Claims is the claim store over one etcd cluster.

@@ -55,8 +55,11 @@ func (c *Claims) CheckRead(ctx context.Context) error {
 
 // Inventory is what lies under the prefix.
 type Inventory struct {
-	Claims int
-	ByHost map[string]int // claims held per host
+	// Claims are the live claims, ByHost their count per host; Settled
+	// the claims of leases that ended (Settle), Checkpoints the tasks'
+	// shared checkpoints.
+	Claims, Settled, Checkpoints int
+	ByHost                       map[string]int
 	// Malformed are claim keys whose value is no holder; Foreign keys
 	// under the prefix that are neither claims nor the doctor's. A few of
 	// each, for the report.
@@ -82,6 +85,10 @@ func (c *Claims) Inventory(ctx context.Context) (Inventory, error) {
 		if strings.HasPrefix(key, c.cfg.Prefix+doctorDir) {
 			continue
 		}
+		if strings.HasPrefix(key, c.cfg.Prefix+checkpointsDir) {
+			inv.Checkpoints++
+			continue
+		}
 		id, ok := taskOfKey(c.cfg.Prefix, key)
 		if !ok {
 			inv.ForeignCount++
@@ -96,6 +103,10 @@ func (c *Claims) Inventory(ctx context.Context) (Inventory, error) {
 			if len(inv.Malformed) < maxExamples {
 				inv.Malformed = append(inv.Malformed, id)
 			}
+			continue
+		}
+		if h.Settled != "" {
+			inv.Settled++
 			continue
 		}
 		inv.Claims++

@@ -8,7 +8,8 @@ import (
 )
 
 // The key layout under the prefix: a claim per task, and the doctor's probe
-// keys. Nothing else of ours lives there.
+// keys (and the tasks' shared checkpoints, checkpoints.go). Nothing else of
+// ours lives there.
 const (
 	tasksDir  = "/tasks/"
 	doctorDir = "/doctor/"

@@ -212,6 +212,7 @@ func Prefix(ctx context.Context, c *cluster.Claims) doctor.Check {
 		}
 		held += " (" + strings.Join(by, ", ") + ")"
 	}
+	held += fmt.Sprintf(", %d settled, %d checkpoints shared", inv.Settled, inv.Checkpoints)
 	var odd []string
 	if inv.MalformedCount > 0 {
 		odd = append(odd, fmt.Sprintf("%d claim keys without a holder (tasks %s)", inv.MalformedCount, strings.Join(inv.Malformed, ", ")))

@@ -1,0 +1,64 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tmux-amq/tamq/internal/errs"
+)
+
+// Settle marks the claim of taskID by leaseID settled: its lease ended
+// (outcome: completed, stopped, ...), and the work at the claim's revision
+// is not to be taken again. Deleting the key instead would let a host whose
+// last look at State Hub predates the end claim the work and do it twice;
+// the settled claim stands for keep (on an etcd lease of its own), long
+// enough for every host to see State Hub's change, and a claim for another
+// revision of the work replaces it at once. Settling what is not ours, or
+// not there, is no error.
+func (c *Claims) Settle(ctx context.Context, taskID, leaseID, outcome string, keep time.Duration) error {
+	key, err := taskKey(c.cfg.Prefix, taskID)
+	if err != nil {
+		return err
+	}
+	if outcome == "" {
+		return errs.New(errs.BadRequest, "cluster: settle task %s without an outcome", taskID)
+	}
+	cur, kv, found, err := c.get(ctx, key, "read the claim of task "+taskID)
+	if errs.Is(err, errs.Conflict) {
+		return nil // the key holds no claim: not ours
+	}
+	if err != nil || !found || cur.LeaseID != leaseID || cur.Settled != "" {
+		return err
+	}
+	cctx, cancel := c.call(ctx)
+	grant, err := c.cli.Grant(cctx, int64((keep+time.Second-1)/time.Second))
+	cancel()
+	if err != nil {
+		return c.failed(ctx, err, "grant an etcd lease to settle task "+taskID)
+	}
+	old := cur.EtcdLease
+	cur.Settled, cur.EtcdLease = outcome, int64(grant.ID)
+	value, err := json.Marshal(cur)
+	if err != nil {
+		c.revoke(ctx, grant.ID)
+		return errs.Wrap(errs.Internal, err, "cluster: encode the holder")
+	}
+	cctx, cancel = c.call(ctx)
+	resp, err := c.cli.Txn(cctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+		Then(clientv3.OpPut(key, string(value), clientv3.WithLease(grant.ID))).
+		Commit()
+	cancel()
+	if err != nil || !resp.Succeeded {
+		// Not settled (etcd away, or the claim changed hands as we
+		// looked): the claim's own TTL ends it.
+		c.revoke(ctx, grant.ID)
+		return c.failed(ctx, err, "settle task "+taskID)
+	}
+	// The live claim's etcd lease has nothing attached any more.
+	c.revoke(ctx, clientv3.LeaseID(old))
+	return nil
+}
