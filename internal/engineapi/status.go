@@ -24,6 +24,19 @@ type StatusReport struct {
 	// Tasks counts the tasks of the last observation by where they stand
 	// (needs_you, working, retry, waiting, ready, done: see OpTasks).
 	Tasks TaskCounts `json:"tasks"`
+	// Cluster is the cross-host claim store ([cluster]); nil when none is
+	// configured.
+	Cluster *ClusterStatus `json:"cluster,omitempty"`
+}
+
+// ClusterStatus is this engine's part in a cluster of hosts: its host id,
+// etcd's endpoints, how many claims it keeps alive, and etcd's last
+// failure ("" while it answers).
+type ClusterStatus struct {
+	HostID    string   `json:"host_id"`
+	Endpoints []string `json:"etcd_endpoints"`
+	Claims    int      `json:"claims_held"`
+	Error     string   `json:"error,omitempty"`
 }
 
 // WaitingStatus counts the waiting triggers by what they wait for, and

@@ -218,10 +218,16 @@ const (
 	// WaitNotActionable: the task of a lease's next attempt is not
 	// actionable now (a dependency reopened, its workplan paused).
 	WaitNotActionable Wait = "not_actionable"
+	// WaitHeldElsewhere: another host's engine holds the work's claim in
+	// the cluster ([cluster]); its WaitDetail names the host and lease.
+	WaitHeldElsewhere Wait = "held_by_host"
+	// WaitCluster: the cluster's store (etcd) does not answer, so no new
+	// claim can be taken.
+	WaitCluster Wait = "cluster_unreachable"
 )
 
 // Waits are the values of Wait.
-var Waits = []Wait{WaitNoWindow, WaitTamq, WaitManual, WaitNoAgent, WaitBusy, WaitTaskLeased, WaitNotActionable}
+var Waits = []Wait{WaitNoWindow, WaitTamq, WaitManual, WaitNoAgent, WaitBusy, WaitTaskLeased, WaitNotActionable, WaitHeldElsewhere, WaitCluster}
 
 // Lease is a WorkerLease: the engine's claim that one agent works on one
 // trigger, over one or more attempts under the same lease id. Zero times

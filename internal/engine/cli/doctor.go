@@ -10,6 +10,8 @@ import (
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/buildinfo"
 	"github.com/tmux-amq/tamq/internal/doctor"
+	"github.com/tmux-amq/tamq/internal/doctor/clustercheck"
+	"github.com/tmux-amq/tamq/internal/engine/service"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	client "github.com/tmux-amq/tamq/internal/engineclient"
@@ -60,6 +62,12 @@ func engineChecks(ctx context.Context, a *app.App) []doctor.Check {
 	checks = append(checks, hub)
 	if reachable || len(cfg.StateHub.CredentialCommand) > 0 {
 		checks = append(checks, doctor.StateHubAuth(ctx, cfg, reachable, doctor.Fail))
+	}
+	if cfg.ClusterOn() {
+		// Several hosts share their claims in etcd ([cluster]): it must
+		// answer, take the credentials, keep time with this host, and
+		// hold only claims under the prefix.
+		checks = append(checks, clustercheck.Run(ctx, cfg.Cluster, cfg.File, "", service.ClaimTTL(service.Timing(cfg.Config)))...)
 	}
 	return append(checks,
 		doctor.ClockAt(ctx, a.Name(), a.Now(), p.Database, store.Migrations, store.NewestTime),

@@ -53,7 +53,7 @@ func seedStory(t *testing.T, p paths.Paths) {
 	check(err)
 	check(st.Receipts.AddReceipt(ctx, receipt.Receipt{Kind: store.KindGateOverridden, TriggerID: manual.ID, Status: "human",
 		Reason: "the operator woke task T-1 through gate human", Detail: map[string]any{"by": "operator", "task_id": "T-1"}}))
-	l, err := st.Leases.Offer(ctx, manual.ID, "", timing)
+	l, err := st.Leases.Offer(ctx, manual.ID, "", "", timing)
 	check(err)
 	_, err = st.Leases.RecordWake(ctx, l.ID, 1, store.WakeRecord{Capability: "resumed", MessageID: "M-1"})
 	check(err)

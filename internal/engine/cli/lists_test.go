@@ -37,7 +37,7 @@ func seedMore(t *testing.T, p paths.Paths) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := st.Leases.Offer(ctx, tr.ID, "", timing)
+		l, err := st.Leases.Offer(ctx, tr.ID, "", "", timing)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"os"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tmux-amq/tamq/internal/app"
+	"github.com/tmux-amq/tamq/internal/cluster"
 	"github.com/tmux-amq/tamq/internal/engine/service"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/tamqclient"
@@ -51,13 +53,32 @@ func runService(ctx context.Context, a *app.App, f app.ServeFlags) error {
 	if err != nil {
 		return err
 	}
+	var claims *cluster.Claims
+	defer func() {
+		if claims != nil {
+			claims.Close()
+		}
+	}()
 	return a.Serve(ctx, f, func(d app.Daemon) (app.Runner, error) {
 		opts := service.Options{
 			Paths: d.Paths, Config: d.Config, Registry: a.Registry, Log: a.Logger(), Detached: d.Detached,
-			Tamq: tamqclient.New(tp), TamqSocket: tp.Socket,
+			Tamq: tamqclient.New(tp), TamqSocket: tp.Socket, HostID: d.Config.Cluster.HostID,
 		}
 		if d.Orwell != nil {
 			opts.Orwell = d.Orwell
+		}
+		if d.Config.ClusterOn() {
+			// The engine's id in its claims is filled by the service, from
+			// its database.
+			var err error
+			if claims, err = cluster.Open(d.Ctx, cluster.ConfigFrom(d.Config.Cluster, "")); err != nil {
+				return nil, err
+			}
+			opts.Cluster = claims
+		}
+		if opts.HostID == "" {
+			// Receipts name the host even without a cluster.
+			opts.HostID, _ = os.Hostname()
 		}
 		return service.Start(d.Ctx, opts)
 	})

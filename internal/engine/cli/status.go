@@ -105,7 +105,20 @@ func printStatus(a *app.App, r api.StatusReport) {
 		}
 		printWaiting(a, r.Waiting)
 		printTaskCounts(a, r.Tasks)
+		printCluster(a, r.Cluster)
 	}
+}
+
+// printCluster says this host's part in a cluster ([cluster]), if any.
+func printCluster(a *app.App, c *api.ClusterStatus) {
+	if c == nil {
+		return
+	}
+	state := "etcd answers"
+	if c.Error != "" {
+		state = "etcd does NOT answer: " + c.Error + " (no new claims; work waits)"
+	}
+	a.Printf("  cluster:   host %s, etcd %s, %d claims held; %s\n", c.HostID, strings.Join(c.Endpoints, ","), c.Claims, state)
 }
 
 // printTaskCounts says how the observed tasks stand, what needs a person

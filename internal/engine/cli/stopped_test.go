@@ -59,7 +59,7 @@ func seedLease(t *testing.T, p paths.Paths) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := st.Leases.Offer(ctx, tr.ID, "", timing)
+	l, err := st.Leases.Offer(ctx, tr.ID, "", "", timing)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,9 +89,15 @@ func (j *judge) judgeRetry(ctx context.Context, l lease.Lease, reg func() (*gita
 	case wait != "":
 		return postpone(wait, r.Reason)
 	}
+	// The claim is this lease's already; claiming it again confirms it
+	// (another host took the work if it ran out meanwhile).
+	if wait, why := j.claimer.claim(ctx, t, l.ID, l.Attempt+1); wait != "" {
+		return postpone(wait, why)
+	}
 	if _, err := j.store.Leases.Reoffer(ctx, l.ID, j.timing); err != nil {
 		return false, err
 	}
+	j.claimer.hold(t, l.ID)
 	return true, nil
 }
 

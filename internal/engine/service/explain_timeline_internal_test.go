@@ -88,7 +88,7 @@ func TestExplainTimelineOfAWokenTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Advance(time.Second)
-	l := noErr[lease.Lease](t)(st.Leases.Offer(ctx, tr.ID, "", storyTiming))
+	l := noErr[lease.Lease](t)(st.Leases.Offer(ctx, tr.ID, "", "", storyTiming))
 	c.Advance(time.Second)
 	noErr[lease.Lease](t)(st.Leases.RecordWake(ctx, l.ID, 1, store.WakeRecord{Capability: "resumed", MessageID: "M-1"}))
 	c.Advance(time.Second)
@@ -179,7 +179,7 @@ func TestExplainTimelineOfAManualWakeAndARetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := noErr[lease.Lease](t)(st.Leases.Offer(ctx, tr.ID, "", storyTiming))
+	l := noErr[lease.Lease](t)(st.Leases.Offer(ctx, tr.ID, "", "", storyTiming))
 	c.Advance(time.Second)
 	noErr[lease.Lease](t)(st.Leases.RecordWake(ctx, l.ID, 1, store.WakeRecord{Err: "tamq is not running"}))
 	c.Advance(time.Second)

@@ -41,6 +41,8 @@ type judge struct {
 	// leaseClock is kicked when a lease is offered or an attempt is brought
 	// forward; attemptEnded is its call.
 	leaseClock *leaseClock
+	// claimer claims the work across hosts before a lease is offered.
+	claimer *claimer
 	// settledKeys are trigger keys past waiting (leased, stopped, done):
 	// seen again, they cost a map lookup, not a write transaction. Each
 	// names a trigger in the store, and goes when the retention (or the
@@ -366,10 +368,17 @@ func (j *judge) consider(ctx context.Context, cand observe.Candidate, reg func()
 		}
 		return j.store.Triggers.WaitTrigger(ctx, t.ID, wait, r.Reason)
 	}
-	l, err := j.store.Leases.Offer(ctx, t.ID, r.EndpointID, j.timing)
+	// Across hosts, the work is claimed first: the host that wins wakes.
+	id := store.NewID()
+	if wait, why := j.claimer.claim(ctx, t, id, 1); wait != "" {
+		return j.store.Triggers.WaitTrigger(ctx, t.ID, wait, why)
+	}
+	l, err := j.store.Leases.Offer(ctx, t.ID, r.EndpointID, id, j.timing)
 	if err != nil {
+		j.claimer.release(ctx, workKey(t), id)
 		return err
 	}
+	j.claimer.hold(t, l.ID)
 	j.settledKeys.Store(key, true)
 	j.log.Info("lease offered", "lease", l.ID, "trigger", t.ID, "repo", t.TargetRepo, "reason", string(t.Reason))
 	j.leaseClock.Kick()

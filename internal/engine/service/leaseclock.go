@@ -36,6 +36,7 @@ type leaseClock struct {
 	judge    *judge
 	waker    *waker
 	observer *observer
+	claimer  *claimer
 	kick     chan struct{}
 }
 
@@ -56,6 +57,10 @@ func (lc *leaseClock) attemptEnded(ctx context.Context, from, to lease.Lease, wh
 		lc.settleWake(ctx, to)
 	case ended:
 		lc.cancelWakes(ctx, from.ID, from.Attempt, why)
+	}
+	if !to.State.Live() {
+		// Another host may take the work now.
+		lc.claimer.leaseEnded(ctx, to)
 	}
 	if ended || !to.State.Live() {
 		lc.observer.Kick()

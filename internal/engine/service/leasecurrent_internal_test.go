@@ -61,7 +61,7 @@ func TestLeaseCurrentAnswersOnlyTheAttemptOnOffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := s.store.Leases.Offer(ctx, tr.ID, "", Timing(cfg.Config))
+	l, err := s.store.Leases.Offer(ctx, tr.ID, "", "", Timing(cfg.Config))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ type leaseHandlers struct {
 	log        *slog.Logger
 	timing     lease.Timing
 	leaseClock *leaseClock
+	claimer    *claimer
 	// dialogs are the live leases whose agent waits at a dialog, as tamq's
 	// broker last said at a renewal: the window and what shows there.
 	dialogs sync.Map
@@ -167,6 +168,7 @@ func (lh *leaseHandlers) checkpoint(ctx context.Context, _ unixrpc.Peer, req *un
 	if err != nil {
 		return nil, err
 	}
+	lh.shareCheckpoint(ctx, l)
 	if l.State == lease.Stopped {
 		// A blocked checkpoint ended the attempt it was made on.
 		from := l
@@ -179,6 +181,23 @@ func (lh *leaseHandlers) checkpoint(ctx context.Context, _ unixrpc.Peer, req *un
 	out := api.LeaseOf(l)
 	out.Withheld = withheld
 	return out, nil
+}
+
+// shareCheckpoint gives the lease's checkpoint to the cluster ([cluster]):
+// the host that takes the work after this one resumes from it.
+func (lh *leaseHandlers) shareCheckpoint(ctx context.Context, l lease.Lease) {
+	if !lh.claimer.on() {
+		return
+	}
+	t, err := lh.store.Triggers.Trigger(ctx, l.TriggerID)
+	if err != nil {
+		return
+	}
+	cp, err := lh.store.Checkpoints.LatestCheckpoint(ctx, l.ID)
+	if err != nil {
+		return
+	}
+	lh.claimer.shareCheckpoint(ctx, t, cp)
 }
 
 // leaseCurrent answers tamq, before it writes a wake: is that attempt of the

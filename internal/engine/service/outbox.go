@@ -26,7 +26,9 @@ const outboxIdle = time.Second
 // now; Retry also ends its backoff (State Hub answers again).
 type receiptOutbox struct{ *outbox.Publisher }
 
-func newOutbox(st *store.Store, log *slog.Logger, clk clock.Clock, client *statehub.Client) *receiptOutbox {
+// newOutbox publishes the engine's receipts, each naming host, the machine
+// it runs on.
+func newOutbox(st *store.Store, log *slog.Logger, clk clock.Clock, client *statehub.Client, host string) *receiptOutbox {
 	// The database's instance id names its receipts; it is made once, and a
 	// failure to read it is one more failed attempt, tried again later.
 	// Only the outbox's goroutine reads it.
@@ -47,7 +49,13 @@ func newOutbox(st *store.Store, log *slog.Logger, clk clock.Clock, client *state
 			if err != nil {
 				return nil, nil, err
 			}
-			return st.Receipts.ReceiptsToPublish(ctx, id, limit)
+			rs, ids, err := st.Receipts.ReceiptsToPublish(ctx, id, limit)
+			// Each names the host it comes from: several hosts' engines
+			// may publish to one State Hub.
+			for i := range rs {
+				rs[i].Host = host
+			}
+			return rs, ids, err
 		},
 		Mark: func(ctx context.Context, rows []int64) error {
 			if err := st.Receipts.MarkPublished(ctx, rows); err != nil {

@@ -60,6 +60,11 @@ type Options struct {
 	// Orwell, when set, receives every protocol frame in full (--orwell).
 	Orwell   io.Writer
 	Detached bool
+	// Cluster, when set ([cluster] in the config), is where the engines of
+	// every host claim work before they offer a lease of it; HostID is this
+	// host's name there.
+	Cluster Claims
+	HostID  string
 }
 
 // Service is a running coordination-engine: its services, wired, and the
@@ -79,6 +84,9 @@ type Service struct {
 	outbox     *receiptOutbox
 	retention  *retention
 	wake       *wakeHandler
+	claimer    *claimer
+	// instance is the database's id, the engine's id in the cluster.
+	instance string
 }
 
 // Start brings the engine up to the point where it accepts connections:
@@ -116,6 +124,9 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	if _, err := st.Endpoints.DetachAll(ctx, "coordination-engine restarted"); err != nil {
 		return fail(err)
 	}
+	if s.instance, err = st.Observer.Instance(ctx); err != nil {
+		return fail(err)
+	}
 	s.startedAt = o.Clock.Now()
 	s.server = &unixrpc.Server{Handlers: s.build(), Log: s.log, IdleTimeout: 30 * time.Second, MaxConns: 256}
 	if o.Orwell != nil {
@@ -144,25 +155,30 @@ func (s *Service) build() map[string]unixrpc.Handler {
 	routes := &router{store: st}
 	prompter := &prompts{log: log, config: cfg, timing: timing}
 
-	s.outbox = newOutbox(st, log, clk, client)
+	s.outbox = newOutbox(st, log, clk, client, o.HostID)
 	s.observer = newObserver(client, st, log, clk, cfg, problems, s.outbox)
 	s.observer.changes = s.d.Changes()
 	s.waker = &waker{store: st, log: log, clock: clk, config: cfg, registry: o.Registry, tamq: o.Tamq, prompts: prompter,
 		observer: s.observer, kick: make(chan struct{}, 1)}
+	s.claimer = &claimer{claims: o.Cluster, store: st, log: log, clock: clk, host: o.HostID, engine: s.instance,
+		ttl: ClaimTTL(timing), kept: map[string]keptClaim{}}
+	s.waker.claimer = s.claimer
 	s.leaseClock = &leaseClock{store: st, log: log, clock: clk, timing: timing, tamq: o.Tamq, waker: s.waker,
-		observer: s.observer, kick: make(chan struct{}, 1)}
+		observer: s.observer, claimer: s.claimer, kick: make(chan struct{}, 1)}
+	s.claimer.leaseClock = s.leaseClock
 	s.judge = &judge{store: st, log: log, clock: clk, config: cfg, registry: o.Registry, timing: timing, observer: s.observer,
-		router: routes, prompts: prompter, problems: problems, waker: s.waker, leaseClock: s.leaseClock}
+		router: routes, prompts: prompter, problems: problems, waker: s.waker, leaseClock: s.leaseClock, claimer: s.claimer}
 	// The judge asks the observer and the lease clock, and they ask it.
 	s.observer.judge, s.leaseClock.judge = s.judge, s.judge
 	s.retention = &retention{store: st, log: log, clock: clk, config: cfg, judge: s.judge}
 
 	s.wake = &wakeHandler{store: st, log: log, clock: clk, registry: o.Registry, timing: timing, router: routes,
-		observer: s.observer, leaseClock: s.leaseClock, waker: s.waker}
-	leases := &leaseHandlers{store: st, log: log, timing: timing, leaseClock: s.leaseClock, changes: s.d.Changes()}
+		observer: s.observer, leaseClock: s.leaseClock, waker: s.waker, claimer: s.claimer}
+	leases := &leaseHandlers{store: st, log: log, timing: timing, leaseClock: s.leaseClock, claimer: s.claimer, changes: s.d.Changes()}
 	attach := &attachHandlers{store: st, log: log, registry: o.Registry, client: client, observer: s.observer, waker: s.waker}
 	relay := &relayHandlers{store: st, log: log, client: client, observer: s.observer, outbox: s.outbox}
-	status := &statusHandlers{opts: o, startedAt: s.startedAt, store: st, clock: clk, observer: s.observer, outbox: s.outbox, leaseOps: leases}
+	status := &statusHandlers{opts: o, startedAt: s.startedAt, store: st, clock: clk, observer: s.observer, outbox: s.outbox, leaseOps: leases,
+		claimer: s.claimer}
 	guard := &callers{store: st, log: log, clock: clk, tamq: o.Tamq, tamqSocket: o.TamqSocket, tamqProc: &daemon.ServiceProcess{}}
 	if o.Tamq != nil {
 		guard.tamqProc.Listener = o.Tamq.Listener
@@ -219,8 +235,8 @@ func (s *Service) Run(ctx context.Context) error {
 		Grace: s.opts.Config.ShutdownGrace(),
 		DrainFirst: []*daemon.Worker{worker("State Hub observer", s.observer.Run), worker("State Hub events", s.observer.RunEvents),
 			worker("waker", s.waker.Run)},
-		Workers: []*daemon.Worker{worker("lease clock", s.leaseClock.Run), worker("receipt outbox", s.outbox.Run),
-			worker("retention", s.retention.Run)},
+		Workers: []*daemon.Worker{worker("lease clock", s.leaseClock.Run), worker("cluster claims", s.claimer.Run),
+			worker("receipt outbox", s.outbox.Run), worker("retention", s.retention.Run)},
 		Stopping: func() {
 			began = s.opts.Clock.Now()
 			s.wake.stopTakingLeases()

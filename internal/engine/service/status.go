@@ -27,6 +27,7 @@ type statusHandlers struct {
 	observer  *observer
 	outbox    *receiptOutbox
 	leaseOps  *leaseHandlers
+	claimer   *claimer
 }
 
 func (sh *statusHandlers) ops() ops {
@@ -85,6 +86,10 @@ func (sh *statusHandlers) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc
 	}
 	sh.observer.report(&r.StateHub)
 	sh.outbox.report(&r.StateHub)
+	if sh.claimer.on() {
+		held, lastErr := sh.claimer.report()
+		r.Cluster = &api.ClusterStatus{HostID: sh.opts.HostID, Endpoints: sh.opts.Config.Cluster.EtcdEndpoints, Claims: held, Error: lastErr}
+	}
 	Judge(&r)
 	return r, nil
 }

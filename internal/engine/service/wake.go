@@ -30,6 +30,7 @@ type wakeHandler struct {
 	router     *router
 	observer   *observer
 	leaseClock *leaseClock
+	claimer    *claimer
 	waker      *waker
 	stopping   atomic.Bool
 }
@@ -141,8 +142,7 @@ func (wh *wakeHandler) wake(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Re
 		}
 	}
 	res := api.WakeResult{Trigger: api.TriggerOf(t)}
-	switch {
-	case r.Gate != "":
+	if r.Gate != "" {
 		if r.Gate == observe.GateAmbiguous {
 			r.Reason += "; name one with --endpoint"
 		}
@@ -152,7 +152,16 @@ func (wh *wakeHandler) wake(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Re
 		res.Trigger.State, res.Trigger.GateReason = string(lease.TriggerStopped), r.Gate
 		res.Stopped, res.Reason = r.Gate, r.Reason
 		return res, nil
-	case wait != "":
+	}
+	// Where it may go, a manual wake claims the work across hosts as an
+	// observed one does.
+	id := store.NewID()
+	if wait == "" {
+		if held, why := wh.claimer.claim(ctx, t, id, 1); held != "" {
+			wait, r.Reason = held, why
+		}
+	}
+	if wait != "" {
 		if err := wh.store.Triggers.WaitTrigger(ctx, t.ID, wait, r.Reason); err != nil {
 			return nil, err
 		}
@@ -160,10 +169,12 @@ func (wh *wakeHandler) wake(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Re
 		res.Waiting, res.Reason = string(wait), r.Reason
 		return res, nil
 	}
-	l, err := wh.store.Leases.Offer(ctx, t.ID, r.EndpointID, wh.timing)
+	l, err := wh.store.Leases.Offer(ctx, t.ID, r.EndpointID, id, wh.timing)
 	if err != nil {
+		wh.claimer.release(ctx, workKey(t), id)
 		return nil, err
 	}
+	wh.claimer.hold(t, l.ID)
 	wh.leaseClock.Kick()
 	// The operator waits for tamq's answer; the waker sends it again if
 	// this one is lost.

@@ -32,7 +32,9 @@ type waker struct {
 	prompts  *prompts
 	// observer is told when tamq is gone (its endpoints detached).
 	observer *observer
-	kick     chan struct{}
+	// claimer has the checkpoints other hosts shared ([cluster]).
+	claimer *claimer
+	kick    chan struct{}
 }
 
 // Kick makes the waker send the pending wakes now.
@@ -122,6 +124,10 @@ func (wk *waker) wakeRequest(ctx context.Context, l lease.Lease) (tamqapi.WakeRe
 		if cp, err = wk.store.Checkpoints.LatestTaskCheckpoint(ctx, t.TaskID); err != nil {
 			return tamqapi.WakeRequest{}, err
 		}
+	}
+	if cp == nil {
+		// The work may have been begun on another host, which died.
+		cp = wk.claimer.sharedCheckpoint(ctx, t)
 	}
 	// The wake goes to the endpoint the lease was offered for, by tamq's id
 	// of it; a lease offered for no endpoint lets tamq choose.

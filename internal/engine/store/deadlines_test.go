@@ -88,7 +88,7 @@ func TestStoreRetries(t *testing.T) {
 		t.Errorf("receipts\n%v\nwant\n%v", kinds(rs), want)
 	}
 	// A new lease for the trigger starts a fresh budget.
-	again := must[lease.Lease](t)(s.Leases.Offer(ctx, l.TriggerID, "", timing))
+	again := must[lease.Lease](t)(s.Leases.Offer(ctx, l.TriggerID, "", "", timing))
 	if again.Attempt != 1 || again.ID == l.ID {
 		t.Errorf("a new lease %+v", again)
 	}

@@ -176,7 +176,7 @@ func TestStoreEndpoints(t *testing.T) {
 
 	// A lease names the endpoint its wake goes to.
 	tr, _, _ := s.Triggers.AddTrigger(ctx, newTrigger("1"))
-	l := must[lease.Lease](t)(s.Leases.Offer(ctx, tr.ID, a.ID, timing))
+	l := must[lease.Lease](t)(s.Leases.Offer(ctx, tr.ID, a.ID, "", timing))
 	l = must[lease.Lease](t)(s.Leases.RecordWake(ctx, l.ID, 1, WakeRecord{Capability: "resumed", MessageID: "m1", TamqEndpointID: "tmux-amq-2", CoordinationEndpointID: b.ID}))
 	if l.CoordinationEndpointID != b.ID || l.TamqEndpointID != "tmux-amq-2" || l.LocalLeaseID != "m1" {
 		t.Errorf("woken lease %+v", l)

@@ -207,9 +207,14 @@ func (s *Leases) applyTx(tx *sql.Tx, from lease.Lease, now time.Time, ch change)
 
 // Offer takes a new lease for a trigger (attempt 1, offered until the ack
 // deadline) and marks the trigger leased, with a receipt. endpointID is the
-// coordination endpoint the wake will go to; it may be empty. A trigger
-// that has a live lease already: conflict.
-func (s *Leases) Offer(ctx context.Context, triggerID, endpointID string, t lease.Timing) (lease.Lease, error) {
+// coordination endpoint the wake will go to; it may be empty. leaseID is
+// the lease's id, made by NewID (the cluster claims the work under it
+// before the lease exists); "" makes one. A trigger that has a live lease
+// already: conflict.
+func (s *Leases) Offer(ctx context.Context, triggerID, endpointID, leaseID string, t lease.Timing) (lease.Lease, error) {
+	if leaseID == "" {
+		leaseID = NewID()
+	}
 	now := s.Clock.Now()
 	var out lease.Lease
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
@@ -228,7 +233,7 @@ func (s *Leases) Offer(ctx context.Context, triggerID, endpointID string, t leas
 		if err := s.endpoints.endpointKnownTx(tx, endpointID); err != nil {
 			return err
 		}
-		l, err := lease.Offer(tr, NewID(), now, t)
+		l, err := lease.Offer(tr, leaseID, now, t)
 		if err != nil {
 			return err
 		}

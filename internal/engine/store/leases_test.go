@@ -109,7 +109,7 @@ func TestStoreOffer(t *testing.T) {
 	}
 	c.Advance(time.Second)
 	mark := lastReceipt(t, s)
-	l, err := s.Leases.Offer(ctx, tr.ID, ep.ID, timing)
+	l, err := s.Leases.Offer(ctx, tr.ID, ep.ID, "", timing)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestStoreOffer(t *testing.T) {
 	}
 	for _, r := range refused {
 		mark := lastReceipt(t, s)
-		if _, err := s.Leases.Offer(ctx, r.trigger, r.endpoint, timing); !errs.Is(err, r.code) || !strings.Contains(err.Error(), r.mentioned) {
+		if _, err := s.Leases.Offer(ctx, r.trigger, r.endpoint, "", timing); !errs.Is(err, r.code) || !strings.Contains(err.Error(), r.mentioned) {
 			t.Errorf("%s: %v", r.name, err)
 		}
 		if rs := receiptsSince(t, s, mark); len(rs) != 0 {
@@ -159,10 +159,10 @@ func TestStoreOffer(t *testing.T) {
 	// A stopped lease frees its trigger; a completed one ends it.
 	must[lease.Lease](t)(s.Leases.Ack(ctx, l.ID, 0, Who{By: "agent"}, timing))
 	must[lease.Lease](t)(s.Leases.Release(ctx, l.ID, "blocked", "human", 0, Who{By: "agent"}, timing))
-	second := must[lease.Lease](t)(s.Leases.Offer(ctx, tr.ID, "", timing))
+	second := must[lease.Lease](t)(s.Leases.Offer(ctx, tr.ID, "", "", timing))
 	must[lease.Lease](t)(s.Leases.Ack(ctx, second.ID, 0, Who{By: "agent"}, timing))
 	must[lease.Lease](t)(s.Leases.Release(ctx, second.ID, "completed", "", 0, Who{By: "agent"}, timing))
-	if _, err := s.Leases.Offer(ctx, tr.ID, "", timing); !errs.Is(err, errs.Conflict) {
+	if _, err := s.Leases.Offer(ctx, tr.ID, "", "", timing); !errs.Is(err, errs.Conflict) {
 		t.Errorf("a completed trigger: %v", err)
 	}
 }

@@ -63,7 +63,7 @@ func offered(t *testing.T, s *Store, rev string) lease.Lease {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := s.Leases.Offer(ctx, tr.ID, "", timing)
+	l, err := s.Leases.Offer(ctx, tr.ID, "", "", timing)
 	if err != nil {
 		t.Fatal(err)
 	}

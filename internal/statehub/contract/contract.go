@@ -107,8 +107,11 @@ const MaxProgressBatch = 500
 // Its ID is stable across restarts ("<source>:<instance>:<row id>"), so a
 // batch sent again after a failure is stored once.
 type Receipt struct {
-	ID                     string         `json:"id"`
-	Source                 string         `json:"source"` // coordination-engine | tamq
+	ID     string `json:"id"`
+	Source string `json:"source"` // coordination-engine | tamq
+	// Host is the machine the program runs on (its cluster host id, else
+	// its hostname): several hosts may publish to one State Hub.
+	Host                   string         `json:"host,omitempty"`
 	Kind                   string         `json:"kind"`
 	Status                 string         `json:"status"`
 	Reason                 string         `json:"reason,omitempty"`

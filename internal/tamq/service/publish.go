@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/backoff"
@@ -65,6 +66,9 @@ func newReceiptPublisher(o Options, receipts *store.ReceiptLog, clk clock.Clock,
 	hub := &statehub.Client{Base: o.Config.StateHub.APIBase, Credential: o.Config.StateHub.CredentialCommand}
 	engine := engineclient.New(o.Engine)
 	p := &receiptPublisher{engineLink: link}
+	// Each receipt names the machine it comes from: several hosts may
+	// publish to one State Hub.
+	host, _ := os.Hostname()
 	p.Publisher = &outbox.Publisher{
 		Pending: func(ctx context.Context, limit int) ([]contract.Receipt, []int64, error) {
 			batch, err := receipts.UnpublishedReceipts(ctx, limit)
@@ -72,6 +76,7 @@ func newReceiptPublisher(o Options, receipts *store.ReceiptLog, clk clock.Clock,
 			out := make([]contract.Receipt, len(batch))
 			for i, u := range batch {
 				rows[i], out[i] = u.RowID, u.Receipt
+				out[i].Host = host
 			}
 			return out, rows, err
 		},

@@ -1,0 +1,381 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/clock"
+	"github.com/tmux-amq/tamq/internal/cluster"
+	"github.com/tmux-amq/tamq/internal/engine/store"
+	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/lease"
+)
+
+// Claims are what the engine needs of the cluster's claim store
+// (internal/cluster over etcd): one live claim per piece of work across
+// every host that runs an engine against the same State Hub.
+type Claims interface {
+	Claim(ctx context.Context, work string, h cluster.Holder, ttl time.Duration) (cluster.Holder, bool, error)
+	Renew(ctx context.Context, work, leaseID string) error
+	Release(ctx context.Context, work, leaseID string) error
+	Settle(ctx context.Context, work, leaseID, outcome string, keep time.Duration) error
+	PutCheckpoint(ctx context.Context, work string, data []byte) error
+	Checkpoint(ctx context.Context, work string) ([]byte, bool, error)
+}
+
+// claimer claims work across hosts before the engine offers a lease of it,
+// keeps each claim alive exactly while its local lease is live (Run), and
+// settles it when the lease ends (other hosts leave the work alone until
+// State Hub changes it). With no cluster configured (claims nil)
+// every claim is won at once and nothing else happens: the engine's own
+// SQLite is the only lease store, as on one machine.
+type claimer struct {
+	claims Claims
+	store  *store.Store
+	log    *slog.Logger
+	clock  clock.Clock
+	host   string
+	engine string
+	ttl    time.Duration
+	// leaseClock follows the leases the keeper stops.
+	leaseClock *leaseClock
+
+	mu sync.Mutex
+	// kept is when each live lease's claim was last confirmed in etcd, by
+	// lease id: past kept+ttl another host may hold the work, and the
+	// local lease stops.
+	kept map[string]keptClaim
+	// lastErr is the cluster's last failure, for status ("" while it
+	// answers), and failedAt its time: claims fail at once for a while
+	// after (retryEvery), rather than each wait out its own timeout.
+	lastErr  string
+	failedAt time.Time
+}
+
+type keptClaim struct {
+	work string
+	at   time.Time
+}
+
+// settledFor is how long a settled claim stands in the cluster: far longer
+// than any host takes to see State Hub's change of the work, which ends
+// its standing sooner (a new revision of the work is anyone's to claim).
+const settledFor = time.Hour
+
+// ClaimTTL is how long a claim outlives its engine: the longest a local
+// lease stays live without a word from its agent or tamq (its ack
+// deadline, or its renewals missed).
+func ClaimTTL(t lease.Timing) time.Duration {
+	return max(t.AckTimeout, t.RenewInterval*time.Duration(t.MissedRenewals))
+}
+
+// workKey is the cluster's name for the work a trigger is about: its task,
+// or its message; "" for work no other host can see (an operator's wake of
+// a repo without a task).
+func workKey(t lease.Trigger) string {
+	switch {
+	case t.TaskID != "":
+		return t.TaskID
+	case t.Source == lease.SourceMessage:
+		return "message:" + t.SourceID
+	}
+	return ""
+}
+
+// on says whether a cluster is configured.
+func (c *claimer) on() bool { return c != nil && c.claims != nil }
+
+// claim claims the work of t for the lease leaseID's attempt. It returns
+// what the work waits for when another host holds it or etcd does not
+// answer ("" when the claim is this engine's).
+func (c *claimer) claim(ctx context.Context, t lease.Trigger, leaseID string, attempt int) (lease.Wait, string) {
+	work := workKey(t)
+	if !c.on() || work == "" {
+		return "", ""
+	}
+	now := c.clock.Now()
+	if why, down := c.down(now); down {
+		return lease.WaitCluster, "etcd does not answer: " + why
+	}
+	h := cluster.Holder{HostID: c.host, EngineID: c.engine, LeaseID: leaseID, Attempt: attempt, ClaimedAt: now, Revision: t.SourceRevision}
+	cctx, cancel := context.WithTimeout(ctx, c.callTimeout())
+	holder, won, err := c.claims.Claim(cctx, work, h, c.ttl)
+	cancel()
+	if err != nil {
+		c.failed(err)
+		c.log.Warn("cannot claim work in the cluster; it waits", "work", work, "error", err.Error())
+		if errs.Is(err, errs.Unavailable) {
+			return lease.WaitCluster, "etcd does not answer: " + err.Error()
+		}
+		return lease.WaitCluster, "the cluster cannot claim it: " + err.Error()
+	}
+	c.answered()
+	switch {
+	case !won && holder.Settled != "":
+		return lease.WaitHeldElsewhere, "settled by host " + holder.HostID + " (lease " + holder.LeaseID + " " + holder.Settled + "); State Hub will say so"
+	case !won:
+		return lease.WaitHeldElsewhere, "held by host " + holder.HostID + " (lease " + holder.LeaseID + ")"
+	}
+	return "", ""
+}
+
+// hold has the keeper keep the claim of a lease offered on it alive. Until
+// then the keeper leaves the claim alone: the lease is not in the database
+// yet.
+func (c *claimer) hold(t lease.Trigger, leaseID string) {
+	if work := workKey(t); c.on() && work != "" {
+		c.mu.Lock()
+		c.kept[leaseID] = keptClaim{work: work, at: c.clock.Now()}
+		c.mu.Unlock()
+	}
+}
+
+// release gives up the claim of a lease that was never offered. A failure
+// is logged: the claim's TTL ends it anyway.
+func (c *claimer) release(ctx context.Context, work, leaseID string) {
+	if !c.on() || work == "" {
+		return
+	}
+	c.mu.Lock()
+	delete(c.kept, leaseID)
+	c.mu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, c.callTimeout())
+	defer cancel()
+	if err := c.claims.Release(rctx, work, leaseID); err != nil {
+		c.failed(err)
+		c.log.Warn("cannot release a claim in the cluster; its TTL ends it", "work", work, "lease", leaseID, "error", err.Error())
+	}
+}
+
+// leaseEnded settles the claim of a lease that is no longer live: the
+// other hosts leave the work alone until State Hub changes it.
+func (c *claimer) leaseEnded(ctx context.Context, l lease.Lease) {
+	if !c.on() || l.State.Live() {
+		return
+	}
+	c.mu.Lock()
+	k, ok := c.kept[l.ID]
+	c.mu.Unlock()
+	if !ok {
+		t, err := c.store.Triggers.Trigger(ctx, l.TriggerID)
+		if err != nil {
+			return
+		}
+		k.work = workKey(t)
+	}
+	c.settle(ctx, k.work, l.ID, string(l.State))
+}
+
+// settle marks the claim of a lease that ended settled. A failure is
+// logged: the claim's TTL ends it, and a host whose look predates the end
+// may then take the work again.
+func (c *claimer) settle(ctx context.Context, work, leaseID, outcome string) {
+	if !c.on() || work == "" {
+		return
+	}
+	c.mu.Lock()
+	delete(c.kept, leaseID)
+	c.mu.Unlock()
+	sctx, cancel := context.WithTimeout(ctx, c.callTimeout())
+	defer cancel()
+	if err := c.claims.Settle(sctx, work, leaseID, outcome, settledFor); err != nil {
+		c.failed(err)
+		c.log.Warn("cannot settle a claim in the cluster; its TTL ends it", "work", work, "lease", leaseID, "error", err.Error())
+	}
+}
+
+// shareCheckpoint puts a lease's latest checkpoint where every host finds
+// it: the host that takes the work after this one dies resumes from it.
+func (c *claimer) shareCheckpoint(ctx context.Context, t lease.Trigger, cp *lease.Checkpoint) {
+	work := workKey(t)
+	if !c.on() || work == "" || cp == nil {
+		return
+	}
+	data, err := json.Marshal(cp)
+	if err == nil {
+		pctx, cancel := context.WithTimeout(ctx, c.callTimeout())
+		err = c.claims.PutCheckpoint(pctx, work, data)
+		cancel()
+	}
+	if err != nil {
+		c.failed(err)
+		c.log.Warn("cannot share a checkpoint in the cluster", "work", work, "lease", cp.LeaseID, "error", err.Error())
+	}
+}
+
+// sharedCheckpoint is the latest checkpoint any host shared of the work of
+// t (nil when none, or no cluster).
+func (c *claimer) sharedCheckpoint(ctx context.Context, t lease.Trigger) *lease.Checkpoint {
+	work := workKey(t)
+	if !c.on() || work == "" {
+		return nil
+	}
+	gctx, cancel := context.WithTimeout(ctx, c.callTimeout())
+	data, ok, err := c.claims.Checkpoint(gctx, work)
+	cancel()
+	if err != nil || !ok {
+		return nil
+	}
+	var cp lease.Checkpoint
+	if json.Unmarshal(data, &cp) != nil {
+		return nil
+	}
+	return &cp
+}
+
+// Run keeps the claims of the live leases alive, a third of their TTL
+// apart. A claim found lost (its key gone or another host's) stops its
+// local lease at once; one etcd could not confirm stops it at the last
+// look before its TTL would have run out in etcd, since another host may
+// take the work then.
+func (c *claimer) Run(ctx context.Context) {
+	if !c.on() {
+		return
+	}
+	for {
+		wait := c.keepEvery()
+		if !c.keepAlive(ctx) {
+			wait = c.retryEvery() // etcd did not answer: look again sooner
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.clock.After(wait):
+		}
+	}
+}
+
+// keepEvery is how often the claims are kept alive: three times per TTL,
+// so one lost call leaves two more before the claim runs out.
+func (c *claimer) keepEvery() time.Duration { return max(c.ttl/3, 100*time.Millisecond) }
+
+// retryEvery is how soon the keeper looks again after etcd did not answer,
+// and callTimeout bounds each call to it: together they bound how late the
+// keeper can find a claim past its TTL.
+func (c *claimer) retryEvery() time.Duration  { return c.keepEvery() / 4 }
+func (c *claimer) callTimeout() time.Duration { return c.keepEvery() / 2 }
+
+// keepAlive renews the claim of every live lease once, and says whether
+// etcd answered every time.
+func (c *claimer) keepAlive(ctx context.Context) bool {
+	// The claims held are copied before the live leases are read: every
+	// lease held by then is live below unless it ended, and one offered in
+	// between is found live, never taken for one that ended.
+	c.mu.Lock()
+	kept := make(map[string]keptClaim, len(c.kept))
+	for id, k := range c.kept {
+		kept[id] = k
+	}
+	c.mu.Unlock()
+	live := map[string]lease.Lease{}
+	for _, st := range lease.States {
+		if !st.Live() {
+			continue
+		}
+		ls, err := c.store.LeaseLists.List(ctx, string(st), 0, 0)
+		if err != nil {
+			c.log.Error("cannot read the live leases to keep their claims", "error", err.Error())
+			return true
+		}
+		for _, l := range ls {
+			live[l.ID] = l
+		}
+	}
+	for id, l := range live {
+		if _, ok := kept[id]; ok {
+			continue
+		}
+		// A live lease of an earlier run (or one offered since the copy):
+		// its claim is confirmed by the renewal below, or found lost.
+		t, err := c.store.Triggers.Trigger(ctx, l.TriggerID)
+		if err != nil || workKey(t) == "" {
+			continue
+		}
+		kept[id] = keptClaim{work: workKey(t), at: c.clock.Now()}
+		c.mu.Lock()
+		c.kept[id] = kept[id]
+		c.mu.Unlock()
+	}
+	answered := true
+	for id, k := range kept {
+		l, ok := live[id]
+		if !ok {
+			c.settle(ctx, k.work, id, "ended") // ended while etcd did not answer
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, c.callTimeout())
+		err := c.claims.Renew(rctx, k.work, id)
+		cancel()
+		switch {
+		case err == nil:
+			c.answered()
+			c.mu.Lock()
+			if _, still := c.kept[id]; still {
+				c.kept[id] = keptClaim{work: k.work, at: c.clock.Now()}
+			}
+			c.mu.Unlock()
+		case errs.Is(err, errs.Conflict):
+			c.stop(ctx, l, "the cluster claim on "+k.work+" was lost: another host may hold it")
+		default:
+			// etcd does not answer. The claim runs out in etcd a TTL after
+			// it was last confirmed; the lease stops at the last look
+			// before that (the next one may come a wait and a call
+			// later), so it never runs on where another host may have
+			// taken the work.
+			answered = false
+			c.failed(err)
+			if c.clock.Now().Add(c.retryEvery() + c.callTimeout()).After(k.at.Add(c.ttl)) {
+				c.stop(ctx, l, "etcd has not confirmed the cluster claim on "+k.work+" within its TTL ("+c.ttl.String()+")")
+			}
+		}
+	}
+	return answered
+}
+
+// stop stops a local lease whose claim cannot be vouched for.
+func (c *claimer) stop(ctx context.Context, l lease.Lease, why string) {
+	c.log.Warn("lease stopped: its cluster claim is lost", "lease", l.ID, "reason", why)
+	to, err := c.store.Leases.StopLease(ctx, l.ID, "", why)
+	if err != nil {
+		if !errs.Is(err, errs.LeaseState) {
+			c.log.Error("cannot stop a lease whose claim is lost", "lease", l.ID, "error", err.Error())
+		}
+		return
+	}
+	c.mu.Lock()
+	delete(c.kept, l.ID)
+	c.mu.Unlock()
+	c.leaseClock.attemptEnded(ctx, l, to, "the lease stopped: "+why)
+}
+
+func (c *claimer) failed(err error) {
+	c.mu.Lock()
+	c.lastErr = err.Error()
+	if errs.Is(err, errs.Unavailable) {
+		c.failedAt = c.clock.Now()
+	}
+	c.mu.Unlock()
+}
+
+// down says whether etcd failed so recently that a claim would too.
+func (c *claimer) down(now time.Time) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastErr, !c.failedAt.IsZero() && now.Sub(c.failedAt) < c.retryEvery()
+}
+
+func (c *claimer) answered() {
+	c.mu.Lock()
+	c.lastErr, c.failedAt = "", time.Time{}
+	c.mu.Unlock()
+}
+
+// report is the cluster's part of status.
+func (c *claimer) report() (held int, lastErr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.kept), c.lastErr
+}

@@ -1,0 +1,397 @@
+//go:build cluster
+
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/cluster/etcdtest"
+	api "github.com/tmux-amq/tamq/internal/engineapi"
+	client "github.com/tmux-amq/tamq/internal/engineclient"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/statehub/contract"
+	"github.com/tmux-amq/tamq/internal/testutil"
+)
+
+// Several hosts, one State Hub (docs/scale.md): three engines, each with its
+// own state, tamq, tmux server and windows for the same two repos, watch one
+// reference State Hub and claim work in one etcd. Run by `make
+// test-cluster` (the etcd server is large to build).
+
+// clusterTiming: a claim's TTL is the longest of the ack deadline and the
+// renewals missed, here 4 s.
+const clusterTiming = "wake_ack_timeout_seconds = 4\nlease_renew_interval_seconds = 1\nlease_missed_renewals = 2\n"
+
+// clusterHost is one host of the cluster: its engine, tamq and windows.
+type clusterHost struct {
+	*loop
+	id string
+}
+
+// startHosts starts n hosts against h and etcd, each with a window per
+// repo running the scripted agent with plan (SCRIPTED_AGENT_* in env).
+// With etcd nil, the one host is on its own (no [cluster]).
+func startHosts(t testing.TB, h *hub, etcd *etcdtest.Cluster, n int, plan, env string, repos ...string) []*clusterHost {
+	t.Helper()
+	var hosts []*clusterHost
+	for i := range n {
+		id := fmt.Sprintf("host-%d", i+1)
+		section := ""
+		if etcd != nil {
+			section = fmt.Sprintf("[cluster]\netcd_endpoints = [%s]\nhost_id = %q\n", quoteAll(etcd.Endpoints()), id)
+		}
+		l := newLoop(t, hubConfig(h, 1, clusterTiming, section), repos...)
+		l.agentEnv = "SCRIPTED_AGENT_PUBLISH=1 " + env
+		hosts = append(hosts, &clusterHost{loop: l, id: id})
+	}
+	for _, host := range hosts {
+		for _, repo := range repos {
+			// A repo named "gamma" gets the plan "work" in the tests that
+			// want one agent at work for long.
+			p := plan
+			if repo == "gamma" {
+				p = "work"
+			}
+			host.openAgent(t, repo, p)
+		}
+		for _, repo := range repos {
+			host.waitAttached(t, repo, 1)
+		}
+	}
+	return hosts
+}
+
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
+}
+
+var wakeLine = regexp.MustCompile(`(?m)^wake (\S+) (\d+) checkpoint=(yes|no) task=(\S*) `)
+
+// wakes counts the wakes of each task across the hosts' agents, and says
+// which host's agent it went to (the last of hosts whose agent had one).
+func wakes(hosts []*clusterHost) (count map[string]int, where map[string]string, resumed map[string]bool) {
+	count, where, resumed = map[string]int{}, map[string]string{}, map[string]bool{}
+	for _, host := range hosts {
+		for _, m := range wakeLine.FindAllStringSubmatch(host.agentLog(), -1) {
+			count[m[4]]++
+			where[m[4]] = host.id
+			resumed[m[4]] = resumed[m[4]] || m[3] == "yes"
+		}
+	}
+	return count, where, resumed
+}
+
+func tasksOf(prefix string, n int) ([]string, []contract.Task) {
+	var ids []string
+	var ts []contract.Task
+	for i := range n {
+		id := fmt.Sprintf("%s-%02d", prefix, i)
+		repo := "alpha"
+		if i%2 == 1 {
+			repo = "beta"
+		}
+		ids, ts = append(ids, id), append(ts, todo(id, repo))
+	}
+	return ids, ts
+}
+
+func waitDone(t testing.TB, h *hub, ids []string) {
+	t.Helper()
+	testutil.WaitUpTo(t, "every task done in State Hub", 3*time.Minute, func() bool {
+		for _, id := range ids {
+			if h.task(id).Status != "done" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// Fifty tasks made actionable at once, three hosts that can all do them:
+// each is woken exactly once across the hosts, and the others say who holds
+// it meanwhile. Then one member of etcd's three stops, and ten more tasks
+// are each woken once all the same. Every host's receipts reach State Hub
+// once each, naming their host.
+func TestClusterWakesEachTaskOnceAcrossHosts(t *testing.T) {
+	etcd := etcdtest.Start(t, 3)
+	h := startHub(t, "")
+	hosts := startHosts(t, h, etcd, 3, "complete", "", "alpha", "beta")
+
+	ids, ts := tasksOf("T", 50)
+	h.put(workplan("W-1", "alpha", ts...))
+	waitDone(t, h, ids)
+	count, where, _ := wakes(hosts)
+	perHost := map[string]int{}
+	for _, id := range ids {
+		if count[id] != 1 {
+			t.Errorf("task %s woken %d times", id, count[id])
+		}
+		perHost[where[id]]++
+	}
+	t.Logf("50 tasks, woken by host: %v", perHost)
+
+	// doctor checks the cluster as each engine uses it, once every lease
+	// has ended (an agent marks its task done before it releases).
+	testutil.WaitFor(t, "every lease completed", func() bool {
+		completed := 0
+		for _, host := range hosts {
+			completed += host.status(t).Leases.Counts["completed"]
+		}
+		return completed == len(ids)
+	})
+	var doc struct {
+		Checks []struct{ Name, Status, Detail string }
+	}
+	if err := json.Unmarshal([]byte(hosts[0].e.Run(t, "coordination-engine", "doctor", "--json").Stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	checks := map[string]string{}
+	for _, c := range doc.Checks {
+		checks[c.Name] = c.Status + ": " + c.Detail
+	}
+	for _, name := range []string{"cluster", "cluster-auth", "cluster-prefix"} {
+		if !strings.HasPrefix(checks[name], "ok: ") {
+			t.Errorf("doctor's %s check: %q", name, checks[name])
+		}
+	}
+	if !strings.Contains(checks["cluster-prefix"], "50 settled") {
+		t.Errorf("doctor's cluster-prefix check does not count the 50 settled claims: %q", checks["cluster-prefix"])
+	}
+
+	etcd.StopMember(2)
+	more, ts := tasksOf("U", 10)
+	h.put(workplan("W-2", "alpha", ts...))
+	waitDone(t, h, more)
+	count, _, _ = wakes(hosts)
+	for _, id := range more {
+		if count[id] != 1 {
+			t.Errorf("with one etcd member stopped, task %s woken %d times", id, count[id])
+		}
+	}
+
+	// Every host's receipts at State Hub, once each, naming the host.
+	before := map[string]string{} // receipt id -> host
+	for _, host := range hosts {
+		testutil.WaitFor(t, host.id+"'s receipts published", func() bool { return host.status(t).StateHub.UnpublishedReceipts == 0 })
+		for id := range host.markedPublished(t) {
+			before[id] = host.id
+		}
+	}
+	rs, _ := h.progress()
+	seen := map[string]int{}
+	for _, r := range rs {
+		if seen[r.ID]++; seen[r.ID] > 1 {
+			t.Errorf("receipt %s reached State Hub twice", r.ID)
+		}
+		if host, ok := before[r.ID]; ok && r.Host != host {
+			t.Errorf("receipt %s of %s names host %q", r.ID, host, r.Host)
+		}
+	}
+	for id, host := range before {
+		if seen[id] == 0 {
+			t.Errorf("receipt %s of %s was marked published but is not at State Hub", id, host)
+		}
+	}
+}
+
+// The host whose agent works on a task dies (kill -9 of its engine): the
+// others wait, saying which host holds the task, and one of them wakes it
+// only once the claim's TTL has run out, resuming from the checkpoint the
+// dead host's agent made.
+func TestClusterTakesOverFromADeadHostAfterTheTTL(t *testing.T) {
+	etcd := etcdtest.Start(t, 1)
+	h := startHub(t, "")
+	hold := filepath.Join(t.TempDir(), "hold")
+	if err := os.WriteFile(hold, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hosts := startHosts(t, h, etcd, 3, "work", "SCRIPTED_AGENT_HOLD="+hold, "alpha")
+	h.put(workplan("W-1", "alpha", todo("T-crash", "alpha")))
+
+	var holder *clusterHost
+	testutil.WaitFor(t, "an agent at work on T-crash, with a checkpoint", func() bool {
+		_, where, _ := wakes(hosts)
+		for _, host := range hosts {
+			if host.id == where["T-crash"] && strings.Contains(host.agentLog(), "run checkpoint --lease") {
+				holder = host
+			}
+		}
+		return holder != nil
+	})
+	var others []*clusterHost
+	for _, host := range hosts {
+		if host != holder {
+			others = append(others, host)
+		}
+	}
+	testutil.WaitFor(t, "the other hosts saying who holds T-crash", func() bool {
+		for _, o := range others {
+			if s := taskStanding(t, o, "T-crash"); !strings.HasPrefix(s.Words, "waiting: held by host "+holder.id+" (lease ") {
+				return false
+			}
+		}
+		return true
+	})
+
+	// explain tells it too.
+	if x, err := json.Marshal(others[0].explain(t, "T-crash")); err != nil || !strings.Contains(string(x), "held by host "+holder.id) {
+		t.Errorf("%s's explain of T-crash does not say who holds it: %s", others[0].id, x)
+	}
+
+	pid := holder.status(t).Service.PID
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	died := time.Now()
+	var taker *clusterHost
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		for _, o := range hosts {
+			t.Logf("%s:\n%s\nagent:\n%s", o.id, o.engineLog("T-crash", "claim", "cluster", "etcd", "lease"), o.agentLog())
+		}
+	}()
+	testutil.WaitUpTo(t, "another host waking T-crash", 30*time.Second, func() bool {
+		for _, o := range others {
+			if count, _, _ := wakes([]*clusterHost{o}); count["T-crash"] > 0 {
+				taker = o
+			}
+		}
+		return taker != nil
+	})
+	took := time.Since(died)
+	t.Logf("takeover %.1fs after kill -9 (TTL 4s)", took.Seconds())
+	if took < 3*time.Second {
+		t.Errorf("%s woke T-crash %v after the holder died, before its claim's TTL (4s) ran out", taker.id, took)
+	}
+	if _, _, resumed := wakes(others); !resumed["T-crash"] {
+		t.Errorf("%s's wake of T-crash did not resume from the dead host's checkpoint:\n%s", taker.id, taker.agentLog())
+	}
+	os.Remove(hold)
+	waitDone(t, h, []string{"T-crash"})
+	if count, _, _ := wakes(hosts); count["T-crash"] != 2 {
+		t.Errorf("T-crash woken %d times: once on the dead host, once after", count["T-crash"])
+	}
+}
+
+// etcd goes away for ten seconds: the work that becomes actionable
+// meanwhile waits (cluster_unreachable), nothing is woken twice and
+// nothing is lost; claims resume when etcd is back. The lease live when
+// etcd went runs on until its claim would have run out in etcd, then
+// stops; its task is done in the end all the same.
+func TestClusterWaitsOutAnEtcdOutage(t *testing.T) {
+	etcd := etcdtest.Start(t, 1)
+	h := startHub(t, "")
+	hold := filepath.Join(t.TempDir(), "hold")
+	if err := os.WriteFile(hold, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hosts := startHosts(t, h, etcd, 3, "complete", "SCRIPTED_AGENT_HOLD="+hold, "alpha", "beta", "gamma")
+
+	first, ts := tasksOf("A", 6)
+	h.put(workplan("W-1", "alpha", append(ts, todo("T-live", "gamma"))...))
+	waitDone(t, h, first)
+	var holder *clusterHost
+	testutil.WaitFor(t, "an agent at work on T-live", func() bool {
+		for _, host := range hosts {
+			if taskStanding(t, host, "T-live").Kind == "working" {
+				holder = host
+			}
+		}
+		return holder != nil
+	})
+
+	etcd.StopMember(0)
+	down := time.Now()
+	testutil.WaitFor(t, "T-live's lease stopped, its claim unconfirmed", func() bool {
+		return strings.Contains(holder.engineLog("its cluster claim is lost"), "within its TTL")
+	})
+	stopped := time.Since(down)
+	t.Logf("T-live's lease stopped %.1fs after etcd went away (TTL 4s)", stopped.Seconds())
+	if stopped > 4*time.Second+time.Second {
+		t.Errorf("T-live's lease ran on %v after etcd went away; its claim's TTL is 4s", stopped)
+	}
+	during, ts := tasksOf("B", 6)
+	h.put(workplan("W-2", "alpha", ts...))
+	testutil.WaitFor(t, "the new work waiting for etcd on every host", func() bool {
+		for _, host := range hosts {
+			if s := taskStanding(t, host, during[0]); s.Wait != "cluster_unreachable" {
+				return false
+			}
+		}
+		return true
+	})
+	if st := hosts[0].status(t); st.Cluster == nil || st.Cluster.Error == "" {
+		t.Errorf("status does not say etcd is unreachable: %+v", st.Cluster)
+	}
+	time.Sleep(10*time.Second - time.Since(down)) // the outage lasts ten seconds
+	etcd.RestartMember(0)
+	os.Remove(hold)
+	waitDone(t, h, append(during, "T-live"))
+	count, _, resumed := wakes(hosts)
+	for _, id := range append(first, during...) {
+		if count[id] != 1 {
+			t.Errorf("task %s woken %d times", id, count[id])
+		}
+	}
+	// Once before the outage; maybe again, from its checkpoint, after its
+	// lease stopped (on whichever host claimed it then), unless its first
+	// agent, let go, marked it done first.
+	if n := count["T-live"]; n < 1 || n > 2 || n == 2 && !resumed["T-live"] {
+		t.Errorf("T-live woken %d times (resumed from its checkpoint: %v)", n, resumed["T-live"])
+	}
+}
+
+func taskStanding(t *testing.T, host *clusterHost, id string) api.TaskStanding {
+	t.Helper()
+	res, err := client.New(host.pathsOf(t, paths.Engine)).Tasks(context.Background(), api.TasksArgs{})
+	if err != nil {
+		t.Fatalf("%s: tasks: %v", host.id, err)
+	}
+	return standingOf(res, id)
+}
+
+// Wakes per second across three hosts that share their claims in etcd,
+// against one host on its own in the same run: each round, thirty tasks
+// made actionable at once, done by scripted agents in two windows per
+// host. Run by `make bench-cluster`.
+func BenchmarkClusterWakesPerSecond(b *testing.B) {
+	const tasks = 30
+	etcd := etcdtest.Start(b, 1)
+	alone, shared := startHub(b, ""), startHub(b, "")
+	startHosts(b, alone, nil, 1, "complete", "", "alpha", "beta")
+	startHosts(b, shared, etcd, 3, "complete", "", "alpha", "beta")
+	round := func(h *hub, prefix string) time.Duration {
+		ids, ts := tasksOf(prefix, tasks)
+		began := time.Now()
+		h.put(workplan("W-"+prefix, "alpha", ts...))
+		waitDone(b, h, ids)
+		return time.Since(began)
+	}
+	var one, three time.Duration
+	rounds := 0
+	for b.Loop() {
+		rounds++
+		one += round(alone, fmt.Sprintf("S%d", rounds))
+		three += round(shared, fmt.Sprintf("C%d", rounds))
+	}
+	perSecond := func(d time.Duration) float64 { return float64(tasks*rounds) / d.Seconds() }
+	b.ReportMetric(perSecond(one), "wakes/s-1-host")
+	b.ReportMetric(perSecond(three), "wakes/s-3-hosts")
+	b.ReportMetric(perSecond(three)/perSecond(one), "ratio")
+}
