@@ -64,6 +64,8 @@ MODULE := github.com/tmux-amq/tamq
 USER_VARS := TMUX TMUX_PANE GITA_PROJECT_HOME STATEHUB_API_BASE CLAUDE_CONFIG_DIR CODEX_HOME \
 	TAMQ_CONFIG TAMQ_STATE_DIR TAMQ_SOCKET TAMQ_POLICY_PROFILE TAMQ_ENDPOINT TAMQ_HOOK_SOCKET TAMQ_REPO \
 	COORDINATION_ENGINE_CONFIG COORDINATION_ENGINE_STATE_DIR COORDINATION_ENGINE_SOCKET COORDINATION_ENGINE_POLICY_PROFILE
+UNIT_RUN = $(GO) test -race -count=1 -p 4 $(SLOW_PACKAGES) $$($(GO) list ./... | grep -v -x $(foreach p,$(RACE_FREE),-e $(MODULE)/$(p:./%=%))); s=$$?; \
+	$(GO) test -count=1 $(RACE_FREE) || s=1; exit $$s
 unit:
 	@dir="$$(mktemp -d)" && decoy="$$(mktemp -d)" && chmod 755 "$$dir" "$$decoy" && \
 	mkdir -p "$$decoy/home" "$$decoy/tmux" && mkdir -m 700 "$$decoy/run" && \
@@ -73,19 +75,23 @@ unit:
 		GOCACHE="$$($(GO) env GOCACHE)" GOMODCACHE="$$($(GO) env GOMODCACHE)" GOPATH="$$($(GO) env GOPATH)" GOENV="$$($(GO) env GOENV)" \
 		HOME="$$decoy/home" XDG_CONFIG_HOME="$$decoy/config" XDG_STATE_HOME="$$decoy/state" XDG_CACHE_HOME="$$decoy/cache" \
 		XDG_DATA_HOME="$$decoy/data" XDG_RUNTIME_DIR="$$decoy/run" TMUX_TMPDIR="$$decoy/tmux" \
-		TAMQ_TEST_BIN="$$dir" sh -c '$(GO) test -race -count=1 -p 4 $(SLOW_PACKAGES) $$($(GO) list ./... | grep -v -x $(foreach p,$(RACE_FREE),-e $(MODULE)/$(p:./%=%))); s=$$?; \
-			$(GO) test -count=1 $(RACE_FREE) || s=1; exit $$s'; status=$$?; \
+		TAMQ_TEST_BIN="$$dir" sh -c '$(UNIT_RUN)'; status=$$?; \
 	if [ -f "$$dir/before" ]; then "$$dir/homeguard" check "$$decoy" "$$dir/before" || status=1; fi; \
 	rm -rf "$$dir" "$$decoy"; exit $$status
 
 # The tests against a real etcd (internal/cluster/etcdtest embeds its
 # server), behind the build tag cluster: the server is large to build, so
 # `make test` leaves them out (its vet and unit tests still build
-# internal/cluster, the client, without the tag). About a minute.
+# internal/cluster, the client, without the tag). They run as the unit
+# tests do (the programs built once, a decoy home): the adapter's and the
+# doctor's tests, then three hosts' engines as processes against one State
+# Hub and one etcd (internal/engine/service, TestCluster*). About three
+# minutes.
 CLUSTER_PACKAGES := ./internal/cluster/... ./internal/doctor/clustercheck
-test-cluster:
-	$(GO) vet -tags cluster $(CLUSTER_PACKAGES)
-	$(GO) test -race -count=1 -timeout 5m -tags cluster $(CLUSTER_PACKAGES)
+test-cluster: deps
+	$(GO) vet -tags cluster $(CLUSTER_PACKAGES) ./internal/engine/service
+	@$(MAKE) --no-print-directory unit UNIT_RUN='$(GO) test -race -count=1 -timeout 5m -tags cluster $(CLUSTER_PACKAGES) && \
+		$(GO) test -race -count=1 -timeout 5m -tags cluster -run "^TestCluster" ./internal/engine/service'
 
 smoke: build
 	$(BIN)/tamq --help >/dev/null
@@ -97,9 +103,13 @@ bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 
 # A claim and release on etcd against the engine's own SQLite lease offer,
-# measured in the same run (internal/cluster's BenchmarkClaimVsOffer).
+# measured in the same run (internal/cluster's BenchmarkClaimVsOffer); then
+# wakes per second across three hosts against one host alone
+# (internal/engine/service's BenchmarkClusterWakesPerSecond, with the
+# programs built as the tests build them).
 bench-cluster:
 	$(GO) test -run='^$$' -bench=. -benchtime=2000x -tags cluster ./internal/cluster
+	@$(MAKE) --no-print-directory unit UNIT_RUN='$(GO) test -run "^$$$$" -bench ClusterWakesPerSecond -benchtime 3x -tags cluster ./internal/engine/service'
 
 # The side-by-side table of docs/performance.md: the benchmarks behind it, one
 # after another in one run, each figure beside its floor from the same run
