@@ -133,22 +133,8 @@ func (c *claimer) hold(t lease.Trigger, leaseID string) {
 	}
 }
 
-// release gives up the claim of a lease that was never offered. A failure
-// is logged: the claim's TTL ends it anyway.
-func (c *claimer) release(ctx context.Context, work, leaseID string) {
-	if !c.on() || work == "" {
-		return
-	}
-	c.mu.Lock()
-	delete(c.kept, leaseID)
-	c.mu.Unlock()
-	rctx, cancel := context.WithTimeout(ctx, c.callTimeout())
-	defer cancel()
-	if err := c.claims.Release(rctx, work, leaseID); err != nil {
-		c.failed(err)
-		c.log.Warn("cannot release a claim in the cluster; its TTL ends it", "work", work, "lease", leaseID, "error", err.Error())
-	}
-}
+// release gives up the claim of a lease that was never offered.
+func (c *claimer) release(ctx context.Context, work, leaseID string) { c.end(ctx, work, leaseID, "") }
 
 // leaseEnded settles the claim of a lease that is no longer live: the
 // other hosts leave the work alone until State Hub changes it.
@@ -169,21 +155,33 @@ func (c *claimer) leaseEnded(ctx context.Context, l lease.Lease) {
 	c.settle(ctx, k.work, l.ID, string(l.State))
 }
 
-// settle marks the claim of a lease that ended settled. A failure is
+// settle marks the claim of a lease that ended settled.
+func (c *claimer) settle(ctx context.Context, work, leaseID, outcome string) {
+	c.end(ctx, work, leaseID, outcome)
+}
+
+// end stops keeping a claim and ends it in etcd: settled with the lease's
+// outcome, or deleted ("": the lease was never offered). A failure is
 // logged: the claim's TTL ends it, and a host whose look predates the end
 // may then take the work again.
-func (c *claimer) settle(ctx context.Context, work, leaseID, outcome string) {
+func (c *claimer) end(ctx context.Context, work, leaseID, outcome string) {
 	if !c.on() || work == "" {
 		return
 	}
 	c.mu.Lock()
 	delete(c.kept, leaseID)
 	c.mu.Unlock()
-	sctx, cancel := context.WithTimeout(ctx, c.callTimeout())
+	ctx, cancel := context.WithTimeout(ctx, c.callTimeout())
 	defer cancel()
-	if err := c.claims.Settle(sctx, work, leaseID, outcome, settledFor); err != nil {
+	var err error
+	if outcome == "" {
+		err = c.claims.Release(ctx, work, leaseID)
+	} else {
+		err = c.claims.Settle(ctx, work, leaseID, outcome, settledFor)
+	}
+	if err != nil {
 		c.failed(err)
-		c.log.Warn("cannot settle a claim in the cluster; its TTL ends it", "work", work, "lease", leaseID, "error", err.Error())
+		c.log.Warn("cannot end a claim in the cluster; its TTL ends it", "work", work, "lease", leaseID, "outcome", outcome, "error", err.Error())
 	}
 }
 
