@@ -49,7 +49,7 @@ func (c *Claims) Claim(ctx context.Context, taskID string, h Holder, ttl time.Du
 	if err != nil {
 		return Holder{}, false, err
 	}
-	if found && cur.Settled != "" && cur.Revision != h.Revision {
+	if found && cur.Settled != "" && cur.Revision != h.Revision && c.cfg.Now().Sub(cur.SettledAt) >= SettledGrace {
 		// The work was settled at another revision: State Hub changed it
 		// since, and the new revision is anyone's to claim.
 		return c.create(ctx, key, taskID, h, ttl, clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision))
@@ -82,7 +82,7 @@ func (c *Claims) create(ctx context.Context, key, taskID string, h Holder, ttl t
 	}
 	h.EtcdLease = int64(grant.ID)
 	if h.ClaimedAt.IsZero() {
-		h.ClaimedAt = time.Now().UTC()
+		h.ClaimedAt = c.cfg.Now().UTC()
 	}
 	value, err := json.Marshal(h)
 	if err != nil {

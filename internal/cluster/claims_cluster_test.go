@@ -344,3 +344,44 @@ func TestHostileTaskIDsStayUnderThePrefix(t *testing.T) {
 		}
 	}
 }
+
+// A claim settled when its lease ended holds against every other host for
+// its revision; another revision of the work (State Hub changed it) takes
+// it over once SettledGrace has passed, not before.
+func TestASettledClaimHoldsItsRevision(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	a := open(t, c, "host-a", func(cfg *cluster.Config) { cfg.Now = clock })
+	b := open(t, c, "host-b", func(cfg *cluster.Config) { cfg.Now = clock })
+	ctx := context.Background()
+	if _, won, err := a.Claim(ctx, "T-1", cluster.Holder{LeaseID: "LA", Revision: "r1"}, 10*time.Second); err != nil || !won {
+		t.Fatalf("a's claim: %v %v", won, err)
+	}
+	if err := a.Settle(ctx, "T-1", "LB", "completed", time.Hour); err != nil {
+		t.Fatalf("settling another lease's claim: %v", err)
+	}
+	if h, _, _ := a.Holder(ctx, "T-1"); h.Settled != "" {
+		t.Fatalf("a claim was settled by a lease that does not hold it: %+v", h)
+	}
+	if err := a.Settle(ctx, "T-1", "LA", "completed", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for _, rev := range []string{"r1", "r2"} {
+		h, won, err := b.Claim(ctx, "T-1", cluster.Holder{LeaseID: "LB", Revision: rev}, 10*time.Second)
+		if err != nil || won || h.Settled != "completed" || h.LeaseID != "LA" || h.SettledAt.IsZero() {
+			t.Errorf("b's claim of revision %s within the grace: %+v %v %v", rev, h, won, err)
+		}
+	}
+	mu.Lock()
+	now = now.Add(cluster.SettledGrace)
+	mu.Unlock()
+	if _, won, err := b.Claim(ctx, "T-1", cluster.Holder{LeaseID: "LB", Revision: "r1"}, 10*time.Second); err != nil || won {
+		t.Errorf("b took the settled revision after the grace: %v %v", won, err)
+	}
+	h, won, err := b.Claim(ctx, "T-1", cluster.Holder{LeaseID: "LB", Revision: "r2"}, 10*time.Second)
+	if err != nil || !won || h.HostID != "host-b" || h.Settled != "" {
+		t.Errorf("b's claim of the new revision after the grace: %+v %v %v", h, won, err)
+	}
+}

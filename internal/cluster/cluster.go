@@ -46,6 +46,9 @@ type Config struct {
 	CredentialCommand []string
 	// DialTimeout bounds connecting and each call (0: 5 s).
 	DialTimeout time.Duration
+	// Now is the clock of the times in the claims (nil: time.Now); a test
+	// moves it on to pass SettledGrace.
+	Now func() time.Time
 }
 
 // ConfigFrom builds a Config from a validated [cluster] section.
@@ -70,10 +73,11 @@ type Holder struct {
 	// Revision is the revision of the work the claim was taken for (State
 	// Hub's revision of the task).
 	Revision string `json:"revision,omitempty"`
-	// Settled is how the holder's lease ended ("" while it is live): the
-	// work at Revision is settled, and no host takes it again until State
-	// Hub says otherwise (a new revision). See Settle.
-	Settled string `json:"settled,omitempty"`
+	// Settled is how the holder's lease ended ("" while it is live), and
+	// SettledAt when: the work at Revision is settled, and no host takes
+	// it again until State Hub says otherwise (a new revision). See Settle.
+	Settled   string    `json:"settled,omitempty"`
+	SettledAt time.Time `json:"settled_at,omitzero"`
 }
 
 // Claims is the claim store over one etcd cluster.
@@ -105,6 +109,9 @@ func Open(ctx context.Context, cfg Config) (*Claims, error) {
 	}
 	if !strings.HasPrefix(cfg.Prefix, "/") || strings.HasSuffix(cfg.Prefix, "/") {
 		return nil, errs.New(errs.ConfigInvalid, "cluster: prefix %q must start with / and not end with /", cfg.Prefix)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = defaultTimeout

@@ -10,14 +10,21 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 )
 
+// SettledGrace is how long a settled claim holds against every revision of
+// its work: the hosts' looks at State Hub (15 s apart by default) see the
+// work's end within it.
+const SettledGrace = time.Minute
+
 // Settle marks the claim of taskID by leaseID settled: its lease ended
 // (outcome: completed, stopped, ...), and the work at the claim's revision
 // is not to be taken again. Deleting the key instead would let a host whose
 // last look at State Hub predates the end claim the work and do it twice;
 // the settled claim stands for keep (on an etcd lease of its own), long
-// enough for every host to see State Hub's change, and a claim for another
-// revision of the work replaces it at once. Settling what is not ours, or
-// not there, is no error.
+// enough for every host to see State Hub's change. A claim for another
+// revision of the work replaces it once it is SettledGrace old: a host may
+// still hold a trigger of a revision older than the end (State Hub changed
+// the task while it was worked on), and it must see the end first.
+// Settling what is not ours, or not there, is no error.
 func (c *Claims) Settle(ctx context.Context, taskID, leaseID, outcome string, keep time.Duration) error {
 	key, err := taskKey(c.cfg.Prefix, taskID)
 	if err != nil {
@@ -40,7 +47,7 @@ func (c *Claims) Settle(ctx context.Context, taskID, leaseID, outcome string, ke
 		return c.failed(ctx, err, "grant an etcd lease to settle task "+taskID)
 	}
 	old := cur.EtcdLease
-	cur.Settled, cur.EtcdLease = outcome, int64(grant.ID)
+	cur.Settled, cur.SettledAt, cur.EtcdLease = outcome, c.cfg.Now().UTC(), int64(grant.ID)
 	value, err := json.Marshal(cur)
 	if err != nil {
 		c.revoke(ctx, grant.ID)
