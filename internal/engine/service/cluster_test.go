@@ -247,9 +247,13 @@ func TestClusterTakesOverFromADeadHostAfterTheTTL(t *testing.T) {
 		return true
 	})
 
-	// explain tells it too.
+	// explain tells it too, and an operator's wake on another host waits
+	// for the same claim.
 	if x, err := json.Marshal(others[0].explain(t, "T-crash")); err != nil || !strings.Contains(string(x), "held by host "+holder.id) {
 		t.Errorf("%s's explain of T-crash does not say who holds it: %s", others[0].id, x)
+	}
+	if w := others[1].wake(t, "alpha", "--task", "T-crash"); w.Waiting != "held_by_host" || w.Lease != nil {
+		t.Errorf("a manual wake of T-crash on %s: %+v", others[1].id, w)
 	}
 
 	pid := holder.status(t).Service.PID

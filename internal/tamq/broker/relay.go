@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -209,8 +210,12 @@ drain:
 			// coming: never in the middle of relaying a chunk.
 			// A process the child left behind that keeps writing is not
 			// followed for ever either.
+			// Output the terminal holds unread is never silence: on a
+			// loaded machine the relay may not have been scheduled to read
+			// what the child wrote last before it exited.
 			last := max(exited.UnixNano(), r.lastOutput.Load())
-			if r.inRead.Load() && time.Since(time.Unix(0, last)) >= drainAfterExit || time.Since(exited) >= 10*drainAfterExit {
+			silent := r.inRead.Load() && time.Since(time.Unix(0, last)) >= drainAfterExit && unread(ptmx) == 0
+			if silent || time.Since(exited) >= 10*drainAfterExit {
 				break drain
 			}
 		}
@@ -219,6 +224,16 @@ drain:
 		return exitStatus(cmd), errs.Wrap(errs.Internal, copyErr, "relaying output")
 	}
 	return exitStatus(cmd), nil
+}
+
+// unread is how many bytes of output the terminal holds that the relay has
+// not read yet (0 when that cannot be asked).
+func unread(ptmx *os.File) int {
+	n := 0
+	if rc, err := ptmx.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
+	}
+	return n
 }
 
 // pumpInput passes the operator's bytes to the child as they come.
