@@ -41,10 +41,12 @@ func ChaosRand(t testing.TB) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, seed))
 }
 
-// IntegrityCheck runs SQLite's integrity check on the database at path.
+// IntegrityCheck runs SQLite's integrity check on the database at path. It
+// waits while another process holds the database (a service started again
+// recovering the WAL a killed one left answers SQLITE_BUSY_RECOVERY).
 func IntegrityCheck(t testing.TB, path string) {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
