@@ -385,3 +385,36 @@ func TestASettledClaimHoldsItsRevision(t *testing.T) {
 		t.Errorf("b's claim of the new revision after the grace: %+v %v %v", h, won, err)
 	}
 }
+
+// An engine with credentials that starts while etcd is away runs all the
+// same: its claims answer unavailable until it could log in, then work. A
+// refused login fails at once.
+func TestOpenLateLogsInWhenEtcdAnswers(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	c.EnableAuth("root-pw", "engine", "s3cret-pw", prefix)
+	ctx := context.Background()
+	cfg := func(line string) cluster.Config {
+		return cluster.Config{Endpoints: c.Endpoints(), HostID: "host-a", Prefix: prefix, DialTimeout: time.Second,
+			CredentialCommand: []string{"sh", "-c", "echo '" + line + "'"}}
+	}
+	if _, err := cluster.OpenLate(ctx, cfg("engine:wrong-pw")); !errs.Is(err, errs.PermissionDeny) {
+		t.Errorf("a wrong password: %v", err)
+	}
+	c.StopMember(0)
+	l, err := cluster.OpenLate(ctx, cfg("engine:s3cret-pw"))
+	if err != nil {
+		t.Fatalf("etcd away at the start: %v", err)
+	}
+	defer l.Close()
+	if _, _, err := l.Claim(ctx, "T-1", cluster.Holder{LeaseID: "L1"}, 10*time.Second); !errs.Is(err, errs.Unavailable) {
+		t.Errorf("a claim before the login: %v", err)
+	}
+	c.RestartMember(0)
+	eventually(t, "a claim once etcd answers", time.Minute, func() error {
+		_, won, err := l.Claim(ctx, "T-1", cluster.Holder{LeaseID: "L1"}, 10*time.Second)
+		if err == nil && !won {
+			return fmt.Errorf("not won")
+		}
+		return err
+	})
+}

@@ -53,7 +53,7 @@ func runService(ctx context.Context, a *app.App, f app.ServeFlags) error {
 	if err != nil {
 		return err
 	}
-	var claims *cluster.Claims
+	var claims *cluster.Late
 	defer func() {
 		if claims != nil {
 			claims.Close()
@@ -69,9 +69,11 @@ func runService(ctx context.Context, a *app.App, f app.ServeFlags) error {
 		}
 		if d.Config.ClusterOn() {
 			// The engine's id in its claims is filled by the service, from
-			// its database.
+			// its database. An etcd away at the start is waited for as one
+			// that goes away later (work waits); a refused login stops the
+			// start.
 			var err error
-			if claims, err = cluster.Open(d.Ctx, cluster.ConfigFrom(d.Config.Cluster, "")); err != nil {
+			if claims, err = cluster.OpenLate(d.Ctx, cluster.ConfigFrom(d.Config.Cluster, "")); err != nil {
 				return nil, err
 			}
 			opts.Cluster = claims
