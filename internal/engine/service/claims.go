@@ -45,8 +45,8 @@ type claimer struct {
 
 	mu sync.Mutex
 	// kept is when each live lease's claim was last confirmed in etcd, by
-	// lease id: past kept+ttl another host may hold the work, and the
-	// local lease stops.
+	// lease id (zero: not yet, since this run began): past kept+ttl
+	// another host may hold the work, and the local lease stops.
 	kept map[string]keptClaim
 	// lastErr is the cluster's last failure, for status ("" while it
 	// answers), and failedAt its time: claims fail at once for a while
@@ -286,16 +286,23 @@ func (c *claimer) keepAlive(ctx context.Context) bool {
 		if _, ok := kept[id]; ok {
 			continue
 		}
-		// A live lease of an earlier run (or one offered since the copy):
-		// its claim is confirmed by the renewal below, or found lost.
-		t, err := c.store.Triggers.Trigger(ctx, l.TriggerID)
-		if err != nil || workKey(t) == "" {
-			continue
-		}
-		kept[id] = keptClaim{work: workKey(t), at: c.clock.Now()}
 		c.mu.Lock()
-		c.kept[id] = kept[id]
+		k, held := c.kept[id] // offered since the copy
 		c.mu.Unlock()
+		if !held {
+			// A live lease of an earlier run. When its claim was last
+			// confirmed is not known: until a renewal confirms it, it
+			// counts as unconfirmed, and a failed renewal stops it.
+			t, err := c.store.Triggers.Trigger(ctx, l.TriggerID)
+			if err != nil || workKey(t) == "" {
+				continue
+			}
+			k = keptClaim{work: workKey(t)}
+			c.mu.Lock()
+			c.kept[id] = k
+			c.mu.Unlock()
+		}
+		kept[id] = k
 	}
 	answered := true
 	for id, k := range kept {
@@ -304,6 +311,9 @@ func (c *claimer) keepAlive(ctx context.Context) bool {
 			c.settle(ctx, k.work, id, "ended") // ended while etcd did not answer
 			continue
 		}
+		// etcd restarts the TTL when it takes the renewal, after this
+		// moment: counting from here errs on the safe side.
+		sent := c.clock.Now()
 		rctx, cancel := context.WithTimeout(ctx, c.callTimeout())
 		err := c.claims.Renew(rctx, k.work, id)
 		cancel()
@@ -312,7 +322,7 @@ func (c *claimer) keepAlive(ctx context.Context) bool {
 			c.answered()
 			c.mu.Lock()
 			if _, still := c.kept[id]; still {
-				c.kept[id] = keptClaim{work: k.work, at: c.clock.Now()}
+				c.kept[id] = keptClaim{work: k.work, at: sent}
 			}
 			c.mu.Unlock()
 		case errs.Is(err, errs.Conflict):
