@@ -15,6 +15,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/cluster"
 	"github.com/tmux-amq/tamq/internal/cluster/etcdtest"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
 const prefix = "/tamq-test"
@@ -34,19 +35,13 @@ func open(t testing.TB, c *etcdtest.Cluster, host string, mutate ...func(*cluste
 	return cl
 }
 
-// eventually retries f until it is nil or the deadline passes.
+// eventually retries f until it is nil or the deadline passes, and says
+// its last error if it never is.
 func eventually(t testing.TB, what string, within time.Duration, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %v", what, within, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var last error
+	if !testutil.Within(within, func() bool { last = f(); return last == nil }) {
+		t.Fatalf("%s: not within %v: %v", what, within, last)
 	}
 }
 

@@ -14,7 +14,8 @@ import (
 // fails it; Late then goes on trying in the background, and until it is
 // connected every call answers unavailable, as an etcd gone away later
 // does: work waits (cluster_unreachable), and nothing else stops. A refused
-// login is not retried: that fails OpenLate, as it fails Open.
+// login is not retried: at the start it fails OpenLate, as it fails Open;
+// later (the password changed meanwhile) every call answers it.
 type Late struct {
 	mu     sync.Mutex
 	claims *Claims // nil until connected
@@ -58,8 +59,8 @@ func (l *Late) connect(ctx context.Context, cfg Config) {
 		l.mu.Lock()
 		l.claims, l.last = c, err
 		l.mu.Unlock()
-		if err == nil {
-			return
+		if !errs.Is(err, errs.Unavailable) {
+			return // connected, or refused: trying again changes nothing
 		}
 	}
 }
@@ -68,8 +69,11 @@ func (l *Late) connect(ctx context.Context, cfg Config) {
 func (l *Late) store() (*Claims, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.claims != nil {
+	switch {
+	case l.claims != nil:
 		return l.claims, nil
+	case !errs.Is(l.last, errs.Unavailable):
+		return nil, l.last
 	}
 	return nil, errs.Wrap(errs.Unavailable, l.last, "cluster: not connected to etcd yet")
 }

@@ -19,10 +19,10 @@ import (
 // "Where am I needed?"). Five more repos are registered with gita; four get
 // a window whose scripted agent plays one part (agent.go's plans), delta
 // gets none.
-var keptRepos = []string{"delta", "epsilon", "zeta", "eta", "theta"}
+var keptRepos = append([]string{"delta"}, keptWindows...)
 
-// keptWindows are the kept repos that get a window.
-var keptWindows = keptRepos[1:]
+// keptWindows are the kept repos that get a window: all but delta.
+var keptWindows = []string{"epsilon", "zeta", "eta", "theta"}
 
 // heldRepos are the repos whose agents work until their hold file is removed.
 var heldRepos = []string{"eta", "theta"}

@@ -71,6 +71,16 @@ func startHosts(t testing.TB, h *hub, etcd *etcdtest.Cluster, n int, plan, env s
 	return hosts
 }
 
+// holdFile makes the file a "work" agent works while it exists.
+func holdFile(t testing.TB) string {
+	t.Helper()
+	hold := filepath.Join(t.TempDir(), "hold")
+	if err := os.WriteFile(hold, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return hold
+}
+
 func quoteAll(ss []string) string {
 	q := make([]string, len(ss))
 	for i, s := range ss {
@@ -215,10 +225,7 @@ func TestClusterWakesEachTaskOnceAcrossHosts(t *testing.T) {
 func TestClusterTakesOverFromADeadHostAfterTheTTL(t *testing.T) {
 	etcd := etcdtest.Start(t, 1)
 	h := startHub(t, "")
-	hold := filepath.Join(t.TempDir(), "hold")
-	if err := os.WriteFile(hold, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	hold := holdFile(t)
 	hosts := startHosts(t, h, etcd, 3, "work", "SCRIPTED_AGENT_HOLD="+hold, "alpha")
 	h.put(workplan("W-1", "alpha", todo("T-crash", "alpha")))
 
@@ -301,10 +308,7 @@ func TestClusterTakesOverFromADeadHostAfterTheTTL(t *testing.T) {
 func TestClusterWaitsOutAnEtcdOutage(t *testing.T) {
 	etcd := etcdtest.Start(t, 1)
 	h := startHub(t, "")
-	hold := filepath.Join(t.TempDir(), "hold")
-	if err := os.WriteFile(hold, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	hold := holdFile(t)
 	hosts := startHosts(t, h, etcd, 3, "complete", "SCRIPTED_AGENT_HOLD="+hold, "alpha", "beta", "gamma")
 
 	first, ts := tasksOf("A", 6)
