@@ -154,6 +154,7 @@ FUZZ_TARGETS := \
 	./internal/jsonl:FuzzDecodeLine \
 	./internal/config:FuzzLoad \
 	./internal/statehub:FuzzAnswers \
+	./internal/statehub/github:FuzzParseRemote \
 	./internal/gita:FuzzParseRepos \
 	./internal/gita:FuzzParseGroups \
 	./internal/tmux:FuzzParseWindows \

@@ -11,8 +11,10 @@
 // The plan chooses the part, one word per wake in order (the last word
 // repeats):
 //
-//	complete  ack, renew, checkpoint, mark the task done (or the message
-//	          read) in State Hub through the engine, release --result completed
+//	complete  ack, renew, read the task's description when the prompt
+//	          names `task show`, checkpoint, mark the task done (or the
+//	          message read) in State Hub through the engine, release
+//	          --result completed
 //	stall     do nothing: the lease runs out and the work is offered again
 //	ackstall  ack, checkpoint, then nothing (the lease expires while held)
 //	fail      ack, release --result failed
@@ -96,6 +98,9 @@ var (
 	releaseLine = regexp.MustCompile(`^When done: \S+ lease release (\S+)(?: --attempt (\d+))? --result`)
 	attemptLine = regexp.MustCompile(`lease (\S+), attempt (\d+) of`)
 	taskLine    = regexp.MustCompile(`^Task (\S+?)(?: "| in workplan |\.$)`)
+	// A tracker with task descriptions (GitHub) names the command that
+	// reads one; the id may come quoted.
+	showLine    = regexp.MustCompile(`^Read its description .*: \S+ task show '?([^' ]+)'?$`)
 	messageLine = regexp.MustCompile(`^Message (\S+) from (\S+):`)
 	// Bracketed paste markers and carriage returns are terminal framing,
 	// not text.
@@ -105,7 +110,9 @@ var (
 // wake is what the agent gathered of one prompt.
 type wake struct {
 	lease, attempt, task, message, from string
-	resumed                             bool
+	// show is the task whose description the prompt says to read.
+	show    string
+	resumed bool
 	// named: the prompt's commands name the attempt (--attempt N), so
 	// the agent's do too.
 	named bool
@@ -159,6 +166,9 @@ func Run(in io.Reader, out io.Writer, c Config) {
 		}
 		if m := messageLine.FindStringSubmatch(line); m != nil {
 			w.message, w.from = m[1], m[2]
+		}
+		if m := showLine.FindStringSubmatch(line); m != nil {
+			w.show = m[1]
 		}
 		if strings.Contains(line, "Resume from your latest checkpoint") {
 			w.resumed = true
@@ -216,6 +226,10 @@ func (c Config) play(out io.Writer, w wake, part string) {
 	case "complete":
 		run("lease", "ack", w.lease)
 		run("lease", "renew", w.lease)
+		if w.show != "" {
+			// As a model would: read the task before working on it.
+			c.Log("taskshow %s -> %d", w.show, engine("task", "show", w.show))
+		}
 		run("checkpoint", "--lease", w.lease, "--summary", "scripted work done", "--file", "work.txt", "--next", "nothing")
 		// Through the engine, as the prompt says (the agent's window has
 		// no address or token of State Hub). Logged before the command:

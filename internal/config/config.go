@@ -125,7 +125,9 @@ type tamqView struct {
 		*SharedCoordination
 		*TamqCoordination
 	} `toml:"coordination" json:"coordination"`
-	StateHub *StateHub `toml:"statehub" json:"statehub"`
+	StateHub struct {
+		*SharedStateHub
+	} `toml:"statehub" json:"statehub"`
 	SQLite   *SQLite   `toml:"sqlite" json:"sqlite"`
 	Service  *Service  `toml:"service" json:"service"`
 	Delivery *Delivery `toml:"delivery" json:"delivery"`
@@ -137,11 +139,14 @@ type engineView struct {
 		*SharedCoordination
 		*EngineCoordination
 	} `toml:"coordination" json:"coordination"`
-	StateHub *StateHub `toml:"statehub" json:"statehub"`
-	SQLite   *SQLite   `toml:"sqlite" json:"sqlite"`
-	Service  *Service  `toml:"service" json:"service"`
-	Policy   *Policy   `toml:"policy" json:"policy"`
-	Cluster  *Cluster  `toml:"cluster,omitzero" json:"cluster,omitzero"`
+	StateHub struct {
+		*SharedStateHub
+		*EngineStateHub
+	} `toml:"statehub" json:"statehub"`
+	SQLite  *SQLite  `toml:"sqlite" json:"sqlite"`
+	Service *Service `toml:"service" json:"service"`
+	Policy  *Policy  `toml:"policy" json:"policy"`
+	Cluster *Cluster `toml:"cluster,omitzero" json:"cluster,omitzero"`
 }
 
 // View is the part of c that program p reads, for encoding (as JSON or
@@ -149,12 +154,15 @@ type engineView struct {
 func (c *Config) View(p paths.Program) any {
 	switch p {
 	case paths.Tamq:
-		v := &tamqView{StateHub: &c.StateHub, SQLite: &c.SQLite, Service: &c.Service, Delivery: &c.Delivery, Policy: &c.Policy}
+		v := &tamqView{SQLite: &c.SQLite, Service: &c.Service, Delivery: &c.Delivery, Policy: &c.Policy}
+		v.StateHub.SharedStateHub = &c.StateHub.SharedStateHub
 		v.Coordination.SharedCoordination = &c.Coordination.SharedCoordination
 		v.Coordination.TamqCoordination = &c.Coordination.TamqCoordination
 		return v
 	case paths.Engine:
-		v := &engineView{StateHub: &c.StateHub, SQLite: &c.SQLite, Service: &c.Service, Policy: &c.Policy, Cluster: &c.Cluster}
+		v := &engineView{SQLite: &c.SQLite, Service: &c.Service, Policy: &c.Policy, Cluster: &c.Cluster}
+		v.StateHub.SharedStateHub = &c.StateHub.SharedStateHub
+		v.StateHub.EngineStateHub = &c.StateHub.EngineStateHub
 		v.Coordination.SharedCoordination = &c.Coordination.SharedCoordination
 		v.Coordination.EngineCoordination = &c.Coordination.EngineCoordination
 		return v
@@ -171,11 +179,49 @@ func other(p paths.Program) paths.Program {
 	return paths.Tamq
 }
 
-// StateHub says where State Hub is and how to obtain its credentials. The token
-// itself never appears in configuration: credential_command is run when needed.
+// StateHub says which tracker is State Hub, where it is and how to obtain
+// its credentials. The token itself never appears in configuration:
+// credential_command is run when needed. Both programs read the shared
+// part; the settings of a kind of tracker are the engine's alone.
 type StateHub struct {
+	SharedStateHub
+	EngineStateHub
+}
+
+// SharedStateHub is the part of [statehub] both programs read.
+type SharedStateHub struct {
+	// Kind is the kind of tracker (KindContract, KindGitHub): the engine
+	// reads it through that kind's driver; tamq, for a kind other than the
+	// contract, leaves State Hub to the engine (its receipts go through the
+	// engine only). The contract, the default, is left out of the version
+	// hash, so a config that does not name it keeps its version.
+	Kind              string   `toml:"kind" json:"kind,omitempty"`
 	APIBase           string   `toml:"api_base" json:"api_base"`
 	CredentialCommand []string `toml:"credential_command" json:"credential_command,omitempty"`
+}
+
+// EngineStateHub is the part of [statehub] only coordination-engine reads:
+// the settings of its kind of tracker. A section of another kind than the
+// one in use is refused, so a forgotten kind is said rather than ignored.
+type EngineStateHub struct {
+	GitHub GitHub `toml:"github,omitzero" json:"github,omitzero"`
+}
+
+// The kinds of State Hub.
+const (
+	KindContract = "contract"
+	KindGitHub   = "github"
+)
+
+// Kinds are the kinds of State Hub this build has drivers for.
+var Kinds = []string{KindContract, KindGitHub}
+
+// HubKind is the kind of State Hub in use.
+func (s SharedStateHub) HubKind() string {
+	if s.Kind == "" {
+		return KindContract
+	}
+	return s.Kind
 }
 
 // SQLite holds storage settings.
@@ -220,8 +266,8 @@ func Default() Config {
 				RetentionDays:               90,
 			},
 		},
-		// api_base depends on the paths: Load and Defaults set it.
-		StateHub: StateHub{},
+		// api_base depends on the paths and the kind: Load and Defaults set it.
+		StateHub: StateHub{SharedStateHub: SharedStateHub{Kind: KindContract}},
 		SQLite:   SQLite{BusyTimeoutMS: 5000},
 		Service:  Service{ShutdownGraceSeconds: 10},
 		Delivery: Delivery{EnterPauseMS: 200, QuietMS: 150, MaxQuietWaitMS: 2000, BlockQuietMS: 3000, MaxBatch: 50},
@@ -281,6 +327,9 @@ func (c *Config) ShutdownGrace() time.Duration {
 // equal the defaults), and a key only the other program reads cannot change it.
 func (c *Config) Version(p paths.Program) string {
 	norm := *c
+	if norm.StateHub.Kind == KindContract {
+		norm.StateHub.Kind = "" // the default, left out as before the key existed
+	}
 	norm.Policy.Profiles = map[string]policy.Profile{}
 	for name, prof := range c.Policy.Profiles {
 		prof.Allow = slices.Sorted(slices.Values(prof.Allow))

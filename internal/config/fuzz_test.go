@@ -47,6 +47,10 @@ func FuzzLoad(f *testing.F) {
 			"tls_ca_file = \"/ca.pem\"\ntls_cert_file = \"/c.pem\"\ntls_key_file = \"/k.pem\"\ncredential_command = [\"pass\", \"etcd\"]\ndial_timeout_seconds = 9\n",
 		"[cluster]\netcd_endpoints = [\"http://127.0.0.1:2379\"]\n", "[cluster]\nprefix = \"/only\"\n",
 		"[cluster]\netcd_endpoints = [\"127.0.0.1:2379\"]\n", "[cluster]\netcd_endpoints = []\n",
+		"[statehub]\nkind = \"github\"\ncredential_command = [\"gh\", \"auth\", \"token\"]\n" +
+			"[statehub.github]\nlabel = \"bot\"\nrepos = { a = \"o/a\" }\ncomment_on = [\"lease.stopped\"]\n",
+		"[statehub]\nkind = \"github\"\napi_base = \"http://10.0.0.1/api/v3\"\n", "[statehub]\nkind = \"jira\"\n",
+		"[statehub.github]\nlabel = \"x\"\n", "[statehub]\nkind = \"github\"\n[statehub.github]\nrepos = { a = \"-o/a\" }\n",
 	} {
 		f.Add([]byte(in), false)
 		f.Add([]byte(in), true)

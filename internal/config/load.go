@@ -81,8 +81,17 @@ func load(p paths.Paths, data []byte, exists bool) (*Loaded, error) {
 		return nil, err
 	}
 	l := &Loaded{Config: cfg, File: p.ConfigFile, FileExists: exists}
+	if l.StateHub.Kind == "" {
+		l.StateHub.Kind = KindContract
+	}
 	if l.StateHub.APIBase == "" {
 		l.StateHub.APIBase = DefaultStateHubAPIBase(p)
+		if l.StateHub.Kind == KindGitHub {
+			l.StateHub.APIBase = DefaultGitHubAPIBase
+		}
+	}
+	if l.StateHub.Kind == KindGitHub && p.Program == paths.Engine {
+		l.StateHub.GitHub.fillDefaults()
 	}
 	if p.StateHubAPIBase != "" {
 		l.StateHub.APIBase = p.StateHubAPIBase

@@ -83,6 +83,9 @@ func (c *Config) Validate() error {
 	if err := validateAPIBase(c.StateHub.APIBase); err != nil {
 		return bad("statehub.api_base", "%v", err)
 	}
+	if err := c.validateHub(); err != nil {
+		return err
+	}
 	if len(c.StateHub.CredentialCommand) > 0 && c.StateHub.CredentialCommand[0] == "" {
 		return bad("statehub.credential_command", "the program name (first element) is empty")
 	}

@@ -77,22 +77,34 @@ func (r Report) Names(s Status) []string {
 	return out
 }
 
-func ok(name, detail string) Check { return Check{Name: name, Status: OK, Detail: detail} }
+// Passed, Warning and Failed make a check that went so: the checks of
+// this package and of the engine's own (clustercheck, githubcheck).
+func Passed(name, detail string) Check { return Check{Name: name, Status: OK, Detail: detail} }
 
-func warn(name, detail, fix string) Check {
+// Warning is a check worth fixing; the program works without.
+func Warning(name, detail, fix string) Check {
 	return Check{Name: name, Status: Warn, Detail: detail, Fix: fix}
 }
 
-func fail(name, detail, fix string) Check {
+// Failed is a check the program does not work without.
+func Failed(name, detail, fix string) Check {
 	return Check{Name: name, Status: Fail, Detail: detail, Fix: fix}
 }
 
-// fixOf is err's hint when it carries one, else fallback: the errors of the
+// FixOf is err's hint when it carries one, else fallback: the errors of the
 // programs' own parts already say what to do.
-func fixOf(err error, fallback string) string {
+func FixOf(err error, fallback string) string {
 	var e *errs.Error
 	if errors.As(err, &e) && e.Hint != "" {
 		return e.Hint
 	}
 	return fallback
 }
+
+// The short names this package's checks use.
+var (
+	ok    = Passed
+	warn  = Warning
+	fail  = Failed
+	fixOf = FixOf
+)

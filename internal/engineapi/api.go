@@ -346,6 +346,8 @@ type ExplainTrigger struct {
 // last observation of State Hub and its own receipts.
 type ExplainResult struct {
 	Task string `json:"task"`
+	// URL is where a person reads the task (a GitHub issue's page).
+	URL string `json:"url,omitempty"`
 	// Observed: the last observation had the task; the fields below up to
 	// Gate are from it.
 	Observed       bool         `json:"observed"`

@@ -16,6 +16,9 @@ const (
 	OpMessageShow = "message_show"
 	OpMessageRead = "message_read"
 	OpTaskSet     = "task_set"
+	// OpTaskShow reads a task's description (a GitHub issue's body), for
+	// the agent that works on it.
+	OpTaskShow = "task_show"
 )
 
 // TaskSetStatuses are the statuses an agent may state for its task: the
@@ -26,14 +29,31 @@ var TaskSetStatuses = []string{"in_progress", "blocked", "done"}
 // who read the tracker, not a report.
 const MaxTaskNote = 500
 
-// MessageShowArgs asks for a message and its body from Offset on (bytes
-// of the body). A body can be larger than one protocol frame, so it comes
-// in pieces; Revision, once known, makes the engine refuse a message that
-// changed between pieces (conflict).
+// PieceArgs ask for a text the tracker holds (a message's body, a task's
+// description) from Offset on, in bytes of it. Such a text can be larger
+// than one protocol frame, so it comes in pieces; Revision, once known,
+// makes the engine refuse one that changed between pieces (conflict).
+type PieceArgs struct {
+	Offset   int    `json:"offset,omitempty"`
+	Revision string `json:"revision,omitempty"`
+}
+
+// Piece is the piece of such a text from Offset; Next is where the next
+// piece starts (0: none). The client joins the pieces: what a command
+// prints has the whole text and neither Offset nor Next. With Withheld set
+// (the secret gate), there is no text at all.
+type Piece struct {
+	Body      string    `json:"body"`
+	BodyBytes int       `json:"body_bytes"`
+	Offset    int       `json:"offset,omitempty"`
+	Next      int       `json:"next,omitempty"`
+	Withheld  *Withheld `json:"withheld,omitempty"`
+}
+
+// MessageShowArgs asks for a message and its body, in pieces.
 type MessageShowArgs struct {
 	MessageID string `json:"message_id"`
-	Offset    int    `json:"offset,omitempty"`
-	Revision  string `json:"revision,omitempty"`
+	PieceArgs
 }
 
 // Withheld says why a text is not shown or not kept: secret material,
@@ -53,17 +73,11 @@ type Withheld struct {
 // an agent handed it that looks like it holds a secret.
 const WithheldText = "withheld (secret-looking text)"
 
-// MessageShowResult is the message as State Hub has it, with the piece of
-// its body from Offset; Next is where the next piece starts (0: none).
-// The client joins the pieces: what a command prints has the whole body
-// and neither Offset nor Next. With Withheld set, there is no body at all.
+// MessageShowResult is the message as State Hub has it, with a piece of
+// its body.
 type MessageShowResult struct {
-	Message   contract.Message `json:"message"`
-	Body      string           `json:"body"`
-	BodyBytes int              `json:"body_bytes"`
-	Offset    int              `json:"offset,omitempty"`
-	Next      int              `json:"next,omitempty"`
-	Withheld  *Withheld        `json:"withheld,omitempty"`
+	Message contract.Message `json:"message"`
+	Piece
 }
 
 // MessageReadArgs names the message to mark read.
@@ -83,6 +97,32 @@ type TaskSetArgs struct {
 	Status string `json:"status"`
 	// Note goes to the tracker with the status, never into receipts.
 	Note string `json:"note,omitempty"`
+}
+
+// TaskShowArgs asks for a task and its description, in pieces.
+type TaskShowArgs struct {
+	TaskID string `json:"task_id"`
+	PieceArgs
+}
+
+// TaskShown is a task as its tracker has it now: URL is where a person
+// reads it ("" when the tracker has no pages); Revision changes with its
+// title or description.
+type TaskShown struct {
+	ID       string `json:"id"`
+	Title    string `json:"title"`
+	Repo     string `json:"repo"`
+	Status   string `json:"status"`
+	URL      string `json:"url,omitempty"`
+	Revision string `json:"revision"`
+}
+
+// TaskShowResult is the task with a piece of its description; with
+// Withheld set the title too is left out when it is the title that holds
+// the secret.
+type TaskShowResult struct {
+	Task TaskShown `json:"task"`
+	Piece
 }
 
 // TaskSetResult says State Hub took the status.

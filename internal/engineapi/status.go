@@ -70,9 +70,12 @@ type SQLiteStatus = health.SQLite
 // RegistryStatus is the gita registry.
 type RegistryStatus = health.Registry
 
-// StateHubStatus is the State Hub connection: reachability (probed), the
-// observer's last look, its event stream, and the receipt outbox.
+// StateHubStatus is the State Hub connection: its kind, reachability
+// (probed), the observer's last and next look, its event stream, the
+// tracker's request budget and what it watches, and the receipt outbox.
 type StateHubStatus struct {
+	// Kind is the kind of State Hub ([statehub] kind): contract, github.
+	Kind                  string `json:"kind"`
 	APIBase               string `json:"api_base"`
 	Reachable             bool   `json:"reachable"`
 	CredentialsConfigured bool   `json:"credentials_configured"`
@@ -89,6 +92,42 @@ type StateHubStatus struct {
 	LastPublish         *time.Time `json:"last_publish,omitempty"`
 	PublishError        string     `json:"publish_error,omitempty"`
 	Error               string     `json:"error,omitempty"`
+	// NextLook is when the observer looks next unless something kicks it;
+	// RetryAt, when State Hub asked for no requests before then (a rate
+	// limit), and RetryReason why.
+	NextLook    *time.Time `json:"next_look,omitempty"`
+	RetryAt     *time.Time `json:"retry_at,omitempty"`
+	RetryReason string     `json:"retry_reason,omitempty"`
+	// Budget is the tracker's request budget as it last said it (GitHub's
+	// rate limit); nil when it has none.
+	Budget *RateBudget `json:"budget,omitempty"`
+	// Requests made since the engine started, and how many of them the
+	// tracker answered "not modified" (free, for GitHub).
+	Requests    int64 `json:"requests,omitempty"`
+	NotModified int64 `json:"not_modified,omitempty"`
+	// Watched are the repositories the tracker is read in (GitHub: each
+	// gita repo's GitHub repository), NotWatched the repos left out and why.
+	Watched    []WatchedRepo `json:"watched,omitempty"`
+	NotWatched []WatchedRepo `json:"not_watched,omitempty"`
+	// Receipts is where receipts go: "published" to State Hub, or "local"
+	// (kept in the engine's database; GitHub is not a log).
+	Receipts string `json:"receipts,omitempty"`
+}
+
+// RateBudget is a tracker's request budget: Remaining of Limit until Reset.
+type RateBudget struct {
+	Limit     int       `json:"limit"`
+	Remaining int       `json:"remaining"`
+	Reset     time.Time `json:"reset"`
+}
+
+// WatchedRepo is a gita repo as the tracker is read for it: where (GitHub:
+// owner/name), its page, or why it is not read.
+type WatchedRepo struct {
+	Repo    string `json:"repo"`
+	Where   string `json:"where,omitempty"`
+	Link    string `json:"link,omitempty"`
+	Problem string `json:"problem,omitempty"`
 }
 
 // TamqStatus is the engine's way into terminals: tamq's socket.

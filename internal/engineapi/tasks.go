@@ -41,6 +41,9 @@ type TaskStanding struct {
 	DependsOn []string `json:"depends_on,omitempty"`
 	Kind      string   `json:"kind"`
 	Words     string   `json:"words"`
+	// URL is where a person reads the task (a GitHub issue's page); ""
+	// when the tracker has none.
+	URL string `json:"url,omitempty"`
 
 	Gate        string     `json:"gate,omitempty"`
 	GateReason  string     `json:"gate_reason,omitempty"`

@@ -145,33 +145,54 @@ func (c *Client) Publish(ctx context.Context, args api.PublishArgs) (api.Publish
 // between pieces is a conflict (ask again). A body the engine's secret
 // scan withholds comes back with Withheld and no body.
 func (c *Client) MessageShow(ctx context.Context, id string) (api.MessageShowResult, error) {
-	args := api.MessageShowArgs{MessageID: id}
-	var out api.MessageShowResult
-	for {
-		var res api.MessageShowResult
-		if err := c.Call(ctx, relay, api.OpMessageShow, args, &res); err != nil {
-			return api.MessageShowResult{}, err
-		}
-		switch {
-		case res.Withheld != nil:
-			res.Body, res.Offset, res.Next = "", 0, 0
-			return res, nil
-		case args.Offset == 0:
-			out = res
-		default:
-			out.Body += res.Body
-		}
-		if res.Next <= args.Offset {
-			out.Offset, out.Next = 0, 0
-			return out, nil
-		}
-		args.Offset, args.Revision = res.Next, res.Message.Revision
-	}
+	return pieces(ctx, c, api.OpMessageShow,
+		func(at api.PieceArgs) any { return api.MessageShowArgs{MessageID: id, PieceArgs: at} },
+		func(r *api.MessageShowResult) (*api.Piece, string) { return &r.Piece, r.Message.Revision })
 }
 
 // MessageRead marks a State Hub message read, for the agent that read it.
 func (c *Client) MessageRead(ctx context.Context, id string) (api.MessageReadResult, error) {
 	return daemon.Call[api.MessageReadResult](ctx, c.BaseClient, relay, api.OpMessageRead, api.MessageReadArgs{MessageID: id})
+}
+
+// TaskShow reads a task with its description, which the engine fetches
+// for the asking agent and never keeps, in pieces as MessageShow.
+func (c *Client) TaskShow(ctx context.Context, id string) (api.TaskShowResult, error) {
+	return pieces(ctx, c, api.OpTaskShow,
+		func(at api.PieceArgs) any { return api.TaskShowArgs{TaskID: id, PieceArgs: at} },
+		func(r *api.TaskShowResult) (*api.Piece, string) { return &r.Piece, r.Task.Revision })
+}
+
+// pieces asks op for a text the tracker holds, piece by piece (args makes
+// the request of each), and joins the pieces into the first answer; of
+// each answer, piece is its piece and the revision the next must match.
+// A withheld text comes back as answered, without a piece.
+func pieces[R any](ctx context.Context, c *Client, op string, args func(api.PieceArgs) any, piece func(*R) (*api.Piece, string)) (R, error) {
+	var first, zero R
+	at := api.PieceArgs{}
+	for {
+		var res R
+		if err := c.Call(ctx, relay, op, args(at), &res); err != nil {
+			return zero, err
+		}
+		p, revision := piece(&res)
+		if p.Withheld != nil {
+			p.Body, p.Offset, p.Next = "", 0, 0
+			return res, nil
+		}
+		if at.Offset == 0 {
+			first = res
+		} else {
+			whole, _ := piece(&first)
+			whole.Body += p.Body
+		}
+		if p.Next <= at.Offset {
+			whole, _ := piece(&first)
+			whole.Offset, whole.Next = 0, 0
+			return first, nil
+		}
+		at.Offset, at.Revision = p.Next, revision
+	}
 }
 
 // TaskSet states a task's status in State Hub for the agent that works on

@@ -1,6 +1,7 @@
 package gita
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -98,4 +99,24 @@ func describeErr(err error) string {
 		return pathErr.Err.Error()
 	}
 	return err.Error()
+}
+
+// Remote is the URL of a repository's remote as git resolves it
+// (`git remote get-url`, which applies url.*.insteadOf), asked in the
+// repository's directory; "" with no error when it has no such remote.
+func Remote(ctx context.Context, path, name string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", "remote", "get-url", "--", name)
+	cmd.Dir = path
+	cmd.Env = gitEnv()
+	out, err := cmd.Output()
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+		return strings.TrimSpace(string(out)), nil
+	case errors.As(err, &exitErr) && ctx.Err() == nil:
+		// git says "No such remote" (exit 2), or the path is not a
+		// repository any more: either way there is no remote to read.
+		return "", nil
+	}
+	return "", err
 }

@@ -44,8 +44,10 @@ type Client struct {
 	hc    *http.Client
 	bad   error // Base is not an address
 
+	counters
+	tokens TokenCache
+
 	mu        sync.Mutex
-	token     string
 	etag      string
 	workplans []contract.Workplan
 	invalid   []Invalid
@@ -257,9 +259,7 @@ func (c *Client) Events(ctx context.Context, onConnected, onEvent func()) error 
 	case resp.StatusCode == http.StatusNotFound:
 		return ErrNoEvents
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		c.mu.Lock()
-		c.token = ""
-		c.mu.Unlock()
+		c.tokens.Drop()
 		return errs.New(errs.PermissionDeny, "State Hub refused the credentials (%s)", resp.Status)
 	case resp.StatusCode != http.StatusOK:
 		return errs.New(errs.Unavailable, "State Hub answered %s to its event stream", resp.Status)
@@ -311,9 +311,7 @@ func (c *Client) do(ctx context.Context, method, path, etag string, body []byte,
 		}
 		status, tag, err := c.once(ctx, method, path, etag, token, body, into)
 		if (status == http.StatusUnauthorized || status == http.StatusForbidden) && len(c.Credential) > 0 && try == 0 {
-			c.mu.Lock()
-			c.token = ""
-			c.mu.Unlock()
+			c.tokens.Drop()
 			continue
 		}
 		return status, tag, err
@@ -345,11 +343,15 @@ func (c *Client) once(ctx context.Context, method, path, etag, token string, bod
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	c.requests.Add(1)
 	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, "", c.failed(err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotModified {
+		c.notModified.Add(1)
+	}
 	// A write may be answered without a document (201, 204); a read may not.
 	done := resp.StatusCode == http.StatusOK ||
 		method != http.MethodGet && (resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusNoContent)
@@ -417,19 +419,45 @@ func (c *Client) bearer(ctx context.Context) (string, error) {
 	if err := tgt.tokenAllowed(c.Base); err != nil {
 		return "", err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.token != "" {
-		return c.token, nil
+	return c.tokens.Get(ctx, c.Credential)
+}
+
+// TokenCache keeps the token of a credential command in memory, for every
+// driver of a tracker that wants one: fetched when first needed, at most
+// one command at a time, dropped when the tracker refuses it.
+type TokenCache struct {
+	mu    sync.Mutex
+	token string
+}
+
+// Get is the token kept, else the one the command argv prints now; ""
+// when argv is empty (no token). The command's output is never put in an
+// error: it may be the secret.
+func (tc *TokenCache) Get(ctx context.Context, argv []string) (string, error) {
+	if len(argv) == 0 {
+		return "", nil
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if tc.token != "" {
+		return tc.token, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	token, err := Token(ctx, c.Credential)
+	token, err := Token(ctx, argv)
 	if err != nil {
 		return "", err
 	}
-	c.token = token
+	tc.token = token
 	return token, nil
+}
+
+// Drop forgets the token: the tracker refused it, and the next Get asks
+// the command again.
+func (tc *TokenCache) Drop() {
+	tc.mu.Lock()
+	tc.token = ""
+	tc.mu.Unlock()
 }
 
 // Token runs the credential command (statehub.credential_command) until ctx

@@ -109,7 +109,7 @@ func (anyPolicy) RequiresHuman(c string) bool { return c == "destructive" }
 
 func checkObservation(t *testing.T, wps []contract.Workplan) {
 	t.Helper()
-	obs := observe.Tasks(wps, anyPolicy{})
+	obs := observe.Tasks(wps, nil, anyPolicy{})
 	for i, c := range obs.Candidates {
 		v, ok := obs.Tasks[c.Trigger.SourceID]
 		if !ok || !v.Actionable || v.Waiting != "" || v.Gate != c.Gate {

@@ -140,11 +140,29 @@ func newHTTPClient(t target, ownerOf OwnerFunc) *http.Client {
 // request of Client makes, and the URL prefix to put a route's path after:
 // for tools that send State Hub what Client does not (the demo seeds it).
 func HTTPClient(base string) (*http.Client, string, error) {
+	return CheckedHTTPClient(base, nil)
+}
+
+// CheckedHTTPClient is HTTPClient with ownerOf standing in for the system's
+// word on who owns a socket (tests): the other drivers of the Hub port
+// reach their trackers through it, so that a loopback listener of another
+// user is refused the token as it is here. Its CheckRedirect refuses every
+// redirect; a driver may set its own.
+func CheckedHTTPClient(base string, ownerOf OwnerFunc) (*http.Client, string, error) {
 	t, err := parseTarget(base)
 	if err != nil {
 		return nil, "", err
 	}
-	return newHTTPClient(t, nil), t.prefix, nil
+	return newHTTPClient(t, ownerOf), t.prefix, nil
+}
+
+// TokenAllowed refuses to send a token to base in clear to another machine.
+func TokenAllowed(base string) error {
+	t, err := parseTarget(base)
+	if err != nil {
+		return err
+	}
+	return t.tokenAllowed(base)
 }
 
 // dialSocket connects to State Hub's Unix socket once the file is a socket

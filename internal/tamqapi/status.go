@@ -47,6 +47,10 @@ type RegistryStatus = health.Registry
 
 // StateHubStatus is the State Hub connection. tamq works without it.
 type StateHubStatus struct {
+	// Kind is the kind of State Hub ([statehub] kind). For any but the
+	// contract, State Hub is coordination-engine's to read: tamq neither
+	// probes it nor posts to it, and its receipts go through the engine.
+	Kind                  string `json:"kind"`
 	APIBase               string `json:"api_base"`
 	Reachable             bool   `json:"reachable"`
 	CredentialsConfigured bool   `json:"credentials_configured"`

@@ -8,7 +8,6 @@ package clustercheck
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -227,23 +226,10 @@ func Prefix(ctx context.Context, c *cluster.Claims) doctor.Check {
 	return ok(clusterPrefixName, held)
 }
 
-func ok(name, detail string) doctor.Check {
-	return doctor.Check{Name: name, Status: doctor.OK, Detail: detail}
-}
-
-func warn(name, detail, fix string) doctor.Check {
-	return doctor.Check{Name: name, Status: doctor.Warn, Detail: detail, Fix: fix}
-}
-
-func fail(name, detail, fix string) doctor.Check {
-	return doctor.Check{Name: name, Status: doctor.Fail, Detail: detail, Fix: fix}
-}
-
-// fixOf is err's hint when it carries one, else fallback, as the doctor's own.
-func fixOf(err error, fallback string) string {
-	var e *errs.Error
-	if errors.As(err, &e) && e.Hint != "" {
-		return e.Hint
-	}
-	return fallback
-}
+// The doctor's own makers of checks, by their short names.
+var (
+	ok    = doctor.Passed
+	warn  = doctor.Warning
+	fail  = doctor.Failed
+	fixOf = doctor.FixOf
+)

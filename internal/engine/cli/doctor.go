@@ -9,13 +9,17 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/buildinfo"
+	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/doctor"
 	"github.com/tmux-amq/tamq/internal/doctor/clustercheck"
+	"github.com/tmux-amq/tamq/internal/doctor/githubcheck"
 	"github.com/tmux-amq/tamq/internal/engine/service"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	client "github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/statehub/github"
+	"github.com/tmux-amq/tamq/internal/statehub/kinds"
 	"github.com/tmux-amq/tamq/internal/tamqclient"
 )
 
@@ -58,11 +62,7 @@ func engineChecks(ctx context.Context, a *app.App) []doctor.Check {
 	if running {
 		checks = append(checks, tasksCheck(ctx, p))
 	}
-	hub, reachable := doctor.StateHub(ctx, cfg, doctor.Fail, " (the engine watches State Hub: nothing wakes agents while it is away)")
-	checks = append(checks, hub)
-	if reachable || len(cfg.StateHub.CredentialCommand) > 0 {
-		checks = append(checks, doctor.StateHubAuth(ctx, cfg, reachable, doctor.Fail))
-	}
+	checks = append(checks, stateHubChecks(ctx, a, cfg)...)
 	if cfg.ClusterOn() {
 		// Several hosts share their claims in etcd ([cluster]): it must
 		// answer, take the credentials, keep time with this host, and
@@ -73,6 +73,24 @@ func engineChecks(ctx context.Context, a *app.App) []doctor.Check {
 		doctor.ClockAt(ctx, a.Name(), a.Now(), p.Database, store.Migrations, store.NewestTime),
 		doctor.DiskAt(p.StateDir, p.Database, fmt.Sprintf("free space in that file system (`df -h %s`)", p.StateDir)),
 	)
+}
+
+// stateHubChecks check State Hub as its kind is read: the contract's
+// reachability and credentials, or GitHub's token, repositories and budget.
+func stateHubChecks(ctx context.Context, a *app.App, cfg *config.Loaded) []doctor.Check {
+	if cfg.StateHub.HubKind() == config.KindGitHub {
+		hub, err := kinds.Open(cfg, a.Registry, nil)
+		if err != nil {
+			return []doctor.Check{doctor.Failed("statehub", err.Error(), doctor.FixOf(err, "fix [statehub] in "+cfg.File))}
+		}
+		return githubcheck.Run(ctx, hub.(*github.Driver), cfg)
+	}
+	hub, reachable := doctor.StateHub(ctx, cfg, doctor.Fail, " (the engine watches State Hub: nothing wakes agents while it is away)")
+	checks := []doctor.Check{hub}
+	if reachable || len(cfg.StateHub.CredentialCommand) > 0 {
+		checks = append(checks, doctor.StateHubAuth(ctx, cfg, reachable, doctor.Fail))
+	}
+	return checks
 }
 
 // tamqCheck says whether tamq answers on the socket the engine wakes

@@ -11,6 +11,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/engine/service"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/statehub/kinds"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
@@ -57,6 +58,11 @@ graph with the same facts (render it with ` + "`dot -Tsvg`" + `).`,
 				}
 				defer st.DB.Close()
 				res, err = service.Explain(cmd.Context(), st, args[0], nil)
+				if cfg, cerr := a.Config(); cerr == nil && err == nil {
+					if hub, herr := kinds.Open(cfg, a.Registry, nil); herr == nil {
+						res.URL = hub.Link(args[0]) // a name, nothing asked of the tracker
+					}
+				}
 			}
 			if err != nil {
 				return err
@@ -81,6 +87,9 @@ graph with the same facts (render it with ` + "`dot -Tsvg`" + `).`,
 func explainText(r api.ExplainResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "task %s: %s\n", r.Task, r.Verdict)
+	if r.URL != "" {
+		fmt.Fprintf(&b, "  page: %s\n", textsafe.Escape(r.URL))
+	}
 	if r.Observed {
 		fmt.Fprintf(&b, "  State Hub (%s): %s, revision %s, repo %s, workplan %s (%s), priority %d\n",
 			stamp(r.ObservedAt), r.Status, r.Revision, r.Repo, r.Workplan, r.WorkplanStatus, r.Priority)

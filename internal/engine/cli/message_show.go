@@ -44,22 +44,30 @@ names the rule that matched, says the secret gate applies, and exits 14
 			if err != nil {
 				return err
 			}
-			switch {
-			case a.JSON:
-				if err := a.PrintJSON(res); err != nil {
-					return err
-				}
-			case !a.Quiet:
-				a.Printf("%s", messageText(res))
-			}
-			if w := res.Withheld; w != nil {
-				return errs.New(errs.PolicyRefused, "the %s of message %s is withheld: it holds secret material (%s at byte %d); the %s gate applies",
-					w.Field, res.Message.ID, w.Rule, w.Offset, w.Gate).
-					WithHint("a person reads it in State Hub; nothing of it was printed, kept or logged")
-			}
-			return nil
+			return printShown(a, res, messageText, res.Withheld, "message "+res.Message.ID, "State Hub")
 		},
 	}
+}
+
+// printShown prints what an agent read through the engine (--json: res as
+// it came; else text(res)) and, when the secret scan withheld it, returns
+// the error that says so (exit 14): what it was, the rule, the gate, and
+// where a person reads it instead.
+func printShown[R any](a *app.App, res R, text func(R) string, w *api.Withheld, what, where string) error {
+	switch {
+	case a.JSON:
+		if err := a.PrintJSON(res); err != nil {
+			return err
+		}
+	case !a.Quiet:
+		a.Printf("%s", text(res))
+	}
+	if w != nil {
+		return errs.New(errs.PolicyRefused, "the %s of %s is withheld: it holds secret material (%s at byte %d); the %s gate applies",
+			w.Field, what, w.Rule, w.Offset, w.Gate).
+			WithHint("a person reads it in %s; nothing of it was printed, kept or logged", where)
+	}
+	return nil
 }
 
 // messageText is a message for people: a header line, the subject, then

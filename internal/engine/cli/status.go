@@ -15,6 +15,7 @@ import (
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	client "github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/statehub/kinds"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
@@ -43,7 +44,11 @@ the registry), with the problem on stderr.`,
 				if cerr != nil {
 					return cerr
 				}
-				r = service.Collect(cmd.Context(), p, cfg, a.Registry)
+				hub, herr := kinds.Open(cfg, a.Registry, nil)
+				if herr != nil {
+					return herr
+				}
+				r = service.Collect(cmd.Context(), p, cfg, a.Registry, hub)
 			} else if err != nil {
 				return err
 			}
@@ -69,14 +74,7 @@ func printStatus(a *app.App, r api.StatusReport) {
 	}
 	a.Printf("  sqlite:    %s\n", section(r.SQLite.Error, fmt.Sprintf("%s, schema %d of %d, %d bytes", r.SQLite.Path, r.SQLite.SchemaVersion, r.SQLite.BinarySchemaVersion, r.SQLite.SizeBytes)))
 	a.Printf("  registry:  %s\n", section(r.Registry.Error, fmt.Sprintf("%s, %d repos", r.Registry.Path, r.Registry.RepoCount)))
-	hub := "reachable"
-	if !r.StateHub.Reachable {
-		hub = "not reachable: " + r.StateHub.Error
-	}
-	a.Printf("  statehub:  %s %s, %d receipts not yet published\n", r.StateHub.APIBase, hub, r.StateHub.UnpublishedReceipts)
-	if s.Running {
-		a.Printf("  observer:  %s\n", observerLine(r.StateHub))
-	}
+	printStateHub(a, r.StateHub, s.Running)
 	if s.Running {
 		tamq := "answers"
 		if !r.Tamq.Reachable {
@@ -174,19 +172,59 @@ func section(err, ok string) string {
 	return ok
 }
 
+// printStateHub says which State Hub the engine reads and how that goes:
+// its kind and address, whether it answers, where receipts go; with the
+// engine running, the observation, the tracker's request budget, and what
+// it watches and what not, and why.
+func printStateHub(a *app.App, h api.StateHubStatus, running bool) {
+	reach := "reachable"
+	if !h.Reachable {
+		reach = "not reachable: " + h.Error
+	}
+	receipts := fmt.Sprintf("%d receipts not yet published", h.UnpublishedReceipts)
+	if h.Receipts == "local" {
+		receipts = "receipts kept here (" + h.Kind + " is not a log)"
+	}
+	a.Printf("  statehub:  %s at %s %s, %s\n", h.Kind, h.APIBase, reach, receipts)
+	if !running {
+		return
+	}
+	a.Printf("  observer:  %s\n", observerLine(h))
+	if b := h.Budget; b != nil {
+		a.Printf("  budget:    %d of %d requests left until %s; %d requests made, %d answered unchanged (free)\n",
+			b.Remaining, b.Limit, b.Reset.Local().Format("15:04:05"), h.Requests, h.NotModified)
+	}
+	if len(h.Watched) > 0 {
+		var ws []string
+		for _, w := range h.Watched {
+			ws = append(ws, fmt.Sprintf("%s (%s)", textsafe.Escape(w.Repo), textsafe.Escape(w.Link)))
+		}
+		a.Printf("  watched:   %s\n", strings.Join(ws, ", "))
+	}
+	for _, w := range h.NotWatched {
+		a.Printf("  not watched: %s: %s\n", textsafe.Escape(w.Repo), textsafe.Escape(w.Problem))
+	}
+}
+
 // observerLine says how the observation of State Hub goes: paused on the
-// credentials, failing, or when it last looked and how hints arrive.
+// credentials or by State Hub's word, failing, or when it last looked and
+// looks next, and how hints arrive.
 func observerLine(h api.StateHubStatus) string {
 	var parts []string
 	switch {
 	case h.Paused:
 		parts = append(parts, "PAUSED: State Hub refused the credentials (check statehub.credential_command): "+h.ObserveError)
+	case h.RetryAt != nil:
+		parts = append(parts, fmt.Sprintf("waiting until %s, as State Hub asked: %s", h.RetryAt.Local().Format("15:04:05"), h.ObserveError))
 	case h.ObserveError != "":
 		parts = append(parts, "failing, backing off: "+h.ObserveError)
 	case h.LastPoll == nil:
 		parts = append(parts, "no look yet")
 	default:
 		parts = append(parts, fmt.Sprintf("last look %s (%d looks)", h.LastPoll.Format(time.RFC3339), h.Polls))
+	}
+	if h.NextLook != nil && h.RetryAt == nil {
+		parts = append(parts, "next look "+h.NextLook.Format(time.RFC3339))
 	}
 	switch {
 	case h.EventsConnected:

@@ -15,16 +15,22 @@ func newTaskSetCmd(a *app.App) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "set TASK --status done|blocked|in_progress [--note TEXT]",
 		Short: "Set a task's status in State Hub",
-		Long: `Set the status of a State Hub task (PATCH /v1/tasks/{id}): done when the work is
-finished (mark it done before releasing the lease: the tasks that wait on it
-become actionable), blocked when it cannot go on, in_progress while it is
-worked on. The others (todo, ready, cancelled) are a person's to set.
+		Long: `Set the status of a State Hub task: done when the work is finished (mark it
+done before releasing the lease: the tasks that wait on it become
+actionable), blocked when it cannot go on, in_progress while it is worked on.
+The others (todo, ready, cancelled) are a person's to set.
 
---note goes to the tracker with the status: one line of plain text, at most
-500 bytes, never a secret (a note that looks like one is not sent). Receipts
-record the task id and the status, never the note.`,
+The State Hub contract takes it as PATCH /v1/tasks/{id}. GitHub Issues: done
+closes the issue as completed, blocked and in_progress are the labels
+blocked and in-progress (each taking the other off; names configurable).
+
+--note goes to the tracker with the status (for GitHub, as one comment on
+the issue): one line of plain text, at most 500 bytes, never a secret (a
+note that looks like one is not sent). Receipts record the task id and the
+status, never the note.`,
 		Example: `  coordination-engine task set T-7 --status done
-  coordination-engine task set T-7 --status blocked --note "needs the staging database"`,
+  coordination-engine task set T-7 --status blocked --note "needs the staging database"
+  coordination-engine task set 'octo-org/alpha#12' --status done --note "merged in a1b2c3d"`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			args.TaskID = pos[0]

@@ -103,10 +103,21 @@ func printTasks(w io.Writer, ts []api.TaskStanding) {
 		fmt.Fprintln(w, "No task.")
 		return
 	}
+	// A tracker with pages for people (GitHub) gets their links, last,
+	// where a terminal that makes them clickable finds them whole.
+	pages := slices.ContainsFunc(ts, func(t api.TaskStanding) bool { return t.URL != "" })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK\tREPO\tSTATUS\tSTANDING")
+	if pages {
+		fmt.Fprintln(tw, "TASK\tREPO\tSTATUS\tSTANDING\tPAGE")
+	} else {
+		fmt.Fprintln(tw, "TASK\tREPO\tSTATUS\tSTANDING")
+	}
 	for _, t := range ts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", textsafe.Escape(t.ID), textsafe.Escape(t.Repo), textsafe.Escape(t.Status), textsafe.Escape(t.Words))
+		line := fmt.Sprintf("%s\t%s\t%s\t%s", textsafe.Escape(t.ID), textsafe.Escape(t.Repo), textsafe.Escape(t.Status), textsafe.Escape(t.Words))
+		if pages {
+			line += "\t" + textsafe.Escape(t.URL)
+		}
+		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
 }

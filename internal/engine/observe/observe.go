@@ -47,6 +47,10 @@ type Dep struct {
 	Status string `json:"status,omitempty"` // "" when no workplan has it
 	Repo   string `json:"repo,omitempty"`
 	Found  bool   `json:"found"`
+	// Outside: the tracker knows it, but not as a task (GitHub: an issue
+	// nobody labelled, or of a repository nobody watches); Status is its
+	// state in the contract's words.
+	Outside bool `json:"outside,omitempty"`
 }
 
 // TaskView is one task as the observation judged it.
@@ -97,8 +101,10 @@ type Problem struct{ Kind, ID, Reason string }
 const MaxTitle = 1024
 
 // Tasks judges every task of the workplans and returns the candidates in
-// the order to dispatch them: lower priority first, then by id.
-func Tasks(workplans []contract.Workplan, p Policy) Observation {
+// the order to dispatch them: lower priority first, then by id. outside
+// are the statuses of dependencies that are not tasks (statehub.Board's
+// Outside): a task waits on them as on any other.
+func Tasks(workplans []contract.Workplan, outside map[string]string, p Policy) Observation {
 	type owned struct {
 		task contract.Task
 		wp   *contract.Workplan
@@ -125,6 +131,8 @@ func Tasks(workplans []contract.Workplan, p Policy) Observation {
 			dep := Dep{ID: d}
 			if o, ok := byID[d]; ok {
 				dep.Found, dep.Status, dep.Repo = true, o.task.Status, o.task.Repo
+			} else if status, ok := outside[d]; ok {
+				dep.Found, dep.Status, dep.Outside = true, status, true
 			}
 			v.Deps = append(v.Deps, dep)
 		}
@@ -168,6 +176,8 @@ func waiting(workplanStatus, status string, deps []Dep) string {
 		switch {
 		case !d.Found:
 			return "dependency " + d.ID + " is in no workplan"
+		case d.Outside && d.Status != "done":
+			return "dependency " + d.ID + " is " + outsideWords(d.Status) + " (not a task: a person's work)"
 		case d.Status != "done":
 			return "dependency " + d.ID + " is " + d.Status
 		}
@@ -317,6 +327,14 @@ func (o Observation) Attempt(id string) Verdict {
 		}
 	}
 	return Verdict{}
+}
+
+// outsideWords say the state of a dependency that is not a task.
+func outsideWords(status string) string {
+	if status == "todo" {
+		return "open"
+	}
+	return status
 }
 
 // Open reports whether a task is open in State Hub: todo, ready or in

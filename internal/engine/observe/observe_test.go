@@ -44,7 +44,7 @@ func TestActionabilityAndDependenciesAcrossWorkplans(t *testing.T) {
 		{ID: "W2", Repo: "rail", Status: "ready", Revision: "1", Tasks: []contract.Task{b, c, d, e}},
 		{ID: "W3", Repo: "net", Status: "paused", Revision: "1", Tasks: []contract.Task{f}},
 	}
-	obs := Tasks(wps, defaultish{})
+	obs := Tasks(wps, nil, defaultish{})
 	if got := ids(obs.Candidates); !slices.Equal(got, []string{"A", "C"}) {
 		t.Fatalf("candidates %v, want A and C", got)
 	}
@@ -61,7 +61,7 @@ func TestActionabilityAndDependenciesAcrossWorkplans(t *testing.T) {
 	// A is done: B (in another workplan, another repo) becomes actionable
 	// with its own revision, because its dependency is satisfied.
 	wps[0].Tasks[0].Status = "done"
-	obs = Tasks(wps, defaultish{})
+	obs = Tasks(wps, nil, defaultish{})
 	if got := ids(obs.Candidates); !slices.Equal(got, []string{"B", "C"}) {
 		t.Fatalf("after A is done: %v", got)
 	}
@@ -77,7 +77,7 @@ func TestActionabilityAndDependenciesAcrossWorkplans(t *testing.T) {
 func TestCandidatesByPriority(t *testing.T) {
 	x, y, z := task("x", "todo", "r"), task("y", "todo", "r"), task("z", "todo", "r")
 	x.Priority, y.Priority, z.Priority = 3, 1, 1
-	obs := Tasks([]contract.Workplan{{ID: "W", Repo: "r", Status: "active", Revision: "1", Tasks: []contract.Task{x, z, y}}}, defaultish{})
+	obs := Tasks([]contract.Workplan{{ID: "W", Repo: "r", Status: "active", Revision: "1", Tasks: []contract.Task{x, z, y}}}, nil, defaultish{})
 	if got := ids(obs.Candidates); !slices.Equal(got, []string{"y", "z", "x"}) {
 		t.Errorf("order %v", got)
 	}
@@ -123,7 +123,7 @@ func TestContentGates(t *testing.T) {
 			tk := task("T", "todo", "r")
 			tc.edit(&wp, &tk)
 			wp.Tasks = []contract.Task{tk}
-			obs := Tasks([]contract.Workplan{wp}, defaultish{})
+			obs := Tasks([]contract.Workplan{wp}, nil, defaultish{})
 			if len(obs.Candidates) != 1 {
 				t.Fatalf("candidates %v", obs.Candidates)
 			}
@@ -145,9 +145,30 @@ func TestDuplicateTaskIDs(t *testing.T) {
 	obs := Tasks([]contract.Workplan{
 		{ID: "W1", Repo: "a", Status: "active", Revision: "1", Tasks: []contract.Task{task("T", "todo", "a")}},
 		{ID: "W2", Repo: "b", Status: "active", Revision: "1", Tasks: []contract.Task{task("T", "todo", "b")}},
-	}, defaultish{})
+	}, nil, defaultish{})
 	if len(obs.Candidates) != 1 || obs.Candidates[0].Trigger.TargetRepo != "a" || len(obs.Problems) != 1 || obs.Problems[0].ID != "T" {
 		t.Errorf("candidates %+v problems %+v", obs.Candidates, obs.Problems)
+	}
+}
+
+// A dependency the tracker knows but not as a task (an issue nobody
+// labelled) holds the task until it is done, and says what it is.
+func TestOutsideDependencies(t *testing.T) {
+	b := task("B", "todo", "r")
+	b.DependsOn = []string{"o/x#5", "o/y#6"}
+	wps := []contract.Workplan{{ID: "W", Repo: "r", Status: "active", Revision: "1", Tasks: []contract.Task{b}}}
+	obs := Tasks(wps, map[string]string{"o/x#5": "todo", "o/y#6": "done"}, defaultish{})
+	v := obs.Tasks["B"]
+	if v.Actionable || v.Waiting != "dependency o/x#5 is open (not a task: a person's work)" || !v.Deps[0].Outside || !v.Deps[0].Found {
+		t.Errorf("waiting on an open outside dependency: %+v", v)
+	}
+	obs = Tasks(wps, map[string]string{"o/x#5": "done", "o/y#6": "done"}, defaultish{})
+	if v := obs.Tasks["B"]; !v.Actionable || len(obs.Candidates) != 1 || obs.Candidates[0].Trigger.Reason != "dependency_satisfied" {
+		t.Errorf("both done: %+v %+v", v, obs.Candidates)
+	}
+	obs = Tasks(wps, map[string]string{"o/y#6": "done"}, defaultish{})
+	if v := obs.Tasks["B"]; v.Actionable || v.Waiting != "dependency o/x#5 is in no workplan" {
+		t.Errorf("unknown: %+v", v)
 	}
 }
 
@@ -213,7 +234,7 @@ func TestAttempt(t *testing.T) {
 		{ID: "W2", Repo: "net", Status: "paused", Revision: "1", Tasks: []contract.Task{task("Z", "todo", "net")}},
 		{ID: "W3", Repo: "net", Status: "active", Revision: "1", NeedsHuman: true, Tasks: []contract.Task{task("H", "in_progress", "net")}},
 	}
-	obs := Tasks(wps, defaultish{})
+	obs := Tasks(wps, nil, defaultish{})
 	for id, want := range map[string]Verdict{
 		"A":     {},
 		"P":     {},

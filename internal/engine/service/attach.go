@@ -22,7 +22,7 @@ type attachHandlers struct {
 	store    *store.Store
 	log      *slog.Logger
 	registry func() (*gita.Registry, error)
-	client   *statehub.Client
+	hub      statehub.Hub
 	// observer and waker are told when the windows change: the work
 	// waiting for a window is judged, and the wakes waiting are sent.
 	observer *observer

@@ -24,7 +24,9 @@ func (sh *statusHandlers) explain(ctx context.Context, _ unixrpc.Peer, req *unix
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	return Explain(ctx, sh.store, args.Task, sh.observer.explainView())
+	res, err := Explain(ctx, sh.store, args.Task, sh.observer.explainView())
+	res.URL = sh.opts.Hub.Link(args.Task)
+	return res, err
 }
 
 // ExplainView is the running engine's last observation of State Hub, for

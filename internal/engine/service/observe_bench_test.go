@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 )
 
@@ -103,6 +105,15 @@ func (h *bigHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // base, so a test or benchmark can call one look at a time.
 func inProcessEngine(b testing.TB, base string) *Service {
 	b.Helper()
+	return inProcessEngineWith(b, func(cfg *config.Loaded) { cfg.StateHub.APIBase = base },
+		func() (*gita.Registry, error) { return &gita.Registry{}, nil }, nil, nil)
+}
+
+// inProcessEngineWith is inProcessEngine with the configuration as set
+// does it, over registry, with State Hub's driver hub (nil: the config's)
+// and the clock clk (nil: the system's).
+func inProcessEngineWith(b testing.TB, set func(*config.Loaded), registry func() (*gita.Registry, error), hub statehub.Hub, clk clock.Clock) *Service {
+	b.Helper()
 	root := b.TempDir()
 	p, err := paths.Resolve(paths.Engine, func(k string) string {
 		return map[string]string{"HOME": root, "XDG_STATE_HOME": filepath.Join(root, "s"), "XDG_RUNTIME_DIR": filepath.Join(root, "r"),
@@ -112,8 +123,8 @@ func inProcessEngine(b testing.TB, base string) *Service {
 		b.Fatal(err)
 	}
 	cfg := config.Defaults(p)
-	cfg.StateHub.APIBase = base
-	s, err := Start(context.Background(), Options{Paths: p, Config: cfg, Registry: func() (*gita.Registry, error) { return &gita.Registry{}, nil }})
+	set(cfg)
+	s, err := Start(context.Background(), Options{Paths: p, Config: cfg, Registry: registry, Hub: hub, Clock: clk})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -38,10 +38,15 @@ type hubView struct {
 	// LastPoll is the last look that got an answer; LastError the last
 	// failure (cleared by an answer); Paused says State Hub refused the
 	// credentials.
-	LastPoll        time.Time
-	LastError       string
-	Paused          bool
-	Polls           int
+	LastPoll  time.Time
+	LastError string
+	Paused    bool
+	Polls     int
+	// NextLook is when the observer looks next, unless kicked; RetryAt
+	// the time State Hub named to be asked again (a rate limit), zero
+	// when it named none.
+	NextLook        time.Time
+	RetryAt         time.Time
 	EventsConnected bool
 	EventsOffered   bool // false once the server answered 404
 	obs             observe.Observation
@@ -74,7 +79,7 @@ func (pp profilePolicy) RequiresHuman(c string) bool {
 // stream (RunEvents), which kick it. Each look hands what it saw to the
 // judge.
 type observer struct {
-	client   *statehub.Client
+	hub      statehub.Hub
 	store    *store.Store
 	log      *slog.Logger
 	clock    clock.Clock
@@ -108,9 +113,9 @@ const releaseAfter = 2 * time.Second
 
 // newObserver is an observer without its judge, which the composition root
 // hands it once the judge (which asks the observer) is built.
-func newObserver(client *statehub.Client, st *store.Store, log *slog.Logger, clk clock.Clock, cfg *config.Loaded,
+func newObserver(hub statehub.Hub, st *store.Store, log *slog.Logger, clk clock.Clock, cfg *config.Loaded,
 	problems *problemLog, ob *receiptOutbox) *observer {
-	o := &observer{client: client, store: st, log: log, clock: clk, config: cfg, problems: problems, outbox: ob,
+	o := &observer{hub: hub, store: st, log: log, clock: clk, config: cfg, problems: problems, outbox: ob,
 		kick: make(chan struct{}, 1), freeMemory: time.AfterFunc(time.Hour, debug.FreeOSMemory)}
 	o.freeMemory.Stop() // armed by the looks that decode the workplans
 	o.view.EventsOffered = true
@@ -149,8 +154,16 @@ func (o *observer) Run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			delay = backoff.Policy{Min: time.Second, Max: interval}.Next(delay)
-			wait = backoff.Jitter(delay)
+			if until, ok := statehub.RetryAt(err); ok {
+				// State Hub named when to ask again (GitHub's rate
+				// limits): then, neither sooner (asking early makes a
+				// secondary limit longer) nor on a backoff of our own.
+				wait = max(until.Sub(o.clock.Now()), 0)
+				delay = max(delay, time.Second) // it answers again after this
+			} else {
+				delay = backoff.Policy{Min: time.Second, Max: interval}.Next(delay)
+				wait = backoff.Jitter(delay)
+			}
 			o.noteFailure(err)
 		} else {
 			if delay > 0 {
@@ -164,6 +177,7 @@ func (o *observer) Run(ctx context.Context) {
 			// (tamq not attached since the start) leaves it due.
 			wait = min(wait, max(next.Sub(o.clock.Now()), time.Second))
 		}
+		o.view.update(func(v *hubView) { v.NextLook = o.clock.Now().Add(wait) })
 		select {
 		case <-ctx.Done():
 			return
@@ -177,14 +191,17 @@ func (o *observer) Run(ctx context.Context) {
 // pauses observation until they work, anything else is an outage.
 func (o *observer) noteFailure(err error) {
 	paused := errs.Is(err, errs.PermissionDeny)
+	retryAt, _ := statehub.RetryAt(err)
 	first := false
 	o.view.update(func(v *hubView) {
 		first = v.LastError == ""
-		v.LastError, v.Paused = err.Error(), paused
+		v.LastError, v.Paused, v.RetryAt = err.Error(), paused, retryAt
 	})
 	switch {
 	case first && paused:
 		o.log.Warn("State Hub refused the credentials; observation paused", "error", err.Error())
+	case first && !retryAt.IsZero():
+		o.log.Warn("State Hub asked for no requests for a while; looking again then", "until", retryAt, "error", err.Error())
 	case first && (errs.Is(err, errs.Unavailable) || errs.Is(err, errs.Timeout)):
 		o.log.Warn("State Hub is not reachable; backing off", "error", err.Error())
 	case first:
@@ -200,7 +217,7 @@ func (o *observer) noteFailure(err error) {
 func (o *observer) RunEvents(ctx context.Context) {
 	delay := time.Duration(0)
 	for {
-		err := o.client.Events(ctx, func() {
+		err := o.hub.Events(ctx, func() {
 			delay = 0
 			o.view.update(func(v *hubView) { v.EventsConnected = true })
 			o.Kick() // look now: changes may have been missed while away
@@ -234,12 +251,13 @@ func (o *observer) observeOnce(ctx context.Context) (err error) {
 			o.routesChanged.Store(true)
 		}
 	}()
-	c := o.client
-	wps, changed, invalid, err := c.Workplans(ctx)
+	c := o.hub
+	board, err := c.Board(ctx)
 	if err != nil {
 		o.judgeLast(ctx, routes)
 		return err
 	}
+	wps, changed, invalid := board.Workplans, board.Changed, board.Invalid
 	changed = o.rejudge.Swap(false) || changed
 	defer func() {
 		if err != nil && changed {
@@ -265,7 +283,7 @@ func (o *observer) observeOnce(ctx context.Context) (err error) {
 	var obs observe.Observation
 	o.view.update(func(v *hubView) {
 		if changed || !v.observed {
-			v.obs, v.observed = observe.Tasks(wps, profilePolicy{o.config.ActiveProfile()}), true
+			v.obs, v.observed = observe.Tasks(wps, board.Outside, profilePolicy{o.config.ActiveProfile()}), true
 		}
 		obs = v.obs
 		v.inboxCandidates = inbox
@@ -273,7 +291,7 @@ func (o *observer) observeOnce(ctx context.Context) (err error) {
 		for _, c := range inbox {
 			v.inbox[c.Trigger.SourceID] = true
 		}
-		v.LastPoll, v.LastError, v.Paused = o.clock.Now(), "", false
+		v.LastPoll, v.LastError, v.Paused, v.RetryAt = o.clock.Now(), "", false, time.Time{}
 		v.Polls++
 	})
 	if changed {
@@ -328,6 +346,6 @@ func (o *observer) report(h *api.StateHubStatus) {
 	o.view.update(func(v *hubView) {
 		h.Paused, h.Polls, h.ObserveError = v.Paused, v.Polls, v.LastError
 		h.EventsConnected, h.EventsOffered = v.EventsConnected, v.EventsOffered
-		h.LastPoll = optionalTime(v.LastPoll)
+		h.LastPoll, h.NextLook, h.RetryAt = optionalTime(v.LastPoll), optionalTime(v.NextLook), optionalTime(v.RetryAt)
 	})
 }

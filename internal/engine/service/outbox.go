@@ -28,7 +28,7 @@ type receiptOutbox struct{ *outbox.Publisher }
 
 // newOutbox publishes the engine's receipts, each naming host, the machine
 // it runs on.
-func newOutbox(st *store.Store, log *slog.Logger, clk clock.Clock, client *statehub.Client, host string) *receiptOutbox {
+func newOutbox(st *store.Store, log *slog.Logger, clk clock.Clock, hub statehub.Hub, host string) *receiptOutbox {
 	// The database's instance id names its receipts; it is made once, and a
 	// failure to read it is one more failed attempt, tried again later.
 	// Only the outbox's goroutine reads it.
@@ -64,7 +64,7 @@ func newOutbox(st *store.Store, log *slog.Logger, clk clock.Clock, client *state
 			return nil
 		},
 		Post: func(ctx context.Context, batch []contract.Receipt) (int, string, error) {
-			_, err := client.PostProgress(ctx, batch)
+			_, err := hub.PostProgress(ctx, batch)
 			return len(batch), "direct", err
 		},
 		Timing: outbox.Timing{Every: outboxIdle, Backoff: backoff.Policy{Min: time.Second, Max: time.Minute}},

@@ -17,6 +17,8 @@ type prompts struct {
 	log    *slog.Logger
 	config *config.Loaded
 	timing lease.Timing
+	// taskBodies: State Hub's tasks have descriptions (task show).
+	taskBodies bool
 }
 
 // scanLeaseID stands in for the lease id when a trigger's prompt is scanned
@@ -30,9 +32,10 @@ const scanLeaseID = "00000000-0000-0000-0000-000000000000"
 func (pr *prompts) promptInput(t lease.Trigger, leaseID string, attempt, attempts int, reg func() (*gita.Registry, error)) prompt.Input {
 	in := prompt.Input{
 		Program: string(paths.Engine), LeaseID: leaseID, Attempt: attempt, MaxAttempts: attempts,
-		Repo:      t.TargetRepo,
-		Trigger:   prompt.Trigger{Source: string(t.Source), SourceID: t.SourceID, SourceRevision: t.SourceRevision, Reason: string(t.Reason)},
-		Templates: pr.templatesFor(t.TargetRepo, reg),
+		Repo:       t.TargetRepo,
+		Trigger:    prompt.Trigger{Source: string(t.Source), SourceID: t.SourceID, SourceRevision: t.SourceRevision, Reason: string(t.Reason)},
+		Templates:  pr.templatesFor(t.TargetRepo, reg),
+		TaskBodies: pr.taskBodies,
 	}
 	switch t.Source {
 	case lease.SourceMessage:

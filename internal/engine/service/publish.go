@@ -34,7 +34,7 @@ func (ah *attachHandlers) publish(ctx context.Context, _ unixrpc.Peer, req *unix
 	if len(args.Receipts) == 0 {
 		return api.PublishResult{}, nil
 	}
-	n, err := ah.client.PostProgress(ctx, args.Receipts)
+	n, err := ah.hub.PostProgress(ctx, args.Receipts)
 	if err != nil {
 		return nil, err
 	}

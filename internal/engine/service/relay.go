@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"unicode/utf8"
@@ -31,7 +33,7 @@ import (
 type relayHandlers struct {
 	store    *store.Store
 	log      *slog.Logger
-	client   *statehub.Client
+	hub      statehub.Hub
 	observer *observer
 	outbox   *receiptOutbox
 }
@@ -41,6 +43,7 @@ func (rh *relayHandlers) ops() ops {
 		api.OpMessageShow: {worker, rh.messageShow},
 		api.OpMessageRead: {worker, rh.messageRead},
 		api.OpTaskSet:     {worker, rh.taskSet},
+		api.OpTaskShow:    {worker, rh.taskShow},
 	}
 }
 
@@ -61,7 +64,7 @@ func (rh *relayHandlers) messageShow(ctx context.Context, _ unixrpc.Peer, req *u
 	if err := api.CheckStateHubID("message id", args.MessageID); err != nil {
 		return nil, err
 	}
-	m, err := rh.client.Message(ctx, args.MessageID)
+	m, err := rh.hub.Message(ctx, args.MessageID)
 	if errs.Is(err, errs.NotFound) {
 		return nil, errs.New(errs.NotFound, "State Hub has no message %s", args.MessageID).
 			WithHint("a tracker without %s answers 404 too; then read the message with the tracker's own tools", statehub.RouteMessage)
@@ -72,44 +75,74 @@ func (rh *relayHandlers) messageShow(ctx context.Context, _ unixrpc.Peer, req *u
 	if err := mayActOn(ctx, "message "+args.MessageID, m.ToRepo); err != nil {
 		return nil, err
 	}
-	switch {
-	case args.Revision != "" && m.Revision != args.Revision:
-		return nil, errs.New(errs.Conflict, "message %s changed while it was read (revision %s, now %s)", args.MessageID, args.Revision, m.Revision).
-			WithHint("show it again")
-	case args.Offset < 0 || args.Offset > len(m.Body) || args.Offset < len(m.Body) && !utf8.RuneStart(m.Body[args.Offset]):
-		return nil, errs.New(errs.BadRequest, "offset %d is not where a piece of the body starts", args.Offset)
+	if err := checkPiece("message "+args.MessageID, args.PieceArgs, m.Revision, m.Body); err != nil {
+		return nil, err
 	}
-	res := api.MessageShowResult{Message: m.Message, BodyBytes: len(m.Body), Offset: args.Offset}
+	res := api.MessageShowResult{Message: m.Message, Piece: api.Piece{BodyBytes: len(m.Body), Offset: args.Offset}}
 	res.Message.Subject = textsafe.Cut(m.Subject, maxShownSubject)
-	if w := secretIn(m); w != nil {
+	if w := withheld(shownField{"subject", m.Subject}, shownField{"body", m.Body}); w != nil {
 		res.Withheld, res.Offset = w, 0
 		if w.Field == "subject" {
 			res.Message.Subject = ""
 		}
-		rh.log.Warn("message body withheld: it holds secret material", "message", m.ID, "field", w.Field, "rule", w.Rule)
-		rh.relayReceipt(ctx, receipt.Receipt{Kind: store.KindMessageWithheld, Status: "stopped",
-			Reason: observe.GateSecret + ": the " + w.Field + " holds secret material (" + w.Rule + ")", Detail: map[string]any{"message_id": m.ID}})
+		rh.recordWithheld(ctx, store.KindMessageWithheld, w, map[string]any{"message_id": m.ID})
 		return res, nil
 	}
-	rest, err := json.Marshal(res)
-	if err != nil {
-		return nil, errs.Wrap(errs.Internal, err, "encode the message")
+	if err := fillPiece(&res.Piece, res, m.Body, "State Hub's message "+args.MessageID); err != nil {
+		return nil, err
 	}
-	budget := frameBudget - len(rest)
-	if budget < 1<<10 {
-		return nil, errs.New(errs.BadRequest, "State Hub's message %s has fields too long to relay", args.MessageID)
-	}
-	res.Body, res.Next = bodyPiece(m.Body, args.Offset, budget)
 	return res, nil
 }
 
-// secretIn scans what message_show would print: the subject and the body.
-func secretIn(m contract.MessageWithBody) *api.Withheld {
-	for _, field := range []struct{ name, text string }{{"subject", m.Subject}, {"body", m.Body}} {
+// shownField is a field of what an agent reads through the engine: its
+// name as the answer calls it, and its text.
+type shownField struct{ name, text string }
+
+// withheld scans the fields an agent would read, in order (the body last),
+// for secret material: the first hit withholds them all (the secret gate).
+func withheld(fields ...shownField) *api.Withheld {
+	for _, field := range fields {
 		if f, hit := secretscan.Scan(field.text); hit {
 			return &api.Withheld{Field: field.name, Rule: f.Rule, Offset: f.Offset, Gate: observe.GateSecret}
 		}
 	}
+	return nil
+}
+
+// recordWithheld says, in the log and a receipt, what was withheld and by
+// which rule; never the text.
+func (rh *relayHandlers) recordWithheld(ctx context.Context, kind string, w *api.Withheld, detail map[string]any) {
+	rh.log.Warn("a text withheld: it holds secret material", "kind", kind, "field", w.Field, "rule", w.Rule)
+	rh.relayReceipt(ctx, receipt.Receipt{Kind: kind, Status: "stopped",
+		Reason: observe.GateSecret + ": the " + w.Field + " holds secret material (" + w.Rule + ")", Detail: detail})
+}
+
+// checkPiece refuses a piece asked of what (of body, at revision now) that
+// cannot be answered: the text changed since the first piece, or the
+// offset is not where a piece starts.
+func checkPiece(what string, args api.PieceArgs, revision, body string) error {
+	switch {
+	case args.Revision != "" && revision != args.Revision:
+		return errs.New(errs.Conflict, "%s changed while it was read (revision %s, now %s)", what, args.Revision, revision).
+			WithHint("show it again")
+	case args.Offset < 0 || args.Offset > len(body) || args.Offset < len(body) && !utf8.RuneStart(body[args.Offset]):
+		return errs.New(errs.BadRequest, "offset %d is not where a piece of %s starts", args.Offset, what)
+	}
+	return nil
+}
+
+// fillPiece puts into p, which whole holds, the piece of body from
+// p.Offset that fits one frame beside the rest of whole.
+func fillPiece(p *api.Piece, whole any, body, what string) error {
+	rest, err := json.Marshal(whole)
+	if err != nil {
+		return errs.Wrap(errs.Internal, err, "encode %s", what)
+	}
+	budget := frameBudget - len(rest)
+	if budget < 1<<10 {
+		return errs.New(errs.BadRequest, "%s has fields too long to relay", what)
+	}
+	p.Body, p.Next = bodyPiece(body, p.Offset, budget)
 	return nil
 }
 
@@ -148,7 +181,7 @@ func (rh *relayHandlers) messageRead(ctx context.Context, _ unixrpc.Peer, req *u
 	}
 	if c := callerFrom(ctx); c.by == lease.ByAgent {
 		// An agent marks read only what was sent to its repo.
-		m, err := rh.client.Message(ctx, args.MessageID)
+		m, err := rh.hub.Message(ctx, args.MessageID)
 		if err != nil && !errs.Is(err, errs.NotFound) && !errs.Is(err, errs.Unsupported) {
 			return nil, err
 		}
@@ -158,7 +191,7 @@ func (rh *relayHandlers) messageRead(ctx context.Context, _ unixrpc.Peer, req *u
 			}
 		}
 	}
-	err := rh.client.MarkRead(ctx, args.MessageID)
+	err := rh.hub.MarkRead(ctx, args.MessageID)
 	if errs.Is(err, errs.NotFound) {
 		err = rh.messageNotFound(ctx, args.MessageID)
 	}
@@ -173,7 +206,7 @@ func (rh *relayHandlers) messageRead(ctx context.Context, _ unixrpc.Peer, req *u
 // unknown message from a tracker without the route: State Hub is asked
 // for the message itself.
 func (rh *relayHandlers) messageNotFound(ctx context.Context, id string) error {
-	_, err := rh.client.Message(ctx, id)
+	_, err := rh.hub.Message(ctx, id)
 	switch {
 	case err == nil:
 		return errs.New(errs.Unsupported, "State Hub has message %s but answered 404 to %s: it does not offer the route", id, statehub.RouteMarkRead).
@@ -211,8 +244,10 @@ func (rh *relayHandlers) taskSet(ctx context.Context, _ unixrpc.Peer, req *unixr
 		return nil, errs.New(errs.PolicyRefused, "the note holds secret material (%s); it was not sent", f).
 			WithHint("state the status without it")
 	}
-	err := rh.client.SetTask(ctx, args.TaskID, contract.TaskUpdate{Status: args.Status, Note: args.Note})
-	if errs.Is(err, errs.NotFound) {
+	err := rh.hub.SetTask(ctx, args.TaskID, contract.TaskUpdate{Status: args.Status, Note: args.Note})
+	if errs.Is(err, errs.NotFound) && rh.hub.Kind() == statehub.KindContract {
+		// The contract's 404 is also what a tracker without the route
+		// answers; the other drivers know their routes.
 		err = rh.taskNotFound(args.TaskID)
 	}
 	rh.relayReceipt(ctx, relayed(store.KindTaskSet, args.Status, err, map[string]any{"task_id": args.TaskID}))
@@ -279,4 +314,48 @@ func (rh *relayHandlers) relayReceipt(ctx context.Context, r receipt.Receipt) {
 		return
 	}
 	rh.outbox.Kick()
+}
+
+// taskShow answers a task and its description from the asked offset, as
+// much as fits one frame, for the agent that works on it (or the
+// operator). The description is the tracker's text, read at every call and
+// scanned for secret material like a prompt: a hit withholds it (the
+// secret gate); nothing of it is logged or kept.
+func (rh *relayHandlers) taskShow(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+	var args api.TaskShowArgs
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	if err := api.CheckStateHubID("task id", args.TaskID); err != nil {
+		return nil, err
+	}
+	if !rh.hub.Offers().TaskBodies {
+		return nil, errs.New(errs.Unsupported, "State Hub (%s) has no task descriptions: the title is all there is", rh.hub.Kind()).
+			WithHint("the wake prompt names the task and its title")
+	}
+	tb, err := rh.hub.TaskBody(ctx, args.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	if err := mayActOn(ctx, "task "+args.TaskID, tb.Repo); err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256([]byte(tb.Title + "\x00" + tb.Body))
+	res := api.TaskShowResult{Task: api.TaskShown{ID: tb.ID, Title: textsafe.Cut(tb.Title, maxShownSubject), Repo: tb.Repo, Status: tb.Status,
+		URL: tb.URL, Revision: hex.EncodeToString(sum[:8])}, Piece: api.Piece{BodyBytes: len(tb.Body), Offset: args.Offset}}
+	if err := checkPiece("task "+args.TaskID, args.PieceArgs, res.Task.Revision, tb.Body); err != nil {
+		return nil, err
+	}
+	if w := withheld(shownField{"title", tb.Title}, shownField{"body", tb.Body}); w != nil {
+		res.Withheld, res.Offset = w, 0
+		if w.Field == "title" {
+			res.Task.Title = ""
+		}
+		rh.recordWithheld(ctx, store.KindTaskWithheld, w, map[string]any{"task_id": tb.ID})
+		return res, nil
+	}
+	if err := fillPiece(&res.Piece, res, tb.Body, "State Hub's task "+args.TaskID); err != nil {
+		return nil, err
+	}
+	return res, nil
 }

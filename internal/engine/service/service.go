@@ -27,6 +27,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/statehub"
+	"github.com/tmux-amq/tamq/internal/statehub/kinds"
 	"github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
@@ -65,6 +66,10 @@ type Options struct {
 	// host's name there.
 	Cluster Claims
 	HostID  string
+	// Hub is State Hub, the driver of its kind; nil: the one the config
+	// names (internal/statehub/kinds). Tests may hand in another
+	// (internal/statehub/fakehub).
+	Hub statehub.Hub
 }
 
 // Service is a running coordination-engine: its services, wired, and the
@@ -98,6 +103,13 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Hub == nil {
+		hub, err := kinds.Open(o.Config, o.Registry, o.Clock)
+		if err != nil {
+			return nil, err
+		}
+		o.Hub = hub
 	}
 	s := &Service{opts: o, log: o.Log}
 	d, err := daemon.Open(o.Paths, o.Log)
@@ -150,13 +162,12 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 func (s *Service) build() map[string]unixrpc.Handler {
 	o, st, log, clk, cfg := s.opts, s.store, s.log, s.opts.Clock, s.opts.Config
 	timing := Timing(cfg.Config)
-	client := &statehub.Client{Base: cfg.StateHub.APIBase, Credential: cfg.StateHub.CredentialCommand}
 	problems := &problemLog{store: st, log: log, seen: newSeenSet(maxInvalidSeen)}
 	routes := &router{store: st}
-	prompter := &prompts{log: log, config: cfg, timing: timing}
+	prompter := &prompts{log: log, config: cfg, timing: timing, taskBodies: o.Hub.Offers().TaskBodies}
 
-	s.outbox = newOutbox(st, log, clk, client, o.HostID)
-	s.observer = newObserver(client, st, log, clk, cfg, problems, s.outbox)
+	s.outbox = newOutbox(st, log, clk, o.Hub, o.HostID)
+	s.observer = newObserver(o.Hub, st, log, clk, cfg, problems, s.outbox)
 	s.observer.changes = s.d.Changes()
 	s.waker = &waker{store: st, log: log, clock: clk, config: cfg, registry: o.Registry, tamq: o.Tamq, prompts: prompter,
 		observer: s.observer, kick: make(chan struct{}, 1)}
@@ -175,8 +186,8 @@ func (s *Service) build() map[string]unixrpc.Handler {
 	s.wake = &wakeHandler{store: st, log: log, clock: clk, registry: o.Registry, timing: timing, router: routes,
 		observer: s.observer, leaseClock: s.leaseClock, waker: s.waker, claimer: s.claimer}
 	leases := &leaseHandlers{store: st, log: log, timing: timing, leaseClock: s.leaseClock, claimer: s.claimer, changes: s.d.Changes()}
-	attach := &attachHandlers{store: st, log: log, registry: o.Registry, client: client, observer: s.observer, waker: s.waker}
-	relay := &relayHandlers{store: st, log: log, client: client, observer: s.observer, outbox: s.outbox}
+	attach := &attachHandlers{store: st, log: log, registry: o.Registry, hub: o.Hub, observer: s.observer, waker: s.waker}
+	relay := &relayHandlers{store: st, log: log, hub: o.Hub, observer: s.observer, outbox: s.outbox}
 	status := &statusHandlers{opts: o, startedAt: s.startedAt, store: st, clock: clk, observer: s.observer, outbox: s.outbox, leaseOps: leases,
 		claimer: s.claimer}
 	guard := &callers{store: st, log: log, clock: clk, tamq: o.Tamq, tamqSocket: o.TamqSocket, tamqProc: &daemon.ServiceProcess{}}

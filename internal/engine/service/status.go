@@ -47,7 +47,7 @@ const probeTimeout = time.Second
 
 func (sh *statusHandlers) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request) (any, error) {
 	now := sh.clock.Now()
-	r := Collect(ctx, sh.opts.Paths, sh.opts.Config, sh.opts.Registry)
+	r := Collect(ctx, sh.opts.Paths, sh.opts.Config, sh.opts.Registry, sh.opts.Hub)
 	r.Service = daemon.RunningStatus(sh.opts.Paths, sh.startedAt, now, sh.opts.Config.ProfileRef(), sh.opts.Config.Version, sh.opts.Orwell != nil)
 	r.Tamq = api.TamqStatus{Socket: sh.opts.TamqSocket}
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
@@ -86,6 +86,7 @@ func (sh *statusHandlers) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc
 	}
 	sh.observer.report(&r.StateHub)
 	sh.outbox.report(&r.StateHub)
+	hubReport(sh.opts.Hub, &r.StateHub)
 	if sh.claimer.on() {
 		held, lastErr := sh.claimer.report()
 		r.Cluster = &api.ClusterStatus{HostID: sh.opts.HostID, Endpoints: sh.opts.Config.Cluster.EtcdEndpoints, Claims: held, Error: lastErr}
@@ -95,9 +96,9 @@ func (sh *statusHandlers) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc
 }
 
 // Collect fills the sections that need no running engine: the database
-// file, the gita registry and State Hub's reachability. The CLI uses it
-// alone when the engine is down.
-func Collect(ctx context.Context, p paths.Paths, cfg *config.Loaded, registry func() (*gita.Registry, error)) api.StatusReport {
+// file, the gita registry and State Hub's reachability, through hub, the
+// driver of its kind. The CLI uses it alone when the engine is down.
+func Collect(ctx context.Context, p paths.Paths, cfg *config.Loaded, registry func() (*gita.Registry, error), hub statehub.Hub) api.StatusReport {
 	r := api.StatusReport{
 		Service:   daemon.StoppedStatus(p),
 		Endpoints: []api.EndpointStatus{},
@@ -105,13 +106,34 @@ func Collect(ctx context.Context, p paths.Paths, cfg *config.Loaded, registry fu
 	}
 	r.SQLite = daemon.DatabaseStatus(ctx, nil, p.Database, store.Migrations)
 	r.Registry = daemon.RegistryStatus(registry)
-	r.StateHub = api.StateHubStatus{APIBase: cfg.StateHub.APIBase, CredentialsConfigured: cfg.HasCredentialCommand()}
-	if err := statehub.Probe(ctx, cfg.StateHub.APIBase, probeTimeout); err != nil {
+	r.StateHub = api.StateHubStatus{Kind: hub.Kind(), APIBase: cfg.StateHub.APIBase, CredentialsConfigured: cfg.HasCredentialCommand(),
+		Receipts: hub.Offers().Receipts}
+	if err := hub.Probe(ctx, probeTimeout); err != nil {
 		r.StateHub.Error = err.Error()
 	} else {
 		r.StateHub.Reachable = true
 	}
 	return r
+}
+
+// hubReport fills status with what State Hub's driver says of itself:
+// its request budget, a pause it asked for, what it watches and why not.
+func hubReport(hub statehub.Hub, h *api.StateHubStatus) {
+	rep := hub.Report()
+	h.Requests, h.NotModified = rep.Requests, rep.NotModified
+	if b := rep.Budget; b != nil {
+		h.Budget = &api.RateBudget{Limit: b.Limit, Remaining: b.Remaining, Reset: b.Reset.UTC()}
+	}
+	if rep.PausedUntil != nil && h.RetryAt == nil {
+		until := rep.PausedUntil.UTC()
+		h.RetryAt, h.RetryReason = &until, rep.PauseReason
+	}
+	for _, w := range rep.Watched {
+		h.Watched = append(h.Watched, api.WatchedRepo(w))
+	}
+	for _, w := range rep.NotWatched {
+		h.NotWatched = append(h.NotWatched, api.WatchedRepo(w))
+	}
 }
 
 // Judge sets Healthy and returns the first problem, with the code that

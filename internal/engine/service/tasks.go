@@ -70,7 +70,9 @@ func (sh *statusHandlers) standings(ctx context.Context, view *ExplainView) ([]a
 			}
 			f.Leases = append(f.Leases, ls...)
 		}
-		out = append(out, taskStanding(f, standing.Of(f)))
+		t := taskStanding(f, standing.Of(f))
+		t.URL = sh.opts.Hub.Link(t.ID)
+		out = append(out, t)
 	}
 	slices.SortFunc(out, func(a, b api.TaskStanding) int {
 		return cmp.Or(cmp.Compare(standing.Kind(a.Kind).Rank(), standing.Kind(b.Kind).Rank()),

@@ -41,6 +41,7 @@ const (
 	KindTaskSet         = "task.set"
 	KindMessageRead     = "message.read"
 	KindMessageWithheld = "message.withheld"
+	KindTaskWithheld    = "task.withheld"
 )
 
 // ReceiptFilter selects receipts: of a lease, of a trigger, of a task, the
@@ -68,10 +69,10 @@ func cleanReason(s string) string {
 // first, in State Hub's form: source "coordination-engine", id
 // "coordination-engine:<instance>:<row id>".
 func (s *Receipts) ReceiptsToPublish(ctx context.Context, instance string, limit int) ([]contract.Receipt, []int64, error) {
-	rows, err := s.DB.Query(ctx, `SELECT id, at, kind, COALESCE(trigger_id, ''), COALESCE(lease_id, ''), status, COALESCE(reason, ''),
-		COALESCE(attempt, 0), COALESCE(next_retry_at, 0), COALESCE(coordination_endpoint_id, ''), COALESCE(local_message_id, ''),
-		COALESCE(policy_profile, ''), COALESCE(config_version, ''), COALESCE(detail, '')
-		FROM receipts WHERE projected_at IS NULL ORDER BY id LIMIT ?`, limit)
+	rows, err := s.DB.Query(ctx, `SELECT r.id, r.at, r.kind, COALESCE(r.trigger_id, ''), COALESCE(r.lease_id, ''), r.status, COALESCE(r.reason, ''),
+		COALESCE(r.attempt, 0), COALESCE(r.next_retry_at, 0), COALESCE(r.coordination_endpoint_id, ''), COALESCE(r.local_message_id, ''),
+		COALESCE(r.policy_profile, ''), COALESCE(r.config_version, ''), COALESCE(r.detail, ''), `+receiptTask+`, `+receiptRepo+`
+		FROM receipts r LEFT JOIN triggers t ON t.id = r.trigger_id WHERE r.projected_at IS NULL ORDER BY r.id LIMIT ?`, limit)
 	if err != nil {
 		return nil, nil, storageErr(err, "read receipts to publish")
 	}
@@ -83,7 +84,7 @@ func (s *Receipts) ReceiptsToPublish(ctx context.Context, instance string, limit
 		var id, at, next int64
 		var detail string
 		if err := rows.Scan(&id, &at, &r.Kind, &r.TriggerID, &r.LeaseID, &r.Status, &r.Reason, &r.Attempt, &next,
-			&r.CoordinationEndpointID, &r.LocalMessageID, &r.PolicyProfile, &r.ConfigVersion, &detail); err != nil {
+			&r.CoordinationEndpointID, &r.LocalMessageID, &r.PolicyProfile, &r.ConfigVersion, &detail, &r.TaskID, &r.Repo); err != nil {
 			return nil, nil, storageErr(err, "read receipts to publish")
 		}
 		r.ID, r.Source, r.At = "coordination-engine:"+instance+":"+strconv.FormatInt(id, 10), "coordination-engine", sqlitedb.FromMillis(at)

@@ -111,11 +111,15 @@ type Receipt struct {
 	Source string `json:"source"` // coordination-engine | tamq
 	// Host is the machine the program runs on (its cluster host id, else
 	// its hostname): several hosts may publish to one State Hub.
-	Host                   string         `json:"host,omitempty"`
-	Kind                   string         `json:"kind"`
-	Status                 string         `json:"status"`
-	Reason                 string         `json:"reason,omitempty"`
-	TriggerID              string         `json:"trigger_id,omitempty"`
+	Host      string `json:"host,omitempty"`
+	Kind      string `json:"kind"`
+	Status    string `json:"status"`
+	Reason    string `json:"reason,omitempty"`
+	TriggerID string `json:"trigger_id,omitempty"`
+	// TaskID and Repo are the task and repo the receipt is about, when it
+	// is about one: what a tracker files it under.
+	TaskID                 string         `json:"task_id,omitempty"`
+	Repo                   string         `json:"repo,omitempty"`
 	LeaseID                string         `json:"lease_id,omitempty"`
 	LocalMessageID         string         `json:"local_message_id,omitempty"`
 	Attempt                int            `json:"attempt,omitempty"`

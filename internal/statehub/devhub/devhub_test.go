@@ -339,7 +339,7 @@ func TestExampleWorkplan(t *testing.T) {
 		t.Fatalf("the example is refused: %d %s", code, body)
 	}
 	_, body, _ := h.do("GET", "/v1/workplans", "")
-	obs := observe.Tasks(workplans(t, body), defaultPolicy{})
+	obs := observe.Tasks(workplans(t, body), nil, defaultPolicy{})
 	repos := map[string]bool{}
 	for _, v := range obs.Tasks {
 		repos[v.Repo] = true

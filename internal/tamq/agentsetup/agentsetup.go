@@ -47,6 +47,9 @@ var Commands = []Command{
 	{[]string{"lease", "release"}, Program + " lease release L --attempt 1 --result completed", "end the lease"},
 	{[]string{"message", "show"}, Program + " message show M-1", "read the State Hub message it was woken for"},
 	{[]string{"message", "read"}, Program + " message read M-1", "mark that message read"},
+	// Last, so the commands before keep their places (CodexRulesConflicts
+	// names the fourth's example).
+	{[]string{"task", "show"}, Program + " task show 'octo-org/alpha#12'", "read the description of the task it was woken for (a GitHub issue's body)"},
 }
 
 // Result is a settings file's new content.

@@ -21,6 +21,8 @@ func TestCommandsAreThePromptsCommands(t *testing.T) {
 		Trigger: prompt.Trigger{Source: "task", SourceID: "T-7", SourceRevision: "r12", Reason: "dependency_satisfied"},
 		Task:    &prompt.Task{ID: "T-7", Title: "Fix the parser", Workplan: "WP-2"},
 		Message: &prompt.Message{ID: "M-1", Subject: "hello", From: "ops"},
+		// A tracker with task descriptions (GitHub) names task show too.
+		TaskBodies: true,
 	}
 	text := prompt.Build(in)
 	// A command is the program and the lowercase words after it.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/buildinfo"
+	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/doctor"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	client "github.com/tmux-amq/tamq/internal/tamqclient"
@@ -52,10 +53,14 @@ func tamqChecks(ctx context.Context, a *app.App) []doctor.Check {
 	checks = append(checks, doctor.Socket(p), doctor.StateDir(p))
 	svc, running := doctor.Service(ctx, p, buildinfo.Get().Version)
 	checks = append(checks, svc, engineCheck(ctx, a, running))
-	hub, reachable := doctor.StateHub(ctx, cfg, doctor.Warn, " (tamq works without it: receipts wait until it answers)")
-	checks = append(checks, hub)
-	if len(cfg.StateHub.CredentialCommand) > 0 {
-		checks = append(checks, doctor.StateHubAuth(ctx, cfg, reachable, doctor.Warn))
+	if kind := cfg.StateHub.HubKind(); kind != config.KindContract {
+		checks = append(checks, doctor.Passed("statehub", "State Hub is "+kind+": coordination-engine reads it (its doctor checks it); tamq's receipts go through the engine"))
+	} else {
+		hub, reachable := doctor.StateHub(ctx, cfg, doctor.Warn, " (tamq works without it: receipts wait until it answers)")
+		checks = append(checks, hub)
+		if len(cfg.StateHub.CredentialCommand) > 0 {
+			checks = append(checks, doctor.StateHubAuth(ctx, cfg, reachable, doctor.Warn))
+		}
 	}
 	return append(checks,
 		doctor.ClockAt(ctx, a.Name(), a.Now(), p.Database, store.Migrations, store.NewestTime),

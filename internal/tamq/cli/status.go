@@ -146,7 +146,11 @@ func printStatus(a *app.App, r api.StatusReport) {
 	if !h.CredentialsConfigured {
 		creds = "no credentials configured"
 	}
-	line("statehub", "%s, %s, %s", h.APIBase, reach, creds)
+	if h.Kind != "" && h.Kind != config.KindContract {
+		line("statehub", "%s at %s, read by coordination-engine (tamq's receipts go through it)", h.Kind, h.APIBase)
+	} else {
+		line("statehub", "%s, %s, %s", h.APIBase, reach, creds)
+	}
 	switch pub := h.Publishing; {
 	case pub == nil:
 		line("", "%d receipts not yet published (the service publishes them while it runs)", h.UnpublishedReceipts)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/backoff"
 	"github.com/tmux-amq/tamq/internal/clock"
+	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -89,6 +90,11 @@ func newReceiptPublisher(o Options, receipts *store.ReceiptLog, clk clock.Clock,
 					return n, api.ViaEngine, err
 				}
 				// An engine older than publishing: tamq posts them itself.
+			}
+			if kind := o.Config.StateHub.HubKind(); kind != config.KindContract {
+				// Another kind than the contract is the engine's: tamq's
+				// receipts wait until the engine takes them.
+				return 0, api.ViaEngine, errs.New(errs.Unavailable, "State Hub is %s, which coordination-engine reads; tamq's receipts wait until it is attached", kind)
 			}
 			_, err := hub.PostProgress(ctx, batch)
 			return len(batch), api.ViaDirect, err

@@ -44,13 +44,18 @@ func Collect(ctx context.Context, src Sources) api.StatusReport {
 	r.Registry = daemon.RegistryStatus(src.Registry)
 
 	r.StateHub = api.StateHubStatus{
+		Kind:                  src.Config.StateHub.HubKind(),
 		APIBase:               src.Config.StateHub.APIBase,
 		CredentialsConfigured: src.Config.HasCredentialCommand(),
 	}
-	if err := statehub.Probe(ctx, src.Config.StateHub.APIBase, ProbeTimeout); err != nil {
-		r.StateHub.Error = err.Error()
-	} else {
-		r.StateHub.Reachable = true
+	// Another kind than the contract (GitHub) is the engine's to read:
+	// tamq has nothing to ask it.
+	if r.StateHub.Kind == config.KindContract {
+		if err := statehub.Probe(ctx, src.Config.StateHub.APIBase, ProbeTimeout); err != nil {
+			r.StateHub.Error = err.Error()
+		} else {
+			r.StateHub.Reachable = true
+		}
 	}
 
 	r.Queue.Counts = map[string]int{}

@@ -103,6 +103,11 @@ func renderLoop(b *frame, s Snapshot, o Options) {
 		rows = append(rows, []string{mark + esc(t.ID), cut(esc(t.Repo), repoCells), esc(t.Words)})
 	}
 	b.table("  ", rows)
+	// The selected task's page, where the tracker has one (GitHub): below
+	// the table, whole, where a terminal can open it.
+	if o.Interactive && o.Selected >= 0 && o.Selected < len(e.Tasks) && e.Tasks[o.Selected].URL != "" {
+		b.add("  page: " + esc(e.Tasks[o.Selected].URL))
+	}
 }
 
 func renderTamq(b *frame, s Snapshot) {
@@ -209,7 +214,11 @@ func renderEngine(b *frame, s Snapshot) {
 // engineHub is the engine's side of State Hub: the probe, the observer's
 // last look, its event stream and the receipts waiting in its outbox.
 func engineHub(h api.StateHubStatus, now time.Time) string {
-	parts := []string{esc(h.APIBase) + " " + reachable(h.Reachable)}
+	where := esc(h.APIBase)
+	if h.Kind != "" && h.Kind != "contract" {
+		where = esc(h.Kind) + " at " + where
+	}
+	parts := []string{where + " " + reachable(h.Reachable)}
 	if h.LastPoll != nil {
 		parts = append(parts, fmt.Sprintf("last look %s (%d looks)", reltime.Ago(*h.LastPoll, now), h.Polls))
 	} else {
@@ -223,10 +232,16 @@ func engineHub(h api.StateHubStatus, now time.Time) string {
 	default:
 		parts = append(parts, "no event stream")
 	}
-	if h.Paused {
+	switch {
+	case h.Paused:
 		parts = append(parts, "PAUSED (credentials refused)")
-	} else {
+	case h.RetryAt != nil:
+		parts = append(parts, "waiting until "+reltime.ClockTime(*h.RetryAt, now)+" as State Hub asked")
+	default:
 		parts = append(parts, "not paused")
+	}
+	if b := h.Budget; b != nil {
+		parts = append(parts, fmt.Sprintf("%d of %d requests left", b.Remaining, b.Limit))
 	}
 	parts = append(parts, plural(h.UnpublishedReceipts, "receipt")+" waiting")
 	if h.LastPublish != nil {

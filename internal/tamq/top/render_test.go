@@ -99,6 +99,20 @@ func TestRender(t *testing.T) {
 		want: []string{"tamq: cannot connect", "statehub: http://hub NOT reachable, no look yet, events not connected, PAUSED", "ERROR 401",
 			"receipts: ERROR timed out"},
 	}, {
+		name: "GitHub as State Hub, during a rate limit's pause, a task picked",
+		snap: func() Snapshot {
+			e := engineUp()
+			until := at.Add(5 * time.Second)
+			e.Status.StateHub = api.StateHubStatus{Kind: "github", APIBase: "https://api.github.com", Reachable: true, RetryAt: &until,
+				Budget: &api.RateBudget{Limit: 5000, Remaining: 4990, Reset: at.Add(time.Hour)}, ObserveError: "GitHub: secondary rate limit"}
+			e.Tasks = []api.TaskStanding{{ID: "octo-org/alpha#12", Repo: "alpha", Kind: "ready", Words: "ready: takes it next",
+				URL: "https://github.com/octo-org/alpha/issues/12"}}
+			return Snapshot{At: at, Tamq: TamqSource{Error: NotRunning}, Engine: e}
+		}(),
+		opts: Options{Interactive: true, Selected: 0},
+		want: []string{"statehub: github at https://api.github.com reachable", "waiting until 10:01:51 as State Hub asked", "4990 of 5000 requests left",
+			"> octo-org/alpha#12", "page: https://github.com/octo-org/alpha/issues/12"},
+	}, {
 		name:    "interactive title",
 		snap:    Snapshot{At: at, Tamq: TamqSource{Error: NotRunning}, Engine: EngineSource{Error: NotRunning}},
 		opts:    Options{Interactive: true, Interval: 500 * time.Millisecond},
