@@ -33,7 +33,14 @@ import (
 //     the agent); completed or stopped: lease_state.
 //   - Renew: acknowledged → running; running and checkpointed stay; expires_at
 //     = now + RenewInterval × MissedRenewals. An offered lease: lease_state
-//     (acknowledge it first).
+//     (acknowledge it first), unless the request names the current attempt
+//     (TakesUp).
+//   - Taken up: a renewal, checkpoint or release that names the offered
+//     attempt (the prompt's commands do) shows the agent has that attempt's
+//     prompt and works on it: the lease is acknowledged first, by that
+//     request's caller, as if it had acked. tamq's broker acknowledges for
+//     the agent once it sees it take the prompt; a quick agent may run its
+//     first command before that, and is not refused for it.
 //   - Checkpoint: acknowledged, running or checkpointed → checkpointed;
 //     last_checkpoint_at = now and expires_at extended as by a renewal. The
 //     checkpoint must pass Checkpoint.Check. A checkpoint with a blocked
@@ -44,7 +51,7 @@ import (
 //     ends the attempt as an expiry does (retry_wait, or stopped when the
 //     attempts are used up), with reason "failed: <reason>". Blocked: stopped
 //     with "blocked: <reason>", never retried. An offered lease: lease_state
-//     (acknowledge it first). Released records the result.
+//     (acknowledge it first), unless taken up. Released records the result.
 //   - Expire: an offered, acknowledged, running or checkpointed lease whose
 //     expires_at has come ends its attempt n. An offered attempt whose wake
 //     never reached tamq (no answer) is withdrawn: it waits in retry_wait as
@@ -149,6 +156,13 @@ func (l Lease) Ack(now time.Time, t Timing, attempt int) (Lease, bool, error) {
 	}
 	l.State, l.ExpiresAt, l.UpdatedAt = Acknowledged, now.Add(t.holdFor()), now
 	return l, true, nil
+}
+
+// TakesUp says whether a request of the agent's naming attempt (0: none)
+// acknowledges the lease before it acts: the lease is offered, and the
+// request names that very attempt, which only its prompt gives.
+func (l Lease) TakesUp(attempt int) bool {
+	return l.State == Offered && attempt > 0 && attempt == l.Attempt
 }
 
 // Renew extends a held lease; the first renewal marks it running.

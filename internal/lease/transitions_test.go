@@ -530,3 +530,22 @@ func TestStates(t *testing.T) {
 		t.Error("Hosts")
 	}
 }
+
+// A request names the offered attempt only with its prompt in hand: that
+// takes the attempt up. One that names none, or another attempt, or a lease
+// not offered, does not.
+func TestTakesUp(t *testing.T) {
+	offered2 := Lease{State: Offered, Attempt: 2}
+	for _, c := range []struct {
+		l       Lease
+		attempt int
+		want    bool
+	}{
+		{offered2, 2, true}, {offered2, 0, false}, {offered2, 1, false},
+		{Lease{State: Acknowledged, Attempt: 2}, 2, false}, {Lease{State: RetryWait, Attempt: 2}, 2, false},
+	} {
+		if got := c.l.TakesUp(c.attempt); got != c.want {
+			t.Errorf("%s attempt %d, request of attempt %d: %v", c.l.State, c.l.Attempt, c.attempt, got)
+		}
+	}
+}

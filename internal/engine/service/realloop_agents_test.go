@@ -23,8 +23,10 @@ import (
 
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
+	"github.com/tmux-amq/tamq/internal/statehub/github"
 	"github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/testutil"
+	"github.com/tmux-amq/tamq/internal/testutil/githubdouble"
 	"github.com/tmux-amq/tamq/internal/testutil/modelserver"
 )
 
@@ -484,4 +486,82 @@ func descendants(pid int) []int {
 		}
 	}
 	return out
+}
+
+// What a GitHub wake prompt names, as the scripted model reads it: the
+// command that reads the task's description (the id quoted, as the prompt
+// writes it).
+var wakeShow = regexp.MustCompile(`(?m)task show ('[^']+'|\S+)$`)
+
+// theGitHubLoopsPart is the model's part on a wake from GitHub Issues: it
+// reads the issue's body first, as the prompt says, then does the loop's
+// part.
+func theGitHubLoopsPart(prompt string) []modelserver.Step {
+	show := wakeShow.FindStringSubmatch(prompt)
+	if show == nil {
+		return []modelserver.Step{modelserver.Say("That wake names no task to read.")}
+	}
+	return append([]modelserver.Step{modelserver.Run("coordination-engine task show " + show[1])}, theLoopsPart(prompt)...)
+}
+
+// TestRealLoopFromGitHub: the loop driven from GitHub Issues (the double of
+// its API) with the real agents: B, in Codex's repo, is blocked by A, in
+// Claude Code's; once both are labelled, Claude Code is woken for A, reads
+// the issue's body (`task show 'octo-org/alpha#1'`, the id quoted as the
+// prompt writes it), closes it (`task set … --status done`) and releases;
+// then Codex is woken for B and does the same. Every command runs as a tool
+// call with no dialog on the way (tamq agent setup allows task show).
+func TestRealLoopFromGitHub(t *testing.T) {
+	l, gh := githubLoop(t, "wake_ack_timeout_seconds = 120\n", "alpha", "beta")
+	l.e.WriteConfig(t, realTamqConfig)
+	r := &realLoop{loop: l, model: modelserver.Start(t, modelserver.Rule{Contains: "coordination-engine wakes", Steps: theGitHubLoopsPart}),
+		home: filepath.Join(l.e.Root, "agent-home"), panes: map[string]string{}}
+	if err := os.MkdirAll(r.home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			r.saveScreens(t)
+		}
+	})
+	r.openClaude(t, "alpha")
+	r.openCodex(t, "beta")
+	for _, repo := range []string{"alpha", "beta"} {
+		step(t, repo+"'s agent at its prompt", 2*time.Minute, func() bool { return strings.Contains(r.screen(repo), "? for shortcuts") })
+	}
+	alpha, beta := ghOwner+"/alpha", ghOwner+"/beta"
+	a := gh.CreateIssue(alpha, githubdouble.IssueInput{Title: "A", Body: "Do A.\nIt is small."})
+	b := gh.CreateIssue(beta, githubdouble.IssueInput{Title: "B", Body: "Then B."})
+	gh.AddBlockedBy(beta, b.Number, githubdouble.IssueRef{Repo: alpha, Number: a.Number})
+	gh.AddLabels(alpha, a.Number, "agent")
+	gh.AddLabels(beta, b.Number, "agent")
+	for _, x := range []struct {
+		repo string
+		n    int
+	}{{alpha, a.Number}, {beta, b.Number}} {
+		id := github.TaskID(x.repo, x.n)
+		step(t, id+" closed on GitHub", 5*time.Minute, func() bool { return gh.Issue(x.repo, x.n).State == "closed" })
+		var l *api.Lease
+		step(t, id+"'s lease released", 2*time.Minute, func() bool { l = r.leaseOfTask(t, id); return l != nil && l.State == "completed" })
+		if by := r.ackedBy(t, l.LeaseID); by != "broker" {
+			t.Errorf("%s acknowledged by %v", id, by)
+		}
+	}
+	// Each request carries the turn's tool results so far: the pages shown
+	// are counted once each.
+	shown := map[string]bool{}
+	for _, q := range r.model.Requests() {
+		for _, res := range q.ToolResults {
+			if strings.Contains(res, "exited with code 1") || strings.Contains(res, "Exit code") || strings.Contains(res, "rejected") || strings.Contains(res, "denied") {
+				t.Errorf("a tool call failed: %q", res)
+			}
+			if _, page, ok := strings.Cut(res, "page: "); ok {
+				shown[strings.Fields(page)[0]] = true
+			}
+		}
+	}
+	if len(shown) != 2 {
+		t.Errorf("the agents read the descriptions of %v, want A's and B's", shown)
+	}
+	r.noAgentLeftBehind(t)
 }

@@ -325,17 +325,38 @@ func (s *Leases) Ack(ctx context.Context, leaseID string, attempt int, by Who, t
 	})
 }
 
+// acked is the lease acknowledged by who asked, with its receipt, when the
+// request takes up the offered attempt (lease.TakesUp: it names it);
+// else the lease as it is.
+func acked(l lease.Lease, attempt int, by Who, now time.Time, t lease.Timing, action string) (lease.Lease, []receipt.Receipt, error) {
+	if !l.TakesUp(attempt) {
+		return l, nil, nil
+	}
+	to, _, err := l.Ack(now, t, attempt)
+	if err != nil {
+		return l, nil, err
+	}
+	to.AckedBy, to.AckedAt = by.By, now
+	r := transitionReceipt(l, to, "taken up by its "+action)
+	by.into(r.Detail)
+	return to, []receipt.Receipt{r}, nil
+}
+
 // Renew extends a held lease. Only the first renewal (acknowledged →
 // running) writes a receipt; the others move its deadline silently.
 func (s *Leases) Renew(ctx context.Context, leaseID string, attempt int, by Who, t lease.Timing) (lease.Lease, error) {
 	return s.update(ctx, leaseID, "renew", func(_ *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []receipt.Receipt, error) {
+		l, rs, err := acked(l, attempt, by, now, t, "renewal")
+		if err != nil {
+			return l, nil, err
+		}
 		to, _, err := l.Renew(now, t, attempt)
 		if err != nil || to.State == l.State {
-			return to, nil, err
+			return to, rs, err
 		}
 		r := transitionReceipt(l, to, "")
 		by.into(r.Detail)
-		return to, []receipt.Receipt{r}, nil
+		return to, append(rs, r), nil
 	})
 }
 
@@ -360,6 +381,10 @@ func (s *Leases) Checkpoint(ctx context.Context, c lease.Checkpoint, attempt int
 			if err := s.DB.TxQueryRow(tx, `SELECT COALESCE(task_id, '') FROM triggers WHERE id = ?`, l.TriggerID).Scan(&c.TaskID); err != nil {
 				return l, nil, err
 			}
+		}
+		l, rs, err := acked(l, attempt, by, now, t, "checkpoint")
+		if err != nil {
+			return l, nil, err
 		}
 		to, rec, err := l.Checkpoint(c, now, t, attempt)
 		if err != nil {
@@ -391,7 +416,7 @@ func (s *Leases) Checkpoint(ctx context.Context, c lease.Checkpoint, attempt int
 		if rec.BlockedReason != "" {
 			r.Detail["blocked_reason"] = string(rec.BlockedReason)
 		}
-		out := []receipt.Receipt{r}
+		out := append(rs, r)
 		if blocked {
 			stopped := to
 			stopped.State = lease.Stopped
@@ -407,6 +432,13 @@ func (s *Leases) Checkpoint(ctx context.Context, c lease.Checkpoint, attempt int
 // blocked); see the lease rules. The trigger completes or stops with it.
 func (s *Leases) Release(ctx context.Context, leaseID, result, reason string, attempt int, by Who, t lease.Timing) (lease.Lease, error) {
 	return s.update(ctx, leaseID, "release", func(_ *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []receipt.Receipt, error) {
+		if err := lease.CheckRelease(lease.Result(result), reason); err != nil {
+			return l, nil, err // nothing taken up by a release that cannot be made
+		}
+		l, rs, err := acked(l, attempt, by, now, t, "release")
+		if err != nil {
+			return l, nil, err
+		}
 		to, _, err := l.Release(lease.Result(result), reason, now, t, attempt)
 		if err != nil {
 			return l, nil, err
@@ -414,7 +446,7 @@ func (s *Leases) Release(ctx context.Context, leaseID, result, reason string, at
 		r := transitionReceipt(l, to, lease.ReleaseReason(lease.Result(result), reason))
 		r.Detail["result"] = result
 		by.into(r.Detail)
-		return to, []receipt.Receipt{r}, nil
+		return to, append(rs, r), nil
 	})
 }
 

@@ -501,3 +501,72 @@ func TestStoreLeaseListings(t *testing.T) {
 		t.Errorf("counts %v", counts)
 	}
 }
+
+// A request of the agent's that names the offered attempt takes it up: the
+// lease is acknowledged by that caller first (a quick agent runs its first
+// command before tamq's broker has acknowledged for it), in the same
+// transaction; one the rules refuse takes nothing up.
+func TestStoreRequestsThatTakeUpAnOfferedAttempt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	agent := Who{By: "agent", Repo: "net"}
+	for _, tt := range []struct {
+		name     string
+		step     func(s *Store, id string) (lease.Lease, error)
+		state    lease.State
+		receipts []string
+	}{
+		{"a checkpoint", func(s *Store, id string) (lease.Lease, error) {
+			return s.Leases.Checkpoint(ctx, lease.Checkpoint{LeaseID: id, Summary: "half done"}, 1, agent, timing)
+		}, lease.Checkpointed, []string{KindLeaseAcknowledged, KindCheckpointRecorded}},
+		{"a release", func(s *Store, id string) (lease.Lease, error) {
+			return s.Leases.Release(ctx, id, "completed", "", 1, agent, timing)
+		}, lease.Completed, []string{KindLeaseAcknowledged, KindLeaseCompleted}},
+		{"a renewal", func(s *Store, id string) (lease.Lease, error) {
+			return s.Leases.Renew(ctx, id, 1, agent, timing)
+		}, lease.Running, []string{KindLeaseAcknowledged, KindLeaseRunning}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, _, l := driven(t, nil, time.Second)
+			mark := lastReceipt(t, s)
+			got, err := tt.step(s, l.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State != tt.state || got.AckedBy != "agent" || got.AckedAt.IsZero() {
+				t.Errorf("lease %s acked by %q at %v, want %s acked by the agent", got.State, got.AckedBy, got.AckedAt, tt.state)
+			}
+			rs := receiptsSince(t, s, mark)
+			if !slices.Equal(kinds(rs), tt.receipts) {
+				t.Errorf("receipts %v, want %v", kinds(rs), tt.receipts)
+			}
+			if len(rs) > 0 && (rs[0].Reason != "taken up by its "+strings.TrimPrefix(tt.name, "a ") || rs[0].Detail["by"] != "agent") {
+				t.Errorf("the acknowledgement's receipt %+v", rs[0])
+			}
+		})
+	}
+	t.Run("refused, it takes nothing up", func(t *testing.T) {
+		t.Parallel()
+		s, _, l := driven(t, nil, time.Second)
+		before, mark := getLease(t, s, l.ID), lastReceipt(t, s)
+		for _, step := range []func() error{
+			func() error {
+				_, err := s.Leases.Checkpoint(ctx, lease.Checkpoint{LeaseID: l.ID}, 1, agent, timing) // no summary
+				return err
+			},
+			func() error { _, err := s.Leases.Release(ctx, l.ID, "failed", "", 1, agent, timing); return err }, // no reason
+			func() error { _, err := s.Leases.Release(ctx, l.ID, "completed", "", 0, agent, timing); return err }, // no attempt named
+		} {
+			if err := step(); err == nil {
+				t.Fatal("a request the rules refuse was taken")
+			}
+		}
+		if got := getLease(t, s, l.ID); got != before {
+			t.Errorf("changed:\n%+v\nwas\n%+v", got, before)
+		}
+		if rs := receiptsSince(t, s, mark); len(rs) != 0 {
+			t.Errorf("receipts written: %v", kinds(rs))
+		}
+	})
+}

@@ -2,6 +2,7 @@ package github
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"slices"
 	"strconv"
@@ -140,8 +141,7 @@ func (d *Driver) Board(ctx context.Context) (statehub.Board, error) {
 // issues turned off (410). Anything else (a refused token, a rate limit,
 // an outage) fails the whole look.
 func repoProblem(err error) bool {
-	return errs.Is(err, errs.NotFound) || errs.Is(err, errs.Unsupported) ||
-		errs.Is(err, errs.PermissionDeny) && !strings.Contains(err.Error(), "refused the token")
+	return errs.Is(err, errs.NotFound) || errs.Is(err, errs.Unsupported) || errors.Is(err, errForbidden)
 }
 
 func watchKey(repos []watchedRepo) string {

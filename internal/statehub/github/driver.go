@@ -230,6 +230,10 @@ func (d *Driver) call(ctx context.Context, what string, do func(ctx context.Cont
 	}
 }
 
+// errForbidden marks a 403 that is no rate limit: GitHub refused what was
+// asked of one repository or issue, not the token as a whole (a 401).
+var errForbidden = errors.New("forbidden")
+
 // notModified says GitHub answered 304: what the caller holds is current.
 func notModified(err error) bool { return statusOf(err) == http.StatusNotModified }
 
@@ -303,8 +307,10 @@ func (d *Driver) failed(ctx context.Context, err error, what string) error {
 		return errs.New(errs.PermissionDeny, "GitHub refused the token (%d%s) to %s", code, said, what).
 			WithHint("check statehub.credential_command (`gh auth status` says whether gh's token is valid)")
 	case code == http.StatusForbidden:
-		return errs.New(errs.PermissionDeny, "GitHub refused %s (%d%s)", what, code, said).
+		e := errs.New(errs.PermissionDeny, "GitHub refused %s (%d%s)", what, code, said).
 			WithHint("the token needs read and write access to the repository's issues (a classic token's repo scope, or a fine-grained token's Issues: write)")
+		e.Err = errForbidden
+		return e
 	case code == http.StatusNotFound:
 		return errs.New(errs.NotFound, "GitHub has no %s (404%s)", strings.TrimPrefix(what, "read "), said)
 	case code == http.StatusGone:

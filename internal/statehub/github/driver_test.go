@@ -300,6 +300,9 @@ func TestWhatIsWatched(t *testing.T) {
 	w.addRepo(t, "gone", "git@github.com:"+owner+"/gone.git")
 	w.addRepo(t, "quiet", "git@github.com:"+owner+"/quiet.git")
 	w.addRepo(t, "mapped", "git@gitlab.com:"+owner+"/mapped.git")
+	w.addRepo(t, "locked", "git@github.com:"+owner+"/locked.git")
+	w.gh.AddRepo(owner+"/locked", githubdouble.RepoOptions{})
+	w.gh.Fail("/repos/"+owner+"/locked", http.StatusForbidden) // refused to this token, not the token
 	w.gh.AddRepo(owner+"/twin", githubdouble.RepoOptions{})
 	w.gh.AddRepo(owner+"/quiet", githubdouble.RepoOptions{IssuesDisabled: true})
 	w.gh.AddRepo(owner+"/mapped-here", githubdouble.RepoOptions{})
@@ -326,7 +329,7 @@ func TestWhatIsWatched(t *testing.T) {
 	}
 	for repo, words := range map[string]string{
 		"local-only": "no origin remote", "on-gitlab": "is not a repository on", "clone-1": "say which",
-		"clone-2": "say which", "gone": "404", "quiet": "disabled", "ghost": "not registered with gita",
+		"clone-2": "say which", "gone": "404", "quiet": "disabled", "ghost": "not registered with gita", "locked": "refused",
 	} {
 		if !strings.Contains(problems[repo], words) {
 			t.Errorf("%s: %q, want it to say %q", repo, problems[repo], words)

@@ -102,7 +102,7 @@ func TestAgentSetupClaude(t *testing.T) {
 	}
 
 	dry := e.must(t, "agent", "setup", "claude", "--dry-run")
-	for _, s := range []string{"--- /dev/null\n", "+++ " + settings + "\n", `+      "Bash(coordination-engine lease release:*)",`, "would write " + settings + " (Claude Code's settings for every repo): added 5 allow rules"} {
+	for _, s := range []string{"--- /dev/null\n", "+++ " + settings + "\n", `+      "Bash(coordination-engine lease release:*)",`, "would write " + settings + " (Claude Code's settings for every repo): added 6 allow rules"} {
 		if !strings.Contains(dry.stdout, s) {
 			t.Errorf("--dry-run output lacks %q:\n%s", s, dry.stdout)
 		}
