@@ -555,7 +555,7 @@ func TestStoreRequestsThatTakeUpAnOfferedAttempt(t *testing.T) {
 				_, err := s.Leases.Checkpoint(ctx, lease.Checkpoint{LeaseID: l.ID}, 1, agent, timing) // no summary
 				return err
 			},
-			func() error { _, err := s.Leases.Release(ctx, l.ID, "failed", "", 1, agent, timing); return err }, // no reason
+			func() error { _, err := s.Leases.Release(ctx, l.ID, "failed", "", 1, agent, timing); return err },    // no reason
 			func() error { _, err := s.Leases.Release(ctx, l.ID, "completed", "", 0, agent, timing); return err }, // no attempt named
 		} {
 			if err := step(); err == nil {
