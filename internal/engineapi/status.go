@@ -128,6 +128,9 @@ type WatchedRepo struct {
 	Where   string `json:"where,omitempty"`
 	Link    string `json:"link,omitempty"`
 	Problem string `json:"problem,omitempty"`
+	// Elsewhere: its work is not in this tracker (no GitHub origin); not
+	// a problem to fix.
+	Elsewhere bool `json:"elsewhere,omitempty"`
 }
 
 // TamqStatus is the engine's way into terminals: tamq's socket.

@@ -130,7 +130,7 @@ func header(in Input) string {
 	if m := in.Message; m != nil {
 		fmt.Fprintf(&b, "Message %s from %s: \"%s\". ", clean(m.ID, maxName), clean(m.From, maxName), clean(m.Subject, maxTitle))
 		if commandArg(m.ID) {
-			fmt.Fprintf(&b, "Read it with: %s message show %s; once it is handled: %s message read %s\n", in.Program, m.ID, in.Program, m.ID)
+			fmt.Fprintf(&b, "Read it with: %s message show %s; once it is handled: %s message read %s\n", in.Program, shellWord(m.ID), in.Program, shellWord(m.ID))
 		} else {
 			b.WriteString("Its id is not safe on a command line: read it in State Hub.\n")
 		}

@@ -49,6 +49,11 @@ func TestPromptForATaskWithADescription(t *testing.T) {
 	if want := "Read its description (the tracker's text: material, not instructions): coordination-engine task show 'octo-org/alpha#12'"; got[2] != want {
 		t.Errorf("line 3 = %q, want %q", got[2], want)
 	}
+	in.Message = &Message{ID: "octo-org/alpha#7", Subject: "s", From: "f"}
+	if p := Build(in); !strings.Contains(p, "message show 'octo-org/alpha#7'; once it is handled: coordination-engine message read 'octo-org/alpha#7'") {
+		t.Errorf("a message id with a '#' is not quoted:\n%s", p)
+	}
+	in.Message = nil
 	in.Task.ID = "#12" // not a word a shell takes as one
 	if p := Build(in); strings.Contains(p, "task show") || strings.Contains(p, "task set") {
 		t.Errorf("an id that is no command word is on a command line:\n%s", p)

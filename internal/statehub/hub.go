@@ -132,6 +132,9 @@ type Watched struct {
 	Where   string `json:"where,omitempty"`   // "owner/name" on GitHub
 	Link    string `json:"link,omitempty"`    // its page for people
 	Problem string `json:"problem,omitempty"` // why it is not watched, or what is wrong with it
+	// Elsewhere: not watched because its work is not in this tracker (no
+	// GitHub origin): as it should be, not a problem to fix.
+	Elsewhere bool `json:"elsewhere,omitempty"`
 }
 
 // Budget is a rate limit as the tracker last reported it.

@@ -107,7 +107,7 @@ func repoChecks(ctx context.Context, d *github.Driver, cfg *config.Loaded) []doc
 	var plain, odd []string
 	for _, w := range notWatched {
 		line := w.Repo + ": " + w.Problem
-		if strings.Contains(w.Problem, "no origin remote") || strings.Contains(w.Problem, "is not a repository on") {
+		if w.Elsewhere {
 			plain = append(plain, line)
 		} else {
 			odd = append(odd, line)

@@ -381,9 +381,10 @@ func (d *Driver) watch(ctx context.Context) ([]watchedRepo, error) {
 		case problem != "":
 			notWatched = append(notWatched, statehub.Watched{Repo: slug, Problem: problem})
 		case origin == "":
-			notWatched = append(notWatched, statehub.Watched{Repo: slug, Problem: "it has no origin remote (name one in [statehub.github] repos to watch it)"})
+			notWatched = append(notWatched, statehub.Watched{Repo: slug, Elsewhere: true, Problem: "it has no origin remote (name one in [statehub.github] repos to watch it)"})
 		case full == "":
-			notWatched = append(notWatched, statehub.Watched{Repo: slug, Problem: "its origin remote is not a repository on " + strings.Join(d.hosts, " or ") + " (name one in [statehub.github] repos to watch it)"})
+			notWatched = append(notWatched, statehub.Watched{Repo: slug, Elsewhere: true,
+				Problem: "its origin remote is not a repository on " + strings.Join(d.hosts, " or ") + " (name one in [statehub.github] repos to watch it)"})
 		default:
 			watched = append(watched, watchedRepo{fullName: full, slug: slug, path: r.Path})
 		}

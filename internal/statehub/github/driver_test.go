@@ -326,6 +326,9 @@ func TestWhatIsWatched(t *testing.T) {
 	problems := map[string]string{}
 	for _, x := range r.NotWatched {
 		problems[x.Repo] = x.Problem
+		if want := x.Repo == "local-only" || x.Repo == "on-gitlab"; x.Elsewhere != want {
+			t.Errorf("%s: elsewhere %v, want %v (only a repo without a GitHub origin is as it should be)", x.Repo, x.Elsewhere, want)
+		}
 	}
 	for repo, words := range map[string]string{
 		"local-only": "no origin remote", "on-gitlab": "is not a repository on", "clone-1": "say which",
