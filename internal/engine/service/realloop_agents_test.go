@@ -17,11 +17,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	api "github.com/tmux-amq/tamq/internal/engineapi"
+	client "github.com/tmux-amq/tamq/internal/engineclient"
+	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 	"github.com/tmux-amq/tamq/internal/statehub/github"
 	"github.com/tmux-amq/tamq/internal/tamqapi"
@@ -69,6 +72,34 @@ func theLoopsPart(prompt string) []modelserver.Step {
 	}
 }
 
+// afterTheBrokersAck makes the model answer a wake only once tamq's broker
+// has acknowledged its lease, as a real model's first answer comes seconds
+// after the prompt (the broker acks some 70 ms after it): a scripted model
+// answering at once would have the agent's first command take the attempt
+// up before the broker saw it (lease.TakesUp), and the broker's own ack,
+// which these tests watch, would not be the one recorded. It waits on the
+// engine's receipts, not a fixed time, and at most 30 s (then the test's
+// own step says the broker did not ack). It runs in the model server's
+// goroutine: no t.Fatal here.
+func (r *realLoop) afterTheBrokersAck(steps func(string) []modelserver.Step) func(string) []modelserver.Step {
+	return func(prompt string) []modelserver.Step {
+		if l := wakeLease.FindStringSubmatch(prompt); l != nil {
+			testutil.Within(30*time.Second, func() bool {
+				res, err := r.engine.Receipts(context.Background(), api.ReceiptsArgs{LeaseID: l[1]})
+				return err == nil && slices.ContainsFunc(res.Receipts, func(rc api.Receipt) bool {
+					return rc.Kind == "lease.acknowledged" && rc.Attempt == atoi(l[2]) && rc.Detail["by"] == "broker"
+				})
+			})
+		}
+		return steps(prompt)
+	}
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
 // realLoop is one test's world with real agents: the loop's (tmux, gita,
 // tamq, the engine, the reference State Hub), the scripted model server,
 // and the agents' home, set up with `tamq agent setup` as docs/agents.md
@@ -77,7 +108,9 @@ type realLoop struct {
 	*loop
 	hub   *hub
 	model *modelserver.Server
-	home  string
+	// engine is the engine's client, for what the model's goroutine asks.
+	engine *client.Client
+	home   string
 	// screens are the windows' screens, saved when the test fails.
 	panes map[string]string
 }
@@ -87,7 +120,8 @@ func newRealLoop(t *testing.T, rules []modelserver.Rule, coordination string, re
 	h := startHub(t, "")
 	l := newLoop(t, hubConfig(h, 1, coordination), repos...)
 	l.e.WriteConfig(t, realTamqConfig)
-	r := &realLoop{loop: l, hub: h, model: modelserver.Start(t, rules...), home: filepath.Join(l.e.Root, "agent-home"), panes: map[string]string{}}
+	r := &realLoop{loop: l, hub: h, model: modelserver.Start(t, rules...), engine: client.New(l.pathsOf(t, paths.Engine)),
+		home: filepath.Join(l.e.Root, "agent-home"), panes: map[string]string{}}
 	if err := os.MkdirAll(r.home, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -205,8 +239,11 @@ func (r *realLoop) ackedBy(t *testing.T, id string) any {
 // swapped.
 func TestRealLoop(t *testing.T) {
 	t.Logf("agents: Claude Code %s, Codex %s", agentVersion(t, testutil.NewEnv(t), "claude"), agentVersion(t, testutil.NewEnv(t), "codex"))
-	r := newRealLoop(t, []modelserver.Rule{{Contains: "coordination-engine wakes", Steps: theLoopsPart}},
-		"wake_ack_timeout_seconds = 120\n", "alpha", "beta")
+	// The rule is made before the loop it waits on: it finds it here.
+	var loopOf atomic.Pointer[realLoop]
+	steps := func(prompt string) []modelserver.Step { return loopOf.Load().afterTheBrokersAck(theLoopsPart)(prompt) }
+	r := newRealLoop(t, []modelserver.Rule{{Contains: "coordination-engine wakes", Steps: steps}}, "wake_ack_timeout_seconds = 120\n", "alpha", "beta")
+	loopOf.Store(r)
 	r.openClaude(t, "alpha")
 	r.openCodex(t, "beta")
 	// Both idle at their prompts, so the timings are an idle agent's.
@@ -514,8 +551,8 @@ func theGitHubLoopsPart(prompt string) []modelserver.Step {
 func TestRealLoopFromGitHub(t *testing.T) {
 	l, gh := githubLoop(t, "wake_ack_timeout_seconds = 120\n", "alpha", "beta")
 	l.e.WriteConfig(t, realTamqConfig)
-	r := &realLoop{loop: l, model: modelserver.Start(t, modelserver.Rule{Contains: "coordination-engine wakes", Steps: theGitHubLoopsPart}),
-		home: filepath.Join(l.e.Root, "agent-home"), panes: map[string]string{}}
+	r := &realLoop{loop: l, engine: client.New(l.pathsOf(t, paths.Engine)), home: filepath.Join(l.e.Root, "agent-home"), panes: map[string]string{}}
+	r.model = modelserver.Start(t, modelserver.Rule{Contains: "coordination-engine wakes", Steps: r.afterTheBrokersAck(theGitHubLoopsPart)})
 	if err := os.MkdirAll(r.home, 0o755); err != nil {
 		t.Fatal(err)
 	}
