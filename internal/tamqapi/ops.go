@@ -359,8 +359,11 @@ type WhoisArgs struct {
 	PID int32 `json:"pid"`
 }
 
-// WhoisResult is the window's repo, or "" for a process in none of tamq's
-// windows (the operator).
+// WhoisResult is the window's repo; or, for a process tamq cannot place
+// (near a window but not in a repo's agent pane, or under an agent outside
+// tamq's windows), why not, in words that finish "you …"; both empty for
+// the operator.
 type WhoisResult struct {
-	Repo string `json:"repo,omitempty"`
+	Repo       string `json:"repo,omitempty"`
+	Unverified string `json:"unverified,omitempty"`
 }

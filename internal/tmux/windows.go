@@ -74,13 +74,24 @@ const listFormat = "#{window_id}\x1f#{pane_id}\x1f#{pane_pid}\x1f#{pane_dead}\x1
 // ListWindows lists every window of every session in one tmux call. A window
 // linked into several sessions appears once per session.
 func (s Server) ListWindows(ctx context.Context) ([]Window, error) {
-	out, err := s.Run(ctx, nil, "list-windows", "-a", "-F", listFormat)
+	return s.list(ctx, "list-windows")
+}
+
+// ListPanes lists every pane of every window of every session, as
+// ListWindows lists their active panes: a process in a split pane runs in
+// no pane ListWindows names.
+func (s Server) ListPanes(ctx context.Context) ([]Window, error) {
+	return s.list(ctx, "list-panes")
+}
+
+func (s Server) list(ctx context.Context, command string) ([]Window, error) {
+	out, err := s.Run(ctx, nil, command, "-a", "-F", listFormat)
 	if err != nil {
 		return nil, err
 	}
 	ws, err := parseWindows(out)
 	if err != nil {
-		return nil, errs.Wrap(errs.Internal, err, "tmux %s list-windows: unexpected output", s)
+		return nil, errs.Wrap(errs.Internal, err, "tmux %s %s: unexpected output", s, command)
 	}
 	return ws, nil
 }

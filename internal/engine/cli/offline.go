@@ -5,10 +5,13 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/app"
+	"github.com/tmux-amq/tamq/internal/door"
 	"github.com/tmux-amq/tamq/internal/engine/service"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/tamqclient"
 )
 
 // offlineStore opens the engine's database read-only for a read-only
@@ -20,6 +23,15 @@ import (
 func offlineStore(ctx context.Context, a *app.App, callErr error) (*store.Store, error) {
 	p, err := a.Paths()
 	if err != nil {
+		return nil, err
+	}
+	// What the running engine refuses a window (its listings are the
+	// operator's) the database read in its place refuses too.
+	tp, err := paths.Resolve(paths.Tamq, a.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if err := (door.Policy{}).Allows(door.OperatorOnly, tamqclient.New(tp).Self(ctx, a.Getenv), "reading the engine's records"); err != nil {
 		return nil, err
 	}
 	// The configuration gives only the busy timeout here: a reader need not

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 
+	"github.com/tmux-amq/tamq/internal/door"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -31,9 +32,9 @@ type attachHandlers struct {
 
 func (ah *attachHandlers) ops() ops {
 	return ops{
-		api.OpAttach:  {tamqOnly, ah.attach},
-		api.OpDetach:  {tamqOnly, ah.detach},
-		api.OpPublish: {tamqOnly, ah.publish},
+		api.OpAttach:  {door.TamqOnly, ah.attach},
+		api.OpDetach:  {door.TamqOnly, ah.detach},
+		api.OpPublish: {door.TamqOnly, ah.publish},
 	}
 }
 

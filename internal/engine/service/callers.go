@@ -10,10 +10,8 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/daemon"
+	"github.com/tmux-amq/tamq/internal/door"
 	"github.com/tmux-amq/tamq/internal/engine/store"
-	api "github.com/tmux-amq/tamq/internal/engineapi"
-	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/proc"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
@@ -25,13 +23,15 @@ import (
 // of the user's is the operator.
 
 // callers knows who calls the engine (tamq's service, an agent in one of
-// its windows, the operator) and guards each operation by it.
+// its windows, the operator, or a process it cannot place) and guards each
+// operation by the one door policy both daemons keep (internal/door).
 type callers struct {
 	store      *store.Store
 	log        *slog.Logger
 	clock      clock.Clock
 	tamq       Tamq
 	tamqSocket string
+	policy     door.Policy
 	// tamqProc recognises tamq's service among callers: a lease it
 	// acknowledges or renews was so by its broker, on the agent's behalf;
 	// only it attaches, detaches and publishes.
@@ -40,48 +40,22 @@ type callers struct {
 	cache callerCache
 }
 
-// caller is who made a request.
-type caller struct {
-	// by is lease.ByTamq, lease.ByAgent, lease.ByOperator, or byUnverified:
-	// a process under a tmux server of tamq's windows while tamq cannot say
-	// which window (it is not running).
-	by string
-	// repo is an agent's window's repo.
-	repo string
-}
+// caller is who made a request: door's Caller, whose kinds are what
+// receipts record as `by` (lease.ByAgent, ByOperator, ByTamq).
+type caller = door.Caller
 
-const byUnverified = "unverified"
-
-func (c caller) String() string {
-	if c.by == lease.ByAgent {
-		return "the agent in " + c.repo + "'s window"
-	}
-	return c.by
-}
-
-// detail is how a receipt records the caller.
-func (c caller) detail(d map[string]any) map[string]any {
-	d["by"] = c.by
-	if c.repo != "" {
-		d["by_repo"] = c.repo
+// callerDetail is how a receipt records the caller.
+func callerDetail(c caller, d map[string]any) map[string]any {
+	d["by"] = string(c.Kind)
+	if c.Repo != "" {
+		d["by_repo"] = c.Repo
 	}
 	return d
 }
 
-type callerKey struct{}
-
-func withCaller(ctx context.Context, c caller) context.Context {
-	return context.WithValue(ctx, callerKey{}, c)
-}
-
 // callerFrom is the caller of the request ctx belongs to (the operator for
 // work the engine does on its own).
-func callerFrom(ctx context.Context) caller {
-	if c, ok := ctx.Value(callerKey{}).(caller); ok {
-		return c
-	}
-	return caller{by: lease.ByOperator}
-}
+func callerFrom(ctx context.Context) caller { return door.CallerOf(ctx) }
 
 // whoisTimeout bounds the question to tamq: its answer comes from a walk up
 // the caller's process tree.
@@ -90,39 +64,49 @@ const whoisTimeout = 2 * time.Second
 // callerOf derives the caller of a connection.
 func (cs *callers) callerOf(ctx context.Context, peer unixrpc.Peer) caller {
 	if cs.tamqProc.Is(ctx, peer) {
-		return caller{by: lease.ByTamq}
+		return caller{Kind: door.Tamq}
 	}
 	st, err := proc.ReadStat(int(peer.PID))
 	if err != nil {
-		return caller{by: byUnverified} // gone already: nothing it asks is done for it
+		// Gone already: nothing it asks is done for it.
+		return caller{Kind: door.Unverified, Why: "had exited before you could be placed"}
 	}
 	if c, ok := cs.cache.get(st, cs.clock.Now()); ok {
 		return c
 	}
 	c := cs.placeCaller(ctx, peer)
-	if c.by != byUnverified {
+	if !c.Down {
 		cs.cache.put(st, c, cs.clock.Now())
 	}
 	return c
 }
 
-// placeCaller asks tamq which window the caller runs in.
+// placeCaller asks tamq which window the caller runs in; tamq places it
+// as its own sends are placed (an agent of a repo, the operator, or a
+// process it cannot place). Without tamq, the engine looks for itself at
+// what it can see: a process under one of tamq's tmux servers cannot be
+// placed until tamq is back, and one whose environment says it came from a
+// window or runs under an agent is not the operator.
 func (cs *callers) placeCaller(ctx context.Context, peer unixrpc.Peer) caller {
 	if cs.tamq != nil {
 		wctx, cancel := context.WithTimeout(ctx, whoisTimeout)
 		res, err := cs.tamq.Whois(wctx, peer.PID)
 		cancel()
 		if err == nil {
-			if res.Repo != "" {
-				return caller{by: lease.ByAgent, repo: res.Repo}
+			switch {
+			case res.Repo != "":
+				return caller{Kind: door.Agent, Repo: res.Repo}
+			case res.Unverified != "":
+				return caller{Kind: door.Unverified, Why: res.Unverified}
 			}
-			return caller{by: lease.ByOperator}
+			return caller{Kind: door.Operator}
 		}
 	}
-	if cs.underTamqsTmux(ctx, peer.PID) {
-		return caller{by: byUnverified}
+	u := door.Unplaced{UnderTamqTmux: cs.underTamqsTmux(ctx, peer.PID)}
+	if env, err := proc.Environ(int(peer.PID), door.EnvVars...); err == nil {
+		u.EnvRepo, u.AgentAbove = door.Marks(env)
 	}
-	return caller{by: lease.ByOperator}
+	return door.Place(u)
 }
 
 // underTamqsTmux says whether a process runs under one of the tmux servers
@@ -151,20 +135,10 @@ func (cs *callers) underTamqsTmux(ctx context.Context, pid int32) bool {
 	return false
 }
 
-// Who may call an operation.
-type access int
-
-const (
-	anyone   access = iota // status, ping, hello, lease_current: nothing changes
-	tamqOnly               // attach, detach, publish: tamq's service itself
-	operator               // wake, leases, receipts, explain, stop: never from a window
-	worker                 // an agent's commands: its own repo's leases and tasks (checked by each handler), or the operator's
-)
-
 // guard derives the caller, refuses what it may not do, and hands the
 // caller to the handler in its context.
-func (cs *callers) guard(a access, op string, h unixrpc.Handler) unixrpc.Handler {
-	if a == anyone {
+func (cs *callers) guard(a door.Access, op string, h unixrpc.Handler) unixrpc.Handler {
+	if a == door.Anyone {
 		// Nothing to refuse, and nothing done that a receipt would name:
 		// status and lease_current (asked before every wake is written)
 		// cost no question to tamq.
@@ -172,40 +146,18 @@ func (cs *callers) guard(a access, op string, h unixrpc.Handler) unixrpc.Handler
 	}
 	return func(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
 		c := cs.callerOf(ctx, peer)
-		if err := a.allows(c, op, cs.tamqSocket); err != nil {
+		if err := cs.policy.Allows(a, c, op); err != nil {
 			cs.log.Warn("request refused", "op", op, "pid", peer.PID, "caller", c.String())
 			return nil, err
 		}
-		return h(withCaller(ctx, c), peer, req)
+		return h(door.WithCaller(ctx, c), peer, req)
 	}
-}
-
-func (a access) allows(c caller, op, tamqSocket string) error {
-	switch {
-	case a == tamqOnly && c.by != lease.ByTamq:
-		return errs.New(errs.PermissionDeny, "only tamq's service may %s (the process listening on %s); you are %s", op, tamqSocket, c)
-	case a == tamqOnly:
-		return nil
-	case c.by == byUnverified && (a == worker || op == api.OpWake):
-		return errs.New(errs.Unavailable, "tamq is not running, so coordination-engine cannot tell which window you run in").
-			WithHint("start tamq (`tamq start --detach`) and run the command again")
-	case a == operator && c.by == lease.ByAgent:
-		return errs.New(errs.PermissionDeny, "%s is the operator's; %s may not run it", op, c).
-			WithHint("run it from a terminal outside tamq's windows")
-	case a == worker && c.by == lease.ByTamq && op != api.OpLeaseAck && op != api.OpLeaseRenew:
-		return errs.New(errs.PermissionDeny, "tamq acknowledges and renews leases for its broker; it may not %s", op)
-	}
-	return nil
 }
 
 // mayActOn refuses an agent acting on another repo's lease or task: the
 // operator may act on any, an agent on its own repo's only.
 func mayActOn(ctx context.Context, what, repo string) error {
-	c := callerFrom(ctx)
-	if c.by != lease.ByAgent || c.repo == repo {
-		return nil
-	}
-	return errs.New(errs.PermissionDeny, "%s belongs to %s; %s may act only on %s's", what, repo, c, c.repo)
+	return door.Owns(callerFrom(ctx), what, repo)
 }
 
 // callerCache remembers for a second where a process runs (by pid and start

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/lease"
+	"github.com/tmux-amq/tamq/internal/door"
 	"github.com/tmux-amq/tamq/internal/proc"
 )
 
@@ -15,8 +15,8 @@ func TestCallerCacheKnowsAProcessForASecond(t *testing.T) {
 	var cc callerCache
 	now := time.Unix(1000, 0)
 	alpha := proc.Stat{PID: 42, PPID: 7, StartTime: 100}
-	cc.put(alpha, caller{by: lease.ByAgent, repo: "alpha"}, now)
-	if c, ok := cc.get(proc.Stat{PID: 42, PPID: 1, StartTime: 100}, now.Add(500*time.Millisecond)); !ok || c.repo != "alpha" {
+	cc.put(alpha, caller{Kind: door.Agent, Repo: "alpha"}, now)
+	if c, ok := cc.get(proc.Stat{PID: 42, PPID: 1, StartTime: 100}, now.Add(500*time.Millisecond)); !ok || c.Repo != "alpha" {
 		t.Errorf("the same process half a second later: %+v %v", c, ok)
 	}
 	if _, ok := cc.get(proc.Stat{PID: 42, StartTime: 101}, now); ok {
@@ -26,7 +26,7 @@ func TestCallerCacheKnowsAProcessForASecond(t *testing.T) {
 		t.Error("remembered after a second")
 	}
 	for i := range callerCacheMax + 1 {
-		cc.put(proc.Stat{PID: 1000 + i, StartTime: 1}, caller{by: lease.ByOperator}, now)
+		cc.put(proc.Stat{PID: 1000 + i, StartTime: 1}, caller{Kind: door.Operator}, now)
 	}
 	if n := len(cc.seen); n > callerCacheMax {
 		t.Errorf("%d processes remembered, at most %d", n, callerCacheMax)

@@ -1,8 +1,11 @@
 package service_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -253,4 +256,212 @@ func TestAManualWakeKeepsTheTasksGates(t *testing.T) {
 	if !strings.Contains(r.Stdout, `"gate.overridden"`) || !strings.Contains(r.Stdout, `"by": "operator"`) {
 		t.Errorf("no gate.overridden receipt naming the operator:\n%s", r.Stdout)
 	}
+}
+
+// Issue 37: a window's background job is not the operator. From alpha's
+// window a script starts jobs and exits at once, as `cmd &` in a build
+// script does: a plain background job, one under setsid, and one in a new
+// tmux window (which lands in tamq's session). Each waits for the script to
+// be gone, then asks for what only the operator may do: a wake through a
+// gate, registering windows (`tamq open`), and a send. The first two stay
+// in alpha's window's process tree (its broker is their subreaper), so
+// they are alpha's agent: the wake and the open are refused (exit 9), and
+// their send goes out as alpha's. The third runs in no repo's agent pane:
+// it is refused everything but what anyone may do.
+func TestABackgroundJobOfAWindowIsNotTheOperator(t *testing.T) {
+	t.Parallel()
+	l := newLoop(t, "", "alpha", "beta", "gamma")
+	l.e.Tamq(t, "open", "--tmux-socket", l.tm.Name, "--mode", "manual", "alpha", "gamma")
+	testutil.WaitFor(t, "alpha's window", func() bool { return len(l.status(t).Endpoints) > 0 })
+	ce := filepath.Join(l.e.Bin, "coordination-engine")
+	tamq := "env XDG_CONFIG_HOME=" + l.e.Config + " " + filepath.Join(l.e.Bin, "tamq")
+	out := filepath.Join(l.e.Root, "bg")
+	job := filepath.Join(l.e.Root, "job.sh")
+	run := func(tag, cmd string) string {
+		return fmt.Sprintf("echo \"$ %s\" >> %s.%s; %s >> %s.%s 2>&1; echo \"exit $?\" >> %s.%s\n", cmd, out, tag, cmd, out, tag, out, tag)
+	}
+	jobScript := "while kill -0 \"$2\" 2>/dev/null; do sleep 0.02; done\ntag=$1\n" +
+		run("$tag", ce+" wake beta --task T-B --override-gate destructive") +
+		run("$tag", tamq+" open --tmux-socket "+l.tm.Name+" beta") +
+		run("$tag", tamq+" send 'To:gamma: from the background'") +
+		"echo END >> " + out + ".$tag\n"
+	main := filepath.Join(l.e.Root, "main.sh")
+	// A new tmux window has the server's environment, not the pane's: the
+	// script hands it the sockets, as a person's command line would.
+	mainScript := fmt.Sprintf("sh %[1]s amp $$ &\nsetsid sh %[1]s setsid $$ &\n"+
+		"tmux new-window -d \"env TAMQ_SOCKET=$TAMQ_SOCKET COORDINATION_ENGINE_SOCKET=$COORDINATION_ENGINE_SOCKET sh %[1]s window $$\"\n", job)
+	for f, s := range map[string]string{job: jobScript, main: mainScript} {
+		if err := os.WriteFile(f, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.tm.Must(t, "send-keys", "-t", paneOfRepo(t, l, "alpha"), "-l", "sh "+main)
+	l.tm.Must(t, "send-keys", "-t", paneOfRepo(t, l, "alpha"), "Enter")
+	got := map[string]string{}
+	for _, tag := range []string{"amp", "setsid", "window"} {
+		testutil.WaitFor(t, "the "+tag+" job", func() bool {
+			b, _ := os.ReadFile(out + "." + tag)
+			got[tag] = string(b)
+			return strings.HasSuffix(got[tag], "END\n")
+		})
+	}
+	wake, open := ce+" wake beta --task T-B --override-gate destructive", tamq+" open --tmux-socket "+l.tm.Name+" beta"
+	send := tamq + " send 'To:gamma: from the background'"
+	for _, tag := range []string{"amp", "setsid", "window"} {
+		for _, cmd := range []string{wake, open} {
+			if code := exitOf(got[tag], cmd); code != "9" {
+				t.Errorf("%s job: %q exited %s, want 9:\n%s", tag, cmd, code, got[tag])
+			}
+		}
+		want := "0"
+		if tag == "window" {
+			want = "9"
+		}
+		if code := exitOf(got[tag], send); code != want {
+			t.Errorf("%s job: the send exited %s, want %s:\n%s", tag, code, want, got[tag])
+		}
+	}
+	if !strings.Contains(got["window"], "in a window of tamq's session that is no repo's") {
+		t.Errorf("the refusal in a new window does not say why:\n%s", got["window"])
+	}
+	// The jobs' sends that went out went as alpha's, never the operator's.
+	var hist []tamqapi.Message
+	if err := json.Unmarshal([]byte(l.e.Tamq(t, "history", "--json", "--repo", "gamma").Stdout), &hist); err != nil {
+		t.Fatal(err)
+	}
+	senders := map[string]bool{}
+	for _, m := range hist {
+		senders[m.Sender] = true
+	}
+	if len(hist) != 2 || !senders["alpha"] || senders["operator"] {
+		t.Errorf("messages to gamma from the background jobs: %+v", hist)
+	}
+	// Nothing registered beta's window, and no lease was taken for beta.
+	for _, ep := range l.status(t).Endpoints {
+		for _, w := range ep.Windows {
+			if w.Repo == "beta" {
+				t.Errorf("a background job registered beta's window: %+v", ep)
+			}
+		}
+	}
+}
+
+// Issue 37: a process whose environment says it came from a repo's window
+// (a job that escaped it before the broker was its subreaper, or a window
+// without a broker) or runs under an agent outside tamq's windows (Claude
+// Code marks the commands it runs with CLAUDECODE=1) is not the operator,
+// whether tamq can be asked or not. The environment is claimed, so it only
+// ever refuses: it never makes anyone an agent of a repo.
+func TestMarkedProcessesOutsideWindowsAreNotTheOperator(t *testing.T) {
+	t.Parallel()
+	l := newLoop(t, "", "alpha", "beta")
+	l.e.Tamq(t, "start", "--detach")
+	cases := []struct{ env, why string }{
+		{"TAMQ_REPO=alpha", "were started from alpha's window and left it"},
+		{"CLAUDECODE=1", "run under Claude Code outside tamq's windows"},
+		{"GEMINI_CLI=1", "run under Gemini CLI outside tamq's windows"},
+	}
+	check := func(when string) {
+		for _, c := range cases {
+			for _, args := range [][]string{{"wake", "beta"}, {"task", "set", "T-B", "--status", "done"}, {"leases"}} {
+				cmd := l.e.Command(context.Background(), "coordination-engine", args...)
+				cmd.Env = append(cmd.Env, c.env)
+				r := testutil.RunCmd(t, cmd)
+				if r.Status != 9 || !strings.Contains(r.Stderr, c.why) {
+					t.Errorf("%s, %s coordination-engine %s: %s", when, c.env, strings.Join(args, " "), r)
+				}
+			}
+		}
+		// Status is anyone's (it is not healthy while tamq is stopped).
+		cmd := l.e.Command(context.Background(), "coordination-engine", "status")
+		cmd.Env = append(cmd.Env, "CLAUDECODE=1")
+		if r := testutil.RunCmd(t, cmd); r.Status == 9 || !strings.Contains(r.Stdout, "service:   running") {
+			t.Errorf("%s, status under an agent: %s", when, r)
+		}
+	}
+	check("with tamq running")
+	// An agent's own process above it says so too (tamq reads the process
+	// tree; here a shell called claude).
+	dir := t.TempDir()
+	if err := os.Symlink("/bin/sh", filepath.Join(dir, "claude")); err != nil {
+		t.Fatal(err)
+	}
+	under := exec.Command(filepath.Join(dir, "claude"), "-c", filepath.Join(l.e.Bin, "coordination-engine")+" wake beta; exit $?")
+	under.Env = append(append([]string{}, l.e.Vars...), l.e.ProgramVars["coordination-engine"]...)
+	if r := testutil.RunCmd(t, under); r.Status != 9 || !strings.Contains(r.Stderr, "run under claude outside tamq's windows") {
+		t.Errorf("coordination-engine wake under a program called claude: %s", r)
+	}
+	send := l.e.Command(context.Background(), "tamq", "send", "To:beta: hello")
+	send.Env = append(send.Env, "TAMQ_REPO=alpha")
+	if r := testutil.RunCmd(t, send); r.Status != 9 || !strings.Contains(r.Stderr, "were started from alpha's window") {
+		t.Errorf("tamq send with TAMQ_REPO=alpha: %s", r)
+	}
+	l.e.Tamq(t, "stop")
+	check("with tamq stopped")
+}
+
+func paneOfRepo(t *testing.T, l *loop, repo string) string {
+	t.Helper()
+	for _, row := range strings.Split(l.tm.Must(t, "list-panes", "-a", "-F", "#{pane_id} #{@tamq_repo}"), "\n") {
+		if f := strings.Fields(row); len(f) == 2 && f[1] == repo {
+			return f[0]
+		}
+	}
+	t.Fatalf("no window of %s", repo)
+	return ""
+}
+
+// Issue 37: tamq's own operations know their caller, as the engine's do.
+// From alpha's window, `tamq ack` dropped an operator message queued for
+// gamma, `tamq export` read every repo's messages (wake prompts included)
+// and `tamq stop` stopped the service. A window's agent may send, ack its
+// own messages and read its own history; what reaches another repo's
+// messages or the service itself is the operator's (exit 9).
+func TestTamqKnowsWhoIsCalling(t *testing.T) {
+	t.Parallel()
+	l := newLoop(t, "", "alpha", "gamma")
+	l.e.Tamq(t, "open", "--tmux-socket", l.tm.Name, "--mode", "manual", "alpha", "gamma")
+	// Both windows run a shell: messages to them wait for an agent.
+	sendJSON := func(text string) tamqapi.Message {
+		var m tamqapi.Message
+		if err := json.Unmarshal([]byte(l.e.Tamq(t, "send", "--json", text).Stdout), &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	forGamma, forAlpha := sendJSON("To:gamma: GAMMAS-OWN"), sendJSON("To:alpha: ALPHAS-OWN")
+	tamq := "env XDG_CONFIG_HOME=" + l.e.Config + " XDG_STATE_HOME=" + l.e.State + " " + filepath.Join(l.e.Bin, "tamq")
+	refused := []string{
+		tamq + " ack " + forGamma.ID,
+		tamq + " retry " + forGamma.ID,
+		tamq + " history --repo gamma",
+		tamq + " export --repo gamma",
+		tamq + " purge --yes",
+		tamq + " endpoints forget tmux-amq-1",
+		tamq + " stop",
+	}
+	export, history := tamq+" export", tamq+" history --body"
+	out := l.inWindow(t, "alpha", append(refused, export, history, tamq+" ack "+forAlpha.ID, tamq+" status")...)
+	for _, cmd := range refused {
+		if got := exitOf(out, cmd); got != "9" {
+			t.Errorf("from alpha's window, %q exited %s, want 9 (permission_denied)", cmd, got)
+		}
+	}
+	for _, cmd := range []string{export, history, tamq + " ack " + forAlpha.ID, tamq + " status"} {
+		if got := exitOf(out, cmd); got != "0" {
+			t.Errorf("from alpha's window, %q exited %s, want 0", cmd, got)
+		}
+	}
+	if strings.Contains(out, "GAMMAS-OWN") || !strings.Contains(out, "ALPHAS-OWN") {
+		t.Errorf("alpha's window reads other repos' messages, or not its own:\n%s", out)
+	}
+	// Gamma's message still waits for gamma, and the service runs.
+	var hist []tamqapi.Message
+	if err := json.Unmarshal([]byte(l.e.Tamq(t, "history", "--json", "--id", forGamma.ID).Stdout), &hist); err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 1 || hist[0].State == "acknowledged" {
+		t.Errorf("gamma's message after alpha's ack: %+v", hist)
+	}
+	l.e.Tamq(t, "ping")
 }

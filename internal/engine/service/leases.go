@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/tmux-amq/tamq/internal/daemon"
+	"github.com/tmux-amq/tamq/internal/door"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -37,11 +38,11 @@ type leaseHandlers struct {
 func (lh *leaseHandlers) ops() ops {
 	return ops{
 		// tamq asks before it writes a wake.
-		api.OpLeaseCurrent: {anyone, lh.leaseCurrent},
-		api.OpLeaseAck:     {worker, lh.ack},
-		api.OpLeaseRenew:   {worker, lh.renew},
-		api.OpRelease:      {worker, lh.release},
-		api.OpCheckpoint:   {worker, lh.checkpoint},
+		api.OpLeaseCurrent: {door.Anyone, lh.leaseCurrent},
+		api.OpLeaseAck:     {door.WindowOrTamq, lh.ack},
+		api.OpLeaseRenew:   {door.WindowOrTamq, lh.renew},
+		api.OpRelease:      {door.Window, lh.release},
+		api.OpCheckpoint:   {door.Window, lh.checkpoint},
 	}
 }
 
@@ -105,15 +106,15 @@ func (lh *leaseHandlers) renew(ctx context.Context, _ unixrpc.Peer, req *unixrpc
 // service acts for its broker.
 func whoOf(ctx context.Context) store.Who {
 	c := callerFrom(ctx)
-	if c.by == lease.ByTamq {
+	if c.Kind == door.Tamq {
 		return store.Who{By: lease.ByBroker}
 	}
-	return store.Who{By: c.by, Repo: c.repo}
+	return store.Who{By: string(c.Kind), Repo: c.Repo}
 }
 
 // mayActOnLease refuses an agent a lease of another repo's.
 func (lh *leaseHandlers) mayActOnLease(ctx context.Context, id string) error {
-	if c := callerFrom(ctx); c.by != lease.ByAgent {
+	if c := callerFrom(ctx); c.Kind != door.Agent {
 		return nil
 	}
 	l, err := lh.store.LeaseLists.Lease(ctx, id)

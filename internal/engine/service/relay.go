@@ -8,11 +8,11 @@ import (
 	"log/slog"
 	"unicode/utf8"
 
+	"github.com/tmux-amq/tamq/internal/door"
 	"github.com/tmux-amq/tamq/internal/engine/observe"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/secretscan"
 	"github.com/tmux-amq/tamq/internal/statehub"
@@ -40,10 +40,10 @@ type relayHandlers struct {
 
 func (rh *relayHandlers) ops() ops {
 	return ops{
-		api.OpMessageShow: {worker, rh.messageShow},
-		api.OpMessageRead: {worker, rh.messageRead},
-		api.OpTaskSet:     {worker, rh.taskSet},
-		api.OpTaskShow:    {worker, rh.taskShow},
+		api.OpMessageShow: {door.Window, rh.messageShow},
+		api.OpMessageRead: {door.Window, rh.messageRead},
+		api.OpTaskSet:     {door.Window, rh.taskSet},
+		api.OpTaskShow:    {door.Window, rh.taskShow},
 	}
 }
 
@@ -179,7 +179,7 @@ func (rh *relayHandlers) messageRead(ctx context.Context, _ unixrpc.Peer, req *u
 	if err := api.CheckStateHubID("message id", args.MessageID); err != nil {
 		return nil, err
 	}
-	if c := callerFrom(ctx); c.by == lease.ByAgent {
+	if c := callerFrom(ctx); c.Kind == door.Agent {
 		// An agent marks read only what was sent to its repo.
 		m, err := rh.hub.Message(ctx, args.MessageID)
 		if err != nil && !errs.Is(err, errs.NotFound) && !errs.Is(err, errs.Unsupported) {
@@ -230,7 +230,7 @@ func (rh *relayHandlers) taskSet(ctx context.Context, _ unixrpc.Peer, req *unixr
 	if err := args.Check(); err != nil {
 		return nil, err
 	}
-	if c := callerFrom(ctx); c.by == lease.ByAgent {
+	if c := callerFrom(ctx); c.Kind == door.Agent {
 		// An agent states the status of its own repo's tasks only.
 		repo, err := rh.repoOfTask(ctx, args.TaskID)
 		if err != nil {
@@ -308,7 +308,7 @@ func (rh *relayHandlers) relayReceipt(ctx context.Context, r receipt.Receipt) {
 	if r.Detail == nil {
 		r.Detail = map[string]any{}
 	}
-	callerFrom(ctx).detail(r.Detail)
+	callerDetail(callerFrom(ctx), r.Detail)
 	if err := rh.store.Receipts.AddReceipt(ctx, r); err != nil {
 		rh.log.Error("cannot write the receipt of a relayed request", "kind", r.Kind, "error", err.Error())
 		return

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/door"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -26,7 +27,7 @@ type retention struct {
 }
 
 func (rn *retention) ops() ops {
-	return ops{api.OpPurge: {operator, rn.purge}}
+	return ops{api.OpPurge: {door.OperatorOnly, rn.purge}}
 }
 
 // retentionEvery is how often the engine deletes the history older than

@@ -21,6 +21,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/daemon"
+	"github.com/tmux-amq/tamq/internal/door"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lease"
@@ -190,13 +191,14 @@ func (s *Service) build() map[string]unixrpc.Handler {
 	relay := &relayHandlers{store: st, log: log, hub: o.Hub, observer: s.observer, outbox: s.outbox}
 	status := &statusHandlers{opts: o, startedAt: s.startedAt, store: st, clock: clk, observer: s.observer, outbox: s.outbox, leaseOps: leases,
 		claimer: s.claimer}
-	guard := &callers{store: st, log: log, clock: clk, tamq: o.Tamq, tamqSocket: o.TamqSocket, tamqProc: &daemon.ServiceProcess{}}
+	guard := &callers{store: st, log: log, clock: clk, tamq: o.Tamq, tamqSocket: o.TamqSocket, tamqProc: &daemon.ServiceProcess{},
+		policy: door.Policy{TamqSocket: o.TamqSocket, EngineSocket: o.Paths.Socket}}
 	if o.Tamq != nil {
 		guard.tamqProc.Listener = o.Tamq.Listener
 	}
 
 	hs := s.d.Lifecycle(s.startedAt, cfg.ShutdownGrace())
-	all := ops{daemon.OpShutdown: {operator, hs[daemon.OpShutdown]}}
+	all := ops{daemon.OpShutdown: {door.OperatorOnly, hs[daemon.OpShutdown]}}
 	for _, group := range []ops{attach.ops(), leases.ops(), s.wake.ops(), relay.ops(), status.ops(), s.retention.ops()} {
 		maps.Copy(all, group)
 	}
@@ -210,7 +212,7 @@ func (s *Service) build() map[string]unixrpc.Handler {
 type ops map[string]op
 
 type op struct {
-	access  access
+	access  door.Access
 	handler unixrpc.Handler
 }
 

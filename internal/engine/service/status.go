@@ -7,6 +7,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/daemon"
+	"github.com/tmux-amq/tamq/internal/door"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -32,13 +33,13 @@ type statusHandlers struct {
 
 func (sh *statusHandlers) ops() ops {
 	return ops{
-		api.OpStatus:   {anyone, sh.status},
-		api.OpLeases:   {operator, sh.leases},
-		api.OpReceipts: {operator, sh.receipts},
-		api.OpExplain:  {operator, sh.explain},
-		api.OpTasks:    {operator, sh.tasks},
+		api.OpStatus:   {door.Anyone, sh.status},
+		api.OpLeases:   {door.OperatorOnly, sh.leases},
+		api.OpReceipts: {door.OperatorOnly, sh.receipts},
+		api.OpExplain:  {door.OperatorOnly, sh.explain},
+		api.OpTasks:    {door.OperatorOnly, sh.tasks},
 		// Checkpoints hold an agent's words about its work: the operator's.
-		api.OpCheckpoints: {operator, sh.checkpoints},
+		api.OpCheckpoints: {door.OperatorOnly, sh.checkpoints},
 	}
 }
 

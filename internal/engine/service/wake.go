@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tmux-amq/tamq/internal/clock"
+	"github.com/tmux-amq/tamq/internal/door"
 	"github.com/tmux-amq/tamq/internal/engine/observe"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
@@ -36,7 +37,7 @@ type wakeHandler struct {
 }
 
 func (wh *wakeHandler) ops() ops {
-	return ops{api.OpWake: {operator, wh.wake}}
+	return ops{api.OpWake: {door.OperatorOnly, wh.wake}}
 }
 
 // stopTakingLeases makes every wake from now on refused: the engine is
@@ -136,7 +137,7 @@ func (wh *wakeHandler) wake(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Re
 	case taskGate != "":
 		rc := receipt.Receipt{Kind: store.KindGateOverridden, TriggerID: t.ID, Status: taskGate,
 			Reason: "the operator woke task " + args.Task + " through gate " + taskGate,
-			Detail: callerFrom(ctx).detail(map[string]any{"task_id": args.Task, "trigger_id": t.ID, "gate": taskGate})}
+			Detail: callerDetail(callerFrom(ctx), map[string]any{"task_id": args.Task, "trigger_id": t.ID, "gate": taskGate})}
 		if err := wh.store.Receipts.AddReceipt(ctx, rc); err != nil {
 			return nil, err
 		}

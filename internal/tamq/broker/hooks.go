@@ -12,9 +12,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/proc"
@@ -184,13 +186,20 @@ func (h *HookState) Dialog(atPrompt bool, now time.Time) string {
 }
 
 // HookListener is the broker's private socket for its agent's hooks, in
-// tamq's 0700 state directory, 0600 itself; a peer of another uid is closed
-// unread.
+// tamq's 0700 state directory, 0600 itself. Only its own window is heard: a
+// peer of another uid, or a process of the user's that does not descend
+// from the broker (another window's agent, any program of the user's), is
+// closed unread. A fake permission event would hold the window's
+// deliveries, keep its lease renewed and show the operator a dialog that
+// does not exist.
 type HookListener struct {
-	ln   *unixrpc.Listener
-	wg   sync.WaitGroup
-	uid  uint32
-	take func(HookEvent)
+	ln    *unixrpc.Listener
+	wg    sync.WaitGroup
+	uid   uint32
+	owner int
+	take  func(HookEvent)
+	// refused counts the connections closed unread.
+	refused atomic.Int64
 }
 
 // hookNames name the hook socket's listener in messages.
@@ -201,8 +210,10 @@ func HookSocketFor(stateDir string, pid int) string {
 	return filepath.Join(stateDir, "hooks", fmt.Sprintf("%d.sock", pid))
 }
 
-// ListenHooks listens at path and hands each event to take.
-func ListenHooks(path string, take func(HookEvent)) (*HookListener, error) {
+// ListenHooks listens at path and hands each event from a descendant of
+// owner (the broker's own pid: its agent and what the agent runs, which
+// stay under the broker as it is their subreaper) to take.
+func ListenHooks(path string, owner int, take func(HookEvent)) (*HookListener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
@@ -214,7 +225,7 @@ func ListenHooks(path string, take func(HookEvent)) (*HookListener, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &HookListener{ln: ln, uid: uint32(os.Getuid()), take: take}
+	h := &HookListener{ln: ln, uid: uint32(os.Getuid()), owner: owner, take: take}
 	h.wg.Add(1)
 	go h.serve()
 	return h, nil
@@ -282,7 +293,8 @@ func (h *HookListener) serve() {
 			defer h.wg.Done()
 			defer func() { <-slots }()
 			defer c.Close()
-			if peer, err := unixrpc.PeerOf(c); err != nil || peer.UID != h.uid {
+			if !h.fromOwnWindow(c) {
+				h.refused.Add(1)
 				return
 			}
 			c.SetReadDeadline(time.Now().Add(2 * time.Second))
@@ -299,6 +311,24 @@ func (h *HookListener) serve() {
 	}
 }
 
+// Refused counts the connections closed unread: of another user, or from
+// outside the broker's own process tree.
+func (h *HookListener) Refused() int64 { return h.refused.Load() }
+
+// fromOwnWindow says whether the peer is the user's and runs under the
+// broker (peer credentials, then the process tree).
+func (h *HookListener) fromOwnWindow(c *net.UnixConn) bool {
+	peer, err := unixrpc.PeerOf(c)
+	if err != nil || peer.UID != h.uid {
+		return false
+	}
+	chain, err := proc.Ancestors(int(peer.PID))
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(chain, func(st proc.Stat) bool { return st.PID == h.owner })
+}
+
 // SendHook forwards one event to the broker listening at path, only if that
 // broker is the user's own (what a hook reports may name the agent's tools).
 func SendHook(path string, e HookEvent, timeout time.Duration) error {
@@ -312,6 +342,15 @@ func SendHook(path string, e HookEvent, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.Write(append(b, '\n'))
-	return err
+	if _, err = c.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	// Stay until the broker is done with the connection: it places this
+	// process in its window's process tree, which a process that has
+	// exited (and been reaped) is no longer in.
+	if uc, ok := c.(*net.UnixConn); ok {
+		uc.CloseWrite()
+	}
+	io.Copy(io.Discard, c)
+	return nil
 }

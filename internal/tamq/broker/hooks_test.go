@@ -92,7 +92,7 @@ func TestHookListener(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	got := make(chan HookEvent, 1)
-	h, err := ListenHooks(HookSocketFor(dir, 4242), func(e HookEvent) { got <- e })
+	h, err := ListenHooks(HookSocketFor(dir, 4242), os.Getpid(), func(e HookEvent) { got <- e })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestListenHooksRemovesSocketsOfBrokersGone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h, err := ListenHooks(HookSocketFor(dir, 4242), func(HookEvent) {})
+	h, err := ListenHooks(HookSocketFor(dir, 4242), os.Getpid(), func(HookEvent) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,5 +160,38 @@ func TestListenHooksRemovesSocketsOfBrokersGone(t *testing.T) {
 		if _, err := os.Lstat(f); err != nil {
 			t.Errorf("%s was removed: %v", f, err)
 		}
+	}
+}
+
+// Issue 37: a hook socket hears only its own window. Any process of the
+// user's could write another window's socket (its path is in the agent's
+// environment and the state directory), and a fake permission event made
+// that window's broker hold its deliveries, keep its lease renewed and show
+// the operator a dialog that did not exist. Here the broker's process is a
+// sleep: this test process, not under it, is another window's.
+func TestHookSocketHearsOnlyItsWindow(t *testing.T) {
+	dir, err := os.MkdirTemp("", "tamq-hk-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	broker := exec.Command("sleep", "60")
+	if err := broker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { broker.Process.Kill(); broker.Wait() })
+	got := make(chan HookEvent, 4)
+	h, err := ListenHooks(HookSocketFor(dir, broker.Process.Pid), broker.Process.Pid, func(e HookEvent) { got <- e })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	// The write may fail: the socket may close the connection first.
+	SendHook(h.Path(), HookEvent{Event: "PermissionRequest", Tool: "Bash"}, time.Second)
+	testutil.WaitFor(t, "the connection to be refused", func() bool { return h.Refused() == 1 })
+	select {
+	case e := <-got:
+		t.Errorf("an event from outside the window was heard: %+v", e)
+	default:
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +20,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/proc"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/program"
@@ -101,7 +104,7 @@ holds. The exit status is the agent's.`,
 			sess := newSession(relay, model, obs, filter.MidLine, fg)
 			relay.FilterInput = filter.Filter
 			// The agent's hooks (`tamq hook`) report to this broker alone.
-			hooks, err := broker.ListenHooks(broker.HookSocketFor(p.StateDir, os.Getpid()), func(e broker.HookEvent) {
+			hooks, err := broker.ListenHooks(broker.HookSocketFor(p.StateDir, os.Getpid()), os.Getpid(), func(e broker.HookEvent) {
 				sess.gate.Hooks.Apply(e, time.Now())
 				sess.report()
 			})
@@ -115,6 +118,16 @@ holds. The exit status is the agent's.`,
 				relay.Notice(fmt.Sprintf("tamq: %v; the broker uses the defaults", cfgErr))
 			}
 			sessionCtx, endSession := context.WithCancel(context.Background())
+			// What the agent starts in the background stays in this
+			// window's process tree, even once its parent exits or it
+			// calls setsid: both daemons then place it in this window
+			// (an agent of this repo) instead of taking it for the
+			// operator, and the hook socket hears it.
+			if err := proc.BecomeSubreaper(); err != nil {
+				relay.Notice(fmt.Sprintf("tamq: background jobs of the agent may leave its window: %v", err))
+			} else {
+				go reapOrphans(sessionCtx, relay.ChildPID)
+			}
 			// The foreground changes without output too (an agent exits
 			// to a silent shell, one is started and draws nothing yet): the
 			// view is looked at again every second.
@@ -164,6 +177,25 @@ func sendLine(p paths.Paths) func(ctx context.Context, m api.SendArgs) error {
 			}
 		}
 		return err
+	}
+}
+
+// reapOrphans collects the exit status of the orphans the broker adopted
+// as their subreaper, each time a child exits, until ctx ends; the agent
+// itself is left to the relay's Wait.
+func reapOrphans(ctx context.Context, agent func() int) {
+	exited := make(chan os.Signal, 1)
+	signal.Notify(exited, syscall.SIGCHLD)
+	defer signal.Stop(exited)
+	keep := func(pid int) bool { a := agent(); return a == 0 || pid == a }
+	for {
+		select {
+		case <-ctx.Done():
+			proc.ReapOrphans(keep)
+			return
+		case <-exited:
+			proc.ReapOrphans(keep)
+		}
 	}
 }
 

@@ -56,6 +56,9 @@ does an interrupted one (Ctrl-C or SIGTERM), which exits 130 (143 for SIGTERM).`
 			if err != nil {
 				return err
 			}
+			if err := scopeToCaller(cmd.Context(), a, &filter); err != nil {
+				return err
+			}
 			file := "-"
 			if len(args) == 1 {
 				file = args[0]

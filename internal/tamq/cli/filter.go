@@ -10,10 +10,12 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/door"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	client "github.com/tmux-amq/tamq/internal/tamqclient"
 )
 
 // filterFlags are the message filters history and export share.
@@ -78,4 +80,32 @@ func openHistoryAt(ctx context.Context, p paths.Paths, cfg *config.Loaded) (db *
 		return nil, false, nil
 	}
 	return db, err == nil, err
+}
+
+// scopeToCaller keeps history and export to the caller's own: an agent in a
+// repo's window reads the messages from or to its repo only (another
+// repo's, wake prompts included, are the operator's), and a process tamq
+// cannot place (door.Place) reads none. The service says who the caller
+// is, as it says for a send; without the service, what the process's
+// environment says of its window stands in. Both read a database the user's
+// every process can open: this keeps an agent from reading what is not its
+// own by running the command, not a process bent on reading the file.
+func scopeToCaller(ctx context.Context, a *app.App, f *store.Filter) error {
+	p, err := a.Paths()
+	if err != nil {
+		return err
+	}
+	c := client.New(p).Self(ctx, a.Getenv)
+	if err := (door.Policy{}).Allows(door.Window, c, "reading messages"); err != nil {
+		return err
+	}
+	if c.Kind != door.Agent {
+		return nil
+	}
+	if f.Repo != "" && f.Repo != c.Repo {
+		return errs.New(errs.PermissionDeny, "the messages of %s are the operator's to read; %s may read %s's only", f.Repo, c, c.Repo).
+			WithHint("run it from a terminal outside tamq's windows")
+	}
+	f.Repo = c.Repo
+	return nil
 }

@@ -35,6 +35,9 @@ and are shown only with --body.`,
 			if err != nil {
 				return err
 			}
+			if err := scopeToCaller(cmd.Context(), a, &filter); err != nil {
+				return err
+			}
 			if limit <= 0 {
 				return app.UsageError("--limit must be at least 1")
 			}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/door"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/paths"
@@ -95,6 +96,15 @@ meanwhile refuses to start, saying why.`,
 			}
 			if state != "" && !queue.State(state).Final() {
 				return app.UsageError("--state %q: purge only removes messages in a final state (injected, acknowledged, failed, cancelled)", state)
+			}
+			// The service refuses a window's purge; with it stopped this
+			// command writes the database itself, and refuses as it would.
+			p, err := a.Paths()
+			if err != nil {
+				return err
+			}
+			if err := (door.Policy{}).Allows(door.OperatorOnly, client.New(p).Self(cmd.Context(), a.Getenv), "purge"); err != nil {
+				return err
 			}
 			return runPurge(cmd.Context(), a, rule, yes, dryRun)
 		},

@@ -25,7 +25,7 @@ func TestHookSocketHearsOnlyItsUser(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	var mu sync.Mutex
 	var got []broker.HookEvent
-	h, err := broker.ListenHooks(broker.HookSocketFor(dir, 4242), func(ev broker.HookEvent) {
+	h, err := broker.ListenHooks(broker.HookSocketFor(dir, 4242), os.Getpid(), func(ev broker.HookEvent) {
 		mu.Lock()
 		got = append(got, ev)
 		mu.Unlock()

@@ -103,8 +103,8 @@ func (s *brokerSessions) isLive(endpointID, repo, paneID string) bool {
 }
 
 // verifyBroker checks that the process at the other end of a broker session
-// is what it says: the process tmux runs in the pane (or one it started), in
-// a live pane of the window tamq marked for the repo. It returns the pane.
+// is what it says: the process tmux runs in the pane, in a live pane of the
+// window tamq marked for the repo. It returns the pane.
 func (s *brokerSessions) verifyBroker(ctx context.Context, peer unixrpc.Peer, args api.BrokerSessionArgs) (paneSeen, error) {
 	refuse := func(format string, a ...any) (paneSeen, error) {
 		return paneSeen{}, errs.New(errs.PermissionDeny, "broker session for %s refused: "+format, append([]any{args.Repo}, a...)...)
@@ -139,9 +139,17 @@ func (s *brokerSessions) verifyBroker(ctx context.Context, peer unixrpc.Peer, ar
 	if err != nil {
 		return refuse("cannot read its process: %v", err)
 	}
+	// The session belongs to the process tmux started in the pane (tamq's
+	// broker runs as the pane's own process), never to one that runs in
+	// it: after a restart of tamq, a program the agent left in the
+	// background would otherwise race the broker for the session and take
+	// the window's deliveries (recorded as delivered, never typed).
 	j := slices.IndexFunc(chain, func(st proc.Stat) bool { return st.PID == w.PanePID })
-	if j < 0 {
+	switch {
+	case j < 0:
 		return refuse("its process (pid %d) does not run in pane %s", peer.PID, args.Pane)
+	case j > 0:
+		return refuse("its process (pid %d) runs in pane %s but is not the pane's own process (pid %d, the window's broker)", peer.PID, args.Pane, w.PanePID)
 	}
 	p := paneSeen{endpointID: "tmux-amq-" + strconv.Itoa(pid), socket: args.Socket, paneID: w.PaneID, repo: w.Repo,
 		pid: w.PanePID, start: chain[j].StartTime}

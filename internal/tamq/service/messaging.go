@@ -9,6 +9,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/door"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/queue"
@@ -152,6 +153,11 @@ func (s *messageHandlers) ack(ctx context.Context, _ unixrpc.Peer, req *unixrpc.
 		return nil, err
 	}
 	m, err := s.deliveries.Transition(ctx, args.ID, "acknowledged", func(m *queue.Message) error {
+		// An agent acknowledges what was delivered to it, never another
+		// repo's message (which would drop it unread).
+		if err := door.Owns(door.CallerOf(ctx), "message "+m.ID, m.Target); err != nil {
+			return err
+		}
 		m.Ack(s.clock.Now())
 		return nil
 	})
@@ -167,6 +173,14 @@ func (s *messageHandlers) retry(ctx context.Context, _ unixrpc.Peer, req *unixrp
 		return nil, err
 	}
 	m, err := s.deliveries.Transition(ctx, args.ID, "retry requested", func(m *queue.Message) error {
+		// An agent may retry what it sent or what was sent to it; another
+		// repo's messages are the operator's to move.
+		c := door.CallerOf(ctx)
+		if sent := c.Kind == door.Agent && m.Sender == c.Repo && m.SenderKind == queue.FromWorker; !sent {
+			if err := door.Owns(c, "message "+m.ID, m.Target); err != nil {
+				return err
+			}
+		}
 		return m.Retry(s.clock.Now())
 	})
 	if err != nil {

@@ -41,11 +41,6 @@ func (s *endpointHandlers) register(ctx context.Context, peer unixrpc.Peer, req 
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	// From a window, a registration could make a repo ambiguous (two
-	// endpoints) and so stop every wake and send to it.
-	if err := s.callers.notFromAWindow(ctx, peer, "register windows"); err != nil {
-		return nil, err
-	}
 	ep := args.Endpoint.Domain()
 	// An endpoint is registered twice by an open: first alone, as soon as its
 	// tmux server is known (before any window's program starts), then with

@@ -280,20 +280,31 @@ func TestDefaultTmuxServerKeepsTmuxsDirectoryCheck(t *testing.T) {
 	}
 }
 
-// Issue 11, items 4 and 5: a process that runs in a window (the agent, or a
-// program it started) is that window's worker and nothing more. It cannot
-// send as the operator, and it cannot open a second broker session that
-// would take the window's deliveries from the broker that types them.
+// Issue 11, items 4 and 5, and issue 37: a process that runs in a window
+// (the agent, or a program it started) is that window's worker and
+// nothing more. It cannot send as the operator, and it cannot open a broker
+// session that would take the window's deliveries from the broker that
+// types them: not while the broker has one (issue 11), and not while tamq
+// restarts and the broker has none yet (issue 37: a background program
+// dialling in a loop won the session in 4 of 5 restarts and swallowed an
+// operator message recorded as delivered). The session is the pane's own
+// process's.
 func TestAProcessInAWindowCannotActAsItsBroker(t *testing.T) {
 	t.Parallel()
 	e, tm := emptyWorkspace(t, fastConfig, "net-kingdom", "railiance")
 	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", e.RecorderCommand(), "railiance")
 	rec := filepath.Join(e.Root, "rec")
 	script := filepath.Join(e.Root, "agent.sh")
+	session := `'{"proto":"0.1","op":"broker_session","id":"s","args":{"repo":"net-kingdom","tmux_socket":"'"${TMUX%%,*}"'","pane_id":"'"$TMUX_PANE"'"}}'`
+	// In the background, as an agent's stray program would be: it dials
+	// until the service answers, so it is at the door the moment tamq is
+	// back, before the broker's reconnection.
 	agent := `until [ -e "` + rec + `/go" ]; do sleep 0.05; done
 sq="` + filepath.Join(e.Bin, "squatter") + `"
-"$sq" dial "$TAMQ_SOCKET" '{"proto":"0.1","op":"broker_session","id":"s","args":{"repo":"net-kingdom","tmux_socket":"'"${TMUX%%,*}"'","pane_id":"'"$TMUX_PANE"'"}}' > "` + rec + `/session-reply"
+"$sq" dial "$TAMQ_SOCKET" ` + session + ` > "` + rec + `/session-reply"
 "$sq" dial "$TAMQ_SOCKET" '{"proto":"0.1","op":"send","id":"o","args":{"text":"To:railiance: as the operator","operator":true}}' > "` + rec + `/operator-reply"
+( until [ -e "` + rec + `/restarting" ]; do sleep 0.02; done
+  until "$sq" dial "$TAMQ_SOCKET" ` + session + ` > "` + rec + `/restart-reply" 2>/dev/null; do sleep 0.01; done ) &
 stty raw -echo; exec cat > "` + rec + `/net-kingdom"
 `
 	if err := os.WriteFile(script, []byte(agent), 0o644); err != nil {
@@ -306,13 +317,26 @@ stty raw -echo; exec cat > "` + rec + `/net-kingdom"
 	}
 	testutil.WaitFor(t, "the agent's recorder", func() bool { _, ok := e.Recording("net-kingdom"); return ok })
 	reply := func(name string) string { b, _ := os.ReadFile(filepath.Join(rec, name)); return string(b) }
-	if r := reply("session-reply"); !strings.Contains(r, `"code":"conflict"`) || !strings.Contains(r, "already has a live broker session") {
+	const notOwn = "is not the pane's own process"
+	if r := reply("session-reply"); !strings.Contains(r, `"code":"permission_denied"`) || !strings.Contains(r, notOwn) {
 		t.Errorf("a second broker session from inside the pane: %q", r)
 	}
 	if r := reply("operator-reply"); !strings.Contains(r, `"code":"permission_denied"`) {
 		t.Errorf("the operator flag from the agent: %q", r)
 	}
-	// The real broker still has the window.
+
+	// tamq restarts with the stray program at the door.
+	e.Tamq(t, "stop")
+	if err := os.WriteFile(filepath.Join(rec, "restarting"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.Tamq(t, "start", "--detach")
+	testutil.WaitFor(t, "the stray program's answer", func() bool { return strings.HasPrefix(reply("restart-reply"), "reply ") })
+	if r := reply("restart-reply"); !strings.Contains(r, `"code":"permission_denied"`) || !strings.Contains(r, notOwn) {
+		t.Errorf("a program in the pane dialling as tamq restarts: %q", r)
+	}
+	// The real broker has the window back.
+	testutil.WaitFor(t, "both brokers to attach again", func() bool { return brokersAttached(t, e) == 2 })
 	m := send(t, e, "To:net-kingdom: still mine")
 	waitState(t, e, m.ID, "injected")
 	if got := waitRecorded(t, e, "net-kingdom", "\r"); got != "From:operator/o: still mine\r" {

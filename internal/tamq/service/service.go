@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"os"
 	"runtime/debug"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/daemon"
+	"github.com/tmux-amq/tamq/internal/door"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/queue"
@@ -268,24 +268,42 @@ func (s *Service) stopped(ctx context.Context, reason string, graceExceeded bool
 
 func (s *Service) handlers() map[string]unixrpc.Handler {
 	hs := s.d.Lifecycle(s.startedAt, s.opts.Config.ShutdownGrace())
-	maps.Copy(hs, map[string]unixrpc.Handler{
-		api.OpStatus:        s.status,
-		api.OpRegister:      s.endpointOps.register,
-		api.OpSend:          s.messages.send,
-		api.OpAck:           s.messages.ack,
-		api.OpRetry:         s.messages.retry,
-		api.OpReplay:        s.messages.replay,
-		api.OpEndpoints:     s.endpointOps.listEndpoints,
-		api.OpForget:        s.endpointOps.forget,
-		api.OpRestore:       s.endpointOps.restoreOp,
-		api.OpPurge:         s.purges.purge,
-		api.OpBrokerSession: s.brokers.brokerSession,
-		api.OpWake:          s.wakes.wakeOp,
-		api.OpCancelWake:    s.wakes.cancelWakeOp,
-		api.OpWhois:         s.callers.whois,
+	// Who may call what (docs/security.md lists both daemons' refusals in
+	// one table): a window's agent may send, ack its own messages, replay
+	// its own lines and read what changes nothing; what reaches other
+	// repos' messages or the service itself is the operator's; a wake is
+	// the engine's.
+	all := map[string]struct {
+		access  door.Access
+		handler unixrpc.Handler
+	}{
+		daemon.OpHello:    {door.Anyone, hs[daemon.OpHello]},
+		daemon.OpPing:     {door.Anyone, hs[daemon.OpPing]},
+		daemon.OpChanges:  {door.Anyone, hs[daemon.OpChanges]},
+		daemon.OpShutdown: {door.OperatorOnly, hs[daemon.OpShutdown]},
+		api.OpStatus:      {door.Anyone, s.status},
+		api.OpEndpoints:   {door.Anyone, s.endpointOps.listEndpoints},
+		api.OpWhois:       {door.Anyone, s.callers.whois},
+		// From a window, a registration could make a repo ambiguous (two
+		// endpoints) and so stop every wake and send to it.
+		api.OpRegister: {door.OperatorOnly, s.endpointOps.register},
+		api.OpForget:   {door.OperatorOnly, s.endpointOps.forget},
+		api.OpRestore:  {door.OperatorOnly, s.endpointOps.restoreOp},
+		api.OpPurge:    {door.OperatorOnly, s.purges.purge},
+		api.OpSend:     {door.Window, s.messages.send},
+		api.OpAck:      {door.Window, s.messages.ack},
+		api.OpRetry:    {door.Window, s.messages.retry},
+		api.OpReplay:   {door.Window, s.messages.replay},
+		// A broker is its pane's own process (checked by the handler).
+		api.OpBrokerSession: {door.Window, s.brokers.brokerSession},
 		// A broker's last look before it writes a delivery of wakes.
-		api.OpDeliveryCurrent: s.delivery.deliveryCurrent,
-	})
+		api.OpDeliveryCurrent: {door.Window, s.delivery.deliveryCurrent},
+		api.OpWake:            {door.EngineOnly, s.wakes.wakeOp},
+		api.OpCancelWake:      {door.EngineOnly, s.wakes.cancelWakeOp},
+	}
+	for op, h := range all {
+		hs[op] = s.callers.guard(h.access, op, h.handler)
+	}
 	release := s.opts.IdleRelease
 	if release == 0 {
 		release = DefaultIdleRelease

@@ -77,7 +77,9 @@ func TestWakeIsIdempotentByLeaseAndAttempt(t *testing.T) {
 		m.CorrelationID != "rev-7" || m.CoordinationEndpointID != "ce-1" || m.IdempotencyKey != l1+"#1" {
 		t.Errorf("the wake message: %+v", m)
 	}
-	if got, _ := e.Recording("net-kingdom"); got != "From:coordination-engine: wake up\nand continue\r" {
+	// The Enter is sent before the state is written; the recorder takes it
+	// in its own time.
+	if got := waitRecorded(t, e, "net-kingdom", "\r"); got != "From:coordination-engine: wake up\nand continue\r" {
 		t.Errorf("the agent received %q", got)
 	}
 

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/daemon"
+	"github.com/tmux-amq/tamq/internal/door"
 	engineclient "github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
@@ -39,8 +40,9 @@ func (s *Service) build() {
 		endpoints: s.endpoints, live: s.live, brokers: s.brokers, dispatcher: s.dispatcher, attacher: s.engineLink,
 		serverStart: map[string]uint64{}, listed: map[string]time.Time{}, stopped: map[string]bool{},
 		listDue: map[string]bool{}, listNow: make(chan struct{}, 1)}
-	*s.callers = callers{clock: clk, live: s.live, endpoints: s.endpoints, watcher: s.watcher,
-		engineProc: newEngineProcess(o.Engine), engineSocket: o.Engine.Socket, senders: map[int]senderSeen{}}
+	*s.callers = callers{clock: clk, live: s.live, endpoints: s.endpoints, watcher: s.watcher, log: log,
+		engineProc: newEngineProcess(o.Engine), policy: door.Policy{TamqSocket: o.Paths.Socket, EngineSocket: o.Engine.Socket},
+		agents: cfg.Delivery.AgentPrograms, senders: map[int]senderSeen{}}
 	*s.brokers = brokerSessions{log: log, endpoints: s.endpoints, panes: s.live, watcher: s.watcher, keeper: s.keeper,
 		dispatcher: s.dispatcher, work: s.work}
 	*s.keeper = keeper{log: log, clock: clk, engine: engine, reader: reader, brokers: s.brokers,
