@@ -242,7 +242,7 @@ func TestCheckTriggerRefusesWrappers(t *testing.T) {
 
 // A wrapper that runs a known agent named on the line is accepted: the
 // agent's exit ends the wrapper, so nothing else reads the window's
-// terminal (docs/agents.md, "Wrappers").
+// terminal (docs/agents.md, section 2).
 func TestCheckTriggerAcceptsWrappedAgents(t *testing.T) {
 	tests := map[string]string{
 		"sudo -u dev claude":                                        Claude,
