@@ -33,7 +33,7 @@ type openOptions struct {
 func (o *openOptions) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&o.command, "command", "", "run this command in each window (default: your shell)")
-	fs.StringVar(&o.mode, "mode", string(queue.Manual), "trigger (coordination-engine may wake the agent; needs --command, not a shell) or manual")
+	fs.StringVar(&o.mode, "mode", string(queue.Manual), "trigger (coordination-engine may wake the agent; needs --command: the agent itself, not a shell nor a wrapper such as script, ssh or sudo -s) or manual")
 	fs.BoolVar(&o.noService, "no-service", false, "open the windows without messaging (no service, no delivery)")
 	fs.StringVar(&o.tmuxSocket, "tmux-socket", "", "tmux server: a socket name as tmux -L, or a socket path as tmux -S (default: the server tmux would use)")
 	cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions(queue.Names(queue.WindowModes), cobra.ShellCompDirectiveNoFileComp))

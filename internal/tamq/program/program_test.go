@@ -252,6 +252,8 @@ func TestCheckTriggerAcceptsWrappedAgents(t *testing.T) {
 		"su dev -c claude":                                          Claude,
 		"su -c 'codex --no-daemon' - dev":                           Codex,
 		"runuser -u dev -- claude":                                  Claude,
+		"runuser -u dev claude --resume":                            Claude,
+		"script --timing -q -c claude /dev/null":                    Claude,
 		"script -q -c claude /dev/null":                             Claude,
 		"script -qfc 'claude --resume' /tmp/typescript":             Claude,
 		"script -q /dev/null claude":                                Claude,

@@ -448,7 +448,7 @@ func readEnv(args []string) wrapped {
 // readScript reads script: util-linux's -c COMMAND (run by the user's
 // shell), or BSD's script FILE COMMAND…; with neither it starts a shell.
 func readScript(args []string) wrapped {
-	s := optSpec{valued: "cEIOBmTo", flags: "aefqhkrdF", long: []string{"command", "echo", "log-in", "log-out", "log-io", "logging-format", "log-timing", "output-limit", "timing"},
+	s := optSpec{valued: "cEIOBmTo", flags: "aefqhkrdF", long: []string{"command", "echo", "log-in", "log-out", "log-io", "logging-format", "log-timing", "output-limit"},
 		longFlags: []string{"append", "return", "flush", "force", "quiet", "timing"}}
 	// -t takes its file only attached (-tFILE).
 	var clean []string
@@ -571,13 +571,18 @@ func readSu(args []string) wrapped {
 	s := optSpec{valued: "cgGswu", flags: "flmpP", permute: true,
 		long:      []string{"command", "session-command", "group", "supp-group", "shell", "whitelist-environment", "user"},
 		longFlags: []string{"login", "fast", "preserve-environment", "pty"}}
-	// Options end at "--" for runuser -u; for su they do not matter there.
+	// runuser -u USER: options end at the command, which it runs itself.
+	first := s
+	first.permute = false
+	if opts, rest, bad := first.scan(args); bad == "" && has(opts, "u", "user") {
+		return wrapped{argv: rest}
+	}
 	opts, rest, bad := s.scan(args)
 	if bad != "" {
 		return unread(bad)
 	}
 	if has(opts, "u", "user") {
-		return wrapped{argv: rest}
+		return wrapped{why: "it has an option tamq does not read after -u"}
 	}
 	if len(rest) > 0 && rest[0] == "-" {
 		rest = rest[1:]
