@@ -14,6 +14,7 @@
 package agentsetup
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -78,4 +79,55 @@ func plural(n int, one, many string) string {
 		return "1 " + one
 	}
 	return strconv.Itoa(n) + " " + many
+}
+
+// Where the loop's allow rules go by default: each repo's own files,
+// named from the repo's root. Only there do the agents apply them to that
+// repo alone: Claude Code reads a repo's .claude/settings.local.json when it
+// runs in the repo; Codex reads the *.rules of a repo's .codex/rules when it
+// runs in the repo and the repo is trusted (a project's config layer, which
+// only a trusted project's is loaded; codex-rs core/src/exec_policy.rs
+// load_exec_policy, config/src/loader). A file named here is written only
+// if no link is on the way from the repo's root (internal/tamq/cli).
+var (
+	ClaudeRepoSettings = []string{".claude", "settings.local.json"}
+	CodexRepoRules     = []string{".codex", "rules", CodexRulesName}
+)
+
+// ClaudeUserWideRules says whether a Claude Code user settings file holds
+// the loop's allow rules as tamq writes them (an earlier user-wide setup):
+// they allow the loop's commands in every repo, whatever the repos' own
+// settings say.
+func ClaudeUserWideRules(path string, content []byte) []string {
+	root, err := parseObject(content)
+	if err != nil {
+		return nil
+	}
+	perms, err := root.child("permissions")
+	if err != nil {
+		return nil
+	}
+	allow, err := perms.array("allow")
+	if err != nil {
+		return nil
+	}
+	have := stringsOf(allow)
+	var found []string
+	for _, rule := range ClaudeAllowRules() {
+		if slices.Contains(have, rule) {
+			found = append(found, rule)
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	return []string{path + " allows " + plural(len(found), "of the loop's commands", "of the loop's commands") +
+		" in every repo (" + strings.Join(found, ", ") + "; from a user-wide tamq agent setup): every Claude Code session on this machine runs them without asking; remove those rules to keep them to the repos set up here (left as it is)"}
+}
+
+// CodexUserWideRules is the warning for tamq's rules file in Codex's own
+// rules directory (an earlier user-wide setup): every Codex session on the
+// machine runs the loop's commands unasked and outside its sandbox.
+func CodexUserWideRules(path string) string {
+	return path + " (from a user-wide tamq agent setup) allows the loop's commands in every Codex session on this machine, without asking and outside its sandbox; remove it to keep them to the repos set up here (left as it is)"
 }

@@ -225,3 +225,26 @@ func TestClaudeKeepsCRLF(t *testing.T) {
 		t.Errorf("got:\n%q", got)
 	}
 }
+
+// ClaudeUserWideRules finds tamq's own allow rules in a user's settings
+// (an earlier user-wide setup), and no other rule: a rule of the user's
+// that allows more is theirs, warned of by nothing here.
+func TestClaudeUserWideRules(t *testing.T) {
+	full, err := Claude("settings.json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ClaudeUserWideRules("settings.json", full.Content); len(got) != 1 ||
+		!strings.HasPrefix(got[0], "settings.json allows 6 of the loop's commands in every repo (Bash(coordination-engine checkpoint:*), ") {
+		t.Errorf("tamq's rules: %q", got)
+	}
+	for _, content := range []string{"", "{}", `{"permissions": {"allow": ["Bash(coordination-engine:*)", "Bash(coordination-engine lease *)"]}}`,
+		`{"permissions": {"deny": ["Bash(coordination-engine task set:*)"]}}`, "not json"} {
+		if got := ClaudeUserWideRules("settings.json", []byte(content)); got != nil {
+			t.Errorf("%s: %q", content, got)
+		}
+	}
+	if len(ClaudeRepoSettings) != 2 || CodexRepoRules[len(CodexRepoRules)-1] != CodexRulesName {
+		t.Errorf("repo files: %q %q", ClaudeRepoSettings, CodexRepoRules)
+	}
+}

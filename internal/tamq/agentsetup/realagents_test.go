@@ -19,11 +19,19 @@ import (
 // Codex itself loads tamq's rules file (checking each rule's match example)
 // and allows the loop's commands, and nothing else of coordination-engine's:
 // not the operator's commands, not a program of that name by an absolute
-// path.
+// path. The file is where tamq agent setup writes it by default, a repo's
+// .codex/rules (the same text goes into ~/.codex/rules with --user-wide);
+// --rules names it, so this checks the text wherever it is. That Codex
+// reads it there, in a trusted repo, is what the real loop's Codex tests
+// (internal/engine/service, TestRealLoop…) rely on.
 func TestRealAgentsSetupCodexRules(t *testing.T) {
 	codex := testutil.AgentBin(t, "codex")
 	home := t.TempDir()
-	rules := filepath.Join(home, CodexRulesName)
+	repo := t.TempDir()
+	rules := filepath.Join(append([]string{repo}, CodexRepoRules...)...)
+	if err := os.MkdirAll(filepath.Dir(rules), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(rules, CodexRulesText(), 0o600); err != nil {
 		t.Fatal(err)
 	}

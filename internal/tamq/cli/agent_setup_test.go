@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,20 +91,24 @@ func mode(t *testing.T, path string) fs.FileMode {
 	return fi.Mode().Perm()
 }
 
-// Claude Code, the user's settings: --dry-run shows the diff and writes
-// nothing; the run writes the file (0600 in a 0700 directory) and says so
-// in one line; the next run changes nothing and says so.
-func TestAgentSetupClaude(t *testing.T) {
+// Claude Code with --user-wide, the user's settings: --dry-run shows the
+// diff and writes nothing; the run writes the file (0600 in a 0700
+// directory) and says so in one line, and that the rules are user-wide;
+// the next run changes nothing and says so. A user's file that is a
+// symbolic link (a dotfiles repository) stays one.
+func TestAgentSetupClaudeUserWide(t *testing.T) {
 	t.Parallel()
-	e := newSetupEnv(t)
+	e := newSetupEnv(t, "alpha")
 	settings := filepath.Join(e.home, ".claude", "settings.json")
 	want, err := agentsetup.Claude(settings, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	scope := "scope: user-wide (--user-wide): every Claude Code session on this machine, in any directory, runs the loop's commands without asking\n"
 
-	dry := e.must(t, "agent", "setup", "claude", "--dry-run")
-	for _, s := range []string{"--- /dev/null\n", "+++ " + settings + "\n", `+      "Bash(coordination-engine lease release:*)",`, "would write " + settings + " (Claude Code's settings for every repo): added 6 allow rules"} {
+	dry := e.must(t, "agent", "setup", "claude", "--user-wide", "--dry-run")
+	for _, s := range []string{"--- /dev/null\n", "+++ " + settings + "\n", `+      "Bash(coordination-engine lease release:*)",`,
+		"would write " + settings + " (Claude Code's settings for every repo): added 6 allow rules", scope} {
 		if !strings.Contains(dry.stdout, s) {
 			t.Errorf("--dry-run output lacks %q:\n%s", s, dry.stdout)
 		}
@@ -114,7 +120,7 @@ func TestAgentSetupClaude(t *testing.T) {
 		t.Errorf("stderr: %s", dry.stderr)
 	}
 
-	r := e.must(t, "agent", "setup", "claude")
+	r := e.must(t, "agent", "setup", "claude", "--user-wide")
 	if got := readFile(t, settings); got != string(want.Content) {
 		t.Errorf("settings.json:\n%s", got)
 	}
@@ -124,79 +130,205 @@ func TestAgentSetupClaude(t *testing.T) {
 	if m := mode(t, filepath.Dir(settings)); m != 0o700 {
 		t.Errorf("~/.claude is %v", m)
 	}
-	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "wrote "+settings+" (") {
+	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[0], "wrote "+settings+" (") || lines[1]+"\n" != scope {
 		t.Errorf("output: %q", r.stdout)
 	}
 	if leftovers, _ := filepath.Glob(filepath.Join(e.home, ".claude", ".*tamq-*")); len(leftovers) > 0 {
 		t.Errorf("temporary files left: %v", leftovers)
 	}
+	if _, err := os.Stat(filepath.Join(e.repos["alpha"], ".claude")); err == nil {
+		t.Error("--user-wide wrote into a repo")
+	}
 
-	again := e.must(t, "agent", "setup", "claude")
-	if !strings.Contains(again.stdout, "unchanged "+settings) || !strings.HasSuffix(again.stdout, "nothing to change\n") {
+	again := e.must(t, "agent", "setup", "claude", "--user-wide")
+	if !strings.Contains(again.stdout, "unchanged "+settings) || !strings.HasSuffix(again.stdout, scope+"nothing to change\n") {
 		t.Errorf("second run: %q", again.stdout)
 	}
 	if got := readFile(t, settings); got != string(want.Content) {
 		t.Errorf("the second run changed settings.json:\n%s", got)
 	}
-	if d := e.must(t, "agent", "setup", "claude", "--dry-run"); d.stdout != again.stdout {
+	if d := e.must(t, "agent", "setup", "claude", "--user-wide", "--dry-run"); d.stdout != again.stdout {
 		t.Errorf("--dry-run with nothing to change: %q", d.stdout)
+	}
+
+	// The user's settings kept in a dotfiles repository, linked.
+	e2 := newSetupEnv(t)
+	kept := filepath.Join(e2.home, "dotfiles", "claude.json")
+	os.MkdirAll(filepath.Dir(kept), 0o755)
+	os.WriteFile(kept, []byte("{\n  \"model\": \"opus\"\n}\n"), 0o640)
+	link := filepath.Join(e2.home, ".claude", "settings.json")
+	os.MkdirAll(filepath.Dir(link), 0o700)
+	if err := os.Symlink(kept, link); err != nil {
+		t.Fatal(err)
+	}
+	e2.must(t, "agent", "setup", "claude", "--user-wide")
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Fatalf("the user's settings are no longer a link: %v", err)
+	}
+	if got := readFile(t, kept); !strings.HasPrefix(got, "{\n  \"model\": \"opus\",\n  \"permissions\"") || mode(t, kept) != 0o640 {
+		t.Errorf("the linked file (%v):\n%s", mode(t, kept), got)
+	}
+	// --user-wide is for every repo: Claude's takes no REPO.
+	if r := e.run("agent", "setup", "claude", "--user-wide", "alpha"); r.status != 2 || !strings.Contains(r.stderr, "--user-wide writes ~/.claude/settings.json, for every repo: it takes no REPO") {
+		t.Errorf("--user-wide with a REPO: %+v", r)
 	}
 }
 
-// With repos, each repo's local settings are written, the user's are not;
-// a deny rule in the user's settings that catches a loop command is named
-// on stderr, as is a local settings file git would commit. A user's file
-// that is a symbolic link stays one.
+// homeFiles lists the files under dir (the test's HOME), relative to it.
+func homeFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(dir, path)
+			out = append(out, rel)
+		}
+		return nil
+	})
+	return out
+}
+
+// By default the allow rules go into each repo's own settings: every repo
+// gita has registered (the bare one aside), or the REPOs named, each once.
+// Nothing is written under HOME; the output names each file and says the
+// rules are scoped to those repos. Deny rules of the user's settings that
+// catch a loop command, the loop's rules a user-wide setup left there, and
+// a local settings file git would commit are named on stderr.
 func TestAgentSetupClaudeRepos(t *testing.T) {
 	t.Parallel()
 	e := newSetupEnv(t, "alpha", "beta")
 	os.WriteFile(filepath.Join(e.repos["alpha"], ".gitignore"), []byte(".claude/settings.local.json\n"), 0o644)
 	user := filepath.Join(e.home, ".claude", "settings.json")
 	os.MkdirAll(filepath.Dir(user), 0o700)
-	os.WriteFile(user, []byte(`{"permissions": {"deny": ["Bash(coordination-engine:*)"]}}`), 0o644)
-	// beta's local settings are a link to a file kept elsewhere.
-	kept := filepath.Join(e.home, "dotfiles", "beta.json")
-	os.MkdirAll(filepath.Dir(kept), 0o755)
-	os.WriteFile(kept, []byte("{\n  \"model\": \"opus\"\n}\n"), 0o640)
-	betaLocal := filepath.Join(e.repos["beta"], ".claude", "settings.local.json")
-	os.MkdirAll(filepath.Dir(betaLocal), 0o755)
-	if err := os.Symlink(kept, betaLocal); err != nil {
-		t.Fatal(err)
-	}
-
-	r := e.must(t, "agent", "setup", "claude", "alpha", "beta", "alpha")
+	userSettings := `{"permissions": {"deny": ["Bash(coordination-engine:*)"], "allow": ["Bash(coordination-engine task set:*)"]}}`
+	os.WriteFile(user, []byte(userSettings), 0o644)
+	before := homeFiles(t, e.home)
 	alphaLocal := filepath.Join(e.repos["alpha"], ".claude", "settings.local.json")
-	if !strings.Contains(readFile(t, alphaLocal), `"Bash(coordination-engine message read:*)"`) || mode(t, alphaLocal) != 0o600 {
-		t.Errorf("alpha's local settings (%v):\n%s", mode(t, alphaLocal), readFile(t, alphaLocal))
-	}
-	if fi, err := os.Lstat(betaLocal); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-		t.Fatalf("beta's local settings are no longer a link: %v", err)
-	}
-	if got := readFile(t, kept); !strings.HasPrefix(got, "{\n  \"model\": \"opus\",\n  \"permissions\"") || mode(t, kept) != 0o640 {
-		t.Errorf("the linked file (%v):\n%s", mode(t, kept), got)
-	}
-	if got := readFile(t, user); got != `{"permissions": {"deny": ["Bash(coordination-engine:*)"]}}` {
-		t.Errorf("the user's settings changed: %s", got)
-	}
-	if n := strings.Count(r.stdout, "wrote "); n != 2 {
-		t.Errorf("%d files written, want 2 (alpha once):\n%s", n, r.stdout)
-	}
-	for _, s := range []string{
-		`tamq: warning: ` + user + `: the deny rule "Bash(coordination-engine:*)" catches`,
-		`tamq: warning: ` + betaLocal + ` is not ignored by git`,
-	} {
-		if !strings.Contains(r.stderr, s) {
-			t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
+	betaLocal := filepath.Join(e.repos["beta"], ".claude", "settings.local.json")
+
+	for _, args := range [][]string{{"agent", "setup", "claude"}, {"agent", "setup", "claude", "alpha", "beta", "alpha"}} {
+		os.RemoveAll(filepath.Dir(alphaLocal))
+		os.RemoveAll(filepath.Dir(betaLocal))
+		r := e.must(t, args...)
+		for _, local := range []string{alphaLocal, betaLocal} {
+			if !strings.Contains(readFile(t, local), `"Bash(coordination-engine message read:*)"`) || mode(t, local) != 0o600 || mode(t, filepath.Dir(local)) != 0o700 {
+				t.Errorf("%v: %s (%v):\n%s", args, local, mode(t, local), readFile(t, local))
+			}
+		}
+		if after := homeFiles(t, e.home); !slices.Equal(after, before) || readFile(t, user) != userSettings {
+			t.Errorf("%v wrote under HOME: %q, was %q", args, after, before)
+		}
+		wantOut := "wrote " + alphaLocal + " (Claude Code's settings for alpha on this machine): added 6 allow rules for coordination-engine's loop commands; 8 hooks"
+		if n := strings.Count(r.stdout, "wrote "); n != 2 || !strings.Contains(r.stdout, wantOut) || !strings.Contains(r.stdout, "wrote "+betaLocal+" (") ||
+			!strings.HasSuffix(r.stdout, "scope: the loop's commands run without asking only in alpha, beta (each repo's .claude/settings.local.json); nothing under your home directory is written, and other repos still ask\n") {
+			t.Errorf("%v: %d files written, want 2 (alpha once):\n%s", args, n, r.stdout)
+		}
+		for _, s := range []string{
+			`tamq: warning: ` + user + `: the deny rule "Bash(coordination-engine:*)" catches`,
+			`tamq: warning: ` + user + ` allows 1 of the loop's commands in every repo (Bash(coordination-engine task set:*); from a user-wide tamq agent setup)`,
+			`tamq: warning: ` + betaLocal + ` is not ignored by git`,
+		} {
+			if !strings.Contains(r.stderr, s) {
+				t.Errorf("%v: stderr lacks %q:\n%s", args, s, r.stderr)
+			}
+		}
+		if strings.Contains(r.stderr, alphaLocal+" is not ignored") {
+			t.Errorf("alpha ignores its local settings:\n%s", r.stderr)
 		}
 	}
-	if strings.Contains(r.stderr, alphaLocal+" is not ignored") {
-		t.Errorf("alpha ignores its local settings:\n%s", r.stderr)
+	var rec agentSetupRecord
+	if r := e.must(t, "--json", "agent", "setup", "claude", "beta"); json.Unmarshal([]byte(r.stdout), &rec) != nil ||
+		rec.Scope != "repos" || !slices.Equal(rec.Repos, []string{"beta"}) || len(rec.Files) != 1 || rec.Files[0].Path != betaLocal {
+		t.Errorf("--json: %s", r.stdout)
 	}
 }
 
-// Codex: the rules file and config.toml. The user's config keeps its
-// text and its mode; the repo is trusted by its real path; --json says
-// what was done; the second run changes nothing.
+// A repo's settings file reached through a symbolic link (the file, or a
+// directory on its way) is refused, naming where the link points, and
+// nothing is written: not the link's target, not another repo's file, not
+// with --dry-run either. (A clone may bring a link along: it once made
+// setup write into an unrelated file.)
+func TestAgentSetupRefusesLinksInRepos(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		agent string
+		link  func(t *testing.T, repo, elsewhere string) (at, target string)
+	}{
+		{"claude, the settings file", "claude", func(t *testing.T, repo, elsewhere string) (string, string) {
+			target := filepath.Join(elsewhere, "unrelated.json")
+			os.WriteFile(target, []byte("{\"theme\": \"dark\"}\n"), 0o644)
+			os.MkdirAll(filepath.Join(repo, ".claude"), 0o755)
+			return filepath.Join(repo, ".claude", "settings.local.json"), target
+		}},
+		{"claude, the .claude directory", "claude", func(t *testing.T, repo, elsewhere string) (string, string) {
+			target := filepath.Join(elsewhere, "dotclaude")
+			os.MkdirAll(target, 0o755)
+			os.WriteFile(filepath.Join(target, "settings.local.json"), []byte("{}\n"), 0o644)
+			return filepath.Join(repo, ".claude"), target
+		}},
+		{"codex, the rules directory", "codex", func(t *testing.T, repo, elsewhere string) (string, string) {
+			target := filepath.Join(elsewhere, "rules")
+			os.MkdirAll(target, 0o755)
+			os.MkdirAll(filepath.Join(repo, ".codex"), 0o755)
+			return filepath.Join(repo, ".codex", "rules"), target
+		}},
+		{"codex, the rules file, relative", "codex", func(t *testing.T, repo, elsewhere string) (string, string) {
+			os.MkdirAll(filepath.Join(repo, ".codex", "rules"), 0o755)
+			os.WriteFile(filepath.Join(repo, "mine.txt"), []byte("mine\n"), 0o644)
+			return filepath.Join(repo, ".codex", "rules", "tamq.rules"), "../../mine.txt"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newSetupEnv(t, "alpha", "beta")
+			elsewhere := filepath.Join(e.home, "elsewhere")
+			os.MkdirAll(elsewhere, 0o755)
+			at, target := tc.link(t, e.repos["beta"], elsewhere)
+			if err := os.Symlink(target, at); err != nil {
+				t.Fatal(err)
+			}
+			resolved := target
+			if !filepath.IsAbs(resolved) {
+				resolved = filepath.Join(filepath.Dir(at), target)
+			}
+			snapshot := func() map[string]string {
+				out := map[string]string{}
+				for _, dir := range []string{e.home, e.repos["alpha"], e.repos["beta"]} {
+					filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+						if err == nil && !d.IsDir() && !strings.Contains(path, "/.git/") {
+							b, _ := os.ReadFile(path)
+							out[path] = string(b)
+						}
+						return nil
+					})
+				}
+				return out
+			}
+			before := snapshot()
+			for _, args := range [][]string{{"agent", "setup", tc.agent, "--dry-run"}, {"agent", "setup", tc.agent}, {"agent", "setup", tc.agent, "beta"}} {
+				r := e.run(args...)
+				if r.status != 9 || !strings.Contains(r.stderr, "tamq: refusing to write "+e.repos["beta"]+"/.") ||
+					!strings.Contains(r.stderr, "is a symbolic link to "+resolved+", and tamq agent setup follows no link inside a repo") || r.stdout != "" {
+					t.Errorf("%v: exit %d\nstdout: %s\nstderr: %s", args, r.status, r.stdout, r.stderr)
+				}
+			}
+			if after := snapshot(); !maps.Equal(after, before) {
+				t.Errorf("files changed:\nbefore %q\nafter  %q", before, after)
+			}
+			if fi, err := os.Lstat(at); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+				t.Errorf("the link changed: %v", err)
+			}
+		})
+	}
+}
+
+// Codex by default: the prefix rules in each repo's .codex/rules (0600 in
+// 0700 directories), and in the user's config.toml (its text and mode
+// kept) notify, allow_login_shell and trust for the repo by its real path,
+// but no rule; --json says what was done and that the rules are scoped;
+// the second run changes nothing. An edited rules file is left, with a
+// warning. --user-wide writes the rules into Codex's own rules directory.
 func TestAgentSetupCodex(t *testing.T) {
 	t.Parallel()
 	e := newSetupEnv(t, "alpha")
@@ -204,30 +336,37 @@ func TestAgentSetupCodex(t *testing.T) {
 	os.MkdirAll(filepath.Dir(config), 0o755)
 	mine := "# mine\nmodel = \"gpt-5.5\"\n\n[tui]\ntheme = \"dark\"\n"
 	os.WriteFile(config, []byte(mine), 0o644)
-	rules := filepath.Join(e.home, ".codex", "rules", "tamq.rules")
+	rules := filepath.Join(e.repos["alpha"], ".codex", "rules", "tamq.rules")
+	userRules := filepath.Join(e.home, ".codex", "rules", "tamq.rules")
 
 	r := e.must(t, "--json", "agent", "setup", "codex", "alpha")
 	var rec agentSetupRecord
 	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil {
 		t.Fatalf("--json: %v\n%s", err, r.stdout)
 	}
-	if rec.Agent != "codex" || len(rec.Files) != 2 || rec.Files[0].Path != rules || rec.Files[0].Action != "wrote" ||
-		rec.Files[1].Path != config || rec.Files[1].Action != "wrote" || len(rec.Warnings) != 0 {
+	if rec.Agent != "codex" || rec.Scope != "repos" || !slices.Equal(rec.Repos, []string{"alpha"}) || len(rec.Files) != 2 ||
+		rec.Files[0].Path != rules || rec.Files[0].Action != "wrote" || rec.Files[1].Path != config || rec.Files[1].Action != "wrote" ||
+		len(rec.Warnings) != 1 || !strings.HasPrefix(rec.Warnings[0], rules+" is not ignored by git") {
 		t.Errorf("record: %s", r.stdout)
 	}
 	if readFile(t, rules) != string(agentsetup.CodexRulesText()) || mode(t, rules) != 0o600 || mode(t, filepath.Dir(rules)) != 0o700 {
 		t.Errorf("rules (%v):\n%s", mode(t, rules), readFile(t, rules))
 	}
+	if _, err := os.Stat(filepath.Dir(userRules)); err == nil {
+		t.Errorf("the default wrote into %s", filepath.Dir(userRules))
+	}
 	got := readFile(t, config)
 	real, _ := filepath.EvalSymlinks(e.repos["alpha"])
 	if !strings.HasPrefix(got, "# mine\nmodel = \"gpt-5.5\"\n# tamq agent setup") || !strings.Contains(got, "\n[tui]\ntheme = \"dark\"\n") ||
 		!strings.Contains(got, "notify = [\"tamq\", \"hook\"]\n") || !strings.Contains(got, "allow_login_shell = false\n") ||
-		!strings.Contains(got, "[projects.\""+real+"\"]\ntrust_level = \"trusted\"\n") || mode(t, config) != 0o644 {
+		!strings.Contains(got, "[projects.\""+real+"\"]\ntrust_level = \"trusted\"\n") || mode(t, config) != 0o644 || strings.Contains(got, "prefix_rule") {
 		t.Errorf("config.toml (%v):\n%s", mode(t, config), got)
 	}
 
 	again := e.must(t, "agent", "setup", "codex", "alpha")
-	if strings.Contains(again.stdout, "wrote") || !strings.HasSuffix(again.stdout, "nothing to change\n") || readFile(t, config) != got {
+	if strings.Contains(again.stdout, "wrote") || readFile(t, config) != got || !strings.HasSuffix(again.stdout,
+		"scope: the loop's commands run without asking only in alpha (each repo's .codex/rules, which Codex reads only in a repo it trusts); "+
+			"~/.codex/config.toml gets what Codex reads from nowhere else (notify, allow_login_shell, the repos' trust) and no rule; other repos still ask\nnothing to change\n") {
 		t.Errorf("second run: %s", again.stdout)
 	}
 
@@ -235,9 +374,22 @@ func TestAgentSetupCodex(t *testing.T) {
 	edited := readFile(t, rules) + "prefix_rule(pattern = [\"make\"])\n"
 	os.WriteFile(rules, []byte(edited), 0o600)
 	r = e.must(t, "agent", "setup", "codex")
-	if !strings.Contains(r.stdout, "unchanged "+rules+" (Codex's command rules): left as it is\n") ||
+	if !strings.Contains(r.stdout, "unchanged "+rules+" (Codex's command rules for alpha): left as it is\n") ||
 		!strings.Contains(r.stderr, "tamq: warning: "+rules+" differs from what this tamq writes") || readFile(t, rules) != edited {
 		t.Errorf("an edited rules file:\n%s%s", r.stdout, r.stderr)
+	}
+
+	// --user-wide: Codex's own rules directory, for every session.
+	r = e.must(t, "agent", "setup", "codex", "--user-wide")
+	if readFile(t, userRules) != string(agentsetup.CodexRulesText()) || !strings.Contains(r.stdout, "wrote "+userRules+" (Codex's command rules for every repo)") ||
+		!strings.Contains(r.stdout, "scope: user-wide (--user-wide): every Codex session on this machine, in any directory, runs the loop's commands without asking and outside its sandbox\n") {
+		t.Errorf("--user-wide:\n%s", r.stdout)
+	}
+	// Once there, the default says so: it allows what the repos' rules
+	// were to keep to them.
+	r = e.must(t, "agent", "setup", "codex")
+	if !strings.Contains(r.stderr, "tamq: warning: "+userRules+" (from a user-wide tamq agent setup) allows the loop's commands in every Codex session on this machine") {
+		t.Errorf("a user-wide rules file left:\n%s", r.stderr)
 	}
 }
 
@@ -248,7 +400,7 @@ func TestAgentSetupRefusesBadInput(t *testing.T) {
 	e := newSetupEnv(t, "alpha")
 	nothingWritten := func(t *testing.T) {
 		t.Helper()
-		for _, dir := range []string{filepath.Join(e.home, ".claude"), filepath.Join(e.home, ".codex", "rules"), filepath.Join(e.repos["alpha"], ".claude")} {
+		for _, dir := range []string{filepath.Join(e.home, ".claude"), filepath.Join(e.home, ".codex", "rules"), filepath.Join(e.repos["alpha"], ".claude"), filepath.Join(e.repos["alpha"], ".codex")} {
 			if _, err := os.Stat(dir); err == nil {
 				t.Errorf("%s was created", dir)
 			}
@@ -264,6 +416,7 @@ func TestAgentSetupRefusesBadInput(t *testing.T) {
 		{[]string{"agent", "bogus"}, 2, `unknown command "bogus" for "tamq agent"`},
 		{[]string{"agent", "setup", "claude", "alhpa"}, 5, "unknown target 'alhpa': not in the gita registry (see `gita ls`); did you mean 'alpha'?"},
 		{[]string{"agent", "setup", "codex", "alpha", "nope"}, 5, "unknown target 'nope'"},
+		{[]string{"agent", "setup", "claude", "--user-wide", "alpha"}, 2, "it takes no REPO"},
 	} {
 		r := e.run(tc.args...)
 		if r.status != tc.status || !strings.Contains(r.stderr, tc.stderr) || r.stdout != "" {
@@ -271,6 +424,12 @@ func TestAgentSetupRefusesBadInput(t *testing.T) {
 		}
 	}
 	nothingWritten(t)
+
+	// No repo registered: nothing to set up but with --user-wide.
+	if r := newSetupEnv(t).run("agent", "setup", "claude"); r.status != 2 || !strings.Contains(r.stderr, "tamq: no repo to set up: gita has none registered") ||
+		!strings.Contains(r.stderr, "--user-wide writes the agent's user settings instead") {
+		t.Errorf("an empty registry: %+v", r)
+	}
 
 	// An invalid config.toml stops Codex's setup before the rules file is
 	// written; an invalid settings.json is left as it was.
@@ -303,13 +462,13 @@ func TestAgentSetupWarnsOfThePath(t *testing.T) {
 	t.Parallel()
 	e := newSetupEnv(t)
 	e.vars["PATH"] = "/nonexistent"
-	r := e.must(t, "agent", "setup", "codex")
+	r := e.must(t, "agent", "setup", "codex", "--user-wide")
 	for _, s := range []string{"tamq: warning: tamq is not on your PATH", "tamq: warning: coordination-engine is not on your PATH"} {
 		if !strings.Contains(r.stderr, s) {
 			t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
 		}
 	}
-	if q := e.run("-q", "agent", "setup", "codex"); q.status != 0 || q.stdout != "" || q.stderr != "" {
+	if q := e.run("-q", "agent", "setup", "codex", "--user-wide"); q.status != 0 || q.stdout != "" || q.stderr != "" {
 		t.Errorf("--quiet: %+v", q)
 	}
 }

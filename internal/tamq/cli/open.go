@@ -33,7 +33,7 @@ type openOptions struct {
 func (o *openOptions) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&o.command, "command", "", "run this command in each window (default: your shell)")
-	fs.StringVar(&o.mode, "mode", string(queue.Manual), "trigger (coordination-engine may wake the agent; needs --command, not a shell) or manual")
+	fs.StringVar(&o.mode, "mode", string(queue.Manual), "trigger (coordination-engine may wake the agent; needs --command: the agent itself, not a shell nor a wrapper such as script, ssh or sudo -s) or manual")
 	fs.BoolVar(&o.noService, "no-service", false, "open the windows without messaging (no service, no delivery)")
 	fs.StringVar(&o.tmuxSocket, "tmux-socket", "", "tmux server: a socket name as tmux -L, or a socket path as tmux -S (default: the server tmux would use)")
 	cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions(queue.Names(queue.WindowModes), cobra.ShellCompDirectiveNoFileComp))
@@ -156,19 +156,26 @@ func runOpen(cmd *cobra.Command, a *app.App, o openOptions, slugs []string) erro
 }
 
 // checkTriggerCommand refuses trigger mode for a window that would run a
-// shell (no --command, or a shell as the command), before anything starts:
-// coordination-engine's wakes would be typed into the shell and run as
-// commands. A repo whose window is open already keeps its command; the
+// shell (no --command, or a shell as the command), or whose command runs
+// under a wrapper (script, ssh, sudo, docker run, screen, …) anything but a
+// known agent named on the line (program.CheckTrigger), before anything
+// starts: coordination-engine's wakes would be typed into the shell and run
+// as commands, and behind a wrapper tamq's foreground check sees only the
+// wrapper. A repo whose window is open already keeps its command; the
 // service checks that one when the window is registered.
 func checkTriggerCommand(ctx context.Context, a *app.App, o openOptions, repos []gita.Repo) error {
 	if o.mode != string(queue.Trigger) {
 		return nil
 	}
 	if o.command != "" {
-		if program.CommandIsShell(o.command) {
-			return app.UsageError("--mode trigger with --command %q: that runs a shell, and coordination-engine's prompts would run in it as commands; give the agent's command, e.g. --command claude", textsafe.Escape(o.command))
+		// The configured agent names count as agents under a wrapper too.
+		// A config that does not load leaves them out, which only refuses
+		// more; the service's start reports that config's error.
+		var extra []string
+		if cfg, err := a.Config(); err == nil {
+			extra = cfg.Delivery.AgentPrograms
 		}
-		return nil
+		return triggerRefusal(o.command, program.CheckTrigger(o.command, extra))
 	}
 	// Without --command a new window runs your shell; an open one is reused.
 	open := map[string]bool{}
@@ -185,4 +192,19 @@ func checkTriggerCommand(ctx context.Context, a *app.App, o openOptions, repos [
 		}
 	}
 	return nil
+}
+
+// triggerRefusal is the usage error (exit 2) for a command CheckTrigger
+// refused, or nil. Each says to run the agent itself.
+func triggerRefusal(command string, c program.TriggerCheck) error {
+	cmd := textsafe.Escape(command)
+	switch {
+	case !c.Refused:
+		return nil
+	case c.Via == "":
+		return app.UsageError("--mode trigger with --command %q: that runs a shell, and coordination-engine's prompts would run in it as commands; give the agent's command, e.g. --command claude", cmd)
+	case !c.Wrapper:
+		return app.UsageError("--mode trigger with --command %q: tamq cannot tell what %s runs (%s), and a shell would run coordination-engine's prompts as commands; run the agent itself: --command claude", cmd, c.Via, c.Why)
+	}
+	return app.UsageError("--mode trigger with --command %q: %s runs its program out of tamq's sight (the window's foreground is %s, whatever runs behind it), and %s, so coordination-engine's prompts could reach a shell and run as commands; run the agent itself: --command claude", cmd, c.Via, c.Via, c.Why)
 }

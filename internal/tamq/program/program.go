@@ -216,33 +216,6 @@ func Words(cmd string) []string {
 	return words
 }
 
-// commandArgv is the argument vector a window's command line starts: its
-// words after leading VAR=value assignments, `exec`, and `env` with its
-// options and assignments.
-func commandArgv(cmd string) []string {
-	words := Words(cmd)
-	for len(words) > 0 {
-		w := words[0]
-		switch {
-		case assignment(w), w == "exec", w == "command", w == "nohup":
-			words = words[1:]
-		case base(w) == "env":
-			words = words[1:]
-			for len(words) > 0 && (strings.HasPrefix(words[0], "-") || assignment(words[0])) {
-				skip := 1
-				// env's options that take a value: -u NAME, -C DIR.
-				if slices.Contains([]string{"-u", "-C", "--unset", "--chdir"}, words[0]) {
-					skip = 2
-				}
-				words = words[min(skip, len(words)):]
-			}
-		default:
-			return words
-		}
-	}
-	return words
-}
-
 // assignment reports a shell variable assignment word, NAME=value.
 func assignment(w string) bool {
 	name, _, ok := strings.Cut(w, "=")
@@ -259,18 +232,77 @@ func assignment(w string) bool {
 
 // CommandIsShell says whether a window's command (as `tamq open --command`
 // recorded it; "" is the user's shell) runs an interactive shell, once the
-// variable assignments, `exec` and `env` before the program are set aside:
-// `bash`, `env -i PS1='$ ' bash --norc -i`, `zsh -l`. A shell given a script
-// or -c is not: it runs that script (and what the script starts is judged
-// when it runs).
+// variable assignments and the runners before the program (exec, env,
+// nohup, nice, …) are set aside: `bash`, `env -i PS1='$ ' bash --norc -i`,
+// `zsh -l`; or a wrapper that starts one (`ssh host`, `script`, `sudo -s`).
+// A shell given a script or -c is not: it runs that script (and what the
+// script starts is judged when it runs). Only the line's first command
+// counts: a later one runs in the window's terminal, where Judge sees it.
 func CommandIsShell(cmd string) bool {
-	argv := commandArgv(cmd)
-	if len(argv) > 0 && (argv[0] == "$SHELL" || argv[0] == "${SHELL}") {
-		// The user's shell by name: what it expands to is not known here,
-		// but a shell it is.
-		return interactive(argv[1:])
+	segs := segments(cmd)
+	return len(segs) == 0 || resolve(segs[0], nil).shell
+}
+
+// TriggerCheck says whether a window's command may have prompts typed into
+// it (trigger mode): Refused when what reads them could be a shell, which
+// would run them as commands.
+type TriggerCheck struct {
+	Refused bool
+	// Shell: the command's program is an interactive shell (Via empty),
+	// or a wrapper starts one (Via names it).
+	Shell bool
+	// Via names the wrapper (script, ssh, sudo, …) whose program is not a
+	// known agent, or the runner whose arguments tamq cannot read; "" for
+	// a plain shell.
+	Via string
+	// Wrapper: Via is a wrapper (it hides what it runs from Judge), not a
+	// runner.
+	Wrapper bool
+	// Why says what Via runs, as a clause ("it runs a shell", "it runs
+	// vim, which is not a known agent", "it is a terminal multiplexer …").
+	Why string
+	// Agent names the agent a wrapper runs, when the command is accepted
+	// through one ("claude" for `sudo -u dev claude`).
+	Agent string
+}
+
+// CheckTrigger judges a window's command for trigger mode (cmd as `tamq
+// open --command` gives it, "" for the user's shell; extra as Classify's).
+// Refused: the command is a shell (CommandIsShell), or one of its commands
+// runs under a wrapper (a terminal wrapper, remote shell, container or
+// privilege changer) anything but a known agent named on the line. A
+// wrapper hides its program from the foreground check (Judge sees the
+// wrapper), so what it runs must be known before it starts. Programs that
+// only run another on the same terminal (env, nice, timeout, …) are looked
+// through; what they run is judged as if run directly.
+func CheckTrigger(cmd string, extra []string) TriggerCheck {
+	segs := segments(cmd)
+	if len(segs) == 0 {
+		return TriggerCheck{Refused: true, Shell: true, Why: "it runs your shell"}
 	}
-	return len(argv) == 0 || Classify(argv, nil).Kind == Shell
+	var agent string
+	for i, seg := range segs {
+		l := resolve(seg, extra)
+		switch {
+		case l.wrapper == "" && l.why != "" && i == 0:
+			return TriggerCheck{Refused: true, Via: l.via, Why: l.why}
+		case l.wrapper == "" && l.shell && i == 0:
+			return TriggerCheck{Refused: true, Shell: true, Why: "it runs a shell"}
+		case l.wrapper == "":
+			// On the window's terminal: a shell a later command becomes
+			// takes the foreground, where Judge sees it.
+			continue
+		case l.why != "":
+			return TriggerCheck{Refused: true, Via: l.wrapper, Wrapper: true, Why: l.why}
+		case l.shell:
+			return TriggerCheck{Refused: true, Shell: true, Via: l.wrapper, Wrapper: true, Why: "it runs a shell"}
+		case l.program.Kind != Agent:
+			return TriggerCheck{Refused: true, Via: l.wrapper, Wrapper: true, Why: "it runs " + l.program.Name + ", which is not a known agent"}
+		case agent == "":
+			agent = l.program.Name
+		}
+	}
+	return TriggerCheck{Agent: agent}
 }
 
 // CommandAgent names the agent whose screen rules apply to a window's
@@ -356,7 +388,9 @@ type Verdict struct {
 // is an agent when it is a known agent (wherever it was started: by hand in
 // the window's shell counts), or when it is the window's own command (its
 // process group) and that command is not an interactive shell, nor has it
-// become one (`exec bash` at the end of a script).
+// become one (`exec bash` at the end of a script), nor runs under a wrapper
+// anything but a known agent (CheckTrigger): in front is then the wrapper
+// (ssh, script, sudo), and a shell behind it would take what is typed.
 func Judge(fg Foreground, command string, extra []string) Verdict {
 	if len(fg.Argv) == 0 {
 		return Verdict{}
@@ -367,7 +401,7 @@ func Judge(fg Foreground, command string, extra []string) Verdict {
 	case p.Kind == Agent:
 		v.Running = true
 		v.Rules = rulesOf(p.Name)
-	case fg.OwnGroup && p.Kind != Shell && !CommandIsShell(command):
+	case fg.OwnGroup && p.Kind != Shell && !CheckTrigger(command, extra).Refused:
 		v.Running = true
 		v.Rules = rulesOf(CommandAgent(command))
 	}
