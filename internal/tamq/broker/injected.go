@@ -16,8 +16,9 @@ import (
 // is four times the text the largest agent context holds (a million tokens,
 // about 4 MB), 2,048 deliveries of the largest size (queue.MaxPaste), some
 // 27,000 of a typical 600 bytes. It costs about 2.5 bytes of memory per
-// byte kept (the text and its index: 40 MiB at the bound), held only once
-// that much was delivered into the window.
+// byte kept (the text and its index), some 50 MiB at the bound (with text
+// forgotten but not yet dropped), held only once that much was delivered
+// into the window.
 const maxInjectedBytes = 16 << 20
 
 // The index: every gramStep-th byte of the text kept starts a sample, the
