@@ -47,9 +47,11 @@ type Block struct {
 //   - a block with the same text over the same rows as one sent within
 //     RedrawWindow is a redraw (a full-screen program repainting) and is
 //     dropped; the same text printed again on new rows is a new message;
-//   - a line that is a piece of a text we recently injected (compared with
-//     every run of white space made one space, as a substring) is never an
-//     address, however the agent's screen wraps, indents or quotes it; and
+//   - a line that is a piece of a text we injected (compared with every
+//     run of white space made one space, as a substring; for the broker's
+//     life, up to maxInjectedBytes of text) is never an address, however
+//     the agent's screen wraps, indents or quotes it, nor however late it
+//     redraws it; and
 //     a piece of a text injected after a block opened ends that block, which
 //     is sent without it: what tamq typed into the agent is never sent as
 //     the agent's words.
@@ -194,7 +196,7 @@ func (o *Observer) Injected(text string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.init()
-	o.injected.add(text, o.Now())
+	o.injected.add(text)
 }
 
 // Close ends the stream (the agent exited): a line in progress and an open
@@ -257,9 +259,10 @@ func (o *Observer) handleLine(text string, broken bool) {
 		o.closeBlock()
 		// A row of a delivered text that starts with "To:" where the
 		// agent's screen wrapped it is the sender's words, not this
-		// agent's: it opens nothing, whichever of the last texts it came
-		// from, and is no part of a block before it either.
-		if o.injected.holds(address, o.Now(), 0) {
+		// agent's: it opens nothing, whichever text delivered in the
+		// broker's life it came from (an agent redraws its transcript
+		// long after), and is no part of a block before it either.
+		if o.injected.holds(address, 0) {
 			return
 		}
 		a, _ := queue.ReadAddress(address, o.Slugs())
@@ -274,7 +277,7 @@ func (o *Observer) handleLine(text string, broken bool) {
 	// Only texts injected since the block opened end it: a delivery shown
 	// right under the agent's block. A short line of the agent's own ("ok")
 	// is a piece of many older texts, and would cut its message short.
-	if strings.TrimSpace(text) == "" || o.injected.holds(text, o.Now(), o.open.injected) {
+	if strings.TrimSpace(text) == "" || o.injected.holds(text, o.open.injected) {
 		o.closeBlock()
 		return
 	}

@@ -67,14 +67,20 @@ func AtPrompt(s Screen) (bool, string) {
 //
 //   - the agent's own report (Program Status Protocol, OSC 7501), when it
 //     made one: "blocked" is a dialog, "working" busy;
-//   - a title saying "Action Required" (Codex while an approval is open)
-//     is a dialog, and so is a frame caught midway (synchronized output);
+//   - a frame caught midway (synchronized output) is a dialog;
 //   - dialog markers: a highlighted numbered option beside another
 //     ("❯ 1. Yes", "› 1. Trust", "> 1. Sign in"), footers such as "Enter to
 //     confirm", "Esc to cancel", "Press enter to continue", yes/no
 //     questions; only where the input is asked for (promptFrom): what a
 //     program printed before its prompt, and the transcript above Claude
 //     Code's input box, is history, not a question open now;
+//   - a title saying "Action Required" (Codex, Gemini CLI while an approval
+//     is open) is only a hint, never a dialog by itself: any program in
+//     the terminal can set the title (one printf), and a title believed
+//     alone would hold the window's deliveries and keep its lease renewed
+//     while the agent idles. For a program without rules of its own it
+//     widens where markers count (dialogTitled); Claude Code's and Codex's
+//     dialogs show on their screens (no input box, a hidden cursor);
 //   - Claude Code: its input box (a row "❯" and a no-break space, under a
 //     full-width rule, closed by another; or, scrolled, indented rows under
 //     a rule saying "↑ N more") with the cursor inside; busy while its
@@ -95,8 +101,6 @@ func Classify(s Screen) (state, reason string) {
 		return StateDialog, "the agent reports it is blocked (" + s.Status + ")"
 	case s.Status == "working":
 		return StateBusy, "the agent reports it is working"
-	case strings.Contains(strings.ToLower(s.Title), "action required"):
-		return StateDialog, "the terminal title says " + quoteRow(s.Title)
 	case s.Drawing:
 		return StateDialog, "the agent is midway through drawing its screen"
 	case s.Stale && s.Agent != "":
@@ -104,6 +108,9 @@ func Classify(s Screen) (state, reason string) {
 	}
 	if marker := dialogMarker(s, promptFrom(s)); marker != "" {
 		return StateDialog, "a dialog shows: " + marker
+	}
+	if marker := dialogTitled(s); marker != "" {
+		return StateDialog, "a dialog shows: " + marker + ", and the terminal title says " + quoteRow(s.Title)
 	}
 	switch s.Agent {
 	case AgentClaude:
@@ -443,6 +450,29 @@ func dialogMarker(s Screen, from int) string {
 	}
 	return ""
 }
+
+// dialogTitled returns the row that marks a dialog on a screen whose title
+// says one is open ("Action Required"), or "". The title is a hint, not a
+// witness: it lets markers count anywhere on the screen, and inside a box
+// ("│ ● 1. Allow once │": a TUI's dialog drawn in a frame), where an
+// untitled screen's do not; a screen without any (an idle prompt) is no
+// dialog whatever the title says. Only for programs without rules of their
+// own: Claude Code's and Codex's screens show their dialogs plainly.
+func dialogTitled(s Screen) string {
+	if s.Agent != "" || !strings.Contains(strings.ToLower(s.Title), "action required") {
+		return ""
+	}
+	unboxed := s
+	unboxed.Rows = make([]string, len(s.Rows))
+	for y, row := range s.Rows {
+		unboxed.Rows[y] = strings.TrimRight(strings.TrimLeft(row, boxSides), boxSides)
+	}
+	return dialogMarker(unboxed, 0)
+}
+
+// boxSides are what a frame drawn round a dialog puts at its rows' ends,
+// and the space beside.
+const boxSides = "│┃║| \u00a0"
 
 // isRule reports a horizontal rule across the screen's width.
 func isRule(row string, width int) bool {

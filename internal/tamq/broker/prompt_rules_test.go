@@ -17,6 +17,23 @@ func screen(agent string, rows ...string) Screen {
 	return s
 }
 
+// framed is a TUI's permission dialog drawn in a frame (as Gemini CLI
+// draws one), with the cursor hidden under it and the title given.
+func framed(title string) Screen {
+	return Screen{Title: title, CursorY: 9, Rows: []string{
+		"╭──────────────────────────────────╮",
+		"│ Shell rm -rf build               │",
+		"│                                  │",
+		"│ Allow execution of: 'rm'?        │",
+		"│                                  │",
+		"│ ● 1. Yes, allow once             │",
+		"│   2. Yes, allow always           │",
+		"│   3. No, suggest changes (esc)   │",
+		"╰──────────────────────────────────╯",
+		"",
+	}}
+}
+
 func TestClassifyOtherPrograms(t *testing.T) {
 	menuThenRead := screen("", "Choose how to sign in.", "", "> 1. Sign in with a browser", "  2. Use a key", "", "Press enter to continue", "")
 	menuThenRead.CursorY, menuThenRead.CursorX = 6, 0
@@ -43,7 +60,12 @@ func TestClassifyOtherPrograms(t *testing.T) {
 		{"a file that says press enter, printed by cat", screen("", "$ cat notes.txt", "Press enter to continue", "> 1. Yes", "  2. No", "$ "), StatePrompt},
 		{"a menu, then a read on a fresh line", menuThenRead, StateDialog},
 		{"a question above a hidden cursor", Screen{Rows: []string{"Overwrite it?", "[y/N]", "", ""}, CursorY: 3}, StateDialog},
-		{"Action Required in the title", Screen{Rows: []string{"$ "}, Title: "[ ! ] Action Required | repo"}, StateDialog},
+		// The title is a hint, never a dialog by itself: any program in the
+		// terminal can set it (issue 37).
+		{"Action Required in the title over a prompt", Screen{Rows: []string{"$ "}, Title: "[ ! ] Action Required | repo", CursorX: 2, CursorVisible: true}, StatePrompt},
+		{"Action Required in the title over an empty screen", Screen{Rows: make([]string, 24), Title: "✋ Action Required"}, StatePrompt},
+		{"a dialog in a frame, titled", framed("✋  Action Required (repo)"), StateDialog},
+		{"the same frame untitled (as before: the title let it count)", framed(""), StatePrompt},
 		{"blocked by its own report", Screen{Rows: []string{"$ "}, Status: "blocked:permission"}, StateDialog},
 		{"working by its own report", Screen{Rows: []string{"$ "}, Status: "working"}, StateBusy},
 		{"idle by its own report", Screen{Rows: []string{"$ "}, Status: "idle"}, StatePrompt},
@@ -72,6 +94,7 @@ func TestClassifyAgents(t *testing.T) {
 		}
 		return s
 	}
+	titled := func(s Screen) Screen { s.Title = "[ ! ] Action Required | repo"; return s }
 	stale := claudeBox("", "? for shortcuts")
 	stale.Stale = true
 	hidden := codex("repo", "")
@@ -97,6 +120,11 @@ func TestClassifyAgents(t *testing.T) {
 		{"Codex busy", codex("⠦ repo", ""), StateBusy},
 		{"Codex with a draft", codex("repo", "draft"), StatePromptText},
 		{"Codex with its cursor hidden", hidden, StateDialog},
+		// A title of "Action Required" that the screen does not bear out
+		// (any program can set it, issue 37) makes no dialog of an idle box.
+		{"Claude at its prompt, Action Required in the title", titled(claudeBox("", "? for shortcuts")), StatePrompt},
+		{"Codex at its prompt, Action Required in the title", codex("[ ! ] Action Required | repo", ""), StatePrompt},
+		{"Codex's approval, titled", titled(hidden), StateDialog},
 	}
 	for _, tt := range tests {
 		if got, why := Classify(tt.s); got != tt.want {
