@@ -12,14 +12,14 @@ import (
 // it the oldest are forgotten first. Nothing else bounds them: no count, no
 // time. An agent redraws what it was sent for as long as it keeps it (a TUI
 // re-rendering its transcript, /resume, scrolling back), hours and hundreds
-// of deliveries later, so the broker remembers for its whole life: 16 MiB
-// is four times the text the largest agent context holds (a million tokens,
-// about 4 MB), 2,048 deliveries of the largest size (queue.MaxPaste), some
-// 27,000 of a typical 600 bytes. It costs about 2.5 bytes of memory per
-// byte kept (the text and its index), some 50 MiB at the bound (with text
-// forgotten but not yet dropped), held only once that much was delivered
-// into the window.
-const maxInjectedBytes = 16 << 20
+// of deliveries later, so the broker remembers for its whole life as much
+// as an agent can hold: 4 MiB is the text of the largest agent context (a
+// million tokens, about 4 MB), 512 deliveries of the largest size
+// (queue.MaxPaste), some 7,000 of a typical 600 bytes. It costs about 2.5
+// bytes of memory per byte kept (the text and its index), some 12 MiB at
+// the bound, held only once that much was delivered into the window: one
+// broker runs per window, and a dozen windows must not cost a gigabyte.
+const maxInjectedBytes = 4 << 20
 
 // The index: every gramStep-th byte of the text kept starts a sample, the
 // gram of gramLen bytes there, hashed into a table of chains. A piece of at

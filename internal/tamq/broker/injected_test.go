@@ -85,7 +85,7 @@ func TestInjectionsMatchPiecesOfRecentTexts(t *testing.T) {
 	if len(r.texts) != 1 || !r.holds("xxx", 0) || !r.holds(huge[:gramMin*3], 0) || r.holds("<31> word", 0) {
 		t.Errorf("a text over the byte bound: %d texts kept", len(r.texts))
 	}
-	if maxInjectedBytes < 16<<20 {
+	if maxInjectedBytes < 4<<20 {
 		t.Errorf("the bound is %d bytes: an agent keeps more than that of what it was sent", maxInjectedBytes)
 	}
 }
