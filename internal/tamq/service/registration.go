@@ -154,9 +154,12 @@ func (s *endpointHandlers) checkTriggerWindows(ctx context.Context, ep queue.End
 		if w.Reused {
 			command = recorded[w.Repo]
 		}
-		if w.Mode == queue.Trigger && program.CommandIsShell(command) {
+		if c := program.CheckTrigger(command, s.config.Delivery.AgentPrograms); w.Mode == queue.Trigger && c.Refused {
 			what := "runs your shell (no agent command is recorded for it)"
-			if command != "" {
+			switch {
+			case c.Via != "":
+				what = "runs " + textsafe.Escape(c.Via) + ", which hides what it runs (" + textsafe.Escape(command) + ")"
+			case command != "":
 				what = "runs a shell (" + textsafe.Escape(command) + ")"
 			}
 			return errs.New(errs.Usage, "the window of %s %s: trigger mode would let coordination-engine type its prompts into a shell, which runs them as commands", w.Repo, what).

@@ -228,10 +228,16 @@ func (s *wakeHandlers) wakeTarget(ctx context.Context, w api.WakeRequest) (queue
 		return queue.Endpoint{}, queue.Window{}, "", "", errs.New(errs.Conflict, "%d endpoints host %s; name one with endpoint_id", len(hosts), w.TargetRepo)
 	case hosts[0].win.Mode == queue.Manual:
 		return hosts[0].ep, hosts[0].win, "the window of " + w.TargetRepo + " was opened in manual mode", api.WaitManual, nil
-	case program.CommandIsShell(hosts[0].win.Command):
-		// A shell runs what it is given: a wake is never written into one
-		// (a window recorded in trigger mode before tamq refused that).
-		return hosts[0].ep, hosts[0].win, "the window of " + w.TargetRepo + " runs a shell, not an agent", api.WaitNoAgent, nil
+	}
+	// A shell runs what it is given, and so does one behind a wrapper
+	// (script, ssh, sudo, docker run, screen): a wake is never written into
+	// one (a window recorded in trigger mode before tamq refused that).
+	if c := program.CheckTrigger(hosts[0].win.Command, s.config.Delivery.AgentPrograms); c.Refused {
+		what := "a shell"
+		if c.Via != "" {
+			what = c.Via + " (" + c.Why + ")"
+		}
+		return hosts[0].ep, hosts[0].win, "the window of " + w.TargetRepo + " runs " + what + ", not an agent", api.WaitNoAgent, nil
 	}
 	return hosts[0].ep, hosts[0].win, "", "", nil
 }

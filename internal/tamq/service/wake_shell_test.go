@@ -17,9 +17,10 @@ import (
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
-// A window recorded in trigger mode whose command is a shell (recorded
-// before tamq refused that, and restored as recorded) takes no wake: the
-// shell would run the prompt. Nothing is queued.
+// A window recorded in trigger mode whose command is a shell, or a wrapper
+// that runs one (recorded before tamq refused that, and restored as
+// recorded; issue 37: `script`), takes no wake: the shell would run the
+// prompt. Nothing is queued.
 func TestWakeRefusesAWindowThatRunsAShell(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
@@ -37,7 +38,7 @@ func TestWakeRefusesAWindowThatRunsAShell(t *testing.T) {
 	if out, err := exec.Command("tmux", "-S", eps[0].TmuxSocket, "set-option", "-w", "-t", "%0", tmux.RepoOption, "net-kingdom").CombinedOutput(); err != nil {
 		t.Fatalf("marking the window: %v %s", err, out)
 	}
-	for i, command := range []string{"", "bash -l"} {
+	for i, command := range []string{"", "bash -l", "script -q /dev/null", "ssh -t host"} {
 		eps, err := svc.endpoints.known(ctx)
 		if err != nil || len(eps) != 1 {
 			t.Fatalf("endpoints %v, %v", eps, err)
@@ -53,8 +54,11 @@ func TestWakeRefusesAWindowThatRunsAShell(t *testing.T) {
 			Trigger: api.WakeTrigger{ID: "t1", Source: "task", SourceID: "T-1", SourceRevision: "r1", TargetRepo: "net-kingdom",
 				Reason: "task_actionable", ObservedAt: time.Unix(1000, 0).UTC()},
 			Prompt: "Task T-1 \"$(id > /tmp/x)\""})
-		if err != nil || ack.Capability != api.WakeUnavailable || ack.MessageID != "" ||
-			ack.Reason != "the window of net-kingdom runs a shell, not an agent" {
+		want := "the window of net-kingdom runs a shell, not an agent"
+		if i >= 2 {
+			want = "the window of net-kingdom runs " + strings.Fields(command)[0] + " ("
+		}
+		if err != nil || ack.Capability != api.WakeUnavailable || ack.MessageID != "" || !strings.HasPrefix(ack.Reason, want) {
 			t.Errorf("wake of a trigger-mode window running %q: %+v, %v", command, ack, err)
 		}
 	}
