@@ -30,7 +30,8 @@ import (
 // is detail that differs from one repeat to the next and must not make it
 // a new one: were it part of the key, a caller (or another local user)
 // that changes it each time would defeat the limit. A new attribute that
-// names the subject of a line belongs in identifyingKeys.
+// names the subject of a line belongs in identifyingKeys
+// (TestEveryLoggedAttributeIsClassified asks for each key logged).
 //
 // Debug and info records are never held back: they are the story of the
 // work, and are not what floods.
