@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/config"
@@ -48,6 +49,8 @@ type App struct {
 	// every request's goroutine.
 	registryMu sync.Mutex
 	registry   *gita.Reader
+	// daemonLog is the running daemon's logger (Serve), nil otherwise.
+	daemonLog atomic.Pointer[slog.Logger]
 }
 
 // NewApp returns an App wired to the process's real environment.
@@ -130,8 +133,15 @@ func (a *App) registryReader() (*gita.Reader, error) {
 	return a.registry, nil
 }
 
-// Logger returns a slog logger on stderr honouring --quiet, --verbose and --json.
-func (a *App) Logger() *slog.Logger { return NewLogger(a.Err, a.JSON, a.Quiet, a.Verbose) }
+// Logger returns a slog logger on stderr honouring --quiet, --verbose and
+// --json; while a daemon runs (Serve), the daemon's: on its log file when
+// detached, its repeated warnings counted (openDaemonLog).
+func (a *App) Logger() *slog.Logger {
+	if l := a.daemonLog.Load(); l != nil {
+		return l
+	}
+	return NewLogger(a.Err, a.JSON, a.Quiet, a.Verbose)
+}
 
 // NewLogger builds the logger both daemons use: info by default, errors only when
 // quiet, debug when verbose, JSON records when asked for.

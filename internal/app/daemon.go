@@ -6,8 +6,11 @@ import (
 	"os"
 	"time"
 
+	"log/slog"
+
 	"github.com/spf13/cobra"
 
+	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -72,6 +75,11 @@ func (a *App) Serve(ctx context.Context, f ServeFlags, start func(Daemon) (Runne
 	if d.Config, err = a.Config(); err != nil {
 		return err
 	}
+	closeLog, err := a.openDaemonLog(d)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
 	if f.Orwell {
 		w, err := daemon.OpenOrwell(d.Paths, d.Config.Policy.Profile, d.Config.ActiveProfile(), d.Config.ProfileRef(), a.Err)
 		if err != nil {
@@ -89,6 +97,36 @@ func (a *App) Serve(ctx context.Context, f ServeFlags, start func(Daemon) (Runne
 	}
 	notify(nil)
 	return r.Run(d.Ctx)
+}
+
+// openDaemonLog makes the daemon's logger, which Logger returns while it
+// runs: warnings that repeat are written once per window with a count
+// ([log] repeat_window_seconds), and a detached daemon writes to its log
+// file, rotated by size ([log] max_size_mb, max_files), as do its notes to
+// a.Err. The returned func writes the counts still held back and closes
+// the file.
+func (a *App) openDaemonLog(d Daemon) (func(), error) {
+	prevErr := a.Err
+	var lf *daemon.LogFile
+	if d.Detached {
+		var err error
+		if lf, err = daemon.OpenLog(d.Paths.LogFile, d.Config.LogMaxBytes(), d.Config.Log.MaxFiles, daemon.FollowStdio); err != nil {
+			return nil, err
+		}
+		a.Err = lf
+	}
+	repeats := daemon.NewRepeats(clock.System, d.Config.RepeatWindow())
+	a.daemonLog.Store(slog.New(repeats.Handler(NewLogger(a.Err, a.JSON, a.Quiet, a.Verbose).Handler())))
+	return func() {
+		repeats.Close()
+		a.daemonLog.Store(nil)
+		if lf != nil {
+			// What is written after (the error a failed start or run
+			// ends with) goes to stderr, which follows the file.
+			a.Err = prevErr
+			lf.Close()
+		}
+	}, nil
 }
 
 // StartDetached is the detached half of both programs' start: it refuses

@@ -30,6 +30,7 @@ type Config struct {
 	SQLite       SQLite       `toml:"sqlite" json:"sqlite"`
 	Service      Service      `toml:"service" json:"service"`
 	Delivery     Delivery     `toml:"delivery" json:"delivery"`
+	Log          Log          `toml:"log" json:"log"`
 	Policy       Policy       `toml:"policy" json:"policy"`
 	// Cluster is off (all zero) unless a file sets it; omitzero keeps an
 	// unset section out of `config show` and the version hash, so a config
@@ -62,6 +63,30 @@ type Delivery struct {
 	// default version is what it was before the key existed.
 	AgentPrograms []string `toml:"agent_programs" json:"agent_programs,omitempty"`
 }
+
+// Log holds how a detached daemon keeps its log file (both programs read
+// it, each for its own file): rotated by size, a few old files kept, and
+// a warning that repeats written once per window with a count. It changes
+// nothing either program decides, so it is left out of the config version
+// (Version).
+type Log struct {
+	// MaxSizeMB is the size, in MiB, at which the log file is rotated.
+	MaxSizeMB int `toml:"max_size_mb" json:"max_size_mb"`
+	// MaxFiles is how many rotated files are kept besides the current one:
+	// the log takes at most (MaxFiles+1) × MaxSizeMB.
+	MaxFiles int `toml:"max_files" json:"max_files"`
+	// RepeatWindowSeconds is the window within which a warning or error
+	// that repeats (same level, message and the attributes that name what
+	// it is about) is written once, then once more with its count; 0
+	// writes every one.
+	RepeatWindowSeconds int `toml:"repeat_window_seconds" json:"repeat_window_seconds"`
+}
+
+// The bounds of [log]: a file of at most 1 GiB, at most 100 old ones.
+const (
+	MaxLogSizeMB = 1024
+	MaxLogFiles  = 100
+)
 
 // maxAgentPrograms bounds delivery.agent_programs: a list to read, not a
 // registry.
@@ -131,7 +156,9 @@ type tamqView struct {
 	SQLite   *SQLite   `toml:"sqlite" json:"sqlite"`
 	Service  *Service  `toml:"service" json:"service"`
 	Delivery *Delivery `toml:"delivery" json:"delivery"`
-	Policy   *Policy   `toml:"policy" json:"policy"`
+	// Log is nil when Version hashes the view (omitempty leaves it out).
+	Log    *Log    `toml:"log" json:"log,omitempty"`
+	Policy *Policy `toml:"policy" json:"policy"`
 }
 
 type engineView struct {
@@ -145,6 +172,7 @@ type engineView struct {
 	} `toml:"statehub" json:"statehub"`
 	SQLite  *SQLite  `toml:"sqlite" json:"sqlite"`
 	Service *Service `toml:"service" json:"service"`
+	Log     *Log     `toml:"log" json:"log,omitempty"` // as tamqView's
 	Policy  *Policy  `toml:"policy" json:"policy"`
 	Cluster *Cluster `toml:"cluster,omitzero" json:"cluster,omitzero"`
 }
@@ -154,13 +182,13 @@ type engineView struct {
 func (c *Config) View(p paths.Program) any {
 	switch p {
 	case paths.Tamq:
-		v := &tamqView{SQLite: &c.SQLite, Service: &c.Service, Delivery: &c.Delivery, Policy: &c.Policy}
+		v := &tamqView{SQLite: &c.SQLite, Service: &c.Service, Delivery: &c.Delivery, Log: &c.Log, Policy: &c.Policy}
 		v.StateHub.SharedStateHub = &c.StateHub.SharedStateHub
 		v.Coordination.SharedCoordination = &c.Coordination.SharedCoordination
 		v.Coordination.TamqCoordination = &c.Coordination.TamqCoordination
 		return v
 	case paths.Engine:
-		v := &engineView{SQLite: &c.SQLite, Service: &c.Service, Policy: &c.Policy, Cluster: &c.Cluster}
+		v := &engineView{SQLite: &c.SQLite, Service: &c.Service, Log: &c.Log, Policy: &c.Policy, Cluster: &c.Cluster}
 		v.StateHub.SharedStateHub = &c.StateHub.SharedStateHub
 		v.StateHub.EngineStateHub = &c.StateHub.EngineStateHub
 		v.Coordination.SharedCoordination = &c.Coordination.SharedCoordination
@@ -271,6 +299,7 @@ func Default() Config {
 		SQLite:   SQLite{BusyTimeoutMS: 5000},
 		Service:  Service{ShutdownGraceSeconds: 10},
 		Delivery: Delivery{EnterPauseMS: 200, QuietMS: 150, MaxQuietWaitMS: 2000, BlockQuietMS: 3000, MaxBatch: 50},
+		Log:      Log{MaxSizeMB: 10, MaxFiles: 5, RepeatWindowSeconds: 60},
 		Policy: Policy{
 			Profile:  policy.DefaultName,
 			Profiles: map[string]policy.Profile{policy.DefaultName: policy.Default()},
@@ -316,6 +345,14 @@ const MaxBatchLimit = 1000
 // MaxBatch is how many messages one delivery may take, at least one.
 func (c *Config) MaxBatch() int { return max(c.Delivery.MaxBatch, 1) }
 
+// LogMaxBytes is the size at which a daemon's log file is rotated.
+func (c *Config) LogMaxBytes() int64 { return int64(c.Log.MaxSizeMB) << 20 }
+
+// RepeatWindow is the window of the log's repeated warnings; 0: none.
+func (c *Config) RepeatWindow() time.Duration {
+	return time.Duration(c.Log.RepeatWindowSeconds) * time.Second
+}
+
 // ShutdownGrace bounds how long a service takes to stop.
 func (c *Config) ShutdownGrace() time.Duration {
 	return time.Duration(c.Service.ShutdownGraceSeconds) * time.Second
@@ -336,7 +373,16 @@ func (c *Config) Version(p paths.Program) string {
 		prof.RequireHuman = slices.Sorted(slices.Values(prof.RequireHuman))
 		norm.Policy.Profiles[name] = prof
 	}
-	b, err := json.Marshal(norm.View(p)) // maps marshal with sorted keys
+	// How the log is kept changes nothing the program decides (and left
+	// out, a config from before [log] keeps its version).
+	view := norm.View(p)
+	switch v := view.(type) {
+	case *tamqView:
+		v.Log = nil
+	case *engineView:
+		v.Log = nil
+	}
+	b, err := json.Marshal(view) // maps marshal with sorted keys
 	if err != nil {
 		panic(err) // only ints, strings and slices of them: cannot fail
 	}

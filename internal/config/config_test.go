@@ -191,6 +191,12 @@ func TestValidationErrors(t *testing.T) {
 		{engine + "renew", "[coordination]\nlease_renew_interval_seconds = -3\n", nil, "coordination.lease_renew_interval_seconds"},
 		{"busy timeout", "[sqlite]\nbusy_timeout_ms = 0\n", nil, "sqlite.busy_timeout_ms: 0 is out of range"},
 		{"grace", "[service]\nshutdown_grace_seconds = 0\n", nil, "service.shutdown_grace_seconds"},
+		{"log size zero", "[log]\nmax_size_mb = 0\n", nil, "log.max_size_mb: 0 is out of range 1..1024"},
+		{engine + "log size high", "[log]\nmax_size_mb = 1025\n", nil, "log.max_size_mb: 1025 is out of range 1..1024"},
+		{"log files zero", "[log]\nmax_files = 0\n", nil, "log.max_files: 0 is out of range 1..100"},
+		{engine + "log files high", "[log]\nmax_files = 101\n", nil, "log.max_files: 101 is out of range 1..100"},
+		{"log window negative", "[log]\nrepeat_window_seconds = -1\n", nil, "log.repeat_window_seconds: -1 is out of range 0..3600"},
+		{"log unknown key", "[log]\nmax_age_days = 3\n", nil, "unknown key 'log.max_age_days'"},
 		{"max batch negative", "[delivery]\nmax_batch = -1\n", nil, "delivery.max_batch: -1 is out of range 0..1000"},
 		{"max batch high", "[delivery]\nmax_batch = 1001\n", nil, "delivery.max_batch: 1001 is out of range 0..1000"},
 		{"agent program path", "[delivery]\nagent_programs = [\"/usr/bin/aider\"]\n", nil, `delivery.agent_programs: entry 1 ("/usr/bin/aider") must be a program's file name`},
@@ -427,6 +433,8 @@ func TestVersionPerProgram(t *testing.T) {
 		{"sqlite.busy_timeout_ms", func(c *Config) { c.SQLite.BusyTimeoutMS++ }, true, true},
 		{"statehub.credential_command", func(c *Config) { c.StateHub.CredentialCommand = []string{"pass"} }, true, true},
 		{"policy.profile", func(c *Config) { c.Policy.Profile = "other"; c.Policy.Profiles["other"] = policy.Default() }, true, true},
+		// How the log is kept changes nothing either program decides.
+		{"log", func(c *Config) { c.Log = Log{MaxSizeMB: 1, MaxFiles: 1, RepeatWindowSeconds: 0} }, false, false},
 	}
 	for _, ch := range changes {
 		c := Default()
@@ -448,10 +456,12 @@ func TestTOMLShowsOwnKeys(t *testing.T) {
 		want, notWant []string
 	}{
 		{paths.Tamq,
-			[]string{"[delivery]", "quiet_ms = 150", "delivery_ack_mode = 'injected'", "max_attempts = 4", "wake_ack_timeout_seconds = 30", "busy_timeout_ms", "shutdown_grace_seconds", "api_base", "[policy.profiles.default]"},
+			[]string{"[delivery]", "quiet_ms = 150", "delivery_ack_mode = 'injected'", "max_attempts = 4", "wake_ack_timeout_seconds = 30", "busy_timeout_ms", "shutdown_grace_seconds", "api_base", "[policy.profiles.default]",
+				"[log]\nmax_size_mb = 10\nmax_files = 5\nrepeat_window_seconds = 60\n"},
 			[]string{"statehub_poll_interval_seconds", "lease_renew_interval_seconds"}},
 		{paths.Engine,
-			[]string{"statehub_poll_interval_seconds = 15", "lease_renew_interval_seconds = 10", "max_attempts = 4", "wake_ack_timeout_seconds = 30", "busy_timeout_ms", "shutdown_grace_seconds", "api_base", "[policy.profiles.default]"},
+			[]string{"statehub_poll_interval_seconds = 15", "lease_renew_interval_seconds = 10", "max_attempts = 4", "wake_ack_timeout_seconds = 30", "busy_timeout_ms", "shutdown_grace_seconds", "api_base", "[policy.profiles.default]",
+				"[log]\nmax_size_mb = 10\nmax_files = 5\nrepeat_window_seconds = 60\n"},
 			[]string{"[delivery]", "quiet_ms", "delivery_ack_mode"}},
 	} {
 		out, err := def.TOML(tt.program)

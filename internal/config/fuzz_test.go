@@ -36,6 +36,7 @@ func FuzzLoad(f *testing.F) {
 		"[coordination]\ncontinuation_templates = [\"run the tests;\", \"stop.\"]\n",
 		"[coordination]\ncontinuation_templates = [\"\"]\n", "[coordination]\nlease_renew_interval_seconds = -3\n",
 		"[sqlite]\nbusy_timeout_ms = 0\n", "[service]\nshutdown_grace_seconds = 0\n",
+		"[log]\nmax_size_mb = 0\n", "[log]\nmax_files = 101\nrepeat_window_seconds = 3600\n",
 		"[statehub]\napi_base = \"ftp://x\"\n", "[statehub]\napi_base = \"http://u:secret@x\"\n",
 		"[statehub]\ncredential_command = [\"\"]\n", "[policy]\nprofile = \"nope\"\n",
 		"[policy.profiles.x]\nallow = [\"teleport\"]\n", "[policy.profiles.Bad]\n",
@@ -102,6 +103,9 @@ func checkRanges(t *testing.T, c *Config) {
 	in("sqlite.busy_timeout_ms", c.SQLite.BusyTimeoutMS, 1, 600000)
 	in("service.shutdown_grace_seconds", c.Service.ShutdownGraceSeconds, 1, 3600)
 	in("delivery.block_quiet_ms", c.Delivery.BlockQuietMS, 1, 60000)
+	in("log.max_size_mb", c.Log.MaxSizeMB, 1, 1024)
+	in("log.max_files", c.Log.MaxFiles, 1, 100)
+	in("log.repeat_window_seconds", c.Log.RepeatWindowSeconds, 0, 3600)
 	in("delivery.enter_pause_ms", c.Delivery.EnterPauseMS, 0, 60000)
 	in("delivery.quiet_ms", c.Delivery.QuietMS, 0, 60000)
 	in("delivery.max_quiet_wait_ms", c.Delivery.MaxQuietWaitMS, 0, 60000)

@@ -35,6 +35,11 @@ func (c *Config) Validate() error {
 		{"sqlite.busy_timeout_ms", c.SQLite.BusyTimeoutMS, 600000},
 		{"service.shutdown_grace_seconds", c.Service.ShutdownGraceSeconds, 3600},
 		{"delivery.block_quiet_ms", c.Delivery.BlockQuietMS, 60000},
+		// The log stays bounded whatever the file says: at most 1 GiB a
+		// file and 100 old files. At least one old file: a rotation that
+		// kept none would empty the log of all it held at once.
+		{"log.max_size_mb", c.Log.MaxSizeMB, MaxLogSizeMB},
+		{"log.max_files", c.Log.MaxFiles, MaxLogFiles},
 	}
 	for _, p := range positive {
 		if p.value < 1 || p.value > p.max {
@@ -48,6 +53,9 @@ func (c *Config) Validate() error {
 		if d.value < 0 || d.value > 60000 {
 			return bad(d.key, "%d is out of range 0..60000", d.value)
 		}
+	}
+	if w := c.Log.RepeatWindowSeconds; w < 0 || w > 3600 {
+		return bad("log.repeat_window_seconds", "%d is out of range 0..3600", w)
 	}
 	if b := c.Delivery.MaxBatch; b < 0 || b > MaxBatchLimit {
 		return bad("delivery.max_batch", "%d is out of range 0..%d", b, MaxBatchLimit)

@@ -14,8 +14,9 @@ import (
 
 // The log sinks of a service: in the foreground its log goes to stderr; a
 // detached service's stderr is its state directory's log file (the launcher
-// sets that up); --orwell adds a private file of its own for what the log
-// never holds (message bodies, whole frames).
+// sets that up), which the service rotates by size (logfile.go); --orwell
+// adds a private file of its own for what the log never holds (message
+// bodies, whole frames).
 
 // OpenOrwell checks that the policy profile allows --orwell, warns on warn,
 // and opens the private sink (0600, in the 0700 state directory). What goes

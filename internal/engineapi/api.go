@@ -365,6 +365,8 @@ type ExplainResult struct {
 	Waiting    string       `json:"waiting,omitempty"`
 	Gate       string       `json:"gate,omitempty"`
 	GateReason string       `json:"gate_reason,omitempty"`
+	// Skipped says why the engine skips the task (TaskStanding.Skipped).
+	Skipped string `json:"skipped,omitempty"`
 	// Triggers are the engine's triggers about the task, oldest first.
 	Triggers []ExplainTrigger `json:"triggers"`
 	// NextRetry is when the task is next tried: a lease's next attempt or

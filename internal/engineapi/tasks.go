@@ -45,8 +45,12 @@ type TaskStanding struct {
 	// when the tracker has none.
 	URL string `json:"url,omitempty"`
 
-	Gate        string     `json:"gate,omitempty"`
-	GateReason  string     `json:"gate_reason,omitempty"`
+	Gate       string `json:"gate,omitempty"`
+	GateReason string `json:"gate_reason,omitempty"`
+	// Skipped says why the engine skips the task: what State Hub sends of
+	// it breaks the engine's rules (a revision with a newline), so it is
+	// never woken until mended there. Its kind is needs_you.
+	Skipped     string     `json:"skipped,omitempty"`
 	Wait        string     `json:"wait,omitempty"`
 	Dependency  string     `json:"dependency,omitempty"`
 	LeaseID     string     `json:"lease_id,omitempty"`

@@ -83,51 +83,58 @@ graph with the same facts (render it with ` + "`dot -Tsvg`" + `).`,
 }
 
 // explainText is the explanation for people: the verdict first, then the
-// facts it rests on, then the task's timeline, oldest first.
+// facts it rests on, then the task's timeline, oldest first. Every field
+// is escaped: ids, revisions, repos, reasons and the verdict that quotes
+// them come from State Hub and agents, and a newline in one would forge a
+// line of its own (Printf's escaping keeps newlines, as a body needs).
 func explainText(r api.ExplainResult) string {
+	e := textsafe.Escape
 	var b strings.Builder
-	fmt.Fprintf(&b, "task %s: %s\n", r.Task, r.Verdict)
+	fmt.Fprintf(&b, "task %s: %s\n", e(r.Task), e(r.Verdict))
 	if r.URL != "" {
-		fmt.Fprintf(&b, "  page: %s\n", textsafe.Escape(r.URL))
+		fmt.Fprintf(&b, "  page: %s\n", e(r.URL))
 	}
 	if r.Observed {
 		fmt.Fprintf(&b, "  State Hub (%s): %s, revision %s, repo %s, workplan %s (%s), priority %d\n",
-			stamp(r.ObservedAt), r.Status, r.Revision, r.Repo, r.Workplan, r.WorkplanStatus, r.Priority)
+			stamp(r.ObservedAt), e(r.Status), e(r.Revision), e(r.Repo), e(r.Workplan), e(r.WorkplanStatus), r.Priority)
+		if r.Skipped != "" {
+			fmt.Fprintf(&b, "  skipped by the engine: %s\n", e(r.Skipped))
+		}
 		if r.Waiting != "" {
-			fmt.Fprintf(&b, "  not actionable: %s\n", r.Waiting)
+			fmt.Fprintf(&b, "  not actionable: %s\n", e(r.Waiting))
 		}
 		if r.Gate != "" {
-			fmt.Fprintf(&b, "  gate: %s (%s)\n", r.Gate, r.GateReason)
+			fmt.Fprintf(&b, "  gate: %s (%s)\n", e(r.Gate), e(r.GateReason))
 		}
 	}
 	for _, d := range r.Dependencies {
-		fmt.Fprintf(&b, "  depends on %s: %s\n", d.ID, depState(d))
+		fmt.Fprintf(&b, "  depends on %s: %s\n", e(d.ID), e(depState(d)))
 	}
 	for _, d := range r.Dependents {
-		fmt.Fprintf(&b, "  needed by %s (%s, %s)\n", d.ID, d.Repo, d.Status)
+		fmt.Fprintf(&b, "  needed by %s (%s, %s)\n", e(d.ID), e(d.Repo), e(d.Status))
 	}
 	for _, t := range r.Triggers {
-		fmt.Fprintf(&b, "  trigger %s: %s revision %s, %s, %s", t.ID, t.Source, t.SourceRevision, t.Reason, t.State)
+		fmt.Fprintf(&b, "  trigger %s: %s revision %s, %s, %s", e(t.ID), e(t.Source), e(t.SourceRevision), e(t.Reason), e(t.State))
 		if t.GateReason != "" {
-			fmt.Fprintf(&b, " at gate %s", t.GateReason)
+			fmt.Fprintf(&b, " at gate %s", e(t.GateReason))
 		}
 		if t.Why != "" {
-			fmt.Fprintf(&b, " (%s)", t.Why)
+			fmt.Fprintf(&b, " (%s)", e(t.Why))
 		}
 		fmt.Fprintf(&b, ", observed %s\n", t.ObservedAt.Format(time.RFC3339))
 		for _, l := range t.Leases {
-			fmt.Fprintf(&b, "    lease %s: %s, attempt %d of %d", l.LeaseID, l.State, l.Attempt, l.MaxAttempts)
+			fmt.Fprintf(&b, "    lease %s: %s, attempt %d of %d", e(l.LeaseID), e(l.State), l.Attempt, l.MaxAttempts)
 			if l.StopReason != "" {
-				fmt.Fprintf(&b, ", %s", l.StopReason)
+				fmt.Fprintf(&b, ", %s", e(l.StopReason))
 			}
 			b.WriteString("\n")
 			for _, w := range l.Wakes {
-				fmt.Fprintf(&b, "      wake attempt %d: %s", w.Attempt, w.Status)
+				fmt.Fprintf(&b, "      wake attempt %d: %s", w.Attempt, e(w.Status))
 				if w.MessageID != "" {
-					fmt.Fprintf(&b, ", tamq message %s", w.MessageID)
+					fmt.Fprintf(&b, ", tamq message %s", e(w.MessageID))
 				}
 				if w.Reason != "" {
-					fmt.Fprintf(&b, " (%s)", w.Reason)
+					fmt.Fprintf(&b, " (%s)", e(w.Reason))
 				}
 				fmt.Fprintf(&b, ", %s\n", w.At.Format(time.RFC3339))
 			}
@@ -139,11 +146,11 @@ func explainText(r api.ExplainResult) string {
 	if len(r.Timeline) > 0 {
 		b.WriteString("  timeline:\n")
 	}
-	for _, e := range r.Timeline {
+	for _, en := range r.Timeline {
 		// Each entry stays one line: its text holds reasons and summaries
 		// from agents and State Hub, whose newlines could fake an entry.
-		fmt.Fprintf(&b, "    %s  %-15s  %s", e.At.Format(time.RFC3339), e.Kind, textsafe.Escape(e.Text))
-		if e.Manual && e.Kind != api.TimelineManualWake {
+		fmt.Fprintf(&b, "    %s  %-15s  %s", en.At.Format(time.RFC3339), e(en.Kind), e(en.Text))
+		if en.Manual && en.Kind != api.TimelineManualWake {
 			b.WriteString(" [manual wake]")
 		}
 		b.WriteString("\n")
@@ -180,14 +187,18 @@ func explainDot(r api.ExplainResult) string {
 		}
 		fmt.Fprintf(&b, "  %s [label=%s%s];\n", dotQuote(id), dotQuote(label), style)
 	}
-	node(r.Task, r.Task+"\n"+r.Status+" "+r.Repo+"\n"+r.Verdict, r.Status == "done", true)
+	// The fields are escaped before they are joined: the newlines between
+	// them break a label's lines, one inside a field must not (nor may
+	// anything else in it act where the graph is shown or printed).
+	e := textsafe.Escape
+	node(e(r.Task), e(r.Task)+"\n"+e(r.Status)+" "+e(r.Repo)+"\n"+e(r.Verdict), r.Status == "done", true)
 	for _, d := range r.Dependencies {
-		node(d.ID, d.ID+"\n"+depState(d), d.Done, false)
-		fmt.Fprintf(&b, "  %s -> %s;\n", dotQuote(d.ID), dotQuote(r.Task))
+		node(e(d.ID), e(d.ID)+"\n"+e(depState(d)), d.Done, false)
+		fmt.Fprintf(&b, "  %s -> %s;\n", dotQuote(e(d.ID)), dotQuote(e(r.Task)))
 	}
 	for _, d := range r.Dependents {
-		node(d.ID, d.ID+"\n"+d.Status+" ("+d.Repo+")", d.Done, false)
-		fmt.Fprintf(&b, "  %s -> %s;\n", dotQuote(r.Task), dotQuote(d.ID))
+		node(e(d.ID), e(d.ID)+"\n"+e(d.Status)+" ("+e(d.Repo)+")", d.Done, false)
+		fmt.Fprintf(&b, "  %s -> %s;\n", dotQuote(e(r.Task)), dotQuote(e(d.ID)))
 	}
 	b.WriteString("}\n")
 	return b.String()

@@ -30,7 +30,10 @@ where it stands in words you act on:
 
   needs you: ...   a gate (human, secret, a proposed action the policy sends
                    to a person), retries exhausted, a dialog open in an
-                   agent's window, work released as blocked
+                   agent's window, work released as blocked, a task the
+                   engine skips (what State Hub sends of it breaks the
+                   engine's rules, as a revision with a newline: mend it
+                   there; --json has the reason as "skipped")
   working: ...     an agent holds its lease (attempt, who acknowledged it,
                    its last renewal)
   retry at ...     its lease waits for its next attempt

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // Gates: the names a stopped trigger carries. A proposed action of a
@@ -70,6 +71,10 @@ type TaskView struct {
 	Waiting    string `json:"waiting,omitempty"`
 	Gate       string `json:"gate,omitempty"`
 	GateReason string `json:"gate_reason,omitempty"`
+	// Skipped says why the engine cannot keep a trigger of the task (a
+	// revision with a newline, an id too long): it is never woken while
+	// State Hub sends it so, and is one of the observation's Problems.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // Candidate is a trigger an observation wants recorded: actionable, or
@@ -141,18 +146,27 @@ func Tasks(workplans []contract.Workplan, outside map[string]string, p Policy) O
 		// The gates are judged for every task, not only the actionable: the
 		// next attempt of work already under way is judged by them too.
 		v.Gate, v.GateReason = contentGate(*wp, t, p)
-		if v.Actionable {
-			reason := lease.TaskActionable
-			if len(t.DependsOn) > 0 {
-				reason = lease.DependencySatisfied
-			}
+		reason := lease.TaskActionable
+		if len(t.DependsOn) > 0 {
+			reason = lease.DependencySatisfied
+		}
+		tr := lease.Trigger{
+			Source: lease.SourceTask, SourceID: t.ID, SourceRevision: t.Revision,
+			TargetRepo: t.Repo, TargetAgent: t.Agent, TaskID: t.ID, WorkplanID: wp.ID,
+			Title: cut(t.Title, MaxTitle), Reason: reason,
+		}
+		// Judged for every task, not only the actionable: a task the engine
+		// can never wake is said to be skipped, in explain and tasks, rather
+		// than ready or waiting for something that would not wake it.
+		switch err := tr.Check(); {
+		case err != nil:
+			v.Skipped = err.Error()
+			// Keyed as the judge keys a trigger it refuses, so that either
+			// reports the task once.
+			obs.Problems = append(obs.Problems, Problem{Kind: string(lease.SourceTask), ID: textsafe.Escape(id), Reason: v.Skipped})
+		case v.Actionable:
 			obs.Candidates = append(obs.Candidates, Candidate{
-				Trigger: lease.Trigger{
-					Source: lease.SourceTask, SourceID: t.ID, SourceRevision: t.Revision,
-					TargetRepo: t.Repo, TargetAgent: t.Agent, TaskID: t.ID, WorkplanID: wp.ID,
-					Title: cut(t.Title, MaxTitle), Reason: reason,
-				},
-				Gate: v.Gate, GateReason: v.GateReason, Priority: t.Priority, WorkplanRevision: wp.Revision,
+				Trigger: tr, Gate: v.Gate, GateReason: v.GateReason, Priority: t.Priority, WorkplanRevision: wp.Revision,
 			})
 		}
 		obs.Tasks[id] = v

@@ -153,6 +153,43 @@ func TestDuplicateTaskIDs(t *testing.T) {
 
 // A dependency the tracker knows but not as a task (an issue nobody
 // labelled) holds the task until it is done, and says what it is.
+// Security issue 37 (low): a task whose revision holds a newline, or whose
+// id is too long to keep, can never make a trigger. It is skipped (not a
+// candidate), said so in its view, and one of the problems, its id escaped;
+// actionable or not, the others go on.
+func TestTasksTheEngineCannotKeepAreSkipped(t *testing.T) {
+	nl := task("NL", "todo", "net")
+	nl.Revision = "r1\n\x1b[2Jfake"
+	long := task(strings.Repeat("L", lease.MaxID+1), "todo", "net")
+	later := task("LATER", "todo", "net", "A")
+	later.Revision = "r\n"
+	wps := []contract.Workplan{{ID: "W1", Repo: "net", Status: "active", Revision: "1",
+		Tasks: []contract.Task{task("A", "todo", "net"), nl, long, later}}}
+	obs := Tasks(wps, nil, defaultish{})
+	if got := ids(obs.Candidates); !slices.Equal(got, []string{"A"}) {
+		t.Fatalf("candidates %v, want A alone", got)
+	}
+	for _, id := range []string{"NL", long.ID, "LATER"} {
+		if obs.Tasks[id].Skipped == "" {
+			t.Errorf("%.20s is not said to be skipped: %+v", id, obs.Tasks[id])
+		}
+	}
+	if got := obs.Tasks["NL"].Skipped; !contains(got, "revision") || !contains(got, "0x0a") {
+		t.Errorf("NL skipped: %q", got)
+	}
+	if obs.Tasks["A"].Skipped != "" || obs.Tasks["LATER"].Waiting == "" {
+		t.Errorf("A %+v, LATER %+v", obs.Tasks["A"], obs.Tasks["LATER"])
+	}
+	if len(obs.Problems) != 3 {
+		t.Fatalf("problems %+v", obs.Problems)
+	}
+	for _, p := range obs.Problems {
+		if p.Kind != "task" || p.Reason == "" || strings.ContainsAny(p.ID, "\n\x1b") {
+			t.Errorf("problem %+v", p)
+		}
+	}
+}
+
 func TestOutsideDependencies(t *testing.T) {
 	b := task("B", "todo", "r")
 	b.DependsOn = []string{"o/x#5", "o/y#6"}

@@ -61,7 +61,7 @@ func Explain(ctx context.Context, st *store.Store, task string, view *ExplainVie
 		res.Observed = true
 		res.Status, res.Revision, res.Repo, res.Workplan = tv.Status, tv.Revision, tv.Repo, tv.Workplan
 		res.WorkplanStatus, res.Priority, res.Actionable, res.Waiting = tv.WorkplanStatus, tv.Priority, tv.Actionable, tv.Waiting
-		res.Gate, res.GateReason = tv.Gate, tv.GateReason
+		res.Gate, res.GateReason, res.Skipped = tv.Gate, tv.GateReason, tv.Skipped
 		for _, d := range tv.Deps {
 			res.Dependencies = append(res.Dependencies, api.ExplainDep{ID: d.ID, Status: d.Status, Repo: d.Repo, Found: d.Found, Done: d.Status == "done"})
 		}
@@ -149,6 +149,10 @@ func verdict(r api.ExplainResult) string {
 			}
 			return v
 		}
+	}
+	if r.Skipped != "" {
+		// Its triggers, if any, are of revisions before the one skipped.
+		return "not woken: skipped by the engine: " + r.Skipped + "; mend the task in State Hub"
 	}
 	if n := len(r.Triggers); n > 0 {
 		t := r.Triggers[n-1]

@@ -104,6 +104,9 @@ func observedEntry(res api.ExplainResult) api.TimelineEntry {
 	if res.Gate != "" {
 		e.Text += "; gate " + res.Gate + why(res.GateReason)
 	}
+	if res.Skipped != "" {
+		e.Text += "; skipped by the engine: " + res.Skipped
+	}
 	return e
 }
 

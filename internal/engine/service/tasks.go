@@ -85,7 +85,7 @@ func (sh *statusHandlers) standings(ctx context.Context, view *ExplainView) ([]a
 func taskStanding(f standing.Facts, s standing.Standing) api.TaskStanding {
 	t := f.Task
 	out := api.TaskStanding{ID: t.ID, Repo: t.Repo, Workplan: t.Workplan, Status: t.Status, Priority: t.Priority,
-		Kind: string(s.Kind), Words: s.Words, Gate: s.Gate, GateReason: s.GateReason, Wait: s.Wait, Dependency: s.Dependency,
+		Kind: string(s.Kind), Words: s.Words, Gate: s.Gate, GateReason: s.GateReason, Skipped: s.Skipped, Wait: s.Wait, Dependency: s.Dependency,
 		LeaseID: s.LeaseID, Attempt: s.Attempt, MaxAttempts: s.MaxAttempts, Dialog: s.Dialog, AckedBy: s.AckedBy,
 		AckedAt: optionalTime(s.AckedAt), RenewedAt: optionalTime(s.RenewedAt), RetryAt: optionalTime(s.RetryAt)}
 	for _, d := range t.Deps {

@@ -69,6 +69,10 @@ type Standing struct {
 	Words string
 	// Gate is the gate that holds it, GateReason the gate's reason.
 	Gate, GateReason string
+	// Skipped is why the engine skips the task (observe.TaskView.Skipped):
+	// what State Hub sends of it breaks the engine's rules, and a person
+	// must mend it there.
+	Skipped string
 	// Wait is why pending work waits (lease.Wait values), Dependency the
 	// first dependency not done.
 	Wait       string
@@ -92,7 +96,8 @@ func Of(f Facts) Standing {
 	case "done", "cancelled":
 		return Standing{Kind: Done, Words: t.Status}
 	}
-	if l := lastLease(f.Leases); l != nil {
+	l := lastLease(f.Leases)
+	if l != nil {
 		switch {
 		case l.State.Live() && l.State != lease.RetryWait:
 			return working(f, *l)
@@ -105,6 +110,17 @@ func Of(f Facts) Standing {
 				s.Words += ", then " + waitWords(*tr)
 			}
 			return s
+		}
+	}
+	// Work under way on an earlier revision goes on (above); otherwise a
+	// task the engine skips is never woken, whatever else it waits for: it
+	// needs a person to mend it in State Hub, not to wait.
+	if t.Skipped != "" {
+		return Standing{Kind: NeedsYou, Skipped: t.Skipped,
+			Words: "needs you: skipped by the engine: " + t.Skipped + "; mend the task in State Hub"}
+	}
+	if l != nil {
+		switch {
 		case l.Released == lease.ResultBlocked && !newerTrigger(f.Triggers, l.TriggerID):
 			s := leaseStanding(NeedsYou, *l)
 			s.Words = "needs you: blocked" + paren(l.StopReason) + "; woken again when State Hub changes the task"

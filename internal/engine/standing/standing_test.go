@@ -15,6 +15,14 @@ func open(id string) observe.TaskView {
 	return observe.TaskView{ID: id, Status: "todo", Repo: "beta", Workplan: "W-1", WorkplanStatus: "active", Actionable: true}
 }
 
+// badRevision is why the engine skips a task whose revision holds a newline.
+const badRevision = "the source revision has control character 0x0a at offset 2"
+
+func skipped(v observe.TaskView) observe.TaskView {
+	v.Skipped = badRevision
+	return v
+}
+
 func TestOfSaysWhatEachTaskWaitsFor(t *testing.T) {
 	trig := func(state lease.TriggerState) lease.Trigger {
 		return lease.Trigger{ID: "tr-1", TaskID: "T-1", TargetRepo: "beta", State: state}
@@ -101,6 +109,15 @@ func TestOfSaysWhatEachTaskWaitsFor(t *testing.T) {
 				Leases: []lease.Lease{withState(live, func(l *lease.Lease) { l.State, l.NextRetryAt = lease.RetryWait, now.Add(5*time.Minute+10*time.Second) })}},
 			Retry, "retry at 14:05:10"},
 		{"ready", Facts{Task: open("T-1")}, Ready, "ready: woken at the engine's next look"},
+		// Security issue 37 (low): a task the engine skips is not ready.
+		{"skipped", Facts{Task: skipped(open("T-1"))},
+			NeedsYou, "needs you: skipped by the engine: " + badRevision + "; mend the task in State Hub"},
+		{"skipped, waiting on a dependency besides",
+			Facts{Task: skipped(notActionable(open("T-2"), "dependency T-1 is todo", observe.Dep{ID: "T-1", Status: "todo", Found: true}))},
+			NeedsYou, "needs you: skipped by the engine: " + badRevision + "; mend the task in State Hub"},
+		{"skipped, an earlier revision's lease still working",
+			Facts{Task: skipped(open("T-1")), Triggers: []lease.Trigger{trig(lease.TriggerLeased)}, Leases: []lease.Lease{live}},
+			Working, "working: lease L-1 attempt 2, renewed 4s ago"},
 		// A stopped lease of an older trigger speaks no more once the task changed.
 		{"exhausted, then changed",
 			Facts{Task: open("T-1"),
@@ -112,6 +129,9 @@ func TestOfSaysWhatEachTaskWaitsFor(t *testing.T) {
 		s := Of(c.facts)
 		if s.Kind != c.kind || s.Words != c.words {
 			t.Errorf("%s: %s %q, want %s %q", c.name, s.Kind, s.Words, c.kind, c.words)
+		}
+		if want := c.facts.Task.Skipped != "" && c.kind == NeedsYou; (s.Skipped != "") != want {
+			t.Errorf("%s: Skipped %q", c.name, s.Skipped)
 		}
 	}
 }

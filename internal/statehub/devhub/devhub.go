@@ -42,6 +42,12 @@ const maxBody = 1 << 20
 const (
 	DefaultMaxDocument = 64 << 20
 	DefaultMaxConns    = 64
+	// With a token, connections that have not presented it yet are capped
+	// apart (listen.go): as many again as the authenticated, for long
+	// enough for any client's first request, which a client sends the
+	// moment it connects.
+	DefaultMaxPending     = 64
+	DefaultPendingTimeout = 5 * time.Second
 )
 
 // maxNote bounds the note a task's status comes with: one line, for people.
@@ -98,8 +104,14 @@ type Server struct {
 	// holds); a write that would pass it is refused (507). 0: DefaultMaxDocument.
 	MaxDocument int64
 	// MaxConns caps the open connections of Listener; one over it is
-	// answered 503 and closed. 0: DefaultMaxConns.
+	// answered 503 and closed. With a Token only the connections that have
+	// presented it count. 0: DefaultMaxConns.
 	MaxConns int
+	// With a Token, MaxPending caps the connections that have not
+	// presented it yet (a new one over the cap closes the oldest of them),
+	// and PendingTimeout closes one that has not by then. 0: the defaults.
+	MaxPending     int
+	PendingTimeout time.Duration
 
 	mu   sync.Mutex
 	doc  document
@@ -233,6 +245,12 @@ func (s *Server) authorized(next http.Handler) http.Handler {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) != 1 {
 				fail(w, http.StatusUnauthorized, "a bearer token is required")
+				return
+			}
+			// The connection counts toward the cap from now on (listen.go).
+			if c, ok := r.Context().Value(connKey{}).(*limitConn); ok && !c.authenticated() {
+				w.Header().Set("Connection", "close")
+				fail(w, http.StatusServiceUnavailable, "too many connections; try again")
 				return
 			}
 		}

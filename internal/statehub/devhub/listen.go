@@ -1,6 +1,8 @@
 package devhub
 
 import (
+	"container/list"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -23,7 +25,9 @@ import (
 // HTTPServer is the server to serve s with: a request must arrive within
 // its read timeouts and its answer be taken within the write timeout (an
 // event stream lifts both for itself), an idle connection is closed, and
-// headers are small.
+// headers are small. Each request knows its connection (ConnContext), so
+// that the token it presents lets the connection count toward the cap
+// (Listener).
 func (s *Server) HTTPServer() *http.Server {
 	return &http.Server{
 		Handler:           s.Handler(),
@@ -32,23 +36,62 @@ func (s *Server) HTTPServer() *http.Server {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
 	}
 }
 
-// Listener caps ln at s.MaxConns open connections. One over the cap is
-// answered 503 at once and closed, rather than left waiting, so a flood is
-// told and the clients already served go on.
+// connKey is where a request's context keeps its connection.
+type connKey struct{}
+
+// Listener caps ln's connections.
+//
+// Without a token (the user's own socket, or --no-token) every connection
+// counts toward s.MaxConns from its accept; one over the cap is answered
+// 503 at once and closed, rather than left waiting, so a flood is told and
+// the clients already served go on.
+//
+// With a token, a connection counts toward MaxConns only once a request on
+// it has presented the token: before that the server cannot tell the token
+// holder's new connection from another local user's, so connections that
+// held a slot from their accept let anyone who can reach the port starve
+// the real client by holding MaxConns of them open. Until it is
+// authenticated a connection is pending: at most s.MaxPending are, each
+// for at most s.PendingTimeout, and a new one over that cap closes the
+// oldest pending one instead of being refused. Holding connections open
+// therefore takes nothing from the token holder, whose client sends its
+// request the moment it connects; only one who opens connections faster
+// than that request arrives could push it out, which is a CPU flood, not a
+// held resource.
 func (s *Server) Listener(ln net.Listener) net.Listener {
 	n := s.MaxConns
 	if n == 0 {
 		n = DefaultMaxConns
 	}
-	return &limitListener{Listener: ln, slots: make(chan struct{}, n)}
+	l := &limitListener{Listener: ln, slots: make(chan struct{}, n), gated: s.Token != ""}
+	l.maxPending = s.MaxPending
+	if l.maxPending == 0 {
+		l.maxPending = DefaultMaxPending
+	}
+	l.pendingTimeout = s.PendingTimeout
+	if l.pendingTimeout == 0 {
+		l.pendingTimeout = DefaultPendingTimeout
+	}
+	return l
 }
 
 type limitListener struct {
 	net.Listener
+	// slots are the connections that count: all of them when not gated,
+	// the authenticated ones when gated.
 	slots chan struct{}
+	gated bool
+
+	maxPending     int
+	pendingTimeout time.Duration
+	mu             sync.Mutex
+	pending        list.List // of *limitConn not yet authenticated, oldest first
 }
 
 var busy = func() string {
@@ -62,9 +105,12 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		if l.gated {
+			return l.admit(c), nil
+		}
 		select {
 		case l.slots <- struct{}{}:
-			return &limitConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
+			return &limitConn{Conn: c, l: l, counted: true}, nil
 		default:
 			// A new connection's send buffer is empty: this does not block.
 			c.SetWriteDeadline(time.Now().Add(time.Second))
@@ -74,14 +120,94 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	}
 }
 
+// admit makes c pending, closing the oldest pending connection when there
+// are already maxPending, and closes c itself if it is still pending after
+// pendingTimeout.
+func (l *limitListener) admit(c net.Conn) *limitConn {
+	lc := &limitConn{Conn: c, l: l}
+	l.mu.Lock()
+	var evicted *limitConn
+	if l.pending.Len() >= l.maxPending {
+		evicted = l.pending.Remove(l.pending.Front()).(*limitConn)
+		evicted.pending = nil
+	}
+	lc.pending = l.pending.PushBack(lc)
+	// Set under mu: expire reads it under mu, and may run before
+	// AfterFunc returns.
+	lc.timer = time.AfterFunc(l.pendingTimeout, lc.expire)
+	l.mu.Unlock()
+	if evicted != nil {
+		// Its server goroutine sees the close and calls Close, which
+		// finds it no longer pending.
+		evicted.Conn.Close()
+	}
+	return lc
+}
+
+// limitConn is a connection of a limitListener: pending (in its pending
+// list) or counted (holding a slot), until it is closed.
 type limitConn struct {
 	net.Conn
-	release func()
+	l *limitListener
+	// pending, counted and timer are guarded by l.mu (counted is set once
+	// at accept when not gated, before any other goroutine sees it).
+	pending *list.Element
+	counted bool
+	timer   *time.Timer
+}
+
+// authenticated is called when a request on c presented the token: c
+// counts from now on. It reports false when the cap is reached (or c was
+// closed meanwhile): the request is refused and the connection closed.
+func (c *limitConn) authenticated() bool {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if c.counted {
+		return true
+	}
+	if c.pending == nil {
+		return false
+	}
+	select {
+	case c.l.slots <- struct{}{}:
+	default:
+		return false
+	}
+	c.l.pending.Remove(c.pending)
+	c.pending, c.counted = nil, true
+	c.timer.Stop()
+	return true
+}
+
+// expire closes c if no request on it has presented the token by now.
+func (c *limitConn) expire() {
+	c.l.mu.Lock()
+	still := c.pending != nil
+	if still {
+		c.l.pending.Remove(c.pending)
+		c.pending = nil
+	}
+	c.l.mu.Unlock()
+	if still {
+		c.Conn.Close()
+	}
 }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
-	c.release()
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if c.pending != nil {
+		c.l.pending.Remove(c.pending)
+		c.pending = nil
+	}
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	if c.counted {
+		c.counted = false
+		<-c.l.slots
+	}
 	return err
 }
 

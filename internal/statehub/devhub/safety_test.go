@@ -214,6 +214,126 @@ func TestConnectionsAreCapped(t *testing.T) {
 	})
 }
 
+// Security issue 37 (low): with a token, connections that have not
+// presented it do not count toward the cap. Another local user holding
+// the cap's worth of connections open, silent or refused (401, kept
+// alive), took the token holder's polls from it when every accepted
+// connection counted; now each of them is served, and still when three
+// times the cap's worth are held.
+func TestUnauthenticatedConnectionsCannotStarveTheTokenHolder(t *testing.T) {
+	const token, cap = "t0ken", 4
+	url := serve(t, &devhub.Server{Token: token, MaxConns: cap}, nil)
+	addr := strings.TrimPrefix(url, "http://")
+	hold := func(n int) {
+		for i := range n {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			if i%2 == 0 {
+				continue // silent
+			}
+			// Refused, and kept open: the answer says the server has it.
+			io.WriteString(c, "GET /v1/workplans HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("a request without the token: %d", resp.StatusCode)
+			}
+		}
+	}
+	// A new connection per poll, as a client whose idle connection was
+	// closed makes.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	polls := func(held int) {
+		t.Helper()
+		for i := range 6 {
+			req, _ := http.NewRequest("GET", url+"/v1/workplans", nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Errorf("poll %d of the token holder, %d connections held: %v", i+1, held, err)
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Errorf("poll %d of the token holder, %d connections held: %d %s", i+1, held, resp.StatusCode, b)
+			}
+		}
+	}
+	hold(cap)
+	polls(cap)
+	hold(2 * cap)
+	polls(3 * cap)
+}
+
+// With a token the cap still holds for the connections that presented it:
+// one over it is refused (503) and closed. Connections that have not
+// presented it are capped apart: one over that cap closes the oldest of
+// them, and one that presents nothing is closed at the pending timeout.
+func TestConnectionsWithATokenAreCapped(t *testing.T) {
+	const token = "t0ken"
+	// dial connects to addr; its reader's reads end within 10 s.
+	dial := func(addr string) (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		return c, bufio.NewReader(c)
+	}
+	get := func(c net.Conn, r *bufio.Reader) int {
+		t.Helper()
+		io.WriteString(c, "GET /v1/workplans HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "+token+"\r\n\r\n")
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// closed waits until the server closes the connection r reads.
+	closed := func(what string, r *bufio.Reader) {
+		t.Helper()
+		if _, err := io.ReadAll(r); err != nil {
+			t.Errorf("%s was not closed: %v", what, err)
+		}
+	}
+
+	// The pending timeout is long here: only the cap closes anything.
+	addr := strings.TrimPrefix(serve(t, &devhub.Server{Token: token, MaxConns: 2, MaxPending: 2, PendingTimeout: time.Hour}, nil), "http://")
+	// Two authenticated keep-alive connections take the cap.
+	for range 2 {
+		if code := get(dial(addr)); code != 200 {
+			t.Fatalf("an authenticated request under the cap: %d", code)
+		}
+	}
+	c, r := dial(addr)
+	if code := get(c, r); code != http.StatusServiceUnavailable {
+		t.Fatalf("one authenticated connection over the cap: %d", code)
+	}
+	closed("the connection over the cap", r)
+	// Three silent connections: the first is closed when the third comes.
+	_, oldest := dial(addr)
+	dial(addr)
+	dial(addr)
+	closed("the oldest pending connection", oldest)
+
+	// A connection that presents nothing is closed at the pending timeout.
+	addr = strings.TrimPrefix(serve(t, &devhub.Server{Token: token, PendingTimeout: 200 * time.Millisecond}, nil), "http://")
+	_, silent := dial(addr)
+	closed("a connection that never presented the token", silent)
+}
+
 // Security item 7: a connection that sends nothing, or a request too
 // slowly, is closed at the read timeout; an idle one at the idle timeout;
 // an event stream outlives both.
