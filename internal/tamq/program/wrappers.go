@@ -3,6 +3,7 @@ package program
 import (
 	"slices"
 	"strings"
+	"sync"
 )
 
 // A command line may start its program through others that only run it:
@@ -53,66 +54,69 @@ type wrapSpec struct {
 	why string
 }
 
-// wrappers are the programs tamq looks through, by base name.
-var wrappers = map[string]wrapSpec{
-	// Runners.
-	"exec":    {kind: runner, read: optsThenArgv(optSpec{valued: "a", flags: "cl"}, 0)},
-	"command": {kind: runner, read: optsThenArgv(optSpec{flags: "p"}, 0)},
-	"env":     {kind: runner, read: readEnv},
-	"nohup":   {kind: runner, read: optsThenArgv(optSpec{}, 0)},
-	"nice":    {kind: runner, read: optsThenArgv(optSpec{valued: "n", long: []string{"adjustment"}, numeric: true}, 0)},
-	"stdbuf":  {kind: runner, read: optsThenArgv(optSpec{valued: "ioe", long: []string{"input", "output", "error"}}, 0)},
-	"timeout": {kind: runner, read: optsThenArgv(optSpec{valued: "ks", flags: "v", long: []string{"kill-after", "signal"},
-		longFlags: []string{"foreground", "preserve-status", "verbose"}}, 1)},
-	"ionice": {kind: runner, read: readIonice},
-	"chrt": {kind: runner, read: readNoPid(optSpec{flags: "abdefimorRv", valued: "TPD",
-		long: []string{"sched-runtime", "sched-period", "sched-deadline"}, longFlags: []string{"all-tasks", "batch", "deadline", "fifo", "idle", "other", "rr", "reset-on-fork", "verbose"}}, 1, "p")},
-	"taskset": {kind: runner, read: readNoPid(optSpec{flags: "ac", longFlags: []string{"all-tasks", "cpu-list"}}, 1, "p")},
-	"setsid":  {kind: runner, read: optsThenArgv(optSpec{flags: "cfw", longFlags: []string{"ctty", "fork", "wait"}}, 0)},
-	"time": {kind: runner, read: optsThenArgv(optSpec{valued: "fo", flags: "apqv", long: []string{"format", "output"},
-		longFlags: []string{"append", "portability", "quiet", "verbose"}}, 0)},
+// wrappers are the programs tamq looks through, by base name. Built on
+// first use: every tamq command links this package, few judge a command.
+var wrappers = sync.OnceValue(func() map[string]wrapSpec {
+	return map[string]wrapSpec{
+		// Runners.
+		"exec":    {kind: runner, read: optsThenArgv(optSpec{valued: "a", flags: "cl"}, 0)},
+		"command": {kind: runner, read: optsThenArgv(optSpec{flags: "p"}, 0)},
+		"env":     {kind: runner, read: readEnv},
+		"nohup":   {kind: runner, read: optsThenArgv(optSpec{}, 0)},
+		"nice":    {kind: runner, read: optsThenArgv(optSpec{valued: "n", long: []string{"adjustment"}, numeric: true}, 0)},
+		"stdbuf":  {kind: runner, read: optsThenArgv(optSpec{valued: "ioe", long: []string{"input", "output", "error"}}, 0)},
+		"timeout": {kind: runner, read: optsThenArgv(optSpec{valued: "ks", flags: "v", long: []string{"kill-after", "signal"},
+			longFlags: []string{"foreground", "preserve-status", "verbose"}}, 1)},
+		"ionice": {kind: runner, read: readIonice},
+		"chrt": {kind: runner, read: readNoPid(optSpec{flags: "abdefimorRv", valued: "TPD",
+			long: []string{"sched-runtime", "sched-period", "sched-deadline"}, longFlags: []string{"all-tasks", "batch", "deadline", "fifo", "idle", "other", "rr", "reset-on-fork", "verbose"}}, 1, "p")},
+		"taskset": {kind: runner, read: readNoPid(optSpec{flags: "ac", longFlags: []string{"all-tasks", "cpu-list"}}, 1, "p")},
+		"setsid":  {kind: runner, read: optsThenArgv(optSpec{flags: "cfw", longFlags: []string{"ctty", "fork", "wait"}}, 0)},
+		"time": {kind: runner, read: optsThenArgv(optSpec{valued: "fo", flags: "apqv", long: []string{"format", "output"},
+			longFlags: []string{"append", "portability", "quiet", "verbose"}}, 0)},
 
-	// Wrappers: terminal wrappers, remote shells, containers, privilege
-	// changers.
-	"script":   {kind: wrapper, read: readScript},
-	"unbuffer": {kind: wrapper, read: optsThenArgv(optSpec{flags: "p"}, 0)},
-	"ssh":      {kind: wrapper, read: readSSH},
-	"sudo":     {kind: wrapper, read: readSudo},
-	"doas":     {kind: wrapper, read: readDoas},
-	"su":       {kind: wrapper, read: readSu},
-	"runuser":  {kind: wrapper, read: readSu},
-	"pkexec": {kind: wrapper, read: orShell(optsThenArgv(optSpec{long: []string{"user"},
-		longFlags: []string{"keep-cwd", "disable-internal-agent"}}, 0))},
-	"docker": {kind: wrapper, read: readContainer},
-	"podman": {kind: wrapper, read: readContainer},
+		// Wrappers: terminal wrappers, remote shells, containers, privilege
+		// changers.
+		"script":   {kind: wrapper, read: readScript},
+		"unbuffer": {kind: wrapper, read: optsThenArgv(optSpec{flags: "p"}, 0)},
+		"ssh":      {kind: wrapper, read: readSSH},
+		"sudo":     {kind: wrapper, read: readSudo},
+		"doas":     {kind: wrapper, read: readDoas},
+		"su":       {kind: wrapper, read: readSu},
+		"runuser":  {kind: wrapper, read: readSu},
+		"pkexec": {kind: wrapper, read: orShell(optsThenArgv(optSpec{long: []string{"user"},
+			longFlags: []string{"keep-cwd", "disable-internal-agent"}}, 0))},
+		"docker": {kind: wrapper, read: readContainer},
+		"podman": {kind: wrapper, read: readContainer},
 
-	// Multiplexers: their windows are out of tamq's sight.
-	"screen": {kind: opaque, why: "it is a terminal multiplexer: it keeps windows of its own, which may run shells, and tamq cannot see which one is in front"},
-	"tmux":   {kind: opaque, why: "it is a terminal multiplexer: it keeps windows of its own, which may run shells, and tamq cannot see which one is in front"},
-	"zellij": {kind: opaque, why: "it is a terminal multiplexer: it keeps windows of its own, which may run shells, and tamq cannot see which one is in front"},
-	"byobu":  {kind: opaque, why: "it is a terminal multiplexer: it keeps windows of its own, which may run shells, and tamq cannot see which one is in front"},
-	"dtach":  {kind: opaque, why: "it is a terminal multiplexer: what it runs outlives the window's command, out of tamq's sight"},
-	"abduco": {kind: opaque, why: "it is a terminal multiplexer: what it runs outlives the window's command, out of tamq's sight"},
-	// Scripted terminals.
-	"expect": {kind: opaque, why: "it runs a script: what the script spawns, and what it types there, is the script's"},
-	// Other ways into a shell elsewhere, whose arguments tamq does not read.
-	"mosh":          {kind: opaque, why: "it is a remote shell whose arguments tamq does not read"},
-	"telnet":        {kind: opaque, why: "it is a remote login"},
-	"rlogin":        {kind: opaque, why: "it is a remote login"},
-	"rsh":           {kind: opaque, why: "it is a remote shell whose arguments tamq does not read"},
-	"run0":          {kind: opaque, why: "it is a privilege changer whose arguments tamq does not read"},
-	"machinectl":    {kind: opaque, why: "it runs a shell or a program in a container, by arguments tamq does not read"},
-	"systemd-run":   {kind: opaque, why: "it runs a program in a unit of its own, by arguments tamq does not read"},
-	"nsenter":       {kind: opaque, why: "it runs a shell or a program in other namespaces, by arguments tamq does not read"},
-	"chroot":        {kind: opaque, why: "it runs a shell or a program in another root, by arguments tamq does not read"},
-	"unshare":       {kind: opaque, why: "it runs a shell or a program in new namespaces, by arguments tamq does not read"},
-	"kubectl":       {kind: opaque, why: "it runs a program in a container, by arguments tamq does not read"},
-	"lxc":           {kind: opaque, why: "it runs a program in a container, by arguments tamq does not read"},
-	"incus":         {kind: opaque, why: "it runs a program in a container, by arguments tamq does not read"},
-	"distrobox":     {kind: opaque, why: "it runs a shell or a program in a container, by arguments tamq does not read"},
-	"toolbox":       {kind: opaque, why: "it runs a shell or a program in a container, by arguments tamq does not read"},
-	"flatpak-spawn": {kind: opaque, why: "it runs a program outside its sandbox, by arguments tamq does not read"},
-}
+		// Multiplexers: their windows are out of tamq's sight.
+		"screen": {kind: opaque, why: "it is a terminal multiplexer: it keeps windows of its own, which may run shells, and tamq cannot see which one is in front"},
+		"tmux":   {kind: opaque, why: "it is a terminal multiplexer: it keeps windows of its own, which may run shells, and tamq cannot see which one is in front"},
+		"zellij": {kind: opaque, why: "it is a terminal multiplexer: it keeps windows of its own, which may run shells, and tamq cannot see which one is in front"},
+		"byobu":  {kind: opaque, why: "it is a terminal multiplexer: it keeps windows of its own, which may run shells, and tamq cannot see which one is in front"},
+		"dtach":  {kind: opaque, why: "it is a terminal multiplexer: what it runs outlives the window's command, out of tamq's sight"},
+		"abduco": {kind: opaque, why: "it is a terminal multiplexer: what it runs outlives the window's command, out of tamq's sight"},
+		// Scripted terminals.
+		"expect": {kind: opaque, why: "it runs a script: what the script spawns, and what it types there, is the script's"},
+		// Other ways into a shell elsewhere, whose arguments tamq does not read.
+		"mosh":          {kind: opaque, why: "it is a remote shell whose arguments tamq does not read"},
+		"telnet":        {kind: opaque, why: "it is a remote login"},
+		"rlogin":        {kind: opaque, why: "it is a remote login"},
+		"rsh":           {kind: opaque, why: "it is a remote shell whose arguments tamq does not read"},
+		"run0":          {kind: opaque, why: "it is a privilege changer whose arguments tamq does not read"},
+		"machinectl":    {kind: opaque, why: "it runs a shell or a program in a container, by arguments tamq does not read"},
+		"systemd-run":   {kind: opaque, why: "it runs a program in a unit of its own, by arguments tamq does not read"},
+		"nsenter":       {kind: opaque, why: "it runs a shell or a program in other namespaces, by arguments tamq does not read"},
+		"chroot":        {kind: opaque, why: "it runs a shell or a program in another root, by arguments tamq does not read"},
+		"unshare":       {kind: opaque, why: "it runs a shell or a program in new namespaces, by arguments tamq does not read"},
+		"kubectl":       {kind: opaque, why: "it runs a program in a container, by arguments tamq does not read"},
+		"lxc":           {kind: opaque, why: "it runs a program in a container, by arguments tamq does not read"},
+		"incus":         {kind: opaque, why: "it runs a program in a container, by arguments tamq does not read"},
+		"distrobox":     {kind: opaque, why: "it runs a shell or a program in a container, by arguments tamq does not read"},
+		"toolbox":       {kind: opaque, why: "it runs a shell or a program in a container, by arguments tamq does not read"},
+		"flatpak-spawn": {kind: opaque, why: "it runs a program outside its sandbox, by arguments tamq does not read"},
+	}
+})
 
 // launch is what a simple command runs, looked through runners and
 // wrappers.
@@ -159,7 +163,7 @@ func resolve(argv []string, extra []string) launch {
 			return l
 		}
 		name := strings.TrimSuffix(base(argv[0]), ".exe")
-		spec, ok := wrappers[name]
+		spec, ok := wrappers()[name]
 		if !ok || agentName(name, extra) != "" {
 			l.argv, l.program = argv, Classify(argv, extra)
 			l.shell = l.program.Kind == Shell
