@@ -151,7 +151,7 @@ func (c *Claims) PutCheckpoint(ctx context.Context, taskID, leaseID string, data
 }
 
 // forgetRecordLease takes a record lease that ran out off the claim.
-func (c *Claims) forgetRecordLease(ctx context.Context, key string, cur found) error {
+func (c *Claims) forgetRecordLease(ctx context.Context, key string, cur keyRead) error {
 	h := cur.h
 	h.RecordLease = 0
 	v, err := json.Marshal(h)

@@ -214,26 +214,29 @@ func (c *Claims) Holder(ctx context.Context, taskID string) (Holder, bool, error
 		return Holder{}, false, err
 	}
 	cur, err := c.get(ctx, key, "read the claim of task "+taskID)
-	return cur.h, cur.claim(), err
+	if err != nil || !cur.claim() {
+		return Holder{}, false, err
+	}
+	return cur.h, true, nil
 }
 
-// found is what a claim key holds: nothing (kv nil), a claim, or a stray
+// keyRead is what a claim key holds: nothing (kv nil), a claim, or a stray
 // value that is no claim (stray says why).
-type found struct {
+type keyRead struct {
 	h     Holder
 	kv    *mvccpb.KeyValue
 	stray string
 }
 
-func (f found) claim() bool { return f.kv != nil && f.stray == "" }
+func (f keyRead) claim() bool { return f.kv != nil && f.stray == "" }
 
 // get reads a claim key.
-func (c *Claims) get(ctx context.Context, key, op string) (found, error) {
+func (c *Claims) get(ctx context.Context, key, op string) (keyRead, error) {
 	cctx, cancel := c.call(ctx)
 	resp, err := c.cli.Get(cctx, key)
 	cancel()
 	if err != nil {
-		return found{}, c.failed(ctx, err, op)
+		return keyRead{}, c.failed(ctx, err, op)
 	}
 	return classify(resp.Kvs), nil
 }
@@ -243,23 +246,22 @@ func (c *Claims) get(ctx context.Context, key, op string) (found, error) {
 // without an etcd lease never runs out: written by hand (`etcdctl put`),
 // it would block the task on every host for ever, so it counts as no
 // claim; so does a value that names another lease, or no holder.
-func classify(kvs []*mvccpb.KeyValue) found {
+func classify(kvs []*mvccpb.KeyValue) keyRead {
 	if len(kvs) == 0 {
-		return found{}
+		return keyRead{}
 	}
 	kv := kvs[0]
 	var h Holder
 	if err := json.Unmarshal(kv.Value, &h); err != nil || h.LeaseID == "" || h.HostID == "" {
-		return found{kv: kv, stray: "its value is not a claim of the engine's"}
+		return keyRead{kv: kv, stray: "its value is not a claim of the engine's"}
 	}
-	h.Replaced = ""
 	switch {
 	case kv.Lease == 0:
-		return found{h: h, kv: kv, stray: "it has no etcd lease (written by hand, as with `etcdctl put`?), so it would never run out"}
+		return keyRead{h: h, kv: kv, stray: "it has no etcd lease (written by hand, as with `etcdctl put`?), so it would never run out"}
 	case h.EtcdLease != kv.Lease:
-		return found{h: h, kv: kv, stray: fmt.Sprintf("its value names etcd lease %x, but the key is attached to lease %x", h.EtcdLease, kv.Lease)}
+		return keyRead{h: h, kv: kv, stray: fmt.Sprintf("its value names etcd lease %x, but the key is attached to lease %x", h.EtcdLease, kv.Lease)}
 	}
-	return found{h: h, kv: kv}
+	return keyRead{h: h, kv: kv}
 }
 
 // keepAlive renews a claim's etcd lease once, and the lease of its shared
