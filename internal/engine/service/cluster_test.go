@@ -175,10 +175,14 @@ func TestClusterWakesEachTaskOnceAcrossHosts(t *testing.T) {
 	for _, c := range doc.Checks {
 		checks[c.Name] = c.Status + ": " + c.Detail
 	}
-	for _, name := range []string{"cluster", "cluster-auth", "cluster-prefix"} {
+	for _, name := range []string{"cluster", "cluster-prefix"} {
 		if !strings.HasPrefix(checks[name], "ok: ") {
 			t.Errorf("doctor's %s check: %q", name, checks[name])
 		}
+	}
+	// The test's etcd has its auth off: whoever reaches it may write claims.
+	if !strings.HasPrefix(checks["cluster-auth"], "warn: ") || !strings.Contains(checks["cluster-auth"], "etcd's auth is off") {
+		t.Errorf("doctor's cluster-auth check: %q", checks["cluster-auth"])
 	}
 	if !strings.Contains(checks["cluster-prefix"], "50 settled") {
 		t.Errorf("doctor's cluster-prefix check does not count the 50 settled claims: %q", checks["cluster-prefix"])
