@@ -78,3 +78,47 @@ func BenchmarkClaimVsOffer(b *testing.B) {
 	b.ReportMetric(float64(cr50)/float64(o50), "ratio-p50")
 	b.ReportMetric(float64(cr99)/float64(o99), "ratio-p99")
 }
+
+// BenchmarkShareAndResume measures what checkpoints across hosts cost: a
+// host's first checkpoint of a claim (a grant, then the record and the
+// checkpoint in one transaction), a later one (the transaction alone), and
+// the next holder's resume (its claim read, the checkpoint read, checked).
+func BenchmarkShareAndResume(b *testing.B) {
+	c := etcdtest.StartWith(b, 1, etcdtest.Options{Fsync: true})
+	a, other := open(b, c, "host-a"), open(b, c, "host-b")
+	ctx := context.Background()
+	data := []byte(`{"LeaseID":"L","Summary":"half done","NextAction":"run the tests"}`)
+	var first, again, resume []time.Duration
+	for i := 0; b.Loop(); i++ {
+		task, la, lb := fmt.Sprintf("T-%d", i), fmt.Sprintf("LA-%d", i), fmt.Sprintf("LB-%d", i)
+		h, won, err := a.Claim(ctx, task, cluster.Holder{LeaseID: la, Repo: "net"}, 30*time.Second)
+		if err != nil || !won {
+			b.Fatal(won, err)
+		}
+		t0 := time.Now()
+		if err := a.PutCheckpoint(ctx, task, la, data, 30*time.Second); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if err := a.PutCheckpoint(ctx, task, la, data, 30*time.Second); err != nil {
+			b.Fatal(err)
+		}
+		first, again = append(first, t1.Sub(t0)), append(again, time.Since(t1))
+		if err := a.Release(ctx, task, h.LeaseID); err != nil {
+			b.Fatal(err)
+		}
+		if _, won, err := other.Claim(ctx, task, cluster.Holder{LeaseID: lb, Repo: "net"}, 30*time.Second); err != nil || !won {
+			b.Fatal(won, err)
+		}
+		t0 = time.Now()
+		if _, found, err := other.Checkpoint(ctx, task, lb, "net"); err != nil || !found {
+			b.Fatal(found, err)
+		}
+		resume = append(resume, time.Since(t0))
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	for name, ds := range map[string][]time.Duration{"share-first": first, "share-again": again, "resume": resume} {
+		b.ReportMetric(ms(benchutil.Percentile(ds, 50)), name+"-p50-ms")
+		b.ReportMetric(ms(benchutil.Percentile(ds, 99)), name+"-p99-ms")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -25,11 +26,21 @@ import (
 // this host under another LeaseID is not h's: won=false, and the caller
 // releases it (with that LeaseID) first if it knows it stale. An etcd lease
 // granted for a claim that was not won is revoked, so none leaks.
+//
+// A key that holds no claim (no etcd lease: written by hand, it would
+// never run out and block the task on every host for ever; or a value that
+// is not the engine's) does not hold the task: Claim takes its place, and
+// says so in the returned holder's Replaced for the caller to report.
+//
+// The new claim keeps the record of the work's last claim that shared a
+// checkpoint (Previous, from <prefix>/last/): the one checkpoint it may
+// resume from (Checkpoint).
 func (c *Claims) Claim(ctx context.Context, taskID string, h Holder, ttl time.Duration) (Holder, bool, error) {
 	key, err := taskKey(c.cfg.Prefix, taskID)
 	if err != nil {
 		return Holder{}, false, err
 	}
+	lk, _ := lastKey(c.cfg.Prefix, taskID)
 	if h.LeaseID == "" {
 		return Holder{}, false, errs.New(errs.BadRequest, "cluster: claim of task %s without a lease id", taskID)
 	}
@@ -42,43 +53,67 @@ func (c *Claims) Claim(ctx context.Context, taskID string, h Holder, ttl time.Du
 	if h.EngineID == "" {
 		h.EngineID = c.cfg.EngineID
 	}
-	// Most claims are of a task nobody holds, or of one that another
-	// holds; reading first spares the grant (and its revocation) when the
-	// task is taken, and finds our own claim again.
-	cur, kv, found, err := c.get(ctx, key, "read the claim of task "+taskID)
-	if err != nil {
-		return Holder{}, false, err
-	}
-	if found && cur.Settled != "" && cur.Revision != h.Revision && c.cfg.Now().Sub(cur.SettledAt) >= SettledGrace {
-		// The work was settled at another revision: State Hub changed it
-		// since, and the new revision is anyone's to claim.
-		return c.create(ctx, key, taskID, h, ttl, clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision))
-	}
-	if found && cur.Settled == "" && ours(cur, h) {
-		err := c.keepAlive(ctx, cur.EtcdLease, taskID)
-		if err == nil {
-			return cur, true, nil
+	h.RecordLease, h.Replaced = 0, ""
+	// A claim lost to a key that changed between our read and our write
+	// (a lease that ran out, a stray key written meanwhile) is looked at
+	// again, a few times.
+	for range 3 {
+		// Most claims are of a task nobody holds, or of one that another
+		// holds; reading first spares the grant (and its revocation) when
+		// the task is taken, and finds our own claim again.
+		cctx, cancel := c.call(ctx)
+		resp, err := c.cli.Txn(cctx).Then(clientv3.OpGet(key), clientv3.OpGet(lk)).Commit()
+		cancel()
+		if err != nil {
+			return Holder{}, false, c.failed(ctx, err, "read the claim of task "+taskID)
 		}
-		if !errs.Is(err, errs.Conflict) {
-			return Holder{}, false, err
+		cur := classify(resp.Responses[0].GetResponseRange().Kvs)
+		h.Previous = previousOf(resp.Responses[1].GetResponseRange().Kvs)
+		var cond clientv3.Cmp
+		switch {
+		case cur.kv == nil:
+			cond = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+		case cur.stray != "":
+			h.Replaced = "the claim key of task " + taskID + " held no claim: " + cur.stray + "; it was passed over"
+			cond = clientv3.Compare(clientv3.ModRevision(key), "=", cur.kv.ModRevision)
+		case cur.h.Settled != "" && cur.h.Revision != h.Revision && c.cfg.Now().Sub(cur.h.SettledAt) >= SettledGrace:
+			// The work was settled at another revision: State Hub changed
+			// it since, and the new revision is anyone's to claim.
+			cond = clientv3.Compare(clientv3.ModRevision(key), "=", cur.kv.ModRevision)
+		case cur.h.Settled == "" && ours(cur.h, h):
+			err := c.keepAlive(ctx, cur.h, taskID)
+			if err == nil {
+				return cur.h, true, nil
+			}
+			if !errs.Is(err, errs.Conflict) {
+				return Holder{}, false, err
+			}
+			// Its etcd lease ran out as we looked: the key is gone with it,
+			// so claim anew.
+			cond = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+		default:
+			return cur.h, false, nil
 		}
-		// Its etcd lease ran out as we looked: the key is gone with it,
-		// so claim anew.
-	} else if found {
-		return cur, false, nil
+		got, won, again, err := c.create(ctx, key, taskID, h, ttl, cond)
+		if !again {
+			return got, won, err
+		}
+		h.Replaced = ""
 	}
-	return c.create(ctx, key, taskID, h, ttl, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+	return Holder{}, false, errs.New(errs.Unavailable, "cluster: the claim key of task %s kept changing as it was claimed", taskID).
+		WithHint("the next look tries again")
 }
 
 // create grants an etcd lease and puts the claim with it if cond holds
-// (the key is absent, or still the settled claim read).
-func (c *Claims) create(ctx context.Context, key, taskID string, h Holder, ttl time.Duration, cond clientv3.Cmp) (Holder, bool, error) {
+// (the key is absent, or still what was read). again: the key changed
+// since, and holds no claim now; look again.
+func (c *Claims) create(ctx context.Context, key, taskID string, h Holder, ttl time.Duration, cond clientv3.Cmp) (Holder, bool, bool, error) {
 	secs := int64((ttl + time.Second - 1) / time.Second)
 	cctx, cancel := c.call(ctx)
 	grant, err := c.cli.Grant(cctx, secs)
 	cancel()
 	if err != nil {
-		return Holder{}, false, c.failed(ctx, err, "grant an etcd lease for task "+taskID)
+		return Holder{}, false, false, c.failed(ctx, err, "grant an etcd lease for task "+taskID)
 	}
 	h.EtcdLease = int64(grant.ID)
 	if h.ClaimedAt.IsZero() {
@@ -87,7 +122,7 @@ func (c *Claims) create(ctx context.Context, key, taskID string, h Holder, ttl t
 	value, err := json.Marshal(h)
 	if err != nil {
 		c.revoke(ctx, grant.ID)
-		return Holder{}, false, errs.Wrap(errs.Internal, err, "cluster: encode the holder")
+		return Holder{}, false, false, errs.Wrap(errs.Internal, err, "cluster: encode the holder")
 	}
 	cctx, cancel = c.call(ctx)
 	resp, err := c.cli.Txn(cctx).
@@ -100,27 +135,21 @@ func (c *Claims) create(ctx context.Context, key, taskID string, h Holder, ttl t
 		// Whether the key was made is unknown. Revoking the lease deletes
 		// it if it was, so no claim stands that we do not know we won.
 		c.revoke(ctx, grant.ID)
-		return Holder{}, false, c.failed(ctx, err, "claim task "+taskID)
+		return Holder{}, false, false, c.failed(ctx, err, "claim task "+taskID)
 	}
 	if resp.Succeeded {
-		return h, true, nil
+		return h, true, false, nil
 	}
 	c.revoke(ctx, grant.ID)
-	kvs := resp.Responses[0].GetResponseRange().Kvs
-	if len(kvs) == 0 {
-		// The compare saw the key and the read in the same transaction
-		// did too; this is etcd answering against its own rules.
-		return Holder{}, false, errs.New(errs.Internal, "cluster: task %s is claimed but its key reads empty", taskID)
+	cur := classify(resp.Responses[0].GetResponseRange().Kvs)
+	if cur.kv == nil || cur.stray != "" {
+		return Holder{}, false, true, nil
 	}
-	cur, err := decodeHolder(kvs[0].Value, "task "+taskID)
-	if err != nil {
-		return Holder{}, false, err
-	}
-	if cur.Settled == "" && ours(cur, h) {
+	if cur.h.Settled == "" && ours(cur.h, h) {
 		// Our own concurrent claim of the task won the race.
-		return cur, true, c.keepAlive(ctx, cur.EtcdLease, taskID)
+		return cur.h, true, false, c.keepAlive(ctx, cur.h, taskID)
 	}
-	return cur, false, nil
+	return cur.h, false, false, nil
 }
 
 // Renew keeps the claim of taskID by leaseID alive once more (the TTL it
@@ -132,18 +161,21 @@ func (c *Claims) Renew(ctx context.Context, taskID, leaseID string) error {
 	if err != nil {
 		return err
 	}
-	cur, _, found, err := c.get(ctx, key, "read the claim of task "+taskID)
+	cur, err := c.get(ctx, key, "read the claim of task "+taskID)
 	switch {
 	case err != nil:
 		return err
-	case !found:
+	case cur.kv == nil:
 		return errs.New(errs.Conflict, "cluster: the claim of task %s by lease %s is gone: its TTL ran out or it was released", taskID, leaseID).
 			WithHint("the claim was lost; another host may claim the task now")
-	case cur.LeaseID != leaseID:
-		return errs.New(errs.Conflict, "cluster: task %s is claimed by %s, not lease %s", taskID, cur.describe(), leaseID).
+	case cur.stray != "":
+		return errs.New(errs.Conflict, "cluster: the claim of task %s by lease %s is gone: its key holds no claim now (%s)", taskID, leaseID, cur.stray).
+			WithHint("the claim was lost; another host may claim the task now")
+	case cur.h.LeaseID != leaseID:
+		return errs.New(errs.Conflict, "cluster: task %s is claimed by %s, not lease %s", taskID, cur.h.describe(), leaseID).
 			WithHint("the claim was lost; another host holds the task now")
 	}
-	return c.keepAlive(ctx, cur.EtcdLease, taskID)
+	return c.keepAlive(ctx, cur.h, taskID)
 }
 
 // Release deletes the claim of taskID if leaseID holds it (a transaction on
@@ -154,16 +186,13 @@ func (c *Claims) Release(ctx context.Context, taskID, leaseID string) error {
 	if err != nil {
 		return err
 	}
-	cur, kv, found, err := c.get(ctx, key, "read the claim of task "+taskID)
-	if errs.Is(err, errs.Conflict) {
-		return nil // the key holds no claim: not ours to delete
-	}
-	if err != nil || !found || cur.LeaseID != leaseID {
-		return err
+	cur, err := c.get(ctx, key, "read the claim of task "+taskID)
+	if err != nil || !cur.claim() || cur.h.LeaseID != leaseID {
+		return err // not there, not a claim, or not ours: nothing to delete
 	}
 	cctx, cancel := c.call(ctx)
 	_, err = c.cli.Txn(cctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", cur.kv.ModRevision)).
 		Then(clientv3.OpDelete(key)).
 		Commit()
 	cancel()
@@ -171,46 +200,92 @@ func (c *Claims) Release(ctx context.Context, taskID, leaseID string) error {
 		return c.failed(ctx, err, "release task "+taskID)
 	}
 	// The etcd lease was this claim's alone. Should revoking fail, it runs
-	// out by its TTL.
-	c.revoke(ctx, clientv3.LeaseID(cur.EtcdLease))
+	// out by its TTL. A shared checkpoint's record lease is left to run
+	// out: the next host may still read it within its grace.
+	c.revoke(ctx, clientv3.LeaseID(cur.h.EtcdLease))
 	return nil
 }
 
-// Holder is who holds taskID's claim; false when nobody does.
+// Holder is who holds taskID's claim; false when nobody does (a key that
+// holds no claim counts as nobody).
 func (c *Claims) Holder(ctx context.Context, taskID string) (Holder, bool, error) {
 	key, err := taskKey(c.cfg.Prefix, taskID)
 	if err != nil {
 		return Holder{}, false, err
 	}
-	h, _, found, err := c.get(ctx, key, "read the claim of task "+taskID)
-	return h, found, err
+	cur, err := c.get(ctx, key, "read the claim of task "+taskID)
+	if err != nil || !cur.claim() {
+		return Holder{}, false, err
+	}
+	return cur.h, true, nil
 }
 
-// get reads a claim key: its holder and the key's revisions.
-func (c *Claims) get(ctx context.Context, key, op string) (Holder, *mvccpb.KeyValue, bool, error) {
+// keyRead is what a claim key holds: nothing (kv nil), a claim, or a stray
+// value that is no claim (stray says why).
+type keyRead struct {
+	h     Holder
+	kv    *mvccpb.KeyValue
+	stray string
+}
+
+func (f keyRead) claim() bool { return f.kv != nil && f.stray == "" }
+
+// get reads a claim key.
+func (c *Claims) get(ctx context.Context, key, op string) (keyRead, error) {
 	cctx, cancel := c.call(ctx)
 	resp, err := c.cli.Get(cctx, key)
 	cancel()
 	if err != nil {
-		return Holder{}, nil, false, c.failed(ctx, err, op)
+		return keyRead{}, c.failed(ctx, err, op)
 	}
-	if len(resp.Kvs) == 0 {
-		return Holder{}, nil, false, nil
-	}
-	h, err := decodeHolder(resp.Kvs[0].Value, "task "+taskOfKeyOr(c.cfg.Prefix, key))
-	return h, resp.Kvs[0], err == nil, err
+	return classify(resp.Kvs), nil
 }
 
-// keepAlive renews an etcd lease once; a lease that is gone is a lost claim.
-func (c *Claims) keepAlive(ctx context.Context, id int64, taskID string) error {
+// classify tells a claim from what is not one. A claim is what Claim
+// writes: a holder, attached to the etcd lease its value names. A key
+// without an etcd lease never runs out: written by hand (`etcdctl put`),
+// it would block the task on every host for ever, so it counts as no
+// claim; so does a value that names another lease, or no holder.
+func classify(kvs []*mvccpb.KeyValue) keyRead {
+	if len(kvs) == 0 {
+		return keyRead{}
+	}
+	kv := kvs[0]
+	var h Holder
+	if err := json.Unmarshal(kv.Value, &h); err != nil || h.LeaseID == "" || h.HostID == "" {
+		return keyRead{kv: kv, stray: "its value is not a claim of the engine's"}
+	}
+	switch {
+	case kv.Lease == 0:
+		return keyRead{h: h, kv: kv, stray: "it has no etcd lease (written by hand, as with `etcdctl put`?), so it would never run out"}
+	case h.EtcdLease != kv.Lease:
+		return keyRead{h: h, kv: kv, stray: fmt.Sprintf("its value names etcd lease %x, but the key is attached to lease %x", h.EtcdLease, kv.Lease)}
+	}
+	return keyRead{h: h, kv: kv}
+}
+
+// keepAlive renews a claim's etcd lease once, and the lease of its shared
+// checkpoint with it; a claim lease that is gone is a lost claim. The
+// checkpoint's lease running out loses nothing but the checkpoint (the
+// next one shared grants another).
+func (c *Claims) keepAlive(ctx context.Context, h Holder, taskID string) error {
 	cctx, cancel := c.call(ctx)
-	_, err := c.cli.KeepAliveOnce(cctx, clientv3.LeaseID(id))
+	_, err := c.cli.KeepAliveOnce(cctx, clientv3.LeaseID(h.EtcdLease))
 	cancel()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return errs.New(errs.Conflict, "cluster: the claim of task %s ran out (its etcd lease %x is gone)", taskID, id).
+		return errs.New(errs.Conflict, "cluster: the claim of task %s ran out (its etcd lease %x is gone)", taskID, h.EtcdLease).
 			WithHint("the claim was lost; another host may claim the task now")
 	}
-	return c.failed(ctx, err, "renew the claim of task "+taskID)
+	if err != nil || h.RecordLease == 0 {
+		return c.failed(ctx, err, "renew the claim of task "+taskID)
+	}
+	cctx, cancel = c.call(ctx)
+	_, err = c.cli.KeepAliveOnce(cctx, clientv3.LeaseID(h.RecordLease))
+	cancel()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return nil
+	}
+	return c.failed(ctx, err, "renew the shared checkpoint of task "+taskID)
 }
 
 // revoke ends an etcd lease and the keys attached to it, even when ctx has
@@ -224,21 +299,3 @@ func (c *Claims) revoke(ctx context.Context, id clientv3.LeaseID) {
 
 // ours says whether cur is the claim h would make: same host, same lease.
 func ours(cur, h Holder) bool { return cur.LeaseID == h.LeaseID && cur.HostID == h.HostID }
-
-// taskOfKeyOr is the task id of a claim key, or the key itself.
-func taskOfKeyOr(prefix, key string) string {
-	if id, ok := taskOfKey(prefix, key); ok {
-		return id
-	}
-	return key
-}
-
-func decodeHolder(value []byte, what string) (Holder, error) {
-	var h Holder
-	if err := json.Unmarshal(value, &h); err != nil || h.LeaseID == "" || h.HostID == "" {
-		// Not a claim: nobody's claim, and surely not the caller's.
-		return Holder{}, errs.New(errs.Conflict, "cluster: the claim key of %s holds no holder (a key not written by the engine?)", what).
-			WithHint("`coordination-engine doctor` lists the keys under the prefix that are not claims")
-	}
-	return h, nil
-}

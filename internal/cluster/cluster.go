@@ -13,6 +13,11 @@
 // credentials errs.PermissionDeny. The password is kept in memory only and
 // never logged: the etcd client logs nothing (zap.NewNop) and our errors
 // never carry it.
+//
+// The password goes only to an endpoint that proves itself, checked on
+// every connection the client makes (dial.go): a loopback port must be
+// held by the user or root, a socket too (and the process behind it), and
+// another machine is reached over TLS when there is a password to send.
 package cluster
 
 import (
@@ -20,16 +25,19 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/sockowner"
 )
 
 // Config is what Open needs: the [cluster] section and the engine's id.
@@ -49,6 +57,9 @@ type Config struct {
 	// Now is the clock of the times in the claims (nil: time.Now); a test
 	// moves it on to pass SettledGrace.
 	Now func() time.Time
+	// OwnerOf stands in for the system's word on who owns a socket (tests
+	// only; see sockowner.OwnerFunc).
+	OwnerOf sockowner.OwnerFunc
 }
 
 // ConfigFrom builds a Config from a validated [cluster] section.
@@ -62,7 +73,8 @@ func ConfigFrom(c config.Cluster, engineID string) Config {
 
 // Holder is who holds a task's claim; it is the claim key's value (JSON).
 // EtcdLease is the etcd lease the key is attached to, kept in the value so
-// that Renew and Release find it after the engine restarts.
+// that Renew and Release find it after the engine restarts. A key whose
+// value does not name the etcd lease it is attached to is no claim (get).
 type Holder struct {
 	HostID    string    `json:"host_id"`
 	EngineID  string    `json:"engine_id"`
@@ -70,6 +82,19 @@ type Holder struct {
 	Attempt   int       `json:"attempt"`
 	ClaimedAt time.Time `json:"claimed_at"`
 	EtcdLease int64     `json:"etcd_lease"`
+	// Repo is the repo the work is for: a checkpoint shared under the
+	// claim is believed for that repo only.
+	Repo string `json:"repo,omitempty"`
+	// RecordLease is the etcd lease the claim's shared checkpoint and its
+	// record are attached to (0 until the first is shared): its TTL is the
+	// claim's and SettledGrace more, and it is kept alive with the claim,
+	// so the host that takes the work over after the claim lapses can
+	// still read them. See checkpoints.go.
+	RecordLease int64 `json:"record_lease,omitempty"`
+	// Previous is the last claim of the work that shared a checkpoint, as
+	// etcd held it when this claim was taken: the only claim whose
+	// checkpoint this one may resume from.
+	Previous Previous `json:"previous,omitzero"`
 	// Revision is the revision of the work the claim was taken for (State
 	// Hub's revision of the task).
 	Revision string `json:"revision,omitempty"`
@@ -78,6 +103,25 @@ type Holder struct {
 	// it again until State Hub says otherwise (a new revision). See Settle.
 	Settled   string    `json:"settled,omitempty"`
 	SettledAt time.Time `json:"settled_at,omitzero"`
+
+	// Replaced is what Claim found in the claim's place and passed over,
+	// as no claim (a key without an etcd lease, written by hand): "" when
+	// nothing. Never stored; the caller reports it.
+	Replaced string `json:"-"`
+}
+
+// Previous is the record of an earlier claim of the work (keys.go,
+// lastDir), as a later claim keeps it.
+type Previous struct {
+	HostID      string `json:"host_id,omitempty"`
+	LeaseID     string `json:"lease_id,omitempty"`
+	Repo        string `json:"repo,omitempty"`
+	RecordLease int64  `json:"record_lease,omitempty"`
+	// KeyLease is the etcd lease the record's key was attached to when it
+	// was read (0: none, a record written by hand).
+	KeyLease int64 `json:"key_lease,omitempty"`
+	// Unreadable: the record was no claim's.
+	Unreadable bool `json:"unreadable,omitempty"`
 }
 
 // Claims is the claim store over one etcd cluster.
@@ -86,6 +130,12 @@ type Claims struct {
 	cfg       Config
 	timeout   time.Duration
 	endpoints string // for messages: "http://a:2379, http://b:2379"
+	// tls: the connections speak TLS; secret: there is a password to send.
+	tls, secret bool
+	// refused is the last refusal of the dialer (dial.go), nil once a
+	// connection passed its checks again: a call that fails for want of
+	// a connection says why there was none.
+	refused atomic.Pointer[errs.Error]
 }
 
 const defaultTimeout = 5 * time.Second
@@ -116,11 +166,15 @@ func Open(ctx context.Context, cfg Config) (*Claims, error) {
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = defaultTimeout
 	}
-	c := &Claims{cfg: cfg, timeout: cfg.DialTimeout, endpoints: strings.Join(cfg.Endpoints, ", ")}
+	if err := checkEndpoints(cfg.Endpoints); err != nil {
+		return nil, err
+	}
+	c := &Claims{cfg: cfg, timeout: cfg.DialTimeout, endpoints: strings.Join(cfg.Endpoints, ", "), secret: len(cfg.CredentialCommand) > 0}
 	tlsCfg, err := tlsConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
+	c.tls = tlsCfg != nil
 	cc := clientv3.Config{
 		Endpoints: cfg.Endpoints, DialTimeout: cfg.DialTimeout, TLS: tlsCfg, Context: context.WithoutCancel(ctx),
 		// The client's own logs would go to stderr beside the engine's
@@ -129,6 +183,10 @@ func Open(ctx context.Context, cfg Config) (*Claims, error) {
 		// A broken connection is noticed within seconds, not at the
 		// next call's timeout.
 		DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: cfg.DialTimeout,
+		// Every connection, the first and each one after etcd was away,
+		// goes through the checks of whom it reaches before gRPC (and the
+		// password) writes a byte to it.
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(c.dial)},
 	}
 	if len(cfg.CredentialCommand) > 0 {
 		cctx, cancel := context.WithTimeout(ctx, credentialTimeout)
@@ -180,6 +238,11 @@ func (c *Claims) failed(ctx context.Context, err error, op string) error {
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
 		return errs.Wrap(errs.Unavailable, ctx.Err(), "cluster: %s: cancelled", op)
+	case isUnavailable(err) && c.refused.Load() != nil:
+		// There was no connection because the dialer refused the
+		// endpoint: that is the news, not that etcd is away.
+		r := c.refused.Load()
+		return errs.Wrap(r.Code, r, "cluster: %s", op).WithHint("%s", r.Hint)
 	case isAuthError(err):
 		return errs.Wrap(errs.PermissionDeny, err, "cluster: %s: etcd refused the credentials", op).
 			WithHint("check cluster.credential_command: it must print user:password of an etcd user allowed to read and write under %s", c.cfg.Prefix)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -53,6 +54,22 @@ func (c *Claims) CheckRead(ctx context.Context) error {
 	return c.failed(ctx, err, "read under "+c.cfg.Prefix)
 }
 
+// AuthEnabled says whether etcd checks who calls it: with auth off, the
+// credentials are never asked for, and anyone who reaches etcd may take,
+// drop or forge claims and plant checkpoints.
+func (c *Claims) AuthEnabled(ctx context.Context) (bool, error) {
+	cctx, cancel := c.call(ctx)
+	resp, err := c.cli.AuthStatus(cctx)
+	cancel()
+	if err != nil {
+		return false, c.failed(ctx, err, "ask etcd whether its auth is on")
+	}
+	return resp.Enabled, nil
+}
+
+// HasCredentials says whether the store logs in (cluster.credential_command).
+func (c *Claims) HasCredentials() bool { return c.secret }
+
 // Inventory is what lies under the prefix.
 type Inventory struct {
 	// Claims are the live claims, ByHost their count per host; Settled
@@ -60,16 +77,31 @@ type Inventory struct {
 	// shared checkpoints.
 	Claims, Settled, Checkpoints int
 	ByHost                       map[string]int
-	// Malformed are claim keys whose value is no holder; Foreign keys
-	// under the prefix that are neither claims nor the doctor's. A few of
-	// each, for the report.
-	Malformed, Foreign []string
-	// MalformedCount and ForeignCount count them all.
-	MalformedCount, ForeignCount int
+	// Examples of each kind of key that is not what the engine writes, a
+	// few each for the report, and the count of each:
+	//   - Unleased: claims, records and checkpoints without an etcd lease
+	//     (written by hand: they would never run out; the engine passes
+	//     them over);
+	//   - Forged: checkpoints whose value names another host or task than
+	//     their key (the engine does not use them);
+	//   - Malformed: claim keys whose value is no holder, or names another
+	//     etcd lease than its key's (passed over too);
+	//   - Old: keys of an older engine (<prefix>/checkpoints/,
+	//     <prefix>/doctor/), never read now;
+	//   - Foreign: keys that are not the engine's at all.
+	Unleased, Forged, Malformed, Old, Foreign                          []string
+	UnleasedCount, ForgedCount, MalformedCount, OldCount, ForeignCount int
 }
 
 // maxExamples bounds the keys an Inventory names.
 const maxExamples = 5
+
+func note(list *[]string, count *int, what string) {
+	*count++
+	if len(*list) < maxExamples {
+		*list = append(*list, what)
+	}
+}
 
 // Inventory reads every key under the prefix and sorts them out.
 func (c *Claims) Inventory(ctx context.Context) (Inventory, error) {
@@ -80,37 +112,55 @@ func (c *Claims) Inventory(ctx context.Context) (Inventory, error) {
 		return Inventory{}, c.failed(ctx, err, "list the keys under "+c.cfg.Prefix)
 	}
 	inv := Inventory{ByHost: map[string]int{}}
+	p := c.cfg.Prefix
 	for _, kv := range resp.Kvs {
 		key := string(kv.Key)
-		if strings.HasPrefix(key, c.cfg.Prefix+doctorDir) {
-			continue
-		}
-		if strings.HasPrefix(key, c.cfg.Prefix+checkpointsDir) {
+		if host, task, ok := checkpointOfKey(p, key); ok {
 			inv.Checkpoints++
+			var cp shared
+			switch {
+			case kv.Lease == 0:
+				note(&inv.Unleased, &inv.UnleasedCount, key)
+			case json.Unmarshal(kv.Value, &cp) != nil || cp.HostID != host || cp.TaskID != task:
+				note(&inv.Forged, &inv.ForgedCount, key)
+			}
 			continue
 		}
-		id, ok := taskOfKey(c.cfg.Prefix, key)
+		if rest, ok := strings.CutPrefix(key, p+hostsDir); ok && strings.HasSuffix(rest, doctorSub) && !strings.Contains(strings.TrimSuffix(rest, doctorSub), "/") {
+			continue // a doctor's probe key, there for a moment
+		}
+		if id, ok := strings.CutPrefix(key, p+lastDir); ok {
+			if kv.Lease == 0 {
+				note(&inv.Unleased, &inv.UnleasedCount, key)
+			}
+			if strings.Contains(id, "/") {
+				note(&inv.Foreign, &inv.ForeignCount, key)
+			}
+			continue
+		}
+		if strings.HasPrefix(key, p+oldCheckpointsDir) || strings.HasPrefix(key, p+oldDoctorDir) {
+			note(&inv.Old, &inv.OldCount, key)
+			continue
+		}
+		id, ok := taskOfKey(p, key)
 		if !ok {
-			inv.ForeignCount++
-			if len(inv.Foreign) < maxExamples {
-				inv.Foreign = append(inv.Foreign, key)
-			}
+			note(&inv.Foreign, &inv.ForeignCount, key)
 			continue
 		}
-		var h Holder
-		if err := json.Unmarshal(kv.Value, &h); err != nil || h.HostID == "" || h.LeaseID == "" || h.EtcdLease == 0 {
-			inv.MalformedCount++
-			if len(inv.Malformed) < maxExamples {
-				inv.Malformed = append(inv.Malformed, id)
-			}
+		f := classify([]*mvccpb.KeyValue{kv})
+		switch {
+		case kv.Lease == 0:
+			note(&inv.Unleased, &inv.UnleasedCount, key)
 			continue
-		}
-		if h.Settled != "" {
+		case f.stray != "":
+			note(&inv.Malformed, &inv.MalformedCount, id)
+			continue
+		case f.h.Settled != "":
 			inv.Settled++
 			continue
 		}
 		inv.Claims++
-		inv.ByHost[h.HostID]++
+		inv.ByHost[f.h.HostID]++
 	}
 	return inv, nil
 }
@@ -156,14 +206,12 @@ const (
 func (c *Claims) MeasureSkew(ctx context.Context, endpoint string) (Skew, error) {
 	ctx, cancel := context.WithTimeout(ctx, skewWindow+c.timeout)
 	defer cancel()
-	client := &http.Client{Timeout: c.timeout}
-	if t, err := tlsConfig(c.cfg); err != nil {
+	// Through the checked dialer: a squatter on the port gets no request.
+	client, url, err := c.httpClient(endpoint, "/version")
+	if err != nil {
 		return Skew{}, err
-	} else if t != nil {
-		client.Transport = &http.Transport{TLSClientConfig: t}
 	}
 	defer client.CloseIdleConnections()
-	url := strings.TrimSuffix(endpoint, "/") + "/version"
 	first, err := dated(ctx, client, url)
 	if err != nil {
 		return Skew{}, err

@@ -7,12 +7,27 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 )
 
-// The key layout under the prefix: a claim per task, and the doctor's probe
-// keys (and the tasks' shared checkpoints, checkpoints.go). Nothing else of
-// ours lives there.
+// The key layout under the prefix:
+//
+//	<prefix>/tasks/<task>                    the claim of each task (shared: any host may take it)
+//	<prefix>/last/<task>                     the record of the last claim of the task that shared a checkpoint
+//	<prefix>/hosts/<host>/checkpoints/<task> that claim's checkpoint, under the sub-prefix of the host that made it
+//	<prefix>/hosts/<host>/doctor             the doctor's probe key of a host
+//
+// A host writes under its own sub-prefix only, so that etcd's RBAC can let
+// each host's user write there alone (docs/scale.md): a checkpoint read
+// from under a host's sub-prefix was then written by that host. Nothing
+// else of ours lives under the prefix; <prefix>/checkpoints/ and
+// <prefix>/doctor/ are an older engine's, never read.
 const (
 	tasksDir  = "/tasks/"
-	doctorDir = "/doctor/"
+	lastDir   = "/last/"
+	hostsDir  = "/hosts/"
+	cpSubdir  = "/checkpoints/"
+	doctorSub = "/doctor"
+	// The older layout's, which the doctor names for deletion.
+	oldCheckpointsDir = "/checkpoints/"
+	oldDoctorDir      = "/doctor/"
 )
 
 // maxTaskID bounds a task id: etcd keys may be long, but a task id is a
@@ -48,7 +63,52 @@ func taskOfKey(prefix, key string) (string, bool) {
 	return id, true
 }
 
-// doctorKey is the doctor's probe key of a host.
+// lastKey is the key of the record of taskID's last claim that shared a
+// checkpoint.
+func lastKey(prefix, taskID string) (string, error) {
+	if _, err := taskKey(prefix, taskID); err != nil {
+		return "", err
+	}
+	return prefix + lastDir + url.PathEscape(taskID), nil
+}
+
+// hostDir is the sub-prefix of a host: what it alone writes, under etcd's
+// RBAC as docs/scale.md sets it up.
+func hostDir(prefix, hostID string) string {
+	return prefix + hostsDir + url.PathEscape(hostID)
+}
+
+// checkpointKey is where hostID shares its checkpoint of taskID.
+func checkpointKey(prefix, hostID, taskID string) (string, error) {
+	if _, err := taskKey(prefix, taskID); err != nil {
+		return "", err
+	}
+	if hostID == "" {
+		return "", errs.New(errs.BadRequest, "cluster: a checkpoint key without a host")
+	}
+	return hostDir(prefix, hostID) + cpSubdir + url.PathEscape(taskID), nil
+}
+
+// checkpointOfKey is the host and task of a checkpoint key, and false for a
+// key that is not one.
+func checkpointOfKey(prefix, key string) (hostID, taskID string, ok bool) {
+	rest, ok := strings.CutPrefix(key, prefix+hostsDir)
+	if !ok {
+		return "", "", false
+	}
+	h, t, ok := strings.Cut(rest, cpSubdir)
+	if !ok || h == "" || t == "" || strings.Contains(h, "/") || strings.Contains(t, "/") {
+		return "", "", false
+	}
+	hostID, err1 := url.PathUnescape(h)
+	taskID, err2 := url.PathUnescape(t)
+	if err1 != nil || err2 != nil || url.PathEscape(hostID) != h || url.PathEscape(taskID) != t {
+		return "", "", false
+	}
+	return hostID, taskID, true
+}
+
+// doctorKey is the doctor's probe key of a host, under its sub-prefix.
 func doctorKey(prefix, hostID string) string {
-	return prefix + doctorDir + url.PathEscape(hostID)
+	return hostDir(prefix, hostID) + doctorSub
 }

@@ -115,21 +115,21 @@ func (l *Late) Settle(ctx context.Context, taskID, leaseID, outcome string, keep
 }
 
 // PutCheckpoint is Claims.PutCheckpoint once connected.
-func (l *Late) PutCheckpoint(ctx context.Context, taskID string, data []byte) error {
+func (l *Late) PutCheckpoint(ctx context.Context, taskID, leaseID string, data []byte, ttl time.Duration) error {
 	c, err := l.store()
 	if err != nil {
 		return err
 	}
-	return c.PutCheckpoint(ctx, taskID, data)
+	return c.PutCheckpoint(ctx, taskID, leaseID, data, ttl)
 }
 
 // Checkpoint is Claims.Checkpoint once connected.
-func (l *Late) Checkpoint(ctx context.Context, taskID string) ([]byte, bool, error) {
+func (l *Late) Checkpoint(ctx context.Context, taskID, leaseID, repo string) (Resume, bool, error) {
 	c, err := l.store()
 	if err != nil {
-		return nil, false, err
+		return Resume{}, false, err
 	}
-	return c.Checkpoint(ctx, taskID)
+	return c.Checkpoint(ctx, taskID, leaseID, repo)
 }
 
 // Close stops trying to connect and closes the connection, if any.

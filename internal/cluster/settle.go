@@ -33,13 +33,11 @@ func (c *Claims) Settle(ctx context.Context, taskID, leaseID, outcome string, ke
 	if outcome == "" {
 		return errs.New(errs.BadRequest, "cluster: settle task %s without an outcome", taskID)
 	}
-	cur, kv, found, err := c.get(ctx, key, "read the claim of task "+taskID)
-	if errs.Is(err, errs.Conflict) {
-		return nil // the key holds no claim: not ours
+	f, err := c.get(ctx, key, "read the claim of task "+taskID)
+	if err != nil || !f.claim() || f.h.LeaseID != leaseID || f.h.Settled != "" {
+		return err // not there, not a claim, not ours, or settled already
 	}
-	if err != nil || !found || cur.LeaseID != leaseID || cur.Settled != "" {
-		return err
-	}
+	cur, kv := f.h, f.kv
 	cctx, cancel := c.call(ctx)
 	grant, err := c.cli.Grant(cctx, int64((keep+time.Second-1)/time.Second))
 	cancel()

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -103,17 +104,24 @@ func (c Cluster) validate() error {
 	}
 	scheme := ""
 	for i, e := range c.EtcdEndpoints {
-		s, err := checkEndpoint(e)
+		s, host, err := checkEndpoint(e)
 		if err != nil {
 			return bad("cluster.etcd_endpoints", "entry %d: %v", i+1, err)
 		}
 		if scheme != "" && s != scheme {
-			return bad("cluster.etcd_endpoints", "mixes http:// and https://; one cluster speaks one of them")
+			return bad("cluster.etcd_endpoints", "mixes %s:// and %s://; one cluster speaks one of them", scheme, s)
 		}
 		scheme = s
+		// The password goes to etcd in its first request: over plain
+		// http to another machine, anyone on the way reads it.
+		if s == "http" && len(c.CredentialCommand) > 0 && !LoopbackHost(host) {
+			return bad("cluster.etcd_endpoints", "entry %d: %q is http:// to %s, which is not this machine, and cluster.credential_command is set: "+
+				"the etcd password would cross the network in clear; use https:// (with cluster.tls_ca_file), or an etcd on this machine (127.0.0.1 or unix://)",
+				i+1, e, host)
+		}
 	}
-	if scheme == "http" && (c.TLSCAFile != "" || c.TLSCertFile != "" || c.TLSKeyFile != "") {
-		return bad("cluster.etcd_endpoints", "tls_* files are set but the endpoints are http://; write them as https://")
+	if scheme != "https" && (c.TLSCAFile != "" || c.TLSCertFile != "" || c.TLSKeyFile != "") {
+		return bad("cluster.etcd_endpoints", "tls_* files are set but the endpoints are %s://; write them as https://", scheme)
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return bad("cluster.tls_cert_file", "tls_cert_file and tls_key_file go together: set both (a client certificate) or neither")
@@ -145,23 +153,40 @@ func (c Cluster) validate() error {
 }
 
 // checkEndpoint accepts http(s)://host:port with nothing else (no
-// credentials, path, query): the form etcd's client dials. It returns the
-// scheme.
-func checkEndpoint(raw string) (string, error) {
+// credentials, path, query), the form etcd's client dials, or
+// unix:///path, a socket of etcd on this machine. It returns the scheme and
+// the host ("" for a socket).
+func checkEndpoint(raw string) (scheme, host string, err error) {
 	u, err := url.Parse(raw)
+	if err == nil && u.Scheme == "unix" {
+		if u.Host != "" || !strings.HasPrefix(u.Path, "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return "", "", fmt.Errorf("%q must be unix:// and a socket's absolute path, as unix:///run/etcd/etcd.sock", raw)
+		}
+		return "unix", "", nil
+	}
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("%q must be http://host:port or https://host:port", raw)
+		return "", "", fmt.Errorf("%q must be http://host:port, https://host:port or unix:///path", raw)
 	}
 	if u.User != nil {
-		return "", fmt.Errorf("%q must not contain credentials; use cluster.credential_command", raw)
+		return "", "", fmt.Errorf("%q must not contain credentials; use cluster.credential_command", raw)
 	}
 	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("%q must be only a scheme, host and port", raw)
+		return "", "", fmt.Errorf("%q must be only a scheme, host and port", raw)
 	}
 	if _, port, err := net.SplitHostPort(u.Host); err != nil || port == "" {
-		return "", fmt.Errorf("%q has no port (etcd's client port is usually 2379)", raw)
+		return "", "", fmt.Errorf("%q has no port (etcd's client port is usually 2379)", raw)
 	}
-	return u.Scheme, nil
+	return u.Scheme, u.Hostname(), nil
+}
+
+// LoopbackHost reports whether host names this machine's loopback
+// interface: "localhost", 127.0.0.0/8 or ::1.
+func LoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 // checkPrefix accepts an absolute key path, as "/tamq-coordination": the

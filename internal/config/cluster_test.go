@@ -108,7 +108,7 @@ func TestClusterHostnameUnknown(t *testing.T) {
 func TestClusterValidation(t *testing.T) {
 	const ep = "etcd_endpoints = [\"http://127.0.0.1:2379\"]\n"
 	tests := []struct{ name, content, want string }{
-		{"no scheme", "etcd_endpoints = [\"127.0.0.1:2379\"]\n", `cluster.etcd_endpoints: entry 1: "127.0.0.1:2379" must be http://host:port or https://host:port`},
+		{"no scheme", "etcd_endpoints = [\"127.0.0.1:2379\"]\n", `cluster.etcd_endpoints: entry 1: "127.0.0.1:2379" must be http://host:port, https://host:port or unix:///path`},
 		{"no port", "etcd_endpoints = [\"http://etcd\"]\n", "has no port"},
 		{"credentials", "etcd_endpoints = [\"http://root:pw@etcd:2379\"]\n", "must not contain credentials; use cluster.credential_command"},
 		{"path", "etcd_endpoints = [\"http://etcd:2379/v3\"]\n", "only a scheme, host and port"},
@@ -127,6 +127,9 @@ func TestClusterValidation(t *testing.T) {
 		{"dial negative", ep + "dial_timeout_seconds = -1\n", "cluster.dial_timeout_seconds: -1"},
 		{"credential empty", ep + "credential_command = [\"\"]\n", "cluster.credential_command: the program name (first element) is empty"},
 		{"unknown key", ep + "password = \"x\"\n", "unknown key 'cluster.password'"},
+		{"relative socket", "etcd_endpoints = [\"unix://etcd.sock\"]\n", "must be unix:// and a socket's absolute path"},
+		{"tls over a socket", "etcd_endpoints = [\"unix:///run/etcd.sock\"]\ntls_ca_file = \"/etc/ca.pem\"\n", "the endpoints are unix://"},
+		{"socket and https", "etcd_endpoints = [\"unix:///run/etcd.sock\", \"https://a:2379\"]\n", "mixes unix:// and https://"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -140,6 +143,35 @@ func TestClusterValidation(t *testing.T) {
 				t.Errorf("error %q, want one line naming the file and %q", msg, tt.want)
 			}
 		})
+	}
+}
+
+// Security issue 37: etcd's password goes to another machine over https
+// only. http:// to a host that is not this machine, with credential_command
+// set, is refused by config validation, naming the entry and what to do;
+// the same endpoint without credentials, http:// to this machine, https://
+// and a socket are accepted.
+func TestClusterPasswordNeverCrossesTheNetworkInClear(t *testing.T) {
+	const creds = "credential_command = [\"pass\", \"show\", \"etcd\"]\n"
+	for _, endpoints := range []string{`"http://10.0.0.5:2379"`, `"http://127.0.0.1:2379", "http://etcd-2.example:2379"`, `"http://[2001:db8::1]:2379"`} {
+		content := "[cluster]\netcd_endpoints = [" + endpoints + "]\n" + creds
+		p := setupFor(t, paths.Engine, &content, nil)
+		_, err := Load(p)
+		if !errs.Is(err, errs.ConfigInvalid) || !strings.Contains(err.Error(), "which is not this machine, and cluster.credential_command is set") ||
+			!strings.Contains(err.Error(), "the etcd password would cross the network in clear; use https://") {
+			t.Errorf("%s: %v", endpoints, err)
+		}
+	}
+	for _, ok := range []string{
+		"etcd_endpoints = [\"http://10.0.0.5:2379\"]\n",
+		"etcd_endpoints = [\"http://127.0.0.1:2379\", \"http://localhost:2379\", \"http://[::1]:2379\"]\n" + creds,
+		"etcd_endpoints = [\"https://10.0.0.5:2379\"]\ntls_ca_file = \"/etc/ca.pem\"\n" + creds,
+		"etcd_endpoints = [\"unix:///run/etcd/etcd.sock\"]\n" + creds,
+	} {
+		content := "[cluster]\n" + ok
+		if _, err := Load(setupFor(t, paths.Engine, &content, nil)); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
 	}
 }
 

@@ -2,8 +2,6 @@ package statehub
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"io/fs"
 	"net"
@@ -11,13 +9,13 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/sockowner"
 )
 
 // The token goes to our own State Hub only, and only our own State Hub's
@@ -82,23 +80,12 @@ func (t target) tokenAllowed(base string) error {
 	return nil
 }
 
-// OwnerFunc says who owns the socket with this inode (a socket file's, or a
-// listening TCP socket's as /proc/net/tcp lists it), when it knows better than
-// the system. Only tests set it, to make a listener of their own look like
-// another user's where they cannot run one as another user.
-type OwnerFunc func(inode uint64) (uid uint32, ok bool)
-
-func (f OwnerFunc) owner(inode uint64, uid uint32) uint32 {
-	if f != nil {
-		if u, ok := f(inode); ok {
-			return u
-		}
-	}
-	return uid
-}
+// OwnerFunc says who owns the socket with this inode, when it knows better
+// than the system (tests only): see sockowner.OwnerFunc.
+type OwnerFunc = sockowner.OwnerFunc
 
 // trusted is whether a socket owned by uid may be State Hub's.
-func trusted(uid uint32) bool { return uid == uint32(os.Getuid()) || uid == 0 }
+func trusted(uid uint32) bool { return sockowner.Trusted(uid) }
 
 // newHTTPClient is an HTTP client that connects to t alone, checked, and
 // follows no redirect.
@@ -177,7 +164,7 @@ func dialSocket(ctx context.Context, d *net.Dialer, path string, ownerOf OwnerFu
 	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		return nil, errs.New(errs.PermissionDeny, "State Hub's address %s is not a socket; refusing to use it", path).WithHint("%s", hint)
 	}
-	if uid := ownerOf.owner(st.Ino, st.Uid); !trusted(uid) {
+	if uid := ownerOf.Owner(st.Ino, st.Uid); !trusted(uid) {
 		return nil, errs.New(errs.PermissionDeny, "State Hub's socket %s is owned by uid %d, not by you (uid %d); refusing to send it a token or believe its answers", path, uid, os.Getuid()).
 			WithHint("%s", hint)
 	}
@@ -206,107 +193,27 @@ func dialSocket(ctx context.Context, d *net.Dialer, path string, ownerOf OwnerFu
 }
 
 // checkTCPPeer refuses a connection to a loopback port whose listening
-// socket is not the user's (or root's). It runs once connected, before a
-// byte is written: the listener checked is the one that took the
-// connection, not one that was there a moment before.
+// socket is not the user's (or root's), before a byte is written
+// (sockowner.CheckLoopback says whose it is).
 func checkTCPPeer(conn net.Conn, ownerOf OwnerFunc) error {
-	ra, ok := conn.RemoteAddr().(*net.TCPAddr)
-	if !ok {
+	err := sockowner.CheckLoopback(conn, ownerOf)
+	var foreign *sockowner.Foreign
+	switch {
+	case err == nil:
 		return nil
+	case errors.As(err, &foreign):
+		port := foreign.Addr.Port()
+		return errs.New(errs.PermissionDeny, "%s; refusing to send State Hub's token there or believe its answers", foreign.Error()).
+			WithHint("another local user may be listening in State Hub's place (`ss -ltnp 'sport = :%d'` shows who); run State Hub on a Unix socket (`coordination-engine dev-statehub` does by default; api_base unix://…) or on a port of your own", port)
 	}
-	ap := ra.AddrPort()
-	if !ap.Addr().Unmap().IsLoopback() {
-		return nil
+	port := 0
+	if ra, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
+		port = ra.Port
 	}
-	ls, err := tcpListeners(ap)
-	if err != nil {
-		return errs.Wrap(errs.Unavailable, err, "cannot tell who listens on port %d", ap.Port())
+	if errors.Is(err, sockowner.ErrNoListener) {
+		return errs.New(errs.Unavailable, "cannot tell who listens on port %d: no listening socket for it in /proc/net/tcp; refusing to send State Hub's token there", port)
 	}
-	if len(ls) == 0 {
-		return errs.New(errs.Unavailable, "cannot tell who listens on port %d: no listening socket for it in /proc/net/tcp; refusing to send State Hub's token there", ap.Port())
-	}
-	for _, l := range ls {
-		if uid := ownerOf.owner(l.inode, l.uid); !trusted(uid) {
-			return errs.New(errs.PermissionDeny, "port %d (%s) is held by uid %d, not by you (uid %d) or root; refusing to send State Hub's token there or believe its answers", ap.Port(), ap, uid, os.Getuid()).
-				WithHint("another local user may be listening in State Hub's place (`ss -ltnp 'sport = :%d'` shows who); run State Hub on a Unix socket (`coordination-engine dev-statehub` does by default; api_base unix://…) or on a port of your own", ap.Port())
-		}
-	}
-	return nil
-}
-
-// tcpListener is a listening socket of /proc/net/tcp or /proc/net/tcp6.
-type tcpListener struct {
-	inode uint64
-	uid   uint32
-}
-
-// tcpListeners lists the listening sockets a connection to ap may have
-// reached: bound to its address, or to the wildcard of its family (an IPv6
-// wildcard takes IPv4 too unless it is v6-only, which /proc does not say).
-func tcpListeners(ap netip.AddrPort) ([]tcpListener, error) {
-	var out []tcpListener
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, err := os.ReadFile(f)
-		if errors.Is(err, fs.ErrNotExist) { // a kernel without IPv6
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, parseListeners(string(b), ap)...)
-	}
-	return out, nil
-}
-
-// parseListeners reads a /proc/net/tcp table: after a header line, one
-// socket a line, "sl local_address rem_address st ... uid timeout inode ...".
-func parseListeners(table string, want netip.AddrPort) []tcpListener {
-	const listen = "0A" // TCP_LISTEN
-	var out []tcpListener
-	lines := strings.Split(table, "\n")
-	for _, line := range lines[min(1, len(lines)):] {
-		f := strings.Fields(line)
-		if len(f) < 10 || f[3] != listen {
-			continue
-		}
-		local, ok := parseProcAddr(f[1])
-		if !ok || local.Port() != want.Port() || !reaches(local.Addr(), want.Addr()) {
-			continue
-		}
-		uid, err1 := strconv.ParseUint(f[7], 10, 32)
-		inode, err2 := strconv.ParseUint(f[9], 10, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		out = append(out, tcpListener{inode: inode, uid: uint32(uid)})
-	}
-	return out
-}
-
-// reaches says whether a socket bound to bound takes connections to to.
-func reaches(bound, to netip.Addr) bool {
-	to = to.Unmap()
-	if bound.Unmap() == to {
-		return true
-	}
-	return bound.IsUnspecified() && (bound.Is6() || to.Is4())
-}
-
-// parseProcAddr reads "0100007F:1F40": the address as the kernel prints it,
-// each 32-bit word as a number in host byte order, and the port in hex.
-func parseProcAddr(s string) (netip.AddrPort, bool) {
-	h, p, ok := strings.Cut(s, ":")
-	port, err := strconv.ParseUint(p, 16, 16)
-	raw, herr := hex.DecodeString(h)
-	if !ok || err != nil || herr != nil || len(raw) != 4 && len(raw) != 16 {
-		return netip.AddrPort{}, false
-	}
-	b := make([]byte, len(raw))
-	for i := 0; i < len(raw); i += 4 {
-		binary.NativeEndian.PutUint32(b[i:], binary.BigEndian.Uint32(raw[i:]))
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return netip.AddrPortFrom(a, uint16(port)), true
+	return errs.Wrap(errs.Unavailable, err, "cannot tell who listens on port %d", port)
 }
 
 // refusal is the check's own error inside what net/http returns, so it

@@ -8,6 +8,7 @@ package clustercheck
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -34,6 +35,9 @@ func Run(ctx context.Context, cfg config.Cluster, file, engineID string, ttl tim
 	ccfg := cluster.ConfigFrom(cfg, engineID)
 	c, err := cluster.Open(ctx, ccfg)
 	switch {
+	case errors.Is(err, cluster.ErrForeignPeer):
+		// Logging in, the engine would have sent its password there.
+		return []doctor.Check{fail(clusterName, err.Error(), fixOf(err, reachFix(cfg.EtcdEndpoints, file)))}
 	case errs.Is(err, errs.PermissionDeny) && len(ccfg.CredentialCommand) > 0:
 		// With credentials, Open authenticates, and that was refused (or
 		// the command failed). Whether etcd answers is asked without them.
@@ -92,9 +96,13 @@ func Reach(ctx context.Context, c *cluster.Claims, file string) (check doctor.Ch
 	}
 	wg.Wait()
 	var down, noLeader, alarms []string
+	var foreign error
 	version, refused := "", 0
 	for i, ep := range eps {
 		switch s := statuses[i]; {
+		case errors.Is(failures[i], cluster.ErrForeignPeer):
+			down = append(down, ep)
+			foreign = failures[i]
 		case errs.Is(failures[i], errs.PermissionDeny):
 			refused++
 		case failures[i] != nil:
@@ -113,6 +121,10 @@ func Reach(ctx context.Context, c *cluster.Claims, file string) (check doctor.Ch
 	}
 	answered := len(eps) - len(down)
 	switch {
+	case foreign != nil:
+		// Another user holds an endpoint: the engine refuses it, and
+		// whatever answers there is not etcd.
+		return fail(clusterName, foreign.Error(), fixOf(foreign, reachFix(eps, file))), ""
 	case answered == 0:
 		return fail(clusterName, fmt.Sprintf("no etcd endpoint answers (%s): %v", strings.Join(eps, ", "), failures[0]),
 			reachFix(eps, file)), ""
@@ -140,7 +152,10 @@ func Reach(ctx context.Context, c *cluster.Claims, file string) (check doctor.Ch
 
 // Auth checks that the engine may read and write under the prefix
 // with its credentials (or without, when it has none): a read as every
-// claim makes, and the doctor's own key written and deleted.
+// claim makes, and the doctor's own key written and deleted. With
+// credentials, etcd must have its auth on: else it never asks for them, and
+// anyone who reaches it may take claims and plant checkpoints; without,
+// an etcd with auth off warns of the same.
 func Auth(ctx context.Context, c *cluster.Claims, file string) doctor.Check {
 	err := c.CheckRead(ctx)
 	if err == nil {
@@ -149,7 +164,21 @@ func Auth(ctx context.Context, c *cluster.Claims, file string) doctor.Check {
 	if err != nil {
 		return AuthFailed(err, file)
 	}
-	return ok(clusterAuthName, "the engine reads and writes under "+c.Prefix())
+	on, err := c.AuthEnabled(ctx)
+	switch {
+	case err != nil:
+		return warn(clusterAuthName, "the engine reads and writes under "+c.Prefix()+", but whether etcd's auth is on is unknown: "+err.Error(),
+			"`etcdctl auth status` tells")
+	case !on && c.HasCredentials():
+		return fail(clusterAuthName, fmt.Sprintf("etcd at %s has its auth off: it never checks cluster.credential_command's user, "+
+			"and anyone who reaches it may take or drop claims and plant checkpoints under %s", strings.Join(c.Endpoints(), ", "), c.Prefix()),
+			"turn etcd's auth on (`etcdctl user add root`, `etcdctl auth enable`) with a user of each host's own (docs/scale.md)")
+	case !on:
+		return warn(clusterAuthName, fmt.Sprintf("the engine reads and writes under %s without credentials: etcd's auth is off, "+
+			"so anyone who reaches %s may take or drop claims and plant checkpoints", c.Prefix(), strings.Join(c.Endpoints(), ", ")),
+			"give each host an etcd user of its own and set cluster.credential_command in "+file+" (docs/scale.md)")
+	}
+	return ok(clusterAuthName, "the engine reads and writes under "+c.Prefix()+" as its etcd user (etcd's auth is on)")
 }
 
 // AuthFailed is the auth check for an error: refused credentials
@@ -195,9 +224,13 @@ func aheadOrBehind(offset time.Duration) string {
 }
 
 // Prefix says how many claims are held under the prefix, and by
-// which hosts, and warns of keys there that are not the engine's: claim
-// keys without a holder, or keys of another program. Another program
-// sharing the prefix could delete or forge claims.
+// which hosts, and reports keys there that are not the engine's. Keys it
+// writes always have an etcd lease; one without (a claim, a record or a
+// checkpoint written by hand, with `etcdctl put`) fails, as does a
+// checkpoint that names another host or task than its key: someone writes
+// under the prefix who should not (the engine passes them over). Claim
+// keys without a holder, an older engine's keys and another program's warn:
+// another program sharing the prefix could delete or forge claims.
 func Prefix(ctx context.Context, c *cluster.Claims) doctor.Check {
 	inv, err := c.Inventory(ctx)
 	if err != nil {
@@ -212,12 +245,27 @@ func Prefix(ctx context.Context, c *cluster.Claims) doctor.Check {
 		held += " (" + strings.Join(by, ", ") + ")"
 	}
 	held += fmt.Sprintf(", %d settled, %d checkpoints shared", inv.Settled, inv.Checkpoints)
-	var odd []string
+	var bad, odd []string
+	if inv.UnleasedCount > 0 {
+		bad = append(bad, fmt.Sprintf("%d keys without an etcd lease, which the engine never writes and passes over (%s)",
+			inv.UnleasedCount, strings.Join(inv.Unleased, ", ")))
+	}
+	if inv.ForgedCount > 0 {
+		bad = append(bad, fmt.Sprintf("%d checkpoints that name another host or task than their key (%s)", inv.ForgedCount, strings.Join(inv.Forged, ", ")))
+	}
 	if inv.MalformedCount > 0 {
 		odd = append(odd, fmt.Sprintf("%d claim keys without a holder (tasks %s)", inv.MalformedCount, strings.Join(inv.Malformed, ", ")))
 	}
+	if inv.OldCount > 0 {
+		odd = append(odd, fmt.Sprintf("%d keys of an older engine, no longer read (%s)", inv.OldCount, strings.Join(inv.Old, ", ")))
+	}
 	if inv.ForeignCount > 0 {
 		odd = append(odd, fmt.Sprintf("%d keys that are not the engine's (%s)", inv.ForeignCount, strings.Join(inv.Foreign, ", ")))
+	}
+	if len(bad) > 0 {
+		return fail(clusterPrefixName, held+"; and "+strings.Join(append(bad, odd...), "; "),
+			"someone writes under "+c.Prefix()+" by hand: delete those keys (`etcdctl del KEY`), and give each host an etcd user of its own "+
+				"that may write only its own keys (docs/scale.md)")
 	}
 	if len(odd) > 0 {
 		return warn(clusterPrefixName, held+"; and "+strings.Join(odd, "; "),

