@@ -89,6 +89,14 @@ func (c *Claims) dialTCP(ctx context.Context, d *net.Dialer, addr string) (net.C
 
 // checkTCP judges a connected TCP connection before anything is written.
 func (c *Claims) checkTCP(conn net.Conn, addr string) error {
+	if c.tls {
+		// The certificate, checked against cluster.tls_ca_file (or the
+		// system's roots) before a byte of the password goes, proves the
+		// endpoint wherever it listens and whoever runs it: an etcd of
+		// its own system user on this machine included. A squatter gets a
+		// TLS hello and nothing it can answer.
+		return nil
+	}
 	ra, _ := conn.RemoteAddr().(*net.TCPAddr)
 	err := sockowner.CheckLoopback(conn, c.cfg.OwnerOf)
 	var foreign *sockowner.Foreign
@@ -103,7 +111,7 @@ func (c *Claims) checkTCP(conn net.Conn, addr string) error {
 	case err != nil:
 		return errs.Wrap(errs.Unavailable, err, "cannot tell who listens on %s", addr)
 	}
-	if ra != nil && !ra.AddrPort().Addr().Unmap().IsLoopback() && c.secret && !c.tls {
+	if ra != nil && !ra.AddrPort().Addr().Unmap().IsLoopback() && c.secret {
 		return &errs.Error{Code: errs.PermissionDeny, Err: ErrForeignPeer,
 			Message: fmt.Sprintf("etcd's endpoint %s is another machine (%s) reached over plain http, and there is a password to send; refusing to send it in clear", addr, ra.IP),
 			Hint:    "write the endpoints as https:// (with cluster.tls_ca_file), or reach an etcd on this machine"}
