@@ -1,7 +1,9 @@
 package proc
 
 import (
+	"bufio"
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -82,26 +84,25 @@ func Environ(pid int, names ...string) (map[string]string, error) {
 		return nil, err
 	}
 	defer f.Close()
-	buf := make([]byte, maxEnviron)
-	n := 0
-	for n < len(buf) {
-		m, err := f.Read(buf[n:])
-		n += m
-		if err != nil || m == 0 {
-			break
-		}
-	}
 	out := map[string]string{}
-	for _, kv := range bytes.Split(buf[:n], []byte{0}) {
-		k, v, ok := bytes.Cut(kv, []byte{'='})
-		if !ok {
-			continue
-		}
-		for _, name := range names {
-			if string(k) == name {
-				out[name] = string(v)
+	r := bufio.NewReaderSize(io.LimitReader(f, maxEnviron), 4096)
+	for {
+		kv, err := r.ReadSlice(0)
+		if err == bufio.ErrBufferFull {
+			// A variable longer than the buffer is none of ours: skip it
+			// whole, never read a piece of it as a value.
+			for err == bufio.ErrBufferFull {
+				_, err = r.ReadSlice(0)
+			}
+		} else if k, v, ok := bytes.Cut(bytes.TrimSuffix(kv, []byte{0}), []byte{'='}); ok {
+			for _, name := range names {
+				if string(k) == name {
+					out[name] = string(v)
+				}
 			}
 		}
+		if err != nil {
+			return out, nil
+		}
 	}
-	return out, nil
 }

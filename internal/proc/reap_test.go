@@ -44,7 +44,7 @@ func TestASubreaperAdoptsAndReapsOrphans(t *testing.T) {
 
 func TestEnviron(t *testing.T) {
 	cmd := exec.Command("sleep", "60")
-	cmd.Env = []string{"TAMQ_REPO=alpha", "OTHER=x", "EMPTY="}
+	cmd.Env = []string{"LONG=" + strings.Repeat("x", 10000), "TAMQ_REPO=alpha", "OTHER=x", "EMPTY="}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
