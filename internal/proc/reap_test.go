@@ -49,10 +49,14 @@ func TestEnviron(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	env, err := Environ(cmd.Process.Pid, "TAMQ_REPO", "EMPTY", "MISSING")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Right after its exec a process's environment may read empty for a
+	// moment; a caller placed has long been running.
+	var env map[string]string
+	waitFor(t, "the environment", func() bool {
+		var err error
+		env, err = Environ(cmd.Process.Pid, "TAMQ_REPO", "EMPTY", "MISSING")
+		return err == nil && len(env) > 0
+	})
 	if len(env) != 2 || env["TAMQ_REPO"] != "alpha" || env["EMPTY"] != "" {
 		t.Errorf("got %q", env)
 	}
