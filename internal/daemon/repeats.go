@@ -59,7 +59,7 @@ const maxRuns = 1024
 var identifyingKeys = map[string]bool{
 	"lease": true, "trigger": true, "task": true, "workplan": true, "checkpoint": true, "work": true,
 	"message": true, "endpoint": true, "repo": true, "target": true, "kind": true, "id": true,
-	"op": true, "caller": true, "peer_uid": true, "field": true, "rule": true, "via": true, "event": true,
+	"op": true, "caller": true, "peer_uid": true, "field": true, "rule": true, "via": true, "event": true, "what": true,
 }
 
 // run is a record seen within a window: when it was first written, how
