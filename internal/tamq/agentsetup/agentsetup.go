@@ -99,12 +99,8 @@ var (
 // they allow the loop's commands in every repo, whatever the repos' own
 // settings say.
 func ClaudeUserWideRules(path string, content []byte) []string {
-	root, err := parseObject(content)
-	if err != nil {
-		return nil
-	}
-	perms, err := root.child("permissions")
-	if err != nil {
+	perms, ok := claudePermissions(content)
+	if !ok {
 		return nil
 	}
 	allow, err := perms.array("allow")

@@ -114,18 +114,25 @@ func Claude(path string, old []byte) (Result, error) {
 	return res, nil
 }
 
+// claudePermissions is a Claude Code settings file's "permissions" object;
+// false when the file is not a JSON object or has none.
+func claudePermissions(content []byte) (*object, bool) {
+	root, err := parseObject(content)
+	if err != nil {
+		return nil, false
+	}
+	perms, err := root.child("permissions")
+	return perms, err == nil
+}
+
 // ClaudeConflicts reads a Claude Code settings file (the one written, or
 // another Claude Code reads along with it) for deny and ask rules that
 // catch one of Commands, and says which. A file that is not valid JSON
 // gives no warning here: the file written is checked by Claude, the others
 // are Claude Code's to complain about.
 func ClaudeConflicts(path string, content []byte) []string {
-	root, err := parseObject(content)
-	if err != nil {
-		return nil
-	}
-	perms, err := root.child("permissions")
-	if err != nil {
+	perms, ok := claudePermissions(content)
+	if !ok {
 		return nil
 	}
 	var out []string

@@ -479,16 +479,7 @@ func writeSettings(f *settingsFile) error {
 			os.Remove(tmp.Name())
 		}
 	}()
-	if _, err := tmp.Write(f.content); err != nil {
-		return errs.Wrap(errs.Storage, err, "cannot write %s", f.Path)
-	}
-	if err := tmp.Chmod(f.mode); err != nil {
-		return errs.Wrap(errs.Storage, err, "cannot write %s", f.Path)
-	}
-	if err := tmp.Sync(); err != nil {
-		return errs.Wrap(errs.Storage, err, "cannot write %s", f.Path)
-	}
-	if err := tmp.Close(); err != nil {
+	if err := fillTemp(tmp, f.content, f.mode); err != nil {
 		return errs.Wrap(errs.Storage, err, "cannot write %s", f.Path)
 	}
 	now, err := os.ReadFile(f.target)
@@ -670,16 +661,7 @@ func (f *settingsFile) writeInRepo() error {
 			unix.Unlinkat(dir, tmpName, 0)
 		}
 	}()
-	if _, err := tmp.Write(f.content); err != nil {
-		return errs.Wrap(errs.Storage, err, "cannot write %s", f.Path)
-	}
-	if err := tmp.Chmod(f.mode); err != nil {
-		return errs.Wrap(errs.Storage, err, "cannot write %s", f.Path)
-	}
-	if err := tmp.Sync(); err != nil {
-		return errs.Wrap(errs.Storage, err, "cannot write %s", f.Path)
-	}
-	if err := tmp.Close(); err != nil {
+	if err := fillTemp(tmp, f.content, f.mode); err != nil {
 		return errs.Wrap(errs.Storage, err, "cannot write %s", f.Path)
 	}
 	now, exists, _, err := readAt(dir, base, f.Path)
@@ -746,4 +728,19 @@ func lookPath(path, name string) string {
 		}
 	}
 	return ""
+}
+
+// fillTemp writes a new file's content and mode into its temporary file and
+// closes it, synced, before it is renamed into place.
+func fillTemp(tmp *os.File, content []byte, mode os.FileMode) error {
+	if _, err := tmp.Write(content); err != nil {
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	return tmp.Close()
 }
