@@ -1,6 +1,8 @@
 package outbox
 
 import (
+	"github.com/tmux-amq/tamq/internal/testutil"
+
 	"context"
 	"errors"
 	"log/slog"
@@ -127,9 +129,20 @@ func TestReceiptsGoInBatchesAndOnlyWhatStateHubTookIsMarked(t *testing.T) {
 	d.add(contract.MaxProgressBatch + 5)
 	h.set(nil, 3) // a sink that takes part of a batch, as tamq's frame to the engine does
 	start(t, d, h)
-	for d.left() > 0 {
-		<-h.posts
-	}
+	// Each post is told before its receipts are marked: wait for the marks
+	// (the last post leaves the publisher waiting on the clock, and a check
+	// between its post and its mark would wait for a post that never comes).
+	testutil.WaitFor(t, "every receipt marked", func() bool {
+		for {
+			select {
+			case <-h.posts: // drained, so that no post waits on a full channel
+			default:
+				return d.left() == 0
+			}
+		}
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	for id, n := range h.stored {
 		if n != 1 {
 			t.Errorf("%s stored %d times", id, n)

