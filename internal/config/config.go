@@ -218,7 +218,7 @@ type StateHub struct {
 
 // SharedStateHub is the part of [statehub] both programs read.
 type SharedStateHub struct {
-	// Kind is the kind of tracker (KindContract, KindGitHub): the engine
+	// Kind is the kind of tracker (KindContract, KindGitHub, KindBeads): the engine
 	// reads it through that kind's driver; tamq, for a kind other than the
 	// contract, leaves State Hub to the engine (its receipts go through the
 	// engine only). The contract, the default, is left out of the version
@@ -233,16 +233,18 @@ type SharedStateHub struct {
 // one in use is refused, so a forgotten kind is said rather than ignored.
 type EngineStateHub struct {
 	GitHub GitHub `toml:"github,omitzero" json:"github,omitzero"`
+	Beads  Beads  `toml:"beads,omitzero" json:"beads,omitzero"`
 }
 
 // The kinds of State Hub.
 const (
 	KindContract = "contract"
 	KindGitHub   = "github"
+	KindBeads    = "beads"
 )
 
 // Kinds are the kinds of State Hub this build has drivers for.
-var Kinds = []string{KindContract, KindGitHub}
+var Kinds = []string{KindContract, KindGitHub, KindBeads}
 
 // HubKind is the kind of State Hub in use.
 func (s SharedStateHub) HubKind() string {

@@ -139,10 +139,16 @@ func (c *Config) validateHub() error {
 	if !slices.Contains(Kinds, h.HubKind()) {
 		return bad("statehub.kind", "%q is not one of %s", textsafe.Escape(h.Kind), strings.Join(Kinds, ", "))
 	}
-	if h.HubKind() != KindGitHub {
-		if !h.GitHub.IsZero() {
-			return bad("statehub.github", "is set but statehub.kind is %q; set kind = \"github\" to use it", h.HubKind())
-		}
+	if h.HubKind() != KindBeads && !h.Beads.IsZero() {
+		return bad("statehub.beads", "is set but statehub.kind is %q; set kind = \"beads\" to use it", h.HubKind())
+	}
+	if h.HubKind() != KindGitHub && !h.GitHub.IsZero() {
+		return bad("statehub.github", "is set but statehub.kind is %q; set kind = \"github\" to use it", h.HubKind())
+	}
+	switch h.HubKind() {
+	case KindBeads:
+		return h.Beads.validate()
+	case KindContract:
 		return nil
 	}
 	if err := githubAPIBase(h.APIBase); err != nil {

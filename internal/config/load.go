@@ -93,6 +93,9 @@ func load(p paths.Paths, data []byte, exists bool) (*Loaded, error) {
 	if l.StateHub.Kind == KindGitHub && p.Program == paths.Engine {
 		l.StateHub.GitHub.fillDefaults()
 	}
+	if l.StateHub.Kind == KindBeads && p.Program == paths.Engine {
+		l.StateHub.Beads.fillDefaults()
+	}
 	if p.StateHubAPIBase != "" {
 		l.StateHub.APIBase = p.StateHubAPIBase
 		l.Overrides = append(l.Overrides, "statehub.api_base from "+paths.StateHubAPIBaseVar)

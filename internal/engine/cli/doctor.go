@@ -11,6 +11,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/buildinfo"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/doctor"
+	"github.com/tmux-amq/tamq/internal/doctor/beadscheck"
 	"github.com/tmux-amq/tamq/internal/doctor/clustercheck"
 	"github.com/tmux-amq/tamq/internal/doctor/githubcheck"
 	"github.com/tmux-amq/tamq/internal/engine/service"
@@ -18,6 +19,7 @@ import (
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	client "github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/statehub/beads"
 	"github.com/tmux-amq/tamq/internal/statehub/github"
 	"github.com/tmux-amq/tamq/internal/statehub/kinds"
 	"github.com/tmux-amq/tamq/internal/tamqclient"
@@ -78,10 +80,13 @@ func engineChecks(ctx context.Context, a *app.App) []doctor.Check {
 // stateHubChecks check State Hub as its kind is read: the contract's
 // reachability and credentials, or GitHub's token, repositories and budget.
 func stateHubChecks(ctx context.Context, a *app.App, cfg *config.Loaded) []doctor.Check {
-	if cfg.StateHub.HubKind() == config.KindGitHub {
+	if kind := cfg.StateHub.HubKind(); kind == config.KindGitHub || kind == config.KindBeads {
 		hub, err := kinds.Open(cfg, a.Registry, nil)
 		if err != nil {
 			return []doctor.Check{doctor.Failed("statehub", err.Error(), doctor.FixOf(err, "fix [statehub] in "+cfg.File))}
+		}
+		if d, ok := hub.(*beads.Driver); ok {
+			return beadscheck.Run(ctx, d, cfg)
 		}
 		return githubcheck.Run(ctx, hub.(*github.Driver), cfg)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/statehub"
+	"github.com/tmux-amq/tamq/internal/statehub/beads"
 	"github.com/tmux-amq/tamq/internal/statehub/github"
 )
 
@@ -22,6 +23,8 @@ func Open(cfg *config.Loaded, registry func() (*gita.Registry, error), clk clock
 		return &statehub.Client{Base: h.APIBase, Credential: h.CredentialCommand}, nil
 	case config.KindGitHub:
 		return github.New(github.Options{APIBase: h.APIBase, Credential: h.CredentialCommand, Settings: h.GitHub, Registry: registry, Clock: clk})
+	case config.KindBeads:
+		return beads.New(beads.Options{Settings: h.Beads, Registry: registry, Clock: clk})
 	}
 	// Validation accepts no other kind.
 	return nil, errs.New(errs.ConfigInvalid, "statehub.kind %q has no driver in this build", h.Kind)

@@ -12,7 +12,7 @@ import (
 // so; no other kind opens anything.
 func TestOpenTheConfiguredKind(t *testing.T) {
 	registry := func() (*gita.Registry, error) { return &gita.Registry{}, nil }
-	for kind, base := range map[string]string{config.KindContract: "unix:///run/user/1000/statehub.sock", config.KindGitHub: "https://api.github.com"} {
+	for kind, base := range map[string]string{config.KindContract: "unix:///run/user/1000/statehub.sock", config.KindGitHub: "https://api.github.com", config.KindBeads: ""} {
 		cfg := &config.Loaded{Config: config.Default()}
 		cfg.StateHub.Kind, cfg.StateHub.APIBase = kind, base
 		hub, err := kinds.Open(cfg, registry, nil)
@@ -20,7 +20,7 @@ func TestOpenTheConfiguredKind(t *testing.T) {
 			t.Errorf("%s: %v, %v", kind, hub, err)
 		}
 	}
-	if len(config.Kinds) != 2 {
+	if len(config.Kinds) != 3 {
 		t.Errorf("the kinds are %v: open each here", config.Kinds)
 	}
 	cfg := &config.Loaded{Config: config.Default()}
