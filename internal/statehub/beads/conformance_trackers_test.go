@@ -4,7 +4,6 @@ package beads_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/statehub/beads"
+	"github.com/tmux-amq/tamq/internal/statehub/contract"
 	"github.com/tmux-amq/tamq/internal/statehub/hubtest"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
@@ -349,4 +349,28 @@ func (w *world) Charged() int {
 
 func (w *world) Kept(testing.TB) int { return 0 }
 
-var _ = fmt.Sprint
+// The engine's lease is the one claim of a task: task set in_progress is
+// a status in bd, never bd's own claim (an assignee), which is not atomic
+// across agents (beads issue #3570).
+func TestSetTaskClaimsNothing(t *testing.T) {
+	w := newWorld(t, "alpha")
+	d := w.driver(t)
+	id := w.AddTask(t, "alpha", hubtest.Task{Title: "A", Status: "todo"})
+	if _, err := d.Board(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetTask(t.Context(), id, contract.TaskUpdate{Status: "in_progress", Note: "on it"}); err != nil {
+		t.Fatal(err)
+	}
+	repo, bdID := w.split(t, id)
+	var list []struct {
+		Status   string `json:"status"`
+		Assignee string `json:"assignee"`
+	}
+	if err := json.Unmarshal(w.bdIn(t, repo, "list", "--json", "--all", "--limit", "0", "--id", bdID), &list); err != nil || len(list) != 1 {
+		t.Fatalf("bd list: %v", err)
+	}
+	if list[0].Status != "in_progress" || list[0].Assignee != "" {
+		t.Errorf("after task set in_progress bd has %+v: the engine claimed it in bd", list[0])
+	}
+}
