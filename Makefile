@@ -9,7 +9,7 @@ BUILDFLAGS := -buildvcs=auto
 # keep cgo, which -race needs.
 STATIC := CGO_ENABLED=0
 
-.PHONY: all build install deps test check-format vet diff-check unit smoke bench bench-scale perf chaos fuzz demo clean test-agents test-cluster bench-cluster test-trackers
+.PHONY: all build install deps test check-format vet diff-check unit smoke bench bench-scale perf chaos fuzz demo clean test-agents test-cluster bench-cluster test-trackers bench-trackers
 
 all: build
 
@@ -104,6 +104,13 @@ test-trackers: deps
 	@TAMQ_TEST_BD="$$(scripts/install-bd)" && export TAMQ_TEST_BD && \
 	$(MAKE) --no-print-directory unit UNIT_RUN='$(GO) test -count=1 -timeout 10m -tags trackers ./internal/statehub/beads && \
 		$(GO) test -count=1 -timeout 10m -tags trackers -run "^TestBeads" ./internal/engine/service'
+
+# The cost of beads as State Hub while nothing changes, against a look that
+# reads every database, and the time from a person's `bd close` to the wake
+# it frees (docs/performance.md): 5 repos of 200 issues, the real bd.
+bench-trackers: deps
+	@TAMQ_TEST_BD="$$(scripts/install-bd)" && export TAMQ_TEST_BD && \
+	$(MAKE) --no-print-directory unit UNIT_RUN='$(GO) test -run "^$$$$" -bench BeadsIdle -benchtime 5x -tags trackers ./internal/engine/service'
 
 smoke: build
 	$(BIN)/tamq --help >/dev/null

@@ -138,7 +138,7 @@ func (w *world) bdIn(t testing.TB, repo string, args ...string) []byte {
 	t.Helper()
 	cmd := exec.Command(w.bd, args...)
 	cmd.Dir = repo
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.home, "BD_NON_INTERACTIVE=1", "BEADS_DIR=" + filepath.Join(repo, ".beads")}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.home, "BD_NON_INTERACTIVE=1", "BD_DISABLE_METRICS=1", "BEADS_DIR=" + filepath.Join(repo, ".beads")}
 	out, err := cmd.Output()
 	if err != nil {
 		var stderr string

@@ -224,18 +224,24 @@ func (d *Driver) read(ctx context.Context, db database) (bool, error) {
 	if rc != nil && rc.path == db.path && rc.stamp == stamp {
 		return false, nil
 	}
-	out, err := d.run.run(ctx, db.path, "list", "--json", "--all", "--limit", "0")
+	// The stamp the read answers for is taken before bd reads, with no
+	// other bd of the engine's on the database: a person's write that
+	// lands while bd reads moves the files after it, and the next look
+	// reads again. (A stamp taken after the read would take such a write
+	// for read, and lose it.)
+	unlock := d.run.lock(db.path)
+	stamp, err = stampOf(db.path)
+	var out []byte
+	if err == nil {
+		out, err = d.run.runLocked(ctx, db.path, "list", "--json", "--all", "--limit", "0")
+	}
+	unlock()
 	if err != nil {
 		return false, err
 	}
 	var issues []issue
 	if err := json.Unmarshal(out, &issues); err != nil {
 		return false, errs.Wrap(errs.Internal, err, "beads: bd list in %s printed what is not a list of issues", db.slug)
-	}
-	// The stamp after the read: bd may touch its own files as it reads
-	// (a lock, its journal), which must not count as a change next time.
-	if after, err := stampOf(db.path); err == nil {
-		stamp = after
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -471,12 +477,11 @@ func (d *Driver) Checkpoints(_ context.Context, cursor string) ([]contract.Check
 // PostProgress keeps receipts local: beads is not a log of them.
 func (d *Driver) PostProgress(context.Context, []contract.Receipt) (int, error) { return 0, nil }
 
-// Probe runs `bd version`: whether bd answers at all.
-func (d *Driver) Probe(ctx context.Context, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	_, err := d.Version(ctx)
-	return err
+// Probe says whether bd can be started, without starting it: status asks
+// at every call, and each bd costs half a CPU-second (doctor asks bd its
+// version).
+func (d *Driver) Probe(context.Context, time.Duration) error {
+	return d.runnable()
 }
 
 // CheckAccess reads every watched database once, for doctor.

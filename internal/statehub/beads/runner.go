@@ -58,7 +58,9 @@ func (r *runner) lock(dir string) func() {
 
 // env is bd's environment: PATH (bd finds git there), a private HOME, the
 // database named (BEADS_DIR, so bd never walks up to another one), no
-// prompt, no telemetry, no Dolt server, and who acts.
+// prompt, no usage metrics, no Dolt server, and who acts. Nothing else of
+// the engine's environment (its tokens, the user's BD_ and BEADS_
+// settings) reaches bd.
 func (r *runner) env(repo string) []string {
 	return []string{
 		"PATH=" + os.Getenv("PATH"),
@@ -67,6 +69,11 @@ func (r *runner) env(repo string) []string {
 		"XDG_CACHE_HOME=" + filepath.Join(r.home, "cache"),
 		"BEADS_DIR=" + filepath.Join(repo, ".beads"),
 		"BD_NON_INTERACTIVE=1",
+		// bd reports usage to its authors unless told not to (its metrics
+		// are on by default); nothing of the user's work leaves the
+		// machine through the engine.
+		"BD_DISABLE_METRICS=1",
+		"BD_DISABLE_EVENT_FLUSH=1",
 		"BEADS_DOLT_AUTO_START=0",
 		"BD_ACTOR=coordination-engine",
 		"BEADS_ACTOR=coordination-engine",
@@ -80,6 +87,11 @@ func (r *runner) env(repo string) []string {
 // on stderr (escaped: it may quote the tracker's text).
 func (r *runner) run(ctx context.Context, repo string, args ...string) ([]byte, error) {
 	defer r.lock(repo)()
+	return r.runLocked(ctx, repo, args...)
+}
+
+// runLocked is run with repo's lock held by the caller.
+func (r *runner) runLocked(ctx context.Context, repo string, args ...string) ([]byte, error) {
 	if err := os.MkdirAll(r.home, 0o700); err != nil {
 		return nil, errs.Wrap(errs.Storage, err, "beads: cannot make bd's home %s", r.home)
 	}
