@@ -51,6 +51,8 @@ type Options struct {
 
 // Driver is beads as a statehub.Hub.
 type Driver struct {
+	// Messages and checkpoints: beads has none of its own.
+	statehub.NoMessages
 	o   Options
 	run *runner
 
@@ -97,7 +99,7 @@ func New(o Options) (*Driver, error) {
 		}
 		o.Home = filepath.Join(cache, "coordination-engine", "bd-home")
 	}
-	return &Driver{o: o, run: &runner{command: o.Settings.Command, timeout: timeout, home: o.Home}, repos: map[string]*repoCache{}}, nil
+	return &Driver{NoMessages: statehub.NoMessages{Tracker: "beads"}, o: o, run: &runner{command: o.Settings.Command, timeout: timeout, home: o.Home}, repos: map[string]*repoCache{}}, nil
 }
 
 // Kind names the driver.
@@ -450,28 +452,6 @@ func (d *Driver) Events(ctx context.Context, onConnected, onEvent func()) error 
 			onEvent()
 		}
 	}
-}
-
-// UnreadMessages: beads has no coordination messages.
-func (d *Driver) UnreadMessages(context.Context) ([]contract.Message, []statehub.Invalid, error) {
-	return nil, nil, nil
-}
-
-// Message is unsupported: beads has no coordination messages.
-func (d *Driver) Message(context.Context, string) (contract.MessageWithBody, error) {
-	return contract.MessageWithBody{}, noMessages()
-}
-
-// MarkRead is unsupported: beads has no coordination messages.
-func (d *Driver) MarkRead(context.Context, string) error { return noMessages() }
-
-func noMessages() error {
-	return errs.New(errs.Unsupported, "beads has no coordination messages (statehub.kind = \"beads\")")
-}
-
-// Checkpoints: none are recorded in beads; the engine keeps its own.
-func (d *Driver) Checkpoints(_ context.Context, cursor string) ([]contract.Checkpoint, string, []statehub.Invalid, error) {
-	return nil, cursor, nil, nil
 }
 
 // PostProgress keeps receipts local: beads is not a log of them.

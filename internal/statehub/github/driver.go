@@ -33,7 +33,6 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/statehub"
-	"github.com/tmux-amq/tamq/internal/statehub/contract"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
@@ -66,6 +65,9 @@ type Options struct {
 
 // Driver reads and writes GitHub Issues for the engine.
 type Driver struct {
+	// Messages and checkpoints: GitHub has none (a task's discussion is
+	// its issue's comments).
+	statehub.NoMessages
 	o       Options
 	api     *url.URL
 	web     string   // scheme://host of GitHub's pages for people
@@ -118,7 +120,7 @@ func New(o Options) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{o: o, api: api, posted: map[string]bool{}}
+	d := &Driver{NoMessages: statehub.NoMessages{Tracker: "GitHub Issues"}, o: o, api: api, posted: map[string]bool{}}
 	d.web, d.hosts = webOf(api)
 	d.remotes = remotes{lookup: o.Remote, now: o.Clock.Now}
 	d.tr = &transport{base: checked.Transport, api: api, clock: o.Clock, token: d.bearer,
@@ -375,32 +377,8 @@ func serverSaid(msg string) string {
 	return ": " + textsafe.Escape(msg)
 }
 
-// The routes GitHub has no equivalent for: no coordination messages, no
-// checkpoints, no change hints.
-
-// UnreadMessages: GitHub has no coordination messages.
-func (d *Driver) UnreadMessages(context.Context) ([]contract.Message, []statehub.Invalid, error) {
-	return nil, nil, nil
-}
-
-// Message is unsupported: GitHub has no coordination messages.
-func (d *Driver) Message(context.Context, string) (contract.MessageWithBody, error) {
-	return contract.MessageWithBody{}, noMessages()
-}
-
-// MarkRead is unsupported: GitHub has no coordination messages.
-func (d *Driver) MarkRead(context.Context, string) error { return noMessages() }
-
-func noMessages() error {
-	return errs.New(errs.Unsupported, "GitHub Issues has no coordination messages").
-		WithHint("agents talk through tamq (`To:<repo>:`); a task's discussion is its issue's comments")
-}
-
-// Checkpoints: GitHub keeps none; agents hand them to the engine
-// (`coordination-engine checkpoint`).
-func (d *Driver) Checkpoints(_ context.Context, cursor string) ([]contract.Checkpoint, string, []statehub.Invalid, error) {
-	return nil, cursor, nil, nil
-}
+// The routes GitHub has no equivalent for: no coordination messages and
+// no checkpoints (statehub.NoMessages, embedded), no change hints.
 
 // Events: none; polling with conditional requests is the truth.
 func (d *Driver) Events(context.Context, func(), func()) error { return statehub.ErrNoEvents }
