@@ -1,8 +1,10 @@
 package secretscan
 
 import (
+	"maps"
 	"math/rand/v2"
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -155,8 +157,10 @@ func holdsKeyword(s string, keywords []string) bool {
 func TestScanWindowsFindWhatTheWholeTextDoes(t *testing.T) {
 	texts := []string{ordinaryPrompt(), benchText(), everyKeywordText()}
 	for _, m := range []map[string][]string{gitleaksTruePositives, gitleaksFalsePositives, gitleaksGeneratedShapes, tamqTruePositives, tamqFalsePositives} {
-		for _, l := range m {
-			texts = append(texts, l...)
+		// In the order of the rules' ids, so that the texts joined below
+		// are the same at every run.
+		for _, id := range slices.Sorted(maps.Keys(m)) {
+			texts = append(texts, m[id]...)
 		}
 	}
 	// The strings again, several to a text, on lines of their own and not.
@@ -174,7 +178,12 @@ func TestScanWindowsFindWhatTheWholeTextDoes(t *testing.T) {
 			windowed++
 			at, ok := searchIn(text, h.at, r, c)
 			wantAt, wantOK := find(text, r, c)
-			if at != wantAt || ok != wantOK {
+			// The lines around a keyword may find a secret that the whole
+			// text's search passed over (an earlier match of the rule,
+			// refused by its allowlist, took the text it stands in): more
+			// found is on the safe side. What the whole text finds, they
+			// must find, at the same place.
+			if wantOK && (!ok || at != wantAt) {
 				t.Errorf("%s in %q: lines around its keywords give %d, %v; the whole text %d, %v", r.id, text, at, ok, wantAt, wantOK)
 			}
 		}
