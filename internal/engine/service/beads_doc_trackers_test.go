@@ -76,17 +76,7 @@ func TestBeadsDocRunsAsWritten(t *testing.T) {
 	for _, step := range steps {
 		lang, body := step[0], step[1]
 		if lang == "toml" {
-			first, _, _ := strings.Cut(body, "\n")
-			file, ok := strings.CutPrefix(first, "# ~/.config/")
-			if !ok {
-				t.Fatalf("a config block that names no file:\n%s", body)
-			}
-			if err := os.MkdirAll(filepath.Join(e.Config, filepath.Dir(file)), 0o700); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(e.Config, file), []byte(body+"\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			writeDocConfig(t, e, body)
 			continue
 		}
 		for _, line := range strings.Split(body, "\n") {
@@ -105,10 +95,7 @@ func TestBeadsDocRunsAsWritten(t *testing.T) {
 				case args[0] == "bd":
 					bd(args[1:]...)
 				case args[0] == "tamq" && args[1] == "open":
-					args = append([]string{"open", "--tmux-socket", tm.Name}, args[2:]...)
-					args[slices.Index(args, "claude")] = agent
-					e.Tamq(t, args...)
-					testutil.WaitFor(t, "the agent to start", func() bool { b, _ := os.ReadFile(log); return strings.Contains(string(b), "ready") })
+					openDocAgent(t, e, tm, args, agent, log)
 				default:
 					r := e.Run(t, args[0], args[1:]...)
 					if r.Status != 0 {

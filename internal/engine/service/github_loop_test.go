@@ -197,6 +197,34 @@ func docSteps(t *testing.T, doc, section string) [][2]string {
 	return blocks
 }
 
+// writeDocConfig writes a doc's config block into the file its first line
+// names ("# ~/.config/PROGRAM/config.toml").
+func writeDocConfig(t *testing.T, e *testutil.Env, body string) {
+	t.Helper()
+	first, _, _ := strings.Cut(body, "\n")
+	file, ok := strings.CutPrefix(first, "# ~/.config/")
+	if !ok {
+		t.Fatalf("a config block that names no file:\n%s", body)
+	}
+	if err := os.MkdirAll(filepath.Join(e.Config, filepath.Dir(file)), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.Config, file), []byte(body+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openDocAgent runs a doc's `tamq open … --command claude …` in tm's
+// private server with the scripted agent in claude's place, and waits
+// until the agent (logging to log) is ready.
+func openDocAgent(t *testing.T, e *testutil.Env, tm *testutil.Tmux, args []string, agent, log string) {
+	t.Helper()
+	args = append([]string{"open", "--tmux-socket", tm.Name}, args[2:]...)
+	args[slices.Index(args, "claude")] = agent
+	e.Tamq(t, args...)
+	testutil.WaitFor(t, "the agent to start", func() bool { b, _ := os.ReadFile(log); return strings.Contains(string(b), "ready") })
+}
+
 // shellWords splits a command line as sh does for the quoting the docs
 // use: blanks, '…' and "…".
 func shellWords(t *testing.T, line string) []string {
@@ -300,17 +328,7 @@ func TestTheTrackersDocRunsAsWritten(t *testing.T) {
 	for _, step := range steps {
 		lang, body := step[0], step[1]
 		if lang == "toml" {
-			first, _, _ := strings.Cut(body, "\n")
-			file, ok := strings.CutPrefix(first, "# ~/.config/")
-			if !ok {
-				t.Fatalf("a config block that names no file:\n%s", body)
-			}
-			if err := os.MkdirAll(filepath.Join(e.Config, filepath.Dir(file)), 0o700); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(e.Config, file), []byte(body+"\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			writeDocConfig(t, e, body)
 			continue
 		}
 		for _, line := range strings.Split(body, "\n") {
@@ -327,10 +345,7 @@ func TestTheTrackersDocRunsAsWritten(t *testing.T) {
 				ghDo(http.MethodPost, "/repos/"+flagOf(args, "repo")+"/issues",
 					fmt.Sprintf(`{"title": %q, "body": %q, "labels": [%q]}`, flagOf(args, "title"), flagOf(args, "body"), flagOf(args, "label")))
 			case args[0] == "tamq" && args[1] == "open":
-				args = append([]string{"open", "--tmux-socket", tm.Name}, args[2:]...)
-				args[slices.Index(args, "claude")] = agent
-				e.Tamq(t, args...)
-				testutil.WaitFor(t, "the agent to start", func() bool { b, _ := os.ReadFile(log); return strings.Contains(string(b), "ready") })
+				openDocAgent(t, e, tm, args, agent, log)
 			default:
 				r := e.Run(t, args[0], args[1:]...)
 				if r.Status != 0 {

@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -69,10 +68,9 @@ type Driver struct {
 // repoCache is what the last bd run read of one database, and the stamp
 // of its files then.
 type repoCache struct {
-	path    string
-	stamp   string
-	issues  []issue
-	checked time.Time
+	path   string
+	stamp  string
+	issues []issue
 }
 
 // New makes a driver; it runs no bd until it looks.
@@ -164,13 +162,7 @@ func (d *Driver) watch() (dbs []database, refused []statehub.Watched, err error)
 
 // runnable says whether bd can be started at all, without starting it: a
 // look at an unchanged tracker runs no bd, yet must say that bd is gone.
-func (d *Driver) runnable() error {
-	if _, err := exec.LookPath(d.run.command); err != nil {
-		return errs.Wrap(errs.Unavailable, errNoBD, "beads: cannot run %s: %v", textsafe.Escape(d.run.command), err).
-			WithHint("install bd (scripts/install-bd) or set statehub.beads.command")
-	}
-	return nil
-}
+func (d *Driver) runnable() error { return d.run.startable() }
 
 // Board reads every watched database whose files moved since the last
 // look with one `bd list`, and keeps the others as they were read.
@@ -251,7 +243,7 @@ func (d *Driver) read(ctx context.Context, db database) (bool, error) {
 	if rc != nil {
 		before = issuesKey(rc.issues)
 	}
-	d.repos[db.slug] = &repoCache{path: db.path, stamp: stamp, issues: issues, checked: d.o.Clock.Now()}
+	d.repos[db.slug] = &repoCache{path: db.path, stamp: stamp, issues: issues}
 	return rc == nil || issuesKey(issues) != before, nil
 }
 

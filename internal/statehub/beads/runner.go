@@ -41,6 +41,21 @@ const maxOutput = 64 << 20
 // errNoBD is the error of a bd that cannot be started.
 var errNoBD = errors.New("bd cannot be run")
 
+// startable says whether bd can be started, without starting it (a look
+// up of the command on PATH).
+func (r *runner) startable() error {
+	if _, err := exec.LookPath(r.command); err != nil {
+		return r.cannotStart(err)
+	}
+	return nil
+}
+
+// cannotStart is the one error of a bd that cannot be started.
+func (r *runner) cannotStart(err error) error {
+	return errs.Wrap(errs.Unavailable, errNoBD, "beads: cannot run %s (%v)", textsafe.Escape(r.command), err).
+		WithHint("install bd (scripts/install-bd) or set statehub.beads.command")
+}
+
 func (r *runner) lock(dir string) func() {
 	r.mu.Lock()
 	if r.locks == nil {
@@ -112,8 +127,7 @@ func (r *runner) runLocked(ctx context.Context, repo string, args ...string) ([]
 	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return nil, errs.New(errs.Unavailable, "beads: %s in %s took over %s", what, repo, r.timeout)
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrNotExist), errors.Is(err, os.ErrPermission):
-		return nil, errs.Wrap(errs.Unavailable, errNoBD, "beads: cannot run %s (%v)", r.command, err).
-			WithHint("install bd (scripts/install-bd) or set statehub.beads.command")
+		return nil, r.cannotStart(err)
 	case err != nil && ctx.Err() != nil:
 		return nil, ctx.Err()
 	case err != nil:
