@@ -223,8 +223,17 @@ func (d *Driver) read(ctx context.Context, db database) (bool, error) {
 	// lands while bd reads moves the files after it, and the next look
 	// reads again. (A stamp taken after the read would take such a write
 	// for read, and lose it.)
+	// Two looks at once (a hint's and the poll's) wait here for each
+	// other; the second finds what the first read and runs no bd.
 	unlock := d.run.lock(db.path)
 	stamp, err = stampOf(db.path)
+	d.mu.Lock()
+	rc = d.repos[db.slug]
+	d.mu.Unlock()
+	if err == nil && rc != nil && rc.path == db.path && rc.stamp == stamp {
+		unlock()
+		return false, nil
+	}
 	var out []byte
 	if err == nil {
 		out, err = d.run.runLocked(ctx, db.path, "list", "--json", "--all", "--limit", "0")

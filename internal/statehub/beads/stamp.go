@@ -63,9 +63,13 @@ func stampOf(repo string) (string, error) {
 // maxManifest bounds a manifest read: Dolt's is some 150 bytes.
 const maxManifest = 4096
 
-// volatile are the files bd touches without changing an issue.
+// volatile are the files bd touches without changing an issue: its locks
+// and logs, its interactions log, last-touched (the issue the last command
+// named, rewritten by a mere `bd show`: the agent's `task show` would
+// otherwise cost a `bd list` at the next look), and Dolt's temporary files.
 func volatile(rel string) bool {
 	base := filepath.Base(rel)
 	return strings.HasSuffix(base, ".lock") || strings.HasSuffix(base, ".log") || strings.HasSuffix(base, ".sock") ||
-		strings.HasSuffix(base, ".pid") || base == "LOCK" || base == "interactions.jsonl"
+		strings.HasSuffix(base, ".pid") || base == "LOCK" || base == "interactions.jsonl" || base == "last-touched" ||
+		strings.Contains(rel, string(filepath.Separator)+"temptf"+string(filepath.Separator))
 }
