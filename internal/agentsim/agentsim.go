@@ -31,6 +31,11 @@
 //	          (Program Status Protocol: blocked on a permission dialog)
 //	workidle  report working, checkpoint, report idle and stop there: the
 //	          agent went back to its prompt without releasing
+//	follow    as an agent tamq's broker cannot read, which does what its
+//	          prompt says and nothing more: ack only when the prompt names
+//	          `lease ack`, work while the Hold file exists, renewing
+//	          every RenewEvery when the prompt names `lease renew`, then
+//	          checkpoint, mark the task done, release --result completed
 //	tool      show a file's content as Claude Code shows a tool's output
 //	          (the file is ToolFile, notes.txt in the agent's directory:
 //	          "⏺ Bash(cat notes.txt)", then "  ⎿  " before its first line
@@ -79,6 +84,9 @@ type Config struct {
 	Dialog string
 	// Hold, when set, is a file: the work part works while it exists.
 	Hold string
+	// RenewEvery is how often the follow part renews while it works; 0 is
+	// 300 ms.
+	RenewEvery time.Duration
 	// ToolFile is the file the tool part shows; "" is notes.txt.
 	ToolFile string
 	// Wrap, when over 0, shows each line read re-wrapped at Wrap columns
@@ -102,6 +110,10 @@ var (
 	// reads one; the id may come quoted.
 	showLine    = regexp.MustCompile(`^Read its description .*: \S+ task show '?([^' ]+)'?$`)
 	messageLine = regexp.MustCompile(`^Message (\S+) from (\S+):`)
+	// The lines that tell an agent tamq cannot read to acknowledge and
+	// renew its lease itself.
+	ackLine   = regexp.MustCompile(`^First, before anything else: \S+ lease ack `)
+	renewLine = regexp.MustCompile(`^While you work, renew it .*: \S+ lease renew `)
 	// Bracketed paste markers and carriage returns are terminal framing,
 	// not text.
 	framing = strings.NewReplacer("\x1b[200~", "", "\x1b[201~", "", "\r", "")
@@ -116,6 +128,8 @@ type wake struct {
 	// named: the prompt's commands name the attempt (--attempt N), so
 	// the agent's do too.
 	named bool
+	// ack, renew: the prompt tells the agent to acknowledge, to renew.
+	ack, renew bool
 }
 
 // Run reads the terminal (in) until it ends, playing the plan on each wake;
@@ -173,6 +187,8 @@ func Run(in io.Reader, out io.Writer, c Config) {
 		if strings.Contains(line, "Resume from your latest checkpoint") {
 			w.resumed = true
 		}
+		w.ack = w.ack || ackLine.MatchString(line)
+		w.renew = w.renew || renewLine.MatchString(line)
 		m := releaseLine.FindStringSubmatch(line)
 		if m == nil {
 			continue
@@ -281,6 +297,29 @@ func (c Config) play(out io.Writer, w wake, part string) {
 			run("lease", "release", w.lease, "--result", "completed")
 		}
 		fmt.Fprint(out, "\x1b]7501;state=idle\x07")
+	case "follow":
+		if w.ack {
+			run("lease", "ack", w.lease)
+		}
+		every := c.RenewEvery
+		if every <= 0 {
+			every = 300 * time.Millisecond
+		}
+		for c.Hold != "" {
+			if _, err := os.Stat(c.Hold); err != nil {
+				break
+			}
+			if w.renew {
+				run("lease", "renew", w.lease)
+			}
+			time.Sleep(every) // the agent's own pace between steps
+		}
+		run("checkpoint", "--lease", w.lease, "--summary", "scripted work done", "--next", "nothing")
+		if c.Publish && w.task != "" {
+			c.Log("statehub %s done", w.task)
+			c.Log("statehub %s -> %d", w.task, engine("task", "set", w.task, "--status", "done"))
+		}
+		run("lease", "release", w.lease, "--result", "completed")
 	case "tool":
 		c.showTool(out)
 		if w.from != "" {

@@ -351,9 +351,9 @@ type Timing struct {
 	MaxAttempts int
 }
 
-// holdFor is how long a held lease lives after a renewal: RenewInterval
+// HoldFor is how long a held lease lives after a renewal: RenewInterval
 // times MissedRenewals (at least one interval).
-func (t Timing) holdFor() time.Duration {
+func (t Timing) HoldFor() time.Duration {
 	return t.RenewInterval * time.Duration(max(t.MissedRenewals, 1))
 }
 

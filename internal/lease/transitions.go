@@ -154,7 +154,7 @@ func (l Lease) Ack(now time.Time, t Timing, attempt int) (Lease, bool, error) {
 	if l.State != Offered {
 		return l, false, nil // a repeated ack
 	}
-	l.State, l.ExpiresAt, l.UpdatedAt = Acknowledged, now.Add(t.holdFor()), now
+	l.State, l.ExpiresAt, l.UpdatedAt = Acknowledged, now.Add(t.HoldFor()), now
 	return l, true, nil
 }
 
@@ -176,7 +176,7 @@ func (l Lease) Renew(now time.Time, t Timing, attempt int) (Lease, bool, error) 
 	if l.State == Acknowledged {
 		l.State = Running
 	}
-	l.ExpiresAt, l.UpdatedAt = now.Add(t.holdFor()), now
+	l.ExpiresAt, l.UpdatedAt = now.Add(t.HoldFor()), now
 	return l, true, nil
 }
 
@@ -195,7 +195,7 @@ func (l Lease) Checkpoint(c Checkpoint, now time.Time, t Timing, attempt int) (L
 	}
 	c.LeaseID, c.RecordedAt = l.ID, now
 	l.State, l.LastCheckpointAt = Checkpointed, now
-	l.ExpiresAt, l.UpdatedAt = now.Add(t.holdFor()), now
+	l.ExpiresAt, l.UpdatedAt = now.Add(t.HoldFor()), now
 	if c.BlockedReason != "" {
 		l.State, l.StopReason, l.Released = Stopped, ReleaseReason(ResultBlocked, "checkpoint: "+string(c.BlockedReason)), ResultBlocked
 	}

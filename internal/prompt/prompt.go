@@ -1,8 +1,9 @@
 // Package prompt writes the continuation prompt a wake delivers (spec section
 // 6): what woke the agent, its latest checkpoint, the standard continuation
 // policy, and last the exact commands the agent runs: checkpoint, publish
-// the task's state, release the lease (tamq's broker acknowledges and renews
-// it). It is pure: the same inputs give the same text, so
+// the task's state, release the lease, and, for an agent tamq's broker
+// cannot read, acknowledge and renew it (the broker does that for the agents
+// whose screens it reads). It is pure: the same inputs give the same text, so
 // a wake sent again after a crash is the identical request tamq recognizes.
 //
 // The one exception is LoadRepoTemplates (templates.go), which reads a
@@ -57,6 +58,13 @@ type Input struct {
 	// TaskBodies says the tracker's tasks have a description (GitHub: the
 	// issue's body), which the agent reads with `task show`.
 	TaskBodies bool
+	// AgentAcks says the agent acknowledges and renews the lease itself:
+	// tamq's broker cannot read its screen (no screen rules, no status
+	// reports), so it cannot tell that the agent took the prompt.
+	AgentAcks bool
+	// HoldFor is how long the lease lives after a renewal or a checkpoint,
+	// which the agent that renews is told.
+	HoldFor time.Duration
 }
 
 // Task is the State Hub task a wake is about. Its fields come from the
@@ -211,8 +219,10 @@ func checkpoint(cp *Checkpoint, room int) string {
 // whole. The built-in policy is the spec's four templates in one line; a
 // repository's own templates (or the configured ones) come one per line,
 // as long as it wrote them. tamq's broker acknowledges and renews the lease
-// for the agent, so the commands are the agent's own work: checkpoint,
-// publish the task's state, release; the release comes last.
+// for an agent whose screen it reads, so the commands are then the agent's
+// own work: checkpoint, publish the task's state, release. An agent it cannot
+// read is told to acknowledge and renew too, as the spec asks of every
+// agent. The release comes last.
 func continuation(in Input) string {
 	var b strings.Builder
 	if len(in.Templates) == 0 {
@@ -226,7 +236,12 @@ func continuation(in Input) string {
 	b.WriteString("These are suggestions, not permission: what needs a human (secrets, destructive or live actions, scope changes) stops with a checkpoint and --blocked-reason.\n")
 	p, l := in.Program, in.LeaseID
 	n := fmt.Sprintf("--attempt %d", in.Attempt)
-	b.WriteString("tamq acknowledges and renews this lease while you work.\n")
+	if in.AgentAcks {
+		fmt.Fprintf(&b, "First, before anything else: %s lease ack %s %s\n", p, l, n)
+		fmt.Fprintf(&b, "While you work, renew it after each step; it lapses %s after the last renewal or checkpoint: %s lease renew %s %s\n", seconds(in.HoldFor), p, l, n)
+	} else {
+		b.WriteString("tamq acknowledges and renews this lease while you work.\n")
+	}
 	fmt.Fprintf(&b, "Before you stop: %s checkpoint --lease %s %s --summary TEXT [--next TEXT] [--file F]... [--blocked-reason R]\n", p, l, n)
 	if t := in.Task; t != nil && commandArg(t.ID) {
 		fmt.Fprintf(&b, "Task state: %s task set %s --status done|blocked|in_progress [--note TEXT]\n", p, shellWord(t.ID))
@@ -234,6 +249,11 @@ func continuation(in Input) string {
 	b.WriteString("If a command exits 23, stop: this attempt is over.\n")
 	fmt.Fprintf(&b, "When done: %s lease release %s %s --result completed|failed|blocked [--reason TEXT]", p, l, n)
 	return b.String()
+}
+
+// seconds is a duration as the prompt says it: whole seconds.
+func seconds(d time.Duration) string {
+	return fmt.Sprintf("%d s", max(int(d/time.Second), 1))
 }
 
 // clean makes tracker text one inert line of at most n bytes: blanks of any

@@ -173,6 +173,36 @@ func TestPromptLeavesAckAndRenewToTamq(t *testing.T) {
 	}
 }
 
+// An agent tamq's broker cannot read is told to acknowledge and renew the
+// lease itself (spec section 6), with the attempt, how long the lease lives
+// without a renewal, and never that tamq does it; the release still ends
+// the prompt, and the largest inputs still fit.
+func TestAnAgentTamqCannotReadIsToldToAckAndRenew(t *testing.T) {
+	in := input(nil)
+	in.AgentAcks, in.HoldFor = true, 30*time.Second
+	p := Build(in)
+	for _, want := range []string{
+		"\nFirst, before anything else: coordination-engine lease ack L-1 --attempt 2\n",
+		"\nWhile you work, renew it after each step; it lapses 30 s after the last renewal or checkpoint: coordination-engine lease renew L-1 --attempt 2\n",
+	} {
+		if !strings.Contains(p, want) {
+			t.Errorf("prompt lacks %q:\n%s", want, p)
+		}
+	}
+	if strings.Contains(p, "tamq acknowledges") || !strings.HasSuffix(p, "lease release L-1 --attempt 2 --result completed|failed|blocked [--reason TEXT]") {
+		t.Errorf("prompt:\n%s", p)
+	}
+	huge := strings.Repeat("é", 10_000)
+	in.Checkpoint = &Checkpoint{Summary: huge, NextAction: huge, FilesChanged: []string{huge}, RecordedAt: time.Unix(100, 0)}
+	in.Task = &Task{ID: "T-7", Title: huge, Workplan: huge}
+	for range MaxTemplates {
+		in.Templates = append(in.Templates, strings.Repeat("t", MaxTemplateBytes))
+	}
+	if p := Build(in); len(p) > MaxBytes || !strings.Contains(p, "lease renew L-1") {
+		t.Errorf("prompt of %d bytes lost its commands", len(p))
+	}
+}
+
 // A checkpoint that was blocked says so: the agent resumes knowing why it
 // stopped (it is woken again only after State Hub changed the task).
 func TestPromptCarriesTheBlockedReason(t *testing.T) {

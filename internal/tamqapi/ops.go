@@ -258,6 +258,10 @@ type BrokerState struct {
 	// Program names the foreground program ("claude", "bash", "vim"), when
 	// the broker could read it.
 	Program string `json:"program,omitempty"`
+	// Reads says the broker can tell the agent's turns (its screen rules,
+	// or the agent's own Program Status Protocol reports): only then does
+	// tamq acknowledge and renew a wake's lease for it.
+	Reads bool `json:"reads,omitempty"`
 }
 
 // Endpoint operations beyond the listing: bring back the workspace through a

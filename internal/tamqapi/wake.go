@@ -64,8 +64,24 @@ type WakeRequest struct {
 	CoordinationEndpointID string          `json:"coordination_endpoint_id,omitempty"`
 	Trigger                WakeTrigger     `json:"trigger"`
 	Checkpoint             *WakeCheckpoint `json:"checkpoint,omitempty"`
-	Prompt                 string          `json:"prompt"`
+	// Prompt is for an agent tamq's broker reads: the broker acknowledges
+	// and renews the lease for it. AgentPrompt, when set, is the same
+	// prompt for an agent the broker cannot read (no screen rules, no
+	// status reports), telling it to acknowledge and renew itself; tamq
+	// queues the one that fits the window's agent.
+	Prompt      string `json:"prompt"`
+	AgentPrompt string `json:"agent_prompt,omitempty"`
 }
+
+// Who acknowledges and renews a wake's lease, as WakeAck.Acks says.
+const (
+	// AcksBroker: the window's broker reads its agent and acknowledges
+	// and renews for it (the prompt said so).
+	AcksBroker = "broker"
+	// AcksAgent: the broker cannot read the agent; its prompt told it to
+	// acknowledge and renew itself.
+	AcksAgent = "agent"
+)
 
 // WakeAck is tamq's answer. SessionID is the tamq endpoint that took the
 // prompt; MessageID the queued message (empty when unavailable).
@@ -80,6 +96,10 @@ type WakeAck struct {
 	// was queued and MessageID is the original message.
 	Duplicate bool   `json:"duplicate,omitempty"`
 	Reason    string `json:"reason,omitempty"`
+	// Acks says who acknowledges and renews the lease (AcksBroker,
+	// AcksAgent), by the prompt queued; empty when nothing was queued or
+	// the wake repeated one already queued.
+	Acks string `json:"acks,omitempty"`
 	// Wait, when unavailable, says in one word what the engine waits for
 	// (WaitNoWindow, WaitManual, WaitNoAgent); Reason says it in words.
 	Wait string `json:"wait,omitempty"`

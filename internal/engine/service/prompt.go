@@ -36,6 +36,7 @@ func (pr *prompts) promptInput(t lease.Trigger, leaseID string, attempt, attempt
 		Trigger:    prompt.Trigger{Source: string(t.Source), SourceID: t.SourceID, SourceRevision: t.SourceRevision, Reason: string(t.Reason)},
 		Templates:  pr.templatesFor(t.TargetRepo, reg),
 		TaskBodies: pr.taskBodies,
+		HoldFor:    pr.timing.HoldFor(),
 	}
 	switch t.Source {
 	case lease.SourceMessage:
@@ -67,9 +68,22 @@ func (pr *prompts) templatesFor(repo string, registry func() (*gita.Registry, er
 }
 
 // scanPrompt builds the first prompt a trigger would make and scans it for
-// secret material; rule names what was found (never the text).
+// secret material; rule names what was found (never the text). Both forms
+// of the prompt hold the same tracker text, so one is scanned.
 func (pr *prompts) scanPrompt(t lease.Trigger, reg func() (*gita.Registry, error)) (string, bool) {
 	in := pr.promptInput(t, scanLeaseID, 1, pr.timing.MaxAttempts+1, reg)
 	f, hit := secretscan.Scan(prompt.Build(in))
 	return f.Rule, hit
+}
+
+// bothPrompts are a wake's two prompts: the one for an agent tamq's broker
+// reads (the broker acknowledges and renews the lease for it), and the one
+// for an agent it cannot read, which does that itself. The engine cannot
+// know which agent a window runs when the wake is queued (a person may
+// start another in it at any time), so tamq, which does, picks.
+func bothPrompts(in prompt.Input) (brokerAcks, agentAcks string) {
+	in.AgentAcks = false
+	brokerAcks = prompt.Build(in)
+	in.AgentAcks = true
+	return brokerAcks, prompt.Build(in)
 }

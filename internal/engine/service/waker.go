@@ -52,7 +52,7 @@ func (wk *waker) sendWake(ctx context.Context, l lease.Lease) (lease.Lease, erro
 	}
 	// The last look before the prompt leaves: a checkpoint since the
 	// trigger was judged may have brought secret material into it.
-	if f, hit := secretscan.Scan(req.Prompt); hit {
+	if f, hit := secretscan.Scan(req.Prompt + "\n" + req.AgentPrompt); hit {
 		wk.log.Warn("wake stopped: its prompt would carry secret material", "lease", l.ID, "rule", f.Rule)
 		return wk.store.Leases.StopLease(ctx, l.ID, observe.GateSecret, "the prompt would carry secret material ("+f.Rule+")")
 	}
@@ -77,6 +77,8 @@ func (wk *waker) sendWake(ctx context.Context, l lease.Lease) (lease.Lease, erro
 			w.Wait = lease.WaitNoWindow
 		}
 		wk.log.Info("wake withdrawn: no window can take it now", "lease", l.ID, "attempt", l.Attempt, "reason", ack.Reason)
+	} else if ack.Acks != "" {
+		wk.log.Info("wake queued", "lease", l.ID, "attempt", l.Attempt, "acks", ack.Acks)
 	}
 	return wk.store.Leases.RecordWake(ctx, l.ID, l.Attempt, w)
 }
@@ -160,7 +162,7 @@ func (wk *waker) wakeRequest(ctx context.Context, l lease.Lease) (tamqapi.WakeRe
 		req.Checkpoint = &tamqapi.WakeCheckpoint{LeaseID: cp.LeaseID, TaskID: cp.TaskID, Summary: cp.Summary, FilesChanged: cp.FilesChanged,
 			NextAction: cp.NextAction, BlockedReason: string(cp.BlockedReason), RecordedAt: cp.RecordedAt}
 	}
-	req.Prompt = prompt.Build(in)
+	req.Prompt, req.AgentPrompt = bothPrompts(in)
 	return req, nil
 }
 

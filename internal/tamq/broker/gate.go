@@ -105,37 +105,39 @@ func (g *Gate) agent(fresh bool) (rules string, running bool, name string) {
 // look at the foreground, so its fields agree.
 func (g *Gate) State() api.BrokerState {
 	rules, running, name := g.agent(false)
-	screen, reason := g.viewOf(rules, running)
-	return api.BrokerState{AtPrompt: screen == StatePrompt, Screen: screen, Reason: reason, NoAgent: !running, Program: name}
+	screen, reason, status := g.viewOf(rules, running)
+	return api.BrokerState{AtPrompt: screen == StatePrompt, Screen: screen, Reason: reason, NoAgent: !running, Program: name,
+		Reads: running && (rules != "" || status != "")}
 }
 
 // View is the broker's view of its agent now: at its prompt or not, and why
 // not (program.NoAgentRunning when no agent is the foreground program).
 func (g *Gate) View() (atPrompt bool, reason string) {
 	rules, running, _ := g.agent(false)
-	screen, reason := g.viewOf(rules, running)
+	screen, reason, _ := g.viewOf(rules, running)
 	return screen == StatePrompt, reason
 }
 
 // viewOf is View for one look at the foreground, with what the screen shows
-// as Classify names it ("" when no agent runs); a dialog the hooks report
-// is a dialog whatever the screen shows.
-func (g *Gate) viewOf(rules string, running bool) (screen, reason string) {
+// as Classify names it ("" when no agent runs), and the agent's last
+// Program Status Protocol report ("" when it made none); a dialog the hooks
+// report is a dialog whatever the screen shows.
+func (g *Gate) viewOf(rules string, running bool) (screen, reason, status string) {
 	if !running {
-		return "", program.NoAgentRunning
+		return "", program.NoAgentRunning, ""
 	}
 	s := g.Model.Snapshot()
 	s.Agent = rules
 	screen, reason = Classify(s)
 	if g.Hooks != nil {
 		if d := g.Hooks.Dialog(screen == StatePrompt, time.Now()); d != "" {
-			return StateDialog, d
+			return StateDialog, d, s.Status
 		}
 	}
 	if screen == StatePrompt {
 		reason = ""
 	}
-	return screen, reason
+	return screen, reason, s.Status
 }
 
 // Deliver writes d into the agent when it is at its prompt.
@@ -243,7 +245,7 @@ func (g *Gate) idleAtPrompt() bool {
 	if rules == "" || !running {
 		return false
 	}
-	screen, _ := g.viewOf(rules, running)
+	screen, _, _ := g.viewOf(rules, running)
 	return screen == StatePrompt
 }
 
@@ -252,7 +254,7 @@ func (g *Gate) idleAtPrompt() bool {
 // something else ("unknown screen": the paste did not show as it should).
 func (g *Gate) heldFor() string {
 	rules, running, _ := g.agent(false)
-	switch screen, _ := g.viewOf(rules, running); screen {
+	switch screen, _, _ := g.viewOf(rules, running); screen {
 	case StateDialog:
 		return "dialog"
 	case StateBusy:

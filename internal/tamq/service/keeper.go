@@ -141,6 +141,11 @@ func (s *keeper) keepOnce(ctx context.Context, c *engineclient.Client) (next tim
 			// The agent is gone: nothing to acknowledge or renew. The lease
 			// runs out at the engine; a newer wake replaces this one.
 			continue
+		case !st.Reads:
+			// The broker cannot read this agent (no screen rules, no status
+			// reports): a question on its screen is no sign it took the
+			// prompt. Its prompt told it to acknowledge and renew itself.
+			continue
 		case !l.acked && working(st) && (via != l.via || seq > l.after) && (!l.held || st.Screen == broker.StateBusy):
 			s.keepCall(ctx, c, key, kl, func(cctx context.Context) (engineapi.Lease, error) {
 				return c.Ack(cctx, engineapi.LeaseArgs{LeaseID: l.leaseID, Attempt: l.attempt})

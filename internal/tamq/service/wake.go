@@ -19,6 +19,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/policy"
 	"github.com/tmux-amq/tamq/internal/queue"
+	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/program"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/tamq/workspace"
@@ -76,6 +77,10 @@ func (s *wakeHandlers) wakeOp(ctx context.Context, peer unixrpc.Peer, req *unixr
 	if err != nil {
 		return nil, err
 	}
+	agentPrompt, err := queue.CleanBody(w.AgentPrompt)
+	if w.AgentPrompt != "" && err != nil {
+		return nil, err
+	}
 	key := w.LeaseID + "#" + strconv.Itoa(w.Attempt)
 	hash := requestHash(w)
 	ack := api.WakeAck{LeaseID: w.LeaseID, Attempt: w.Attempt, AcceptedAt: s.clock.Now()}
@@ -110,6 +115,13 @@ func (s *wakeHandlers) wakeOp(ctx context.Context, peer unixrpc.Peer, req *unixr
 		}
 		ack.Capability = api.WakeStarted
 	}
+	// The broker acknowledges and renews only for an agent it reads; any
+	// other is told to do it itself (an engine that sends one prompt is
+	// answered as before).
+	ack.Acks = api.AcksBroker
+	if agentPrompt != "" && !s.brokerReads(ep, win) {
+		prompt, ack.Acks = agentPrompt, api.AcksAgent
+	}
 
 	m := &queue.Message{
 		EndpointID: ep.ID, Sender: EngineLabel, SenderKind: queue.FromCoordination, Target: w.TargetRepo,
@@ -126,7 +138,7 @@ func (s *wakeHandlers) wakeOp(ctx context.Context, peer unixrpc.Peer, req *unixr
 		// An identical wake won the race to the database.
 		return s.repeated(ack, *old, oldHash, hash)
 	}
-	s.log.Info("wake queued", "lease", w.LeaseID, "attempt", w.Attempt, "message", m.ID, "endpoint", ep.ID, "capability", ack.Capability)
+	s.log.Info("wake queued", "lease", w.LeaseID, "attempt", w.Attempt, "message", m.ID, "endpoint", ep.ID, "capability", ack.Capability, "acks", ack.Acks)
 	s.dispatcher.wakeFor(m.EndpointID, m.Target)
 	ack.MessageID = m.ID
 	return ack, nil
@@ -240,6 +252,17 @@ func (s *wakeHandlers) wakeTarget(ctx context.Context, w api.WakeRequest) (queue
 		return hosts[0].ep, hosts[0].win, "the window of " + w.TargetRepo + " runs " + what + ", not an agent", api.WaitNoAgent, nil
 	}
 	return hosts[0].ep, hosts[0].win, "", "", nil
+}
+
+// brokerReads says whether the window's broker reads its agent, so that
+// the lease keeper acknowledges and renews a wake's lease for it: what its
+// live session last reported, or, before one has reported (an agent just
+// started again), whether the window's command has screen rules.
+func (s *wakeHandlers) brokerReads(ep queue.Endpoint, win queue.Window) bool {
+	if st, _, _, live := s.brokers.view(store.DeliveryKey(ep.ID, win.Repo)); live {
+		return st.Reads
+	}
+	return broker.AgentOf(program.Words(win.Command)) != ""
 }
 
 // cancelWakeOp is coordination-engine cancelling the wakes of a lease's

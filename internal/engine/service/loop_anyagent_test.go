@@ -1,0 +1,67 @@
+package service_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tmux-amq/tamq/internal/statehub/contract"
+	"github.com/tmux-amq/tamq/internal/testutil"
+)
+
+// An agent tamq's broker cannot read (a home-made one: no screen rules, no
+// status reports) is driven the spec's way: its prompt carries the ack and
+// renew commands with the attempt, it runs them, and its task, observed in
+// the reference State Hub, completes in one attempt though it works longer
+// than the ack deadline and than a lease lives without a renewal. The
+// broker acknowledges nothing for it.
+func TestAnAgentTamqCannotReadAcksAndRenewsFromItsPrompt(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "")
+	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 2\nlease_renew_interval_seconds = 1\nlease_missed_renewals = 2\n"), "net-kingdom")
+	hold := filepath.Join(l.e.Root, "hold")
+	if err := os.WriteFile(hold, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l.agentEnv = "SCRIPTED_AGENT_HOLD='" + hold + "' SCRIPTED_AGENT_PUBLISH=1"
+	l.agents(t, "follow", "net-kingdom")
+	h.put(workplan("W-1", "net-kingdom", contract.Task{ID: "A", Title: "task A", Status: "todo", Repo: "net-kingdom"}))
+
+	testutil.WaitFor(t, "the agent to be woken", func() bool { return strings.Contains(l.agentLog(), "wake ") })
+	// Working three times as long as the ack deadline and a lease's hold:
+	// ten renewals the engine took, 300 ms apart, while the one attempt
+	// stays held.
+	testutil.WaitFor(t, "ten renewals by the agent", func() bool {
+		leases := l.explain(t, "A").Triggers[0].Leases
+		if len(leases) != 1 || leases[0].Attempt != 1 || !slices.Contains([]string{"offered", "acknowledged", "running"}, leases[0].State) {
+			t.Fatalf("the work was offered again while the agent was on it: %+v\nagent:\n%s", leases, l.agentLog())
+		}
+		return strings.Count(l.agentLog(), "run lease renew "+leases[0].LeaseID+" --attempt 1 -> 0") >= 10
+	})
+	os.Remove(hold)
+	testutil.WaitFor(t, "A done in State Hub and its lease completed", func() bool {
+		return h.task("A").Status == "done" && l.explain(t, "A").Triggers[0].Leases[0].State == "completed"
+	})
+	ls := l.explain(t, "A").Triggers[0].Leases
+	if len(ls) != 1 || ls[0].Attempt != 1 {
+		t.Errorf("A took more than one attempt: %+v", ls)
+	}
+	log := l.agentLog()
+	if n := strings.Count(log, "wake "); n != 1 {
+		t.Errorf("the agent was woken %d times:\n%s", n, log)
+	}
+	if !strings.Contains(log, "run lease ack "+ls[0].LeaseID+" --attempt 1 -> 0") || !strings.Contains(log, "run lease release "+ls[0].LeaseID+" --result completed --attempt 1 -> 0") {
+		t.Errorf("the agent's ack or release failed:\n%s", log)
+	}
+	m := l.tamqMessage(t, ls[0].LocalLeaseID)
+	if m.Body == nil || strings.Contains(*m.Body, "tamq acknowledges") || !strings.Contains(*m.Body, "lease renew "+ls[0].LeaseID+" --attempt 1") {
+		t.Errorf("the prompt does not tell the agent to acknowledge and renew:\n%v", m.Body)
+	}
+	for _, r := range l.receipts(t, ls[0].LeaseID) {
+		if r.Kind == "lease.acknowledged" && r.Detail["by"] != "agent" {
+			t.Errorf("the ack is recorded as %v's, not the agent's", r.Detail["by"])
+		}
+	}
+}
