@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/engine/observe"
@@ -12,6 +13,7 @@ import (
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
+	"github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
@@ -137,8 +139,37 @@ func offlineVerdict(r api.ExplainResult) string {
 
 // verdict says in one sentence where the task stands: the live lease of any
 // of its triggers first (one agent at a time works on a task), else the
-// latest trigger about it, else the observation.
+// latest trigger about it, else the observation. A task not woken for its
+// latest revision that was woken for an earlier one says so, naming that
+// wake: an agent may have worked on it.
 func verdict(r api.ExplainResult) string {
+	v := latestVerdict(r)
+	if before := earlierWake(r); before != "" && strings.HasPrefix(v, "not woken") {
+		v = "not woken again" + strings.TrimPrefix(v, "not woken") + "; " + before
+	}
+	return v
+}
+
+// earlierWake names the newest wake tamq took (it queued the prompt) for a
+// trigger before the task's latest one, or "".
+func earlierWake(r api.ExplainResult) string {
+	for i := len(r.Triggers) - 2; i >= 0; i-- {
+		t := r.Triggers[i]
+		for j := len(t.Leases) - 1; j >= 0; j-- {
+			l := t.Leases[j]
+			for k := len(l.Wakes) - 1; k >= 0; k-- {
+				if w := l.Wakes[k]; w.MessageID != "" && w.Status != tamqapi.WakeUnavailable {
+					return fmt.Sprintf("woken before, for revision %s: lease %s (now %s), attempt %d, tamq message %s at %s",
+						t.SourceRevision, l.LeaseID, l.State, w.Attempt, w.MessageID, w.At.Format(time.RFC3339))
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// latestVerdict is verdict without what earlier triggers did.
+func latestVerdict(r api.ExplainResult) string {
 	for i := len(r.Triggers) - 1; i >= 0; i-- {
 		t := r.Triggers[i]
 		if m := len(t.Leases); m > 0 && lease.State(t.Leases[m-1].State).Live() {
