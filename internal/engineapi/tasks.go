@@ -28,6 +28,9 @@ type TasksResult struct {
 	Counts     TaskCounts     `json:"counts"`
 	Tasks      []TaskStanding `json:"tasks"`
 	More       bool           `json:"more,omitempty"`
+	// Offline: the engine is not running; the list is read from its
+	// database (the tasks it has triggers of, without State Hub's status).
+	Offline bool `json:"offline,omitempty"`
 }
 
 // TaskStanding is one task and where it stands: Words say it for a person,

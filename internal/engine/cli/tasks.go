@@ -6,12 +6,15 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tmux-amq/tamq/internal/app"
+	"github.com/tmux-amq/tamq/internal/engine/service"
 	"github.com/tmux-amq/tamq/internal/engine/standing"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
+	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
@@ -45,7 +48,11 @@ where it stands in words you act on:
 working, retry, waiting, ready, done; --repo to one repo. --tree draws each
 workplan's dependency tree with the same words. --json has the same facts as
 fields (times in RFC 3339) and the count of each kind over all tasks. The
-list is the running engine's: it observes State Hub only while it runs.`,
+list is the running engine's: it observes State Hub only while it runs.
+While the engine is not running, the list comes from its database as it last
+wrote it (a note on stderr says so; --json has "offline": true): every task it
+has a trigger of, where its gates and leases leave it, with State Hub's status
+shown as "-".`,
 		Example: `  coordination-engine tasks
   coordination-engine tasks --needs-you
   coordination-engine tasks --repo beta --tree
@@ -66,13 +73,23 @@ list is the running engine's: it observes State Hub only while it runs.`,
 				return err
 			}
 			res, err := c.Tasks(cmd.Context(), args)
+			if errs.Is(err, errs.Unavailable) {
+				// Stopped: its triggers and leases are in its database; only
+				// State Hub's side of each task needs it running.
+				st, oerr := offlineStore(cmd.Context(), a, err)
+				if oerr != nil {
+					return oerr
+				}
+				defer st.DB.Close()
+				res, err = service.OfflineTasks(cmd.Context(), st, args, time.Now())
+			}
 			if err != nil {
 				return err
 			}
 			switch {
 			case a.JSON:
 				return a.PrintJSON(res)
-			case res.ObservedAt == nil:
+			case res.ObservedAt == nil && !res.Offline:
 				a.Printf("State Hub has not been observed yet.\n")
 			case tree:
 				printTaskTrees(a.Out, res.Tasks)
@@ -116,7 +133,11 @@ func printTasks(w io.Writer, ts []api.TaskStanding) {
 		fmt.Fprintln(tw, "TASK\tREPO\tSTATUS\tSTANDING")
 	}
 	for _, t := range ts {
-		line := fmt.Sprintf("%s\t%s\t%s\t%s", textsafe.Escape(t.ID), textsafe.Escape(t.Repo), textsafe.Escape(t.Status), textsafe.Escape(t.Words))
+		status := t.Status
+		if status == "" {
+			status = "-" // not observed: the engine is not running
+		}
+		line := fmt.Sprintf("%s\t%s\t%s\t%s", textsafe.Escape(t.ID), textsafe.Escape(t.Repo), textsafe.Escape(status), textsafe.Escape(t.Words))
 		if pages {
 			line += "\t" + textsafe.Escape(t.URL)
 		}

@@ -27,11 +27,18 @@ func (sh *statusHandlers) tasks(ctx context.Context, _ unixrpc.Peer, req *unixrp
 	if err != nil {
 		return nil, err
 	}
-	res := api.TasksResult{Counts: api.TaskCounts{}, Tasks: []api.TaskStanding{}}
+	res := taskList(all, args)
 	if view.Observed {
 		at := view.At.UTC()
 		res.ObservedAt = &at
 	}
+	return res, nil
+}
+
+// taskList is the list of all the standings args asks for, one page of it,
+// with the counts of all.
+func taskList(all []api.TaskStanding, args api.TasksArgs) api.TasksResult {
+	res := api.TasksResult{Counts: api.TaskCounts{}, Tasks: []api.TaskStanding{}}
 	for _, t := range all {
 		res.Counts[t.Kind]++
 		if (args.Repo == "" || t.Repo == args.Repo) && (args.Kind == "" || t.Kind == args.Kind) {
@@ -41,7 +48,7 @@ func (sh *statusHandlers) tasks(ctx context.Context, _ unixrpc.Peer, req *unixrp
 	res.Tasks = res.Tasks[min(max(args.Offset, 0), len(res.Tasks)):]
 	res.Tasks = res.Tasks[:min(api.ListLimit(args.Limit), len(res.Tasks))]
 	res.Tasks, res.More = fitFrame(res.Tasks, false)
-	return res, nil
+	return res
 }
 
 // standings are the standings of every task of view (the last
@@ -74,11 +81,17 @@ func (sh *statusHandlers) standings(ctx context.Context, view *ExplainView) ([]a
 		t.URL = sh.opts.Hub.Link(t.ID)
 		out = append(out, t)
 	}
+	sortStandings(out)
+	return out, nil
+}
+
+// sortStandings orders standings by what needs a person first, then by
+// workplan, priority and id.
+func sortStandings(out []api.TaskStanding) {
 	slices.SortFunc(out, func(a, b api.TaskStanding) int {
 		return cmp.Or(cmp.Compare(standing.Kind(a.Kind).Rank(), standing.Kind(b.Kind).Rank()),
 			cmp.Compare(a.Workplan, b.Workplan), cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.ID, b.ID))
 	})
-	return out, nil
 }
 
 // taskStanding is the wire form of a task and its standing.

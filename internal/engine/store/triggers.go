@@ -289,6 +289,15 @@ func (s *Triggers) TriggersOfTask(ctx context.Context, taskID string) ([]lease.T
 	return out, storageErr(err, "read the triggers of task "+taskID)
 }
 
+// TaskTriggers lists every trigger about a task, oldest first: what the
+// engine recorded of the tasks it was woken for or gated, which `tasks`
+// reads while the engine is not running.
+func (s *Triggers) TaskTriggers(ctx context.Context) ([]lease.Trigger, error) {
+	rows, err := s.DB.Query(ctx, `SELECT `+triggerColumns+` FROM triggers WHERE task_id IS NOT NULL ORDER BY observed_at, rowid`)
+	out, err := readAll(rows, err, scanTrigger)
+	return out, storageErr(err, "read the triggers of tasks")
+}
+
 // WaitingTriggers lists the triggers that wait (pending: for a window, or
 // for another lease of their task to end; gated: for a check again),
 // oldest first.
