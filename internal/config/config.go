@@ -134,6 +134,11 @@ type EngineCoordination struct {
 	// comes before them. Empty and unset are the same (omitempty), so
 	// spelling out the default does not change the config version.
 	ContinuationTemplates []string `toml:"continuation_templates" json:"continuation_templates,omitempty"`
+	// PerspectiveDestination is the hall-of-helix destination the fourth
+	// built-in template names (spec section 6): where an agent with no safe
+	// work left writes its perspective entry. Unset (omitempty: the config
+	// version stays as before), the template says where else to put it.
+	PerspectiveDestination string `toml:"perspective_destination" json:"perspective_destination,omitempty"`
 	// RetentionDays is how long the engine keeps history nothing decides
 	// by any more (published receipts, ended leases and their checkpoints,
 	// replaced triggers); 0 keeps it for good. See `coordination-engine

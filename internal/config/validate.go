@@ -85,6 +85,9 @@ func (c *Config) Validate() error {
 	if err := prompt.CheckTemplates(co.ContinuationTemplates); err != nil {
 		return bad("coordination.continuation_templates", "%v", err)
 	}
+	if err := prompt.CheckDestination(co.PerspectiveDestination); err != nil {
+		return bad("coordination.perspective_destination", "%v", err)
+	}
 	if _, err := ackmode.Parse(string(co.DeliveryAckMode)); err != nil {
 		return bad("coordination.delivery_ack_mode", "%q is not one of %s", co.DeliveryAckMode, strings.Join(ackmode.Names(), ", "))
 	}

@@ -21,25 +21,45 @@ import (
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
-// Templates are the spec's continuation policy templates, in order. They are
-// suggestions; a repository's own agent instructions may override them.
+// Templates are the spec's continuation policy templates, in order, as they
+// read with no perspective destination configured (the fourth then says
+// where the entry goes instead; PerspectiveTemplate). They are suggestions;
+// a repository's own agent instructions may override them.
 var Templates = []string{
 	"inspect open work and implement the highest-priority actionable item;",
 	"if no work is open, reconcile SCOPE.md with INTENT.md, record gaps under history/, and create/register a workplan for the most relevant gap;",
 	"review pending work, refine it where needed, and implement the next safe item;",
-	"if no safe work remains, close the session and write a perspective entry to the configured hall-of-helix destination.",
+	PerspectiveTemplate(""),
+}
+
+// PerspectiveTemplate is the fourth built-in template for the configured
+// hall-of-helix destination (coordination.perspective_destination). With
+// none configured the agent is told so, and to leave the entry in its last
+// checkpoint's summary, where State Hub keeps it and a person finds it.
+func PerspectiveTemplate(destination string) string {
+	if destination == "" {
+		return "if no safe work remains, close the session and write a perspective entry to the configured hall-of-helix destination; none is configured (coordination.perspective_destination), so put the entry in your last checkpoint's --summary instead."
+	}
+	return "if no safe work remains, close the session and write a perspective entry to the configured hall-of-helix destination: " + destination + "."
 }
 
 // Policy is Templates as the prompt puts them: the spec's words, in order,
 // on one line. Built on first use, not at every start of the programs.
-var Policy = sync.OnceValue(func() string {
+var Policy = sync.OnceValue(func() string { return policyFor("") })
+
+// policyFor is the built-in templates on one line, the fourth naming
+// destination.
+func policyFor(destination string) string {
 	var b strings.Builder
 	b.WriteString("Continue, in this order:")
 	for i, t := range Templates {
+		if i == len(Templates)-1 {
+			t = PerspectiveTemplate(destination)
+		}
 		fmt.Fprintf(&b, " %d. %s", i+1, t)
 	}
 	return b.String()
-})
+}
 
 // Input is what a prompt is made from.
 type Input struct {
@@ -65,6 +85,9 @@ type Input struct {
 	// HoldFor is how long the lease lives after a renewal or a checkpoint,
 	// which the agent that renews is told.
 	HoldFor time.Duration
+	// PerspectiveDestination fills the fourth built-in template
+	// (coordination.perspective_destination); "" says none is configured.
+	PerspectiveDestination string
 }
 
 // Task is the State Hub task a wake is about. Its fields come from the
@@ -225,9 +248,12 @@ func checkpoint(cp *Checkpoint, room int) string {
 // agent. The release comes last.
 func continuation(in Input) string {
 	var b strings.Builder
-	if len(in.Templates) == 0 {
+	switch {
+	case len(in.Templates) == 0 && in.PerspectiveDestination == "":
 		b.WriteString(Policy() + "\n")
-	} else {
+	case len(in.Templates) == 0:
+		b.WriteString(policyFor(in.PerspectiveDestination) + "\n")
+	default:
 		b.WriteString("Continue, in this order:\n")
 		for i, t := range in.Templates {
 			fmt.Fprintf(&b, "%d. %s\n", i+1, t)

@@ -55,6 +55,29 @@ func CheckTemplates(ts []string) error {
 	return nil
 }
 
+// MaxDestinationBytes bounds coordination.perspective_destination: a path
+// or an address, one line of the prompt.
+const MaxDestinationBytes = 256
+
+// CheckDestination validates coordination.perspective_destination: unset,
+// or one line of at most MaxDestinationBytes of valid UTF-8 without
+// control characters (it goes into every prompt that uses the built-in
+// templates).
+func CheckDestination(d string) error {
+	switch {
+	case d == "":
+		return nil
+	case strings.TrimSpace(d) != d || strings.TrimSpace(d) == "":
+		return errs.New(errs.ConfigInvalid, "%q has blanks around it", d)
+	case len(d) > MaxDestinationBytes:
+		return errs.New(errs.ConfigInvalid, "it is %d bytes long; the limit is %d", len(d), MaxDestinationBytes)
+	}
+	if p := textsafe.ControlProblem(d); p != "" {
+		return errs.New(errs.ConfigInvalid, "%s", p)
+	}
+	return nil
+}
+
 // LoadRepoTemplates reads repoDir's RepoTemplatesFile: one template per
 // non-blank line, lines starting with '#' ignored. A missing file is
 // (nil, false, nil); a file that breaks the rules of CheckTemplates, holds

@@ -20,7 +20,7 @@ import (
 func TestAnAgentTamqCannotReadAcksAndRenewsFromItsPrompt(t *testing.T) {
 	t.Parallel()
 	h := startHub(t, "")
-	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 2\nlease_renew_interval_seconds = 1\nlease_missed_renewals = 2\n"), "net-kingdom")
+	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 2\nlease_renew_interval_seconds = 1\nlease_missed_renewals = 2\nperspective_destination = \"~/halls/net-kingdom.md\"\n"), "net-kingdom")
 	hold := filepath.Join(l.e.Root, "hold")
 	if err := os.WriteFile(hold, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -59,9 +59,33 @@ func TestAnAgentTamqCannotReadAcksAndRenewsFromItsPrompt(t *testing.T) {
 	if m.Body == nil || strings.Contains(*m.Body, "tamq acknowledges") || !strings.Contains(*m.Body, "lease renew "+ls[0].LeaseID+" --attempt 1") {
 		t.Errorf("the prompt does not tell the agent to acknowledge and renew:\n%v", m.Body)
 	}
+	// The configured hall-of-helix destination fills the fourth template.
+	if m.Body == nil || !strings.Contains(*m.Body, "perspective entry to the configured hall-of-helix destination: ~/halls/net-kingdom.md.") {
+		t.Errorf("the prompt does not name the perspective destination:\n%v", m.Body)
+	}
 	for _, r := range l.receipts(t, ls[0].LeaseID) {
 		if r.Kind == "lease.acknowledged" && r.Detail["by"] != "agent" {
 			t.Errorf("the ack is recorded as %v's, not the agent's", r.Detail["by"])
+		}
+	}
+}
+
+// A lease's later attempt wakes its agent with the reason retry_due (spec
+// section 2), the first with the trigger's own.
+func TestALaterAttemptIsWokenAsRetryDue(t *testing.T) {
+	t.Parallel()
+	l := newLoop(t, "[coordination]\nwake_ack_timeout_seconds = 2\nlease_renew_interval_seconds = 1\nlease_missed_renewals = 1\nretry_backoff_seconds = [1]\n", "net-kingdom")
+	l.openAgent(t, "net-kingdom", "ackstall complete")
+	l.waitAttached(t, "net-kingdom", 1)
+	id := l.wake(t, "net-kingdom", "--task", "T-1").Lease.LeaseID
+	testutil.WaitFor(t, "the second attempt to complete", func() bool { return l.lease(t, id).State == "completed" })
+	wakes := l.explain(t, "T-1").Triggers[0].Leases[0].Wakes
+	if len(wakes) != 2 {
+		t.Fatalf("wakes: %+v", wakes)
+	}
+	for i, want := range []string{": task_actionable (task T-1,", ": retry_due (task T-1,"} {
+		if m := l.tamqMessage(t, wakes[i].MessageID); m.Body == nil || !strings.Contains(*m.Body, want) {
+			t.Errorf("attempt %d's prompt does not say %q:\n%v", i+1, want, m.Body)
 		}
 	}
 }

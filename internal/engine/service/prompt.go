@@ -37,6 +37,8 @@ func (pr *prompts) promptInput(t lease.Trigger, leaseID string, attempt, attempt
 		Templates:  pr.templatesFor(t.TargetRepo, reg),
 		TaskBodies: pr.taskBodies,
 		HoldFor:    pr.timing.HoldFor(),
+		// Configuration, not the repo's: where a perspective entry goes.
+		PerspectiveDestination: pr.config.Coordination.PerspectiveDestination,
 	}
 	switch t.Source {
 	case lease.SourceMessage:

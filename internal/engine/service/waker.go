@@ -147,13 +147,21 @@ func (wk *waker) wakeRequest(ctx context.Context, l lease.Lease) (tamqapi.WakeRe
 			}
 		}
 	}
+	// A later attempt wakes the agent because its retry is due (spec
+	// section 2's retry_due), whatever first made the work actionable; the
+	// trigger keeps its own reason.
+	reason := t.Reason
+	if l.Attempt > 1 {
+		reason = lease.RetryDue
+	}
 	in := wk.prompts.promptInput(t, l.ID, l.Attempt, l.MaxAttempts+1, wk.registry)
+	in.Trigger.Reason = string(reason)
 	req := tamqapi.WakeRequest{
 		LeaseID: l.ID, Attempt: l.Attempt, TargetRepo: l.TargetRepo, TargetAgent: l.TargetAgent,
 		EndpointID: tamqEndpoint, CoordinationEndpointID: l.CoordinationEndpointID,
 		Trigger: tamqapi.WakeTrigger{
 			ID: t.ID, Source: string(t.Source), SourceID: t.SourceID, SourceRevision: t.SourceRevision,
-			TargetRepo: t.TargetRepo, TargetAgent: t.TargetAgent, Reason: string(t.Reason), ObservedAt: t.ObservedAt,
+			TargetRepo: t.TargetRepo, TargetAgent: t.TargetAgent, Reason: string(reason), ObservedAt: t.ObservedAt,
 		},
 	}
 	if cp != nil {
