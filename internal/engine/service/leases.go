@@ -59,10 +59,16 @@ func (lh *leaseHandlers) ack(ctx context.Context, _ unixrpc.Peer, req *unixrpc.R
 	l, err := lh.store.Leases.Ack(ctx, args.LeaseID, args.Attempt, whoOf(ctx), lh.timing)
 	if err != nil {
 		// A prompt presented again after its lease ended (the engine died
-		// before it settled it in tamq): settled now, so tamq stops
-		// presenting it and holding the window; the agent is still told.
+		// before it settled it in tamq): settled now as the engine decided,
+		// acknowledged when the work was completed, else cancelled, so tamq
+		// stops presenting it and holding the window, and its history says
+		// what became of the lease; the agent is still told.
 		if ended, lerr := lh.store.LeaseLists.Lease(ctx, args.LeaseID); lerr == nil && !ended.State.Live() {
-			lh.leaseClock.settleWake(ctx, ended)
+			if ended.State == lease.Completed {
+				lh.leaseClock.settleWake(ctx, ended)
+			} else {
+				lh.leaseClock.cancelWakes(ctx, ended.ID, ended.Attempt, "the lease ended: "+ended.StopReason)
+			}
 		}
 		return nil, err
 	}

@@ -89,3 +89,24 @@ func TestALaterAttemptIsWokenAsRetryDue(t *testing.T) {
 		}
 	}
 }
+
+// A wake written, then cancelled when its lease stopped (its attempts ran
+// out), stays cancelled in tamq's history when an ack for it comes late (a
+// broker attaching again acknowledges for its agent): the engine refuses
+// the ack and history shows what the engine decided, not "acknowledged".
+func TestALateAckLeavesACancelledWakeCancelled(t *testing.T) {
+	t.Parallel()
+	l := newLoop(t, "[coordination]\nwake_ack_timeout_seconds = 2\nmax_attempts = 0\n", "net-kingdom")
+	l.openAgent(t, "net-kingdom", "stall")
+	l.waitAttached(t, "net-kingdom", 1)
+	id := l.wake(t, "net-kingdom", "--task", "T-1").Lease.LeaseID
+	testutil.WaitFor(t, "the lease to stop", func() bool { return l.lease(t, id).State == "stopped" })
+	msg := l.lease(t, id).LocalLeaseID
+	testutil.WaitFor(t, "the wake to be cancelled in tamq", func() bool { return l.tamqMessage(t, msg).State == "cancelled" })
+	if r := l.e.Run(t, "coordination-engine", "lease", "ack", id, "--attempt", "1"); r.Status == 0 {
+		t.Fatalf("an ack of a stopped lease was taken: %s", r)
+	}
+	if m := l.tamqMessage(t, msg); m.State != "cancelled" {
+		t.Errorf("tamq's history shows the cancelled wake as %s", m.State)
+	}
+}
