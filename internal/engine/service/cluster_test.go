@@ -45,6 +45,12 @@ type clusterHost struct {
 // With etcd nil, the one host is on its own (no [cluster]).
 func startHosts(t testing.TB, h *hub, etcd *etcdtest.Cluster, n int, plan, env string, repos ...string) []*clusterHost {
 	t.Helper()
+	return startHostsTimed(t, h, etcd, n, clusterTiming, plan, env, repos...)
+}
+
+// startHostsTimed is startHosts with the leases' timing (the claims' TTL).
+func startHostsTimed(t testing.TB, h *hub, etcd *etcdtest.Cluster, n int, timing, plan, env string, repos ...string) []*clusterHost {
+	t.Helper()
 	var hosts []*clusterHost
 	for i := range n {
 		id := fmt.Sprintf("host-%d", i+1)
@@ -52,7 +58,7 @@ func startHosts(t testing.TB, h *hub, etcd *etcdtest.Cluster, n int, plan, env s
 		if etcd != nil {
 			section = fmt.Sprintf("[cluster]\netcd_endpoints = [%s]\nhost_id = %q\n", quoteAll(etcd.Endpoints()), id)
 		}
-		l := newLoop(t, hubConfig(h, 1, clusterTiming, section), repos...)
+		l := newLoop(t, hubConfig(h, 1, timing, section), repos...)
 		l.agentEnv = "SCRIPTED_AGENT_PUBLISH=1 " + env
 		hosts = append(hosts, &clusterHost{loop: l, id: id})
 	}
@@ -369,6 +375,83 @@ func TestClusterWaitsOutAnEtcdOutage(t *testing.T) {
 	if n := count["T-live"]; n < 1 || n > 2 || n == 2 && !resumed["T-live"] {
 		t.Errorf("T-live woken %d times (resumed from its checkpoint: %v)", n, resumed["T-live"])
 	}
+}
+
+// An etcd outage longer than the claims' TTL (8 s against 6 s), with
+// twenty tasks at work across two hosts, each host with an idle window of
+// every repo that could take the other's work: the host whose agent works
+// on a task keeps it (it re-takes its claims when etcd answers again), and
+// the other waits, so no task is woken on a second host while its first
+// agent is still on it. Meanwhile each host shows the tasks the other holds
+// as held by it.
+func TestClusterOutageKeepsWorkWithItsHolder(t *testing.T) {
+	const ttl = 6 * time.Second
+	timing := "wake_ack_timeout_seconds = 6\nlease_renew_interval_seconds = 1\nlease_missed_renewals = 2\n"
+	etcd := etcdtest.Start(t, 1)
+	h := startHub(t, "")
+	hold := holdFile(t)
+	var repos []string
+	for i := range 20 {
+		repos = append(repos, fmt.Sprintf("repo%02d", i))
+	}
+	hosts := startHostsTimed(t, h, etcd, 2, timing, "work", "SCRIPTED_AGENT_HOLD="+hold, repos...)
+	var ids []string
+	var ts []contract.Task
+	for i, repo := range repos {
+		id := fmt.Sprintf("T-%02d", i)
+		ids, ts = append(ids, id), append(ts, todo(id, repo))
+	}
+	h.put(workplan("W-1", repos[0], ts...))
+	holderOf := map[string]*clusterHost{}
+	testutil.WaitUpTo(t, "every task at work, acknowledged", 2*time.Minute, func() bool {
+		_, where, _ := wakes(hosts)
+		for _, id := range ids {
+			for _, host := range hosts {
+				if host.id == where[id] && taskStanding(t, host, id).AckedBy != "" {
+					holderOf[id] = host
+				}
+			}
+		}
+		return len(holderOf) == len(ids)
+	})
+	// Each host shows the other's tasks as held by it.
+	for _, host := range hosts {
+		res, err := client.New(host.pathsOf(t, paths.Engine)).Tasks(context.Background(), api.TasksArgs{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			s := standingOf(res, id)
+			if holder := holderOf[id]; holder != host && !strings.HasPrefix(s.Words, "waiting: held by host "+holder.id) {
+				t.Errorf("%s shows %s, which %s holds, as %q", host.id, id, holder.id, s.Words)
+			}
+		}
+	}
+
+	etcd.StopMember(0)
+	time.Sleep(8 * time.Second) // the outage: longer than the TTL
+	etcd.RestartMember(0)
+	back := time.Now()
+	// Long enough for a claim nobody renewed to run out after etcd's
+	// return (a TTL), for the other host to take it after its grace (two
+	// TTLs), and a few looks more; every first agent still at work.
+	time.Sleep(3*ttl + 5*time.Second - time.Since(back))
+	count, _, _ := wakes(hosts)
+	doubled := 0
+	for _, id := range ids {
+		if count[id] > 1 {
+			doubled++
+		}
+	}
+	t.Logf("%d of %d tasks woken again while their first agent was at work (8 s outage, 6 s TTL)", doubled, len(ids))
+	if doubled > 0 {
+		for _, host := range hosts {
+			t.Logf("%s:\n%s", host.id, host.engineLog("claim", "cluster", "etcd"))
+		}
+		t.Errorf("%d of %d tasks woken twice", doubled, len(ids))
+	}
+	os.Remove(hold)
+	waitDone(t, h, ids)
 }
 
 func taskStanding(t *testing.T, host *clusterHost, id string) api.TaskStanding {

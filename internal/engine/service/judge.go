@@ -63,6 +63,9 @@ func (j *judge) judgeCandidates(ctx context.Context, obs observe.Observation, in
 	if all {
 		candidates = obs.Candidates
 	}
+	// Every claim of the cluster in one read: what other hosts hold waits
+	// for them without a claim asked per task, and shows as theirs.
+	j.claimer.look(ctx)
 	candidates = slices.Concat(candidates, inbox, resume)
 	waiting, err := j.waitingCandidates(ctx, obs, inbox)
 	if err != nil {
