@@ -182,8 +182,22 @@ func (c *claimer) heldElsewhere(work string, now time.Time) (h cluster.Holder, l
 	return h, false, time.Time{}, ok
 }
 
+// elsewhere is the wait of t's work while another host holds it, as the
+// last look saw the claims ("" when none does): the claim is not asked for
+// again, and the look sees when it ends.
+func (c *claimer) elsewhere(t lease.Trigger) (lease.Wait, string) {
+	now := c.clock.Now()
+	if held := c.heldFacts(workKey(t), now); held != nil {
+		return lease.WaitHeldElsewhere, held.Words(now)
+	}
+	return "", ""
+}
+
 // heldFacts is another host's claim of a task, for its standing.
 func (c *claimer) heldFacts(task string, now time.Time) *standing.Held {
+	if task == "" {
+		return nil
+	}
 	h, lapsed, until, ok := c.heldElsewhere(task, now)
 	if !ok {
 		return nil
@@ -229,10 +243,8 @@ func (c *claimer) claim(ctx context.Context, t lease.Trigger, leaseID string, at
 	if why, down := c.down(now); down {
 		return lease.WaitCluster, "etcd does not answer: " + why
 	}
-	// Another host's claim, as the look saw it, is not asked for again:
-	// the work waits for it, and the look sees when it ends.
-	if held := c.heldFacts(work, now); held != nil {
-		return lease.WaitHeldElsewhere, held.Words(now)
+	if wait, why := c.elsewhere(t); wait != "" {
+		return wait, why
 	}
 	h := cluster.Holder{HostID: c.host, EngineID: c.engine, LeaseID: leaseID, Attempt: attempt, ClaimedAt: now, Revision: t.SourceRevision,
 		Repo: t.TargetRepo}

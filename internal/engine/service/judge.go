@@ -355,6 +355,11 @@ func (j *judge) consider(ctx context.Context, cand observe.Candidate, reg func()
 	if gate != "" {
 		return j.gate(ctx, t, gate, reason)
 	}
+	// Work another host holds waits for it, whatever this host's window
+	// is doing.
+	if wait, why := j.claimer.elsewhere(t); wait != "" {
+		return j.store.Triggers.WaitTrigger(ctx, t.ID, wait, why)
+	}
 	if why, ok := busy[t.TargetRepo]; ok {
 		return j.store.Triggers.WaitTrigger(ctx, t.ID, lease.WaitBusy, why)
 	}
