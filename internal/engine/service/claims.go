@@ -356,7 +356,9 @@ func (c *claimer) shareCheckpoint(ctx context.Context, t lease.Trigger, cp *leas
 	data, err := json.Marshal(cp)
 	if err == nil {
 		pctx, cancel := context.WithTimeout(ctx, c.callTimeout())
-		err = c.claims.PutCheckpoint(pctx, work, cp.LeaseID, data, c.ttl)
+		// The host that takes the work over, after the claim's TTL and
+		// the grace, must still find it.
+		err = c.claims.PutCheckpoint(pctx, work, cp.LeaseID, data, c.ttl+c.grace())
 		cancel()
 	}
 	if err != nil {
