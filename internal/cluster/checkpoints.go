@@ -67,7 +67,9 @@ type Resume struct {
 // PutCheckpoint stores data as the latest checkpoint of taskID by the
 // claim of leaseID, which must be this host's: under the host's sub-prefix,
 // with the record of the claim, both on the claim's record lease (granted
-// at the first checkpoint, for ttl, the claim's TTL, and SettledGrace more).
+// at the first checkpoint, for ttl and SettledGrace more; ttl is how long
+// after the claim's last renewal another host may take the work over: the
+// claim's TTL, and the grace the engine's hosts wait after it).
 func (c *Claims) PutCheckpoint(ctx context.Context, taskID, leaseID string, data []byte, ttl time.Duration) error {
 	key, err := taskKey(c.cfg.Prefix, taskID)
 	if err != nil {

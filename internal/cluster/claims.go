@@ -299,3 +299,25 @@ func (c *Claims) revoke(ctx context.Context, id clientv3.LeaseID) {
 
 // ours says whether cur is the claim h would make: same host, same lease.
 func ours(cur, h Holder) bool { return cur.LeaseID == h.LeaseID && cur.HostID == h.HostID }
+
+// Held is every claim under the prefix, live or settled, by task: one range
+// read of <prefix>/tasks/, whatever the number of tasks, so that a host can
+// show at each look which tasks other hosts hold. Keys that hold no claim
+// (classify) are left out: they hold nothing.
+func (c *Claims) Held(ctx context.Context) (map[string]Holder, error) {
+	dir := c.cfg.Prefix + tasksDir
+	cctx, cancel := c.call(ctx)
+	resp, err := c.cli.Get(cctx, dir, clientv3.WithPrefix())
+	cancel()
+	if err != nil {
+		return nil, c.failed(ctx, err, "read the claims under "+dir)
+	}
+	held := make(map[string]Holder, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		id, ok := taskOfKey(c.cfg.Prefix, string(kv.Key))
+		if f := classify([]*mvccpb.KeyValue{kv}); ok && f.claim() {
+			held[id] = f.h
+		}
+	}
+	return held, nil
+}

@@ -413,3 +413,83 @@ func TestOpenLateLogsInWhenEtcdAnswers(t *testing.T) {
 		return err
 	})
 }
+
+// Held reads every claim under the prefix in one range read: live and
+// settled claims by task (an escaped task id read back as it was), and
+// nothing of a key that holds no claim or lies elsewhere under the prefix.
+func TestHeldReadsEveryClaimAtOnce(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	a, b := open(t, c, "host-a"), open(t, c, "host-b")
+	ctx := context.Background()
+	for _, id := range []string{"T-1", "T-2", "a/b"} {
+		if _, won, err := a.Claim(ctx, id, cluster.Holder{LeaseID: "L-" + id, Revision: "r1"}, 30*time.Second); err != nil || !won {
+			t.Fatalf("claim %s: %v %v", id, won, err)
+		}
+	}
+	if err := a.Settle(ctx, "T-2", "L-T-2", "completed", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	cli := c.Client("", "")
+	for key, value := range map[string]string{
+		prefix + "/tasks/T-stray": `{"host_id":"host-9","lease_id":"L9","etcd_lease":1}`, // no etcd lease
+		prefix + "/tasks/T-junk":  "not a claim",
+		prefix + "/last/T-1":      `{"host_id":"host-9"}`,
+	} {
+		if _, err := cli.Put(ctx, key, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ranges := etcdtest.Calls(t, "Range")
+	held, err := b.Held(ctx)
+	if n := etcdtest.Calls(t, "Range") - ranges; n != 1 {
+		t.Errorf("Held made %d range reads", n)
+	}
+	if err != nil || len(held) != 3 {
+		t.Fatalf("held: %+v %v", held, err)
+	}
+	if h := held["T-1"]; h.HostID != "host-a" || h.LeaseID != "L-T-1" || h.Settled != "" {
+		t.Errorf("T-1: %+v", h)
+	}
+	if h := held["T-2"]; h.Settled != "completed" {
+		t.Errorf("T-2: %+v", h)
+	}
+	if h := held["a/b"]; h.LeaseID != "L-a/b" {
+		t.Errorf("a/b: %+v", h)
+	}
+}
+
+// What the engine counts on after an outage of etcd longer than a claim's
+// TTL: etcd gives every lease its whole TTL again when it comes back (its
+// new leader renews them all), so the claim is still there, and its holder
+// renews it as before; nobody else could claim it meanwhile. Should it run
+// out all the same (no renewal in time), its holder takes it back with
+// the same lease, as the engine does within its grace.
+func TestAClaimOutlivesAnOutageLongerThanItsTTL(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	a, b := open(t, c, "host-a"), open(t, c, "host-b")
+	ctx := context.Background()
+	const ttl = 2 * time.Second
+	if _, won, err := a.Claim(ctx, "T-1", cluster.Holder{LeaseID: "LA"}, ttl); err != nil || !won {
+		t.Fatalf("claim: %v %v", won, err)
+	}
+	c.StopMember(0)
+	time.Sleep(2 * ttl) // the outage: twice the TTL
+	c.RestartMember(0)
+	eventually(t, "a renews its claim after the outage", 10*time.Second, func() error { return a.Renew(ctx, "T-1", "LA") })
+	if h, _, err := b.Claim(ctx, "T-1", cluster.Holder{LeaseID: "LB"}, ttl); err != nil || h.LeaseID != "LA" {
+		t.Errorf("b's claim after the outage: %+v %v", h, err)
+	}
+	// Left to run out, the claim is gone; its holder takes it back.
+	eventually(t, "the claim runs out", 3*ttl, func() error {
+		if _, found, err := b.Holder(ctx, "T-1"); err != nil || found {
+			return fmt.Errorf("still held (%v)", err)
+		}
+		return nil
+	})
+	if err := a.Renew(ctx, "T-1", "LA"); !errs.Is(err, errs.Conflict) {
+		t.Errorf("renewing a claim that ran out: %v", err)
+	}
+	if h, won, err := a.Claim(ctx, "T-1", cluster.Holder{LeaseID: "LA"}, ttl); err != nil || !won || h.LeaseID != "LA" {
+		t.Errorf("a takes its claim back: %+v %v %v", h, won, err)
+	}
+}

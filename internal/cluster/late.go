@@ -96,6 +96,15 @@ func (l *Late) Renew(ctx context.Context, taskID, leaseID string) error {
 	return c.Renew(ctx, taskID, leaseID)
 }
 
+// Held is Claims.Held once connected.
+func (l *Late) Held(ctx context.Context) (map[string]Holder, error) {
+	c, err := l.store()
+	if err != nil {
+		return nil, err
+	}
+	return c.Held(ctx)
+}
+
 // Release is Claims.Release once connected.
 func (l *Late) Release(ctx context.Context, taskID, leaseID string) error {
 	c, err := l.store()

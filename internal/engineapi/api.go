@@ -367,6 +367,10 @@ type ExplainResult struct {
 	GateReason string       `json:"gate_reason,omitempty"`
 	// Skipped says why the engine skips the task (TaskStanding.Skipped).
 	Skipped string `json:"skipped,omitempty"`
+	// HeldBy is the host whose claim holds the task ([cluster]: another
+	// host's agent is on it), Held the same in words, as tasks says it.
+	HeldBy string `json:"held_by,omitempty"`
+	Held   string `json:"held,omitempty"`
 	// Triggers are the engine's triggers about the task, oldest first.
 	Triggers []ExplainTrigger `json:"triggers"`
 	// NextRetry is when the task is next tried: a lease's next attempt or

@@ -37,6 +37,10 @@ type ClusterStatus struct {
 	Endpoints []string `json:"etcd_endpoints"`
 	Claims    int      `json:"claims_held"`
 	Error     string   `json:"error,omitempty"`
+	// Others counts the tasks other hosts hold, by host, as the last read
+	// of every claim (one range read per look) saw them at ReadAt.
+	Others map[string]int `json:"held_by_others,omitempty"`
+	ReadAt *time.Time     `json:"claims_read_at,omitempty"`
 }
 
 // WaitingStatus counts the waiting triggers by what they wait for, and

@@ -53,8 +53,11 @@ type TaskStanding struct {
 	// Skipped says why the engine skips the task: what State Hub sends of
 	// it breaks the engine's rules (a revision with a newline), so it is
 	// never woken until mended there. Its kind is needs_you.
-	Skipped     string     `json:"skipped,omitempty"`
-	Wait        string     `json:"wait,omitempty"`
+	Skipped string `json:"skipped,omitempty"`
+	Wait    string `json:"wait,omitempty"`
+	// HeldBy is the host whose claim the task waits for ([cluster]:
+	// another host's agent is on it; Wait is held_by_host).
+	HeldBy      string     `json:"held_by,omitempty"`
 	Dependency  string     `json:"dependency,omitempty"`
 	LeaseID     string     `json:"lease_id,omitempty"`
 	Attempt     int        `json:"attempt,omitempty"`

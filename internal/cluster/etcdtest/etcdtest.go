@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -273,4 +274,32 @@ func (c *Cluster) EnablePerHostAuth(rootPassword, prefix string, hosts map[strin
 			c.t.Fatalf("etcdtest: enable per-host auth, step %d: %v", i+1, err)
 		}
 	}
+}
+
+// Calls is how many calls of the gRPC method (etcd's "Range", "Txn",
+// "LeaseKeepAlive", ...) etcd's servers have begun in this process so far,
+// as etcd counts them for its metrics (grpc_server_started_total): what a
+// test compares before and after to count the calls an engine made. The
+// count is the process's, every member's and every cluster's together, so
+// a test that counts runs alone.
+func Calls(t testing.TB, method string) int {
+	t.Helper()
+	families, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatalf("etcdtest: gather etcd's metrics: %v", err)
+	}
+	n := 0.0
+	for _, f := range families {
+		if f.GetName() != "grpc_server_started_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "grpc_method" && l.GetValue() == method {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return int(n)
 }

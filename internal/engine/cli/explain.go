@@ -107,6 +107,9 @@ func explainText(r api.ExplainResult) string {
 			fmt.Fprintf(&b, "  gate: %s (%s)\n", e(r.Gate), e(r.GateReason))
 		}
 	}
+	if r.Held != "" {
+		fmt.Fprintf(&b, "  cluster: %s\n", e(r.Held))
+	}
 	for _, d := range r.Dependencies {
 		fmt.Fprintf(&b, "  depends on %s: %s\n", e(d.ID), e(depState(d)))
 	}

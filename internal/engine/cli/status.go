@@ -117,6 +117,17 @@ func printCluster(a *app.App, c *api.ClusterStatus) {
 		state = "etcd does NOT answer: " + c.Error + " (no new claims; work waits)"
 	}
 	a.Printf("  cluster:   host %s, etcd %s, %d claims held; %s\n", c.HostID, strings.Join(c.Endpoints, ","), c.Claims, state)
+	if c.ReadAt != nil {
+		hosts := slices.Sorted(maps.Keys(c.Others))
+		others := make([]string, 0, len(hosts))
+		for _, h := range hosts {
+			others = append(others, fmt.Sprintf("%d by %s", c.Others[h], textsafe.Escape(h)))
+		}
+		if len(others) == 0 {
+			others = append(others, "none")
+		}
+		a.Printf("             held by other hosts: %s (claims read %s)\n", strings.Join(others, ", "), c.ReadAt.Local().Format(time.TimeOnly))
+	}
 }
 
 // printTaskCounts says how the observed tasks stand, what needs a person

@@ -12,7 +12,9 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/cluster"
+	"github.com/tmux-amq/tamq/internal/engine/standing"
 	"github.com/tmux-amq/tamq/internal/engine/store"
+	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/receipt"
@@ -29,6 +31,8 @@ type Claims interface {
 	Settle(ctx context.Context, work, leaseID, outcome string, keep time.Duration) error
 	PutCheckpoint(ctx context.Context, work, leaseID string, data []byte, ttl time.Duration) error
 	Checkpoint(ctx context.Context, work, leaseID, repo string) (cluster.Resume, bool, error)
+	// Held is every claim, by work, in one read.
+	Held(ctx context.Context) (map[string]cluster.Holder, error)
 }
 
 // claimer claims work across hosts before the engine offers a lease of it,
@@ -61,6 +65,19 @@ type claimer struct {
 	// reported are the keys of etcd the engine passed over and reported
 	// (distrust), once each while it runs; made at the first.
 	reported *seenSet
+	// others are the live claims of other hosts, by work, as the last
+	// read of every claim (look) saw them, and readAt its time; lapsed
+	// the work they held whose claim has gone since, while its holder may
+	// take it back (grace).
+	others map[string]cluster.Holder
+	readAt time.Time
+	lapsed map[string]lapse
+}
+
+// lapse is a claim of another host found gone: since when, and whose.
+type lapse struct {
+	holder cluster.Holder
+	since  time.Time
 }
 
 type keptClaim struct {
@@ -93,6 +110,124 @@ func workKey(t lease.Trigger) string {
 	return ""
 }
 
+// grace is how long past its TTL a claim etcd could not confirm keeps its
+// local lease live, and how long a host waits, once a claim of another
+// host it saw is gone, before it claims the work: etcd may have been away
+// (every claim's TTL runs out together then), and the host whose agent
+// works on it re-takes its claim first when etcd answers. Twice the TTL
+// covers an outage of about twice the TTL; a host that died is taken over
+// after the TTL and the grace.
+func (c *claimer) grace() time.Duration { return 2 * c.ttl }
+
+// look reads every claim under the prefix at once (one range read, at
+// each look at State Hub): what other hosts hold shows in tasks, explain
+// and status, and a claim of another host that has gone since the last
+// read makes its work wait a grace (see grace) before this host claims it.
+// While etcd does not answer, the last read stands.
+func (c *claimer) look(ctx context.Context) {
+	if !c.on() {
+		return
+	}
+	now := c.clock.Now()
+	if _, down := c.down(now); down {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.callTimeout())
+	held, err := c.claims.Held(rctx)
+	cancel()
+	if err != nil {
+		c.failed(err)
+		c.log.Warn("cannot read the claims in the cluster", "error", err.Error())
+		return
+	}
+	c.answered()
+	others := map[string]cluster.Holder{}
+	for work, h := range held {
+		if h.HostID != c.host && h.Settled == "" {
+			others[work] = h
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lapsed == nil {
+		c.lapsed = map[string]lapse{}
+	}
+	for work, h := range c.others {
+		if _, still := held[work]; !still {
+			if _, known := c.lapsed[work]; !known {
+				c.lapsed[work] = lapse{holder: h, since: now}
+			}
+		}
+	}
+	for work, l := range c.lapsed {
+		if _, again := held[work]; again || now.Sub(l.since) >= c.grace() {
+			delete(c.lapsed, work)
+		}
+	}
+	c.others, c.readAt = others, now
+}
+
+// heldElsewhere is another host's claim of work as the last read saw it
+// (lapsed: gone since, and its holder may still take it back until until).
+func (c *claimer) heldElsewhere(work string, now time.Time) (h cluster.Holder, lapsed bool, until time.Time, ok bool) {
+	if !c.on() {
+		return cluster.Holder{}, false, time.Time{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l, in := c.lapsed[work]; in && now.Before(l.since.Add(c.grace())) {
+		return l.holder, true, l.since.Add(c.grace()), true
+	}
+	h, ok = c.others[work]
+	return h, false, time.Time{}, ok
+}
+
+// elsewhere is the wait of t's work while another host holds it, as the
+// last look saw the claims ("" when none does): the claim is not asked for
+// again, and the look sees when it ends.
+func (c *claimer) elsewhere(t lease.Trigger) (lease.Wait, string) {
+	now := c.clock.Now()
+	if held := c.heldFacts(workKey(t), now); held != nil {
+		return lease.WaitHeldElsewhere, held.Words(now)
+	}
+	return "", ""
+}
+
+// heldFacts is another host's claim of a task, for its standing.
+func (c *claimer) heldFacts(task string, now time.Time) *standing.Held {
+	if task == "" {
+		return nil
+	}
+	h, lapsed, until, ok := c.heldElsewhere(task, now)
+	if !ok {
+		return nil
+	}
+	return &standing.Held{Host: h.HostID, LeaseID: h.LeaseID, Lapsed: lapsed, Until: until}
+}
+
+// explainHeld says in res who holds its task when another host does: the
+// verdict too, unless State Hub says the task ended or a lease of this
+// engine's is live on it.
+func (c *claimer) explainHeld(res *api.ExplainResult) {
+	now := c.clock.Now()
+	held := c.heldFacts(res.Task, now)
+	if held == nil {
+		return
+	}
+	res.HeldBy, res.Held = held.Host, held.Words(now)
+	if res.Status == "done" || res.Status == "cancelled" {
+		return
+	}
+	for _, t := range res.Triggers {
+		for _, l := range t.Leases {
+			if lease.State(l.State).Live() {
+				return
+			}
+		}
+	}
+	res.Verdict = "waiting: " + res.Held + "; another host's agent is on it"
+}
+
 // on says whether a cluster is configured.
 func (c *claimer) on() bool { return c != nil && c.claims != nil }
 
@@ -107,6 +242,9 @@ func (c *claimer) claim(ctx context.Context, t lease.Trigger, leaseID string, at
 	now := c.clock.Now()
 	if why, down := c.down(now); down {
 		return lease.WaitCluster, "etcd does not answer: " + why
+	}
+	if wait, why := c.elsewhere(t); wait != "" {
+		return wait, why
 	}
 	h := cluster.Holder{HostID: c.host, EngineID: c.engine, LeaseID: leaseID, Attempt: attempt, ClaimedAt: now, Revision: t.SourceRevision,
 		Repo: t.TargetRepo}
@@ -124,6 +262,15 @@ func (c *claimer) claim(ctx context.Context, t lease.Trigger, leaseID string, at
 	c.answered()
 	if holder.Replaced != "" {
 		c.distrust(ctx, "claim", work, "", holder.Replaced)
+	}
+	if !won && holder.Settled == "" && holder.HostID != c.host {
+		// Seen held: should its claim go, the next looks wait a grace.
+		c.mu.Lock()
+		if c.others == nil {
+			c.others = map[string]cluster.Holder{}
+		}
+		c.others[work] = holder
+		c.mu.Unlock()
 	}
 	switch {
 	case !won && holder.Settled != "":
@@ -209,7 +356,9 @@ func (c *claimer) shareCheckpoint(ctx context.Context, t lease.Trigger, cp *leas
 	data, err := json.Marshal(cp)
 	if err == nil {
 		pctx, cancel := context.WithTimeout(ctx, c.callTimeout())
-		err = c.claims.PutCheckpoint(pctx, work, cp.LeaseID, data, c.ttl)
+		// The host that takes the work over, after the claim's TTL and
+		// the grace, must still find it.
+		err = c.claims.PutCheckpoint(pctx, work, cp.LeaseID, data, c.ttl+c.grace())
 		cancel()
 	}
 	if err != nil {
@@ -391,21 +540,56 @@ func (c *claimer) keepAlive(ctx context.Context) bool {
 			}
 			c.mu.Unlock()
 		case errs.Is(err, errs.Conflict):
-			c.stop(ctx, l, "the cluster claim on "+k.work+" was lost: another host may hold it")
+			if !c.retake(ctx, l, k) {
+				c.stop(ctx, l, "the cluster claim on "+k.work+" was lost: another host may hold it")
+			}
 		default:
-			// etcd does not answer. The claim runs out in etcd a TTL after
-			// it was last confirmed; the lease stops at the last look
-			// before that (the next one may come a wait and a call
-			// later), so it never runs on where another host may have
-			// taken the work.
+			// etcd does not answer. The claim may run out in etcd a TTL
+			// after it was last confirmed, but another host that saw it
+			// waits a grace more before it claims the work (look): the
+			// lease stops at the last look before that (the next one may
+			// come a wait and a call later), so it never runs on where
+			// another host may have taken the work. An outage shorter
+			// than that leaves the work with this host's agent.
 			answered = false
 			c.failed(err)
-			if c.clock.Now().Add(c.retryEvery() + c.callTimeout()).After(k.at.Add(c.ttl)) {
-				c.stop(ctx, l, "etcd has not confirmed the cluster claim on "+k.work+" within its TTL ("+c.ttl.String()+")")
+			if c.clock.Now().Add(c.retryEvery() + c.callTimeout()).After(k.at.Add(c.ttl + c.grace())) {
+				c.stop(ctx, l, "etcd has not confirmed the cluster claim on "+k.work+" within its TTL and grace ("+(c.ttl+c.grace()).String()+")")
 			}
 		}
 	}
 	return answered
+}
+
+// retake claims again, for its live lease, work whose claim was found
+// gone (etcd was away longer than the TTL, and the claim ran out there):
+// the agent is still at work on it, and the other hosts that saw the claim
+// wait a grace before they claim the work, so this host takes it back
+// first. Only within that grace; a claim another host holds now is lost.
+func (c *claimer) retake(ctx context.Context, l lease.Lease, k keptClaim) bool {
+	now := c.clock.Now()
+	if k.at.IsZero() || now.Add(c.callTimeout()).After(k.at.Add(c.ttl+c.grace())) {
+		return false
+	}
+	t, err := c.store.Triggers.Trigger(ctx, l.TriggerID)
+	if err != nil {
+		return false
+	}
+	h := cluster.Holder{HostID: c.host, EngineID: c.engine, LeaseID: l.ID, Attempt: l.Attempt, ClaimedAt: now, Revision: t.SourceRevision,
+		Repo: t.TargetRepo}
+	cctx, cancel := context.WithTimeout(ctx, c.callTimeout())
+	_, won, err := c.claims.Claim(cctx, k.work, h, c.ttl)
+	cancel()
+	if err != nil || !won {
+		return false
+	}
+	c.log.Info("cluster claim taken back: it had run out while etcd was away", "work", k.work, "lease", l.ID)
+	c.mu.Lock()
+	if _, still := c.kept[l.ID]; still {
+		c.kept[l.ID] = keptClaim{work: k.work, at: now}
+	}
+	c.mu.Unlock()
+	return true
 }
 
 // stop stops a local lease whose claim cannot be vouched for.
@@ -444,6 +628,22 @@ func (c *claimer) answered() {
 	c.mu.Lock()
 	c.lastErr, c.failedAt = "", time.Time{}
 	c.mu.Unlock()
+}
+
+// reportOthers counts the tasks other hosts hold, by host, as the last
+// read of the claims saw them, and when that was (nil before the first).
+func (c *claimer) reportOthers() (map[string]int, *time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.readAt.IsZero() {
+		return nil, nil
+	}
+	by := map[string]int{}
+	for _, h := range c.others {
+		by[h.HostID]++
+	}
+	at := c.readAt.UTC()
+	return by, &at
 }
 
 // report is the cluster's part of status.

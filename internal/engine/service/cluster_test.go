@@ -45,6 +45,12 @@ type clusterHost struct {
 // With etcd nil, the one host is on its own (no [cluster]).
 func startHosts(t testing.TB, h *hub, etcd *etcdtest.Cluster, n int, plan, env string, repos ...string) []*clusterHost {
 	t.Helper()
+	return startHostsTimed(t, h, etcd, n, clusterTiming, plan, env, repos...)
+}
+
+// startHostsTimed is startHosts with the leases' timing (the claims' TTL).
+func startHostsTimed(t testing.TB, h *hub, etcd *etcdtest.Cluster, n int, timing, plan, env string, repos ...string) []*clusterHost {
+	t.Helper()
 	var hosts []*clusterHost
 	for i := range n {
 		id := fmt.Sprintf("host-%d", i+1)
@@ -52,7 +58,7 @@ func startHosts(t testing.TB, h *hub, etcd *etcdtest.Cluster, n int, plan, env s
 		if etcd != nil {
 			section = fmt.Sprintf("[cluster]\netcd_endpoints = [%s]\nhost_id = %q\n", quoteAll(etcd.Endpoints()), id)
 		}
-		l := newLoop(t, hubConfig(h, 1, clusterTiming, section), repos...)
+		l := newLoop(t, hubConfig(h, 1, timing, section), repos...)
 		l.agentEnv = "SCRIPTED_AGENT_PUBLISH=1 " + env
 		hosts = append(hosts, &clusterHost{loop: l, id: id})
 	}
@@ -226,8 +232,9 @@ func TestClusterWakesEachTaskOnceAcrossHosts(t *testing.T) {
 
 // The host whose agent works on a task dies (kill -9 of its engine): the
 // others wait, saying which host holds the task, and one of them wakes it
-// only once the claim's TTL has run out, resuming from the checkpoint the
-// dead host's agent made.
+// only once the claim's TTL has run out and the grace after it (a host
+// cut off from etcd keeps its lease that long), resuming from the
+// checkpoint the dead host's agent made.
 func TestClusterTakesOverFromADeadHostAfterTheTTL(t *testing.T) {
 	etcd := etcdtest.Start(t, 1)
 	h := startHub(t, "")
@@ -292,9 +299,10 @@ func TestClusterTakesOverFromADeadHostAfterTheTTL(t *testing.T) {
 		return taker != nil
 	})
 	took := time.Since(died)
-	t.Logf("takeover %.1fs after kill -9 (TTL 4s)", took.Seconds())
-	if took < 3*time.Second {
-		t.Errorf("%s woke T-crash %v after the holder died, before its claim's TTL (4s) ran out", taker.id, took)
+	t.Logf("takeover %.1fs after kill -9 (TTL 4s, grace 8s)", took.Seconds())
+	// The claim was last renewed up to a third of the TTL before the kill.
+	if took < 12*time.Second-4*time.Second/3 {
+		t.Errorf("%s woke T-crash %v after the holder died, before its claim's TTL (4s) and grace (8s) ran out", taker.id, took)
 	}
 	if _, _, resumed := wakes(others); !resumed["T-crash"] {
 		t.Errorf("%s's wake of T-crash did not resume from the dead host's checkpoint:\n%s", taker.id, taker.agentLog())
@@ -306,11 +314,13 @@ func TestClusterTakesOverFromADeadHostAfterTheTTL(t *testing.T) {
 	}
 }
 
-// etcd goes away for ten seconds: the work that becomes actionable
-// meanwhile waits (cluster_unreachable), nothing is woken twice and
-// nothing is lost; claims resume when etcd is back. The lease live when
-// etcd went runs on until its claim would have run out in etcd, then
-// stops; its task is done in the end all the same.
+// etcd goes away for sixteen seconds, longer than the claims' TTL and the
+// grace after it (4 s and 8 s): the work that becomes actionable meanwhile
+// waits (cluster_unreachable), nothing is woken twice and nothing is lost;
+// claims resume when etcd is back. The lease live when etcd went runs on
+// until another host could take its work (the TTL and the grace), then
+// stops; its task is done in the end all the same. (An outage shorter than
+// that leaves the work with its holder: TestClusterOutageKeepsWorkWithItsHolder.)
 func TestClusterWaitsOutAnEtcdOutage(t *testing.T) {
 	etcd := etcdtest.Start(t, 1)
 	h := startHub(t, "")
@@ -332,13 +342,13 @@ func TestClusterWaitsOutAnEtcdOutage(t *testing.T) {
 
 	etcd.StopMember(0)
 	down := time.Now()
-	testutil.WaitFor(t, "T-live's lease stopped, its claim unconfirmed", func() bool {
-		return strings.Contains(holder.engineLog("its cluster claim is lost"), "within its TTL")
+	testutil.WaitUpTo(t, "T-live's lease stopped, its claim unconfirmed", 20*time.Second, func() bool {
+		return strings.Contains(holder.engineLog("its cluster claim is lost"), "within its TTL and grace")
 	})
 	stopped := time.Since(down)
-	t.Logf("T-live's lease stopped %.1fs after etcd went away (TTL 4s)", stopped.Seconds())
-	if stopped > 4*time.Second+time.Second {
-		t.Errorf("T-live's lease ran on %v after etcd went away; its claim's TTL is 4s", stopped)
+	t.Logf("T-live's lease stopped %.1fs after etcd went away (TTL 4s, grace 8s)", stopped.Seconds())
+	if stopped > 12*time.Second+time.Second {
+		t.Errorf("T-live's lease ran on %v after etcd went away; its claim's TTL and grace are 12s", stopped)
 	}
 	during, ts := tasksOf("B", 6)
 	h.put(workplan("W-2", "alpha", ts...))
@@ -353,7 +363,7 @@ func TestClusterWaitsOutAnEtcdOutage(t *testing.T) {
 	if st := hosts[0].status(t); st.Cluster == nil || st.Cluster.Error == "" {
 		t.Errorf("status does not say etcd is unreachable: %+v", st.Cluster)
 	}
-	time.Sleep(10*time.Second - time.Since(down)) // the outage lasts ten seconds
+	time.Sleep(16*time.Second - time.Since(down)) // the outage lasts sixteen seconds
 	etcd.RestartMember(0)
 	os.Remove(hold)
 	waitDone(t, h, append(during, "T-live"))
@@ -369,6 +379,242 @@ func TestClusterWaitsOutAnEtcdOutage(t *testing.T) {
 	if n := count["T-live"]; n < 1 || n > 2 || n == 2 && !resumed["T-live"] {
 		t.Errorf("T-live woken %d times (resumed from its checkpoint: %v)", n, resumed["T-live"])
 	}
+}
+
+// An etcd outage longer than the claims' TTL (8 s against 6 s), with
+// twenty tasks at work across two hosts, each host with an idle window of
+// every repo that could take the other's work: the host whose agent works
+// on a task keeps it (it re-takes its claims when etcd answers again), and
+// the other waits, so no task is woken on a second host while its first
+// agent is still on it. Meanwhile each host shows the tasks the other holds
+// as held by it.
+func TestClusterOutageKeepsWorkWithItsHolder(t *testing.T) {
+	const ttl = 6 * time.Second
+	timing := "wake_ack_timeout_seconds = 6\nlease_renew_interval_seconds = 1\nlease_missed_renewals = 2\n"
+	etcd := etcdtest.Start(t, 1)
+	h := startHub(t, "")
+	hold := holdFile(t)
+	var repos []string
+	for i := range 20 {
+		repos = append(repos, fmt.Sprintf("repo%02d", i))
+	}
+	hosts := startHostsTimed(t, h, etcd, 2, timing, "work", "SCRIPTED_AGENT_HOLD="+hold, repos...)
+	var ids []string
+	var ts []contract.Task
+	for i, repo := range repos {
+		id := fmt.Sprintf("T-%02d", i)
+		ids, ts = append(ids, id), append(ts, todo(id, repo))
+	}
+	h.put(workplan("W-1", repos[0], ts...))
+	holderOf := map[string]*clusterHost{}
+	testutil.WaitUpTo(t, "every task at work, acknowledged", 2*time.Minute, func() bool {
+		_, where, _ := wakes(hosts)
+		for _, id := range ids {
+			for _, host := range hosts {
+				if host.id == where[id] && taskStanding(t, host, id).AckedBy != "" {
+					holderOf[id] = host
+				}
+			}
+		}
+		return len(holderOf) == len(ids)
+	})
+	// Each host shows the other's tasks as held by it.
+	for _, host := range hosts {
+		res, err := client.New(host.pathsOf(t, paths.Engine)).Tasks(context.Background(), api.TasksArgs{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			s := standingOf(res, id)
+			if holder := holderOf[id]; holder != host && !strings.HasPrefix(s.Words, "waiting: held by host "+holder.id) {
+				t.Errorf("%s shows %s, which %s holds, as %q", host.id, id, holder.id, s.Words)
+			}
+		}
+	}
+
+	etcd.StopMember(0)
+	time.Sleep(8 * time.Second) // the outage: longer than the TTL
+	etcd.RestartMember(0)
+	back := time.Now()
+	// Long enough for a claim nobody renewed to run out after etcd's
+	// return (a TTL), for the other host to take it after its grace (two
+	// TTLs), and a few looks more; every first agent still at work.
+	time.Sleep(3*ttl + 5*time.Second - time.Since(back))
+	count, _, _ := wakes(hosts)
+	doubled := 0
+	for _, id := range ids {
+		if count[id] > 1 {
+			doubled++
+		}
+	}
+	t.Logf("%d of %d tasks woken again while their first agent was at work (8 s outage, 6 s TTL)", doubled, len(ids))
+	if doubled > 0 {
+		for _, host := range hosts {
+			t.Logf("%s:\n%s", host.id, host.engineLog("claim", "cluster", "etcd"))
+		}
+		t.Errorf("%d of %d tasks woken twice", doubled, len(ids))
+	}
+	os.Remove(hold)
+	waitDone(t, h, ids)
+}
+
+// Twenty tasks another host holds (its claims in etcd, as it writes them),
+// ten of them in a repo whose window here is busy with a task of this
+// host's: tasks, explain, status and tamq top show each as held by that
+// host, not as waiting for the window; and the engine learns it from one
+// read of every claim per look, not a claim asked per task.
+func TestClusterShowsWhatOtherHostsHold(t *testing.T) {
+	etcd := etcdtest.Start(t, 1)
+	h := startHub(t, "")
+	hold := holdFile(t)
+	// gamma's agent works while hold exists; beta's window stays idle.
+	hosts := startHosts(t, h, etcd, 1, "complete", "SCRIPTED_AGENT_HOLD="+hold, "gamma", "beta")
+	host := hosts[0]
+	cli := etcd.Client("", "")
+	ctx := context.Background()
+	ts := []contract.Task{todo("HT1", "gamma")}
+	var ids []string
+	for i := range 20 {
+		id, repo := fmt.Sprintf("T-%02d", i), "gamma"
+		if i >= 10 {
+			repo = "beta"
+		}
+		g, err := cli.Grant(ctx, 600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claim := fmt.Sprintf(`{"host_id":"host-9","engine_id":"e9","lease_id":"L%02d","attempt":1,"etcd_lease":%d,"repo":%q}`, i, g.ID, repo)
+		if _, err := cli.Put(ctx, "/tamq-coordination/tasks/"+id, claim, clientv3.WithLease(g.ID)); err != nil {
+			t.Fatal(err)
+		}
+		ids, ts = append(ids, id), append(ts, todo(id, repo))
+	}
+	h.put(workplan("W-1", "gamma", ts...))
+	testutil.WaitFor(t, "HT1 at work", func() bool { return taskStanding(t, host, "HT1").Kind == "working" })
+	var shown []string // what tasks shows otherwise
+	if !testutil.Within(30*time.Second, func() bool {
+		res, err := client.New(host.pathsOf(t, paths.Engine)).Tasks(ctx, api.TasksArgs{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		shown = nil
+		for i, id := range ids {
+			s := standingOf(res, id)
+			if s.Words != fmt.Sprintf("waiting: held by host host-9 (lease L%02d)", i) || s.HeldBy != "host-9" || s.Wait != "held_by_host" {
+				shown = append(shown, id+": "+s.Words)
+			}
+		}
+		return len(shown) == 0
+	}) {
+		t.Errorf("%d of the 20 tasks host-9 holds are not shown as held by it:\n%s", len(shown), strings.Join(shown, "\n"))
+	}
+	if x := host.explain(t, "T-00"); x.HeldBy != "host-9" || !strings.HasPrefix(x.Verdict, "waiting: held by host host-9 (lease L00)") {
+		t.Errorf("explain of T-00: held by %q, verdict %q", x.HeldBy, x.Verdict)
+	}
+	if out := host.e.Engine(t, "explain", "T-00").Stdout; !strings.Contains(out, "cluster: held by host host-9 (lease L00)") {
+		t.Errorf("coordination-engine explain T-00 does not say who holds it:\n%s", out)
+	}
+	if c := host.status(t).Cluster; c == nil || c.Others["host-9"] != 20 || c.ReadAt == nil {
+		t.Errorf("status's cluster: %+v", c)
+	}
+	// Each task's trigger waits for host-9 too, once the look has judged
+	// them all.
+	if !testutil.Within(30*time.Second, func() bool { return host.status(t).Waiting.Counts["held_by_host"] == 20 }) {
+		t.Errorf("status's waiting triggers: %+v", host.status(t).Waiting.Counts)
+	}
+	if out := host.e.Engine(t, "status").Stdout; !strings.Contains(out, "held by other hosts: 20 by host-9") || !strings.Contains(out, "held_by_host 20") ||
+		strings.Contains(out, "window busy") {
+		t.Errorf("coordination-engine status does not count the tasks other hosts hold:\n%s", out)
+	}
+	if out := host.e.Engine(t, "tasks").Stdout; strings.Count(out, "held by host host-9") != 20 {
+		t.Errorf("coordination-engine tasks:\n%s", out)
+	}
+	if out := host.e.Tamq(t, "top", "--once").Stdout; !strings.Contains(out, "held by host host-9") {
+		t.Errorf("tamq top does not show the tasks host-9 holds:\n%s", out)
+	}
+
+	// With no live lease of its own (HT1 done, its claim settled), what
+	// the engine asks of etcd per look: the one read of every claim.
+	os.Remove(hold)
+	testutil.WaitFor(t, "HT1 done and its claim settled", func() bool {
+		st := host.status(t)
+		return h.task("HT1").Status == "done" && st.Leases.Counts["completed"] == 1 && st.Cluster.Claims == 0
+	})
+	polls0 := host.status(t).StateHub.Polls + 1
+	testutil.WaitFor(t, "a look after", func() bool { return host.status(t).StateHub.Polls >= polls0 })
+	ranges, txns := etcdtest.Calls(t, "Range"), etcdtest.Calls(t, "Txn")
+	testutil.WaitFor(t, "eight looks", func() bool { return host.status(t).StateHub.Polls >= polls0+8 })
+	looks := host.status(t).StateHub.Polls - polls0
+	ranges, txns = etcdtest.Calls(t, "Range")-ranges, etcdtest.Calls(t, "Txn")-txns
+	t.Logf("per look, with 20 tasks held by another host: %.2f range reads, %.2f transactions (%d looks)",
+		float64(ranges)/float64(looks), float64(txns)/float64(looks), looks)
+	if ranges+txns > looks+1 {
+		t.Errorf("%d looks made %d range reads and %d transactions in etcd: more than one read per look", looks, ranges, txns)
+	}
+}
+
+// A claim runs out in etcd while its holder's agent is at work on the task
+// (here it is deleted, as etcd deletes a claim whose TTL ran out): the
+// holder takes it back with the same lease at its next renewal, and the
+// other host, which saw it held, waits its grace meanwhile instead of
+// waking the task a second time.
+func TestClusterHolderTakesBackAClaimThatRanOut(t *testing.T) {
+	etcd := etcdtest.Start(t, 1)
+	h := startHub(t, "")
+	hold := holdFile(t)
+	hosts := startHosts(t, h, etcd, 2, "work", "SCRIPTED_AGENT_HOLD="+hold, "alpha")
+	h.put(workplan("W-1", "alpha", todo("T-1", "alpha")))
+	var holder, other *clusterHost
+	testutil.WaitFor(t, "an agent at work on T-1", func() bool {
+		_, where, _ := wakes(hosts)
+		for i, host := range hosts {
+			if host.id == where["T-1"] && taskStanding(t, host, "T-1").AckedBy != "" {
+				holder, other = host, hosts[1-i]
+			}
+		}
+		return holder != nil
+	})
+	testutil.WaitFor(t, other.id+" showing T-1 held", func() bool {
+		return strings.HasPrefix(taskStanding(t, other, "T-1").Words, "waiting: held by host "+holder.id)
+	})
+	cli := etcd.Client("", "")
+	ctx := context.Background()
+	const key = "/tamq-coordination/tasks/T-1"
+	leaseOf := func() string {
+		resp, err := cli.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v struct {
+			HostID  string `json:"host_id"`
+			LeaseID string `json:"lease_id"`
+		}
+		if len(resp.Kvs) == 0 || json.Unmarshal(resp.Kvs[0].Value, &v) != nil {
+			return ""
+		}
+		return v.HostID + " " + v.LeaseID
+	}
+	first := leaseOf()
+	if _, err := cli.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if !testutil.Within(10*time.Second, func() bool { return leaseOf() == first }) {
+		t.Errorf("the claim of T-1 is %q, not %q taken back", leaseOf(), first)
+	}
+	// Two looks of the other host at least, and another renewal.
+	polls := other.status(t).StateHub.Polls
+	testutil.WaitFor(t, "two looks of "+other.id, func() bool { return other.status(t).StateHub.Polls >= polls+2 })
+	if count, _, _ := wakes(hosts); count["T-1"] != 1 {
+		t.Errorf("T-1 woken %d times while its first agent was at work", count["T-1"])
+	}
+	if s := taskStanding(t, holder, "T-1"); s.Kind != "working" {
+		t.Errorf("%s's lease of T-1 after its claim ran out: %q", holder.id, s.Words)
+	}
+	if !strings.Contains(holder.engineLog("taken back"), "T-1") {
+		t.Errorf("%s does not log taking its claim back:\n%s", holder.id, holder.engineLog("claim"))
+	}
+	os.Remove(hold)
+	waitDone(t, h, []string{"T-1"})
 }
 
 func taskStanding(t *testing.T, host *clusterHost, id string) api.TaskStanding {

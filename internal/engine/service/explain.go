@@ -28,6 +28,7 @@ func (sh *statusHandlers) explain(ctx context.Context, _ unixrpc.Peer, req *unix
 	}
 	res, err := Explain(ctx, sh.store, args.Task, sh.observer.explainView())
 	res.URL = sh.opts.Hub.Link(args.Task)
+	sh.claimer.explainHeld(&res)
 	return res, err
 }
 

@@ -63,6 +63,9 @@ func (j *judge) judgeCandidates(ctx context.Context, obs observe.Observation, in
 	if all {
 		candidates = obs.Candidates
 	}
+	// Every claim of the cluster in one read: what other hosts hold waits
+	// for them without a claim asked per task, and shows as theirs.
+	j.claimer.look(ctx)
 	candidates = slices.Concat(candidates, inbox, resume)
 	waiting, err := j.waitingCandidates(ctx, obs, inbox)
 	if err != nil {
@@ -351,6 +354,11 @@ func (j *judge) consider(ctx context.Context, cand observe.Candidate, reg func()
 	}
 	if gate != "" {
 		return j.gate(ctx, t, gate, reason)
+	}
+	// Work another host holds waits for it, whatever this host's window
+	// is doing.
+	if wait, why := j.claimer.elsewhere(t); wait != "" {
+		return j.store.Triggers.WaitTrigger(ctx, t.ID, wait, why)
 	}
 	if why, ok := busy[t.TargetRepo]; ok {
 		return j.store.Triggers.WaitTrigger(ctx, t.ID, lease.WaitBusy, why)

@@ -91,6 +91,7 @@ func (sh *statusHandlers) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc
 	if sh.claimer.on() {
 		held, lastErr := sh.claimer.report()
 		r.Cluster = &api.ClusterStatus{HostID: sh.opts.HostID, Endpoints: sh.opts.Config.Cluster.EtcdEndpoints, Claims: held, Error: lastErr}
+		r.Cluster.Others, r.Cluster.ReadAt = sh.claimer.reportOthers()
 	}
 	Judge(&r)
 	return r, nil

@@ -64,7 +64,7 @@ func (sh *statusHandlers) standings(ctx context.Context, view *ExplainView) ([]a
 	now := sh.clock.Now()
 	out := make([]api.TaskStanding, 0, len(view.Tasks))
 	for _, tv := range view.Tasks {
-		f := standing.Facts{Task: tv, Dialogs: dialogs, Now: now}
+		f := standing.Facts{Task: tv, Dialogs: dialogs, Now: now, Held: sh.claimer.heldFacts(tv.ID, now)}
 		trs, err := sh.store.Triggers.TriggersOfTask(ctx, tv.ID)
 		if err != nil {
 			return nil, err
@@ -98,7 +98,7 @@ func sortStandings(out []api.TaskStanding) {
 func taskStanding(f standing.Facts, s standing.Standing) api.TaskStanding {
 	t := f.Task
 	out := api.TaskStanding{ID: t.ID, Repo: t.Repo, Workplan: t.Workplan, Status: t.Status, Priority: t.Priority,
-		Kind: string(s.Kind), Words: s.Words, Gate: s.Gate, GateReason: s.GateReason, Skipped: s.Skipped, Wait: s.Wait, Dependency: s.Dependency,
+		Kind: string(s.Kind), Words: s.Words, Gate: s.Gate, GateReason: s.GateReason, Skipped: s.Skipped, Wait: s.Wait, HeldBy: s.HeldBy, Dependency: s.Dependency,
 		LeaseID: s.LeaseID, Attempt: s.Attempt, MaxAttempts: s.MaxAttempts, Dialog: s.Dialog, AckedBy: s.AckedBy,
 		AckedAt: optionalTime(s.AckedAt), RenewedAt: optionalTime(s.RenewedAt), RetryAt: optionalTime(s.RetryAt)}
 	for _, d := range t.Deps {

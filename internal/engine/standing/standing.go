@@ -59,7 +59,19 @@ type Facts struct {
 	// Dialogs are the windows whose agent waits at a dialog, by lease id,
 	// as tamq's broker said at its last renewal.
 	Dialogs map[string]string
-	Now     time.Time
+	// Held is another host's claim of the task ([cluster]), as the
+	// engine's last read of the claims saw it; nil when none.
+	Held *Held
+	Now  time.Time
+}
+
+// Held is another host's claim of a task: the host and its lease (the
+// other host's, not one of this engine's), and, when the claim has gone since (etcd was away), until when that host
+// may take it back before this one claims the work.
+type Held struct {
+	Host, LeaseID string
+	Lapsed        bool
+	Until         time.Time
 }
 
 // Standing is where a task stands: Words say it for a person ("needs you:
@@ -73,6 +85,8 @@ type Standing struct {
 	// what State Hub sends of it breaks the engine's rules, and a person
 	// must mend it there.
 	Skipped string
+	// HeldBy is the host whose claim the task waits for ([cluster]).
+	HeldBy string
 	// Wait is why pending work waits (lease.Wait values), Dependency the
 	// first dependency not done.
 	Wait       string
@@ -111,6 +125,13 @@ func Of(f Facts) Standing {
 			}
 			return s
 		}
+	}
+	// Another host's agent is on it: whatever this host would do with it
+	// (a window busy here, a gate of this host's), that is where it stands.
+	if h := f.Held; h != nil {
+		s := Standing{Kind: Waiting, Wait: string(lease.WaitHeldElsewhere), HeldBy: h.Host}
+		s.Words = "waiting: " + h.Words(f.Now)
+		return s
 	}
 	// Work under way on an earlier revision goes on (above); otherwise a
 	// task the engine skips is never woken, whatever else it waits for: it
@@ -163,6 +184,16 @@ func Of(f Facts) Standing {
 		return Standing{Kind: Waiting, Words: "waiting: " + t.Waiting}
 	}
 	return Standing{Kind: Ready, Words: "ready: woken at the engine's next look"}
+}
+
+// Words say who holds the task ("held by host H (lease L)"), as tasks and
+// a trigger that waits for the claim say it.
+func (h Held) Words(now time.Time) string {
+	w := "held by host " + h.Host + " (lease " + h.LeaseID + ")"
+	if h.Lapsed {
+		w += " until its claim lapsed; it may take it back until " + reltime.ClockTime(h.Until, now)
+	}
+	return w
 }
 
 // working is the standing of a task whose lease is live.

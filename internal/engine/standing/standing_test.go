@@ -109,6 +109,23 @@ func TestOfSaysWhatEachTaskWaitsFor(t *testing.T) {
 				Leases: []lease.Lease{withState(live, func(l *lease.Lease) { l.State, l.NextRetryAt = lease.RetryWait, now.Add(5*time.Minute+10*time.Second) })}},
 			Retry, "retry at 14:05:10"},
 		{"ready", Facts{Task: open("T-1")}, Ready, "ready: woken at the engine's next look"},
+		// [cluster]: another host's agent is on it, whatever this host's
+		// window is doing; this host's own live lease and State Hub's end
+		// speak first.
+		{"held by another host, the window busy here",
+			Facts{Task: open("T-1"), Held: &Held{Host: "laptop", LeaseID: "L-9"}, Triggers: []lease.Trigger{func() lease.Trigger {
+				tr := trig(lease.TriggerPending)
+				tr.Wait, tr.WaitDetail = lease.WaitBusy, "window busy with HT1"
+				return tr
+			}()}},
+			Waiting, "waiting: held by host laptop (lease L-9)"},
+		{"held by another host, its claim lapsed",
+			Facts{Task: open("T-1"), Held: &Held{Host: "laptop", LeaseID: "L-9", Lapsed: true, Until: now.Add(12 * time.Second)}},
+			Waiting, "waiting: held by host laptop (lease L-9) until its claim lapsed; it may take it back until 14:00:12"},
+		{"held by another host, a lease live here",
+			Facts{Task: open("T-1"), Held: &Held{Host: "laptop", LeaseID: "L-9"}, Triggers: []lease.Trigger{trig(lease.TriggerLeased)}, Leases: []lease.Lease{live}},
+			Working, "working: lease L-1 attempt 2, renewed 4s ago"},
+		{"held by another host, done", Facts{Task: observe.TaskView{ID: "T-1", Status: "done"}, Held: &Held{Host: "laptop", LeaseID: "L-9"}}, Done, "done"},
 		// Security issue 37 (low): a task the engine skips is not ready.
 		{"skipped", Facts{Task: skipped(open("T-1"))},
 			NeedsYou, "needs you: skipped by the engine: " + badRevision + "; mend the task in State Hub"},
