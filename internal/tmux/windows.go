@@ -60,7 +60,7 @@ type Window struct {
 	Session string
 	PaneID  string // %N
 	PanePID int
-	Dead    bool   // pane_dead: the process exited (needs remain-on-exit on)
+	Dead    bool // pane_dead: the process exited (needs remain-on-exit on)
 	// DeadStatus is the exit status of a dead pane's process, 128+n for a
 	// signal n as a shell says it; -1 while it runs or when tmux does not know.
 	DeadStatus int
