@@ -93,18 +93,24 @@ type Window struct {
 func (w Window) EndText() string {
 	switch w.Ended {
 	case AgentExited:
-		if w.ExitStatus < 0 {
-			return "its agent exited"
-		}
-		text := "its agent exited with status " + strconv.Itoa(w.ExitStatus)
-		if m := ExitMeaning(w.ExitStatus); m != "" {
-			text += " (" + m + ")"
-		}
-		return text
+		return "its agent exited" + ExitText(w.ExitStatus)
 	case WindowClosed:
 		return "its window was closed"
 	}
 	return ""
+}
+
+// ExitText is " with status N (what it means)", or "" when the status is
+// not known (-1).
+func ExitText(status int) string {
+	if status < 0 {
+		return ""
+	}
+	text := " with status " + strconv.Itoa(status)
+	if m := ExitMeaning(status); m != "" {
+		text += " (" + m + ")"
+	}
+	return text
 }
 
 // ExitMeaning is what a shell's exit status says beyond failure: 127 and

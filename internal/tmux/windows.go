@@ -90,6 +90,17 @@ func parseDead(f string) int {
 	return -1
 }
 
+// PaneExit says whether a pane's process has exited and, when it has, its
+// exit status as parseDead reads it.
+func (s Server) PaneExit(ctx context.Context, paneID string) (dead bool, status int, err error) {
+	out, err := s.Run(ctx, nil, "display-message", "-p", "-t", paneID, "#{pane_dead}\x1f"+deadFormat)
+	if err != nil {
+		return false, -1, err
+	}
+	d, st, _ := strings.Cut(strings.TrimSuffix(out, "\n"), "\x1f")
+	return d == "1", parseDead(st), nil
+}
+
 // ListWindows lists every window of every session in one tmux call. A window
 // linked into several sessions appears once per session.
 func (s Server) ListWindows(ctx context.Context) ([]Window, error) {
