@@ -86,13 +86,11 @@ func TestStartNeverRevivesWhatEnded(t *testing.T) {
 	// An agent whose window a person closes.
 	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", "exec sleep 600", "closed")
 	testutil.WaitFor(t, "the script's message", func() bool { got, _ := bodiesTo(t, e, "runs"); return len(got) == 1 })
-	waitEnded(t, e, "script", "exited", 0)
 	tm.Must(t, "kill-window", "-t", "=tamq:closed")
-	waitEnded(t, e, "closed", "closed", -1)
 	wantWindows := []string{"quit 0", "runs 0", "script 1"}
-	if got := windowLines(t, tm); !slices.Equal(got, wantWindows) {
-		t.Fatalf("windows before the restarts: %q", got)
-	}
+	testutil.WaitFor(t, "the script to exit and closed's window to close", func() bool {
+		return slices.Equal(windowLines(t, tm), wantWindows)
+	})
 
 	// The agent is quit while the service is down; the service then starts.
 	e.Tamq(t, "stop")
@@ -104,16 +102,16 @@ func TestStartNeverRevivesWhatEnded(t *testing.T) {
 	for range 4 {
 		e.Tamq(t, "start", "--tmux-socket", tm.Name) // the service runs: a restore alone
 	}
-	w := waitEnded(t, e, "quit", "exited", 4)
-	if w.Alive {
-		t.Errorf("quit's window: %+v", w)
-	}
 	if got := windowLines(t, tm); !slices.Equal(got, []string{"quit 1", "runs 0", "script 1"}) {
 		t.Errorf("windows after five starts: %q", got)
 	}
 	if got, _ := bodiesTo(t, e, "runs"); len(got) != 1 {
 		t.Errorf("the script's line was routed %d times: %q", len(got), got)
 	}
+	if w := waitEnded(t, e, "quit", "exited", 4); w.Alive {
+		t.Errorf("quit's window: %+v", w)
+	}
+	waitEnded(t, e, "script", "exited", 0)
 	human := e.Run(t, "tamq", "status").Stdout
 	for _, want := range []string{"agent EXITED with status 4", "agent EXITED with status 0"} {
 		if !strings.Contains(human, want) {
