@@ -54,7 +54,10 @@ func newOpenCmd(a *app.App) *cobra.Command {
 		Short: "Open one tmux window per repo, and the service when it is not running",
 		Long: `Open one tmux window per gita-registered repo, named after it and started in its
 path, running --command or your shell. A repo that already has its window is not
-opened twice. The service is started (detached) when it is not running; if it
+opened twice; one whose window's agent has exited runs the command again in that
+window. A --command the shell cannot find (127) or run (126) within a second
+closes its window and fails: "command not found: CMD" (exit 12), or "command
+cannot be run" (exit 9). The service is started (detached) when it is not running; if it
 cannot start, nothing is opened. --no-service opens the windows without messaging.
 
 The root form 'tamq --command codex --mode trigger REPO...' means the same; a
