@@ -30,6 +30,8 @@ type StartFailure struct {
 // for its status.
 func StartFailures(ctx context.Context, srv tmux.Server, ws []api.EndpointWindow, clk clock.Clock, within time.Duration) ([]StartFailure, error) {
 	exits := make(chan int, len(ws))
+	done := make(chan struct{})
+	defer close(done)
 	watching := 0
 	for i, w := range ws {
 		if w.Command == "" || w.Reused || w.PanePID <= 0 {
@@ -42,8 +44,11 @@ func StartFailures(ctx context.Context, srv tmux.Server, ws []api.EndpointWindow
 		defer watch.Stop()
 		watching++
 		go func() {
-			<-watch.Exited
-			exits <- i
+			select {
+			case <-watch.Exited:
+				exits <- i
+			case <-done:
+			}
 		}()
 	}
 	var failed []StartFailure
