@@ -100,6 +100,16 @@ func (w Window) EndText() string {
 	return ""
 }
 
+// EndedByShutdown says whether the window's program was ended by the
+// signal a shutdown sends every process (SIGHUP when its terminal goes,
+// SIGTERM): at a reboot the agents' windows may die a moment before their
+// tmux server, and they were running, not quit. Only where the server is
+// gone too does a restart read it so; a dead pane on a server that runs
+// stays as it is.
+func (w Window) EndedByShutdown() bool {
+	return w.Ended == AgentExited && (w.ExitStatus == 128+int(syscall.SIGHUP) || w.ExitStatus == 128+int(syscall.SIGTERM))
+}
+
 // ExitText is " with status N (what it means)", or "" when the status is
 // not known (-1).
 func ExitText(status int) string {

@@ -3,7 +3,9 @@ package service_test
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/tmux-amq/tamq/internal/testutil"
@@ -119,12 +121,22 @@ func TestStartNeverRevivesWhatEnded(t *testing.T) {
 		}
 	}
 
-	// A reboot: the tmux server is gone. Only the agent that ran comes back.
+	// A reboot: the tmux server is gone. Only the agents that ran come back,
+	// among them one whose window the shutdown's SIGTERM ended a moment
+	// before its tmux server.
+	e.Gita(t, "term")
+	e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", "exec sleep 600", "term")
+	pid, err := strconv.Atoi(tm.Must(t, "display", "-p", "-t", "=tamq:term", "#{pane_pid}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(pid, syscall.SIGTERM)
+	waitEnded(t, e, "term", "exited", 128+int(syscall.SIGTERM))
 	e.Tamq(t, "stop")
 	tm.Cmd("kill-server")
 	e.Tamq(t, "start", "--detach", "--tmux-socket", tm.Name)
 	testutil.WaitFor(t, "runs' window to be back", func() bool { _, w := windowStatus(t, e, "runs"); return w.Alive })
-	if got := windowLines(t, tm); !slices.Equal(got, []string{"runs 0"}) {
+	if got := windowLines(t, tm); !slices.Equal(got, []string{"runs 0", "term 0"}) {
 		t.Errorf("windows after a reboot: %q", got)
 	}
 	e.Tamq(t, "start", "--tmux-socket", tm.Name)
@@ -143,7 +155,7 @@ func TestStartNeverRevivesWhatEnded(t *testing.T) {
 	if !strings.Contains(r.Stdout, "started the command again in the window of quit") {
 		t.Errorf("open of an ended agent: %s", r)
 	}
-	if got := windowLines(t, tm); !slices.Equal(got, []string{"quit 0", "runs 0"}) || paneOf(t, tm, "quit") != first {
+	if got := windowLines(t, tm); !slices.Equal(got, []string{"quit 0", "runs 0", "term 0"}) || paneOf(t, tm, "quit") != first {
 		t.Errorf("windows after opening the ended agent again: %q (pane %s, was %s)", got, paneOf(t, tm, "quit"), first)
 	}
 	testutil.WaitFor(t, "quit's window to run again", func() bool {

@@ -138,9 +138,13 @@ func (s *endpointHandlers) restore(ctx context.Context, recreate []string) (api.
 // recorded (the service may have been down when the agent exited or the
 // window closed); a window of the repo that runs is reused. A server that is
 // gone (a reboot) shows nothing: the end recorded while the service ran, or
-// as it stopped, decides.
+// as it stopped, decides, except that a program ended by SIGHUP or SIGTERM
+// was ended by the shutdown, not by a person (queue.Window.EndedByShutdown).
 func (s *endpointHandlers) reopenable(ctx context.Context, ep queue.Endpoint, w queue.Window, now []tmux.Window) string {
 	if now == nil {
+		if w.EndedByShutdown() {
+			return ""
+		}
 		return w.EndText()
 	}
 	var recorded tmux.Window

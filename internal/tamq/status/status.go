@@ -6,6 +6,7 @@ package status
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/config"
@@ -224,7 +225,8 @@ func Judge(r *api.StatusReport) error {
 
 // goneEndpoint is the first endpoint whose tmux server is gone and that
 // nothing has replaced: no connected endpoint on the same socket, and not
-// forgotten. Its windows cannot be reached.
+// forgotten. Its windows cannot be reached. One whose every window's agent
+// had ended (exited, or closed) lost nothing a restart would bring back.
 func goneEndpoint(eps []api.Endpoint) *api.Endpoint {
 	replaced := map[string]bool{}
 	for _, ep := range eps {
@@ -233,7 +235,8 @@ func goneEndpoint(eps []api.Endpoint) *api.Endpoint {
 		}
 	}
 	for i, ep := range eps {
-		if ep.State != string(queue.Connected) && !ep.Forgotten && !replaced[ep.TmuxSocket] && len(ep.Windows) > 0 {
+		running := slices.ContainsFunc(ep.Windows, func(w api.EndpointWindow) bool { return w.Ended == "" })
+		if ep.State != string(queue.Connected) && !ep.Forgotten && !replaced[ep.TmuxSocket] && running {
 			return &eps[i]
 		}
 	}
