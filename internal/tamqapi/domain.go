@@ -45,8 +45,27 @@ func EndpointOf(ep queue.Endpoint) Endpoint {
 	for i, w := range ep.Windows {
 		out.Windows[i] = EndpointWindow{Repo: w.Repo, RepoPath: w.RepoPath, WindowID: w.WindowID, PaneID: w.PaneID,
 			Mode: string(w.Mode), Command: w.Command, Reused: w.Reused}
+		out.Windows[i].SetEnd(w.Ended, w.ExitStatus)
 	}
 	return out
+}
+
+// SetEnd records how the window's agent ended ("" : it runs), with its exit
+// status (-1: not known).
+func (w *EndpointWindow) SetEnd(end queue.AgentEnd, exitStatus int) {
+	w.Ended, w.ExitStatus = string(end), nil
+	if end == queue.AgentExited && exitStatus >= 0 {
+		w.ExitStatus = &exitStatus
+	}
+}
+
+// EndText says how the window's agent ended, in words ("" while it runs).
+func (w EndpointWindow) EndText() string {
+	status := -1
+	if w.ExitStatus != nil {
+		status = *w.ExitStatus
+	}
+	return queue.Window{Ended: queue.AgentEnd(w.Ended), ExitStatus: status}.EndText()
 }
 
 // Domain is the endpoint a registration describes. The live fields are

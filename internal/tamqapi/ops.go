@@ -35,6 +35,17 @@ type EndpointWindow struct {
 	// Reused says the window existed already: on register its recorded command
 	// stays (a running window's command cannot change).
 	Reused bool `json:"reused,omitempty"`
+	// Restarted says an open ran the command again in the window, whose
+	// agent had exited (the same window and pane).
+	Restarted bool `json:"restarted,omitempty"`
+	// PanePID is the pane's process as an open started it (0: not known).
+	PanePID int `json:"pane_pid,omitempty"`
+	// Ended says how the window's agent ended, when it did: "exited" (its
+	// pane is dead; ExitStatus says with what, when known) or "closed" (the
+	// window was closed while its tmux server ran). A restart never brings
+	// such a window back. "" while it runs, or when nothing is known.
+	Ended      string `json:"ended,omitempty"`
+	ExitStatus *int   `json:"exit_status,omitempty"`
 }
 
 // Endpoint is a tmux server tamq delivers into.

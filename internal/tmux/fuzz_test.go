@@ -15,7 +15,11 @@ func formatWindows(ws []Window) string {
 		if w.Dead {
 			dead = "1"
 		}
-		for _, f := range []string{w.ID, w.PaneID, strconv.Itoa(w.PanePID), dead,
+		exit := ":"
+		if w.DeadStatus >= 0 {
+			exit = strconv.Itoa(w.DeadStatus) + ":"
+		}
+		for _, f := range []string{w.ID, w.PaneID, strconv.Itoa(w.PanePID), dead, exit,
 			strconv.Itoa(len(w.Session)), strconv.Itoa(len(w.Name)), strconv.Itoa(len(w.Repo))} {
 			b.WriteString(f + "\x1f")
 		}
@@ -31,13 +35,13 @@ func formatWindows(ws []Window) string {
 func FuzzParseWindows(f *testing.F) {
 	for _, out := range []string{
 		"",
-		"@1\x1f%1\x1f4242\x1f0\x1f4\x1f3\x1f3\x1ftamqnetnet\n",
-		"@1\x1f%1\x1f4242\x1f1\x1f4\x1f0\x1f0\x1ftamq\n@2\x1f%7\x1f99\x1f0\x1f1\x1f5\x1f0\x1fs\x1f\n;\x1b[\n",
-		"@1\x1f%1\x1f4242\x1f0\x1f9\x1f0\x1f0\x1fshort\n",
-		"@1\x1f%1\x1fpid\x1f0\x1f0\x1f0\x1f0\x1f\n",
-		"@1\x1f%1\x1f1\x1f0\x1f-1\x1f0\x1f0\x1f\n",
+		"@1\x1f%1\x1f4242\x1f0\x1f127:\x1f4\x1f3\x1f3\x1ftamqnetnet\n",
+		"@1\x1f%1\x1f4242\x1f1\x1f127:\x1f4\x1f0\x1f0\x1ftamq\n@2\x1f%7\x1f99\x1f0\x1f127:\x1f1\x1f5\x1f0\x1fs\x1f\n;\x1b[\n",
+		"@1\x1f%1\x1f4242\x1f0\x1f127:\x1f9\x1f0\x1f0\x1fshort\n",
+		"@1\x1f%1\x1fpid\x1f0\x1f127:\x1f0\x1f0\x1f0\x1f\n",
+		"@1\x1f%1\x1f1\x1f0\x1f127:\x1f-1\x1f0\x1f0\x1f\n",
 		// Lengths whose sum overflows: this sliced out of range.
-		"@1\x1f%1\x1f1\x1f0\x1f9223372036854775807\x1f9223372036854775807\x1f2\x1f\n",
+		"@1\x1f%1\x1f1\x1f0\x1f127:\x1f9223372036854775807\x1f9223372036854775807\x1f2\x1f\n",
 	} {
 		f.Add(out)
 	}

@@ -246,7 +246,7 @@ func TestNewWindow(t *testing.T) {
 		}
 		foreign = foreign || x.Name == "x\x1fy\nz;"
 	}
-	want := Window{ID: w.ID, Name: name, Session: "work", PaneID: w.PaneID, PanePID: w.PanePID, Repo: repo}
+	want := Window{ID: w.ID, Name: name, Session: "work", PaneID: w.PaneID, PanePID: w.PanePID, DeadStatus: -1, Repo: repo}
 	if len(mine) != 1 || mine[0] != want {
 		t.Fatalf("windows with our repo: %+v, want [%+v]", mine, want)
 	}
@@ -272,8 +272,8 @@ func TestNewWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, "the pane to be dead", func() bool { return windowByID(t, ctx, s, w.ID).Dead })
-	if got := windowByID(t, ctx, s, w.ID); got.Name != name {
-		t.Fatalf("dead window renamed to %q", got.Name)
+	if got := windowByID(t, ctx, s, w.ID); got.Name != name || got.DeadStatus != 128+int(syscall.SIGTERM) {
+		t.Fatalf("dead window renamed to %q, or its exit status %d is not SIGTERM's as a shell says it", got.Name, got.DeadStatus)
 	}
 }
 
@@ -286,6 +286,9 @@ func TestNewWindowQuickExitAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, "the pane to be dead", func() bool { return windowByID(t, ctx, s, w.ID).Dead })
+	if got := windowByID(t, ctx, s, w.ID); got.DeadStatus != 3 {
+		t.Fatalf("exit status of the dead pane: %d, want 3", got.DeadStatus)
+	}
 
 	// Empty argv: the default shell; no repo: no marker.
 	w, err = s.NewWindow(ctx, "work", "shell", "", "", nil, nil)

@@ -60,16 +60,46 @@ type Window struct {
 	Session string
 	PaneID  string // %N
 	PanePID int
-	Dead    bool   // pane_dead: the process exited (needs remain-on-exit on)
-	Repo    string // the @tamq_repo option; "" for windows tamq did not open
+	Dead    bool // pane_dead: the process exited (needs remain-on-exit on)
+	// DeadStatus is the exit status of a dead pane's process, 128+n for a
+	// signal n as a shell says it; -1 while it runs or when tmux does not know.
+	DeadStatus int
+	Repo       string // the @tamq_repo option; "" for windows tamq did not open
 }
 
 // tmux prints names raw, control characters included, so no separator is safe
 // in the free-text fields. The fixed fields come first with the byte lengths
 // (#{n:...}) of the free-text ones, which follow unseparated.
-const listFormat = "#{window_id}\x1f#{pane_id}\x1f#{pane_pid}\x1f#{pane_dead}\x1f" +
+const listFormat = "#{window_id}\x1f#{pane_id}\x1f#{pane_pid}\x1f#{pane_dead}\x1f" + deadFormat + "\x1f" +
 	"#{n:session_name}\x1f#{n:window_name}\x1f#{n:" + RepoOption + "}\x1f" +
 	"#{session_name}#{window_name}#{" + RepoOption + "}"
+
+// deadFormat is how a dead pane's process ended: "status:" when it exited,
+// ":signal" when a signal ended it (tmux 3.3; 3.2 leaves it empty).
+const deadFormat = "#{pane_dead_status}:#{pane_dead_signal}"
+
+// parseDead reads deadFormat as a shell's exit status, -1 when unknown.
+func parseDead(f string) int {
+	status, signal, _ := strings.Cut(f, ":")
+	if n, err := strconv.Atoi(status); err == nil && n >= 0 && n <= 255 {
+		return n
+	}
+	if n, err := strconv.Atoi(signal); err == nil && n > 0 && n < 128 {
+		return 128 + n
+	}
+	return -1
+}
+
+// PaneExit says whether a pane's process has exited and, when it has, its
+// exit status as parseDead reads it.
+func (s Server) PaneExit(ctx context.Context, paneID string) (dead bool, status int, err error) {
+	out, err := s.Run(ctx, nil, "display-message", "-p", "-t", paneID, "#{pane_dead}\x1f"+deadFormat)
+	if err != nil {
+		return false, -1, err
+	}
+	d, st, _ := strings.Cut(strings.TrimSuffix(out, "\n"), "\x1f")
+	return d == "1", parseDead(st), nil
+}
 
 // ListWindows lists every window of every session in one tmux call. A window
 // linked into several sessions appears once per session.
@@ -127,7 +157,7 @@ func parseWindows(out string) ([]Window, error) {
 }
 
 func parseWindow(in string) (Window, string, error) {
-	var f [7]string
+	var f [8]string
 	for i := range f {
 		var ok bool
 		if f[i], in, ok = strings.Cut(in, "\x1f"); !ok {
@@ -137,12 +167,12 @@ func parseWindow(in string) (Window, string, error) {
 	var n [3]int
 	total := 0
 	for i := range n {
-		v, err := strconv.Atoi(f[4+i])
+		v, err := strconv.Atoi(f[5+i])
 		// Each length is checked against what is left before it is added:
 		// lengths near the int limit would overflow the sum to a small
 		// number and slice out of range.
 		if err != nil || v < 0 || v > len(in)-total {
-			return Window{}, "", fmt.Errorf("bad length %q", f[4+i])
+			return Window{}, "", fmt.Errorf("bad length %q", f[5+i])
 		}
 		n[i] = v
 		total += v
@@ -160,7 +190,7 @@ func parseWindow(in string) (Window, string, error) {
 		return Window{}, "", fmt.Errorf("bad window or pane id %q, %q", f[0], f[1])
 	}
 	return Window{
-		ID: f[0], PaneID: f[1], PanePID: pid, Dead: f[3] == "1",
+		ID: f[0], PaneID: f[1], PanePID: pid, Dead: f[3] == "1", DeadStatus: parseDead(f[4]),
 		Session: in[:n[0]],
 		Name:    in[n[0] : n[0]+n[1]],
 		Repo:    in[n[0]+n[1] : total],
@@ -240,5 +270,5 @@ func (s Server) NewWindow(ctx context.Context, session, name, repo, dir string, 
 	if err != nil {
 		return Window{}, errs.New(errs.Internal, "tmux %s new-window: bad pane pid %q", s, f[2])
 	}
-	return Window{ID: f[0], Name: name, Session: session, PaneID: f[1], PanePID: pid, Repo: repo}, nil
+	return Window{ID: f[0], Name: name, Session: session, PaneID: f[1], PanePID: pid, DeadStatus: -1, Repo: repo}, nil
 }

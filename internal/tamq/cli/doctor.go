@@ -13,8 +13,11 @@ import (
 	"github.com/tmux-amq/tamq/internal/buildinfo"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/doctor"
+	"github.com/tmux-amq/tamq/internal/tamq/status"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	client "github.com/tmux-amq/tamq/internal/tamqclient"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 func newDoctorCmd(a *app.App) *cobra.Command {
@@ -52,7 +55,7 @@ func tamqChecks(ctx context.Context, a *app.App) []doctor.Check {
 	}
 	checks = append(checks, doctor.Socket(p), doctor.StateDir(p))
 	svc, running := doctor.Service(ctx, p, buildinfo.Get().Version)
-	checks = append(checks, svc, engineCheck(ctx, a, running))
+	checks = append(checks, svc, engineCheck(ctx, a, running), windowsCheck(ctx, a, cfg, running))
 	if kind := cfg.StateHub.HubKind(); kind != config.KindContract {
 		checks = append(checks, doctor.Passed("statehub", "State Hub is "+kind+": coordination-engine reads it (its doctor checks it); tamq's receipts go through the engine"))
 	} else {
@@ -66,6 +69,62 @@ func tamqChecks(ctx context.Context, a *app.App) []doctor.Check {
 		doctor.ClockAt(ctx, a.Name(), a.Now(), p.Database, store.Migrations, store.NewestTime),
 		doctor.DiskAt(p.StateDir, p.Database, fmt.Sprintf("free space in that file system (`df -h %s`), or shrink the history with `tamq purge`", p.StateDir)),
 	)
+}
+
+// windowsCheck names the windows whose agent has exited (with its exit
+// status) or that were closed, on each tmux socket's newest endpoint: from
+// the running service's status, or, with it down, from what it last
+// recorded and what tmux shows now. Only a warning: a person may have quit
+// the agent on purpose; nothing is delivered there until it runs again, and
+// `tamq start` does not run it again.
+func windowsCheck(ctx context.Context, a *app.App, cfg *config.Loaded, running bool) doctor.Check {
+	p, _ := a.Paths()
+	var eps []api.Endpoint
+	if running {
+		sctx, cancel := context.WithTimeout(ctx, doctor.StatusTimeout)
+		r, err := client.New(p).Status(sctx)
+		cancel()
+		if err != nil {
+			return doctor.Warning("windows", "cannot ask the service: "+err.Error(), "see `tamq status`")
+		}
+		eps = r.Endpoints
+	} else {
+		db, ok, err := openHistoryAt(ctx, p, cfg)
+		if err != nil {
+			return doctor.Warning("windows", "cannot read the recorded windows: "+err.Error(), "see `tamq status`")
+		}
+		if !ok {
+			return doctor.Passed("windows", "no window recorded yet")
+		}
+		defer db.Close()
+		recorded, err := store.Endpoints(ctx, db, false)
+		if err != nil {
+			return doctor.Warning("windows", "cannot read the recorded windows: "+err.Error(), "see `tamq status`")
+		}
+		eps = status.Recorded(ctx, recorded)
+	}
+	var ended []string
+	var repos []string
+	n := 0
+	seen := map[string]bool{}
+	for _, ep := range eps { // newest first
+		if seen[ep.TmuxSocket] {
+			continue
+		}
+		seen[ep.TmuxSocket] = true
+		for _, w := range ep.Windows {
+			n++
+			if end := w.EndText(); end != "" {
+				ended = append(ended, "the window of "+textsafe.Escape(w.Repo)+": "+end)
+				repos = append(repos, textsafe.Escape(w.Repo))
+			}
+		}
+	}
+	if len(ended) == 0 {
+		return doctor.Passed("windows", fmt.Sprintf("%d %s recorded, none whose agent exited or that was closed", n, plural(n, "window", "windows")))
+	}
+	return doctor.Warning("windows", strings.Join(ended, "; ")+" (nothing is delivered there, and `tamq start` does not run it again)",
+		"`tamq open --command CMD "+strings.Join(repos, " ")+"` runs the agent again in its window; see `tamq status`")
 }
 
 // engineCheck says whether tamq is attached to coordination-engine, as the

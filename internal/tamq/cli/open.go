@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tmux-amq/tamq/internal/app"
+	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
@@ -53,7 +54,10 @@ func newOpenCmd(a *app.App) *cobra.Command {
 		Short: "Open one tmux window per repo, and the service when it is not running",
 		Long: `Open one tmux window per gita-registered repo, named after it and started in its
 path, running --command or your shell. A repo that already has its window is not
-opened twice. The service is started (detached) when it is not running; if it
+opened twice; one whose window's agent has exited runs the command again in that
+window. A --command the shell cannot find (127) or run (126) within a second
+closes its window and fails: "command not found: CMD" (exit 12), or "command
+cannot be run" (exit 9). The service is started (detached) when it is not running; if it
 cannot start, nothing is opened. --no-service opens the windows without messaging.
 
 The root form 'tamq --command codex --mode trigger REPO...' means the same; a
@@ -68,7 +72,7 @@ command name wins over a repo of the same name.`,
 	return cmd
 }
 
-func runOpen(cmd *cobra.Command, a *app.App, o openOptions, slugs []string) error {
+func runOpen(cmd *cobra.Command, a *app.App, o openOptions, slugs []string) (err error) {
 	if !slices.Contains(queue.WindowModes, queue.WindowMode(o.mode)) {
 		return app.UsageError("--mode must be trigger or manual, not %q", o.mode)
 	}
@@ -131,19 +135,38 @@ func runOpen(cmd *cobra.Command, a *app.App, o openOptions, slugs []string) erro
 	if err != nil {
 		return err
 	}
+	// A command that cannot start (not installed, not executable) is said
+	// now, not left as a dead window that reads as opened.
+	srv := tmux.Server{Socket: res.Endpoint.TmuxSocket}
+	failed, err := workspace.StartFailures(ctx, srv, res.Endpoint.Windows, clock.System, workspace.StartWatch)
+	if err != nil {
+		return err
+	}
+	res.Endpoint.Windows, err = closeFailed(ctx, srv, res.Endpoint.Windows, failed)
+	if err != nil {
+		return err
+	}
 	rec := openRecord{EndpointID: res.Endpoint.ID, TmuxSocket: res.Endpoint.TmuxSocket, Service: !o.noService, Windows: res.Endpoint.Windows}
-	if !o.noService {
+	if !o.noService && len(res.Endpoint.Windows) > 0 {
 		if err := service.Register(ctx, res.Endpoint); err != nil {
 			return err
 		}
+	}
+	if len(failed) > 0 {
+		// The windows that started are registered; the command's failure is
+		// the exit status.
+		defer func() { err = startError(failed[0]) }()
 	}
 	if a.JSON {
 		return a.PrintJSON(rec)
 	}
 	for _, w := range rec.Windows {
 		verb := "opened"
-		if w.Reused {
+		switch {
+		case w.Reused:
 			verb = "reusing the window of"
+		case w.Restarted:
+			verb = "started the command again in the window of"
 		}
 		mode := w.Mode + " mode"
 		if w.Mode == "" {
@@ -153,6 +176,42 @@ func runOpen(cmd *cobra.Command, a *app.App, o openOptions, slugs []string) erro
 		a.Printf("%s %s: window %s, pane %s (%s) on %s\n", verb, esc(w.Repo), esc(w.WindowID), esc(w.PaneID), esc(mode), esc(rec.EndpointID))
 	}
 	return nil
+}
+
+// closeFailed closes the windows whose command did not start (nothing in
+// them can take a message, and a restart must not run it again), and
+// returns the others.
+func closeFailed(ctx context.Context, srv tmux.Server, ws []api.EndpointWindow, failed []workspace.StartFailure) ([]api.EndpointWindow, error) {
+	if len(failed) == 0 {
+		return ws, nil
+	}
+	gone := map[string]bool{}
+	for _, f := range failed {
+		if _, err := srv.Run(ctx, nil, "kill-window", "-t", f.Window.WindowID); err != nil {
+			return ws, err
+		}
+		gone[f.Window.WindowID] = true
+	}
+	var kept []api.EndpointWindow
+	for _, w := range ws {
+		if !gone[w.WindowID] {
+			kept = append(kept, w)
+		}
+	}
+	return kept, nil
+}
+
+// startError is the error of a window whose command did not start, in the
+// shell's words: 127 is a command not found (exit 12, not_found), 126 one
+// found but not executable (exit 9, permission_denied).
+func startError(f workspace.StartFailure) error {
+	cmd, repo := textsafe.Escape(f.Window.Command), textsafe.Escape(f.Window.Repo)
+	if f.Status == 127 {
+		return errs.New(errs.NotFound, "command not found: %s (the window of %s exited 127 and is closed)", cmd, repo).
+			WithHint("install it, or give its full path: `tamq open --command /path/to/%s %s`", cmd, repo)
+	}
+	return errs.New(errs.PermissionDeny, "command cannot be run: %s (found but not executable: the window of %s exited 126 and is closed)", cmd, repo).
+		WithHint("make it executable (`chmod +x`), or give the right path with --command")
 }
 
 // checkTriggerCommand refuses trigger mode for a window that would run a

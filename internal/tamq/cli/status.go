@@ -13,6 +13,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/status"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
@@ -28,7 +29,8 @@ func newStatusCmd(a *app.App) *cobra.Command {
 		Long: `Show tamq's health in separate sections: process and socket, SQLite, the gita
 registry, State Hub, the queue and delivery leases. When the service is down,
 status reports what it can read locally and says so: the windows are shown as
-the service last recorded them, each alive or GONE as tmux shows it now. The exit
+the service last recorded them, each alive, its agent EXITED (with its exit
+status), its window CLOSED, or GONE as tmux shows it now. The exit
 status is 0 when healthy, else the status of the first problem (8 when the
 service is down).
 --json prints the document described in docs/status.md.
@@ -216,10 +218,7 @@ func printStatus(a *app.App, r api.StatusReport) {
 		}
 		line(section, "%s %s, tmux %s", ep.ID, ep.State, ep.TmuxSocket)
 		for _, w := range ep.Windows {
-			alive := "alive"
-			if !w.Alive {
-				alive = "GONE"
-			}
+			alive := liveness(w)
 			cmd := w.Command
 			if cmd == "" {
 				cmd = "(shell)"
@@ -244,6 +243,25 @@ func printStatus(a *app.App, r api.StatusReport) {
 		}
 	}
 	tw.Flush()
+}
+
+// liveness is a window's life in status: alive; its agent EXITED, with
+// the status it exited with; its window CLOSED; or GONE, with nothing more
+// known (its tmux server is gone).
+func liveness(w api.EndpointWindow) string {
+	switch {
+	case w.Alive:
+		return "alive"
+	case w.Ended == string(queue.AgentExited):
+		status := -1
+		if w.ExitStatus != nil {
+			status = *w.ExitStatus
+		}
+		return "agent EXITED" + queue.ExitText(status)
+	case w.Ended == string(queue.WindowClosed):
+		return "window CLOSED"
+	}
+	return "GONE"
 }
 
 func bytesText(n int64) string {

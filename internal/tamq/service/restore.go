@@ -20,8 +20,12 @@ import (
 // recreate (the one the user asked for, or tmux's default), whose server is
 // started again if it is gone. Other sockets, such as the private servers of
 // old experiments, are left alone. For each, the newest endpoint's windows
-// are reused or opened again with their command and mode; the undelivered
-// messages of a replaced endpoint move to its replacement.
+// whose agent was running are reused or opened again with their command and
+// mode; the undelivered messages of a replaced endpoint move to its
+// replacement. A window whose agent exited, or that was closed while its
+// tmux server ran, is never opened again and its command never run again:
+// a person quit it or closed it (or it could not start), and a re-run would
+// route its To: lines a second time (reopenable).
 func (s *endpointHandlers) restore(ctx context.Context, recreate []string) (api.RestoreResult, error) {
 	res := api.RestoreResult{Endpoints: []api.Endpoint{}}
 	eps, err := store.Endpoints(ctx, s.reader, false)
@@ -32,7 +36,10 @@ func (s *endpointHandlers) restore(ctx context.Context, recreate []string) (api.
 	var wanted []queue.Endpoint
 	seen := map[string]bool{}
 	for _, ep := range eps { // newest first
-		if seen[ep.TmuxSocket] {
+		// An endpoint without windows (an open whose every command failed
+		// to start) has nothing to bring back, and must not hide an older
+		// one of the same socket that has.
+		if seen[ep.TmuxSocket] || len(ep.Windows) == 0 {
 			continue
 		}
 		seen[ep.TmuxSocket] = true
@@ -62,8 +69,19 @@ func (s *endpointHandlers) restore(ctx context.Context, recreate []string) (api.
 		// By its label where it has one: restoring may start the server, and
 		// tmux then checks its directory first.
 		srv := tmux.ServerAt(ep.TmuxSocket, os.Getenv)
+		askCtx, cancel := askTmux(ctx)
+		pid, wins, snapErr := (tmux.Server{Socket: ep.TmuxSocket}).Snapshot(askCtx)
+		cancel()
+		var now []tmux.Window // the windows of the endpoint's very server, when it runs
+		if snapErr == nil && pid == ep.ServerPID {
+			now = wins
+		}
 		var repos []workspace.Repo
 		for _, w := range ep.Windows {
+			if ended := s.reopenable(ctx, ep, w, now); ended != "" {
+				s.log.Info("not reopening a window whose agent ended", "repo", w.Repo, "endpoint", ep.ID, "how", ended)
+				continue
+			}
 			r, ok := reg.Lookup(w.Repo)
 			if !ok {
 				s.log.Warn("not restoring a window: repo no longer registered in gita", "repo", w.Repo)
@@ -73,8 +91,8 @@ func (s *endpointHandlers) restore(ctx context.Context, recreate []string) (api.
 		}
 		opened, err := workspace.Open(ctx, srv, repos, workspace.Options{
 			TamqSocket: s.paths.Socket, EngineSocket: s.engine.Socket, LockFile: s.paths.OpenLockFile,
-			Broker: workspace.Broker{Exe: exe, GitaDir: reg.Dir},
-			Note:   func(format string, args ...any) { s.log.Info(fmt.Sprintf(format, args...)) },
+			Broker: workspace.Broker{Exe: exe, GitaDir: reg.Dir}, LeaveEnded: true,
+			Note: func(format string, args ...any) { s.log.Info(fmt.Sprintf(format, args...)) },
 			Announce: func(ep api.Endpoint) error {
 				err := s.endpointTable.Register(ctx, ep.Domain())
 				s.endpoints.changed()
@@ -111,6 +129,41 @@ func (s *endpointHandlers) restore(ctx context.Context, recreate []string) (api.
 	}
 	s.watcher.requestList()
 	return res, failed
+}
+
+// reopenable says how the agent of a recorded window ended, or "" when it
+// was running and the window comes back. now lists the windows of the
+// endpoint's very tmux server when it still runs (nil when it is gone or
+// another server runs on its socket): there, what tmux shows wins, and is
+// recorded (the service may have been down when the agent exited or the
+// window closed); a window of the repo that runs is reused. A server that is
+// gone (a reboot) shows nothing: the end recorded while the service ran, or
+// as it stopped, decides, except that a program ended by SIGHUP or SIGTERM
+// was ended by the shutdown, not by a person (queue.Window.EndedByShutdown).
+func (s *endpointHandlers) reopenable(ctx context.Context, ep queue.Endpoint, w queue.Window, now []tmux.Window) string {
+	if now == nil {
+		if w.EndedByShutdown() {
+			return ""
+		}
+		return w.EndText()
+	}
+	var recorded tmux.Window
+	found := false
+	for _, tw := range now {
+		if tw.Repo == w.Repo && !tw.Dead {
+			return ""
+		}
+		if tw.PaneID == w.PaneID {
+			recorded, found = tw, true
+		}
+	}
+	end, status, known := windowEnd(w, recorded, found)
+	if !known {
+		// Its pane is no longer marked for the repo, and no window runs for it.
+		end, status = queue.WindowClosed, -1
+	}
+	s.watcher.recordEnd(ctx, ep, w, recorded, found)
+	return queue.Window{Ended: end, ExitStatus: status}.EndText()
 }
 
 // restoreOp is `tamq start` reaching a service that already runs: the

@@ -258,6 +258,7 @@ func (s *Service) Run(ctx context.Context) error {
 // the shutdown receipt.
 func (s *Service) stopped(ctx context.Context, reason string, graceExceeded bool) error {
 	s.engineLink.detachAll()
+	s.watcher.recordEnds(ctx)
 	n, markErr := s.store.Endpoints.MarkEndpointsDisconnected(ctx)
 	rcptErr := s.store.Receipts.AddReceipt(ctx, newReceipt(s.opts.Config, receipt.KindServiceShutdown, "stopped", reason, map[string]any{
 		"pid": os.Getpid(), "endpoints_disconnected": n, "grace_exceeded": graceExceeded,

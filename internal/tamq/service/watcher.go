@@ -308,8 +308,9 @@ func (s *watcher) list(ctx context.Context, ep queue.Endpoint, now time.Time) {
 		case tw.Repo != w.Repo:
 			reason = fmt.Sprintf("its window is no longer marked for %s", w.Repo)
 		case tw.Dead:
-			reason = "the agent in its window has exited"
+			reason = "the agent in its window has exited" + queue.ExitText(tw.DeadStatus)
 		}
+		s.recordEnd(ctx, ep, w, tw, ok)
 		s.setWait(fromPane, ep.ID, w.Repo, reason)
 		key := store.DeliveryKey(ep.ID, w.Repo)
 		brokered := s.brokers.get(key) != nil
@@ -341,6 +342,78 @@ func (s *watcher) list(ctx context.Context, ep queue.Endpoint, now time.Time) {
 		}
 	}
 }
+
+// windowEnd is how the agent of a recorded window ended, as its tmux server
+// lists it now (tw, found or not): its pane dead, with its exit status, or
+// its window closed; "" while it runs. A window no longer marked for the
+// repo says nothing of its agent: the recorded end stays.
+func windowEnd(w queue.Window, tw tmux.Window, found bool) (end queue.AgentEnd, status int, known bool) {
+	switch {
+	case !found:
+		return queue.WindowClosed, -1, true
+	case tw.Repo != w.Repo:
+		return w.Ended, w.ExitStatus, false
+	case tw.Dead:
+		return queue.AgentExited, tw.DeadStatus, true
+	}
+	return "", -1, true
+}
+
+// recordEnd keeps the window's recorded end (how its agent ended) true to
+// what its tmux server lists: a restart reopens only windows whose agent
+// was running (restore.go). Only a change is written.
+func (s *watcher) recordEnd(ctx context.Context, ep queue.Endpoint, w queue.Window, tw tmux.Window, found bool) {
+	end, status, known := windowEnd(w, tw, found)
+	if !known || end == w.Ended && status == w.ExitStatus {
+		return
+	}
+	changed, err := s.endpointTable.SetWindowEnd(ctx, ep.ID, w.Repo, w.PaneID, end, status)
+	if err != nil {
+		s.log.Error("cannot record how a window's agent ended", "repo", w.Repo, "error", err.Error())
+		return
+	}
+	if changed {
+		if end != "" {
+			s.log.Info("a window's agent ended", "repo", w.Repo, "endpoint", ep.ID, "how", queue.Window{Ended: end, ExitStatus: status}.EndText())
+		}
+		s.endpoints.changed()
+	}
+}
+
+// recordEnds lists each connected endpoint's windows once more and records
+// how their agents ended: the service's last look as it stops, so that the
+// next start knows which agents ran (a tmux server gone by then, at a
+// reboot, shows nothing). Each server is given a short while: a hung one
+// must not hold the shutdown.
+func (s *watcher) recordEnds(ctx context.Context) {
+	eps, err := s.endpoints.known(ctx)
+	if err != nil {
+		s.log.Error("cannot read endpoints", "error", err.Error())
+		return
+	}
+	for _, ep := range eps {
+		if ep.State != queue.Connected {
+			continue
+		}
+		askCtx, cancel := context.WithTimeout(ctx, lastLookTimeout)
+		pid, wins, err := (tmux.Server{Socket: ep.TmuxSocket}).Snapshot(askCtx)
+		cancel()
+		if err != nil || pid != ep.ServerPID {
+			continue
+		}
+		byPane := map[string]tmux.Window{}
+		for _, w := range wins {
+			byPane[w.PaneID] = w
+		}
+		for _, w := range ep.Windows {
+			tw, ok := byPane[w.PaneID]
+			s.recordEnd(ctx, ep, w, tw, ok)
+		}
+	}
+}
+
+// lastLookTimeout bounds recordEnds' question to one tmux server.
+const lastLookTimeout = time.Second
 
 // disconnect records that an endpoint's tmux server is gone.
 func (s *watcher) disconnect(ctx context.Context, ep queue.Endpoint, reason string) {

@@ -6,6 +6,7 @@ package status
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/config"
@@ -117,26 +118,49 @@ const liveTimeout = 2 * time.Second
 func Live(ctx context.Context, eps []queue.Endpoint) []api.Endpoint {
 	out := []api.Endpoint{}
 	for _, ep := range eps {
-		alive := map[string]bool{}
-		askCtx, cancel := context.WithTimeout(ctx, liveTimeout)
-		var wins []tmux.Window
-		var err error
-		if ep.State == queue.Connected {
-			wins, err = (tmux.Server{Socket: ep.TmuxSocket}).ListWindows(askCtx)
-		}
-		cancel()
-		if err == nil {
-			for _, w := range wins {
-				alive[w.PaneID] = !w.Dead
-			}
-		}
 		rec := api.EndpointOf(ep)
-		for i := range rec.Windows {
-			rec.Windows[i].Alive = alive[rec.Windows[i].PaneID]
+		if ep.State == queue.Connected {
+			askCtx, cancel := context.WithTimeout(ctx, liveTimeout)
+			wins, err := (tmux.Server{Socket: ep.TmuxSocket}).ListWindows(askCtx)
+			cancel()
+			if err == nil {
+				seen(rec.Windows, byPane(wins))
+			}
 		}
 		out = append(out, rec)
 	}
 	return out
+}
+
+// byPane indexes a server's windows by their pane.
+func byPane(wins []tmux.Window) map[string]tmux.Window {
+	out := map[string]tmux.Window{}
+	for _, w := range wins {
+		out[w.PaneID] = w
+	}
+	return out
+}
+
+// seen fills in, for windows of the very tmux server that listed panes,
+// whether each is alive and, when its agent ended, how: its pane dead (with
+// the exit status tmux keeps) or its window closed. What the service
+// recorded stands for a window no longer marked for its repo.
+func seen(ws []api.EndpointWindow, panes map[string]tmux.Window) {
+	for i := range ws {
+		w := &ws[i]
+		tw, ok := panes[w.PaneID]
+		switch {
+		case !ok:
+			w.SetEnd(queue.WindowClosed, -1)
+		case tw.Repo != w.Repo:
+			w.Alive = !tw.Dead
+		case tw.Dead:
+			w.SetEnd(queue.AgentExited, tw.DeadStatus)
+		default:
+			w.Alive = true
+			w.SetEnd("", -1)
+		}
+	}
 }
 
 // Recorded is the wire form of the endpoints as the service last recorded
@@ -150,7 +174,7 @@ func Live(ctx context.Context, eps []queue.Endpoint) []api.Endpoint {
 func Recorded(ctx context.Context, eps []queue.Endpoint) []api.Endpoint {
 	type server struct {
 		pid   int
-		alive map[string]bool
+		panes map[string]tmux.Window
 	}
 	servers := map[string]server{}
 	out := []api.Endpoint{}
@@ -160,21 +184,15 @@ func Recorded(ctx context.Context, eps []queue.Endpoint) []api.Endpoint {
 			askCtx, cancel := context.WithTimeout(ctx, liveTimeout)
 			pid, wins, err := (tmux.Server{Socket: ep.TmuxSocket}).Snapshot(askCtx)
 			cancel()
-			srv = server{alive: map[string]bool{}}
 			if err == nil {
-				srv.pid = pid
-				for _, w := range wins {
-					srv.alive[w.PaneID] = !w.Dead
-				}
+				srv = server{pid: pid, panes: byPane(wins)}
 			}
 			servers[ep.TmuxSocket] = srv
 		}
 		rec := api.EndpointOf(ep)
 		rec.Recorded = true
 		if srv.pid != 0 && srv.pid == ep.ServerPID {
-			for i := range rec.Windows {
-				rec.Windows[i].Alive = srv.alive[rec.Windows[i].PaneID]
-			}
+			seen(rec.Windows, srv.panes)
 		}
 		out = append(out, rec)
 	}
@@ -207,7 +225,8 @@ func Judge(r *api.StatusReport) error {
 
 // goneEndpoint is the first endpoint whose tmux server is gone and that
 // nothing has replaced: no connected endpoint on the same socket, and not
-// forgotten. Its windows cannot be reached.
+// forgotten. Its windows cannot be reached. One whose every window's agent
+// had ended (exited, or closed) lost nothing a restart would bring back.
 func goneEndpoint(eps []api.Endpoint) *api.Endpoint {
 	replaced := map[string]bool{}
 	for _, ep := range eps {
@@ -216,7 +235,8 @@ func goneEndpoint(eps []api.Endpoint) *api.Endpoint {
 		}
 	}
 	for i, ep := range eps {
-		if ep.State != string(queue.Connected) && !ep.Forgotten && !replaced[ep.TmuxSocket] && len(ep.Windows) > 0 {
+		running := slices.ContainsFunc(ep.Windows, func(w api.EndpointWindow) bool { return w.Ended == "" })
+		if ep.State != string(queue.Connected) && !ep.Forgotten && !replaced[ep.TmuxSocket] && running {
 			return &eps[i]
 		}
 	}

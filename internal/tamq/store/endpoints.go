@@ -29,11 +29,13 @@ func (s *EndpointTable) Register(ctx context.Context, ep queue.Endpoint) error {
 		for _, w := range ep.Windows {
 			// A reused window keeps its recorded command, and its mode unless a
 			// new one is given; a new window's row is replaced whole.
+			// A window registered runs its agent: whatever ended before is over.
 			if _, err := s.DB.TxExec(tx, `INSERT INTO windows (endpoint_id, repo, repo_path, window_id, pane_id, mode, command, created_at, updated_at)
 				VALUES (?1, ?2, ?3, ?4, ?5, COALESCE(?6, `+sqlLit(queue.Manual)+`), ?7, ?8, ?8)
 				ON CONFLICT (endpoint_id, repo) DO UPDATE SET repo_path = excluded.repo_path, window_id = excluded.window_id,
 				pane_id = excluded.pane_id, mode = COALESCE(?6, windows.mode),
-				command = CASE WHEN ?9 THEN windows.command ELSE excluded.command END, updated_at = excluded.updated_at`,
+				command = CASE WHEN ?9 THEN windows.command ELSE excluded.command END, updated_at = excluded.updated_at,
+				agent_end = NULL, exit_status = NULL, ended_at = NULL`,
 				ep.ID, w.Repo, w.RepoPath, w.WindowID, w.PaneID, sqlitedb.NullString(string(w.Mode)), sqlitedb.NullString(w.Command), now, w.Reused); err != nil {
 				return err
 			}
@@ -60,6 +62,41 @@ func (s *EndpointTable) SetEndpointState(ctx context.Context, id string, state q
 		return s.receipts.AddReceiptTx(tx, receipt.Receipt{Kind: "endpoint.state", SubjectID: id, Status: string(state), Reason: reason, EndpointID: id})
 	})
 	return storageErr(err, "record the state of endpoint "+id)
+}
+
+// SetWindowEnd records how the agent of repo's window on an endpoint ended
+// (end "" : it runs again), with its exit status (-1: not known), for the
+// window on pane paneID only: a window registered since is left alone. It
+// says whether anything changed; the receipt is written only then.
+func (s *EndpointTable) SetWindowEnd(ctx context.Context, endpointID, repo, paneID string, end queue.AgentEnd, exitStatus int) (bool, error) {
+	var changed bool
+	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
+		status := sql.NullInt64{Int64: int64(exitStatus), Valid: end == queue.AgentExited && exitStatus >= 0}
+		var endedAt sql.NullInt64
+		if end != "" {
+			endedAt = sql.NullInt64{Int64: sqlitedb.Millis(s.Now()), Valid: true}
+		}
+		res, err := s.DB.TxExec(tx, `UPDATE windows SET agent_end = ?1, exit_status = ?2, ended_at = ?3
+			WHERE endpoint_id = ?4 AND repo = ?5 AND pane_id = ?6
+			AND (agent_end IS NOT ?1 OR exit_status IS NOT ?2)`,
+			sqlitedb.NullString(string(end)), status, endedAt, endpointID, repo, paneID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil
+		}
+		changed = true
+		st, detail := string(end), map[string]any{"repo": repo, "pane_id": paneID}
+		if end == "" {
+			st = "running"
+		}
+		if status.Valid {
+			detail["exit_status"] = exitStatus
+		}
+		return s.receipts.AddReceiptTx(tx, receipt.Receipt{Kind: "window.agent", SubjectID: endpointID, Status: st, EndpointID: endpointID, Detail: detail})
+	})
+	return changed, storageErr(err, "record how the agent of "+repo+" ended")
 }
 
 // Endpoints lists the recorded endpoints with their windows, newest first.
@@ -94,19 +131,20 @@ func endpoints(ctx context.Context, db *sql.DB, withForgotten bool) ([]queue.End
 		return nil, err
 	}
 	for i := range out {
-		wr, err := db.QueryContext(ctx, `SELECT repo, repo_path, COALESCE(window_id, ''), COALESCE(pane_id, ''), mode, COALESCE(command, '')
+		wr, err := db.QueryContext(ctx, `SELECT repo, repo_path, COALESCE(window_id, ''), COALESCE(pane_id, ''), mode, COALESCE(command, ''),
+			COALESCE(agent_end, ''), COALESCE(exit_status, -1)
 			FROM windows WHERE endpoint_id = ? ORDER BY repo`, out[i].ID)
 		if err != nil {
 			return nil, err
 		}
 		for wr.Next() {
 			var w queue.Window
-			var mode string
-			if err := wr.Scan(&w.Repo, &w.RepoPath, &w.WindowID, &w.PaneID, &mode, &w.Command); err != nil {
+			var mode, ended string
+			if err := wr.Scan(&w.Repo, &w.RepoPath, &w.WindowID, &w.PaneID, &mode, &w.Command, &ended, &w.ExitStatus); err != nil {
 				wr.Close()
 				return nil, err
 			}
-			w.Mode = queue.WindowMode(mode)
+			w.Mode, w.Ended = queue.WindowMode(mode), queue.AgentEnd(ended)
 			out[i].Windows = append(out[i].Windows, w)
 		}
 		wr.Close()

@@ -101,7 +101,7 @@ func TestStoreRebind(t *testing.T) {
 func TestStoreRegister(t *testing.T) {
 	t.Parallel()
 	window := func(repo string, mode queue.WindowMode, command string, reused bool) queue.Window {
-		return queue.Window{Repo: repo, RepoPath: "/src/" + repo, WindowID: "@1", PaneID: "%1", Mode: mode, Command: command, Reused: reused}
+		return queue.Window{Repo: repo, RepoPath: "/src/" + repo, WindowID: "@1", PaneID: "%1", Mode: mode, Command: command, Reused: reused, ExitStatus: -1}
 	}
 	endpoint := func(ws ...queue.Window) queue.Endpoint {
 		return queue.Endpoint{ID: ep1, TmuxSocket: "/tmp/tmux-0/default", ServerPID: 1, Session: "tamq", Windows: ws}
@@ -186,6 +186,66 @@ func TestStoreRegister(t *testing.T) {
 				t.Errorf("windows\n%+v\nwant\n%+v", ep.Windows, tt.want)
 			}
 		})
+	}
+}
+
+// How a window's agent ended is recorded once per change, for the window
+// on the pane named only, and a registration of the window clears it: its
+// agent runs again.
+func TestStoreSetWindowEnd(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	registered(t, s, ep1, "net", "railiance") // panes %0 and %1
+	window := func(repo string) queue.Window {
+		t.Helper()
+		eps, err := Endpoints(ctx, s.DB.Reader, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range eps[0].Windows {
+			if w.Repo == repo {
+				return w
+			}
+		}
+		t.Fatalf("no window of %s", repo)
+		return queue.Window{}
+	}
+	receipts := func() int { return count(t, s, `SELECT count(*) FROM receipts WHERE kind = 'window.agent'`) }
+	for _, step := range []struct {
+		name       string
+		repo, pane string
+		end        queue.AgentEnd
+		status     int
+		changed    bool
+		want       string // EndText of net's window after the step
+	}{
+		{"exited with a status", "net", "%0", queue.AgentExited, 127, true, "its agent exited with status 127 (command not found)"},
+		{"the same again", "net", "%0", queue.AgentExited, 127, false, "its agent exited with status 127 (command not found)"},
+		{"another pane is not the window", "net", "%7", "", -1, false, "its agent exited with status 127 (command not found)"},
+		{"runs again", "net", "%0", "", -1, true, ""},
+		{"closed", "net", "%0", queue.WindowClosed, -1, true, "its window was closed"},
+		{"killed by a signal", "net", "%0", queue.AgentExited, 143, true, "its agent exited with status 143 (ended by signal 15, terminated)"},
+		{"status unknown", "net", "%0", queue.AgentExited, -1, true, "its agent exited"},
+	} {
+		before := receipts()
+		changed, err := s.Endpoints.SetWindowEnd(ctx, ep1, step.repo, step.pane, step.end, step.status)
+		if err != nil || changed != step.changed {
+			t.Fatalf("%s: changed %v, %v", step.name, changed, err)
+		}
+		if got := window("net").EndText(); got != step.want {
+			t.Errorf("%s: %q, want %q", step.name, got, step.want)
+		}
+		if n := receipts() - before; n != map[bool]int{true: 1}[step.changed] {
+			t.Errorf("%s: %d receipts", step.name, n)
+		}
+	}
+	if w := window("railiance"); w.Ended != "" || w.ExitStatus != -1 {
+		t.Errorf("another repo's window: %+v", w)
+	}
+	registered(t, s, ep1, "net")
+	if w := window("net"); w.Ended != "" || w.ExitStatus != -1 {
+		t.Errorf("a registered window keeps how its agent ended: %+v", w)
 	}
 }
 

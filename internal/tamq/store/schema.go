@@ -150,7 +150,19 @@ var Migrations = []sqlitedb.Migration{
 	{Version: 6, Name: "compact messages", TouchesData: true, Up: migrateV6},
 	{Version: 7, Name: "cancelled wakes", TouchesData: true, Up: migrateV7},
 	{Version: 8, Name: "held deliveries", TouchesData: true, Up: migrateV8},
+	{Version: 9, Name: "how each window's agent ended", TouchesData: false, SQL: schemaV9},
 }
+
+// schemaV9 records how each window's agent ended, as the service saw it:
+// exited (with its exit status when tmux knew it) or its window closed. A
+// restart reopens only the windows whose agent was running: what a person
+// quit or closed stays ended (docs/operations.md, "Start, stop, serve").
+// NULL: it was running when last seen.
+const schemaV9 = `
+ALTER TABLE windows ADD COLUMN agent_end TEXT CHECK (agent_end IS NULL OR agent_end IN ('exited', 'closed'));
+ALTER TABLE windows ADD COLUMN exit_status INTEGER;
+ALTER TABLE windows ADD COLUMN ended_at INTEGER;
+`
 
 // schemaV5 stores receipts compactly: a million messages' receipts (three or
 // more each) took more of the file than the messages. Kinds, states and the

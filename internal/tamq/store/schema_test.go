@@ -79,6 +79,7 @@ func TestSchemaChecksMatchTheDomain(t *testing.T) {
 	db := setup(t)
 	schematest.CheckEnum(t, db, "endpoints", "state", queue.Names(queue.EndpointStates))
 	schematest.CheckEnum(t, db, "windows", "mode", queue.Names(queue.WindowModes))
+	schematest.CheckEnum(t, db, "windows", "agent_end", queue.Names(queue.AgentEnds))
 	// A message's enums are codes (schema version 6): each list holds every
 	// value of the domain once, and the CHECK allows exactly its codes.
 	codes := []struct {

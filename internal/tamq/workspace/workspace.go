@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/paths"
@@ -61,6 +62,10 @@ type Options struct {
 	Announce func(api.Endpoint) error
 	// Note reports reconciled duplicates.
 	Note func(format string, args ...any)
+	// LeaveEnded leaves a repo whose window's agent has exited as it is:
+	// no new window, nothing run again (a restore: a person may have quit
+	// it). Otherwise (an open) the command runs again in that window.
+	LeaveEnded bool
 }
 
 // Open makes sure each repo has exactly one live window on srv.
@@ -103,6 +108,20 @@ func Open(ctx context.Context, srv tmux.Server, repos []Repo, o Options) (Result
 	}
 	for _, r := range repos {
 		w, reused, dups := find(existing, r.Name, runsBroker)
+		// A repo whose only windows are dead: its agent exited. An open runs
+		// the command again in the first of them, so that no second window
+		// appears and no dead one is left behind; a restore leaves it ended.
+		var revive *tmux.Window
+		if !reused && len(dups) > 0 {
+			if o.LeaveEnded {
+				continue
+			}
+			revive, dups = &dups[0], dups[1:]
+		}
+		keeper := w.ID
+		if revive != nil {
+			keeper = revive.ID
+		}
 		for _, d := range dups {
 			// Reconciled, never doubled: the extra window is left to the user but
 			// no longer marked as the repo's.
@@ -111,19 +130,26 @@ func Open(ctx context.Context, srv tmux.Server, repos []Repo, o Options) (Result
 			}
 			switch {
 			case d.Dead:
-				o.Note("window %s of %s: its agent had exited; a new window takes its place for messages", d.ID, r.Name)
+				o.Note("window %s of %s: its agent had exited; window %s takes its place for messages", d.ID, r.Name, keeper)
 			case reused:
-				o.Note("window %s was a second window for %s; it is no longer used for messages (window %s keeps them)", d.ID, r.Name, w.ID)
+				o.Note("window %s was a second window for %s; it is no longer used for messages (window %s keeps them)", d.ID, r.Name, keeper)
 			default:
 				o.Note("window %s was a second window for %s; it is no longer used for messages", d.ID, r.Name)
 			}
 		}
-		if !reused {
+		switch {
+		case reused:
+		case revive != nil:
+			if w, err = respawn(ctx, srv, *revive, r, endpointID, o); err != nil {
+				return res, err
+			}
+		default:
 			if w, err = srv.NewWindow(ctx, SessionName, r.Name, r.Name, r.Path, WindowArgv(r, o.Broker), WindowEnv(r.Name, endpointID, o)); err != nil {
 				return res, err
 			}
 		}
-		ew := api.EndpointWindow{Repo: r.Name, RepoPath: r.Path, WindowID: w.ID, PaneID: w.PaneID, Mode: r.Mode, Command: r.Command, Alive: !w.Dead, Reused: reused}
+		ew := api.EndpointWindow{Repo: r.Name, RepoPath: r.Path, WindowID: w.ID, PaneID: w.PaneID, Mode: r.Mode, Command: r.Command,
+			Alive: !w.Dead, Reused: reused, Restarted: revive != nil, PanePID: w.PanePID}
 		if reused {
 			ew.Command = "" // what runs there is whatever was started; the record keeps it
 			if r.KeepMode {
@@ -144,6 +170,38 @@ func Open(ctx context.Context, srv tmux.Server, repos []Repo, o Options) (Result
 		}
 	}
 	return res, nil
+}
+
+// respawn runs r's command again in dead, a window of r whose program has
+// exited: the same window and pane, with the environment and directory a
+// new window gets. It returns the window with its new pane process.
+func respawn(ctx context.Context, srv tmux.Server, dead tmux.Window, r Repo, endpointID string, o Options) (tmux.Window, error) {
+	argv := WindowArgv(r, o.Broker)
+	if argv == nil {
+		// respawn-pane without a command would run the pane's old one again.
+		argv = []string{userShell()}
+	}
+	if err := srv.Respawn(ctx, dead.PaneID, r.Path, argv, WindowEnv(r.Name, endpointID, o)); err != nil {
+		return dead, err
+	}
+	out, err := srv.Run(ctx, nil, "display-message", "-p", "-t", dead.PaneID, "#{pane_pid}")
+	if err != nil {
+		return dead, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		return dead, errs.New(errs.Internal, "tmux %s: bad pane pid %q", srv, out)
+	}
+	dead.PanePID, dead.Dead, dead.DeadStatus = pid, false, -1
+	return dead, nil
+}
+
+// userShell is the user's login shell, as a new window runs it.
+func userShell() string {
+	if shell := os.Getenv("SHELL"); shell != "" {
+		return shell
+	}
+	return "/bin/sh"
 }
 
 // WindowEnv is the environment a repo's window gets: which repo and
@@ -169,11 +227,7 @@ func WindowArgv(r Repo, broker Broker) []string {
 	if r.Command != "" {
 		return append(argv, "/bin/sh", "-c", r.Command)
 	}
-	shell := os.Getenv("SHELL")
-	if shell == "" {
-		shell = "/bin/sh"
-	}
-	return append(argv, shell)
+	return append(argv, userShell())
 }
 
 // find returns the live window tamq opened for repo, and the other windows
