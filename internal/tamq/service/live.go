@@ -65,6 +65,14 @@ func (l *live) reasonOf(key string) string {
 	return ""
 }
 
+// paneHealthOf is why tmux shows the window cannot take a delivery (its
+// agent exited, its window closed), or "".
+func (l *live) paneHealthOf(key string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.paneHealth[key]
+}
+
 // screenWaiting lists the keys of windows held by their pane's screen.
 func (l *live) screenWaiting() map[string]bool {
 	l.mu.Lock()
