@@ -433,8 +433,9 @@ func TestStoreRecordWake(t *testing.T) {
 			}
 			if tt.w.Capability == "unavailable" {
 				// No window could take it: the attempt is withdrawn and costs
-				// nothing; the trigger says why it waits.
-				if stored.State != lease.RetryWait || stored.Attempt != 2 || stored.MaxAttempts != l.MaxAttempts+1 ||
+				// nothing (the same attempt is offered again: tamq queued
+				// nothing under it); the trigger says why it waits.
+				if stored.State != lease.RetryWait || stored.Attempt != 1 || stored.MaxAttempts != l.MaxAttempts ||
 					!stored.NextRetryAt.Equal(tt.w.Until) {
 					t.Errorf("lease %+v", stored)
 				}
