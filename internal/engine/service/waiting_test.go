@@ -171,3 +171,33 @@ func (l *loop) endpointOf(t testing.TB, tm *testutil.Tmux) string {
 	t.Fatalf("no attached endpoint on %s", tm.Name)
 	return ""
 }
+
+// An agent that fails its task and quits leaves the retry with no agent to
+// take it: `tasks` says a person must start one (on main: "retry at …",
+// moving on every few seconds, counted as nothing to do), the wait spends
+// nothing, and the work goes in once an agent runs in the repo's window.
+func TestWorkWhoseAgentQuitWaitsForAPerson(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "")
+	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 10\nmax_attempts = 2\nretry_backoff_seconds = [1]\n"), "alpha")
+	l.agentEnv = "SCRIPTED_AGENT_PUBLISH=1"
+	l.agents(t, "failquit", "alpha")
+	h.put(workplan("W-1", "alpha", todo("T-1", "alpha")))
+
+	var s api.TaskStanding
+	testutil.WaitFor(t, "T-1 to need a person", func() bool { s = l.standing(t, "T-1"); return s.Kind == "needs_you" })
+	if !strings.HasPrefix(s.Words, "needs you: ") || !strings.Contains(s.Words, "(lease "+s.LeaseID+": its next attempt waits, no attempt used)") ||
+		(s.Wait != "no_agent" && s.Wait != "no_window") {
+		t.Errorf("T-1 with its agent gone: %+v", s)
+	}
+	if n := l.status(t).Tasks["needs_you"]; n != 1 {
+		t.Errorf("status counts %d tasks needing a person, want 1", n)
+	}
+	waiting := l.lease(t, s.LeaseID)
+
+	l.openAgentOn(t, l.tm, "alpha", "complete", "SCRIPTED_AGENT_PUBLISH=1")
+	testutil.WaitFor(t, "the lease completed", func() bool { return l.lease(t, s.LeaseID).State == "completed" })
+	if ls := l.lease(t, s.LeaseID); ls.Attempt != waiting.Attempt || ls.MaxAttempts != waiting.MaxAttempts {
+		t.Errorf("waiting for an agent spent attempts: attempt %d of %d, then %d of %d", waiting.Attempt, waiting.MaxAttempts, ls.Attempt, ls.MaxAttempts)
+	}
+}
