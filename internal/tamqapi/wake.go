@@ -112,8 +112,9 @@ type WakeHeldArgs struct {
 // that clears; WaitNoWindow: its endpoint or window is gone, or it was
 // dropped with a forgotten endpoint, and nothing will write it: the engine
 // sends the work elsewhere). Not held: written at least once, waiting for
-// nothing a person must do, or unknown to tamq. Reason says it in words
-// ("net-kingdom: Do you want to proceed?").
+// nothing a person must do, or unknown to tamq. Reason says it in words;
+// for a dialog it is only the window's repo ("net-kingdom"): what the
+// dialog asks is screen text, which never leaves tamq this way.
 type WakeHeldResult struct {
 	MessageID string `json:"message_id,omitempty"`
 	State     string `json:"state,omitempty"`

@@ -36,8 +36,8 @@ func TestAWakeHeldByADialogWaitsAndGoesInWhenItCloses(t *testing.T) {
 
 	var s api.TaskStanding
 	testutil.WaitFor(t, "T-1 held at its dialog", func() bool { s = l.standing(t, "T-1"); return s.Dialog != "" })
-	if s.Kind != "needs_you" || !strings.HasPrefix(s.Dialog, "alpha: ") ||
-		s.Words != "needs you: dialog open in window "+s.Dialog+" (lease "+s.LeaseID+": its wake (attempt 1) waits, no attempt used)" {
+	if s.Kind != "needs_you" || s.Dialog != "alpha" || s.Wait != "dialog" ||
+		s.Words != "needs you: dialog open in window alpha (lease "+s.LeaseID+": its wake (attempt 1) waits, no attempt used)" {
 		t.Errorf("T-1 at its dialog: %+v", s)
 	}
 	id := s.LeaseID

@@ -112,10 +112,10 @@ func TestOfSaysWhatEachTaskWaitsFor(t *testing.T) {
 		{"a wake held by a dialog",
 			Facts{Task: open("T-1"), Triggers: []lease.Trigger{func() lease.Trigger {
 				tr := trig(lease.TriggerLeased)
-				tr.Wait, tr.WaitDetail = lease.WaitDialog, "beta: Do you want to proceed?"
+				tr.Wait, tr.WaitDetail = lease.WaitDialog, "beta"
 				return tr
 			}()}, Leases: []lease.Lease{withState(live, func(l *lease.Lease) { l.State = lease.Offered })}},
-			NeedsYou, "needs you: dialog open in window beta: Do you want to proceed? (lease L-1: its wake (attempt 2) waits, no attempt used)"},
+			NeedsYou, "needs you: dialog open in window beta (lease L-1: its wake (attempt 2) waits, no attempt used)"},
 		{"a wake held: the agent exited",
 			Facts{Task: open("T-1"), Triggers: []lease.Trigger{func() lease.Trigger {
 				tr := trig(lease.TriggerLeased)

@@ -331,14 +331,16 @@ func (s *wakeHandlers) wakeHeldOp(ctx context.Context, _ unixrpc.Peer, req *unix
 		}
 		return held(api.WaitNoWindow, "the window of "+m.Target+": "+why)
 	}
+	// A dialog is named by its window alone: what it asks is screen
+	// text, which the engine would keep and publish in its receipts.
 	if st, _, _, live := s.brokers.view(key); live && st.Screen == broker.StateDialog {
-		return held(api.WaitDialog, m.Target+": "+st.Reason)
+		return held(api.WaitDialog, m.Target)
 	}
 	switch why := s.live.waitReason(key); {
 	case why == program.NoAgentRunning:
 		return held(api.WaitNoAgent, "no agent runs in the window of "+m.Target)
 	case strings.Contains(why, "dialog"):
-		return held(api.WaitDialog, m.Target+": "+why)
+		return held(api.WaitDialog, m.Target)
 	}
 	return res, nil // queued behind others, or for a busy agent: it goes in by itself
 }
