@@ -111,8 +111,9 @@ type WakeHeldArgs struct {
 // and waits for what Wait names (WaitDialog or WaitNoAgent: it goes in when
 // that clears; WaitNoWindow: its endpoint or window is gone, or it was
 // dropped with a forgotten endpoint, and nothing will write it: the engine
-// sends the work elsewhere). Not held: written at least once, waiting for
-// nothing a person must do, or unknown to tamq. Reason says it in words;
+// sends the work elsewhere; "": it is being written, or is about to be, to
+// a window that can take it). Not held: written at least once, waiting
+// for a busy agent, or unknown to tamq. Reason says it in words;
 // for a dialog it is only the window's repo ("net-kingdom"): what the
 // dialog asks is screen text, which never leaves tamq this way.
 type WakeHeldResult struct {

@@ -136,13 +136,15 @@ func (lc *leaseClock) holdWakes(ctx context.Context, now time.Time) {
 		}
 		wait := lease.Wait(res.Wait)
 		switch wait {
-		case lease.WaitDialog, lease.WaitNoAgent:
+		case lease.WaitDialog, lease.WaitNoAgent, "":
+			// "": on its way into a window that can take it; the
+			// agent gets a whole ack timeout from now.
 			held, err := lc.store.Leases.HoldWake(ctx, l.ID, l.Attempt, now.Add(lc.timing.AckTimeout), wait, res.Reason)
 			if err != nil {
 				lc.log.Error("cannot hold a wake; the attempt runs out", "lease", l.ID, "error", err.Error())
 				continue
 			}
-			if held != l {
+			if held != l && wait != "" {
 				lc.log.Info("wake held by tamq: the attempt waits, nothing spent", "lease", l.ID, "attempt", l.Attempt, "wait", string(wait), "reason", res.Reason)
 			}
 		default:

@@ -311,9 +311,9 @@ func (s *wakeHandlers) wakeHeldOp(ctx context.Context, _ unixrpc.Peer, req *unix
 	switch m.State {
 	case queue.Cancelled, queue.Failed:
 		return held(api.WaitNoWindow, "the wake was dropped unwritten: "+m.LastError)
-	case queue.Queued:
+	case queue.Queued, queue.Delivering:
 	default:
-		return res, nil // being written now, or its text is in the input box
+		return res, nil // its text is in the input box, its Enter held back
 	}
 	ep, _, err := s.endpoints.windowOf(ctx, m.EndpointID, m.Target)
 	switch {
@@ -341,8 +341,12 @@ func (s *wakeHandlers) wakeHeldOp(ctx context.Context, _ unixrpc.Peer, req *unix
 		return held(api.WaitNoAgent, "no agent runs in the window of "+m.Target)
 	case strings.Contains(why, "dialog"):
 		return held(api.WaitDialog, m.Target)
+	case why == "":
+		// Being written now (the broker waits for the agent's prompt),
+		// or about to be: held for nothing a person must do.
+		return held("", "")
 	}
-	return res, nil // queued behind others, or for a busy agent: it goes in by itself
+	return res, nil // for a busy agent: it runs out as any attempt whose agent did not take it
 }
 
 // agentExited says whether the window's program has exited (its pane is
