@@ -91,6 +91,7 @@ func TestAPinnedWakeWhoseEndpointDiesGoesToTheLiveWindow(t *testing.T) {
 		t.Fatalf("the pinned wake: %+v", res)
 	}
 	id := res.Lease.LeaseID
+	l.waitWakeDeferred(t)
 	doomed.Must(t, "kill-server")
 	testutil.WaitFor(t, "the lease completed in the live window", func() bool { return l.lease(t, id).State == "completed" })
 	if ls := l.lease(t, id); ls.Attempt-1 > ls.MaxAttempts-res.Lease.MaxAttempts {
@@ -122,6 +123,7 @@ func TestForgettingAPinnedWakesEndpointEndsThePin(t *testing.T) {
 		t.Fatalf("the pinned wake: %+v", res)
 	}
 	id := res.Lease.LeaseID
+	l.waitWakeDeferred(t)
 	doomed.Must(t, "kill-server")
 	testutil.WaitFor(t, "tamq to see the endpoint gone", func() bool {
 		return l.e.Run(t, "tamq", "endpoints", "forget", pinned).Status == 0
@@ -138,6 +140,18 @@ func TestForgettingAPinnedWakesEndpointEndsThePin(t *testing.T) {
 	if n := l.wakes(); n != 1 {
 		t.Errorf("%d wakes typed, want 1:\n%s", n, l.agentLog())
 	}
+}
+
+// waitWakeDeferred waits until the broker has given up its first try at
+// writing the one wake (a dialog shows), and the wake waits in tamq's queue
+// again: a window closed while its broker writes may have taken the text,
+// and that attempt counts.
+func (l *loop) waitWakeDeferred(t testing.TB) {
+	t.Helper()
+	testutil.WaitFor(t, "the wake back in tamq's queue", func() bool {
+		ms := l.wakeMessages(t)
+		return len(ms) == 1 && ms[0].State == "queued" && ms[0].LastError != ""
+	})
 }
 
 // standing is one task's standing, asked in this process (tests poll it).
@@ -199,5 +213,44 @@ func TestWorkWhoseAgentQuitWaitsForAPerson(t *testing.T) {
 	testutil.WaitFor(t, "the lease completed", func() bool { return l.lease(t, s.LeaseID).State == "completed" })
 	if ls := l.lease(t, s.LeaseID); ls.Attempt != waiting.Attempt || ls.MaxAttempts != waiting.MaxAttempts {
 		t.Errorf("waiting for an agent spent attempts: attempt %d of %d, then %d of %d", waiting.Attempt, waiting.MaxAttempts, ls.Attempt, ls.MaxAttempts)
+	}
+}
+
+// A wake held behind a dialog whose window then closes (the person closed
+// it, or the agent died with it) waits for the window to be opened again,
+// counted as needing a person and spending nothing, and goes into the new
+// window's agent.
+func TestAHeldWakeWhoseWindowClosedGoesIntoTheNextOne(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "")
+	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 1\nmax_attempts = 1\nretry_backoff_seconds = [1]\n"), "alpha")
+	dialog := filepath.Join(l.e.Root, "dialog")
+	if err := os.WriteFile(dialog, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l.agentEnv = "SCRIPTED_AGENT_PUBLISH=1"
+	l.openAgentOn(t, l.tm, "alpha", "complete", "SCRIPTED_AGENT_DIALOG="+dialog)
+	l.waitAttached(t, "alpha", 1)
+	h.put(workplan("W-1", "alpha", todo("T-1", "alpha")))
+	var s api.TaskStanding
+	testutil.WaitFor(t, "T-1 held at its dialog", func() bool { s = l.standing(t, "T-1"); return s.Wait == "dialog" })
+	first := l.lease(t, s.LeaseID)
+	l.waitWakeDeferred(t)
+
+	l.tm.Must(t, "kill-window", "-t", "alpha")
+	testutil.WaitFor(t, "T-1 waiting for its window", func() bool {
+		s = l.standing(t, "T-1")
+		return s.Kind == "needs_you" && (s.Wait == "no_window" || s.Wait == "no_agent")
+	})
+	if !strings.Contains(s.Words, "(lease "+first.LeaseID+": ") || !strings.Contains(s.Words, "no attempt used)") {
+		t.Errorf("T-1 with its window closed: %+v", s)
+	}
+	l.openAgentOn(t, l.tm, "alpha", "complete", "")
+	testutil.WaitFor(t, "the lease completed", func() bool { return l.lease(t, first.LeaseID).State == "completed" })
+	if ls := l.lease(t, first.LeaseID); ls.Attempt-first.Attempt > ls.MaxAttempts-first.MaxAttempts {
+		t.Errorf("waiting for the window spent attempts: attempt %d of %d, then %d of %d", first.Attempt, first.MaxAttempts, ls.Attempt, ls.MaxAttempts)
+	}
+	if n := l.wakes(); n != 1 {
+		t.Errorf("%d wakes typed, want 1:\n%s", n, l.agentLog())
 	}
 }
