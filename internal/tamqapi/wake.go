@@ -113,9 +113,10 @@ type WakeHeldArgs struct {
 // dropped with a forgotten endpoint, and nothing will write it: the engine
 // sends the work elsewhere; "": it is being written, or is about to be, to
 // a window that can take it). Not held: written at least once, waiting
-// for a busy agent, or unknown to tamq. Reason says it in words;
-// for a dialog it is only the window's repo ("net-kingdom"): what the
-// dialog asks is screen text, which never leaves tamq this way.
+// for a busy agent, or unknown to tamq. Reason says it in words; for a
+// dialog it names only the window ("a dialog is open in the window of
+// net-kingdom"): what the dialog asks is screen text, which never leaves
+// tamq this way.
 type WakeHeldResult struct {
 	MessageID string `json:"message_id,omitempty"`
 	State     string `json:"state,omitempty"`

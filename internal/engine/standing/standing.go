@@ -221,8 +221,8 @@ func waitsForPerson(s Standing, t lease.Trigger, what string) Standing {
 	waits := " (lease " + s.LeaseID + ": " + what + ", no attempt used)"
 	switch t.Wait {
 	case lease.WaitDialog:
-		s.Dialog = t.WaitDetail
-		s.Words = "needs you: dialog open in window " + t.WaitDetail + waits
+		s.Dialog = t.TargetRepo
+		s.Words = "needs you: dialog open in window " + t.TargetRepo + waits
 	case lease.WaitNoAgent:
 		s.Words = "needs you: " + waitWords(t) + "; start it again" + waits
 	default:

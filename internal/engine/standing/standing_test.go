@@ -112,7 +112,7 @@ func TestOfSaysWhatEachTaskWaitsFor(t *testing.T) {
 		{"a wake held by a dialog",
 			Facts{Task: open("T-1"), Triggers: []lease.Trigger{func() lease.Trigger {
 				tr := trig(lease.TriggerLeased)
-				tr.Wait, tr.WaitDetail = lease.WaitDialog, "beta"
+				tr.Wait, tr.WaitDetail = lease.WaitDialog, "a dialog is open in the window of beta"
 				return tr
 			}()}, Leases: []lease.Lease{withState(live, func(l *lease.Lease) { l.State = lease.Offered })}},
 			NeedsYou, "needs you: dialog open in window beta (lease L-1: its wake (attempt 2) waits, no attempt used)"},

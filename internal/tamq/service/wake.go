@@ -333,14 +333,15 @@ func (s *wakeHandlers) wakeHeldOp(ctx context.Context, _ unixrpc.Peer, req *unix
 	}
 	// A dialog is named by its window alone: what it asks is screen
 	// text, which the engine would keep and publish in its receipts.
+	atDialog := "a dialog is open in the window of " + m.Target
 	if st, _, _, live := s.brokers.view(key); live && st.Screen == broker.StateDialog {
-		return held(api.WaitDialog, m.Target)
+		return held(api.WaitDialog, atDialog)
 	}
 	switch why := s.live.waitReason(key); {
 	case why == program.NoAgentRunning:
 		return held(api.WaitNoAgent, "no agent runs in the window of "+m.Target)
 	case strings.Contains(why, "dialog"):
-		return held(api.WaitDialog, m.Target)
+		return held(api.WaitDialog, atDialog)
 	case why == "":
 		// Being written now (the broker waits for the agent's prompt),
 		// or about to be: held for nothing a person must do.
