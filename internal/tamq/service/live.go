@@ -65,6 +65,10 @@ func (l *live) reasonOf(key string) string {
 	return ""
 }
 
+// paneExited is the pane's wait reason when the window's program has
+// exited (tmux keeps the dead pane); the window itself may still be there.
+const paneExited = "the agent in its window has exited"
+
 // paneHealthOf is why tmux shows the window cannot take a delivery (its
 // agent exited, its window closed), or "".
 func (l *live) paneHealthOf(key string) string {

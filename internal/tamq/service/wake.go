@@ -325,10 +325,11 @@ func (s *wakeHandlers) wakeHeldOp(ctx context.Context, _ unixrpc.Peer, req *unix
 		return held(api.WaitNoWindow, "endpoint "+m.EndpointID+" is gone (its tmux server stopped)")
 	}
 	key := store.DeliveryKey(m.EndpointID, m.Target)
-	if why := s.live.paneHealthOf(key); why != "" {
-		if strings.Contains(why, "exited") {
-			return held(api.WaitNoAgent, "the agent in the window of "+m.Target+" has exited")
-		}
+	switch why := s.live.paneHealthOf(key); why {
+	case "":
+	case paneExited:
+		return held(api.WaitNoAgent, "the agent in the window of "+m.Target+" has exited")
+	default:
 		return held(api.WaitNoWindow, "the window of "+m.Target+": "+why)
 	}
 	// A dialog is named by its window alone: what it asks is screen
