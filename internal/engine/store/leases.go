@@ -305,7 +305,11 @@ func (s *Leases) RecordWake(ctx context.Context, leaseID string, attempt int, w 
 			if err != nil {
 				return l, nil, err
 			}
-			out = append(out, transitionReceipt(to, withdrawn, "withdrawn: "+w.Reason))
+			wr := transitionReceipt(to, withdrawn, "withdrawn: "+w.Reason)
+			// The same attempt is offered again: the receipt still names
+			// the one that ended here.
+			wr.Detail["ended_attempt"] = to.Attempt
+			out = append(out, wr)
 			if waiting != nil {
 				out = append(out, *waiting)
 			}
