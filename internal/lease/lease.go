@@ -211,6 +211,9 @@ const (
 	// WaitNoAgent: the window runs no agent now (it exited, or a shell or
 	// another program is in the foreground).
 	WaitNoAgent Wait = "no_agent"
+	// WaitDialog: the window's agent shows a dialog (a permission
+	// question), and tamq holds the wake until a person answers it.
+	WaitDialog Wait = "dialog"
 	// WaitBusy: the repo's agent works on another lease; one at a time.
 	WaitBusy Wait = "window_busy"
 	// WaitTaskLeased: another trigger of the same task holds a live lease.
@@ -227,7 +230,7 @@ const (
 )
 
 // Waits are the values of Wait.
-var Waits = []Wait{WaitNoWindow, WaitTamq, WaitManual, WaitNoAgent, WaitBusy, WaitTaskLeased, WaitNotActionable, WaitHeldElsewhere, WaitCluster}
+var Waits = []Wait{WaitNoWindow, WaitTamq, WaitManual, WaitNoAgent, WaitDialog, WaitBusy, WaitTaskLeased, WaitNotActionable, WaitHeldElsewhere, WaitCluster}
 
 // Lease is a WorkerLease: the engine's claim that one agent works on one
 // trigger, over one or more attempts under the same lease id. Zero times

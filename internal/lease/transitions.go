@@ -60,9 +60,17 @@ import (
 //     if n < 1+MaxAttempts it waits in retry_wait as attempt n+1,
 //     next_retry_at = now + Backoff[min(n-1, len-1)], with tamq's message id
 //     of the old wake cleared; else it is stopped, "exhausted".
-//   - Withdraw: tamq answered that no window can take the wake: the offered
-//     attempt is withdrawn at once, as above, its successor due when the
-//     caller says (a window may open first).
+//   - Withdraw: tamq answered that no window can take the wake (and queued
+//     nothing): the offered attempt is withdrawn at once and offered again,
+//     under the same number, when the caller says (a window may open
+//     first): waiting never grows the attempt count or the budget.
+//   - Held wakes. At the ack deadline of an attempt whose wake tamq queued,
+//     the engine asks tamq whether it was ever written. One tamq holds
+//     unwritten behind a dialog or a window without an agent was never
+//     delivered: Hold starts its ack deadline again, and it goes in when
+//     the cause clears. One held where nothing will write it (its endpoint
+//     gone or forgotten) is withdrawn (WithdrawHeld), as above, under a new
+//     number, and its next attempt routed afresh.
 //   - Reoffer: a retry_wait lease whose next_retry_at has come is offered
 //     again: acquired_at = now, expires_at = now + AckTimeout, next_retry_at
 //     and the wake outcome cleared (the new attempt gets its own wake).
@@ -274,7 +282,7 @@ func (l Lease) Expire(now time.Time, t Timing) (Lease, bool, error) {
 	}
 	l.UpdatedAt = now
 	if l.State == Offered && l.WakeOutcome == "" {
-		l.withdraw(now)
+		l.withdraw(now, true) // tamq may have queued it, its answer lost
 		return l, true, nil
 	}
 	l.endAttempt(now, t, StopExhausted)
@@ -295,26 +303,59 @@ func (l *Lease) endAttempt(now time.Time, t Timing, stopReason string) {
 }
 
 // Withdraw takes back an offered attempt whose wake no window could take
-// (tamq answered unavailable): it costs nothing of the budget, and the next
-// attempt is due at until (it is judged again then, or when a window opens).
+// (tamq answered unavailable, and queued nothing): it costs nothing, and the
+// same attempt is offered again when it is due at until (it is judged again
+// then, or when a window opens). Its number stays: tamq holds nothing under
+// it, and a wait that lasts never grows the attempt count or the budget.
 func (l Lease) Withdraw(now, until time.Time) (Lease, bool, error) {
 	if l.State != Offered {
 		return l, false, stateError(l, "withdraw its attempt (only an offered one can be)", "")
 	}
 	l.UpdatedAt = now
-	l.withdraw(until)
+	l.withdraw(until, false)
+	return l, true, nil
+}
+
+// WithdrawHeld takes back an offered attempt whose wake tamq queued but
+// never wrote, and that waits where nothing will write it (its endpoint is
+// gone or forgotten): it costs nothing, and the next attempt, due at until,
+// is routed afresh (the repo's live window, or it waits for one).
+func (l Lease) WithdrawHeld(now, until time.Time) (Lease, bool, error) {
+	if l.State != Offered || l.WakeOutcome == "" || l.WakeOutcome == WakeUnavailable {
+		return l, false, stateError(l, "withdraw its held wake (only an offered attempt whose wake tamq queued can be)", "")
+	}
+	l.UpdatedAt = now
+	l.withdraw(until, true)
 	return l, true, nil
 }
 
 // withdraw moves on to the next attempt, due at due, without spending the
-// budget: the attempt number is the wake's key in tamq, so the next one
-// must differ, and the budget grows with it.
-func (l *Lease) withdraw(due time.Time) {
+// budget. rekey: tamq holds (or may hold) a message under the attempt's
+// number, which is the wake's key there, so the next one must differ, and
+// the budget grows with it; otherwise the attempt is offered again as it is.
+func (l *Lease) withdraw(due time.Time, rekey bool) {
 	l.State, l.NextRetryAt = RetryWait, due
-	l.Attempt++
-	l.MaxAttempts++
+	if rekey {
+		l.Attempt++
+		l.MaxAttempts++
+	}
 	l.LocalLeaseID, l.WakeOutcome = "", ""
 	l.AckedBy, l.AckedAt = "", time.Time{}
+}
+
+// Hold keeps an offered attempt whose wake tamq holds unwritten (its
+// window shows a dialog, or runs no agent) from running out: its ack
+// deadline starts again at until. The agent never saw the prompt, so the
+// wait costs no attempt; the wake goes in when the cause clears.
+func (l Lease) Hold(now, until time.Time) (Lease, bool, error) {
+	if l.State != Offered || l.WakeOutcome == "" || l.WakeOutcome == WakeUnavailable {
+		return l, false, stateError(l, "hold its wake (only an offered attempt whose wake tamq queued can be)", "")
+	}
+	if !until.After(l.ExpiresAt) {
+		return l, false, nil
+	}
+	l.ExpiresAt, l.UpdatedAt = until, now
+	return l, true, nil
 }
 
 // Withdrawn reports whether the move from -> l withdrew an attempt.

@@ -273,13 +273,30 @@ func TestReoffer(t *testing.T) {
 func TestWithdrawPostponeStop(t *testing.T) {
 	now, until := at(10*time.Second), at(time.Hour)
 	runCases(t, []transitionCase{
-		{name: "withdrawn: the next attempt is due later and costs nothing", from: in(Offered, 3),
+		// Issue 39: waiting never grows the attempt count or the budget.
+		{name: "withdrawn: the same attempt is due later and costs nothing", from: in(Offered, 3),
 			step: func(l Lease) (Lease, bool, error) { return l.Withdraw(now, until) }, changed: true,
 			want: with(in(Offered, 3), func(l *Lease) {
-				l.State, l.Attempt, l.MaxAttempts, l.NextRetryAt, l.LocalLeaseID, l.WakeOutcome, l.UpdatedAt = RetryWait, 4, 3, until, "", "", now
+				l.State, l.NextRetryAt, l.LocalLeaseID, l.WakeOutcome, l.UpdatedAt = RetryWait, until, "", "", now
 			})},
 		{name: "only an offered attempt is withdrawn", from: in(Running, 1),
 			step: func(l Lease) (Lease, bool, error) { return l.Withdraw(now, until) }, code: errs.LeaseState},
+		{name: "a held wake withdrawn: a new number, the budget grown with it", from: in(Offered, 2),
+			step: func(l Lease) (Lease, bool, error) { return l.WithdrawHeld(now, until) }, changed: true,
+			want: with(in(Offered, 2), func(l *Lease) {
+				l.State, l.Attempt, l.MaxAttempts, l.NextRetryAt, l.LocalLeaseID, l.WakeOutcome, l.UpdatedAt = RetryWait, 3, 3, until, "", "", now
+			})},
+		{name: "a wake never queued is not held", from: with(in(Offered, 1), func(l *Lease) { l.WakeOutcome = "" }),
+			step: func(l Lease) (Lease, bool, error) { return l.WithdrawHeld(now, until) }, code: errs.LeaseState},
+		{name: "held: the ack deadline starts again, nothing spent", from: in(Offered, 2),
+			step: func(l Lease) (Lease, bool, error) { return l.Hold(now, until) }, changed: true,
+			want: with(in(Offered, 2), func(l *Lease) { l.ExpiresAt, l.UpdatedAt = until, now })},
+		{name: "held to an earlier deadline: no change", from: in(Offered, 2),
+			step: func(l Lease) (Lease, bool, error) { return l.Hold(now, t0) }, want: in(Offered, 2)},
+		{name: "an acknowledged attempt is not held", from: in(Acknowledged, 1),
+			step: func(l Lease) (Lease, bool, error) { return l.Hold(now, until) }, code: errs.LeaseState},
+		{name: "an unavailable wake is not held", from: with(in(Offered, 1), func(l *Lease) { l.WakeOutcome = WakeUnavailable }),
+			step: func(l Lease) (Lease, bool, error) { return l.Hold(now, until) }, code: errs.LeaseState},
 		{name: "postponed", from: in(RetryWait, 2),
 			step: func(l Lease) (Lease, bool, error) { return l.Postpone(until, now) }, changed: true,
 			want: with(in(RetryWait, 2), func(l *Lease) { l.NextRetryAt, l.UpdatedAt = until, now })},

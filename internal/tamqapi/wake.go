@@ -111,7 +111,39 @@ const (
 	WaitNoWindow = string(lease.WaitNoWindow)
 	WaitManual   = string(lease.WaitManual)
 	WaitNoAgent  = string(lease.WaitNoAgent)
+	WaitDialog   = string(lease.WaitDialog)
 )
+
+// OpWakeHeld asks whether the wake of one attempt was ever written, and if
+// not, what holds it: coordination-engine asks at the attempt's ack
+// deadline, so that a wake that never reached the agent (held behind a
+// dialog, in a window without an agent, on an endpoint that is gone) waits
+// instead of spending the attempt.
+const OpWakeHeld = "wake_held"
+
+// WakeHeldArgs names the wake: its lease and attempt.
+type WakeHeldArgs struct {
+	LeaseID string `json:"lease_id"`
+	Attempt int    `json:"attempt"`
+}
+
+// WakeHeldResult says what became of the wake. Held: it was never written
+// and waits for what Wait names (WaitDialog or WaitNoAgent: it goes in when
+// that clears; WaitNoWindow: its endpoint or window is gone, or it was
+// dropped with a forgotten endpoint, and nothing will write it: the engine
+// sends the work elsewhere; "": it is being written, or is about to be, to
+// a window that can take it). Not held: written at least once, waiting
+// for a busy agent, or unknown to tamq. Reason says it in words; for a
+// dialog it names only the window ("a dialog is open in the window of
+// net-kingdom"): what the dialog asks is screen text, which never leaves
+// tamq this way.
+type WakeHeldResult struct {
+	MessageID string `json:"message_id,omitempty"`
+	State     string `json:"state,omitempty"`
+	Held      bool   `json:"held"`
+	Wait      string `json:"wait,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+}
 
 // OpCancelWake cancels the wakes of a lease that are not written yet, or
 // that wait for an ack tamq would present again: coordination-engine sends

@@ -103,6 +103,12 @@ func (c *Client) CancelWake(ctx context.Context, args api.CancelWakeArgs) (api.C
 	return daemon.Call[api.CancelWakeResult](ctx, c.BaseClient, write, api.OpCancelWake, args)
 }
 
+// WakeHeld asks whether the wake of a lease's attempt was ever written,
+// and what holds it if not.
+func (c *Client) WakeHeld(ctx context.Context, args api.WakeHeldArgs) (api.WakeHeldResult, error) {
+	return daemon.Call[api.WakeHeldResult](ctx, c.BaseClient, look, api.OpWakeHeld, args)
+}
+
 // DeliveryCurrent asks whether the messages of a delivery are still being
 // delivered (a broker's last look before the first byte).
 func (c *Client) DeliveryCurrent(ctx context.Context, ids []string) (api.DeliveryCurrentResult, error) {

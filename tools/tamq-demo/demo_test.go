@@ -276,10 +276,10 @@ func checkKeptLoop(t *testing.T, d *demo, out string) {
 			t.Errorf("tamq top --once: %s (%s) row %q:\n%s", k.id, k.kind, row, top)
 		}
 	}
-	if !strings.Contains(out, "$ tamq status --tmux-line\n5 need you · 1 working\n") {
+	if !strings.Contains(out, "$ tamq status --tmux-line\n6 need you · 1 working\n") {
 		t.Errorf("the tmux status line:\n%s", out)
 	}
-	for _, want := range []string{"loop: 5 need you · 1 working", "7 windows", "completed 3, retry_wait 1, stopped 1", "statehub: " + "unix://"} {
+	for _, want := range []string{"loop: 6 need you · 1 working", "7 windows", "completed 3, retry_wait 1, stopped 1", "statehub: " + "unix://"} {
 		if !strings.Contains(string(top), want) {
 			t.Errorf("tamq top --once lacks %q:\n%s", want, top)
 		}

@@ -43,9 +43,9 @@ var keptTasks = []keptTask{
 	{id: "X", title: "fix the load test", repo: "zeta", kind: "needs_you", words: "needs you: retries exhausted"},
 	{id: "Q", title: "upgrade the database driver", repo: "eta", kind: "needs_you", words: "needs you: dialog open in window eta"},
 	{id: "W", title: "write the changelog", repo: "theta", kind: "working", words: "working: lease"},
-	// epsilon's agent failed and quit: the retry waits for an agent in its
-	// window.
-	{id: "R", title: "rerun the flaky migration", repo: "epsilon", kind: "retry", words: "then no agent runs in the window of epsilon"},
+	// epsilon's agent failed and quit: the retry waits for a person to
+	// start an agent in its window (nothing else would).
+	{id: "R", title: "rerun the flaky migration", repo: "epsilon", kind: "needs_you", words: "needs you: no agent runs in the window of epsilon; start it again"},
 	{id: "F", title: "announce the upgrade", repo: "alpha", deps: []string{"Q"}, kind: "waiting", words: "waiting: dependency Q ("},
 	{id: "N", title: "tag the nightly build", repo: "delta", kind: "waiting", words: "waiting: no window for repo delta"},
 }

@@ -80,7 +80,19 @@ func (j *judge) judgeRetry(ctx context.Context, l lease.Lease, reg func() (*gita
 			return postpone(lease.WaitNotActionable, v.Reason)
 		}
 	}
-	r, wait, err := j.router.judgeRoute(ctx, t, reg, routeAsk{Lease: l.ID})
+	// The attempt goes where the last one went while that endpoint still
+	// hosts the repo (the operator may have named it among several);
+	// once it is gone (stopped, forgotten), the work is routed afresh:
+	// the repo's live window, or it waits for one.
+	ask := routeAsk{Lease: l.ID}
+	if l.CoordinationEndpointID != "" {
+		if hosts, err := j.router.hostsOf(ctx, t.TargetRepo, l.CoordinationEndpointID); err != nil {
+			return false, err
+		} else if len(hosts) > 0 {
+			ask.Endpoint = l.CoordinationEndpointID
+		}
+	}
+	r, wait, err := j.router.judgeRoute(ctx, t, reg, ask)
 	switch {
 	case err != nil:
 		return false, err
@@ -94,7 +106,7 @@ func (j *judge) judgeRetry(ctx context.Context, l lease.Lease, reg func() (*gita
 	if wait, why := j.claimer.claim(ctx, t, l.ID, l.Attempt+1); wait != "" {
 		return postpone(wait, why)
 	}
-	if _, err := j.store.Leases.Reoffer(ctx, l.ID, j.timing); err != nil {
+	if _, err := j.store.Leases.Reoffer(ctx, l.ID, r.EndpointID, j.timing); err != nil {
 		return false, err
 	}
 	j.claimer.hold(t, l.ID)

@@ -100,6 +100,69 @@ func (lc *leaseClock) settleWake(ctx context.Context, l lease.Lease) {
 	}
 }
 
+// wakeHeldTimeout bounds the question to tamq at an ack deadline: tamq
+// answers from memory and one read of its database.
+const wakeHeldTimeout = 2 * time.Second
+
+// holdWakes asks tamq, for each offered attempt whose ack deadline has
+// come, whether its wake was ever written: one never delivered did not run
+// out, it waited. Behind a dialog or in a window without its agent it waits
+// on (its deadline starts again; the wake goes in when a person has dealt
+// with it); on an endpoint that is gone it is taken back, at no cost, and
+// routed afresh (the repo's live window, or it waits for one). What tamq
+// cannot answer, or answers as written, runs out as before.
+func (lc *leaseClock) holdWakes(ctx context.Context, now time.Time) {
+	if lc.tamq == nil {
+		return
+	}
+	due, err := lc.store.Deadlines.HeldWakesDue(ctx, now)
+	if err != nil {
+		lc.log.Error("cannot read the offered leases due", "error", err.Error())
+		return
+	}
+	for _, l := range due {
+		if ctx.Err() != nil {
+			return
+		}
+		actx, cancel := context.WithTimeout(ctx, wakeHeldTimeout)
+		res, err := lc.tamq.WakeHeld(actx, tamqapi.WakeHeldArgs{LeaseID: l.ID, Attempt: l.Attempt})
+		cancel()
+		if err != nil {
+			lc.log.Debug("cannot ask tamq what holds a wake; the attempt runs out", "lease", l.ID, "attempt", l.Attempt, "error", err.Error())
+			continue
+		}
+		if !res.Held {
+			continue
+		}
+		wait := lease.Wait(res.Wait)
+		switch wait {
+		case lease.WaitDialog, lease.WaitNoAgent, "":
+			// "": on its way into a window that can take it; the
+			// agent gets a whole ack timeout from now.
+			held, err := lc.store.Leases.HoldWake(ctx, l.ID, l.Attempt, now.Add(lc.timing.AckTimeout), wait, res.Reason)
+			if err != nil {
+				lc.log.Error("cannot hold a wake; the attempt runs out", "lease", l.ID, "error", err.Error())
+				continue
+			}
+			if held != l && wait != "" {
+				lc.log.Info("wake held by tamq: the attempt waits, nothing spent", "lease", l.ID, "attempt", l.Attempt, "wait", string(wait), "reason", res.Reason)
+			}
+		default:
+			// Nothing will write it where it is: taken back first in tamq,
+			// so that an endpoint that comes back does not type it.
+			lc.cancelWakes(ctx, l.ID, l.Attempt, "re-routed: "+res.Reason)
+			to, err := lc.store.Leases.WithdrawHeldWake(ctx, l.ID, l.Attempt, now, lease.WaitNoWindow, res.Reason)
+			if err != nil {
+				lc.log.Error("cannot withdraw a held wake; the attempt runs out", "lease", l.ID, "error", err.Error())
+				continue
+			}
+			if to.State == lease.RetryWait {
+				lc.log.Info("wake withdrawn: its endpoint or window is gone; the work is routed again, nothing spent", "lease", l.ID, "attempt", l.Attempt, "reason", res.Reason)
+			}
+		}
+	}
+}
+
 // Run expires leases whose deadline passed and judges those whose
 // next attempt is due (offered again, postponed, or stopped), then sleeps
 // until the next deadline in the database: the deadlines survive a restart
@@ -107,6 +170,7 @@ func (lc *leaseClock) settleWake(ctx context.Context, l lease.Lease) {
 func (lc *leaseClock) Run(ctx context.Context) {
 	for {
 		now := lc.clock.Now()
+		lc.holdWakes(ctx, now)
 		if changed, err := lc.store.Deadlines.ExpireDue(ctx, now, lc.timing); err != nil {
 			lc.log.Error("cannot expire leases; will try again", "error", err.Error())
 		} else {

@@ -280,26 +280,30 @@ func TestSupersededAttemptIsToldToStop(t *testing.T) {
 	}
 }
 
-// No stale prompt is typed: a wake held by a dialog whose lease runs out
-// is cancelled in tamq, and never written when the dialog closes.
+// No stale prompt is typed: a wake held by a dialog whose lease ends (its
+// task done in State Hub meanwhile) is cancelled in tamq, and never written
+// when the dialog closes. (Held, it waits without running out: issue 39.)
 func TestHeldWakeOfAnEndedLeaseIsCancelled(t *testing.T) {
 	t.Parallel()
-	l := newLoop(t, "[coordination]\nwake_ack_timeout_seconds = 1\nmax_attempts = 0\n", "alpha")
+	h := startHub(t, "")
+	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 1\nmax_attempts = 0\n"), "alpha")
 	dialog := filepath.Join(l.e.Root, "dialog")
 	if err := os.WriteFile(dialog, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	l.agentEnv = "SCRIPTED_AGENT_DIALOG=" + dialog
-	l.openAgent(t, "alpha", "complete")
-	l.waitAttached(t, "alpha", 1)
-	res := l.wake(t, "alpha")
-	id := res.Lease.LeaseID
-	testutil.WaitFor(t, "the lease exhausted", func() bool { return l.lease(t, id).State == "stopped" })
+	l.agents(t, "complete", "alpha")
+	h.put(workplan("W", "alpha", todo("A", "alpha")))
+	var s api.TaskStanding
+	testutil.WaitFor(t, "the wake held at the dialog", func() bool { s = l.standing(t, "A"); return s.Dialog != "" })
+	id := s.LeaseID
+	h.patch("A", map[string]any{"status": "done"})
+	testutil.WaitFor(t, "the lease stopped", func() bool { return l.lease(t, id).State == "stopped" })
 	testutil.WaitFor(t, "the wake cancelled in tamq", func() bool {
 		ms := l.wakeMessages(t)
 		return len(ms) == 1 && ms[0].State == "cancelled"
 	})
-	if m := l.wakeMessages(t)[0]; !strings.Contains(m.LastError, "exhausted") {
+	if m := l.wakeMessages(t)[0]; !strings.Contains(m.LastError, "task_done") {
 		t.Errorf("the cancelled wake's reason: %q", m.LastError)
 	}
 	// The dialog closes: the window takes messages again, never the wake.

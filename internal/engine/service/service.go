@@ -38,6 +38,7 @@ import (
 type Tamq interface {
 	Wake(ctx context.Context, req tamqapi.WakeRequest) (tamqapi.WakeAck, error)
 	CancelWake(ctx context.Context, args tamqapi.CancelWakeArgs) (tamqapi.CancelWakeResult, error)
+	WakeHeld(ctx context.Context, args tamqapi.WakeHeldArgs) (tamqapi.WakeHeldResult, error)
 	Ack(ctx context.Context, id string) (tamqapi.Message, error)
 	Ping(ctx context.Context) (daemon.PingResult, error)
 	// Whois says which of tamq's windows a process runs in; Listener

@@ -171,22 +171,48 @@ func (wh *wakeHandler) wake(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Re
 		return res, nil
 	}
 	l, err := wh.store.Leases.Offer(ctx, t.ID, r.EndpointID, id, wh.timing)
-	if err != nil {
+	switch {
+	case errs.Is(err, errs.Conflict):
+		// A look of the judge took this very trigger up meanwhile (it
+		// saw it waiting, as an operator's wake may): it is woken all
+		// the same, under the judge's lease.
+		wh.claimer.release(ctx, workKey(t), id)
+		taken, lerr := wh.takenUp(ctx, t.ID)
+		if lerr != nil || taken == nil {
+			return nil, err
+		}
+		l = *taken
+	case err != nil:
 		wh.claimer.release(ctx, workKey(t), id)
 		return nil, err
-	}
-	wh.claimer.hold(t, l.ID)
-	wh.leaseClock.Kick()
-	// The operator waits for tamq's answer; the waker sends it again if
-	// this one is lost.
-	if l, err = wh.waker.sendWake(ctx, l); err != nil {
-		wh.log.Warn("wake not sent yet; the waker tries again", "lease", l.ID, "error", err.Error())
-		wh.waker.Kick()
+	default:
+		wh.claimer.hold(t, l.ID)
+		wh.leaseClock.Kick()
+		// The operator waits for tamq's answer; the waker sends it again
+		// if this one is lost.
+		if l, err = wh.waker.sendWake(ctx, l); err != nil {
+			wh.log.Warn("wake not sent yet; the waker tries again", "lease", l.ID, "error", err.Error())
+			wh.waker.Kick()
+		}
 	}
 	res.Trigger.State = string(lease.TriggerLeased)
 	out := api.LeaseOf(l)
 	res.Lease = &out
 	return res, nil
+}
+
+// takenUp is the live lease of a trigger, when it has one.
+func (wh *wakeHandler) takenUp(ctx context.Context, triggerID string) (*lease.Lease, error) {
+	ls, err := wh.store.LeaseLists.LeasesOfTrigger(ctx, triggerID)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ls {
+		if ls[i].State.Live() {
+			return &ls[i], nil
+		}
+	}
+	return nil, nil
 }
 
 // notAnswered says tamq did not answer a wake (not running, slow, stopping,

@@ -118,6 +118,9 @@ func Of(f Facts) Standing {
 		case l.State == lease.RetryWait:
 			s := leaseStanding(Retry, *l)
 			s.RetryAt = l.NextRetryAt
+			if tr := triggerOf(f.Triggers, l.TriggerID); tr != nil && heldFor(*tr) {
+				return waitsForPerson(s, *tr, "its next attempt waits")
+			}
 			s.Words = "retry at " + reltime.ClockTime(l.NextRetryAt, f.Now)
 			if tr := triggerOf(f.Triggers, l.TriggerID); tr != nil && tr.Wait != "" {
 				s.Wait = string(tr.Wait)
@@ -165,6 +168,10 @@ func Of(f Facts) Standing {
 		return gated(t.Gate, t.GateReason)
 	}
 	if tr != nil && tr.State == lease.TriggerPending && tr.Wait != "" {
+		if tr.Wait == lease.WaitNoAgent {
+			// Nothing starts the agent again but a person.
+			return Standing{Kind: NeedsYou, Wait: string(tr.Wait), Words: "needs you: " + waitWords(*tr) + "; start it again"}
+		}
 		return Standing{Kind: Waiting, Wait: string(tr.Wait), Words: "waiting: " + waitWords(*tr)}
 	}
 	if !t.Actionable {
@@ -204,6 +211,9 @@ func working(f Facts, l lease.Lease) Standing {
 		s.Words = "needs you: dialog open in window " + w + " (lease " + l.ID + ")"
 		return s
 	}
+	if tr := triggerOf(f.Triggers, l.TriggerID); l.State == lease.Offered && tr != nil && heldFor(*tr) {
+		return waitsForPerson(s, *tr, fmt.Sprintf("its wake (attempt %d) waits", l.Attempt))
+	}
 	words := []string{fmt.Sprintf("working: lease %s attempt %d", l.ID, l.Attempt)}
 	switch {
 	case l.State == lease.Offered:
@@ -224,6 +234,32 @@ func working(f Facts, l lease.Lease) Standing {
 
 func leaseStanding(k Kind, l lease.Lease) Standing {
 	return Standing{Kind: k, LeaseID: l.ID, Attempt: l.Attempt, MaxAttempts: l.MaxAttempts}
+}
+
+// heldFor reports whether a leased trigger's work waits for what only a
+// person clears: a dialog in its window, its agent not running, its window
+// or endpoint gone. The wake never reached the agent, so it costs no
+// attempt, but nothing moves it by itself (issue 39: waiting is not
+// failing, and it is not hidden either).
+func heldFor(t lease.Trigger) bool {
+	return t.Wait == lease.WaitDialog || t.Wait == lease.WaitNoAgent || t.Wait == lease.WaitNoWindow
+}
+
+// waitsForPerson is the standing of a lease held by what heldFor names: s
+// with what the person must do, and what of the lease waits meanwhile.
+func waitsForPerson(s Standing, t lease.Trigger, what string) Standing {
+	s.Kind, s.Wait = NeedsYou, string(t.Wait)
+	waits := " (lease " + s.LeaseID + ": " + what + ", no attempt used)"
+	switch t.Wait {
+	case lease.WaitDialog:
+		s.Dialog = t.TargetRepo
+		s.Words = "needs you: dialog open in window " + t.TargetRepo + waits
+	case lease.WaitNoAgent:
+		s.Words = "needs you: " + waitWords(t) + "; start it again" + waits
+	default:
+		s.Words = "needs you: the window of " + t.TargetRepo + " is gone; open it again" + waits
+	}
+	return s
 }
 
 // gated is the standing of work a gate holds: a person decides.

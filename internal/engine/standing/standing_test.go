@@ -108,6 +108,35 @@ func TestOfSaysWhatEachTaskWaitsFor(t *testing.T) {
 			Facts{Task: open("T-1"), Triggers: []lease.Trigger{trig(lease.TriggerLeased)},
 				Leases: []lease.Lease{withState(live, func(l *lease.Lease) { l.State, l.NextRetryAt = lease.RetryWait, now.Add(5*time.Minute+10*time.Second) })}},
 			Retry, "retry at 14:05:10"},
+		// Issue 39: work held where only a person moves it needs them.
+		{"a wake held by a dialog",
+			Facts{Task: open("T-1"), Triggers: []lease.Trigger{func() lease.Trigger {
+				tr := trig(lease.TriggerLeased)
+				tr.Wait, tr.WaitDetail = lease.WaitDialog, "a dialog is open in the window of beta"
+				return tr
+			}()}, Leases: []lease.Lease{withState(live, func(l *lease.Lease) { l.State = lease.Offered })}},
+			NeedsYou, "needs you: dialog open in window beta (lease L-1: its wake (attempt 2) waits, no attempt used)"},
+		{"a wake held: the agent exited",
+			Facts{Task: open("T-1"), Triggers: []lease.Trigger{func() lease.Trigger {
+				tr := trig(lease.TriggerLeased)
+				tr.Wait, tr.WaitDetail = lease.WaitNoAgent, "the agent in the window of beta has exited"
+				return tr
+			}()}, Leases: []lease.Lease{withState(live, func(l *lease.Lease) { l.State = lease.Offered })}},
+			NeedsYou, "needs you: no agent runs in the window of beta; start it again (lease L-1: its wake (attempt 2) waits, no attempt used)"},
+		{"a retry waiting for a window that closed",
+			Facts{Task: open("T-1"), Triggers: []lease.Trigger{func() lease.Trigger {
+				tr := trig(lease.TriggerLeased)
+				tr.Wait, tr.WaitDetail = lease.WaitNoWindow, "no window for repo beta"
+				return tr
+			}()}, Leases: []lease.Lease{withState(live, func(l *lease.Lease) { l.State, l.NextRetryAt = lease.RetryWait, now.Add(5*time.Second) })}},
+			NeedsYou, "needs you: the window of beta is gone; open it again (lease L-1: its next attempt waits, no attempt used)"},
+		{"pending work for a window whose agent is not running",
+			Facts{Task: open("T-1"), Triggers: []lease.Trigger{func() lease.Trigger {
+				tr := trig(lease.TriggerPending)
+				tr.Wait = lease.WaitNoAgent
+				return tr
+			}()}},
+			NeedsYou, "needs you: no agent runs in the window of beta; start it again"},
 		{"ready", Facts{Task: open("T-1")}, Ready, "ready: woken at the engine's next look"},
 		// [cluster]: another host's agent is on it, whatever this host's
 		// window is doing; this host's own live lease and State Hub's end

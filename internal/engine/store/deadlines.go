@@ -53,6 +53,16 @@ func (s *Deadlines) ExpireDue(ctx context.Context, now time.Time, t lease.Timing
 		})
 }
 
+// HeldWakesDue lists the offered leases whose ack deadline has come by
+// now and whose wake tamq took (resumed or started), oldest first: before
+// such an attempt is spent, tamq is asked whether its wake was ever
+// written.
+func (s *Deadlines) HeldWakesDue(ctx context.Context, now time.Time) ([]lease.Lease, error) {
+	ls, err := readLeases(s.DB.Query(ctx, `SELECT `+leaseColumns+` FROM leases
+		WHERE state = 'offered' AND wake_outcome IN ('resumed', 'started') AND expires_at <= ? ORDER BY expires_at, rowid`, sqlitedb.Millis(now)))
+	return ls, storageErr(err, "read the offered leases due")
+}
+
 // DueRetries lists the leases in retry_wait whose next attempt is due by
 // now, oldest first: the service judges each before it is offered again.
 func (s *Deadlines) DueRetries(ctx context.Context, now time.Time) ([]lease.Lease, error) {

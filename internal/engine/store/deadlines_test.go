@@ -200,7 +200,7 @@ func reofferDue(t *testing.T, s *Store, now time.Time, tm lease.Timing) ([]lease
 	}
 	var out []lease.Lease
 	for _, l := range due {
-		l, err := s.Leases.Reoffer(context.Background(), l.ID, tm)
+		l, err := s.Leases.Reoffer(context.Background(), l.ID, "", tm)
 		if err != nil {
 			return nil, err
 		}

@@ -186,6 +186,13 @@ func (s *Leases) applyTx(tx *sql.Tx, from lease.Lease, now time.Time, ch change)
 		if err := s.saveLeaseTx(tx, to); err != nil {
 			return from, err
 		}
+		if from.State == lease.Offered && to.State != lease.Offered && to.State != lease.RetryWait {
+			// The agent took the attempt up (or it ended): what its wake
+			// waited for is over.
+			if _, err := s.triggers.waitTriggerTx(tx, to.TriggerID, "", "", now); err != nil {
+				return from, err
+			}
+		}
 		if from.State.Live() && !to.State.Live() {
 			state := lease.TriggerStopped
 			if to.State == lease.Completed {
@@ -298,7 +305,11 @@ func (s *Leases) RecordWake(ctx context.Context, leaseID string, attempt int, w 
 			if err != nil {
 				return l, nil, err
 			}
-			out = append(out, transitionReceipt(to, withdrawn, "withdrawn: "+w.Reason))
+			wr := transitionReceipt(to, withdrawn, "withdrawn: "+w.Reason)
+			// The same attempt is offered again: the receipt still names
+			// the one that ended here.
+			wr.Detail["ended_attempt"] = to.Attempt
+			out = append(out, wr)
 			if waiting != nil {
 				out = append(out, *waiting)
 			}
@@ -452,16 +463,71 @@ func (s *Leases) Release(ctx context.Context, leaseID, result, reason string, at
 
 // Reoffer offers a lease in retry_wait again, its next attempt due; its
 // wake is then pending (see PendingWakes). The trigger waits no more.
-func (s *Leases) Reoffer(ctx context.Context, leaseID string, t lease.Timing) (lease.Lease, error) {
+// endpointID is the coordination endpoint the attempt's wake goes to, as
+// the router found it now ("" keeps the lease's): an endpoint that went
+// away does not keep the work.
+func (s *Leases) Reoffer(ctx context.Context, leaseID, endpointID string, t lease.Timing) (lease.Lease, error) {
 	return s.update(ctx, leaseID, "offer again", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []receipt.Receipt, error) {
 		to, _, err := l.Reoffer(now, t)
 		if err != nil {
 			return l, nil, err
 		}
+		if endpointID != "" && endpointID != to.CoordinationEndpointID {
+			if err := s.endpoints.endpointKnownTx(tx, endpointID); err != nil {
+				return l, nil, err
+			}
+			to.CoordinationEndpointID, to.TamqEndpointID = endpointID, ""
+		}
 		if _, err := s.triggers.waitTriggerTx(tx, l.TriggerID, "", "", now); err != nil {
 			return l, nil, err
 		}
 		return to, []receipt.Receipt{transitionReceipt(l, to, "retry due")}, nil
+	})
+}
+
+// HoldWake keeps an offered attempt whose wake tamq holds unwritten (a
+// dialog, no agent in the window) from running out: its ack deadline
+// starts again at until, and its trigger says what it waits for (a receipt
+// when that changed). A lease that moved on meanwhile is left as it is.
+func (s *Leases) HoldWake(ctx context.Context, leaseID string, attempt int, until time.Time, wait lease.Wait, detail string) (lease.Lease, error) {
+	return s.update(ctx, leaseID, "hold the wake of", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []receipt.Receipt, error) {
+		if l.Attempt != attempt || l.State != lease.Offered {
+			return l, nil, nil
+		}
+		to, _, err := l.Hold(now, until)
+		if err != nil {
+			return l, nil, err
+		}
+		waiting, err := s.triggers.waitTriggerTx(tx, l.TriggerID, wait, detail, now)
+		if err != nil || waiting == nil {
+			return to, nil, err
+		}
+		return to, []receipt.Receipt{*waiting}, nil
+	})
+}
+
+// WithdrawHeldWake takes back an offered attempt whose wake tamq holds
+// where nothing will write it (its endpoint gone or forgotten): nothing is
+// spent, and the next attempt, due at until, is routed afresh. A lease that
+// moved on meanwhile is left as it is.
+func (s *Leases) WithdrawHeldWake(ctx context.Context, leaseID string, attempt int, until time.Time, wait lease.Wait, detail string) (lease.Lease, error) {
+	return s.update(ctx, leaseID, "withdraw the held wake of", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []receipt.Receipt, error) {
+		if l.Attempt != attempt || l.State != lease.Offered {
+			return l, nil, nil
+		}
+		to, _, err := l.WithdrawHeld(now, until)
+		if err != nil {
+			return l, nil, err
+		}
+		out := []receipt.Receipt{transitionReceipt(l, to, "withdrawn: "+detail)}
+		waiting, err := s.triggers.waitTriggerTx(tx, l.TriggerID, wait, detail, now)
+		if err != nil {
+			return l, nil, err
+		}
+		if waiting != nil {
+			out = append(out, *waiting)
+		}
+		return to, out, nil
 	})
 }
 

@@ -433,8 +433,9 @@ func TestStoreRecordWake(t *testing.T) {
 			}
 			if tt.w.Capability == "unavailable" {
 				// No window could take it: the attempt is withdrawn and costs
-				// nothing; the trigger says why it waits.
-				if stored.State != lease.RetryWait || stored.Attempt != 2 || stored.MaxAttempts != l.MaxAttempts+1 ||
+				// nothing (the same attempt is offered again: tamq queued
+				// nothing under it); the trigger says why it waits.
+				if stored.State != lease.RetryWait || stored.Attempt != 1 || stored.MaxAttempts != l.MaxAttempts ||
 					!stored.NextRetryAt.Equal(tt.w.Until) {
 					t.Errorf("lease %+v", stored)
 				}
@@ -569,4 +570,57 @@ func TestStoreRequestsThatTakeUpAnOfferedAttempt(t *testing.T) {
 			t.Errorf("receipts written: %v", kinds(rs))
 		}
 	})
+}
+
+// A wake tamq holds unwritten (issue 39): held, the attempt's deadline
+// starts again and its trigger says why, once; the agent taking it up
+// clears that. Withdrawn, nothing is spent and the next attempt is due. A
+// lease that moved on is left as it is.
+func TestStoreHeldWakes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, c := newStore(t)
+	l := offered(t, s, "1")
+	l = must[lease.Lease](t)(s.Leases.RecordWake(ctx, l.ID, 1, WakeRecord{Capability: "resumed", MessageID: "m-1"}))
+	c.Advance(timing.AckTimeout)
+	for i := range 2 {
+		mark := lastReceipt(t, s)
+		until := c.Now().Add(timing.AckTimeout)
+		got := must[lease.Lease](t)(s.Leases.HoldWake(ctx, l.ID, 1, until, lease.WaitDialog, "net"))
+		if got.State != lease.Offered || got.Attempt != 1 || got.MaxAttempts != l.MaxAttempts || !got.ExpiresAt.Equal(until) {
+			t.Errorf("held lease %+v", got)
+		}
+		if tr := getTrigger(t, s, l.TriggerID); tr.Wait != lease.WaitDialog || tr.WaitDetail != "net" {
+			t.Errorf("trigger %+v", tr)
+		}
+		want := []string{KindTriggerWaiting} // once: the second hold says nothing new
+		if i > 0 {
+			want = nil
+		}
+		if rs := kinds(receiptsSince(t, s, mark)); !slices.Equal(rs, want) {
+			t.Errorf("hold %d: receipts %v, want %v", i+1, rs, want)
+		}
+		c.Advance(timing.AckTimeout)
+	}
+	if got := must[lease.Lease](t)(s.Leases.HoldWake(ctx, l.ID, 2, c.Now().Add(time.Hour), lease.WaitDialog, "net")); got.ExpiresAt.After(c.Now()) {
+		t.Errorf("an attempt the lease is not at was held: %+v", got)
+	}
+	must[lease.Lease](t)(s.Leases.HoldWake(ctx, l.ID, 1, c.Now().Add(timing.AckTimeout), lease.WaitDialog, "net"))
+	must[lease.Lease](t)(s.Leases.Ack(ctx, l.ID, 1, Who{By: lease.ByBroker}, timing))
+	if tr := getTrigger(t, s, l.TriggerID); tr.Wait != "" || tr.WaitDetail != "" {
+		t.Errorf("the trigger still waits once its lease is taken up: %+v", tr)
+	}
+
+	other := offered(t, s, "2")
+	other = must[lease.Lease](t)(s.Leases.RecordWake(ctx, other.ID, 1, WakeRecord{Capability: "resumed", MessageID: "m-2"}))
+	got := must[lease.Lease](t)(s.Leases.WithdrawHeldWake(ctx, other.ID, 1, c.Now(), lease.WaitNoWindow, "endpoint tmux-amq-1 is gone"))
+	if got.State != lease.RetryWait || got.Attempt != 2 || got.MaxAttempts != other.MaxAttempts+1 || !got.NextRetryAt.Equal(c.Now()) {
+		t.Errorf("withdrawn lease %+v", got)
+	}
+	if tr := getTrigger(t, s, other.TriggerID); tr.Wait != lease.WaitNoWindow {
+		t.Errorf("trigger %+v", tr)
+	}
+	if again := must[lease.Lease](t)(s.Leases.WithdrawHeldWake(ctx, other.ID, 1, c.Now(), lease.WaitNoWindow, "x")); again != got {
+		t.Errorf("a withdrawn lease withdrawn again: %+v", again)
+	}
 }

@@ -16,6 +16,9 @@ func newEndpointsForgetCmd(a *app.App) *cobra.Command {
 in status, restored by 'tamq start' or offered as a target, but stays in
 history. Its undelivered messages fail (see them with 'tamq history --state
 failed'); 'tamq retry ID' sends one again through the repo's live window. A
+coordination-engine wake among them was never typed: the engine spends no
+attempt on it and sends the work to the repo's live window, or waits for one,
+even when the wake was pinned to this endpoint ('wake --endpoint'). A
 connected endpoint cannot be forgotten (exit 13).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -83,7 +83,7 @@ func (s *callers) guard(a door.Access, op string, h unixrpc.Handler) unixrpc.Han
 }
 
 // engineOps say what the engine's operations do, for their refusals.
-var engineOps = map[string]string{api.OpWake: "wake an agent", api.OpCancelWake: "cancel a wake"}
+var engineOps = map[string]string{api.OpWake: "wake an agent", api.OpCancelWake: "cancel a wake", api.OpWakeHeld: "ask what holds a wake"}
 
 // whois answers coordination-engine: which window does a process run in,
 // or why can it not be placed? It is the derivation a send uses, so both

@@ -65,6 +65,18 @@ func (l *live) reasonOf(key string) string {
 	return ""
 }
 
+// paneExited is the pane's wait reason when the window's program has
+// exited (tmux keeps the dead pane); the window itself may still be there.
+const paneExited = "the agent in its window has exited"
+
+// paneHealthOf is why tmux shows the window cannot take a delivery (its
+// agent exited, its window closed), or "".
+func (l *live) paneHealthOf(key string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.paneHealth[key]
+}
+
 // screenWaiting lists the keys of windows held by their pane's screen.
 func (l *live) screenWaiting() map[string]bool {
 	l.mu.Lock()

@@ -301,6 +301,7 @@ func (s *Service) handlers() map[string]unixrpc.Handler {
 		api.OpDeliveryCurrent: {door.Window, s.delivery.deliveryCurrent},
 		api.OpWake:            {door.EngineOnly, s.wakes.wakeOp},
 		api.OpCancelWake:      {door.EngineOnly, s.wakes.cancelWakeOp},
+		api.OpWakeHeld:        {door.EngineOnly, s.wakes.wakeHeldOp},
 	}
 	for op, h := range all {
 		hs[op] = s.callers.guard(h.access, op, h.handler)

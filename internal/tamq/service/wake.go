@@ -6,10 +6,12 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/clock"
@@ -295,6 +297,80 @@ func (s *wakeHandlers) cancelWakeOp(ctx context.Context, peer unixrpc.Peer, req 
 		s.dispatcher.wake() // the window's next message may go now
 	}
 	return api.CancelWakeResult{Cancelled: len(ms)}, nil
+}
+
+// wakeHeldOp answers coordination-engine at the ack deadline of an attempt
+// its agent did not acknowledge: was the wake ever written, and if not,
+// what holds it? A wake that never reached the agent was not delivered, so
+// the engine must not count it as an attempt the agent let run out: behind
+// a dialog or in a window whose agent is not running it waits, and goes in
+// when a person has answered or started the agent; on an endpoint that is
+// gone (or forgotten, which fails it) nothing will write it, and the engine
+// routes the work afresh.
+func (s *wakeHandlers) wakeHeldOp(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+	var args api.WakeHeldArgs
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	if p := textsafe.NameProblem(args.LeaseID); p != "" {
+		return nil, errs.New(errs.BadRequest, "lease id %q: %s", textsafe.Escape(args.LeaseID), p)
+	}
+	if args.Attempt < 1 {
+		return nil, errs.New(errs.BadRequest, "attempt %d is out of range", args.Attempt)
+	}
+	m, _, found, err := s.wakeOf(ctx, args.LeaseID+"#"+strconv.Itoa(args.Attempt))
+	if err != nil || !found {
+		return api.WakeHeldResult{}, err
+	}
+	res := api.WakeHeldResult{MessageID: m.ID, State: string(m.State)}
+	if !m.InjectedAt.IsZero() {
+		return res, nil // written: the agent had its prompt
+	}
+	held := func(wait, reason string) (any, error) {
+		res.Held, res.Wait, res.Reason = true, wait, textsafe.Escape(reason)
+		return res, nil
+	}
+	switch m.State {
+	case queue.Cancelled, queue.Failed:
+		return held(api.WaitNoWindow, "the wake was dropped unwritten: "+m.LastError)
+	case queue.Queued, queue.Delivering:
+	default:
+		return res, nil // its text is in the input box, its Enter held back
+	}
+	ep, _, err := s.endpoints.windowOf(ctx, m.EndpointID, m.Target)
+	switch {
+	case errors.Is(err, errNoWindow):
+		return held(api.WaitNoWindow, "endpoint "+m.EndpointID+" has no window for "+m.Target+" any more")
+	case err != nil:
+		return nil, err
+	case ep.State != queue.Connected:
+		return held(api.WaitNoWindow, "endpoint "+m.EndpointID+" is gone (its tmux server stopped)")
+	}
+	key := store.DeliveryKey(m.EndpointID, m.Target)
+	switch why := s.live.paneHealthOf(key); {
+	case why == "":
+	case strings.HasPrefix(why, paneExited):
+		return held(api.WaitNoAgent, "the agent in the window of "+m.Target+" has exited")
+	default:
+		return held(api.WaitNoWindow, "the window of "+m.Target+": "+why)
+	}
+	// A dialog is named by its window alone: what it asks is screen
+	// text, which the engine would keep and publish in its receipts.
+	atDialog := "a dialog is open in the window of " + m.Target
+	if st, _, _, live := s.brokers.view(key); live && st.Screen == broker.StateDialog {
+		return held(api.WaitDialog, atDialog)
+	}
+	switch why := s.live.waitReason(key); {
+	case why == program.NoAgentRunning:
+		return held(api.WaitNoAgent, "no agent runs in the window of "+m.Target)
+	case strings.Contains(why, "dialog"):
+		return held(api.WaitDialog, atDialog)
+	case why == "":
+		// Being written now (the broker waits for the agent's prompt),
+		// or about to be: held for nothing a person must do.
+		return held("", "")
+	}
+	return res, nil // for a busy agent: it runs out as any attempt whose agent did not take it
 }
 
 // agentExited says whether the window's program has exited (its pane is

@@ -308,7 +308,7 @@ func (s *watcher) list(ctx context.Context, ep queue.Endpoint, now time.Time) {
 		case tw.Repo != w.Repo:
 			reason = fmt.Sprintf("its window is no longer marked for %s", w.Repo)
 		case tw.Dead:
-			reason = "the agent in its window has exited" + queue.ExitText(tw.DeadStatus)
+			reason = paneExited + queue.ExitText(tw.DeadStatus)
 		}
 		s.recordEnd(ctx, ep, w, tw, ok)
 		s.setWait(fromPane, ep.ID, w.Repo, reason)
