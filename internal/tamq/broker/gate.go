@@ -81,6 +81,11 @@ type Outcome struct {
 // for, when a known agent shows its empty input box.
 const idleQuietWait = 100 * time.Millisecond
 
+// geminiEnterGap is the least pause between a paste and its Enter for
+// Gemini CLI, whatever delivery.enter_pause_ms says: it takes an Enter
+// within 30 ms of a typed key (a paste counts) for a newline.
+const geminiEnterGap = 100 * time.Millisecond
+
 // pasteShowsWithin bounds how long after the pause the text may take to
 // show in the input box, and the agent to stop drawing it. An agent on a
 // loaded machine (several agents on two cores) takes seconds; past the bound
@@ -173,6 +178,9 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 		time.Sleep(min(100*time.Millisecond, time.Until(deadline)))
 	}
 	out := Outcome{Quiet: quiet, Waited: time.Since(start)}
+	if rules, _, _ := g.agent(false); rules == AgentGemini {
+		d.Pause = max(d.Pause, geminiEnterGap)
+	}
 	body := d.Text
 	if d.Bracketed {
 		body = "\x1b[200~" + d.Text + "\x1b[201~"

@@ -35,6 +35,7 @@ type Model struct {
 	mu      sync.Mutex // the emulator and what is read off it
 	emu     *xvt.Emulator
 	title   titleScanner
+	osc     oscCutter
 	stale   bool
 	drawing bool   // inside a synchronized-output frame (mode 2026)
 	seq     uint64 // chunks applied so far
@@ -178,6 +179,7 @@ func (m *Model) reset(cols, rows int) {
 	// answers dropped (an undrained pipe would block the emulator).
 	go io.Copy(io.Discard, emu)
 	m.emu, m.drawing = emu, false
+	m.osc = oscCutter{}
 }
 
 // closeAnswers ends the drain of an emulator's answers. (Emulator.Close
@@ -286,7 +288,7 @@ func (m *Model) runObserver() {
 func (m *Model) apply(chunk []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.emu.Write(chunk)
+	m.emu.Write(m.osc.cut(chunk))
 	m.title.feed(chunk)
 	m.seq++
 	m.handled += uint64(len(chunk))
