@@ -88,14 +88,15 @@ func GeminiPolicyConflicts(path string, content []byte) []string {
 
 // GeminiHookEvents are the events broker.HookState understands that Gemini
 // CLI fires: a Notification of type ToolPermission (it asks before a tool
-// runs) opens a dialog; a prompt sent (BeforeAgent), a tool run
-// (AfterTool), a turn ended (AfterAgent) or a session started close it.
+// runs) opens a dialog; a prompt sent (BeforeAgent) or the tool run
+// (AfterTool) closes it. Not SessionStart nor AfterAgent: Gemini CLI fires
+// them after it has drawn its empty composer (SessionStart up to seconds
+// after), where a delivery's paste may be under way, and an event during
+// the paste holds its Enter back; the screen says as much at those times.
 var GeminiHookEvents = []ClaudeHookEvent{
 	{"Notification", true},
 	{"BeforeAgent", false},
 	{"AfterTool", true},
-	{"AfterAgent", false},
-	{"SessionStart", true},
 }
 
 // GeminiSettings adds tamq's hooks to Gemini CLI's settings.json (old is

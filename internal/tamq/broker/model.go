@@ -38,6 +38,7 @@ type Model struct {
 	osc     oscCutter
 	stale   bool
 	drawing bool   // inside a synchronized-output frame (mode 2026)
+	paste   bool   // bracketed paste on (mode 2004)
 	seq     uint64 // chunks applied so far
 	handled uint64 // bytes applied or skipped so far
 
@@ -157,11 +158,17 @@ func (m *Model) reset(cols, rows int) {
 	emu.SetCallbacks(xvt.Callbacks{
 		AltScreen: func(bool) { whole() },
 		EnableMode: func(mode ansi.Mode) {
+			if mode == ansi.ModeBracketedPaste {
+				m.paste = true
+			}
 			if mode == ansi.ModeSynchronizedOutput {
 				m.drawing = true
 			}
 		},
 		DisableMode: func(mode ansi.Mode) {
+			if mode == ansi.ModeBracketedPaste {
+				m.paste = false
+			}
 			if mode == ansi.ModeSynchronizedOutput {
 				m.drawing = false
 			}
@@ -334,6 +341,6 @@ func (m *Model) Snapshot() Screen {
 	pos := m.emu.CursorPosition()
 	return Screen{
 		Rows: rows, Cols: w, CursorX: pos.X, CursorY: pos.Y, CursorVisible: !m.emu.CursorHidden(),
-		Title: m.title.title, Status: m.title.status, AltScreen: m.emu.IsAltScreen(), Stale: m.stale, Drawing: m.drawing, Seq: m.seq,
+		Title: m.title.title, Status: m.title.status, AltScreen: m.emu.IsAltScreen(), NoBracketedPaste: !m.paste, Stale: m.stale, Drawing: m.drawing, Seq: m.seq,
 	}
 }

@@ -148,6 +148,13 @@ func classifyGemini(s Screen) (string, string) {
 		}
 		return StateDialog, reason
 	}
+	// It draws its composer before it turns bracketed paste on (once its
+	// terminal queries are answered, which took seconds under load): a
+	// paste before that comes in as typed keys, unmarked, each newline a
+	// line of the box and never the placeholder.
+	if s.NoBracketedPaste {
+		return StateStarting, "Gemini CLI has not finished starting (bracketed paste is not on yet)"
+	}
 	// Its spinner and "esc to cancel" stand just above the composer's rule
 	// while a turn runs (a command too); the title says "✦  Working…".
 	for y := max(box.rule-geminiSpinnerRows, 0); y < box.rule; y++ {

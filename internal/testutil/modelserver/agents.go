@@ -151,6 +151,8 @@ const FakeGeminiKey = "AIzaSyModelServerModelServerModelServer0"
 // GeminiSetup says where Gemini CLI runs and what it may run unasked.
 type GeminiSetup struct {
 	Home string
+	// Repo is the folder to trust; "" trusts none (tamq agent setup
+	// gemini writes the trust).
 	Repo string
 	// Allow are command prefixes ("touch /tmp/x/one.txt") written as
 	// policy rules (toolName run_shell_command, commandPrefix, decision
@@ -180,7 +182,9 @@ func (s *Server) GeminiEnv(t testing.TB, g GeminiSetup) []string {
 		settings[k] = v
 	}
 	writeJSONFile(t, filepath.Join(dir, "settings.json"), settings)
-	writeJSONFile(t, filepath.Join(dir, "trustedFolders.json"), map[string]string{g.Repo: "TRUST_FOLDER"})
+	if g.Repo != "" {
+		writeJSONFile(t, filepath.Join(dir, "trustedFolders.json"), map[string]string{g.Repo: "TRUST_FOLDER"})
+	}
 	var policy strings.Builder
 	for _, prefix := range g.Allow {
 		fmt.Fprintf(&policy, "[[rule]]\ntoolName = %q\ncommandPrefix = %q\ndecision = \"allow\"\npriority = 100\n\n", geminiShell, prefix)
