@@ -38,3 +38,59 @@ func TestGeminiStartsOnceBracketedPasteIsOn(t *testing.T) {
 		}
 	}
 }
+
+// geminiScreen is Gemini CLI's screen at 80 columns with box as its
+// composer's rows, the cursor after the last one's text.
+func geminiScreen(box ...string) Screen {
+	rows := []string{"✦ Done.", "", strings.Repeat("─", 80), " Shift+Tab to accept edits", ""}
+	top := len(rows)
+	rows = append(rows, box...)
+	last := rows[len(rows)-1]
+	rows = append(rows, "", " workspace (/directory)          sandbox          /model")
+	return Screen{Rows: rows, Cols: 80, CursorX: len([]rune(last)), CursorY: top + len(box) - 1, Agent: AgentGemini}
+}
+
+// Gemini CLI's placeholders count for the text they stand for, and only
+// for it: over 5 lines by its lines, else over 500 characters by its
+// UTF-16 units (a "#2" when the box holds another of the name).
+func TestGeminiInputShows(t *testing.T) {
+	six := "From:operator/o: one\ntwo\nthree\nfour\nfive\nsix"
+	long := "From:operator/o: " + strings.Repeat("é", 600) // 617 UTF-16 units, 1217 bytes
+	for _, tc := range []struct {
+		name  string
+		s     Screen
+		text  string
+		shows bool
+	}{
+		{"lines", geminiScreen(" > [Pasted Text: 6 lines]"), six, true},
+		{"lines, with CRLF", geminiScreen(" > [Pasted Text: 6 lines]"), strings.ReplaceAll(six, "\n", "\r\n"), true},
+		{"lines, a second of the name", geminiScreen(" > [Pasted Text: 6 lines #2]"), six, true},
+		{"other lines", geminiScreen(" > [Pasted Text: 7 lines]"), six, false},
+		{"chars", geminiScreen(" > [Pasted Text: 617 chars]"), long, true},
+		{"chars counted as bytes", geminiScreen(" > [Pasted Text: 1217 chars]"), long, false},
+		{"a draft before the placeholder", geminiScreen(" > my draft [Pasted Text: 6 lines]"), six, false},
+		{"short text, typed out", geminiScreen(" > From:operator/o: one", "   two", "   three"), "From:operator/o: one\ntwo\nthree", true},
+		{"short text after a draft", geminiScreen(" > draft From:operator/o: one", "   two"), "From:operator/o: one\ntwo", false},
+		{"the empty composer", geminiScreen(" >   Type your message or @path/to/file"), "From:operator/o: one", false},
+	} {
+		s := tc.s
+		if tc.name == "the empty composer" {
+			s.CursorX = geminiTextCol
+		}
+		if ok, why := InputShows(s, tc.text); ok != tc.shows {
+			t.Errorf("%s: InputShows = %v (%s), want %v", tc.name, ok, why, tc.shows)
+		}
+	}
+	// The empty composer is the prompt; a busy spinner above it is busy.
+	empty := geminiScreen(" >   Type your message or @path/to/file")
+	empty.CursorX = geminiTextCol
+	if st, why := Classify(empty); st != StatePrompt {
+		t.Errorf("the empty composer: %s (%s)", st, why)
+	}
+	busy := empty
+	busy.Rows = append([]string(nil), empty.Rows...)
+	busy.Rows[1] = " ⠧ Thinking... (esc to cancel, 3s)"
+	if st, why := Classify(busy); st != StateBusy {
+		t.Errorf("the spinner: %s (%s), want busy and no dialog", st, why)
+	}
+}
