@@ -94,3 +94,39 @@ func TestGeminiInputShows(t *testing.T) {
 		t.Errorf("the spinner: %s (%s), want busy and no dialog", st, why)
 	}
 }
+
+// Gemini CLI's permission question is a dialog by what its screen shows,
+// the box "Allow execution of [Shell]?" in place of its composer, not by
+// its title ("✋  Action Required"), which any program can set and which
+// Gemini CLI may not have set yet.
+func TestGeminiPermissionBoxIsADialogWithoutItsTitle(t *testing.T) {
+	raw, err := os.ReadFile("testdata/screens/gemini-loop.raw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := bytes.Index(raw, []byte("Allow execution of"))
+	if end < 0 {
+		t.Fatal("the recording shows no permission question")
+	}
+	// The box is drawn in one frame: feed up to the title Gemini CLI sets
+	// after it.
+	title := bytes.Index(raw[end:], []byte("\x1b]0;\xe2\x9c\x8b"))
+	if title < 0 {
+		t.Fatal("no Action Required title after the box")
+	}
+	m := NewModel(80, 24, nil)
+	feedModel(t, m, raw[:end+title])
+	s := m.Snapshot()
+	m.Close()
+	s.Agent = AgentGemini
+	if strings.Contains(s.Title, "Action Required") {
+		t.Fatalf("the title is already set: %q", s.Title)
+	}
+	if !strings.Contains(strings.Join(s.Rows, "\n"), "● 1. Allow once") {
+		t.Fatalf("the box is not drawn yet:\n%s", strings.Join(s.Rows, "\n"))
+	}
+	state, why := Classify(s)
+	if state != StateDialog || !strings.Contains(why, "Allow execution of [Shell]?") {
+		t.Errorf("Classify = %s (%s), want a dialog naming the question\n%s", state, why, strings.Join(s.Rows, "\n"))
+	}
+}
