@@ -82,9 +82,15 @@ type Outcome struct {
 const idleQuietWait = 100 * time.Millisecond
 
 // geminiEnterGap is the least pause between a paste and its Enter for
-// Gemini CLI, whatever delivery.enter_pause_ms says: it takes an Enter
-// within 30 ms of a typed key (a paste counts) for a newline.
-const geminiEnterGap = 100 * time.Millisecond
+// Gemini CLI, whatever delivery.enter_pause_ms says. It takes an Enter for
+// a newline while a paste is recent: an Enter within 30 ms of a key, and,
+// outside the kitty keyboard protocol, any Enter before a 40 ms timer set
+// by the paste has fired and its input box has been drawn again
+// (recentUnsafePasteTime in its InputPrompt), which nothing on the screen
+// shows. Busy starting up on a loaded machine, its event loop ran that
+// timer over 300 ms late (make test-agents, seven agents starting at once):
+// one second covers it.
+const geminiEnterGap = time.Second
 
 // pasteShowsWithin bounds how long after the pause the text may take to
 // show in the input box, and the agent to stop drawing it. An agent on a
