@@ -197,13 +197,13 @@ demo: deps
 	$(BIN)/tamq-demo --tamq $(BIN)/tamq --engine $(BIN)/coordination-engine $(DEMOFLAGS)
 
 # The real agents, offline (not part of `make test`; CI runs it after): installs
-# Claude Code and Codex from npm at the versions of test/agents/package-lock.json
+# Claude Code, Codex and Gemini CLI from npm at the versions of test/agents/package-lock.json
 # into .agents/ (AGENTS=latest: the newest, with Node 22, into .agents-latest/)
 # and runs them under tamq against our scripted model server with fake keys
 # (docs/agents.md). A failure saves the windows' screens in .agents-screens/.
 test-agents: deps
 	@dir="$$(scripts/install-agents)" && \
-	TAMQ_TEST_AGENTS="$$dir" $(GO) test -tags agents -count=1 -timeout 20m -run 'TestRealAgents|TestRealLoop|TestModelServerDrivesRealAgents|TestRecordPastes' -v \
+	TAMQ_TEST_AGENTS="$$dir" $(GO) test -tags agents -count=1 -timeout 20m -run 'TestRealAgents|TestRealLoop|TestModelServerDrivesRealAgents|TestRecordPastes|TestRecordGeminiScreens' -v \
 		./internal/engine/service/ ./internal/tamq/service/ ./internal/tamq/agentsetup/ ./internal/testutil/modelserver/ ./internal/tamq/broker/
 
 clean:

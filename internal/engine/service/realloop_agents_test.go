@@ -315,7 +315,13 @@ func (r *realLoop) logTimings(t *testing.T, repo, leaseID string) {
 		t.Errorf("lease %s: no write or no ack (%+v)", leaseID, m)
 		return
 	}
-	agent := map[bool]string{true: "claude", false: "codex"}[strings.Contains(r.tm.Must(t, "display", "-p", "-t", r.panes[repo], "#{pane_start_command}"), "claude")]
+	agent := "codex"
+	for _, name := range []string{"claude", "gemini"} {
+		// The program's path names it (the checkout's path may hold any word).
+		if regexp.MustCompile(`/\.bin/` + name + `\b`).MatchString(r.tm.Must(t, "display", "-p", "-t", r.panes[repo], "#{pane_start_command}")) {
+			agent = name
+		}
+	}
 	t.Logf("timing %s wake_queued_to_submitted=%v submitted_to_broker_ack=%v", agent,
 		m.InjectedAt.Sub(m.CreatedAt).Round(time.Millisecond), acked.Sub(*m.InjectedAt).Round(time.Millisecond))
 }

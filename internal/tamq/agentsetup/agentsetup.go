@@ -3,7 +3,8 @@
 // without a permission dialog and the agent's hooks reach tamq's broker:
 // Claude Code's settings.json (permission rules and hooks), Codex's
 // config.toml (notify, the shell's PATH, project trust) and its rules file
-// (prefix rules).
+// (prefix rules), Gemini CLI's settings.json (hooks), trustedFolders.json
+// and a policy file.
 //
 // It does no I/O: each function takes a file's current content and returns
 // the new content, what was added and what the user should know. The
@@ -126,4 +127,17 @@ func ClaudeUserWideRules(path string, content []byte) []string {
 // machine runs the loop's commands unasked and outside its sandbox.
 func CodexUserWideRules(path string) string {
 	return path + " (from a user-wide tamq agent setup) allows the loop's commands in every Codex session on this machine, without asking and outside its sandbox; remove it to keep them to the repos set up here (left as it is)"
+}
+
+// Unreadable is what tamq agent setup says of an agent it has no rules
+// for (aider, a home-made one): it cannot read that agent's screen nor hear its hooks, so the
+// broker cannot tell when the agent takes a wake; the wake prompt then
+// carries the lease's ack and renew commands, which the agent must run.
+func Unreadable(agent string) string {
+	return "tamq has no screen rules or hooks for " + agent + ": its broker cannot see when " + agent +
+		" takes a wake, is busy or asks a question, so it never acknowledges or renews a lease for it. " +
+		"The wake prompt then carries the lease's `" + Program + " lease ack` and `" + Program + " lease renew` commands (with the attempt), " +
+		"and " + agent + " must run them: ack when it takes the wake, renew while it works, as the prompt says. " +
+		"Allow those commands, and " + CommandList() + ", in " + agent + "'s own settings (docs/agents.md, \"Any other agent\"); " +
+		"tamq agent setup writes settings for claude, codex and gemini only"
 }

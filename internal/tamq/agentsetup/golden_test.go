@@ -19,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite the golden files' want, warning
 // line); "want" the file after, "added" and "warnings" what is said about
 // it (one a line), "error" the error for a file that is refused.
 func TestGolden(t *testing.T) {
-	for _, agent := range []string{"claude", "codex"} {
+	for _, agent := range []string{"claude", "codex", "gemini-settings", "gemini-trust"} {
 		files, _ := filepath.Glob(filepath.Join("testdata", agent, "*.txtar"))
 		if len(files) == 0 {
 			t.Fatalf("no golden cases for %s", agent)
@@ -46,8 +46,8 @@ func golden(t *testing.T, agent, file string) {
 	switch agent {
 	case "claude":
 		res, err = Claude("settings.json", old)
-	case "codex":
-		res, err = CodexConfig("config.toml", old, CodexInput{Projects: lines(sections["projects"])})
+	default:
+		res, err = rerun(agent, old, sections)
 	}
 	got := map[string]string{}
 	if err != nil {
@@ -100,8 +100,13 @@ func golden(t *testing.T, agent, file string) {
 }
 
 func rerun(agent string, content []byte, sections map[string]string) (Result, error) {
-	if agent == "claude" {
+	switch agent {
+	case "claude":
 		return Claude("settings.json", content)
+	case "gemini-settings":
+		return GeminiSettings("settings.json", content)
+	case "gemini-trust":
+		return GeminiTrustedFolders("trustedFolders.json", content, lines(sections["projects"]))
 	}
 	return CodexConfig("config.toml", content, CodexInput{Projects: lines(sections["projects"])})
 }

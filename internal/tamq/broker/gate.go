@@ -81,6 +81,17 @@ type Outcome struct {
 // for, when a known agent shows its empty input box.
 const idleQuietWait = 100 * time.Millisecond
 
+// geminiEnterGap is the least pause between a paste and its Enter for
+// Gemini CLI, whatever delivery.enter_pause_ms says. It takes an Enter for
+// a newline while a paste is recent: an Enter within 30 ms of a key, and,
+// outside the kitty keyboard protocol, any Enter before a 40 ms timer set
+// by the paste has fired and its input box has been drawn again
+// (recentUnsafePasteTime in its InputPrompt), which nothing on the screen
+// shows. Busy starting up on a loaded machine, its event loop ran that
+// timer over 300 ms late (make test-agents, seven agents starting at once):
+// one second covers it.
+const geminiEnterGap = time.Second
+
 // pasteShowsWithin bounds how long after the pause the text may take to
 // show in the input box, and the agent to stop drawing it. An agent on a
 // loaded machine (several agents on two cores) takes seconds; past the bound
@@ -175,6 +186,9 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 		time.Sleep(min(100*time.Millisecond, time.Until(deadline)))
 	}
 	out := Outcome{Quiet: quiet, Waited: time.Since(start)}
+	if rules, _, _ := g.agent(false); rules == AgentGemini {
+		d.Pause = max(d.Pause, geminiEnterGap)
+	}
 	body := d.Text
 	if d.Bracketed {
 		body = "\x1b[200~" + d.Text + "\x1b[201~"

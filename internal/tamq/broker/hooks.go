@@ -38,8 +38,8 @@ type HookEvent struct {
 }
 
 // ParseHook reads the JSON an agent passes its hook: Claude Code's
-// (hook_event_name, notification_type, tool_name), Codex's hooks (the
-// same names) and Codex's notify ({"type":"agent-turn-complete"}). It walks
+// (hook_event_name, notification_type, tool_name), Codex's and Gemini
+// CLI's hooks (the same names) and Codex's notify ({"type":"agent-turn-complete"}). It walks
 // the top-level fields and skips the rest, so input cut short after the
 // fields it wants (a huge tool input) still reads.
 func ParseHook(raw []byte) (HookEvent, error) {
@@ -127,13 +127,15 @@ func (h *HookState) Apply(e HookEvent, now time.Time) {
 		h.open(fmt.Sprintf("the agent asks permission%s (hook PermissionRequest)", forTool(e.Tool)), now)
 	case "Notification":
 		switch e.Type {
-		case "permission_prompt", "elicitation_dialog":
+		case "permission_prompt", "elicitation_dialog", "ToolPermission":
+			// Gemini CLI's Notification says ToolPermission when it asks.
 			h.open("the agent waits for an answer (hook Notification "+e.Type+")", now)
 		case "idle_prompt":
 			h.dialog = ""
 		}
 	case "Stop", "SubagentStop", "UserPromptSubmit", "SessionStart", "PostToolUse", "PostToolUseFailure",
-		"Interrupt", "agent-turn-complete":
+		"Interrupt", "agent-turn-complete",
+		"BeforeAgent", "AfterAgent", "AfterTool": // Gemini CLI's
 		// A turn ended, a prompt was submitted, or the tool asked about ran:
 		// whatever dialog there was is answered.
 		h.dialog = ""

@@ -195,3 +195,25 @@ func TestHookSocketHearsOnlyItsWindow(t *testing.T) {
 	default:
 	}
 }
+
+// Gemini CLI's hooks: a Notification of type ToolPermission opens a dialog
+// (its input as Gemini CLI 0.61.0 passes it), the tool's AfterTool or the
+// turn's AfterAgent answers it.
+func TestGeminiHooks(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	e, err := ParseHook([]byte(`{"session_id":"s","transcript_path":"/t","cwd":"/r","hook_event_name":"Notification","timestamp":"2026-12-02T12:00:00Z","notification_type":"ToolPermission","message":"Tool run_shell_command requires editing","details":{"type":"exec","command":"touch x"}}`))
+	if err != nil || e != (HookEvent{Event: "Notification", Type: "ToolPermission"}) {
+		t.Fatalf("ParseHook = %+v, %v", e, err)
+	}
+	var h HookState
+	for _, closing := range []string{"AfterTool", "AfterAgent", "BeforeAgent"} {
+		h.Apply(e, t0)
+		if d := h.Dialog(false, t0); d != "the agent waits for an answer (hook Notification ToolPermission)" {
+			t.Fatalf("after ToolPermission: %q", d)
+		}
+		h.Apply(HookEvent{Event: closing, Tool: "run_shell_command"}, t0)
+		if d := h.Dialog(false, t0); d != "" {
+			t.Errorf("after %s the dialog is still open: %q", closing, d)
+		}
+	}
+}

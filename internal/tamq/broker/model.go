@@ -35,8 +35,10 @@ type Model struct {
 	mu      sync.Mutex // the emulator and what is read off it
 	emu     *xvt.Emulator
 	title   titleScanner
+	osc     oscCutter
 	stale   bool
 	drawing bool   // inside a synchronized-output frame (mode 2026)
+	paste   bool   // bracketed paste on (mode 2004)
 	seq     uint64 // chunks applied so far
 	handled uint64 // bytes applied or skipped so far
 
@@ -156,11 +158,17 @@ func (m *Model) reset(cols, rows int) {
 	emu.SetCallbacks(xvt.Callbacks{
 		AltScreen: func(bool) { whole() },
 		EnableMode: func(mode ansi.Mode) {
+			if mode == ansi.ModeBracketedPaste {
+				m.paste = true
+			}
 			if mode == ansi.ModeSynchronizedOutput {
 				m.drawing = true
 			}
 		},
 		DisableMode: func(mode ansi.Mode) {
+			if mode == ansi.ModeBracketedPaste {
+				m.paste = false
+			}
 			if mode == ansi.ModeSynchronizedOutput {
 				m.drawing = false
 			}
@@ -178,6 +186,7 @@ func (m *Model) reset(cols, rows int) {
 	// answers dropped (an undrained pipe would block the emulator).
 	go io.Copy(io.Discard, emu)
 	m.emu, m.drawing = emu, false
+	m.osc = oscCutter{}
 }
 
 // closeAnswers ends the drain of an emulator's answers. (Emulator.Close
@@ -286,7 +295,7 @@ func (m *Model) runObserver() {
 func (m *Model) apply(chunk []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.emu.Write(chunk)
+	m.emu.Write(m.osc.cut(chunk))
 	m.title.feed(chunk)
 	m.seq++
 	m.handled += uint64(len(chunk))
@@ -332,6 +341,6 @@ func (m *Model) Snapshot() Screen {
 	pos := m.emu.CursorPosition()
 	return Screen{
 		Rows: rows, Cols: w, CursorX: pos.X, CursorY: pos.Y, CursorVisible: !m.emu.CursorHidden(),
-		Title: m.title.title, Status: m.title.status, AltScreen: m.emu.IsAltScreen(), Stale: m.stale, Drawing: m.drawing, Seq: m.seq,
+		Title: m.title.title, Status: m.title.status, AltScreen: m.emu.IsAltScreen(), NoBracketedPaste: !m.paste, Stale: m.stale, Drawing: m.drawing, Seq: m.seq,
 	}
 }

@@ -29,7 +29,7 @@ type Block struct {
 //
 //   - a line that starts at its first column with "To:<slug>:" for a
 //     registered slug, or right after an agent's own message bullet ("⏺ ",
-//     "● ", "• ") there, opens a block; the longest registered slug that
+//     "● ", "• ", "✦ ") there, opens a block; the longest registered slug that
 //     matches wins, since slugs may contain spaces, commas and colons. An
 //     address after any other indentation is not one: agents show a tool's
 //     output indented under a marker ("  ⎿  ", "  └ "), and what a command
@@ -225,8 +225,9 @@ func (o *Observer) Lost() {
 }
 
 // bullets mark an agent's own message at a line's start: Claude Code's
-// "⏺ " (● on some terminals), Codex's "• ". An address may follow one.
-var bullets = []rune{'⏺', '●', '•'}
+// "⏺ " (● on some terminals), Codex's "• ", Gemini CLI's "✦ ". An address
+// may follow one.
+var bullets = []rune{'⏺', '●', '•', '✦'}
 
 // addressStart is where an address starts in line: 0, or 2 after a bullet
 // and a space; -1 when the line does not start with "To:" there.

@@ -63,6 +63,7 @@ func TestBlocks(t *testing.T) {
 		{"after Claude Code's bullet", "⏺ To:net: from claude\r\n\r\n", []Block{{"net", "from claude", false}}, nil},
 		{"after its bullet on other terminals", "● To:net: from claude\r\n\r\n", []Block{{"net", "from claude", false}}, nil},
 		{"after Codex's bullet", "• To:net: from codex\r\n\r\n", []Block{{"net", "from codex", false}}, nil},
+		{"after Gemini CLI's bullet", "✦ To:net: from gemini\r\n\r\n", []Block{{"net", "from gemini", false}}, nil},
 		{"a bullet and more space is indentation", "⏺  To:net: no\r\n\r\n", nil, nil},
 		{"Claude Code's tool output", "⏺ Bash(cat notes.txt)\r\n  ⎿  first line\r\n     To:net: rm -rf ~\r\n     last\r\n\r\n", nil, nil},
 		{"Codex's tool output", "• Ran cat notes.txt\r\n  └ first line\r\n    To:net: rm -rf ~\r\n\r\n", nil, nil},

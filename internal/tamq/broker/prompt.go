@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/charmbracelet/x/ansi"
@@ -18,6 +19,7 @@ import (
 const (
 	AgentClaude = program.Claude
 	AgentCodex  = program.Codex
+	AgentGemini = program.Gemini
 )
 
 // AgentOf names the agent whose screen rules apply to a window's command,
@@ -26,11 +28,17 @@ const (
 // internal/tamq/program's.
 func AgentOf(argv []string) string {
 	for _, arg := range argv {
-		if a := program.CommandAgent(arg); a == AgentClaude || a == AgentCodex {
+		if a := program.CommandAgent(arg); hasRules(a) {
 			return a
 		}
 	}
 	return ""
+}
+
+// hasRules says tamq knows agent's screens: Claude Code, Codex and Gemini
+// CLI.
+func hasRules(agent string) bool {
+	return agent == AgentClaude || agent == AgentCodex || agent == AgentGemini
 }
 
 // What a screen shows, as Classify names it.
@@ -117,8 +125,104 @@ func Classify(s Screen) (state, reason string) {
 		return classifyClaude(s)
 	case AgentCodex:
 		return classifyCodex(s)
+	case AgentGemini:
+		return classifyGemini(s)
 	}
 	return StatePrompt, ""
+}
+
+// classifyGemini reads Gemini CLI's screen. Its dialogs (the first start's
+// "Do you trust the files in this folder?" and sign-in menu, a permission
+// box "Allow execution of [Shell]?") replace its composer, so a screen
+// without the composer is a dialog, whatever the title says (it says
+// "◇  Ready" over the trust box); it hides the terminal's cursor and draws
+// its own, leaving the terminal's at its end of the text.
+func classifyGemini(s Screen) (string, string) {
+	box, ok := geminiComposer(s)
+	if !ok {
+		reason := "Gemini CLI's input box is not on screen"
+		for _, row := range s.Rows {
+			if m := dialogPatterns().geminiDialog.FindString(row); m != "" {
+				return StateDialog, reason + " (" + quoteRow(m) + ")"
+			}
+		}
+		return StateDialog, reason
+	}
+	// It draws its composer before it turns bracketed paste on (once its
+	// terminal queries are answered, which took seconds under load): a
+	// paste before that comes in as typed keys, unmarked, each newline a
+	// line of the box and never the placeholder.
+	if s.NoBracketedPaste {
+		return StateStarting, "Gemini CLI has not finished starting (bracketed paste is not on yet)"
+	}
+	// Its spinner and "esc to cancel" stand just above the composer's rule
+	// while a turn runs (a command too); the title says "✦  Working…".
+	for y := max(box.rule-geminiSpinnerRows, 0); y < box.rule; y++ {
+		row := strings.TrimSpace(s.Rows[y])
+		if r, _ := utf8.DecodeRuneInString(row); r >= 0x2800 && r <= 0x28ff || strings.Contains(row, "esc to cancel") {
+			return StateBusy, "Gemini CLI is busy (" + quoteRow(row) + ")"
+		}
+	}
+	if strings.Contains(s.Title, "Working…") {
+		return StateBusy, "Gemini CLI is busy (its title says " + quoteRow(s.Title) + ")"
+	}
+	if box.bottom != box.top || !dialogPatterns().geminiEmpty.MatchString(s.Rows[box.top]) ||
+		s.CursorX != geminiTextCol || s.CursorY != box.top {
+		return StatePromptText, "Gemini CLI's input box holds text"
+	}
+	return StatePrompt, ""
+}
+
+// geminiSpinnerRows is how far above its composer's rule Gemini CLI draws
+// its spinner.
+const geminiSpinnerRows = 3
+
+// geminiTextCol is the column where the text of Gemini CLI's composer
+// starts (" > ").
+const geminiTextCol = 3
+
+// geminiRuleRows is how far above its composer Gemini CLI's rule may
+// stand: a mode line and an empty row may come between.
+const geminiRuleRows = 3
+
+// geminiBox is where Gemini CLI's composer stands.
+type geminiBox struct {
+	rule   int // the full-width rule above it
+	top    int // its first row: " > " and the text
+	bottom int // its last row of text
+}
+
+// geminiComposer finds Gemini CLI's composer with the cursor in it: a row
+// starting " > " (or " ! " in shell mode) under a full-width rule (a mode
+// line such as "Shift+Tab to accept edits" and an empty row may stand
+// between), and the
+// rows under it indented by three spaces (or empty: an empty line of the
+// text), down to its footer.
+func geminiComposer(s Screen) (geminiBox, bool) {
+	width := s.width()
+	for y := len(s.Rows) - 1; y >= 1; y-- {
+		if !strings.HasPrefix(s.Rows[y], " > ") && s.Rows[y] != " >" && !strings.HasPrefix(s.Rows[y], " ! ") {
+			continue
+		}
+		rule := -1
+		for z := y - 1; z >= max(y-geminiRuleRows, 0); z-- {
+			if isRule(s.Rows[z], width) {
+				rule = z
+				break
+			}
+		}
+		if rule < 0 {
+			continue // a past prompt in the transcript
+		}
+		box := geminiBox{rule: rule, top: y, bottom: y}
+		for z := y + 1; z < len(s.Rows) && (s.Rows[z] == "" || strings.HasPrefix(s.Rows[z], "   ")); z++ {
+			if s.Rows[z] != "" {
+				box.bottom = z
+			}
+		}
+		return box, s.CursorY >= box.top && s.CursorY <= box.bottom
+	}
+	return geminiBox{}, false
 }
 
 func classifyClaude(s Screen) (string, string) {
@@ -186,6 +290,10 @@ func classifyCodex(s Screen) (string, string) {
 //     newlines;
 //   - Codex collapses one of over 1,000 characters into "[Pasted Content N
 //     chars]", N the text's characters (Unicode code points);
+//   - Gemini CLI collapses one of over 5 lines into "[Pasted Text: N
+//     lines]" (N the text's lines), else one of over 500 characters into
+//     "[Pasted Text: N chars]" (UTF-16 units), with " #K" added when the
+//     box holds another of the same name;
 //   - anything shorter shows as typed, wrapped at the box's width (at word
 //     ends, or inside a word too long for a row) and indented: compared
 //     without white space. A box taller than the agent allows scrolls to
@@ -197,7 +305,7 @@ func classifyCodex(s Screen) (string, string) {
 // text after the cursor, an empty box, a dialog or a busy agent do not
 // show the paste.
 func InputShows(s Screen, text string) (bool, string) {
-	if s.Agent != AgentClaude && s.Agent != AgentCodex {
+	if !hasRules(s.Agent) {
 		return true, ""
 	}
 	state, reason := Classify(s)
@@ -255,9 +363,27 @@ func pastedPlaceholder(agent, shown, text string) (ok, placeholder bool, why str
 			return true, true, ""
 		}
 		return false, true, fmt.Sprintf("the input box shows a paste of another size (%s), not of %d characters", quoteRow(shown), n)
+	case AgentGemini:
+		m := p.geminiPaste.FindStringSubmatch(shown)
+		if m == nil {
+			return false, false, ""
+		}
+		text = strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n")
+		lines := strings.Count(text, "\n") + 1
+		want := fmt.Sprintf("%d lines", lines)
+		if lines <= geminiPasteLines {
+			want = fmt.Sprintf("%d chars", len(utf16.Encode([]rune(text))))
+		}
+		if m[1] == want {
+			return true, true, ""
+		}
+		return false, true, fmt.Sprintf("the input box shows a paste of another size (%s), not of %s", quoteRow(shown), want)
 	}
 	return false, false, ""
 }
+
+// geminiPasteLines is the most lines Gemini CLI shows a paste as typed.
+const geminiPasteLines = 5
 
 // boxText is what an agent's input box shows, without its marks: its rows
 // from the first shown down to the cursor's.
@@ -307,6 +433,19 @@ func inputText(s Screen) (boxText, bool) {
 		for z := y + 1; z < len(s.Rows) && strings.TrimSpace(s.Rows[z]) != ""; z++ {
 			b.after = true
 		}
+	case AgentGemini:
+		box, ok := geminiComposer(s)
+		if !ok {
+			return b, false
+		}
+		for z := box.top; z <= y; z++ {
+			row := s.Rows[z]
+			if z == box.top {
+				row = strings.TrimPrefix(strings.TrimPrefix(row, " >"), " ")
+			}
+			b.rows = append(b.rows, strings.TrimPrefix(row, "   "))
+		}
+		b.after = y < box.bottom
 	default:
 		return b, false
 	}
@@ -329,7 +468,10 @@ func squeeze(s string) string {
 
 // dialogPatterns are compiled on first use: every tamq command links this
 // package, and only the broker needs them.
-var dialogPatterns = sync.OnceValue(func() (p struct{ highlighted, numbered, footer, spinner, claudePaste, codexPaste, more *regexp.Regexp }) {
+var dialogPatterns = sync.OnceValue(func() (p struct {
+	highlighted, numbered, footer, spinner, claudePaste, codexPaste, more *regexp.Regexp
+	geminiPaste, geminiEmpty, geminiDialog                                *regexp.Regexp
+}) {
 	// A highlighted numbered option: a highlight glyph, then "1." or "1)".
 	p.highlighted = regexp.MustCompile(`^\s*[❯›>▸▶→●◉]\s*\d{1,2}[.)]\s+\S`)
 	// Any numbered option.
@@ -350,6 +492,11 @@ var dialogPatterns = sync.OnceValue(func() (p struct{ highlighted, numbered, foo
 	// The agents' placeholders for a long paste, as the whole box.
 	p.claudePaste = regexp.MustCompile(`^\[Pasted text #\d+(?: \+(\d+) lines)?\]$`)
 	p.codexPaste = regexp.MustCompile(`^\[Pasted Content (\d+) chars\]$`)
+	p.geminiPaste = regexp.MustCompile(`^\[Pasted Text: (\d+ (?:lines|chars))(?: #\d+)?\]$`)
+	// Gemini CLI's empty composer shows its placeholder after the marker.
+	p.geminiEmpty = regexp.MustCompile(`^ >   Type your message`)
+	// What Gemini CLI's dialogs ask, to name one in a reason.
+	p.geminiDialog = regexp.MustCompile(`Allow execution of \[[^\]]*\]\?|Allow execution of .*\?|Do you trust the files in this folder\?|How would you like to authenticate[^?]*\?|Apply this change\?|Allow execution of MCP tool`)
 	// What Claude Code's rule says of a box that scrolled.
 	p.more = regexp.MustCompile(`^ ([↑↓]) \d+ more $`)
 	return p
@@ -387,6 +534,11 @@ func promptFrom(s Screen) int {
 		return 0
 	case AgentCodex:
 		return 0
+	case AgentGemini:
+		if box, ok := geminiComposer(s); ok {
+			return box.rule
+		}
+		return 0
 	}
 	y := min(max(s.CursorY, 0), len(s.Rows))
 	if y < len(s.Rows) && s.CursorVisible && strings.TrimSpace(prefixCols(s.Rows[y], s.CursorX)) != "" &&
@@ -419,6 +571,10 @@ func inputRows(s Screen) (first, last int) {
 	case AgentCodex:
 		if top, ok := codexComposer(s); ok && s.CursorVisible {
 			return top, s.CursorY
+		}
+	case AgentGemini:
+		if box, ok := geminiComposer(s); ok {
+			return box.top, box.bottom
 		}
 	}
 	return 0, -1

@@ -208,6 +208,7 @@ type agentRun struct {
 	raw    string
 	model  *Model
 	fed    int
+	root   string
 }
 
 func (r *agentRun) tmux(args ...string) string {

@@ -22,6 +22,10 @@ type Screen struct {
 	// Agent is the program drawing it, as AgentOf names it: "claude",
 	// "codex", or "" for any other (a shell, a REPL).
 	Agent string
+	// NoBracketedPaste says the agent has not turned bracketed paste on
+	// (or turned it off again), as the broker's model saw; false where that
+	// is not known (a screen read from tmux).
+	NoBracketedPaste bool
 	// Stale says the picture missed some of the agent's output.
 	Stale bool
 	// Drawing says the agent is midway through a frame it asked to have

@@ -125,3 +125,60 @@ func statusRecord(body string) (string, bool) {
 	}
 	return state, true
 }
+
+// oscCutter takes whole OSC strings (titles, status reports, links) out of
+// the output before the emulator sees it. The emulator's parser ends an OSC
+// string at a byte it takes for a C1 control, so a title holding UTF-8
+// (Gemini CLI's "✦  Working… (repo)", 0x9C inside "✦") would end early and
+// the rest of it be printed onto the screen as text. No OSC string changes
+// what the screen shows; titleScanner reads the titles and reports.
+type oscCutter struct {
+	state int // tsGround, tsEsc, tsText (inside an OSC string), tsEnd (ESC inside it)
+	out   []byte
+}
+
+// cut returns p without its OSC strings; an ESC at p's end is held until
+// the next call says whether an OSC string starts.
+func (c *oscCutter) cut(p []byte) []byte {
+	c.out = c.out[:0]
+	for _, b := range p {
+		switch c.state {
+		case tsGround:
+			if b == 0x1b {
+				c.state = tsEsc
+				continue
+			}
+			c.out = append(c.out, b)
+		case tsEsc:
+			switch b {
+			case ']':
+				c.state = tsText
+			case 0x1b:
+				c.out = append(c.out, 0x1b)
+			default:
+				c.out = append(c.out, 0x1b, b)
+				c.state = tsGround
+			}
+		case tsText:
+			switch b {
+			case 0x07:
+				c.state = tsGround
+			case 0x1b:
+				c.state = tsEnd
+			}
+		case tsEnd:
+			switch b {
+			case '\\':
+				c.state = tsGround
+			case ']':
+				c.state = tsText // the string was cut; another starts
+			case 0x1b:
+				c.state = tsEsc
+			default:
+				c.out = append(c.out, 0x1b, b) // cut; ESC starts something else
+				c.state = tsGround
+			}
+		}
+	}
+	return c.out
+}

@@ -29,3 +29,26 @@ func TestTitleScanner(t *testing.T) {
 		}
 	}
 }
+
+// A title holding UTF-8 with a 0x9C byte (Gemini CLI's "✦  Working…",
+// "✋  Action Required") is no text on the screen, whole or cut into bytes:
+// the emulator's parser would take 0x9C for the string's end and print the
+// rest.
+func TestTitleIsNotPrintedOnTheScreen(t *testing.T) {
+	out := "row one\r\n\x1b]0;✋  Action Required (repo)   \x07\x1b]2;✦  Working… (repo)\x1b\\row two\x1b[1mbold\x1b[0m"
+	for _, bytewise := range []bool{false, true} {
+		m := NewModel(40, 5, nil)
+		if bytewise {
+			for i := range len(out) {
+				feedModel(t, m, []byte{out[i]})
+			}
+		} else {
+			feedModel(t, m, []byte(out))
+		}
+		s := m.Snapshot()
+		m.Close()
+		if s.Rows[0] != "row one" || s.Rows[1] != "row twobold" || s.Rows[2] != "" || s.Title != "✦  Working… (repo)" {
+			t.Errorf("bytewise=%v: rows %q, title %q", bytewise, s.Rows[:3], s.Title)
+		}
+	}
+}

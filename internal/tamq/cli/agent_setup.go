@@ -25,7 +25,7 @@ import (
 )
 
 // The agents tamq agent setup knows.
-var setupAgents = []string{"claude", "codex"}
+var setupAgents = []string{"claude", "codex", "gemini"}
 
 // settingsFile is one file tamq agent setup reads and may write.
 type settingsFile struct {
@@ -71,7 +71,7 @@ const (
 func newAgentSetupCmd(a *app.App) *cobra.Command {
 	var dryRun, userWide bool
 	cmd := &cobra.Command{
-		Use:   "setup claude|codex [--user-wide] [REPO...]",
+		Use:   "setup claude|codex|gemini [--user-wide] [REPO...]",
 		Short: "Write what the wake loop needs into an agent's own settings",
 		Long: `Write into the agent's own settings files what coordination-engine's wake loop
 needs, and nothing more: the agent runs the loop's commands (coordination-engine
@@ -94,6 +94,15 @@ codex: prefix rules in each repo's .codex/rules/tamq.rules, which Codex reads
   coordination-engine are) and trust for each repo. No rule goes there.
   --user-wide: the prefix rules in ~/.codex/rules/tamq.rules, for every session,
   and trust for the REPOs named.
+gemini: a policy rule in ~/.gemini/policies/tamq.toml (Gemini CLI 0.61 reads no
+  repo's policies, so it holds for every session on this machine, and allows
+  only the loop's commands), hooks running 'tamq hook' in ~/.gemini/settings.json
+  and trust for each repo in ~/.gemini/trustedFolders.json. --user-wide: the
+  same, with trust for the REPOs named only.
+
+Any other agent: tamq has no rules for its screen, so it says what the agent
+must do itself (run the lease's ack and renew commands the wake prompt
+carries) and exits non-zero.
 
 What is there is kept as written: only what is missing is added, and a setting
 of yours that stands in the loop's way (a deny rule, your own notify) is left
@@ -105,6 +114,7 @@ is written. --dry-run prints the diff of every file it would change.
 What each entry is for: docs/agent-setup.md.`,
 		Example: `  tamq agent setup claude --dry-run
   tamq agent setup codex net-kingdom railiance-platform
+  tamq agent setup gemini --dry-run
   tamq agent setup claude --user-wide`,
 		Args: cobra.MinimumNArgs(1),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
@@ -124,7 +134,8 @@ What each entry is for: docs/agent-setup.md.`,
 
 func runAgentSetup(ctx context.Context, a *app.App, agent string, slugs []string, dryRun, userWide bool) error {
 	if !slices.Contains(setupAgents, agent) {
-		return app.UsageError("unknown agent %q: tamq agent setup takes claude or codex", agent)
+		return errs.New(errs.Usage, "tamq agent setup has no settings to write for %s: it knows claude, codex and gemini", textsafe.Escape(agent)).
+			WithHint("%s", agentsetup.Unreadable(textsafe.Escape(agent)))
 	}
 	if userWide && agent == "claude" && len(slugs) > 0 {
 		return app.UsageError("--user-wide writes ~/.claude/settings.json, for every repo: it takes no REPO (without --user-wide, REPOs get their own settings)")
@@ -148,10 +159,13 @@ func runAgentSetup(ctx context.Context, a *app.App, agent string, slugs []string
 	// Everything is read and worked out first: a file that cannot be read,
 	// is not valid, or is reached through a link inside a repo stops it
 	// before anything is written.
-	if agent == "claude" {
+	switch agent {
+	case "claude":
 		err = planClaude(ctx, a, home, repos, userWide, &rec)
-	} else {
+	case "codex":
 		err = planCodex(ctx, a, home, repos, userWide, &rec)
+	default:
+		err = planGemini(a, home, repos, &rec)
 	}
 	if err != nil {
 		return err
@@ -225,6 +239,13 @@ func scopeLine(rec *agentSetupRecord) string {
 	}
 	repos := strings.Join(names, ", ")
 	switch {
+	case rec.Agent == "gemini":
+		trust := "no repo's trust was added"
+		if repos != "" {
+			trust = "trust for " + repos
+		}
+		return "scope: Gemini CLI 0.61 reads no repo's policies, so the rule in ~/.gemini/policies/" + agentsetup.GeminiPolicyName +
+			" lets every Gemini CLI session on this machine run the loop's commands (only those) without asking; " + trust + " in ~/.gemini/trustedFolders.json"
 	case rec.Scope == scopeUserWide && rec.Agent == "claude":
 		return "scope: user-wide (--user-wide): every Claude Code session on this machine, in any directory, runs the loop's commands without asking"
 	case rec.Scope == scopeUserWide:
@@ -396,6 +417,72 @@ func planCodex(ctx context.Context, a *app.App, home string, repos []gita.Repo, 
 	config.take(res)
 	rec.Warnings = append(rec.Warnings, res.Warnings...)
 	rec.Files = append(rec.Files, config)
+	return nil
+}
+
+// planGemini works out Gemini CLI's files, all in its own directory
+// (~/.gemini, or $GEMINI_CLI_HOME/.gemini): the policy file, the hooks in
+// settings.json and the repos' trust.
+func planGemini(a *app.App, home string, repos []gita.Repo, rec *agentSetupRecord) error {
+	if h := a.Getenv("GEMINI_CLI_HOME"); filepath.IsAbs(h) {
+		home = h
+	}
+	dir := filepath.Join(home, ".gemini")
+	policies := filepath.Join(dir, "policies")
+	policy, err := readSettings(filepath.Join(policies, agentsetup.GeminiPolicyName), "Gemini CLI's policy for every session")
+	if err != nil {
+		return err
+	}
+	res := agentsetup.GeminiPolicy(policy.Path, policy.old, policy.exists)
+	policy.take(res)
+	rec.Warnings = append(rec.Warnings, res.Warnings...)
+	rec.Files = append(rec.Files, policy)
+	others, _ := filepath.Glob(filepath.Join(policies, "*.toml"))
+	sort.Strings(others)
+	for _, other := range others {
+		if filepath.Base(other) == agentsetup.GeminiPolicyName {
+			continue
+		}
+		if b, err := os.ReadFile(other); err == nil {
+			rec.Warnings = append(rec.Warnings, agentsetup.GeminiPolicyConflicts(other, b)...)
+		}
+	}
+
+	settings, err := readSettings(filepath.Join(dir, "settings.json"), "Gemini CLI's settings")
+	if err != nil {
+		return err
+	}
+	res, err = agentsetup.GeminiSettings(settings.Path, settings.old)
+	if err != nil {
+		return err
+	}
+	settings.take(res)
+	rec.Warnings = append(rec.Warnings, res.Warnings...)
+	rec.Files = append(rec.Files, settings)
+
+	if len(repos) == 0 {
+		return nil
+	}
+	trust, err := readSettings(filepath.Join(dir, "trustedFolders.json"), "the folders Gemini CLI trusts")
+	if err != nil {
+		return err
+	}
+	var projects []string
+	for _, r := range repos {
+		// Gemini CLI knows a folder by its working directory, links resolved.
+		p := r.Path
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
+		projects = append(projects, p)
+	}
+	res, err = agentsetup.GeminiTrustedFolders(trust.Path, trust.old, projects)
+	if err != nil {
+		return err
+	}
+	trust.take(res)
+	rec.Warnings = append(rec.Warnings, res.Warnings...)
+	rec.Files = append(rec.Files, trust)
 	return nil
 }
 

@@ -393,6 +393,84 @@ func TestAgentSetupCodex(t *testing.T) {
 	}
 }
 
+// Gemini CLI: the policy file, the hooks and the repos' trust, all in
+// ~/.gemini; a second run changes nothing, --dry-run shows the diff and
+// writes nothing, the user's settings stay as written, an edited policy
+// file is left alone, and a settings file kept elsewhere through a link
+// stays a link.
+func TestAgentSetupGemini(t *testing.T) {
+	t.Parallel()
+	e := newSetupEnv(t, "alpha", "beta")
+	dir := filepath.Join(e.home, ".gemini")
+	policy := filepath.Join(dir, "policies", "tamq.toml")
+	settings := filepath.Join(dir, "settings.json")
+	trust := filepath.Join(dir, "trustedFolders.json")
+	// The user's settings live in a dotfiles folder, linked.
+	dotfiles := filepath.Join(t.TempDir(), "gemini-settings.json")
+	mine := "{\n  \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}},\n  \"ui\": {\"theme\": \"GitHub\"}\n}\n"
+	os.WriteFile(dotfiles, []byte(mine), 0o644)
+	os.MkdirAll(dir, 0o700)
+	if err := os.Symlink(dotfiles, settings); err != nil {
+		t.Fatal(err)
+	}
+
+	dry := e.must(t, "agent", "setup", "gemini", "alpha", "--dry-run")
+	if _, err := os.Stat(policy); err == nil || readFile(t, dotfiles) != mine || !strings.Contains(dry.stdout, "+++ "+policy+"\n") ||
+		!strings.Contains(dry.stdout, "+    \"Notification\": [\n") || !strings.Contains(dry.stdout, "would write "+trust) {
+		t.Errorf("--dry-run wrote, or showed no diff:\n%s", dry.stdout)
+	}
+
+	r := e.must(t, "--json", "agent", "setup", "gemini", "alpha")
+	var rec agentSetupRecord
+	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil {
+		t.Fatalf("--json: %v\n%s", err, r.stdout)
+	}
+	if rec.Agent != "gemini" || !slices.Equal(rec.Repos, []string{"alpha"}) || len(rec.Files) != 3 || rec.Files[0].Path != policy ||
+		rec.Files[1].Path != settings || rec.Files[2].Path != trust || len(rec.Warnings) != 0 {
+		t.Errorf("record: %s", r.stdout)
+	}
+	for _, f := range rec.Files {
+		if f.Action != "wrote" {
+			t.Errorf("%s: %s", f.Path, f.Action)
+		}
+	}
+	if readFile(t, policy) != string(agentsetup.GeminiPolicyText()) || mode(t, policy) != 0o600 {
+		t.Errorf("policy (%v):\n%s", mode(t, policy), readFile(t, policy))
+	}
+	if fi, err := os.Lstat(settings); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("settings.json is no longer a link: %v", err)
+	}
+	got := readFile(t, dotfiles)
+	if !strings.HasPrefix(got, "{\n  \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}},\n  \"ui\": {\"theme\": \"GitHub\"},\n  \"hooks\": {") ||
+		strings.Count(got, "\"command\": \"tamq hook\"") != len(agentsetup.GeminiHookEvents) || mode(t, dotfiles) != 0o644 {
+		t.Errorf("settings.json (%v):\n%s", mode(t, dotfiles), got)
+	}
+	real, _ := filepath.EvalSymlinks(e.repos["alpha"])
+	if tr := readFile(t, trust); tr != "{\n  \""+real+"\": \"TRUST_FOLDER\"\n}\n" {
+		t.Errorf("trustedFolders.json:\n%s", tr)
+	}
+
+	again := e.must(t, "agent", "setup", "gemini", "alpha")
+	if strings.Contains(again.stdout, "wrote") || readFile(t, dotfiles) != got || !strings.HasSuffix(again.stdout,
+		"scope: Gemini CLI 0.61 reads no repo's policies, so the rule in ~/.gemini/policies/tamq.toml lets every Gemini CLI session on this machine run the loop's commands (only those) without asking; "+
+			"trust for alpha in ~/.gemini/trustedFolders.json\nnothing to change\n") {
+		t.Errorf("second run: %s", again.stdout)
+	}
+
+	// A policy file someone edited is theirs now: left, with a warning; a
+	// policy of the user's naming coordination-engine is warned about.
+	edited := readFile(t, policy) + "\n[[rule]]\ntoolName = \"read_file\"\ndecision = \"allow\"\npriority = 1\n"
+	os.WriteFile(policy, []byte(edited), 0o600)
+	os.WriteFile(filepath.Join(dir, "policies", "mine.toml"), []byte("[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = \"coordination-engine\"\ndecision = \"deny\"\npriority = 500\n"), 0o600)
+	r = e.must(t, "agent", "setup", "gemini")
+	if !strings.Contains(r.stdout, "unchanged "+policy+" (Gemini CLI's policy for every session): left as it is\n") || readFile(t, policy) != edited ||
+		!strings.Contains(r.stderr, "tamq: warning: "+policy+" differs from what this tamq writes") ||
+		!strings.Contains(r.stderr, "tamq: warning: "+filepath.Join(dir, "policies", "mine.toml")+" also names coordination-engine") ||
+		!strings.Contains(r.stdout, "added trust for ") {
+		t.Errorf("an edited policy, beta's trust:\n%s%s", r.stdout, r.stderr)
+	}
+}
+
 // Bad input is refused with the documented exit status, a message on
 // stderr, and nothing written anywhere.
 func TestAgentSetupRefusesBadInput(t *testing.T) {
@@ -400,7 +478,7 @@ func TestAgentSetupRefusesBadInput(t *testing.T) {
 	e := newSetupEnv(t, "alpha")
 	nothingWritten := func(t *testing.T) {
 		t.Helper()
-		for _, dir := range []string{filepath.Join(e.home, ".claude"), filepath.Join(e.home, ".codex", "rules"), filepath.Join(e.repos["alpha"], ".claude"), filepath.Join(e.repos["alpha"], ".codex")} {
+		for _, dir := range []string{filepath.Join(e.home, ".claude"), filepath.Join(e.home, ".codex", "rules"), filepath.Join(e.home, ".gemini"), filepath.Join(e.repos["alpha"], ".claude"), filepath.Join(e.repos["alpha"], ".codex")} {
 			if _, err := os.Stat(dir); err == nil {
 				t.Errorf("%s was created", dir)
 			}
@@ -411,7 +489,8 @@ func TestAgentSetupRefusesBadInput(t *testing.T) {
 		status int
 		stderr string
 	}{
-		{[]string{"agent", "setup", "gemini"}, 2, `tamq: unknown agent "gemini": tamq agent setup takes claude or codex`},
+		{[]string{"agent", "setup", "aider"}, 2, "tamq: tamq agent setup has no settings to write for aider: it knows claude, codex and gemini\n" +
+			"tamq: hint: tamq has no screen rules or hooks for aider: its broker cannot see when aider takes a wake"},
 		{[]string{"agent", "setup"}, 2, "requires at least 1 arg"},
 		{[]string{"agent", "bogus"}, 2, `unknown command "bogus" for "tamq agent"`},
 		{[]string{"agent", "setup", "claude", "alhpa"}, 5, "unknown target 'alhpa': not in the gita registry (see `gita ls`); did you mean 'alpha'?"},

@@ -378,7 +378,8 @@ type Verdict struct {
 	// Program names the foreground program ("claude", "bash", "vim"); ""
 	// when none could be read.
 	Program string
-	// Rules names the agent whose screen rules apply (Claude, Codex), ""
+	// Rules names the agent whose screen rules apply (Claude, Codex,
+	// Gemini), ""
 	// for the generic rules.
 	Rules string
 }
@@ -408,10 +409,10 @@ func Judge(fg Foreground, command string, extra []string) Verdict {
 	return v
 }
 
-// rulesOf is the screen rules of an agent: Claude Code's and Codex's are
-// known; any other agent is read by the generic rules.
+// rulesOf is the screen rules of an agent: Claude Code's, Codex's and
+// Gemini CLI's are known; any other agent is read by the generic rules.
 func rulesOf(agent string) string {
-	if agent == Claude || agent == Codex {
+	if agent == Claude || agent == Codex || agent == Gemini {
 		return agent
 	}
 	return ""

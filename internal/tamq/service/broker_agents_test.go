@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/testutil"
+	"github.com/tmux-amq/tamq/internal/testutil/modelserver"
 )
 
 // The real Claude Code and Codex CLIs under tamq, offline with fake keys:
@@ -93,6 +94,25 @@ func codexHome(t *testing.T, e *testutil.Env, bin, repoPath string, loggedIn boo
 	return env
 }
 
+// geminiHome writes Gemini CLI's home for srv (modelserver.GeminiEnv), then
+// takes back the repo's trust (untrusted) or the sign-in choice (signedOut)
+// to get its first-start screens.
+func geminiHome(t *testing.T, e *testutil.Env, srv *modelserver.Server, repoPath string, untrusted, signedOut bool) []string {
+	t.Helper()
+	home := filepath.Join(e.Root, "agent-home")
+	g := modelserver.GeminiSetup{Home: home, Repo: repoPath}
+	if signedOut {
+		g.Settings = map[string]any{"security": map[string]any{}}
+	}
+	env := srv.GeminiEnv(t, g)
+	if untrusted {
+		if err := os.Remove(filepath.Join(home, ".gemini", "trustedFolders.json")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return append(env, "TERM=xterm-256color")
+}
+
 const threeLines = "To:%s: line one\nline two\nline three"
 
 func TestRealAgents(t *testing.T) {
@@ -157,6 +177,52 @@ func TestRealAgents(t *testing.T) {
 		repo := e.Gita(t, "codex-repo")["codex-repo"]
 		pane, screen := agentWindow(t, e, tm, "codex-repo", codexHome(t, e, bin, repo, false), bin+" --no-daemon")
 		noEnterIntoTheDialog(t, e, tm, pane, screen, "codex-repo", "Sign in with ChatGPT")
+	})
+	t.Run("Gemini CLI takes a three-line message as one prompt", func(t *testing.T) {
+		bin := agentBin(t, "gemini")
+		t.Parallel()
+		srv := modelserver.Start(t)
+		e, tm := emptyWorkspace(t, agentsConfig)
+		repo := e.Gita(t, "gemini-repo")["gemini-repo"]
+		_, screen := agentWindow(t, e, tm, "gemini-repo", geminiHome(t, e, srv, repo, false, false), bin)
+		defer func() {
+			if t.Failed() {
+				t.Logf("screen:\n%s", screen())
+			}
+		}()
+		m := send(t, e, fmt.Sprintf(threeLines, "gemini-repo"))
+		testutil.WaitUpTo(t, "the message to go in", 3*time.Minute, func() bool { return stateOf(t, e, m.ID).State == "injected" })
+		var prompts []string
+		testutil.WaitUpTo(t, "Gemini CLI to submit it", 2*time.Minute, func() bool {
+			prompts = nil
+			for _, r := range srv.Requests() {
+				if r.Agent == modelserver.Gemini && r.Shell != "" {
+					prompts = append(prompts, r.Prompt)
+				}
+			}
+			return len(prompts) > 0
+		})
+		if len(prompts) != 1 || prompts[0] != "From:operator/o: line one\nline two\nline three" {
+			t.Errorf("not one prompt of three lines: %q", prompts)
+		}
+	})
+	t.Run("Gemini CLI's trust dialog gets no Enter", func(t *testing.T) {
+		bin := agentBin(t, "gemini")
+		t.Parallel()
+		srv := modelserver.Start(t)
+		e, tm := emptyWorkspace(t, agentsConfig)
+		repo := e.Gita(t, "gemini-repo")["gemini-repo"]
+		pane, screen := agentWindow(t, e, tm, "gemini-repo", geminiHome(t, e, srv, repo, true, false), bin)
+		noEnterIntoTheDialog(t, e, tm, pane, screen, "gemini-repo", "Do you trust the files in this folder?")
+	})
+	t.Run("Gemini CLI's sign-in menu gets no Enter", func(t *testing.T) {
+		bin := agentBin(t, "gemini")
+		t.Parallel()
+		srv := modelserver.Start(t)
+		e, tm := emptyWorkspace(t, agentsConfig)
+		repo := e.Gita(t, "gemini-repo")["gemini-repo"]
+		pane, screen := agentWindow(t, e, tm, "gemini-repo", geminiHome(t, e, srv, repo, false, true), bin)
+		noEnterIntoTheDialog(t, e, tm, pane, screen, "gemini-repo", "How would you like to authenticate")
 	})
 }
 

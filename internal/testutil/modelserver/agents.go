@@ -143,3 +143,56 @@ func writeFile(t testing.TB, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// FakeGeminiKey is a fake Gemini API key: Gemini CLI starts with any
+// non-empty key, and the server never checks it.
+const FakeGeminiKey = "AIzaSyModelServerModelServerModelServer0"
+
+// GeminiSetup says where Gemini CLI runs and what it may run unasked.
+type GeminiSetup struct {
+	Home string
+	// Repo is the folder to trust; "" trusts none (tamq agent setup
+	// gemini writes the trust).
+	Repo string
+	// Allow are command prefixes ("touch /tmp/x/one.txt") written as
+	// policy rules (toolName run_shell_command, commandPrefix, decision
+	// allow) to $HOME/.gemini/policies/modelserver.toml: Gemini CLI runs
+	// a command they match without asking.
+	Allow []string
+	// Settings are more top-level keys for $HOME/.gemini/settings.json
+	// (hooks, …).
+	Settings map[string]any
+}
+
+// GeminiEnv writes what Gemini CLI needs to run against s offline with no
+// first-run screens, and returns the environment to start it with:
+// $HOME/.gemini/settings.json (the API key chosen as the sign-in, update
+// checks, update notices and usage statistics off), trustedFolders.json
+// (Repo trusted) and the Allow rules. GOOGLE_GEMINI_BASE_URL points it at
+// s (plain http is accepted on loopback).
+func (s *Server) GeminiEnv(t testing.TB, g GeminiSetup) []string {
+	t.Helper()
+	dir := filepath.Join(g.Home, ".gemini")
+	settings := map[string]any{
+		"security": map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}},
+		"general":  map[string]any{"enableAutoUpdate": false, "enableAutoUpdateNotification": false},
+		"privacy":  map[string]any{"usageStatisticsEnabled": false},
+	}
+	for k, v := range g.Settings {
+		settings[k] = v
+	}
+	writeJSONFile(t, filepath.Join(dir, "settings.json"), settings)
+	if g.Repo != "" {
+		writeJSONFile(t, filepath.Join(dir, "trustedFolders.json"), map[string]string{g.Repo: "TRUST_FOLDER"})
+	}
+	var policy strings.Builder
+	for _, prefix := range g.Allow {
+		fmt.Fprintf(&policy, "[[rule]]\ntoolName = %q\ncommandPrefix = %q\ndecision = \"allow\"\npriority = 100\n\n", geminiShell, prefix)
+	}
+	writeFile(t, filepath.Join(dir, "policies", "modelserver.toml"), policy.String())
+	return []string{
+		"HOME=" + g.Home,
+		"GOOGLE_GEMINI_BASE_URL=" + s.URL,
+		"GEMINI_API_KEY=" + FakeGeminiKey,
+	}
+}

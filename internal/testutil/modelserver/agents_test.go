@@ -177,7 +177,7 @@ func processesWithHome(home string) []int {
 }
 
 func TestModelServerDrivesRealAgents(t *testing.T) {
-	claude, codex := testutil.AgentBin(t, "claude"), testutil.AgentBin(t, "codex")
+	claude, codex, gemini := testutil.AgentBin(t, "claude"), testutil.AgentBin(t, "codex"), testutil.AgentBin(t, "gemini")
 	wake := regexp.MustCompile(`run the scripted steps in (\S+)`)
 	srv := Start(t, Rule{Regexp: wake, Steps: func(prompt string) []Step {
 		dir := wake.FindStringSubmatch(prompt)[1]
@@ -212,6 +212,10 @@ func TestModelServerDrivesRealAgents(t *testing.T) {
 				Config: "[sandbox_workspace_write]\nexclude_slash_tmp = true\nexclude_tmpdir_env_var = true\n",
 			})
 			return setup{env, append([]string{codex}, args...), regexp.MustCompile(`(?m)^› .*\n(.*\n)?\s*\? for shortcuts`)}
+		}},
+		{"gemini", Gemini, func(t *testing.T, home, repo, out string) setup {
+			env := srv.GeminiEnv(t, GeminiSetup{Home: home, Repo: repo, Allow: []string{"touch " + out + "/one.txt", "touch " + out + "/two.txt"}})
+			return setup{env, []string{gemini}, regexp.MustCompile(`(?m)^ >\s+Type your message`)}
 		}},
 	}
 	for _, ag := range agents {

@@ -1,10 +1,12 @@
 // Package modelserver is a scripted model server for end-to-end tests: the
-// real Claude Code and Codex CLIs talk to it instead of their vendors'
+// real Claude Code, Codex and Gemini CLIs talk to it instead of their vendors'
 // APIs, offline, with fake keys.
 //
 // It serves the Anthropic Messages API (POST /v1/messages, streamed or not,
 // and /v1/messages/count_tokens) and the OpenAI Responses API (POST
-// /v1/responses, streamed or not), plus GET /v1/models; other GETs and HEADs
+// /v1/responses, streamed or not), the Gemini API (POST
+// /v1beta/models/{model}:generateContent, :streamGenerateContent?alt=sse
+// and :countTokens), plus GET /v1/models; other GETs and HEADs
 // get 200 and an empty answer, websocket upgrades 426.
 //
 // # Scripts
@@ -115,6 +117,35 @@
 // once offline). It warns that bubblewrap is not on PATH and uses its own.
 // It shows its prompt under a second after start and calls the first tool
 // 0.2–2 s after Enter.
+//
+// # Gemini CLI 0.61.0 (GeminiEnv)
+//
+// Environment: GOOGLE_GEMINI_BASE_URL=<server URL> (plain http is accepted
+// on loopback), GEMINI_API_KEY=<fake key>, HOME. Files:
+// $HOME/.gemini/settings.json with security.auth.selectedType
+// "gemini-api-key" (without it the sign-in menu shows),
+// general.enableAutoUpdate and enableAutoUpdateNotification false,
+// privacy.usageStatisticsEnabled false; $HOME/.gemini/trustedFolders.json
+// {"<repo>": "TRUST_FOLDER"} (without it the "Do you trust the files in
+// this folder?" box shows); a policy file $HOME/.gemini/policies/*.toml
+// with [[rule]] toolName = "run_shell_command", commandPrefix = "<command
+// prefix>", decision = "allow" per command it may run unasked (any other
+// asks "Allow execution of [Shell]?").
+//
+// What it sends, per turn: one non-streamed generateContent to a router
+// model (gemini-3.5-flash-lite) with no tools and
+// generationConfig.responseMimeType "application/json" and a
+// responseJsonSchema ({complexity_reasoning, complexity_score}), answered
+// with JSON that fits it; then streamGenerateContent?alt=sse to the chosen
+// model (gemini-3.1-pro-preview) with 16 function declarations, the shell
+// one run_shell_command with args {command, description}. The events are
+// unnamed "data: <GenerateContentResponse>" lines; a call is a
+// functionCall part, and its result comes back as a functionResponse part
+// of a user turn whose response.output is "<untrusted_context>\nOutput:
+// …\nProcess Group PGID: N\n</untrusted_context>". The first user turn is
+// the CLI's context ("This is the Gemini CLI…"), the prompt a later one. It
+// shows its prompt about 3 s after start and calls the first tool 0.2 s
+// after Enter.
 //
 // # Typing a prompt
 //

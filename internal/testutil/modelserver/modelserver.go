@@ -66,12 +66,13 @@ func (r Rule) matches(prompt string) bool {
 const (
 	Claude = "claude" // the Anthropic Messages API
 	Codex  = "codex"  // the OpenAI Responses API
+	Gemini = "gemini" // the Gemini API
 )
 
 // Request is one request the server answered.
 type Request struct {
 	Time   time.Time
-	Agent  string // Claude or Codex (from the path), "" for other paths
+	Agent  string // Claude, Codex or Gemini (from the path), "" for other paths
 	Method string
 	Path   string
 	Stream bool
@@ -249,6 +250,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && path == "/v1/responses":
 		req.Agent = Codex
 		s.responses(rec, body, &req)
+	case r.Method == http.MethodPost && strings.HasPrefix(path, "/v1beta/models/"):
+		req.Agent = Gemini
+		s.gemini(rec, r, body, &req)
 	case r.Method == http.MethodGet && (path == "/v1/models" || path == "/models"):
 		writeJSON(rec, modelList())
 		req.Reply = "models"
@@ -307,6 +311,15 @@ func (e sse) event(name string, data any) {
 	}
 }
 
+// data writes one unnamed event, as the Gemini API streams (alt=sse).
+func (e sse) data(data any) {
+	b, _ := json.Marshal(data)
+	fmt.Fprintf(e.w, "data: %s\r\n\r\n", b)
+	if f, ok := e.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
 func modelList() map[string]any {
 	var data []map[string]any
 	for _, id := range []string{"claude-sonnet-4-5", "gpt-5-codex"} {
@@ -335,6 +348,7 @@ func schemaValue(schema json.RawMessage, text string) any {
 	if types, ok := s.Type.([]any); ok && len(types) > 0 {
 		typ, _ = types[0].(string)
 	}
+	typ = strings.ToLower(typ) // the Gemini API's schemas say "OBJECT", "STRING"
 	switch {
 	case typ == "object" || s.Properties != nil:
 		obj := map[string]any{}
