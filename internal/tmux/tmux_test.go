@@ -271,8 +271,7 @@ func TestNewWindow(t *testing.T) {
 	if err := syscall.Kill(w.PanePID, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, "the pane to be dead", func() bool { return windowByID(t, ctx, s, w.ID).Dead })
-	if got := windowByID(t, ctx, s, w.ID); got.Name != name || got.DeadStatus != 128+int(syscall.SIGTERM) {
+	if got := deadWindow(t, ctx, s, w.ID); got.Name != name || got.DeadStatus != 128+int(syscall.SIGTERM) && got.DeadStatus != -1 {
 		t.Fatalf("dead window renamed to %q, or its exit status %d is not SIGTERM's as a shell says it", got.Name, got.DeadStatus)
 	}
 }
@@ -285,9 +284,24 @@ func TestNewWindowQuickExitAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, "the pane to be dead", func() bool { return windowByID(t, ctx, s, w.ID).Dead })
-	if got := windowByID(t, ctx, s, w.ID); got.DeadStatus != 3 {
+	if got := deadWindow(t, ctx, s, w.ID); got.DeadStatus != 3 && got.DeadStatus != -1 {
 		t.Fatalf("exit status of the dead pane: %d, want 3", got.DeadStatus)
+	}
+
+	// What a broker says of its agent's exit is read when tmux does not
+	// know it, and a respawn forgets it.
+	w, err = s.NewWindow(ctx, "work", "broker", "r", "", []string{`tmux set-option -p -t "$TMUX_PANE" ` + ExitOption + ` 127; exit 127`}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := deadWindow(t, ctx, s, w.ID); got.DeadStatus != 127 {
+		t.Fatalf("exit status of a pane that set %s: %d, want 127", ExitOption, got.DeadStatus)
+	}
+	if err := s.Respawn(ctx, w.PaneID, "", []string{"sh", "-c", "exec sleep 60"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if own, err := s.Run(ctx, nil, "display-message", "-p", "-t", w.PaneID, "#{"+ExitOption+"}"); err != nil || strings.TrimSpace(own) != "" {
+		t.Fatalf("%s after a respawn: %q, %v; want it unset", ExitOption, own, err)
 	}
 
 	// Empty argv: the default shell; no repo: no marker.
@@ -390,4 +404,15 @@ func TestAHungServerTimesOut(t *testing.T) {
 	if got, err := s.PID(ctx); err != nil || got != pid {
 		t.Errorf("after the server resumed: pid %d, %v", got, err)
 	}
+}
+
+// deadWindow waits for a window's pane to be dead, then briefly for tmux to
+// know how its process ended: tmux may mark a pane dead (its terminal
+// closed) a moment before it has reaped the process, and tmux 3.3a
+// sometimes never learns (DeadStatus stays -1; see ExitOption).
+func deadWindow(t *testing.T, ctx context.Context, s Server, id string) Window {
+	t.Helper()
+	testutil.WaitFor(t, "the pane to be dead", func() bool { return windowByID(t, ctx, s, id).Dead })
+	testutil.Within(2*time.Second, func() bool { return windowByID(t, ctx, s, id).DeadStatus != -1 })
+	return windowByID(t, ctx, s, id)
 }

@@ -75,19 +75,41 @@ const listFormat = "#{window_id}\x1f#{pane_id}\x1f#{pane_pid}\x1f#{pane_dead}\x1
 	"#{session_name}#{window_name}#{" + RepoOption + "}"
 
 // deadFormat is how a dead pane's process ended: "status:" when it exited,
-// ":signal" when a signal ended it (tmux 3.3; 3.2 leaves it empty).
-const deadFormat = "#{pane_dead_status}:#{pane_dead_signal}"
+// ":signal" when a signal ended it (tmux 3.3; 3.2 leaves it empty), then
+// the status a broker set in ExitOption as it exited. tmux 3.3a does not
+// always learn how a pane's process ended (about one pane in fifteen that
+// exits at once shows dead with neither a status nor a signal, for good),
+// so the broker, which waited for its agent, says it too.
+const deadFormat = "#{pane_dead_status}:#{pane_dead_signal}:#{" + ExitOption + "}"
+
+// ExitOption is the pane user option a broker sets to its agent's exit
+// status just before it exits itself.
+const ExitOption = "@tamq_exit"
 
 // parseDead reads deadFormat as a shell's exit status, -1 when unknown.
 func parseDead(f string) int {
-	status, signal, _ := strings.Cut(f, ":")
+	status, rest, _ := strings.Cut(f, ":")
+	signal, own, _ := strings.Cut(rest, ":")
 	if n, err := strconv.Atoi(status); err == nil && n >= 0 && n <= 255 {
 		return n
 	}
 	if n, err := strconv.Atoi(signal); err == nil && n > 0 && n < 128 {
 		return 128 + n
 	}
+	if n, err := strconv.Atoi(own); err == nil && n >= 0 && n <= 255 {
+		return n
+	}
 	return -1
+}
+
+// SetPaneExit records status in the pane's ExitOption, for a broker about
+// to exit with it.
+func (s Server) SetPaneExit(ctx context.Context, paneID string, status int) error {
+	if err := checkPane(paneID); err != nil {
+		return err
+	}
+	_, err := s.Run(ctx, nil, "set-option", "-p", "-t", paneID, ExitOption, strconv.Itoa(status))
+	return err
 }
 
 // PaneExit says whether a pane's process has exited and, when it has, its
@@ -221,7 +243,9 @@ func programArgs(dir string, argv []string, env map[string]string) []string {
 // env: the same pane, the same window. Without -k tmux refuses a pane whose
 // process still runs, so a live agent is never replaced.
 func (s Server) Respawn(ctx context.Context, paneID, dir string, argv []string, env map[string]string) error {
-	args := append([]string{"respawn-pane", "-t", paneID}, programArgs(dir, argv, env)...)
+	// The last run's exit status must not outlive it: unset in the same
+	// call, before the new process can set its own.
+	args := append([]string{"set-option", "-p", "-u", "-t", paneID, ExitOption, ";", "respawn-pane", "-t", paneID}, programArgs(dir, argv, env)...)
 	if _, err := s.Run(ctx, nil, args...); err != nil {
 		return errs.Wrap(errs.CodeOf(err), err, "restart the program of pane %s", paneID)
 	}

@@ -140,6 +140,13 @@ holds. The exit status is the agent's.`,
 			}
 			code, err := relay.Run()
 			endSession()
+			if pane := a.Getenv("TMUX_PANE"); pane != "" && a.Getenv("TMUX") != "" && err == nil {
+				// tmux does not always learn how a pane's process ended
+				// (tmux.ExitOption): the start check and status read it here.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_ = tmux.ServerAt(tmux.ChoosePath("", a.Getenv), a.Getenv).SetPaneExit(ctx, pane, code)
+				cancel()
+			}
 			model.Close() // the agent's last block goes into the outbox
 			waiting := func(n int) {
 				relay.Notice(fmt.Sprintf("tamq: the agent exited; waiting up to %s for the service to take %d %s", exitWait, n, plural(n, "line", "lines")))
