@@ -223,6 +223,13 @@ type session struct {
 	conn net.Conn
 	sent *api.BrokerState // the view the service has, nil: none yet
 	n    int
+
+	// last is the last delivery with a claim and this broker's answer to
+	// it, told to the service each time the session opens: a service
+	// killed while the broker wrote never heard the answer, and its next
+	// start must not write the same messages again. Only the session's
+	// goroutine (run, serve) touches it.
+	last *api.LastDelivery
 }
 
 // newSession wires the broker's delivery gate and its reports to the relay
@@ -253,7 +260,9 @@ func (s *session) watch(ctx context.Context, interval time.Duration) {
 func (s *session) run(ctx context.Context, c *client.Client, args api.BrokerSessionArgs) {
 	s.client = c
 	delay := 100 * time.Millisecond
+	args.Claims = true
 	for ctx.Err() == nil {
+		args.LastDelivery = s.last
 		conn, fr, err := broker.OpenSession(ctx, c.Paths, args)
 		if err == nil {
 			delay = 100 * time.Millisecond
@@ -361,6 +370,9 @@ func (s *session) serve(fr *unixrpc.FrameReader) {
 			res.Error = "the agent is not at its prompt: " + out.Reason
 		case !out.Written:
 			res.Error = "the text is in but the Enter was held back: " + out.Reason
+		}
+		if d.Claim != nil {
+			s.last = &api.LastDelivery{Claim: *d.Claim, Result: res}
 		}
 		b, _ := json.Marshal(res)
 		reply, err := unixrpc.EncodeFrame(unixrpc.Response{Proto: unixrpc.Version, ID: req.ID, OK: true, Result: b})
