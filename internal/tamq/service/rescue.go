@@ -133,15 +133,16 @@ func (r *leaseRescuer) run(ctx context.Context) {
 }
 
 // brokerless names the windows of claims that no broker will answer for:
-// no longer recorded, or whose pane is gone or dead. A tmux server that
-// does not answer is not judged: its windows wait for their brokers.
+// no longer recorded, or whose pane is gone or dead, or on a tmux server
+// that does not answer (a broker's session is verified with that server:
+// none would be taken).
 func (r *leaseRescuer) brokerless(ctx context.Context, windows map[string][]store.Interruption) map[string]bool {
 	gone := map[string]bool{}
 	panes := map[string][]tmux.Window{} // by tmux socket
 	for key, cs := range windows {
 		m := cs[0].Message
 		ep, w, err := r.endpoints.windowOf(ctx, m.EndpointID, m.Target)
-		if err != nil {
+		if err != nil || ep.State != queue.Connected {
 			gone[key] = true
 			continue
 		}
@@ -151,7 +152,7 @@ func (r *leaseRescuer) brokerless(ctx context.Context, windows map[string][]stor
 			_, listed, err := (tmux.Server{Socket: ep.TmuxSocket}).Snapshot(askCtx)
 			cancel()
 			if err != nil {
-				continue
+				listed = nil
 			}
 			wins, panes[ep.TmuxSocket] = listed, listed
 		}
