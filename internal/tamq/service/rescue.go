@@ -95,7 +95,7 @@ func (r *leaseRescuer) run(ctx context.Context) {
 	}
 	r.log.Info("interrupted deliveries wait for their brokers' word", "messages", len(claims), "windows", len(windows))
 	gone := r.brokerless(ctx, windows)
-	timeUp := r.clock.After(brokerReturnWait)
+	var timeUp <-chan time.Time // from the end of the first pass
 	waited := false
 	for {
 		failed := false
@@ -116,6 +116,9 @@ func (r *leaseRescuer) run(ctx context.Context) {
 		}
 		if len(windows) == 0 {
 			return
+		}
+		if timeUp == nil && !waited {
+			timeUp = r.clock.After(brokerReturnWait)
 		}
 		var again <-chan time.Time
 		if failed {
