@@ -395,12 +395,20 @@ func mustJSON(v any) json.RawMessage {
 }
 
 // RoutingWriter delivers through the window's broker when one is attached,
-// else through tmux.
+// else through tmux, unless the window's pane runs a broker (brokerRuns):
+// then the delivery waits for its session. A write through tmux is
+// remembered by nobody, so a kill in the middle of it would write it again
+// at the next start; the broker remembers (leaseRescuer).
 type RoutingWriter struct {
-	brokers *brokerSessions
-	config  *config.Loaded
-	tmux    Writer
+	brokers    *brokerSessions
+	config     *config.Loaded
+	tmux       Writer
+	brokerRuns func(ctx context.Context, ep queue.Endpoint, w queue.Window) bool
 }
+
+// waitingForBroker is the wait reason of a window whose broker has not
+// attached yet (the service has just started, or its broker is coming back).
+const waitingForBroker = "waiting for the window's broker to attach"
 
 // Write implements Writer. The broker's session was verified for this very
 // window (endpoint, repo and pane) when it opened; through tmux, every write
@@ -417,6 +425,9 @@ func (rw RoutingWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Wi
 			d.Claim = &claim // the broker remembers it with its answer
 		}
 		return bc.deliver(ctx, d)
+	}
+	if rw.brokerRuns != nil && rw.brokerRuns(ctx, ep, w) {
+		return Written{Path: "broker", Deferred: true, Reason: waitingForBroker}, errs.New(errs.Unavailable, "nothing written: %s", waitingForBroker)
 	}
 	return rw.tmux.Write(ctx, ep, w, text, confirm)
 }

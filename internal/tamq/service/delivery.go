@@ -179,6 +179,12 @@ func (s *deliverer) deferDelivery(ctx context.Context, ms []queue.Message, wr Wr
 		s.brokers.holdIfStill(wr.broker, wr.brokerStates, wr.Reason)
 	case wr.Path == "broker":
 		s.watcher.setWait(fromBroker, m.EndpointID, m.Target, wr.Reason)
+		// A broker that attached meanwhile may have reported already, and
+		// reports again only on a change: its window is not held for the
+		// broker it has.
+		if s.brokers.get(store.DeliveryKey(m.EndpointID, m.Target)) != nil {
+			s.watcher.setWait(fromBroker, m.EndpointID, m.Target, "")
+		}
 	case wr.NotAtPrompt:
 		s.watcher.setWait(fromScreen, m.EndpointID, m.Target, wr.Reason)
 		// A broker that attached while the pane was looked at has cleared

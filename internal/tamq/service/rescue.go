@@ -199,6 +199,14 @@ func (r *leaseRescuer) settle(ctx context.Context, cs []store.Interruption, bc *
 				r.log.Warn("cannot return an interrupted delivery to the queue", "message", back[i], "error", ferr.Error())
 			}
 		}
+		why := "no broker answered for it"
+		switch {
+		case report == nil && bc != nil:
+			why = "its broker reported no delivery"
+		case report != nil:
+			why = "its broker's last delivery was another claim, or wrote nothing"
+		}
+		r.log.Info("interrupted delivery returned to the queue", "message", back[0], "messages", len(back), "target", cs[0].Message.Target, "why", why)
 	}
 	if len(answered) > 0 {
 		// Every report the new session made came after the write: the

@@ -412,20 +412,41 @@ func (s *watcher) rebindStranded(ctx context.Context) error {
 // one the watcher last listed, or, for a window opened since, tmux's answer
 // now.
 func (s *watcher) paneAgent(ctx context.Context, ep queue.Endpoint, w queue.Window) program.Verdict {
-	pid, ok := s.live.panePID(ep.ID, w.PaneID)
-	if !ok {
-		askCtx, cancel := askTmux(ctx)
-		_, wins, err := (tmux.Server{Socket: ep.TmuxSocket}).Snapshot(askCtx)
-		cancel()
-		if err != nil {
-			return program.Verdict{}
-		}
-		for _, tw := range wins {
-			if tw.PaneID == w.PaneID && tw.Repo == w.Repo && !tw.Dead {
-				pid = tw.PanePID
-			}
+	v, _ := paneVerdict(s.panePID(ctx, ep, w), s.config.Delivery.AgentPrograms)
+	return v
+}
+
+// panePID is the process tmux runs in the window's live pane, 0 when
+// there is none or tmux cannot say.
+func (s *watcher) panePID(ctx context.Context, ep queue.Endpoint, w queue.Window) int {
+	if pid, ok := s.live.panePID(ep.ID, w.PaneID); ok {
+		return pid
+	}
+	askCtx, cancel := askTmux(ctx)
+	_, wins, err := (tmux.Server{Socket: ep.TmuxSocket}).Snapshot(askCtx)
+	cancel()
+	if err != nil {
+		return 0
+	}
+	pid := 0
+	for _, tw := range wins {
+		if tw.PaneID == w.PaneID && tw.Repo == w.Repo && !tw.Dead {
+			pid = tw.PanePID
 		}
 	}
-	v, _ := paneVerdict(pid, s.config.Delivery.AgentPrograms)
-	return v
+	return pid
+}
+
+// paneRunsBroker says whether the window's pane runs tamq's broker.
+func (s *watcher) paneRunsBroker(ctx context.Context, ep queue.Endpoint, w queue.Window) bool {
+	pid := s.panePID(ctx, ep, w)
+	if pid <= 0 {
+		return false
+	}
+	argv, err := proc.Cmdline(pid)
+	if err != nil {
+		return false
+	}
+	_, ok := program.BrokerChild(argv)
+	return ok
 }

@@ -50,7 +50,7 @@ func (s *Service) build() {
 		byWindow: map[string]*keptLease{}, kick: make(chan struct{}, 1)}
 	writer := o.Writer
 	if writer == nil {
-		writer = RoutingWriter{brokers: s.brokers, config: cfg,
+		writer = RoutingWriter{brokers: s.brokers, config: cfg, brokerRuns: s.watcher.paneRunsBroker,
 			tmux: TmuxWriter{Clock: clk, Pause: func(text string) time.Duration { return enterPause(cfg, text) }, Agent: s.watcher.paneAgent}}
 	}
 	*s.delivery = deliverer{log: log, clock: clk, config: cfg, deliveries: st.Deliveries, endpoints: s.endpoints, writer: writer,
