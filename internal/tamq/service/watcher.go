@@ -327,6 +327,11 @@ func (s *watcher) list(ctx context.Context, ep queue.Endpoint, now time.Time) {
 				running = &v.Running
 			}
 			s.noteAgent(fromPane, ep.ID, w.Repo, running)
+			// A window held to wait for its broker (waitingForBroker) whose
+			// pane runs none any more will hear from no broker.
+			if reason != "" || !isBroker(tw.PanePID) {
+				s.setWait(fromBroker, ep.ID, w.Repo, "")
+			}
 		}
 		// A window without a broker held by what its pane showed is looked
 		// at again; a broker reports its own agent.
@@ -439,7 +444,11 @@ func (s *watcher) panePID(ctx context.Context, ep queue.Endpoint, w queue.Window
 
 // paneRunsBroker says whether the window's pane runs tamq's broker.
 func (s *watcher) paneRunsBroker(ctx context.Context, ep queue.Endpoint, w queue.Window) bool {
-	pid := s.panePID(ctx, ep, w)
+	return isBroker(s.panePID(ctx, ep, w))
+}
+
+// isBroker says whether process pid is tamq's broker.
+func isBroker(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
