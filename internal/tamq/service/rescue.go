@@ -31,8 +31,8 @@ const brokerReturnWait = DeliveryLease/2 + 5*time.Second
 // to the queue, same id, and is delivered again. So a kill doubles nothing
 // written through a broker. A window gets no other delivery until its claim
 // is settled, so its order holds. It waits for its broker at most
-// brokerReturnWait; a window whose pane is gone, or that has no broker,
-// gets its claim back in the queue (a write through tmux is not known).
+// brokerReturnWait; a window whose pane is gone, or runs no broker, gets its
+// claim back in the queue at once (a write through tmux is not known).
 type leaseRescuer struct {
 	log        *slog.Logger
 	clock      clock.Clock
@@ -136,9 +136,9 @@ func (r *leaseRescuer) run(ctx context.Context) {
 }
 
 // brokerless names the windows of claims that no broker will answer for:
-// no longer recorded, or whose pane is gone or dead, or on a tmux server
-// that does not answer (a broker's session is verified with that server:
-// none would be taken).
+// no longer recorded, whose pane is gone, dead or runs no broker, or on a
+// tmux server that does not answer (a broker's session is verified with
+// that server: none would be taken).
 func (r *leaseRescuer) brokerless(ctx context.Context, windows map[string][]store.Interruption) map[string]bool {
 	gone := map[string]bool{}
 	panes := map[string][]tmux.Window{} // by tmux socket
@@ -159,7 +159,7 @@ func (r *leaseRescuer) brokerless(ctx context.Context, windows map[string][]stor
 			}
 			wins, panes[ep.TmuxSocket] = listed, listed
 		}
-		if i := slices.IndexFunc(wins, func(tw tmux.Window) bool { return tw.PaneID == w.PaneID }); i < 0 || wins[i].Dead {
+		if i := slices.IndexFunc(wins, func(tw tmux.Window) bool { return tw.PaneID == w.PaneID }); i < 0 || wins[i].Dead || !isBroker(wins[i].PanePID) {
 			gone[key] = true
 		}
 	}

@@ -3,6 +3,9 @@ package service
 import (
 	"context"
 	"database/sql"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -27,6 +30,16 @@ func TestRescuerSettlesByTheBrokersWord(t *testing.T) {
 	socket := tm.Must(t, "display", "-p", "#{socket_path}")
 	serverPID := tm.Must(t, "display", "-p", "#{pid}")
 	pane := tm.Must(t, "display", "-p", "#{pane_id}")
+	// The pane runs what the process table shows as tamq's broker (a
+	// script named broker, run as "tamq broker -- agent"): one may attach.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "broker"), []byte("sleep 600\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tm.Must(t, "respawn-pane", "-k", "-t", pane, "bash", "-c", "cd "+dir+" && exec -a tamq bash broker -- agent")
+	testutil.WaitFor(t, "the pane to run the broker", func() bool {
+		return isBroker(atoi(tm.Must(t, "display", "-p", "-t", pane, "#{pane_pid}")))
+	})
 	claimed := fake.Now().Add(-time.Second).Truncate(time.Millisecond)
 	// Endpoint "gone" is disconnected: none of its brokers will come back.
 	// On "live", window "held" has a live pane and waits for its broker.
@@ -119,4 +132,9 @@ func TestRescuerSettlesByTheBrokersWord(t *testing.T) {
 	if st, _, _ := state("h1"); st != "queued" || svc.rescuer.holds(held) {
 		t.Errorf("h1 is %s after its broker's wait, its window held: %v", st, svc.rescuer.holds(held))
 	}
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
