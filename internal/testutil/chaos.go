@@ -9,6 +9,9 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // the driver IntegrityCheck opens databases with
+
+	"github.com/tmux-amq/tamq/internal/lockfile"
+	"github.com/tmux-amq/tamq/internal/proc"
 )
 
 // ChaosRounds is how many times a crash campaign kills its daemon: short in
@@ -55,4 +58,23 @@ func IntegrityCheck(t testing.TB, path string) {
 	if err := db.QueryRow(`PRAGMA integrity_check`).Scan(&res); err != nil || res != "ok" {
 		t.Fatalf("integrity_check of %s: %q %v", path, res, err)
 	}
+}
+
+// WaitKilled waits until the daemon killed at pid is gone and has let go of
+// its state directory's lock (lockFile): its main thread shows as a zombie
+// while its other threads are still torn down, holding the lock, and a
+// start then would find "another service".
+func WaitKilled(t testing.TB, what string, pid int, lockFile string) {
+	t.Helper()
+	WaitFor(t, what+" to die", func() bool {
+		if !proc.Exited(pid) {
+			return false
+		}
+		l, err := lockfile.TryLock(lockFile)
+		if err != nil {
+			return false
+		}
+		l.Release()
+		return true
+	})
 }

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/proc"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	tamqclient "github.com/tmux-amq/tamq/internal/tamqclient"
@@ -207,10 +206,7 @@ func TestChaosServiceKilledUnderLoad(t *testing.T) {
 		time.Sleep(time.Duration(50+rng.IntN(400)) * time.Millisecond)
 		pid := pingPID(t, e)
 		syscall.Kill(pid, syscall.SIGKILL)
-		// Its main thread shows as a zombie while its other threads are
-		// still being torn down, holding the state dir's lock: a start
-		// then would find "another service".
-		testutil.WaitFor(t, "the service to die", func() bool { return proc.Exited(pid) && lockFree(t, e) })
+		testutil.WaitKilled(t, "the service", pid, pathsOf(t, e).LockFile)
 		testutil.IntegrityCheck(t, e.Database())
 		e.Tamq(t, "start", "--detach")
 	}
@@ -222,17 +218,6 @@ func TestChaosServiceKilledUnderLoad(t *testing.T) {
 	testutil.IntegrityCheck(t, e.Database())
 	t.Logf("%d kills: %d messages accepted, %d sends refused while the service was down, %d delivered twice",
 		rounds, accepted, ld.refused.Load(), doubled)
-}
-
-// lockFree says whether no service holds the state dir's lock (taking it
-// for a moment to find out).
-func lockFree(t *testing.T, e *testutil.Env) bool {
-	l, err := lockfile.TryLock(pathsOf(t, e).LockFile)
-	if err != nil {
-		return false
-	}
-	l.Release()
-	return true
 }
 
 // SIGTERM under load: the service exits within its grace period, delivers
