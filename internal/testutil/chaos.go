@@ -11,7 +11,6 @@ import (
 	_ "modernc.org/sqlite" // the driver IntegrityCheck opens databases with
 
 	"github.com/tmux-amq/tamq/internal/lockfile"
-	"github.com/tmux-amq/tamq/internal/proc"
 )
 
 // ChaosRounds is how many times a crash campaign kills its daemon: short in
@@ -60,21 +59,16 @@ func IntegrityCheck(t testing.TB, path string) {
 	}
 }
 
-// WaitKilled waits until the daemon killed at pid is gone and has let go of
-// its state directory's lock (lockFile): its main thread shows as a zombie
-// while its other threads are still torn down, holding the lock, and a
-// start then would find "another service".
-func WaitKilled(t testing.TB, what string, pid int, lockFile string) {
-	t.Helper()
-	WaitFor(t, what+" to die", func() bool {
-		if !proc.Exited(pid) {
-			return false
-		}
-		l, err := lockfile.TryLock(lockFile)
-		if err != nil {
-			return false
-		}
-		l.Release()
-		return true
-	})
+// LockFree says whether no process holds the lock at lockFile (taking it
+// for a moment to find out). A daemon killed with SIGKILL shows as exited
+// (its main thread a zombie) while its other threads are still torn down,
+// holding its state directory's lock: a start then would find "another
+// service", so a campaign waits for both.
+func LockFree(lockFile string) bool {
+	l, err := lockfile.TryLock(lockFile)
+	if err != nil {
+		return false
+	}
+	l.Release()
+	return true
 }

@@ -206,7 +206,8 @@ func TestChaosServiceKilledUnderLoad(t *testing.T) {
 		time.Sleep(time.Duration(50+rng.IntN(400)) * time.Millisecond)
 		pid := pingPID(t, e)
 		syscall.Kill(pid, syscall.SIGKILL)
-		testutil.WaitKilled(t, "the service", pid, pathsOf(t, e).LockFile)
+		lock := pathsOf(t, e).LockFile
+		testutil.WaitFor(t, "the service to die", func() bool { return proc.Exited(pid) && testutil.LockFree(lock) })
 		testutil.IntegrityCheck(t, e.Database())
 		e.Tamq(t, "start", "--detach")
 	}
