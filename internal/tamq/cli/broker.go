@@ -262,8 +262,16 @@ func (s *session) run(ctx context.Context, c *client.Client, args api.BrokerSess
 	delay := 100 * time.Millisecond
 	args.Claims = true
 	for ctx.Err() == nil {
-		args.LastDelivery = s.last
+		if args.Claims {
+			args.LastDelivery = s.last
+		}
 		conn, fr, err := broker.OpenSession(ctx, c.Paths, args)
+		if errs.Is(err, errs.BadRequest) && args.Claims {
+			// A service that predates claims refuses arguments it does
+			// not know: the session goes on without them.
+			args.Claims, args.LastDelivery = false, nil
+			continue
+		}
 		if err == nil {
 			delay = 100 * time.Millisecond
 			stop := context.AfterFunc(ctx, func() { conn.Close() })
