@@ -205,6 +205,29 @@ type BrokerSessionArgs struct {
 	Repo   string `json:"repo"`
 	Socket string `json:"tmux_socket"`
 	Pane   string `json:"pane_id"`
+	// Claims says the broker takes DeliverArgs.Claim and reports its last
+	// delivery in LastDelivery. A broker that predates it is sent no claim:
+	// it refuses arguments it does not know.
+	Claims bool `json:"claims,omitempty"`
+	// LastDelivery is the broker's answer to the last delivery it was sent,
+	// kept since: a service killed mid-delivery never read or recorded it,
+	// and the next one settles that claim by it instead of writing its
+	// messages again.
+	LastDelivery *LastDelivery `json:"last_delivery,omitempty"`
+}
+
+// DeliveryClaim names what a delivery writes: its messages and when the
+// service claimed them (one time for a batch), which together tell this
+// claim from any other of the same messages.
+type DeliveryClaim struct {
+	IDs []string  `json:"ids"`
+	At  time.Time `json:"at"`
+}
+
+// LastDelivery is a broker's last delivery and its answer to it.
+type LastDelivery struct {
+	Claim  DeliveryClaim `json:"claim"`
+	Result DeliverResult `json:"result"`
 }
 
 // DeliverArgs ask the broker to write one message into its agent.
@@ -219,6 +242,10 @@ type DeliverArgs struct {
 	// that long and the operator is not mid-line, but within MaxWaitMS.
 	QuietMS   int `json:"quiet_ms"`
 	MaxWaitMS int `json:"max_wait_ms"`
+	// Claim, sent to a broker that reports its deliveries
+	// (BrokerSessionArgs.Claims), is what the broker remembers of this
+	// delivery with its answer.
+	Claim *DeliveryClaim `json:"claim,omitempty"`
 }
 
 // DeliverResult says what the broker wrote.

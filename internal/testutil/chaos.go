@@ -9,6 +9,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // the driver IntegrityCheck opens databases with
+
+	"github.com/tmux-amq/tamq/internal/lockfile"
 )
 
 // ChaosRounds is how many times a crash campaign kills its daemon: short in
@@ -55,4 +57,18 @@ func IntegrityCheck(t testing.TB, path string) {
 	if err := db.QueryRow(`PRAGMA integrity_check`).Scan(&res); err != nil || res != "ok" {
 		t.Fatalf("integrity_check of %s: %q %v", path, res, err)
 	}
+}
+
+// LockFree says whether no process holds the lock at lockFile (taking it
+// for a moment to find out). A daemon killed with SIGKILL shows as exited
+// (its main thread a zombie) while its other threads are still torn down,
+// holding its state directory's lock: a start then would find "another
+// service", so a campaign waits for both.
+func LockFree(lockFile string) bool {
+	l, err := lockfile.TryLock(lockFile)
+	if err != nil {
+		return false
+	}
+	l.Release()
+	return true
 }

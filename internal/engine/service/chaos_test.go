@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/daemon"
+	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/proc"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 	"github.com/tmux-amq/tamq/internal/testutil"
@@ -54,7 +55,8 @@ func TestChaosEngineKilledDuringTheLoop(t *testing.T) {
 			t.Fatal(err)
 		}
 		syscall.Kill(ping.PID, syscall.SIGKILL)
-		testutil.WaitFor(t, "the engine to die", func() bool { return proc.Exited(ping.PID) })
+		lock := l.e.Paths(t, paths.Engine).LockFile
+		testutil.WaitFor(t, "the engine to die", func() bool { return proc.Exited(ping.PID) && testutil.LockFree(lock) })
 		testutil.IntegrityCheck(t, engineDB)
 		l.e.Engine(t, "start", "--detach")
 	}

@@ -230,6 +230,13 @@ type session struct {
 	conn net.Conn
 	sent *api.BrokerState // the view the service has, nil: none yet
 	n    int
+
+	// last is the last delivery with a claim and this broker's answer to
+	// it, told to the service each time the session opens: a service
+	// killed while the broker wrote never heard the answer, and its next
+	// start must not write the same messages again. Only the session's
+	// goroutine (run, serve) touches it.
+	last *api.LastDelivery
 }
 
 // newSession wires the broker's delivery gate and its reports to the relay
@@ -260,8 +267,18 @@ func (s *session) watch(ctx context.Context, interval time.Duration) {
 func (s *session) run(ctx context.Context, c *client.Client, args api.BrokerSessionArgs) {
 	s.client = c
 	delay := 100 * time.Millisecond
+	args.Claims = true
 	for ctx.Err() == nil {
+		if args.Claims {
+			args.LastDelivery = s.last
+		}
 		conn, fr, err := broker.OpenSession(ctx, c.Paths, args)
+		if errs.Is(err, errs.BadRequest) && args.Claims {
+			// A service that predates claims refuses arguments it does
+			// not know: the session goes on without them.
+			args.Claims, args.LastDelivery = false, nil
+			continue
+		}
 		if err == nil {
 			delay = 100 * time.Millisecond
 			stop := context.AfterFunc(ctx, func() { conn.Close() })
@@ -368,6 +385,9 @@ func (s *session) serve(fr *unixrpc.FrameReader) {
 			res.Error = "the agent is not at its prompt: " + out.Reason
 		case !out.Written:
 			res.Error = "the text is in but the Enter was held back: " + out.Reason
+		}
+		if d.Claim != nil {
+			s.last = &api.LastDelivery{Claim: *d.Claim, Result: res}
 		}
 		b, _ := json.Marshal(res)
 		reply, err := unixrpc.EncodeFrame(unixrpc.Response{Proto: unixrpc.Version, ID: req.ID, OK: true, Result: b})

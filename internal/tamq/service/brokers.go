@@ -38,6 +38,7 @@ type brokerSessions struct {
 	watcher    *watcher
 	keeper     *keeper
 	dispatcher *dispatcher
+	rescuer    *leaseRescuer
 	// work ends when shutdown begins: the lease keeper's look for a window's
 	// last wake stops then.
 	work context.Context
@@ -65,6 +66,11 @@ type brokerConn struct {
 	replies    chan brokerReply
 	closed     chan struct{}
 	seq        int
+	// claims says the broker remembers its last delivery's claim and
+	// answer (api.BrokerSessionArgs.Claims); lastDelivery is what it
+	// reported of it when the session opened.
+	claims       bool
+	lastDelivery *api.LastDelivery
 
 	// states counts the agent states the broker has reported, under
 	// stateMu: a delivery the broker found the agent not ready for holds
@@ -177,7 +183,8 @@ func (s *brokerSessions) brokerSession(ctx context.Context, peer unixrpc.Peer, r
 		Result: map[string]bool{"accepted": true},
 		Run: func(conn net.Conn, fr *unixrpc.FrameReader) {
 			bc := &brokerConn{conn: conn, endpointID: p.endpointID, repo: p.repo, paneID: p.paneID,
-				replies: make(chan brokerReply, 1), closed: make(chan struct{})}
+				replies: make(chan brokerReply, 1), closed: make(chan struct{}),
+				claims: args.Claims, lastDelivery: args.LastDelivery}
 			key := store.DeliveryKey(p.endpointID, p.repo)
 			s.mu.Lock()
 			if s.live == nil {
@@ -218,7 +225,8 @@ func (s *brokerSessions) brokerSession(ctx context.Context, peer unixrpc.Peer, r
 			// before it came no longer holds the window.
 			s.watcher.setWait(fromScreen, p.endpointID, p.repo, "")
 			s.keeper.adoptWindow(s.work, p.endpointID, p.repo)
-			s.dispatcher.wake() // deliveries that waited for a broker may go now
+			s.rescuer.brokerAttached() // it may settle a delivery a killed service left
+			s.dispatcher.wake()        // deliveries that waited for a broker may go now
 			for {
 				frame, err := fr.Next()
 				if err != nil {
@@ -328,34 +336,39 @@ func (bc *brokerConn) deliver(ctx context.Context, d api.DeliverArgs) (Written, 
 			if resp.ID != id {
 				continue
 			}
-			out.broker, out.brokerStates = bc, reply.states
 			var res api.DeliverResult
 			if !resp.OK || json.Unmarshal(resp.Result, &res) != nil {
+				out.broker, out.brokerStates = bc, reply.states
 				return out, errs.New(errs.Internal, "the broker answered the delivery without a result")
 			}
-			out.Moment, out.WaitedMS = "bounded", res.WaitedMS
-			if res.Quiet {
-				out.Moment = "quiet"
-			}
-			if res.Cancelled {
-				out.MaybeWritten, out.Cancelled, out.Reason = false, true, res.Reason
-				return out, errs.New(errs.Conflict, "not written: %s", res.Reason)
-			}
-			if res.NotReady {
-				out.MaybeWritten, out.Deferred, out.NotAtPrompt, out.Reason = false, true, true, brokerWaitReason(res.Reason)
-				return out, errs.New(errs.Unavailable, "nothing written: %s", out.Reason)
-			}
-			if !res.Written {
-				out.MaybeWritten = res.MaybeWritten
-				if res.Held != "" {
-					out.Held, out.Reason = res.Held, res.Reason
-				}
-				return out, errors.New(res.Error)
-			}
-			out.MaybeWritten, out.At = false, res.WrittenAt
-			return out, nil
+			return bc.answered(res, reply.states)
 		}
 	}
+}
+
+// answered is what the broker's answer to a delivery says was written;
+// states is how many agent states it had reported before the answer.
+func (bc *brokerConn) answered(res api.DeliverResult, states uint64) (Written, error) {
+	out := Written{Path: "broker", broker: bc, brokerStates: states, Moment: "bounded", WaitedMS: res.WaitedMS}
+	if res.Quiet {
+		out.Moment = "quiet"
+	}
+	switch {
+	case res.Cancelled:
+		out.Cancelled, out.Reason = true, res.Reason
+		return out, errs.New(errs.Conflict, "not written: %s", res.Reason)
+	case res.NotReady:
+		out.Deferred, out.NotAtPrompt, out.Reason = true, true, brokerWaitReason(res.Reason)
+		return out, errs.New(errs.Unavailable, "nothing written: %s", out.Reason)
+	case !res.Written:
+		out.MaybeWritten = res.MaybeWritten
+		if res.Held != "" {
+			out.Held, out.Reason = res.Held, res.Reason
+		}
+		return out, errors.New(res.Error)
+	}
+	out.At = res.WrittenAt
+	return out, nil
 }
 
 // brokerWaitReason is the wait reason of a window whose broker found it not
@@ -382,12 +395,20 @@ func mustJSON(v any) json.RawMessage {
 }
 
 // RoutingWriter delivers through the window's broker when one is attached,
-// else through tmux.
+// else through tmux, unless the window's pane runs a broker (brokerRuns):
+// then the delivery waits for its session. A write through tmux is
+// remembered by nobody, so a kill in the middle of it would write it again
+// at the next start; the broker remembers (leaseRescuer).
 type RoutingWriter struct {
-	brokers *brokerSessions
-	config  *config.Loaded
-	tmux    Writer
+	brokers    *brokerSessions
+	config     *config.Loaded
+	tmux       Writer
+	brokerRuns func(ctx context.Context, ep queue.Endpoint, w queue.Window) bool
 }
+
+// waitingForBroker is the wait reason of a window whose broker has not
+// attached yet (the service has just started, or its broker is coming back).
+const waitingForBroker = "waiting for the window's broker to attach"
 
 // Write implements Writer. The broker's session was verified for this very
 // window (endpoint, repo and pane) when it opened; through tmux, every write
@@ -400,7 +421,13 @@ func (rw RoutingWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Wi
 		if confirm != nil {
 			d.Confirm = confirm.IDs // the broker asks deliveryCurrent right before its first byte
 		}
+		if claim, ok := ctx.Value(claimKey{}).(api.DeliveryClaim); ok && bc.claims {
+			d.Claim = &claim // the broker remembers it with its answer
+		}
 		return bc.deliver(ctx, d)
+	}
+	if rw.brokerRuns != nil && rw.brokerRuns(ctx, ep, w) {
+		return Written{Path: "broker", Deferred: true, Reason: waitingForBroker}, errs.New(errs.Unavailable, "nothing written: %s", waitingForBroker)
 	}
 	return rw.tmux.Write(ctx, ep, w, text, confirm)
 }

@@ -110,9 +110,9 @@ func (ld *load) check(t *testing.T, e *testutil.Env) (accepted, doubled int) {
 	// what came last a moment later, longer on a loaded machine. A message is
 	// lost only if it never shows.
 	type unread struct{ repo, body string }
-	var missing []unread
+	var missing, twice []unread
 	for read := time.Now().Add(30 * time.Second); ; {
-		missing, accepted, doubled = nil, 0, 0
+		missing, twice, accepted, doubled = nil, nil, 0, 0
 		for _, repo := range ld.repos {
 			got, _ := e.Recording(repo)
 			ld.accepted.Range(func(k, v any) bool {
@@ -121,11 +121,14 @@ func (ld *load) check(t *testing.T, e *testutil.Env) (accepted, doubled int) {
 					return true
 				}
 				accepted++
-				switch c := strings.Count(got, ": "+body+"\r"); {
-				case c == 0 && !strings.Contains(got, ": "+body):
+				// Bodies have a fixed width, so none is a prefix of another;
+				// in a batch a body ends with a newline, not the Enter.
+				switch c := strings.Count(got, ": "+body); {
+				case c == 0:
 					missing = append(missing, unread{repo, body})
 				case c > 1:
 					doubled += c - 1
+					twice = append(twice, unread{repo, body})
 				}
 				return true
 			})
@@ -137,6 +140,13 @@ func (ld *load) check(t *testing.T, e *testutil.Env) (accepted, doubled int) {
 	}
 	for _, m := range missing {
 		t.Errorf("%s never received %q; %s", m.repo, m.body, trail(t, e, m.body))
+	}
+	for i, m := range twice {
+		if i == 3 {
+			t.Logf("and %d more", len(twice)-i)
+			break
+		}
+		t.Logf("%s received %q more than once; %s", m.repo, m.body, trail(t, e, m.body))
 	}
 	return accepted, doubled
 }
@@ -181,8 +191,8 @@ func trail(t *testing.T, e *testutil.Env, body string) string {
 // two windows whose brokers relay, acknowledged and injected mode). After
 // each kill the database passes the integrity check and the service starts
 // again; at the end every message a sender had accepted was delivered, and
-// none twice except, per kill and window, the one delivery (a message or a
-// burst) being written at the kill.
+// none twice: the delivery being written at a kill is finished by its
+// broker, which tells the next start what it wrote.
 func TestChaosServiceKilledUnderLoad(t *testing.T) {
 	t.Parallel()
 	rounds := testutil.ChaosRounds(t, 3)
@@ -196,19 +206,18 @@ func TestChaosServiceKilledUnderLoad(t *testing.T) {
 		time.Sleep(time.Duration(50+rng.IntN(400)) * time.Millisecond)
 		pid := pingPID(t, e)
 		syscall.Kill(pid, syscall.SIGKILL)
-		testutil.WaitFor(t, "the service to die", func() bool { return proc.Exited(pid) })
+		lock := pathsOf(t, e).LockFile
+		testutil.WaitFor(t, "the service to die", func() bool { return proc.Exited(pid) && testutil.LockFree(lock) })
 		testutil.IntegrityCheck(t, e.Database())
 		e.Tamq(t, "start", "--detach")
 	}
 	time.Sleep(300 * time.Millisecond) // load after the last restart too
 	accepted, doubled := ld.check(t, e)
-	// What may arrive twice is the one delivery being written at a kill:
-	// a message, or a burst of them (delivery.max_batch, 50).
-	if doubled > rounds*len(repos)*50 {
+	if doubled > 0 {
 		t.Errorf("%d messages doubled over %d kills of a service delivering to %d windows", doubled, rounds, len(repos))
 	}
 	testutil.IntegrityCheck(t, e.Database())
-	t.Logf("%d kills: %d messages accepted, %d sends refused while the service was down, %d delivered twice (at most the delivery being written, per kill and window)",
+	t.Logf("%d kills: %d messages accepted, %d sends refused while the service was down, %d delivered twice",
 		rounds, accepted, ld.refused.Load(), doubled)
 }
 

@@ -41,7 +41,6 @@ type deliverer struct {
 // for each message as if it had been delivered alone: the same injected_at,
 // each with its own receipt and attempt count.
 func (s *deliverer) deliver(ctx context.Context, ms []queue.Message) {
-	t := timing(s.config)
 	m := ms[0] // all are for its endpoint and target
 	if !s.wakeStillCurrent(ctx, m) {
 		return
@@ -49,12 +48,21 @@ func (s *deliverer) deliver(ctx context.Context, ms []queue.Message) {
 	ep, w, err := s.endpoints.windowOf(ctx, m.EndpointID, m.Target)
 	var wr Written
 	if err == nil {
-		wctx, cancel := context.WithTimeout(ctx, DeliveryLease/2)
+		wctx, cancel := context.WithTimeout(withClaim(ctx, ms), DeliveryLease/2)
 		wr, err = s.writer.Write(wctx, ep, w, queue.BatchText(ms), s.confirmOf(ctx, ms))
 		cancel()
 	} else {
 		wr = Written{Deferred: true, Reason: err.Error()}
 	}
+	s.record(ctx, ms, wr, err, nil)
+}
+
+// record records what came of writing ms (the writer's report and error):
+// written, held, deferred until the window can take it, or failed. extra
+// goes into the receipt of a delivery written or held.
+func (s *deliverer) record(ctx context.Context, ms []queue.Message, wr Written, err error, extra map[string]any) {
+	t := timing(s.config)
+	m := ms[0]
 	if wr.Cancelled {
 		// Cancelled while the writer waited for the window: the messages
 		// say so already; nothing was written.
@@ -72,7 +80,7 @@ func (s *deliverer) deliver(ctx context.Context, ms []queue.Message) {
 		// The text sits in the agent's input box: nothing more is typed.
 		reason := "Enter held (" + wr.Held + "): " + wr.Reason
 		s.log.Warn("delivery held", "message", m.ID, "messages", len(ms), "target", m.Target, "held", wr.Held, "reason", wr.Reason)
-		s.transitionEach(ctx, ms, reason, map[string]any{"held": wr.Held}, func(x *queue.Message) error {
+		s.transitionEach(ctx, ms, reason, withExtra(map[string]any{"held": wr.Held}, extra), func(x *queue.Message) error {
 			return x.HeldBack(now, reason)
 		})
 		s.keepWake(m, wr) // a person may press the Enter: the agent then takes it
@@ -90,7 +98,7 @@ func (s *deliverer) deliver(ctx context.Context, ms []queue.Message) {
 	if at.IsZero() {
 		at = now
 	}
-	detail := wr.detail()
+	detail := withExtra(wr.detail(), extra)
 	if len(ms) > 1 {
 		detail["batch_size"] = len(ms) // how many went in with the one Enter
 	}
@@ -99,6 +107,14 @@ func (s *deliverer) deliver(ctx context.Context, ms []queue.Message) {
 	})
 	s.keepWake(m, wr)
 	s.log.Debug("delivered", "message", m.ID, "messages", len(ms), "target", m.Target, "attempt", m.Attempts)
+}
+
+// withExtra is detail with extra's keys added.
+func withExtra(detail, extra map[string]any) map[string]any {
+	for k, v := range extra {
+		detail[k] = v
+	}
+	return detail
 }
 
 // keepWake hands a wake written through a broker to the lease keeper: a
@@ -163,6 +179,12 @@ func (s *deliverer) deferDelivery(ctx context.Context, ms []queue.Message, wr Wr
 		s.brokers.holdIfStill(wr.broker, wr.brokerStates, wr.Reason)
 	case wr.Path == "broker":
 		s.watcher.setWait(fromBroker, m.EndpointID, m.Target, wr.Reason)
+		// A broker that attached meanwhile may have reported already, and
+		// reports again only on a change: its window is not held for the
+		// broker it has.
+		if s.brokers.get(store.DeliveryKey(m.EndpointID, m.Target)) != nil {
+			s.watcher.setWait(fromBroker, m.EndpointID, m.Target, "")
+		}
 	case wr.NotAtPrompt:
 		s.watcher.setWait(fromScreen, m.EndpointID, m.Target, wr.Reason)
 		// A broker that attached while the pane was looked at has cleared

@@ -440,8 +440,8 @@ func TestCrashMidDeliveryLosesAndDoublesNothing(t *testing.T) {
 			if []string{"alpha", "beta"}[i%2] != repo {
 				continue
 			}
-			// The batch being written at the kill may have arrived partly
-			// (no Enter yet) and then again whole; every other arrives once.
+			// The batch being written at the kill is finished by the
+			// broker, which tells the next start: it arrives once too.
 			c := strings.Count(got, fmt.Sprintf("From:operator/o: msg-%03d", i))
 			if c == 0 {
 				t.Errorf("%s never received msg-%03d", repo, i)
@@ -450,10 +450,8 @@ func TestCrashMidDeliveryLosesAndDoublesNothing(t *testing.T) {
 				doubled = append(doubled, i)
 			}
 		}
-		// One batch: at most delivery.max_batch messages, one after another
-		// in the repo's order.
-		if len(doubled) > 50 || len(doubled) > 0 && doubled[len(doubled)-1]-doubled[0] != 2*(len(doubled)-1) {
-			t.Errorf("%s received more than one batch twice: %v", repo, doubled)
+		if len(doubled) > 0 {
+			t.Errorf("%s received messages twice: %v", repo, doubled)
 		}
 	}
 }

@@ -29,6 +29,9 @@ type dispatcher struct {
 	delivery   *deliverer
 	// acks is told when a delivery ends: it may have set an ack deadline.
 	acks *ackExpirer
+	// rescuer holds the windows whose delivery an earlier run left
+	// unfinished until it is settled.
+	rescuer *leaseRescuer
 	// instance names this run's delivery claims.
 	instance string
 
@@ -95,6 +98,11 @@ func (d *dispatcher) run(ctx context.Context) {
 			// its agent exited, it shows a dialog) is not claimed: whatever
 			// clears the reason wakes the loop.
 			if !connected[t.EndpointID] || d.live.waitReason(t.Key()) != "" {
+				continue
+			}
+			// A window whose earlier delivery is not settled yet gets
+			// nothing before it: the rescuer wakes the loop once it is.
+			if d.rescuer.holds(t.Key()) {
 				continue
 			}
 			if t.NextAt.After(now) {

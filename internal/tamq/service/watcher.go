@@ -328,6 +328,11 @@ func (s *watcher) list(ctx context.Context, ep queue.Endpoint, now time.Time) {
 				running = &v.Running
 			}
 			s.noteAgent(fromPane, ep.ID, w.Repo, running)
+			// A window held to wait for its broker (waitingForBroker) whose
+			// pane runs none any more will hear from no broker.
+			if reason != "" || !isBroker(tw.PanePID) {
+				s.setWait(fromBroker, ep.ID, w.Repo, "")
+			}
 		}
 		// A window without a broker held by what its pane showed is looked
 		// at again; a broker reports its own agent.
@@ -485,20 +490,45 @@ func (s *watcher) rebindStranded(ctx context.Context) error {
 // one the watcher last listed, or, for a window opened since, tmux's answer
 // now.
 func (s *watcher) paneAgent(ctx context.Context, ep queue.Endpoint, w queue.Window) program.Verdict {
-	pid, ok := s.live.panePID(ep.ID, w.PaneID)
-	if !ok {
-		askCtx, cancel := askTmux(ctx)
-		_, wins, err := (tmux.Server{Socket: ep.TmuxSocket}).Snapshot(askCtx)
-		cancel()
-		if err != nil {
-			return program.Verdict{}
-		}
-		for _, tw := range wins {
-			if tw.PaneID == w.PaneID && tw.Repo == w.Repo && !tw.Dead {
-				pid = tw.PanePID
-			}
+	v, _ := paneVerdict(s.panePID(ctx, ep, w), s.config.Delivery.AgentPrograms)
+	return v
+}
+
+// panePID is the process tmux runs in the window's live pane, 0 when
+// there is none or tmux cannot say.
+func (s *watcher) panePID(ctx context.Context, ep queue.Endpoint, w queue.Window) int {
+	if pid, ok := s.live.panePID(ep.ID, w.PaneID); ok {
+		return pid
+	}
+	askCtx, cancel := askTmux(ctx)
+	_, wins, err := (tmux.Server{Socket: ep.TmuxSocket}).Snapshot(askCtx)
+	cancel()
+	if err != nil {
+		return 0
+	}
+	pid := 0
+	for _, tw := range wins {
+		if tw.PaneID == w.PaneID && tw.Repo == w.Repo && !tw.Dead {
+			pid = tw.PanePID
 		}
 	}
-	v, _ := paneVerdict(pid, s.config.Delivery.AgentPrograms)
-	return v
+	return pid
+}
+
+// paneRunsBroker says whether the window's pane runs tamq's broker.
+func (s *watcher) paneRunsBroker(ctx context.Context, ep queue.Endpoint, w queue.Window) bool {
+	return isBroker(s.panePID(ctx, ep, w))
+}
+
+// isBroker says whether process pid is tamq's broker.
+func isBroker(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	argv, err := proc.Cmdline(pid)
+	if err != nil {
+		return false
+	}
+	_, ok := program.BrokerChild(argv)
+	return ok
 }

@@ -33,9 +33,10 @@ func (s *Service) build() {
 		status: api.CoordinationStatus{Socket: o.Engine.Socket}, attached: map[string]bool{}, kick: make(chan struct{}, 1)}
 	s.endpoints.onChange = s.engineLink.requestAttach
 	*s.dispatcher = dispatcher{log: log, clock: clk, config: cfg, deliveries: st.Deliveries, endpoints: s.endpoints, live: s.live,
-		delivery: s.delivery, acks: s.acks, instance: instance, wakeCh: make(chan struct{}, 1)}
+		delivery: s.delivery, acks: s.acks, rescuer: s.rescuer, instance: instance, wakeCh: make(chan struct{}, 1)}
 	*s.acks = ackExpirer{log: log, clock: clk, config: cfg, deliveries: st.Deliveries, dispatcher: s.dispatcher, wakeCh: make(chan struct{}, 1)}
-	*s.rescuer = leaseRescuer{log: log, clock: clk, deliveries: st.Deliveries, dispatcher: s.dispatcher, instance: instance}
+	*s.rescuer = leaseRescuer{log: log, clock: clk, deliveries: st.Deliveries, delivery: s.delivery, brokers: s.brokers,
+		endpoints: s.endpoints, dispatcher: s.dispatcher, instance: instance, kick: make(chan struct{}, 1)}
 	*s.watcher = watcher{log: log, clock: clk, config: cfg, reader: reader, deliveries: st.Deliveries, endpointTable: st.Endpoints,
 		endpoints: s.endpoints, live: s.live, brokers: s.brokers, dispatcher: s.dispatcher, attacher: s.engineLink,
 		serverStart: map[string]uint64{}, listed: map[string]time.Time{}, stopped: map[string]bool{},
@@ -44,12 +45,12 @@ func (s *Service) build() {
 		engineProc: newEngineProcess(o.Engine), policy: door.Policy{TamqSocket: o.Paths.Socket, EngineSocket: o.Engine.Socket},
 		agents: cfg.Delivery.AgentPrograms, senders: map[int]senderSeen{}}
 	*s.brokers = brokerSessions{log: log, endpoints: s.endpoints, panes: s.live, watcher: s.watcher, keeper: s.keeper,
-		dispatcher: s.dispatcher, work: s.work}
+		dispatcher: s.dispatcher, rescuer: s.rescuer, work: s.work}
 	*s.keeper = keeper{log: log, clock: clk, engine: engine, reader: reader, brokers: s.brokers,
 		byWindow: map[string]*keptLease{}, kick: make(chan struct{}, 1)}
 	writer := o.Writer
 	if writer == nil {
-		writer = RoutingWriter{brokers: s.brokers, config: cfg,
+		writer = RoutingWriter{brokers: s.brokers, config: cfg, brokerRuns: s.watcher.paneRunsBroker,
 			tmux: TmuxWriter{Clock: clk, Pause: func(text string) time.Duration { return enterPause(cfg, text) }, Agent: s.watcher.paneAgent}}
 	}
 	*s.delivery = deliverer{log: log, clock: clk, config: cfg, deliveries: st.Deliveries, endpoints: s.endpoints, writer: writer,

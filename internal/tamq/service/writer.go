@@ -12,6 +12,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/program"
+	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
@@ -61,6 +62,23 @@ type Written struct {
 	// states it had reported before its answer.
 	broker       *brokerConn
 	brokerStates uint64
+}
+
+// claimKey carries, in the context of a write, the claim of the messages
+// written (an api.DeliveryClaim): a broker remembers it with its answer, so
+// that the next start of a service killed mid-delivery knows what went in.
+// Only the broker's writer uses it; the Writer interface stays what every
+// writer needs.
+type claimKey struct{}
+
+// withClaim is ctx carrying the claim of ms, claimed together (one time
+// for a batch).
+func withClaim(ctx context.Context, ms []queue.Message) context.Context {
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
+	}
+	return context.WithValue(ctx, claimKey{}, api.DeliveryClaim{IDs: ids, At: ms[0].UpdatedAt})
 }
 
 // detail is the receipt detail of a delivery: how, never what.

@@ -403,6 +403,45 @@ func (s *Deliveries) ExpiredLeases(ctx context.Context, holder string) ([]string
 		WHERE m.state = `+stateLit(queue.Delivering)+` AND (l.expires_at IS NULL OR l.expires_at <= ? OR l.holder <> ?)`, sqlitedb.Millis(s.Now()), holder)
 }
 
+// Interruption is a claim for delivery that an earlier run of the service
+// made and never finished: the message, still delivering, and when it was
+// claimed (one time for the messages of one delivery).
+type Interruption struct {
+	Message   queue.Message
+	ClaimedAt time.Time
+}
+
+// Interrupted lists the claims ExpiredLeases finds, oldest message first,
+// with the time each was claimed.
+func (s *Deliveries) Interrupted(ctx context.Context, holder string) ([]Interruption, error) {
+	rows, err := s.DB.Query(ctx, `SELECT `+messageColumns+`, COALESCE(l.acquired_at, 0)
+		FROM message_rows m LEFT JOIN delivery_leases l ON l.message_id = m.id
+		WHERE m.state = `+stateLit(queue.Delivering)+` AND (l.expires_at IS NULL OR l.expires_at <= ? OR l.holder <> ?)
+		ORDER BY m.created_at, m.id`, sqlitedb.Millis(s.Now()), holder)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Interruption
+	for rows.Next() {
+		var claimed int64
+		m, err := scanMessage(scanTail{rows, []any{&claimed}})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Interruption{Message: m, ClaimedAt: sqlitedb.FromMillis(claimed)})
+	}
+	return out, rows.Err()
+}
+
+// scanTail scans a row of a message's columns followed by tail's.
+type scanTail struct {
+	row  scanner
+	tail []any
+}
+
+func (s scanTail) Scan(dest ...any) error { return s.row.Scan(append(dest, s.tail...)...) }
+
 // DueAcks lists messages whose ack deadline has passed.
 func (s *Deliveries) DueAcks(ctx context.Context) ([]string, error) {
 	return s.ids(ctx, `SELECT id FROM message_rows WHERE state = `+stateLit(queue.AwaitingAck)+` AND ack_deadline_at <= ?`, sqlitedb.Millis(s.Now()))
