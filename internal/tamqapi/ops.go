@@ -4,7 +4,11 @@
 // typed client in internal/tamqclient. See docs/protocol.md.
 package tamqapi
 
-import "time"
+import (
+	"time"
+
+	"github.com/tmux-amq/tamq/internal/queue"
+)
 
 // tamq's operations.
 const (
@@ -46,6 +50,25 @@ type EndpointWindow struct {
 	// such a window back. "" while it runs, or when nothing is known.
 	Ended      string `json:"ended,omitempty"`
 	ExitStatus *int   `json:"exit_status,omitempty"`
+}
+
+// Liveness is a window's life in one word or a few, as status and top show
+// it: alive; its agent EXITED, with the status it exited with; its window
+// CLOSED; or GONE, with nothing more known (its tmux server is gone).
+func (w EndpointWindow) Liveness() string {
+	switch {
+	case w.Alive:
+		return "alive"
+	case w.Ended == string(queue.AgentExited):
+		status := -1
+		if w.ExitStatus != nil {
+			status = *w.ExitStatus
+		}
+		return "agent EXITED" + queue.ExitText(status)
+	case w.Ended == string(queue.WindowClosed):
+		return "window CLOSED"
+	}
+	return "GONE"
 }
 
 // Endpoint is a tmux server tamq delivers into.

@@ -13,7 +13,6 @@ import (
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/errs"
-	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/status"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
@@ -218,7 +217,7 @@ func printStatus(a *app.App, r api.StatusReport) {
 		}
 		line(section, "%s %s, tmux %s", ep.ID, ep.State, ep.TmuxSocket)
 		for _, w := range ep.Windows {
-			alive := liveness(w)
+			alive := w.Liveness()
 			cmd := w.Command
 			if cmd == "" {
 				cmd = "(shell)"
@@ -243,25 +242,6 @@ func printStatus(a *app.App, r api.StatusReport) {
 		}
 	}
 	tw.Flush()
-}
-
-// liveness is a window's life in status: alive; its agent EXITED, with
-// the status it exited with; its window CLOSED; or GONE, with nothing more
-// known (its tmux server is gone).
-func liveness(w api.EndpointWindow) string {
-	switch {
-	case w.Alive:
-		return "alive"
-	case w.Ended == string(queue.AgentExited):
-		status := -1
-		if w.ExitStatus != nil {
-			status = *w.ExitStatus
-		}
-		return "agent EXITED" + queue.ExitText(status)
-	case w.Ended == string(queue.WindowClosed):
-		return "window CLOSED"
-	}
-	return "GONE"
 }
 
 func bytesText(n int64) string {

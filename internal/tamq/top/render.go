@@ -131,7 +131,7 @@ func renderTamq(b *frame, s Snapshot) {
 		b.add(fmt.Sprintf("  endpoint %s: %s, tmux %s, %s", esc(ep.ID), esc(ep.State), esc(ep.TmuxSocket), plural(len(ep.Windows), "window")))
 		rows := [][]string{{"REPO", "MODE", "AGENT", "BROKER", "PROMPT", "QUEUED", "NOTE"}}
 		for _, w := range ep.Windows {
-			rows = append(rows, []string{cut(esc(w.Repo), repoCells), esc(w.Mode), alive(w), yesNo(w.Broker), atPrompt(w),
+			rows = append(rows, []string{cut(esc(w.Repo), repoCells), esc(w.Mode), agentCell(w), yesNo(w.Broker), atPrompt(w),
 				fmt.Sprint(w.Waiting), esc(w.WaitReason)})
 		}
 		b.table("    ", rows)
@@ -296,9 +296,19 @@ func counts(m map[string]int, known []string) string {
 	return strings.Join(parts, ", ")
 }
 
-func alive(w tamqapi.EndpointWindow) string {
-	if w.Alive {
+// agentCell is a window's life in a few letters, as the table has room for:
+// alive; EXITED and its status (tamq status says what the status means);
+// CLOSED, its window closed; GONE, its tmux server gone.
+func agentCell(w tamqapi.EndpointWindow) string {
+	switch {
+	case w.Alive:
 		return "alive"
+	case w.Ended == string(queue.AgentExited) && w.ExitStatus != nil:
+		return fmt.Sprintf("EXITED %d", *w.ExitStatus)
+	case w.Ended == string(queue.AgentExited):
+		return "EXITED"
+	case w.Ended == string(queue.WindowClosed):
+		return "CLOSED"
 	}
 	return "GONE"
 }

@@ -39,9 +39,11 @@ func engineUp(receipts ...api.Receipt) EngineSource {
 	}}
 }
 
+var exitedWith = 127
+
 var windows = []tamqapi.EndpointWindow{
 	{Repo: "alpha", Mode: "trigger", Alive: true, Broker: true},
-	{Repo: "beta", Mode: "manual", Alive: false, Waiting: 2, WaitReason: "the agent in its window has exited"},
+	{Repo: "beta", Mode: "manual", Alive: false, Waiting: 2, WaitReason: "the agent in its window has exited", Ended: "exited", ExitStatus: &exitedWith},
 	{Repo: "gamma", Mode: "trigger", Alive: true, Broker: true, Waiting: 1, WaitReason: "the agent is not at its prompt: a dialog shows"},
 }
 
@@ -60,10 +62,10 @@ func TestRender(t *testing.T) {
 			"tamq: running, pid 1234, up 3m12s, version v0.1.0",
 			"queue: queued 3, delivering 0, injected 0, awaiting_ack 2, acknowledged 7, failed 0",
 			"endpoint tmux-amq-42: connected, tmux /tmp/tmux-1000/default, 3 windows",
-			"REPO   MODE     AGENT  BROKER  PROMPT  QUEUED  NOTE",
-			"alpha  trigger  alive  yes     -       0\n",
-			"beta   manual   GONE   no      -       2       the agent in its window has exited",
-			"gamma  trigger  alive  yes     no      1       the agent is not at its prompt",
+			"REPO   MODE     AGENT       BROKER  PROMPT  QUEUED  NOTE",
+			"alpha  trigger  alive       yes     -       0\n",
+			"beta   manual   EXITED 127  no      -       2       the agent in its window has exited",
+			"gamma  trigger  alive       yes     no      1       the agent is not at its prompt",
 			"statehub: http://127.0.0.1:8000 reachable, 4 receipts unpublished, via engine, last published 5s ago",
 			"coordination: attached: tmux-amq-42 as ce-1",
 			"coordination-engine: running, pid 2345, up 1m0s",
