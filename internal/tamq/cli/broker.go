@@ -138,14 +138,24 @@ holds. The exit status is the agent's.`,
 				args := api.BrokerSessionArgs{Repo: repo, Socket: tmux.ChoosePath("", a.Getenv), Pane: pane}
 				go sess.run(sessionCtx, client.New(p), args)
 			}
+			// tmux does not always learn how a pane's process ended
+			// (tmux.ExitOption): the broker says it, for the start check,
+			// status and what a restart reopens, also when a shutdown's
+			// SIGTERM ends it.
+			recordExit := func(int) {}
+			if pane := a.Getenv("TMUX_PANE"); pane != "" && a.Getenv("TMUX") != "" {
+				recordExit = func(code int) {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					defer cancel()
+					_ = tmux.ServerAt(tmux.ChoosePath("", a.Getenv), a.Getenv).SetPaneExit(ctx, pane, code)
+				}
+				stopTerm := recordTerm(recordExit)
+				defer stopTerm()
+			}
 			code, err := relay.Run()
 			endSession()
-			if pane := a.Getenv("TMUX_PANE"); pane != "" && a.Getenv("TMUX") != "" && err == nil {
-				// tmux does not always learn how a pane's process ended
-				// (tmux.ExitOption): the start check and status read it here.
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				_ = tmux.ServerAt(tmux.ChoosePath("", a.Getenv), a.Getenv).SetPaneExit(ctx, pane, code)
-				cancel()
+			if err == nil {
+				recordExit(code)
 			}
 			model.Close() // the agent's last block goes into the outbox
 			waiting := func(n int) {
@@ -185,6 +195,25 @@ func sendLine(p paths.Paths) func(ctx context.Context, m api.SendArgs) error {
 		}
 		return err
 	}
+}
+
+// recordTerm makes a SIGTERM to the broker end it as before (killed by the
+// signal, its agent hung up with the terminal), after record has noted the
+// status a shell gives such an end, 143. The returned func stops it.
+func recordTerm(record func(int)) (stop func()) {
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-term:
+			record(128 + int(syscall.SIGTERM))
+			signal.Reset(syscall.SIGTERM)
+			syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		case <-done:
+		}
+	}()
+	return func() { signal.Stop(term); close(done) }
 }
 
 // reapOrphans collects the exit status of the orphans the broker adopted
