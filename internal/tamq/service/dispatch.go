@@ -86,7 +86,7 @@ func (d *dispatcher) run(ctx context.Context) {
 			earliest(d.clock.Now().Add(time.Second))
 		}
 		connected, err := d.endpoints.connected(ctx)
-		if err != nil {
+		if err != nil && ctx.Err() == nil { // a shutdown cancels the read: no error of its own
 			d.log.Error("cannot read endpoints", "error", err.Error())
 		}
 		now := d.clock.Now()

@@ -148,7 +148,9 @@ func (s *watcher) watchOnce(ctx context.Context, now time.Time) {
 	s.mu.Unlock()
 	eps, err := s.endpoints.known(ctx)
 	if err != nil {
-		s.log.Error("cannot read endpoints", "error", err.Error())
+		if ctx.Err() == nil { // a shutdown cancels the read: no error of its own
+			s.log.Error("cannot read endpoints", "error", err.Error())
+		}
 		// What was asked is still owed, at the next tick.
 		s.mu.Lock()
 		s.listAll = s.listAll || all
