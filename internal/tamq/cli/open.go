@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -157,6 +158,11 @@ func runOpen(cmd *cobra.Command, a *app.App, o openOptions, slugs []string) (err
 		// the exit status.
 		defer func() { err = startError(failed[0]) }()
 	}
+	if len(rec.Windows) > 0 {
+		if hint := whereWindows(ctx, a.Getenv, o.tmuxSocket, res.Endpoint.TmuxSocket); hint != "" {
+			a.Notef("%s", hint)
+		}
+	}
 	if a.JSON {
 		return a.PrintJSON(rec)
 	}
@@ -176,6 +182,51 @@ func runOpen(cmd *cobra.Command, a *app.App, o openOptions, slugs []string) (err
 		a.Printf("%s %s: window %s, pane %s (%s) on %s\n", verb, esc(w.Repo), esc(w.WindowID), esc(w.PaneID), esc(mode), esc(rec.EndpointID))
 	}
 	return nil
+}
+
+// whereWindows says how to see the windows an open put in session tamq,
+// which nothing shows by itself (issue 40): from outside tmux, the attach
+// command for the server they are on; from inside tmux, switch-client when
+// that is the same server and the caller is in another session; a server
+// other than the caller's can only be attached from outside tmux. "" when
+// the caller already is in session tamq.
+func whereWindows(ctx context.Context, getenv func(string) string, tmuxSocket, socket string) string {
+	server := "tmux "
+	switch {
+	case strings.Contains(tmuxSocket, "/"):
+		server += "-S " + shellWord(tmuxSocket) + " "
+	case tmuxSocket != "":
+		server += "-L " + shellWord(tmuxSocket) + " "
+	}
+	attach := server + "attach -t " + workspace.SessionName
+	inside := getenv("TMUX")
+	if inside == "" {
+		return fmt.Sprintf("the windows are in tmux session %s; to see them: %s", workspace.SessionName, attach)
+	}
+	// $TMUX is "socket,server pid,session id" of the client's session.
+	fields := strings.Split(inside, ",")
+	if fields[0] != socket {
+		if server == "tmux " {
+			server += "-S " + shellWord(socket) + " "
+		}
+		return fmt.Sprintf("the windows are in session %s of another tmux server than yours; to see them, from a terminal outside tmux: %sattach -t %s", workspace.SessionName, server, workspace.SessionName)
+	}
+	id, err := tmux.Server{Socket: socket}.Run(ctx, nil, "display-message", "-p", "-t", "="+workspace.SessionName+":", "#{session_id}")
+	if err == nil && len(fields) == 3 && strings.TrimSpace(id) == "$"+fields[2] {
+		return ""
+	}
+	return fmt.Sprintf("the windows are in tmux session %s; to switch to it: tmux switch-client -t %s", workspace.SessionName, workspace.SessionName)
+}
+
+// shellWord quotes s for a shell when it holds anything but the characters
+// of plain names and paths, so that a printed command runs as written.
+func shellWord(s string) string {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./+:@%=", r)) {
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+	}
+	return s
 }
 
 // closeFailed closes the windows whose command did not start (nothing in

@@ -1,8 +1,11 @@
 package cli_test
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
 // --mode trigger refuses a command whose program runs behind a wrapper
@@ -33,5 +36,42 @@ func TestTriggerModeRefusesWrappers(t *testing.T) {
 	}
 	if r := e.Run(t, "tamq", "ping"); r.Status == 0 {
 		t.Errorf("a refused open started the service")
+	}
+}
+
+// After an open, stderr says once how to see the windows (issue 40): from
+// outside tmux the attach command for the server they went to (-L as
+// given), from inside tmux in another session the switch-client command;
+// nothing with --quiet, nor when the caller is in session tamq already.
+func TestOpenSaysHowToSeeTheWindows(t *testing.T) {
+	t.Parallel()
+	e, tm := newWorkspace(t)
+	e.Gita(t, "beta")
+	attach := "tamq: the windows are in tmux session tamq; to see them: tmux -L " + tm.Name + " attach -t tamq\n"
+	r := e.Tamq(t, "open", "--tmux-socket", tm.Name, "alpha", "beta")
+	if strings.Count(r.Stderr, "to see them") != 1 || !strings.Contains(r.Stderr, attach) {
+		t.Errorf("open outside tmux: %s", r)
+	}
+	if r := e.Tamq(t, "open", "--quiet", "--tmux-socket", tm.Name, "alpha"); r.Stderr != "" {
+		t.Errorf("open --quiet: %s", r)
+	}
+
+	// Inside tmux: $TMUX names the server's socket and the client's session.
+	socket := tm.Must(t, "display-message", "-p", "-t", "=work:", "#{socket_path}")
+	inSession := func(session string) []string {
+		id := tm.Must(t, "display-message", "-p", "-t", "="+session+":", "#{session_id}")
+		return append(append([]string{}, e.Vars...), "TMUX="+socket+",1,"+strings.TrimPrefix(id, "$"))
+	}
+	ctx := context.Background()
+	cmd := e.Command(ctx, "tamq", "open", "alpha")
+	cmd.Env = inSession("work")
+	if r := testutil.RunCmd(t, cmd); r.Status != 0 || !strings.Contains(r.Stderr, "tamq: the windows are in tmux session tamq; to switch to it: tmux switch-client -t tamq\n") ||
+		strings.Contains(r.Stderr, "attach") {
+		t.Errorf("open inside tmux, session work: %s", r)
+	}
+	cmd = e.Command(ctx, "tamq", "open", "alpha")
+	cmd.Env = inSession("tamq")
+	if r := testutil.RunCmd(t, cmd); r.Status != 0 || r.Stderr != "" {
+		t.Errorf("open inside tmux, session tamq: %s", r)
 	}
 }
