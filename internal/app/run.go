@@ -20,6 +20,7 @@ func Run(a *App, root *cobra.Command, args []string) int {
 	root.SetIn(a.In)
 	root.SetOut(a.Out)
 	root.SetErr(a.Err)
+	explainBashCompletion(root, args)
 	cmd, err := root.ExecuteC()
 	if err == nil {
 		return 0
