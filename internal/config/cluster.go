@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // Cluster is the engine's [cluster] section: the etcd cluster that several
@@ -160,21 +162,21 @@ func checkEndpoint(raw string) (scheme, host string, err error) {
 	u, err := url.Parse(raw)
 	if err == nil && u.Scheme == "unix" {
 		if u.Host != "" || !strings.HasPrefix(u.Path, "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-			return "", "", fmt.Errorf("%q must be unix:// and a socket's absolute path, as unix:///run/etcd/etcd.sock", raw)
+			return "", "", fmt.Errorf("%q must be unix:// and a socket's absolute path, as unix:///run/etcd/etcd.sock", textsafe.RedactURL(raw))
 		}
 		return "unix", "", nil
 	}
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", "", fmt.Errorf("%q must be http://host:port, https://host:port or unix:///path", raw)
+		return "", "", fmt.Errorf("%q must be http://host:port, https://host:port or unix:///path", textsafe.RedactURL(raw))
 	}
 	if u.User != nil {
-		return "", "", fmt.Errorf("%q must not contain credentials; use cluster.credential_command", raw)
+		return "", "", fmt.Errorf("%q must not contain credentials; use cluster.credential_command", textsafe.RedactURL(raw))
 	}
 	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-		return "", "", fmt.Errorf("%q must be only a scheme, host and port", raw)
+		return "", "", fmt.Errorf("%q must be only a scheme, host and port", textsafe.RedactURL(raw))
 	}
 	if _, port, err := net.SplitHostPort(u.Host); err != nil || port == "" {
-		return "", "", fmt.Errorf("%q has no port (etcd's client port is usually 2379)", raw)
+		return "", "", fmt.Errorf("%q has no port (etcd's client port is usually 2379)", textsafe.RedactURL(raw))
 	}
 	return u.Scheme, u.Hostname(), nil
 }

@@ -110,7 +110,9 @@ func TestClusterValidation(t *testing.T) {
 	tests := []struct{ name, content, want string }{
 		{"no scheme", "etcd_endpoints = [\"127.0.0.1:2379\"]\n", `cluster.etcd_endpoints: entry 1: "127.0.0.1:2379" must be http://host:port, https://host:port or unix:///path`},
 		{"no port", "etcd_endpoints = [\"http://etcd\"]\n", "has no port"},
-		{"credentials", "etcd_endpoints = [\"http://root:pw@etcd:2379\"]\n", "must not contain credentials; use cluster.credential_command"},
+		// The refusal does not repeat the password it refuses.
+		{"credentials", "etcd_endpoints = [\"http://root:pw@etcd:2379\"]\n", `"http://REDACTED@etcd:2379" must not contain credentials; use cluster.credential_command`},
+		{"a token in the query", "etcd_endpoints = [\"http://etcd:2379/?token=pw\"]\n", `"http://etcd:2379/?token=REDACTED" must be only a scheme, host and port`},
 		{"path", "etcd_endpoints = [\"http://etcd:2379/v3\"]\n", "only a scheme, host and port"},
 		{"mixed", "etcd_endpoints = [\"http://a:2379\", \"https://b:2379\"]\n", "mixes http:// and https://"},
 		{"tls over http", ep + "tls_ca_file = \"/etc/ca.pem\"\n", "tls_* files are set but the endpoints are http://"},

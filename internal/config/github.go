@@ -198,7 +198,7 @@ func (c *Config) validateHub() error {
 func githubAPIBase(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return fmt.Errorf("%q must be GitHub's API root, as %s or https://HOST/api/v3", raw, DefaultGitHubAPIBase)
+		return fmt.Errorf("%q must be GitHub's API root, as %s or https://HOST/api/v3", textsafe.RedactURL(raw), DefaultGitHubAPIBase)
 	}
 	switch u.Scheme {
 	case "https":
@@ -207,7 +207,7 @@ func githubAPIBase(raw string) error {
 		if a, err := netip.ParseAddr(u.Hostname()); (err == nil && a.Unmap().IsLoopback()) || u.Hostname() == "localhost" {
 			return nil
 		}
-		return fmt.Errorf("%q is http:// to another machine: GitHub's token goes over https only (http:// is for a loopback address, in tests)", raw)
+		return fmt.Errorf("%q is http:// to another machine: GitHub's token goes over https only (http:// is for a loopback address, in tests)", textsafe.RedactURL(raw))
 	}
-	return fmt.Errorf("%q must be an https:// URL (GitHub's API root, as %s)", raw, DefaultGitHubAPIBase)
+	return fmt.Errorf("%q must be an https:// URL (GitHub's API root, as %s)", textsafe.RedactURL(raw), DefaultGitHubAPIBase)
 }

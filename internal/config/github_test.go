@@ -127,6 +127,15 @@ func TestGitHubValidation(t *testing.T) {
 			}
 		})
 	}
+	// A token in the URL is refused (validateAPIBase, for every kind), and
+	// the refusal does not repeat it.
+	for _, base := range []string{"https://x:secret@ghe.example.com/api/v3", "https://secret@api.github.com", "https://api.github.com/?access_token=secret"} {
+		content := "[statehub]\nkind = \"github\"\napi_base = \"" + base + "\"\n"
+		_, err := Load(setupFor(t, paths.Engine, &content, nil))
+		if !errs.Is(err, errs.ConfigInvalid) || !strings.Contains(err.Error(), "statehub.api_base") || strings.Contains(err.Error(), "secret") {
+			t.Errorf("%s: %v, want a config error naming statehub.api_base without the secret", base, err)
+		}
+	}
 	// http on loopback is for tests, and allowed.
 	ok := "[statehub]\nkind = \"github\"\napi_base = \"http://127.0.0.1:9/api/v3\"\n"
 	if _, err := Load(setupFor(t, paths.Engine, &ok, nil)); err != nil {

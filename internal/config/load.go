@@ -106,24 +106,32 @@ func load(p paths.Paths, data []byte, exists bool) (*Loaded, error) {
 	}
 	l.Cluster.fillDefaults(osHostname)
 	if err := l.Validate(); err != nil {
-		return nil, errs.New(errs.ConfigInvalid, "%s", l.describe(err))
+		msg, variable := l.describe(err)
+		e := errs.New(errs.ConfigInvalid, "%s", msg)
+		if variable != "" {
+			// The file may not even exist: the fix is the variable's, and
+			// doctor's fix and the CLI's hint must say so.
+			e = e.WithHint("fix or unset the environment variable %s (it overrides the config file %s)", variable, l.File)
+		}
+		return nil, e
 	}
 	l.Version = l.Config.Version(p.Program)
 	l.profileRef = l.Config.ProfileRef()
 	return l, nil
 }
 
-// describe names where a bad value came from: the environment or the file.
-func (l *Loaded) describe(err error) string {
+// describe names where a bad value came from: the environment (variable is
+// then its name) or the file.
+func (l *Loaded) describe(err error) (msg, variable string) {
 	var fe *fieldError
 	if errors.As(err, &fe) {
 		for _, o := range l.Overrides {
 			if key, variable, _ := strings.Cut(o, " from "); key == fe.key {
-				return fmt.Sprintf("%s: %s", variable, fe.problem)
+				return fmt.Sprintf("%s: %s", variable, fe.problem), variable
 			}
 		}
 	}
-	return fmt.Sprintf("config %s: %v", l.File, err)
+	return fmt.Sprintf("config %s: %v", l.File, err), ""
 }
 
 func pathErrCause(err error) error {

@@ -9,6 +9,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/policy"
 	"github.com/tmux-amq/tamq/internal/prompt"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // fieldError is a validation problem of one key.
@@ -152,22 +153,22 @@ func (c *Config) profileNames() []string {
 func validateAPIBase(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("%q is not a URL", raw)
+		return fmt.Errorf("%q is not a URL", textsafe.RedactURL(raw))
 	}
 	if u.Scheme == "unix" {
 		if u.Host != "" || !strings.HasPrefix(u.Path, "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-			return fmt.Errorf("%q must be unix:// and a socket's absolute path, as unix:///run/user/1000/statehub.sock", raw)
+			return fmt.Errorf("%q must be unix:// and a socket's absolute path, as unix:///run/user/1000/statehub.sock", textsafe.RedactURL(raw))
 		}
 		return nil
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return fmt.Errorf("%q must be an absolute http:// or https:// URL, or unix:// and a socket's path", raw)
+		return fmt.Errorf("%q must be an absolute http:// or https:// URL, or unix:// and a socket's path", textsafe.RedactURL(raw))
 	}
 	if u.User != nil {
 		return fmt.Errorf("must not contain credentials; use statehub.credential_command")
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("%q must not have a query or fragment", raw)
+		return fmt.Errorf("%q must not have a query or fragment", textsafe.RedactURL(raw))
 	}
 	return nil
 }

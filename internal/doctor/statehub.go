@@ -9,6 +9,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/statehub"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // StateHub checks that State Hub answers HTTP at statehub.api_base. Whether
@@ -16,8 +17,9 @@ import (
 // Hub, the engine watches it. reachable says whether it answered.
 func StateHub(ctx context.Context, cfg *config.Loaded, unreachable Status, why string) (c Check, reachable bool) {
 	const name = "statehub"
-	base := cfg.StateHub.APIBase
-	err := statehub.Probe(ctx, base, HTTPTimeout)
+	// base is printed only: Probe takes the address itself.
+	base := textsafe.RedactURL(cfg.StateHub.APIBase)
+	err := statehub.Probe(ctx, cfg.StateHub.APIBase, HTTPTimeout)
 	if errs.Is(err, errs.PermissionDeny) {
 		// Another user's listener where State Hub should be: a failure for
 		// both programs, whatever they do without State Hub.
@@ -69,5 +71,5 @@ func StateHubAuth(ctx context.Context, cfg *config.Loaded, reachable bool, other
 		return fail(name, err.Error(), "make "+setting+" print a token State Hub accepts")
 	}
 	return Check{Name: name, Status: other, Detail: err.Error(),
-		Fix: fmt.Sprintf("check that statehub.api_base (%s) is State Hub's API: GET /v1/workplans must answer as docs/statehub-contract.md says", cfg.StateHub.APIBase)}
+		Fix: fmt.Sprintf("check that statehub.api_base (%s) is State Hub's API: GET /v1/workplans must answer as docs/statehub-contract.md says", textsafe.RedactURL(cfg.StateHub.APIBase))}
 }

@@ -79,7 +79,7 @@ func (c *Client) failed(err error) error {
 	if e := refusal(err); e != nil {
 		return e
 	}
-	return errs.Wrap(errs.Unavailable, unwrapURL(err), "State Hub at %s is not reachable", c.Base)
+	return errs.Wrap(errs.Unavailable, unwrapURL(err), "State Hub at %s is not reachable", textsafe.RedactURL(c.Base))
 }
 
 // redirected is the error for a 3xx answer: a redirect is never followed,
@@ -242,7 +242,7 @@ func (c *Client) Events(ctx context.Context, onConnected, onEvent func()) error 
 	tgt, hc, _ := c.conn()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tgt.prefix+"/v1/events", nil)
 	if err != nil {
-		return errs.Wrap(errs.ConfigInvalid, err, "State Hub address %s", c.Base)
+		return errs.Wrap(errs.ConfigInvalid, err, "State Hub address %s", textsafe.RedactURL(c.Base))
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	if token != "" {
@@ -331,7 +331,7 @@ func (c *Client) once(ctx context.Context, method, path, etag, token string, bod
 	}
 	req, err := http.NewRequestWithContext(ctx, method, tgt.prefix+path, bytes.NewReader(body))
 	if err != nil {
-		return 0, "", errs.Wrap(errs.ConfigInvalid, err, "State Hub address %s", c.Base)
+		return 0, "", errs.Wrap(errs.ConfigInvalid, err, "State Hub address %s", textsafe.RedactURL(c.Base))
 	}
 	req.Header.Set("Accept", "application/json")
 	if body != nil {

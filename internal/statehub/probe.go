@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // Probe reports whether State Hub answers HTTP at apiBase at all; any HTTP
@@ -35,7 +37,7 @@ func (c *Client) Probe(ctx context.Context, timeout time.Duration) error {
 		if e := refusal(err); e != nil {
 			return e
 		}
-		return fmt.Errorf("State Hub at %s is not reachable: %w", apiBase, unwrapURL(err))
+		return fmt.Errorf("State Hub at %s is not reachable: %w", textsafe.RedactURL(apiBase), unwrapURL(err))
 	}
 	resp.Body.Close()
 	return nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/sockowner"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 // The token goes to our own State Hub only, and only our own State Hub's
@@ -44,12 +45,12 @@ type target struct {
 func parseTarget(base string) (target, error) {
 	u, err := url.Parse(base)
 	if err != nil {
-		return target{}, errs.New(errs.ConfigInvalid, "State Hub address %q is not a URL", base)
+		return target{}, errs.New(errs.ConfigInvalid, "State Hub address %q is not a URL", textsafe.RedactURL(base))
 	}
 	switch u.Scheme {
 	case "unix":
 		if u.Host != "" || !strings.HasPrefix(u.Path, "/") {
-			return target{}, errs.New(errs.ConfigInvalid, "State Hub address %q must be unix:// and a socket's absolute path", base)
+			return target{}, errs.New(errs.ConfigInvalid, "State Hub address %q must be unix:// and a socket's absolute path", textsafe.RedactURL(base))
 		}
 		// The host is a placeholder: the socket is the address.
 		return target{prefix: "http://localhost", socket: u.Path, scheme: "unix"}, nil
@@ -59,7 +60,7 @@ func parseTarget(base string) (target, error) {
 		}
 		return target{prefix: strings.TrimRight(base, "/"), scheme: u.Scheme, host: u.Hostname()}, nil
 	}
-	return target{}, errs.New(errs.ConfigInvalid, "State Hub address %q must be an http://, https:// or unix:// URL", base)
+	return target{}, errs.New(errs.ConfigInvalid, "State Hub address %q must be an http://, https:// or unix:// URL", textsafe.RedactURL(base))
 }
 
 // loopbackHost reports whether host names this machine's loopback interface.
@@ -74,7 +75,7 @@ func loopbackHost(host string) bool {
 // tokenAllowed refuses to send a token in clear to another machine.
 func (t target) tokenAllowed(base string) error {
 	if t.scheme == "http" && !loopbackHost(t.host) {
-		return errs.New(errs.ConfigInvalid, "statehub.api_base %s is http:// to %s, which is not this machine: State Hub's token goes to another host over https only", base, t.host).
+		return errs.New(errs.ConfigInvalid, "statehub.api_base %s is http:// to %s, which is not this machine: State Hub's token goes to another host over https only", textsafe.RedactURL(base), t.host).
 			WithHint("use https://%s…, or a State Hub on this machine (unix:// or 127.0.0.1)", t.host)
 	}
 	return nil

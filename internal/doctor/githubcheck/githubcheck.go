@@ -10,6 +10,7 @@ package githubcheck
 import (
 	"context"
 	"fmt"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 	"slices"
 	"strings"
 	"time"
@@ -27,7 +28,7 @@ const LowBudget = 0.1
 
 // Run checks GitHub as the engine reads it, through d, the driver of cfg.
 func Run(ctx context.Context, d *github.Driver, cfg *config.Loaded) []doctor.Check {
-	base := cfg.StateHub.APIBase
+	base := textsafe.RedactURL(cfg.StateHub.APIBase) // printed only
 	if err := d.Probe(ctx, doctor.HTTPTimeout); err != nil {
 		return []doctor.Check{fail("statehub", err.Error(), fixOf(err, fmt.Sprintf("check the network, or statehub.api_base (%s) in %s", base, cfg.File)))}
 	}

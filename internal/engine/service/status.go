@@ -15,6 +15,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/statehub"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
@@ -90,7 +91,7 @@ func (sh *statusHandlers) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc
 	hubReport(sh.opts.Hub, &r.StateHub)
 	if sh.claimer.on() {
 		held, lastErr := sh.claimer.report()
-		r.Cluster = &api.ClusterStatus{HostID: sh.opts.HostID, Endpoints: sh.opts.Config.Cluster.EtcdEndpoints, Claims: held, Error: lastErr}
+		r.Cluster = &api.ClusterStatus{HostID: sh.opts.HostID, Endpoints: redactAll(sh.opts.Config.Cluster.EtcdEndpoints), Claims: held, Error: lastErr}
 		r.Cluster.Others, r.Cluster.ReadAt = sh.claimer.reportOthers()
 	}
 	Judge(&r)
@@ -108,7 +109,7 @@ func Collect(ctx context.Context, p paths.Paths, cfg *config.Loaded, registry fu
 	}
 	r.SQLite = daemon.DatabaseStatus(ctx, nil, p.Database, store.Migrations)
 	r.Registry = daemon.RegistryStatus(registry)
-	r.StateHub = api.StateHubStatus{Kind: hub.Kind(), APIBase: cfg.StateHub.APIBase, CredentialsConfigured: cfg.HasCredentialCommand(),
+	r.StateHub = api.StateHubStatus{Kind: hub.Kind(), APIBase: textsafe.RedactURL(cfg.StateHub.APIBase), CredentialsConfigured: cfg.HasCredentialCommand(),
 		Receipts: hub.Offers().Receipts}
 	if err := hub.Probe(ctx, probeTimeout); err != nil {
 		r.StateHub.Error = err.Error()
@@ -184,6 +185,16 @@ func (sh *statusHandlers) waitingStatus(ctx context.Context) api.WaitingStatus {
 			}
 		}
 		out.Triggers = append(out.Triggers, wt)
+	}
+	return out
+}
+
+// redactAll is urls fit to print (textsafe.RedactURL), for the status a
+// person or a script reads.
+func redactAll(urls []string) []string {
+	out := make([]string, len(urls))
+	for i, u := range urls {
+		out[i] = textsafe.RedactURL(u)
 	}
 	return out
 }

@@ -109,7 +109,7 @@ func New(o Options) (*Driver, error) {
 	}
 	api, err := url.Parse(strings.TrimRight(o.APIBase, "/") + "/")
 	if err != nil || api.Host == "" {
-		return nil, errs.New(errs.ConfigInvalid, "statehub.api_base %q is not GitHub's API root", o.APIBase)
+		return nil, errs.New(errs.ConfigInvalid, "statehub.api_base %q is not GitHub's API root", textsafe.RedactURL(o.APIBase))
 	}
 	if len(o.Credential) > 0 {
 		if err := statehub.TokenAllowed(o.APIBase); err != nil {
@@ -130,7 +130,7 @@ func New(o Options) (*Driver, error) {
 	base := api.String()
 	d.gh, err = gogh.NewClient(gogh.WithHTTPClient(hc), gogh.WithURLs(&base, &base), gogh.WithDisableRateLimitCheck())
 	if err != nil {
-		return nil, errs.Wrap(errs.ConfigInvalid, err, "GitHub's API root %s", o.APIBase)
+		return nil, errs.Wrap(errs.ConfigInvalid, err, "GitHub's API root %s", textsafe.RedactURL(o.APIBase))
 	}
 	return d, nil
 }
@@ -353,7 +353,7 @@ func (d *Driver) unreachable(err error) error {
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	return errs.Wrap(errs.Unavailable, err, "GitHub's API at %s is not reachable", d.o.APIBase)
+	return errs.Wrap(errs.Unavailable, err, "GitHub's API at %s is not reachable", textsafe.RedactURL(d.o.APIBase))
 }
 
 // refusalOf is a check's own refusal (the credential command, a listener

@@ -19,6 +19,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
@@ -46,7 +47,7 @@ func Collect(ctx context.Context, src Sources) api.StatusReport {
 
 	r.StateHub = api.StateHubStatus{
 		Kind:                  src.Config.StateHub.HubKind(),
-		APIBase:               src.Config.StateHub.APIBase,
+		APIBase:               textsafe.RedactURL(src.Config.StateHub.APIBase),
 		CredentialsConfigured: src.Config.HasCredentialCommand(),
 	}
 	// Another kind than the contract (GitHub) is the engine's to read:
