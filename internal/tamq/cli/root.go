@@ -77,13 +77,15 @@ in those windows. It works on its own; coordination-engine wakes agents through 
 		if len(args) == 0 {
 			return cmd.Help()
 		}
-		// A first word close to a command's name and not a repo is a mistyped
+		// The root form's flags say the words are repos; without them, a
+		// first word close to a command's name and not a repo is a mistyped
 		// command even when a later word is a repo (tamq opne webapp): it
 		// gets the command's did-you-mean, not a lookup of "opne" in gita.
-		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 && !anyRegistered(a, args[:1]) {
+		rootForm := cmd.Flags().Changed("command") || cmd.Flags().Changed("mode")
+		if s := cmd.SuggestionsFor(args[0]); !rootForm && len(s) > 0 && !anyRegistered(a, args[:1]) {
 			return unknownCommandOrRepo(cmd, args[0], s)
 		}
-		if !cmd.Flags().Changed("command") && !cmd.Flags().Changed("mode") && !anyRegistered(a, args) {
+		if !rootForm && !anyRegistered(a, args) {
 			// Neither a repo nor the root form's flags: most likely a mistyped command.
 			return unknownCommandOrRepo(cmd, args[0], nil)
 		}
