@@ -174,6 +174,8 @@ func TestValidationErrors(t *testing.T) {
 		{"unknown top key", "colour = 1\n", nil, "unknown key 'colour' (line 1)"},
 		{"unknown nested key", "[coordination]\nmax_attempt = 3\n", nil, "unknown key 'coordination.max_attempt' (line 2; did you mean 'coordination.max_attempts'?)"},
 		{"unknown key in the wrong table", "max_attempts = 3\n", nil, "unknown key 'max_attempts' (line 1; did you mean 'coordination.max_attempts'?)"},
+		{"unknown key of a profile", "[policy.profiles.x]\nalow = []\n", nil, "unknown key 'policy.profiles.x.alow' (line 2; did you mean 'policy.profiles.x.allow'?)"},
+		{"wrong type in a profile", "[policy.profiles.x]\nallow = \"repo_inspect\"\n", nil, "policy.profiles.x.allow: must be a list of"},
 		{"unknown key far from any", "[coordination]\nzebra = 3\n", nil, "unknown key 'coordination.zebra' (line 2)"},
 		{"two unknown keys", "a = 1\nb = 2\n", nil, "unknown keys 'a' (line 1), 'b' (line 2)"},
 		{"wrong type", "[coordination]\nmax_attempts = \"four\"\n", nil, "line 2, column 16: coordination.max_attempts: must be a whole number, not a string"},

@@ -11,8 +11,8 @@ import (
 
 // keyTypes maps every dotted key a view (Config.View) reads to its Go type,
 // so a message about the file can name a key's kind of value and suggest a
-// key for a misspelt one. The keys under a map (policy.profiles.NAME) are
-// the user's names and are not listed; the map itself is.
+// key for a misspelt one. A map's keys are the user's names: a map of
+// tables has its tables' keys under "*" (policy.profiles.*.allow).
 func keyTypes(view any) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
 	var walk func(t reflect.Type, prefix string)
@@ -41,8 +41,11 @@ func keyTypes(view any) map[string]reflect.Type {
 			}
 			key := prefix + name
 			out[key] = ft
-			if ft.Kind() == reflect.Struct && ft.PkgPath() != "time" {
+			switch {
+			case ft.Kind() == reflect.Struct && ft.PkgPath() != "time":
 				walk(ft, key+".")
+			case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct:
+				walk(ft.Elem(), key+".*.")
 			}
 		}
 	}
@@ -59,6 +62,7 @@ func nearKeys(unknown string, known map[string]reflect.Type) []string {
 	best, bestDist := []string(nil), maxDist+1
 	var elsewhere []string
 	for key := range known {
+		key = instantiate(key, unknown)
 		kp, kl := splitKey(key)
 		if kl == last && kp != parent {
 			elsewhere = append(elsewhere, key)
@@ -81,6 +85,35 @@ func nearKeys(unknown string, known map[string]reflect.Type) []string {
 		best = best[:3]
 	}
 	return best
+}
+
+// instantiate puts key's segments in place of known's "*" (a map's key,
+// the user's name), so policy.profiles.*.allow reads as the key of the
+// profile the file names.
+func instantiate(known, key string) string {
+	if !strings.Contains(known, "*") {
+		return known
+	}
+	ks, us := strings.Split(known, "."), strings.Split(key, ".")
+	for i, seg := range ks {
+		if seg == "*" && i < len(us) {
+			ks[i] = us[i]
+		}
+	}
+	return strings.Join(ks, ".")
+}
+
+// typeOf is the Go type of key, a map's names included, or nil.
+func typeOf(known map[string]reflect.Type, key string) reflect.Type {
+	if t, ok := known[key]; ok {
+		return t
+	}
+	for k, t := range known {
+		if instantiate(k, key) == key {
+			return t
+		}
+	}
+	return nil
 }
 
 func splitKey(key string) (parent, last string) {

@@ -226,7 +226,7 @@ func decodeMessage(file string, err error, known map[string]reflect.Type) string
 		key := strings.Join(de.Key(), ".")
 		msg := strings.TrimPrefix(de.Error(), "toml: ")
 		if m := typeMismatch().FindStringSubmatch(msg); m != nil {
-			msg = mismatchMessage(known[key], m[1], m[2])
+			msg = mismatchMessage(typeOf(known, key), m[1], m[2])
 		} else {
 			msg = goTypeDetail().ReplaceAllString(msg, "a value of type $1")
 		}
