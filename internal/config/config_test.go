@@ -172,9 +172,17 @@ func TestValidationErrors(t *testing.T) {
 	}{
 		{"malformed toml", "[coordination\n", nil, "line 1"},
 		{"unknown top key", "colour = 1\n", nil, "unknown key 'colour' (line 1)"},
-		{"unknown nested key", "[coordination]\nmax_attempt = 3\n", nil, "unknown key 'coordination.max_attempt' (line 2)"},
+		{"unknown nested key", "[coordination]\nmax_attempt = 3\n", nil, "unknown key 'coordination.max_attempt' (line 2; did you mean 'coordination.max_attempts'?)"},
+		{"unknown key in the wrong table", "max_attempts = 3\n", nil, "unknown key 'max_attempts' (line 1; did you mean 'coordination.max_attempts'?)"},
+		{"unknown key of a profile", "[policy.profiles.x]\nalow = []\n", nil, "unknown key 'policy.profiles.x.alow' (line 2; did you mean 'policy.profiles.x.allow'?)"},
+		{"wrong type in a profile", "[policy.profiles.x]\nallow = \"repo_inspect\"\n", nil, "policy.profiles.x.allow: must be a list of"},
+		{"unknown key far from any", "[coordination]\nzebra = 3\n", nil, "unknown key 'coordination.zebra' (line 2)"},
 		{"two unknown keys", "a = 1\nb = 2\n", nil, "unknown keys 'a' (line 1), 'b' (line 2)"},
-		{"wrong type", "[coordination]\nmax_attempts = \"four\"\n", nil, "max_attempts"},
+		{"wrong type", "[coordination]\nmax_attempts = \"four\"\n", nil, "line 2, column 16: coordination.max_attempts: must be a whole number, not a string"},
+		{"wrong type of a named string", "[coordination]\ndelivery_ack_mode = 3\n", nil, "coordination.delivery_ack_mode: must be a quoted string, not an integer"},
+		{"wrong type of a list", "[coordination]\nretry_backoff_seconds = 5\n", nil, "coordination.retry_backoff_seconds: must be a list of whole numbers, not an integer"},
+		{"wrong type of a list item", "[coordination]\nretry_backoff_seconds = [5, \"a\"]\n", nil, "coordination.retry_backoff_seconds: must be a list of whole numbers; an item is a string"},
+		{"wrong type of a table", "sqlite = 3\n", nil, "sqlite: must be a table, not an integer"},
 		{"max_attempts high", "[coordination]\nmax_attempts = 10\n", nil, "coordination.max_attempts: 10 is out of range 0..9"},
 		{"max_attempts negative", "[coordination]\nmax_attempts = -1\n", nil, "coordination.max_attempts: -1 is out of range 0..9"},
 		{engine + "gated high", "[coordination]\nsafety_gated_max_attempts = 10\n", nil, "coordination.safety_gated_max_attempts: 10 is out of range 0..9"},
@@ -361,7 +369,7 @@ func TestProgramsRefuseEachOthersKeys(t *testing.T) {
 			"keys 'coordination.lease_renew_interval_seconds' (line 2), 'coordination.safety_gated_max_attempts' (line 3) are coordination-engine's; tamq does not use them"},
 		{paths.Tamq, "[coordination]\ncontinuation_templates = [\"stop.\"]\n", "key 'coordination.continuation_templates' (line 2) is coordination-engine's; tamq does not use it"},
 		// A misspelling is reported as one, before the other program's keys.
-		{paths.Tamq, "[coordination]\nlease_renew_interval_seconds = 5\nmax_attempt = 3\n", "unknown key 'coordination.max_attempt' (line 3)"},
+		{paths.Tamq, "[coordination]\nlease_renew_interval_seconds = 5\nmax_attempt = 3\n", "unknown key 'coordination.max_attempt' (line 3; did you mean 'coordination.max_attempts'?)"},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.program)+" "+tt.content, func(t *testing.T) {

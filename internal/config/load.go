@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -162,7 +163,7 @@ func Parse(p paths.Program, file string, data []byte) (Config, error) {
 		}
 	}
 	if err != nil {
-		return Config{}, errs.New(errs.ConfigInvalid, "%s", decodeMessage(file, err))
+		return Config{}, errs.New(errs.ConfigInvalid, "%s", decodeMessage(file, err, keyTypes(cfg.View(p))))
 	}
 	if _, ok := cfg.Policy.Profiles[policy.DefaultName]; !ok {
 		if cfg.Policy.Profiles == nil {
@@ -179,38 +180,65 @@ func decodeStrict(data []byte, v any) error {
 	return dec.Decode(v)
 }
 
-// missingKeys names the keys a strict decode did not know, with their lines.
-func missingKeys(strict *toml.StrictMissingError) string {
+// missingKeys names the keys a strict decode did not know, with their lines
+// and, when known is given, the keys each may have meant.
+func missingKeys(strict *toml.StrictMissingError, known map[string]reflect.Type) string {
 	keys := make([]string, 0, len(strict.Errors))
 	for _, e := range strict.Errors {
 		row, _ := e.Position()
-		keys = append(keys, fmt.Sprintf("'%s' (line %d)", strings.Join(e.Key(), "."), row))
+		key := strings.Join(e.Key(), ".")
+		if near := nearKeys(key, known); len(near) > 0 {
+			keys = append(keys, fmt.Sprintf("'%s' (line %d; did you mean %s?)", key, row, quotedOr(near)))
+			continue
+		}
+		keys = append(keys, fmt.Sprintf("'%s' (line %d)", key, row))
 	}
 	return strings.Join(keys, ", ")
+}
+
+func quotedOr(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = "'" + n + "'"
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }
 
 // othersKeys says that the keys strict lists belong to the program other than p.
 func othersKeys(p paths.Program, strict *toml.StrictMissingError) string {
 	if len(strict.Errors) == 1 {
-		return fmt.Sprintf("key %s is %s's; %s does not use it", missingKeys(strict), other(p), p)
+		return fmt.Sprintf("key %s is %s's; %s does not use it", missingKeys(strict, nil), other(p), p)
 	}
-	return fmt.Sprintf("keys %s are %s's; %s does not use them", missingKeys(strict), other(p), p)
+	return fmt.Sprintf("keys %s are %s's; %s does not use them", missingKeys(strict, nil), other(p), p)
 }
 
-func decodeMessage(file string, err error) string {
+// decodeMessage says what is wrong with the file in its own terms: the file,
+// line and key, and for a value of the wrong kind what the key takes ("must
+// be a whole number, not a string"), never the Go type it decodes into.
+// known maps the program's keys to their types (keyTypes).
+func decodeMessage(file string, err error, known map[string]reflect.Type) string {
 	var strict *toml.StrictMissingError
 	if errors.As(err, &strict) {
 		noun := "key"
 		if len(strict.Errors) > 1 {
 			noun = "keys"
 		}
-		return fmt.Sprintf("config %s: unknown %s %s", file, noun, missingKeys(strict))
+		return fmt.Sprintf("config %s: unknown %s %s", file, noun, missingKeys(strict, known))
 	}
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
 		row, col := de.Position()
-		msg := goTypeDetail().ReplaceAllString(strings.TrimPrefix(de.Error(), "toml: "), "a value of type $1")
-		if key := strings.Join(de.Key(), "."); key != "" {
+		key := strings.Join(de.Key(), ".")
+		msg := strings.TrimPrefix(de.Error(), "toml: ")
+		if m := typeMismatch().FindStringSubmatch(msg); m != nil {
+			msg = mismatchMessage(typeOf(known, key), m[1], m[2])
+		} else {
+			msg = goTypeDetail().ReplaceAllString(msg, "a value of type $1")
+		}
+		if key != "" {
 			msg = key + ": " + msg
 		}
 		return fmt.Sprintf("config %s: line %d, column %d: %s", file, row, col, msg)
@@ -219,7 +247,27 @@ func decodeMessage(file string, err error) string {
 	return fmt.Sprintf("config %s: %s", file, strings.TrimPrefix(err.Error(), "toml: "))
 }
 
+// mismatchMessage says what key of type want takes when the file gave a
+// TOML value of kind got; goType is the type the library could not fill,
+// which is a list's item type when an item is wrong.
+func mismatchMessage(want reflect.Type, got, goType string) string {
+	if want == nil {
+		return "must not be " + article(got)
+	}
+	if (want.Kind() == reflect.Slice || want.Kind() == reflect.Array) && !strings.HasPrefix(goType, "[]") {
+		return fmt.Sprintf("must be %s; an item is %s", valueKind(want), article(got))
+	}
+	return fmt.Sprintf("must be %s, not %s", valueKind(want), article(got))
+}
+
+// typeMismatch matches the library's "cannot decode TOML string into struct
+// field X of type int": the TOML kind given and the Go type wanted. X may
+// hold spaces (an anonymous struct), so it is matched loosely.
+var typeMismatch = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^cannot decode TOML ([a-z ]+?) into (?:struct field .+ of type |a value of type )?(\S+)$`)
+})
+
 // goTypeDetail matches the Go struct field the TOML library names in type errors,
 // which means nothing to someone editing the file.
 // It is compiled on first use, since it is needed only for a broken file.
-var goTypeDetail = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`struct field \S+ of type (\S+)`) })
+var goTypeDetail = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`struct field .+ of type (\S+)`) })

@@ -118,7 +118,7 @@ func (r *Registry) Near(slug string, max int) []string {
 	var found []candidate
 	for _, repo := range r.Repos {
 		name := strings.ToLower(repo.Name)
-		dist := editDistance(want, name)
+		dist := EditDistance(want, name)
 		var tier int
 		switch {
 		case name == want:
@@ -184,9 +184,10 @@ func orList(names []string) string {
 	return strings.Join(quoted[:len(quoted)-1], ", ") + " or " + quoted[len(quoted)-1]
 }
 
-// editDistance is the optimal string alignment distance over runes: Levenshtein
-// plus swapping two neighbours, the commonest typo.
-func editDistance(a, b string) int {
+// EditDistance is the optimal string alignment distance over runes: Levenshtein
+// plus swapping two neighbours, the commonest typo. The config's did-you-mean
+// for keys uses it too, so both kinds of name forgive the same typos.
+func EditDistance(a, b string) int {
 	s, t := []rune(a), []rune(b)
 	prev2 := make([]int, len(t)+1)
 	prev := make([]int, len(t)+1)

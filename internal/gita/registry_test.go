@@ -93,8 +93,8 @@ func TestEditDistance(t *testing.T) {
 		{"abc", "acb", 1}, {"kitten", "sitting", 3}, {"héllo", "hello", 1},
 	}
 	for _, tt := range tests {
-		if got := editDistance(tt.a, tt.b); got != tt.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		if got := EditDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("EditDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
 		}
 	}
 }

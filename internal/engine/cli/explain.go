@@ -33,6 +33,8 @@ as "timeline": [{"at", "kind", "text", ...}].
 While the engine is not running, the answer comes from its database as it last
 wrote it, without the observation (a note on stderr says so; the verdict says
 the engine is not running and --json has "offline": true).
+A task it has nothing on (no trigger, and no such task at State Hub's last look)
+is not_found, exit 12: most likely a mistyped id.
 
 --format dot draws the task, its dependencies and its dependents as a Graphviz
 graph with the same facts (render it with ` + "`dot -Tsvg`" + `).`,

@@ -79,6 +79,18 @@ func Explain(ctx context.Context, st *store.Store, task string, view *ExplainVie
 	if err != nil {
 		return res, err
 	}
+	// A task neither State Hub (at the last look) nor the engine's records
+	// know is most likely a mistyped id: not_found, not an answer that
+	// exits 0. Before the first look the engine cannot tell, and answers.
+	switch {
+	case len(trs) > 0:
+	case view == nil:
+		return res, errs.New(errs.NotFound, "task %s: coordination-engine's database has no record of it (the engine is not running, and State Hub is observed only while it runs)", task).
+			WithHint("check the id; to see what State Hub says of it, start the engine (coordination-engine start --detach) and ask again")
+	case view.Observed && !res.Observed:
+		return res, errs.New(errs.NotFound, "task %s: State Hub has no such task (last observed %s) and coordination-engine has no record of it", task, res.ObservedAt.Format(time.RFC3339)).
+			WithHint("check the id: `coordination-engine tasks` lists the tasks State Hub has")
+	}
 	stories := make([]triggerStory, 0, len(trs))
 	for _, t := range trs {
 		et := api.ExplainTrigger{Trigger: api.TriggerOf(t), Leases: []api.ExplainLease{}}
@@ -123,19 +135,9 @@ func Explain(ctx context.Context, st *store.Store, task string, view *ExplainVie
 	res.Verdict = verdict(res)
 	if view == nil {
 		res.Offline = true
-		res.Verdict = "coordination-engine is not running; from its database as last written: " + offlineVerdict(res)
+		res.Verdict = "coordination-engine is not running; from its database as last written: " + verdict(res)
 	}
 	return res, nil
-}
-
-// offlineVerdict is the verdict without an observation: State Hub is
-// looked at only while the engine runs, so without a trigger the database
-// says nothing of the task.
-func offlineVerdict(r api.ExplainResult) string {
-	if len(r.Triggers) == 0 {
-		return "no trigger for " + r.Task + " (State Hub is observed only while the engine runs)"
-	}
-	return verdict(r)
 }
 
 // verdict says in one sentence where the task stands: the live lease of any

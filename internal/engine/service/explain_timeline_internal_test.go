@@ -15,6 +15,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/engine/observe"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
+	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/testutil"
@@ -268,14 +269,18 @@ func TestExplainTimelineOfAGatedTask(t *testing.T) {
 	if got := entries(res.Timeline); !slices.Equal(got, want) || res.Timeline[0].Text != "judged task_actionable (task revision 1): trigger "+held.ID+" for gamma" {
 		t.Errorf("timeline without the first trigger's receipt\n%v\nwant\n%v\n%+v", got, want, res.Timeline[0])
 	}
-	// A task the engine never judged has only its observation; before the
-	// first look, and offline, nothing.
-	none := noErr[api.ExplainResult](t)(Explain(ctx, st, "T-9", view))
-	if got := entries(none.Timeline); !slices.Equal(got, []string{"+2m0s observed"}) || none.Timeline[0].Text != "last observed State Hub: it has no task T-9" {
-		t.Errorf("timeline of a task never seen: %+v", none.Timeline)
+	// A task neither State Hub's last look nor the engine's records know is
+	// not_found, online and offline (a mistyped id must not exit 0); before
+	// the first look the engine cannot tell, and answers with nothing.
+	if _, err := Explain(ctx, st, "T-9", view); !errs.Is(err, errs.NotFound) || !strings.Contains(err.Error(), "task T-9: State Hub has no such task (last observed ") {
+		t.Errorf("explain of a task nobody knows, online: %v; want not_found", err)
 	}
-	if off := noErr[api.ExplainResult](t)(Explain(ctx, st, "T-9", nil)); off.Timeline == nil || len(off.Timeline) != 0 {
-		t.Errorf("timeline offline of a task never seen: %#v", off.Timeline)
+	if _, err := Explain(ctx, st, "T-9", nil); !errs.Is(err, errs.NotFound) || !strings.Contains(err.Error(), "task T-9: coordination-engine's database has no record of it") {
+		t.Errorf("explain of a task nobody knows, offline: %v; want not_found", err)
+	}
+	early := noErr[api.ExplainResult](t)(Explain(ctx, st, "T-9", &ExplainView{}))
+	if early.Verdict != "not woken: State Hub has not been observed yet" || early.Timeline == nil || len(early.Timeline) != 0 {
+		t.Errorf("explain before the first look: %q %#v", early.Verdict, early.Timeline)
 	}
 }
 

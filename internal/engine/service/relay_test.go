@@ -119,8 +119,15 @@ func TestAgentRelaysThroughTheEngine(t *testing.T) {
 		return r
 	}
 
+	// explain of a task State Hub does not have (a mistyped id) is
+	// not_found, exit 12, once the engine has looked.
+	r := run(12, "explain", "T-99")
+	if !strings.Contains(r.Stderr, "task T-99: State Hub has no such task (last observed ") || r.Stdout != "" {
+		t.Errorf("explain T-99: %s", r)
+	}
+
 	// message show
-	r := run(0, "message", "show", "m-1")
+	r = run(0, "message", "show", "m-1")
 	for _, want := range []string{
 		"message m-1 from beta to alpha, requests action, unread, ", "subject: the API is merged\n",
 		"\nBODY-MARKER rebase on main\n\\x1b]52;c;aGk=\\x07 then run the tests\n",

@@ -116,7 +116,14 @@ What each entry is for: docs/agent-setup.md.`,
   tamq agent setup codex net-kingdom railiance-platform
   tamq agent setup gemini --dry-run
   tamq agent setup claude --user-wide`,
-		Args: cobra.MinimumNArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				// Say which agents there are, not cobra's "requires at least 1 arg(s)".
+				return errs.New(errs.Usage, "name the agent to set up, one of %s: %s", strings.Join(setupAgents, ", "), cmd.Parent().CommandPath()+" "+cmd.Use).
+					WithHint("for example 'tamq agent setup claude --dry-run'; run 'tamq agent setup --help' for what each writes")
+			}
+			return nil
+		},
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			if len(args) == 0 {
 				return setupAgents, cobra.ShellCompDirectiveNoFileComp

@@ -491,7 +491,7 @@ func TestAgentSetupRefusesBadInput(t *testing.T) {
 	}{
 		{[]string{"agent", "setup", "aider"}, 2, "tamq: tamq agent setup has no settings to write for aider: it knows claude, codex and gemini\n" +
 			"tamq: hint: tamq has no screen rules or hooks for aider: its broker cannot see when aider takes a wake"},
-		{[]string{"agent", "setup"}, 2, "requires at least 1 arg"},
+		{[]string{"agent", "setup"}, 2, "name the agent to set up, one of claude, codex, gemini"},
 		{[]string{"agent", "bogus"}, 2, `unknown command "bogus" for "tamq agent"`},
 		{[]string{"agent", "setup", "claude", "alhpa"}, 5, "unknown target 'alhpa': not in the gita registry (see `gita ls`); did you mean 'alpha'?"},
 		{[]string{"agent", "setup", "codex", "alpha", "nope"}, 5, "unknown target 'nope'"},

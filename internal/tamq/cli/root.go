@@ -77,17 +77,31 @@ in those windows. It works on its own; coordination-engine wakes agents through 
 		if len(args) == 0 {
 			return cmd.Help()
 		}
-		if !cmd.Flags().Changed("command") && !cmd.Flags().Changed("mode") && !anyRegistered(a, args) {
+		// The root form's flags say the words are repos; without them, a
+		// first word close to a command's name and not a repo is a mistyped
+		// command even when a later word is a repo (tamq opne webapp): it
+		// gets the command's did-you-mean, not a lookup of "opne" in gita.
+		rootForm := cmd.Flags().Changed("command") || cmd.Flags().Changed("mode")
+		if s := cmd.SuggestionsFor(args[0]); !rootForm && len(s) > 0 && !anyRegistered(a, args[:1]) {
+			return unknownCommandOrRepo(cmd, args[0], s)
+		}
+		if !rootForm && !anyRegistered(a, args) {
 			// Neither a repo nor the root form's flags: most likely a mistyped command.
-			msg := fmt.Sprintf("unknown command or repo %q for %q", args[0], cmd.CommandPath())
-			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-				msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
-			}
-			return app.UsageError("%s", msg)
+			return unknownCommandOrRepo(cmd, args[0], nil)
 		}
 		return runOpen(cmd, a, o, args)
 	}
 	return root
+}
+
+// unknownCommandOrRepo is the usage error for a first word that is neither
+// a command nor a registered repo, with the commands it is close to.
+func unknownCommandOrRepo(cmd *cobra.Command, word string, suggestions []string) error {
+	msg := fmt.Sprintf("unknown command or repo %q for %q", word, cmd.CommandPath())
+	if len(suggestions) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(suggestions, "\n\t")
+	}
+	return app.UsageError("%s", msg)
 }
 
 // newRootFor builds the tree args need: when they run one of tamq's own

@@ -28,8 +28,15 @@ window on exactly one connected endpoint (else name one with --endpoint). The
 sender is the process that runs the command: one started inside a tamq window
 (a descendant of its pane's process) speaks for that window's repo; anything
 else is the operator (marked /o). Environment variables do not change it. Bodies are UTF-8 text of at most 8 KiB;
-newlines and tabs are the only control characters allowed.`,
-		Args:              cobra.ExactArgs(1),
+newlines and tabs are the only control characters allowed.
+
+The message is one argument: quote it, tamq send 'To:webapp: hi there'. Unquoted
+words are refused, not joined: the shell has already acted on them (a * turned
+into file names, a $VAR into its value, a # into a comment), so the text joined
+would not be what was typed.`,
+		Example: `  tamq send 'To:webapp: the API is ready; run its tests'
+  printf 'To:webapp: two\nlines\n' | tamq send -`,
+		Args:              sendArgs,
 		ValidArgsFunction: completeAddresses(a),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			text := args[0]
@@ -76,6 +83,24 @@ newlines and tabs are the only control characters allowed.`,
 	cmd.Flags().StringVar(&mode, "ack-mode", "", strings.Join(ackmode.Names(), " or ")+" (default: delivery_ack_mode from config)")
 	cmd.RegisterFlagCompletionFunc("ack-mode", cobra.FixedCompletions(ackmode.Names(), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// sendArgs wants the message as one argument. Several are a message typed
+// unquoted: the error shows it quoted, not cobra's "accepts 1 arg(s)".
+func sendArgs(cmd *cobra.Command, args []string) error {
+	switch {
+	case len(args) == 0:
+		return errs.New(errs.Usage, "tamq send needs the message: 'To:REPO: TEXT' as one argument, or - to read it from standard input")
+	case len(args) > 1:
+		return errs.New(errs.Usage, "tamq send takes the message as one argument, and got %d words: quote it, as in tamq send %s", len(args), shellQuote(strings.Join(args, " "))).
+			WithHint("in single quotes the shell changes nothing; write a ' inside them as '\\''")
+	}
+	return nil
+}
+
+// shellQuote is s in single quotes for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // completeAddresses completes the message's start to 'To:<repo>:' for each
