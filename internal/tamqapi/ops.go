@@ -18,6 +18,9 @@ const (
 	OpAck       = "ack"
 	OpRetry     = "retry"
 	OpEndpoints = "endpoints"
+	// OpCancel is the operator dropping a queued message, so that it is
+	// never written.
+	OpCancel = "cancel"
 )
 
 // EndpointWindow is one repo window of an endpoint.
