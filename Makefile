@@ -16,8 +16,15 @@ all: build
 build:
 	$(STATIC) $(GO) build $(BUILDFLAGS) -o $(BIN)/ ./cmd/...
 
+# install puts tamq and coordination-engine in $(PREFIX)/bin, ~/.local/bin by
+# default: where the systemd user units (contrib/systemd) run them from and
+# where their PATH looks, so the two agree without a setting
+# (internal/layout checks it). `make install PREFIX=/usr/local` puts them in
+# /usr/local/bin; go's own GOBIN is not read here, so where they land never
+# depends on the caller's go env.
+PREFIX ?= $(HOME)/.local
 install:
-	$(STATIC) $(GO) install $(BUILDFLAGS) ./cmd/...
+	GOBIN="$(PREFIX)/bin" $(STATIC) $(GO) install $(BUILDFLAGS) ./cmd/...
 
 # Checks that tmux (3.2+), git and gcc are there, and says what is missing and
 # how to install it when they are not; it never installs anything, so no

@@ -39,7 +39,7 @@ func TestDoctorAllGood(t *testing.T) {
 	// is the machine's: those two may warn.
 	mayWarn := map[string]bool{"gita": true, "disk": true}
 	for program, want := range map[string][]string{
-		"tamq":                {"config", "tmux", "gita-registry", "gita", "repos", "socket", "state-dir", "service", "engine", "windows", "statehub", "statehub-auth", "clock", "disk"},
+		"tamq":                {"config", "tmux", "gita-registry", "gita", "repos", "socket", "state-dir", "service", "engine", "windows", "queue", "statehub", "statehub-auth", "clock", "disk"},
 		"coordination-engine": {"config", "gita-registry", "repos", "socket", "state-dir", "service", "tamq", "tasks", "statehub", "statehub-auth", "clock", "disk"},
 	} {
 		r := e.Run(t, program, "doctor", "--json")

@@ -18,6 +18,9 @@ const (
 	OpAck       = "ack"
 	OpRetry     = "retry"
 	OpEndpoints = "endpoints"
+	// OpCancel is the operator dropping a queued message, so that it is
+	// never written.
+	OpCancel = "cancel"
 )
 
 // EndpointWindow is one repo window of an endpoint.
@@ -183,6 +186,10 @@ const (
 	ReplayAccepted  = "accepted"
 	ReplayDuplicate = "duplicate"
 	ReplayRejected  = "rejected"
+	// ReplaySkipped is a line left out on purpose, not an error: a wake
+	// from coordination-engine, which an export holds but a replay must
+	// not send again (Reason says why).
+	ReplaySkipped = "skipped"
 )
 
 // ReplayOutcome is what became of one entry (or of one line the client could
@@ -207,6 +214,7 @@ type ReplaySummary struct {
 	Lines      int `json:"lines"`
 	Accepted   int `json:"accepted"`
 	Duplicates int `json:"duplicates"`
+	Skipped    int `json:"skipped"` // wakes, left out
 	Rejected   int `json:"rejected"`
 }
 

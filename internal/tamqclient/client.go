@@ -55,6 +55,11 @@ func (c *Client) Retry(ctx context.Context, id string) (api.Message, error) {
 	return c.byID(ctx, api.OpRetry, id)
 }
 
+// Cancel drops a queued message: it ends cancelled and is never written.
+func (c *Client) Cancel(ctx context.Context, id string) (api.Message, error) {
+	return c.byID(ctx, api.OpCancel, id)
+}
+
 func (c *Client) byID(ctx context.Context, op, id string) (api.Message, error) {
 	return daemon.Call[api.Message](ctx, c.BaseClient, write, op, api.IDArgs{ID: id})
 }

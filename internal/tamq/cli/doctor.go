@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/buildinfo"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/doctor"
+	"github.com/tmux-amq/tamq/internal/reltime"
 	"github.com/tmux-amq/tamq/internal/tamq/status"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
@@ -23,11 +25,12 @@ import (
 func newDoctorCmd(a *app.App) *cobra.Command {
 	return &cobra.Command{
 		Use:   "doctor",
-		Short: "Check tamq's setup: tmux, gita, repos, socket, state, service, engine, State Hub, clock, disk",
+		Short: "Check tamq's setup: tmux, gita, repos, socket, state, service, engine, windows, queue, State Hub, clock, disk",
 		Long: `Check what a tamq setup gets wrong: tmux installed and new enough, the gita
 registry and the repositories in it, the socket and state directory private,
-the service running this build, attached to coordination-engine, State Hub
-reachable and its credentials accepted, the clock, and the free disk space.
+the service running this build, attached to coordination-engine, no message
+waiting longer than 30 minutes to be delivered, State Hub reachable and its
+credentials accepted, the clock, and the free disk space.
 State Hub and coordination-engine only warn: tamq works without them.
 
 ` + app.DoctorLong,
@@ -55,7 +58,7 @@ func tamqChecks(ctx context.Context, a *app.App) []doctor.Check {
 	}
 	checks = append(checks, doctor.Socket(p), doctor.StateDir(p))
 	svc, running := doctor.Service(ctx, p, buildinfo.Get().Version)
-	checks = append(checks, svc, engineCheck(ctx, a, running), windowsCheck(ctx, a, cfg, running))
+	checks = append(checks, svc, engineCheck(ctx, a, running), windowsCheck(ctx, a, cfg, running), queueCheck(ctx, a, cfg))
 	if kind := cfg.StateHub.HubKind(); kind != config.KindContract {
 		checks = append(checks, doctor.Passed("statehub", "State Hub is "+kind+": coordination-engine reads it (its doctor checks it); tamq's receipts go through the engine"))
 	} else {
@@ -125,6 +128,46 @@ func windowsCheck(ctx context.Context, a *app.App, cfg *config.Loaded, running b
 	}
 	return doctor.Warning("windows", strings.Join(ended, "; ")+" (nothing is delivered there, and `tamq start` does not run it again)",
 		"`tamq open --command CMD "+strings.Join(repos, " ")+"` runs the agent again in its window; see `tamq status`")
+}
+
+// queueWaitWarn is how long a message may wait to be delivered before
+// doctor warns. Retries and ack deadlines end within minutes (4 attempts,
+// 5 s to 5 min apart, by default), so a message pending this long waits for
+// a window that cannot take it (a shell in it, the agent gone) and may wait
+// forever.
+const queueWaitWarn = 30 * time.Minute
+
+// queueCheck warns of a message that has waited longer than queueWaitWarn,
+// read from the database (the service need not run). Only a warning: the
+// message goes in once its window can take it.
+func queueCheck(ctx context.Context, a *app.App, cfg *config.Loaded) doctor.Check {
+	p, _ := a.Paths()
+	db, ok, err := openHistoryAt(ctx, p, cfg)
+	if err != nil {
+		return doctor.Warning("queue", "cannot read the queue: "+err.Error(), "see `tamq status`")
+	}
+	if !ok {
+		return doctor.Passed("queue", "no message yet")
+	}
+	defer db.Close()
+	now := a.Now()
+	st, err := store.Stats(ctx, db, now)
+	if err != nil {
+		return doctor.Warning("queue", "cannot read the queue: "+err.Error(), "see `tamq status`")
+	}
+	return queueWait(now, st.OldestPendingAt, st.Counts)
+}
+
+// queueWait is the queue check from the oldest pending message's creation
+// (zero: none) and the counts by state.
+func queueWait(now, oldest time.Time, counts map[string]int) doctor.Check {
+	if oldest.IsZero() || now.Sub(oldest) < queueWaitWarn {
+		return doctor.Passed("queue", fmt.Sprintf("no message has waited %s or longer to be delivered (%d queued)",
+			reltime.Span(queueWaitWarn), counts["queued"]))
+	}
+	return doctor.Warning("queue", fmt.Sprintf("a message has waited %s to be delivered (sent %s; %d queued, %d awaiting an ack)",
+		reltime.Span(now.Sub(oldest)), oldest.Local().Format(time.DateTime), counts["queued"], counts["awaiting_ack"]),
+		"`tamq status` says why each window waits; `tamq history --state queued` lists the messages; `tamq cancel ID` drops one no window will take")
 }
 
 // engineCheck says whether tamq is attached to coordination-engine, as the

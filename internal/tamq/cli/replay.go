@@ -48,7 +48,9 @@ one new batch in the endpoint ID. Each line goes through what a new message goes
 through: the target must be a registered repo with a window on that endpoint,
 the body must pass the body rules, the active policy must allow it. The new
 message records the original's id; a line already replayed into the endpoint is
-skipped and counted, and nothing existing is ever changed. A line that cannot
+skipped and counted, and nothing existing is ever changed. A wake from
+coordination-engine is left out with a note on stderr (it belongs to a lease
+the engine judges, not to history); it is no rejection. A line that cannot
 be read or is rejected is reported with its number and reason, and the others
 go on (--strict stops at the first). The service must be running.
 
@@ -103,8 +105,12 @@ rejection's error code.`,
 				}
 			} else if !a.Quiet {
 				s := r.rec.Summary
-				a.Printf("replayed %s into %s as batch %s: %d accepted, %d skipped as duplicates, %d rejected (%d lines)\n",
-					textsafe.Escape(r.rec.File), textsafe.Escape(endpoint), r.rec.BatchID, s.Accepted, s.Duplicates, s.Rejected, s.Lines)
+				wakes := ""
+				if s.Skipped > 0 {
+					wakes = fmt.Sprintf(", %d wakes left out", s.Skipped)
+				}
+				a.Printf("replayed %s into %s as batch %s: %d accepted, %d skipped as duplicates%s, %d rejected (%d lines)\n",
+					textsafe.Escape(r.rec.File), textsafe.Escape(endpoint), r.rec.BatchID, s.Accepted, s.Duplicates, wakes, s.Rejected, s.Lines)
 				if r.rec.Stopped {
 					a.Printf("stopped at the first rejected line (--strict)\n")
 				}
@@ -293,6 +299,8 @@ func (r *replayer) consume(ctx context.Context, c chunk) error {
 			r.rec.Summary.Accepted++
 		case api.ReplayDuplicate:
 			r.rec.Summary.Duplicates++
+		case api.ReplaySkipped:
+			r.skip(o)
 		default:
 			r.reject(o)
 		}
@@ -330,6 +338,15 @@ func countedLines(c chunk, last int) int {
 		}
 	}
 	return n
+}
+
+// skip notes a line left out on purpose (a wake) on stderr and counts it;
+// it is no rejection, so the exit status and --strict ignore it.
+func (r *replayer) skip(o api.ReplayOutcome) {
+	r.rec.Summary.Skipped++
+	if !r.a.JSON && !r.a.Quiet {
+		fmt.Fprintf(r.a.Err, "%s: line %d: skipped: %s\n", r.a.Name(), o.Line, textsafe.Escape(o.Reason))
+	}
 }
 
 // reject reports a rejected line on stderr and counts it.

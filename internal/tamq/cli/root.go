@@ -38,6 +38,7 @@ var commands = []struct {
 	{"send", newSendCmd},
 	{"ack", newAckCmd},
 	{"retry", newRetryCmd},
+	{"cancel", newCancelCmd},
 	{"history", newHistoryCmd},
 	{"export", newExportCmd},
 	{"replay", newReplayCmd},

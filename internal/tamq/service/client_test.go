@@ -32,7 +32,7 @@ func TestTypedClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"ack", "broker_session", "cancel_wake", "changes", "delivery_current", "endpoints", "forget_endpoint", "hello", "ping", "purge", "register", "replay",
+	want := []string{"ack", "broker_session", "cancel", "cancel_wake", "changes", "delivery_current", "endpoints", "forget_endpoint", "hello", "ping", "purge", "register", "replay",
 		"restore", "retry", "send", "shutdown", "status", "wake", "wake_held", "whois"}
 	if hello.Server != "tamq" || hello.Proto == "" || !slices.Equal(hello.Capabilities, want) {
 		t.Errorf("hello = %+v", hello)

@@ -180,22 +180,20 @@ func TestReplayReportsBadLinesAndLandsTheRest(t *testing.T) {
 		`{"v":1, "id": "x", nonsense}`,
 		line("00000000-0000-7000-8000-000000000007", "net-kingdom", "last good one"),
 		`{"v":2,"id":"00000000-0000-7000-8000-000000000008","sender":"a","target":"net-kingdom","body":"from the future"}`,
-		wakeLine, // a wake is not history: refused
+		wakeLine, // a wake is not history: left out, not rejected
 	}
 	file := filepath.Join(t.TempDir(), "mixed.jsonl")
 	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	run, r := replay(t, e, file, "--endpoint", ep)
-	want := map[int]string{2: "bad_request", 3: "body_too_large", 4: "body_invalid", 5: "unknown_target", 6: "bad_request", 8: "incompatible_protocol",
-		9: "policy_refused"}
-	if run.Summary != (api.ReplaySummary{Lines: 9, Accepted: 2, Rejected: 7}) || len(run.Rejections) != 7 {
+	want := map[int]string{2: "bad_request", 3: "body_too_large", 4: "body_invalid", 5: "unknown_target", 6: "bad_request", 8: "incompatible_protocol"}
+	if run.Summary != (api.ReplaySummary{Lines: 9, Accepted: 2, Skipped: 1, Rejected: 6}) || len(run.Rejections) != 6 {
 		t.Fatalf("summary %+v\n%s", run, r)
 	}
 	for _, o := range run.Rejections {
 		if want[o.Line] != o.Code || o.Reason == "" || strings.Contains(o.Reason, "typo") ||
-			(o.Line == 2 && o.Reason != "not a JSON message envelope: the line is cut short") ||
-			(o.Line == 9 && !strings.Contains(o.Reason, "belongs to a lease the engine must judge")) {
+			(o.Line == 2 && o.Reason != "not a JSON message envelope: the line is cut short") {
 			t.Errorf("line %d: %+v", o.Line, o)
 		}
 	}
@@ -218,7 +216,7 @@ func TestReplayReportsBadLinesAndLandsTheRest(t *testing.T) {
 			t.Errorf("stderr does not report line %d:\n%s", n, r.Stderr)
 		}
 	}
-	if !strings.Contains(r.Stdout, "2 accepted, 0 skipped as duplicates, 7 rejected (9 lines)") {
+	if !strings.Contains(r.Stdout, "2 accepted, 0 skipped as duplicates, 1 wakes left out, 6 rejected (9 lines)") {
 		t.Errorf("summary line: %s", r)
 	}
 
@@ -241,6 +239,44 @@ func TestReplayReportsBadLinesAndLandsTheRest(t *testing.T) {
 	}
 	if r := e.Run(t, "tamq", "replay", "/nonexistent.jsonl", "--endpoint", ep); r.Status != 2 || !strings.Contains(r.Stderr, "cannot read /nonexistent.jsonl") {
 		t.Errorf("missing file: %s", r)
+	}
+}
+
+// An export of a history in which coordination-engine woke an agent holds
+// that wake; replaying it (the README's example) lands the messages, leaves
+// the wake out with a note and exits 0: a wake belongs to a lease the engine
+// judges, and typed again it would start work that may be done by now.
+func TestReplayLeavesWakesOutAndSucceeds(t *testing.T) {
+	t.Parallel()
+	e, _ := workspace(t, fastConfig, "net-kingdom")
+	ep := endpointOf(t, e)
+	body := "the API is merged"
+	worker, _ := jsonl.Encode(api.Message{ID: "00000000-0000-7000-8000-000000000001", BatchID: "00000000-0000-7000-8000-000000000001",
+		Sender: "operator", SenderKind: "operator", Target: "net-kingdom", Body: &body, AckMode: "injected", State: "injected"})
+	prompt := "coordination-engine wakes net-kingdom ...\nAcknowledge before you begin: coordination-engine lease ack L --attempt 1"
+	wake, _ := jsonl.Encode(api.Message{ID: "00000000-0000-7000-8000-000000000002", BatchID: "00000000-0000-7000-8000-000000000002",
+		Sender: "coordination-engine", SenderKind: "coordination", Target: "net-kingdom", Body: &prompt, AckMode: "acknowledged",
+		State: "acknowledged", IdempotencyKey: "0197d2a4-8c3e-7b1f-9a52-3e6f0c4d2b18#1"})
+	file := filepath.Join(t.TempDir(), "history.jsonl")
+	if err := os.WriteFile(file, []byte(string(wake)+"\n"+string(worker)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	r := e.Run(t, "tamq", "replay", file, "--endpoint", ep)
+	if r.Status != 0 || !strings.Contains(r.Stderr, "line 1: skipped: a wake from coordination-engine is not replayed") ||
+		!strings.Contains(r.Stdout, "1 accepted, 0 skipped as duplicates, 1 wakes left out, 0 rejected (2 lines)") {
+		t.Fatalf("replay of an export holding a wake: %s", r)
+	}
+	got := history(t, e, "--body")
+	if len(got) != 1 || *got[0].Body != body {
+		t.Errorf("landed %+v", got)
+	}
+
+	// --strict does not stop at a wake, and --json counts it apart.
+	other, _ := workspace(t, fastConfig, "net-kingdom")
+	run, r := replay(t, other, file, "--strict", "--endpoint", endpointOf(t, other))
+	if r.Status != 0 || run.Stopped || run.Summary != (api.ReplaySummary{Lines: 2, Accepted: 1, Skipped: 1}) || len(run.Rejections) != 0 {
+		t.Errorf("strict: %+v\n%s", run, r)
 	}
 }
 

@@ -167,6 +167,40 @@ func (s *messageHandlers) ack(ctx context.Context, _ unixrpc.Peer, req *unixrpc.
 	return api.MessageOf(m, false), nil
 }
 
+// cancel is the operator's `tamq cancel`: a queued message, which waits to
+// be written (for a shell window, until someone runs an agent there), ends
+// cancelled, with its receipt, and the window's next message may go. One
+// being written or written is not: the broker may be typing it, a held one
+// is in the input box already, and what was written is stopped from coming
+// again by `tamq ack`. A wake is the engine's (its lease decides it).
+func (s *messageHandlers) cancel(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+	var args api.IDArgs
+	if err := unixrpc.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	m, err := s.deliveries.Transition(ctx, args.ID, "cancelled by the operator", func(m *queue.Message) error {
+		switch {
+		case m.SenderKind == queue.FromCoordination:
+			return errs.New(errs.Conflict, "message %s is a wake from coordination-engine; its lease decides it", m.ID).
+				WithHint("`coordination-engine leases` shows the lease; its wakes are cancelled when it ends")
+		case m.State == queue.AwaitingAck:
+			return errs.New(errs.Conflict, "message %s was written already (awaiting_ack); cannot cancel it", m.ID).
+				WithHint("`tamq ack %s` stops it from being presented again", m.ID)
+		case m.State == queue.Held:
+			return errs.New(errs.Conflict, "message %s is held: its text is in the agent's input box already; cannot cancel it", m.ID).
+				WithHint("clear the input box in its window, or press Enter there to send it")
+		case m.State != queue.Queued:
+			return errs.New(errs.Conflict, "message %s is %s; only a queued message can be cancelled", m.ID, m.State)
+		}
+		return m.Cancel(s.clock.Now(), "cancelled by the operator")
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.dispatcher.wake() // the window's next message may go now
+	return api.MessageOf(m, false), nil
+}
+
 func (s *messageHandlers) retry(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
 	var args api.IDArgs
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {

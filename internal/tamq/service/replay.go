@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 
 	"github.com/tmux-amq/tamq/internal/ackmode"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -46,6 +47,13 @@ func (s *messageHandlers) replay(ctx context.Context, peer unixrpc.Peer, req *un
 	var at []int // outcome index of each message
 	for _, e := range args.Entries {
 		m, err := s.replayed(e, reg.Resolve, endpoints, args.EndpointID)
+		if err == errWakeSkipped {
+			// Not a rejection: an export of a history that held work the
+			// engine handed out always has wakes, and replaying such a file
+			// must land its messages and exit 0.
+			res.Outcomes = append(res.Outcomes, api.ReplayOutcome{Line: e.Line, Status: api.ReplaySkipped, Reason: err.Error()})
+			continue
+		}
 		if err == nil && inWindow && (e.Sender != caller.repo || m.SenderKind != queue.FromWorker && m.SenderKind != queue.FromReplay) {
 			err = errs.New(errs.PermissionDeny, "a line sent as %s (%s) cannot be replayed from %s's window: only its own messages",
 				e.Sender, m.SenderKind, caller.repo)
@@ -78,7 +86,7 @@ func (s *messageHandlers) replay(ctx context.Context, peer unixrpc.Peer, req *un
 	if sum := args.Summary; sum != nil {
 		r := newReceipt(s.config, KindReplayed, "replayed", "", map[string]any{
 			"batch_id": res.BatchID, "lines": sum.Lines, "accepted": sum.Accepted,
-			"duplicates": sum.Duplicates, "rejected": sum.Rejected,
+			"duplicates": sum.Duplicates, "skipped": sum.Skipped, "rejected": sum.Rejected,
 		})
 		r.SubjectID, r.EndpointID = res.BatchID, args.EndpointID
 		if err := s.receipts.AddReceipt(ctx, r); err != nil {
@@ -87,6 +95,10 @@ func (s *messageHandlers) replay(ctx context.Context, peer unixrpc.Peer, req *un
 	}
 	return res, nil
 }
+
+// errWakeSkipped marks an entry that is a wake from coordination-engine:
+// left out of the replay (ReplaySkipped), which goes on without it.
+var errWakeSkipped = errors.New("a wake from coordination-engine is not replayed: it belongs to a lease the engine judges, not to history (`coordination-engine wake REPO` asks for a new one)")
 
 // replayed checks one entry and makes the message it becomes.
 func (s *messageHandlers) replayed(e api.ReplayEntry, resolve func(string) (gita.Repo, error), endpoints []queue.Endpoint, endpointID string) (*queue.Message, error) {
@@ -108,17 +120,15 @@ func (s *messageHandlers) replayed(e api.ReplayEntry, resolve func(string) (gita
 		// A wake belongs to a lease the engine judges (its gates, its
 		// attempts, whether it still lives), not to history: typed again
 		// from a file it would ask an agent to work on what may be done,
-		// stopped or someone else's now.
-		return nil, errs.New(errs.PolicyRefused, "a wake from coordination-engine is not replayed: it belongs to a lease the engine must judge, not to history").
-			WithHint("ask the engine to wake the repo again: `coordination-engine wake %s`", e.Target)
+		// stopped or someone else's now. It is left out, not rejected.
+		return nil, errWakeSkipped
 	default:
 		return nil, errs.New(errs.BodyInvalid, "sender kind %q is not worker, operator, coordination or replay", e.SenderKind)
 	}
 	if _, err := resolve(e.Target); err != nil {
 		return nil, err
 	}
-	// A replayed wake keeps its sender, coordination-engine.
-	if _, err := resolve(e.Sender); err != nil && e.Sender != OperatorLabel && !(kind == queue.FromCoordination && e.Sender == EngineLabel) {
+	if _, err := resolve(e.Sender); err != nil && e.Sender != OperatorLabel {
 		return nil, errs.New(errs.BodyInvalid, "sender %q is neither a registered repo nor %s", e.Sender, OperatorLabel)
 	}
 	if _, err := pickEndpoint(endpoints, e.Target, endpointID); err != nil {

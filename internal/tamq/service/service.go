@@ -295,6 +295,9 @@ func (s *Service) handlers() map[string]unixrpc.Handler {
 		api.OpAck:      {door.Window, s.messages.ack},
 		api.OpRetry:    {door.Window, s.messages.retry},
 		api.OpReplay:   {door.Window, s.messages.replay},
+		// Dropping a message is the person's call, never an agent's (it
+		// would silence what another repo asked of it).
+		api.OpCancel: {door.OperatorOnly, s.messages.cancel},
 		// A broker is its pane's own process (checked by the handler).
 		api.OpBrokerSession: {door.Window, s.brokers.brokerSession},
 		// A broker's last look before it writes a delivery of wakes.
