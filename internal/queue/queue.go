@@ -28,7 +28,8 @@ const (
 	Acknowledged State = "acknowledged"
 	Failed       State = "failed"
 	// Cancelled: a wake whose lease ended before it was written (or while
-	// it waited to be presented again); it is never written.
+	// it waited to be presented again), or a queued message the operator
+	// cancelled (tamq cancel); it is never written.
 	Cancelled State = "cancelled"
 	// Held: the text is in the agent's input box but its Enter was held
 	// back (a dialog came up, the agent turned busy, the paste did not show
