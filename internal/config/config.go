@@ -36,6 +36,8 @@ type Config struct {
 	// unset section out of `config show` and the version hash, so a config
 	// without it keeps the version it had before the section existed.
 	Cluster Cluster `toml:"cluster,omitzero" json:"cluster,omitzero"`
+	// Notify is off (all zero) unless a file sets it, as Cluster.
+	Notify Notify `toml:"notify,omitzero" json:"notify,omitzero"`
 }
 
 // Delivery holds how tamq writes into terminals. Only tamq reads it.
@@ -180,6 +182,7 @@ type engineView struct {
 	Log     *Log     `toml:"log" json:"log,omitempty"` // as tamqView's
 	Policy  *Policy  `toml:"policy" json:"policy"`
 	Cluster *Cluster `toml:"cluster,omitzero" json:"cluster,omitzero"`
+	Notify  *Notify  `toml:"notify,omitzero" json:"notify,omitzero"`
 }
 
 // View is the part of c that program p reads, for encoding (as JSON or
@@ -193,7 +196,7 @@ func (c *Config) View(p paths.Program) any {
 		v.Coordination.TamqCoordination = &c.Coordination.TamqCoordination
 		return v
 	case paths.Engine:
-		v := &engineView{SQLite: &c.SQLite, Service: &c.Service, Log: &c.Log, Policy: &c.Policy, Cluster: &c.Cluster}
+		v := &engineView{SQLite: &c.SQLite, Service: &c.Service, Log: &c.Log, Policy: &c.Policy, Cluster: &c.Cluster, Notify: &c.Notify}
 		v.StateHub.SharedStateHub = &c.StateHub.SharedStateHub
 		v.StateHub.EngineStateHub = &c.StateHub.EngineStateHub
 		v.Coordination.SharedCoordination = &c.Coordination.SharedCoordination

@@ -104,6 +104,9 @@ func (c *Config) Validate() error {
 	if err := c.Cluster.validate(); err != nil {
 		return err
 	}
+	if err := c.Notify.validate(); err != nil {
+		return err
+	}
 	for _, name := range c.profileNames() {
 		if err := policy.ValidateName(name); err != nil {
 			return bad("policy.profiles", "%v", err)

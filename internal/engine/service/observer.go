@@ -102,6 +102,8 @@ type observer struct {
 	// freeMemory hands freed memory back to the system a little after a look
 	// that decoded State Hub's workplans (see observeOnce).
 	freeMemory *time.Timer
+	// looked, when set, hears that a look succeeded (the notifier).
+	looked func()
 }
 
 // releaseAfter is how long after a look that got the workplans the engine
@@ -313,7 +315,12 @@ func (o *observer) observeOnce(ctx context.Context) (err error) {
 		return err
 	}
 	if next != cursor {
-		return o.store.Observer.SetObserverValue(ctx, checkpointsCursor, next)
+		if err := o.store.Observer.SetObserverValue(ctx, checkpointsCursor, next); err != nil {
+			return err
+		}
+	}
+	if o.looked != nil {
+		o.looked()
 	}
 	return nil
 }

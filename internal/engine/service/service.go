@@ -1,7 +1,7 @@
 // Package service is coordination-engine's daemon: the shared skeleton
 // (internal/daemon) running a few small services, each a type with its own
 // state and goroutine (the observer, the judge, the lease clock, the waker,
-// the receipt outbox, the retention), and the handlers grouped by area
+// the receipt outbox, the retention, the notifier), and the handlers grouped by area
 // (attach, leases, the manual wake, relay, status), each registering its
 // operations. Service is the composition root: it builds them, wires them
 // to one another (typed calls and kick channels), and runs them in order;
@@ -22,7 +22,9 @@ import (
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/door"
+	"github.com/tmux-amq/tamq/internal/engine/notify"
 	"github.com/tmux-amq/tamq/internal/engine/store"
+	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/paths"
@@ -92,6 +94,8 @@ type Service struct {
 	retention  *retention
 	wake       *wakeHandler
 	claimer    *claimer
+	// notifier is nil unless [notify] names a command.
+	notifier *notifier
 	// instance is the database's id, the engine's id in the cluster.
 	instance string
 }
@@ -197,6 +201,16 @@ func (s *Service) build() map[string]unixrpc.Handler {
 	if o.Tamq != nil {
 		guard.tamqProc.Listener = o.Tamq.Listener
 	}
+	if cfg.Notify.On() {
+		s.notifier = &notifier{store: st, log: log, kick: make(chan struct{}, 1),
+			runner: notify.Runner{Command: cfg.Notify.Command, Timeout: cfg.Notify.Timeout(), Clock: clk},
+			standings: func(ctx context.Context) ([]api.TaskStanding, bool, error) {
+				view := s.observer.explainView()
+				all, err := status.standings(ctx, view)
+				return all, view.Observed, err
+			}}
+		s.observer.looked = s.notifier.Looked
+	}
 
 	hs := s.d.Lifecycle(s.startedAt, cfg.ShutdownGrace())
 	all := ops{daemon.OpShutdown: {door.OperatorOnly, hs[daemon.OpShutdown]}}
@@ -250,7 +264,7 @@ func (s *Service) Run(ctx context.Context) error {
 		DrainFirst: []*daemon.Worker{worker("State Hub observer", s.observer.Run), worker("State Hub events", s.observer.RunEvents),
 			worker("waker", s.waker.Run)},
 		Workers: []*daemon.Worker{worker("lease clock", s.leaseClock.Run), worker("cluster claims", s.claimer.Run),
-			worker("receipt outbox", s.outbox.Run), worker("retention", s.retention.Run)},
+			worker("receipt outbox", s.outbox.Run), worker("retention", s.retention.Run), worker("notifier", s.notifier.run)},
 		Stopping: func() {
 			began = s.opts.Clock.Now()
 			s.wake.stopTakingLeases()

@@ -1,0 +1,65 @@
+package service_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tmux-amq/tamq/internal/testutil"
+)
+
+// Issue 40 item 14: [notify] runs its command when a task starts needing a
+// person (here a human gate in State Hub) and once more when it stops, with
+// the notice in its environment and on stdin; a look that changes nothing,
+// and a restart of the engine, run it no more.
+func TestNotifyCommandRunsWhenATaskNeedsYouAndWhenResolved(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "notices")
+	sh := filepath.Join(dir, "notify.sh")
+	if err := os.WriteFile(sh, []byte("#!/bin/sh\n{ env | grep '^TAMQ_NOTIFY_' | sort; cat; echo ---; } >> \"$1\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := hubConfig(h, 1, "") + fmt.Sprintf("\n[notify]\ncommand = [%q, %q]\ntimeout_seconds = 5\n", sh, out)
+	l := newLoop(t, cfg, "net-kingdom")
+	notices := func() []string {
+		b, _ := os.ReadFile(out)
+		return strings.Split(strings.TrimSuffix(string(b), "---\n"), "---\n")
+	}
+	read := func() string { b, _ := os.ReadFile(out); return string(b) }
+
+	g := todo("G", "net-kingdom")
+	g.NeedsHuman = true
+	h.put(workplan("W", "net-kingdom", g))
+	testutil.WaitFor(t, "the needs_you notice", func() bool { return strings.Contains(read(), "TAMQ_NOTIFY_EVENT=needs_you") })
+	first := notices()[0]
+	for _, want := range []string{"TAMQ_NOTIFY_TASK=G\n", "TAMQ_NOTIFY_REPO=net-kingdom\n", "TAMQ_NOTIFY_REASON=gate_human\n",
+		"TAMQ_NOTIFY_ACTION=decide the gate in State Hub", `{"event":"needs_you","task":"G","repo":"net-kingdom","reason":"gate_human","action":`} {
+		if !strings.Contains(first, want) {
+			t.Errorf("the notice does not hold %q:\n%s", want, first)
+		}
+	}
+
+	// Later looks, and a restart, see the same standing: no second notice.
+	polls := l.status(t).StateHub.Polls
+	testutil.WaitFor(t, "two more looks", func() bool { return l.status(t).StateHub.Polls >= polls+2 })
+	l.e.Run(t, "coordination-engine", "stop")
+	l.e.Engine(t, "start", "--detach")
+	testutil.WaitFor(t, "two looks after the restart", func() bool { return l.status(t).StateHub.Polls >= 2 })
+	if n := len(notices()); n != 1 {
+		t.Fatalf("%d notices for one standing:\n%s", n, read())
+	}
+
+	h.patch("G", map[string]any{"needs_human": false})
+	testutil.WaitFor(t, "the resolved notice", func() bool { return strings.Contains(read(), "TAMQ_NOTIFY_EVENT=resolved") })
+	ns := notices()
+	if len(ns) != 2 || !strings.Contains(ns[1], "TAMQ_NOTIFY_TASK=G\n") || !strings.Contains(ns[1], `"event":"resolved"`) {
+		t.Errorf("notices:\n%s", read())
+	}
+	if log := l.engineLog("notified"); strings.Count(log, "notified") != 2 {
+		t.Errorf("the engine's log of notices:\n%s", log)
+	}
+}
