@@ -190,7 +190,7 @@ func TestRepos(t *testing.T) {
 		t.Errorf("all present: %+v", c)
 	}
 	os.RemoveAll(filepath.Join(got["plain"], ".git"))
-	if c := Repos(load()); c.Status != Warn || !strings.Contains(c.Detail, "plain (") || c.Fix != "`gita rm plain`, or make each a git repository again" {
+	if c := Repos(load()); c.Status != Warn || !strings.Contains(c.Detail, "plain (") || c.Fix != "make each a git repository again, or remove line 3 of "+filepath.Join(dir, gita.ReposFileName) {
 		t.Errorf("not a git repository: %+v", c)
 	}
 	os.RemoveAll(got["railiance"])
@@ -201,7 +201,9 @@ func TestRepos(t *testing.T) {
 		!strings.Contains(c.Detail, "file ("+got["file"]+" is not a directory)") || strings.Contains(c.Detail, "plain") {
 		t.Errorf("gone: %+v", c)
 	}
-	if !strings.HasPrefix(c.Fix, "remove them with `gita rm railiance file`") {
+	// Not `gita rm railiance file`, which fails: gita hides a row whose path
+	// is gone. The lines to delete are what `tamq open` says too.
+	if want := "put each repository back at its path, or remove lines 2 and 4 of " + filepath.Join(dir, gita.ReposFileName); !strings.HasPrefix(c.Fix, want) {
 		t.Errorf("gone: fix %q", c.Fix)
 	}
 }

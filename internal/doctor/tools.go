@@ -119,29 +119,32 @@ func Registry(reg *gita.Registry, err error) Check {
 // itself skips it.
 func Repos(reg *gita.Registry) Check {
 	const name = "repos"
-	var gone, gitless, goneNames, gitlessNames []string
+	var gone, gitless []string
+	var goneRows, gitlessRows []gita.Unregistered
 	for _, u := range reg.Unregistered {
 		what := fmt.Sprintf("%s (%s: %s)", u.Repo.Name, u.Repo.Path, u.Reason)
 		fi, err := os.Stat(u.Repo.Path)
 		switch {
 		case !filepath.IsAbs(u.Repo.Path):
-			gitless, gitlessNames = append(gitless, what), append(gitlessNames, u.Repo.Name)
+			gitless, gitlessRows = append(gitless, what), append(gitlessRows, u)
 		case errors.Is(err, os.ErrNotExist):
-			gone, goneNames = append(gone, fmt.Sprintf("%s (%s does not exist)", u.Repo.Name, u.Repo.Path)), append(goneNames, u.Repo.Name)
+			gone, goneRows = append(gone, fmt.Sprintf("%s (%s does not exist)", u.Repo.Name, u.Repo.Path)), append(goneRows, u)
 		case err == nil && !fi.IsDir():
-			gone, goneNames = append(gone, fmt.Sprintf("%s (%s is not a directory)", u.Repo.Name, u.Repo.Path)), append(goneNames, u.Repo.Name)
+			gone, goneRows = append(gone, fmt.Sprintf("%s (%s is not a directory)", u.Repo.Name, u.Repo.Path)), append(goneRows, u)
 		default:
-			gitless, gitlessNames = append(gitless, what), append(gitlessNames, u.Repo.Name)
+			gitless, gitlessRows = append(gitless, what), append(gitlessRows, u)
 		}
 	}
+	// Not `gita rm NAME`: gita hides these rows, so it answers that NAME does
+	// not exist. The lines of repos.csv to delete are the hint `tamq open` gives.
 	switch {
 	case len(gone) > 0:
 		return fail(name, "registered repositories whose path is gone: "+strings.Join(gone, ", "),
-			fmt.Sprintf("remove them with `gita rm %s`, or put each repository back at its path (one that moved: `gita rm` it and `gita add` its new path)",
-				strings.Join(goneNames, " ")))
+			fmt.Sprintf("put each repository back at its path, or %s (one that moved: then `gita add` its new path)",
+				reg.RemoveRowsHint(goneRows)))
 	case len(gitless) > 0:
 		return warn(name, "registry rows that are not git repositories, which gita and tamq skip: "+strings.Join(gitless, ", "),
-			fmt.Sprintf("`gita rm %s`, or make each a git repository again", strings.Join(gitlessNames, " ")))
+			fmt.Sprintf("make each a git repository again, or %s", reg.RemoveRowsHint(gitlessRows)))
 	}
 	return ok(name, fmt.Sprintf("%d repos, each a git repository", len(reg.Repos)))
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -162,8 +163,8 @@ func (r *Registry) Resolve(slug string) (Repo, error) {
 			return Repo{}, errs.New(errs.UnknownTarget,
 				"unknown target '%s': its gita registry entry points to %s, which is not a git repository (%s)",
 				slug, u.Repo.Path, u.Reason).
-				WithHint("`gita ls` does not list it either; restore the repository at %s, or remove line %d of %s",
-					u.Repo.Path, u.Line, r.ReposFile)
+				WithHint("`gita ls` does not list it either; restore the repository at %s, or %s",
+					u.Repo.Path, r.RemoveRowsHint([]Unregistered{u}))
 		}
 	}
 	msg := fmt.Sprintf("unknown target '%s': not in the gita registry (see `gita ls`)", slug)
@@ -171,6 +172,23 @@ func (r *Registry) Resolve(slug string) (Repo, error) {
 		msg += "; did you mean " + orList(near) + "?"
 	}
 	return Repo{}, errs.New(errs.UnknownTarget, "%s", msg).WithHint("%s", registerHint)
+}
+
+// RemoveRowsHint says how to drop rows gita does not list: "remove line 3 of
+// FILE" or "remove lines 2 and 5 of FILE". `gita rm` cannot drop them (gita
+// hides a row whose path is gone or not a git repository, so it answers that
+// the repo does not exist); deleting the line of repos.csv is what works. Both
+// `tamq open` and doctor give this one hint.
+func (r *Registry) RemoveRowsHint(us []Unregistered) string {
+	lines := make([]string, len(us))
+	for i, u := range us {
+		lines[i] = strconv.Itoa(u.Line)
+	}
+	if len(lines) == 1 {
+		return fmt.Sprintf("remove line %s of %s", lines[0], r.ReposFile)
+	}
+	return fmt.Sprintf("remove lines %s and %s of %s",
+		strings.Join(lines[:len(lines)-1], ", "), lines[len(lines)-1], r.ReposFile)
 }
 
 func orList(names []string) string {

@@ -120,6 +120,20 @@ const (
 	WakeUnavailable WakeOutcome = "unavailable"
 )
 
+// Meaning says in words what a wake's outcome means, for the reason of its
+// "wake.sent" receipt. The wire word "resumed" alone reads as "resumed from a
+// checkpoint"; it means only that the agent was already running in its window
+// and the prompt was queued for it.
+func (o WakeOutcome) Meaning() string {
+	switch o {
+	case WakeResumed:
+		return "prompt queued for the agent already running in its window"
+	case WakeStarted:
+		return "agent started again in its window, prompt queued for it"
+	}
+	return ""
+}
+
 // Result is how an agent ends its lease.
 type Result string
 

@@ -273,6 +273,11 @@ func (s *Leases) RecordWake(ctx context.Context, leaseID string, attempt int, w 
 	return s.update(ctx, leaseID, "record the wake of", func(tx *sql.Tx, l lease.Lease, now time.Time) (lease.Lease, []receipt.Receipt, error) {
 		to := l
 		kind, status, reason := KindWakeSent, w.Capability, w.Reason
+		if reason == "" {
+			// Every list of receipts shows the reason beside the status:
+			// say what "resumed" or "started" means there.
+			reason = lease.WakeOutcome(w.Capability).Meaning()
+		}
 		if w.Err != "" {
 			kind, status, reason = KindWakeFailed, "failed", w.Err
 		} else {

@@ -468,6 +468,14 @@ func TestStoreRecordWake(t *testing.T) {
 			if tt.w.Err != "" && rs[0].Reason != tt.w.Err {
 				t.Errorf("reason %q", rs[0].Reason)
 			}
+			// "resumed" alone reads as "resumed from a checkpoint": the
+			// reason says what it means.
+			if want := map[string]string{
+				"resumed": "prompt queued for the agent already running in its window",
+				"started": "agent started again in its window, prompt queued for it",
+			}[tt.w.Capability]; want != "" && rs[0].Reason != want {
+				t.Errorf("%s: reason %q, want %q", tt.w.Capability, rs[0].Reason, want)
+			}
 		})
 	}
 }

@@ -34,6 +34,9 @@ credentials accepted, the clock, and the free disk space.
 State Hub and coordination-engine only warn: tamq works without them.
 
 ` + app.DoctorLong,
+		Example: `  tamq doctor
+  tamq doctor --quiet
+  tamq doctor --json | jq '.checks[] | select(.status != "ok")'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return app.Doctor(a, tamqChecks(cmd.Context(), a))

@@ -25,7 +25,12 @@ func newHistoryCmd(a *app.App) *cobra.Command {
 		Long: `List messages with their delivery state, newest first, a page at a time:
 --after ID continues after the last message of a page. It reads the local
 database directly, so it works while the service is stopped. Bodies stay local
-and are shown only with --body.`,
+and are shown only with --body.
+
+FROM is who sent the message: a repo for its window's agent; operator/o for you,
+a tamq send run outside any tamq window; REPO/o for a line you typed in REPO's
+window. The /o marks a person, not an agent, and the receiving window shows the
+same label: From:operator/o: text. (--json has it as "provenance": "o".)`,
 		Example: `  tamq history --repo net-kingdom --since 7d
   tamq history --state failed --json
   tamq history --limit 20 --after 019a5c1e-...`,

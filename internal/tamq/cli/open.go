@@ -58,13 +58,17 @@ path, running --command or your shell. A repo that already has its window is not
 opened twice; one whose window's agent has exited runs the command again in that
 window. A --command the shell cannot find (127) or run (126) within a second
 closes its window and fails: "command not found: CMD" (exit 12), or "command
-cannot be run" (exit 9). The service is started (detached) when it is not running; if it
-cannot start, nothing is opened. --no-service opens the windows without messaging.
-The windows go to tmux session tamq, and open says how to see them (unless
---quiet): tmux attach -t tamq outside tmux, tmux switch-client -t tamq inside.
+cannot be run" (exit 9). The service is started (detached) when it is not
+running; if it cannot start, nothing is opened. --no-service opens the windows
+without messaging. The windows go to tmux session tamq, and open says how to see
+them (unless --quiet): tmux attach -t tamq outside tmux, tmux switch-client -t
+tamq inside.
 
 The root form 'tamq --command codex --mode trigger REPO...' means the same; a
 command name wins over a repo of the same name.`,
+		Example: `  tamq open webapp api
+  tamq open --command claude --mode trigger webapp
+  tamq --command codex --mode trigger webapp api`,
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: app.CompleteRepos(a),
 		RunE: func(cmd *cobra.Command, args []string) error {

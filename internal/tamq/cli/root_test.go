@@ -2,7 +2,9 @@ package cli
 
 import (
 	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/paths"
@@ -74,3 +76,33 @@ func TestNewRootForBuildsWhatArgsRun(t *testing.T) {
 		}
 	}
 }
+
+// The commands a newcomer meets first each show an example in their help, and
+// no line of their long help runs past the width the others wrap at.
+func TestMainCommandsHaveExamplesAndEvenWrapping(t *testing.T) {
+	a := testApp()
+	for _, name := range []string{"send", "open", "start", "status", "history", "top", "doctor"} {
+		var found bool
+		for _, c := range commands {
+			if c.name != name {
+				continue
+			}
+			found = true
+			cmd := c.build(a)
+			if strings.TrimSpace(cmd.Example) == "" {
+				t.Errorf("tamq %s has no Example", name)
+			}
+			for _, line := range strings.Split(cmd.Long, "\n") {
+				if n := utf8.RuneCountInString(line); n > helpWidth {
+					t.Errorf("tamq %s: a line of its help is %d characters, over %d: %q", name, n, helpWidth, line)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no command %q", name)
+		}
+	}
+}
+
+// helpWidth is the width the long help texts are wrapped at.
+const helpWidth = 82

@@ -25,10 +25,11 @@ func newSendCmd(a *app.App) *cobra.Command {
 		Long: `Queue one message, written 'To:<repo>: text'. The text may span lines; with '-'
 it is read from standard input. The repo must be registered in gita and have a
 window on exactly one connected endpoint (else name one with --endpoint). The
-sender is the process that runs the command: one started inside a tamq window
-(a descendant of its pane's process) speaks for that window's repo; anything
-else is the operator (marked /o). Environment variables do not change it. Bodies are UTF-8 text of at most 8 KiB;
-newlines and tabs are the only control characters allowed.
+sender is the process that runs the command: one started inside a tamq window (a
+descendant of its pane's process) speaks for that window's repo; anything else
+is the operator (marked /o). Environment variables do not change it. Bodies are
+UTF-8 text of at most 8 KiB; newlines and tabs are the only control characters
+allowed.
 
 The message is one argument: quote it, tamq send 'To:webapp: hi there'. Unquoted
 words are refused, not joined: the shell has already acted on them (a * turned

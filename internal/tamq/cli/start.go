@@ -25,19 +25,21 @@ func newStartCmd(a *app.App) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "start",
 		Short: "Start the service unless it is running",
-		Long: `Start tamq's service unless it already answers (exit 0 either way). Like serve it
-stays in the foreground unless --detach is given; detached, it runs in a new
+		Long: `Start tamq's service unless it already answers (exit 0 either way). Like serve
+it stays in the foreground unless --detach is given; detached, it runs in a new
 session and logs to tamq.log in the state directory. It also brings back the
 workspace, whether the service was running or not: the windows recorded by
 earlier opens (with their command and mode) whose agent was running are reused
 or opened again on every tmux server that runs, and on the server of
 --tmux-socket (default: tmux's own), which is started again after a reboot. A
 window whose agent exited, or that was closed, is left as it is: no command is
-run again. Servers of other sockets that are gone are left alone. Starts are lock-protected:
-any number of concurrent starts leave exactly one service. If the service cannot
-start, the reason is printed and the exit status is non-zero. A start that
-starts the service prints the history advisory on stderr when the history is
-over 100 MB (the detached service only logs it).`,
+run again. Servers of other sockets that are gone are left alone. Starts are
+lock-protected: any number of concurrent starts leave exactly one service. If
+the service cannot start, the reason is printed and the exit status is non-zero.
+A start that starts the service prints the history advisory on stderr when the
+history is over 100 MB (the detached service only logs it).`,
+		Example: `  tamq start --detach
+  tamq start --detach --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := a.StartPaths()

@@ -27,17 +27,23 @@ func newTopCmd(a *app.App) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "top",
 		Short: "A refreshing view of tamq, its windows and queue, and coordination-engine",
-		Long: `Show the whole system on one screen, refreshed whenever either service's state
-changes, and at least every 5 seconds (--interval):
-the loop (the tasks that need you, then the live work), tamq's endpoints and
-windows, the queue by state, coordination-engine's leases by state and latest
-receipts, and State Hub as both services see it. Each service is asked on its
-own: one that is down is said so in its section.
+		Long: `Show the whole system on one screen, refreshed whenever either service's
+state changes, and at least every 5 seconds (--interval): the loop (the tasks
+that need you, then the live work), tamq's endpoints and windows, the queue by
+state, coordination-engine's leases by state and latest receipts, and State Hub
+as both services see it. Each service is asked on its own: one that is down is
+said so in its section.
+
 In the loop, the arrows pick a task; Enter goes to its window (switching your
 tmux client when top runs in that tmux server), e shows its explain, c its
-latest checkpoint, Esc goes back. q, Ctrl-C or Esc quits. --once prints one frame as plain text and exits (no
-terminal needed); with --json it prints the gathered snapshot instead.
-See docs/top.md.`,
+latest checkpoint, and Esc goes back (in the main view Esc does nothing).
+q or Ctrl-C quits.
+
+--once prints one frame as plain text and exits (no terminal needed); with
+--json it prints the gathered snapshot instead. See docs/top.md.`,
+		Example: `  tamq top
+  tamq top --once
+  tamq top --once --json | jq .coordination_engine.tasks`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if interval < top.MinInterval {

@@ -112,8 +112,12 @@ func TestTheLoopPaneKeys(t *testing.T) {
 	if cmd := press("esc"); cmd != nil || m.overlay != "" {
 		t.Errorf("esc with an overlay: %q left, quit %v", m.overlay, cmd != nil)
 	}
-	if cmd := press("esc"); cmd == nil {
-		t.Error("esc with nothing shown did not quit")
+	// A second Esc (one too many after e or c) leaves top running.
+	if cmd := press("esc"); cmd != nil || m.overlay != "" {
+		t.Errorf("esc with nothing shown: %q shown, ran a command (quit) %v", m.overlay, cmd != nil)
+	}
+	if cmd := press("q"); cmd == nil {
+		t.Error("q did not quit")
 	}
 	// Rows gone: the pick stays within what is there, and Enter does nothing.
 	update(snapshotMsg(Snapshot{At: at, Tamq: tamqUp(), Engine: engineUp()}))

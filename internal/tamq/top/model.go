@@ -129,19 +129,18 @@ func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
-// key handles a key: q and Ctrl-C quit, Esc leaves an overlay or quits,
-// the arrows (and j, k) pick a task, Enter, e and c act on it.
+// key handles a key: q and Ctrl-C quit, Esc leaves an overlay, the arrows
+// (and j, k) pick a task, Enter, e and c act on it. Esc in the main view does
+// nothing rather than quit: a second Esc pressed to close what e or c showed
+// (or one pressed while their answer is on its way) must not end top.
 func (m model) key(k string) (tea.Model, tea.Cmd) {
 	tasks := m.snap.Engine.Tasks
 	switch k {
 	case "q", "ctrl+c":
 		return m, tea.Quit
 	case "esc":
-		if m.overlay != "" {
-			m.overlay = ""
-			return m, nil
-		}
-		return m, tea.Quit
+		m.overlay = ""
+		return m, nil
 	case "up", "k":
 		m.pick(m.selected - 1)
 	case "down", "j":
