@@ -77,6 +77,16 @@ func (s *Endpoints) Attach(ctx context.Context, ep lease.Endpoint, refused []Ref
 		case err != nil:
 			return err
 		}
+		// tamq attaches again at every refresh of its windows; the receipt
+		// says what changed, so one that changes nothing (attached already,
+		// the same windows and protocol) writes none: those were most of
+		// the engine's receipts and hid the others in top's latest ten.
+		same := false
+		if reattached {
+			if same, err = s.sameAttachTx(tx, ep); err != nil {
+				return err
+			}
+		}
 		if _, err := s.DB.TxExec(tx, `INSERT INTO endpoints (coordination_endpoint_id, tamq_endpoint_id, tmux_socket, tmux_session,
 			protocol_version, capabilities, state, attached_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (coordination_endpoint_id) DO UPDATE SET tmux_session = excluded.tmux_session,
@@ -101,7 +111,9 @@ func (s *Endpoints) Attach(ctx context.Context, ep lease.Endpoint, refused []Ref
 				return err
 			}
 		}
-		if err := s.receipts.addReceiptTx(tx, receipt.Receipt{At: now, Kind: KindEndpointAttached, Status: string(lease.Attached), CoordinationEndpointID: ep.ID,
+		if same {
+			// nothing changed: no endpoint.attached
+		} else if err := s.receipts.addReceiptTx(tx, receipt.Receipt{At: now, Kind: KindEndpointAttached, Status: string(lease.Attached), CoordinationEndpointID: ep.ID,
 			Detail: map[string]any{"tamq_endpoint_id": ep.TamqEndpointID, "windows": len(ep.Windows), "refused": len(refused),
 				"proto": ep.Proto, "reattached": reattached}}); err != nil {
 			return err
@@ -116,6 +128,45 @@ func (s *Endpoints) Attach(ctx context.Context, ep lease.Endpoint, refused []Ref
 		return nil
 	})
 	return out, storageErr(err, "record the attach of endpoint "+ep.TamqEndpointID)
+}
+
+// sameAttachTx says whether ep, found under its id, is attached already
+// with the same protocol and the same windows (repo, path, mode, command,
+// no_agent; in any order).
+func (s *Endpoints) sameAttachTx(tx *sql.Tx, ep lease.Endpoint) (bool, error) {
+	var state, proto string
+	if err := s.DB.TxQueryRow(tx, `SELECT state, protocol_version FROM endpoints WHERE coordination_endpoint_id = ?`, ep.ID).Scan(&state, &proto); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		return false, err
+	}
+	if state != string(lease.Attached) || proto != ep.Proto {
+		return false, nil
+	}
+	rows, err := tx.Query(`SELECT repo, path, mode, coalesce(command, ''), no_agent FROM endpoint_repos WHERE coordination_endpoint_id = ?`, ep.ID)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	want := map[lease.Window]bool{}
+	for _, w := range ep.Windows {
+		want[w] = true
+	}
+	n := 0
+	for rows.Next() {
+		var w lease.Window
+		var mode string
+		if err := rows.Scan(&w.Repo, &w.Path, &mode, &w.Command, &w.NoAgent); err != nil {
+			return false, err
+		}
+		w.Mode = lease.WindowMode(mode)
+		if !want[w] {
+			return false, rows.Err()
+		}
+		n++
+	}
+	return n == len(ep.Windows), rows.Err()
 }
 
 // detachTx detaches the attached endpoints the where clause selects, with a

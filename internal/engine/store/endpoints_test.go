@@ -182,3 +182,48 @@ func TestStoreEndpoints(t *testing.T) {
 		t.Errorf("woken lease %+v", l)
 	}
 }
+
+// Issue 40: tamq attaches again at every refresh, and each attach wrote an
+// endpoint.attached receipt (45 of the engine's 75 in six minutes). One is
+// written when the endpoint attaches or its windows change, none for an
+// attach that changes nothing.
+func TestStoreAttachReceiptOnlyWhenWindowsChange(t *testing.T) {
+	t.Parallel()
+	s, c := newStore(t)
+	ctx := context.Background()
+	count := func(mark int64) int {
+		n := 0
+		for _, r := range receiptsSince(t, s, mark) {
+			if r.Kind == KindEndpointAttached {
+				n++
+			}
+		}
+		return n
+	}
+	mark := lastReceipt(t, s)
+	attach := func(ep lease.Endpoint) {
+		t.Helper()
+		if _, err := s.Endpoints.Attach(ctx, ep, nil); err != nil {
+			t.Fatal(err)
+		}
+		c.Advance(time.Second)
+	}
+	for range 5 {
+		attach(endpoint("tmux-amq-1", socket, "net", "web"))
+	}
+	attach(endpoint("tmux-amq-1", socket, "web", "net")) // the same set, in another order
+	if n := count(mark); n != 1 {
+		t.Fatalf("%d endpoint.attached receipts for six attaches of the same windows, want 1", n)
+	}
+	attach(endpoint("tmux-amq-1", socket, "net", "web", "api")) // a window more
+	changed := endpoint("tmux-amq-1", socket, "net", "web", "api")
+	changed.Windows[0].NoAgent = true // its agent is gone
+	attach(changed)
+	if _, err := s.Endpoints.DetachAll(ctx, "engine stops"); err != nil {
+		t.Fatal(err)
+	}
+	attach(changed) // attached again after a detach
+	if n := count(mark); n != 4 {
+		t.Errorf("%d endpoint.attached receipts, want 4 (the first, two changes, after a detach)", n)
+	}
+}

@@ -66,6 +66,10 @@ type Result struct {
 	// Warnings are what the user should know: a setting of theirs that
 	// stands in the loop's way and was left as it is.
 	Warnings []string
+	// LeftOut says what the file did not get because another file the
+	// agent reads along with it has it already (a repo's Claude settings,
+	// the hooks of the user's): written twice, it would run twice.
+	LeftOut []string
 }
 
 // invalid is the error for a settings file that cannot be read as its

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -43,6 +44,35 @@ var ClaudeHookEvents = []ClaudeHookEvent{
 // Commands is left as it is, with a warning: Claude Code will refuse (or
 // ask for) that command whatever the allow rules say.
 func Claude(path string, old []byte) (Result, error) {
+	return ClaudeBeside(path, old, "", nil)
+}
+
+// ClaudeUserHooks lists the events of ClaudeHookEvents whose hooks in a
+// Claude Code user settings file (content) already run tamq's hook: an
+// earlier user-wide setup's, or the user's own.
+func ClaudeUserHooks(content []byte) []string {
+	root, err := parseObject(content)
+	if err != nil {
+		return nil
+	}
+	hooks, err := root.child("hooks")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, ev := range ClaudeHookEvents {
+		if groups, err := hooks.array(ev.Name); err == nil && hasTamqHook(groups) {
+			out = append(out, ev.Name)
+		}
+	}
+	return out
+}
+
+// ClaudeBeside is Claude for a repo's settings file, which Claude Code
+// reads along with the user's (userPath): the hooks userHooks names (as
+// ClaudeUserHooks reads them) are left out, since Claude Code runs the
+// hooks of every settings file and tamq's would run twice; LeftOut says so.
+func ClaudeBeside(path string, old []byte, userPath string, userHooks []string) (Result, error) {
 	root, err := parseObject(old)
 	if err != nil {
 		return Result{}, invalid(path, "JSON", err)
@@ -72,13 +102,17 @@ func Claude(path string, old []byte) (Result, error) {
 		}
 	}
 
-	var events []string
+	var events, elsewhere []string
 	for _, ev := range ClaudeHookEvents {
 		groups, err := hooks.array(ev.Name)
 		if err != nil {
 			return Result{}, invalid(path, "Claude Code settings", fmt.Errorf("hooks: %w", err))
 		}
 		if hasTamqHook(groups) {
+			continue
+		}
+		if slices.Contains(userHooks, ev.Name) {
+			elsewhere = append(elsewhere, ev.Name)
 			continue
 		}
 		events = append(events, ev.Name)
@@ -91,8 +125,12 @@ func Claude(path string, old []byte) (Result, error) {
 	if len(rules) < len(Commands) {
 		res.Present = append(res.Present, plural(len(Commands)-len(rules), "loop command allowed", "loop commands allowed"))
 	}
-	if len(events) < len(ClaudeHookEvents) {
-		res.Present = append(res.Present, plural(len(ClaudeHookEvents)-len(events), "hook", "hooks"))
+	if n := len(ClaudeHookEvents) - len(events) - len(elsewhere); n > 0 {
+		res.Present = append(res.Present, plural(n, "hook", "hooks"))
+	}
+	if len(elsewhere) > 0 {
+		res.LeftOut = append(res.LeftOut, plural(len(elsewhere), "hook", "hooks")+" running `"+HookCommand+"` that "+userPath+
+			" has already ("+strings.Join(elsewhere, ", ")+"): Claude Code runs the hooks of both files, so they would run twice")
 	}
 	if len(rules) == 0 && len(events) == 0 {
 		return res, nil

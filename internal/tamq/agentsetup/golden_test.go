@@ -17,7 +17,9 @@ var update = flag.Bool("update", false, "rewrite the golden files' want, warning
 // The golden cases are txtar files: "old" is the file before (no section:
 // the file does not exist), "projects" the repos to trust (Codex, one a
 // line); "want" the file after, "added" and "warnings" what is said about
-// it (one a line), "error" the error for a file that is refused.
+// it (one a line), "error" the error for a file that is refused; Claude's
+// "user" the user's settings read along with a repo's file, and "left_out"
+// the hooks left out for them.
 func TestGolden(t *testing.T) {
 	for _, agent := range []string{"claude", "codex", "gemini-settings", "gemini-trust"} {
 		files, _ := filepath.Glob(filepath.Join("testdata", agent, "*.txtar"))
@@ -45,7 +47,7 @@ func golden(t *testing.T, agent, file string) {
 	var res Result
 	switch agent {
 	case "claude":
-		res, err = Claude("settings.json", old)
+		res, err = rerun(agent, old, sections)
 	default:
 		res, err = rerun(agent, old, sections)
 	}
@@ -59,6 +61,9 @@ func golden(t *testing.T, agent, file string) {
 		got["want"] = string(res.Content)
 		got["added"] = joinLines(res.Added)
 		got["warnings"] = joinLines(res.Warnings)
+		if len(res.LeftOut) > 0 {
+			got["left_out"] = joinLines(res.LeftOut)
+		}
 		if res.Changed != (string(res.Content) != string(old)) {
 			t.Errorf("Changed is %v, but the content changed: %v", res.Changed, !res.Changed)
 		}
@@ -77,11 +82,11 @@ func golden(t *testing.T, agent, file string) {
 	if *update {
 		var files []txtar.File
 		for _, f := range ar.Files {
-			if f.Name == "old" || f.Name == "projects" {
+			if f.Name == "old" || f.Name == "projects" || f.Name == "user" {
 				files = append(files, f)
 			}
 		}
-		for _, name := range []string{"want", "added", "warnings", "error"} {
+		for _, name := range []string{"want", "added", "warnings", "left_out", "error"} {
 			if v, ok := got[name]; ok {
 				files = append(files, txtar.File{Name: name, Data: []byte(v)})
 			}
@@ -92,7 +97,7 @@ func golden(t *testing.T, agent, file string) {
 		}
 		return
 	}
-	for _, name := range []string{"want", "added", "warnings", "error"} {
+	for _, name := range []string{"want", "added", "warnings", "left_out", "error"} {
 		if got[name] != sections[name] {
 			t.Errorf("%s differs from the golden file (go test -update rewrites it):\n%s", name, Diff(name, []byte(sections[name]), []byte(got[name]), true))
 		}
@@ -102,6 +107,10 @@ func golden(t *testing.T, agent, file string) {
 func rerun(agent string, content []byte, sections map[string]string) (Result, error) {
 	switch agent {
 	case "claude":
+		// "user" is the user's settings, read along with a repo's file.
+		if user, ok := sections["user"]; ok {
+			return ClaudeBeside("settings.local.json", content, "user-settings.json", ClaudeUserHooks([]byte(user)))
+		}
 		return Claude("settings.json", content)
 	case "gemini-settings":
 		return GeminiSettings("settings.json", content)

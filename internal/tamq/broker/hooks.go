@@ -17,9 +17,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/proc"
+	"github.com/tmux-amq/tamq/internal/tamq/program"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
@@ -233,10 +235,21 @@ func ListenHooks(path string, owner int, take func(HookEvent)) (*HookListener, e
 	return h, nil
 }
 
+// SweepHooks removes, under stateDir, the hook sockets of brokers that no
+// longer run. The tamq service runs it as it starts: a tmux server killed
+// with its windows takes every broker down at once, none of them closes, and
+// no new broker may come to sweep for a long time.
+func SweepHooks(stateDir string) {
+	sweepHooks(filepath.Join(stateDir, "hooks"))
+}
+
 // sweepHooks removes the sockets of brokers that no longer run. A broker
 // that could not close (killed, or the machine went down) leaves its socket
 // in the state directory, which would otherwise gain a file for every such
-// window, for ever. The name is the pid, and a live process's socket stays.
+// window, for ever. The name is the pid. A live broker's socket stays; a pid
+// alive but no broker's (reused since) is asked too: only a socket nobody
+// listens on (connection refused) goes, so a broker run under another name
+// (a test's) keeps its own.
 func sweepHooks(dir string) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -247,10 +260,32 @@ func sweepHooks(dir string) {
 		if err != nil || pid <= 0 || e.Type()&fs.ModeSocket == 0 || e.Name() != strconv.Itoa(pid)+".sock" {
 			continue
 		}
-		if proc.Exited(pid) {
-			os.Remove(filepath.Join(dir, e.Name()))
+		path := filepath.Join(dir, e.Name())
+		if proc.Exited(pid) || (!runsBroker(pid) && nobodyListens(path)) {
+			os.Remove(path)
 		}
 	}
+}
+
+// runsBroker says whether pid's command line is a tamq broker's.
+func runsBroker(pid int) bool {
+	argv, err := proc.Cmdline(pid)
+	if err != nil {
+		return false
+	}
+	_, ok := program.BrokerChild(argv)
+	return ok
+}
+
+// nobodyListens says whether a connection to the socket at path is refused:
+// its listener is gone. Any other outcome (a listener, a timeout) keeps it.
+func nobodyListens(path string) bool {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close()
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // Path is where the listener listens.

@@ -140,7 +140,15 @@ func TestListenHooksRemovesSocketsOfBrokersGone(t *testing.T) {
 		ln.Close()
 		return path
 	}
-	stale, live := leave(gone.Process.Pid), leave(os.Getppid())
+	stale := leave(gone.Process.Pid)
+	// A live process's socket that is listened on stays (a broker run as a
+	// test's process is not named tamq).
+	live := HookSocketFor(dir, os.Getppid())
+	lln, err := net.ListenUnix("unix", &net.UnixAddr{Name: live, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lln.Close()
 	other := filepath.Join(dir, "hooks", "notes.sock")
 	plain := HookSocketFor(dir, gone.Process.Pid+1) // not a socket: not ours to remove
 	for _, f := range []string{other, plain} {
@@ -215,5 +223,57 @@ func TestGeminiHooks(t *testing.T) {
 		if d := h.Dialog(false, t0); d != "" {
 			t.Errorf("after %s the dialog is still open: %q", closing, d)
 		}
+	}
+}
+
+// Issue 40: a tmux server killed with its windows takes every broker with
+// it and leaves their sockets; the service sweeps them as it starts. A
+// socket whose pid runs again as another program (not a broker, nobody
+// listening) goes too; a live broker's stays.
+func TestSweepHooksAtServiceStart(t *testing.T) {
+	dir, err := os.MkdirTemp("", "tamq-hk-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	leave := func(pid int) string {
+		path := HookSocketFor(dir, pid)
+		os.MkdirAll(filepath.Dir(path), 0o700)
+		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln.SetUnlinkOnClose(false) // as a killed process leaves it
+		ln.Close()
+		return path
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	// A process that is no broker, under a pid a broker once had.
+	other := exec.Command("sleep", "60")
+	// A live broker: its command line is `tamq broker --repo r -- agent`
+	// (sh reading the script "broker", run with argv[0] "tamq").
+	if err := os.WriteFile(filepath.Join(dir, "broker"), []byte("sleep 60\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	live := &exec.Cmd{Path: "/bin/sh", Args: []string{"tamq", "broker", "--repo", "r", "--", "agent"}, Dir: dir}
+	for _, c := range []*exec.Cmd{other, live} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	}
+	testutil.WaitFor(t, "the broker's command line", func() bool { return runsBroker(live.Process.Pid) })
+	stale, reused, kept := leave(gone.Process.Pid), leave(other.Process.Pid), leave(live.Process.Pid)
+	SweepHooks(dir)
+	for _, f := range []string{stale, reused} {
+		if _, err := os.Lstat(f); !os.IsNotExist(err) {
+			t.Errorf("%s is still there: %v", f, err)
+		}
+	}
+	if _, err := os.Lstat(kept); err != nil {
+		t.Errorf("a live broker's socket was removed: %v", err)
 	}
 }

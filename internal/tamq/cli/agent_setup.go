@@ -36,6 +36,9 @@ type settingsFile struct {
 	// already had of what the loop needs.
 	Added   []string `json:"added"`
 	Present []string `json:"present"`
+	// LeftOut is what the file did not get because another file the
+	// agent reads has it already (Claude's hooks in the user's settings).
+	LeftOut []string `json:"left_out,omitempty"`
 	Diff    string   `json:"diff,omitempty"` // --dry-run
 
 	target string // where the bytes go: Path with symbolic links resolved
@@ -220,14 +223,18 @@ func runAgentSetup(ctx context.Context, a *app.App, agent string, slugs []string
 		}
 	}
 	for _, f := range rec.Files {
+		leftOut := ""
+		if len(f.LeftOut) > 0 {
+			leftOut = "; left out " + textsafe.Escape(strings.Join(f.LeftOut, "; "))
+		}
 		if f.changed {
-			a.Printf("%s %s (%s): added %s\n", f.Action, textsafe.Escape(f.Path), f.What, strings.Join(f.Added, "; "))
+			a.Printf("%s %s (%s): added %s%s\n", f.Action, textsafe.Escape(f.Path), f.What, strings.Join(f.Added, "; "), leftOut)
 		} else {
 			why := "left as it is"
 			if len(f.Present) > 0 {
 				why = "has " + strings.Join(f.Present, ", ")
 			}
-			a.Printf("unchanged %s (%s): %s\n", textsafe.Escape(f.Path), f.What, why)
+			a.Printf("unchanged %s (%s): %s%s\n", textsafe.Escape(f.Path), f.What, why, leftOut)
 		}
 	}
 	a.Printf("%s\n", scopeLine(&rec))
@@ -323,7 +330,7 @@ func planClaude(ctx context.Context, a *app.App, home string, repos []gita.Repo,
 		if err != nil {
 			return err
 		}
-		return rec.planClaudeFile(f)
+		return rec.planClaudeFile(f, "", nil)
 	}
 	// Rules of the user's settings and of the repo's shared settings apply
 	// along with the local ones: their deny and ask rules are reported too,
@@ -331,12 +338,15 @@ func planClaude(ctx context.Context, a *app.App, home string, repos []gita.Repo,
 	userOld, _ := os.ReadFile(user)
 	rec.Warnings = append(rec.Warnings, agentsetup.ClaudeConflicts(user, userOld)...)
 	rec.Warnings = append(rec.Warnings, agentsetup.ClaudeUserWideRules(user, userOld)...)
+	// Claude Code runs the hooks of the user's settings and the repo's
+	// both: those the user's have already are not written again.
+	userHooks := agentsetup.ClaudeUserHooks(userOld)
 	for _, r := range repos {
 		f, err := readRepoSettings(r.Path, agentsetup.ClaudeRepoSettings, "Claude Code's settings for "+textsafe.Escape(r.Name)+" on this machine")
 		if err != nil {
 			return err
 		}
-		if err := rec.planClaudeFile(f); err != nil {
+		if err := rec.planClaudeFile(f, user, userHooks); err != nil {
 			return err
 		}
 		shared := filepath.Join(r.Path, ".claude", "settings.json")
@@ -358,8 +368,10 @@ func (rec *agentSetupRecord) warnUnignored(ctx context.Context, r gita.Repo, rel
 
 // planClaudeFile plans the settings file f: what it will hold, and what
 // to warn about.
-func (rec *agentSetupRecord) planClaudeFile(f *settingsFile) error {
-	res, err := agentsetup.Claude(f.Path, f.old)
+// A repo's file leaves out the hooks userHooks names, which the user's
+// settings (user) have already.
+func (rec *agentSetupRecord) planClaudeFile(f *settingsFile, user string, userHooks []string) error {
+	res, err := agentsetup.ClaudeBeside(f.Path, f.old, user, userHooks)
 	if err != nil {
 		return err
 	}
@@ -551,6 +563,7 @@ func (f *settingsFile) take(res agentsetup.Result) {
 	f.content, f.changed = res.Content, res.Changed
 	f.Added = append(f.Added, res.Added...)
 	f.Present = append(f.Present, res.Present...)
+	f.LeftOut = append(f.LeftOut, res.LeftOut...)
 }
 
 // writeSettings replaces the file at once: a temporary file beside it,

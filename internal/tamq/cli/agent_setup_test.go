@@ -551,3 +551,28 @@ func TestAgentSetupWarnsOfThePath(t *testing.T) {
 		t.Errorf("--quiet: %+v", q)
 	}
 }
+
+// Issue 40: after `tamq agent setup claude --user-wide`, setting up a repo
+// wrote the same eight hooks into its settings again, and Claude Code runs
+// the hooks of both files: each hook ran twice. The repo's file now gets
+// none of them, and the output says why.
+func TestAgentSetupClaudeRepoAfterUserWide(t *testing.T) {
+	t.Parallel()
+	e := newSetupEnv(t, "alpha")
+	e.must(t, "agent", "setup", "claude", "--user-wide")
+	user := filepath.Join(e.home, ".claude", "settings.json")
+	local := filepath.Join(e.repos["alpha"], ".claude", "settings.local.json")
+	r := e.must(t, "agent", "setup", "claude", "alpha")
+	if got := readFile(t, local); strings.Contains(got, "tamq hook") {
+		t.Errorf("the repo's settings run tamq hook again:\n%s", got)
+	}
+	want := "; left out 8 hooks running `tamq hook` that " + user + " has already (PermissionRequest, Notification, UserPromptSubmit, SessionStart, PostToolUse, PostToolUseFailure, Stop, SubagentStop): Claude Code runs the hooks of both files, so they would run twice\n"
+	if !strings.Contains(r.stdout, "wrote "+local+" (") || !strings.Contains(r.stdout, want) {
+		t.Errorf("the output does not say the hooks were left out:\n%s", r.stdout)
+	}
+	// Run again: nothing to change, and it still says why.
+	if again := e.must(t, "agent", "setup", "claude", "alpha"); !strings.Contains(again.stdout, "unchanged "+local+" (") ||
+		!strings.Contains(again.stdout, want) || !strings.HasSuffix(again.stdout, "nothing to change\n") {
+		t.Errorf("second run:\n%s", again.stdout)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/status"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
@@ -203,6 +204,9 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 		return fail(err)
 	}
 	s.advise(ctx)
+	// A tmux server killed with its windows leaves every broker's hook
+	// socket behind, and only a new broker swept them.
+	broker.SweepHooks(o.Paths.StateDir)
 	s.endpointOps.reconnectEndpoints(ctx)
 	if o.Restore {
 		if _, err := s.endpointOps.restore(ctx, o.Recreate); err != nil {

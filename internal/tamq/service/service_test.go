@@ -5,7 +5,9 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,6 +23,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/sqlitedb"
+	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/testutil"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
@@ -240,4 +243,39 @@ func TestAckExpiryFailureIsLoggedAndRetried(t *testing.T) {
 		svc.db.Reader.QueryRow(`SELECT state FROM messages WHERE id = 'm'`).Scan(&state)
 		return state == "queued"
 	})
+}
+
+// Issue 40: the service sweeps the hook sockets of brokers gone as it
+// starts (a killed tmux server took them all; no broker may start soon).
+func TestStartSweepsHookSocketsOfBrokersGone(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	env := map[string]string{"HOME": root, "XDG_STATE_HOME": filepath.Join(root, "state"), "XDG_RUNTIME_DIR": filepath.Join(root, "run")}
+	p, err := paths.Resolve(paths.Tamq, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := broker.HookSocketFor(p.StateDir, gone.Process.Pid)
+	if err := os.MkdirAll(filepath.Dir(stale), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false) // as a killed broker leaves it
+	ln.Close()
+	svc, _ := startAt(t, p, Options{})
+	ctx, stop := context.WithCancel(context.Background())
+	stop()
+	if err := svc.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(stale); !os.IsNotExist(err) {
+		t.Errorf("the hook socket of a broker gone is still there: %v", err)
+	}
 }

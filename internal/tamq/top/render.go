@@ -23,6 +23,7 @@ const (
 	repoCells   = 28
 	kindCells   = 22
 	statusCells = 14
+	taskCells   = 24
 )
 
 // Options shape a frame.
@@ -204,9 +205,13 @@ func renderEngine(b *frame, s Snapshot) {
 		return
 	}
 	b.add(fmt.Sprintf("  receipts: latest %d, newest first", len(e.Receipts)))
-	rows := [][]string{{"TIME", "KIND", "STATUS", "REASON"}}
+	// The task and repo a receipt is about, in the order of
+	// `coordination-engine receipts`: without them a row of lease.offered
+	// does not say which task; "-" when it is about none (a start, an attach).
+	rows := [][]string{{"TIME", "KIND", "STATUS", "TASK", "REPO", "REASON"}}
 	for _, rc := range e.Receipts {
-		rows = append(rows, []string{rc.At.Local().Format(time.TimeOnly), cut(esc(rc.Kind), kindCells), cut(esc(rc.Status), statusCells), esc(rc.Reason)})
+		rows = append(rows, []string{rc.At.Local().Format(time.TimeOnly), cut(esc(rc.Kind), kindCells), cut(esc(rc.Status), statusCells),
+			cut(esc(orDash(rc.TaskID)), taskCells), cut(esc(orDash(rc.Repo)), repoCells), esc(rc.Reason)})
 	}
 	b.table("    ", rows)
 }
@@ -406,4 +411,12 @@ func (f *frame) text(width, height int) string {
 		sb.WriteByte('\n')
 	}
 	return sb.String()
+}
+
+// orDash is s, or "-" when it is empty, so a column never reads blank.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

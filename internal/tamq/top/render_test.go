@@ -49,6 +49,7 @@ var windows = []tamqapi.EndpointWindow{
 
 func TestRender(t *testing.T) {
 	receipt := api.Receipt{At: at.Add(-time.Second), Kind: "wake", Status: "delivered", Reason: "resumed"}
+	offered := api.Receipt{At: at, Kind: "lease.offered", Status: "offered", Reason: "task_actionable", TaskID: "T-7", Repo: "alpha"}
 	tests := []struct {
 		name    string
 		snap    Snapshot
@@ -57,7 +58,7 @@ func TestRender(t *testing.T) {
 		notWant []string
 	}{{
 		name: "everything up",
-		snap: Snapshot{At: at, Tamq: tamqUp(windows...), Engine: engineUp(receipt)},
+		snap: Snapshot{At: at, Tamq: tamqUp(windows...), Engine: engineUp(offered, receipt)},
 		want: []string{
 			"tamq: running, pid 1234, up 3m12s, version v0.1.0",
 			"queue: queued 3, delivering 0, injected 0, awaiting_ack 2, acknowledged 7, failed 0",
@@ -72,8 +73,11 @@ func TestRender(t *testing.T) {
 			"leases: offered 1, acknowledged 0, running 2, checkpointed 0, completed 5, retry_wait 0, stopped 0",
 			"tamq: reachable, 1 endpoint attached",
 			"statehub: http://127.0.0.1:8000 reachable, last look 2s ago (12 looks), events connected, not paused, 3 receipts waiting",
-			"receipts: latest 1, newest first",
-			"wake  delivered  resumed",
+			"receipts: latest 2, newest first",
+			// Issue 40: each receipt says which task and repo it is about.
+			"TIME      KIND           STATUS     TASK  REPO   REASON",
+			"lease.offered  offered    T-7   alpha  task_actionable",
+			"wake           delivered  -     -      resumed",
 		},
 		notWant: []string{"not running", "q quits"},
 	}, {
