@@ -85,11 +85,15 @@ type StateHubStatus struct {
 	CredentialsConfigured bool   `json:"credentials_configured"`
 	// Paused: State Hub refused the credentials; observation waits and
 	// receipts stay pending until they work.
-	Paused          bool       `json:"paused"`
-	LastPoll        *time.Time `json:"last_poll,omitempty"`
-	Polls           int        `json:"polls"`
-	ObserveError    string     `json:"observe_error,omitempty"`
-	EventsConnected bool       `json:"events_connected"`
+	Paused   bool       `json:"paused"`
+	LastPoll *time.Time `json:"last_poll,omitempty"`
+	// UnreachableSince is the first failed look since the last good one
+	// (LastPoll): from then on the standings are LastPoll's, and the loop
+	// wakes no one new. Nil while State Hub answers.
+	UnreachableSince *time.Time `json:"unreachable_since,omitempty"`
+	Polls            int        `json:"polls"`
+	ObserveError     string     `json:"observe_error,omitempty"`
+	EventsConnected  bool       `json:"events_connected"`
 	// EventsOffered is false once the server said it has no event stream.
 	EventsOffered       bool       `json:"events_offered"`
 	UnpublishedReceipts int        `json:"unpublished_receipts"`

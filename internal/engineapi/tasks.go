@@ -24,10 +24,14 @@ type TasksArgs struct {
 // the filter and page. More says the answer was cut to fit one protocol
 // frame: the next page starts at Offset+len(Tasks).
 type TasksResult struct {
-	ObservedAt *time.Time     `json:"observed_at,omitempty"`
-	Counts     TaskCounts     `json:"counts"`
-	Tasks      []TaskStanding `json:"tasks"`
-	More       bool           `json:"more,omitempty"`
+	ObservedAt *time.Time `json:"observed_at,omitempty"`
+	// StateHubUnreachableSince is set while the engine's observer fails:
+	// the first failed look since ObservedAt, the last good one. The
+	// standings are then ObservedAt's, however old (see StaleLine).
+	StateHubUnreachableSince *time.Time     `json:"statehub_unreachable_since,omitempty"`
+	Counts                   TaskCounts     `json:"counts"`
+	Tasks                    []TaskStanding `json:"tasks"`
+	More                     bool           `json:"more,omitempty"`
 	// Offline: the engine is not running; the list is read from its
 	// database (the tasks it has triggers of, without State Hub's status).
 	Offline bool `json:"offline,omitempty"`
@@ -83,4 +87,33 @@ func (c TaskCounts) Line() string {
 		parts = append(parts, fmt.Sprintf("%d working", n))
 	}
 	return strings.Join(parts, " · ")
+}
+
+// StaleLine is what a person reads above standings that State Hub's outage
+// froze: "State Hub unreachable since 10:02:03; standings as of 10:01:58"
+// (local times, as a clock on the wall says them); "" while State Hub
+// answers (since is nil). asOf is the last good look, nil when none was.
+func StaleLine(since, asOf *time.Time) string {
+	if since == nil {
+		return ""
+	}
+	line := "State Hub unreachable since " + since.Local().Format(time.TimeOnly)
+	if asOf == nil {
+		return line + "; no standings yet"
+	}
+	return line + "; standings as of " + asOf.Local().Format(time.TimeOnly)
+}
+
+// TmuxLine is the line of `tamq status --tmux-line`: Line, led by
+// "State Hub down" while the engine cannot observe State Hub, since the
+// counts are then as old as its last good look.
+func (r TasksResult) TmuxLine() string {
+	line := r.Counts.Line()
+	if r.StateHubUnreachableSince == nil {
+		return line
+	}
+	if line == "" {
+		return "State Hub down"
+	}
+	return "State Hub down · " + line
 }

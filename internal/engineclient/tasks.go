@@ -16,7 +16,7 @@ func (c *Client) Tasks(ctx context.Context, args api.TasksArgs) (api.TasksResult
 		args.Offset, args.Limit = offset, limit
 		var res api.TasksResult
 		err := c.Call(ctx, look, api.OpTasks, args, &res)
-		out.ObservedAt, out.Counts = res.ObservedAt, res.Counts
+		out.ObservedAt, out.Counts, out.StateHubUnreachableSince = res.ObservedAt, res.Counts, res.StateHubUnreachableSince
 		return res.Tasks, res.More, err
 	})
 	return out, err

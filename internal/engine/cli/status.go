@@ -28,7 +28,8 @@ socket, the SQLite database, the gita registry, State Hub, tamq (the engine's
 way into terminals), the tamq endpoints attached, and the leases by state with
 the next deadline. When the engine is not running, the sections that need no
 engine are still shown. Exit status 0 when healthy; otherwise the status of the
-first problem (8 when the engine or tamq does not run, 6 for the database, 4 for
+first problem (8 when the engine or tamq does not run or the engine cannot reach
+State Hub, 9 when State Hub refuses the credentials, 6 for the database, 4 for
 the registry), with the problem on stderr.`,
 		Example: `  coordination-engine status
   coordination-engine status --json | jq .leases`,

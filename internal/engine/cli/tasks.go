@@ -86,9 +86,14 @@ shown as "-".`,
 			if err != nil {
 				return err
 			}
-			switch {
-			case a.JSON:
+			if a.JSON {
 				return a.PrintJSON(res)
+			}
+			// Old standings say their age first: the rest is as of then.
+			if line := api.StaleLine(res.StateHubUnreachableSince, res.ObservedAt); line != "" {
+				a.Printf("%s\n", line)
+			}
+			switch {
 			case res.ObservedAt == nil && !res.Offline:
 				a.Printf("State Hub has not been observed yet.\n")
 			case tree:

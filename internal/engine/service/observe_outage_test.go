@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 	"github.com/tmux-amq/tamq/internal/testutil"
@@ -247,5 +249,62 @@ func TestStateHubCheckpoints(t *testing.T) {
 	}
 	if n := recorded(first); n != 1 {
 		t.Errorf("the State Hub checkpoint was recorded %d times", n)
+	}
+}
+
+// State Hub goes away while both daemons run: the engine's loop cannot
+// work, so status is unhealthy (exit 8, unavailable), and tasks, top and
+// the tmux line say since when and how old their standings are. When State
+// Hub is back, all of it clears.
+func TestStateHubDownMarksOldStandings(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, "")
+	l := newLoop(t, hubConfig(h, 1, ""), "net-kingdom")
+	l.agents(t, "complete", "net-kingdom") // tamq runs: status is healthy but for State Hub
+	q := todo("Q", "net-kingdom")
+	q.NeedsHuman = true
+	h.put(workplan("W", "net-kingdom", q))
+	testutil.WaitFor(t, "Q to need you", func() bool { return l.status(t).Tasks["needs_you"] == 1 })
+	if r := l.e.Run(t, "coordination-engine", "status"); r.Status != 0 {
+		t.Fatalf("status with State Hub up: %s", r)
+	}
+	if r := l.e.Tamq(t, "status", "--tmux-line"); r.Stdout != "1 need you\n" {
+		t.Fatalf("tmux line with State Hub up: %q", r.Stdout)
+	}
+	stale := regexp.MustCompile(`State Hub unreachable since \d\d:\d\d:\d\d; standings as of \d\d:\d\d:\d\d`)
+
+	h.down()
+	testutil.WaitFor(t, "the observer to notice", func() bool { return l.status(t).StateHub.ObserveError != "" })
+	if r := l.e.Run(t, "coordination-engine", "status"); r.Status != 8 || !strings.Contains(r.Stdout, "NOT healthy") || !stale.MatchString(r.Stderr) {
+		t.Errorf("status with State Hub down: %s", r)
+	}
+	if r := l.e.Run(t, "coordination-engine", "status", "--json"); r.Status != 8 || !strings.Contains(r.Stdout, `"unreachable_since"`) {
+		t.Errorf("status --json with State Hub down: %s", r)
+	}
+	tasks := l.e.Engine(t, "tasks").Stdout
+	if first, _, _ := strings.Cut(tasks, "\n"); !stale.MatchString(first) || !strings.Contains(tasks, "Q") {
+		t.Errorf("tasks with State Hub down:\n%s", tasks)
+	}
+	var res struct {
+		Since *time.Time `json:"statehub_unreachable_since"`
+		At    *time.Time `json:"observed_at"`
+	}
+	if err := json.Unmarshal([]byte(l.e.Engine(t, "tasks", "--json").Stdout), &res); err != nil || res.Since == nil || res.At == nil || res.Since.Before(*res.At) {
+		t.Errorf("tasks --json with State Hub down: %+v, %v", res, err)
+	}
+	if top := l.e.Tamq(t, "top", "--once").Stdout; !stale.MatchString(top) {
+		t.Errorf("top with State Hub down:\n%s", top)
+	}
+	if r := l.e.Tamq(t, "status", "--tmux-line"); r.Stdout != "State Hub down · 1 need you\n" {
+		t.Errorf("tmux line with State Hub down: %q", r.Stdout)
+	}
+
+	h.up()
+	testutil.WaitFor(t, "status healthy again", func() bool { return l.e.Run(t, "coordination-engine", "status").Status == 0 })
+	if tasks := l.e.Engine(t, "tasks").Stdout; stale.MatchString(tasks) {
+		t.Errorf("tasks with State Hub back:\n%s", tasks)
+	}
+	if r := l.e.Tamq(t, "status", "--tmux-line"); r.Stdout != "1 need you\n" {
+		t.Errorf("tmux line with State Hub back: %q", r.Stdout)
 	}
 }

@@ -40,8 +40,12 @@ type hubView struct {
 	// credentials.
 	LastPoll  time.Time
 	LastError string
-	Paused    bool
-	Polls     int
+	// UnreachableSince is the first look State Hub did not answer since
+	// the last good one; zero while it answers, or while looks fail for
+	// another reason (the registry, what State Hub sent).
+	UnreachableSince time.Time
+	Paused           bool
+	Polls            int
 	// NextLook is when the observer looks next, unless kicked; RetryAt
 	// the time State Hub named to be asked again (a rate limit), zero
 	// when it named none.
@@ -194,9 +198,16 @@ func (o *observer) Run(ctx context.Context) {
 func (o *observer) noteFailure(err error) {
 	paused := errs.Is(err, errs.PermissionDeny)
 	retryAt, _ := statehub.RetryAt(err)
+	unreachable := errs.Is(err, errs.Unavailable) || errs.Is(err, errs.Timeout)
 	first := false
 	o.view.update(func(v *hubView) {
 		first = v.LastError == ""
+		switch {
+		case !unreachable:
+			v.UnreachableSince = time.Time{}
+		case v.UnreachableSince.IsZero():
+			v.UnreachableSince = o.clock.Now()
+		}
 		v.LastError, v.Paused, v.RetryAt = err.Error(), paused, retryAt
 	})
 	switch {
@@ -204,7 +215,7 @@ func (o *observer) noteFailure(err error) {
 		o.log.Warn("State Hub refused the credentials; observation paused", "error", err.Error())
 	case first && !retryAt.IsZero():
 		o.log.Warn("State Hub asked for no requests for a while; looking again then", "until", retryAt, "error", err.Error())
-	case first && (errs.Is(err, errs.Unavailable) || errs.Is(err, errs.Timeout)):
+	case first && unreachable:
 		o.log.Warn("State Hub is not reachable; backing off", "error", err.Error())
 	case first:
 		o.log.Warn("observation failed; backing off", "error", err.Error())
@@ -293,7 +304,7 @@ func (o *observer) observeOnce(ctx context.Context) (err error) {
 		for _, c := range inbox {
 			v.inbox[c.Trigger.SourceID] = true
 		}
-		v.LastPoll, v.LastError, v.Paused, v.RetryAt = o.clock.Now(), "", false, time.Time{}
+		v.LastPoll, v.LastError, v.Paused, v.RetryAt, v.UnreachableSince = o.clock.Now(), "", false, time.Time{}, time.Time{}
 		v.Polls++
 	})
 	if changed {
@@ -354,5 +365,22 @@ func (o *observer) report(h *api.StateHubStatus) {
 		h.Paused, h.Polls, h.ObserveError = v.Paused, v.Polls, v.LastError
 		h.EventsConnected, h.EventsOffered = v.EventsConnected, v.EventsOffered
 		h.LastPoll, h.NextLook, h.RetryAt = optionalTime(v.LastPoll), optionalTime(v.NextLook), optionalTime(v.RetryAt)
+		h.UnreachableSince = v.unreachableSince()
 	})
+}
+
+// unreachableSince is when State Hub stopped answering, nil while it
+// answers. A refusal of the credentials (Paused) and a pause State Hub
+// asked for (RetryAt) are answers, said otherwise by status.
+func (v *hubView) unreachableSince() *time.Time {
+	if v.Paused || !v.RetryAt.IsZero() {
+		return nil
+	}
+	return optionalTime(v.UnreachableSince)
+}
+
+// stateHubUnreachableSince is unreachableSince, for the task list.
+func (o *observer) stateHubUnreachableSince() (since *time.Time) {
+	o.view.update(func(v *hubView) { since = v.unreachableSince() })
+	return since
 }

@@ -141,16 +141,27 @@ func hubReport(hub statehub.Hub, h *api.StateHubStatus) {
 
 // Judge sets Healthy and returns the first problem, with the code that
 // becomes `status`'s exit status: the engine runs, its database and the
-// registry are readable, and tamq answers. State Hub is not needed for the
-// engine's local work (its observation comes later), so it does not count.
+// registry are readable, tamq answers, and the running engine's observer
+// reaches State Hub. The loop is State Hub's tasks observed, then agents
+// woken: with State Hub unreachable since the last good look, or refusing
+// the credentials, the engine wakes no one new and its standings age, so
+// that is unhealthy. A pause State Hub asked for (a rate limit) is not: it
+// answered, and the observer looks again when it said.
 func Judge(r *api.StatusReport) error {
 	problem := daemon.StatusProblem(paths.Engine, r.Service, r.SQLite, r.Registry)
+	h := r.StateHub
 	switch {
 	case problem != nil:
 	case r.Leases.Error != "":
 		problem = errs.New(errs.Storage, "leases: %s", r.Leases.Error)
 	case !r.Tamq.Reachable:
 		problem = errs.New(errs.Unavailable, "tamq does not answer: %s", r.Tamq.Error).WithHint("start it with `tamq start --detach`")
+	case h.UnreachableSince != nil:
+		problem = errs.New(errs.Unavailable, "%s: %s", api.StaleLine(h.UnreachableSince, h.LastPoll), h.ObserveError).
+			WithHint("start State Hub at %s or set statehub.api_base to where it runs; the engine looks again by itself", h.APIBase)
+	case h.Paused:
+		problem = errs.New(errs.PermissionDeny, "State Hub refused the credentials: %s", h.ObserveError).
+			WithHint("check statehub.credential_command; the engine looks again by itself")
 	}
 	r.Healthy = problem == nil
 	return problem

@@ -28,6 +28,7 @@ func (sh *statusHandlers) tasks(ctx context.Context, _ unixrpc.Peer, req *unixrp
 		return nil, err
 	}
 	res := taskList(all, args)
+	res.StateHubUnreachableSince = sh.observer.stateHubUnreachableSince()
 	if view.Observed {
 		at := view.At.UTC()
 		res.ObservedAt = &at

@@ -13,7 +13,8 @@ import (
 // person, from coordination-engine's tasks. tmux runs it every few seconds
 // and shows whatever it prints, so a failure prints nothing rather than an
 // error in the status bar; `tamq status` and `coordination-engine status`
-// say what is wrong.
+// say what is wrong. The one failure it shows is State Hub's, as a leading
+// "State Hub down": the counts are then old, and the engine still answers.
 func printTmuxLine(ctx context.Context, a *app.App) error {
 	ep, err := paths.Resolve(paths.Engine, a.Getenv)
 	if err != nil {
@@ -23,7 +24,7 @@ func printTmuxLine(ctx context.Context, a *app.App) error {
 	if err != nil {
 		return nil
 	}
-	if line := res.Counts.Line(); line != "" {
+	if line := res.TmuxLine(); line != "" {
 		a.Printf("%s\n", line)
 	}
 	return nil

@@ -86,6 +86,10 @@ func renderLoop(b *frame, s Snapshot, o Options) {
 	var c api.TaskCounts
 	if e.Status != nil {
 		c = e.Status.Tasks
+		// Old standings say their age before them, as in `tasks`.
+		if line := api.StaleLine(e.Status.StateHub.UnreachableSince, e.Status.StateHub.LastPoll); line != "" {
+			b.add(line)
+		}
 	}
 	head := "loop: nothing needs you"
 	if line := c.Line(); line != "" {

@@ -79,7 +79,20 @@ func TestRender(t *testing.T) {
 			"lease.offered  offered    T-7   alpha  task_actionable",
 			"wake           delivered  -     -      resumed",
 		},
-		notWant: []string{"not running", "q quits"},
+		notWant: []string{"not running", "q quits", "State Hub unreachable"},
+	}, {
+		// The engine's observer fails since its last good look: the loop's
+		// standings are that look's, and the pane says so above them.
+		name: "State Hub unreachable, old standings",
+		snap: func() Snapshot {
+			e := engineUp()
+			look, since := at.Add(-time.Minute), at.Add(-50*time.Second)
+			e.Status.StateHub = api.StateHubStatus{APIBase: "http://hub", LastPoll: &look, UnreachableSince: &since, ObserveError: "connection refused"}
+			e.Status.Tasks = api.TaskCounts{"needs_you": 3}
+			return Snapshot{At: at, Tamq: TamqSource{Error: NotRunning}, Engine: e}
+		}(),
+		want: []string{"State Hub unreachable since " + at.Add(-50*time.Second).Local().Format(time.TimeOnly) +
+			"; standings as of " + at.Add(-time.Minute).Local().Format(time.TimeOnly) + "\nloop: 3 need you"},
 	}, {
 		name:    "engine absent",
 		snap:    Snapshot{At: at, Tamq: tamqUp(windows...), Engine: EngineSource{Error: NotRunning}},
