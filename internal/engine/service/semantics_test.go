@@ -68,6 +68,10 @@ func TestWorkWaitsForAWindowAndIsWokenWhenItOpens(t *testing.T) {
 	testutil.WaitFor(t, "A woken", func() bool { return strings.Contains(l.agentLog(), "task=A") })
 	t.Logf("A woken %s after its window was open", time.Since(opened).Round(time.Millisecond))
 	testutil.WaitFor(t, "A done", func() bool { return h.task("A").Status == "done" })
+	// The agent releases after it marks the task done: tamq stops only
+	// once it has, or the release, refused while tamq is away (nothing
+	// can place the agent's process), leaves A's lease to run out.
+	testutil.WaitFor(t, "A released", func() bool { return strings.Contains(l.agentLog(), "--result completed --attempt 1 -> 0") })
 	kinds := strings.Join(kindsOf(l.triggerReceipts(t, x.Triggers[0].ID)), " ")
 	if !strings.Contains(kinds, "trigger.waiting:waiting") || strings.Contains(kinds, "trigger.stopped") {
 		t.Errorf("A's receipts: %s", kinds)
