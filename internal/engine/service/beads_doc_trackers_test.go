@@ -119,6 +119,9 @@ func TestBeadsDocRunsAsWritten(t *testing.T) {
 	// beta's issue is a task that waits for it, linked as the docs say.
 	beta := beads.TaskID("beta", made["beta"])
 	testutil.WaitFor(t, "beta's task on the board, waiting for alpha's", func() bool {
-		return strings.Contains(e.Engine(t, "explain", beta).Stdout, beads.TaskID("alpha", alpha))
+		// Until the engine has seen the task, explain says it has no such
+		// task (exit 12).
+		r := e.Run(t, "coordination-engine", "explain", beta)
+		return r.Status == 0 && strings.Contains(r.Stdout, beads.TaskID("alpha", alpha))
 	})
 }
