@@ -70,19 +70,12 @@ func TestAWakeHeldByADialogWaitsAndGoesInWhenItCloses(t *testing.T) {
 
 // A wake pinned with --endpoint to an endpoint that dies (its tmux server
 // killed) is routed to the repo's other live window, where its agent
-// completes it. On main the pin outlived the endpoint: every attempt went
+// completes it. Once, the pin outlived the endpoint: every attempt went
 // to it again, was refused ("not connected") and withdrawn with the budget
 // grown, about every five seconds, while the other window idled.
 func TestAPinnedWakeWhoseEndpointDiesGoesToTheLiveWindow(t *testing.T) {
 	t.Parallel()
-	l := newLoop(t, "[coordination]\nwake_ack_timeout_seconds = 2\nmax_attempts = 2\nretry_backoff_seconds = [1]\n", "alpha")
-	doomed := testutil.NewTmux(t)
-	dialog := filepath.Join(l.e.Root, "dialog")
-	if err := os.WriteFile(dialog, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// The doomed window's agent shows a dialog: its wake waits there.
-	l.openAgentOn(t, doomed, "alpha", "complete", "SCRIPTED_AGENT_DIALOG="+dialog)
+	l, doomed := doomedDialogWindow(t)
 	l.openAgentOn(t, l.tm, "alpha", "complete", "")
 	l.waitAttached(t, "alpha", 2)
 	pinned := l.endpointOf(t, doomed)
@@ -104,18 +97,12 @@ func TestAPinnedWakeWhoseEndpointDiesGoesToTheLiveWindow(t *testing.T) {
 
 // The repo's only window dies under a pinned wake, and the operator forgets
 // its endpoint: the pin ends with it. The work waits for a window, at no
-// cost, and goes into the window opened next, on another tmux server. On
-// main the next attempts kept going to the forgotten endpoint, refused each
+// cost, and goes into the window opened next, on another tmux server.
+// Once, the next attempts kept going to the forgotten endpoint, refused each
 // time, and the new window never got the work.
 func TestForgettingAPinnedWakesEndpointEndsThePin(t *testing.T) {
 	t.Parallel()
-	l := newLoop(t, "[coordination]\nwake_ack_timeout_seconds = 2\nmax_attempts = 2\nretry_backoff_seconds = [1]\n", "alpha")
-	doomed := testutil.NewTmux(t)
-	dialog := filepath.Join(l.e.Root, "dialog")
-	if err := os.WriteFile(dialog, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l.openAgentOn(t, doomed, "alpha", "complete", "SCRIPTED_AGENT_DIALOG="+dialog)
+	l, doomed := doomedDialogWindow(t)
 	l.waitAttached(t, "alpha", 1)
 	pinned := l.endpointOf(t, doomed)
 	res := l.wake(t, "alpha", "--task", "T-1", "--endpoint", pinned)
@@ -253,4 +240,19 @@ func TestAHeldWakeWhoseWindowClosedGoesIntoTheNextOne(t *testing.T) {
 	if n := l.wakes(); n != 1 {
 		t.Errorf("%d wakes typed, want 1:\n%s", n, l.agentLog())
 	}
+}
+
+// doomedDialogWindow starts a loop whose wakes run out in 2 s with one
+// retry, and opens alpha's agent on a tmux server of its own (to be killed)
+// showing a dialog, so that a wake pinned there waits behind it.
+func doomedDialogWindow(t *testing.T) (*loop, *testutil.Tmux) {
+	t.Helper()
+	l := newLoop(t, "[coordination]\nwake_ack_timeout_seconds = 2\nmax_attempts = 2\nretry_backoff_seconds = [1]\n", "alpha")
+	doomed := testutil.NewTmux(t)
+	dialog := filepath.Join(l.e.Root, "dialog")
+	if err := os.WriteFile(dialog, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l.openAgentOn(t, doomed, "alpha", "complete", "SCRIPTED_AGENT_DIALOG="+dialog)
+	return l, doomed
 }
