@@ -218,6 +218,16 @@ func TestBeadsDriveTheLoop(t *testing.T) {
 		}
 		return false
 	})
+	// The engine may learn of B's close from its own write before a look
+	// reads it from bd: the look that reads it is still to come. Two looks
+	// after the lease completed mean one began after it, and read all.
+	settled := map[time.Time]bool{}
+	testutil.WaitFor(t, "two looks after B's lease completed", func() bool {
+		if at := l.explain(t, idH).ObservedAt; at != nil {
+			settled[*at] = true
+		}
+		return len(settled) >= 3
+	})
 	before := people.engineRuns()
 	polls := l.status(t).StateHub.Polls
 	looks := map[time.Time]bool{}
