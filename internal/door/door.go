@@ -19,7 +19,10 @@ type Kind string
 
 const (
 	// Operator is a process of the user's outside every window tamq
-	// opened, not under an agent: the person in the loop.
+	// opened, not under an agent: the person in the loop. A command the
+	// person typed at the shell of a window whose own program is that
+	// shell (a manual window) is the operator's too, with the window's
+	// repo in Caller.Repo.
 	Operator Kind = "operator"
 	// Agent is a process in a repo's window (its pane's process or a
 	// descendant): it speaks for that repo only.
@@ -40,7 +43,8 @@ const (
 // Caller is who made a request.
 type Caller struct {
 	Kind Kind
-	// Repo is an agent's window's repo.
+	// Repo is an agent's window's repo, or the window at whose shell the
+	// operator typed the command.
 	Repo string
 	// Why says why an Unverified caller could not be placed, in words that
 	// finish "you …".
@@ -57,6 +61,10 @@ func (c Caller) String() string {
 		return "the agent in " + c.Repo + "'s window"
 	case Unverified:
 		return "a process that cannot be placed"
+	case Operator:
+		if c.Repo != "" {
+			return "the operator at the shell of " + c.Repo + "'s window"
+		}
 	}
 	return string(c.Kind)
 }
@@ -112,7 +120,7 @@ func (p Policy) Allows(a Access, c Caller, op string) error {
 			WithHint("run it from a terminal outside tamq's windows and agents, or from the agent in a repo's window")
 	case a == OperatorOnly && c.Kind != Operator:
 		return errs.New(errs.PermissionDeny, "%s is the operator's; %s may not run it", op, c).
-			WithHint("run it from a terminal outside tamq's windows")
+			WithHint(OperatorHint)
 	case a == Window && c.Kind != Operator && c.Kind != Agent:
 		return errs.New(errs.PermissionDeny, "%s is an agent's or the operator's; %s may not run it", op, c)
 	case a == WindowOrTamq && c.Kind != Operator && c.Kind != Agent && c.Kind != Tamq:
@@ -120,6 +128,10 @@ func (p Policy) Allows(a Access, c Caller, op string) error {
 	}
 	return nil
 }
+
+// OperatorHint says where the operator's commands run: what counts as
+// outside is any terminal that is not an agent's (docs/security.md).
+const OperatorHint = "run it from a terminal outside tamq's windows, or type it at the shell prompt of a window whose own program is your shell (tamq open without --command); never through an agent or a script it runs"
 
 // Owns refuses an agent acting on another repo's lease, task, message or
 // history: the operator may act on any, an agent on its own repo's only.

@@ -7,6 +7,7 @@ package tamqapi
 import (
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/door"
 	"github.com/tmux-amq/tamq/internal/queue"
 )
 
@@ -435,8 +436,22 @@ type WhoisArgs struct {
 // WhoisResult is the window's repo; or, for a process tamq cannot place
 // (near a window but not in a repo's agent pane, or under an agent outside
 // tamq's windows), why not, in words that finish "you …"; both empty for
-// the operator.
+// the operator. AtShellOf names the window whose shell the operator typed
+// the command at (a window whose own program is an interactive shell):
+// the person, not an agent, though it runs in that window's pane.
 type WhoisResult struct {
 	Repo       string `json:"repo,omitempty"`
 	Unverified string `json:"unverified,omitempty"`
+	AtShellOf  string `json:"at_shell_of,omitempty"`
+}
+
+// Caller is who the answer says the process is.
+func (r WhoisResult) Caller() door.Caller {
+	switch {
+	case r.Repo != "":
+		return door.Caller{Kind: door.Agent, Repo: r.Repo}
+	case r.Unverified != "":
+		return door.Caller{Kind: door.Unverified, Why: r.Unverified}
+	}
+	return door.Caller{Kind: door.Operator, Repo: r.AtShellOf}
 }

@@ -16,14 +16,8 @@ import (
 // repo's own, an agent's mark makes it unplaced. The environment is
 // claimed, so it only ever narrows what a command reads.
 func (c *Client) Self(ctx context.Context, getenv func(string) string) door.Caller {
-	res, err := c.Whois(ctx, int32(os.Getpid()))
-	switch {
-	case err == nil && res.Repo != "":
-		return door.Caller{Kind: door.Agent, Repo: res.Repo}
-	case err == nil && res.Unverified != "":
-		return door.Caller{Kind: door.Unverified, Why: res.Unverified}
-	case err == nil:
-		return door.Caller{Kind: door.Operator}
+	if res, err := c.Whois(ctx, int32(os.Getpid())); err == nil {
+		return res.Caller()
 	}
 	env := map[string]string{}
 	for _, v := range door.EnvVars {

@@ -93,13 +93,7 @@ func (cs *callers) placeCaller(ctx context.Context, peer unixrpc.Peer) caller {
 		res, err := cs.tamq.Whois(wctx, peer.PID)
 		cancel()
 		if err == nil {
-			switch {
-			case res.Repo != "":
-				return caller{Kind: door.Agent, Repo: res.Repo}
-			case res.Unverified != "":
-				return caller{Kind: door.Unverified, Why: res.Unverified}
-			}
-			return caller{Kind: door.Operator}
+			return res.Caller()
 		}
 	}
 	u := door.Unplaced{UnderTamqTmux: cs.underTamqsTmux(ctx, peer.PID)}

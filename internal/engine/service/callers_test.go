@@ -15,9 +15,9 @@ import (
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
-// inWindow runs a shell script in repo's window (a shell window: a person
-// typing there, or an agent's tool call) and returns what each of its
-// lines printed, with its exit status.
+// inWindow runs a shell script in repo's window (a shell window: as an
+// agent's tool call runs one) and returns what each of its lines printed,
+// with its exit status.
 func (l *loop) inWindow(t *testing.T, repo string, lines ...string) string {
 	t.Helper()
 	out := filepath.Join(l.e.Root, repo+"-out.txt")
@@ -30,6 +30,25 @@ func (l *loop) inWindow(t *testing.T, repo string, lines ...string) string {
 	if err := os.WriteFile(script, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return l.typeLines(t, repo, out, "sh "+script)
+}
+
+// atPrompt types each line at the prompt of the shell in repo's window, as
+// a person does, and returns what each printed, with its exit status.
+func (l *loop) atPrompt(t *testing.T, repo string, lines ...string) string {
+	t.Helper()
+	out := filepath.Join(l.e.Root, repo+"-typed.txt")
+	var typed []string
+	for _, line := range lines {
+		typed = append(typed, fmt.Sprintf("echo '$ %s' >> %s; %s >> %s 2>&1; echo \"exit $?\" >> %s", line, out, line, out, out))
+	}
+	return l.typeLines(t, repo, out, append(typed, "echo END >> "+out)...)
+}
+
+// typeLines types lines into repo's window and waits for out to end with
+// END.
+func (l *loop) typeLines(t *testing.T, repo, out string, lines ...string) string {
+	t.Helper()
 	os.Remove(out)
 	pane := ""
 	for _, row := range strings.Split(l.tm.Must(t, "list-panes", "-a", "-F", "#{pane_id} #{@tamq_repo}"), "\n") {
@@ -40,8 +59,10 @@ func (l *loop) inWindow(t *testing.T, repo string, lines ...string) string {
 	if pane == "" {
 		t.Fatalf("no window of %s", repo)
 	}
-	l.tm.Must(t, "send-keys", "-t", pane, "-l", "sh "+script)
-	l.tm.Must(t, "send-keys", "-t", pane, "Enter")
+	for _, line := range lines {
+		l.tm.Must(t, "send-keys", "-t", pane, "-l", line)
+		l.tm.Must(t, "send-keys", "-t", pane, "Enter")
+	}
 	var got string
 	testutil.WaitFor(t, "the script in "+repo+"'s window", func() bool {
 		b, _ := os.ReadFile(out)
@@ -158,6 +179,49 @@ func TestTheEngineKnowsWhoIsCalling(t *testing.T) {
 		if r.Kind == "lease.retry_wait" && r.Detail["by"] != "operator" {
 			t.Errorf("the operator's release is recorded as %v", r.Detail["by"])
 		}
+	}
+}
+
+// A person at the shell of a manual window (whose own program is that
+// shell) is the operator (issue 40): what they type at its prompt is
+// theirs, a send labelled with the window (alpha/o). What runs under
+// anything else there (a script, `sh -c`, a command carrying an agent's
+// mark) is still the window's agent's, and is refused what is the
+// operator's, with a hint that says where the operator's commands run.
+func TestTheOperatorTypesAtAManualWindowsShell(t *testing.T) {
+	t.Parallel()
+	l := newLoop(t, "", "alpha", "beta")
+	l.e.Tamq(t, "open", "--tmux-socket", l.tm.Name, "--mode", "manual", "alpha", "beta")
+	testutil.WaitFor(t, "alpha's endpoint", func() bool { return len(l.status(t).Endpoints) > 0 })
+	ce := filepath.Join(l.e.Bin, "coordination-engine")
+	tamq := "env XDG_CONFIG_HOME=" + l.e.Config + " " + filepath.Join(l.e.Bin, "tamq")
+	allowed := []string{ce + " leases", ce + " receipts", tamq + " send To:beta:typed-at-alphas-shell"}
+	refused := []string{`sh -c "` + ce + ` leases"`, "env CLAUDECODE=1 " + ce + " leases"}
+	out := l.atPrompt(t, "alpha", append(allowed, refused...)...)
+	for _, cmd := range allowed {
+		if got := exitOf(out, cmd); got != "0" {
+			t.Errorf("typed at alpha's shell, %q exited %s, want 0:\n%s", cmd, got, out)
+		}
+	}
+	for _, cmd := range refused {
+		if got := exitOf(out, cmd); got != "9" {
+			t.Errorf("typed at alpha's shell, %q exited %s, want 9 (not the operator's):\n%s", cmd, got, out)
+		}
+	}
+	if !strings.Contains(out, "shell prompt of a window whose own program is your shell") {
+		t.Errorf("the refusal does not say where the operator's commands run:\n%s", out)
+	}
+	var hist []tamqapi.Message
+	if err := json.Unmarshal([]byte(l.e.Tamq(t, "history", "--json").Stdout), &hist); err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 1 || hist[0].Sender != "alpha" || hist[0].SenderKind != "operator" || hist[0].Provenance != "o" {
+		t.Errorf("the send typed at alpha's shell is not the operator's at alpha: %+v", hist)
+	}
+	// The same script run there, as an agent's tool call runs one, is
+	// still refused.
+	if got := exitOf(l.inWindow(t, "alpha", ce+" leases"), ce+" leases"); got != "9" {
+		t.Errorf("a script in alpha's window ran leases: exit %s, want 9", got)
 	}
 }
 

@@ -104,7 +104,7 @@ func scopeToCaller(ctx context.Context, a *app.App, f *store.Filter) error {
 	}
 	if f.Repo != "" && f.Repo != c.Repo {
 		return errs.New(errs.PermissionDeny, "the messages of %s are the operator's to read; %s may read %s's only", f.Repo, c, c.Repo).
-			WithHint("run it from a terminal outside tamq's windows")
+			WithHint(door.OperatorHint)
 	}
 	f.Repo = c.Repo
 	return nil

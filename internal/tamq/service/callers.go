@@ -103,7 +103,7 @@ func (s *callers) whois(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Reques
 	case door.Unverified:
 		return api.WhoisResult{Unverified: c.Why}, nil
 	}
-	return api.WhoisResult{}, nil
+	return api.WhoisResult{AtShellOf: c.Repo}, nil
 }
 
 // senderOf derives the sender of a send from its caller (placed by the
@@ -111,10 +111,12 @@ func (s *callers) whois(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Reques
 // of its descendants) speaks for that window's repo; the operator is the
 // operator. Only a window's broker, the pane's own process, may pass on a
 // line its operator typed, as the operator's (labelled with the window's
-// repo).
+// repo); a send the operator typed at a window's shell is labelled so too.
 func (s *callers) senderOf(ctx context.Context, peer unixrpc.Peer, operatorLine bool) (string, queue.SenderKind, error) {
 	c, _, self := s.place(ctx, peer.PID)
 	switch {
+	case c.Kind == door.Operator && c.Repo != "":
+		return c.Repo, queue.FromOperator, nil
 	case c.Kind == door.Operator:
 		return OperatorLabel, queue.FromOperator, nil
 	case c.Kind != door.Agent:
@@ -165,8 +167,10 @@ func (s *callers) paneOf(ctx context.Context, pid int32) (p paneSeen, self, ok b
 }
 
 // place says who a process is: the agent of the window whose marked pane it
-// runs in (self: it is the pane's own process, the window's broker), or,
-// in none, the operator or a process that cannot be placed (door.Place).
+// runs in (self: it is the pane's own process, the window's broker), unless
+// the person typed it at that window's shell (typedAtShell: the operator),
+// or, in none, the operator or a process that cannot be placed
+// (door.Place).
 // Only the tmux servers of known endpoints are asked, never one a client
 // names: a server anyone can start could mark a window with any repo.
 func (s *callers) place(ctx context.Context, pid int32) (c door.Caller, p paneSeen, self bool) {
@@ -190,13 +194,55 @@ func (s *callers) place(ctx context.Context, pid int32) (c door.Caller, p paneSe
 		return door.Caller{Kind: door.Unverified, Why: "could not be placed: " + err.Error()}, paneSeen{}, false
 	}
 	p, self, ok := s.findPane(ctx, chain, servers)
-	if ok {
+	switch {
+	case ok && typedAtShell(chain, p.pid, s.agents):
+		c = door.Caller{Kind: door.Operator, Repo: p.repo}
+	case ok:
 		c = door.Caller{Kind: door.Agent, Repo: p.repo}
-	} else {
+	default:
 		c = s.placeOutside(ctx, chain, servers)
 	}
 	s.cacheSender(st, senderSeen{caller: c, pane: p, self: self})
 	return c, p, self
+}
+
+// typedAtShell says whether a process in a window's pane is a command the
+// person typed at that window's shell (issue 40: operators in their own
+// shell window): the window's own program (the broker's child, or the
+// pane's process in a window without a broker) is an interactive shell,
+// the process is that shell's child, and it is in its terminal's
+// foreground, as a command typed at the prompt is. An agent's commands run
+// under the agent (its tool's shell, a script), never as children of the
+// window's shell, and an agent started by hand in that shell is the
+// shell's child itself, so what it runs is a grandchild: both stay the
+// agent's. An agent's mark in the environment (CLAUDECODE, …) is a reason
+// to refuse, never to allow.
+func typedAtShell(chain []proc.Stat, panePID int, agents []string) bool {
+	k := slices.IndexFunc(chain, func(st proc.Stat) bool { return st.PID == panePID })
+	if k < 1 {
+		return false // the pane's own process (a broker), or not in it
+	}
+	paneArgv, err := proc.Cmdline(panePID)
+	if err != nil {
+		return false
+	}
+	own := k // the window's own program's place in chain
+	if _, ok := program.BrokerChild(paneArgv); ok {
+		own = k - 1
+	}
+	if own != 1 || chain[0].TPGID <= 0 || chain[0].PGRP != chain[0].TPGID {
+		return false
+	}
+	argv, err := proc.Cmdline(chain[1].PID)
+	if err != nil || program.Classify(argv, agents).Kind != program.Shell {
+		return false
+	}
+	env, err := proc.Environ(chain[0].PID, door.EnvVars...)
+	if err != nil {
+		return false
+	}
+	_, agent := door.Marks(env)
+	return agent == ""
 }
 
 // serversOf are the connected endpoints whose tmux server the process runs
