@@ -11,6 +11,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/engine/service"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/statehub/kinds"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
@@ -134,7 +135,12 @@ func explainText(r api.ExplainResult) string {
 			}
 			b.WriteString("\n")
 			for _, w := range l.Wakes {
-				fmt.Fprintf(&b, "      wake attempt %d: %s", w.Attempt, e(w.Status))
+				status := e(w.Status)
+				if m := lease.WakeOutcome(w.Status).Meaning(); m != "" {
+					// "resumed" alone reads as resumed from a checkpoint.
+					status = "sent, " + m
+				}
+				fmt.Fprintf(&b, "      wake attempt %d: %s", w.Attempt, status)
 				if w.MessageID != "" {
 					fmt.Fprintf(&b, ", tamq message %s", e(w.MessageID))
 				}

@@ -118,7 +118,7 @@ func TestExplainTellsTheTimeline(t *testing.T) {
 		`held at gate human: a person \u202edecides; checked again at `,
 		"manual wake by the operator (coordination-engine wake): trigger ",
 		"  gate_overridden  the operator woke task T-1 through gate human [manual wake]",
-		"wake of attempt 1 sent: tamq message M-1 (resumed) [manual wake]",
+		"wake of attempt 1 sent: tamq message M-1 (prompt queued for the agent already running in its window) [manual wake]",
 		"acknowledged by the broker, attempt 1",
 		`checkpoint recorded by the agent in alpha: 1 file changed; summary: looked around\x0a    2026-12-05T10:00:00Z  released        completed (forged) [manual wake]`,
 		"released completed by the agent in alpha [manual wake]",

@@ -175,7 +175,9 @@ func receiptEntry(t lease.Trigger, l lease.Lease, r receipt.Receipt, cps []lease
 		if r.Status == string(lease.WakeUnavailable) {
 			e.Text = fmt.Sprintf("wake of attempt %d: tamq has no window to take it%s", r.Attempt, why(r.Reason))
 		} else {
-			e.Text = fmt.Sprintf("wake of attempt %d sent: tamq message %s (%s)", r.Attempt, r.LocalMessageID, r.Status)
+			// The wire word ("resumed") alone reads as resumed from a
+			// checkpoint: the text says what it means.
+			e.Text = fmt.Sprintf("wake of attempt %d sent: tamq message %s (%s)", r.Attempt, r.LocalMessageID, wakeMeaning(r.Status))
 		}
 		if stale, _ := r.Detail["stale"].(bool); stale {
 			e.Text += "; the lease had moved on"
@@ -273,4 +275,13 @@ func whoText(by, repo string) string {
 		return "State Hub"
 	}
 	return by
+}
+
+// wakeMeaning is a wake's outcome in words (lease.WakeOutcome.Meaning), or
+// the outcome itself when it has none.
+func wakeMeaning(status string) string {
+	if m := lease.WakeOutcome(status).Meaning(); m != "" {
+		return m
+	}
+	return status
 }

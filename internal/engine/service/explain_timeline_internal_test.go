@@ -129,7 +129,7 @@ func TestExplainTimelineOfAWokenTask(t *testing.T) {
 	texts := map[string]string{
 		api.TimelineJudged:     "judged task_actionable (task revision 3): trigger " + tr.ID + " for alpha",
 		api.TimelineLeased:     "lease " + l.ID + " offered for alpha, attempt 1 of 3",
-		api.TimelineWoken:      "wake of attempt 1 sent: tamq message M-1 (resumed)",
+		api.TimelineWoken:      "wake of attempt 1 sent: tamq message M-1 (prompt queued for the agent already running in its window)",
 		api.TimelineAcked:      "lease " + l.ID + " acknowledged by the broker, attempt 1",
 		api.TimelineRenewed:    "lease " + l.ID + " renewed by the broker: the first renewal (later ones leave no receipt)",
 		api.TimelineCheckpoint: "checkpoint recorded by the agent in alpha: 2 files changed; summary: " + summary,
