@@ -279,12 +279,19 @@ type Policy struct {
 }
 
 // DefaultStateHubAPIBase is statehub.api_base when neither config nor
-// environment set it: the Unix socket the reference State Hub listens on by
-// default, in the runtime directory beside the programs' own sockets. A
-// socket there is reachable by the user alone and its owner is checked; a
-// loopback port, the old default, could be taken by any local user while
-// State Hub was not running (docs/statehub-contract.md).
-func DefaultStateHubAPIBase(p paths.Paths) string { return "unix://" + p.StateHubSocket }
+// environment set it: the spec's default (section 9). A loopback port may
+// be taken by any local user while State Hub is not running, so before a
+// byte is sent the listening socket must be the user's own (internal/trust,
+// docs/statehub-contract.md). The reference State Hub listens on a Unix
+// socket by default (ReferenceStateHubAPIBase), which the programs are
+// pointed at.
+const DefaultStateHubAPIBase = "http://127.0.0.1:8000"
+
+// ReferenceStateHubAPIBase is where the reference State Hub
+// (coordination-engine dev-statehub) listens by default: statehub.sock in
+// the runtime directory, beside the programs' own sockets, reachable by
+// the user alone.
+func ReferenceStateHubAPIBase(p paths.Paths) string { return "unix://" + p.StateHubSocket }
 
 // Default returns the configuration used when no file sets anything.
 func Default() Config {

@@ -26,18 +26,40 @@ type Loaded struct {
 	FileExists bool
 	// Overrides lists values taken from the environment, as "key from VAR".
 	Overrides []string
+	// Reference is where the reference State Hub listens by default
+	// (ReferenceStateHubAPIBase), for the hints of a State Hub that does
+	// not answer.
+	Reference string
 	// Version is the effective config version recorded in receipts: a hash
 	// of the keys the program reads.
 	Version string
 
-	profileRef string
+	profileRef    string
+	apiBaseInFile bool
+}
+
+// APIBaseOrigin says where statehub.api_base came from, in words that
+// follow the address: the environment, the file, or the default.
+func (l *Loaded) APIBaseOrigin() string {
+	for _, o := range l.Overrides {
+		if key, variable, _ := strings.Cut(o, " from "); key == "statehub.api_base" {
+			return "from " + variable
+		}
+	}
+	if l.apiBaseInFile {
+		return "statehub.api_base in " + l.File
+	}
+	if l.StateHub.Kind == KindGitHub {
+		return "GitHub's, the default of kind github"
+	}
+	return "the default: statehub.api_base is not set"
 }
 
 // Defaults is the configuration with every default and no file, for
 // reports that go on when the file is invalid.
 func Defaults(p paths.Paths) *Loaded {
-	l := &Loaded{Config: Default(), File: p.ConfigFile}
-	l.StateHub.APIBase = DefaultStateHubAPIBase(p)
+	l := &Loaded{Config: Default(), File: p.ConfigFile, Reference: ReferenceStateHubAPIBase(p)}
+	l.StateHub.APIBase = DefaultStateHubAPIBase
 	l.Version = l.Config.Version(p.Program)
 	l.profileRef = l.Config.ProfileRef()
 	return l
@@ -81,12 +103,13 @@ func load(p paths.Paths, data []byte, exists bool) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Loaded{Config: cfg, File: p.ConfigFile, FileExists: exists}
+	l := &Loaded{Config: cfg, File: p.ConfigFile, FileExists: exists, Reference: ReferenceStateHubAPIBase(p)}
 	if l.StateHub.Kind == "" {
 		l.StateHub.Kind = KindContract
 	}
+	l.apiBaseInFile = l.StateHub.APIBase != ""
 	if l.StateHub.APIBase == "" {
-		l.StateHub.APIBase = DefaultStateHubAPIBase(p)
+		l.StateHub.APIBase = DefaultStateHubAPIBase
 		if l.StateHub.Kind == KindGitHub {
 			l.StateHub.APIBase = DefaultGitHubAPIBase
 		}

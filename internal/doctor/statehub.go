@@ -26,10 +26,27 @@ func StateHub(ctx context.Context, cfg *config.Loaded, unreachable Status, why s
 		return fail(name, err.Error(), fixOf(err, "point statehub.api_base at your own State Hub")), false
 	}
 	if err != nil {
-		return Check{Name: name, Status: unreachable, Detail: err.Error() + why,
-			Fix: fmt.Sprintf("start State Hub at %s, or point statehub.api_base in %s (or %s) at it", base, cfg.File, paths.StateHubAPIBaseVar)}, false
+		return Check{Name: name, Status: unreachable, Detail: err.Error() + " (" + cfg.APIBaseOrigin() + ")" + why,
+			Fix: unansweredFix(ctx, cfg, base)}, false
 	}
 	return ok(name, "State Hub answers at "+base), true
+}
+
+// unansweredFix is the fix for a State Hub that does not answer at base.
+// The default address is the spec's loopback port, while the reference
+// server listens on its socket by default: when a State Hub answers there,
+// the fix is to point the programs at it.
+func unansweredFix(ctx context.Context, cfg *config.Loaded, base string) string {
+	point := fmt.Sprintf("point statehub.api_base in %s (or %s) at it", cfg.File, paths.StateHubAPIBaseVar)
+	ref := cfg.Reference
+	if cfg.StateHub.HubKind() != config.KindContract || ref == "" || ref == cfg.StateHub.APIBase {
+		return fmt.Sprintf("start State Hub at %s, or %s", base, point)
+	}
+	if statehub.Probe(ctx, ref, HTTPTimeout) == nil {
+		return fmt.Sprintf("a State Hub answers at %s, where the reference server (coordination-engine dev-statehub) listens: set statehub.api_base = %q in %s, or export %s=%s",
+			ref, ref, cfg.File, paths.StateHubAPIBaseVar, ref)
+	}
+	return fmt.Sprintf("start State Hub at %s, or %s (the reference server, coordination-engine dev-statehub, listens on %s by default)", base, point, ref)
 }
 
 // StateHubAuth checks the credentials: statehub.credential_command, when

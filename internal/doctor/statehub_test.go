@@ -10,6 +10,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/paths"
+	"github.com/tmux-amq/tamq/internal/statehub/devhub"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -62,4 +63,54 @@ func TestDoctorReportsAStateHubAddressOfAnotherUser(t *testing.T) {
 			t.Errorf("a port of another user: %+v", c)
 		}
 	})
+}
+
+// Issue 40, item 13: the default address is the spec's loopback port, and
+// the reference server listens on its socket by default. A State Hub that
+// does not answer is reported with where its address came from, and the fix
+// names the reference server's socket: as where it would listen, or, when
+// a State Hub answers there, as the address to set.
+func TestDoctorSaysWhichStateHubAddressAndPointsAtTheReferenceServer(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"HOME": dir, "XDG_RUNTIME_DIR": dir, "XDG_CONFIG_HOME": filepath.Join(dir, "config"), paths.StateHubAPIBaseVar: "http://127.0.0.1:1"}
+	p, err := paths.Resolve(paths.Tamq, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := "unix://" + filepath.Join(dir, "statehub.sock")
+	c, _ := StateHub(context.Background(), cfg, Warn, "")
+	if !strings.Contains(c.Detail, "(from STATEHUB_API_BASE)") || !strings.Contains(c.Fix, "listens on "+ref+" by default") {
+		t.Errorf("nothing anywhere: %+v", c)
+	}
+	// The reference server on its socket.
+	hub := &devhub.Server{}
+	if err := hub.Open(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", filepath.Join(dir, "statehub.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := hub.HTTPServer()
+	go srv.Serve(hub.Listener(ln))
+	t.Cleanup(func() { srv.Close() })
+	c, _ = StateHub(context.Background(), cfg, Warn, "")
+	if want := "a State Hub answers at " + ref; !strings.Contains(c.Fix, want) || !strings.Contains(c.Fix, "STATEHUB_API_BASE="+ref) {
+		t.Errorf("the reference server answers on its socket, and the fix does not say %q: %+v", want, c)
+	}
+	// Without the variable, the address is the spec's default, and says so.
+	delete(env, paths.StateHubAPIBaseVar)
+	if p, err = paths.Resolve(paths.Tamq, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = config.Load(p); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.StateHub.APIBase != "http://127.0.0.1:8000" || cfg.APIBaseOrigin() != "the default: statehub.api_base is not set" {
+		t.Errorf("the default State Hub address: %s (%s)", cfg.StateHub.APIBase, cfg.APIBaseOrigin())
+	}
 }

@@ -52,6 +52,24 @@ func TestScripts(t *testing.T) {
 			if dir := os.Getenv("TMUX_TMPDIR"); dir != "" {
 				env.Setenv("TMUX_TMPDIR", dir)
 			}
+			// Both programs look for State Hub at the spec's default, a
+			// loopback port where the user's own may listen: each config
+			// file (the script's, or one made here) names a socket of the
+			// script's instead. config.txtar removes them to see defaults.
+			for _, program := range []string{"tamq", "coordination-engine"} {
+				file := filepath.Join(work, "config", program, "config.toml")
+				b, err := os.ReadFile(file)
+				if err != nil && !os.IsNotExist(err) {
+					return err
+				}
+				if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+					return err
+				}
+				sock := "unix://" + filepath.Join(work, "run", "statehub.sock")
+				if err := os.WriteFile(file, []byte(testutil.WithStateHub(string(b), sock)), 0o600); err != nil {
+					return err
+				}
+			}
 			// A script that fails midway must not leave its service running.
 			env.Defer(func() { killService(filepath.Join(work, "state", "tamq", "tamq.lock")) })
 			return nil

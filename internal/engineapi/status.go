@@ -79,8 +79,11 @@ type RegistryStatus = health.Registry
 // tracker's request budget and what it watches, and the receipt outbox.
 type StateHubStatus struct {
 	// Kind is the kind of State Hub ([statehub] kind): contract, github.
-	Kind                  string `json:"kind"`
-	APIBase               string `json:"api_base"`
+	Kind    string `json:"kind"`
+	APIBase string `json:"api_base"`
+	// APIBaseFrom says where api_base came from: the environment, the
+	// config file, or the default (config.Loaded.APIBaseOrigin).
+	APIBaseFrom           string `json:"api_base_from,omitempty"`
 	Reachable             bool   `json:"reachable"`
 	CredentialsConfigured bool   `json:"credentials_configured"`
 	// Paused: State Hub refused the credentials; observation waits and

@@ -50,8 +50,11 @@ type StateHubStatus struct {
 	// Kind is the kind of State Hub ([statehub] kind). For any but the
 	// contract, State Hub is coordination-engine's to read: tamq neither
 	// probes it nor posts to it, and its receipts go through the engine.
-	Kind                  string `json:"kind"`
-	APIBase               string `json:"api_base"`
+	Kind    string `json:"kind"`
+	APIBase string `json:"api_base"`
+	// APIBaseFrom says where api_base came from: the environment, the
+	// config file, or the default (config.Loaded.APIBaseOrigin).
+	APIBaseFrom           string `json:"api_base_from,omitempty"`
 	Reachable             bool   `json:"reachable"`
 	CredentialsConfigured bool   `json:"credentials_configured"`
 	// UnpublishedReceipts counts the receipts State Hub does not have yet.

@@ -133,6 +133,10 @@ func NewEnv(t testing.TB) *Env {
 	if dir := os.Getenv("TMUX_TMPDIR"); dir != "" {
 		e.Vars = append(e.Vars, "TMUX_TMPDIR="+dir)
 	}
+	// Until the test writes its own, both config files name a State Hub
+	// of the test's (PrivateStateHub).
+	e.WriteConfig(t, "")
+	e.WriteEngineConfig(t, "")
 	return e
 }
 
@@ -420,9 +424,51 @@ func (e *Env) WriteConfig(t testing.TB, toml string) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(toml), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(e.PrivateStateHub(toml)), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// StateHubSocket is the address the programs of a test look for State Hub
+// at unless the test names another: a socket in its runtime directory,
+// where nothing listens unless the test starts State Hub there.
+func (e *Env) StateHubSocket() string { return "unix://" + filepath.Join(e.Runtime, "statehub.sock") }
+
+// PrivateStateHub adds statehub.api_base = StateHubSocket to a config
+// file's toml that names no State Hub address: the default address is the
+// spec's loopback port, where the user's own State Hub may run, and a test
+// must never publish to it nor read its tasks.
+func (e *Env) PrivateStateHub(toml string) string { return WithStateHub(toml, e.StateHubSocket()) }
+
+// StateHubInEnvironment readies e for programs run as another user than
+// the test's: the config files NewEnv wrote are the test user's (another
+// user may not read them, and refuses them if it could), so they go, and
+// the test's State Hub address is given in the environment instead.
+func (e *Env) StateHubInEnvironment(t testing.TB) {
+	t.Helper()
+	for _, program := range []string{"tamq", "coordination-engine"} {
+		if err := os.RemoveAll(filepath.Join(e.Config, program)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// As before NewEnv wrote them: another user may look into the
+	// directory (and finds no config file there).
+	if err := os.Chmod(e.Config, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.Vars = append(e.Vars, "STATEHUB_API_BASE="+e.StateHubSocket())
+}
+
+// WithStateHub adds statehub.api_base = addr to a config file's toml that
+// names no State Hub address (nor a tracker with an address of its own).
+func WithStateHub(toml, addr string) string {
+	switch {
+	case strings.Contains(toml, "api_base"), strings.Contains(toml, `kind = "github"`), strings.Contains(toml, `kind = "beads"`):
+		return toml
+	case strings.Contains(toml, "[statehub]\n"):
+		return strings.Replace(toml, "[statehub]\n", fmt.Sprintf("[statehub]\napi_base = %q\n", addr), 1)
+	}
+	return toml + fmt.Sprintf("\n[statehub]\napi_base = %q\n", addr)
 }
 
 // WriteEngineConfig writes coordination-engine's config file.
@@ -432,7 +478,7 @@ func (e *Env) WriteEngineConfig(t testing.TB, toml string) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(toml), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(e.PrivateStateHub(toml)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -14,7 +14,9 @@ import (
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/statehub/devhub"
+	"github.com/tmux-amq/tamq/internal/textsafe"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
@@ -31,8 +33,10 @@ messages and checkpoints to it; coordination-engine reads them and posts its
 receipts.
 
 By default it listens on a Unix socket only you can use, statehub.sock in the
-runtime directory ($XDG_RUNTIME_DIR, else /tmp/tamq-<uid>), which is where
-statehub.api_base points by default: no token is needed there. --listen
+runtime directory ($XDG_RUNTIME_DIR, else /tmp/tamq-<uid>): no token is needed
+there. Point both programs at it (statehub.api_base = "unix://…/statehub.sock", or
+STATEHUB_API_BASE); unset, they look at the spec's default, http://127.0.0.1:8000,
+and it says so when it starts. --listen
 host:port listens on TCP instead, and then every request must carry
 "Authorization: Bearer <token>": the token of --token-file, or of --token
 (visible to other local users in the process list), or else one made at the
@@ -109,6 +113,12 @@ address other machines may reach needs a token. It stops on SIGTERM or SIGINT.`,
 			}
 			if !ln.Loopback {
 				a.Notef("warning: %s is reachable from other machines, and http carries the token in clear; prefer 127.0.0.1, a Unix socket, or https in front", listen)
+			}
+			if cfg, err := a.Config(); err == nil && cfg.StateHub.APIBase != ln.URL {
+				// The programs look at the spec's default (a loopback port)
+				// unless told: say how to point them here.
+				a.Notef("coordination-engine reads State Hub at %s (%s): point both programs here with statehub.api_base = %q in their config files, or %s=%s in their environment",
+					textsafe.RedactURL(cfg.StateHub.APIBase), cfg.APIBaseOrigin(), ln.URL, paths.StateHubAPIBaseVar, ln.URL)
 			}
 			// Last: the line that says it is ready (the demo waits for it).
 			a.Notef("reference State Hub on %s (data: %s)", ln.URL, orMemory(data))

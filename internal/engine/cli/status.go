@@ -192,6 +192,9 @@ func printStateHub(a *app.App, h api.StateHubStatus, running bool) {
 	reach := "reachable"
 	if !h.Reachable {
 		reach = "not reachable: " + h.Error
+		if h.APIBaseFrom != "" {
+			reach = "(" + h.APIBaseFrom + ") " + reach
+		}
 	}
 	receipts := fmt.Sprintf("%d receipts not yet published", h.UnpublishedReceipts)
 	if h.Receipts == "local" {

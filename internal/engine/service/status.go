@@ -109,7 +109,7 @@ func Collect(ctx context.Context, p paths.Paths, cfg *config.Loaded, registry fu
 	}
 	r.SQLite = daemon.DatabaseStatus(ctx, nil, p.Database, store.Migrations)
 	r.Registry = daemon.RegistryStatus(registry)
-	r.StateHub = api.StateHubStatus{Kind: hub.Kind(), APIBase: textsafe.RedactURL(cfg.StateHub.APIBase), CredentialsConfigured: cfg.HasCredentialCommand(),
+	r.StateHub = api.StateHubStatus{Kind: hub.Kind(), APIBase: textsafe.RedactURL(cfg.StateHub.APIBase), APIBaseFrom: cfg.APIBaseOrigin(), CredentialsConfigured: cfg.HasCredentialCommand(),
 		Receipts: hub.Offers().Receipts}
 	if err := hub.Probe(ctx, probeTimeout); err != nil {
 		r.StateHub.Error = err.Error()
@@ -158,7 +158,7 @@ func Judge(r *api.StatusReport) error {
 		problem = errs.New(errs.Unavailable, "tamq does not answer: %s", r.Tamq.Error).WithHint("start it with `tamq start --detach`")
 	case h.UnreachableSince != nil:
 		problem = errs.New(errs.Unavailable, "%s: %s", api.StaleLine(h.UnreachableSince, h.LastPoll), h.ObserveError).
-			WithHint("start State Hub at %s or set statehub.api_base to where it runs; the engine looks again by itself", h.APIBase)
+			WithHint("start State Hub at %s (%s) or set statehub.api_base to where it runs; the engine looks again by itself", h.APIBase, h.APIBaseFrom)
 	case h.Paused:
 		problem = errs.New(errs.PermissionDeny, "State Hub refused the credentials: %s", h.ObserveError).
 			WithHint("check statehub.credential_command; the engine looks again by itself")

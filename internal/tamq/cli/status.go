@@ -142,6 +142,9 @@ func printStatus(a *app.App, r api.StatusReport) {
 	reach := "reachable"
 	if !h.Reachable {
 		reach = "not reachable"
+		if h.APIBaseFrom != "" {
+			reach = "not reachable (" + h.APIBaseFrom + ")"
+		}
 	}
 	creds := "credentials configured"
 	if !h.CredentialsConfigured {

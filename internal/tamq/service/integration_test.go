@@ -340,6 +340,7 @@ func TestStartFailuresChangeNothing(t *testing.T) {
 	t.Run("state dir not writable", func(t *testing.T) {
 		t.Parallel()
 		e := testutil.NewEnv(t)
+		e.StateHubInEnvironment(t)
 		// Root ignores permission bits, so run tamq as another user whose state
 		// dir belongs to root.
 		for _, d := range []string{e.TamqState(), e.Runtime} {
@@ -404,12 +405,7 @@ func TestOrwell(t *testing.T) {
 		t.Errorf("refused orwell created its sink: %v", err)
 	}
 
-	cfgDir := filepath.Join(e.Config, "tamq")
-	os.MkdirAll(cfgDir, 0o700)
-	cfg := "[policy]\nprofile = \"diagnose\"\n[policy.profiles.diagnose]\nallow = [\"statehub_read\", \"orwell_diagnostics\"]\n"
-	if err := os.WriteFile(filepath.Join(cfgDir, "config.toml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	e.WriteConfig(t, "[policy]\nprofile = \"diagnose\"\n[policy.profiles.diagnose]\nallow = [\"statehub_read\", \"orwell_diagnostics\"]\n")
 	r = e.Run(t, "tamq", "start", "--detach", "--orwell")
 	if r.Status != 0 || !strings.Contains(r.Stderr, "WARNING: --orwell is on") {
 		t.Fatalf("start --orwell: %s", r)

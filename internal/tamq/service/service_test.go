@@ -143,6 +143,11 @@ func startAt(t testing.TB, p paths.Paths, o Options) (*Service, paths.Paths) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if cfg.StateHub.APIBase == config.DefaultStateHubAPIBase {
+		// Never the default address, where the user's own State Hub may
+		// listen: the test's runtime directory, where none does.
+		cfg.StateHub.APIBase = config.ReferenceStateHubAPIBase(p)
+	}
 	o.Paths, o.Config = p, cfg
 	rd := gita.NewReader(filepath.Join(filepath.Dir(p.StateDir), "gita"))
 	o.Registry, o.Addresses = rd.Load, rd.Watched

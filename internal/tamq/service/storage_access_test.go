@@ -42,6 +42,7 @@ func nobodysEnv(t *testing.T, migrations int) *testutil.Env {
 		t.Fatal(err)
 	}
 	db.Close()
+	e.StateHubInEnvironment(t)
 	for _, dir := range []string{e.State, e.Runtime, e.Config, e.Home} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			t.Fatal(err)

@@ -48,6 +48,7 @@ func Collect(ctx context.Context, src Sources) api.StatusReport {
 	r.StateHub = api.StateHubStatus{
 		Kind:                  src.Config.StateHub.HubKind(),
 		APIBase:               textsafe.RedactURL(src.Config.StateHub.APIBase),
+		APIBaseFrom:           src.Config.APIBaseOrigin(),
 		CredentialsConfigured: src.Config.HasCredentialCommand(),
 	}
 	// Another kind than the contract (GitHub) is the engine's to read:
