@@ -195,8 +195,14 @@ func TestTheOperatorTypesAtAManualWindowsShell(t *testing.T) {
 	testutil.WaitFor(t, "alpha's endpoint", func() bool { return len(l.status(t).Endpoints) > 0 })
 	ce := filepath.Join(l.e.Bin, "coordination-engine")
 	tamq := "env XDG_CONFIG_HOME=" + l.e.Config + " " + filepath.Join(l.e.Bin, "tamq")
+	// The engine's own program under an agent's name: what an agent
+	// started at the prompt would be, calling the engine itself.
+	claude := filepath.Join(l.e.Root, "claude")
+	if err := os.Symlink(ce, claude); err != nil {
+		t.Fatal(err)
+	}
 	allowed := []string{ce + " leases", ce + " receipts", tamq + " send To:beta:typed-at-alphas-shell"}
-	refused := []string{`sh -c "` + ce + ` leases"`, "env CLAUDECODE=1 " + ce + " leases"}
+	refused := []string{`sh -c "` + ce + ` leases"`, "env CLAUDECODE=1 " + ce + " leases", claude + " leases"}
 	out := l.atPrompt(t, "alpha", append(allowed, refused...)...)
 	for _, cmd := range allowed {
 		if got := exitOf(out, cmd); got != "0" {

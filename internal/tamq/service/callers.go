@@ -237,6 +237,11 @@ func typedAtShell(chain []proc.Stat, panePID int, agents []string) bool {
 	if err != nil || program.Classify(argv, agents).Kind != program.Shell {
 		return false
 	}
+	// An agent started by hand at the prompt is the window's agent, not
+	// the person, if it calls itself.
+	if own, err := proc.Cmdline(chain[0].PID); err != nil || program.AgentName(own, agents) != "" {
+		return false
+	}
 	env, err := proc.Environ(chain[0].PID, door.EnvVars...)
 	if err != nil {
 		return false
