@@ -25,7 +25,12 @@ func TestMain(m *testing.M) {
 func loadWith(t *testing.T, base string) *config.Loaded {
 	t.Helper()
 	dir := t.TempDir()
-	env := map[string]string{"HOME": dir, "XDG_RUNTIME_DIR": dir, paths.StateHubAPIBaseVar: base}
+	return loadEnv(t, map[string]string{"HOME": dir, "XDG_RUNTIME_DIR": dir, paths.StateHubAPIBaseVar: base})
+}
+
+// loadEnv is tamq's configuration in the environment env.
+func loadEnv(t *testing.T, env map[string]string) *config.Loaded {
+	t.Helper()
 	p, err := paths.Resolve(paths.Tamq, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
@@ -73,14 +78,7 @@ func TestDoctorReportsAStateHubAddressOfAnotherUser(t *testing.T) {
 func TestDoctorSaysWhichStateHubAddressAndPointsAtTheReferenceServer(t *testing.T) {
 	dir := t.TempDir()
 	env := map[string]string{"HOME": dir, "XDG_RUNTIME_DIR": dir, "XDG_CONFIG_HOME": filepath.Join(dir, "config"), paths.StateHubAPIBaseVar: "http://127.0.0.1:1"}
-	p, err := paths.Resolve(paths.Tamq, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := loadEnv(t, env)
 	ref := "unix://" + filepath.Join(dir, "statehub.sock")
 	c, _ := StateHub(context.Background(), cfg, Warn, "")
 	if !strings.Contains(c.Detail, "(from STATEHUB_API_BASE)") || !strings.Contains(c.Fix, "listens on "+ref+" by default") {
@@ -104,13 +102,7 @@ func TestDoctorSaysWhichStateHubAddressAndPointsAtTheReferenceServer(t *testing.
 	}
 	// Without the variable, the address is the spec's default, and says so.
 	delete(env, paths.StateHubAPIBaseVar)
-	if p, err = paths.Resolve(paths.Tamq, func(k string) string { return env[k] }); err != nil {
-		t.Fatal(err)
-	}
-	if cfg, err = config.Load(p); err != nil {
-		t.Fatal(err)
-	}
-	if cfg.StateHub.APIBase != "http://127.0.0.1:8000" || cfg.APIBaseOrigin() != "the default: statehub.api_base is not set" {
+	if cfg = loadEnv(t, env); cfg.StateHub.APIBase != "http://127.0.0.1:8000" || cfg.APIBaseOrigin() != "the default: statehub.api_base is not set" {
 		t.Errorf("the default State Hub address: %s (%s)", cfg.StateHub.APIBase, cfg.APIBaseOrigin())
 	}
 }
