@@ -115,8 +115,10 @@ type observer struct {
 }
 
 // firstLookWait bounds how long a question to a freshly started engine
-// waits for its first look (see awaitFirstLook).
-const firstLookWait = 10 * time.Second
+// waits for its first look (see awaitFirstLook): a look at a local State Hub
+// takes milliseconds; a slow one answers "not observed yet" well within the
+// callers' own bounds (tamq top's 3 s a call, the client's 10 s).
+const firstLookWait = 2 * time.Second
 
 // releaseAfter is how long after a look that got the workplans the engine
 // returns the memory that look freed. Decoding 10,000 tasks takes some
