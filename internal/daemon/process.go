@@ -42,7 +42,9 @@ func (p *ServiceProcess) Is(ctx context.Context, peer unixrpc.Peer) bool {
 		if pid == peer.PID && start == st.StartTime {
 			return true
 		}
-		if known, err := proc.ReadStat(int(pid)); err == nil && known.StartTime == start {
+		// A zombie has exited (proc.Exited): it listens no more, and the
+		// service started after it must be recognised before init reaps it.
+		if known, err := proc.ReadStat(int(pid)); err == nil && known.StartTime == start && known.State != 'Z' {
 			return false // the service seen last still runs, and this is not it
 		}
 	}

@@ -33,7 +33,7 @@ messages and checkpoints to it; coordination-engine reads them and posts its
 receipts.
 
 By default it listens on a Unix socket only you can use, statehub.sock in the
-runtime directory ($XDG_RUNTIME_DIR, else /tmp/tamq-<uid>): no token is needed
+runtime directory ($XDG_RUNTIME_DIR, else ${TMPDIR:-/tmp}/tamq-<uid>): no token is needed
 there. Point both programs at it (statehub.api_base = "unix://…/statehub.sock", or
 STATEHUB_API_BASE); unset, they look at the spec's default, http://127.0.0.1:8000,
 and it says so when it starts. --listen

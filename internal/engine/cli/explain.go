@@ -136,15 +136,17 @@ func explainText(r api.ExplainResult) string {
 			b.WriteString("\n")
 			for _, w := range l.Wakes {
 				status := e(w.Status)
-				if m := lease.WakeOutcome(w.Status).Meaning(); m != "" {
+				meaning := lease.WakeOutcome(w.Status).Meaning()
+				if meaning != "" {
 					// "resumed" alone reads as resumed from a checkpoint.
-					status = "sent, " + m
+					status = "sent, " + meaning
 				}
 				fmt.Fprintf(&b, "      wake attempt %d: %s", w.Attempt, status)
 				if w.MessageID != "" {
 					fmt.Fprintf(&b, ", tamq message %s", e(w.MessageID))
 				}
-				if w.Reason != "" {
+				// The receipt's reason is those words again, said once.
+				if w.Reason != "" && w.Reason != meaning {
 					fmt.Fprintf(&b, " (%s)", e(w.Reason))
 				}
 				fmt.Fprintf(&b, ", %s\n", w.At.Format(time.RFC3339))

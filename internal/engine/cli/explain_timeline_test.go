@@ -92,6 +92,10 @@ func TestExplainTellsTheTimeline(t *testing.T) {
 	if !found || !strings.Contains(facts, "  trigger ") {
 		t.Fatalf("explain has no timeline after its facts:\n%s", r.Stdout)
 	}
+	// The wake's outcome is said once: its receipt's reason is those words.
+	if want := "      wake attempt 1: sent, prompt queued for the agent already running in its window, tamq message M-1, 20"; !strings.Contains(facts, want) {
+		t.Errorf("the lease's wake does not read %q:\n%s", want, facts)
+	}
 	var kinds []string
 	var last string
 	for _, line := range strings.Split(strings.TrimSuffix(story, "\n"), "\n") {

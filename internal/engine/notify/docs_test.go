@@ -32,7 +32,7 @@ func TestNotifyDocRecipesRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n := Notice{Event: NeedsYou, Task: "T-42", Repo: "net-kingdom", Reason: "gate_human", Action: Action(NeedsYou, "T-42", "gate_human")}
+	n := Notice{Event: NeedsYou, Task: "T-42", Repo: "net-kingdom", Reason: "gate_human", Action: Action(NeedsYou, "T-42", "net-kingdom", "gate_human")}
 	wants := [][]string{
 		{"notify-send", "[--urgency=critical]", "[Task T-42 needs you (gate_human)]", "[net-kingdom: decide the gate in State Hub"},
 		{"ntfy", "[publish]", "[Task T-42 needs you]", "[--priority]", "[high]", "[my-tamq-topic]", "[net-kingdom (gate_human): decide the gate"},

@@ -68,9 +68,10 @@ func (n Need) Reason() string {
 	return "needs_you"
 }
 
-// Action says how to act on a notice of reason for task: fixed words per
-// reason and the command that explains the task.
-func Action(event Event, task, reason string) string {
+// Action says how to act on a notice of reason for task, of repo: fixed
+// words per reason, with the commands to run spelt out whole (the repo's
+// wake, the task's explain), ready to copy.
+func Action(event Event, task, repo, reason string) string {
 	explain := "coordination-engine explain " + task
 	if event == Resolved {
 		return "nothing to do; " + explain + " shows what happened"
@@ -80,7 +81,7 @@ func Action(event Event, task, reason string) string {
 	case reason == "gate_secret":
 		what = "provide the secret the task needs, or decide in State Hub"
 	case strings.HasPrefix(reason, "gate_"):
-		what = "decide the gate in State Hub, or wake it through the gate (coordination-engine wake REPO --task " + task +
+		what = "decide the gate in State Hub, or wake it through the gate (coordination-engine wake " + repo + " --task " + task +
 			" --override-gate " + strings.TrimPrefix(reason, "gate_") + ")"
 	case reason == "skipped":
 		what = "mend the task in State Hub"
@@ -116,13 +117,13 @@ func Transitions(told map[string]Told, needs []Need) (notices []Notice, next map
 		next[n.Task] = t
 		if told[n.Task] != t {
 			notices = append(notices, Notice{Event: NeedsYou, Task: n.Task, Repo: n.Repo, Reason: t.Reason,
-				Action: Action(NeedsYou, n.Task, t.Reason)})
+				Action: Action(NeedsYou, n.Task, n.Repo, t.Reason)})
 		}
 	}
 	for task, t := range told {
 		if !now[task] {
 			notices = append(notices, Notice{Event: Resolved, Task: task, Repo: t.Repo, Reason: t.Reason,
-				Action: Action(Resolved, task, t.Reason)})
+				Action: Action(Resolved, task, t.Repo, t.Reason)})
 		}
 	}
 	slices.SortStableFunc(notices, func(a, b Notice) int {

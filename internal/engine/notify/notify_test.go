@@ -66,7 +66,7 @@ func TestReasonCodes(t *testing.T) {
 			t.Errorf("%+v: %q, want %q", tt.n, got, tt.want)
 		}
 	}
-	if a := Action(NeedsYou, "T-1", "gate_human"); a != "decide the gate in State Hub, or wake it through the gate (coordination-engine wake REPO --task T-1 --override-gate human); coordination-engine explain T-1" {
+	if a := Action(NeedsYou, "T-1", "alpha", "gate_human"); a != "decide the gate in State Hub, or wake it through the gate (coordination-engine wake alpha --task T-1 --override-gate human); coordination-engine explain T-1" {
 		t.Errorf("action %q", a)
 	}
 }

@@ -28,7 +28,7 @@ func TestRunnerPassesTheNotice(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	sh := script(t, `env | grep '^TAMQ_NOTIFY_' | sort > "$1"; echo "arg2=$2" >> "$1"; cat >> "$1"`)
 	r := Runner{Command: []string{sh, out, "a b $HOME"}, Timeout: time.Minute, Clock: clock.System, Env: []string{"PATH=/usr/bin:/bin"}}
-	n := Notice{Event: NeedsYou, Task: "A", Repo: "net-kingdom", Reason: "gate_human", Action: Action(NeedsYou, "A", "gate_human")}
+	n := Notice{Event: NeedsYou, Task: "A", Repo: "net-kingdom", Reason: "gate_human", Action: Action(NeedsYou, "A", "net-kingdom", "gate_human")}
 	if res := r.Run(context.Background(), n); !res.OK() {
 		t.Fatalf("run: %v %+v", res, res)
 	}

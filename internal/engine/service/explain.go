@@ -26,6 +26,7 @@ func (sh *statusHandlers) explain(ctx context.Context, _ unixrpc.Peer, req *unix
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
+	sh.observer.awaitFirstLook(ctx)
 	res, err := Explain(ctx, sh.store, args.Task, sh.observer.explainView())
 	res.URL = sh.opts.Hub.Link(args.Task)
 	sh.claimer.explainHeld(&res)

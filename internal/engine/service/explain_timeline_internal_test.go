@@ -19,6 +19,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/testutil"
+	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // storyStart is when the stories below begin (to the millisecond, as the
@@ -329,5 +330,61 @@ func TestExplainTimelineFromTheObserver(t *testing.T) {
 	r := noErr[api.ExplainResult](t)(Explain(ctx, s.store, "R", view))
 	if len(r.Timeline) != 1 || r.Timeline[0].Kind != api.TimelineObserved || !strings.Contains(r.Timeline[0].Text, "; not actionable: ") {
 		t.Errorf("R's timeline: %+v", r.Timeline)
+	}
+}
+
+// Asked right after the engine started, while its first look at State Hub
+// is under way, explain and tasks wait for that look and tell what it
+// found (a gate, a dependency) instead of "State Hub has not been observed
+// yet" or a task seen but not yet judged (docs/statehub-contract.md runs
+// explain right after `coordination-engine start --detach`).
+func TestExplainRightAfterStartWaitsForTheFirstLook(t *testing.T) {
+	t.Parallel()
+	body := `{"workplans": [{"id": "W", "repo": "net", "status": "active", "revision": "1", "tasks": [
+		{"id": "Q", "title": "q", "status": "todo", "revision": "7", "repo": "net", "needs_human": true},
+		{"id": "R", "title": "r", "status": "todo", "revision": "2", "repo": "net", "depends_on": ["Q"]}]}]}`
+	release := make(chan struct{}) // the first look is held until the questions are asked
+	ts, _ := testutil.HTTPServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/workplans":
+			<-release
+			io.WriteString(w, body)
+		case "/v1/messages":
+			io.WriteString(w, `{"messages": []}`)
+		case "/v1/events":
+			http.NotFound(w, r)
+		default:
+			io.WriteString(w, `{"checkpoints": [], "cursor": "0"}`)
+		}
+	}))
+	s := inProcessEngine(t, ts.URL)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.observer.Run(ctx)
+	sh := s.status
+	ask := func(op string, args any, handler func(context.Context, unixrpc.Peer, *unixrpc.Request) (any, error)) chan any {
+		raw, _ := json.Marshal(args)
+		out := make(chan any, 1)
+		go func() {
+			res, err := handler(ctx, unixrpc.Peer{}, &unixrpc.Request{Op: op, Args: raw})
+			if err != nil {
+				t.Error(err)
+			}
+			out <- res
+		}()
+		return out
+	}
+	q := ask(api.OpExplain, api.ExplainArgs{Task: "Q"}, sh.explain)
+	r := ask(api.OpExplain, api.ExplainArgs{Task: "R"}, sh.explain)
+	list := ask(api.OpTasks, api.TasksArgs{}, sh.tasks)
+	close(release)
+	if got := (<-q).(api.ExplainResult).Verdict; got != "not woken: stopped at gate human (human: the task needs a human)" {
+		t.Errorf("explain Q right after the start: %q", got)
+	}
+	if got := (<-r).(api.ExplainResult).Verdict; got != "not woken: dependency Q is todo" {
+		t.Errorf("explain R right after the start: %q", got)
+	}
+	if got := (<-list).(api.TasksResult); got.ObservedAt == nil || len(got.Tasks) != 2 {
+		t.Errorf("tasks right after the start: %+v", got)
 	}
 }

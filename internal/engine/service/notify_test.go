@@ -34,7 +34,12 @@ func TestNotifyCommandRunsWhenATaskNeedsYouAndWhenResolved(t *testing.T) {
 	g := todo("G", "net-kingdom")
 	g.NeedsHuman = true
 	h.put(workplan("W", "net-kingdom", g))
-	testutil.WaitFor(t, "the needs_you notice", func() bool { return strings.Contains(read(), "TAMQ_NOTIFY_EVENT=needs_you") })
+	// A notice is whole once the script wrote its "---" (it writes the
+	// environment first, then its stdin), and told once the engine logged it.
+	whole := func(n int) bool {
+		return strings.Count(read(), "---\n") == n && strings.Count(l.engineLog("notified"), "notified") == n
+	}
+	testutil.WaitFor(t, "the needs_you notice", func() bool { return whole(1) })
 	first := notices()[0]
 	for _, want := range []string{"TAMQ_NOTIFY_TASK=G\n", "TAMQ_NOTIFY_REPO=net-kingdom\n", "TAMQ_NOTIFY_REASON=gate_human\n",
 		"TAMQ_NOTIFY_ACTION=decide the gate in State Hub", `{"event":"needs_you","task":"G","repo":"net-kingdom","reason":"gate_human","action":`} {
@@ -54,7 +59,7 @@ func TestNotifyCommandRunsWhenATaskNeedsYouAndWhenResolved(t *testing.T) {
 	}
 
 	h.patch("G", map[string]any{"needs_human": false})
-	testutil.WaitFor(t, "the resolved notice", func() bool { return strings.Contains(read(), "TAMQ_NOTIFY_EVENT=resolved") })
+	testutil.WaitFor(t, "the resolved notice", func() bool { return whole(2) })
 	ns := notices()
 	if len(ns) != 2 || !strings.Contains(ns[1], "TAMQ_NOTIFY_TASK=G\n") || !strings.Contains(ns[1], `"event":"resolved"`) {
 		t.Errorf("notices:\n%s", read())

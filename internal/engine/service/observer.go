@@ -108,7 +108,17 @@ type observer struct {
 	freeMemory *time.Timer
 	// looked, when set, hears that a look succeeded (the notifier).
 	looked func()
+	// firstLook is closed once the first look has ended, its judging done
+	// or failed (firstLookOnce closes it).
+	firstLook     chan struct{}
+	firstLookOnce sync.Once
 }
+
+// firstLookWait bounds how long a question to a freshly started engine
+// waits for its first look (see awaitFirstLook): a look at a local State Hub
+// takes milliseconds; a slow one answers "not observed yet" well within the
+// callers' own bounds (tamq top's 3 s a call, the client's 10 s).
+const firstLookWait = 2 * time.Second
 
 // releaseAfter is how long after a look that got the workplans the engine
 // returns the memory that look freed. Decoding 10,000 tasks takes some
@@ -122,7 +132,7 @@ const releaseAfter = 2 * time.Second
 func newObserver(hub statehub.Hub, st *store.Store, log *slog.Logger, clk clock.Clock, cfg *config.Loaded,
 	problems *problemLog, ob *receiptOutbox) *observer {
 	o := &observer{hub: hub, store: st, log: log, clock: clk, config: cfg, problems: problems, outbox: ob,
-		kick: make(chan struct{}, 1), freeMemory: time.AfterFunc(time.Hour, debug.FreeOSMemory)}
+		kick: make(chan struct{}, 1), firstLook: make(chan struct{}), freeMemory: time.AfterFunc(time.Hour, debug.FreeOSMemory)}
 	o.freeMemory.Stop() // armed by the looks that decode the workplans
 	o.view.EventsOffered = true
 	return o
@@ -156,7 +166,9 @@ func (o *observer) Run(ctx context.Context) {
 	delay := time.Duration(0) // the backoff, zero while State Hub answers
 	for {
 		wait := interval
-		if err := o.observeOnce(ctx); err != nil {
+		err := o.observeOnce(ctx)
+		o.firstLookOnce.Do(func() { close(o.firstLook) })
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -345,6 +357,21 @@ func (o *observer) judgeLast(ctx context.Context, routes bool) {
 	}
 	if err := o.judge.judgeCandidates(ctx, obs, inbox, nil, true); err != nil {
 		o.log.Warn("cannot judge the waiting work against the last observation", "error", err.Error())
+	}
+}
+
+// awaitFirstLook waits, at most firstLookWait, until the engine's first
+// look at State Hub has ended and what it saw is judged: explain and tasks
+// asked right after `coordination-engine start` then tell what that look
+// found (a task's gate, its dependency), not "not observed yet" or a task
+// seen but not yet judged.
+func (o *observer) awaitFirstLook(ctx context.Context) {
+	t := time.NewTimer(firstLookWait)
+	defer t.Stop()
+	select {
+	case <-o.firstLook:
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 

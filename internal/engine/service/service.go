@@ -93,6 +93,7 @@ type Service struct {
 	outbox     *receiptOutbox
 	retention  *retention
 	wake       *wakeHandler
+	status     *statusHandlers
 	claimer    *claimer
 	// notifier is nil unless [notify] names a command.
 	notifier *notifier
@@ -196,6 +197,7 @@ func (s *Service) build() map[string]unixrpc.Handler {
 	relay := &relayHandlers{store: st, log: log, hub: o.Hub, observer: s.observer, outbox: s.outbox}
 	status := &statusHandlers{opts: o, startedAt: s.startedAt, store: st, clock: clk, observer: s.observer, outbox: s.outbox, leaseOps: leases,
 		claimer: s.claimer}
+	s.status = status
 	guard := &callers{store: st, log: log, clock: clk, tamq: o.Tamq, tamqSocket: o.TamqSocket, tamqProc: &daemon.ServiceProcess{},
 		policy: door.Policy{TamqSocket: o.TamqSocket, EngineSocket: o.Paths.Socket}}
 	if o.Tamq != nil {

@@ -21,6 +21,7 @@ func (sh *statusHandlers) tasks(ctx context.Context, _ unixrpc.Peer, req *unixrp
 	if args.Kind != "" && !slices.Contains(standing.Kinds, standing.Kind(args.Kind)) {
 		return nil, errs.New(errs.BadRequest, "%q is not a kind of standing (%v)", textsafe.Escape(args.Kind), standing.Kinds)
 	}
+	sh.observer.awaitFirstLook(ctx)
 	// One view for the list and its time: the observer replaces it whole.
 	view := sh.observer.explainView()
 	all, err := sh.standings(ctx, view)
