@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/tmux-amq/tamq/internal/lease"
@@ -75,6 +76,20 @@ type TaskView struct {
 	// revision with a newline, an id too long): it is never woken while
 	// State Hub sends it so, and is one of the observation's Problems.
 	Skipped string `json:"skipped,omitempty"`
+}
+
+// WorkplanRevisionSep joins a task's revision and its workplan's in the
+// revision of a trigger made again when a gate of the workplan cleared.
+const WorkplanRevisionSep = "+wp."
+
+// OtherRevision says whether State Hub's last look showed a task at another
+// revision than triggerRevision, the State Hub revision a trigger of it was
+// made for: the task changed since (a gate's label lifted, a dependency
+// added), so what that trigger's gate said is no longer where it stands.
+// False when the task was not observed (observed "").
+func OtherRevision(observed, triggerRevision string) bool {
+	rev, _, _ := strings.Cut(triggerRevision, WorkplanRevisionSep)
+	return observed != "" && rev != observed
 }
 
 // Candidate is a trigger an observation wants recorded: actionable, or

@@ -202,6 +202,10 @@ func latestVerdict(r api.ExplainResult) string {
 			return fmt.Sprintf("%s; lease %s stopped: %s; it is woken again when State Hub changes the task", woken(t.Trigger), l.LeaseID, l.StopReason)
 		case l != nil:
 			return fmt.Sprintf("%s; lease %s stopped: %s", woken(t.Trigger), l.LeaseID, l.StopReason)
+		case (t.State == string(lease.TriggerStopped) || t.State == string(lease.TriggerGated)) &&
+			t.WokenBy != "operator" && observe.OtherRevision(r.Revision, t.SourceRevision):
+			// The gate held a revision State Hub has since changed (its
+			// label lifted) into one not actionable: the observation says why.
 		case t.State == string(lease.TriggerStopped):
 			return "not woken: stopped at gate " + t.GateReason + why(t.Why)
 		case t.State == string(lease.TriggerGated):

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/engine/observe"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/lease"
@@ -47,5 +48,37 @@ func TestExplainNamesAWakeBeforeALaterGate(t *testing.T) {
 		if !strings.Contains(res.Verdict, "not woken again: stopped at gate human") || !strings.Contains(res.Verdict, want) {
 			t.Errorf("verdict (offline: %v):\n%s\nwant it to name %q", view == nil, res.Verdict, want)
 		}
+	}
+}
+
+// A task stopped at the human gate whose label was then lifted while a
+// dependency is still open (beads' steps in docs/trackers.md): the gate of
+// the old revision no longer holds it, and the verdict says what does; with
+// the engine stopped (no observation) the gate is all it knows.
+func TestExplainAGateLiftedOnWorkNotActionable(t *testing.T) {
+	t.Parallel()
+	st, c := storyStore(t)
+	ctx := context.Background()
+	tr, _, err := st.Triggers.AddTrigger(ctx, lease.Trigger{Source: lease.SourceTask, SourceID: "B", SourceRevision: "r1",
+		TargetRepo: "beta", TaskID: "B", Reason: lease.TaskActionable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Triggers.StopTrigger(ctx, tr.ID, "human", "the task needs a human"); err != nil {
+		t.Fatal(err)
+	}
+	task := observe.TaskView{ID: "B", Status: "todo", Revision: "r2", Repo: "beta", Workplan: "W", WorkplanStatus: "active",
+		Deps: []observe.Dep{{ID: "A", Status: "todo", Repo: "alpha", Found: true}}, Waiting: "dependency A is todo"}
+	view := &ExplainView{Observed: true, At: c.Now(), Observation: observe.Observation{Tasks: map[string]observe.TaskView{"B": task}}}
+	if res := noErr[api.ExplainResult](t)(Explain(ctx, st, "B", view)); res.Verdict != "not woken: dependency A is todo" {
+		t.Errorf("verdict %q, want the open dependency", res.Verdict)
+	}
+	task.Revision = "r1"
+	view.Tasks["B"] = task
+	if res := noErr[api.ExplainResult](t)(Explain(ctx, st, "B", view)); !strings.HasPrefix(res.Verdict, "not woken: stopped at gate human") {
+		t.Errorf("verdict %q, want the gate of the revision State Hub shows", res.Verdict)
+	}
+	if res := noErr[api.ExplainResult](t)(Explain(ctx, st, "B", nil)); !strings.Contains(res.Verdict, "stopped at gate human") {
+		t.Errorf("offline verdict %q, want the gate", res.Verdict)
 	}
 }

@@ -121,10 +121,6 @@ func (j *judge) forget(deleted []lease.Trigger) {
 	}
 }
 
-// workplanRevision joins a task's revision and its workplan's in the
-// revision of a trigger made again when a gate of the workplan cleared.
-const workplanRevision = "+wp."
-
 // registryOnce reads gita's registry at most once for its caller: a look
 // judges many candidates against one reading.
 func (j *judge) registryOnce() func() (*gita.Registry, error) {
@@ -156,7 +152,7 @@ func (j *judge) waitingCandidates(ctx context.Context, obs observe.Observation, 
 		// A trigger made again after its workplan's gate cleared is the
 		// same revision of its task (consider makes it anew under the
 		// workplan's current revision).
-		key.SourceRevision, _, _ = strings.Cut(t.SourceRevision, workplanRevision)
+		key.SourceRevision, _, _ = strings.Cut(t.SourceRevision, observe.WorkplanRevisionSep)
 		if c, ok := current[triggerKey(key)]; ok {
 			out = append(out, c)
 			continue
@@ -336,7 +332,7 @@ func (j *judge) consider(ctx context.Context, cand observe.Candidate, reg func()
 		// gate of its workplan: the task's own revision did not change).
 		// The workplan's revision makes the trigger new, and it is judged
 		// like any other.
-		tr.SourceRevision += workplanRevision + cand.WorkplanRevision
+		tr.SourceRevision += observe.WorkplanRevisionSep + cand.WorkplanRevision
 		if t, _, err = j.store.Triggers.AddTrigger(ctx, tr); err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/engine/observe"
+	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/reltime"
 )
@@ -159,7 +160,10 @@ func Of(f Facts) Standing {
 		}
 	}
 	tr := lastTrigger(f.Triggers)
-	if tr != nil && (tr.State == lease.TriggerGated || tr.State == lease.TriggerStopped) && tr.GateReason != "" {
+	// A gate speaks for the revision it stopped; an operator's wake is a
+	// revision of its own.
+	if tr != nil && (tr.State == lease.TriggerGated || tr.State == lease.TriggerStopped) && tr.GateReason != "" &&
+		(api.WokenBy(*tr) == "operator" || !observe.OtherRevision(t.Revision, tr.SourceRevision)) {
 		return gated(tr.GateReason, t.GateReason)
 	}
 	// A gate on actionable work needs a person whatever else it waits for

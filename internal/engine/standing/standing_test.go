@@ -23,6 +23,13 @@ func skipped(v observe.TaskView) observe.TaskView {
 	return v
 }
 
+// stoppedAt is a trigger of task T-2 stopped at the human gate, made for
+// State Hub's revision rev of the task.
+func stoppedAt(rev string) lease.Trigger {
+	return lease.Trigger{ID: "tr-9", Source: lease.SourceTask, TaskID: "T-2", TargetRepo: "beta", SourceRevision: rev,
+		State: lease.TriggerStopped, GateReason: observe.GateHuman}
+}
+
 func TestOfSaysWhatEachTaskWaitsFor(t *testing.T) {
 	trig := func(state lease.TriggerState) lease.Trigger {
 		return lease.Trigger{ID: "tr-1", TaskID: "T-1", TargetRepo: "beta", State: state}
@@ -170,6 +177,25 @@ func TestOfSaysWhatEachTaskWaitsFor(t *testing.T) {
 				Triggers: []lease.Trigger{trig(lease.TriggerStopped), {ID: "tr-2", TaskID: "T-1", TargetRepo: "beta", State: lease.TriggerPending}},
 				Leases:   []lease.Lease{withState(live, func(l *lease.Lease) { l.State, l.StopReason = lease.Stopped, lease.StopExhausted })}},
 			Ready, "ready: woken at the engine's next look"},
+		// A gate that stopped an older revision speaks no more once State
+		// Hub shows the task changed (its label lifted) and not actionable.
+		{"stopped at a gate, then the gate lifted while a dependency is open",
+			Facts{Task: func() observe.TaskView {
+				v := notActionable(open("T-2"), "dependency T-1 is todo", observe.Dep{ID: "T-1", Status: "todo", Repo: "alpha", Found: true})
+				v.Revision = "r2"
+				return v
+			}(), Triggers: []lease.Trigger{stoppedAt("r1")}},
+			Waiting, "waiting: dependency T-1 (todo, alpha)"},
+		{"stopped at a gate of the revision State Hub shows",
+			Facts{Task: func() observe.TaskView {
+				v := notActionable(open("T-2"), "dependency T-1 is todo", observe.Dep{ID: "T-1", Status: "todo", Repo: "alpha", Found: true})
+				v.Revision = "r1"
+				return v
+			}(), Triggers: []lease.Trigger{stoppedAt("r1")}},
+			NeedsYou, "needs you: human gate"},
+		{"stopped at a gate, State Hub not observed (the engine stopped)",
+			Facts{Task: observe.TaskView{ID: "T-2", Repo: "beta"}, Triggers: []lease.Trigger{stoppedAt("r1")}},
+			NeedsYou, "needs you: human gate"},
 	} {
 		c.facts.Now = now
 		s := Of(c.facts)
