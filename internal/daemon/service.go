@@ -265,10 +265,16 @@ func (s *Service) Lifecycle(started time.Time, grace time.Duration) map[string]u
 			caps := slices.Sorted(maps.Keys(s.srv.Handlers))
 			return HelloResult{Server: string(s.paths.Program), ServerVersion: version, Proto: proto, Capabilities: caps}, nil
 		},
-		OpPing: func(context.Context, unixrpc.Peer, *unixrpc.Request) (any, error) {
+		OpPing: func(_ context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+			if err := unixrpc.NoArgs(req); err != nil {
+				return nil, err
+			}
 			return PingResult{PID: os.Getpid(), StartedAt: started, ServerVersion: version, Proto: unixrpc.Version}, nil
 		},
-		OpShutdown: func(_ context.Context, peer unixrpc.Peer, _ *unixrpc.Request) (any, error) {
+		OpShutdown: func(_ context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
+			if err := unixrpc.NoArgs(req); err != nil {
+				return nil, err
+			}
 			s.log.Info("stop requested", "peer_pid", peer.PID)
 			s.Stop()
 			return ShutdownResult{PID: os.Getpid(), GraceSeconds: grace.Seconds()}, nil

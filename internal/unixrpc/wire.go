@@ -106,6 +106,10 @@ func Negotiate(ours, theirs string) (string, error) {
 	return version{o.major, min(o.minor, t.minor)}.String(), nil
 }
 
+// NoArgs refuses args for an operation that takes none: any field is an
+// unknown one (DecodeArgs).
+func NoArgs(req *Request) error { return DecodeArgs(req, &struct{}{}) }
+
 // DecodeArgs unmarshals a request's args strictly: an unknown field is a bad
 // request, so a typo in a client is caught rather than ignored.
 func DecodeArgs(req *Request, v any) error {

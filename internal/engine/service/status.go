@@ -47,7 +47,10 @@ func (sh *statusHandlers) ops() ops {
 // probeTimeout bounds each reachability check of status.
 const probeTimeout = time.Second
 
-func (sh *statusHandlers) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request) (any, error) {
+func (sh *statusHandlers) status(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+	if err := unixrpc.NoArgs(req); err != nil {
+		return nil, err
+	}
 	now := sh.clock.Now()
 	r := Collect(ctx, sh.opts.Paths, sh.opts.Config, sh.opts.Registry, sh.opts.Hub)
 	r.Service = daemon.RunningStatus(sh.opts.Paths, sh.startedAt, now, sh.opts.Config.ProfileRef(), sh.opts.Config.Version, sh.opts.Orwell != nil)

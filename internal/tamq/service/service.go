@@ -330,7 +330,10 @@ func (s *Service) handlers() map[string]unixrpc.Handler {
 	return hs
 }
 
-func (s *Service) status(ctx context.Context, _ unixrpc.Peer, _ *unixrpc.Request) (any, error) {
+func (s *Service) status(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Request) (any, error) {
+	if err := unixrpc.NoArgs(req); err != nil {
+		return nil, err
+	}
 	now := s.clock.Now()
 	r := status.Collect(ctx, status.Sources{
 		Paths: s.opts.Paths, Config: s.opts.Config, Registry: s.opts.Registry,
