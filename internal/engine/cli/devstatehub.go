@@ -117,7 +117,7 @@ address other machines may reach needs a token. It stops on SIGTERM or SIGINT.`,
 			if cfg, err := a.Config(); err == nil && cfg.StateHub.APIBase != ln.URL {
 				// The programs look at the spec's default (a loopback port)
 				// unless told: say how to point them here.
-				a.Notef("coordination-engine reads State Hub at %s (%s): point both programs here with statehub.api_base = %q in their config files, or %s=%s in their environment",
+				a.Notef("both programs read State Hub at %s (%s) as configured here: point them at this one with statehub.api_base = %q in their config files, or %s=%s in their environment",
 					textsafe.RedactURL(cfg.StateHub.APIBase), cfg.APIBaseOrigin(), ln.URL, paths.StateHubAPIBaseVar, ln.URL)
 			}
 			// Last: the line that says it is ready (the demo waits for it).

@@ -75,10 +75,14 @@ func timeline(ctx context.Context, st *store.Store, res api.ExplainResult, stori
 		}
 	}
 	if res.ObservedAt != nil {
-		evs = append(evs, timelineEvent{e: observedEntry(res), seq: math.MaxInt64})
+		// First among what happened in the same millisecond: the look
+		// began before what it judged was recorded.
+		evs = append(evs, timelineEvent{e: observedEntry(res), seq: math.MinInt64})
 	}
+	// Receipts keep milliseconds and the look's time has more: compared
+	// whole, a look in the millisecond of its own judging sorted after it.
 	slices.SortStableFunc(evs, func(a, b timelineEvent) int {
-		return cmp.Or(a.e.At.Compare(b.e.At), cmp.Compare(a.seq, b.seq))
+		return cmp.Or(a.e.At.Truncate(time.Millisecond).Compare(b.e.At.Truncate(time.Millisecond)), cmp.Compare(a.seq, b.seq))
 	})
 	out := make([]api.TimelineEntry, 0, len(evs))
 	for _, ev := range evs {
