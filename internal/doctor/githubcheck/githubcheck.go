@@ -18,6 +18,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/doctor"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/statehub/github"
 )
 
@@ -30,7 +31,13 @@ const LowBudget = 0.1
 func Run(ctx context.Context, d *github.Driver, cfg *config.Loaded) []doctor.Check {
 	base := textsafe.RedactURL(cfg.StateHub.APIBase) // printed only
 	if err := d.Probe(ctx, doctor.HTTPTimeout); err != nil {
-		return []doctor.Check{fail("statehub", err.Error(), fixOf(err, fmt.Sprintf("check the network, or statehub.api_base (%s) in %s", base, cfg.File)))}
+		checks := []doctor.Check{fail("statehub", err.Error(), fixOf(err, fmt.Sprintf("check the network, or statehub.api_base (%s) in %s", base, cfg.File)))}
+		if len(cfg.StateHub.CredentialCommand) > 0 {
+			// Offline, the token's command is still worth running: a
+			// missing `gh` would otherwise show only once the network is back.
+			checks = append(checks, commandCheck(ctx, cfg))
+		}
+		return checks
 	}
 	checks := []doctor.Check{ok("statehub", fmt.Sprintf("GitHub's API answers at %s (kind github, label %q)", base, cfg.StateHub.GitHub.Label))}
 	token := tokenCheck(ctx, d, cfg)
@@ -40,6 +47,18 @@ func Run(ctx context.Context, d *github.Driver, cfg *config.Loaded) []doctor.Che
 	}
 	checks = append(checks, repoChecks(ctx, d, cfg)...)
 	return append(checks, budgetCheck(ctx, d))
+}
+
+// commandCheck runs statehub.credential_command alone, for a GitHub that
+// cannot be asked whose token it prints.
+func commandCheck(ctx context.Context, cfg *config.Loaded) doctor.Check {
+	const name = "github-token"
+	ctx, cancel := context.WithTimeout(ctx, doctor.CredentialTimeout)
+	defer cancel()
+	if _, err := statehub.Token(ctx, cfg.StateHub.CredentialCommand); err != nil {
+		return fail(name, err.Error(), "run `"+strings.Join(cfg.StateHub.CredentialCommand, " ")+"` yourself to see why (is gh installed, and `gh auth login` done?): it must print one token")
+	}
+	return ok(name, "the credential command prints a token (not tried on GitHub: it is not reachable)")
 }
 
 // tokenCheck says whose the token is and whether its scopes will do.

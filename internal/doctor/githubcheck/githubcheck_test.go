@@ -127,4 +127,15 @@ func TestGitHubTokenChecks(t *testing.T) {
 	if c := githubcheck.Run(context.Background(), unreachable, cfg); len(c) != 1 || c[0].Status != doctor.Fail || !strings.Contains(c[0].Detail, "not reachable") {
 		t.Errorf("GitHub unreachable: %+v", c)
 	}
+	// Offline, the credential command still runs: one that cannot (gh not
+	// installed) fails now, not once the network is back.
+	cfg.StateHub.CredentialCommand = []string{"gh-that-is-not-installed", "auth", "token"}
+	c := githubcheck.Run(context.Background(), unreachable, cfg)
+	if len(c) != 2 || c[1].Name != "github-token" || c[1].Status != doctor.Fail || !strings.Contains(c[1].Detail, "gh-that-is-not-installed") {
+		t.Errorf("GitHub unreachable, no gh: %+v", c)
+	}
+	cfg.StateHub.CredentialCommand = token(t, gh)
+	if c := githubcheck.Run(context.Background(), unreachable, cfg); len(c) != 2 || c[1].Status != doctor.OK || !strings.Contains(c[1].Detail, "not tried on GitHub") {
+		t.Errorf("GitHub unreachable, a token: %+v", c)
+	}
 }
