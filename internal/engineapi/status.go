@@ -1,6 +1,7 @@
 package engineapi
 
 import (
+	"strings"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/health"
@@ -180,4 +181,14 @@ type LeaseCounts struct {
 type LeaseAtDialog struct {
 	LeaseID string `json:"lease_id"`
 	Dialog  string `json:"dialog"`
+}
+
+// PausedWhy says why observation paused (Paused), in words: the credential
+// command gave no token (a `gh` not installed), so nothing was refused, or
+// State Hub refused the token it gave.
+func (h StateHubStatus) PausedWhy() string {
+	if strings.HasPrefix(h.ObserveError, "statehub.credential_command") {
+		return "statehub.credential_command gave no token"
+	}
+	return "State Hub refused the credentials"
 }

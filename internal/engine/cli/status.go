@@ -228,7 +228,7 @@ func observerLine(h api.StateHubStatus) string {
 	var parts []string
 	switch {
 	case h.Paused:
-		parts = append(parts, "PAUSED: State Hub refused the credentials (check statehub.credential_command): "+h.ObserveError)
+		parts = append(parts, "PAUSED: "+h.PausedWhy()+" (check statehub.credential_command): "+h.ObserveError)
 	case h.RetryAt != nil:
 		parts = append(parts, fmt.Sprintf("waiting until %s, as State Hub asked: %s", h.RetryAt.Local().Format("15:04:05"), h.ObserveError))
 	case h.ObserveError != "":

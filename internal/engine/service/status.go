@@ -163,7 +163,7 @@ func Judge(r *api.StatusReport) error {
 		problem = errs.New(errs.Unavailable, "%s: %s", api.StaleLine(h.UnreachableSince, h.LastPoll), h.ObserveError).
 			WithHint("start State Hub at %s (%s) or set statehub.api_base to where it runs; the engine looks again by itself", h.APIBase, h.APIBaseFrom)
 	case h.Paused:
-		problem = errs.New(errs.PermissionDeny, "State Hub refused the credentials: %s", h.ObserveError).
+		problem = errs.New(errs.PermissionDeny, "%s: %s", h.PausedWhy(), h.ObserveError).
 			WithHint("check statehub.credential_command; the engine looks again by itself")
 	}
 	r.Healthy = problem == nil

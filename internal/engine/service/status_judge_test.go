@@ -26,6 +26,9 @@ func TestJudgeStateHub(t *testing.T) {
 		{"unreachable", api.StateHubStatus{LastPoll: &look, UnreachableSince: &since, ObserveError: "connection refused", APIBase: "http://127.0.0.1:8000"},
 			errs.Unavailable, "State Hub unreachable since " + since.Local().Format(time.TimeOnly) + "; standings as of " + look.Local().Format(time.TimeOnly) + ": connection refused"},
 		{"credentials refused", api.StateHubStatus{Reachable: true, Paused: true, ObserveError: "401"}, errs.PermissionDeny, "refused the credentials"},
+		// gh not installed: no token was sent, so nothing was refused.
+		{"no token", api.StateHubStatus{Reachable: true, Paused: true, ObserveError: `statehub.credential_command "gh" failed: exec: "gh": executable file not found in $PATH`},
+			errs.PermissionDeny, "statehub.credential_command gave no token: "},
 		{"rate limited", api.StateHubStatus{Reachable: true, RetryAt: &since, ObserveError: "secondary rate limit"}, "", ""},
 	}
 	for _, tt := range tests {
