@@ -80,7 +80,7 @@ func TestDisk(t *testing.T) {
 		want         Status
 		detail       string
 	}{
-		{"plenty", 50 * gib, 10 * mib, OK, "50.0 GiB free"},
+		{"plenty", 50 * gib, 10 * mib, OK, "50 GiB free"},
 		{"exactly 1 GiB", gib, 0, OK, "1.0 GiB free"},
 		{"under 1 GiB", gib - 1, 0, Warn, "under 1.0 GiB"},
 		{"under twice the database", 3 * gib, 2 * gib, Warn, "under twice the database"},

@@ -1,6 +1,8 @@
 package doctor
 
 import (
+	"github.com/dustin/go-humanize"
+
 	"errors"
 	"fmt"
 	"io/fs"
@@ -142,14 +144,5 @@ func DiskAt(dir, database, fix string) Check {
 	return Disk(dir, int64(st.Bavail)*int64(st.Bsize), size, fix)
 }
 
-func bytesText(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
+// bytesText is a size as a person reads a disk's: powers of 1024.
+func bytesText(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }

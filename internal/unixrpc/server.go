@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/backoff"
 	"github.com/tmux-amq/tamq/internal/errs"
 )
 
@@ -82,15 +83,13 @@ type spell struct {
 	last  time.Time
 }
 
-// Accept backs off between failures from minBackoff, doubling up to
-// maxBackoff, as net/http's Server does. A spell of accept failures ends at
-// the first accept spellQuiet after its last failure: at the descriptor
-// limit, accepts that fail and succeed by turns are one spell.
-const (
-	minBackoff = 5 * time.Millisecond
-	maxBackoff = time.Second
-	spellQuiet = 5 * time.Second
-)
+// Accept backs off between failures from 5 ms, doubling up to a second, as
+// net/http's Server does. A spell of accept failures ends at the first
+// accept spellQuiet after its last failure: at the descriptor limit, accepts
+// that fail and succeed by turns are one spell.
+var acceptBackoff = backoff.Policy{Min: 5 * time.Millisecond, Max: time.Second}
+
+const spellQuiet = 5 * time.Second
 
 // Serve accepts connections until the listener is closed. Each connection is
 // authenticated by SO_PEERCRED before a byte is read.
@@ -105,7 +104,7 @@ const (
 func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 	uid := uint32(os.Getuid())
 	var failing spell
-	var backoff time.Duration
+	var wait time.Duration
 	for {
 		c, err := ln.AcceptUnix()
 		if err != nil {
@@ -118,13 +117,13 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 			}
 			failing.n++
 			failing.last = time.Now()
-			backoff = min(max(2*backoff, minBackoff), maxBackoff)
-			if !s.pause(backoff) {
+			wait = acceptBackoff.Next(wait)
+			if !s.pause(wait) {
 				return nil
 			}
 			continue
 		}
-		backoff = 0
+		wait = 0
 		if failing.n > 0 && time.Since(failing.last) >= spellQuiet {
 			s.logInfo("accepting connections again", "failures", failing.n, "since", failing.since)
 			failing = spell{}

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/dustin/go-humanize"
+
 	"fmt"
 	"maps"
 	"slices"
@@ -247,12 +249,5 @@ func printStatus(a *app.App, r api.StatusReport) {
 	tw.Flush()
 }
 
-func bytesText(n int64) string {
-	switch {
-	case n >= 1000*1000:
-		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
-	case n >= 1000:
-		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
-	}
-	return fmt.Sprintf("%d B", n)
-}
+// bytesText is a size in SI units, as purge's figures are given.
+func bytesText(n int64) string { return humanize.Bytes(uint64(max(n, 0))) }
