@@ -12,7 +12,6 @@ import (
 	"github.com/tmux-amq/tamq/internal/engine/service"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
-	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/reltime"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
@@ -40,16 +39,11 @@ note on stderr says so; --json has "offline": true).`,
 			if err != nil {
 				return err
 			}
-			res, err := c.Checkpoints(cmd.Context(), args)
-			if errs.Is(err, errs.Unavailable) {
-				// Stopped: every checkpoint it recorded is in its database.
-				st, oerr := offlineStore(cmd.Context(), a, err)
-				if oerr != nil {
-					return oerr
-				}
-				defer st.DB.Close()
-				res, err = offlineCheckpoints(cmd.Context(), st, args)
-			}
+			// Stopped: every checkpoint it recorded is in its database.
+			res, err := askOrRead(cmd.Context(), a, func() (api.CheckpointsResult, error) { return c.Checkpoints(cmd.Context(), args) },
+				func(st *store.Store) (api.CheckpointsResult, error) {
+					return offlineCheckpoints(cmd.Context(), st, args)
+				})
 			if err != nil {
 				return err
 			}

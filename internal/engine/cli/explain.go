@@ -9,6 +9,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/engine/service"
+	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
@@ -51,22 +52,18 @@ graph with the same facts (render it with ` + "`dot -Tsvg`" + `).`,
 			if err != nil {
 				return err
 			}
-			res, err := c.Explain(cmd.Context(), args[0])
-			if errs.Is(err, errs.Unavailable) {
-				// Stopped: its triggers, leases and wakes are in its database;
-				// only the observation of State Hub needs it running.
-				st, oerr := offlineStore(cmd.Context(), a, err)
-				if oerr != nil {
-					return oerr
-				}
-				defer st.DB.Close()
-				res, err = service.Explain(cmd.Context(), st, args[0], nil)
-				if cfg, cerr := a.Config(); cerr == nil && err == nil {
-					if hub, herr := kinds.Open(cfg, a.Registry, nil); herr == nil {
-						res.URL = hub.Link(args[0]) // a name, nothing asked of the tracker
+			// Stopped: its triggers, leases and wakes are in its database;
+			// only the observation of State Hub needs it running.
+			res, err := askOrRead(cmd.Context(), a, func() (api.ExplainResult, error) { return c.Explain(cmd.Context(), args[0]) },
+				func(st *store.Store) (api.ExplainResult, error) {
+					res, err := service.Explain(cmd.Context(), st, args[0], nil)
+					if cfg, cerr := a.Config(); cerr == nil && err == nil {
+						if hub, herr := kinds.Open(cfg, a.Registry, nil); herr == nil {
+							res.URL = hub.Link(args[0]) // a name, nothing asked of the tracker
+						}
 					}
-				}
-			}
+					return res, err
+				})
 			if err != nil {
 				return err
 			}

@@ -7,8 +7,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tmux-amq/tamq/internal/app"
+	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
-	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/reltime"
 )
@@ -36,16 +36,9 @@ stderr says so; --json has "offline": true).`,
 			if err != nil {
 				return err
 			}
-			res, err := c.Leases(cmd.Context(), args)
-			if errs.Is(err, errs.Unavailable) {
-				// Stopped: the leases as it last wrote them still answer the question.
-				st, oerr := offlineStore(cmd.Context(), a, err)
-				if oerr != nil {
-					return oerr
-				}
-				defer st.DB.Close()
-				res, err = offlineLeases(cmd.Context(), st, args)
-			}
+			// Stopped: the leases as it last wrote them still answer the question.
+			res, err := askOrRead(cmd.Context(), a, func() (api.LeasesResult, error) { return c.Leases(cmd.Context(), args) },
+				func(st *store.Store) (api.LeasesResult, error) { return offlineLeases(cmd.Context(), st, args) })
 			if err != nil {
 				return err
 			}

@@ -14,6 +14,22 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamqclient"
 )
 
+// askOrRead asks the running engine (ask) and, when it is not running,
+// reads its database in its place (read, over offlineStore): the one way
+// the engine's read-only commands answer whether it runs or not.
+func askOrRead[T any](ctx context.Context, a *app.App, ask func() (T, error), read func(*store.Store) (T, error)) (T, error) {
+	res, err := ask()
+	if !errs.Is(err, errs.Unavailable) {
+		return res, err
+	}
+	st, err := offlineStore(ctx, a, err)
+	if err != nil {
+		return res, err
+	}
+	defer st.DB.Close()
+	return read(st)
+}
+
 // offlineStore opens the engine's database read-only for a read-only
 // command whose call found the engine not running (callErr), and says on
 // stderr what the answer is: the database as the engine last wrote it. The

@@ -7,8 +7,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tmux-amq/tamq/internal/app"
+	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
-	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/reltime"
 )
 
@@ -39,16 +39,9 @@ as it last wrote them (a note on stderr says so; --json has "offline": true).`,
 			if err != nil {
 				return err
 			}
-			res, err := c.Receipts(cmd.Context(), args)
-			if errs.Is(err, errs.Unavailable) {
-				// Stopped: every receipt it wrote is in its database.
-				st, oerr := offlineStore(cmd.Context(), a, err)
-				if oerr != nil {
-					return oerr
-				}
-				defer st.DB.Close()
-				res, err = offlineReceipts(cmd.Context(), st, args)
-			}
+			// Stopped: every receipt it wrote is in its database.
+			res, err := askOrRead(cmd.Context(), a, func() (api.ReceiptsResult, error) { return c.Receipts(cmd.Context(), args) },
+				func(st *store.Store) (api.ReceiptsResult, error) { return offlineReceipts(cmd.Context(), st, args) })
 			if err != nil {
 				return err
 			}

@@ -13,8 +13,8 @@ import (
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/engine/service"
 	"github.com/tmux-amq/tamq/internal/engine/standing"
+	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
-	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
@@ -72,17 +72,12 @@ shown as "-".`,
 			if err != nil {
 				return err
 			}
-			res, err := c.Tasks(cmd.Context(), args)
-			if errs.Is(err, errs.Unavailable) {
-				// Stopped: its triggers and leases are in its database; only
-				// State Hub's side of each task needs it running.
-				st, oerr := offlineStore(cmd.Context(), a, err)
-				if oerr != nil {
-					return oerr
-				}
-				defer st.DB.Close()
-				res, err = service.OfflineTasks(cmd.Context(), st, args, time.Now())
-			}
+			// Stopped: its triggers and leases are in its database; only
+			// State Hub's side of each task needs it running.
+			res, err := askOrRead(cmd.Context(), a, func() (api.TasksResult, error) { return c.Tasks(cmd.Context(), args) },
+				func(st *store.Store) (api.TasksResult, error) {
+					return service.OfflineTasks(cmd.Context(), st, args, time.Now())
+				})
 			if err != nil {
 				return err
 			}
