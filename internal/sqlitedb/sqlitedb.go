@@ -541,3 +541,11 @@ func (db *DB) QueryRow(ctx context.Context, q string, args ...any) *Row {
 	}
 	return &Row{db.Reader.QueryRowContext(ctx, q, args...), q, db.Path}
 }
+
+// Tables is what every part of a program's store shares (both programs'
+// stores embed it): the database, and the clock that stamps the rows and
+// receipts it writes.
+type Tables struct {
+	DB  *DB
+	Now func() time.Time
+}

@@ -77,7 +77,7 @@ func (s *Deadlines) BringForward(ctx context.Context) (int, error) {
 	var n int64
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		res, err := s.DB.TxExec(tx, `UPDATE leases SET next_retry_at = ? WHERE state = 'retry_wait' AND next_retry_at > ?
-			AND trigger_id IN (SELECT id FROM triggers WHERE wait_reason IS NOT NULL)`, sqlitedb.Millis(s.Clock.Now()), sqlitedb.Millis(s.Clock.Now()))
+			AND trigger_id IN (SELECT id FROM triggers WHERE wait_reason IS NOT NULL)`, sqlitedb.Millis(s.Now()), sqlitedb.Millis(s.Now()))
 		if err != nil {
 			return err
 		}

@@ -45,7 +45,7 @@ func (s *Endpoints) endpointKnownTx(tx *sql.Tx, id string) error {
 // server at a time, so another endpoint still attached on the same socket
 // is gone: it is detached.
 func (s *Endpoints) Attach(ctx context.Context, ep lease.Endpoint, refused []Refusal) (lease.Endpoint, error) {
-	now := s.Clock.Now()
+	now := s.Now()
 	ep.Windows = slices.Clone(ep.Windows) // modes are filled in below: not in the caller's slice
 	seen := map[string]bool{}
 	for i, w := range ep.Windows {
@@ -207,7 +207,7 @@ func (s *Endpoints) detachTx(tx *sql.Tx, now time.Time, reason, where string, ar
 // tmux server is gone). Detaching one already detached changes nothing; one
 // never attached is not found.
 func (s *Endpoints) Detach(ctx context.Context, tamqEndpointID, reason string) error {
-	now := s.Clock.Now()
+	now := s.Now()
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		var known int
 		if err := s.DB.TxQueryRow(tx, `SELECT count(*) FROM endpoints WHERE tamq_endpoint_id = ?`, tamqEndpointID).Scan(&known); err != nil {
@@ -225,7 +225,7 @@ func (s *Endpoints) Detach(ctx context.Context, tamqEndpointID, reason string) e
 // DetachAll detaches every attached endpoint (the engine stops, or starts
 // after a crash: tamq attaches again) and returns how many were attached.
 func (s *Endpoints) DetachAll(ctx context.Context, reason string) (int, error) {
-	now := s.Clock.Now()
+	now := s.Now()
 	var n int
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		var err error

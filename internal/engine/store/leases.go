@@ -162,7 +162,7 @@ func (s *Leases) saveLeaseTx(tx *sql.Tx, l lease.Lease) error {
 
 // update applies ch to one lease in one write transaction.
 func (s *Leases) update(ctx context.Context, id, op string, ch change) (lease.Lease, error) {
-	now := s.Clock.Now()
+	now := s.Now()
 	var out lease.Lease
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		l, err := scanLease(s.DB.TxQueryRow(tx, `SELECT `+leaseColumns+` FROM leases WHERE lease_id = ?`, id))
@@ -222,7 +222,7 @@ func (s *Leases) Offer(ctx context.Context, triggerID, endpointID, leaseID strin
 	if leaseID == "" {
 		leaseID = NewID()
 	}
-	now := s.Clock.Now()
+	now := s.Now()
 	var out lease.Lease
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		tr, err := scanTrigger(s.DB.TxQueryRow(tx, `SELECT `+triggerColumns+` FROM triggers WHERE id = ?`, triggerID))

@@ -22,7 +22,7 @@ func (s *ObserverState) ObserverValue(ctx context.Context, key string) (string, 
 func (s *ObserverState) SetObserverValue(ctx context.Context, key, value string) error {
 	return storageErr(s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		_, err := s.DB.TxExec(tx, `INSERT INTO observer_state (key, value, updated_at) VALUES (?, ?, ?)
-			ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`, key, value, sqlitedb.Millis(s.Clock.Now()))
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`, key, value, sqlitedb.Millis(s.Now()))
 		return err
 	}), "keep observer state "+key)
 }
@@ -33,7 +33,7 @@ func (s *ObserverState) SetObserverValue(ctx context.Context, key, value string)
 func (s *ObserverState) Instance(ctx context.Context) (string, error) {
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		_, err := s.DB.TxExec(tx, `INSERT INTO observer_state (key, value, updated_at) VALUES ('instance', ?, ?)
-			ON CONFLICT (key) DO NOTHING`, NewID(), sqlitedb.Millis(s.Clock.Now()))
+			ON CONFLICT (key) DO NOTHING`, NewID(), sqlitedb.Millis(s.Now()))
 		return err
 	})
 	if err != nil {

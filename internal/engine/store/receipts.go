@@ -104,7 +104,7 @@ func (s *Receipts) ReceiptsToPublish(ctx context.Context, instance string, limit
 
 // MarkPublished records that State Hub has the receipts.
 func (s *Receipts) MarkPublished(ctx context.Context, ids []int64) error {
-	now := sqlitedb.Millis(s.Clock.Now())
+	now := sqlitedb.Millis(s.Now())
 	return storageErr(s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		for _, id := range ids {
 			if _, err := s.DB.TxExec(tx, `UPDATE receipts SET projected_at = ? WHERE id = ? AND projected_at IS NULL`, now, id); err != nil {
@@ -124,7 +124,7 @@ func (s *Receipts) AddReceipt(ctx context.Context, r receipt.Receipt) error {
 // transition and its receipt commit together. The time, policy profile and
 // config version default to the store's.
 func (s *Receipts) addReceiptTx(tx *sql.Tx, r receipt.Receipt) error {
-	r.Stamp(s.Clock.Now(), s.PolicyProfile, s.ConfigVersion)
+	r.Stamp(s.Now(), s.PolicyProfile, s.ConfigVersion)
 	var detail any
 	if len(r.Detail) > 0 {
 		b, err := json.Marshal(receipt.Sanitize(r.Detail))

@@ -36,9 +36,9 @@ type Store struct {
 // shared is what every concept's type holds: the database, the clock that
 // stamps what it writes, and the policy in force.
 type shared struct {
-	DB *sqlitedb.DB
-	// Clock stamps every row and receipt the store writes.
-	Clock clock.Clock
+	// Tables: the database, and Now that stamps every row and receipt the
+	// store writes.
+	sqlitedb.Tables
 	// PolicyProfile (name@version) and ConfigVersion are in force for this
 	// process: a lease is offered under them, and a receipt written without
 	// its own gets these.
@@ -97,9 +97,12 @@ type ObserverState struct{ *shared }
 // History deletes the history older than a cutoff (purge and retention).
 type History struct{ *shared }
 
-// New is the store over db, its writes stamped by clk.
+// New is the store over db, its writes stamped by clk (nil: the system's).
 func New(db *sqlitedb.DB, clk clock.Clock) *Store {
-	sh := &shared{DB: db, Clock: clk}
+	if clk == nil {
+		clk = clock.System // a reader that writes nothing
+	}
+	sh := &shared{Tables: sqlitedb.Tables{DB: db, Now: clk.Now}}
 	receipts := &Receipts{sh}
 	triggers := &Triggers{shared: sh, receipts: receipts}
 	endpoints := &Endpoints{shared: sh, receipts: receipts}

@@ -84,7 +84,7 @@ func (s *Triggers) AddTrigger(ctx context.Context, tr lease.Trigger) (lease.Trig
 	if err := tr.Check(); err != nil {
 		return tr, false, err
 	}
-	now := s.Clock.Now()
+	now := s.Now()
 	if tr.ID == "" {
 		tr.ID = NewID()
 	}
@@ -198,7 +198,7 @@ func (s *Triggers) HoldTrigger(ctx context.Context, triggerID, gate, reason stri
 
 // gateTrigger stops a trigger (recheck zero) or holds it until recheck.
 func (s *Triggers) gateTrigger(ctx context.Context, triggerID, gate, reason string, recheck time.Time) error {
-	now := s.Clock.Now()
+	now := s.Now()
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		tr, err := scanTrigger(s.DB.TxQueryRow(tx, `SELECT `+triggerColumns+` FROM triggers WHERE id = ?`, triggerID))
 		if err != nil {
@@ -248,7 +248,7 @@ func (s *Triggers) setTriggerStateTx(tx *sql.Tx, id string, state lease.TriggerS
 // receipt per reason, not one per look. An empty wait clears it (no
 // receipt: what follows says what became of it).
 func (s *Triggers) WaitTrigger(ctx context.Context, triggerID string, wait lease.Wait, detail string) error {
-	now := s.Clock.Now()
+	now := s.Now()
 	err := s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		r, err := s.waitTriggerTx(tx, triggerID, wait, detail, now)
 		if err != nil || r == nil {
@@ -311,7 +311,7 @@ func (s *Triggers) WaitingTriggers(ctx context.Context) ([]lease.Trigger, error)
 // newer revision that is not actionable, its message was read), with a
 // receipt. A trigger no longer waiting is left as it is.
 func (s *Triggers) Supersede(ctx context.Context, triggerID, reason string) error {
-	now := s.Clock.Now()
+	now := s.Now()
 	return storageErr(s.DB.WriteTx(ctx, func(tx *sql.Tx) error {
 		res, err := s.DB.TxExec(tx, `UPDATE triggers SET state = 'superseded', updated_at = ? WHERE id = ? AND state IN ('pending', 'gated')`,
 			sqlitedb.Millis(now), triggerID)

@@ -54,12 +54,8 @@ type Store struct {
 	Purges *Purger
 }
 
-// tables is what every part of the store shares: the database and the clock
-// its rows are stamped with.
-type tables struct {
-	DB  *sqlitedb.DB
-	Now func() time.Time
-}
+// tables is what every part of the store shares (sqlitedb.Tables).
+type tables = sqlitedb.Tables
 
 // Queue writes new messages, each with its "accepted" receipt.
 type Queue struct {
