@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/backoff"
 	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	engineapi "github.com/tmux-amq/tamq/internal/engineapi"
@@ -19,20 +20,22 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // How the attacher paces itself: while the engine is absent it tries again
-// after a delay that doubles from attachBackoffMin up to attachBackoffMax; once attached it pings
-// the engine every attachCheck, to notice a restart (a new engine attaches
-// nothing until told) or a stop.
+// after a delay that doubles from half a second up to five (attachBackoff);
+// once attached it pings the engine every attachCheck, to notice a restart
+// (a new engine attaches nothing until told) or a stop.
 const (
-	// Dialing a socket nobody listens on costs next to nothing, so the
-	// engine is looked for often enough that it is found soon after it starts.
-	attachBackoffMin = 500 * time.Millisecond
-	attachBackoffMax = 5 * time.Second
-	attachCheck      = 3 * time.Second
-	detachTimeout    = 500 * time.Millisecond
+	attachCheck   = 3 * time.Second
+	detachTimeout = 500 * time.Millisecond
 )
+
+// attachBackoff: dialing a socket nobody listens on costs next to nothing,
+// so the engine is looked for often enough that it is found soon after it
+// starts.
+var attachBackoff = backoff.Policy{Min: 500 * time.Millisecond, Max: 5 * time.Second}
 
 // attachment is the attacher: tamq's link to coordination-engine, kept
 // while the engine runs, and as status shows it.
@@ -40,11 +43,12 @@ type attachment struct {
 	log    *slog.Logger
 	clock  clock.Clock
 	engine *engineclient.Client
-	// endpoints are handed over; live says whether an agent runs in each
-	// window; publisher is told when the way to State Hub changes.
-	endpoints *endpointBook
-	live      *live
-	publisher *receiptPublisher
+	// endpoints are handed over; agentRunning says whether an agent runs in
+	// a window (by delivery key); linkChanged is told when the link comes
+	// up or goes down (the receipts' way to State Hub changes with it).
+	endpoints    endpointLister
+	agentRunning func(key string) *bool
+	linkChanged  func(attached bool)
 
 	mu     sync.Mutex
 	status api.CoordinationStatus
@@ -53,17 +57,9 @@ type attachment struct {
 	pinged daemon.PingResult
 	// attached are the tamq endpoints the engine accepted.
 	attached map[string]bool
-	kick     chan struct{}
-}
-
-// requestAttach makes the attacher hand the endpoints over again now.
-func (a *attachment) requestAttach() { nudge(a.kick) }
-
-// isAttached says the engine accepted tamq's endpoints and answers.
-func (a *attachment) isAttached() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.status.Attached
+	// again makes the attacher hand the endpoints over again now: they
+	// changed, or an agent started or exited in one of their windows.
+	again wakeup.Signal
 }
 
 func (a *attachment) snapshot() api.CoordinationStatus {
@@ -78,20 +74,20 @@ func (a *attachment) snapshot() api.CoordinationStatus {
 // coordination-engine whenever they change or the engine comes (back), and
 // otherwise keeps quiet: tamq works fully without the engine.
 func (a *attachment) run(ctx context.Context) {
-	backoff := time.Duration(0)
+	failing := time.Duration(0)
 	for {
 		wait := attachCheck
 		if err := a.attachOnce(ctx, a.engine); err != nil {
-			backoff = min(max(2*backoff, attachBackoffMin), attachBackoffMax)
-			wait = backoff
+			failing = attachBackoff.Next(failing)
+			wait = failing
 			a.log.Debug("not attached to coordination-engine; will try again", "in", wait.String(), "error", err.Error())
 		} else {
-			backoff = 0
+			failing = 0
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-a.kick:
+		case <-a.again.C():
 			a.mu.Lock()
 			a.pinged = daemon.PingResult{} // hand everything over again
 			a.mu.Unlock()
@@ -114,7 +110,7 @@ func (a *attachment) attachOnce(ctx context.Context, c *engineclient.Client) err
 		a.pinged, a.attached = daemon.PingResult{}, map[string]bool{}
 		a.mu.Unlock()
 		if was {
-			a.publisher.Retry() // receipts go straight to State Hub now
+			a.linkChanged(false) // receipts go straight to State Hub now
 		}
 		return err
 	}
@@ -135,7 +131,7 @@ func (a *attachment) attachOnce(ctx context.Context, c *engineclient.Client) err
 		if ep.State != queue.Connected || len(ep.Windows) == 0 {
 			continue
 		}
-		res, err := c.Attach(ctx, attachArgs(ep, a.live.agentRunning))
+		res, err := c.Attach(ctx, attachArgs(ep, a.agentRunning))
 		if err != nil {
 			errAll = errors.Join(errAll, err)
 			continue
@@ -176,7 +172,7 @@ func (a *attachment) attachOnce(ctx context.Context, c *engineclient.Client) err
 	}
 	a.mu.Unlock()
 	if was != st.Attached {
-		a.publisher.Retry() // receipts go through the engine now, or no longer
+		a.linkChanged(st.Attached) // receipts go through the engine now, or no longer
 	}
 	return errAll
 }

@@ -20,37 +20,87 @@ import (
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/tmux"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // brokerWriteTimeout bounds one frame written to a broker: a broker that
 // stops reading must not hold a delivery, or shutdown, forever.
 const brokerWriteTimeout = 5 * time.Second
 
-// brokerSessions are the live broker sessions, by delivery key (endpoint
-// and repo): it verifies and serves each session (the stream handler), hands
-// what a broker reports of its agent to the watcher and the lease keeper,
-// and gives the deliverer the session of a window.
-type brokerSessions struct {
-	log       *slog.Logger
-	endpoints *endpointBook
-	// panes is the live view: a verified session records its pane.
-	panes      *live
-	watcher    *watcher
-	keeper     *keeper
-	dispatcher *dispatcher
-	rescuer    *leaseRescuer
-	// work ends when shutdown begins: the lease keeper's look for a window's
-	// last wake stops then.
-	work context.Context
-
+// brokerTable are the live broker sessions, by delivery key (endpoint and
+// repo): the broker sessions handler adds and removes them; the deliverer,
+// the watcher, the lease keeper and the lease rescuer look them up.
+type brokerTable struct {
 	mu   sync.Mutex
 	live map[string]*brokerConn
 }
 
-func (s *brokerSessions) get(key string) *brokerConn {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.live[key]
+func (t *brokerTable) get(key string) *brokerConn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.live[key]
+}
+
+// add records bc as the window's session, unless the window has a live one
+// already.
+func (t *brokerTable) add(key string, bc *brokerConn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.live == nil {
+		t.live = map[string]*brokerConn{}
+	}
+	if t.live[key] != nil {
+		return false
+	}
+	t.live[key] = bc
+	return true
+}
+
+// remove forgets bc, if it is still the window's session.
+func (t *brokerTable) remove(key string, bc *brokerConn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.live[key] == bc {
+		delete(t.live, key)
+	}
+}
+
+// brokerSessions is the broker session stream handler: it verifies and
+// serves each session, keeps it in the table while it lasts, and hands what
+// a broker reports of its agent to the watcher and the lease keeper.
+type brokerSessions struct {
+	log       *slog.Logger
+	endpoints endpointLister
+	// addPane records a verified session's pane in the live view.
+	addPane  func(p paneSeen)
+	sessions sessionTable
+	// reports are told what a broker reports of its agent (the watcher).
+	reports brokerReports
+	// adoptWindow has the lease keeper take up the window's last wake when
+	// its broker attaches; leases makes the keeper look after a report.
+	adoptWindow func(ctx context.Context, endpointID, repo string)
+	leases      wakeup.Signal
+	// attached wakes the lease rescuer (a new session may settle a delivery
+	// a killed service left) and the dispatcher (deliveries that waited for
+	// a broker may go now).
+	attached, dispatch wakeup.Signal
+	// work ends when shutdown begins: the lease keeper's look for a window's
+	// last wake stops then.
+	work context.Context
+}
+
+// sessionTable is where the handler keeps the live sessions (brokerTable).
+type sessionTable interface {
+	get(key string) *brokerConn
+	add(key string, bc *brokerConn) bool
+	remove(key string, bc *brokerConn)
+}
+
+// brokerReports hears what brokers report of their windows (the watcher).
+type brokerReports interface {
+	setWait(src waitSource, endpointID, repo, reason string)
+	noteAgent(src waitSource, endpointID, repo string, running *bool)
+	requestList(endpointIDs ...string)
 }
 
 // brokerConn is one broker's session: one delivery at a time (the dispatcher
@@ -85,8 +135,8 @@ type brokerConn struct {
 // view is the latest report of the window's broker, the session it
 // came on and how many reports that session had made by then; live is
 // false when no broker serves the window.
-func (s *brokerSessions) view(key string) (st api.BrokerState, bc *brokerConn, seq uint64, live bool) {
-	bc = s.get(key)
+func (t *brokerTable) view(key string) (st api.BrokerState, bc *brokerConn, seq uint64, live bool) {
+	bc = t.get(key)
 	if bc == nil {
 		return st, nil, 0, false
 	}
@@ -103,8 +153,8 @@ type brokerReply struct {
 }
 
 // isLive reports whether a broker session serves the window.
-func (s *brokerSessions) isLive(endpointID, repo, paneID string) bool {
-	bc := s.get(store.DeliveryKey(endpointID, repo))
+func (t *brokerTable) isLive(endpointID, repo, paneID string) bool {
+	bc := t.get(store.DeliveryKey(endpointID, repo))
 	return bc != nil && bc.paneID == paneID
 }
 
@@ -159,7 +209,7 @@ func (s *brokerSessions) verifyBroker(ctx context.Context, peer unixrpc.Peer, ar
 	}
 	p := paneSeen{endpointID: "tmux-amq-" + strconv.Itoa(pid), socket: args.Socket, paneID: w.PaneID, repo: w.Repo,
 		pid: w.PanePID, start: chain[j].StartTime}
-	s.panes.addPane(p)
+	s.addPane(p)
 	return p, nil
 }
 
@@ -175,7 +225,7 @@ func (s *brokerSessions) brokerSession(ctx context.Context, peer unixrpc.Peer, r
 		s.log.Warn("broker session refused", "repo", args.Repo, "peer_pid", peer.PID, "error", err.Error())
 		return nil, err
 	}
-	if s.get(store.DeliveryKey(p.endpointID, p.repo)) != nil {
+	if s.sessions.get(store.DeliveryKey(p.endpointID, p.repo)) != nil {
 		s.log.Warn("broker session refused: the window has a live one", "repo", p.repo, "peer_pid", peer.PID)
 		return nil, errs.New(errs.Conflict, "broker session for %s refused: the window already has a live broker session", p.repo)
 	}
@@ -186,29 +236,18 @@ func (s *brokerSessions) brokerSession(ctx context.Context, peer unixrpc.Peer, r
 				replies: make(chan brokerReply, 1), closed: make(chan struct{}),
 				claims: args.Claims, lastDelivery: args.LastDelivery}
 			key := store.DeliveryKey(p.endpointID, p.repo)
-			s.mu.Lock()
-			if s.live == nil {
-				s.live = map[string]*brokerConn{}
-			}
-			if old := s.live[key]; old != nil {
+			if !s.sessions.add(key, bc) {
 				// A second session never displaces a live one: it would take
 				// the window's deliveries from the broker that types them. A
 				// broker whose session died is gone from the map already (its
 				// connection ended), so a reconnecting one is not refused.
 				// (Checked before accepting; this is the rare race of two
 				// sessions accepted at once: the later one is closed.)
-				s.mu.Unlock()
 				return
 			}
-			s.live[key] = bc
-			s.mu.Unlock()
 			s.log.Info("broker attached", "repo", p.repo, "pane", p.paneID, "endpoint", p.endpointID)
 			defer func() {
-				s.mu.Lock()
-				if s.live[key] == bc {
-					delete(s.live, key)
-				}
-				s.mu.Unlock()
+				s.sessions.remove(key, bc)
 				// Under stateMu: a deferral being recorded either holds the
 				// window before this frees it, or sees the session closed.
 				bc.stateMu.Lock()
@@ -216,17 +255,17 @@ func (s *brokerSessions) brokerSession(ctx context.Context, peer unixrpc.Peer, r
 				bc.stateMu.Unlock()
 				// The broker's view goes with it; whether the window can take
 				// deliveries is tmux's to say now (its agent may have exited).
-				s.watcher.setWait(fromBroker, p.endpointID, p.repo, "")
-				s.watcher.noteAgent(fromBroker, p.endpointID, p.repo, nil)
-				s.watcher.requestList(p.endpointID)
+				s.reports.setWait(fromBroker, p.endpointID, p.repo, "")
+				s.reports.noteAgent(fromBroker, p.endpointID, p.repo, nil)
+				s.reports.requestList(p.endpointID)
 				s.log.Info("broker detached", "repo", p.repo, "pane", p.paneID)
 			}()
 			// The broker reports its agent from now on; what the pane showed
 			// before it came no longer holds the window.
-			s.watcher.setWait(fromScreen, p.endpointID, p.repo, "")
-			s.keeper.adoptWindow(s.work, p.endpointID, p.repo)
-			s.rescuer.brokerAttached() // it may settle a delivery a killed service left
-			s.dispatcher.wake()        // deliveries that waited for a broker may go now
+			s.reports.setWait(fromScreen, p.endpointID, p.repo, "")
+			s.adoptWindow(s.work, p.endpointID, p.repo)
+			s.attached.Wake() // it may settle a delivery a killed service left
+			s.dispatch.Wake() // deliveries that waited for a broker may go now
 			for {
 				frame, err := fr.Next()
 				if err != nil {
@@ -263,11 +302,11 @@ func (s *brokerSessions) brokerFrame(bc *brokerConn, frame []byte) {
 		bc.stateMu.Lock()
 		bc.states++
 		bc.last = st
-		s.watcher.setWait(fromBroker, bc.endpointID, bc.repo, reason)
+		s.reports.setWait(fromBroker, bc.endpointID, bc.repo, reason)
 		bc.stateMu.Unlock()
 		running := !st.NoAgent
-		s.watcher.noteAgent(fromBroker, bc.endpointID, bc.repo, &running)
-		s.keeper.poke()
+		s.reports.noteAgent(fromBroker, bc.endpointID, bc.repo, &running)
+		s.leases.Wake()
 		return
 	}
 	var resp unixrpc.Response
@@ -280,26 +319,6 @@ func (s *brokerSessions) brokerFrame(bc *brokerConn, frame []byte) {
 		default: // an answer nobody waits for
 		}
 	}
-}
-
-// holdIfStill holds the window for reason, as the broker's answer to a
-// delivery said, unless the broker has reported its agent's state since that
-// answer (states), or its session has ended (which frees the window as it
-// closes): then the dispatcher looks again.
-func (s *brokerSessions) holdIfStill(bc *brokerConn, states uint64, reason string) {
-	bc.stateMu.Lock()
-	defer bc.stateMu.Unlock()
-	select {
-	case <-bc.closed:
-		s.dispatcher.wake()
-		return
-	default:
-	}
-	if bc.states != states {
-		s.dispatcher.wake()
-		return
-	}
-	s.watcher.setWait(fromBroker, bc.endpointID, bc.repo, reason)
 }
 
 // deliver asks the broker to write text and reports what it said.
@@ -400,7 +419,7 @@ func mustJSON(v any) json.RawMessage {
 // remembered by nobody, so a kill in the middle of it would write it again
 // at the next start; the broker remembers (leaseRescuer).
 type RoutingWriter struct {
-	brokers    *brokerSessions
+	brokers    brokerLookup
 	config     *config.Loaded
 	tmux       Writer
 	brokerRuns func(ctx context.Context, ep queue.Endpoint, w queue.Window) bool

@@ -28,10 +28,12 @@ import (
 // process it cannot place; and guards each operation by the one door policy
 // both daemons keep (internal/door).
 type callers struct {
-	clock     clock.Clock
-	live      *live
-	endpoints *endpointBook
-	watcher   *watcher
+	clock clock.Clock
+	// match finds the pane a process chain runs in among the panes the live
+	// view knows; list has the watcher list a tmux server's windows into it.
+	match     func(chain []proc.Stat) (p paneSeen, self, ok bool)
+	list      func(ctx context.Context, ep queue.Endpoint, now time.Time)
+	endpoints endpointLister
 	// engineProc recognises the engine's process: only it may wake.
 	engineProc *daemon.ServiceProcess
 	policy     door.Policy
@@ -44,6 +46,11 @@ type callers struct {
 	mu sync.Mutex
 	// senders are recent answers to "who is this process", by pid.
 	senders map[int]senderSeen
+}
+
+// endpointLister are the recorded endpoints (endpointBook).
+type endpointLister interface {
+	known(ctx context.Context) ([]queue.Endpoint, error)
 }
 
 // Who may call what, derived from the caller's process, never from what it
@@ -261,7 +268,7 @@ func (s *callers) serversOf(ctx context.Context, chain []proc.Stat) ([]queue.End
 }
 
 func (s *callers) findPane(ctx context.Context, chain []proc.Stat, servers []queue.Endpoint) (p paneSeen, self, ok bool) {
-	if p, self, ok := s.live.match(chain); ok {
+	if p, self, ok := s.match(chain); ok {
 		return p, self, true
 	}
 	// A window opened since the last listing: list the servers the sender
@@ -275,9 +282,9 @@ func (s *callers) findPane(ctx context.Context, chain []proc.Stat, servers []que
 	}
 	now := s.clock.Now()
 	for _, ep := range servers {
-		s.watcher.list(ctx, ep, now)
+		s.list(ctx, ep, now)
 	}
-	return s.live.match(chain)
+	return s.match(chain)
 }
 
 // placeOutside is who a process in no repo's agent pane is (door.Place):

@@ -11,23 +11,22 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // ackExpirer moves the messages whose ack deadline passed (redelivered or
 // failed), then sleeps until the next deadline, or until a delivery ends
-// (wake: it may have set one); a failed database step is tried again a
+// (wakes: it may have set one); a failed database step is tried again a
 // second later.
 type ackExpirer struct {
 	log        *slog.Logger
 	clock      clock.Clock
 	config     *config.Loaded
 	deliveries *store.Deliveries
-	dispatcher *dispatcher
-	wakeCh     chan struct{}
+	// dispatch wakes the dispatcher: redelivered messages are queued again.
+	dispatch wakeup.Signal
+	wakes    wakeup.Signal
 }
-
-// wake makes the ack expirer look at the deadlines again.
-func (a *ackExpirer) wake() { nudge(a.wakeCh) }
 
 func (a *ackExpirer) run(ctx context.Context) {
 	for {
@@ -46,7 +45,7 @@ func (a *ackExpirer) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-a.wakeCh:
+		case <-a.wakes.C():
 		case <-waitUntil(a.clock, next):
 		}
 	}
@@ -63,7 +62,7 @@ func (a *ackExpirer) expire(ctx context.Context) error {
 	t := timing(a.config)
 	var errAll error
 	if len(ids) > 0 {
-		defer a.dispatcher.wake() // redelivered messages are queued again
+		defer a.dispatch.Wake() // redelivered messages are queued again
 	}
 	for _, id := range ids {
 		if _, err := a.deliveries.Transition(ctx, id, "ack deadline passed", func(m *queue.Message) error {

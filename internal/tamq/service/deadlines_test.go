@@ -37,7 +37,7 @@ func TestAckExpirerKeepsTheInjectedClock(t *testing.T) {
 		t.Fatalf("before the deadline: %s", got)
 	}
 	fake.Advance(time.Minute)
-	<-svc.dispatcher.wakeCh // the expirer wakes the dispatcher for what it queued again
+	<-svc.dispatcher.wakes.C() // the expirer wakes the dispatcher for what it queued again
 	if got := state(); got != "queued" {
 		t.Fatalf("after the deadline: %s", got)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // deliverer writes one claimed delivery into its window (through its broker
@@ -27,13 +28,37 @@ type deliverer struct {
 	clock      clock.Clock
 	config     *config.Loaded
 	deliveries *store.Deliveries
-	endpoints  *endpointBook
+	endpoints  windowFinder
 	writer     Writer
 	engine     *engineclient.Client
-	live       *live
-	watcher    *watcher
-	brokers    *brokerSessions
-	keeper     *keeper
+	// waitReason says why a window cannot take text now ("" when it can).
+	waitReason func(key string) string
+	// waits are told why a window waits, and asked to look at it again.
+	waits   windowWaits
+	brokers brokerLookup
+	// leaseWritten hands a wake written through a broker to the lease
+	// keeper (keeper.written).
+	leaseWritten func(key, repo, leaseID string, attempt int, via *brokerConn, after uint64, held bool)
+	// dispatch wakes the dispatcher when a held window is free again.
+	dispatch wakeup.Signal
+}
+
+// windowFinder finds the recorded window of a repo on an endpoint.
+type windowFinder interface {
+	windowOf(ctx context.Context, endpointID, repo string) (queue.Endpoint, queue.Window, error)
+}
+
+// brokerLookup finds the live broker session of a window by its delivery
+// key (nil: none).
+type brokerLookup interface {
+	get(key string) *brokerConn
+}
+
+// windowWaits records why a window cannot take deliveries (the watcher) and
+// has its panes listed again.
+type windowWaits interface {
+	setWait(src waitSource, endpointID, repo, reason string)
+	requestList(endpointIDs ...string)
 }
 
 // deliver writes the claimed messages of one window (one message, or a
@@ -121,7 +146,7 @@ func withExtra(detail, extra map[string]any) map[string]any {
 // wake goes alone, and its broker tells whether the agent took it.
 func (s *deliverer) keepWake(m queue.Message, wr Written) {
 	if leaseID, attempt, ok := store.WakeKey(m.IdempotencyKey); ok && m.SenderKind == queue.FromCoordination && wr.broker != nil {
-		s.keeper.written(store.DeliveryKey(m.EndpointID, m.Target), m.Target, leaseID, attempt, wr.broker, wr.brokerStates, wr.Held != "")
+		s.leaseWritten(store.DeliveryKey(m.EndpointID, m.Target), m.Target, leaseID, attempt, wr.broker, wr.brokerStates, wr.Held != "")
 	}
 }
 
@@ -176,36 +201,56 @@ func (s *deliverer) deferDelivery(ctx context.Context, ms []queue.Message, wr Wr
 	})
 	switch {
 	case wr.broker != nil:
-		s.brokers.holdIfStill(wr.broker, wr.brokerStates, wr.Reason)
+		s.holdIfStill(wr.broker, wr.brokerStates, wr.Reason)
 	case wr.Path == "broker":
-		s.watcher.setWait(fromBroker, m.EndpointID, m.Target, wr.Reason)
+		s.waits.setWait(fromBroker, m.EndpointID, m.Target, wr.Reason)
 		// A broker that attached meanwhile may have reported already, and
 		// reports again only on a change: its window is not held for the
 		// broker it has.
 		if s.brokers.get(store.DeliveryKey(m.EndpointID, m.Target)) != nil {
-			s.watcher.setWait(fromBroker, m.EndpointID, m.Target, "")
+			s.waits.setWait(fromBroker, m.EndpointID, m.Target, "")
 		}
 	case wr.NotAtPrompt:
-		s.watcher.setWait(fromScreen, m.EndpointID, m.Target, wr.Reason)
+		s.waits.setWait(fromScreen, m.EndpointID, m.Target, wr.Reason)
 		// A broker that attached while the pane was looked at has cleared
 		// the screen's hold already, or is about to: it reports its own
 		// agent, and a hold set after its attach would never be lifted
 		// (an idle service lists no panes).
 		if s.brokers.get(store.DeliveryKey(m.EndpointID, m.Target)) != nil {
-			s.watcher.setWait(fromScreen, m.EndpointID, m.Target, "")
+			s.waits.setWait(fromScreen, m.EndpointID, m.Target, "")
 		}
 	default:
-		s.watcher.setWait(fromPane, m.EndpointID, m.Target, wr.Reason)
-		s.watcher.requestList(m.EndpointID)
+		s.waits.setWait(fromPane, m.EndpointID, m.Target, wr.Reason)
+		s.waits.requestList(m.EndpointID)
 	}
 	// The watcher may have seen the window change while these were being
 	// written (the agent's pane died): it noted its reason on the messages
 	// queued then, which these were not yet. They say the window's reason.
-	if r := s.live.waitReason(store.DeliveryKey(m.EndpointID, m.Target)); r != "" && r != wr.Reason {
+	if r := s.waitReason(store.DeliveryKey(m.EndpointID, m.Target)); r != "" && r != wr.Reason {
 		if err := s.deliveries.NoteWaiting(context.WithoutCancel(ctx), m.EndpointID, m.Target, r); err != nil {
 			s.log.Error("cannot note why messages wait", "repo", m.Target, "error", err.Error())
 		}
 	}
+}
+
+// holdIfStill holds the window for reason, as the broker's answer to a
+// delivery said, unless the broker has reported its agent's state since that
+// answer (states), or its session has ended (which frees the window as it
+// closes): then the dispatcher looks again.
+func (s *deliverer) holdIfStill(bc *brokerConn, states uint64, reason string) {
+	bc.stateMu.Lock()
+	defer bc.stateMu.Unlock()
+	select {
+	case <-bc.closed:
+		s.dispatch.Wake()
+		return
+	default:
+	}
+	if bc.states != states {
+		s.dispatch.Wake()
+		return
+	}
+	s.waits.setWait(fromBroker, bc.endpointID, bc.repo, reason)
 }
 
 var errNoWindow = errors.New("no window is recorded for it on its endpoint")

@@ -9,7 +9,9 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/config"
+	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // DeliveryLease is how long a claim for delivery lasts; a claim older than this
@@ -24,20 +26,29 @@ type dispatcher struct {
 	clock      clock.Clock
 	config     *config.Loaded
 	deliveries *store.Deliveries
-	endpoints  *endpointBook
-	live       *live
-	delivery   *deliverer
-	// acks is told when a delivery ends: it may have set an ack deadline.
-	acks *ackExpirer
-	// rescuer holds the windows whose delivery an earlier run left
-	// unfinished until it is settled.
-	rescuer *leaseRescuer
+	endpoints  connectedEndpoints
+	// waitReason says why a window cannot take text now ("" when it can).
+	waitReason func(key string) string
+	// deliver writes one claimed delivery and records what came of it.
+	deliver func(ctx context.Context, ms []queue.Message)
+	// deadlines is woken when a delivery ends: it may have set an ack
+	// deadline.
+	deadlines wakeup.Signal
+	// held says a window waits until an earlier run's unfinished delivery
+	// into it is settled (the lease rescuer).
+	held func(key string) bool
 	// instance names this run's delivery claims.
 	instance string
 
-	wakeCh   chan struct{}
+	// wakes is how whoever queues or frees a message wakes the loop.
+	wakes    wakeup.Signal
 	stopping atomic.Bool
 	busy     sync.Map // delivery keys of windows being written to
+}
+
+// connectedEndpoints says which endpoints' tmux servers run.
+type connectedEndpoints interface {
+	connected(ctx context.Context) (map[string]bool, error)
 }
 
 type outcome struct {
@@ -52,8 +63,8 @@ func (d *dispatcher) wakeFor(endpointID, target string) {
 	}
 }
 
-// wake nudges the dispatcher to look for work now.
-func (d *dispatcher) wake() { nudge(d.wakeCh) }
+// wake makes the dispatcher look for work now.
+func (d *dispatcher) wake() { d.wakes.Wake() }
 
 // stop makes the dispatcher claim nothing more: the service is stopping.
 func (d *dispatcher) stop() { d.stopping.Store(true) }
@@ -97,12 +108,12 @@ func (d *dispatcher) run(ctx context.Context) {
 			// A window that cannot take text now (its tmux server is gone,
 			// its agent exited, it shows a dialog) is not claimed: whatever
 			// clears the reason wakes the loop.
-			if !connected[t.EndpointID] || d.live.waitReason(t.Key()) != "" {
+			if !connected[t.EndpointID] || d.waitReason(t.Key()) != "" {
 				continue
 			}
 			// A window whose earlier delivery is not settled yet gets
 			// nothing before it: the rescuer wakes the loop once it is.
-			if d.rescuer.holds(t.Key()) {
+			if d.held(t.Key()) {
 				continue
 			}
 			if t.NextAt.After(now) {
@@ -131,19 +142,19 @@ func (d *dispatcher) run(ctx context.Context) {
 				// A delivery under way finishes even while the service stops
 				// (shutdown waits for it within the grace period): cutting it
 				// off mid-write would leave text without its Enter.
-				d.delivery.deliver(context.WithoutCancel(ctx), ms)
+				d.deliver(context.WithoutCancel(ctx), ms)
 				done <- outcome{key: key}
 			}()
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-d.wakeCh:
+		case <-d.wakes.C():
 		case o := <-done:
 			inflight--
 			delete(busy, o.key)
 			d.busy.Delete(o.key)
-			d.acks.wake() // the delivery may have set an ack deadline
+			d.deadlines.Wake() // the delivery may have set an ack deadline
 		case <-waitUntil(d.clock, next):
 		}
 	}

@@ -15,7 +15,7 @@ import (
 type endpointBook struct {
 	reader *sql.DB
 	// onChange hears every change: coordination-engine is handed the
-	// endpoints again (attachment.requestAttach).
+	// endpoints again (it wakes the attacher).
 	onChange func()
 
 	mu    sync.Mutex

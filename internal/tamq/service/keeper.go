@@ -15,6 +15,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // The keeper acknowledges and renews coordination leases on the agent's
@@ -34,13 +35,20 @@ type keeper struct {
 	// agent does.
 	engine  *engineclient.Client
 	reader  *sql.DB
-	brokers *brokerSessions
+	brokers brokerViews
 
 	mu sync.Mutex
 	// byWindow are the wakes written into a window, by its delivery key:
 	// the newest one per window is the lease its agent works on.
 	byWindow map[string]*keptLease
-	kick     chan struct{}
+	// look makes the keeper look at its leases now: a broker reported a
+	// change, or a wake was written.
+	look wakeup.Signal
+}
+
+// brokerViews has the latest report of a window's broker (brokerTable.view).
+type brokerViews interface {
+	view(key string) (st api.BrokerState, bc *brokerConn, seq uint64, live bool)
 }
 
 type keptLease struct {
@@ -66,16 +74,13 @@ type keptLease struct {
 	failures int
 }
 
-// poke makes the keeper look at its leases now (a broker reported a change).
-func (k *keeper) poke() { nudge(k.kick) }
-
 // written notes that a wake's prompt was submitted into the window of key
 // through the broker session via, which had made after reports by then.
 func (k *keeper) written(key, repo, leaseID string, attempt int, via *brokerConn, after uint64, held bool) {
 	k.mu.Lock()
 	k.byWindow[key] = &keptLease{repo: repo, leaseID: leaseID, attempt: attempt, via: via, after: after, held: held}
 	k.mu.Unlock()
-	k.poke()
+	k.look.Wake()
 }
 
 // keeperRetry is how soon a call the engine did not answer is made again;
@@ -94,7 +99,7 @@ func (s *keeper) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.kick:
+		case <-s.look.C():
 		case <-s.clock.After(wait):
 		}
 	}
@@ -238,7 +243,7 @@ func (s *keeper) adoptWindow(ctx context.Context, endpointID, repo string) {
 				acked: m.State == queue.Acknowledged, every: keeperRetry}
 		}
 		s.mu.Unlock()
-		s.poke()
+		s.look.Wake()
 		return
 	}
 }

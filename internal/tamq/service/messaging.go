@@ -31,15 +31,33 @@ type messageHandlers struct {
 	// registry is gita's registry; addresses the watched reading of it every
 	// send's address is checked against.
 	registry, addresses func() (*gita.Registry, error)
-	callers             *callers
-	endpoints           *endpointBook
-	live                *live
-	writer              *queueWriter
-	dispatcher          *dispatcher
-	watcher             *watcher
-	queue               *store.Queue
-	deliveries          *store.Deliveries
-	receipts            *store.ReceiptLog
+	callers             callerPlaces
+	endpoints           endpointLister
+	// waitReason says why a window cannot take text now ("" when it can).
+	waitReason func(key string) string
+	// enqueue hands a new message to the queue writer.
+	enqueue    func(ctx context.Context, m *queue.Message) error
+	dispatcher dispatchWakes
+	// requestRebind has the watcher move messages stranded on a gone
+	// endpoint to its replacement.
+	requestRebind func(endpointIDs ...string)
+	queue         *store.Queue
+	deliveries    *store.Deliveries
+	receipts      *store.ReceiptLog
+}
+
+// callerPlaces says who a caller is (callers): the sender of a message,
+// and the window a process runs in.
+type callerPlaces interface {
+	senderOf(ctx context.Context, peer unixrpc.Peer, operatorLine bool) (string, queue.SenderKind, error)
+	paneOf(ctx context.Context, pid int32) (p paneSeen, self, ok bool)
+}
+
+// dispatchWakes wakes the dispatcher: for a new message, whose window may
+// be busy, or for anything freed.
+type dispatchWakes interface {
+	wake()
+	wakeFor(endpointID, target string)
 }
 
 func (s *messageHandlers) send(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
@@ -90,7 +108,7 @@ func (s *messageHandlers) send(ctx context.Context, peer unixrpc.Peer, req *unix
 		PolicyProfile: s.config.ProfileRef(), ConfigVersion: s.config.Version,
 	}
 	// A window that cannot take text now keeps the message waiting; it says why.
-	m.LastError = s.live.waitReason(store.DeliveryKey(epID, target))
+	m.LastError = s.waitReason(store.DeliveryKey(epID, target))
 	if args.ObservedAt != nil {
 		// A line a broker kept while the service was down is recorded as said
 		// when it was said; a time from the future is not believed.
@@ -98,7 +116,7 @@ func (s *messageHandlers) send(ctx context.Context, peer unixrpc.Peer, req *unix
 			m.CreatedAt = at
 		}
 	}
-	if err := s.writer.enqueue(ctx, m); err != nil {
+	if err := s.enqueue(ctx, m); err != nil {
 		return nil, err
 	}
 	s.dispatcher.wakeFor(m.EndpointID, m.Target)
@@ -221,7 +239,7 @@ func (s *messageHandlers) retry(ctx context.Context, _ unixrpc.Peer, req *unixrp
 		return nil, err
 	}
 	// A message whose endpoint is gone moves to its replacement, if any.
-	s.watcher.requestRebind()
+	s.requestRebind()
 	s.dispatcher.wake()
 	return api.MessageOf(m, false), nil
 }

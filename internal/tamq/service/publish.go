@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/backoff"
@@ -59,14 +60,16 @@ const engineBatchBytes = 48 << 10
 // straight to State Hub. Without State Hub at all they just stay pending.
 type receiptPublisher struct {
 	*outbox.Publisher
-	engineLink *attachment
+	// engineAttached is what the attacher last said of its link
+	// (linkChanged).
+	engineAttached atomic.Bool
 }
 
-func newReceiptPublisher(o Options, receipts *store.ReceiptLog, clk clock.Clock, log *slog.Logger, link *attachment) *receiptPublisher {
+func newReceiptPublisher(o Options, receipts *store.ReceiptLog, clk clock.Clock, log *slog.Logger) *receiptPublisher {
 	t := o.Publish.withDefaults()
 	hub := &statehub.Client{Base: o.Config.StateHub.APIBase, Credential: o.Config.StateHub.CredentialCommand}
 	engine := engineclient.New(o.Engine)
-	p := &receiptPublisher{engineLink: link}
+	p := &receiptPublisher{}
 	// Each receipt names the machine it comes from: several hosts may
 	// publish to one State Hub.
 	host, _ := os.Hostname()
@@ -106,9 +109,17 @@ func newReceiptPublisher(o Options, receipts *store.ReceiptLog, clk clock.Clock,
 	return p
 }
 
+// linkChanged hears from the attacher that tamq's link to
+// coordination-engine came up or went down: the next batch goes the new way
+// at once, without waiting out a backoff the old way earned.
+func (p *receiptPublisher) linkChanged(attached bool) {
+	p.engineAttached.Store(attached)
+	p.Retry()
+}
+
 // via is the way the next batch goes.
 func (p *receiptPublisher) via() string {
-	if p.engineLink.isAttached() {
+	if p.engineAttached.Load() {
 		return api.ViaEngine
 	}
 	return api.ViaDirect

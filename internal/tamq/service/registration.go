@@ -18,6 +18,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/textsafe"
 	"github.com/tmux-amq/tamq/internal/tmux"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // endpointHandlers answer the operations on endpoints: register, list,
@@ -30,10 +31,19 @@ type endpointHandlers struct {
 	registry      func() (*gita.Registry, error)
 	reader        *sql.DB
 	endpointTable *store.EndpointTable
-	endpoints     *endpointBook
-	callers       *callers
-	watcher       *watcher
-	dispatcher    *dispatcher
+	endpoints     endpointRecords
+	watcher       endpointWatch
+	// dispatch wakes the dispatcher: a registered endpoint's messages may
+	// go now.
+	dispatch wakeup.Signal
+}
+
+// endpointWatch is what registration and restore ask of the watcher.
+type endpointWatch interface {
+	requestList(endpointIDs ...string)
+	requestRebind(endpointIDs ...string)
+	rebindStranded(ctx context.Context) error
+	recordEnd(ctx context.Context, ep queue.Endpoint, w queue.Window, tw tmux.Window, found bool)
 }
 
 func (s *endpointHandlers) register(ctx context.Context, peer unixrpc.Peer, req *unixrpc.Request) (any, error) {
@@ -80,7 +90,7 @@ func (s *endpointHandlers) register(ctx context.Context, peer unixrpc.Peer, req 
 	// deliveries), and messages stranded on a gone endpoint of the same
 	// socket move here.
 	s.watcher.requestRebind(ep.ID)
-	s.dispatcher.wake()
+	s.dispatch.Wake()
 	return map[string]string{"endpoint_id": ep.ID}, nil
 }
 

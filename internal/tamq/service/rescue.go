@@ -14,6 +14,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/tmux"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // brokerReturnWait bounds how long, at start, a window's interrupted
@@ -37,13 +38,17 @@ type leaseRescuer struct {
 	log        *slog.Logger
 	clock      clock.Clock
 	deliveries *store.Deliveries
-	delivery   *deliverer
-	brokers    *brokerSessions
-	endpoints  *endpointBook
-	dispatcher *dispatcher
+	// record records a settled claim as the deliverer records a delivery.
+	record    func(ctx context.Context, ms []queue.Message, wr Written, err error, extra map[string]any)
+	brokers   brokerLookup
+	endpoints windowFinder
+	// dispatch wakes the dispatcher once a window is free.
+	dispatch wakeup.Signal
 	// instance names this run's claims, which are not rescued.
 	instance string
-	kick     chan struct{}
+	// brokerAttached is woken when a broker session opens: it may carry the
+	// answer to an interrupted delivery.
+	brokerAttached wakeup.Signal
 
 	mu sync.Mutex
 	// read is set once the earlier claims are known; held names the
@@ -59,10 +64,6 @@ func (r *leaseRescuer) holds(key string) bool {
 	defer r.mu.Unlock()
 	return !r.read || r.held[key]
 }
-
-// brokerAttached tells the rescuer a broker session opened: it may carry
-// the answer to an interrupted delivery.
-func (r *leaseRescuer) brokerAttached() { nudge(r.kick) }
 
 func (r *leaseRescuer) run(ctx context.Context) {
 	var claims []store.Interruption
@@ -89,7 +90,7 @@ func (r *leaseRescuer) run(ctx context.Context) {
 		r.held[key] = true
 	}
 	r.mu.Unlock()
-	r.dispatcher.wake() // the other windows may take deliveries now
+	r.dispatch.Wake() // the other windows may take deliveries now
 	if len(windows) == 0 {
 		return
 	}
@@ -112,7 +113,7 @@ func (r *leaseRescuer) run(ctx context.Context) {
 			r.mu.Lock()
 			delete(r.held, key)
 			r.mu.Unlock()
-			r.dispatcher.wake()
+			r.dispatch.Wake()
 		}
 		if len(windows) == 0 {
 			return
@@ -127,7 +128,7 @@ func (r *leaseRescuer) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-r.kick:
+		case <-r.brokerAttached.C():
 		case <-timeUp:
 			waited = true
 		case <-again:
@@ -214,7 +215,7 @@ func (r *leaseRescuer) settle(ctx context.Context, cs []store.Interruption, bc *
 		wr, err := bc.answered(report.Result, 0)
 		r.log.Info("interrupted delivery settled by its broker's answer", "message", answered[0].ID, "messages", len(answered),
 			"target", answered[0].Target, "written", report.Result.Written, "held", report.Result.Held)
-		r.delivery.record(ctx, answered, wr, err, map[string]any{"settled": "by its broker after a restart"})
+		r.record(ctx, answered, wr, err, map[string]any{"settled": "by its broker after a restart"})
 	}
 	return nil
 }

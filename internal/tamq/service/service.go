@@ -94,7 +94,7 @@ const DefaultIdleRelease = 2 * time.Second
 
 // Service is a running tamq service: the shared skeleton (internal/daemon)
 // running tamq's handlers and its services. It is the composition root: it
-// builds the services, hands each the others it calls, registers the
+// builds the services, hands each what it calls (build), registers the
 // handlers and runs the plan that starts and stops them in order. Each
 // service keeps its own state; docs/layout.md draws how a message flows
 // through them.
@@ -125,7 +125,7 @@ type Service struct {
 	rescuer    *leaseRescuer
 	watcher    *watcher
 	callers    *callers
-	brokers    *brokerSessions
+	brokers    *brokerTable
 	keeper     *keeper
 	engineLink *attachment
 	publisher  *receiptPublisher
@@ -135,6 +135,7 @@ type Service struct {
 	endpointOps *endpointHandlers
 	wakes       *wakeHandlers
 	purges      *purgeHandler
+	sessions    *brokerSessions
 
 	// The background work. At shutdown the dispatcher stops first (its
 	// deliveries finish while their brokers' sessions are open), then, once
@@ -303,7 +304,7 @@ func (s *Service) handlers() map[string]unixrpc.Handler {
 		// would silence what another repo asked of it).
 		api.OpCancel: {door.OperatorOnly, s.messages.cancel},
 		// A broker is its pane's own process (checked by the handler).
-		api.OpBrokerSession: {door.Window, s.brokers.brokerSession},
+		api.OpBrokerSession: {door.Window, s.sessions.brokerSession},
 		// A broker's last look before it writes a delivery of wakes.
 		api.OpDeliveryCurrent: {door.Window, s.delivery.deliveryCurrent},
 		api.OpWake:            {door.EngineOnly, s.wakes.wakeOp},

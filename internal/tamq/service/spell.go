@@ -33,12 +33,3 @@ func (sp *spell) ok(log *slog.Logger, msg string) {
 		*sp = spell{}
 	}
 }
-
-// nudge wakes the goroutine that waits on ch (its buffer holds one), unless
-// it has a wake pending already: a wake says "look again", so two are one.
-func nudge(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}

@@ -45,12 +45,36 @@ type wakeHandlers struct {
 	registry      func() (*gita.Registry, error)
 	reader        *sql.DB
 	queue         *store.Queue
-	endpoints     *endpointBook
-	live          *live
-	callers       *callers
-	brokers       *brokerSessions
-	watcher       *watcher
-	dispatcher    *dispatcher
+	endpoints     wakeEndpoints
+	waits         windowWaitReasons
+	brokers       wakeBrokers
+	watcher       listRequests
+	dispatcher    dispatchWakes
+}
+
+// wakeEndpoints are the recorded endpoints (endpointBook).
+type wakeEndpoints interface {
+	known(ctx context.Context) ([]queue.Endpoint, error)
+	windowOf(ctx context.Context, endpointID, repo string) (queue.Endpoint, queue.Window, error)
+}
+
+// windowWaitReasons say why a window cannot take text now (live).
+type windowWaitReasons interface {
+	waitReason(key string) string
+	paneHealthOf(key string) string
+}
+
+// wakeBrokers are the live broker sessions (brokerTable).
+type wakeBrokers interface {
+	view(key string) (st api.BrokerState, bc *brokerConn, seq uint64, live bool)
+	isLive(endpointID, repo, paneID string) bool
+}
+
+// listRequests ask the watcher to list windows now, or to move stranded
+// messages.
+type listRequests interface {
+	requestList(endpointIDs ...string)
+	requestRebind(endpointIDs ...string)
 }
 
 // wakeOp queues coordination-engine's continuation prompt for the agent of one
@@ -130,7 +154,7 @@ func (s *wakeHandlers) wakeOp(ctx context.Context, peer unixrpc.Peer, req *unixr
 		Body: prompt, AckMode: ackmode.Acknowledged, MaxAttempts: s.config.Coordination.MaxAttempts,
 		IdempotencyKey: key, CorrelationID: w.Trigger.SourceRevision, CoordinationEndpointID: w.CoordinationEndpointID,
 		PolicyProfile: s.config.ProfileRef(), ConfigVersion: s.config.Version,
-		LastError: s.live.waitReason(store.DeliveryKey(ep.ID, w.TargetRepo)),
+		LastError: s.waits.waitReason(store.DeliveryKey(ep.ID, w.TargetRepo)),
 	}
 	old, oldHash, err := s.queue.EnqueueWake(ctx, m, hash)
 	if err != nil {
@@ -347,7 +371,7 @@ func (s *wakeHandlers) wakeHeldOp(ctx context.Context, _ unixrpc.Peer, req *unix
 		return held(api.WaitNoWindow, "endpoint "+m.EndpointID+" is gone (its tmux server stopped)")
 	}
 	key := store.DeliveryKey(m.EndpointID, m.Target)
-	switch why := s.live.paneHealthOf(key); {
+	switch why := s.waits.paneHealthOf(key); {
 	case why == "":
 	case strings.HasPrefix(why, paneExited):
 		return held(api.WaitNoAgent, "the agent in the window of "+m.Target+" has exited")
@@ -360,7 +384,7 @@ func (s *wakeHandlers) wakeHeldOp(ctx context.Context, _ unixrpc.Peer, req *unix
 	if st, _, _, live := s.brokers.view(key); live && st.Screen == broker.StateDialog {
 		return held(api.WaitDialog, atDialog)
 	}
-	switch why := s.live.waitReason(key); {
+	switch why := s.waits.waitReason(key); {
 	case why == program.NoAgentRunning:
 		return held(api.WaitNoAgent, "no agent runs in the window of "+m.Target)
 	case strings.Contains(why, "dialog"):

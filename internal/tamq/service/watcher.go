@@ -16,6 +16,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/program"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/tmux"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // How often the watcher looks at the terminals. A dead tmux server is seen
@@ -46,11 +47,16 @@ type watcher struct {
 	reader        *sql.DB
 	deliveries    *store.Deliveries
 	endpointTable *store.EndpointTable
-	endpoints     *endpointBook
-	live          *live
-	brokers       *brokerSessions
-	dispatcher    *dispatcher
-	attacher      *attachment
+	endpoints     endpointRecords
+	// panes is the live view the watcher keeps fresh.
+	panes panes
+	// brokers are the live broker sessions: a brokered window is listed
+	// less often.
+	brokers watchedBrokers
+	// dispatch wakes the dispatcher (a window can take deliveries again,
+	// stranded messages moved); attach has the endpoints handed to
+	// coordination-engine again (an agent started or exited).
+	dispatch, attach wakeup.Signal
 
 	mu sync.Mutex
 	// serverStart is the start time of each connected endpoint's tmux server
@@ -69,7 +75,30 @@ type watcher struct {
 	// their interval; listAll, every one.
 	listDue map[string]bool
 	listAll bool
-	listNow chan struct{}
+	listNow wakeup.Signal
+}
+
+// endpointRecords are the recorded endpoints, and who changes them says so
+// (endpointBook).
+type endpointRecords interface {
+	known(ctx context.Context) ([]queue.Endpoint, error)
+	changed()
+}
+
+// panes is the live view of the windows' panes that the watcher keeps.
+type panes interface {
+	setWait(src waitSource, key, reason string) (before, after string)
+	setAgent(src waitSource, key string, running *bool) (changed bool)
+	screenWaiting() map[string]bool
+	panePID(endpointID, paneID string) (int, bool)
+	addPanes(endpointID, socket string, wins []tmux.Window)
+	forgetPanes(endpointID string)
+}
+
+// watchedBrokers are the live broker sessions (brokerTable).
+type watchedBrokers interface {
+	get(key string) *brokerConn
+	isLive(endpointID, repo, paneID string) bool
 }
 
 // requestList makes the watcher list the windows of the given endpoints
@@ -86,7 +115,7 @@ func (s *watcher) requestList(endpointIDs ...string) {
 		s.listDue[id] = true
 	}
 	s.mu.Unlock()
-	nudge(s.listNow)
+	s.listNow.Wake()
 }
 
 // requestRebind makes the watcher look for stranded messages at its next
@@ -102,11 +131,11 @@ func (s *watcher) requestRebind(endpointIDs ...string) {
 // again ("" reason): the dispatcher then claims its messages. A new reason is
 // noted on the messages waiting for the window, so history says why they wait.
 func (s *watcher) setWait(src waitSource, endpointID, repo, reason string) {
-	before, after := s.live.setWait(src, store.DeliveryKey(endpointID, repo), reason)
+	before, after := s.panes.setWait(src, store.DeliveryKey(endpointID, repo), reason)
 	switch {
 	case after == before:
 	case after == "":
-		s.dispatcher.wake()
+		s.dispatch.Wake()
 	default:
 		if err := s.deliveries.NoteWaiting(context.Background(), endpointID, repo, after); err != nil {
 			s.log.Error("cannot note why messages wait", "repo", repo, "error", err.Error())
@@ -118,8 +147,8 @@ func (s *watcher) setWait(src waitSource, endpointID, repo, reason string) {
 // endpoints to coordination-engine again when that changed: the engine
 // offers work only to a window with an agent.
 func (s *watcher) noteAgent(src waitSource, endpointID, repo string, running *bool) {
-	if s.live.setAgent(src, store.DeliveryKey(endpointID, repo), running) {
-		s.attacher.requestAttach()
+	if s.panes.setAgent(src, store.DeliveryKey(endpointID, repo), running) {
+		s.attach.Wake()
 	}
 }
 
@@ -130,7 +159,7 @@ func (s *watcher) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-s.clock.After(watchInterval):
-		case <-s.listNow:
+		case <-s.listNow.C():
 		}
 		s.watchOnce(ctx, s.clock.Now())
 	}
@@ -295,12 +324,12 @@ func (s *watcher) list(ctx context.Context, ep queue.Endpoint, now time.Time) {
 		s.serverStart[ep.ID] = st.StartTime
 	}
 	s.mu.Unlock()
-	s.live.addPanes(ep.ID, ep.TmuxSocket, wins)
+	s.panes.addPanes(ep.ID, ep.TmuxSocket, wins)
 	byPane := map[string]tmux.Window{}
 	for _, w := range wins {
 		byPane[w.PaneID] = w
 	}
-	held := s.live.screenWaiting()
+	held := s.panes.screenWaiting()
 	for _, w := range ep.Windows {
 		reason := ""
 		tw, ok := byPane[w.PaneID]
@@ -430,7 +459,7 @@ func (s *watcher) disconnect(ctx context.Context, ep queue.Endpoint, reason stri
 		return
 	}
 	s.log.Warn("endpoint disconnected", "endpoint", ep.ID, "reason", reason)
-	s.live.forgetPanes(ep.ID)
+	s.panes.forgetPanes(ep.ID)
 	s.mu.Lock()
 	delete(s.serverStart, ep.ID)
 	delete(s.listed, ep.ID)
@@ -482,7 +511,7 @@ func (s *watcher) rebindStranded(ctx context.Context) error {
 		}
 	}
 	if moved > 0 {
-		s.dispatcher.wake()
+		s.dispatch.Wake()
 	}
 	return nil
 }
@@ -499,7 +528,7 @@ func (s *watcher) paneAgent(ctx context.Context, ep queue.Endpoint, w queue.Wind
 // panePID is the process tmux runs in the window's live pane, 0 when
 // there is none or tmux cannot say.
 func (s *watcher) panePID(ctx context.Context, ep queue.Endpoint, w queue.Window) int {
-	if pid, ok := s.live.panePID(ep.ID, w.PaneID); ok {
+	if pid, ok := s.panes.panePID(ep.ID, w.PaneID); ok {
 		return pid
 	}
 	askCtx, cancel := askTmux(ctx)
