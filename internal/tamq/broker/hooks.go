@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/backoff"
 	"github.com/tmux-amq/tamq/internal/proc"
 	"github.com/tmux-amq/tamq/internal/tamq/program"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
@@ -302,10 +303,14 @@ func (h *HookListener) Close() {
 // short line, so more at once is a flood, closed unread.
 const hookConns = 16
 
+// acceptRetry paces the accepts that failed (out of descriptors and the
+// like): soon at first, at most once a second while it lasts.
+var acceptRetry = backoff.Policy{Min: 5 * time.Millisecond, Max: time.Second}
+
 func (h *HookListener) serve() {
 	defer h.wg.Done()
 	slots := make(chan struct{}, hookConns)
-	var backoff time.Duration
+	var pause time.Duration
 	for {
 		c, err := h.ln.AcceptUnix()
 		if errors.Is(err, net.ErrClosed) {
@@ -314,11 +319,11 @@ func (h *HookListener) serve() {
 		if err != nil {
 			// Out of descriptors and the like: the agent's hooks must still
 			// reach the broker once the spell ends.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			time.Sleep(backoff)
+			pause = acceptRetry.Next(pause)
+			time.Sleep(pause)
 			continue
 		}
-		backoff = 0
+		pause = 0
 		select {
 		case slots <- struct{}{}:
 		default:

@@ -8,6 +8,8 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 	xvt "github.com/charmbracelet/x/vt"
+
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // Model is the broker's picture of the agent's terminal, fed everything the
@@ -71,7 +73,7 @@ type feed struct {
 	lastSkip time.Time // when output was last skipped
 	skipped  uint64
 	closed   bool
-	ready    chan struct{}
+	ready    wakeup.Signal // output came, or the feed closed
 }
 
 func (f *feed) write(p []byte) {
@@ -86,21 +88,14 @@ func (f *feed) write(p []byte) {
 		f.buf = append(f.buf, p...)
 	}
 	f.mu.Unlock()
-	f.poke()
-}
-
-func (f *feed) poke() {
-	select {
-	case f.ready <- struct{}{}:
-	default:
-	}
+	f.ready.Wake()
 }
 
 func (f *feed) close() {
 	f.mu.Lock()
 	f.closed = true
 	f.mu.Unlock()
-	f.poke()
+	f.ready.Wake()
 }
 
 // take returns what came since the last take, swapping in spare.
@@ -131,8 +126,8 @@ func (f *feed) awaitPause() {
 // NewModel makes a model of a cols×rows terminal and starts its readers.
 func NewModel(cols, rows int, obs *Observer) *Model {
 	m := &Model{Observer: obs}
-	m.screen = feed{limit: feedLimit, skipUntilPause: true, ready: make(chan struct{}, 1)}
-	m.observer = feed{limit: observerLimit, ready: make(chan struct{}, 1)}
+	m.screen = feed{limit: feedLimit, skipUntilPause: true, ready: wakeup.New()}
+	m.observer = feed{limit: observerLimit, ready: wakeup.New()}
 	m.reset(max(cols, 1), max(rows, 1))
 	m.done.Add(1)
 	go m.runScreen()
@@ -241,7 +236,7 @@ func (m *Model) runScreen() {
 	changed.Stop()
 	for {
 		select {
-		case <-m.screen.ready:
+		case <-m.screen.ready.C():
 		case <-changed.C:
 			lastChanged = time.Now()
 			m.Changed()
@@ -272,7 +267,7 @@ func (m *Model) runObserver() {
 	quiet.Stop()
 	for {
 		select {
-		case <-m.observer.ready:
+		case <-m.observer.ready.C():
 		case <-quiet.C:
 			m.Observer.Tick()
 			continue

@@ -10,8 +10,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tmux-amq/tamq/internal/backoff"
 	"github.com/tmux-amq/tamq/internal/errs"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // ErrServiceDown marks a send that found no service to take it: the line is
@@ -43,7 +45,7 @@ type Outbox struct {
 	closed  bool
 	dropped int
 	step    chan struct{} // closed (under mu) whenever the queue changes
-	wake    chan struct{}
+	wake    wakeup.Signal
 	stop    context.CancelFunc
 	done    chan struct{}
 }
@@ -66,7 +68,7 @@ func (o *Outbox) Start() {
 	if o.Retry <= 0 {
 		o.Retry = 5 * time.Second
 	}
-	o.wake = make(chan struct{}, 1)
+	o.wake = wakeup.New()
 	o.done = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	o.stop = cancel
@@ -98,14 +100,7 @@ func (o *Outbox) Put(target string, m api.SendArgs) {
 	}
 	o.queue = append(o.queue, pending{target: target, m: m, seen: o.Now()})
 	o.mu.Unlock()
-	o.poke()
-}
-
-func (o *Outbox) poke() {
-	select {
-	case o.wake <- struct{}{}:
-	default:
-	}
+	o.wake.Wake()
 }
 
 // Close stops taking lines and waits up to wait for those still queued to
@@ -117,7 +112,7 @@ func (o *Outbox) Close(wait time.Duration, waiting func(pending int)) (kept int)
 	o.mu.Lock()
 	o.closed = true
 	o.mu.Unlock()
-	o.poke()
+	o.wake.Wake()
 	deadline := time.After(wait)
 	moment := time.After(min(250*time.Millisecond, wait))
 wait:
@@ -166,7 +161,10 @@ func (o *Outbox) changed() {
 
 func (o *Outbox) run(ctx context.Context) {
 	defer close(o.done)
-	pause := 100 * time.Millisecond
+	// While the service is down the line is tried again from a tenth of a
+	// second, each wait doubling up to Retry.
+	retry := backoff.Policy{Min: 100 * time.Millisecond, Max: o.Retry}
+	pause := retry.Min
 	for {
 		o.mu.Lock()
 		if len(o.queue) == 0 {
@@ -175,7 +173,7 @@ func (o *Outbox) run(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-o.wake:
+			case <-o.wake.C():
 				continue
 			}
 		}
@@ -205,12 +203,12 @@ func (o *Outbox) run(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-time.After(pause):
-			case <-o.wake: // a new line: keep it at once, and try again
+			case <-o.wake.C(): // a new line: keep it at once, and try again
 			}
-			pause = min(pause*2, o.Retry)
+			pause = retry.Next(pause)
 			continue
 		}
-		pause = 100 * time.Millisecond
+		pause = retry.Min
 		o.mu.Lock()
 		o.queue = o.queue[1:]
 		if head.spooled {
@@ -277,11 +275,15 @@ func keptNotice(kept []pending) string {
 		}
 	}
 	sort.Strings(targets)
-	lines := "1 line"
-	if len(kept) != 1 {
-		lines = fmt.Sprintf("%d lines", len(kept))
+	return fmt.Sprintf("tamq: service down; kept %s for %s, will send when it is back", countLines(len(kept)), strings.Join(targets, ", "))
+}
+
+// countLines is n lines as the notices say it: "1 line", "3 lines".
+func countLines(n int) string {
+	if n == 1 {
+		return "1 line"
 	}
-	return fmt.Sprintf("tamq: service down; kept %s for %s, will send when it is back", lines, strings.Join(targets, ", "))
+	return fmt.Sprintf("%d lines", n)
 }
 
 func failureNotice(target string, err error) string {

@@ -209,3 +209,10 @@ func engineCheck(ctx context.Context, a *app.App, running bool) doctor.Check {
 	}
 	return c
 }
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -1,4 +1,4 @@
-package cli
+package broker
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/program"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/testutil"
@@ -29,10 +28,10 @@ func TestSessionReportsTheAgentAndHoldsDeliveries(t *testing.T) {
 	rec := filepath.Join(t.TempDir(), "rec")
 	agent := `printf '$ '; read a; printf 'Pick one:\n> 1. One\n  2. Two\nPress enter to continue\n'; read b; ` +
 		`clear; stty raw -echo; exec cat > "$0"`
-	relay := &broker.Relay{Argv: []string{"sh", "-c", agent, rec}, Out: io.Discard}
-	obs := &broker.Observer{Slugs: func() []string { return nil }, Emit: func(broker.Block) {}}
-	model := broker.NewModel(80, 24, obs)
-	fg := &broker.Foreground{PID: relay.ChildPID, Argv: relay.Argv, Command: program.ArgvCommand(relay.Argv)}
+	relay := &Relay{Argv: []string{"sh", "-c", agent, rec}, Out: io.Discard}
+	obs := &Observer{Slugs: func() []string { return nil }, Emit: func(Block) {}}
+	model := NewModel(80, 24, obs)
+	fg := &Foreground{PID: relay.ChildPID, Argv: relay.Argv, Command: program.ArgvCommand(relay.Argv)}
 	sess := newSession(relay, model, obs, func() bool { return false }, fg)
 	done := make(chan struct{})
 	go func() { relay.Run(); close(done) }()
@@ -139,10 +138,10 @@ func (h *sessionEnd) deliver(id, text string) map[string]any {
 func TestSessionDeliversOnlyToAnAgentInTheForeground(t *testing.T) {
 	dir := t.TempDir()
 	rec, ran := filepath.Join(dir, "rec"), filepath.Join(dir, "ran")
-	relay := &broker.Relay{Argv: []string{"sh", "-i"}, Env: append(os.Environ(), "PS1=$ ", "ENV="), Dir: dir, Out: io.Discard}
-	obs := &broker.Observer{Slugs: func() []string { return nil }, Emit: func(broker.Block) {}}
-	model := broker.NewModel(80, 24, obs)
-	fg := &broker.Foreground{PID: relay.ChildPID, Argv: relay.Argv, Command: program.ArgvCommand(relay.Argv), Extra: []string{"cat"}}
+	relay := &Relay{Argv: []string{"sh", "-i"}, Env: append(os.Environ(), "PS1=$ ", "ENV="), Dir: dir, Out: io.Discard}
+	obs := &Observer{Slugs: func() []string { return nil }, Emit: func(Block) {}}
+	model := NewModel(80, 24, obs)
+	fg := &Foreground{PID: relay.ChildPID, Argv: relay.Argv, Command: program.ArgvCommand(relay.Argv), Extra: []string{"cat"}}
 	sess := newSession(relay, model, obs, func() bool { return false }, fg)
 	done := make(chan struct{})
 	go func() { relay.Run(); close(done) }()
