@@ -8,19 +8,19 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
-	api "github.com/tmux-amq/tamq/internal/engineapi"
+	"github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 func loopSnapshot(ids ...string) Snapshot {
 	e := engineUp()
-	e.Status.Tasks = api.TaskCounts{"needs_you": 1, "working": len(ids) - 1}
+	e.Status.Tasks = engineapi.TaskCounts{"needs_you": 1, "working": len(ids) - 1}
 	for i, id := range ids {
 		kind, words := "working", "working: lease L-"+id+" attempt 1"
 		if i == 0 {
 			kind, words = "needs_you", "needs you: secret required"
 		}
-		e.Tasks = append(e.Tasks, api.TaskStanding{ID: id, Repo: "repo-" + id, Kind: kind, Words: words})
+		e.Tasks = append(e.Tasks, engineapi.TaskStanding{ID: id, Repo: "repo-" + id, Kind: kind, Words: words})
 	}
 	return Snapshot{At: at, Tamq: tamqUp(), Engine: e}
 }
@@ -54,14 +54,16 @@ func TestTheLoopPaneListsWhatNeedsThePerson(t *testing.T) {
 // off the event loop, Esc leaves what they showed, then quits.
 func TestTheLoopPaneKeys(t *testing.T) {
 	var asked []string
-	act := func(what string) func(context.Context, api.TaskStanding) string {
-		return func(_ context.Context, task api.TaskStanding) string {
+	act := func(what string) func(context.Context, engineapi.TaskStanding) string {
+		return func(_ context.Context, task engineapi.TaskStanding) string {
 			asked = append(asked, what+" "+task.ID)
 			return what + " of " + task.ID
 		}
 	}
 	m := model{actions: Actions{
-		Focus:      func(ctx context.Context, task api.TaskStanding, _ Snapshot) string { return act("focus")(ctx, task) },
+		Focus: func(ctx context.Context, task engineapi.TaskStanding, _ Snapshot) string {
+			return act("focus")(ctx, task)
+		},
 		Explain:    act("explain"),
 		Checkpoint: act("checkpoint"),
 	}}

@@ -8,7 +8,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
-	api "github.com/tmux-amq/tamq/internal/engineapi"
+	"github.com/tmux-amq/tamq/internal/engineapi"
 )
 
 // MinInterval is the shortest time between two refreshes: each is six
@@ -46,11 +46,11 @@ const rateWindow = 10 * time.Second
 // each returns the text to show (what it did, or why it could not).
 type Actions struct {
 	// Focus switches the tmux client to the window of the task's repo.
-	Focus func(ctx context.Context, t api.TaskStanding, s Snapshot) string
+	Focus func(ctx context.Context, t engineapi.TaskStanding, s Snapshot) string
 	// Explain is coordination-engine's explain of the task.
-	Explain func(ctx context.Context, t api.TaskStanding) string
+	Explain func(ctx context.Context, t engineapi.TaskStanding) string
 	// Checkpoint is the task's latest checkpoint.
-	Checkpoint func(ctx context.Context, t api.TaskStanding) string
+	Checkpoint func(ctx context.Context, t engineapi.TaskStanding) string
 }
 
 type snapshotMsg Snapshot

@@ -9,7 +9,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
-	api "github.com/tmux-amq/tamq/internal/engineapi"
+	"github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/reltime"
@@ -83,11 +83,11 @@ func renderLoop(b *frame, s Snapshot, o Options) {
 		b.add("loop: ERROR " + esc(e.TasksError))
 		return
 	}
-	var c api.TaskCounts
+	var c engineapi.TaskCounts
 	if e.Status != nil {
 		c = e.Status.Tasks
 		// Old standings say their age before them, as in `tasks`.
-		if line := api.StaleLine(e.Status.StateHub.UnreachableSince, e.Status.StateHub.LastPoll); line != "" {
+		if line := engineapi.StaleLine(e.Status.StateHub.UnreachableSince, e.Status.StateHub.LastPoll); line != "" {
 			b.add(line)
 		}
 	}
@@ -222,7 +222,7 @@ func renderEngine(b *frame, s Snapshot) {
 
 // engineHub is the engine's side of State Hub: the probe, the observer's
 // last look, its event stream and the receipts waiting in its outbox.
-func engineHub(h api.StateHubStatus, now time.Time) string {
+func engineHub(h engineapi.StateHubStatus, now time.Time) string {
 	where := esc(h.APIBase)
 	if h.Kind != "" && h.Kind != "contract" {
 		where = esc(h.Kind) + " at " + where

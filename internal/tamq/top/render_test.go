@@ -8,7 +8,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
-	api "github.com/tmux-amq/tamq/internal/engineapi"
+	"github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/tamqapi"
 )
 
@@ -27,15 +27,15 @@ func tamqUp(windows ...tamqapi.EndpointWindow) TamqSource {
 	}}
 }
 
-func engineUp(receipts ...api.Receipt) EngineSource {
+func engineUp(receipts ...engineapi.Receipt) EngineSource {
 	look := at.Add(-2 * time.Second)
-	return EngineSource{Running: true, Receipts: receipts, Status: &api.StatusReport{
-		Service: api.ServiceStatus{Running: true, PID: 2345, UptimeSeconds: 60, ServerVersion: "v0.1.0"},
-		Leases:  api.LeaseCounts{Counts: map[string]int{"offered": 1, "running": 2, "completed": 5}},
-		Tamq:    api.TamqStatus{Reachable: true},
-		StateHub: api.StateHubStatus{APIBase: "http://127.0.0.1:8000", Reachable: true, LastPoll: &look, Polls: 12,
+	return EngineSource{Running: true, Receipts: receipts, Status: &engineapi.StatusReport{
+		Service: engineapi.ServiceStatus{Running: true, PID: 2345, UptimeSeconds: 60, ServerVersion: "v0.1.0"},
+		Leases:  engineapi.LeaseCounts{Counts: map[string]int{"offered": 1, "running": 2, "completed": 5}},
+		Tamq:    engineapi.TamqStatus{Reachable: true},
+		StateHub: engineapi.StateHubStatus{APIBase: "http://127.0.0.1:8000", Reachable: true, LastPoll: &look, Polls: 12,
 			EventsConnected: true, EventsOffered: true, UnpublishedReceipts: 3},
-		Endpoints: []api.EndpointStatus{{State: "attached"}},
+		Endpoints: []engineapi.EndpointStatus{{State: "attached"}},
 	}}
 }
 
@@ -48,8 +48,8 @@ var windows = []tamqapi.EndpointWindow{
 }
 
 func TestRender(t *testing.T) {
-	receipt := api.Receipt{At: at.Add(-time.Second), Kind: "wake", Status: "delivered", Reason: "resumed"}
-	offered := api.Receipt{At: at, Kind: "lease.offered", Status: "offered", Reason: "task_actionable", TaskID: "T-7", Repo: "alpha"}
+	receipt := engineapi.Receipt{At: at.Add(-time.Second), Kind: "wake", Status: "delivered", Reason: "resumed"}
+	offered := engineapi.Receipt{At: at, Kind: "lease.offered", Status: "offered", Reason: "task_actionable", TaskID: "T-7", Repo: "alpha"}
 	tests := []struct {
 		name    string
 		snap    Snapshot
@@ -87,8 +87,8 @@ func TestRender(t *testing.T) {
 		snap: func() Snapshot {
 			e := engineUp()
 			look, since := at.Add(-time.Minute), at.Add(-50*time.Second)
-			e.Status.StateHub = api.StateHubStatus{APIBase: "http://hub", LastPoll: &look, UnreachableSince: &since, ObserveError: "connection refused"}
-			e.Status.Tasks = api.TaskCounts{"needs_you": 3}
+			e.Status.StateHub = engineapi.StateHubStatus{APIBase: "http://hub", LastPoll: &look, UnreachableSince: &since, ObserveError: "connection refused"}
+			e.Status.Tasks = engineapi.TaskCounts{"needs_you": 3}
 			return Snapshot{At: at, Tamq: TamqSource{Error: NotRunning}, Engine: e}
 		}(),
 		want: []string{"State Hub unreachable since " + at.Add(-50*time.Second).Local().Format(time.TimeOnly) +
@@ -111,7 +111,7 @@ func TestRender(t *testing.T) {
 		name: "engine paused, unreachable hub, receipts failing",
 		snap: func() Snapshot {
 			e := engineUp()
-			e.Status.StateHub = api.StateHubStatus{APIBase: "http://hub", Paused: true, EventsOffered: true, ObserveError: "401"}
+			e.Status.StateHub = engineapi.StateHubStatus{APIBase: "http://hub", Paused: true, EventsOffered: true, ObserveError: "401"}
 			e.ReceiptsError = "timed out"
 			return Snapshot{At: at, Tamq: TamqSource{Error: "cannot connect"}, Engine: e}
 		}(),
@@ -122,14 +122,14 @@ func TestRender(t *testing.T) {
 		snap: func() Snapshot {
 			e := engineUp()
 			until := at.Add(5 * time.Second)
-			e.Status.StateHub = api.StateHubStatus{Kind: "github", APIBase: "https://api.github.com", Reachable: true, RetryAt: &until,
-				Budget: &api.RateBudget{Limit: 5000, Remaining: 4990, Reset: at.Add(time.Hour)}, ObserveError: "GitHub: secondary rate limit"}
-			e.Tasks = []api.TaskStanding{{ID: "octo-org/alpha#12", Repo: "alpha", Kind: "ready", Words: "ready: takes it next",
+			e.Status.StateHub = engineapi.StateHubStatus{Kind: "github", APIBase: "https://engineapi.github.com", Reachable: true, RetryAt: &until,
+				Budget: &engineapi.RateBudget{Limit: 5000, Remaining: 4990, Reset: at.Add(time.Hour)}, ObserveError: "GitHub: secondary rate limit"}
+			e.Tasks = []engineapi.TaskStanding{{ID: "octo-org/alpha#12", Repo: "alpha", Kind: "ready", Words: "ready: takes it next",
 				URL: "https://github.com/octo-org/alpha/issues/12"}}
 			return Snapshot{At: at, Tamq: TamqSource{Error: NotRunning}, Engine: e}
 		}(),
 		opts: Options{Interactive: true, Selected: 0},
-		want: []string{"statehub: github at https://api.github.com reachable", "waiting until 10:01:51 as State Hub asked", "4990 of 5000 requests left",
+		want: []string{"statehub: github at https://engineapi.github.com reachable", "waiting until 10:01:51 as State Hub asked", "4990 of 5000 requests left",
 			"> octo-org/alpha#12", "page: https://github.com/octo-org/alpha/issues/12"},
 	}, {
 		name:    "interactive title",
@@ -140,7 +140,7 @@ func TestRender(t *testing.T) {
 	}, {
 		name: "names that would act are escaped",
 		snap: Snapshot{At: at, Tamq: tamqUp(tamqapi.EndpointWindow{Repo: "evil\x1b]52;c;aGk=\x07", Mode: "manual", Alive: true}),
-			Engine: engineUp(api.Receipt{At: at, Kind: "wake", Status: "stopped", Reason: "bad\u202ename"})},
+			Engine: engineUp(engineapi.Receipt{At: at, Kind: "wake", Status: "stopped", Reason: "bad\u202ename"})},
 		want:    []string{`evil\x1b]52;c;aGk=\x07`, `bad\u202ename`},
 		notWant: []string{"\x1b", "\x07", "\u202e"},
 	}, {

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/daemon"
-	api "github.com/tmux-amq/tamq/internal/engineapi"
-	engine "github.com/tmux-amq/tamq/internal/engineclient"
+	"github.com/tmux-amq/tamq/internal/engineapi"
+	"github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/tamqapi"
@@ -50,17 +50,17 @@ type TamqSource struct {
 // EngineSource is coordination-engine's status and latest receipts, or why
 // there are none.
 type EngineSource struct {
-	Running bool              `json:"running"`
-	Error   string            `json:"error,omitempty"`
-	Status  *api.StatusReport `json:"status,omitempty"`
+	Running bool                    `json:"running"`
+	Error   string                  `json:"error,omitempty"`
+	Status  *engineapi.StatusReport `json:"status,omitempty"`
 	// Receipts are the latest ones, newest first; they never carry bodies.
-	Receipts      []api.Receipt `json:"receipts,omitempty"`
-	ReceiptsError string        `json:"receipts_error,omitempty"`
+	Receipts      []engineapi.Receipt `json:"receipts,omitempty"`
+	ReceiptsError string              `json:"receipts_error,omitempty"`
 	// Tasks are the tasks that need the person, then those an agent works
 	// on, those that wait for a retry and those that wait for something
 	// else: the loop as the person watches it.
-	Tasks      []api.TaskStanding `json:"tasks,omitempty"`
-	TasksError string             `json:"tasks_error,omitempty"`
+	Tasks      []engineapi.TaskStanding `json:"tasks,omitempty"`
+	TasksError string                   `json:"tasks_error,omitempty"`
 }
 
 // TaskRows is how many tasks of the loop a snapshot holds at most.
@@ -103,9 +103,9 @@ func Gather(ctx context.Context, s Sources) Snapshot {
 	vg.Wait()
 	var (
 		wg       sync.WaitGroup
-		receipts api.ReceiptsResult
+		receipts engineapi.ReceiptsResult
 		recErr   error
-		tasks    api.TasksResult
+		tasks    engineapi.TasksResult
 		tasksErr error
 	)
 	wg.Go(call(func(c context.Context) {
@@ -116,19 +116,19 @@ func Gather(ctx context.Context, s Sources) Snapshot {
 		}
 	}))
 	wg.Go(call(func(c context.Context) {
-		r, err := engine.New(s.Engine).Status(c)
+		r, err := engineclient.New(s.Engine).Status(c)
 		snap.Engine.Running, snap.Engine.Error = err == nil, errText(err)
 		if err == nil {
 			snap.Engine.Status = &r
 		}
 	}))
 	wg.Go(call(func(c context.Context) {
-		receipts, recErr = engine.New(s.Engine).Receipts(c, api.ReceiptsArgs{Limit: ReceiptCount})
+		receipts, recErr = engineclient.New(s.Engine).Receipts(c, engineapi.ReceiptsArgs{Limit: ReceiptCount})
 	}))
 	wg.Go(call(func(c context.Context) {
 		// Ordered by what needs the person first, so the first rows are
 		// the ones the pane keeps.
-		tasks, tasksErr = engine.New(s.Engine).Tasks(c, api.TasksArgs{Limit: TaskRows})
+		tasks, tasksErr = engineclient.New(s.Engine).Tasks(c, engineapi.TasksArgs{Limit: TaskRows})
 	}))
 	wg.Wait()
 	// Receipts are only worth a word when the engine itself answered: a
