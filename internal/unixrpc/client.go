@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tmux-amq/tamq/internal/backoff"
 	"github.com/tmux-amq/tamq/internal/errs"
 )
 
@@ -132,7 +133,8 @@ func (c *Client) ConnError(op string, err error) error {
 // binding its own: that is waited for a second at most.
 func (c *Client) dialWaiting(ctx context.Context, deadline time.Time) (io.ReadWriteCloser, error) {
 	start := time.Now()
-	pause := 50 * time.Millisecond
+	redial := backoff.Policy{Min: 50 * time.Millisecond, Max: time.Second}
+	pause := redial.Next(0)
 	for {
 		conn, err := c.dialBlocking(deadline)
 		giveUp := start.Add(c.WaitRestart)
@@ -154,7 +156,7 @@ func (c *Client) dialWaiting(ctx context.Context, deadline time.Time) (io.ReadWr
 			return nil, err
 		case <-time.After(pause): // no event tells a client that a socket is back
 		}
-		pause = min(2*pause, time.Second)
+		pause = redial.Next(pause)
 	}
 }
 

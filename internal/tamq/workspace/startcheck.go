@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/backoff"
 	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/proc"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
@@ -77,7 +78,8 @@ func StartFailures(ctx context.Context, srv tmux.Server, ws []api.EndpointWindow
 // process, which may come a moment after the exit was heard: it is asked
 // again, briefly, until it has.
 func deadStatus(ctx context.Context, srv tmux.Server, paneID string) (int, error) {
-	wait := time.Millisecond
+	again := backoff.Policy{Min: time.Millisecond, Max: time.Second}
+	wait := again.Next(0)
 	for tries := 0; ; tries++ {
 		dead, status, err := srv.PaneExit(ctx, paneID)
 		if err != nil || dead && status >= 0 || tries == 10 {
@@ -88,6 +90,6 @@ func deadStatus(ctx context.Context, srv tmux.Server, paneID string) (int, error
 			return -1, ctx.Err()
 		case <-time.After(wait):
 		}
-		wait *= 2
+		wait = again.Next(wait)
 	}
 }
