@@ -81,7 +81,7 @@ func TestMakeInstallPutsTheProgramsWhereTheUnitsRunThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile("(?m)^make install .*~/\\.local/bin").Match(readme) {
+	if !regexp.MustCompile(`(?m)^make install .*~/\.local/bin`).Match(readme) {
 		t.Error("README.md's `make install` line does not say the programs go to ~/.local/bin")
 	}
 }

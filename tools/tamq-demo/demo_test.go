@@ -118,7 +118,6 @@ func (r *demoRun) output() string {
 var (
 	workspaceRE = regexp.MustCompile(`(?m)^  workspace  (\S+)`)
 	tmuxRE      = regexp.MustCompile("`tmux -L ([^`]+)`")
-	timelineRE  = regexp.MustCompile(`(?m)^  \+(\d+\.\d{3})s  +(\S+) -> (\S+) +(\S+) +\+\d+\.\d{3}s +(.*)$`)
 )
 
 // demo is the run's temporary root and tmux server, as the demo printed them

@@ -21,10 +21,7 @@ func (w workspace) hubData() string  { return filepath.Join(w.dir, "statehub.jso
 func (w workspace) engineDB() string {
 	return filepath.Join(w.stateDir(), "coordination-engine", "coordination.sqlite3")
 }
-func (w workspace) tamqDB() string { return filepath.Join(w.stateDir(), "tamq", "tamq.sqlite3") }
-func (w workspace) engineLog() string {
-	return filepath.Join(w.stateDir(), "coordination-engine", "coordination-engine.log")
-}
+func (w workspace) tamqDB() string     { return filepath.Join(w.stateDir(), "tamq", "tamq.sqlite3") }
 func (w workspace) hubPIDFile() string { return filepath.Join(w.dir, "statehub.pid") }
 
 // holdDir holds a file per agent that works until it is removed (the kept

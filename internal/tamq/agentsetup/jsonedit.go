@@ -4,92 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
-	"slices"
-	"sort"
 	"strings"
+
+	"github.com/tailscale/hujson"
 )
-
-// jnode is a JSON value of a file as written: where its bytes are and, for
-// an object or an array, where its members are.
-type jnode struct {
-	start, end int // text[start:end] is the value
-	kind       byte
-	keys       []string // an object's member names, in order
-	kids       []*jnode // an object's member values, or an array's elements
-}
-
-// scanJSON reads valid JSON text into nodes.
-func scanJSON(text []byte) *jnode {
-	n, _ := scanValue(text, skipSpace(text, 0))
-	return n
-}
-
-func skipSpace(text []byte, i int) int {
-	for i < len(text) && strings.IndexByte(" \t\r\n", text[i]) >= 0 {
-		i++
-	}
-	return i
-}
-
-func scanValue(text []byte, i int) (*jnode, int) {
-	n := &jnode{start: i, kind: text[i]}
-	switch text[i] {
-	case '{', '[':
-		closing := byte('}')
-		if text[i] == '[' {
-			closing = ']'
-		}
-		i = skipSpace(text, i+1)
-		for text[i] != closing {
-			if n.kind == '{' {
-				end := scanString(text, i)
-				var key string
-				json.Unmarshal(text[i:end], &key)
-				n.keys = append(n.keys, key)
-				i = skipSpace(text, skipSpace(text, end)+1) // past the colon
-			}
-			kid, next := scanValue(text, i)
-			n.kids = append(n.kids, kid)
-			i = skipSpace(text, next)
-			if text[i] == ',' {
-				i = skipSpace(text, i+1)
-			}
-		}
-		n.end = i + 1
-	case '"':
-		n.end = scanString(text, i)
-	default:
-		for i < len(text) && strings.IndexByte(",]} \t\r\n", text[i]) < 0 {
-			i++
-		}
-		n.end = i
-	}
-	return n, n.end
-}
-
-// scanString returns the offset just after the string that starts at i.
-func scanString(text []byte, i int) int {
-	for i++; text[i] != '"'; i++ {
-		if text[i] == '\\' {
-			i++
-		}
-	}
-	return i + 1
-}
-
-func keysOf(members []member) []string {
-	keys := make([]string, len(members))
-	for i, m := range members {
-		keys[i] = m.key
-	}
-	return keys
-}
-
-// splice is a replacement of text[at:at+del] by insert.
-type splice struct {
-	at, del int
-	insert  string
-}
 
 // render writes want, the new value of the file whose content is old, as
 // a change to old that keeps what did not change as it was written: a
@@ -97,22 +15,24 @@ type splice struct {
 // an element added to such an array after its last element, each indented
 // as the one before; a value that changed otherwise (a one-line object or
 // array, an empty one) is rewritten in place, indented from its line. The
-// result is checked to read back as want; when it does not (it always
-// should), the whole file is laid out afresh instead.
+// edit is made on hujson's syntax tree of old, which packs back every byte
+// it was not told to change. The result is checked to read back as want;
+// when it does not (it always should), the whole file is laid out afresh
+// instead.
 func render(old []byte, want json.RawMessage) ([]byte, error) {
 	if len(bytes.TrimSpace(old)) == 0 {
+		return formatJSON(old, want)
+	}
+	tree, err := hujson.Parse(old)
+	if err != nil {
 		return formatJSON(old, want)
 	}
 	e := jsonEditor{text: old, unit: indentOf(old), nl: "\n"}
 	if bytes.Contains(old, []byte("\r\n")) {
 		e.nl = "\r\n"
 	}
-	e.edit(scanJSON(old), want)
-	sort.Slice(e.splices, func(i, j int) bool { return e.splices[i].at > e.splices[j].at })
-	out := append([]byte{}, old...)
-	for _, s := range e.splices {
-		out = append(out[:s.at], append([]byte(s.insert), out[s.at+s.del:]...)...)
-	}
+	e.edit(&tree, want)
+	out := tree.Pack()
 	if !sameJSON(out, want) {
 		return formatJSON(old, want)
 	}
@@ -120,64 +40,85 @@ func render(old []byte, want json.RawMessage) ([]byte, error) {
 }
 
 type jsonEditor struct {
-	text    []byte
-	unit    string // one level of indentation
-	nl      string
-	splices []splice
+	text []byte // the file as it was parsed: the tree's offsets point into it
+	unit string // one level of indentation
+	nl   string
 }
 
-// edit makes n's text read as want.
-func (e *jsonEditor) edit(n *jnode, want json.RawMessage) {
-	if bytes.Equal(e.text[n.start:n.end], want) {
+// edit makes v, a value of the file as parsed, read as want.
+func (e *jsonEditor) edit(v *hujson.Value, want json.RawMessage) {
+	written := e.text[v.StartOffset:v.EndOffset]
+	if bytes.Equal(written, want) {
 		return
 	}
-	multiline := bytes.IndexByte(e.text[n.start:n.end], '\n') >= 0 && len(n.kids) > 0
-	switch {
-	case multiline && n.kind == '{' && isKind(want, '{'):
-		obj, err := decodeObject(want)
-		if err != nil {
-			break
-		}
-		// The new object is the old one's members, in place, then the
-		// added ones (object.set).
-		if len(obj.members) < len(n.kids) || !slices.Equal(n.keys, keysOf(obj.members[:len(n.kids)])) {
-			break
-		}
-		for i, kid := range n.kids {
-			e.edit(kid, obj.members[i].value)
-		}
-		if added := obj.members[len(n.kids):]; len(added) > 0 {
-			last := len(n.kids) - 1
-			indent := e.lineIndent(n.kids[last].start)
-			var b strings.Builder
-			for _, m := range added {
-				b.WriteString("," + e.nl + indent + string(jsonString(m.key)) + ": " + e.indent(m.value, indent))
+	if bytes.IndexByte(written, '\n') >= 0 {
+		switch old := v.Value.(type) {
+		case *hujson.Object:
+			if len(old.Members) > 0 && e.extendObject(old, want) {
+				return
 			}
-			e.splices = append(e.splices, splice{at: n.kids[last].end, insert: b.String()})
+		case *hujson.Array:
+			if len(old.Elements) > 0 && e.extendArray(old, want) {
+				return
+			}
 		}
-		return
-	case multiline && n.kind == '[' && isKind(want, '['):
-		var elems []json.RawMessage
-		if json.Unmarshal(want, &elems) != nil || len(elems) < len(n.kids) {
-			break
-		}
-		same := true
-		for i, kid := range n.kids {
-			same = same && bytes.Equal(e.text[kid.start:kid.end], elems[i])
-		}
-		if !same {
-			break
-		}
-		last := n.kids[len(n.kids)-1]
-		indent := e.lineIndent(last.start)
-		var b strings.Builder
-		for _, el := range elems[len(n.kids):] {
-			b.WriteString("," + e.nl + indent + e.indent(el, indent))
-		}
-		e.splices = append(e.splices, splice{at: last.end, insert: b.String()})
-		return
 	}
-	e.splices = append(e.splices, splice{at: n.start, del: n.end - n.start, insert: e.indent(want, e.lineIndent(n.start))})
+	v.Value = e.layout(want, e.lineIndent(v.StartOffset))
+}
+
+// extendObject edits obj's members in place and adds want's others after
+// them, when want is obj's members, in their order, then the added ones
+// (object.set); otherwise it changes nothing and says so.
+func (e *jsonEditor) extendObject(obj *hujson.Object, want json.RawMessage) bool {
+	w, err := decodeObject(want)
+	if err != nil || len(w.members) < len(obj.Members) {
+		return false
+	}
+	for i, m := range obj.Members {
+		if m.Name.Value.(hujson.Literal).String() != w.members[i].key {
+			return false
+		}
+	}
+	for i := range obj.Members {
+		e.edit(&obj.Members[i].Value, w.members[i].value)
+	}
+	indent := e.lineIndent(obj.Members[len(obj.Members)-1].Value.StartOffset)
+	for _, m := range w.members[len(obj.Members):] {
+		obj.Members = append(obj.Members, hujson.ObjectMember{
+			Name:  hujson.Value{BeforeExtra: hujson.Extra(e.nl + indent), Value: hujson.Literal(jsonString(m.key))},
+			Value: hujson.Value{BeforeExtra: hujson.Extra(" "), Value: e.layout(m.value, indent)},
+		})
+	}
+	return true
+}
+
+// extendArray adds want's elements after arr's, when want begins with
+// arr's elements as written; otherwise it changes nothing and says so.
+func (e *jsonEditor) extendArray(arr *hujson.Array, want json.RawMessage) bool {
+	var elems []json.RawMessage
+	if json.Unmarshal(want, &elems) != nil || len(elems) < len(arr.Elements) {
+		return false
+	}
+	for i, el := range arr.Elements {
+		if !bytes.Equal(e.text[el.StartOffset:el.EndOffset], elems[i]) {
+			return false
+		}
+	}
+	indent := e.lineIndent(arr.Elements[len(arr.Elements)-1].StartOffset)
+	for _, el := range elems[len(arr.Elements):] {
+		arr.Elements = append(arr.Elements, hujson.Value{BeforeExtra: hujson.Extra(e.nl + indent), Value: e.layout(el, indent)})
+	}
+	return true
+}
+
+// layout is v laid out to stand on a line indented by prefix, as a value
+// of the tree.
+func (e *jsonEditor) layout(v json.RawMessage, prefix string) hujson.ValueTrimmed {
+	laid, err := hujson.Parse([]byte(e.indent(v, prefix)))
+	if err != nil {
+		return hujson.Literal(v)
+	}
+	return laid.Value
 }
 
 // lineIndent is the blanks that start the line holding offset at.

@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+
+	"github.com/tailscale/hujson"
 )
 
 // object is a JSON object that keeps its members in the order they came,
@@ -31,34 +32,20 @@ func parseObject(raw []byte) (*object, error) {
 	return decodeObject(raw)
 }
 
-// decodeObject reads raw, valid JSON, as an object.
+// decodeObject reads raw, valid JSON, as an object, each member's value
+// as the bytes it was written with.
 func decodeObject(raw []byte) (*object, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := dec.Token()
+	v, err := hujson.Parse(raw)
 	if err != nil {
 		return nil, err
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
+	obj, ok := v.Value.(*hujson.Object)
+	if !ok {
 		return nil, errors.New("not a JSON object")
 	}
 	o := &object{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, _ := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		o.members = append(o.members, member{key, v})
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("more after the object")
+	for _, m := range obj.Members {
+		o.members = append(o.members, member{m.Name.Value.(hujson.Literal).String(), raw[m.Value.StartOffset:m.Value.EndOffset]})
 	}
 	return o, nil
 }
