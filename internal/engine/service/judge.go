@@ -37,11 +37,12 @@ type judge struct {
 	router   *router
 	prompts  *prompts
 	problems *problemLog
-	waker    *waker
-	// leaseClock is kicked when a lease is offered or an attempt is brought
-	// forward; attemptEnded is its call.
+	// offerer offers the leases of the work that may go, and wakes them.
+	offerer *offerer
+	// leaseClock is kicked when an attempt is brought forward;
+	// attemptEnded is its call.
 	leaseClock *leaseClock
-	// claimer claims the work across hosts before a lease is offered.
+	// claimer says what other hosts hold.
 	claimer *claimer
 	// settledKeys are trigger keys past waiting (leased, stopped, done):
 	// seen again, they cost a map lookup, not a write transaction. Each
@@ -373,23 +374,12 @@ func (j *judge) consider(ctx context.Context, cand observe.Candidate, reg func()
 		return j.store.Triggers.WaitTrigger(ctx, t.ID, wait, r.Reason)
 	}
 	// Across hosts, the work is claimed first: the host that wins wakes.
-	id := store.NewID()
-	if wait, why := j.claimer.claim(ctx, t, id, 1); wait != "" {
+	if _, wait, why, err := j.offerer.offer(ctx, t, r.EndpointID, nil); wait != "" {
 		return j.store.Triggers.WaitTrigger(ctx, t.ID, wait, why)
-	}
-	l, err := j.store.Leases.Offer(ctx, t.ID, r.EndpointID, id, j.timing)
-	if err != nil {
-		j.claimer.release(ctx, workKey(t), id)
+	} else if err != nil {
 		return err
 	}
-	j.claimer.hold(t, l.ID)
 	j.settledKeys.Store(key, true)
-	j.log.Info("lease offered", "lease", l.ID, "trigger", t.ID, "repo", t.TargetRepo, "reason", string(t.Reason))
-	j.leaseClock.Kick()
-	if _, err := j.waker.sendWake(ctx, l); err != nil {
-		j.log.Warn("wake not sent yet; the waker tries again", "lease", l.ID, "error", err.Error())
-		j.waker.Kick()
-	}
 	return nil
 }
 

@@ -185,9 +185,7 @@ func (lc *leaseClock) Run(ctx context.Context) {
 				lc.attemptEnded(ctx, ended, l, why)
 			}
 		}
-		if lc.judge.offerDue(ctx, now) {
-			lc.waker.Kick()
-		}
+		lc.judge.offerDue(ctx, now)
 		wait := time.Minute // something kicks the clock first when a lease changes
 		if next, ok, err := lc.store.Deadlines.NextDue(ctx); err != nil {
 			wait = time.Second

@@ -184,14 +184,16 @@ func (s *Service) build() map[string]unixrpc.Handler {
 	s.leaseClock = &leaseClock{store: st, log: log, clock: clk, timing: timing, tamq: o.Tamq, waker: s.waker,
 		observer: s.observer, claimer: s.claimer, kick: make(chan struct{}, 1)}
 	s.claimer.leaseClock = s.leaseClock
+	offers := &offerer{store: st, log: log, timing: timing, claims: s.claimer, wakes: s.waker,
+		deadlinesChanged: s.leaseClock.Kick, wakesPending: s.waker.Kick}
 	s.judge = &judge{store: st, log: log, clock: clk, config: cfg, registry: o.Registry, timing: timing, observer: s.observer,
-		router: routes, prompts: prompter, problems: problems, waker: s.waker, leaseClock: s.leaseClock, claimer: s.claimer}
+		router: routes, prompts: prompter, problems: problems, offerer: offers, leaseClock: s.leaseClock, claimer: s.claimer}
 	// The judge asks the observer and the lease clock, and they ask it.
 	s.observer.judge, s.leaseClock.judge = s.judge, s.judge
 	s.retention = &retention{store: st, log: log, clock: clk, config: cfg, judge: s.judge}
 
 	s.wake = &wakeHandler{store: st, log: log, clock: clk, registry: o.Registry, timing: timing, router: routes,
-		observer: s.observer, leaseClock: s.leaseClock, waker: s.waker, claimer: s.claimer}
+		observer: s.observer, offerer: offers}
 	leases := &leaseHandlers{store: st, log: log, timing: timing, leaseClock: s.leaseClock, claimer: s.claimer, changes: s.d.Changes()}
 	attach := &attachHandlers{store: st, log: log, registry: o.Registry, hub: o.Hub, observer: s.observer, waker: s.waker}
 	relay := &relayHandlers{store: st, log: log, hub: o.Hub, observer: s.observer, outbox: s.outbox}
