@@ -12,9 +12,10 @@ import (
 )
 
 // What happens between a lease's attempts: the end of one (its wake
-// cancelled in tamq, the repo's other work judged again: the lease clock's
-// attemptEnded) and the judge's judgment before the next, here
-// (docs/observation.md: every attempt is judged again).
+// cancelled in tamq, the repo's other work judged again:
+// attemptEnds in leaseclock.go), the judge's judgment before the next, here
+// (docs/observation.md: every attempt is judged again), and its offer
+// (offer.go).
 
 // retryPause is how long a next attempt that cannot be offered yet (no
 // window, the window busy) waits before it is judged again at the latest:
@@ -55,7 +56,7 @@ func (j *judge) judgeRetry(ctx context.Context, l lease.Lease, reg func() (*gita
 		j.log.Info("lease stopped before its next attempt", "lease", l.ID, "gate", gate, "reason", reason)
 		to, err := j.store.Leases.StopLease(ctx, l.ID, gate, reason)
 		if err == nil {
-			j.leaseClock.attemptEnded(ctx, l, to, "the lease stopped: "+reason)
+			j.ends.attemptEnded(ctx, l, to, "the lease stopped: "+reason)
 		}
 		return err
 	}
@@ -96,7 +97,7 @@ func (j *judge) judgeRetry(ctx context.Context, l lease.Lease, reg func() (*gita
 	case wait != "":
 		return postpone(wait, r.Reason)
 	}
-	_, wait, why, err := j.offerer.offer(ctx, t, r.EndpointID, &l)
+	_, wait, why, err := j.offers.offer(ctx, t, r.EndpointID, &l)
 	if wait != "" {
 		return postpone(wait, why)
 	}
@@ -107,7 +108,7 @@ func (j *judge) judgeRetry(ctx context.Context, l lease.Lease, reg func() (*gita
 // observation (judged false when there is none to judge it by: State Hub
 // not observed yet, or an operator's wake about no State Hub task).
 func (j *judge) judgeWork(ctx context.Context, t lease.Trigger) (observe.Verdict, bool, error) {
-	obs, inbox, _, observed := j.observer.snapshot()
+	obs, inbox, _, observed := j.latest.snapshot()
 	if !observed {
 		return observe.Verdict{}, false, nil
 	}
@@ -164,7 +165,7 @@ func (j *judge) judgeOffered(ctx context.Context) error {
 				return err
 			}
 			j.log.Info("offered lease stopped: its work ended in State Hub", "lease", l.ID, "gate", v.Gate, "reason", v.Reason)
-			j.leaseClock.attemptEnded(ctx, l, to, "the lease stopped: "+v.Reason)
+			j.ends.attemptEnded(ctx, l, to, "the lease stopped: "+v.Reason)
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	"github.com/tmux-amq/tamq/internal/lease"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // workClaims is what offering a lease needs of the cluster's claims (the
@@ -23,6 +24,12 @@ type wakeSender interface {
 	sendWake(ctx context.Context, l lease.Lease) (lease.Lease, error)
 }
 
+// leaseOffers is the one offer-and-wake path, as the judge and the
+// operator's wake ask it (the offerer).
+type leaseOffers interface {
+	offer(ctx context.Context, t lease.Trigger, endpointID string, next *lease.Lease) (lease.Lease, lease.Wait, string, error)
+}
+
 // offerer is the one path from judged work to a woken agent, taken by the
 // judge (a trigger that may go), its retries (a lease's next attempt) and
 // the operator's wake: the work is claimed across hosts, the lease offered
@@ -35,10 +42,10 @@ type offerer struct {
 	wakes  wakeSender
 	// deadlinesChanged wakes the lease clock: a new lease has an ack
 	// deadline it does not know yet.
-	deadlinesChanged func()
+	deadlinesChanged wakeup.Signal
 	// wakesPending wakes the waker, which sends the wakes tamq has not
 	// answered.
-	wakesPending func()
+	wakesPending wakeup.Signal
 }
 
 // offer offers trigger t's work on endpointID (by the engine's id; "" lets
@@ -67,7 +74,7 @@ func (o *offerer) offer(ctx context.Context, t lease.Trigger, endpointID string,
 			return l, "", "", err
 		}
 		o.claims.hold(t, id)
-		o.wakesPending()
+		o.wakesPending.Wake()
 		return l, "", "", nil
 	}
 	l, err := o.store.Leases.Offer(ctx, t.ID, endpointID, id, o.timing)
@@ -77,11 +84,11 @@ func (o *offerer) offer(ctx context.Context, t lease.Trigger, endpointID string,
 	}
 	o.claims.hold(t, l.ID)
 	o.log.Info("lease offered", "lease", l.ID, "trigger", t.ID, "repo", t.TargetRepo, "reason", string(t.Reason))
-	o.deadlinesChanged()
+	o.deadlinesChanged.Wake()
 	sent, err := o.wakes.sendWake(ctx, l)
 	if err != nil {
 		o.log.Warn("wake not sent yet; the waker tries again", "lease", l.ID, "error", err.Error())
-		o.wakesPending()
+		o.wakesPending.Wake()
 	}
 	return sent, "", "", nil
 }

@@ -29,8 +29,9 @@ type wakeHandler struct {
 	registry func() (*gita.Registry, error)
 	timing   lease.Timing
 	router   *router
-	observer *observer
-	offerer  *offerer
+	// view is the observer's last look: the task's gates.
+	view     *hubView
+	offers   leaseOffers
 	stopping atomic.Bool
 }
 
@@ -100,7 +101,7 @@ func (wh *wakeHandler) wake(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Re
 	// The task's own gates hold for a manual wake as for an observed change,
 	// unless the operator names the gate to go through.
 	var taskGate, taskGateReason string
-	if tv, ok := wh.observer.task(args.Task); ok && args.Task != "" {
+	if tv, ok := wh.view.task(args.Task); ok && args.Task != "" {
 		taskGate, taskGateReason = tv.Gate, tv.GateReason
 	}
 	switch {
@@ -158,7 +159,7 @@ func (wh *wakeHandler) wake(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Re
 	// Where it may go, a manual wake takes the judge's path: claimed
 	// across hosts, offered, and its wake sent while the operator waits
 	// for tamq's answer.
-	l, wait, why, err := wh.offerer.offer(ctx, t, r.EndpointID, nil)
+	l, wait, why, err := wh.offers.offer(ctx, t, r.EndpointID, nil)
 	switch {
 	case wait != "":
 		return wh.waitFor(ctx, t, res, wait, why)
