@@ -28,7 +28,12 @@ type wakeHandler struct {
 	clock    clock.Clock
 	registry func() (*gita.Registry, error)
 	timing   lease.Timing
-	router   *router
+	// router says where the wake may go, or why it waits or stops.
+	router interface {
+		hostsOf(ctx context.Context, repo, endpoint string) ([]lease.Endpoint, error)
+		busyWith(ctx context.Context, repo, except string) (string, error)
+		judgeRoute(ctx context.Context, t lease.Trigger, reg func() (*gita.Registry, error), ask routeAsk) (observe.Routing, lease.Wait, error)
+	}
 	// view is the observer's last look: the task's gates.
 	view     *hubView
 	offers   leaseOffers
