@@ -48,7 +48,7 @@ type hubView struct {
 	UnreachableSince time.Time
 	Paused           bool
 	Polls            int
-	// NextLook is when the observer looks next, unless kicked; RetryAt
+	// NextLook is when the observer looks next, unless woken; RetryAt
 	// the time State Hub named to be asked again (a rate limit), zero
 	// when it named none.
 	NextLook        time.Time
@@ -253,7 +253,7 @@ func (o *observer) noteFailure(err error) {
 	}
 }
 
-// RunEvents follows State Hub's event stream and kicks the observer on each
+// RunEvents follows State Hub's event stream and wakes the observer on each
 // event, reconnecting with a backoff; a server without the stream is not
 // asked again until restart.
 func (o *observer) RunEvents(ctx context.Context) {

@@ -213,11 +213,12 @@ func (s *Service) build() map[string]unixrpc.Handler {
 	status := &statusHandlers{opts: o, startedAt: s.startedAt, store: st, clock: clk, observer: s.observer, outbox: s.outbox, leaseOps: leases,
 		claimer: s.claimer}
 	s.status = status
-	guard := &callers{store: st, log: log, clock: clk, tamq: o.Tamq, tamqSocket: o.TamqSocket, tamqProc: &daemon.ServiceProcess{},
-		policy: door.Policy{TamqSocket: o.TamqSocket, EngineSocket: o.Paths.Socket}}
+	tamqProc := &daemon.ServiceProcess{}
 	if o.Tamq != nil {
-		guard.tamqProc.Listener = o.Tamq.Listener
+		tamqProc.Listener = o.Tamq.Listener
 	}
+	guard := &callers{store: st, log: log, clock: clk, tamq: o.Tamq, tamqSocket: o.TamqSocket, tamqProc: tamqProc,
+		policy: door.Policy{TamqSocket: o.TamqSocket, EngineSocket: o.Paths.Socket}}
 	if cfg.Notify.On() {
 		s.notifier = &notifier{store: st, log: log, looked: looked,
 			runner: notify.Runner{Command: cfg.Notify.Command, Timeout: cfg.Notify.Timeout(), Clock: clk},
