@@ -15,6 +15,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/statehub"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // attachHandlers answer tamq's service: its endpoint attached and
@@ -24,10 +25,11 @@ type attachHandlers struct {
 	log      *slog.Logger
 	registry func() (*gita.Registry, error)
 	hub      statehub.Hub
-	// observer and waker are told when the windows change: the work
-	// waiting for a window is judged, and the wakes waiting are sent.
-	observer *observer
-	waker    *waker
+	// When the windows change the routes flag is raised and the observer
+	// and the waker woken: the work waiting for a window is judged, and
+	// the wakes waiting are sent.
+	routes                *routesFlag
+	lookNow, wakesPending wakeup.Signal
 }
 
 func (ah *attachHandlers) ops() ops {
@@ -91,9 +93,9 @@ func (ah *attachHandlers) attach(ctx context.Context, _ unixrpc.Peer, req *unixr
 	for _, r := range refused {
 		res.Refused = append(res.Refused, api.AttachRefusal{Repo: r.Repo, Reason: r.Reason})
 	}
-	ah.observer.RoutesChanged()
-	ah.waker.Kick()    // leases waiting for this endpoint may go now
-	ah.observer.Kick() // and work waiting for a window: judged at once, not at the next poll
+	ah.routes.Changed()
+	ah.wakesPending.Wake() // leases waiting for this endpoint may go now
+	ah.lookNow.Wake()      // and work waiting for a window: judged at once, not at the next poll
 	return res, nil
 }
 
@@ -149,6 +151,6 @@ func (ah *attachHandlers) detach(ctx context.Context, _ unixrpc.Peer, req *unixr
 	if reason == "" {
 		reason = "tamq detached"
 	}
-	ah.observer.RoutesChanged()
+	ah.routes.Changed()
 	return nil, ah.store.Endpoints.Detach(ctx, args.EndpointID, textsafe.Escape(reason))
 }

@@ -12,9 +12,10 @@ import (
 )
 
 // What happens between a lease's attempts: the end of one (its wake
-// cancelled in tamq, the repo's other work judged again: the lease clock's
-// attemptEnded) and the judge's judgment before the next, here
-// (docs/observation.md: every attempt is judged again).
+// cancelled in tamq, the repo's other work judged again:
+// attemptEnds in leaseclock.go), the judge's judgment before the next, here
+// (docs/observation.md: every attempt is judged again), and its offer
+// (offer.go).
 
 // retryPause is how long a next attempt that cannot be offered yet (no
 // window, the window busy) waits before it is judged again at the latest:
@@ -26,51 +27,46 @@ func retryPause(c *config.Loaded) time.Duration {
 
 // offerDue judges every lease whose next attempt is due and offers it, or
 // postpones it while it must wait, or stops it when its work ended or a
-// gate closed on it. It returns whether any was offered.
-func (j *judge) offerDue(ctx context.Context, now time.Time) bool {
+// gate closed on it.
+func (j *judge) offerDue(ctx context.Context, now time.Time) {
 	due, err := j.store.Deadlines.DueRetries(ctx, now)
 	if err != nil {
 		j.log.Error("cannot read the leases due; will try again", "error", err.Error())
-		return false
+		return
 	}
-	offered := false
 	reg := j.registryOnce()
 	for _, l := range due {
 		if ctx.Err() != nil {
-			return offered
+			return
 		}
-		ok, err := j.judgeRetry(ctx, l, reg)
-		if err != nil {
+		if err := j.judgeRetry(ctx, l, reg); err != nil {
 			j.log.Error("cannot judge the next attempt of a lease; will try again", "lease", l.ID, "error", err.Error())
-			continue
 		}
-		offered = offered || ok
 	}
-	return offered
 }
 
 // judgeRetry judges the next attempt of a lease in retry_wait against the
 // latest observation and the windows, and acts on it.
-func (j *judge) judgeRetry(ctx context.Context, l lease.Lease, reg func() (*gita.Registry, error)) (bool, error) {
+func (j *judge) judgeRetry(ctx context.Context, l lease.Lease, reg func() (*gita.Registry, error)) error {
 	t, err := j.store.Triggers.Trigger(ctx, l.TriggerID)
 	if err != nil {
-		return false, err
+		return err
 	}
-	stop := func(gate, reason string) (bool, error) {
+	stop := func(gate, reason string) error {
 		j.log.Info("lease stopped before its next attempt", "lease", l.ID, "gate", gate, "reason", reason)
 		to, err := j.store.Leases.StopLease(ctx, l.ID, gate, reason)
 		if err == nil {
-			j.leaseClock.attemptEnded(ctx, l, to, "the lease stopped: "+reason)
+			j.ends.attemptEnded(ctx, l, to, "the lease stopped: "+reason)
 		}
-		return false, err
+		return err
 	}
-	postpone := func(wait lease.Wait, detail string) (bool, error) {
+	postpone := func(wait lease.Wait, detail string) error {
 		_, err := j.store.Leases.Postpone(ctx, l.ID, j.clock.Now().Add(retryPause(j.config)), wait, detail)
-		return false, err
+		return err
 	}
 	v, judged, err := j.judgeWork(ctx, t)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if judged {
 		switch {
@@ -87,7 +83,7 @@ func (j *judge) judgeRetry(ctx context.Context, l lease.Lease, reg func() (*gita
 	ask := routeAsk{Lease: l.ID}
 	if l.CoordinationEndpointID != "" {
 		if hosts, err := j.router.hostsOf(ctx, t.TargetRepo, l.CoordinationEndpointID); err != nil {
-			return false, err
+			return err
 		} else if len(hosts) > 0 {
 			ask.Endpoint = l.CoordinationEndpointID
 		}
@@ -95,29 +91,24 @@ func (j *judge) judgeRetry(ctx context.Context, l lease.Lease, reg func() (*gita
 	r, wait, err := j.router.judgeRoute(ctx, t, reg, ask)
 	switch {
 	case err != nil:
-		return false, err
+		return err
 	case r.Gate != "":
 		return stop(r.Gate, r.Reason)
 	case wait != "":
 		return postpone(wait, r.Reason)
 	}
-	// The claim is this lease's already; claiming it again confirms it
-	// (another host took the work if it ran out meanwhile).
-	if wait, why := j.claimer.claim(ctx, t, l.ID, l.Attempt+1); wait != "" {
+	_, wait, why, err := j.offers.offer(ctx, t, r.EndpointID, &l)
+	if wait != "" {
 		return postpone(wait, why)
 	}
-	if _, err := j.store.Leases.Reoffer(ctx, l.ID, r.EndpointID, j.timing); err != nil {
-		return false, err
-	}
-	j.claimer.hold(t, l.ID)
-	return true, nil
+	return err
 }
 
 // judgeWork judges the work a trigger is about against the latest
 // observation (judged false when there is none to judge it by: State Hub
 // not observed yet, or an operator's wake about no State Hub task).
 func (j *judge) judgeWork(ctx context.Context, t lease.Trigger) (observe.Verdict, bool, error) {
-	obs, inbox, _, observed := j.observer.snapshot()
+	obs, inbox, _, observed := j.latest.snapshot()
 	if !observed {
 		return observe.Verdict{}, false, nil
 	}
@@ -174,7 +165,7 @@ func (j *judge) judgeOffered(ctx context.Context) error {
 				return err
 			}
 			j.log.Info("offered lease stopped: its work ended in State Hub", "lease", l.ID, "gate", v.Gate, "reason", v.Reason)
-			j.leaseClock.attemptEnded(ctx, l, to, "the lease stopped: "+v.Reason)
+			j.ends.attemptEnded(ctx, l, to, "the lease stopped: "+v.Reason)
 		}
 	}
 	return nil

@@ -287,7 +287,7 @@ func BenchmarkBeadsIdle(b *testing.B) {
 		if err := s.observer.observeOnce(ctx); err != nil {
 			b.Fatal(err)
 		}
-		if obs, _, _, _ := s.observer.snapshot(); len(obs.Tasks) != repos*perRepo {
+		if obs, _, _, _ := s.observer.view.snapshot(); len(obs.Tasks) != repos*perRepo {
 			b.Fatalf("%d tasks observed", len(obs.Tasks))
 		}
 		hctx, stop := context.WithCancel(ctx)
@@ -373,7 +373,7 @@ func BenchmarkBeadsIdle(b *testing.B) {
 				b.Fatal(err)
 			}
 			idA, idB := beads.TaskID(alpha, aID), beads.TaskID(beta, bID)
-			if tv, ok := s.observer.task(idB); !ok || tv.Actionable || len(tv.Deps) != 1 || tv.Deps[0].ID != idA {
+			if tv, ok := s.observer.view.task(idB); !ok || tv.Actionable || len(tv.Deps) != 1 || tv.Deps[0].ID != idA {
 				b.Fatalf("B does not wait for A: %+v", tv)
 			}
 			// The close comes at a random point of the poll's second, as a
@@ -404,7 +404,7 @@ func BenchmarkBeadsIdle(b *testing.B) {
 					retry = time.After(time.Second)
 					continue
 				}
-				if tv, _ := s.observer.task(idB); tv.Actionable {
+				if tv, _ := s.observer.view.task(idB); tv.Actionable {
 					break
 				}
 			}

@@ -49,8 +49,9 @@ type claimer struct {
 	host   string
 	engine string
 	ttl    time.Duration
-	// leaseClock follows the leases the keeper stops.
-	leaseClock *leaseClock
+	// ends follows the leases the keeper stops; their claims are this
+	// claimer's to settle.
+	ends attemptEnds
 
 	mu sync.Mutex
 	// kept is when each live lease's claim was last confirmed in etcd, by
@@ -89,6 +90,16 @@ type keptClaim struct {
 // than any host takes to see State Hub's change of the work, which ends
 // its standing sooner (a new revision of the work is anyone's to claim).
 const settledFor = time.Hour
+
+// newClaimer is the claimer of host's engine in the cluster (claims nil:
+// none configured, and it claims nothing). ends follows the leases its
+// keeper stops, the claims of which it settles itself.
+func newClaimer(claims Claims, st *store.Store, log *slog.Logger, clk clock.Clock, host, engine string, ttl time.Duration, ends attemptEnds) *claimer {
+	c := &claimer{claims: claims, store: st, log: log, clock: clk, host: host, engine: engine, ttl: ttl, kept: map[string]keptClaim{}}
+	ends.claims = c
+	c.ends = ends
+	return c
+}
 
 // ClaimTTL is how long a claim outlives its engine: the longest a local
 // lease stays live without a word from its agent or tamq (its ack
@@ -605,7 +616,7 @@ func (c *claimer) stop(ctx context.Context, l lease.Lease, why string) {
 	c.mu.Lock()
 	delete(c.kept, l.ID)
 	c.mu.Unlock()
-	c.leaseClock.attemptEnded(ctx, l, to, "the lease stopped: "+why)
+	c.ends.attemptEnded(ctx, l, to, "the lease stopped: "+why)
 }
 
 func (c *claimer) failed(err error) {

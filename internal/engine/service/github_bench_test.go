@@ -149,7 +149,7 @@ func BenchmarkGitHubLook(b *testing.B) {
 		if err := s.observer.observeOnce(ctx); err != nil {
 			b.Fatal(err)
 		}
-		if obs, _, _, _ := s.observer.snapshot(); len(obs.Tasks) != repos*perRepo {
+		if obs, _, _, _ := s.observer.view.snapshot(); len(obs.Tasks) != repos*perRepo {
 			b.Fatalf("%d tasks observed", len(obs.Tasks))
 		}
 		n := len(w.gh.Requests())

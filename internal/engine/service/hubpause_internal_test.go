@@ -36,7 +36,7 @@ func TestTheObserverWaitsAsStateHubAsks(t *testing.T) {
 	hub.PauseUntil(until)
 	clk.Advance(15 * time.Second) // the interval: a look, refused
 	waitLooks(t, clk, hub, done, 2)
-	st := &s.observer.view
+	st := s.observer.view
 	st.mu.Lock()
 	retryAt, next := st.RetryAt, st.NextLook
 	st.mu.Unlock()

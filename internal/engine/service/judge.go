@@ -19,6 +19,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 	"github.com/tmux-amq/tamq/internal/textsafe"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // judge turns what the observer saw into triggers, gates, leases and
@@ -33,16 +34,35 @@ type judge struct {
 	config   *config.Loaded
 	registry func() (*gita.Registry, error)
 	timing   lease.Timing
-	observer *observer
-	router   *router
-	prompts  *prompts
-	problems *problemLog
-	waker    *waker
-	// leaseClock is kicked when a lease is offered or an attempt is brought
-	// forward; attemptEnded is its call.
-	leaseClock *leaseClock
-	// claimer claims the work across hosts before a lease is offered.
-	claimer *claimer
+	// latest is the observer's last observation.
+	latest *hubView
+	// router says where work goes, or why it waits or stops.
+	router interface {
+		judgeRoute(ctx context.Context, t lease.Trigger, reg func() (*gita.Registry, error), ask routeAsk) (observe.Routing, lease.Wait, error)
+		hostsOf(ctx context.Context, repo, endpoint string) ([]lease.Endpoint, error)
+	}
+	// prompts finds secret material in the prompt a trigger would make.
+	prompts interface {
+		scanPrompt(t lease.Trigger, reg func() (*gita.Registry, error)) (string, bool)
+	}
+	// problems reports what State Hub holds that the engine cannot act on.
+	problems interface {
+		recordProblems(ctx context.Context, ps []observe.Problem)
+		skipCheckpoint(cp contract.Checkpoint, why string)
+	}
+	// offers offers the leases of the work that may go, and wakes them
+	// (the offerer).
+	offers leaseOffers
+	// ends follows the attempts the judge ends.
+	ends attemptEnds
+	// deadlinesChanged wakes the lease clock: attempts were brought
+	// forward.
+	deadlinesChanged wakeup.Signal
+	// claims says what other hosts hold (the claimer).
+	claims interface {
+		look(ctx context.Context)
+		elsewhere(t lease.Trigger) (lease.Wait, string)
+	}
 	// settledKeys are trigger keys past waiting (leased, stopped, done):
 	// seen again, they cost a map lookup, not a write transaction. Each
 	// names a trigger in the store, and goes when the retention (or the
@@ -65,7 +85,7 @@ func (j *judge) judgeCandidates(ctx context.Context, obs observe.Observation, in
 	}
 	// Every claim of the cluster in one read: what other hosts hold waits
 	// for them without a claim asked per task, and shows as theirs.
-	j.claimer.look(ctx)
+	j.claims.look(ctx)
 	candidates = slices.Concat(candidates, inbox, resume)
 	waiting, err := j.waitingCandidates(ctx, obs, inbox)
 	if err != nil {
@@ -107,7 +127,7 @@ func (j *judge) judgeCandidates(ctx context.Context, obs observe.Observation, in
 		if n, err := j.store.Deadlines.BringForward(ctx); err != nil {
 			return err
 		} else if n > 0 {
-			j.leaseClock.Kick()
+			j.deadlinesChanged.Wake()
 		}
 	}
 	return nil
@@ -257,7 +277,7 @@ func (j *judge) applyCheckpoints(ctx context.Context, cps []contract.Checkpoint,
 			if err != nil {
 				j.log.Info("a State Hub checkpoint was not recorded on its lease", "checkpoint", cp.ID, "lease", cp.LeaseID, "error", err.Error())
 			} else {
-				j.leaseClock.attemptEnded(ctx, from, to, "the agent stopped: blocked ("+cp.BlockedReason+")")
+				j.ends.attemptEnded(ctx, from, to, "the agent stopped: blocked ("+cp.BlockedReason+")")
 			}
 			continue
 		case l.Released != "":
@@ -353,7 +373,7 @@ func (j *judge) consider(ctx context.Context, cand observe.Candidate, reg func()
 	}
 	// Work another host holds waits for it, whatever this host's window
 	// is doing.
-	if wait, why := j.claimer.elsewhere(t); wait != "" {
+	if wait, why := j.claims.elsewhere(t); wait != "" {
 		return j.store.Triggers.WaitTrigger(ctx, t.ID, wait, why)
 	}
 	if why, ok := busy[t.TargetRepo]; ok {
@@ -373,23 +393,12 @@ func (j *judge) consider(ctx context.Context, cand observe.Candidate, reg func()
 		return j.store.Triggers.WaitTrigger(ctx, t.ID, wait, r.Reason)
 	}
 	// Across hosts, the work is claimed first: the host that wins wakes.
-	id := store.NewID()
-	if wait, why := j.claimer.claim(ctx, t, id, 1); wait != "" {
+	if _, wait, why, err := j.offers.offer(ctx, t, r.EndpointID, nil); wait != "" {
 		return j.store.Triggers.WaitTrigger(ctx, t.ID, wait, why)
-	}
-	l, err := j.store.Leases.Offer(ctx, t.ID, r.EndpointID, id, j.timing)
-	if err != nil {
-		j.claimer.release(ctx, workKey(t), id)
+	} else if err != nil {
 		return err
 	}
-	j.claimer.hold(t, l.ID)
 	j.settledKeys.Store(key, true)
-	j.log.Info("lease offered", "lease", l.ID, "trigger", t.ID, "repo", t.TargetRepo, "reason", string(t.Reason))
-	j.leaseClock.Kick()
-	if _, err := j.waker.sendWake(ctx, l); err != nil {
-		j.log.Warn("wake not sent yet; the waker tries again", "lease", l.ID, "error", err.Error())
-		j.waker.Kick()
-	}
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/tamqapi"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // cancelTimeout bounds the call that cancels a stale wake in tamq: tamq
@@ -24,24 +25,37 @@ const tamqAckTimeout = 3 * time.Second
 
 // leaseClock expires leases whose deadline passed and has the judge judge
 // those whose next attempt is due (Run), reading the deadlines from SQLite
-// each turn; and it follows each attempt that ends (attemptEnded): its wake
-// cancelled or settled in tamq, the observer kicked. Whoever changes a
-// lease kicks it.
+// each turn. Whoever changes a lease's deadlines wakes it (its wake signal).
 type leaseClock struct {
-	store    *store.Store
-	log      *slog.Logger
-	clock    clock.Clock
-	timing   lease.Timing
-	tamq     Tamq
-	judge    *judge
-	waker    *waker
-	observer *observer
-	claimer  *claimer
-	kick     chan struct{}
+	store  *store.Store
+	log    *slog.Logger
+	clock  clock.Clock
+	timing lease.Timing
+	tamq   Tamq
+	// ends follows the attempts the clock ends (ran out, stopped).
+	ends attemptEnds
+	// retries judges the leases whose next attempt is due (the judge).
+	retries interface {
+		offerDue(ctx context.Context, now time.Time)
+	}
+	// wake is the signal of whoever changed a lease's deadlines.
+	wake wakeup.Signal
 }
 
-// Kick makes the lease clock look at the deadlines now.
-func (lc *leaseClock) Kick() { kick(lc.kick) }
+// attemptEnds follows each move of a lease made by the agent, the clock,
+// the judge or the cluster's keeper that ends an attempt: the lease clock
+// woken, the attempt's wake settled or cancelled in tamq, the claim
+// settled in the cluster, the observer woken to judge the waiting work.
+type attemptEnds struct {
+	wakes tamqWakes
+	// claims settles the cluster's claim of a lease no longer live (the
+	// claimer).
+	claims interface {
+		leaseEnded(ctx context.Context, l lease.Lease)
+	}
+	// deadlinesChanged wakes the lease clock; lookAgain the observer.
+	deadlinesChanged, lookAgain wakeup.Signal
+}
 
 // attemptEnded follows a move of a lease from -> to made by the agent or
 // the clock. When it ended from's attempt (a release, a blocked checkpoint,
@@ -49,39 +63,47 @@ func (lc *leaseClock) Kick() { kick(lc.kick) }
 // written yet or waits to be presented again (a completed lease's is
 // acknowledged: the agent did its work), and the observer judges the
 // waiting work again (the repo's window may be free).
-func (lc *leaseClock) attemptEnded(ctx context.Context, from, to lease.Lease, why string) {
-	lc.Kick()
+func (a attemptEnds) attemptEnded(ctx context.Context, from, to lease.Lease, why string) {
+	a.deadlinesChanged.Wake()
 	ended := from.State != lease.RetryWait && (to.State == lease.RetryWait || !to.State.Live())
 	switch {
 	case ended && to.State == lease.Completed:
-		lc.settleWake(ctx, to)
+		a.wakes.settleWake(ctx, to)
 	case ended:
-		lc.cancelWakes(ctx, from.ID, from.Attempt, why)
+		a.wakes.cancelWakes(ctx, from.ID, from.Attempt, why)
 	}
 	if !to.State.Live() {
 		// Another host may take the work now.
-		lc.claimer.leaseEnded(ctx, to)
+		a.claims.leaseEnded(ctx, to)
 	}
 	if ended || !to.State.Live() {
-		lc.observer.Kick()
+		a.lookAgain.Wake()
 	}
+}
+
+// tamqWakes are the wakes sent to tamq, as the engine follows them once
+// their attempt ended: cancelled while unwritten, settled when the work is
+// done.
+type tamqWakes struct {
+	tamq Tamq
+	log  *slog.Logger
 }
 
 // cancelWakes asks tamq to cancel the unwritten wakes of the lease's
 // attempts up to attempt. A failure is only logged: tamq asks the engine
 // before it writes any wake, and then cancels it itself.
-func (lc *leaseClock) cancelWakes(ctx context.Context, leaseID string, attempt int, why string) {
-	if lc.tamq == nil {
+func (w tamqWakes) cancelWakes(ctx context.Context, leaseID string, attempt int, why string) {
+	if w.tamq == nil {
 		return
 	}
 	cctx, cancel := context.WithTimeout(ctx, cancelTimeout)
 	defer cancel()
-	res, err := lc.tamq.CancelWake(cctx, tamqapi.CancelWakeArgs{LeaseID: leaseID, Attempt: attempt, Reason: why})
+	res, err := w.tamq.CancelWake(cctx, tamqapi.CancelWakeArgs{LeaseID: leaseID, Attempt: attempt, Reason: why})
 	switch {
 	case err != nil:
-		lc.log.Debug("cannot cancel a stale wake in tamq; tamq checks before it writes", "lease", leaseID, "attempt", attempt, "error", err.Error())
+		w.log.Debug("cannot cancel a stale wake in tamq; tamq checks before it writes", "lease", leaseID, "attempt", attempt, "error", err.Error())
 	case res.Cancelled > 0:
-		lc.log.Info("stale wake cancelled in tamq", "lease", leaseID, "attempt", attempt, "messages", res.Cancelled)
+		w.log.Info("stale wake cancelled in tamq", "lease", leaseID, "attempt", attempt, "messages", res.Cancelled)
 	}
 }
 
@@ -89,14 +111,14 @@ func (lc *leaseClock) cancelWakes(ctx context.Context, leaseID string, attempt i
 // in tamq, so tamq stops presenting the prompt. It is idempotent in tamq,
 // and a failure only leaves tamq to present the prompt again at its own
 // deadline, when the agent's ack settles it.
-func (lc *leaseClock) settleWake(ctx context.Context, l lease.Lease) {
+func (w tamqWakes) settleWake(ctx context.Context, l lease.Lease) {
 	if l.LocalLeaseID == "" {
 		return
 	}
 	actx, cancel := context.WithTimeout(ctx, tamqAckTimeout)
 	defer cancel()
-	if _, err := lc.tamq.Ack(actx, l.LocalLeaseID); err != nil && !errs.Is(err, errs.Conflict) {
-		lc.log.Warn("cannot acknowledge the wake message in tamq", "lease", l.ID, "message", l.LocalLeaseID, "error", err.Error())
+	if _, err := w.tamq.Ack(actx, l.LocalLeaseID); err != nil && !errs.Is(err, errs.Conflict) {
+		w.log.Warn("cannot acknowledge the wake message in tamq", "lease", l.ID, "message", l.LocalLeaseID, "error", err.Error())
 	}
 }
 
@@ -150,7 +172,7 @@ func (lc *leaseClock) holdWakes(ctx context.Context, now time.Time) {
 		default:
 			// Nothing will write it where it is: taken back first in tamq,
 			// so that an endpoint that comes back does not type it.
-			lc.cancelWakes(ctx, l.ID, l.Attempt, "re-routed: "+res.Reason)
+			lc.ends.wakes.cancelWakes(ctx, l.ID, l.Attempt, "re-routed: "+res.Reason)
 			to, err := lc.store.Leases.WithdrawHeldWake(ctx, l.ID, l.Attempt, now, lease.WaitNoWindow, res.Reason)
 			if err != nil {
 				lc.log.Error("cannot withdraw a held wake; the attempt runs out", "lease", l.ID, "error", err.Error())
@@ -182,13 +204,11 @@ func (lc *leaseClock) Run(ctx context.Context) {
 				if l.State == lease.Stopped {
 					ended.Attempt, why = l.Attempt, "the lease stopped: "+l.StopReason
 				}
-				lc.attemptEnded(ctx, ended, l, why)
+				lc.ends.attemptEnded(ctx, ended, l, why)
 			}
 		}
-		if lc.judge.offerDue(ctx, now) {
-			lc.waker.Kick()
-		}
-		wait := time.Minute // something kicks the clock first when a lease changes
+		lc.retries.offerDue(ctx, now)
+		wait := time.Minute // whoever changes a lease wakes the clock first
 		if next, ok, err := lc.store.Deadlines.NextDue(ctx); err != nil {
 			wait = time.Second
 		} else if ok {
@@ -197,7 +217,7 @@ func (lc *leaseClock) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-lc.kick:
+		case <-lc.wake.C():
 		case <-lc.clock.After(wait):
 		}
 	}

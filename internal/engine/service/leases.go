@@ -18,17 +18,25 @@ import (
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // leaseHandlers answer the agents' lease commands (ack, renew, release,
 // checkpoint) and tamq's check before it writes a wake. They remember which
 // live leases' agents wait at a dialog, as tamq's broker said at a renewal.
 type leaseHandlers struct {
-	store      *store.Store
-	log        *slog.Logger
-	timing     lease.Timing
-	leaseClock *leaseClock
-	claimer    *claimer
+	store  *store.Store
+	log    *slog.Logger
+	timing lease.Timing
+	// ends follows the attempts an agent ends; deadlinesChanged wakes the
+	// lease clock when an agent moves a lease's deadline.
+	ends             attemptEnds
+	deadlinesChanged wakeup.Signal
+	// claims shares checkpoints with the cluster (the claimer).
+	claims interface {
+		on() bool
+		shareCheckpoint(ctx context.Context, t lease.Trigger, cp *lease.Checkpoint)
+	}
 	// dialogs are the live leases whose agent waits at a dialog, as tamq's
 	// broker last said at a renewal: the window and what shows there.
 	dialogs sync.Map
@@ -65,15 +73,15 @@ func (lh *leaseHandlers) ack(ctx context.Context, _ unixrpc.Peer, req *unixrpc.R
 		// what became of the lease; the agent is still told.
 		if ended, lerr := lh.store.LeaseLists.Lease(ctx, args.LeaseID); lerr == nil && !ended.State.Live() {
 			if ended.State == lease.Completed {
-				lh.leaseClock.settleWake(ctx, ended)
+				lh.ends.wakes.settleWake(ctx, ended)
 			} else {
-				lh.leaseClock.cancelWakes(ctx, ended.ID, ended.Attempt, "the lease ended: "+ended.StopReason)
+				lh.ends.wakes.cancelWakes(ctx, ended.ID, ended.Attempt, "the lease ended: "+ended.StopReason)
 			}
 		}
 		return nil, err
 	}
-	lh.leaseClock.Kick()
-	lh.leaseClock.settleWake(ctx, l)
+	lh.deadlinesChanged.Wake()
+	lh.ends.wakes.settleWake(ctx, l)
 	return api.LeaseOf(l), nil
 }
 
@@ -104,7 +112,7 @@ func (lh *leaseHandlers) renew(ctx context.Context, _ unixrpc.Peer, req *unixrpc
 			lh.changes.Bump() // a person is needed at a dialog, or no longer
 		}
 	}
-	lh.leaseClock.Kick()
+	lh.deadlinesChanged.Wake()
 	return api.LeaseOf(l), nil
 }
 
@@ -151,7 +159,7 @@ func (lh *leaseHandlers) release(ctx context.Context, _ unixrpc.Peer, req *unixr
 		return nil, err
 	}
 	logWithheld(lh.log, l.ID, withheld)
-	lh.leaseClock.attemptEnded(ctx, from, l, "lease released "+args.Result)
+	lh.ends.attemptEnded(ctx, from, l, "lease released "+args.Result)
 	out := api.LeaseOf(l)
 	out.Withheld = withheld
 	return out, nil
@@ -180,9 +188,9 @@ func (lh *leaseHandlers) checkpoint(ctx context.Context, _ unixrpc.Peer, req *un
 		// A blocked checkpoint ended the attempt it was made on.
 		from := l
 		from.State = lease.Checkpointed
-		lh.leaseClock.attemptEnded(ctx, from, l, "the agent stopped: blocked ("+args.BlockedReason+")")
+		lh.ends.attemptEnded(ctx, from, l, "the agent stopped: blocked ("+args.BlockedReason+")")
 	} else {
-		lh.leaseClock.Kick()
+		lh.deadlinesChanged.Wake()
 	}
 	logWithheld(lh.log, l.ID, withheld)
 	out := api.LeaseOf(l)
@@ -193,7 +201,7 @@ func (lh *leaseHandlers) checkpoint(ctx context.Context, _ unixrpc.Peer, req *un
 // shareCheckpoint gives the lease's checkpoint to the cluster ([cluster]):
 // the host that takes the work after this one resumes from it.
 func (lh *leaseHandlers) shareCheckpoint(ctx context.Context, l lease.Lease) {
-	if !lh.claimer.on() {
+	if !lh.claims.on() {
 		return
 	}
 	t, err := lh.store.Triggers.Trigger(ctx, l.TriggerID)
@@ -204,7 +212,7 @@ func (lh *leaseHandlers) shareCheckpoint(ctx context.Context, l lease.Lease) {
 	if err != nil {
 		return
 	}
-	lh.claimer.shareCheckpoint(ctx, t, cp)
+	lh.claims.shareCheckpoint(ctx, t, cp)
 }
 
 // leaseCurrent answers tamq, before it writes a wake: is that attempt of the

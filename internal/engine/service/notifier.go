@@ -9,6 +9,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/engine/standing"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // notifiedKey is the observer_state key under which the notifier keeps
@@ -18,24 +19,18 @@ const notifiedKey = "notify_told"
 
 // notifier runs the operator's [notify] command when a task starts or stops
 // needing a person (internal/engine/notify decides which). The observer
-// kicks it after each look; it reads the standings and runs the commands in
+// wakes it after each look; it reads the standings and runs the commands in
 // its own goroutine, one at a time, so a slow command never holds a look.
 type notifier struct {
 	store     *store.Store
 	log       *slog.Logger
 	runner    notify.Runner
 	standings func(ctx context.Context) ([]api.TaskStanding, bool, error)
-	kick      chan struct{}
+	// looked is the observer's word that a look is done.
+	looked wakeup.Signal
 }
 
-// Looked is the observer's word that a look is done.
-func (n *notifier) Looked() {
-	if n != nil {
-		kick(n.kick)
-	}
-}
-
-// Run is the notifier's worker: each kick, the transitions since what was
+// Run is the notifier's worker: each look, the transitions since what was
 // told, kept before the commands run (a person hears at most once of each;
 // a command that fails is logged, not run again).
 func (n *notifier) Run(ctx context.Context) {
@@ -47,7 +42,7 @@ func (n *notifier) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-n.kick:
+		case <-n.looked.C():
 		}
 		all, observed, err := n.standings(ctx)
 		if err != nil || !observed {

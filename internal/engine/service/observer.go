@@ -20,6 +20,8 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/policy"
 	"github.com/tmux-amq/tamq/internal/statehub"
+	"github.com/tmux-amq/tamq/internal/statehub/contract"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // The observer polls State Hub every statehub_poll_interval_seconds, and at
@@ -46,7 +48,7 @@ type hubView struct {
 	UnreachableSince time.Time
 	Paused           bool
 	Polls            int
-	// NextLook is when the observer looks next, unless kicked; RetryAt
+	// NextLook is when the observer looks next, unless woken; RetryAt
 	// the time State Hub named to be asked again (a rate limit), zero
 	// when it named none.
 	NextLook        time.Time
@@ -80,25 +82,40 @@ func (pp profilePolicy) RequiresHuman(c string) bool {
 
 // observer is the State Hub observer: its client, what it knows of State
 // Hub (the view status and explain read), its poll loop (Run) and event
-// stream (RunEvents), which kick it. Each look hands what it saw to the
+// stream (RunEvents), which wake it. Each look hands what it saw to the
 // judge.
 type observer struct {
-	hub      statehub.Hub
-	store    *store.Store
-	log      *slog.Logger
-	clock    clock.Clock
-	config   *config.Loaded
-	judge    *judge
-	problems *problemLog
-	outbox   *receiptOutbox
-	view     hubView
-	kick     chan struct{}
+	hub    statehub.Hub
+	store  *store.Store
+	log    *slog.Logger
+	clock  clock.Clock
+	config *config.Loaded
+	// view is what the observer knows of State Hub; the judge, status and
+	// explain read it.
+	view *hubView
+	// judge takes each look's work as far as it can go.
+	judge interface {
+		judgeOffered(ctx context.Context) error
+		applyCheckpoints(ctx context.Context, cps []contract.Checkpoint, obs observe.Observation) ([]observe.Candidate, error)
+		judgeCandidates(ctx context.Context, obs observe.Observation, inbox, resume []observe.Candidate, all bool) error
+	}
+	// problems reports what State Hub holds that the engine cannot act on.
+	problems interface {
+		recordInvalid(ctx context.Context, bad []statehub.Invalid)
+		recordProblems(ctx context.Context, ps []observe.Problem)
+	}
+	// receipts are sent to State Hub by the outbox: when State Hub answers
+	// again, those that waited go at once.
+	receipts interface{ Retry() }
+	// wake is the signal of whoever wants a look now.
+	wake wakeup.Signal
 	// changes hears that an observation changed what State Hub says.
 	changes *daemon.Changes
-	// routesChanged: tamq attached or detached, or a window changed; the
-	// next look judges the waiting work again even if State Hub did not
-	// change.
-	routesChanged atomic.Bool
+	// routes says tamq's windows changed since the last look.
+	routes *routesFlag
+	// looked hears that a look succeeded: the notifier's signal, which
+	// nothing reads without [notify].
+	looked wakeup.Signal
 	// rejudge: a look that saw State Hub's workplans change failed before
 	// it had acted on them (the disk full); the client reports a change
 	// once, so the next look judges the tasks again.
@@ -106,13 +123,19 @@ type observer struct {
 	// freeMemory hands freed memory back to the system a little after a look
 	// that decoded State Hub's workplans (see observeOnce).
 	freeMemory *time.Timer
-	// looked, when set, hears that a look succeeded (the notifier).
-	looked func()
 	// firstLook is closed once the first look has ended, its judging done
 	// or failed (firstLookOnce closes it).
 	firstLook     chan struct{}
 	firstLookOnce sync.Once
 }
+
+// routesFlag says tamq's windows changed (an attach, a detach, tamq gone)
+// since the observer's last look: its next look judges the work waiting for
+// a window again, even if State Hub did not change.
+type routesFlag struct{ changed atomic.Bool }
+
+// Changed raises the flag; the observer's next look lowers it.
+func (f *routesFlag) Changed() { f.changed.Store(true) }
 
 // firstLookWait bounds how long a question to a freshly started engine
 // waits for its first look (see awaitFirstLook): a look at a local State Hub
@@ -127,37 +150,31 @@ const firstLookWait = 2 * time.Second
 // (docs/performance.md, "Scale").
 const releaseAfter = 2 * time.Second
 
-// newObserver is an observer without its judge, which the composition root
-// hands it once the judge (which asks the observer) is built.
-func newObserver(hub statehub.Hub, st *store.Store, log *slog.Logger, clk clock.Clock, cfg *config.Loaded,
-	problems *problemLog, ob *receiptOutbox) *observer {
-	o := &observer{hub: hub, store: st, log: log, clock: clk, config: cfg, problems: problems, outbox: ob,
-		kick: make(chan struct{}, 1), firstLook: make(chan struct{}), freeMemory: time.AfterFunc(time.Hour, debug.FreeOSMemory)}
+// newHubView is the view of a State Hub not looked at yet.
+func newHubView() *hubView { return &hubView{EventsOffered: true} }
+
+// startObserver readies an observer made with what it depends on: its
+// first look not yet done, no memory to hand back yet.
+func startObserver(o *observer) *observer {
+	o.firstLook = make(chan struct{})
+	o.freeMemory = time.AfterFunc(time.Hour, debug.FreeOSMemory)
 	o.freeMemory.Stop() // armed by the looks that decode the workplans
-	o.view.EventsOffered = true
 	return o
 }
 
-// Kick makes the observer look now; a kick already pending is enough.
-func (o *observer) Kick() { kick(o.kick) }
-
-// RoutesChanged says tamq's windows changed (an attach, a detach, tamq
-// gone): the next look judges the work waiting for a window again.
-func (o *observer) RoutesChanged() { o.routesChanged.Store(true) }
-
 // snapshot is the last observation, the messages asking for action then,
 // and whether State Hub has been observed at all.
-func (o *observer) snapshot() (obs observe.Observation, inbox map[string]bool, inboxCandidates []observe.Candidate, observed bool) {
-	o.view.update(func(v *hubView) {
+func (v *hubView) snapshot() (obs observe.Observation, inbox map[string]bool, inboxCandidates []observe.Candidate, observed bool) {
+	v.update(func(v *hubView) {
 		obs, inbox, inboxCandidates, observed = v.obs, v.inbox, v.inboxCandidates, v.observed
 	})
 	return obs, inbox, inboxCandidates, observed
 }
 
 // task is task id as the last look at State Hub saw it.
-func (o *observer) task(id string) (v observe.TaskView, ok bool) {
-	o.view.update(func(hv *hubView) { v, ok = hv.obs.Tasks[id] })
-	return v, ok
+func (v *hubView) task(id string) (tv observe.TaskView, ok bool) {
+	v.update(func(hv *hubView) { tv, ok = hv.obs.Tasks[id] })
+	return tv, ok
 }
 
 // Run is the observer worker.
@@ -186,7 +203,7 @@ func (o *observer) Run(ctx context.Context) {
 		} else {
 			if delay > 0 {
 				o.log.Info("State Hub answers again")
-				o.outbox.Retry() // the receipts that waited go now, not at the outbox's own backoff
+				o.receipts.Retry() // the receipts that waited go now, not at the outbox's own backoff
 			}
 			delay = 0
 		}
@@ -199,7 +216,7 @@ func (o *observer) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-o.kick:
+		case <-o.wake.C():
 		case <-o.clock.After(wait):
 		}
 	}
@@ -236,7 +253,7 @@ func (o *observer) noteFailure(err error) {
 	}
 }
 
-// RunEvents follows State Hub's event stream and kicks the observer on each
+// RunEvents follows State Hub's event stream and wakes the observer on each
 // event, reconnecting with a backoff; a server without the stream is not
 // asked again until restart.
 func (o *observer) RunEvents(ctx context.Context) {
@@ -245,8 +262,8 @@ func (o *observer) RunEvents(ctx context.Context) {
 		err := o.hub.Events(ctx, func() {
 			delay = 0
 			o.view.update(func(v *hubView) { v.EventsConnected = true })
-			o.Kick() // look now: changes may have been missed while away
-		}, func() { o.Kick() })
+			o.wake.Wake() // look now: changes may have been missed while away
+		}, o.wake.Wake)
 		o.view.update(func(v *hubView) { v.EventsConnected = false })
 		switch {
 		case ctx.Err() != nil:
@@ -270,10 +287,10 @@ func (o *observer) RunEvents(ctx context.Context) {
 // work waiting for a window is judged against the last observation: tamq's
 // return does not wait for State Hub's.
 func (o *observer) observeOnce(ctx context.Context) (err error) {
-	routes := o.routesChanged.Swap(false)
+	routes := o.routes.changed.Swap(false)
 	defer func() {
 		if err != nil && routes {
-			o.routesChanged.Store(true)
+			o.routes.Changed()
 		}
 	}()
 	c := o.hub
@@ -342,16 +359,14 @@ func (o *observer) observeOnce(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	if o.looked != nil {
-		o.looked()
-	}
+	o.looked.Wake()
 	return nil
 }
 
 // judgeLast judges the waiting work against the last observation, when
 // the windows changed but State Hub cannot be looked at now.
 func (o *observer) judgeLast(ctx context.Context, routes bool) {
-	obs, _, inbox, observed := o.snapshot()
+	obs, _, inbox, observed := o.view.snapshot()
 	if !routes || !observed {
 		return
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // The engine relays to State Hub, for an agent, what only the engine can
@@ -31,11 +32,14 @@ import (
 // relayHandlers answer what an agent asks of State Hub through the engine:
 // a message shown and marked read, a task's status set.
 type relayHandlers struct {
-	store    *store.Store
-	log      *slog.Logger
-	hub      statehub.Hub
-	observer *observer
-	outbox   *receiptOutbox
+	store *store.Store
+	log   *slog.Logger
+	hub   statehub.Hub
+	// view is the observer's last look; lookNow wakes it.
+	view    *hubView
+	lookNow wakeup.Signal
+	// receipts are sent to State Hub by the outbox, woken when one waits.
+	receipts interface{ Kick() }
 }
 
 func (rh *relayHandlers) ops() ops {
@@ -256,7 +260,7 @@ func (rh *relayHandlers) taskSet(ctx context.Context, _ unixrpc.Peer, req *unixr
 	}
 	// What waited on the task may be actionable now: look at once rather
 	// than at the next poll (a tracker without events gives no hint).
-	rh.observer.Kick()
+	rh.lookNow.Wake()
 	return api.TaskSetResult{TaskID: args.TaskID, Status: args.Status}, nil
 }
 
@@ -264,7 +268,7 @@ func (rh *relayHandlers) taskSet(ctx context.Context, _ unixrpc.Peer, req *unixr
 // saw it, else as the engine's own triggers of it say (a task the engine
 // woke an agent for: an engine just started has not looked yet).
 func (rh *relayHandlers) repoOfTask(ctx context.Context, id string) (string, error) {
-	if v, known := rh.observer.task(id); known {
+	if v, known := rh.view.task(id); known {
 		return v.Repo, nil
 	}
 	trs, err := rh.store.Triggers.TriggersOfTask(ctx, id)
@@ -282,7 +286,7 @@ func (rh *relayHandlers) repoOfTask(ctx context.Context, id string) (string, err
 // a tracker without the route: a task the engine's last look at State Hub
 // saw exists there.
 func (rh *relayHandlers) taskNotFound(id string) error {
-	if _, known := rh.observer.task(id); known {
+	if _, known := rh.view.task(id); known {
 		return errs.New(errs.Unsupported, "State Hub lists task %s but answered 404 to %s: it does not offer the route", id, statehub.RouteTaskSet).
 			WithHint("set the task's status with the tracker's own tools")
 	}
@@ -313,7 +317,7 @@ func (rh *relayHandlers) relayReceipt(ctx context.Context, r receipt.Receipt) {
 		rh.log.Error("cannot write the receipt of a relayed request", "kind", r.Kind, "error", err.Error())
 		return
 	}
-	rh.outbox.Kick()
+	rh.receipts.Kick()
 }
 
 // taskShow answers a task and its description from the asked offset, as

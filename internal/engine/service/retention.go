@@ -11,6 +11,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
@@ -23,7 +24,8 @@ type retention struct {
 	log    *slog.Logger
 	clock  clock.Clock
 	config *config.Loaded
-	judge  *judge
+	// forget drops the judge's settled keys of the triggers deleted.
+	forget func(deleted []lease.Trigger)
 }
 
 func (rn *retention) ops() ops {
@@ -80,7 +82,7 @@ func (rn *retention) purgeHistory(ctx context.Context, before time.Time, dryRun 
 	if dryRun || p.Total() == 0 {
 		return res, nil
 	}
-	rn.judge.forget(p.TriggerKeys)
+	rn.forget(p.TriggerKeys)
 	rn.log.Info("old history deleted", "before", before.UTC().Format(time.RFC3339), "receipts", p.Receipts,
 		"checkpoints", p.Checkpoints, "leases", p.Leases, "triggers", p.Triggers, "by", by)
 	err = rn.store.Receipts.AddReceipt(ctx, receipt.Receipt{Kind: store.KindHistoryPurged, Status: "purged", Detail: map[string]any{

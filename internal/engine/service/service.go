@@ -3,9 +3,10 @@
 // state and goroutine (the observer, the judge, the lease clock, the waker,
 // the receipt outbox, the retention, the notifier), and the handlers grouped by area
 // (attach, leases, the manual wake, relay, status), each registering its
-// operations. Service is the composition root: it builds them, wires them
-// to one another (typed calls and kick channels), and runs them in order;
-// docs/layout.md says which owns what.
+// operations. Service is the composition root: it builds them, each given
+// the small interfaces, funcs and wake-up signals (internal/wakeup) it
+// depends on and never another service's struct, and runs them in order;
+// docs/layout.md says which owns what and which talks to which.
 package service
 
 import (
@@ -33,6 +34,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/statehub/kinds"
 	"github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // Tamq is what the engine needs of tamq's service: its typed client
@@ -164,54 +166,67 @@ func Start(ctx context.Context, o Options) (*Service, error) {
 	return s, nil
 }
 
-// build makes the services and the handler groups, wires them, and
-// returns the handlers, each guarded by who may call it.
+// build makes the services and the handler groups, each given what it
+// depends on (small interfaces, funcs, wake-up signals) and none another's
+// insides, in the order they depend on one another, and returns the
+// handlers, each guarded by who may call it.
 func (s *Service) build() map[string]unixrpc.Handler {
 	o, st, log, clk, cfg := s.opts, s.store, s.log, s.opts.Clock, s.opts.Config
 	timing := Timing(cfg.Config)
+	// The wake-up signals the services give one another: the observer
+	// looks now, the lease clock reads the deadlines, the waker sends the
+	// wakes pending, the notifier reads the standings.
+	lookNow, deadlinesChanged, wakesPending, looked := wakeup.New(), wakeup.New(), wakeup.New(), wakeup.New()
+	// What the observer saw, which the judge and the handlers read, and
+	// the flag of tamq's windows changing, which the observer reads.
+	view, routes := newHubView(), &routesFlag{}
 	problems := &problemLog{store: st, log: log, seen: newSeenSet(maxInvalidSeen)}
-	routes := &router{store: st}
+	router := &router{store: st}
 	prompter := &prompts{log: log, config: cfg, timing: timing, taskBodies: o.Hub.Offers().TaskBodies}
+	wakes := tamqWakes{tamq: o.Tamq, log: log}
 
 	s.outbox = newOutbox(st, log, clk, o.Hub, o.HostID)
-	s.observer = newObserver(o.Hub, st, log, clk, cfg, problems, s.outbox)
-	s.observer.changes = s.d.Changes()
+	s.claimer = newClaimer(o.Cluster, st, log, clk, o.HostID, s.instance, ClaimTTL(timing),
+		attemptEnds{wakes: wakes, deadlinesChanged: deadlinesChanged, lookAgain: lookNow})
+	ends := attemptEnds{wakes: wakes, claims: s.claimer, deadlinesChanged: deadlinesChanged, lookAgain: lookNow}
 	s.waker = &waker{store: st, log: log, clock: clk, config: cfg, registry: o.Registry, tamq: o.Tamq, prompts: prompter,
-		observer: s.observer, kick: make(chan struct{}, 1)}
-	s.claimer = &claimer{claims: o.Cluster, store: st, log: log, clock: clk, host: o.HostID, engine: s.instance,
-		ttl: ClaimTTL(timing), kept: map[string]keptClaim{}}
-	s.waker.claimer = s.claimer
-	s.leaseClock = &leaseClock{store: st, log: log, clock: clk, timing: timing, tamq: o.Tamq, waker: s.waker,
-		observer: s.observer, claimer: s.claimer, kick: make(chan struct{}, 1)}
-	s.claimer.leaseClock = s.leaseClock
-	s.judge = &judge{store: st, log: log, clock: clk, config: cfg, registry: o.Registry, timing: timing, observer: s.observer,
-		router: routes, prompts: prompter, problems: problems, waker: s.waker, leaseClock: s.leaseClock, claimer: s.claimer}
-	// The judge asks the observer and the lease clock, and they ask it.
-	s.observer.judge, s.leaseClock.judge = s.judge, s.judge
-	s.retention = &retention{store: st, log: log, clock: clk, config: cfg, judge: s.judge}
+		routesChanged: routes.Changed, shared: s.claimer, wake: wakesPending}
+	offers := &offerer{store: st, log: log, timing: timing, claims: s.claimer, wakes: s.waker,
+		deadlinesChanged: deadlinesChanged, wakesPending: wakesPending}
+	s.judge = &judge{store: st, log: log, clock: clk, config: cfg, registry: o.Registry, timing: timing, latest: view,
+		router: router, prompts: prompter, problems: problems, offers: offers, ends: ends, deadlinesChanged: deadlinesChanged,
+		claims: s.claimer}
+	s.observer = startObserver(&observer{hub: o.Hub, store: st, log: log, clock: clk, config: cfg, view: view,
+		judge: s.judge, problems: problems, receipts: s.outbox, wake: lookNow, changes: s.d.Changes(), routes: routes,
+		looked: looked})
+	s.leaseClock = &leaseClock{store: st, log: log, clock: clk, timing: timing, tamq: o.Tamq, ends: ends, retries: s.judge,
+		wake: deadlinesChanged}
+	s.retention = &retention{store: st, log: log, clock: clk, config: cfg, forget: s.judge.forget}
 
-	s.wake = &wakeHandler{store: st, log: log, clock: clk, registry: o.Registry, timing: timing, router: routes,
-		observer: s.observer, leaseClock: s.leaseClock, waker: s.waker, claimer: s.claimer}
-	leases := &leaseHandlers{store: st, log: log, timing: timing, leaseClock: s.leaseClock, claimer: s.claimer, changes: s.d.Changes()}
-	attach := &attachHandlers{store: st, log: log, registry: o.Registry, hub: o.Hub, observer: s.observer, waker: s.waker}
-	relay := &relayHandlers{store: st, log: log, hub: o.Hub, observer: s.observer, outbox: s.outbox}
+	s.wake = &wakeHandler{store: st, log: log, clock: clk, registry: o.Registry, timing: timing, router: router,
+		view: view, offers: offers}
+	leases := &leaseHandlers{store: st, log: log, timing: timing, ends: ends, deadlinesChanged: deadlinesChanged, claims: s.claimer,
+		changes: s.d.Changes()}
+	attach := &attachHandlers{store: st, log: log, registry: o.Registry, hub: o.Hub, routes: routes, lookNow: lookNow,
+		wakesPending: wakesPending}
+	relay := &relayHandlers{store: st, log: log, hub: o.Hub, view: view, lookNow: lookNow, receipts: s.outbox}
 	status := &statusHandlers{opts: o, startedAt: s.startedAt, store: st, clock: clk, observer: s.observer, outbox: s.outbox, leaseOps: leases,
 		claimer: s.claimer}
 	s.status = status
-	guard := &callers{store: st, log: log, clock: clk, tamq: o.Tamq, tamqSocket: o.TamqSocket, tamqProc: &daemon.ServiceProcess{},
-		policy: door.Policy{TamqSocket: o.TamqSocket, EngineSocket: o.Paths.Socket}}
+	tamqProc := &daemon.ServiceProcess{}
 	if o.Tamq != nil {
-		guard.tamqProc.Listener = o.Tamq.Listener
+		tamqProc.Listener = o.Tamq.Listener
 	}
+	guard := &callers{store: st, log: log, clock: clk, tamq: o.Tamq, tamqSocket: o.TamqSocket, tamqProc: tamqProc,
+		policy: door.Policy{TamqSocket: o.TamqSocket, EngineSocket: o.Paths.Socket}}
 	if cfg.Notify.On() {
-		s.notifier = &notifier{store: st, log: log, kick: make(chan struct{}, 1),
+		s.notifier = &notifier{store: st, log: log, looked: looked,
 			runner: notify.Runner{Command: cfg.Notify.Command, Timeout: cfg.Notify.Timeout(), Clock: clk},
 			standings: func(ctx context.Context) ([]api.TaskStanding, bool, error) {
 				view := s.observer.explainView()
 				all, err := status.standings(ctx, view)
 				return all, view.Observed, err
 			}}
-		s.observer.looked = s.notifier.Looked
 	}
 
 	hs := s.d.Lifecycle(s.startedAt, cfg.ShutdownGrace())
@@ -280,12 +295,4 @@ func (s *Service) Run(ctx context.Context) error {
 			return errors.Join(detachErr, rcptErr)
 		},
 	})
-}
-
-// kick wakes a worker now; a kick already pending is enough.
-func kick(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
 }

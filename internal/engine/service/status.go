@@ -8,6 +8,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/door"
+	"github.com/tmux-amq/tamq/internal/engine/standing"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -26,10 +27,27 @@ type statusHandlers struct {
 	startedAt time.Time
 	store     *store.Store
 	clock     clock.Clock
-	observer  *observer
-	outbox    *receiptOutbox
-	leaseOps  *leaseHandlers
-	claimer   *claimer
+	// observer is what the observer says of State Hub and its last look.
+	observer interface {
+		awaitFirstLook(ctx context.Context)
+		explainView() *ExplainView
+		report(h *api.StateHubStatus)
+		stateHubUnreachableSince() *time.Time
+	}
+	// outbox says how publishing receipts to State Hub goes.
+	outbox interface{ report(h *api.StateHubStatus) }
+	// leaseOps says which leases wait at a dialog (leaseHandlers).
+	leaseOps interface {
+		atDialog(ctx context.Context) []api.LeaseAtDialog
+	}
+	// claimer says what the cluster holds ([cluster]).
+	claimer interface {
+		on() bool
+		report() (held int, lastErr string)
+		reportOthers() (map[string]int, *time.Time)
+		heldFacts(task string, now time.Time) *standing.Held
+		explainHeld(res *api.ExplainResult)
+	}
 }
 
 func (sh *statusHandlers) ops() ops {

@@ -23,17 +23,21 @@ import (
 // wakeHandler is the operator's manual wake. It takes no new lease once
 // the engine is stopping.
 type wakeHandler struct {
-	store      *store.Store
-	log        *slog.Logger
-	clock      clock.Clock
-	registry   func() (*gita.Registry, error)
-	timing     lease.Timing
-	router     *router
-	observer   *observer
-	leaseClock *leaseClock
-	claimer    *claimer
-	waker      *waker
-	stopping   atomic.Bool
+	store    *store.Store
+	log      *slog.Logger
+	clock    clock.Clock
+	registry func() (*gita.Registry, error)
+	timing   lease.Timing
+	// router says where the wake may go, or why it waits or stops.
+	router interface {
+		hostsOf(ctx context.Context, repo, endpoint string) ([]lease.Endpoint, error)
+		busyWith(ctx context.Context, repo, except string) (string, error)
+		judgeRoute(ctx context.Context, t lease.Trigger, reg func() (*gita.Registry, error), ask routeAsk) (observe.Routing, lease.Wait, error)
+	}
+	// view is the observer's last look: the task's gates.
+	view     *hubView
+	offers   leaseOffers
+	stopping atomic.Bool
 }
 
 func (wh *wakeHandler) ops() ops {
@@ -102,7 +106,7 @@ func (wh *wakeHandler) wake(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Re
 	// The task's own gates hold for a manual wake as for an observed change,
 	// unless the operator names the gate to go through.
 	var taskGate, taskGateReason string
-	if tv, ok := wh.observer.task(args.Task); ok && args.Task != "" {
+	if tv, ok := wh.view.task(args.Task); ok && args.Task != "" {
 		taskGate, taskGateReason = tv.Gate, tv.GateReason
 	}
 	switch {
@@ -154,50 +158,41 @@ func (wh *wakeHandler) wake(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Re
 		res.Stopped, res.Reason = r.Gate, r.Reason
 		return res, nil
 	}
-	// Where it may go, a manual wake claims the work across hosts as an
-	// observed one does.
-	id := store.NewID()
-	if wait == "" {
-		if held, why := wh.claimer.claim(ctx, t, id, 1); held != "" {
-			wait, r.Reason = held, why
-		}
-	}
 	if wait != "" {
-		if err := wh.store.Triggers.WaitTrigger(ctx, t.ID, wait, r.Reason); err != nil {
-			return nil, err
-		}
-		res.Trigger.Waiting, res.Trigger.WaitingFor = string(wait), r.Reason
-		res.Waiting, res.Reason = string(wait), r.Reason
-		return res, nil
+		return wh.waitFor(ctx, t, res, wait, r.Reason)
 	}
-	l, err := wh.store.Leases.Offer(ctx, t.ID, r.EndpointID, id, wh.timing)
+	// Where it may go, a manual wake takes the judge's path: claimed
+	// across hosts, offered, and its wake sent while the operator waits
+	// for tamq's answer.
+	l, wait, why, err := wh.offers.offer(ctx, t, r.EndpointID, nil)
 	switch {
+	case wait != "":
+		return wh.waitFor(ctx, t, res, wait, why)
 	case errs.Is(err, errs.Conflict):
 		// A look of the judge took this very trigger up meanwhile (it
 		// saw it waiting, as an operator's wake may): it is woken all
 		// the same, under the judge's lease.
-		wh.claimer.release(ctx, workKey(t), id)
 		taken, lerr := wh.takenUp(ctx, t.ID)
 		if lerr != nil || taken == nil {
 			return nil, err
 		}
 		l = *taken
 	case err != nil:
-		wh.claimer.release(ctx, workKey(t), id)
 		return nil, err
-	default:
-		wh.claimer.hold(t, l.ID)
-		wh.leaseClock.Kick()
-		// The operator waits for tamq's answer; the waker sends it again
-		// if this one is lost.
-		if l, err = wh.waker.sendWake(ctx, l); err != nil {
-			wh.log.Warn("wake not sent yet; the waker tries again", "lease", l.ID, "error", err.Error())
-			wh.waker.Kick()
-		}
 	}
 	res.Trigger.State = string(lease.TriggerLeased)
 	out := api.LeaseOf(l)
 	res.Lease = &out
+	return res, nil
+}
+
+// waitFor leaves the operator's trigger waiting, with why, and says so.
+func (wh *wakeHandler) waitFor(ctx context.Context, t lease.Trigger, res api.WakeResult, wait lease.Wait, why string) (any, error) {
+	if err := wh.store.Triggers.WaitTrigger(ctx, t.ID, wait, why); err != nil {
+		return nil, err
+	}
+	res.Trigger.Waiting, res.Trigger.WaitingFor = string(wait), why
+	res.Waiting, res.Reason = string(wait), why
 	return res, nil
 }
 

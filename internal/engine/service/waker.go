@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/backoff"
 	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/engine/observe"
@@ -17,6 +18,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/secretscan"
 	"github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/textsafe"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // waker sends each offered lease's wake to tamq until tamq has answered it
@@ -29,16 +31,25 @@ type waker struct {
 	config   *config.Loaded
 	registry func() (*gita.Registry, error)
 	tamq     Tamq
-	prompts  *prompts
-	// observer is told when tamq is gone (its endpoints detached).
-	observer *observer
-	// claimer has the checkpoints other hosts shared ([cluster]).
-	claimer *claimer
-	kick    chan struct{}
+	// prompts writes the prompts of each wake.
+	prompts interface {
+		promptInput(t lease.Trigger, leaseID string, attempt, attempts int, reg func() (*gita.Registry, error)) prompt.Input
+	}
+	// routesChanged says tamq is gone (its endpoints detached): the
+	// observer's next look judges the work waiting for a window again.
+	routesChanged func()
+	// shared has the checkpoints other hosts shared ([cluster]): the
+	// claimer.
+	shared interface {
+		sharedCheckpoint(ctx context.Context, t lease.Trigger, leaseID string) *lease.Checkpoint
+	}
+	// wake is the signal of whoever left a wake to send: the pending wakes
+	// go now.
+	wake wakeup.Signal
 }
 
-// Kick makes the waker send the pending wakes now.
-func (wk *waker) Kick() { kick(wk.kick) }
+// wakerBackoff paces the waker's tries while tamq does not answer.
+var wakerBackoff = backoff.Policy{Min: 500 * time.Millisecond, Max: 30 * time.Second}
 
 // sendWake sends the wake of an offered lease's current attempt and records
 // tamq's answer. A transport failure (tamq down or slow) is returned and
@@ -99,7 +110,7 @@ func (wk *waker) tamqGone(ctx context.Context, err error) {
 	}
 	if n, derr := wk.store.Endpoints.DetachAll(ctx, "tamq does not answer"); derr == nil && n > 0 {
 		wk.log.Warn("tamq does not answer; its endpoints are detached until it attaches again", "endpoints", n)
-		wk.observer.RoutesChanged()
+		wk.routesChanged()
 	}
 }
 
@@ -131,7 +142,7 @@ func (wk *waker) wakeRequest(ctx context.Context, l lease.Lease) (tamqapi.WakeRe
 		// The work may have been begun on another host, which died: its
 		// checkpoint, if the cluster vouches it is the last word of the
 		// work's previous claim, for this task and repo.
-		cp = wk.claimer.sharedCheckpoint(ctx, t, l.ID)
+		cp = wk.shared.sharedCheckpoint(ctx, t, l.ID)
 	}
 	// The wake goes to the endpoint the lease was offered for, by tamq's id
 	// of it; a lease offered for no endpoint lets tamq choose.
@@ -178,7 +189,7 @@ func (wk *waker) wakeRequest(ctx context.Context, l lease.Lease) (tamqapi.WakeRe
 // while tamq was down, re-offered after a retry, or whose answer a crash
 // lost. While tamq is unreachable it waits with a capped backoff.
 func (wk *waker) Run(ctx context.Context) {
-	backoff := time.Duration(0)
+	delay := time.Duration(0)
 	for {
 		failed := false
 		pending, err := wk.store.Deadlines.PendingWakes(ctx)
@@ -198,15 +209,15 @@ func (wk *waker) Run(ctx context.Context) {
 		}
 		var wait <-chan time.Time
 		if failed {
-			backoff = min(max(2*backoff, 500*time.Millisecond), 30*time.Second)
-			wait = wk.clock.After(backoff)
+			delay = wakerBackoff.Next(delay)
+			wait = wk.clock.After(delay)
 		} else {
-			backoff = 0
+			delay = 0
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-wk.kick:
+		case <-wk.wake.C():
 		case <-wait:
 		}
 	}
