@@ -93,54 +93,54 @@ const (
 
 // run is the lease keeper worker: it looks when a broker reports, when a
 // renewal is due, and at least every keeperIdle.
-func (s *keeper) run(ctx context.Context) {
+func (k *keeper) run(ctx context.Context) {
 	for {
-		wait := s.keepOnce(ctx, s.engine)
+		wait := k.keepOnce(ctx, k.engine)
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.look.C():
-		case <-s.clock.After(wait):
+		case <-k.look.C():
+		case <-k.clock.After(wait):
 		}
 	}
 }
 
 // keepOnce acknowledges or renews each held lease whose window's broker
 // says so now, and says how soon the next renewal is due.
-func (s *keeper) keepOnce(ctx context.Context, c *engineclient.Client) (next time.Duration) {
+func (k *keeper) keepOnce(ctx context.Context, c *engineclient.Client) (next time.Duration) {
 	next = keeperIdle
 	defer func() {
-		now := s.clock.Now()
-		s.mu.Lock()
-		defer s.mu.Unlock()
+		now := k.clock.Now()
+		k.mu.Lock()
+		defer k.mu.Unlock()
 		// A renewal due later is looked at when it falls due; one due
 		// already waits for its agent to work (a broker report wakes the
 		// keeper then, or the next idle look).
-		for _, kl := range s.byWindow {
+		for _, kl := range k.byWindow {
 			if d := kl.nextRenew.Sub(now); (kl.acked || kl.failures > 0) && d > 0 {
 				next = min(next, d)
 			}
 		}
 	}()
-	s.mu.Lock()
-	keys := make([]string, 0, len(s.byWindow))
-	for key := range s.byWindow {
+	k.mu.Lock()
+	keys := make([]string, 0, len(k.byWindow))
+	for key := range k.byWindow {
 		keys = append(keys, key)
 	}
-	s.mu.Unlock()
+	k.mu.Unlock()
 	for _, key := range keys {
-		s.mu.Lock()
-		kl := s.byWindow[key]
+		k.mu.Lock()
+		kl := k.byWindow[key]
 		var l keptLease
 		if kl != nil {
 			l = *kl
 		}
-		s.mu.Unlock()
+		k.mu.Unlock()
 		if kl == nil {
 			continue
 		}
-		st, via, seq, live := s.brokers.view(key)
-		now := s.clock.Now()
+		st, via, seq, live := k.brokers.view(key)
+		now := k.clock.Now()
 		switch {
 		case !live || st.NoAgent:
 			// The agent is gone: nothing to acknowledge or renew. The lease
@@ -152,7 +152,7 @@ func (s *keeper) keepOnce(ctx context.Context, c *engineclient.Client) (next tim
 			// prompt. Its prompt told it to acknowledge and renew itself.
 			continue
 		case !l.acked && working(st) && (via != l.via || seq > l.after) && (!l.held || st.Screen == broker.StateBusy):
-			s.keepCall(ctx, c, key, kl, func(cctx context.Context) (engineapi.Lease, error) {
+			k.keepCall(ctx, c, key, kl, func(cctx context.Context) (engineapi.Lease, error) {
 				return c.Ack(cctx, engineapi.LeaseArgs{LeaseID: l.leaseID, Attempt: l.attempt})
 			}, true)
 		case l.acked && working(st) && !now.Before(l.nextRenew):
@@ -160,7 +160,7 @@ func (s *keeper) keepOnce(ctx context.Context, c *engineclient.Client) (next tim
 			if st.Screen == broker.StateDialog {
 				args.Dialog = l.repo + ": " + st.Reason
 			}
-			s.keepCall(ctx, c, key, kl, func(cctx context.Context) (engineapi.Lease, error) { return c.Renew(cctx, args) }, false)
+			k.keepCall(ctx, c, key, kl, func(cctx context.Context) (engineapi.Lease, error) { return c.Renew(cctx, args) }, false)
 		}
 	}
 	return next
@@ -174,14 +174,14 @@ func working(st api.BrokerState) bool {
 
 // keepCall makes one ack or renewal and records its outcome on the lease
 // (still kl: a newer wake may have replaced it meanwhile).
-func (s *keeper) keepCall(ctx context.Context, c *engineclient.Client, key string, kl *keptLease, call func(context.Context) (engineapi.Lease, error), ack bool) {
+func (k *keeper) keepCall(ctx context.Context, c *engineclient.Client, key string, kl *keptLease, call func(context.Context) (engineapi.Lease, error), ack bool) {
 	cctx, cancel := context.WithTimeout(ctx, engineAskTimeout)
 	got, err := call(cctx)
 	cancel()
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.byWindow[key] != kl {
+	now := k.clock.Now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.byWindow[key] != kl {
 		return
 	}
 	switch {
@@ -189,7 +189,7 @@ func (s *keeper) keepCall(ctx context.Context, c *engineclient.Client, key strin
 		kl.failures = 0
 		if ack {
 			kl.acked = true
-			s.log.Info("lease acknowledged for the agent", "lease", kl.leaseID, "attempt", kl.attempt, "repo", kl.repo)
+			k.log.Info("lease acknowledged for the agent", "lease", kl.leaseID, "attempt", kl.attempt, "repo", kl.repo)
 		}
 		// A repeated ack leaves the deadline as the first one set it:
 		// renewed at once then, and every third of the hold after.
@@ -198,13 +198,13 @@ func (s *keeper) keepCall(ctx context.Context, c *engineclient.Client, key strin
 	case errs.Is(err, errs.LeaseExpired), errs.Is(err, errs.NotFound), errs.Is(err, errs.LeaseState):
 		// The attempt is over (released, expired, superseded, stopped):
 		// nothing more to keep.
-		delete(s.byWindow, key)
-		s.log.Info("lease no longer kept for the agent", "lease", kl.leaseID, "attempt", kl.attempt, "repo", kl.repo, "reason", err.Error())
+		delete(k.byWindow, key)
+		k.log.Info("lease no longer kept for the agent", "lease", kl.leaseID, "attempt", kl.attempt, "repo", kl.repo, "reason", err.Error())
 	default:
 		kl.failures++
 		kl.nextRenew = now.Add(keeperRetry)
 		if kl.failures == 1 {
-			s.log.Warn("cannot reach coordination-engine to keep a lease; will try again", "lease", kl.leaseID, "error", err.Error())
+			k.log.Warn("cannot reach coordination-engine to keep a lease; will try again", "lease", kl.leaseID, "error", err.Error())
 		}
 	}
 }
@@ -214,17 +214,17 @@ func (s *keeper) keepCall(ctx context.Context, c *engineclient.Client, key strin
 // whose lease may still be live: after tamq restarts, the lease of an agent
 // at work is renewed again instead of running out under it. The engine
 // refuses the calls for a lease that ended, and the keeper drops it then.
-func (s *keeper) adoptWindow(ctx context.Context, endpointID, repo string) {
+func (k *keeper) adoptWindow(ctx context.Context, endpointID, repo string) {
 	key := store.DeliveryKey(endpointID, repo)
-	s.mu.Lock()
-	_, kept := s.byWindow[key]
-	s.mu.Unlock()
+	k.mu.Lock()
+	_, kept := k.byWindow[key]
+	k.mu.Unlock()
 	if kept {
 		return
 	}
-	ms, err := store.History(ctx, s.reader, store.Page{Filter: store.Filter{Repo: repo, Since: s.clock.Now().Add(-24 * time.Hour)}, Limit: 20})
+	ms, err := store.History(ctx, k.reader, store.Page{Filter: store.Filter{Repo: repo, Since: k.clock.Now().Add(-24 * time.Hour)}, Limit: 20})
 	if err != nil {
-		s.log.Warn("cannot look for the window's last wake", "repo", repo, "error", err.Error())
+		k.log.Warn("cannot look for the window's last wake", "repo", repo, "error", err.Error())
 		return
 	}
 	for _, m := range ms { // newest first
@@ -235,15 +235,15 @@ func (s *keeper) adoptWindow(ctx context.Context, endpointID, repo string) {
 		if m.State != queue.AwaitingAck && m.State != queue.Acknowledged && m.State != queue.Held {
 			return // the newest wake was never taken (or was cancelled)
 		}
-		s.mu.Lock()
-		if _, kept := s.byWindow[key]; !kept {
+		k.mu.Lock()
+		if _, kept := k.byWindow[key]; !kept {
 			// Acknowledged in tamq means the lease was acknowledged: renewed
 			// from the first report that shows the agent at work.
-			s.byWindow[key] = &keptLease{repo: repo, leaseID: leaseID, attempt: attempt, held: m.State == queue.Held,
+			k.byWindow[key] = &keptLease{repo: repo, leaseID: leaseID, attempt: attempt, held: m.State == queue.Held,
 				acked: m.State == queue.Acknowledged, every: keeperRetry}
 		}
-		s.mu.Unlock()
-		s.look.Wake()
+		k.mu.Unlock()
+		k.look.Wake()
 		return
 	}
 }
