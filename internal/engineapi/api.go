@@ -8,6 +8,7 @@ package engineapi
 import (
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/receipt"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 )
 
@@ -261,28 +262,9 @@ type ReceiptsArgs struct {
 	BeforeID int64 `json:"before_id,omitempty"`
 }
 
-// Receipt is one sanitized receipt (spec section 7).
-type Receipt struct {
-	ID                     int64          `json:"id"`
-	At                     time.Time      `json:"at"`
-	Kind                   string         `json:"kind"`
-	TriggerID              string         `json:"trigger_id,omitempty"`
-	LeaseID                string         `json:"lease_id,omitempty"`
-	Status                 string         `json:"status"`
-	Reason                 string         `json:"reason,omitempty"`
-	Attempt                int            `json:"attempt,omitempty"`
-	NextRetryAt            *time.Time     `json:"next_retry_at,omitempty"`
-	CoordinationEndpointID string         `json:"coordination_endpoint_id,omitempty"`
-	LocalMessageID         string         `json:"local_message_id,omitempty"`
-	PolicyProfile          string         `json:"policy_profile,omitempty"`
-	ConfigVersion          string         `json:"config_version,omitempty"`
-	Detail                 map[string]any `json:"detail,omitempty"`
-	ProjectedAt            *time.Time     `json:"projected_at,omitempty"`
-	// TaskID and Repo are what it is about: its trigger's task and repo,
-	// else as its detail names them.
-	TaskID string `json:"task_id,omitempty"`
-	Repo   string `json:"repo,omitempty"`
-}
+// Receipt is one sanitized receipt (spec section 7): the one receipt
+// model, as the engine's receipts listing carries it (times in UTC).
+type Receipt = receipt.Receipt
 
 // ReceiptsResult lists receipts, oldest first. More says the answer was
 // cut to fit one protocol frame: older ones remain (before the first).

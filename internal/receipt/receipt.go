@@ -17,30 +17,33 @@ import (
 // Each program fills the ids of what it is about and leaves the others
 // empty: tamq the message or endpoint (SubjectID, EndpointID),
 // coordination-engine the trigger, lease and wake message (TriggerID,
-// LeaseID, LocalMessageID). Zero times are unset.
+// LeaseID, LocalMessageID). Zero times are unset. Its JSON is the engine's
+// receipts listing (engineapi.Receipt); State Hub receives another form,
+// contract.Receipt, whose id must stay the same across restarts and which
+// names the program and host that wrote it.
 type Receipt struct {
-	ID                     int64
-	At                     time.Time
-	Kind                   string // e.g. "service.start", "message.transition"
-	SubjectID              string // tamq: the message, endpoint or other id it is about
-	TriggerID              string // coordination-engine: the trigger it is about
-	LeaseID                string // coordination-engine: the lease it is about
-	Status                 string
-	Reason                 string
-	Attempt                int // 0 when not applicable
-	NextRetryAt            time.Time
-	EndpointID             string
-	CoordinationEndpointID string
-	LocalMessageID         string // tamq's message id of a wake
-	PolicyProfile          string // name@version
-	ConfigVersion          string
-	Detail                 map[string]any
-	ProjectedAt            time.Time // when it was published to State Hub (read back)
+	ID                     int64          `json:"id"`
+	At                     time.Time      `json:"at"`
+	Kind                   string         `json:"kind"`                 // e.g. "service.start", "message.transition"
+	SubjectID              string         `json:"subject_id,omitempty"` // tamq: the message, endpoint or other id it is about
+	TriggerID              string         `json:"trigger_id,omitempty"` // coordination-engine: the trigger it is about
+	LeaseID                string         `json:"lease_id,omitempty"`   // coordination-engine: the lease it is about
+	Status                 string         `json:"status"`
+	Reason                 string         `json:"reason,omitempty"`
+	Attempt                int            `json:"attempt,omitempty"` // 0 when not applicable
+	NextRetryAt            time.Time      `json:"next_retry_at,omitzero"`
+	EndpointID             string         `json:"endpoint_id,omitempty"`
+	CoordinationEndpointID string         `json:"coordination_endpoint_id,omitempty"`
+	LocalMessageID         string         `json:"local_message_id,omitempty"` // tamq's message id of a wake
+	PolicyProfile          string         `json:"policy_profile,omitempty"`   // name@version
+	ConfigVersion          string         `json:"config_version,omitempty"`
+	Detail                 map[string]any `json:"detail,omitempty"`
+	ProjectedAt            time.Time      `json:"projected_at,omitzero"` // when it was published to State Hub (read back)
 	// TaskID and Repo, read back by coordination-engine, are the task and
 	// repo it is about: of its trigger, else as its detail names them.
 	// Never written: they follow from the trigger.
-	TaskID string
-	Repo   string
+	TaskID string `json:"task_id,omitempty"`
+	Repo   string `json:"repo,omitempty"`
 }
 
 // Stamp fills what a receipt written without its own gets: the time it is

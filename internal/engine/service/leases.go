@@ -371,23 +371,17 @@ func fitFrame[T any](items []T, fromEnd bool) ([]T, bool) {
 	return items, false
 }
 
-// receiptOf is the wire form of a stored receipt.
+// receiptOf is a stored receipt as the listing carries it: its times in
+// UTC (a zero time stays zero, and is left out of the JSON).
 func receiptOf(r receipt.Receipt) api.Receipt {
-	out := api.Receipt{
-		ID: r.ID, At: r.At.UTC(), Kind: r.Kind, TriggerID: r.TriggerID, LeaseID: r.LeaseID, TaskID: r.TaskID, Repo: r.Repo,
-		Status: r.Status, Reason: r.Reason,
-		Attempt: r.Attempt, CoordinationEndpointID: r.CoordinationEndpointID, LocalMessageID: r.LocalMessageID,
-		PolicyProfile: r.PolicyProfile, ConfigVersion: r.ConfigVersion, Detail: r.Detail,
-	}
+	r.At = r.At.UTC()
 	if !r.NextRetryAt.IsZero() {
-		t := r.NextRetryAt.UTC()
-		out.NextRetryAt = &t
+		r.NextRetryAt = r.NextRetryAt.UTC()
 	}
 	if !r.ProjectedAt.IsZero() {
-		t := r.ProjectedAt.UTC()
-		out.ProjectedAt = &t
+		r.ProjectedAt = r.ProjectedAt.UTC()
 	}
-	return out
+	return r
 }
 
 // atDialog are the live leases whose agent waits at a dialog, by lease id,
