@@ -34,7 +34,7 @@ func BenchmarkClaimVsOffer(b *testing.B) {
 	}
 	b.Cleanup(func() { st.DB.Close() })
 	timing := lease.Timing{AckTimeout: 30 * time.Second, RenewInterval: 10 * time.Second, MissedRenewals: 3,
-		Backoff: []time.Duration{5 * time.Second}, MaxAttempts: 4}
+		Backoff: []time.Duration{5 * time.Second}, MaxRetries: 4}
 
 	var claim, claimRelease, offer []time.Duration
 	b.ResetTimer()

@@ -36,7 +36,7 @@ func WokenBy(t lease.Trigger) string {
 func LeaseOf(l lease.Lease) Lease {
 	return Lease{
 		LeaseID: l.ID, TriggerID: l.TriggerID, Owner: l.Owner, TargetRepo: l.TargetRepo, TargetAgent: l.TargetAgent,
-		State: string(l.State), Attempt: l.Attempt, MaxAttempts: l.MaxAttempts + 1,
+		State: string(l.State), Attempt: l.Attempt, MaxAttempts: l.Attempts(),
 		AcquiredAt: l.AcquiredAt.UTC(), ExpiresAt: l.ExpiresAt.UTC(),
 		NextRetryAt: optional(l.NextRetryAt), LastCheckpointAt: optional(l.LastCheckpointAt),
 		CoordinationEndpointID: l.CoordinationEndpointID, LocalLeaseID: l.LocalLeaseID,

@@ -256,11 +256,12 @@ type Lease struct {
 	TargetRepo  string
 	TargetAgent string
 	State       State
-	// Attempt is the current attempt, from 1. MaxAttempts is how many
-	// retries may follow the first attempt; it is fixed when the lease is
-	// offered, so a changed configuration never changes a lease under way.
-	Attempt     int
-	MaxAttempts int
+	// Attempt is the current attempt, from 1. MaxRetries is how many
+	// retries may follow the first attempt (Attempts is all of them); it is
+	// fixed when the lease is offered, so a changed configuration never
+	// changes a lease under way.
+	Attempt    int
+	MaxRetries int
 	// AcquiredAt is when the current attempt was offered.
 	AcquiredAt time.Time
 	// ExpiresAt is the deadline of the current attempt: the ack deadline
@@ -363,9 +364,9 @@ type Timing struct {
 	// Backoff is the wait before the retry after attempt n: Backoff[n-1],
 	// the last entry for every attempt beyond the list.
 	Backoff []time.Duration
-	// MaxAttempts is how many retries a new lease may make after its first
-	// attempt (0: none).
-	MaxAttempts int
+	// MaxRetries is how many retries a new lease may make after its first
+	// attempt (0: none): coordination.max_attempts.
+	MaxRetries int
 }
 
 // HoldFor is how long a held lease lives after a renewal: RenewInterval
@@ -381,3 +382,8 @@ func (t Timing) backoff(n int) time.Duration {
 	}
 	return t.Backoff[min(max(n, 1)-1, len(t.Backoff)-1)]
 }
+
+// Attempts is how many attempts the lease may have in all: the first and
+// its retries. It is what every person and agent is told ("attempt 2 of
+// 5") and what the wire's max_attempts carries.
+func (l Lease) Attempts() int { return 1 + l.MaxRetries }

@@ -11,8 +11,8 @@ import (
 // and the Timing: it returns the new lease and whether anything changed, or
 // an *errs.Error (the lease unchanged). The rules:
 //
-//   - Attempts. A lease is offered at most 1+MaxAttempts times: the first
-//     attempt plus MaxAttempts retries (MaxAttempts 0: no retry), as tamq's
+//   - Attempts. A lease is offered at most 1+MaxRetries times: the first
+//     attempt plus MaxRetries retries (MaxRetries 0: no retry), as tamq's
 //     max_attempts counts redeliveries. The retry keeps the lease id.
 //   - Offer. A new lease is offered as attempt 1; expires_at (its ack
 //     deadline) is offered_at + AckTimeout.
@@ -57,7 +57,7 @@ import (
 //     never reached tamq (no answer) is withdrawn: it waits in retry_wait as
 //     the next attempt, due at once, and costs nothing of the budget (the
 //     agent never saw it; the next attempt gets a wake of its own). Otherwise,
-//     if n < 1+MaxAttempts it waits in retry_wait as attempt n+1,
+//     if n < 1+MaxRetries it waits in retry_wait as attempt n+1,
 //     next_retry_at = now + Backoff[min(n-1, len-1)], with tamq's message id
 //     of the old wake cleared; else it is stopped, "exhausted".
 //   - Withdraw: tamq answered that no window can take the wake (and queued
@@ -95,7 +95,7 @@ func Offer(tr Trigger, id string, now time.Time, t Timing) (Lease, error) {
 	}
 	return Lease{
 		ID: id, TriggerID: tr.ID, Owner: Owner, TargetRepo: tr.TargetRepo, TargetAgent: tr.TargetAgent,
-		State: Offered, Attempt: 1, MaxAttempts: max(t.MaxAttempts, 0),
+		State: Offered, Attempt: 1, MaxRetries: max(t.MaxRetries, 0),
 		AcquiredAt: now, ExpiresAt: now.Add(t.AckTimeout), UpdatedAt: now,
 	}, nil
 }
@@ -290,9 +290,9 @@ func (l Lease) Expire(now time.Time, t Timing) (Lease, bool, error) {
 }
 
 // endAttempt moves on to the next attempt after the backoff, or stops the
-// lease with stopReason when it has made 1+MaxAttempts.
+// lease with stopReason when it has made 1+MaxRetries.
 func (l *Lease) endAttempt(now time.Time, t Timing, stopReason string) {
-	if l.Attempt >= 1+l.MaxAttempts {
+	if l.Attempt >= 1+l.MaxRetries {
 		l.State, l.StopReason = Stopped, stopReason
 		return
 	}
@@ -337,7 +337,7 @@ func (l *Lease) withdraw(due time.Time, rekey bool) {
 	l.State, l.NextRetryAt = RetryWait, due
 	if rekey {
 		l.Attempt++
-		l.MaxAttempts++
+		l.MaxRetries++
 	}
 	l.LocalLeaseID, l.WakeOutcome = "", ""
 	l.AckedBy, l.AckedAt = "", time.Time{}
@@ -359,7 +359,7 @@ func (l Lease) Hold(now, until time.Time) (Lease, bool, error) {
 }
 
 // Withdrawn reports whether the move from -> l withdrew an attempt.
-func Withdrawn(from, l Lease) bool { return l.MaxAttempts > from.MaxAttempts }
+func Withdrawn(from, l Lease) bool { return l.MaxRetries > from.MaxRetries }
 
 // Reoffer offers a lease waiting in retry_wait again, as its next attempt.
 func (l Lease) Reoffer(now time.Time, t Timing) (Lease, bool, error) {

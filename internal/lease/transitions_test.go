@@ -20,7 +20,7 @@ var timing = Timing{
 	RenewInterval:  time.Minute,
 	MissedRenewals: 3,
 	Backoff:        []time.Duration{5 * time.Second, 15 * time.Second, time.Minute},
-	MaxAttempts:    2,
+	MaxRetries:     2,
 }
 
 // deadline is the expires_at of every lease a case starts from.
@@ -30,7 +30,7 @@ var deadline = at(time.Minute)
 // after t0, its wake answered.
 func in(s State, n int) Lease {
 	l := Lease{
-		ID: "L1", TriggerID: "T1", Owner: Owner, TargetRepo: "net", State: s, Attempt: n, MaxAttempts: 2,
+		ID: "L1", TriggerID: "T1", Owner: Owner, TargetRepo: "net", State: s, Attempt: n, MaxRetries: 2,
 		AcquiredAt: t0, ExpiresAt: deadline, CoordinationEndpointID: "ce-1", TamqEndpointID: "tmux-amq-1",
 		LocalLeaseID: "m1", WakeOutcome: WakeResumed, PolicyProfile: "default@1", ConfigVersion: "cfg", UpdatedAt: t0,
 	}
@@ -210,7 +210,7 @@ func TestExpire(t *testing.T) {
 		}
 	}
 	noRetry := timing
-	noRetry.MaxAttempts = 0
+	noRetry.MaxRetries = 0
 	noBackoff := timing
 	noBackoff.Backoff = nil
 	runCases(t, []transitionCase{
@@ -228,20 +228,20 @@ func TestExpire(t *testing.T) {
 			want: with(in(Checkpointed, 1), retry(2, 5*time.Second))},
 		{name: "the last attempt is exhausted", from: in(Running, 3), step: expire(late, timing), changed: true,
 			want: with(in(Running, 3), func(l *Lease) { l.State, l.StopReason, l.UpdatedAt = Stopped, StopExhausted, late })},
-		{name: "no retries: the first attempt is the last", from: with(in(Offered, 1), func(l *Lease) { l.MaxAttempts = 0 }),
+		{name: "no retries: the first attempt is the last", from: with(in(Offered, 1), func(l *Lease) { l.MaxRetries = 0 }),
 			step: expire(late, noRetry), changed: true,
-			want: with(in(Offered, 1), func(l *Lease) { l.MaxAttempts, l.State, l.StopReason, l.UpdatedAt = 0, Stopped, StopExhausted, late })},
+			want: with(in(Offered, 1), func(l *Lease) { l.MaxRetries, l.State, l.StopReason, l.UpdatedAt = 0, Stopped, StopExhausted, late })},
 		{name: "the lease's budget, not today's configuration", from: in(Offered, 1), step: expire(late, noRetry), changed: true,
 			want: with(in(Offered, 1), retry(2, 5*time.Second))},
-		{name: "beyond the backoff list: its last entry", from: with(in(Running, 5), func(l *Lease) { l.MaxAttempts = 9 }),
+		{name: "beyond the backoff list: its last entry", from: with(in(Running, 5), func(l *Lease) { l.MaxRetries = 9 }),
 			step: expire(late, timing), changed: true,
-			want: with(in(Running, 5), func(l *Lease) { l.MaxAttempts = 9; retry(6, time.Minute)(l) })},
+			want: with(in(Running, 5), func(l *Lease) { l.MaxRetries = 9; retry(6, time.Minute)(l) })},
 		{name: "no backoff configured: due at once", from: in(Offered, 1), step: expire(late, noBackoff), changed: true,
 			want: with(in(Offered, 1), retry(2, 0))},
 		{name: "offered, its wake never answered: withdrawn, nothing spent", from: with(in(Offered, 2), func(l *Lease) { l.WakeOutcome, l.LocalLeaseID = "", "" }),
 			step: expire(late, timing), changed: true,
 			want: with(in(Offered, 2), func(l *Lease) {
-				l.State, l.Attempt, l.MaxAttempts, l.NextRetryAt, l.LocalLeaseID, l.WakeOutcome, l.UpdatedAt = RetryWait, 3, 3, late, "", "", late
+				l.State, l.Attempt, l.MaxRetries, l.NextRetryAt, l.LocalLeaseID, l.WakeOutcome, l.UpdatedAt = RetryWait, 3, 3, late, "", "", late
 			})},
 		{name: "before its deadline", from: in(Running, 1), step: expire(deadline.Add(-time.Millisecond), timing), code: errs.Conflict},
 		{name: "in retry_wait", from: in(RetryWait, 2), step: expire(late, timing), code: errs.LeaseState},
@@ -284,7 +284,7 @@ func TestWithdrawPostponeStop(t *testing.T) {
 		{name: "a held wake withdrawn: a new number, the budget grown with it", from: in(Offered, 2),
 			step: func(l Lease) (Lease, bool, error) { return l.WithdrawHeld(now, until) }, changed: true,
 			want: with(in(Offered, 2), func(l *Lease) {
-				l.State, l.Attempt, l.MaxAttempts, l.NextRetryAt, l.LocalLeaseID, l.WakeOutcome, l.UpdatedAt = RetryWait, 3, 3, until, "", "", now
+				l.State, l.Attempt, l.MaxRetries, l.NextRetryAt, l.LocalLeaseID, l.WakeOutcome, l.UpdatedAt = RetryWait, 3, 3, until, "", "", now
 			})},
 		{name: "a wake never queued is not held", from: with(in(Offered, 1), func(l *Lease) { l.WakeOutcome = "" }),
 			step: func(l Lease) (Lease, bool, error) { return l.WithdrawHeld(now, until) }, code: errs.LeaseState},
@@ -310,7 +310,7 @@ func TestWithdrawPostponeStop(t *testing.T) {
 		{name: "a stopped lease stops no more", from: in(Stopped, 1),
 			step: func(l Lease) (Lease, bool, error) { return l.Stop("x", now) }, code: errs.LeaseState},
 	})
-	if !Withdrawn(in(Offered, 1), with(in(Offered, 1), func(l *Lease) { l.MaxAttempts++ })) || Withdrawn(in(Offered, 1), in(RetryWait, 2)) {
+	if !Withdrawn(in(Offered, 1), with(in(Offered, 1), func(l *Lease) { l.MaxRetries++ })) || Withdrawn(in(Offered, 1), in(RetryWait, 2)) {
 		t.Error("Withdrawn")
 	}
 }
@@ -468,7 +468,7 @@ func TestOffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Lease{ID: "L1", TriggerID: "T1", Owner: Owner, TargetRepo: "net", TargetAgent: "codex", State: Offered,
-		Attempt: 1, MaxAttempts: 2, AcquiredAt: t0, ExpiresAt: at(30 * time.Second), UpdatedAt: t0}
+		Attempt: 1, MaxRetries: 2, AcquiredAt: t0, ExpiresAt: at(30 * time.Second), UpdatedAt: t0}
 	if l != want {
 		t.Errorf("got\n%+v\nwant\n%+v", l, want)
 	}
@@ -487,11 +487,11 @@ func TestOffer(t *testing.T) {
 }
 
 // TestAttempts follows a lease no agent ever answers through all its
-// attempts: offered 1+MaxAttempts times, then stopped.
+// attempts: offered 1+MaxRetries times, then stopped.
 func TestAttempts(t *testing.T) {
 	for _, maxAttempts := range []int{0, 1, 2, 5} {
 		tm := timing
-		tm.MaxAttempts = maxAttempts
+		tm.MaxRetries = maxAttempts
 		now := t0
 		l, err := Offer(Trigger{ID: "T1", TargetRepo: "net"}, "L1", now, tm)
 		if err != nil {

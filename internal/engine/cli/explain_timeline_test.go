@@ -33,7 +33,7 @@ func seedStory(t *testing.T, p paths.Paths) {
 	ctx := context.Background()
 	st := seedStore(t, p)
 	defer st.DB.Close()
-	timing := lease.Timing{AckTimeout: time.Minute, RenewInterval: time.Minute, MissedRenewals: 3, Backoff: []time.Duration{time.Second}, MaxAttempts: 2}
+	timing := lease.Timing{AckTimeout: time.Minute, RenewInterval: time.Minute, MissedRenewals: 3, Backoff: []time.Duration{time.Second}, MaxRetries: 2}
 	task := lease.Trigger{Source: lease.SourceTask, SourceID: "T-1", TargetRepo: "alpha", TaskID: "T-1", Reason: lease.TaskActionable}
 	check := func(err error) {
 		t.Helper()

@@ -30,7 +30,7 @@ func seedMore(t *testing.T, p paths.Paths) string {
 	ctx := context.Background()
 	st := seedStore(t, p)
 	defer st.DB.Close()
-	timing := lease.Timing{AckTimeout: time.Hour, RenewInterval: time.Hour, MissedRenewals: 3, Backoff: []time.Duration{time.Second}, MaxAttempts: 4}
+	timing := lease.Timing{AckTimeout: time.Hour, RenewInterval: time.Hour, MissedRenewals: 3, Backoff: []time.Duration{time.Second}, MaxRetries: 4}
 	offer := func(task, repo string) lease.Lease {
 		tr, _, err := st.Triggers.AddTrigger(ctx, lease.Trigger{Source: lease.SourceTask, SourceID: task, SourceRevision: "1",
 			TargetRepo: repo, TaskID: task, Reason: lease.TaskActionable})

@@ -53,7 +53,7 @@ func seedLease(t *testing.T, p paths.Paths) string {
 	ctx := context.Background()
 	st := seedStore(t, p)
 	defer st.DB.Close()
-	timing := lease.Timing{AckTimeout: time.Minute, RenewInterval: time.Minute, MissedRenewals: 3, Backoff: []time.Duration{time.Second}, MaxAttempts: 2}
+	timing := lease.Timing{AckTimeout: time.Minute, RenewInterval: time.Minute, MissedRenewals: 3, Backoff: []time.Duration{time.Second}, MaxRetries: 2}
 	tr, _, err := st.Triggers.AddTrigger(ctx, lease.Trigger{Source: lease.SourceTask, SourceID: "T-1", SourceRevision: "1",
 		TargetRepo: "alpha", TaskID: "T-1", Reason: lease.TaskActionable})
 	if err != nil {

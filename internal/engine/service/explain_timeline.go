@@ -136,7 +136,7 @@ func receiptEntry(t lease.Trigger, l lease.Lease, r receipt.Receipt, cps []lease
 	e := api.TimelineEntry{At: r.At, TriggerID: r.TriggerID, LeaseID: r.LeaseID, Attempt: r.Attempt, Reason: r.Reason,
 		By: str("by"), ByRepo: str("by_repo"), Result: str("result"), Gate: str("gate")}
 	if l.ID != "" {
-		e.MaxAttempts = l.MaxAttempts + 1 // as the lease says it: every attempt, the first and its retries
+		e.MaxAttempts = l.Attempts() // as the lease says it: every attempt, the first and its retries
 	}
 	if !r.NextRetryAt.IsZero() {
 		until := r.NextRetryAt.UTC()
@@ -249,7 +249,7 @@ func lastRenewal(l lease.Lease, rs []receipt.Receipt) (api.TimelineEntry, bool) 
 	}
 	until := l.ExpiresAt.UTC()
 	return api.TimelineEntry{At: l.UpdatedAt, Kind: api.TimelineRenewed, TriggerID: l.TriggerID, LeaseID: l.ID,
-		Attempt: l.Attempt, MaxAttempts: l.MaxAttempts + 1, Until: &until,
+		Attempt: l.Attempt, MaxAttempts: l.Attempts(), Until: &until,
 		Text: fmt.Sprintf("lease %s renewed, the latest renewal: it holds until %s", l.ID, until.Format(time.RFC3339))}, true
 }
 

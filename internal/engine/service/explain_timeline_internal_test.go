@@ -27,7 +27,7 @@ import (
 var storyStart = time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
 
 var storyTiming = lease.Timing{AckTimeout: 30 * time.Second, RenewInterval: 10 * time.Second, MissedRenewals: 3,
-	Backoff: []time.Duration{15 * time.Second}, MaxAttempts: 2}
+	Backoff: []time.Duration{15 * time.Second}, MaxRetries: 2}
 
 // storyStore is an engine database on a clock the test moves.
 func storyStore(t *testing.T) (*store.Store, *clock.Fake) {

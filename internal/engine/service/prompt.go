@@ -73,7 +73,7 @@ func (pr *prompts) templatesFor(repo string, registry func() (*gita.Registry, er
 // secret material; rule names what was found (never the text). Both forms
 // of the prompt hold the same tracker text, so one is scanned.
 func (pr *prompts) scanPrompt(t lease.Trigger, reg func() (*gita.Registry, error)) (string, bool) {
-	in := pr.promptInput(t, scanLeaseID, 1, pr.timing.MaxAttempts+1, reg)
+	in := pr.promptInput(t, scanLeaseID, 1, 1+pr.timing.MaxRetries, reg)
 	f, hit := secretscan.Scan(prompt.Build(in))
 	return f.Rule, hit
 }

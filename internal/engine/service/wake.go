@@ -93,7 +93,7 @@ func (wh *wakeHandler) wake(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Re
 			}
 			out := api.LeaseOf(l)
 			return api.WakeResult{Trigger: api.TriggerOf(t), Lease: &out, Existing: true,
-				Reason: fmt.Sprintf("task %s already has lease %s (%s, attempt %d of %d); nothing new was sent", args.Task, l.ID, l.State, l.Attempt, l.MaxAttempts+1)}, nil
+				Reason: fmt.Sprintf("task %s already has lease %s (%s, attempt %d of %d); nothing new was sent", args.Task, l.ID, l.State, l.Attempt, l.Attempts())}, nil
 		}
 	} else if !args.Force {
 		if busy, err := wh.router.busyWith(ctx, args.Repo, ""); err != nil {

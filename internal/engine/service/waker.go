@@ -165,7 +165,7 @@ func (wk *waker) wakeRequest(ctx context.Context, l lease.Lease) (tamqapi.WakeRe
 	if l.Attempt > 1 {
 		reason = lease.RetryDue
 	}
-	in := wk.prompts.promptInput(t, l.ID, l.Attempt, l.MaxAttempts+1, wk.registry)
+	in := wk.prompts.promptInput(t, l.ID, l.Attempt, l.Attempts(), wk.registry)
 	in.Trigger.Reason = string(reason)
 	req := tamqapi.WakeRequest{
 		LeaseID: l.ID, Attempt: l.Attempt, TargetRepo: l.TargetRepo, TargetAgent: l.TargetAgent,

@@ -237,7 +237,7 @@ func working(f Facts, l lease.Lease) Standing {
 }
 
 func leaseStanding(k Kind, l lease.Lease) Standing {
-	return Standing{Kind: k, LeaseID: l.ID, Attempt: l.Attempt, MaxAttempts: l.MaxAttempts}
+	return Standing{Kind: k, LeaseID: l.ID, Attempt: l.Attempt, MaxAttempts: l.Attempts()}
 }
 
 // heldFor reports whether a leased trigger's work waits for what only a

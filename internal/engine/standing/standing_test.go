@@ -34,7 +34,7 @@ func TestOfSaysWhatEachTaskWaitsFor(t *testing.T) {
 	trig := func(state lease.TriggerState) lease.Trigger {
 		return lease.Trigger{ID: "tr-1", TaskID: "T-1", TargetRepo: "beta", State: state}
 	}
-	live := lease.Lease{ID: "L-1", TriggerID: "tr-1", State: lease.Running, Attempt: 2, MaxAttempts: 4,
+	live := lease.Lease{ID: "L-1", TriggerID: "tr-1", State: lease.Running, Attempt: 2, MaxRetries: 4,
 		AcquiredAt: now.Add(-5 * time.Minute), UpdatedAt: now.Add(-4 * time.Second)}
 	notActionable := func(v observe.TaskView, waiting string, deps ...observe.Dep) observe.TaskView {
 		v.Actionable, v.Waiting, v.Deps = false, waiting, deps
@@ -204,6 +204,11 @@ func TestOfSaysWhatEachTaskWaitsFor(t *testing.T) {
 		}
 		if want := c.facts.Task.Skipped != "" && c.kind == NeedsYou; (s.Skipped != "") != want {
 			t.Errorf("%s: Skipped %q", c.name, s.Skipped)
+		}
+		// A lease's attempts are told in all, as the prompt and the leases
+		// listing say them ("attempt 2 of 5"), not its retries.
+		if s.LeaseID == live.ID && s.MaxAttempts != 5 {
+			t.Errorf("%s: attempt %d of %d, want of 5", c.name, s.Attempt, s.MaxAttempts)
 		}
 	}
 }

@@ -181,10 +181,10 @@ func TestStoreRecovery(t *testing.T) {
 	if len(expired) != 2 || expired[0].ID != waiting.ID || expired[1].ID != working.ID {
 		t.Fatalf("expired %+v", expired)
 	}
-	if l := expired[0]; l.State != lease.RetryWait || l.Attempt != 2 || l.MaxAttempts != waiting.MaxAttempts+1 || !l.NextRetryAt.Equal(c.Now()) {
+	if l := expired[0]; l.State != lease.RetryWait || l.Attempt != 2 || l.MaxRetries != waiting.MaxRetries+1 || !l.NextRetryAt.Equal(c.Now()) {
 		t.Errorf("withdrawn %+v", l)
 	}
-	if l := expired[1]; l.State != lease.RetryWait || l.Attempt != 2 || l.MaxAttempts != working.MaxAttempts || !l.NextRetryAt.Equal(c.Now().Add(5*time.Second)) {
+	if l := expired[1]; l.State != lease.RetryWait || l.Attempt != 2 || l.MaxRetries != working.MaxRetries || !l.NextRetryAt.Equal(c.Now().Add(5*time.Second)) {
 		t.Errorf("expired %+v", l)
 	}
 	noContentInReceipts(t, s, progress.Summary, progress.NextAction)

@@ -21,7 +21,7 @@ func scanLease(row scanner) (lease.Lease, error) {
 	var l lease.Lease
 	var state, outcome, released string
 	var acquired, expires, next, checkpoint, updated, acked int64
-	err := row.Scan(&l.ID, &l.TriggerID, &l.Owner, &l.TargetRepo, &l.TargetAgent, &state, &l.Attempt, &l.MaxAttempts,
+	err := row.Scan(&l.ID, &l.TriggerID, &l.Owner, &l.TargetRepo, &l.TargetAgent, &state, &l.Attempt, &l.MaxRetries,
 		&acquired, &expires, &next, &checkpoint, &l.CoordinationEndpointID,
 		&l.TamqEndpointID, &l.LocalLeaseID, &outcome, &l.StopReason,
 		&l.PolicyProfile, &l.ConfigVersion, &updated, &released, &l.AckedBy, &acked)
@@ -143,7 +143,7 @@ func (s *Leases) insertLeaseTx(tx *sql.Tx, l lease.Lease) error {
 	_, err := s.DB.TxExec(tx, `INSERT INTO leases (lease_id, trigger_id, owner, target_repo, target_agent, state, attempt, max_attempts,
 		acquired_at, expires_at, coordination_endpoint_id, policy_profile, config_version, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		l.ID, l.TriggerID, l.Owner, l.TargetRepo, sqlitedb.NullString(l.TargetAgent), string(l.State), l.Attempt, l.MaxAttempts,
+		l.ID, l.TriggerID, l.Owner, l.TargetRepo, sqlitedb.NullString(l.TargetAgent), string(l.State), l.Attempt, l.MaxRetries,
 		sqlitedb.Millis(l.AcquiredAt), sqlitedb.Millis(l.ExpiresAt), sqlitedb.NullString(l.CoordinationEndpointID), l.PolicyProfile, l.ConfigVersion, sqlitedb.Millis(l.UpdatedAt))
 	return err
 }
@@ -153,7 +153,7 @@ func (s *Leases) saveLeaseTx(tx *sql.Tx, l lease.Lease) error {
 	_, err := s.DB.TxExec(tx, `UPDATE leases SET state = ?, attempt = ?, max_attempts = ?, acquired_at = ?, expires_at = ?, next_retry_at = ?,
 		last_checkpoint_at = ?, coordination_endpoint_id = ?, tamq_endpoint_id = ?, local_lease_id = ?, wake_outcome = ?,
 		stop_reason = ?, updated_at = ?, released = ?, acked_by = ?, acked_at = ? WHERE lease_id = ?`,
-		string(l.State), l.Attempt, l.MaxAttempts, sqlitedb.Millis(l.AcquiredAt), sqlitedb.Millis(l.ExpiresAt), sqlitedb.NullMillis(l.NextRetryAt),
+		string(l.State), l.Attempt, l.MaxRetries, sqlitedb.Millis(l.AcquiredAt), sqlitedb.Millis(l.ExpiresAt), sqlitedb.NullMillis(l.NextRetryAt),
 		sqlitedb.NullMillis(l.LastCheckpointAt), sqlitedb.NullString(l.CoordinationEndpointID), sqlitedb.NullString(l.TamqEndpointID), sqlitedb.NullString(l.LocalLeaseID), sqlitedb.NullString(string(l.WakeOutcome)),
 		sqlitedb.NullString(l.StopReason), sqlitedb.Millis(l.UpdatedAt), sqlitedb.NullString(string(l.Released)),
 		sqlitedb.NullString(l.AckedBy), sqlitedb.NullMillis(l.AckedAt), l.ID)
@@ -255,7 +255,7 @@ func (s *Leases) Offer(ctx context.Context, triggerID, endpointID, leaseID strin
 			return err
 		}
 		r := leaseReceipt(l, KindLeaseOffered, string(tr.Reason))
-		r.At, r.Detail["max_attempts"] = now, l.MaxAttempts
+		r.At, r.Detail["max_retries"] = now, l.MaxRetries
 		out = l
 		return s.receipts.addReceiptTx(tx, r)
 	})

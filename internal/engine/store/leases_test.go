@@ -113,7 +113,7 @@ func TestStoreOffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := lease.Lease{ID: l.ID, TriggerID: tr.ID, Owner: lease.Owner, TargetRepo: "net", State: lease.Offered, Attempt: 1, MaxAttempts: 2,
+	want := lease.Lease{ID: l.ID, TriggerID: tr.ID, Owner: lease.Owner, TargetRepo: "net", State: lease.Offered, Attempt: 1, MaxRetries: 2,
 		AcquiredAt: c.Now(), ExpiresAt: c.Now().Add(30 * time.Second), CoordinationEndpointID: ep.ID,
 		PolicyProfile: "default@1", ConfigVersion: "cfg", UpdatedAt: c.Now()}
 	if l != want || getLease(t, s, l.ID) != want {
@@ -435,7 +435,7 @@ func TestStoreRecordWake(t *testing.T) {
 				// No window could take it: the attempt is withdrawn and costs
 				// nothing (the same attempt is offered again: tamq queued
 				// nothing under it); the trigger says why it waits.
-				if stored.State != lease.RetryWait || stored.Attempt != 1 || stored.MaxAttempts != l.MaxAttempts ||
+				if stored.State != lease.RetryWait || stored.Attempt != 1 || stored.MaxRetries != l.MaxRetries ||
 					!stored.NextRetryAt.Equal(tt.w.Until) {
 					t.Errorf("lease %+v", stored)
 				}
@@ -595,7 +595,7 @@ func TestStoreHeldWakes(t *testing.T) {
 		mark := lastReceipt(t, s)
 		until := c.Now().Add(timing.AckTimeout)
 		got := must[lease.Lease](t)(s.Leases.HoldWake(ctx, l.ID, 1, until, lease.WaitDialog, "net"))
-		if got.State != lease.Offered || got.Attempt != 1 || got.MaxAttempts != l.MaxAttempts || !got.ExpiresAt.Equal(until) {
+		if got.State != lease.Offered || got.Attempt != 1 || got.MaxRetries != l.MaxRetries || !got.ExpiresAt.Equal(until) {
 			t.Errorf("held lease %+v", got)
 		}
 		if tr := getTrigger(t, s, l.TriggerID); tr.Wait != lease.WaitDialog || tr.WaitDetail != "net" {
@@ -622,7 +622,7 @@ func TestStoreHeldWakes(t *testing.T) {
 	other := offered(t, s, "2")
 	other = must[lease.Lease](t)(s.Leases.RecordWake(ctx, other.ID, 1, WakeRecord{Capability: "resumed", MessageID: "m-2"}))
 	got := must[lease.Lease](t)(s.Leases.WithdrawHeldWake(ctx, other.ID, 1, c.Now(), lease.WaitNoWindow, "endpoint tmux-amq-1 is gone"))
-	if got.State != lease.RetryWait || got.Attempt != 2 || got.MaxAttempts != other.MaxAttempts+1 || !got.NextRetryAt.Equal(c.Now()) {
+	if got.State != lease.RetryWait || got.Attempt != 2 || got.MaxRetries != other.MaxRetries+1 || !got.NextRetryAt.Equal(c.Now()) {
 		t.Errorf("withdrawn lease %+v", got)
 	}
 	if tr := getTrigger(t, s, other.TriggerID); tr.Wait != lease.WaitNoWindow {

@@ -33,7 +33,7 @@ var timing = lease.Timing{
 	RenewInterval:  time.Minute,
 	MissedRenewals: 3,
 	Backoff:        []time.Duration{5 * time.Second, 15 * time.Second},
-	MaxAttempts:    2,
+	MaxRetries:     2,
 }
 
 // held is how long a renewal keeps a lease.
