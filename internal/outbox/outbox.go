@@ -18,6 +18,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
+	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
 // Timing paces a publisher.
@@ -46,11 +47,11 @@ type Publisher struct {
 	Clock  clock.Clock
 	Log    *slog.Logger
 
-	kickOnce sync.Once
-	kick     chan struct{} // receipts were written
-	retry    chan struct{} // the way to State Hub changed or came back: try at once
-	mu       sync.Mutex
-	state    Status
+	signalsOnce sync.Once
+	written     wakeup.Signal // receipts were written
+	retry       wakeup.Signal // the way to State Hub changed or came back: try at once
+	mu          sync.Mutex
+	state       Status
 }
 
 // Status is how publishing went, for the programs' status.
@@ -65,28 +66,22 @@ type Status struct {
 	Paused bool
 }
 
-func (p *Publisher) channels() {
-	p.kickOnce.Do(func() { p.kick, p.retry = make(chan struct{}, 1), make(chan struct{}, 1) })
+// signals makes the wake-ups on first use: a Publisher is a literal.
+func (p *Publisher) signals() {
+	p.signalsOnce.Do(func() { p.written, p.retry = wakeup.New(), wakeup.New() })
 }
 
 // Kick says receipts were written: cheap, never blocks the writer.
 func (p *Publisher) Kick() {
-	p.channels()
-	signal(p.kick)
+	p.signals()
+	p.written.Wake()
 }
 
 // Retry says the way to State Hub changed (tamq attached or detached) or
 // State Hub answers again: worth a try at once, whatever the backoff.
 func (p *Publisher) Retry() {
-	p.channels()
-	signal(p.retry)
-}
-
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
+	p.signals()
+	p.retry.Wake()
 }
 
 // Status is the publisher's last outcome.
@@ -98,7 +93,7 @@ func (p *Publisher) Status() Status {
 
 // Run publishes until ctx ends.
 func (p *Publisher) Run(ctx context.Context) {
-	p.channels()
+	p.signals()
 	delay := time.Duration(0) // the backoff, zero while State Hub takes receipts
 	for {
 		more, err := p.publishBatch(ctx)
@@ -119,7 +114,7 @@ func (p *Publisher) Run(ctx context.Context) {
 			continue
 		}
 		// While State Hub fails, new receipts do not make it ask sooner.
-		kick := p.kick
+		kick := p.written.C()
 		if delay > 0 {
 			kick = nil
 		}
@@ -135,7 +130,7 @@ func (p *Publisher) Run(ctx context.Context) {
 				case <-p.Clock.After(p.Timing.Gather):
 				}
 			}
-		case <-p.retry:
+		case <-p.retry.C():
 			delay = 0
 		}
 	}
