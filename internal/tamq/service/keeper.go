@@ -9,7 +9,6 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/engineapi"
-	"github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
@@ -33,7 +32,7 @@ type keeper struct {
 	// engine is coordination-engine's client, reader the database (a
 	// window's last wake), brokers the sessions whose reports say what an
 	// agent does.
-	engine  *engineclient.Client
+	engine  leaseCalls
 	reader  *sql.DB
 	brokers brokerViews
 
@@ -44,6 +43,13 @@ type keeper struct {
 	// look makes the keeper look at its leases now: a broker reported a
 	// change, or a wake was written.
 	look wakeup.Signal
+}
+
+// leaseCalls are the engine's calls the keeper makes for an agent
+// (engineclient.Client's).
+type leaseCalls interface {
+	Ack(ctx context.Context, args engineapi.LeaseArgs) (engineapi.Lease, error)
+	Renew(ctx context.Context, args engineapi.LeaseArgs) (engineapi.Lease, error)
 }
 
 // brokerViews has the latest report of a window's broker (brokerTable.view).
@@ -107,7 +113,7 @@ func (k *keeper) run(ctx context.Context) {
 
 // keepOnce acknowledges or renews each held lease whose window's broker
 // says so now, and says how soon the next renewal is due.
-func (k *keeper) keepOnce(ctx context.Context, c *engineclient.Client) (next time.Duration) {
+func (k *keeper) keepOnce(ctx context.Context, c leaseCalls) (next time.Duration) {
 	next = keeperIdle
 	defer func() {
 		now := k.clock.Now()
@@ -174,7 +180,7 @@ func working(st api.BrokerState) bool {
 
 // keepCall makes one ack or renewal and records its outcome on the lease
 // (still kl: a newer wake may have replaced it meanwhile).
-func (k *keeper) keepCall(ctx context.Context, c *engineclient.Client, key string, kl *keptLease, call func(context.Context) (engineapi.Lease, error), ack bool) {
+func (k *keeper) keepCall(ctx context.Context, c leaseCalls, key string, kl *keptLease, call func(context.Context) (engineapi.Lease, error), ack bool) {
 	cctx, cancel := context.WithTimeout(ctx, engineAskTimeout)
 	got, err := call(cctx)
 	cancel()
