@@ -224,7 +224,7 @@ func TestAckExpiryFailureIsLoggedAndRetried(t *testing.T) {
 	svc, p := setupIn(t, root, Options{Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx := context.Background()
 	past := time.Now().Add(-time.Minute)
-	awaitingAck(t, svc, past, past)
+	awaitingAck(t, svc, 1, past, past)
 	// Another connection holds the write lock: every write of the service fails.
 	holder, err := sql.Open("sqlite", "file:"+p.Database+"?_txlock=immediate")
 	if err != nil {
