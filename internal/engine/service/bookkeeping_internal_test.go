@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,32 +10,18 @@ import (
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lease"
-	"github.com/tmux-amq/tamq/internal/paths"
 )
 
 // The triggers the engine remembers as settled go from its memory when the
 // purge deletes them from the store: a task revised every day for years
 // leaves neither rows nor keys behind, only its newest trigger.
 func TestSettledKeysGoWithTheirPurgedTriggers(t *testing.T) {
-	root := t.TempDir()
-	p, err := paths.Resolve(paths.Engine, func(k string) string {
-		return map[string]string{"HOME": root, "XDG_STATE_HOME": filepath.Join(root, "s"), "XDG_RUNTIME_DIR": filepath.Join(root, "r"),
-			"XDG_CONFIG_HOME": filepath.Join(root, "c")}[k]
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A clock a millisecond on at every reading: each revision is observed
 	// after the one before, as the purge needs to tell the newest.
 	t0 := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
 	clk := &tickingClock{start: t0}
-	cfg := config.Defaults(p)
-	cfg.StateHub.APIBase = "http://127.0.0.1:1"
-	s, err := Start(context.Background(), Options{Paths: p, Config: cfg, Clock: clk, Registry: func() (*gita.Registry, error) { return &gita.Registry{}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.d.Close)
+	s := inProcessEngineOpts(t, func(cfg *config.Loaded) { cfg.StateHub.APIBase = "http://127.0.0.1:1" },
+		Options{Clock: clk, Registry: func() (*gita.Registry, error) { return &gita.Registry{}, nil }})
 	ctx := context.Background()
 	const revisions = 50
 	var newest string

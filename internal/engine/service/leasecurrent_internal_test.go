@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,29 +13,16 @@ import (
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/lease"
-	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/unixrpc"
 )
 
 // lease_current is what tamq asks before it types a wake: only the attempt
 // the engine is offering now is current, and every other answer says why.
 func TestLeaseCurrentAnswersOnlyTheAttemptOnOffer(t *testing.T) {
-	root := t.TempDir()
-	p, err := paths.Resolve(paths.Engine, func(k string) string {
-		return map[string]string{"HOME": root, "XDG_STATE_HOME": filepath.Join(root, "s"), "XDG_RUNTIME_DIR": filepath.Join(root, "r"),
-			"XDG_CONFIG_HOME": filepath.Join(root, "c")}[k]
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Defaults(p)
-	cfg.StateHub.APIBase = "http://127.0.0.1:1"
 	clk := clock.NewFake(time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC))
-	s, err := Start(context.Background(), Options{Paths: p, Config: cfg, Clock: clk, Registry: func() (*gita.Registry, error) { return &gita.Registry{}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.d.Close)
+	s := inProcessEngineOpts(t, func(cfg *config.Loaded) { cfg.StateHub.APIBase = "http://127.0.0.1:1" },
+		Options{Clock: clk, Registry: func() (*gita.Registry, error) { return &gita.Registry{}, nil }})
+	cfg := s.opts.Config
 	ctx := context.Background()
 	handlers := &leaseHandlers{store: s.store, log: s.log, timing: Timing(cfg.Config)}
 	ask := func(id string, attempt int) (api.LeaseCurrentResult, error) {

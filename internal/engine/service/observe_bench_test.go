@@ -114,6 +114,15 @@ func inProcessEngine(b testing.TB, base string) *Service {
 // and the clock clk (nil: the system's).
 func inProcessEngineWith(b testing.TB, set func(*config.Loaded), registry func() (*gita.Registry, error), hub statehub.Hub, clk clock.Clock) *Service {
 	b.Helper()
+	return inProcessEngineOpts(b, set, Options{Registry: registry, Hub: hub, Clock: clk})
+}
+
+// inProcessEngineOpts is an engine service (not running its workers) with
+// o's parts (tamq, State Hub's driver, the clock, the registry) in paths
+// and a configuration of its own, the defaults as set (when not nil)
+// changes them.
+func inProcessEngineOpts(b testing.TB, set func(*config.Loaded), o Options) *Service {
+	b.Helper()
 	root := b.TempDir()
 	p, err := paths.Resolve(paths.Engine, func(k string) string {
 		return map[string]string{"HOME": root, "XDG_STATE_HOME": filepath.Join(root, "s"), "XDG_RUNTIME_DIR": filepath.Join(root, "r"),
@@ -122,9 +131,11 @@ func inProcessEngineWith(b testing.TB, set func(*config.Loaded), registry func()
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := config.Defaults(p)
-	set(cfg)
-	s, err := Start(context.Background(), Options{Paths: p, Config: cfg, Registry: registry, Hub: hub, Clock: clk})
+	o.Paths, o.Config = p, config.Defaults(p)
+	if set != nil {
+		set(o.Config)
+	}
+	s, err := Start(context.Background(), o)
 	if err != nil {
 		b.Fatal(err)
 	}
