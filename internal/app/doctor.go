@@ -3,6 +3,8 @@ package app
 import (
 	"strings"
 
+	"github.com/dustin/go-humanize/english"
+
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/doctor"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -51,7 +53,7 @@ func Doctor(a *App, checks []doctor.Check) error {
 	if len(failed) == 0 {
 		return nil
 	}
-	return errs.New(errs.Unavailable, "%d %s failed: %s", len(failed), plural(len(failed), "check"), strings.Join(failed, ", ")).
+	return errs.New(errs.Unavailable, "%d %s failed: %s", len(failed), english.PluralWord(len(failed), "check", ""), strings.Join(failed, ", ")).
 		WithHint("each failed check says its fix")
 }
 
@@ -79,13 +81,6 @@ func printDoctor(a *App, r doctor.Report) {
 		return
 	}
 	failed, warned := len(r.Names(doctor.Fail)), len(r.Names(doctor.Warn))
-	a.Printf("%s doctor: %d %s failed, %d %s, %d ok\n", a.Name(), failed, plural(failed, "check"), warned,
-		plural(warned, "warning"), len(r.Checks)-failed-warned)
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return word
-	}
-	return word + "s"
+	a.Printf("%s doctor: %d %s failed, %d %s, %d ok\n", a.Name(), failed, english.PluralWord(failed, "check", ""), warned,
+		english.PluralWord(warned, "warning", ""), len(r.Checks)-failed-warned)
 }

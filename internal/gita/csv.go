@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/dustin/go-humanize/english"
+
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/textsafe"
 )
@@ -25,7 +27,7 @@ func parseRepos(file string, data []byte) ([]row, error) {
 	firstLine := map[string]int{}
 	err := readCSV(file, data, ',', func(rec []string, line int) error {
 		if len(rec) < 2 || len(rec) > 4 {
-			return lineError(file, line, "row has %d %s, want path,name[,type,flags]", len(rec), plural(len(rec), "field"))
+			return lineError(file, line, "row has %d %s, want path,name[,type,flags]", len(rec), english.PluralWord(len(rec), "field", ""))
 		}
 		rec = append(rec, "", "")[:4]
 		repo := Repo{Path: rec[0], Name: rec[1], Type: rec[2], RawFlags: rec[3], Flags: strings.Fields(rec[3])}
@@ -124,11 +126,4 @@ func readCSV(file string, data []byte, comma rune, fn func(rec []string, line in
 func lineError(file string, line int, format string, args ...any) *errs.Error {
 	return errs.New(errs.RegistryError, "%s:%d: %s", file, line, fmt.Sprintf(format, args...)).
 		WithHint("fix or delete line %d of %s (see `gita ls`)", line, file)
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return word
-	}
-	return word + "s"
 }

@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/dustin/go-humanize/english"
+
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/doctor"
 	"github.com/tmux-amq/tamq/internal/statehub/beads"
@@ -71,16 +73,9 @@ func databasesCheck(ctx context.Context, d *beads.Driver, cfg *config.Loaded) do
 	case len(r.Watched) == 0:
 		return doctor.Warning(name, "no gita repo has a .beads/ database: nothing is watched", "run `bd init` in each repo whose work beads tracks")
 	}
-	detail := fmt.Sprintf("%d %s watched", len(r.Watched), plural(len(r.Watched), "database", "databases"))
+	detail := fmt.Sprintf("%d %s watched", len(r.Watched), english.PluralWord(len(r.Watched), "database", "databases"))
 	if len(none) > 0 {
-		detail += fmt.Sprintf("; %d %s without one (%s)", len(none), plural(len(none), "repo", "repos"), strings.Join(none, ", "))
+		detail += fmt.Sprintf("; %d %s without one (%s)", len(none), english.PluralWord(len(none), "repo", "repos"), strings.Join(none, ", "))
 	}
 	return doctor.Passed(name, detail)
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

@@ -16,8 +16,9 @@ package agentsetup
 
 import (
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/dustin/go-humanize/english"
 
 	"github.com/tmux-amq/tamq/internal/errs"
 )
@@ -79,13 +80,6 @@ func invalid(path, format string, err error) error {
 		WithHint("fix it (or move it away) and run tamq agent setup again; nothing was written")
 }
 
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return strconv.Itoa(n) + " " + many
-}
-
 // Where the loop's allow rules go by default: each repo's own files,
 // named from the repo's root. Only there do the agents apply them to that
 // repo alone: Claude Code reads a repo's .claude/settings.local.json when it
@@ -122,7 +116,7 @@ func ClaudeUserWideRules(path string, content []byte) []string {
 	if len(found) == 0 {
 		return nil
 	}
-	return []string{path + " allows " + plural(len(found), "of the loop's commands", "of the loop's commands") +
+	return []string{path + " allows " + english.Plural(len(found), "of the loop's commands", "of the loop's commands") +
 		" in every repo (" + strings.Join(found, ", ") + "; from a user-wide tamq agent setup): every Claude Code session on this machine runs them without asking; remove those rules to keep them to the repos set up here (left as it is)"}
 }
 

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/dustin/go-humanize/english"
 )
 
 // ClaudeHookEvent is a Claude Code hook event tamq's broker reads.
@@ -123,13 +125,13 @@ func ClaudeBeside(path string, old []byte, userPath string, userHooks []string) 
 	}
 
 	if len(rules) < len(Commands) {
-		res.Present = append(res.Present, plural(len(Commands)-len(rules), "loop command allowed", "loop commands allowed"))
+		res.Present = append(res.Present, english.Plural(len(Commands)-len(rules), "loop command allowed", "loop commands allowed"))
 	}
 	if n := len(ClaudeHookEvents) - len(events) - len(elsewhere); n > 0 {
-		res.Present = append(res.Present, plural(n, "hook", "hooks"))
+		res.Present = append(res.Present, english.Plural(n, "hook", "hooks"))
 	}
 	if len(elsewhere) > 0 {
-		res.LeftOut = append(res.LeftOut, plural(len(elsewhere), "hook", "hooks")+" running `"+HookCommand+"` that "+userPath+
+		res.LeftOut = append(res.LeftOut, english.Plural(len(elsewhere), "hook", "hooks")+" running `"+HookCommand+"` that "+userPath+
 			" has already ("+strings.Join(elsewhere, ", ")+"): Claude Code runs the hooks of both files, so they would run twice")
 	}
 	if len(rules) == 0 && len(events) == 0 {
@@ -138,11 +140,11 @@ func ClaudeBeside(path string, old []byte, userPath string, userHooks []string) 
 	if len(rules) > 0 {
 		perms.set("allow", encodeArray(allow))
 		root.set("permissions", perms.encode())
-		res.Added = append(res.Added, plural(len(rules), "allow rule", "allow rules")+" for coordination-engine's loop commands")
+		res.Added = append(res.Added, english.Plural(len(rules), "allow rule", "allow rules")+" for coordination-engine's loop commands")
 	}
 	if len(events) > 0 {
 		root.set("hooks", hooks.encode())
-		res.Added = append(res.Added, plural(len(events), "hook", "hooks")+" running `"+HookCommand+"` ("+strings.Join(events, ", ")+")")
+		res.Added = append(res.Added, english.Plural(len(events), "hook", "hooks")+" running `"+HookCommand+"` ("+strings.Join(events, ", ")+")")
 	}
 	content, err := render(old, root.encode())
 	if err != nil {

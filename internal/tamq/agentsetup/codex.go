@@ -6,6 +6,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/dustin/go-humanize/english"
 )
 
 // CodexRulesName is the rules file tamq writes in Codex's rules directory
@@ -62,7 +64,7 @@ func CodexRules(path string, old []byte, exists bool) Result {
 	switch {
 	case !exists:
 		return Result{Content: want, Changed: true,
-			Added: []string{plural(len(Commands), "prefix rule", "prefix rules") + " allowing coordination-engine's loop commands (outside the sandbox)"}}
+			Added: []string{english.Plural(len(Commands), "prefix rule", "prefix rules") + " allowing coordination-engine's loop commands (outside the sandbox)"}}
 	case bytes.Equal(old, want):
 		return Result{Content: old, Present: []string{"the loop's prefix rules"}}
 	default:
@@ -190,7 +192,7 @@ func CodexConfig(path string, old []byte, in CodexInput) (Result, error) {
 		res.Added = append(res.Added, s.added)
 	}
 	if trusted > 0 {
-		res.Present = append(res.Present, plural(trusted, "repo trusted", "repos trusted"))
+		res.Present = append(res.Present, english.Plural(trusted, "repo trusted", "repos trusted"))
 	}
 	res.Content, res.Changed = text, !bytes.Equal(text, old)
 	return res, nil

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/dustin/go-humanize/english"
 )
 
 // Gemini CLI keeps its settings in ~/.gemini (GEMINI_CLI_HOME in place of
@@ -66,7 +68,7 @@ func GeminiPolicy(path string, old []byte, exists bool) Result {
 	switch {
 	case !exists:
 		return Result{Content: want, Changed: true,
-			Added: []string{"a policy rule allowing coordination-engine's " + plural(len(Commands), "loop command", "loop commands")}}
+			Added: []string{"a policy rule allowing coordination-engine's " + english.Plural(len(Commands), "loop command", "loop commands")}}
 	case bytes.Equal(old, want):
 		return Result{Content: old, Present: []string{"the loop's policy rule"}}
 	default:
@@ -129,13 +131,13 @@ func GeminiSettings(path string, old []byte) (Result, error) {
 		hooks.set(ev.Name, encodeArray(append(groups, claudeHookGroup(ev))))
 	}
 	if len(events) < len(GeminiHookEvents) {
-		res.Present = append(res.Present, plural(len(GeminiHookEvents)-len(events), "hook", "hooks"))
+		res.Present = append(res.Present, english.Plural(len(GeminiHookEvents)-len(events), "hook", "hooks"))
 	}
 	if len(events) == 0 {
 		return res, nil
 	}
 	root.set("hooks", hooks.encode())
-	res.Added = append(res.Added, plural(len(events), "hook", "hooks")+" running `"+HookCommand+"` ("+strings.Join(events, ", ")+")")
+	res.Added = append(res.Added, english.Plural(len(events), "hook", "hooks")+" running `"+HookCommand+"` ("+strings.Join(events, ", ")+")")
 	content, err := render(old, root.encode())
 	if err != nil {
 		return Result{}, err
@@ -189,7 +191,7 @@ func GeminiTrustedFolders(path string, old []byte, projects []string) (Result, e
 		added = append(added, "trust for "+p)
 	}
 	if trusted > 0 {
-		res.Present = append(res.Present, plural(trusted, "repo trusted", "repos trusted"))
+		res.Present = append(res.Present, english.Plural(trusted, "repo trusted", "repos trusted"))
 	}
 	if len(added) == 0 {
 		return res, nil

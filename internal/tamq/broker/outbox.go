@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/dustin/go-humanize/english"
+
 	"github.com/tmux-amq/tamq/internal/backoff"
 	"github.com/tmux-amq/tamq/internal/errs"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
@@ -275,15 +277,7 @@ func keptNotice(kept []pending) string {
 		}
 	}
 	sort.Strings(targets)
-	return fmt.Sprintf("tamq: service down; kept %s for %s, will send when it is back", countLines(len(kept)), strings.Join(targets, ", "))
-}
-
-// countLines is n lines as the notices say it: "1 line", "3 lines".
-func countLines(n int) string {
-	if n == 1 {
-		return "1 line"
-	}
-	return fmt.Sprintf("%d lines", n)
+	return fmt.Sprintf("tamq: service down; kept %s for %s, will send when it is back", english.Plural(len(kept), "line", ""), strings.Join(targets, ", "))
 }
 
 func failureNotice(target string, err error) string {

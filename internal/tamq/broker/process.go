@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dustin/go-humanize/english"
+
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/daemon"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -107,10 +109,10 @@ func (p Process) Run() (code int, err error) {
 	}
 	model.Close() // the agent's last block goes into the outbox
 	waiting := func(n int) {
-		relay.Notice(fmt.Sprintf("tamq: the agent exited; waiting up to %s for the service to take %s", p.ExitWait, countLines(n)))
+		relay.Notice(fmt.Sprintf("tamq: the agent exited; waiting up to %s for the service to take %s", p.ExitWait, english.Plural(n, "line", "")))
 	}
 	if kept := outbox.Close(p.ExitWait, waiting); kept > 0 {
-		relay.Notice(fmt.Sprintf("tamq: service down; %s kept in %s, not sent", countLines(kept), spool.Path))
+		relay.Notice(fmt.Sprintf("tamq: service down; %s kept in %s, not sent", english.Plural(kept, "line", ""), spool.Path))
 	}
 	return code, err
 }

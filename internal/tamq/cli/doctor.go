@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize/english"
 	"github.com/spf13/cobra"
 
 	"github.com/tmux-amq/tamq/internal/app"
@@ -127,7 +128,7 @@ func windowsCheck(ctx context.Context, a *app.App, cfg *config.Loaded, running b
 		}
 	}
 	if len(ended) == 0 {
-		return doctor.Passed("windows", fmt.Sprintf("%d %s recorded, none whose agent exited or that was closed", n, plural(n, "window", "windows")))
+		return doctor.Passed("windows", fmt.Sprintf("%d %s recorded, none whose agent exited or that was closed", n, english.PluralWord(n, "window", "windows")))
 	}
 	return doctor.Warning("windows", strings.Join(ended, "; ")+" (nothing is delivered there, and `tamq start` does not run it again)",
 		"`tamq open --command CMD "+strings.Join(repos, " ")+"` runs the agent again in its window; see `tamq status`")
@@ -208,11 +209,4 @@ func engineCheck(ctx context.Context, a *app.App, running bool) doctor.Check {
 		c.Fix = "open windows with `tamq open REPO...`; tamq attaches them to the engine"
 	}
 	return c
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

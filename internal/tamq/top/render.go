@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/x/ansi"
+	"github.com/dustin/go-humanize/english"
 
 	"github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/lease"
@@ -133,7 +134,7 @@ func renderTamq(b *frame, s Snapshot) {
 		b.add("  endpoints: none (open windows with `tamq open REPO...`)")
 	}
 	for _, ep := range r.Endpoints {
-		b.add(fmt.Sprintf("  endpoint %s: %s, tmux %s, %s", esc(ep.ID), esc(ep.State), esc(ep.TmuxSocket), plural(len(ep.Windows), "window")))
+		b.add(fmt.Sprintf("  endpoint %s: %s, tmux %s, %s", esc(ep.ID), esc(ep.State), esc(ep.TmuxSocket), english.Plural(len(ep.Windows), "window", "")))
 		rows := [][]string{{"REPO", "MODE", "AGENT", "BROKER", "PROMPT", "QUEUED", "NOTE"}}
 		for _, w := range ep.Windows {
 			rows = append(rows, []string{cut(esc(w.Repo), repoCells), esc(w.Mode), agentCell(w), yesNo(w.Broker), atPrompt(w),
@@ -142,7 +143,7 @@ func renderTamq(b *frame, s Snapshot) {
 		b.table("    ", rows)
 	}
 	h := r.StateHub
-	line := fmt.Sprintf("  statehub: %s %s, %s unpublished", esc(h.APIBase), reachable(h.Reachable), plural(h.UnpublishedReceipts, "receipt"))
+	line := fmt.Sprintf("  statehub: %s %s, %s unpublished", esc(h.APIBase), reachable(h.Reachable), english.Plural(h.UnpublishedReceipts, "receipt", ""))
 	var problems []string
 	if p := h.Publishing; p != nil {
 		line += ", via " + esc(p.Via)
@@ -194,7 +195,7 @@ func renderEngine(b *frame, s Snapshot) {
 			attached++
 		}
 	}
-	tq := "  tamq: " + reachable(r.Tamq.Reachable) + ", " + plural(attached, "endpoint") + " attached"
+	tq := "  tamq: " + reachable(r.Tamq.Reachable) + ", " + english.Plural(attached, "endpoint", "") + " attached"
 	if r.Tamq.Error != "" {
 		tq += ": " + esc(r.Tamq.Error)
 	}
@@ -252,7 +253,7 @@ func engineHub(h engineapi.StateHubStatus, now time.Time) string {
 	if b := h.Budget; b != nil {
 		parts = append(parts, fmt.Sprintf("%d of %d requests left", b.Remaining, b.Limit))
 	}
-	parts = append(parts, plural(h.UnpublishedReceipts, "receipt")+" waiting")
+	parts = append(parts, english.Plural(h.UnpublishedReceipts, "receipt", "")+" waiting")
 	if h.LastPublish != nil {
 		parts = append(parts, "last published "+reltime.Ago(*h.LastPublish, now))
 	}
@@ -345,13 +346,6 @@ func reachable(v bool) string {
 		return "reachable"
 	}
 	return "NOT reachable"
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
 }
 
 func seconds(s float64) string {
