@@ -139,3 +139,9 @@ func Unreadable(agent string) string {
 		"Allow those commands, and " + CommandList() + ", in " + agent + "'s own settings (docs/agents.md, \"Any other agent\"); " +
 		"tamq agent setup writes settings for claude, codex and gemini only"
 }
+
+// hooksAdded says which hook events a setup gave `tamq hook`, as Claude
+// Code's and Gemini CLI's setups both report it.
+func hooksAdded(events []string) string {
+	return english.Plural(len(events), "hook", "hooks") + " running `" + HookCommand + "` (" + strings.Join(events, ", ") + ")"
+}

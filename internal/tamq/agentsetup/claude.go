@@ -144,7 +144,7 @@ func ClaudeBeside(path string, old []byte, userPath string, userHooks []string) 
 	}
 	if len(events) > 0 {
 		root.set("hooks", hooks.encode())
-		res.Added = append(res.Added, english.Plural(len(events), "hook", "hooks")+" running `"+HookCommand+"` ("+strings.Join(events, ", ")+")")
+		res.Added = append(res.Added, hooksAdded(events))
 	}
 	content, err := render(old, root.encode())
 	if err != nil {

@@ -137,7 +137,7 @@ func GeminiSettings(path string, old []byte) (Result, error) {
 		return res, nil
 	}
 	root.set("hooks", hooks.encode())
-	res.Added = append(res.Added, english.Plural(len(events), "hook", "hooks")+" running `"+HookCommand+"` ("+strings.Join(events, ", ")+")")
+	res.Added = append(res.Added, hooksAdded(events))
 	content, err := render(old, root.encode())
 	if err != nil {
 		return Result{}, err
