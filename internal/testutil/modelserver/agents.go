@@ -169,7 +169,9 @@ type GeminiSetup struct {
 // $HOME/.gemini/settings.json (the API key chosen as the sign-in, update
 // checks, update notices and usage statistics off), trustedFolders.json
 // (Repo trusted) and the Allow rules. GOOGLE_GEMINI_BASE_URL points it at
-// s (plain http is accepted on loopback).
+// s (plain http is accepted on loopback). CI and GITHUB_ACTIONS are emptied:
+// Gemini CLI runs headless, with no screen, when either is "true", as CI
+// machines set them, and then exits at once for want of a prompt on stdin.
 func (s *Server) GeminiEnv(t testing.TB, g GeminiSetup) []string {
 	t.Helper()
 	dir := filepath.Join(g.Home, ".gemini")
@@ -194,5 +196,7 @@ func (s *Server) GeminiEnv(t testing.TB, g GeminiSetup) []string {
 		"HOME=" + g.Home,
 		"GOOGLE_GEMINI_BASE_URL=" + s.URL,
 		"GEMINI_API_KEY=" + FakeGeminiKey,
+		"CI=",
+		"GITHUB_ACTIONS=",
 	}
 }
