@@ -96,7 +96,7 @@ const maxAgentPrograms = 64
 
 // Coordination holds the values spec section 9.1 requires to be configurable,
 // grouped by the program that reads them so each program's view can name its
-// own. The fields are promoted: c.Coordination.MaxAttempts reads as before.
+// own. The fields are promoted: c.Coordination.MaxRetries reads as before.
 type Coordination struct {
 	SharedCoordination
 	TamqCoordination
@@ -109,7 +109,10 @@ type Coordination struct {
 type SharedCoordination struct {
 	WakeAckTimeoutSeconds int   `toml:"wake_ack_timeout_seconds" json:"wake_ack_timeout_seconds"`
 	RetryBackoffSeconds   []int `toml:"retry_backoff_seconds" json:"retry_backoff_seconds"`
-	MaxAttempts           int   `toml:"max_attempts" json:"max_attempts"`
+	// MaxRetries is how many times a delivery (tamq) or a lease (the
+	// engine) may be tried again after its first attempt: 1+MaxRetries
+	// attempts in all. Its key keeps the spec's name, max_attempts.
+	MaxRetries int `toml:"max_attempts" json:"max_attempts"`
 }
 
 // TamqCoordination is the part of [coordination] only tamq reads.
@@ -127,7 +130,9 @@ type TamqCoordination struct {
 type EngineCoordination struct {
 	StateHubPollIntervalSeconds int `toml:"statehub_poll_interval_seconds" json:"statehub_poll_interval_seconds"`
 	LeaseRenewIntervalSeconds   int `toml:"lease_renew_interval_seconds" json:"lease_renew_interval_seconds"`
-	SafetyGatedMaxAttempts      int `toml:"safety_gated_max_attempts" json:"safety_gated_max_attempts"`
+	// SafetyGatedMaxRetries is the retries of safety-gated work (key:
+	// the spec's safety_gated_max_attempts).
+	SafetyGatedMaxRetries int `toml:"safety_gated_max_attempts" json:"safety_gated_max_attempts"`
 	// LeaseMissedRenewals is how many renewal intervals an acknowledged
 	// lease may go without a renewal (or checkpoint) before it expires.
 	LeaseMissedRenewals int `toml:"lease_missed_renewals" json:"lease_missed_renewals"`
@@ -300,13 +305,13 @@ func Default() Config {
 			SharedCoordination: SharedCoordination{
 				WakeAckTimeoutSeconds: 30,
 				RetryBackoffSeconds:   []int{5, 15, 60, 300},
-				MaxAttempts:           4,
+				MaxRetries:            4,
 			},
 			TamqCoordination: TamqCoordination{DeliveryAckMode: ackmode.Injected},
 			EngineCoordination: EngineCoordination{
 				StateHubPollIntervalSeconds: 15,
 				LeaseRenewIntervalSeconds:   10,
-				SafetyGatedMaxAttempts:      0,
+				SafetyGatedMaxRetries:       0,
 				LeaseMissedRenewals:         3,
 				RetentionDays:               90,
 			},
@@ -330,11 +335,11 @@ func (c *Config) ActiveProfile() policy.Profile { return c.Policy.Profiles[c.Pol
 // ProfileRef is the "name@version" recorded with every message, lease and receipt.
 func (c *Config) ProfileRef() string { return c.Policy.Profile + "@" + c.ActiveProfile().Version() }
 
-// EffectiveSafetyGatedMaxAttempts is the smaller of the coordination setting and
+// EffectiveSafetyGatedMaxRetries is the smaller of the coordination setting and
 // the profile's, so enabling retries of safety-gated work always takes an explicit
 // policy (spec section 3) and no single setting can bypass it.
-func (c *Config) EffectiveSafetyGatedMaxAttempts() int {
-	return min(c.Coordination.SafetyGatedMaxAttempts, c.ActiveProfile().SafetyGatedMaxAttempts)
+func (c *Config) EffectiveSafetyGatedMaxRetries() int {
+	return min(c.Coordination.SafetyGatedMaxRetries, c.ActiveProfile().SafetyGatedMaxRetries)
 }
 
 // RetryBackoff is the delay before attempt n+1 after attempt n (1-based) failed;

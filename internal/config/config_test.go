@@ -59,8 +59,8 @@ func TestDefaults(t *testing.T) {
 	}
 	co := l.Coordination
 	if co.StateHubPollIntervalSeconds != 15 || co.WakeAckTimeoutSeconds != 30 || co.LeaseRenewIntervalSeconds != 10 ||
-		!reflect.DeepEqual(co.RetryBackoffSeconds, []int{5, 15, 60, 300}) || co.MaxAttempts != 4 ||
-		co.SafetyGatedMaxAttempts != 0 || co.DeliveryAckMode != "injected" {
+		!reflect.DeepEqual(co.RetryBackoffSeconds, []int{5, 15, 60, 300}) || co.MaxRetries != 4 ||
+		co.SafetyGatedMaxRetries != 0 || co.DeliveryAckMode != "injected" {
 		t.Errorf("coordination defaults: %+v", co)
 	}
 	if l.Delivery.MaxBatch != 50 || l.MaxBatch() != 50 {
@@ -114,7 +114,7 @@ require_human = ["secrets"]
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !l.FileExists || l.Coordination.MaxAttempts != 9 || l.Coordination.DeliveryAckMode != "acknowledged" {
+	if !l.FileExists || l.Coordination.MaxRetries != 9 || l.Coordination.DeliveryAckMode != "acknowledged" {
 		t.Errorf("file values not applied: %+v", l.Coordination)
 	}
 	if l.Coordination.WakeAckTimeoutSeconds != 30 {
@@ -302,7 +302,7 @@ require_human = ["secrets", "destructive", "live_external", "scope_change", "amb
 
 func TestTOMLRoundTrip(t *testing.T) {
 	cfg := Default()
-	cfg.Coordination.MaxAttempts = 7
+	cfg.Coordination.MaxRetries = 7
 	cfg.Coordination.DeliveryAckMode = ackmode.Acknowledged
 	cfg.Coordination.LeaseRenewIntervalSeconds = 20
 	for _, p := range []paths.Program{paths.Tamq, paths.Engine} {
@@ -320,17 +320,17 @@ func TestTOMLRoundTrip(t *testing.T) {
 	}
 }
 
-func TestEffectiveSafetyGatedMaxAttempts(t *testing.T) {
+func TestEffectiveSafetyGatedMaxRetries(t *testing.T) {
 	cfg := Default()
-	cfg.Coordination.SafetyGatedMaxAttempts = 3
-	if cfg.EffectiveSafetyGatedMaxAttempts() != 0 {
+	cfg.Coordination.SafetyGatedMaxRetries = 3
+	if cfg.EffectiveSafetyGatedMaxRetries() != 0 {
 		t.Error("coordination setting alone enabled gated retries")
 	}
 	p := policy.Default()
-	p.SafetyGatedMaxAttempts = 2
+	p.SafetyGatedMaxRetries = 2
 	cfg.Policy.Profiles["default"] = p
-	if cfg.EffectiveSafetyGatedMaxAttempts() != 2 {
-		t.Errorf("got %d, want 2", cfg.EffectiveSafetyGatedMaxAttempts())
+	if cfg.EffectiveSafetyGatedMaxRetries() != 2 {
+		t.Errorf("got %d, want 2", cfg.EffectiveSafetyGatedMaxRetries())
 	}
 }
 
@@ -406,7 +406,7 @@ allow = ["statehub_read"]
 		if err != nil {
 			t.Fatalf("%s refused the shared keys: %v", program, err)
 		}
-		if l.Coordination.MaxAttempts != 5 || l.SQLite.BusyTimeoutMS != 100 || l.Policy.Profile != "strict" {
+		if l.Coordination.MaxRetries != 5 || l.SQLite.BusyTimeoutMS != 100 || l.Policy.Profile != "strict" {
 			t.Errorf("%s: shared values not applied: %+v", program, l.Config)
 		}
 	}
@@ -435,9 +435,9 @@ func TestVersionPerProgram(t *testing.T) {
 		{"coordination.delivery_ack_mode", func(c *Config) { c.Coordination.DeliveryAckMode = ackmode.Acknowledged }, true, false},
 		{"coordination.statehub_poll_interval_seconds", func(c *Config) { c.Coordination.StateHubPollIntervalSeconds++ }, false, true},
 		{"coordination.lease_renew_interval_seconds", func(c *Config) { c.Coordination.LeaseRenewIntervalSeconds++ }, false, true},
-		{"coordination.safety_gated_max_attempts", func(c *Config) { c.Coordination.SafetyGatedMaxAttempts++ }, false, true},
+		{"coordination.safety_gated_max_attempts", func(c *Config) { c.Coordination.SafetyGatedMaxRetries++ }, false, true},
 		{"coordination.wake_ack_timeout_seconds", func(c *Config) { c.Coordination.WakeAckTimeoutSeconds++ }, true, true},
-		{"coordination.max_attempts", func(c *Config) { c.Coordination.MaxAttempts++ }, true, true},
+		{"coordination.max_attempts", func(c *Config) { c.Coordination.MaxRetries++ }, true, true},
 		{"coordination.continuation_templates", func(c *Config) { c.Coordination.ContinuationTemplates = []string{"stop."} }, false, true},
 		{"coordination.continuation_templates empty", func(c *Config) { c.Coordination.ContinuationTemplates = []string{} }, false, false},
 		{"coordination.perspective_destination", func(c *Config) { c.Coordination.PerspectiveDestination = "~/halls/helix.md" }, false, true},

@@ -98,8 +98,8 @@ func checkRanges(t *testing.T, c *Config) {
 	in("coordination.wake_ack_timeout_seconds", co.WakeAckTimeoutSeconds, 1, 86400)
 	in("coordination.lease_renew_interval_seconds", co.LeaseRenewIntervalSeconds, 1, 86400)
 	in("coordination.lease_missed_renewals", co.LeaseMissedRenewals, 1, 100)
-	in("coordination.max_attempts", co.MaxAttempts, 0, policy.MaxAttemptsLimit)
-	in("coordination.safety_gated_max_attempts", co.SafetyGatedMaxAttempts, 0, policy.MaxAttemptsLimit)
+	in("coordination.max_attempts", co.MaxRetries, 0, policy.MaxRetriesLimit)
+	in("coordination.safety_gated_max_attempts", co.SafetyGatedMaxRetries, 0, policy.MaxRetriesLimit)
 	in("sqlite.busy_timeout_ms", c.SQLite.BusyTimeoutMS, 1, 600000)
 	in("service.shutdown_grace_seconds", c.Service.ShutdownGraceSeconds, 1, 3600)
 	in("delivery.block_quiet_ms", c.Delivery.BlockQuietMS, 1, 60000)
@@ -122,7 +122,7 @@ func checkRanges(t *testing.T, c *Config) {
 			t.Fatalf("RetryBackoff(%d) = %v", n, d)
 		}
 	}
-	in("effective safety-gated attempts", c.EffectiveSafetyGatedMaxAttempts(), 0, policy.MaxAttemptsLimit)
+	in("effective safety-gated attempts", c.EffectiveSafetyGatedMaxRetries(), 0, policy.MaxRetriesLimit)
 	if err := prompt.CheckTemplates(co.ContinuationTemplates); err != nil {
 		t.Fatalf("templates accepted: %v", err)
 	}
@@ -150,6 +150,6 @@ func checkRanges(t *testing.T, c *Config) {
 				t.Fatalf("profile %s: category %q accepted", name, cat)
 			}
 		}
-		in("policy.profiles."+name+".safety_gated_max_attempts", prof.SafetyGatedMaxAttempts, 0, policy.MaxAttemptsLimit)
+		in("policy.profiles."+name+".safety_gated_max_attempts", prof.SafetyGatedMaxRetries, 0, policy.MaxRetriesLimit)
 	}
 }

@@ -75,9 +75,9 @@ func (c *Config) Validate() error {
 	for _, a := range []struct {
 		key   string
 		value int
-	}{{"coordination.max_attempts", co.MaxAttempts}, {"coordination.safety_gated_max_attempts", co.SafetyGatedMaxAttempts}} {
-		if a.value < 0 || a.value > policy.MaxAttemptsLimit {
-			return bad(a.key, "%d is out of range 0..%d", a.value, policy.MaxAttemptsLimit)
+	}{{"coordination.max_attempts", co.MaxRetries}, {"coordination.safety_gated_max_attempts", co.SafetyGatedMaxRetries}} {
+		if a.value < 0 || a.value > policy.MaxRetriesLimit {
+			return bad(a.key, "%d is out of range 0..%d", a.value, policy.MaxRetriesLimit)
 		}
 	}
 	if co.RetentionDays < 0 || co.RetentionDays > 36500 {

@@ -159,3 +159,20 @@ func FuzzDecodeLine(f *testing.F) {
 		}
 	})
 }
+
+// TestALineCarriesRetriesUnderBothNames: max_retries says what the number
+// counts; max_attempts, its version-1 name, stays beside it with the same
+// number for readers that require it.
+func TestALineCarriesRetriesUnderBothNames(t *testing.T) {
+	b, err := Encode(api.MessageOf(queue.Message{ID: "m1", MaxRetries: 3}, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line map[string]any
+	if err := json.Unmarshal(b, &line); err != nil {
+		t.Fatal(err)
+	}
+	if line["max_retries"] != 3.0 || line["max_attempts"] != 3.0 {
+		t.Errorf("max_retries %v, max_attempts %v; want 3 and 3: %s", line["max_retries"], line["max_attempts"], b)
+	}
+}

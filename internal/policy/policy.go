@@ -51,17 +51,18 @@ var Known = []Category{
 	OrwellDiagnostics,
 }
 
-// MaxAttemptsLimit is the largest attempt count the spec allows ("up to nine").
-const MaxAttemptsLimit = 9
+// MaxRetriesLimit is the largest max_attempts the spec allows ("up to
+// nine"), which counts retries after the first attempt.
+const MaxRetriesLimit = 9
 
 // DefaultName is the profile selected when configuration names none.
 const DefaultName = "default"
 
 // Profile is one named policy profile.
 type Profile struct {
-	Allow                  []Category `toml:"allow" json:"allow"`
-	RequireHuman           []Category `toml:"require_human" json:"require_human"`
-	SafetyGatedMaxAttempts int        `toml:"safety_gated_max_attempts" json:"safety_gated_max_attempts"`
+	Allow                 []Category `toml:"allow" json:"allow"`
+	RequireHuman          []Category `toml:"require_human" json:"require_human"`
+	SafetyGatedMaxRetries int        `toml:"safety_gated_max_attempts" json:"safety_gated_max_attempts"`
 }
 
 // Default returns the conservative default profile exactly as spec section 6.1 writes it.
@@ -71,7 +72,7 @@ func Default() Profile {
 			CoordinationMessages, TmuxWake, TransientRetry},
 		RequireHuman: []Category{Secrets, Destructive, LiveExternal, ScopeChange,
 			AmbiguousOwnership, ExternalPublish, Financial, Legal},
-		SafetyGatedMaxAttempts: 0,
+		SafetyGatedMaxRetries: 0,
 	}
 }
 
@@ -86,9 +87,9 @@ func (p Profile) RequiresHuman(c Category) bool { return !p.Allows(c) }
 // without being renamed.
 func (p Profile) Version() string {
 	norm := Profile{
-		Allow:                  sortedCopy(p.Allow),
-		RequireHuman:           sortedCopy(p.RequireHuman),
-		SafetyGatedMaxAttempts: p.SafetyGatedMaxAttempts,
+		Allow:                 sortedCopy(p.Allow),
+		RequireHuman:          sortedCopy(p.RequireHuman),
+		SafetyGatedMaxRetries: p.SafetyGatedMaxRetries,
 	}
 	b, _ := json.Marshal(norm) // a struct of strings and ints always marshals
 	sum := sha256.Sum256(b)
@@ -136,8 +137,8 @@ func (p Profile) Validate() error {
 			seen[c] = list.key
 		}
 	}
-	if p.SafetyGatedMaxAttempts < 0 || p.SafetyGatedMaxAttempts > MaxAttemptsLimit {
-		return fmt.Errorf("safety_gated_max_attempts: %d is out of range 0..%d", p.SafetyGatedMaxAttempts, MaxAttemptsLimit)
+	if p.SafetyGatedMaxRetries < 0 || p.SafetyGatedMaxRetries > MaxRetriesLimit {
+		return fmt.Errorf("safety_gated_max_attempts: %d is out of range 0..%d", p.SafetyGatedMaxRetries, MaxRetriesLimit)
 	}
 	return nil
 }

@@ -20,8 +20,8 @@ func TestDefaultProfileIsTheSpecs(t *testing.T) {
 			t.Errorf("default does not require a human for %s", c)
 		}
 	}
-	if p.SafetyGatedMaxAttempts != 0 {
-		t.Errorf("safety_gated_max_attempts = %d", p.SafetyGatedMaxAttempts)
+	if p.SafetyGatedMaxRetries != 0 {
+		t.Errorf("safety_gated_max_attempts = %d", p.SafetyGatedMaxRetries)
 	}
 }
 
@@ -36,7 +36,7 @@ func TestVersionIsStableAndOrderFree(t *testing.T) {
 		t.Errorf("version %q is not 8 hex digits", a.Version())
 	}
 	c := Default()
-	c.SafetyGatedMaxAttempts = 1
+	c.SafetyGatedMaxRetries = 1
 	if c.Version() == a.Version() {
 		t.Error("a content change kept the version")
 	}
@@ -51,8 +51,8 @@ func TestValidateErrors(t *testing.T) {
 		{Profile{RequireHuman: []Category{"nope"}}, `require_human: unknown action category "nope"`},
 		{Profile{Allow: []Category{RepoEdit, RepoEdit}}, `allow: "repo_edit" is listed twice`},
 		{Profile{Allow: []Category{Secrets}, RequireHuman: []Category{Secrets}}, `"secrets" is in both allow and require_human`},
-		{Profile{SafetyGatedMaxAttempts: 10}, "safety_gated_max_attempts: 10 is out of range 0..9"},
-		{Profile{SafetyGatedMaxAttempts: -1}, "safety_gated_max_attempts: -1 is out of range 0..9"},
+		{Profile{SafetyGatedMaxRetries: 10}, "safety_gated_max_attempts: 10 is out of range 0..9"},
+		{Profile{SafetyGatedMaxRetries: -1}, "safety_gated_max_attempts: -1 is out of range 0..9"},
 	}
 	for _, tt := range tests {
 		err := tt.p.Validate()

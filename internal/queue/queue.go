@@ -67,10 +67,10 @@ type Message struct {
 	Body       string
 	AckMode    ackmode.Mode
 	State      State
-	// Attempts counts delivery attempts made; MaxAttempts is how many
-	// redeliveries may follow the first, so at most 1+MaxAttempts are made.
-	Attempts    int
-	MaxAttempts int
+	// Attempts counts delivery attempts made; MaxRetries is how many
+	// redeliveries may follow the first, so at most 1+MaxRetries are made.
+	Attempts   int
+	MaxRetries int
 
 	IdempotencyKey         string
 	CorrelationID          string
@@ -384,7 +384,7 @@ func (m *Message) Retry(now time.Time) error {
 }
 
 func (m *Message) requeueOrFail(now time.Time, t Timing) {
-	if m.Attempts > m.MaxAttempts {
+	if m.Attempts > m.MaxRetries {
 		m.fail(now, fmt.Sprintf("gave up after %d attempts: %s", m.Attempts, m.LastError))
 		return
 	}

@@ -16,8 +16,8 @@ var timing = Timing{
 	Backoff:    func(n int) time.Duration { return time.Duration(n) * 5 * time.Second },
 }
 
-func queued(mode ackmode.Mode, maxAttempts int) *Message {
-	return &Message{ID: "m1", State: Queued, AckMode: mode, MaxAttempts: maxAttempts, NextAttemptAt: t0}
+func queued(mode ackmode.Mode, maxRetries int) *Message {
+	return &Message{ID: "m1", State: Queued, AckMode: mode, MaxRetries: maxRetries, NextAttemptAt: t0}
 }
 
 func TestCleanBody(t *testing.T) {

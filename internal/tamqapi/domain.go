@@ -20,7 +20,7 @@ func MessageOf(m queue.Message, withBody bool) Message {
 	}
 	r := Message{
 		ID: m.ID, BatchID: m.BatchID, EndpointID: m.EndpointID, Sender: m.Sender, SenderKind: string(m.SenderKind),
-		Target: m.Target, AckMode: string(m.AckMode), State: string(m.State), Attempts: m.Attempts, MaxAttempts: m.MaxAttempts,
+		Target: m.Target, AckMode: string(m.AckMode), State: string(m.State), Attempts: m.Attempts, MaxRetries: m.MaxRetries, MaxAttemptsV1: m.MaxRetries,
 		PolicyProfile: m.PolicyProfile, ConfigVersion: m.ConfigVersion, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
 		NextAttemptAt: opt(m.NextAttemptAt), AckDeadlineAt: opt(m.AckDeadlineAt), InjectedAt: opt(m.InjectedAt),
 		AckedAt: opt(m.AckedAt), FailedAt: opt(m.FailedAt), LastError: m.LastError,

@@ -121,20 +121,25 @@ type IDArgs struct {
 
 // Message is a message record as commands print it.
 type Message struct {
-	ID            string  `json:"id"`
-	BatchID       string  `json:"batch_id"`
-	EndpointID    string  `json:"endpoint_id,omitempty"`
-	Sender        string  `json:"sender"`
-	SenderKind    string  `json:"sender_kind"`
-	Provenance    string  `json:"provenance"` // "o" for operator messages, else ""
-	Target        string  `json:"target"`
-	Body          *string `json:"body,omitempty"`
-	AckMode       string  `json:"ack_mode"`
-	State         string  `json:"state"`
-	Attempts      int     `json:"attempts"`
-	MaxAttempts   int     `json:"max_attempts"`
-	PolicyProfile string  `json:"policy_profile"`
-	ConfigVersion string  `json:"config_version"`
+	ID         string  `json:"id"`
+	BatchID    string  `json:"batch_id"`
+	EndpointID string  `json:"endpoint_id,omitempty"`
+	Sender     string  `json:"sender"`
+	SenderKind string  `json:"sender_kind"`
+	Provenance string  `json:"provenance"` // "o" for operator messages, else ""
+	Target     string  `json:"target"`
+	Body       *string `json:"body,omitempty"`
+	AckMode    string  `json:"ack_mode"`
+	State      string  `json:"state"`
+	Attempts   int     `json:"attempts"`
+	// MaxRetries is how many redeliveries may follow the first attempt.
+	MaxRetries int `json:"max_retries"`
+	// MaxAttemptsV1 is MaxRetries again under the name version 1 of the
+	// export gave it, max_attempts, for readers that require it
+	// (docs/jsonl.md): despite its name it counts retries. Version 2 drops it.
+	MaxAttemptsV1 int    `json:"max_attempts"`
+	PolicyProfile string `json:"policy_profile"`
+	ConfigVersion string `json:"config_version"`
 	// Wakes carry the coordination lease id and trigger revision.
 	IdempotencyKey         string `json:"idempotency_key,omitempty"`
 	CorrelationID          string `json:"correlation_id,omitempty"`

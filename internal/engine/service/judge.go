@@ -419,7 +419,7 @@ func (j *judge) gate(ctx context.Context, t lease.Trigger, gate, reason string) 
 	if t.State == lease.TriggerGated {
 		checks = t.GateChecks + 1
 	}
-	if max := j.config.EffectiveSafetyGatedMaxAttempts(); checks < max {
+	if max := j.config.EffectiveSafetyGatedMaxRetries(); checks < max {
 		recheck := j.clock.Now().Add(j.timing.Backoff[min(checks, len(j.timing.Backoff)-1)])
 		j.log.Info("trigger held at a gate", "trigger", t.ID, "gate", gate, "check", checks+1, "of", max)
 		return j.store.Triggers.HoldTrigger(ctx, t.ID, gate, reason, recheck)

@@ -101,9 +101,9 @@ func TestHeldTriggerOfATaskThatMovedOnIsSuperseded(t *testing.T) {
 	}))
 	s := inProcessEngine(t, ts.URL)
 	// Gated work may be checked again twice.
-	s.opts.Config.Coordination.SafetyGatedMaxAttempts = 2
+	s.opts.Config.Coordination.SafetyGatedMaxRetries = 2
 	prof := s.opts.Config.Policy.Profiles[s.opts.Config.Policy.Profile]
-	prof.SafetyGatedMaxAttempts = 2
+	prof.SafetyGatedMaxRetries = 2
 	s.opts.Config.Policy.Profiles[s.opts.Config.Policy.Profile] = prof
 	ctx := context.Background()
 	state := func() (lease.TriggerState, string) {

@@ -260,7 +260,7 @@ func Timing(c config.Config) lease.Timing {
 		RenewInterval:  time.Duration(co.LeaseRenewIntervalSeconds) * time.Second,
 		MissedRenewals: co.LeaseMissedRenewals,
 		Backoff:        backoff,
-		MaxRetries:     co.MaxAttempts,
+		MaxRetries:     co.MaxRetries,
 	}
 }
 

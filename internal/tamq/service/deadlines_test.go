@@ -13,7 +13,7 @@ import (
 // The ack expirer, built alone over a temp store, keeps deadlines by the
 // service's clock: a message waits for its ack until that clock reaches the
 // deadline, whatever the wall clock does. Then it is redelivered while it
-// has attempts left (MaxAttempts counts retries), failed after its last, and
+// has attempts left (MaxRetries counts retries), failed after its last, and
 // the dispatcher is woken for what was queued again.
 func TestAckExpirerKeepsTheInjectedClock(t *testing.T) {
 	t.Parallel()

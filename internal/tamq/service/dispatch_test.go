@@ -40,7 +40,7 @@ func oneWindow(t *testing.T, svc *Service) {
 func queueFor(t *testing.T, svc *Service, mode ackmode.Mode, due time.Time) string {
 	t.Helper()
 	m := &queue.Message{EndpointID: testEndpoint, Sender: "operator", SenderKind: queue.FromOperator, Target: testRepo, Body: "hello",
-		AckMode: mode, MaxAttempts: 4, PolicyProfile: "p", ConfigVersion: "c", NextAttemptAt: due}
+		AckMode: mode, MaxRetries: 4, PolicyProfile: "p", ConfigVersion: "c", NextAttemptAt: due}
 	if err := svc.store.Queue.Enqueue(context.Background(), []*queue.Message{m}); err != nil {
 		t.Fatal(err)
 	}

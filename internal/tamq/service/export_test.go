@@ -28,10 +28,10 @@ func TestEnvelopeSQLMatchesTheRecord(t *testing.T) {
 	at := time.Date(2026, 12, 2, 14, 5, 6, 789_000_000, time.UTC)
 	s := store.New(db, func() time.Time { return at })
 	full := &queue.Message{Sender: "a", SenderKind: queue.FromOperator, Target: "b", Body: "hi <&> \"q\"\n\tü ✓",
-		AckMode: ackmode.Acknowledged, MaxAttempts: 3, IdempotencyKey: "k", CorrelationID: "c", CoordinationEndpointID: "ce",
+		AckMode: ackmode.Acknowledged, MaxRetries: 3, IdempotencyKey: "k", CorrelationID: "c", CoordinationEndpointID: "ce",
 		ReplayOf: "m0", PolicyProfile: "p@1", ConfigVersion: "v"}
 	bare := &queue.Message{Sender: "b", SenderKind: queue.FromWorker, Target: "a", Body: "x", AckMode: ackmode.Injected,
-		MaxAttempts: 0, PolicyProfile: "p@1", ConfigVersion: "v"}
+		MaxRetries: 0, PolicyProfile: "p@1", ConfigVersion: "v"}
 	if err := s.Queue.Enqueue(ctx, []*queue.Message{full, bare}); err != nil {
 		t.Fatal(err)
 	}

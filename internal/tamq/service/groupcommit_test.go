@@ -21,7 +21,7 @@ import (
 // newMessage is a message from the operator to target, as send makes it.
 func newMessage(target, body string) *queue.Message {
 	return &queue.Message{Sender: OperatorLabel, SenderKind: queue.FromOperator, Target: target, Body: body,
-		AckMode: ackmode.Injected, MaxAttempts: 3, PolicyProfile: "p", ConfigVersion: "c"}
+		AckMode: ackmode.Injected, MaxRetries: 3, PolicyProfile: "p", ConfigVersion: "c"}
 }
 
 // Eight clients sending at once through the socket each get their own

@@ -104,7 +104,7 @@ func (s *messageHandlers) send(ctx context.Context, peer unixrpc.Peer, req *unix
 	}
 	m := &queue.Message{
 		EndpointID: epID, Sender: sender, SenderKind: kind, Target: target, Body: body, AckMode: mode,
-		MaxAttempts:   s.config.Coordination.MaxAttempts,
+		MaxRetries:    s.config.Coordination.MaxRetries,
 		PolicyProfile: s.config.ProfileRef(), ConfigVersion: s.config.Version,
 	}
 	// A window that cannot take text now keeps the message waiting; it says why.

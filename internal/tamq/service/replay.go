@@ -146,7 +146,7 @@ func (s *messageHandlers) replayed(e api.ReplayEntry, resolve func(string) (gita
 	}
 	return &queue.Message{
 		EndpointID: endpointID, Sender: e.Sender, SenderKind: kind, Target: e.Target, Body: body, AckMode: mode,
-		MaxAttempts: s.config.Coordination.MaxAttempts, ReplayOf: e.Original,
+		MaxRetries: s.config.Coordination.MaxRetries, ReplayOf: e.Original,
 		IdempotencyKey: e.IdempotencyKey, CorrelationID: e.CorrelationID, CoordinationEndpointID: e.CoordinationEndpointID,
 		PolicyProfile: s.config.ProfileRef(), ConfigVersion: s.config.Version,
 	}, nil

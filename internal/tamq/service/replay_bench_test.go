@@ -38,7 +38,7 @@ func BenchmarkReplay(b *testing.B) {
 		body := fmt.Sprintf("replayed message %d: the build is green, please rebase onto main", i)
 		line, _ := jsonl.Encode(api.Message{
 			ID: fmt.Sprintf("01900000-0000-7000-8000-%012d", i), BatchID: "b", Sender: "net-kingdom", SenderKind: "worker",
-			Target: "net-kingdom", Body: &body, AckMode: "injected", State: "injected", Attempts: 1, MaxAttempts: 3,
+			Target: "net-kingdom", Body: &body, AckMode: "injected", State: "injected", Attempts: 1, MaxRetries: 3, MaxAttemptsV1: 3,
 			PolicyProfile: "default@x", ConfigVersion: "c", CreatedAt: created, UpdatedAt: created})
 		w.Write(append(line, '\n'))
 	}

@@ -151,7 +151,7 @@ func (s *wakeHandlers) wakeOp(ctx context.Context, peer unixrpc.Peer, req *unixr
 
 	m := &queue.Message{
 		EndpointID: ep.ID, Sender: EngineLabel, SenderKind: queue.FromCoordination, Target: w.TargetRepo,
-		Body: prompt, AckMode: ackmode.Acknowledged, MaxAttempts: s.config.Coordination.MaxAttempts,
+		Body: prompt, AckMode: ackmode.Acknowledged, MaxRetries: s.config.Coordination.MaxRetries,
 		IdempotencyKey: key, CorrelationID: w.Trigger.SourceRevision, CoordinationEndpointID: w.CoordinationEndpointID,
 		PolicyProfile: s.config.ProfileRef(), ConfigVersion: s.config.Version,
 		LastError: s.waits.waitReason(store.DeliveryKey(ep.ID, w.TargetRepo)),

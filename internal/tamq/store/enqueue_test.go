@@ -21,7 +21,7 @@ func TestEnqueueEachFailsOnlyTheRefusedMessage(t *testing.T) {
 	ctx := context.Background()
 	msg := func(body string) *queue.Message {
 		return &queue.Message{Sender: "operator", SenderKind: queue.FromOperator, Target: "r", Body: body,
-			AckMode: ackmode.Injected, MaxAttempts: 3, PolicyProfile: "default@1", ConfigVersion: "cfg"}
+			AckMode: ackmode.Injected, MaxRetries: 3, PolicyProfile: "default@1", ConfigVersion: "cfg"}
 	}
 	first := msg("first")
 	if err := s.Queue.Enqueue(ctx, []*queue.Message{first}); err != nil {

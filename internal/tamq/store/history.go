@@ -174,7 +174,7 @@ var envelopeSQL = sync.OnceValue(func() string {
 		` || ',"provenance":' || CASE sender_kind WHEN ` + strconv.Itoa(codeIn(senderKindCodes, string(queue.FromOperator))) + ` THEN '"o"' ELSE '""' END` +
 		` || ',"target":' || json_quote(t.text) || ',"body":' || json_quote(body)` +
 		` || ',"ack_mode":' || ` + jsonCaseSQL(ackModeCodes, "ack_mode") + ` || ',"state":' || ` + jsonCaseSQL(stateCodes, "state") +
-		` || ',"attempts":' || attempts || ',"max_attempts":' || max_attempts` +
+		` || ',"attempts":' || attempts || ',"max_retries":' || max_attempts || ',"max_attempts":' || max_attempts` +
 		` || ',"policy_profile":' || json_quote(p.text) || ',"config_version":' || json_quote(c.text)` +
 		optional("idempotency_key", "idempotency_key") + optional("correlation_id", "correlation_id") +
 		optional("coordination_endpoint_id", "coordination_endpoint_id") +

@@ -33,7 +33,7 @@ func seed(t *testing.T, db *sqlitedb.DB, n int, rng *rand.Rand) (*Store, []queue
 		now = now.Add(time.Duration(rng.IntN(3)) * time.Millisecond)
 		m := &queue.Message{Sender: repos[rng.IntN(len(repos))], SenderKind: queue.FromWorker, Target: repos[rng.IntN(3)],
 			Body: fmt.Sprintf("body %d %s", i, strings.Repeat("x", rng.IntN(200))), AckMode: ackmode.Injected,
-			MaxAttempts: 3, PolicyProfile: "default@1", ConfigVersion: "c"}
+			MaxRetries: 3, PolicyProfile: "default@1", ConfigVersion: "c"}
 		if err := s.Queue.Enqueue(ctx, []*queue.Message{m}); err != nil {
 			t.Fatal(err)
 		}

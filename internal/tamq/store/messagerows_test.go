@@ -218,7 +218,7 @@ func TestMigrationCompactsMessages(t *testing.T) {
 	}
 	// A message the store writes now goes beside them, its texts coded once.
 	n := &queue.Message{Sender: "net-kingdom", SenderKind: queue.FromWorker, Target: "railiance", Body: "new",
-		AckMode: "injected", MaxAttempts: 3, PolicyProfile: "default@1", ConfigVersion: "cfg1"}
+		AckMode: "injected", MaxRetries: 3, PolicyProfile: "default@1", ConfigVersion: "cfg1"}
 	if err := s.Queue.Enqueue(ctx, []*queue.Message{n}); err != nil {
 		t.Fatal(err)
 	}

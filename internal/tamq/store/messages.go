@@ -27,7 +27,9 @@ const (
 func NewID() string { return uuid.Must(uuid.NewV7()).String() }
 
 // messageColumns read a message_rows row in scanMessage's order: the
-// repeated texts through message_texts, ids and codes decoded in Go.
+// repeated texts through message_texts, ids and codes decoded in Go. The
+// column max_attempts holds MaxRetries: it keeps the config key's name, as
+// renaming a column costs a table rebuild on every user's database.
 const messageColumns = `id, batch_id, COALESCE(endpoint_id, ''), (SELECT text FROM message_texts WHERE code = sender), sender_kind,
 	(SELECT text FROM message_texts WHERE code = target_repo), body, ack_mode, state,
 	attempts, max_attempts, COALESCE(idempotency_key, ''), COALESCE(correlation_id, ''), COALESCE(coordination_endpoint_id, ''), replay_of,
@@ -43,7 +45,7 @@ func scanMessage(row scanner) (queue.Message, error) {
 	var kind, mode, state int64
 	var created, updated, next, deadline, injected, acked, failed int64
 	err := row.Scan(&id, &batch, &m.EndpointID, &m.Sender, &kind, &m.Target, &m.Body, &mode, &state,
-		&m.Attempts, &m.MaxAttempts, &m.IdempotencyKey, &m.CorrelationID, &m.CoordinationEndpointID, &replayOf,
+		&m.Attempts, &m.MaxRetries, &m.IdempotencyKey, &m.CorrelationID, &m.CoordinationEndpointID, &replayOf,
 		&m.PolicyProfile, &m.ConfigVersion, &created, &updated, &next, &deadline, &injected, &acked, &failed, &m.LastError)
 	if err != nil {
 		return m, err
@@ -172,7 +174,7 @@ func (s *Queue) insertTx(tx *sql.Tx, m *queue.Message, replay bool) (inserted bo
 	}
 	res, err := s.DB.TxExec(tx, q,
 		idValue(m.ID), batch, sqlitedb.NullString(m.EndpointID), m.Sender, codeIn(senderKindCodes, string(m.SenderKind)), m.Target, m.Body,
-		codeIn(ackModeCodes, string(m.AckMode)), codeIn(stateCodes, string(m.State)), m.MaxAttempts, sqlitedb.NullString(m.IdempotencyKey),
+		codeIn(ackModeCodes, string(m.AckMode)), codeIn(stateCodes, string(m.State)), m.MaxRetries, sqlitedb.NullString(m.IdempotencyKey),
 		sqlitedb.NullString(m.CorrelationID), sqlitedb.NullString(m.CoordinationEndpointID), idValue(m.ReplayOf), replayEndpoint, m.PolicyProfile, m.ConfigVersion,
 		sqlitedb.Millis(m.CreatedAt), sqlitedb.Millis(m.UpdatedAt), sqlitedb.Millis(m.NextAttemptAt), sqlitedb.NullString(m.LastError))
 	if err != nil {

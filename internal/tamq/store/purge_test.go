@@ -27,7 +27,7 @@ func purgeFixture(t *testing.T, n int) (*Store, []string) {
 	var ids []string
 	for i := range n {
 		m := &queue.Message{Sender: "operator", SenderKind: queue.FromOperator, Target: "net-kingdom",
-			Body: fmt.Sprintf("message %d", i), AckMode: ackmode.Injected, MaxAttempts: 3, PolicyProfile: "p@1", ConfigVersion: "c"}
+			Body: fmt.Sprintf("message %d", i), AckMode: ackmode.Injected, MaxRetries: 3, PolicyProfile: "p@1", ConfigVersion: "c"}
 		if err := s.Queue.Enqueue(ctx, []*queue.Message{m}); err != nil {
 			t.Fatal(err)
 		}

@@ -184,7 +184,7 @@ func TestReceiptsReadBackAsWritten(t *testing.T) {
 	s.Receipts.PolicyProfile, s.Receipts.ConfigVersion = "default@9", "cfg9"
 	ctx := context.Background()
 	m := &queue.Message{Sender: "operator", SenderKind: queue.FromOperator, Target: "net-kingdom", Body: "hello",
-		AckMode: ackmode.Injected, MaxAttempts: 3, PolicyProfile: "p@1", ConfigVersion: "c1"}
+		AckMode: ackmode.Injected, MaxRetries: 3, PolicyProfile: "p@1", ConfigVersion: "c1"}
 	if err := s.Queue.Enqueue(ctx, []*queue.Message{m}); err != nil {
 		t.Fatal(err)
 	}

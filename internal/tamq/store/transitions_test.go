@@ -52,7 +52,7 @@ func registered(t *testing.T, s *Store, id string, repos ...string) {
 // message is a new message for repo on endpoint ep.
 func message(ep, repo string, mode ackmode.Mode) *queue.Message {
 	return &queue.Message{EndpointID: ep, Sender: "operator", SenderKind: queue.FromOperator, Target: repo,
-		Body: "hello " + repo, AckMode: mode, MaxAttempts: 3, PolicyProfile: "default@1", ConfigVersion: "cfg"}
+		Body: "hello " + repo, AckMode: mode, MaxRetries: 3, PolicyProfile: "default@1", ConfigVersion: "cfg"}
 }
 
 // enqueued stores m (a millisecond after the last, so the order of creation
