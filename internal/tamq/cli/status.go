@@ -100,6 +100,22 @@ func printStatus(a *app.App, r api.StatusReport) {
 		health = "UNHEALTHY"
 	}
 	line("tamq", "%s", health)
+	printServiceStatus(line, r)
+	printStoreStatus(line, r)
+	printStateHubStatus(line, r.StateHub)
+	if r.Service.Running {
+		printEngineStatus(line, r.Coordination)
+	}
+	printQueueStatus(line, r)
+	printEndpointsStatus(line, r.Endpoints)
+	tw.Flush()
+}
+
+// statusLine writes one line of status: its section ("" under the one
+// above) and its text.
+type statusLine func(section, format string, args ...any)
+
+func printServiceStatus(line statusLine, r api.StatusReport) {
 	switch c := r.Config; {
 	case c.Error != "":
 		line("config", "ERROR %s", c.Error)
@@ -119,7 +135,11 @@ func printStatus(a *app.App, r api.StatusReport) {
 	}
 	line("", "socket %s", s.Socket)
 	line("", "policy %s, config %s", s.PolicyProfile, s.ConfigVersion)
+}
 
+// printStoreStatus says what tamq reads from disk: its database and the
+// registry.
+func printStoreStatus(line statusLine, r api.StatusReport) {
 	q := r.SQLite
 	switch {
 	case q.Error != "":
@@ -139,8 +159,9 @@ func printStatus(a *app.App, r api.StatusReport) {
 			line("", "%d rows are not git repositories (see `tamq repos --all`)", g.UnregisteredCount)
 		}
 	}
+}
 
-	h := r.StateHub
+func printStateHubStatus(line statusLine, h api.StateHubStatus) {
 	reach := "reachable"
 	if !h.Reachable {
 		reach = "not reachable"
@@ -173,25 +194,27 @@ func printStatus(a *app.App, r api.StatusReport) {
 			line("", "last attempt failed, tried again later: %s", pub.LastError)
 		}
 	}
-	if s.Running {
-		c := r.Coordination
-		switch {
-		case c.Attached:
-			ids := make([]string, 0, len(c.Endpoints))
-			for _, ep := range slices.Sorted(maps.Keys(c.Endpoints)) {
-				ids = append(ids, ep+" as "+c.Endpoints[ep])
-			}
-			line("engine", "attached (protocol %s): %s", c.Proto, strings.Join(ids, ", "))
-		case c.Error != "":
-			line("engine", "not attached (tamq works without it): %s", c.Error)
-		default:
-			line("engine", "not attached yet")
-		}
-		for _, rf := range c.Refused {
-			line("", "refused %s on %s: %s", rf.Repo, rf.EndpointID, rf.Reason)
-		}
-	}
+}
 
+func printEngineStatus(line statusLine, c api.CoordinationStatus) {
+	switch {
+	case c.Attached:
+		ids := make([]string, 0, len(c.Endpoints))
+		for _, ep := range slices.Sorted(maps.Keys(c.Endpoints)) {
+			ids = append(ids, ep+" as "+c.Endpoints[ep])
+		}
+		line("engine", "attached (protocol %s): %s", c.Proto, strings.Join(ids, ", "))
+	case c.Error != "":
+		line("engine", "not attached (tamq works without it): %s", c.Error)
+	default:
+		line("engine", "not attached yet")
+	}
+	for _, rf := range c.Refused {
+		line("", "refused %s on %s: %s", rf.Repo, rf.EndpointID, rf.Reason)
+	}
+}
+
+func printQueueStatus(line statusLine, r api.StatusReport) {
 	if r.Queue.Error != "" {
 		line("queue", "ERROR %s", r.Queue.Error)
 	} else {
@@ -206,10 +229,13 @@ func printStatus(a *app.App, r api.StatusReport) {
 		line("", "history %d messages, %s", r.Queue.HistoryMessages, bytesText(r.Queue.HistoryBytes))
 	}
 	line("leases", "%d active delivery leases, %d expired", r.Leases.ActiveDeliveryLeases, r.Leases.ExpiredDeliveryLeases)
-	if len(r.Endpoints) == 0 {
+}
+
+func printEndpointsStatus(line statusLine, endpoints []api.Endpoint) {
+	if len(endpoints) == 0 {
 		line("endpoints", "none (open windows with `tamq open REPO...`)")
 	}
-	for i, ep := range r.Endpoints {
+	for i, ep := range endpoints {
 		section := ""
 		if i == 0 {
 			section = "endpoints"
@@ -246,7 +272,6 @@ func printStatus(a *app.App, r api.StatusReport) {
 			}
 		}
 	}
-	tw.Flush()
 }
 
 // bytesText is a size in SI units, as purge's figures are given.
