@@ -58,63 +58,16 @@ func (wh *wakeHandler) wake(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Re
 	if err := unixrpc.DecodeArgs(req, &args); err != nil {
 		return nil, err
 	}
-	if wh.stopping.Load() {
-		return nil, errs.New(errs.ShuttingDown, "coordination-engine is stopping and takes no new leases")
-	}
-	if args.Task != "" {
-		if p := textsafe.NameProblem(args.Task); p != "" {
-			return nil, errs.New(errs.BadRequest, "task id %q: %s", textsafe.Escape(args.Task), p)
-		}
-	}
-	// The registry is read afresh: only what gita registers now is addressed.
-	reg, err := wh.registry()
+	reg, existing, err := wh.admit(ctx, args)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := reg.Lookup(args.Repo); !ok {
-		return nil, errs.New(errs.UnknownTarget, "%q is not a gita-registered repo", textsafe.Escape(args.Repo)).
-			WithHint("see `coordination-engine repos`")
+	if existing != nil {
+		return *existing, nil
 	}
-	if args.EndpointID != "" {
-		if eps, err := wh.router.hostsOf(ctx, args.Repo, args.EndpointID); err != nil {
-			return nil, err
-		} else if len(eps) == 0 {
-			return nil, errs.New(errs.Unavailable, "endpoint %s is not attached or has no window for %s", textsafe.Escape(args.EndpointID), args.Repo).
-				WithHint("see the endpoints in `coordination-engine status`")
-		}
-	}
-	if args.Task != "" {
-		if l, live, err := wh.store.LeaseLists.LiveLeaseOfTask(ctx, args.Task); err != nil {
-			return nil, err
-		} else if live {
-			t, err := wh.store.Triggers.Trigger(ctx, l.TriggerID)
-			if err != nil {
-				return nil, err
-			}
-			out := api.LeaseOf(l)
-			return api.WakeResult{Trigger: api.TriggerOf(t), Lease: &out, Existing: true,
-				Reason: fmt.Sprintf("task %s already has lease %s (%s, attempt %d of %d); nothing new was sent", args.Task, l.ID, l.State, l.Attempt, l.Attempts())}, nil
-		}
-	} else if !args.Force {
-		if busy, err := wh.router.busyWith(ctx, args.Repo, ""); err != nil {
-			return nil, err
-		} else if busy != "" {
-			return nil, errs.New(errs.Conflict, "%s has a live lease: %s", args.Repo, busy).
-				WithHint("wait for it to end, name the task with --task, or add a second lease with --force")
-		}
-	}
-	// The task's own gates hold for a manual wake as for an observed change,
-	// unless the operator names the gate to go through.
-	var taskGate, taskGateReason string
-	if tv, ok := wh.view.task(args.Task); ok && args.Task != "" {
-		taskGate, taskGateReason = tv.Gate, tv.GateReason
-	}
-	switch {
-	case args.OverrideGate != "" && taskGate == "":
-		return nil, errs.New(errs.BadRequest, "task %s is stopped at no gate; --override-gate %s overrides nothing", args.Task, textsafe.Escape(args.OverrideGate))
-	case args.OverrideGate != "" && args.OverrideGate != taskGate:
-		return nil, errs.New(errs.BadRequest, "task %s is stopped at gate %s, not %s", args.Task, taskGate, textsafe.Escape(args.OverrideGate)).
-			WithHint("name the gate that stops it: --override-gate %s", taskGate)
+	taskGate, taskGateReason, err := wh.gateOf(args)
+	if err != nil {
+		return nil, err
 	}
 	now := wh.clock.Now()
 	sourceID := args.Task
@@ -135,16 +88,8 @@ func (wh *wakeHandler) wake(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Re
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case taskGate != "" && args.OverrideGate == "" && r.Gate == "":
-		r.Gate, r.Reason = taskGate, taskGateReason+"; a person who means to go through wakes it with --override-gate "+taskGate
-	case taskGate != "":
-		rc := receipt.Receipt{Kind: store.KindGateOverridden, TriggerID: t.ID, Status: taskGate,
-			Reason: "the operator woke task " + args.Task + " through gate " + taskGate,
-			Detail: callerDetail(callerFrom(ctx), map[string]any{"task_id": args.Task, "trigger_id": t.ID, "gate": taskGate})}
-		if err := wh.store.Receipts.AddReceipt(ctx, rc); err != nil {
-			return nil, err
-		}
+	if err := wh.throughTaskGate(ctx, t, &r, args, taskGate, taskGateReason); err != nil {
+		return nil, err
 	}
 	res := api.WakeResult{Trigger: api.TriggerOf(t)}
 	if r.Gate != "" {
@@ -184,6 +129,91 @@ func (wh *wakeHandler) wake(ctx context.Context, _ unixrpc.Peer, req *unixrpc.Re
 	out := api.LeaseOf(l)
 	res.Lease = &out
 	return res, nil
+}
+
+// admit checks what the operator asks before anything is recorded: a task
+// id fit to print, a repo gita registers now (the registry, read afresh, is
+// returned for the route), an attached endpoint if one is named. A task
+// whose lease lives gets that lease as the answer (existing), and a repo
+// whose agent holds a lease is refused unless forced.
+func (wh *wakeHandler) admit(ctx context.Context, args api.WakeArgs) (reg *gita.Registry, existing *api.WakeResult, err error) {
+	if wh.stopping.Load() {
+		return nil, nil, errs.New(errs.ShuttingDown, "coordination-engine is stopping and takes no new leases")
+	}
+	if args.Task != "" {
+		if p := textsafe.NameProblem(args.Task); p != "" {
+			return nil, nil, errs.New(errs.BadRequest, "task id %q: %s", textsafe.Escape(args.Task), p)
+		}
+	}
+	if reg, err = wh.registry(); err != nil {
+		return nil, nil, err
+	}
+	if _, ok := reg.Lookup(args.Repo); !ok {
+		return nil, nil, errs.New(errs.UnknownTarget, "%q is not a gita-registered repo", textsafe.Escape(args.Repo)).
+			WithHint("see `coordination-engine repos`")
+	}
+	if args.EndpointID != "" {
+		if eps, err := wh.router.hostsOf(ctx, args.Repo, args.EndpointID); err != nil {
+			return nil, nil, err
+		} else if len(eps) == 0 {
+			return nil, nil, errs.New(errs.Unavailable, "endpoint %s is not attached or has no window for %s", textsafe.Escape(args.EndpointID), args.Repo).
+				WithHint("see the endpoints in `coordination-engine status`")
+		}
+	}
+	if args.Task != "" {
+		l, live, err := wh.store.LeaseLists.LiveLeaseOfTask(ctx, args.Task)
+		if err != nil || !live {
+			return reg, nil, err
+		}
+		t, err := wh.store.Triggers.Trigger(ctx, l.TriggerID)
+		if err != nil {
+			return nil, nil, err
+		}
+		out := api.LeaseOf(l)
+		return reg, &api.WakeResult{Trigger: api.TriggerOf(t), Lease: &out, Existing: true,
+			Reason: fmt.Sprintf("task %s already has lease %s (%s, attempt %d of %d); nothing new was sent", args.Task, l.ID, l.State, l.Attempt, l.Attempts())}, nil
+	}
+	if !args.Force {
+		if busy, err := wh.router.busyWith(ctx, args.Repo, ""); err != nil {
+			return nil, nil, err
+		} else if busy != "" {
+			return nil, nil, errs.New(errs.Conflict, "%s has a live lease: %s", args.Repo, busy).
+				WithHint("wait for it to end, name the task with --task, or add a second lease with --force")
+		}
+	}
+	return reg, nil, nil
+}
+
+// gateOf is the gate the named task stands at, if any: the task's own gates
+// hold for a manual wake as for an observed change, unless the operator
+// names the gate to go through (--override-gate), which must be that one.
+func (wh *wakeHandler) gateOf(args api.WakeArgs) (gate, reason string, err error) {
+	if tv, ok := wh.view.task(args.Task); ok && args.Task != "" {
+		gate, reason = tv.Gate, tv.GateReason
+	}
+	switch {
+	case args.OverrideGate != "" && gate == "":
+		return "", "", errs.New(errs.BadRequest, "task %s is stopped at no gate; --override-gate %s overrides nothing", args.Task, textsafe.Escape(args.OverrideGate))
+	case args.OverrideGate != "" && args.OverrideGate != gate:
+		return "", "", errs.New(errs.BadRequest, "task %s is stopped at gate %s, not %s", args.Task, gate, textsafe.Escape(args.OverrideGate)).
+			WithHint("name the gate that stops it: --override-gate %s", gate)
+	}
+	return gate, reason, nil
+}
+
+// throughTaskGate stops the route at the task's gate, or, where the
+// operator named that gate, records that they went through it.
+func (wh *wakeHandler) throughTaskGate(ctx context.Context, t lease.Trigger, r *observe.Routing, args api.WakeArgs, gate, reason string) error {
+	switch {
+	case gate != "" && args.OverrideGate == "" && r.Gate == "":
+		r.Gate, r.Reason = gate, reason+"; a person who means to go through wakes it with --override-gate "+gate
+	case gate != "":
+		rc := receipt.Receipt{Kind: store.KindGateOverridden, TriggerID: t.ID, Status: gate,
+			Reason: "the operator woke task " + args.Task + " through gate " + gate,
+			Detail: callerDetail(callerFrom(ctx), map[string]any{"task_id": args.Task, "trigger_id": t.ID, "gate": gate})}
+		return wh.store.Receipts.AddReceipt(ctx, rc)
+	}
+	return nil
 }
 
 // waitFor leaves the operator's trigger waiting, with why, and says so.

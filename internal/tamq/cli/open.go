@@ -87,13 +87,9 @@ func runOpen(cmd *cobra.Command, a *app.App, o openOptions, slugs []string) (err
 	if err != nil {
 		return err
 	}
-	var repos []gita.Repo
-	for _, slug := range slugs {
-		r, err := reg.Resolve(slug)
-		if err != nil {
-			return err
-		}
-		repos = append(repos, r)
+	repos, err := resolveAll(reg, slugs)
+	if err != nil {
+		return err
 	}
 	if err := checkTriggerCommand(cmd.Context(), a, o, repos); err != nil {
 		return err
@@ -102,25 +98,9 @@ func runOpen(cmd *cobra.Command, a *app.App, o openOptions, slugs []string) (err
 	if err != nil {
 		return err
 	}
-	var brk workspace.Broker
-	if o.noService {
-		fmt.Fprintf(a.Err, "%s: WARNING: --no-service: these windows get no messages; use `tamq send` after `tamq start`\n", a.Name())
-	} else {
-		if _, err := a.Config(); err != nil {
-			return err
-		}
-		exe, err := os.Executable()
-		if err != nil {
-			return errs.Wrap(errs.Internal, err, "cannot find the tamq executable")
-		}
-		started, err := daemon.EnsureRunning(cmd.Context(), daemon.Options{Paths: p, Exe: exe, Args: []string{"serve"}})
-		if err != nil {
-			return err
-		}
-		if !started.AlreadyRunning {
-			printHistoryAdvisory(cmd.Context(), a)
-		}
-		brk = workspace.Broker{Exe: exe, GitaDir: reg.Dir}
+	brk, err := brokerForWindows(cmd.Context(), a, o, p, reg)
+	if err != nil {
+		return err
 	}
 	var want []workspace.Repo
 	for _, r := range repos {
@@ -172,6 +152,49 @@ func runOpen(cmd *cobra.Command, a *app.App, o openOptions, slugs []string) (err
 	if a.JSON {
 		return a.PrintJSON(rec)
 	}
+	printOpened(a, rec)
+	return nil
+}
+
+func resolveAll(reg *gita.Registry, slugs []string) ([]gita.Repo, error) {
+	var repos []gita.Repo
+	for _, slug := range slugs {
+		r, err := reg.Resolve(slug)
+		if err != nil {
+			return nil, err
+		}
+		repos = append(repos, r)
+	}
+	return repos, nil
+}
+
+// brokerForWindows starts tamq's service unless --no-service, and says how
+// the windows start their brokers: none without the service, which would
+// give them no messages.
+func brokerForWindows(ctx context.Context, a *app.App, o openOptions, p paths.Paths, reg *gita.Registry) (workspace.Broker, error) {
+	if o.noService {
+		fmt.Fprintf(a.Err, "%s: WARNING: --no-service: these windows get no messages; use `tamq send` after `tamq start`\n", a.Name())
+		return workspace.Broker{}, nil
+	}
+	if _, err := a.Config(); err != nil {
+		return workspace.Broker{}, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return workspace.Broker{}, errs.Wrap(errs.Internal, err, "cannot find the tamq executable")
+	}
+	started, err := daemon.EnsureRunning(ctx, daemon.Options{Paths: p, Exe: exe, Args: []string{"serve"}})
+	if err != nil {
+		return workspace.Broker{}, err
+	}
+	if !started.AlreadyRunning {
+		printHistoryAdvisory(ctx, a)
+	}
+	return workspace.Broker{Exe: exe, GitaDir: reg.Dir}, nil
+}
+
+// printOpened says, window by window, what the open did.
+func printOpened(a *app.App, rec openRecord) {
 	for _, w := range rec.Windows {
 		verb := "opened"
 		switch {
@@ -187,7 +210,6 @@ func runOpen(cmd *cobra.Command, a *app.App, o openOptions, slugs []string) (err
 		esc := textsafe.Escape
 		a.Printf("%s %s: window %s, pane %s (%s) on %s\n", verb, esc(w.Repo), esc(w.WindowID), esc(w.PaneID), esc(mode), esc(rec.EndpointID))
 	}
-	return nil
 }
 
 // whereWindows says how to see the windows an open put in session tamq,
