@@ -181,8 +181,21 @@ func runAgentSetup(ctx context.Context, a *app.App, agent string, slugs []string
 		return err
 	}
 	rec.Warnings = append(rec.Warnings, pathWarnings(a)...)
+	changed, err := writePlanned(a, &rec, dryRun)
+	if err != nil {
+		return err
+	}
+	if a.JSON {
+		return a.PrintJSON(rec)
+	}
+	printAgentSetup(a, &rec, changed)
+	return nil
+}
 
-	changed := 0
+// writePlanned writes the files the plan changed (or, with dryRun, their
+// diffs) and says how many there were. A file that cannot be written stops
+// the rest; those written before it are said.
+func writePlanned(a *app.App, rec *agentSetupRecord, dryRun bool) (changed int, err error) {
 	for i, f := range rec.Files {
 		if !f.changed {
 			f.Action = "unchanged"
@@ -194,25 +207,24 @@ func runAgentSetup(ctx context.Context, a *app.App, agent string, slugs []string
 			continue
 		}
 		if err := f.write(); err != nil {
-			// A file that cannot be written stops the rest; those written
-			// before it are said.
 			for _, done := range rec.Files[:i] {
 				if done.Action == "wrote" {
 					a.Notef("wrote %s before the error", done.Path)
 				}
 			}
-			return err
+			return changed, err
 		}
 		f.Action = "wrote"
 	}
-	if a.JSON {
-		return a.PrintJSON(rec)
-	}
+	return changed, nil
+}
+
+func printAgentSetup(a *app.App, rec *agentSetupRecord, changed int) {
 	for _, w := range rec.Warnings {
 		a.Notef("warning: %s", w)
 	}
 	if a.Quiet {
-		return nil
+		return
 	}
 	for _, f := range rec.Files {
 		// Line by line: a line that needs escaping (a CR) is escaped alone.
@@ -237,11 +249,10 @@ func runAgentSetup(ctx context.Context, a *app.App, agent string, slugs []string
 			a.Printf("unchanged %s (%s): %s%s\n", textsafe.Escape(f.Path), f.What, why, leftOut)
 		}
 	}
-	a.Printf("%s\n", scopeLine(&rec))
+	a.Printf("%s\n", scopeLine(rec))
 	if changed == 0 {
 		a.Printf("nothing to change\n")
 	}
-	return nil
 }
 
 // scopeLine says where the loop's allow rules apply, so the user knows

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	"github.com/tmux-amq/tamq/internal/gita"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	"github.com/tmux-amq/tamq/internal/tamq/workspace"
@@ -32,26 +33,7 @@ func (s *endpointHandlers) restore(ctx context.Context, recreate []string) (api.
 	if err != nil {
 		return res, err
 	}
-	// The newest endpoint of each wanted socket.
-	var wanted []queue.Endpoint
-	seen := map[string]bool{}
-	for _, ep := range eps { // newest first
-		// An endpoint without windows (an open whose every command failed
-		// to start) has nothing to bring back, and must not hide an older
-		// one of the same socket that has.
-		if seen[ep.TmuxSocket] || len(ep.Windows) == 0 {
-			continue
-		}
-		seen[ep.TmuxSocket] = true
-		askCtx, cancel := askTmux(ctx)
-		alive := (tmux.Server{Socket: ep.TmuxSocket}).Alive(askCtx)
-		cancel()
-		if slices.Contains(recreate, ep.TmuxSocket) || alive {
-			wanted = append(wanted, ep)
-		} else {
-			s.log.Debug("not restoring the windows of a tmux server that is gone", "endpoint", ep.ID, "socket", ep.TmuxSocket)
-		}
-	}
+	wanted := s.wantedEndpoints(ctx, eps, recreate)
 	if len(wanted) == 0 {
 		return res, nil
 	}
@@ -69,26 +51,7 @@ func (s *endpointHandlers) restore(ctx context.Context, recreate []string) (api.
 		// By its label where it has one: restoring may start the server, and
 		// tmux then checks its directory first.
 		srv := tmux.ServerAt(ep.TmuxSocket, os.Getenv)
-		askCtx, cancel := askTmux(ctx)
-		pid, wins, snapErr := (tmux.Server{Socket: ep.TmuxSocket}).Snapshot(askCtx)
-		cancel()
-		var now []tmux.Window // the windows of the endpoint's very server, when it runs
-		if snapErr == nil && pid == ep.ServerPID {
-			now = wins
-		}
-		var repos []workspace.Repo
-		for _, w := range ep.Windows {
-			if ended := s.reopenable(ctx, ep, w, now); ended != "" {
-				s.log.Info("not reopening a window whose agent ended", "repo", w.Repo, "endpoint", ep.ID, "how", ended)
-				continue
-			}
-			r, ok := reg.Lookup(w.Repo)
-			if !ok {
-				s.log.Warn("not restoring a window: repo no longer registered in gita", "repo", w.Repo)
-				continue
-			}
-			repos = append(repos, workspace.Repo{Repo: r, Command: w.Command, Mode: string(w.Mode)})
-		}
+		repos := s.reposToReopen(ctx, ep, reg)
 		opened, err := workspace.Open(ctx, srv, repos, workspace.Options{
 			TamqSocket: s.paths.Socket, EngineSocket: s.engine.Socket, LockFile: s.paths.OpenLockFile,
 			Broker: workspace.Broker{Exe: exe, GitaDir: reg.Dir}, LeaveEnded: true,
@@ -129,6 +92,57 @@ func (s *endpointHandlers) restore(ctx context.Context, recreate []string) (api.
 	}
 	s.watcher.requestList()
 	return res, failed
+}
+
+// wantedEndpoints are the newest endpoint of each socket whose tmux server
+// runs or is to be started again (recreate).
+func (s *endpointHandlers) wantedEndpoints(ctx context.Context, eps []queue.Endpoint, recreate []string) []queue.Endpoint {
+	var wanted []queue.Endpoint
+	seen := map[string]bool{}
+	for _, ep := range eps { // newest first
+		// An endpoint without windows (an open whose every command failed
+		// to start) has nothing to bring back, and must not hide an older
+		// one of the same socket that has.
+		if seen[ep.TmuxSocket] || len(ep.Windows) == 0 {
+			continue
+		}
+		seen[ep.TmuxSocket] = true
+		askCtx, cancel := askTmux(ctx)
+		alive := (tmux.Server{Socket: ep.TmuxSocket}).Alive(askCtx)
+		cancel()
+		if slices.Contains(recreate, ep.TmuxSocket) || alive {
+			wanted = append(wanted, ep)
+		} else {
+			s.log.Debug("not restoring the windows of a tmux server that is gone", "endpoint", ep.ID, "socket", ep.TmuxSocket)
+		}
+	}
+	return wanted
+}
+
+// reposToReopen are the windows of ep to open again: those whose agent was
+// running and whose repo gita still registers.
+func (s *endpointHandlers) reposToReopen(ctx context.Context, ep queue.Endpoint, reg *gita.Registry) []workspace.Repo {
+	askCtx, cancel := askTmux(ctx)
+	pid, wins, snapErr := (tmux.Server{Socket: ep.TmuxSocket}).Snapshot(askCtx)
+	cancel()
+	var now []tmux.Window // the windows of the endpoint's very server, when it runs
+	if snapErr == nil && pid == ep.ServerPID {
+		now = wins
+	}
+	var repos []workspace.Repo
+	for _, w := range ep.Windows {
+		if ended := s.reopenable(ctx, ep, w, now); ended != "" {
+			s.log.Info("not reopening a window whose agent ended", "repo", w.Repo, "endpoint", ep.ID, "how", ended)
+			continue
+		}
+		r, ok := reg.Lookup(w.Repo)
+		if !ok {
+			s.log.Warn("not restoring a window: repo no longer registered in gita", "repo", w.Repo)
+			continue
+		}
+		repos = append(repos, workspace.Repo{Repo: r, Command: w.Command, Mode: string(w.Mode)})
+	}
+	return repos
 }
 
 // reopenable says how the agent of a recorded window ended, or "" when it
