@@ -77,29 +77,11 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	if err := checkMigrations(o.Migrations); err != nil {
 		return nil, err
 	}
-	syncMode := strings.ToUpper(o.Synchronous)
-	switch syncMode {
-	case "":
-		syncMode = "FULL"
-	case "FULL", "NORMAL":
-	default:
-		return nil, errs.New(errs.ConfigInvalid, "invalid SQLite synchronous setting %q: want FULL or NORMAL", o.Synchronous)
+	o, err = o.withDefaults(path)
+	if err != nil {
+		return nil, err
 	}
 	busy := o.BusyTimeout
-	if busy <= 0 {
-		busy = DefaultBusyTimeout
-	}
-	backupDir := o.BackupDir
-	if backupDir == "" {
-		backupDir = filepath.Join(filepath.Dir(path), "backups")
-	}
-	now, sleep := o.Now, o.Sleep
-	if now == nil {
-		now = time.Now
-	}
-	if sleep == nil {
-		sleep = time.Sleep
-	}
 
 	dir := filepath.Dir(path)
 	if err := ensureDir(dir); err != nil {
@@ -126,35 +108,14 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	pragmas := []string{
 		fmt.Sprintf("_pragma=busy_timeout(%d)", max(busy.Milliseconds(), 1)),
 		"_pragma=foreign_keys(1)",
-		"_pragma=synchronous(" + syncMode + ")",
+		"_pragma=synchronous(" + o.Synchronous + ")",
 	}
-	writerPragmas := append([]string{}, pragmas...)
-	if v == 0 {
-		// Incremental auto-vacuum lets a purge give space back in small steps
-		// while the service keeps writing; SQLite takes it only before the
-		// database's first page is written (the switch to WAL writes it).
-		writerPragmas = append(writerPragmas, "_pragma=auto_vacuum(INCREMENTAL)")
-	}
-	writer, err := sql.Open("sqlite", dsn(path, append(writerPragmas, "_pragma=journal_mode(WAL)", "_txlock=immediate")...))
+	writer, err := openWriter(ctx, path, pragmas, v == 0)
 	if err != nil {
-		return nil, storageError(err, "open database %s", path)
+		return nil, err
 	}
-	writer.SetMaxOpenConns(1)
-	writer.SetMaxIdleConns(1)
-	db := &DB{Writer: writer, Path: path, sleep: sleep}
-
-	// PRAGMA journal_mode reports the old mode instead of failing when it cannot switch.
-	var mode string
-	if err := writer.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
-		writer.Close()
-		return nil, storageError(err, "open database %s", path)
-	}
-	if !strings.EqualFold(mode, "wal") {
-		writer.Close()
-		return nil, errs.New(errs.Storage, "database %s could not be switched to WAL mode (it is in %s mode)", path, mode)
-	}
-
-	if err := db.migrate(ctx, o.Migrations, backupDir, now); err != nil {
+	db := &DB{Writer: writer, Path: path, sleep: o.Sleep}
+	if err := db.migrate(ctx, o.Migrations, o.BackupDir, o.Now); err != nil {
 		writer.Close()
 		return nil, err
 	}
@@ -172,6 +133,62 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	}
 	db.Reader = reader
 	return db, nil
+}
+
+// withDefaults checks o's synchronous setting and fills in what o leaves
+// unset: FULL, DefaultBusyTimeout, backups beside the database at path, the
+// system clock.
+func (o Options) withDefaults(path string) (Options, error) {
+	switch mode := strings.ToUpper(o.Synchronous); mode {
+	case "":
+		o.Synchronous = "FULL"
+	case "FULL", "NORMAL":
+		o.Synchronous = mode
+	default:
+		return o, errs.New(errs.ConfigInvalid, "invalid SQLite synchronous setting %q: want FULL or NORMAL", o.Synchronous)
+	}
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = DefaultBusyTimeout
+	}
+	if o.BackupDir == "" {
+		o.BackupDir = filepath.Join(filepath.Dir(path), "backups")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Sleep == nil {
+		o.Sleep = time.Sleep
+	}
+	return o, nil
+}
+
+// openWriter opens the one writing connection in WAL mode; a fresh
+// database (no page written yet) also gets incremental auto-vacuum.
+func openWriter(ctx context.Context, path string, pragmas []string, fresh bool) (*sql.DB, error) {
+	writerPragmas := append([]string{}, pragmas...)
+	if fresh {
+		// Incremental auto-vacuum lets a purge give space back in small steps
+		// while the service keeps writing; SQLite takes it only before the
+		// database's first page is written (the switch to WAL writes it).
+		writerPragmas = append(writerPragmas, "_pragma=auto_vacuum(INCREMENTAL)")
+	}
+	writer, err := sql.Open("sqlite", dsn(path, append(writerPragmas, "_pragma=journal_mode(WAL)", "_txlock=immediate")...))
+	if err != nil {
+		return nil, storageError(err, "open database %s", path)
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	// PRAGMA journal_mode reports the old mode instead of failing when it cannot switch.
+	var mode string
+	if err := writer.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		writer.Close()
+		return nil, storageError(err, "open database %s", path)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		writer.Close()
+		return nil, errs.New(errs.Storage, "database %s could not be switched to WAL mode (it is in %s mode)", path, mode)
+	}
+	return writer, nil
 }
 
 // WriteTx runs fn in one BEGIN IMMEDIATE transaction and commits it. When SQLite
