@@ -107,56 +107,13 @@ func Open(ctx context.Context, srv tmux.Server, repos []Repo, o Options) (Result
 		}
 	}
 	for _, r := range repos {
-		w, reused, dups := find(existing, r.Name, runsBroker)
-		// A repo whose only windows are dead: its agent exited. An open runs
-		// the command again in the first of them, so that no second window
-		// appears and no dead one is left behind; a restore leaves it ended.
-		var revive *tmux.Window
-		if !reused && len(dups) > 0 {
-			if o.LeaveEnded {
-				continue
-			}
-			revive, dups = &dups[0], dups[1:]
+		ew, ok, err := openOne(ctx, srv, existing, r, endpointID, o)
+		if err != nil {
+			return res, err
 		}
-		keeper := w.ID
-		if revive != nil {
-			keeper = revive.ID
+		if ok {
+			res.Endpoint.Windows = append(res.Endpoint.Windows, ew)
 		}
-		for _, d := range dups {
-			// Reconciled, never doubled: the extra window is left to the user but
-			// no longer marked as the repo's.
-			if _, err := srv.Run(ctx, nil, "set-option", "-w", "-u", "-t", d.ID, tmux.RepoOption); err != nil {
-				return res, err
-			}
-			switch {
-			case d.Dead:
-				o.Note("window %s of %s: its agent had exited; window %s takes its place for messages", d.ID, r.Name, keeper)
-			case reused:
-				o.Note("window %s was a second window for %s; it is no longer used for messages (window %s keeps them)", d.ID, r.Name, keeper)
-			default:
-				o.Note("window %s was a second window for %s; it is no longer used for messages", d.ID, r.Name)
-			}
-		}
-		switch {
-		case reused:
-		case revive != nil:
-			if w, err = respawn(ctx, srv, *revive, r, endpointID, o); err != nil {
-				return res, err
-			}
-		default:
-			if w, err = srv.NewWindow(ctx, SessionName, r.Name, r.Name, r.Path, WindowArgv(r, o.Broker), WindowEnv(r.Name, endpointID, o)); err != nil {
-				return res, err
-			}
-		}
-		ew := api.EndpointWindow{Repo: r.Name, RepoPath: r.Path, WindowID: w.ID, PaneID: w.PaneID, Mode: r.Mode, Command: r.Command,
-			Alive: !w.Dead, Reused: reused, Restarted: revive != nil, PanePID: w.PanePID}
-		if reused {
-			ew.Command = "" // what runs there is whatever was started; the record keeps it
-			if r.KeepMode {
-				ew.Mode = ""
-			}
-		}
-		res.Endpoint.Windows = append(res.Endpoint.Windows, ew)
 	}
 	if created {
 		// tmux makes a session with a first window of its own, a plain shell
@@ -170,6 +127,64 @@ func Open(ctx context.Context, srv tmux.Server, repos []Repo, o Options) (Result
 		}
 	}
 	return res, nil
+}
+
+// openOne gives r its window among existing: the live one it has (reused),
+// its dead one with the command run again, or a new one; any other window
+// marked as r's is unmarked. ok is false for a repo whose agent ended when
+// o.LeaveEnded keeps it so.
+func openOne(ctx context.Context, srv tmux.Server, existing []tmux.Window, r Repo, endpointID string, o Options) (api.EndpointWindow, bool, error) {
+	w, reused, dups := find(existing, r.Name, runsBroker)
+	// A repo whose only windows are dead: its agent exited. An open runs
+	// the command again in the first of them, so that no second window
+	// appears and no dead one is left behind; a restore leaves it ended.
+	var revive *tmux.Window
+	if !reused && len(dups) > 0 {
+		if o.LeaveEnded {
+			return api.EndpointWindow{}, false, nil
+		}
+		revive, dups = &dups[0], dups[1:]
+	}
+	keeper := w.ID
+	if revive != nil {
+		keeper = revive.ID
+	}
+	for _, d := range dups {
+		// Reconciled, never doubled: the extra window is left to the user but
+		// no longer marked as the repo's.
+		if _, err := srv.Run(ctx, nil, "set-option", "-w", "-u", "-t", d.ID, tmux.RepoOption); err != nil {
+			return api.EndpointWindow{}, false, err
+		}
+		switch {
+		case d.Dead:
+			o.Note("window %s of %s: its agent had exited; window %s takes its place for messages", d.ID, r.Name, keeper)
+		case reused:
+			o.Note("window %s was a second window for %s; it is no longer used for messages (window %s keeps them)", d.ID, r.Name, keeper)
+		default:
+			o.Note("window %s was a second window for %s; it is no longer used for messages", d.ID, r.Name)
+		}
+	}
+	var err error
+	switch {
+	case reused:
+	case revive != nil:
+		if w, err = respawn(ctx, srv, *revive, r, endpointID, o); err != nil {
+			return api.EndpointWindow{}, false, err
+		}
+	default:
+		if w, err = srv.NewWindow(ctx, SessionName, r.Name, r.Name, r.Path, WindowArgv(r, o.Broker), WindowEnv(r.Name, endpointID, o)); err != nil {
+			return api.EndpointWindow{}, false, err
+		}
+	}
+	ew := api.EndpointWindow{Repo: r.Name, RepoPath: r.Path, WindowID: w.ID, PaneID: w.PaneID, Mode: r.Mode, Command: r.Command,
+		Alive: !w.Dead, Reused: reused, Restarted: revive != nil, PanePID: w.PanePID}
+	if reused {
+		ew.Command = "" // what runs there is whatever was started; the record keeps it
+		if r.KeepMode {
+			ew.Mode = ""
+		}
+	}
+	return ew, true, nil
 }
 
 // respawn runs r's command again in dead, a window of r whose program has
