@@ -209,117 +209,26 @@ func Run(in io.Reader, out io.Writer, c Config) {
 func (c Config) play(out io.Writer, w wake, part string) {
 	c.Log("wake %s %s checkpoint=%s task=%s message=%s", w.lease, w.attempt, yesNo(w.resumed), w.task, w.message)
 	fmt.Fprintf(out, "woken: lease %s, attempt %s (%s)\n", w.lease, w.attempt, part)
-	// engine runs a coordination-engine command and logs it with its exit
-	// status; run names the attempt too, when the prompt's commands do.
-	engine := func(args ...string) int {
-		status := 0
-		// A model runs a command again that says the engine went away in
-		// the middle of it (exit 8, unavailable); once is enough here.
-		for try := 0; try < 2; try++ {
-			cmd := exec.Command(c.Engine, args...)
-			cmd.Stdout, cmd.Stderr = out, out
-			status = 0
-			if err := cmd.Run(); err != nil {
-				status = -1
-				if x, ok := err.(*exec.ExitError); ok {
-					status = x.ExitCode()
-				}
-			}
-			c.Log("run %s -> %d", strings.Join(args, " "), status)
-			if status != 8 {
-				break
-			}
-		}
-		return status
-	}
-	run := func(args ...string) {
-		if w.named {
-			args = append(args, "--attempt", w.attempt)
-		}
-		engine(args...)
-	}
+	p := player{Config: c, out: out, w: w}
 	switch part {
 	case "complete":
-		run("lease", "ack", w.lease)
-		run("lease", "renew", w.lease)
-		if w.show != "" {
-			// As a model would: read the task before working on it.
-			c.Log("taskshow %s -> %d", w.show, engine("task", "show", w.show))
-		}
-		run("checkpoint", "--lease", w.lease, "--summary", "scripted work done", "--file", "work.txt", "--next", "nothing")
-		// Through the engine, as the prompt says (the agent's window has
-		// no address or token of State Hub). Logged before the command:
-		// what State Hub's change sets off may show in the log before the
-		// answer does.
-		if c.Publish && w.task != "" {
-			c.Log("statehub %s done", w.task)
-			c.Log("statehub %s -> %d", w.task, engine("task", "set", w.task, "--status", "done"))
-		}
-		if c.Publish && w.message != "" {
-			c.Log("statehub %s read", w.message)
-			c.Log("statehub %s -> %d", w.message, engine("message", "read", w.message))
-		}
-		run("lease", "release", w.lease, "--result", "completed")
-		if c.Reply && w.message != "" && w.from != "" {
-			// The broker routes a To: block the agent prints; a blank line
-			// ends it.
-			fmt.Fprintf(out, "To:%s: done with your message %s\n\n", w.from, w.message)
-		}
+		p.complete()
 	case "ackstall":
-		run("lease", "ack", w.lease)
-		run("checkpoint", "--lease", w.lease, "--summary", "half of the scripted work", "--next", "the other half")
+		p.run("lease", "ack", w.lease)
+		p.run("checkpoint", "--lease", w.lease, "--summary", "half of the scripted work", "--next", "the other half")
 	case "fail", "failquit":
-		run("lease", "ack", w.lease)
-		run("lease", "release", w.lease, "--result", "failed", "--reason", "scripted failure")
+		p.run("lease", "ack", w.lease)
+		p.run("lease", "release", w.lease, "--result", "failed", "--reason", "scripted failure")
 	case "block":
-		run("lease", "ack", w.lease)
-		run("lease", "release", w.lease, "--result", "blocked", "--reason", "needs a human")
+		p.run("lease", "ack", w.lease)
+		p.run("lease", "release", w.lease, "--result", "blocked", "--reason", "needs a human")
 	case "cpblock":
-		run("lease", "ack", w.lease)
-		run("checkpoint", "--lease", w.lease, "--summary", "stuck: needs a human", "--next", "ask the operator", "--blocked-reason", "human")
+		p.run("lease", "ack", w.lease)
+		p.run("checkpoint", "--lease", w.lease, "--summary", "stuck: needs a human", "--next", "ask the operator", "--blocked-reason", "human")
 	case "work", "workask", "workidle":
-		// Claude Code's own report of its state, which the broker reads.
-		fmt.Fprint(out, "\x1b]7501;state=working\x07")
-		// A model reads its prompt for a while before its first tool
-		// call; the broker sees the turn and acknowledges meanwhile.
-		time.Sleep(500 * time.Millisecond)
-		run("checkpoint", "--lease", w.lease, "--summary", "scripted work begun", "--next", "finish it")
-		if part != "workidle" {
-			if part == "workask" {
-				fmt.Fprint(out, "\x1b]7501;state=blocked:kind=permission\x07")
-			}
-			c.waitWhile(c.Hold)
-			fmt.Fprint(out, "\x1b]7501;state=working\x07")
-			if c.Publish && w.task != "" {
-				c.Log("statehub %s done", w.task)
-				c.Log("statehub %s -> %d", w.task, engine("task", "set", w.task, "--status", "done"))
-			}
-			run("lease", "release", w.lease, "--result", "completed")
-		}
-		fmt.Fprint(out, "\x1b]7501;state=idle\x07")
+		p.work(part)
 	case "follow":
-		if w.ack {
-			run("lease", "ack", w.lease)
-		}
-		every := c.RenewEvery
-		if every <= 0 {
-			every = 300 * time.Millisecond
-		}
-		for c.Hold != "" {
-			if _, err := os.Stat(c.Hold); err != nil {
-				break
-			}
-			if w.renew {
-				run("lease", "renew", w.lease)
-			}
-			time.Sleep(every) // the agent's own pace between steps
-		}
-		run("checkpoint", "--lease", w.lease, "--summary", "scripted work done", "--next", "nothing")
-		if c.Publish && w.task != "" {
-			c.Log("statehub %s done", w.task)
-			c.Log("statehub %s -> %d", w.task, engine("task", "set", w.task, "--status", "done"))
-		}
-		run("lease", "release", w.lease, "--result", "completed")
+		p.follow()
 	case "tool":
 		c.showTool(out)
 		if w.from != "" {
@@ -328,6 +237,124 @@ func (c Config) play(out io.Writer, w wake, part string) {
 	case "stall":
 	}
 	c.Log("done %s", w.lease)
+}
+
+// player plays one wake's part: the commands it runs go to out.
+type player struct {
+	Config
+	out io.Writer
+	w   wake
+}
+
+// engine runs a coordination-engine command and logs it with its exit
+// status.
+func (p player) engine(args ...string) int {
+	status := 0
+	// A model runs a command again that says the engine went away in
+	// the middle of it (exit 8, unavailable); once is enough here.
+	for try := 0; try < 2; try++ {
+		cmd := exec.Command(p.Engine, args...)
+		cmd.Stdout, cmd.Stderr = p.out, p.out
+		status = 0
+		if err := cmd.Run(); err != nil {
+			status = -1
+			if x, ok := err.(*exec.ExitError); ok {
+				status = x.ExitCode()
+			}
+		}
+		p.Log("run %s -> %d", strings.Join(args, " "), status)
+		if status != 8 {
+			break
+		}
+	}
+	return status
+}
+
+// run is engine, naming the attempt too when the prompt's commands do.
+func (p player) run(args ...string) {
+	if p.w.named {
+		args = append(args, "--attempt", p.w.attempt)
+	}
+	p.engine(args...)
+}
+
+// setTaskDone marks the wake's task done through the engine, as the prompt
+// says (the agent's window has no address or token of State Hub). Logged
+// before the command: what State Hub's change sets off may show in the log
+// before the answer does.
+func (p player) setTaskDone() {
+	if p.Publish && p.w.task != "" {
+		p.Log("statehub %s done", p.w.task)
+		p.Log("statehub %s -> %d", p.w.task, p.engine("task", "set", p.w.task, "--status", "done"))
+	}
+}
+
+func (p player) complete() {
+	w := p.w
+	p.run("lease", "ack", w.lease)
+	p.run("lease", "renew", w.lease)
+	if w.show != "" {
+		// As a model would: read the task before working on it.
+		p.Log("taskshow %s -> %d", w.show, p.engine("task", "show", w.show))
+	}
+	p.run("checkpoint", "--lease", w.lease, "--summary", "scripted work done", "--file", "work.txt", "--next", "nothing")
+	p.setTaskDone()
+	if p.Publish && w.message != "" {
+		p.Log("statehub %s read", w.message)
+		p.Log("statehub %s -> %d", w.message, p.engine("message", "read", w.message))
+	}
+	p.run("lease", "release", w.lease, "--result", "completed")
+	if p.Reply && w.message != "" && w.from != "" {
+		// The broker routes a To: block the agent prints; a blank line
+		// ends it.
+		fmt.Fprintf(p.out, "To:%s: done with your message %s\n\n", w.from, w.message)
+	}
+}
+
+// work plays Claude Code's own reports of its state, which the broker
+// reads: working, a permission question (workask) while the hold file
+// stands, and idle; workidle stops after its checkpoint.
+func (p player) work(part string) {
+	fmt.Fprint(p.out, "\x1b]7501;state=working\x07")
+	// A model reads its prompt for a while before its first tool
+	// call; the broker sees the turn and acknowledges meanwhile.
+	time.Sleep(500 * time.Millisecond)
+	p.run("checkpoint", "--lease", p.w.lease, "--summary", "scripted work begun", "--next", "finish it")
+	if part != "workidle" {
+		if part == "workask" {
+			fmt.Fprint(p.out, "\x1b]7501;state=blocked:kind=permission\x07")
+		}
+		p.waitWhile(p.Hold)
+		fmt.Fprint(p.out, "\x1b]7501;state=working\x07")
+		p.setTaskDone()
+		p.run("lease", "release", p.w.lease, "--result", "completed")
+	}
+	fmt.Fprint(p.out, "\x1b]7501;state=idle\x07")
+}
+
+// follow works while the hold file stands, renewing at its own pace when
+// the wake asks for renewals, then completes.
+func (p player) follow() {
+	w := p.w
+	if w.ack {
+		p.run("lease", "ack", w.lease)
+	}
+	every := p.RenewEvery
+	if every <= 0 {
+		every = 300 * time.Millisecond
+	}
+	for p.Hold != "" {
+		if _, err := os.Stat(p.Hold); err != nil {
+			break
+		}
+		if w.renew {
+			p.run("lease", "renew", w.lease)
+		}
+		time.Sleep(every) // the agent's own pace between steps
+	}
+	p.run("checkpoint", "--lease", w.lease, "--summary", "scripted work done", "--next", "nothing")
+	p.setTaskDone()
+	p.run("lease", "release", w.lease, "--result", "completed")
 }
 
 // waitWhile waits until the file is gone ("" or absent: at once).
