@@ -309,30 +309,8 @@ func (s *Server) handle(r *http.Request, body []byte) (answer, Request) {
 	a.header.Set("X-OAuth-Scopes", strings.Join(s.opts.Scopes, ", "))
 	a.header.Set("X-Accepted-OAuth-Scopes", acceptedScopes(rel))
 	a.header.Set("X-GitHub-Api-Version-Selected", apiVersion)
-
-	if v := r.Header.Get("X-GitHub-Api-Version"); v != "" && v != apiVersion {
-		a.error(http.StatusBadRequest, "API version "+v+" is not supported by this double; it serves "+apiVersion+".", docsRoot+"/about-the-rest-api/api-versions")
-		s.rate.setHeaders(a.header, now, s.opts.RateLimit)
-		return finish(a)
-	}
-
-	if s.secondary.refuses(exact) {
-		s.secondary.early++
-		s.secondary.refuse(&a, exact, reqID)
-		s.rate.setHeaders(a.header, now, s.opts.RateLimit)
-		return finish(a)
-	}
-
 	rateLimitRoute := inPrefix && rel == "/rate_limit"
-	s.rate.roll(now)
-	if !rateLimitRoute && s.rate.spent(s.opts.RateLimit) {
-		s.rate.refuse(&a, now, s.opts.RateLimit, s.world.me.id, reqID)
-		s.rate.setHeaders(a.header, now, s.opts.RateLimit)
-		return finish(a)
-	}
-
-	if _, status, ok := longestPrefix(s.fails, rel); ok {
-		a.error(status, failMessage(status), docsRoot)
+	if s.refuse(r, &a, rel, rateLimitRoute, exact, reqID) {
 		s.rate.setHeaders(a.header, now, s.opts.RateLimit)
 		return finish(a)
 	}
@@ -353,23 +331,10 @@ func (s *Server) handle(r *http.Request, body []byte) (answer, Request) {
 		c.route()
 	}
 
-	if r.Method == http.MethodGet && a.status == http.StatusOK {
-		tag := a.header.Get("ETag")
-		if tag == "" {
-			tag = etagOf(a.body)
-			a.header.Set("ETag", tag)
-		}
-		a.header.Set("Cache-Control", "private, max-age=60, s-maxage=60")
-		a.header.Set("Vary", "Accept, Authorization, Cookie, X-GitHub-OTP, Accept-Encoding, Accept, X-Requested-With")
-		if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, tag) {
-			// GitHub's docs: a conditional request answered 304 does not
-			// count against the primary limit.
-			a.status = http.StatusNotModified
-			a.body = nil
-			a.header.Del("Content-Type")
-			a.header.Del("Link")
-			counted = false
-		}
+	if r.Method == http.MethodGet && a.status == http.StatusOK && a.cache(r) {
+		// GitHub's docs: a conditional request answered 304 does not
+		// count against the primary limit.
+		counted = false
 	}
 	if counted {
 		s.rate.count(now)
@@ -377,6 +342,53 @@ func (s *Server) handle(r *http.Request, body []byte) (answer, Request) {
 	}
 	s.rate.setHeaders(a.header, now, s.opts.RateLimit)
 	return finish(a)
+}
+
+// refuse answers a request GitHub would turn away before its route: an API
+// version this double does not serve, the secondary or primary rate limit
+// (never for /rate_limit itself), or a failure set on the path.
+func (s *Server) refuse(r *http.Request, a *answer, rel string, rateLimitRoute bool, exact time.Time, reqID string) bool {
+	now := exact.Truncate(time.Second)
+	if v := r.Header.Get("X-GitHub-Api-Version"); v != "" && v != apiVersion {
+		a.error(http.StatusBadRequest, "API version "+v+" is not supported by this double; it serves "+apiVersion+".", docsRoot+"/about-the-rest-api/api-versions")
+		return true
+	}
+	if s.secondary.refuses(exact) {
+		s.secondary.early++
+		s.secondary.refuse(a, exact, reqID)
+		return true
+	}
+	s.rate.roll(now)
+	if !rateLimitRoute && s.rate.spent(s.opts.RateLimit) {
+		s.rate.refuse(a, now, s.opts.RateLimit, s.world.me.id, reqID)
+		return true
+	}
+	if _, status, ok := longestPrefix(s.fails, rel); ok {
+		a.error(status, failMessage(status), docsRoot)
+		return true
+	}
+	return false
+}
+
+// cache gives a GET's 200 answer its ETag and cache headers, and turns it
+// into 304 Not Modified when the request's If-None-Match holds that tag,
+// which it reports.
+func (a *answer) cache(r *http.Request) (notModified bool) {
+	tag := a.header.Get("ETag")
+	if tag == "" {
+		tag = etagOf(a.body)
+		a.header.Set("ETag", tag)
+	}
+	a.header.Set("Cache-Control", "private, max-age=60, s-maxage=60")
+	a.header.Set("Vary", "Accept, Authorization, Cookie, X-GitHub-OTP, Accept-Encoding, Accept, X-Requested-With")
+	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, tag) {
+		a.status = http.StatusNotModified
+		a.body = nil
+		a.header.Del("Content-Type")
+		a.header.Del("Link")
+		return true
+	}
+	return false
 }
 
 // bearer reads the token from an Authorization header of the forms GitHub
