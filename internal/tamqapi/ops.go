@@ -231,7 +231,7 @@ type EndpointsResult struct {
 
 // The broker session (a stream): the broker opens it with OpBrokerSession;
 // the service then sends Deliver frames on it (requests with op "deliver")
-// and the broker answers each with a response carrying a DeliverResult.
+// and the broker answers each with a response carrying a DeliveryOutcome.
 const (
 	OpBrokerSession = "broker_session"
 	OpDeliver       = "deliver"
@@ -263,8 +263,8 @@ type DeliveryClaim struct {
 
 // LastDelivery is a broker's last delivery and its answer to it.
 type LastDelivery struct {
-	Claim  DeliveryClaim `json:"claim"`
-	Result DeliverResult `json:"result"`
+	Claim  DeliveryClaim   `json:"claim"`
+	Result DeliveryOutcome `json:"result"`
 }
 
 // DeliverArgs ask the broker to write one message into its agent.
@@ -283,30 +283,6 @@ type DeliverArgs struct {
 	// (BrokerSessionArgs.Claims), is what the broker remembers of this
 	// delivery with its answer.
 	Claim *DeliveryClaim `json:"claim,omitempty"`
-}
-
-// DeliverResult says what the broker wrote.
-type DeliverResult struct {
-	Written      bool      `json:"written"`
-	MaybeWritten bool      `json:"maybe_written"`
-	WrittenAt    time.Time `json:"written_at"`
-	Bracketed    bool      `json:"bracketed"`
-	// Quiet says a quiet moment came; false means MaxWait ran out first.
-	Quiet    bool  `json:"quiet"`
-	WaitedMS int64 `json:"waited_ms"`
-	// NotReady says nothing was written because the agent was not at its
-	// input prompt (a dialog, a menu, a confirmation, or a screen the broker
-	// could not read); Reason says what it saw. The message waits for the
-	// broker's next BrokerState with AtPrompt.
-	NotReady bool `json:"not_ready,omitempty"`
-	// Cancelled says nothing was written because the service no longer
-	// had the delivery to confirm (a wake cancelled meanwhile).
-	Cancelled bool `json:"cancelled,omitempty"`
-	// Held names why the Enter was held back after the text went in
-	// ("dialog", "busy", "unknown screen"); Reason says it in words.
-	Held   string `json:"held,omitempty"`
-	Reason string `json:"reason,omitempty"`
-	Error  string `json:"error,omitempty"`
 }
 
 // OpBrokerState is a notification the broker sends on its session (a request

@@ -27,11 +27,11 @@ import (
 //     and no hook event came in between.
 //
 // When 0 does not hold, nothing is written and the delivery is answered at
-// once (NotReady, program.NoAgentRunning); it is checked again right before
-// the first byte. When 1 or 2 do not hold within the delivery's wait,
-// nothing is written (NotReady, with the reason). When 3 fails the text is
-// in but the Enter is not pressed (MaybeWritten, with the reason); a second
-// Enter is never sent.
+// once (api.NotAtPrompt, program.NoAgentRunning); it is checked again right
+// before the first byte. When 1 or 2 do not hold within the delivery's wait,
+// nothing is written (api.NotAtPrompt, with the reason). When 3 fails the
+// text is in but the Enter is not pressed (api.EnterHeld, with the reason);
+// a second Enter is never sent.
 type Gate struct {
 	Relay *Relay
 	Model *Model
@@ -60,21 +60,6 @@ type Delivery struct {
 	// delivery is still wanted (a wake whose lease ended while the gate
 	// waited is not); false, with why, writes nothing.
 	Current func() (bool, string)
-}
-
-// Outcome is what became of a delivery.
-type Outcome struct {
-	Written, MaybeWritten, NotReady bool
-	// Cancelled: Current said the delivery is no longer wanted; nothing
-	// was written.
-	Cancelled bool
-	// Held: the text went in but the Enter was held back; it names why
-	// in a word: "dialog", "busy" or "unknown screen".
-	Held   string
-	Reason string
-	Quiet  bool
-	Waited time.Duration
-	Err    error
 }
 
 // idleQuietWait bounds the wait for a quiet moment, beyond the quiet asked
@@ -151,16 +136,17 @@ func (g *Gate) viewOf(rules string, running bool) (screen, reason, status string
 	return screen, reason, s.Status
 }
 
-// Deliver writes d into the agent when it is at its prompt.
-func (g *Gate) Deliver(d Delivery) Outcome {
+// Deliver writes d into the agent when it is at its prompt, and says what
+// became of it.
+func (g *Gate) Deliver(d Delivery) api.DeliveryOutcome {
 	// The last line of defence: whatever the service sent, nothing written
 	// here may end the bracketed paste or press a key.
 	if !textsafe.Inert(d.Text) {
-		return Outcome{Err: errs.New(errs.BodyInvalid, "refusing to type a delivery with a control character other than newline and tab")}
+		return api.DeliveryOutcome{Kind: api.Failed, Err: errs.New(errs.BodyInvalid, "refusing to type a delivery with a control character other than newline and tab")}
 	}
 	start := time.Now()
 	if _, running, _ := g.agent(false); !running {
-		return Outcome{NotReady: true, Reason: program.NoAgentRunning}
+		return api.DeliveryOutcome{Kind: api.NotAtPrompt, Reason: program.NoAgentRunning}
 	}
 	deadline := start.Add(d.MaxWait)
 	wait := d.MaxWait
@@ -181,11 +167,11 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 		// No agent: nothing to wait for; the service holds the window
 		// until the broker reports one.
 		if reason == program.NoAgentRunning || !time.Now().Before(deadline) {
-			return Outcome{NotReady: true, Reason: reason, Quiet: quiet, Waited: time.Since(start)}
+			return api.DeliveryOutcome{Kind: api.NotAtPrompt, Reason: reason, Quiet: quiet, Waited: time.Since(start)}
 		}
 		time.Sleep(min(100*time.Millisecond, time.Until(deadline)))
 	}
-	out := Outcome{Quiet: quiet, Waited: time.Since(start)}
+	out := api.DeliveryOutcome{Quiet: quiet, Waited: time.Since(start)}
 	if rules, _, _ := g.agent(false); rules == AgentGemini {
 		d.Pause = max(d.Pause, geminiEnterGap)
 	}
@@ -193,8 +179,8 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 	if d.Bracketed {
 		body = "\x1b[200~" + d.Text + "\x1b[201~"
 	}
-	noAgent := false
-	out.Err = g.Relay.Exclusive(func(write func([]byte) error) error {
+	noAgent, maybeWritten := false, false
+	err := g.Relay.Exclusive(func(write func([]byte) error) error {
 		// The last look before the first byte: a shell that took the
 		// foreground since the screen was read (the agent exited, or was
 		// suspended) gets nothing, nor does a delivery no longer wanted.
@@ -204,12 +190,12 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 		}
 		if d.Current != nil {
 			if ok, why := d.Current(); !ok {
-				out.Cancelled, out.Reason = true, why
+				out.Kind, out.Reason = api.Cancelled, why
 				return nil
 			}
 		}
 		// From the first byte on, the text may be in the agent's input.
-		out.MaybeWritten = true
+		maybeWritten = true
 		if err := write([]byte(body)); err != nil {
 			return err
 		}
@@ -217,7 +203,7 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 		// pause keeps them apart.
 		time.Sleep(d.Pause)
 		if reason := g.pasteShows(d.Text, hooks); reason != "" {
-			out.Held, out.Reason = g.heldFor(), reason
+			out.Kind, out.Held, out.Reason = api.EnterHeld, g.heldFor(), reason
 			return nil
 		}
 		// An agent draws the paste once it has read it, which under load
@@ -225,27 +211,29 @@ func (g *Gate) Deliver(d Delivery) Outcome {
 		// too closely is taken for part of the paste (Codex: within
 		// 120 ms). So the pause also runs from the agent's last output.
 		if quiet, _ := g.Relay.AwaitMoment(Moment{Quiet: d.Pause, MaxWait: pasteShowsWithin}); !quiet {
-			out.Held, out.Reason = g.heldFor(), "the agent kept drawing after the paste"
+			out.Kind, out.Held, out.Reason = api.EnterHeld, g.heldFor(), "the agent kept drawing after the paste"
 			return nil
 		}
 		if reason := g.pasteShows(d.Text, hooks); reason != "" {
-			out.Held, out.Reason = g.heldFor(), reason
+			out.Kind, out.Held, out.Reason = api.EnterHeld, g.heldFor(), reason
 			return nil
 		}
 		if err := write([]byte{'\r'}); err != nil {
 			return err
 		}
-		out.Written, out.MaybeWritten = true, false
+		out.Kind, out.At = api.Written, time.Now().UTC()
 		return nil
 	})
 	switch {
-	case noAgent && out.Err == nil:
-		return Outcome{NotReady: true, Reason: program.NoAgentRunning, Quiet: quiet, Waited: time.Since(start)}
-	case errors.Is(out.Err, os.ErrClosed) && !out.MaybeWritten:
+	case noAgent && err == nil:
+		return api.DeliveryOutcome{Kind: api.NotAtPrompt, Reason: program.NoAgentRunning, Quiet: quiet, Waited: time.Since(start)}
+	case errors.Is(err, os.ErrClosed) && !maybeWritten:
 		// The terminal is not open yet (the session came before the agent
 		// started) or any more (it exited): nothing was written, and the
 		// message waits for the window without spending its attempt.
-		return Outcome{NotReady: true, Reason: "the agent's terminal is not open", Quiet: quiet, Waited: time.Since(start)}
+		return api.DeliveryOutcome{Kind: api.NotAtPrompt, Reason: "the agent's terminal is not open", Quiet: quiet, Waited: time.Since(start)}
+	case err != nil:
+		out.Kind, out.Err, out.MaybeWritten = api.Failed, err, maybeWritten
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/errs"
+	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -18,7 +19,7 @@ func TestGateRefusesWhatCouldAct(t *testing.T) {
 	g := &Gate{}
 	for _, text := range []string{"x\x1b[201~echo pwned\r", "a\rb", "\x1b]52;c;aGk=\a", "\u009b", "\u202e"} {
 		out := g.Deliver(Delivery{Text: text})
-		if !errs.Is(out.Err, errs.BodyInvalid) || out.Written || out.MaybeWritten {
+		if out.Kind != api.Failed || !errs.Is(out.Err, errs.BodyInvalid) || out.MaybeWritten {
 			t.Errorf("Deliver(%q) = %+v", text, out)
 		}
 	}
@@ -43,7 +44,7 @@ func TestATitleAloneIsNoDialog(t *testing.T) {
 		t.Fatalf("the broker reports %+v at an idle prompt under the title", st)
 	}
 	out := g.Deliver(Delivery{Text: "From:alpha: hello", Pause: 20 * time.Millisecond, Quiet: 20 * time.Millisecond, MaxWait: 3 * time.Second})
-	if !out.Written || out.NotReady || out.Held != "" {
+	if out.Kind != api.Written || out.Held != "" {
 		t.Fatalf("delivery under the title: %+v", out)
 	}
 	testutil.WaitFor(t, "the program to read the delivery", func() bool {

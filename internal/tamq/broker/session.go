@@ -191,20 +191,8 @@ func (s *session) serve(fr *unixrpc.FrameReader) {
 		if len(d.Confirm) > 0 {
 			delivery.Current = s.confirm(d.Confirm)
 		}
-		out := s.gate.Deliver(delivery)
-		res := api.DeliverResult{Written: out.Written, MaybeWritten: out.MaybeWritten, WrittenAt: time.Now().UTC(),
-			Bracketed: bracketed, Quiet: out.Quiet, WaitedMS: out.Waited.Milliseconds(), NotReady: out.NotReady,
-			Cancelled: out.Cancelled, Held: out.Held, Reason: out.Reason}
-		switch {
-		case out.Err != nil:
-			res.Error = out.Err.Error()
-		case out.Cancelled:
-			res.Error = "not written: " + out.Reason
-		case out.NotReady:
-			res.Error = "the agent is not at its prompt: " + out.Reason
-		case !out.Written:
-			res.Error = "the text is in but the Enter was held back: " + out.Reason
-		}
+		res := s.gate.Deliver(delivery)
+		res.Bracketed = bracketed
 		if d.Claim != nil {
 			s.last = &api.LastDelivery{Claim: *d.Claim, Result: res}
 		}

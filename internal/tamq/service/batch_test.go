@@ -27,7 +27,7 @@ type scriptedWriter struct {
 	texts   []string
 }
 
-func (w *scriptedWriter) Write(_ context.Context, _ queue.Endpoint, _ queue.Window, text string, _ *Confirm) (Written, error) {
+func (w *scriptedWriter) Write(_ context.Context, _ queue.Endpoint, _ queue.Window, text string, _ *Confirm) Written {
 	w.mu.Lock()
 	n := len(w.texts)
 	w.texts = append(w.texts, text)
@@ -36,16 +36,14 @@ func (w *scriptedWriter) Write(_ context.Context, _ queue.Endpoint, _ queue.Wind
 		<-w.release
 	}
 	if n >= len(w.script) {
-		return Written{Path: "broker", Moment: "quiet"}, nil
+		return viaBroker(api.DeliveryOutcome{Kind: api.Written, Quiet: true})
 	}
-	out := w.script[n]
-	switch {
-	case out.Deferred:
-		return out, errs.New(errs.Unavailable, "nothing written: %s", out.Reason)
-	case out.Reason != "":
-		return out, errs.New(errs.Unavailable, "%s", out.Reason)
-	}
-	return out, nil
+	return w.script[n]
+}
+
+// viaBroker is out, as a broker answered it.
+func viaBroker(out api.DeliveryOutcome) Written {
+	return Written{Outcome: out, Path: "broker"}
 }
 
 func (w *scriptedWriter) written() []string {
@@ -121,8 +119,8 @@ func (s *Service) steps(t *testing.T, id string) []string {
 func TestBatchNotReadyDefersEveryMessage(t *testing.T) {
 	t.Parallel()
 	w := &scriptedWriter{release: make(chan struct{}), script: []Written{
-		{Path: "broker"},
-		{Path: "broker", Deferred: true, NotAtPrompt: true, Reason: "the agent is not at its prompt: a dialog shows"},
+		viaBroker(api.DeliveryOutcome{Kind: api.Written}),
+		viaBroker(api.DeliveryOutcome{Kind: api.NotAtPrompt, Reason: "the agent is not at its prompt: a dialog shows"}),
 	}}
 	svc, epID, send := batchService(t, "", w)
 	first := send("To:net-kingdom: first")
@@ -178,8 +176,8 @@ func TestBrokerBackAtPromptBeforeTheDeferralIsRecorded(t *testing.T) {
 	t.Parallel()
 	bc := &brokerConn{states: 1} // one report came after the answer below
 	w := &scriptedWriter{release: make(chan struct{}), script: []Written{
-		{Path: "broker"},
-		{Path: "broker", Deferred: true, NotAtPrompt: true, Reason: "the agent is not at its prompt: a dialog shows",
+		viaBroker(api.DeliveryOutcome{Kind: api.Written}),
+		{Path: "broker", Outcome: api.DeliveryOutcome{Kind: api.NotAtPrompt, Reason: "the agent is not at its prompt: a dialog shows"},
 			broker: bc, brokerStates: 0},
 	}}
 	svc, epID, send := batchService(t, "", w)
@@ -210,9 +208,9 @@ func TestBrokerBackAtPromptBeforeTheDeferralIsRecorded(t *testing.T) {
 func TestBatchWriteFailureIsEachMessages(t *testing.T) {
 	t.Parallel()
 	w := &scriptedWriter{release: make(chan struct{}), script: []Written{
-		{Path: "broker"},
-		{Path: "broker", Reason: "the broker could not write"},
-		{Path: "broker", MaybeWritten: true, Reason: "the text is in but the Enter was held back"},
+		viaBroker(api.DeliveryOutcome{Kind: api.Written}),
+		viaBroker(api.DeliveryOutcome{Kind: api.Failed, Err: errs.New(errs.Unavailable, "the broker could not write")}),
+		viaBroker(api.DeliveryOutcome{Kind: api.Failed, MaybeWritten: true, Err: errs.New(errs.Unavailable, "the text is in but the Enter was held back")}),
 	}}
 	svc, _, send := batchService(t, "[coordination]\nretry_backoff_seconds = [1]\n", w)
 	first := send("To:net-kingdom: first")
@@ -243,8 +241,8 @@ func TestBatchWriteFailureIsEachMessages(t *testing.T) {
 func TestAHeldEnterHoldsTheBatch(t *testing.T) {
 	t.Parallel()
 	w := &scriptedWriter{release: make(chan struct{}), script: []Written{
-		{Path: "broker"},
-		{Path: "broker", MaybeWritten: true, Held: "dialog", Reason: "the agent's hooks reported an event during the paste"},
+		viaBroker(api.DeliveryOutcome{Kind: api.Written}),
+		viaBroker(api.DeliveryOutcome{Kind: api.EnterHeld, Held: "dialog", Reason: "the agent's hooks reported an event during the paste"}),
 	}}
 	svc, _, send := batchService(t, "[coordination]\nretry_backoff_seconds = [1]\nwake_ack_timeout_seconds = 1\n", w)
 	first := send("To:net-kingdom: first")

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net"
 	"slices"
@@ -322,15 +321,18 @@ func (s *brokerSessions) brokerFrame(bc *brokerConn, frame []byte) {
 }
 
 // deliver asks the broker to write text and reports what it said.
-func (bc *brokerConn) deliver(ctx context.Context, d api.DeliverArgs) (Written, error) {
-	out := Written{Path: "broker"}
+func (bc *brokerConn) deliver(ctx context.Context, d api.DeliverArgs) Written {
+	failed := func(err error) Written {
+		// Once the request is out, bytes may have gone in.
+		return Written{Outcome: api.DeliveryOutcome{Kind: api.Failed, Err: err, MaybeWritten: true}, Path: "broker"}
+	}
 	bc.mu.Lock()
 	defer bc.mu.Unlock()
 	bc.seq++
 	id := strconv.Itoa(bc.seq)
 	frame, err := unixrpc.EncodeFrame(unixrpc.Request{Proto: unixrpc.Version, Op: api.OpDeliver, ID: id, Args: mustJSON(d)})
 	if err != nil {
-		return out, err
+		return Written{Outcome: api.DeliveryOutcome{Kind: api.Failed, Err: err}, Path: "broker"}
 	}
 	// A socket's deadline is on the kernel's wall clock, not the service's.
 	bc.conn.SetWriteDeadline(time.Now().Add(brokerWriteTimeout))
@@ -340,54 +342,38 @@ func (bc *brokerConn) deliver(ctx context.Context, d api.DeliverArgs) (Written, 
 		// the agent), so the message waits without spending its attempt.
 		// What holds the window now is the pane's to say (the watcher lists
 		// it), not this broker's, which is gone.
-		out.Path, out.Deferred, out.Reason = "", true, "the broker session ended"
-		return out, errs.Wrap(errs.Unavailable, err, "broker session lost")
+		return Written{Outcome: api.DeliveryOutcome{Kind: api.Unreachable, Reason: "the broker session ended"}}
 	}
-	out.MaybeWritten = true // from here on, bytes may have gone in
 	for {
 		select {
 		case <-ctx.Done():
-			return out, errs.New(errs.Timeout, "the broker did not report the write in time")
+			return failed(errs.New(errs.Timeout, "the broker did not report the write in time"))
 		case <-bc.closed:
-			return out, errs.New(errs.Unavailable, "the broker session ended during a delivery")
+			return failed(errs.New(errs.Unavailable, "the broker session ended during a delivery"))
 		case reply := <-bc.replies:
 			resp := reply.resp
 			if resp.ID != id {
 				continue
 			}
-			var res api.DeliverResult
+			var res api.DeliveryOutcome
 			if !resp.OK || json.Unmarshal(resp.Result, &res) != nil {
+				out := failed(errs.New(errs.Internal, "the broker answered the delivery without a result"))
 				out.broker, out.brokerStates = bc, reply.states
-				return out, errs.New(errs.Internal, "the broker answered the delivery without a result")
+				return out
 			}
 			return bc.answered(res, reply.states)
 		}
 	}
 }
 
-// answered is what the broker's answer to a delivery says was written;
-// states is how many agent states it had reported before the answer.
-func (bc *brokerConn) answered(res api.DeliverResult, states uint64) (Written, error) {
-	out := Written{Path: "broker", broker: bc, brokerStates: states, Moment: "bounded", WaitedMS: res.WaitedMS}
-	if res.Quiet {
-		out.Moment = "quiet"
+// answered is the broker's answer to a delivery as the deliverer records
+// it; states is how many agent states the broker had reported before the
+// answer.
+func (bc *brokerConn) answered(res api.DeliveryOutcome, states uint64) Written {
+	if res.Kind == api.NotAtPrompt {
+		res.Reason = brokerWaitReason(res.Reason)
 	}
-	switch {
-	case res.Cancelled:
-		out.Cancelled, out.Reason = true, res.Reason
-		return out, errs.New(errs.Conflict, "not written: %s", res.Reason)
-	case res.NotReady:
-		out.Deferred, out.NotAtPrompt, out.Reason = true, true, brokerWaitReason(res.Reason)
-		return out, errs.New(errs.Unavailable, "nothing written: %s", out.Reason)
-	case !res.Written:
-		out.MaybeWritten = res.MaybeWritten
-		if res.Held != "" {
-			out.Held, out.Reason = res.Held, res.Reason
-		}
-		return out, errors.New(res.Error)
-	}
-	out.At = res.WrittenAt
-	return out, nil
+	return Written{Outcome: res, Path: "broker", broker: bc, brokerStates: states}
 }
 
 // brokerWaitReason is the wait reason of a window whose broker found it not
@@ -432,7 +418,7 @@ const waitingForBroker = "waiting for the window's broker to attach"
 // Write implements Writer. The broker's session was verified for this very
 // window (endpoint, repo and pane) when it opened; through tmux, every write
 // checks the pane again.
-func (rw RoutingWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Window, text string, confirm *Confirm) (Written, error) {
+func (rw RoutingWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Window, text string, confirm *Confirm) Written {
 	if bc := rw.brokers.get(store.DeliveryKey(ep.ID, w.Repo)); bc != nil && bc.paneID == w.PaneID {
 		c := rw.config.Delivery
 		d := api.DeliverArgs{Text: text, PauseMS: int(enterPause(rw.config, text) / time.Millisecond),
@@ -446,7 +432,7 @@ func (rw RoutingWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Wi
 		return bc.deliver(ctx, d)
 	}
 	if rw.brokerRuns != nil && rw.brokerRuns(ctx, ep, w) {
-		return Written{Path: "broker", Deferred: true, Reason: waitingForBroker}, errs.New(errs.Unavailable, "nothing written: %s", waitingForBroker)
+		return Written{Outcome: api.DeliveryOutcome{Kind: api.Unreachable, Reason: waitingForBroker}, Path: "broker"}
 	}
 	return rw.tmux.Write(ctx, ep, w, text, confirm)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/wakeup"
 )
 
@@ -18,13 +19,12 @@ import (
 // text it was given.
 type answerWriter struct {
 	wrote Written
-	err   error
 	texts []string
 }
 
-func (w *answerWriter) Write(_ context.Context, _ queue.Endpoint, win queue.Window, text string, _ *Confirm) (Written, error) {
+func (w *answerWriter) Write(_ context.Context, _ queue.Endpoint, win queue.Window, text string, _ *Confirm) Written {
 	w.texts = append(w.texts, win.Repo+": "+text)
-	return w.wrote, w.err
+	return w.wrote
 }
 
 // theWindow finds window r of endpoint e.
@@ -63,20 +63,20 @@ func TestDelivererRecordsWhatCameOfTheWrite(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		mode     ackmode.Mode
-		wrote    Written
-		err      error
+		wrote    api.DeliveryOutcome
 		want     string // the message's state after
 		attempts int
 		waits    []string // why the window waits, as the watcher is told
 	}{
-		{name: "written injected", mode: ackmode.Injected, wrote: Written{Path: "tmux"}, want: "injected", attempts: 1},
-		{name: "written, awaiting its ack", mode: ackmode.Acknowledged, wrote: Written{Path: "tmux"}, want: "awaiting_ack", attempts: 1},
-		{name: "deferred until the window can take it", mode: ackmode.Injected, wrote: Written{Deferred: true, Reason: "the agent exited"},
+		{name: "written injected", mode: ackmode.Injected, wrote: api.DeliveryOutcome{Kind: api.Written}, want: "injected", attempts: 1},
+		{name: "written, awaiting its ack", mode: ackmode.Acknowledged, wrote: api.DeliveryOutcome{Kind: api.Written}, want: "awaiting_ack", attempts: 1},
+		{name: "deferred until the window can take it", mode: ackmode.Injected, wrote: api.DeliveryOutcome{Kind: api.Unreachable, Reason: "the agent exited"},
 			want: "queued", attempts: 0, waits: []string{"e/r: the agent exited"}},
-		{name: "held with its Enter", mode: ackmode.Injected, wrote: Written{Path: "tmux", Held: "dialog", Reason: "a question is open"},
+		{name: "held with its Enter", mode: ackmode.Injected, wrote: api.DeliveryOutcome{Kind: api.EnterHeld, Held: "dialog", Reason: "a question is open"},
 			want: "held", attempts: 1},
-		{name: "failed with nothing written: queued again", mode: ackmode.Injected, err: writeErr, want: "queued", attempts: 1},
-		{name: "failed after some may have arrived: failed", mode: ackmode.Injected, wrote: Written{MaybeWritten: true}, err: writeErr,
+		{name: "failed with nothing written: queued again", mode: ackmode.Injected, wrote: api.DeliveryOutcome{Kind: api.Failed, Err: writeErr},
+			want: "queued", attempts: 1},
+		{name: "failed after some may have arrived: failed", mode: ackmode.Injected, wrote: api.DeliveryOutcome{Kind: api.Failed, Err: writeErr, MaybeWritten: true},
 			want: "failed", attempts: 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -85,7 +85,7 @@ func TestDelivererRecordsWhatCameOfTheWrite(t *testing.T) {
 			svc, _ := setup(t, Options{Clock: fake})
 			t.Cleanup(svc.d.Close) // never run: only the deliverer below writes
 			oneWindow(t, svc)
-			w, waits := &answerWriter{wrote: c.wrote, err: c.err}, &noteWaits{}
+			w, waits := &answerWriter{wrote: tmuxWrote(c.wrote)}, &noteWaits{}
 			d := &deliverer{log: svc.log, clock: fake, config: svc.opts.Config, deliveries: svc.store.Deliveries,
 				endpoints: theWindow{}, writer: w, waitReason: func(string) string { return "" }, waits: waits,
 				brokers: noBrokers{}, dispatch: wakeup.New()}

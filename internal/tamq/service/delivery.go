@@ -74,52 +74,53 @@ func (s *deliverer) deliver(ctx context.Context, ms []queue.Message) {
 	var wr Written
 	if err == nil {
 		wctx, cancel := context.WithTimeout(withClaim(ctx, ms), DeliveryLease/2)
-		wr, err = s.writer.Write(wctx, ep, w, queue.BatchText(ms), s.confirmOf(ctx, ms))
+		wr = s.writer.Write(wctx, ep, w, queue.BatchText(ms), s.confirmOf(ctx, ms))
 		cancel()
 	} else {
-		wr = Written{Deferred: true, Reason: err.Error()}
+		wr = Written{Outcome: api.DeliveryOutcome{Kind: api.Unreachable, Reason: err.Error()}}
 	}
-	s.record(ctx, ms, wr, err, nil)
+	s.record(ctx, ms, wr, nil)
 }
 
-// record records what came of writing ms (the writer's report and error):
-// written, held, deferred until the window can take it, or failed. extra
-// goes into the receipt of a delivery written or held.
-func (s *deliverer) record(ctx context.Context, ms []queue.Message, wr Written, err error, extra map[string]any) {
+// record records what came of writing ms (the writer's report): written,
+// held, deferred until the window can take it, or failed. extra goes into
+// the receipt of a delivery written or held.
+func (s *deliverer) record(ctx context.Context, ms []queue.Message, wr Written, extra map[string]any) {
 	t := timing(s.config)
 	m := ms[0]
-	if wr.Cancelled {
+	out := wr.Outcome
+	if out.Kind == api.Cancelled {
 		// Cancelled while the writer waited for the window: the messages
 		// say so already; nothing was written.
-		s.log.Info("delivery not written: cancelled meanwhile", "message", m.ID, "reason", wr.Reason)
+		s.log.Info("delivery not written: cancelled meanwhile", "message", m.ID, "reason", out.Reason)
 		return
 	}
-	if wr.Deferred {
+	if out.Deferred() {
 		s.deferDelivery(ctx, ms, wr)
 		return
 	}
 	// One time for the whole delivery: its messages come back due together
 	// and go in together again.
 	now := s.clock.Now()
-	if wr.Held != "" {
+	switch out.Kind {
+	case api.EnterHeld:
 		// The text sits in the agent's input box: nothing more is typed.
-		reason := "Enter held (" + wr.Held + "): " + wr.Reason
-		s.log.Warn("delivery held", "message", m.ID, "messages", len(ms), "target", m.Target, "held", wr.Held, "reason", wr.Reason)
-		s.transitionEach(ctx, ms, reason, withExtra(map[string]any{"held": wr.Held}, extra), func(x *queue.Message) error {
+		reason := "Enter held (" + out.Held + "): " + out.Reason
+		s.log.Warn("delivery held", "message", m.ID, "messages", len(ms), "target", m.Target, "held", out.Held, "reason", out.Reason)
+		s.transitionEach(ctx, ms, reason, withExtra(map[string]any{"held": out.Held}, extra), func(x *queue.Message) error {
 			return x.HeldBack(now, reason)
 		})
 		s.keepWake(m, wr) // a person may press the Enter: the agent then takes it
 		return
-	}
-	if err != nil {
-		s.log.Warn("delivery failed", "message", m.ID, "messages", len(ms), "target", m.Target, "maybe_written", wr.MaybeWritten, "error", err.Error())
+	case api.Failed:
+		s.log.Warn("delivery failed", "message", m.ID, "messages", len(ms), "target", m.Target, "maybe_written", out.MaybeWritten, "error", out.Err.Error())
 		s.transitionEach(ctx, ms, "write failed", nil, func(x *queue.Message) error {
-			return x.WriteFailed(now, t, wr.MaybeWritten, err.Error())
+			return x.WriteFailed(now, t, out.MaybeWritten, out.Err.Error())
 		})
 		return
 	}
 	// injected means written: the time is the writer's report of the write.
-	at := wr.At
+	at := out.At
 	if at.IsZero() {
 		at = now
 	}
@@ -146,7 +147,7 @@ func withExtra(detail, extra map[string]any) map[string]any {
 // wake goes alone, and its broker tells whether the agent took it.
 func (s *deliverer) keepWake(m queue.Message, wr Written) {
 	if leaseID, attempt, ok := store.WakeKey(m.IdempotencyKey); ok && m.SenderKind == queue.FromCoordination && wr.broker != nil {
-		s.leaseWritten(store.DeliveryKey(m.EndpointID, m.Target), m.Target, leaseID, attempt, wr.broker, wr.brokerStates, wr.Held != "")
+		s.leaseWritten(store.DeliveryKey(m.EndpointID, m.Target), m.Target, leaseID, attempt, wr.broker, wr.brokerStates, wr.Outcome.Kind == api.EnterHeld)
 	}
 }
 
@@ -193,25 +194,25 @@ func (s *deliverer) transitionEach(ctx context.Context, ms []queue.Message, reas
 // stood in the way clears: the watcher lists the window again, or the broker
 // says its agent is back at its prompt.
 func (s *deliverer) deferDelivery(ctx context.Context, ms []queue.Message, wr Written) {
-	m := ms[0]
-	s.log.Info("delivery waits", "message", m.ID, "messages", len(ms), "target", m.Target, "reason", wr.Reason)
+	m, reason := ms[0], wr.Outcome.Reason
+	s.log.Info("delivery waits", "message", m.ID, "messages", len(ms), "target", m.Target, "reason", reason)
 	now := s.clock.Now() // one time: the batch is due again as a whole
-	s.transitionEach(ctx, ms, "window cannot take it now: "+wr.Reason, nil, func(x *queue.Message) error {
-		return x.Deferred(now, wr.Reason)
+	s.transitionEach(ctx, ms, "window cannot take it now: "+reason, nil, func(x *queue.Message) error {
+		return x.Deferred(now, reason)
 	})
 	switch {
 	case wr.broker != nil:
-		s.holdIfStill(wr.broker, wr.brokerStates, wr.Reason)
+		s.holdIfStill(wr.broker, wr.brokerStates, reason)
 	case wr.Path == "broker":
-		s.waits.setWait(fromBroker, m.EndpointID, m.Target, wr.Reason)
+		s.waits.setWait(fromBroker, m.EndpointID, m.Target, reason)
 		// A broker that attached meanwhile may have reported already, and
 		// reports again only on a change: its window is not held for the
 		// broker it has.
 		if s.brokers.get(store.DeliveryKey(m.EndpointID, m.Target)) != nil {
 			s.waits.setWait(fromBroker, m.EndpointID, m.Target, "")
 		}
-	case wr.NotAtPrompt:
-		s.waits.setWait(fromScreen, m.EndpointID, m.Target, wr.Reason)
+	case wr.Outcome.Kind == api.NotAtPrompt:
+		s.waits.setWait(fromScreen, m.EndpointID, m.Target, reason)
 		// A broker that attached while the pane was looked at has cleared
 		// the screen's hold already, or is about to: it reports its own
 		// agent, and a hold set after its attach would never be lifted
@@ -220,13 +221,13 @@ func (s *deliverer) deferDelivery(ctx context.Context, ms []queue.Message, wr Wr
 			s.waits.setWait(fromScreen, m.EndpointID, m.Target, "")
 		}
 	default:
-		s.waits.setWait(fromPane, m.EndpointID, m.Target, wr.Reason)
+		s.waits.setWait(fromPane, m.EndpointID, m.Target, reason)
 		s.waits.requestList(m.EndpointID)
 	}
 	// The watcher may have seen the window change while these were being
 	// written (the agent's pane died): it noted its reason on the messages
 	// queued then, which these were not yet. They say the window's reason.
-	if r := s.waitReason(store.DeliveryKey(m.EndpointID, m.Target)); r != "" && r != wr.Reason {
+	if r := s.waitReason(store.DeliveryKey(m.EndpointID, m.Target)); r != "" && r != reason {
 		if err := s.deliveries.NoteWaiting(context.WithoutCancel(ctx), m.EndpointID, m.Target, r); err != nil {
 			s.log.Error("cannot note why messages wait", "repo", m.Target, "error", err.Error())
 		}

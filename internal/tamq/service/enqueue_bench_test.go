@@ -22,20 +22,20 @@ import (
 // enqueue path alone.
 type discardWriter struct{}
 
-func (discardWriter) Write(context.Context, queue.Endpoint, queue.Window, string, *Confirm) (Written, error) {
-	return Written{Path: "discard"}, nil
+func (discardWriter) Write(context.Context, queue.Endpoint, queue.Window, string, *Confirm) Written {
+	return Written{Outcome: api.DeliveryOutcome{Kind: api.Written}, Path: "discard"}
 }
 
 // pacedWriter stands in for a terminal that takes as long as the default
 // Enter pause to write a message into.
 type pacedWriter struct{}
 
-func (pacedWriter) Write(ctx context.Context, _ queue.Endpoint, _ queue.Window, _ string, _ *Confirm) (Written, error) {
+func (pacedWriter) Write(ctx context.Context, _ queue.Endpoint, _ queue.Window, _ string, _ *Confirm) Written {
 	select {
 	case <-time.After(200 * time.Millisecond):
 	case <-ctx.Done():
 	}
-	return Written{Path: "paced"}, nil
+	return Written{Outcome: api.DeliveryOutcome{Kind: api.Written}, Path: "paced"}
 }
 
 // inProcessService runs a service in this process with its files under

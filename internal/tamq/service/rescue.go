@@ -39,7 +39,7 @@ type leaseRescuer struct {
 	clock      clock.Clock
 	deliveries *store.Deliveries
 	// record records a settled claim as the deliverer records a delivery.
-	record    func(ctx context.Context, ms []queue.Message, wr Written, err error, extra map[string]any)
+	record    func(ctx context.Context, ms []queue.Message, wr Written, extra map[string]any)
 	brokers   brokerLookup
 	endpoints windowFinder
 	// dispatch wakes the dispatcher once a window is free.
@@ -212,10 +212,9 @@ func (r *leaseRescuer) settle(ctx context.Context, cs []store.Interruption, bc *
 	if len(answered) > 0 {
 		// Every report the new session made came after the write: the
 		// lease keeper reads them all.
-		wr, err := bc.answered(report.Result, 0)
 		r.log.Info("interrupted delivery settled by its broker's answer", "message", answered[0].ID, "messages", len(answered),
-			"target", answered[0].Target, "written", report.Result.Written, "held", report.Result.Held)
-		r.record(ctx, answered, wr, err, map[string]any{"settled": "by its broker after a restart"})
+			"target", answered[0].Target, "written", report.Result.Kind == api.Written, "held", report.Result.Held)
+		r.record(ctx, answered, bc.answered(report.Result, 0), map[string]any{"settled": "by its broker after a restart"})
 	}
 	return nil
 }
@@ -224,6 +223,6 @@ func (r *leaseRescuer) settle(ctx context.Context, cs []store.Interruption, bc *
 // may have written) something: a claim it found no prompt for, or whose
 // wake was cancelled, wrote nothing and goes back to the queue.
 func answers(d *api.LastDelivery, c store.Interruption) bool {
-	return d != nil && !d.Result.NotReady && !d.Result.Cancelled &&
+	return d != nil && d.Result.Kind != api.NotAtPrompt && d.Result.Kind != api.Cancelled &&
 		sqlitedb.Millis(d.Claim.At) == sqlitedb.Millis(c.ClaimedAt) && slices.Contains(d.Claim.IDs, c.Message.ID)
 }

@@ -77,7 +77,7 @@ func TestRescuerSettlesByTheBrokersWord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	written := api.DeliverResult{Written: true, WrittenAt: claimed.Add(500 * time.Millisecond), Quiet: true}
+	written := api.DeliveryOutcome{Kind: api.Written, At: claimed.Add(500 * time.Millisecond), Quiet: true}
 	attach := func(endpoint, repo string, last *api.LastDelivery) {
 		svc.brokers.mu.Lock()
 		defer svc.brokers.mu.Unlock()

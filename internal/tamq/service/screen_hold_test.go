@@ -7,6 +7,7 @@ import (
 	"github.com/tmux-amq/tamq/internal/queue"
 	"github.com/tmux-amq/tamq/internal/tamq/program"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
+	api "github.com/tmux-amq/tamq/internal/tamqapi"
 )
 
 // A delivery that went the tmux way because the window's broker had not
@@ -25,7 +26,7 @@ func TestAScreenHoldDoesNotOutliveABrokerThatAttachedMeanwhile(t *testing.T) {
 		return svc.live.reasonOf(key)
 	}
 	m := queue.Message{ID: "m-1", EndpointID: "ep-1", Target: "net-kingdom"}
-	deferred := Written{Path: "tmux", Deferred: true, NotAtPrompt: true, Reason: program.NoAgentRunning}
+	deferred := tmuxWrote(api.DeliveryOutcome{Kind: api.NotAtPrompt, Reason: program.NoAgentRunning})
 
 	// No broker: the pane's word holds the window until it is looked at again.
 	svc.delivery.deferDelivery(context.Background(), []queue.Message{m}, deferred)

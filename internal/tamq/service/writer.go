@@ -16,11 +16,12 @@ import (
 	"github.com/tmux-amq/tamq/internal/tmux"
 )
 
-// Writer puts text into a window's terminal. confirm, when not nil, is
-// asked right before the first byte whether the delivery is still wanted
-// (its messages not cancelled meanwhile); false writes nothing.
+// Writer puts text into a window's terminal and says what became of it.
+// confirm, when not nil, is asked right before the first byte whether the
+// delivery is still wanted (its messages not cancelled meanwhile); false
+// writes nothing.
 type Writer interface {
-	Write(ctx context.Context, ep queue.Endpoint, w queue.Window, text string, confirm *Confirm) (Written, error)
+	Write(ctx context.Context, ep queue.Endpoint, w queue.Window, text string, confirm *Confirm) Written
 }
 
 // Confirm names the messages a writer confirms with the service right
@@ -30,34 +31,12 @@ type Confirm struct {
 	Current func() (bool, string)
 }
 
-// Written is what a Writer reports of one delivery.
+// Written is what a Writer reports of one delivery: its outcome, and the
+// way it went.
 type Written struct {
-	// MaybeWritten, on failure, says whether any byte may have arrived (then
-	// the text is never resent blindly).
-	MaybeWritten bool
-	// At is when the last byte (the Enter) went in; zero means when Write
-	// returned.
-	At time.Time
+	Outcome api.DeliveryOutcome
 	// Path is "broker" or "tmux".
 	Path string
-	// Moment, through a broker: "quiet" when the agent's output was quiet and
-	// the operator not mid-line, "bounded" when the wait for that ran out.
-	Moment   string
-	WaitedMS int64
-	// Deferred: nothing was written because the window cannot take text now
-	// (its agent has exited, its pane is gone or is not the window's any more,
-	// or the agent is not at its input prompt); Reason says which. The
-	// message waits for the window, without spending an attempt.
-	Deferred bool
-	Reason   string
-	// NotAtPrompt: deferred because the program was not at its input prompt.
-	NotAtPrompt bool
-	// Cancelled: nothing was written because the confirmation said the
-	// delivery is no longer wanted (its messages were cancelled).
-	Cancelled bool
-	// Held: the text went in but the broker held the Enter back; it names
-	// why in a word (dialog, busy, unknown screen), Reason in words.
-	Held string
 	// broker is the session that answered, and brokerStates how many agent
 	// states it had reported before its answer.
 	broker       *brokerConn
@@ -81,11 +60,16 @@ func withClaim(ctx context.Context, ms []queue.Message) context.Context {
 	return context.WithValue(ctx, claimKey{}, api.DeliveryClaim{IDs: ids, At: ms[0].UpdatedAt})
 }
 
-// detail is the receipt detail of a delivery: how, never what.
+// detail is the receipt detail of a delivery: how, never what. Through a
+// broker, its moment: "quiet" when the agent's output was quiet and the
+// operator not mid-line, "bounded" when the wait for that ran out.
 func (w Written) detail() map[string]any {
 	d := map[string]any{"path": w.Path}
-	if w.Moment != "" {
-		d["moment"], d["waited_ms"] = w.Moment, w.WaitedMS
+	if w.Path == "broker" {
+		d["moment"], d["waited_ms"] = "bounded", w.Outcome.Waited.Milliseconds()
+		if w.Outcome.Quiet {
+			d["moment"] = "quiet"
+		}
 	}
 	return d
 }
@@ -122,53 +106,59 @@ func (tw TmuxWriter) clock() clock.Clock {
 // Write implements Writer. Both writes are guarded: tmux itself checks, at
 // the moment of each, that the pane is the window's (same server, same repo
 // mark) and that its program is alive.
-func (tw TmuxWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Window, text string, confirm *Confirm) (Written, error) {
+func (tw TmuxWriter) Write(ctx context.Context, ep queue.Endpoint, w queue.Window, text string, confirm *Confirm) Written {
 	srv := tmux.Server{Socket: ep.TmuxSocket}
 	g := tmux.Guard{PaneID: w.PaneID, ServerPID: ep.ServerPID, Repo: w.Repo}
 	// Nothing goes in unless an agent is the foreground program (a shell
 	// would run every line), at its input prompt: the Enter would otherwise
 	// answer whatever dialog shows. The agent is looked at last, right
 	// before the paste.
-	noAgent := Written{Path: "tmux", Deferred: true, NotAtPrompt: true, Reason: program.NoAgentRunning}
 	v := tw.agent(ctx, ep, w)
 	if !v.Running {
-		return noAgent, errs.New(errs.Unavailable, "nothing written: %s", program.NoAgentRunning)
+		return tmuxWrote(api.DeliveryOutcome{Kind: api.NotAtPrompt, Reason: program.NoAgentRunning})
 	}
 	if ok, why := paneAtPrompt(ctx, srv, w, v.Rules); !ok {
-		return Written{Path: "tmux", Deferred: true, NotAtPrompt: true, Reason: notAtPrompt(why)}, errs.New(errs.Unavailable, "nothing written: %s", why)
+		return tmuxWrote(api.DeliveryOutcome{Kind: api.NotAtPrompt, Reason: notAtPrompt(why)})
 	}
 	if !tw.agent(ctx, ep, w).Running {
-		return noAgent, errs.New(errs.Unavailable, "nothing written: %s", program.NoAgentRunning)
+		return tmuxWrote(api.DeliveryOutcome{Kind: api.NotAtPrompt, Reason: program.NoAgentRunning})
 	}
 	if confirm != nil {
 		if ok, why := confirm.Current(); !ok {
-			return Written{Path: "tmux", Cancelled: true, Reason: why}, errs.New(errs.Conflict, "not written: %s", why)
+			return tmuxWrote(api.DeliveryOutcome{Kind: api.Cancelled, Reason: why})
 		}
 	}
 	if err := srv.Paste(ctx, g, text); err != nil {
 		if r := tmux.RefusalOf(err); r != nil {
-			return Written{Path: "tmux", Deferred: true, Reason: r.Reason}, err
+			return tmuxWrote(api.DeliveryOutcome{Kind: api.Unreachable, Reason: r.Reason})
 		}
-		return Written{Path: "tmux", MaybeWritten: !errors.Is(err, tmux.ErrNotWritten)}, err
+		return tmuxWrote(api.DeliveryOutcome{Kind: api.Failed, Err: err, MaybeWritten: !errors.Is(err, tmux.ErrNotWritten)})
 	}
 	select {
 	case <-tw.clock().After(tw.Pause(text)):
 	case <-ctx.Done():
-		return Written{Path: "tmux", MaybeWritten: true}, ctx.Err()
+		return tmuxWrote(api.DeliveryOutcome{Kind: api.Failed, Err: ctx.Err(), MaybeWritten: true})
 	}
 	if ok, why := pasteShows(ctx, srv, w, text, v.Rules); !ok {
 		// The text is in but not where the Enter would submit it: no Enter.
-		return Written{Path: "tmux", MaybeWritten: true}, errs.New(errs.Unavailable, "the text is in but the Enter was held back: %s", why)
+		return tmuxWrote(api.DeliveryOutcome{Kind: api.Failed, MaybeWritten: true,
+			Err: errs.New(errs.Unavailable, "the text is in but the Enter was held back: %s", why)})
 	}
 	if !tw.stillAgent(ctx, ep, w) {
 		// The agent left the foreground during the pause: an Enter now
 		// would go to whatever took it.
-		return Written{Path: "tmux", MaybeWritten: true}, errs.New(errs.Unavailable, "the text is in but the Enter was held back: %s", program.NoAgentRunning)
+		return tmuxWrote(api.DeliveryOutcome{Kind: api.Failed, MaybeWritten: true,
+			Err: errs.New(errs.Unavailable, "the text is in but the Enter was held back: %s", program.NoAgentRunning)})
 	}
 	if err := srv.SendEnter(ctx, g); err != nil {
-		return Written{Path: "tmux", MaybeWritten: true}, err
+		return tmuxWrote(api.DeliveryOutcome{Kind: api.Failed, Err: err, MaybeWritten: true})
 	}
-	return Written{Path: "tmux"}, nil
+	return tmuxWrote(api.DeliveryOutcome{Kind: api.Written})
+}
+
+// tmuxWrote is what the TmuxWriter reports: out, through tmux.
+func tmuxWrote(out api.DeliveryOutcome) Written {
+	return Written{Outcome: out, Path: "tmux"}
 }
 
 // stillAgent looks again, after the text went in, whether the agent is the
