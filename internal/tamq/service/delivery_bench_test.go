@@ -106,10 +106,10 @@ func BenchmarkEnqueueThroughput(b *testing.B) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			next := time.Now()
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
 			for i := c; i < half; i += clients {
-				time.Sleep(time.Until(next))
-				next = next.Add(interval)
+				<-tick.C
 				d := send(rounds*per + i)
 				mu.Lock()
 				lat = append(lat, d)
