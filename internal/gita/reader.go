@@ -189,7 +189,7 @@ func (rd *Reader) read() (reg *Registry, rows []row, groups []Group, gen uint64,
 	rd.mu.Unlock()
 	if !fresh {
 		// Stat before reading: a change after the stat shows in the next stat.
-		readAt := time.Now()
+		readAt := rd.now()
 		// The registry says which directory is which repo, so where
 		// prompts and messages are typed: files another user could write
 		// are refused.

@@ -6,7 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
 // A subreaper adopts what its children leave behind when they exit, and
@@ -25,10 +26,10 @@ func TestASubreaperAdoptsAndReapsOrphans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the orphan's adoption", func() bool { st, err := ReadStat(orphan); return err == nil && st.PPID == syscall.Getpid() })
+	testutil.WaitFor(t, "the orphan's adoption", func() bool { st, err := ReadStat(orphan); return err == nil && st.PPID == syscall.Getpid() })
 	// Kept: not reaped even once it has exited.
 	syscall.Kill(orphan, syscall.SIGKILL)
-	waitFor(t, "the orphan to exit", func() bool { st, err := ReadStat(orphan); return err == nil && st.State == 'Z' })
+	testutil.WaitFor(t, "the orphan to exit", func() bool { st, err := ReadStat(orphan); return err == nil && st.State == 'Z' })
 	// (Other tests of this binary may have left orphans it adopted too.)
 	ReapOrphans(func(pid int) bool { return pid == orphan })
 	if st, err := ReadStat(orphan); err != nil || st.State != 'Z' {
@@ -52,21 +53,12 @@ func TestEnviron(t *testing.T) {
 	// Right after its exec a process's environment may read empty for a
 	// moment; a caller placed has long been running.
 	var env map[string]string
-	waitFor(t, "the environment", func() bool {
+	testutil.WaitFor(t, "the environment", func() bool {
 		var err error
 		env, err = Environ(cmd.Process.Pid, "TAMQ_REPO", "EMPTY", "MISSING")
 		return err == nil && len(env) > 0
 	})
 	if len(env) != 2 || env["TAMQ_REPO"] != "alpha" || env["EMPTY"] != "" {
 		t.Errorf("got %q", env)
-	}
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }

@@ -148,7 +148,7 @@ func BenchmarkScale(b *testing.B) {
 		}
 		c0, p0 := calls(), hub.pollCount()
 		window := idleWindow()
-		time.Sleep(window)
+		time.Sleep(window) // the idle window whose CPU, calls and polls are measured
 		for _, k := range slices.Sorted(maps.Keys(pids)) {
 			t, err := benchutil.CPUTicks(pids[k])
 			if err != nil {

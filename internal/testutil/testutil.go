@@ -283,16 +283,36 @@ func WaitUpTo(t testing.TB, what string, d time.Duration, cond func() bool) {
 
 // Within polls cond until it holds (true) or d has passed (false).
 func Within(d time.Duration, cond func() bool) bool {
+	return WithinEvery(d, 50*time.Millisecond, cond)
+}
+
+// WithinEvery is Within polling at least every step, for a benchmark that
+// times when cond comes true and has no event to wait on: its figure is at
+// most step late. It is the one place the tests sleep to poll.
+func WithinEvery(d, step time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
-	delay := time.Millisecond
+	delay := min(time.Millisecond, step)
 	for !cond() {
 		if time.Now().After(deadline) {
 			return false
 		}
 		time.Sleep(delay)
-		delay = min(delay*2, 50*time.Millisecond)
+		delay = min(delay*2, step)
 	}
 	return true
+}
+
+// Settled polls read until its value has not changed for quiet, and says
+// whether that happened within limit: "the agent stopped drawing" has no
+// event to wait on, only an absence of change.
+func Settled[T comparable](quiet, limit time.Duration, read func() T) bool {
+	last, since := read(), time.Now()
+	return Within(limit, func() bool {
+		if v := read(); v != last {
+			last, since = v, time.Now()
+		}
+		return time.Since(since) >= quiet
+	})
 }
 
 // Tmux is a private tmux server on its own socket, killed when the test ends.

@@ -19,28 +19,22 @@ import (
 
 // benchLoop is a loop whose agent window records what it receives, with
 // tamq's delivery pauses at zero: the figures are our own steps.
-func benchLoop(b *testing.B, engineConfig string) (*loop, *client.Client, *tamqclient.Client, string) {
+func benchLoop(b *testing.B, engineConfig string) (*loop, *client.Client, *tamqclient.Client, recording) {
 	b.Helper()
 	l := newLoop(b, engineConfig, "net-kingdom")
 	l.e.WriteConfig(b, "[delivery]\nenter_pause_ms = 20\nquiet_ms = 0\nmax_quiet_wait_ms = 0\n")
-	l.e.Tamq(b, "open", "--tmux-socket", l.tm.Name, "--mode", "trigger", "--command", l.e.RecorderCommand(), "net-kingdom")
+	recorder, feed := l.e.FedRecorder(b, "net-kingdom")
+	l.e.Tamq(b, "open", "--tmux-socket", l.tm.Name, "--mode", "trigger", "--command", recorder, "net-kingdom")
 	testutil.WaitFor(b, "the recorder", func() bool { _, ok := l.e.Recording("net-kingdom"); return ok })
 	l.waitAttached(b, "net-kingdom", 1)
-	return l, client.New(l.pathsOf(b, paths.Engine)), tamqclient.New(l.pathsOf(b, paths.Tamq)), filepath.Join(l.e.Root, "rec", "net-kingdom")
+	return l, client.New(l.pathsOf(b, paths.Engine)), tamqclient.New(l.pathsOf(b, paths.Tamq)), recording{filepath.Join(l.e.Root, "rec", "net-kingdom"), feed}
 }
 
-// untilGrows waits until the file at path is larger than size and returns
-// how long that took from start.
-func untilGrows(b *testing.B, path string, size int64, start time.Time) (time.Duration, int64) {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if fi, err := os.Stat(path); err == nil && fi.Size() > size {
-			return time.Since(start), fi.Size()
-		}
-		time.Sleep(50 * time.Microsecond)
-	}
-	b.Fatal("nothing arrived in the agent's terminal")
-	return 0, 0
+// recording is what the agent's terminal received: the file, and the feed
+// its bytes arrive on as they come.
+type recording struct {
+	path string
+	feed *testutil.Feed
 }
 
 func fileSize(path string) int64 {
@@ -91,13 +85,14 @@ func BenchmarkWakeToFirstByte(b *testing.B) {
 // firstByte runs act and returns how long until the agent's terminal
 // (recorded at rec) got its first new byte; it returns once the whole
 // message, up to its Enter, is in, so the next measurement starts clean.
-func firstByte(b *testing.B, rec string, act func()) time.Duration {
+func firstByte(b *testing.B, rec recording, act func()) time.Duration {
 	b.Helper()
-	size := fileSize(rec)
+	size := rec.feed.Count()
 	start := time.Now()
 	act()
-	d, _ := untilGrows(b, rec, size, start)
-	testutil.WaitFor(b, "the Enter", func() bool { return endsWithEnter(rec) })
+	rec.feed.WaitPast(b, size)
+	d := time.Since(start)
+	testutil.WaitFor(b, "the Enter", func() bool { return endsWithEnter(rec.path) })
 	return d
 }
 

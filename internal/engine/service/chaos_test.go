@@ -62,13 +62,10 @@ func TestChaosEngineKilledDuringTheLoop(t *testing.T) {
 	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for _, id := range tasks {
-		for h.task(id).Status != "done" {
-			if time.Now().After(deadline) {
-				log := l.agentLog()
-				t.Fatalf("task %s is not done: %+v\nthe agents' log ends:\n%s\ntamq:\n%s\nthe engine's starts, attaches and gates:\n%s", id, l.explain(t, id),
-					log[max(0, len(log)-3000):], l.e.Tamq(t, "history", "--limit", "15").Stdout, l.engineLog("started", "attached", "gate"))
-			}
-			time.Sleep(100 * time.Millisecond)
+		if !testutil.Within(time.Until(deadline), func() bool { return h.task(id).Status == "done" }) {
+			log := l.agentLog()
+			t.Fatalf("task %s is not done: %+v\nthe agents' log ends:\n%s\ntamq:\n%s\nthe engine's starts, attaches and gates:\n%s", id, l.explain(t, id),
+				log[max(0, len(log)-3000):], l.e.Tamq(t, "history", "--limit", "15").Stdout, l.engineLog("started", "attached", "gate"))
 		}
 	}
 	testutil.WaitFor(t, "no lease live", func() bool {

@@ -228,18 +228,9 @@ func (r *agentRun) size() int {
 	return int(fi.Size())
 }
 
-// quiet waits until the agent printed nothing for d (at most max).
-func (r *agentRun) quiet(d, max time.Duration) {
-	deadline := time.Now().Add(max)
-	last, since := r.size(), time.Now()
-	for time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-		if n := r.size(); n != last {
-			last, since = n, time.Now()
-		} else if time.Since(since) >= d {
-			return
-		}
-	}
+// quiet waits until the agent printed nothing for d (at most limit).
+func (r *agentRun) quiet(d, limit time.Duration) {
+	testutil.Settled(d, limit, r.size)
 }
 
 // screen feeds the model what the agent printed so far and reads it.
@@ -253,9 +244,7 @@ func (r *agentRun) screen() (Screen, int) {
 			n := min(len(p), 32<<10)
 			r.model.Write(p[:n])
 			p = p[n:]
-			for r.model.Handled() < uint64(r.fed+n) {
-				time.Sleep(time.Millisecond)
-			}
+			testutil.WaitFor(r.t, "the model to take in the agent's output", func() bool { return r.model.Handled() >= uint64(r.fed+n) })
 			r.fed += n
 		}
 	}
@@ -363,14 +352,14 @@ func record(t *testing.T, agentsDir string, sess recSession) (fixture, []byte) {
 	for _, c := range sess.Cases {
 		text := c.Paste.text()
 		if c.Busy {
-			r.tmux("send-keys", "-t", r.pane, "-l", "hello")
-			time.Sleep(300 * time.Millisecond) // an Enter right after typed text is part of it
-
-			r.tmux("send-keys", "-t", r.pane, "C-m")
+			r.submit("hello")
 			if !r.waitState(StateBusy, 20*time.Second) {
 				dump("not busy after a prompt was submitted")
 				break
 			}
+			// A moment into the turn, as a paste arriving while the agent
+			// works would find it: the pause is that arrival, not a wait
+			// for an event.
 			time.Sleep(time.Second)
 		}
 		if c.Draft != "" {

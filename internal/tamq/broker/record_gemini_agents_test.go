@@ -76,6 +76,9 @@ func TestRecordGeminiScreens(t *testing.T) {
 
 			r.submit("please sleep for a while")
 			r.waitText("sleep 4", 30*time.Second)
+			// A moment into the four-second command, as a delivery arriving
+			// while it runs would find the screen: the pause is that
+			// arrival, not a wait for an event.
 			time.Sleep(1500 * time.Millisecond)
 			r.screen()
 			f.Points = append(f.Points, r.point("busy-command", StateBusy))
@@ -188,11 +191,12 @@ func (r *agentRun) waitText(text string, d time.Duration) {
 	}
 }
 
-// submit types a prompt and presses Enter after a pause (an Enter right
-// after typed text is a newline to Gemini CLI).
+// submit types a prompt and presses Enter after a pause.
 func (r *agentRun) submit(prompt string) {
 	r.tmux("send-keys", "-t", r.pane, "-l", prompt)
 	r.waitText(prompt, 10*time.Second)
+	// A person's pause, not a wait for an event: an Enter right after typed
+	// text is taken for part of it (a newline to Gemini CLI).
 	time.Sleep(300 * time.Millisecond)
 	r.tmux("send-keys", "-t", r.pane, "Enter")
 }

@@ -487,20 +487,17 @@ func BenchmarkBurstDrain(b *testing.B) {
 			start := time.Now()
 			h.release(b)
 			db := readerOf(b, e)
-			deadline := start.Add(5 * time.Minute) // a safety net only
-			for {
-				var left int
+			// The drain's end, looked for every 5 ms at most: the deadline
+			// is a safety net only.
+			var left int
+			if !testutil.WithinEvery(5*time.Minute, 5*time.Millisecond, func() bool {
 				if err := db.QueryRow(`SELECT count(*) FROM messages WHERE state <> 'injected'`).Scan(&left); err != nil {
 					b.Fatal(err)
 				}
 				rec, _ := e.Recording("net-kingdom")
-				if left == 0 && strings.HasSuffix(rec, "\x1b[201~\r") && everyEnvelope(rec, want) {
-					break
-				}
-				if time.Now().After(deadline) {
-					b.Fatalf("%d messages not injected after %v", left, time.Since(start))
-				}
-				time.Sleep(5 * time.Millisecond)
+				return left == 0 && strings.HasSuffix(rec, "\x1b[201~\r") && everyEnvelope(rec, want)
+			}) {
+				b.Fatalf("%d messages not injected after %v", left, time.Since(start))
 			}
 			total += time.Since(start)
 		}

@@ -49,17 +49,20 @@ func startLoad(t *testing.T, e *testutil.Env, repos ...string) *load {
 				// Accepted means the service answered with the message; a
 				// send cut off by a kill may or may not have committed, and
 				// the sender, not knowing, sends something else.
+				// Steady load (about 80 messages a second in all), not a
+				// flood: what is measured is what a fault does to it. A
+				// refused send is tried again sooner: the service is
+				// restarting.
+				pace := 100 * time.Millisecond
 				if err := client.Call(ctx, api.OpSend, args, nil); err != nil {
 					ld.refused.Add(1)
-					time.Sleep(20 * time.Millisecond) // the service is restarting
-					continue
+					pace = 20 * time.Millisecond
+				} else {
+					ld.accepted.Store(body, repo)
 				}
-				ld.accepted.Store(body, repo)
-				// Steady load (about 80 messages a second in all), not a
-				// flood: what is measured is what a fault does to it.
 				select {
 				case <-ctx.Done():
-				case <-time.After(100 * time.Millisecond):
+				case <-time.After(pace):
 				}
 			}
 		}()
@@ -81,6 +84,13 @@ func startLoad(t *testing.T, e *testutil.Env, repos ...string) *load {
 	return ld
 }
 
+// count is how many sends the service has accepted so far.
+func (ld *load) count() int {
+	n := 0
+	ld.accepted.Range(func(any, any) bool { n++; return true })
+	return n
+}
+
 func (ld *load) halt() {
 	ld.stop()
 	ld.wg.Wait()
@@ -92,26 +102,21 @@ func (ld *load) halt() {
 func (ld *load) check(t *testing.T, e *testutil.Env) (accepted, doubled int) {
 	t.Helper()
 	ld.halt()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		var pending int
+	var pending int
+	if !testutil.Within(2*time.Minute, func() bool {
 		if err := readerOf(t, e).QueryRow(`SELECT count(*) FROM messages WHERE state IN ('queued', 'delivering')`).Scan(&pending); err != nil {
 			t.Fatal(err)
 		}
-		if pending == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d messages still wait for delivery", pending)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return pending == 0
+	}) {
+		t.Fatalf("%d messages still wait for delivery", pending)
 	}
 	// Injected means written to the terminal: the agent (the recorder) reads
 	// what came last a moment later, longer on a loaded machine. A message is
 	// lost only if it never shows.
 	type unread struct{ repo, body string }
 	var missing, twice []unread
-	for read := time.Now().Add(30 * time.Second); ; {
+	testutil.Within(30*time.Second, func() bool {
 		missing, twice, accepted, doubled = nil, nil, 0, 0
 		for _, repo := range ld.repos {
 			got, _ := e.Recording(repo)
@@ -133,11 +138,8 @@ func (ld *load) check(t *testing.T, e *testutil.Env) (accepted, doubled int) {
 				return true
 			})
 		}
-		if len(missing) == 0 || time.Now().After(read) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(missing) == 0
+	})
 	for _, m := range missing {
 		t.Errorf("%s never received %q; %s", m.repo, m.body, trail(t, e, m.body))
 	}
@@ -211,7 +213,9 @@ func TestChaosServiceKilledUnderLoad(t *testing.T) {
 		testutil.IntegrityCheck(t, e.Database())
 		e.Tamq(t, "start", "--detach")
 	}
-	time.Sleep(300 * time.Millisecond) // load after the last restart too
+	// Load after the last restart too: sends the new service accepted.
+	before := ld.count()
+	testutil.WaitFor(t, "load after the last restart", func() bool { return ld.count() >= before+20 })
 	accepted, doubled := ld.check(t, e)
 	if doubled > 0 {
 		t.Errorf("%d messages doubled over %d kills of a service delivering to %d windows", doubled, rounds, len(repos))
@@ -229,7 +233,7 @@ func TestChaosServiceStoppedUnderLoad(t *testing.T) {
 	repos := []string{"alpha", "beta"}
 	e, _ := workspace(t, "[delivery]\nenter_pause_ms = 0\n[service]\nshutdown_grace_seconds = 5\n", repos...)
 	ld := startLoad(t, e, repos...)
-	testutil.WaitFor(t, "some load", func() bool { n := 0; ld.accepted.Range(func(any, any) bool { n++; return true }); return n > 40 })
+	testutil.WaitFor(t, "some load", func() bool { return ld.count() > 40 })
 	pid := pingPID(t, e)
 	began := time.Now()
 	syscall.Kill(pid, syscall.SIGTERM)

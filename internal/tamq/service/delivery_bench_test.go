@@ -26,15 +26,22 @@ import (
 func benchWorkspace(b *testing.B, config string, repos ...string) (*testutil.Env, *testutil.Tmux) {
 	b.Helper()
 	e := testutil.NewEnv(b)
+	return e, openRecorders(b, e, config, e.RecorderCommand(), repos...)
+}
+
+// openRecorders writes config, registers repos and opens their windows
+// running recorder, and returns once each records.
+func openRecorders(b *testing.B, e *testutil.Env, config, recorder string, repos ...string) *testutil.Tmux {
+	b.Helper()
 	e.WriteConfig(b, config)
 	e.Gita(b, repos...)
 	tm := testutil.NewTmux(b)
-	e.Tamq(b, append([]string{"open", "--tmux-socket", tm.Name, "--command", e.RecorderCommand()}, repos...)...)
+	e.Tamq(b, append([]string{"open", "--tmux-socket", tm.Name, "--command", recorder}, repos...)...)
 	b.Cleanup(func() { e.Run(b, "tamq", "stop") })
 	for _, r := range repos {
 		testutil.WaitFor(b, "the recorder of "+r, func() bool { _, ok := e.Recording(r); return ok })
 	}
-	return e, tm
+	return tm
 }
 
 // BenchmarkSendEndToEnd measures `tamq send` (process start, socket, durable
@@ -106,10 +113,10 @@ func BenchmarkEnqueueThroughput(b *testing.B) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			next := time.Now()
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
 			for i := c; i < half; i += clients {
-				time.Sleep(time.Until(next))
-				next = next.Add(interval)
+				<-tick.C
 				d := send(rounds*per + i)
 				mu.Lock()
 				lat = append(lat, d)
@@ -165,36 +172,25 @@ func insertRows(b *testing.B, db *sql.DB, from, n int) time.Duration {
 // Its floor is the send request's own round trip (the durable enqueue), timed
 // in the same iterations: the ratio is what delivery adds.
 func BenchmarkEnqueueToPTY(b *testing.B) {
-	e, _ := benchWorkspace(b, "[delivery]\nenter_pause_ms = 0\n", "net-kingdom")
+	e := testutil.NewEnv(b)
+	recorder, feed := e.FedRecorder(b, "net-kingdom")
+	openRecorders(b, e, "[delivery]\nenter_pause_ms = 0\n", recorder, "net-kingdom")
 	testutil.WaitFor(b, "the broker to attach", func() bool { return brokersAttached(b, e) == 1 })
 	client := &unixrpc.Client{Socket: e.Socket()}
-	rec := filepath.Join(e.Root, "rec", "net-kingdom")
-	size := func() int64 {
-		fi, err := os.Stat(rec)
-		if err != nil {
-			return 0
-		}
-		return fi.Size()
-	}
 	var lat, enqueued []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		before := size()
+		before := feed.Count()
 		t0 := time.Now()
 		var m api.Message
 		if err := client.Call(context.Background(), api.OpSend, api.SendArgs{Text: fmt.Sprintf("To:net-kingdom: ping %d", i)}, &m); err != nil {
 			b.Fatal(err)
 		}
 		enqueued = append(enqueued, time.Since(t0))
-		for size() == before {
-			time.Sleep(200 * time.Microsecond)
-		}
+		feed.WaitPast(b, before)
 		lat = append(lat, time.Since(t0))
 		// Let the Enter land before the next message, as a terminal would.
-		want := before + int64(len(fmt.Sprintf("From:operator/o: ping %d\r", i)))
-		for size() < want {
-			time.Sleep(200 * time.Microsecond)
-		}
+		feed.WaitPast(b, before+int64(len(fmt.Sprintf("From:operator/o: ping %d\r", i)))-1)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(benchutil.Percentile(lat, 50).Microseconds())/1000, "p50-ms")
@@ -264,7 +260,9 @@ func BenchmarkManyWindows(b *testing.B) {
 	if err := (&unixrpc.Client{Socket: e.Socket()}).Call(context.Background(), daemon.OpPing, nil, &ping); err != nil {
 		b.Fatal(err)
 	}
-	time.Sleep(time.Second) // settle after the last delivery
+	// Idle is the absence of work, which no event tells: a second to settle
+	// after the last delivery, then the two seconds whose CPU is measured.
+	time.Sleep(time.Second)
 	t0, _ := benchutil.CPUTicks(ping.PID)
 	time.Sleep(2 * time.Second)
 	t1, _ := benchutil.CPUTicks(ping.PID)

@@ -27,17 +27,16 @@ func TestChaosDiskFull(t *testing.T) {
 		testutil.WaitFor(t, "the recorder of "+r, func() bool { _, ok := e.Recording(r); return ok })
 	}
 	ld := startLoad(t, e, repos...)
-	accepted := func() int { n := 0; ld.accepted.Range(func(any, any) bool { n++; return true }); return n }
-	testutil.WaitFor(t, "some load", func() bool { return accepted() >= 40 })
+	testutil.WaitFor(t, "some load", func() bool { return ld.count() >= 40 })
 	pid := pingPID(t, e)
 	logFrom := fileSize(e.TamqState() + "/tamq.log")
 
 	filled := time.Now()
-	before := accepted()
+	before := ld.count()
 	disk.Fill(t, pid)
 	testutil.WaitFor(t, "a send refused", func() bool { return ld.refused.Load() > 0 })
 	firstRefusal := time.Since(filled)
-	beforeFull := accepted() - before
+	beforeFull := ld.count() - before
 
 	// What a user sees: `tamq send` exits with storage_error's status and
 	// says the disk is full. While full, a send may still fit now and then
@@ -79,8 +78,8 @@ func TestChaosDiskFull(t *testing.T) {
 		}
 	}
 	recovered := time.Since(freed)
-	n := accepted()
-	testutil.WaitFor(t, "load after recovery", func() bool { return accepted() >= n+40 })
+	n := ld.count()
+	testutil.WaitFor(t, "load after recovery", func() bool { return ld.count() >= n+40 })
 
 	total, doubled := ld.check(t, e)
 	if doubled > 0 {

@@ -76,10 +76,10 @@ func BenchmarkGroupCommit(b *testing.B) {
 	half := min(n, 2000)
 	for c := range clients {
 		wg.Go(func() {
-			next := time.Now()
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
 			for i := c; i < half; i += clients {
-				time.Sleep(time.Until(next))
-				next = next.Add(interval)
+				<-tick.C
 				t0 := time.Now()
 				if err := svc.writer.enqueue(ctx, msg(i)); err != nil {
 					b.Error(err)

@@ -96,33 +96,26 @@ func (a *agentPane) dialog() string {
 // agent shows a dialog, or when it exits.
 func (a *agentPane) waitFor(what string, d time.Duration, cond func() bool) {
 	a.t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
+	if !testutil.Within(d, func() bool {
+		if cond() {
+			return true
+		}
 		if dlg := a.dialog(); dlg != "" {
 			a.t.Fatalf("waiting for %s, the agent shows a dialog (%q):\n%s", what, dlg, a.screen())
 		}
 		if a.dead() {
 			a.t.Fatalf("waiting for %s, the agent exited:\n%s", what, a.screen())
 		}
-		if time.Now().After(deadline) {
-			a.t.Fatalf("timed out after %v waiting for %s; screen:\n%s", d, what, a.screen())
-		}
-		time.Sleep(100 * time.Millisecond)
+		return false
+	}) {
+		a.t.Fatalf("timed out after %v waiting for %s; screen:\n%s", d, what, a.screen())
 	}
 }
 
-// settle waits (a few seconds at most) for two reads of the screen in a row
-// to be the same: the agent drew its prompt and stopped redrawing.
+// settle waits (a few seconds at most) for the screen to stay the same for
+// a moment: the agent drew its prompt and stopped redrawing.
 func (a *agentPane) settle() {
-	prev := a.screen()
-	for i := 0; i < 10; i++ {
-		time.Sleep(300 * time.Millisecond)
-		s := a.screen()
-		if s == prev {
-			return
-		}
-		prev = s
-	}
+	testutil.Settled(300*time.Millisecond, 3*time.Second, a.screen)
 }
 
 func (a *agentPane) keys(args ...string) {
@@ -137,8 +130,10 @@ func (a *agentPane) keys(args ...string) {
 // kills them and fails the test.
 func (a *agentPane) stop() {
 	if a.pid > 0 {
+		// A moment's grace to exit on SIGTERM, ended early once the
+		// group is gone.
 		syscall.Kill(-a.pid, syscall.SIGTERM)
-		time.Sleep(300 * time.Millisecond)
+		testutil.Within(300*time.Millisecond, func() bool { return syscall.Kill(-a.pid, 0) == syscall.ESRCH })
 		syscall.Kill(-a.pid, syscall.SIGKILL)
 	}
 	a.tmux("kill-server")
