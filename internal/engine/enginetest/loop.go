@@ -2,7 +2,8 @@
 // share: a Loop (the engine, tamq, gita and a private tmux server as
 // processes, with scripted agents in windows) and a Hub (the reference State
 // Hub served in the test), for the engine's tests (internal/engine/service)
-// and the cluster tests.
+// and the cluster tests (clustertest/engine), which live in a module of their
+// own and so cannot see a test file of package service_test.
 package enginetest
 
 import (

@@ -1,6 +1,4 @@
-//go:build cluster
-
-package service_test
+package engine_test
 
 import (
 	"context"
@@ -17,7 +15,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tmux-amq/tamq/internal/cluster/etcdtest"
+	"github.com/tmux-amq/tamq/clustertest/etcdtest"
 	"github.com/tmux-amq/tamq/internal/engine/enginetest"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	client "github.com/tmux-amq/tamq/internal/engineclient"
@@ -29,7 +27,17 @@ import (
 // Several hosts, one State Hub (docs/scale.md): three engines, each with its
 // own state, tamq, tmux server and windows for the same two repos, watch one
 // reference State Hub and claim work in one etcd. Run by `make
-// test-cluster` (the etcd server is large to build).
+// test-cluster`; they live in this module of their own because the etcd
+// server they embed is large, and its modules stay out of the main go.mod.
+
+// TestMain is internal/engine/service's: these tests mostly wait on
+// processes, and the programs testutil builds are removed after them.
+func TestMain(m *testing.M) {
+	testutil.MoreParallel(4)
+	code := m.Run()
+	testutil.RemoveBinaries()
+	os.Exit(code)
+}
 
 // clusterTiming: a claim's TTL is the longest of the ack deadline and the
 // renewals missed, here 4 s.
@@ -37,7 +45,7 @@ const clusterTiming = "wake_ack_timeout_seconds = 4\nlease_renew_interval_second
 
 // clusterHost is one host of the cluster: its engine, tamq and windows.
 type clusterHost struct {
-	*loop
+	*enginetest.Loop
 	id string
 }
 
@@ -59,9 +67,9 @@ func startHostsTimed(t testing.TB, h *enginetest.Hub, etcd *etcdtest.Cluster, n 
 		if etcd != nil {
 			section = fmt.Sprintf("[cluster]\netcd_endpoints = [%s]\nhost_id = %q\n", quoteAll(etcd.Endpoints()), id)
 		}
-		l := newLoop(t, enginetest.HubConfig(h, 1, timing, section), repos...)
+		l := enginetest.NewLoop(t, enginetest.HubConfig(h, 1, timing, section), repos...)
 		l.AgentEnv = "SCRIPTED_AGENT_PUBLISH=1 " + env
-		hosts = append(hosts, &clusterHost{loop: l, id: id})
+		hosts = append(hosts, &clusterHost{Loop: l, id: id})
 	}
 	for _, host := range hosts {
 		for _, repo := range repos {
