@@ -8,6 +8,14 @@ BUILDFLAGS := -buildvcs=auto
 # process start) and nothing to break when the system libc changes. The tests
 # keep cgo, which -race needs.
 STATIC := CGO_ENABLED=0
+# Two modules: this one, the programs, and clustertest, the tests against an
+# embedded etcd server (it brings some forty modules, kept out of go.mod),
+# joined by go.work for editors and for go commands typed at the root. The
+# targets run each module on its own: the programs build from go.mod alone,
+# as `go install github.com/tmux-amq/tamq/cmd/...@version` builds them, and a
+# GOFLAGS=-mod=mod, which workspace mode refuses, stops nothing.
+# clustertest's go.mod replaces this module with this checkout.
+export GOWORK := off
 
 .PHONY: all build install deps test check-format vet lint vulncheck diff-check unit smoke bench bench-scale perf chaos fuzz demo clean test-agents test-cluster bench-cluster test-trackers bench-trackers
 
@@ -48,14 +56,16 @@ vet:
 # two cores, which would take `make test` past its three; later runs take
 # seconds from staticcheck's cache. It is
 # pinned by go.mod's tool directive, so it runs from the module cache that
-# scripts/install-deps fills (no network). Twice: without tags, as vet and
-# the build see the code, and with every tag the Makefile's other targets use,
-# so that their files are checked too (a function only a tagged file uses is
-# unused without the tag, and staticcheck would say so).
-LINT_TAGS := agents cluster trackers
+# scripts/install-deps fills (no network). Twice over this module: without
+# tags, as vet and the build see the code, and with every tag the Makefile's
+# other targets use, so that their files are checked too (a function only a
+# tagged file uses is unused without the tag, and staticcheck would say so);
+# then over clustertest, whose go.mod names the same staticcheck.
+LINT_TAGS := agents trackers
 lint:
 	$(GO) tool staticcheck ./...
 	$(GO) tool staticcheck -tags "$(LINT_TAGS)" ./...
+	cd clustertest && $(GO) tool staticcheck ./...
 
 # govulncheck (pinned by go.mod's tool directive) over the programs' code,
 # against the Go vulnerability database as the module golang.org/x/vulndb
@@ -120,19 +130,22 @@ unit:
 	if [ -f "$$dir/before" ]; then "$$dir/homeguard" check "$$decoy" "$$dir/before" || status=1; fi; \
 	rm -rf "$$dir" "$$decoy"; exit $$status
 
-# The tests against a real etcd (internal/cluster/etcdtest embeds its
-# server), behind the build tag cluster: the server is large to build, so
-# `make test` leaves them out (its vet and unit tests still build
-# internal/cluster, the client, without the tag). They run as the unit
-# tests do (the programs built once, a decoy home): the adapter's and the
-# doctor's tests, then three hosts' engines as processes against one State
-# Hub and one etcd (internal/engine/service, TestCluster*). About three
-# minutes.
+# The tests against a real etcd live in the module clustertest
+# (clustertest/etcdtest embeds its server): the server is large to build
+# and its modules stay out of go.mod, so `make test` never builds it (its vet
+# and unit tests build internal/cluster, the client, and run its own tests).
+# They run as the unit tests do (the programs built once, a decoy home): the
+# adapter's and the doctor's own tests, their tests against etcd
+# (clustertest/cluster, clustertest/clustercheck), then three hosts' engines
+# as processes against one State Hub and one etcd (clustertest/engine).
+# About three minutes.
 CLUSTER_PACKAGES := ./internal/cluster/... ./internal/doctor/clustercheck
+CLUSTER_TESTS := ./cluster ./clustercheck
 test-cluster: deps
-	$(GO) vet -tags cluster $(CLUSTER_PACKAGES) ./internal/engine/service
-	@$(MAKE) --no-print-directory unit UNIT_RUN='$(GO) test -race -count=1 -timeout 5m -tags cluster $(CLUSTER_PACKAGES) && \
-		$(GO) test -race -count=1 -timeout 5m -tags cluster -run "^TestCluster" ./internal/engine/service'
+	cd clustertest && $(GO) vet ./...
+	@$(MAKE) --no-print-directory unit UNIT_RUN='$(GO) test -race -count=1 -timeout 5m $(CLUSTER_PACKAGES) && cd clustertest && \
+		$(GO) test -race -count=1 -timeout 5m $(CLUSTER_TESTS) && \
+		$(GO) test -race -count=1 -timeout 5m ./engine'
 
 # The trackers behind the State Hub port against the real thing (build tag
 # trackers): the beads driver's conformance suite and the loop driven from
@@ -162,13 +175,13 @@ bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 
 # A claim and release on etcd against the engine's own SQLite lease offer,
-# measured in the same run (internal/cluster's BenchmarkClaimVsOffer); then
+# measured in the same run (clustertest/cluster's BenchmarkClaimVsOffer); then
 # wakes per second across three hosts against one host alone
-# (internal/engine/service's BenchmarkClusterWakesPerSecond, with the
-# programs built as the tests build them).
+# (clustertest/engine's BenchmarkClusterWakesPerSecond, with the programs
+# built as the tests build them).
 bench-cluster:
-	$(GO) test -run='^$$' -bench=. -benchtime=2000x -tags cluster ./internal/cluster
-	@$(MAKE) --no-print-directory unit UNIT_RUN='$(GO) test -run "^$$$$" -bench ClusterWakesPerSecond -benchtime 3x -tags cluster ./internal/engine/service'
+	cd clustertest && $(GO) test -run='^$$' -bench=. -benchtime=2000x ./cluster
+	@$(MAKE) --no-print-directory unit UNIT_RUN='cd clustertest && $(GO) test -run "^$$$$" -bench ClusterWakesPerSecond -benchtime 3x ./engine'
 
 # The side-by-side table of docs/performance.md: the benchmarks behind it, one
 # after another in one run, each figure beside its floor from the same run

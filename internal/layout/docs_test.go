@@ -14,9 +14,10 @@ import (
 // root is the module's root, from this package's directory.
 const root = "../.."
 
-// packageDirs are the module's directories holding Go files ("cmd/tamq",
-// "internal/tamq/service"), found on disk so that a package added or
-// removed is seen without the go tool.
+// packageDirs are the repository's directories holding Go files
+// ("cmd/tamq", "internal/tamq/service", and the module clustertest's
+// "clustertest/engine"), found on disk so that a package added or removed is
+// seen without the go tool.
 func packageDirs(t *testing.T) []string {
 	t.Helper()
 	var dirs []string
@@ -95,7 +96,7 @@ func TestTheReadmeListsEveryPackage(t *testing.T) {
 }
 
 // pathInDocs is a repository path as docs/layout.md writes it, in backticks.
-var pathInDocs = regexp.MustCompile("`((?:cmd|internal|tools)/[a-z0-9/_-]+)`")
+var pathInDocs = regexp.MustCompile("`((?:cmd|internal|tools|clustertest)/[a-z0-9/_-]+)`")
 
 // TestTheLayoutDocNamesEveryPackage keeps docs/layout.md true to the code:
 // it names every package, and every package path it names exists.

@@ -156,11 +156,11 @@ func TestBeadsDriveTheLoop(t *testing.T) {
 	cfg := fmt.Sprintf("[statehub]\nkind = \"beads\"\n\n[statehub.beads]\ncommand = %q\n\n"+
 		"[coordination]\nstatehub_poll_interval_seconds = 1\nwake_ack_timeout_seconds = 30\n", people.shim)
 	l := newLoopIn(t, e, cfg)
-	l.agentEnv = "SCRIPTED_AGENT_PUBLISH=1"
+	l.AgentEnv = "SCRIPTED_AGENT_PUBLISH=1"
 
 	// Before any window: B waits for A, found in the other database.
-	testutil.WaitFor(t, "the first look", func() bool { return l.explain(t, idB).Observed })
-	if x := l.explain(t, idB); x.Actionable || len(x.Dependencies) != 1 || x.Dependencies[0].ID != idA ||
+	testutil.WaitFor(t, "the first look", func() bool { return l.Explain(t, idB).Observed })
+	if x := l.Explain(t, idB); x.Actionable || len(x.Dependencies) != 1 || x.Dependencies[0].ID != idA ||
 		!x.Dependencies[0].Found || x.Dependencies[0].Done {
 		t.Fatalf("B does not wait for %s: actionable %v, dependencies %+v (%s)", idA, x.Actionable, x.Dependencies, x.Waiting)
 	}
@@ -171,20 +171,20 @@ func TestBeadsDriveTheLoop(t *testing.T) {
 	// woken in between.
 	h := people.create(t, alpha, "H", "-p", "0", "--labels", "human")
 	idH := beads.TaskID("alpha", h)
-	testutil.WaitFor(t, "H to stop at its gate", func() bool { return l.explain(t, idH).Gate == "human" })
+	testutil.WaitFor(t, "H to stop at its gate", func() bool { return l.Explain(t, idH).Gate == "human" })
 
 	// The engine's view is waited on, not bd's: a bd list per poll would
 	// cost a third of a CPU-second each and contend for the databases'
 	// locks with the engine's own bd.
-	testutil.WaitFor(t, "the engine to see A done", func() bool { return l.explain(t, idA).Status == "done" })
+	testutil.WaitFor(t, "the engine to see A done", func() bool { return l.Explain(t, idA).Status == "done" })
 	if is := people.issue(t, alpha, a); is.Status != "closed" {
 		t.Fatalf("A is %q in bd, not closed", is.Status)
 	}
-	testutil.WaitFor(t, "the engine to see B done", func() bool { return l.explain(t, idB).Status == "done" })
+	testutil.WaitFor(t, "the engine to see B done", func() bool { return l.Explain(t, idB).Status == "done" })
 	if is := people.issue(t, beta, b); is.Status != "closed" {
 		t.Fatalf("B is %q in bd, not closed", is.Status)
 	}
-	log := l.agentLog()
+	log := l.AgentLog()
 	doneA, wakeB := strings.Index(log, "statehub "+idA+" done\n"), strings.Index(log, "task="+idB)
 	if doneA < 0 || wakeB < doneA || strings.Count(log, "task="+idA) != 1 || strings.Count(log, "task="+idB) != 1 {
 		t.Fatalf("A then B, once each, not so:\n%s", log)
@@ -192,13 +192,13 @@ func TestBeadsDriveTheLoop(t *testing.T) {
 	if !strings.Contains(log, "taskshow "+idA+" -> 0") || !strings.Contains(log, "statehub "+idA+" -> 0") {
 		t.Errorf("A's agent did not read and close its task through the engine:\n%s", log)
 	}
-	if x := l.explain(t, idH); x.Gate != "human" || len(x.Triggers) == 0 || x.URL != "" {
+	if x := l.Explain(t, idH); x.Gate != "human" || len(x.Triggers) == 0 || x.URL != "" {
 		t.Errorf("explain %s: gate %q, %d triggers, url %q", idH, x.Gate, len(x.Triggers), x.URL)
 	}
 	if out := e.Engine(t, "explain", idH).Stdout; !strings.Contains(out, "needs a human") {
 		t.Errorf("coordination-engine explain %s does not say it needs a human:\n%s", idH, out)
 	}
-	st := l.status(t).StateHub
+	st := l.Status(t).StateHub
 	if st.Kind != "beads" || len(st.Watched) != 2 || st.Receipts != "local" || st.ObserveError != "" {
 		t.Errorf("status: %+v", st)
 	}
@@ -209,7 +209,7 @@ func TestBeadsDriveTheLoop(t *testing.T) {
 	// doing, not a look's; the looks are counted by the time of the last
 	// one, which explain tells without a probe.
 	testutil.WaitFor(t, "B's lease to complete", func() bool {
-		for _, tr := range l.explain(t, idB).Triggers {
+		for _, tr := range l.Explain(t, idB).Triggers {
 			for _, ls := range tr.Leases {
 				if ls.State == string(lease.Completed) {
 					return true
@@ -223,21 +223,21 @@ func TestBeadsDriveTheLoop(t *testing.T) {
 	// after the lease completed mean one began after it, and read all.
 	settled := map[time.Time]bool{}
 	testutil.WaitFor(t, "two looks after B's lease completed", func() bool {
-		if at := l.explain(t, idH).ObservedAt; at != nil {
+		if at := l.Explain(t, idH).ObservedAt; at != nil {
 			settled[*at] = true
 		}
 		return len(settled) >= 3
 	})
 	before := people.engineRuns()
-	polls := l.status(t).StateHub.Polls
+	polls := l.Status(t).StateHub.Polls
 	looks := map[time.Time]bool{}
 	testutil.WaitFor(t, "three more looks", func() bool {
-		if at := l.explain(t, idH).ObservedAt; at != nil {
+		if at := l.Explain(t, idH).ObservedAt; at != nil {
 			looks[*at] = true
 		}
 		return len(looks) >= 4
 	})
-	st = l.status(t).StateHub
+	st = l.Status(t).StateHub
 	if st.Polls < polls+3 {
 		t.Errorf("%d looks while waiting for three", st.Polls-polls)
 	}
@@ -253,7 +253,7 @@ func TestBeadsDriveTheLoop(t *testing.T) {
 	if st.Requests != int64(len(after)) {
 		t.Errorf("status counts %d bd processes; the engine started %d", st.Requests, len(after))
 	}
-	if log := l.agentLog(); strings.Contains(log, "task="+idH) {
+	if log := l.AgentLog(); strings.Contains(log, "task="+idH) {
 		t.Errorf("H woke an agent:\n%s", log)
 	}
 	t.Logf("the engine's bd processes: %d (%s)", len(after), summarize(after))

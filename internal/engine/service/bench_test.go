@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/engine/enginetest"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	client "github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/paths"
@@ -22,12 +23,12 @@ import (
 func benchLoop(b *testing.B, engineConfig string) (*loop, *client.Client, *tamqclient.Client, recording) {
 	b.Helper()
 	l := newLoop(b, engineConfig, "net-kingdom")
-	l.e.WriteConfig(b, "[delivery]\nenter_pause_ms = 20\nquiet_ms = 0\nmax_quiet_wait_ms = 0\n")
-	recorder, feed := l.e.FedRecorder(b, "net-kingdom")
-	l.e.Tamq(b, "open", "--tmux-socket", l.tm.Name, "--mode", "trigger", "--command", recorder, "net-kingdom")
-	testutil.WaitFor(b, "the recorder", func() bool { _, ok := l.e.Recording("net-kingdom"); return ok })
-	l.waitAttached(b, "net-kingdom", 1)
-	return l, client.New(l.pathsOf(b, paths.Engine)), tamqclient.New(l.pathsOf(b, paths.Tamq)), recording{filepath.Join(l.e.Root, "rec", "net-kingdom"), feed}
+	l.Env.WriteConfig(b, "[delivery]\nenter_pause_ms = 20\nquiet_ms = 0\nmax_quiet_wait_ms = 0\n")
+	recorder, feed := l.Env.FedRecorder(b, "net-kingdom")
+	l.Env.Tamq(b, "open", "--tmux-socket", l.Tmux.Name, "--mode", "trigger", "--command", recorder, "net-kingdom")
+	testutil.WaitFor(b, "the recorder", func() bool { _, ok := l.Env.Recording("net-kingdom"); return ok })
+	l.WaitAttached(b, "net-kingdom", 1)
+	return l, client.New(l.PathsOf(b, paths.Engine)), tamqclient.New(l.PathsOf(b, paths.Tamq)), recording{filepath.Join(l.Env.Root, "rec", "net-kingdom"), feed}
 }
 
 // recording is what the agent's terminal received: the file, and the feed
@@ -154,19 +155,19 @@ func BenchmarkStateHubChangeToFirstByte(b *testing.B) {
 	}{{"events", 3600, true, 1 << 30}, {"poll-1s", 1, false, 20}} {
 		b.Run(bc.name, func(b *testing.B) {
 			samples := min(b.N, bc.samples)
-			h := startHub(b, "")
-			h.noEvents.Store(!bc.events)
-			l, engine, _, rec := benchLoop(b, hubConfig(h, bc.interval, "wake_ack_timeout_seconds = 3600\n"))
+			h := enginetest.StartHub(b, "")
+			h.NoEvents.Store(!bc.events)
+			l, engine, _, rec := benchLoop(b, enginetest.HubConfig(h, bc.interval, "wake_ack_timeout_seconds = 3600\n"))
 			if bc.events {
-				testutil.WaitFor(b, "the event stream", func() bool { return l.status(b).StateHub.EventsConnected })
+				testutil.WaitFor(b, "the event stream", func() bool { return l.Status(b).StateHub.EventsConnected })
 			}
 			ctx := context.Background()
 			var changes, wakes []time.Duration
-			wp := workplan("W", "net-kingdom")
+			wp := enginetest.Workplan("W", "net-kingdom")
 			b.ResetTimer()
 			for i := range samples {
-				wp.Tasks = append(wp.Tasks, todo(fmt.Sprintf("T%d", i), "net-kingdom"))
-				changes = append(changes, firstByte(b, rec, func() { h.put(wp) }))
+				wp.Tasks = append(wp.Tasks, enginetest.Todo(fmt.Sprintf("T%d", i), "net-kingdom"))
+				changes = append(changes, firstByte(b, rec, func() { h.Put(wp) }))
 				wakes = append(wakes, firstByte(b, rec, func() {
 					// Each wake adds a lease beside the earlier ones (which the
 					// scripted agent never releases): --force, as an operator would.

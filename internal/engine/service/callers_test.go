@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tmux-amq/tamq/internal/engine/enginetest"
 	"github.com/tmux-amq/tamq/internal/jsonl"
 	"github.com/tmux-amq/tamq/internal/tamqapi"
 	"github.com/tmux-amq/tamq/internal/testutil"
@@ -20,8 +21,8 @@ import (
 // with its exit status.
 func (l *loop) inWindow(t *testing.T, repo string, lines ...string) string {
 	t.Helper()
-	out := filepath.Join(l.e.Root, repo+"-out.txt")
-	script := filepath.Join(l.e.Root, repo+"-script.sh")
+	out := filepath.Join(l.Env.Root, repo+"-out.txt")
+	script := filepath.Join(l.Env.Root, repo+"-script.sh")
 	var b strings.Builder
 	for _, line := range lines {
 		fmt.Fprintf(&b, "echo '$ %s' >> %s\n%s >> %s 2>&1; echo \"exit $?\" >> %s\n", line, out, line, out, out)
@@ -37,7 +38,7 @@ func (l *loop) inWindow(t *testing.T, repo string, lines ...string) string {
 // a person does, and returns what each printed, with its exit status.
 func (l *loop) atPrompt(t *testing.T, repo string, lines ...string) string {
 	t.Helper()
-	out := filepath.Join(l.e.Root, repo+"-typed.txt")
+	out := filepath.Join(l.Env.Root, repo+"-typed.txt")
 	var typed []string
 	for _, line := range lines {
 		typed = append(typed, fmt.Sprintf("echo '$ %s' >> %s; %s >> %s 2>&1; echo \"exit $?\" >> %s", line, out, line, out, out))
@@ -51,7 +52,7 @@ func (l *loop) typeLines(t *testing.T, repo, out string, lines ...string) string
 	t.Helper()
 	os.Remove(out)
 	pane := ""
-	for _, row := range strings.Split(l.tm.Must(t, "list-panes", "-a", "-F", "#{pane_id} #{@tamq_repo}"), "\n") {
+	for _, row := range strings.Split(l.Tmux.Must(t, "list-panes", "-a", "-F", "#{pane_id} #{@tamq_repo}"), "\n") {
 		if f := strings.Fields(row); len(f) == 2 && f[1] == repo {
 			pane = f[0]
 		}
@@ -60,8 +61,8 @@ func (l *loop) typeLines(t *testing.T, repo, out string, lines ...string) string
 		t.Fatalf("no window of %s", repo)
 	}
 	for _, line := range lines {
-		l.tm.Must(t, "send-keys", "-t", pane, "-l", line)
-		l.tm.Must(t, "send-keys", "-t", pane, "Enter")
+		l.Tmux.Must(t, "send-keys", "-t", pane, "-l", line)
+		l.Tmux.Must(t, "send-keys", "-t", pane, "Enter")
 	}
 	var got string
 	testutil.WaitFor(t, "the script in "+repo+"'s window", func() bool {
@@ -94,10 +95,10 @@ func exitOf(out, cmd string) string {
 func TestTheEngineKnowsWhoIsCalling(t *testing.T) {
 	t.Parallel()
 	l := newLoop(t, "", "alpha", "beta", "gamma")
-	l.openAgent(t, "beta", "ackstall")
-	l.e.Tamq(t, "open", "--tmux-socket", l.tm.Name, "--mode", "manual", "alpha")
-	l.waitAttached(t, "beta", 1)
-	w := l.wake(t, "beta", "--task", "T-B")
+	l.OpenAgent(t, "beta", "ackstall")
+	l.Env.Tamq(t, "open", "--tmux-socket", l.Tmux.Name, "--mode", "manual", "alpha")
+	l.WaitAttached(t, "beta", 1)
+	w := l.Wake(t, "beta", "--task", "T-B")
 	if w.Lease == nil {
 		t.Fatalf("beta not woken: %+v", w)
 	}
@@ -111,7 +112,7 @@ func TestTheEngineKnowsWhoIsCalling(t *testing.T) {
 		return false
 	})
 
-	ce, tamq := filepath.Join(l.e.Bin, "coordination-engine"), filepath.Join(l.e.Bin, "tamq")
+	ce, tamq := filepath.Join(l.Env.Bin, "coordination-engine"), filepath.Join(l.Env.Bin, "tamq")
 	refused := []string{
 		ce + " lease ack " + beta,
 		ce + " lease renew " + beta,
@@ -125,7 +126,7 @@ func TestTheEngineKnowsWhoIsCalling(t *testing.T) {
 		ce + " checkpoints",
 		ce + " stop",
 		ce + " purge",
-		"env XDG_CONFIG_HOME=" + l.e.Config + " " + tamq + " open --tmux-socket " + l.tm.Name + " gamma",
+		"env XDG_CONFIG_HOME=" + l.Env.Config + " " + tamq + " open --tmux-socket " + l.Tmux.Name + " gamma",
 	}
 	out := l.inWindow(t, "alpha", append(refused, ce+" status", ce+" lease ack no-such-lease")...)
 	for _, cmd := range refused {
@@ -151,7 +152,7 @@ func TestTheEngineKnowsWhoIsCalling(t *testing.T) {
 			t.Errorf("a receipt of alpha's acting on beta's lease: %+v", r)
 		}
 	}
-	b, _ := os.ReadFile(filepath.Join(l.e.EngineState(), "coordination.sqlite3"))
+	b, _ := os.ReadFile(filepath.Join(l.Env.EngineState(), "coordination.sqlite3"))
 	if strings.Contains(string(b), "FORGED-BY-ALPHA") {
 		t.Error("alpha's checkpoint on beta's lease was stored")
 	}
@@ -168,13 +169,13 @@ func TestTheEngineKnowsWhoIsCalling(t *testing.T) {
 	// With tamq stopped nobody can say which window a process runs in: one
 	// under tamq's tmux server is refused an agent's command until tamq is
 	// back (it is unavailable, not the operator's).
-	l.e.Tamq(t, "stop")
+	l.Env.Tamq(t, "stop")
 	release := ce + " lease release " + beta + " --result completed"
 	if got := exitOf(l.inWindow(t, "alpha", release), release); got != "8" {
 		t.Errorf("with tamq stopped, alpha's release of beta's lease exited %s, want 8", got)
 	}
 	// The operator, outside every window, may release it by hand.
-	l.e.Engine(t, "lease", "release", beta, "--result", "failed", "--reason", "released by the operator")
+	l.Env.Engine(t, "lease", "release", beta, "--result", "failed", "--reason", "released by the operator")
 	for _, r := range l.receipts(t, beta) {
 		if r.Kind == "lease.retry_wait" && r.Detail["by"] != "operator" {
 			t.Errorf("the operator's release is recorded as %v", r.Detail["by"])
@@ -191,13 +192,13 @@ func TestTheEngineKnowsWhoIsCalling(t *testing.T) {
 func TestTheOperatorTypesAtAManualWindowsShell(t *testing.T) {
 	t.Parallel()
 	l := newLoop(t, "", "alpha", "beta")
-	l.e.Tamq(t, "open", "--tmux-socket", l.tm.Name, "--mode", "manual", "alpha", "beta")
-	testutil.WaitFor(t, "alpha's endpoint", func() bool { return len(l.status(t).Endpoints) > 0 })
-	ce := filepath.Join(l.e.Bin, "coordination-engine")
-	tamq := "env XDG_CONFIG_HOME=" + l.e.Config + " " + filepath.Join(l.e.Bin, "tamq")
+	l.Env.Tamq(t, "open", "--tmux-socket", l.Tmux.Name, "--mode", "manual", "alpha", "beta")
+	testutil.WaitFor(t, "alpha's endpoint", func() bool { return len(l.Status(t).Endpoints) > 0 })
+	ce := filepath.Join(l.Env.Bin, "coordination-engine")
+	tamq := "env XDG_CONFIG_HOME=" + l.Env.Config + " " + filepath.Join(l.Env.Bin, "tamq")
 	// The engine's own program under an agent's name: what an agent
 	// started at the prompt would be, calling the engine itself.
-	claude := filepath.Join(l.e.Root, "claude")
+	claude := filepath.Join(l.Env.Root, "claude")
 	if err := os.Symlink(ce, claude); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,7 @@ func TestTheOperatorTypesAtAManualWindowsShell(t *testing.T) {
 		t.Errorf("the refusal does not say where the operator's commands run:\n%s", out)
 	}
 	var hist []tamqapi.Message
-	if err := json.Unmarshal([]byte(l.e.Tamq(t, "history", "--json").Stdout), &hist); err != nil {
+	if err := json.Unmarshal([]byte(l.Env.Tamq(t, "history", "--json").Stdout), &hist); err != nil {
 		t.Fatal(err)
 	}
 	if len(hist) != 1 || hist[0].Sender != "alpha" || hist[0].SenderKind != "operator" || hist[0].Provenance != "o" {
@@ -237,16 +238,16 @@ func TestTheOperatorTypesAtAManualWindowsShell(t *testing.T) {
 func TestAWindowReplaysOnlyItsOwnMessages(t *testing.T) {
 	t.Parallel()
 	l := newLoop(t, "", "alpha", "beta")
-	l.openAgent(t, "beta", "stall", "--mode", "manual")
-	l.e.Tamq(t, "open", "--tmux-socket", l.tm.Name, "--mode", "manual", "alpha")
+	l.OpenAgent(t, "beta", "stall", "--mode", "manual")
+	l.Env.Tamq(t, "open", "--tmux-socket", l.Tmux.Name, "--mode", "manual", "alpha")
 	var ep string
 	testutil.WaitFor(t, "alpha's endpoint", func() bool {
-		for _, e := range l.status(t).Endpoints {
+		for _, e := range l.Status(t).Endpoints {
 			ep = e.TamqEndpointID
 		}
 		return ep != ""
 	})
-	file := filepath.Join(l.e.Root, "replay.jsonl")
+	file := filepath.Join(l.Env.Root, "replay.jsonl")
 	var lines []byte
 	for i, m := range []struct{ sender, kind, body string }{
 		{"operator", "operator", "OPERATOR-CLAIMED"},
@@ -265,10 +266,10 @@ func TestAWindowReplaysOnlyItsOwnMessages(t *testing.T) {
 	if err := os.WriteFile(file, lines, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tamq := "env XDG_CONFIG_HOME=" + l.e.Config + " " + filepath.Join(l.e.Bin, "tamq")
+	tamq := "env XDG_CONFIG_HOME=" + l.Env.Config + " " + filepath.Join(l.Env.Bin, "tamq")
 	replay := tamq + " replay " + file + " --endpoint " + ep
 	out := l.inWindow(t, "alpha", replay)
-	history := l.e.Tamq(t, "history", "--json", "--body").Stdout
+	history := l.Env.Tamq(t, "history", "--json", "--body").Stdout
 	for _, refused := range []string{"OPERATOR-CLAIMED", "BETA-CLAIMED", "ENGINE-CLAIMED"} {
 		if strings.Contains(history, refused) {
 			t.Errorf("a line claiming another sender was replayed from alpha's window: %s\n%s", refused, out)
@@ -285,25 +286,25 @@ func TestAWindowReplaysOnlyItsOwnMessages(t *testing.T) {
 // did it. An agent can do neither.
 func TestAManualWakeKeepsTheTasksGates(t *testing.T) {
 	t.Parallel()
-	h := startHub(t, "")
-	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 30\n"), "alpha", "beta")
+	h := enginetest.StartHub(t, "")
+	l := newLoop(t, enginetest.HubConfig(h, 1, "wake_ack_timeout_seconds = 30\n"), "alpha", "beta")
 	l.agents(t, "stall", "alpha")
-	l.e.Tamq(t, "open", "--tmux-socket", l.tm.Name, "--mode", "manual", "beta")
-	a := todo("A", "alpha")
+	l.Env.Tamq(t, "open", "--tmux-socket", l.Tmux.Name, "--mode", "manual", "beta")
+	a := enginetest.Todo("A", "alpha")
 	a.NeedsHuman = true
-	h.put(workplan("W", "alpha", a))
+	h.Put(enginetest.Workplan("W", "alpha", a))
 	testutil.WaitFor(t, "A stopped at its gate", func() bool {
-		x := l.explain(t, "A")
+		x := l.Explain(t, "A")
 		return len(x.Triggers) == 1 && x.Triggers[0].State == "stopped" && x.Triggers[0].GateReason == "human"
 	})
-	w := l.wake(t, "alpha", "--task", "A")
+	w := l.Wake(t, "alpha", "--task", "A")
 	if w.Stopped != "human" || w.Lease != nil || !strings.Contains(w.Reason, "--override-gate human") {
 		t.Fatalf("a manual wake of a gated task: %+v", w)
 	}
-	if r := l.e.Run(t, "coordination-engine", "wake", "alpha", "--task", "A", "--override-gate", "secret"); r.Status != 15 {
+	if r := l.Env.Run(t, "coordination-engine", "wake", "alpha", "--task", "A", "--override-gate", "secret"); r.Status != 15 {
 		t.Errorf("overriding a gate that does not stop the task: %s", r)
 	}
-	ce := filepath.Join(l.e.Bin, "coordination-engine")
+	ce := filepath.Join(l.Env.Bin, "coordination-engine")
 	override := ce + " wake alpha --task A --override-gate human"
 	if got := exitOf(l.inWindow(t, "beta", override), override); got != "9" {
 		t.Errorf("an agent's override exited %s, want 9", got)
@@ -311,7 +312,7 @@ func TestAManualWakeKeepsTheTasksGates(t *testing.T) {
 	if n := l.wakes(); n != 0 {
 		t.Fatalf("woken through the gate without the operator: %d wakes", n)
 	}
-	w = l.wake(t, "alpha", "--task", "A", "--override-gate", "human")
+	w = l.Wake(t, "alpha", "--task", "A", "--override-gate", "human")
 	if w.Lease == nil {
 		t.Fatalf("the operator's override: %+v", w)
 	}
@@ -319,12 +320,12 @@ func TestAManualWakeKeepsTheTasksGates(t *testing.T) {
 	// The next looks at State Hub still see A needing a human: the gate
 	// the operator went through does not stop the lease again (it did, at
 	// whichever look came first, before or after the wake was written).
-	polls := l.status(t).StateHub.Polls
-	testutil.WaitFor(t, "two more looks at State Hub", func() bool { return l.status(t).StateHub.Polls >= polls+2 })
+	polls := l.Status(t).StateHub.Polls
+	testutil.WaitFor(t, "two more looks at State Hub", func() bool { return l.Status(t).StateHub.Polls >= polls+2 })
 	if got := l.lease(t, w.Lease.LeaseID); got.State != "offered" {
 		t.Errorf("the overridden lease after two looks: %s, want offered (its agent has not taken it up)", got.State)
 	}
-	r := l.e.Engine(t, "receipts", "--json", "--trigger", w.Trigger.ID)
+	r := l.Env.Engine(t, "receipts", "--json", "--trigger", w.Trigger.ID)
 	if !strings.Contains(r.Stdout, `"gate.overridden"`) || !strings.Contains(r.Stdout, `"by": "operator"`) {
 		t.Errorf("no gate.overridden receipt naming the operator:\n%s", r.Stdout)
 	}
@@ -343,21 +344,21 @@ func TestAManualWakeKeepsTheTasksGates(t *testing.T) {
 func TestABackgroundJobOfAWindowIsNotTheOperator(t *testing.T) {
 	t.Parallel()
 	l := newLoop(t, "", "alpha", "beta", "gamma")
-	l.e.Tamq(t, "open", "--tmux-socket", l.tm.Name, "--mode", "manual", "alpha", "gamma")
-	testutil.WaitFor(t, "alpha's window", func() bool { return len(l.status(t).Endpoints) > 0 })
-	ce := filepath.Join(l.e.Bin, "coordination-engine")
-	tamq := "env XDG_CONFIG_HOME=" + l.e.Config + " " + filepath.Join(l.e.Bin, "tamq")
-	out := filepath.Join(l.e.Root, "bg")
-	job := filepath.Join(l.e.Root, "job.sh")
+	l.Env.Tamq(t, "open", "--tmux-socket", l.Tmux.Name, "--mode", "manual", "alpha", "gamma")
+	testutil.WaitFor(t, "alpha's window", func() bool { return len(l.Status(t).Endpoints) > 0 })
+	ce := filepath.Join(l.Env.Bin, "coordination-engine")
+	tamq := "env XDG_CONFIG_HOME=" + l.Env.Config + " " + filepath.Join(l.Env.Bin, "tamq")
+	out := filepath.Join(l.Env.Root, "bg")
+	job := filepath.Join(l.Env.Root, "job.sh")
 	run := func(tag, cmd string) string {
 		return fmt.Sprintf("echo \"$ %s\" >> %s.%s; %s >> %s.%s 2>&1; echo \"exit $?\" >> %s.%s\n", cmd, out, tag, cmd, out, tag, out, tag)
 	}
 	jobScript := "while kill -0 \"$2\" 2>/dev/null; do sleep 0.02; done\ntag=$1\n" +
 		run("$tag", ce+" wake beta --task T-B --override-gate destructive") +
-		run("$tag", tamq+" open --tmux-socket "+l.tm.Name+" beta") +
+		run("$tag", tamq+" open --tmux-socket "+l.Tmux.Name+" beta") +
 		run("$tag", tamq+" send 'To:gamma: from the background'") +
 		"echo END >> " + out + ".$tag\n"
-	main := filepath.Join(l.e.Root, "main.sh")
+	main := filepath.Join(l.Env.Root, "main.sh")
 	// A new tmux window has the server's environment, not the pane's: the
 	// script hands it the sockets, as a person's command line would.
 	mainScript := fmt.Sprintf("sh %[1]s amp $$ &\nsetsid sh %[1]s setsid $$ &\n"+
@@ -367,8 +368,8 @@ func TestABackgroundJobOfAWindowIsNotTheOperator(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l.tm.Must(t, "send-keys", "-t", paneOfRepo(t, l, "alpha"), "-l", "sh "+main)
-	l.tm.Must(t, "send-keys", "-t", paneOfRepo(t, l, "alpha"), "Enter")
+	l.Tmux.Must(t, "send-keys", "-t", paneOfRepo(t, l, "alpha"), "-l", "sh "+main)
+	l.Tmux.Must(t, "send-keys", "-t", paneOfRepo(t, l, "alpha"), "Enter")
 	got := map[string]string{}
 	for _, tag := range []string{"amp", "setsid", "window"} {
 		testutil.WaitFor(t, "the "+tag+" job", func() bool {
@@ -377,7 +378,7 @@ func TestABackgroundJobOfAWindowIsNotTheOperator(t *testing.T) {
 			return strings.HasSuffix(got[tag], "END\n")
 		})
 	}
-	wake, open := ce+" wake beta --task T-B --override-gate destructive", tamq+" open --tmux-socket "+l.tm.Name+" beta"
+	wake, open := ce+" wake beta --task T-B --override-gate destructive", tamq+" open --tmux-socket "+l.Tmux.Name+" beta"
 	send := tamq + " send 'To:gamma: from the background'"
 	for _, tag := range []string{"amp", "setsid", "window"} {
 		for _, cmd := range []string{wake, open} {
@@ -398,7 +399,7 @@ func TestABackgroundJobOfAWindowIsNotTheOperator(t *testing.T) {
 	}
 	// The jobs' sends that went out went as alpha's, never the operator's.
 	var hist []tamqapi.Message
-	if err := json.Unmarshal([]byte(l.e.Tamq(t, "history", "--json", "--repo", "gamma").Stdout), &hist); err != nil {
+	if err := json.Unmarshal([]byte(l.Env.Tamq(t, "history", "--json", "--repo", "gamma").Stdout), &hist); err != nil {
 		t.Fatal(err)
 	}
 	senders := map[string]bool{}
@@ -409,7 +410,7 @@ func TestABackgroundJobOfAWindowIsNotTheOperator(t *testing.T) {
 		t.Errorf("messages to gamma from the background jobs: %+v", hist)
 	}
 	// Nothing registered beta's window, and no lease was taken for beta.
-	for _, ep := range l.status(t).Endpoints {
+	for _, ep := range l.Status(t).Endpoints {
 		for _, w := range ep.Windows {
 			if w.Repo == "beta" {
 				t.Errorf("a background job registered beta's window: %+v", ep)
@@ -427,7 +428,7 @@ func TestABackgroundJobOfAWindowIsNotTheOperator(t *testing.T) {
 func TestMarkedProcessesOutsideWindowsAreNotTheOperator(t *testing.T) {
 	t.Parallel()
 	l := newLoop(t, "", "alpha", "beta")
-	l.e.Tamq(t, "start", "--detach")
+	l.Env.Tamq(t, "start", "--detach")
 	cases := []struct{ env, why string }{
 		{"TAMQ_REPO=alpha", "were started from alpha's window and left it"},
 		{"CLAUDECODE=1", "run under Claude Code outside tamq's windows"},
@@ -436,7 +437,7 @@ func TestMarkedProcessesOutsideWindowsAreNotTheOperator(t *testing.T) {
 	check := func(when string) {
 		for _, c := range cases {
 			for _, args := range [][]string{{"wake", "beta"}, {"task", "set", "T-B", "--status", "done"}, {"leases"}} {
-				cmd := l.e.Command(context.Background(), "coordination-engine", args...)
+				cmd := l.Env.Command(context.Background(), "coordination-engine", args...)
 				cmd.Env = append(cmd.Env, c.env)
 				r := testutil.RunCmd(t, cmd)
 				if r.Status != 9 || !strings.Contains(r.Stderr, c.why) {
@@ -445,7 +446,7 @@ func TestMarkedProcessesOutsideWindowsAreNotTheOperator(t *testing.T) {
 			}
 		}
 		// Status is anyone's (it is not healthy while tamq is stopped).
-		cmd := l.e.Command(context.Background(), "coordination-engine", "status")
+		cmd := l.Env.Command(context.Background(), "coordination-engine", "status")
 		cmd.Env = append(cmd.Env, "CLAUDECODE=1")
 		if r := testutil.RunCmd(t, cmd); r.Status == 9 || !strings.Contains(r.Stdout, "service:   running") {
 			t.Errorf("%s, status under an agent: %s", when, r)
@@ -458,23 +459,23 @@ func TestMarkedProcessesOutsideWindowsAreNotTheOperator(t *testing.T) {
 	if err := os.Symlink("/bin/sh", filepath.Join(dir, "claude")); err != nil {
 		t.Fatal(err)
 	}
-	under := exec.Command(filepath.Join(dir, "claude"), "-c", filepath.Join(l.e.Bin, "coordination-engine")+" wake beta; exit $?")
-	under.Env = append(append([]string{}, l.e.Vars...), l.e.ProgramVars["coordination-engine"]...)
+	under := exec.Command(filepath.Join(dir, "claude"), "-c", filepath.Join(l.Env.Bin, "coordination-engine")+" wake beta; exit $?")
+	under.Env = append(append([]string{}, l.Env.Vars...), l.Env.ProgramVars["coordination-engine"]...)
 	if r := testutil.RunCmd(t, under); r.Status != 9 || !strings.Contains(r.Stderr, "run under claude outside tamq's windows") {
 		t.Errorf("coordination-engine wake under a program called claude: %s", r)
 	}
-	send := l.e.Command(context.Background(), "tamq", "send", "To:beta: hello")
+	send := l.Env.Command(context.Background(), "tamq", "send", "To:beta: hello")
 	send.Env = append(send.Env, "TAMQ_REPO=alpha")
 	if r := testutil.RunCmd(t, send); r.Status != 9 || !strings.Contains(r.Stderr, "were started from alpha's window") {
 		t.Errorf("tamq send with TAMQ_REPO=alpha: %s", r)
 	}
-	l.e.Tamq(t, "stop")
+	l.Env.Tamq(t, "stop")
 	check("with tamq stopped")
 }
 
 func paneOfRepo(t *testing.T, l *loop, repo string) string {
 	t.Helper()
-	for _, row := range strings.Split(l.tm.Must(t, "list-panes", "-a", "-F", "#{pane_id} #{@tamq_repo}"), "\n") {
+	for _, row := range strings.Split(l.Tmux.Must(t, "list-panes", "-a", "-F", "#{pane_id} #{@tamq_repo}"), "\n") {
 		if f := strings.Fields(row); len(f) == 2 && f[1] == repo {
 			return f[0]
 		}
@@ -492,17 +493,17 @@ func paneOfRepo(t *testing.T, l *loop, repo string) string {
 func TestTamqKnowsWhoIsCalling(t *testing.T) {
 	t.Parallel()
 	l := newLoop(t, "", "alpha", "gamma")
-	l.e.Tamq(t, "open", "--tmux-socket", l.tm.Name, "--mode", "manual", "alpha", "gamma")
+	l.Env.Tamq(t, "open", "--tmux-socket", l.Tmux.Name, "--mode", "manual", "alpha", "gamma")
 	// Both windows run a shell: messages to them wait for an agent.
 	sendJSON := func(text string) tamqapi.Message {
 		var m tamqapi.Message
-		if err := json.Unmarshal([]byte(l.e.Tamq(t, "send", "--json", text).Stdout), &m); err != nil {
+		if err := json.Unmarshal([]byte(l.Env.Tamq(t, "send", "--json", text).Stdout), &m); err != nil {
 			t.Fatal(err)
 		}
 		return m
 	}
 	forGamma, forAlpha := sendJSON("To:gamma: GAMMAS-OWN"), sendJSON("To:alpha: ALPHAS-OWN")
-	tamq := "env XDG_CONFIG_HOME=" + l.e.Config + " XDG_STATE_HOME=" + l.e.State + " " + filepath.Join(l.e.Bin, "tamq")
+	tamq := "env XDG_CONFIG_HOME=" + l.Env.Config + " XDG_STATE_HOME=" + l.Env.State + " " + filepath.Join(l.Env.Bin, "tamq")
 	refused := []string{
 		tamq + " ack " + forGamma.ID,
 		tamq + " retry " + forGamma.ID,
@@ -529,11 +530,11 @@ func TestTamqKnowsWhoIsCalling(t *testing.T) {
 	}
 	// Gamma's message still waits for gamma, and the service runs.
 	var hist []tamqapi.Message
-	if err := json.Unmarshal([]byte(l.e.Tamq(t, "history", "--json", "--id", forGamma.ID).Stdout), &hist); err != nil {
+	if err := json.Unmarshal([]byte(l.Env.Tamq(t, "history", "--json", "--id", forGamma.ID).Stdout), &hist); err != nil {
 		t.Fatal(err)
 	}
 	if len(hist) != 1 || hist[0].State == "acknowledged" {
 		t.Errorf("gamma's message after alpha's ack: %+v", hist)
 	}
-	l.e.Tamq(t, "ping")
+	l.Env.Tamq(t, "ping")
 }

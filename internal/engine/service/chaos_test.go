@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/daemon"
+	"github.com/tmux-amq/tamq/internal/engine/enginetest"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/proc"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
@@ -27,13 +28,13 @@ func TestChaosEngineKilledDuringTheLoop(t *testing.T) {
 	t.Parallel()
 	rounds := testutil.ChaosRounds(t, 3)
 	rng := testutil.ChaosRand(t)
-	h := startHub(t, "")
+	h := enginetest.StartHub(t, "")
 	repos := []string{"alpha", "beta", "gamma"}
-	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 5\nlease_renew_interval_seconds = 1\nlease_missed_renewals = 2\n"+
+	l := newLoop(t, enginetest.HubConfig(h, 1, "wake_ack_timeout_seconds = 5\nlease_renew_interval_seconds = 1\nlease_missed_renewals = 2\n"+
 		"retry_backoff_seconds = [1]\nmax_attempts = 9\n"), repos...)
-	l.agentEnv = "SCRIPTED_AGENT_PUBLISH=1"
+	l.AgentEnv = "SCRIPTED_AGENT_PUBLISH=1"
 	l.agents(t, "complete", repos...)
-	engineDB := filepath.Join(l.e.EngineState(), "coordination.sqlite3")
+	engineDB := filepath.Join(l.Env.EngineState(), "coordination.sqlite3")
 
 	var tasks []string
 	for round := range rounds {
@@ -44,32 +45,32 @@ func TestChaosEngineKilledDuringTheLoop(t *testing.T) {
 			if i > 0 {
 				deps = []string{chain[i-1].ID}
 			}
-			chain = append(chain, todo(id, repo, deps...))
+			chain = append(chain, enginetest.Todo(id, repo, deps...))
 			tasks = append(tasks, id)
 		}
-		h.put(workplan(fmt.Sprintf("W%03d", round), repos[0], chain...))
+		h.Put(enginetest.Workplan(fmt.Sprintf("W%03d", round), repos[0], chain...))
 		// A random moment: the pause is the campaign's schedule.
 		time.Sleep(time.Duration(100+rng.IntN(900)) * time.Millisecond)
 		var ping daemon.PingResult
-		if err := json.Unmarshal([]byte(l.e.Engine(t, "ping", "--json").Stdout), &ping); err != nil {
+		if err := json.Unmarshal([]byte(l.Env.Engine(t, "ping", "--json").Stdout), &ping); err != nil {
 			t.Fatal(err)
 		}
 		syscall.Kill(ping.PID, syscall.SIGKILL)
-		lock := l.e.Paths(t, paths.Engine).LockFile
+		lock := l.Env.Paths(t, paths.Engine).LockFile
 		testutil.WaitFor(t, "the engine to die", func() bool { return proc.Exited(ping.PID) && testutil.LockFree(lock) })
 		testutil.IntegrityCheck(t, engineDB)
-		l.e.Engine(t, "start", "--detach")
+		l.Env.Engine(t, "start", "--detach")
 	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for _, id := range tasks {
-		if !testutil.Within(time.Until(deadline), func() bool { return h.task(id).Status == "done" }) {
-			log := l.agentLog()
-			t.Fatalf("task %s is not done: %+v\nthe agents' log ends:\n%s\ntamq:\n%s\nthe engine's starts, attaches and gates:\n%s", id, l.explain(t, id),
-				log[max(0, len(log)-3000):], l.e.Tamq(t, "history", "--limit", "15").Stdout, l.engineLog("started", "attached", "gate"))
+		if !testutil.Within(time.Until(deadline), func() bool { return h.Task(id).Status == "done" }) {
+			log := l.AgentLog()
+			t.Fatalf("task %s is not done: %+v\nthe agents' log ends:\n%s\ntamq:\n%s\nthe engine's starts, attaches and gates:\n%s", id, l.Explain(t, id),
+				log[max(0, len(log)-3000):], l.Env.Tamq(t, "history", "--limit", "15").Stdout, l.EngineLog("started", "attached", "gate"))
 		}
 	}
 	testutil.WaitFor(t, "no lease live", func() bool {
-		c := l.status(t).Leases.Counts
+		c := l.Status(t).Leases.Counts
 		return c["offered"]+c["acknowledged"]+c["running"]+c["checkpointed"]+c["retry_wait"] == 0
 	})
 	l.waitPublished(t, h)

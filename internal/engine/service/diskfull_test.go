@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tmux-amq/tamq/internal/daemon"
+	"github.com/tmux-amq/tamq/internal/engine/enginetest"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
@@ -21,18 +22,18 @@ import (
 // and the database passes the integrity check.
 func TestChaosEngineDiskFull(t *testing.T) {
 	t.Parallel()
-	h := startHub(t, "")
+	h := enginetest.StartHub(t, "")
 	repos := []string{"alpha", "beta"}
 	e := testutil.NewEnv(t)
 	disk := e.SmallDisk(t, e.EngineState())
-	l := newLoopIn(t, e, hubConfig(h, 1, "wake_ack_timeout_seconds = 30\n"), repos...)
-	l.agentEnv = "SCRIPTED_AGENT_PUBLISH=1"
+	l := newLoopIn(t, e, enginetest.HubConfig(h, 1, "wake_ack_timeout_seconds = 30\n"), repos...)
+	l.AgentEnv = "SCRIPTED_AGENT_PUBLISH=1"
 	l.agents(t, "complete", repos...)
 	engineDB := filepath.Join(e.EngineState(), "coordination.sqlite3")
 	logPath := filepath.Join(e.EngineState(), "coordination-engine.log")
 
-	h.put(workplan("W0", "alpha", todo("A0", "alpha")))
-	testutil.WaitFor(t, "A0 done", func() bool { return h.task("A0").Status == "done" })
+	h.Put(enginetest.Workplan("W0", "alpha", enginetest.Todo("A0", "alpha")))
+	testutil.WaitFor(t, "A0 done", func() bool { return h.Task("A0").Status == "done" })
 	l.waitPublished(t, h)
 	pid := enginePID(t, l)
 	logFrom := fileSize(logPath)
@@ -42,7 +43,7 @@ func TestChaosEngineDiskFull(t *testing.T) {
 	// Work arrives while the disk is full: tasks in State Hub, and the
 	// operator's wakes. A wake may still fit now and then (SQLite reuses
 	// its WAL after a checkpoint); one that does is a lease like any other.
-	h.put(workplan("W1", "alpha", todo("A1", "alpha"), todo("B1", "beta", "A1")))
+	h.Put(enginetest.Workplan("W1", "alpha", enginetest.Todo("A1", "alpha"), enginetest.Todo("B1", "beta", "A1")))
 	var leases []string
 	wake := func() testutil.Result {
 		r := e.Run(t, "coordination-engine", "wake", "beta", "--json")
@@ -69,8 +70,8 @@ func TestChaosEngineDiskFull(t *testing.T) {
 		t.Errorf("wake on a full disk: %s\nwant exit %d and %q first", refused, errs.ExitStatus(errs.Storage), disk.Says())
 	}
 	// Some looks at State Hub fail too while the disk stays full.
-	polls := l.status(t).StateHub.Polls
-	testutil.WaitFor(t, "two more looks at State Hub", func() bool { return l.status(t).StateHub.Polls >= polls+2 })
+	polls := l.Status(t).StateHub.Polls
+	testutil.WaitFor(t, "two more looks at State Hub", func() bool { return l.Status(t).StateHub.Polls >= polls+2 })
 	if got := enginePID(t, l); got != pid {
 		t.Fatalf("the engine was replaced while the disk was full (pid %d, was %d)", got, pid)
 	}
@@ -82,9 +83,9 @@ func TestChaosEngineDiskFull(t *testing.T) {
 	for _, id := range []string{"A1", "B1"} {
 		testutil.WaitFor(t, id+" done", func() bool {
 			if time.Since(freed) > 20*time.Second {
-				t.Fatalf("%s not done: %+v\nlog:\n%s", id, l.explain(t, id), testutil.ReadFrom(t, logPath, logFrom))
+				t.Fatalf("%s not done: %+v\nlog:\n%s", id, l.Explain(t, id), testutil.ReadFrom(t, logPath, logFrom))
 			}
-			return h.task(id).Status == "done"
+			return h.Task(id).Status == "done"
 		})
 	}
 	for _, id := range leases {
@@ -125,7 +126,7 @@ func TestChaosEngineDiskFull(t *testing.T) {
 func enginePID(t *testing.T, l *loop) int {
 	t.Helper()
 	var ping daemon.PingResult
-	if err := json.Unmarshal([]byte(l.e.Engine(t, "ping", "--json").Stdout), &ping); err != nil {
+	if err := json.Unmarshal([]byte(l.Env.Engine(t, "ping", "--json").Stdout), &ping); err != nil {
 		t.Fatal(err)
 	}
 	return ping.PID

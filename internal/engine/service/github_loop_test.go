@@ -57,7 +57,7 @@ func githubLoop(t *testing.T, coordination string, repos ...string) (*loop, *git
 func TestGitHubIssuesDriveTheLoop(t *testing.T) {
 	t.Parallel()
 	l, gh := githubLoop(t, "wake_ack_timeout_seconds = 30\n", "alpha", "beta")
-	l.agentEnv = "SCRIPTED_AGENT_PUBLISH=1"
+	l.AgentEnv = "SCRIPTED_AGENT_PUBLISH=1"
 	l.agents(t, "complete", "alpha", "beta")
 	alpha, beta := ghOwner+"/alpha", ghOwner+"/beta"
 	a := gh.CreateIssue(alpha, githubdouble.IssueInput{Title: "A", Body: "Do A first.\nThen say so."})
@@ -68,7 +68,7 @@ func TestGitHubIssuesDriveTheLoop(t *testing.T) {
 	p := gh.CreatePullRequest(alpha, githubdouble.IssueInput{Title: "P", Labels: []string{"agent"}})
 	idA, idB, idC, idD, idP := github.TaskID(alpha, a.Number), github.TaskID(beta, b.Number), github.TaskID(alpha, c.Number),
 		github.TaskID(beta, d.Number), github.TaskID(alpha, p.Number)
-	testutil.WaitFor(t, "D to stop at its gate", func() bool { return l.explain(t, idD).Gate == "human" })
+	testutil.WaitFor(t, "D to stop at its gate", func() bool { return l.Explain(t, idD).Gate == "human" })
 
 	gh.AddLabels(alpha, a.Number, "agent")
 	gh.AddLabels(beta, b.Number, "agent")
@@ -77,7 +77,7 @@ func TestGitHubIssuesDriveTheLoop(t *testing.T) {
 		t.Errorf("A closed as %q", got.StateReason)
 	}
 	testutil.WaitFor(t, "B closed on GitHub", func() bool { return gh.Issue(beta, b.Number).State == "closed" })
-	log := l.agentLog()
+	log := l.AgentLog()
 	doneA, wakeB := strings.Index(log, "statehub "+idA+" done\n"), strings.Index(log, "task="+idB)
 	if doneA < 0 || wakeB < doneA || strings.Count(log, "task="+idA) != 1 || strings.Count(log, "task="+idB) != 1 {
 		t.Fatalf("A then B, once each, not so:\n%s", log)
@@ -90,15 +90,15 @@ func TestGitHubIssuesDriveTheLoop(t *testing.T) {
 			t.Errorf("%s woke an agent:\n%s", id, log)
 		}
 	}
-	if e := l.explain(t, idD); e.Gate != "human" || !strings.Contains(e.URL, "/"+beta+"/issues/"+strconv.Itoa(d.Number)) {
+	if e := l.Explain(t, idD); e.Gate != "human" || !strings.Contains(e.URL, "/"+beta+"/issues/"+strconv.Itoa(d.Number)) {
 		t.Errorf("explain %s: gate %q, url %q", idD, e.Gate, e.URL)
 	}
 	for _, id := range []string{idC, idP} {
-		if e := l.explain(t, id); e.Observed || len(e.Triggers) != 0 {
+		if e := l.Explain(t, id); e.Observed || len(e.Triggers) != 0 {
 			t.Errorf("%s is a task: %+v", id, e)
 		}
 	}
-	st := l.status(t).StateHub
+	st := l.Status(t).StateHub
 	if st.Kind != "github" || st.Budget == nil || st.NextLook == nil || len(st.Watched) != 2 || st.Receipts != "local" {
 		t.Errorf("status: %+v", st)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tmux-amq/tamq/internal/engine/enginetest"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
@@ -19,36 +20,36 @@ import (
 // broker acknowledges nothing for it.
 func TestAnAgentTamqCannotReadAcksAndRenewsFromItsPrompt(t *testing.T) {
 	t.Parallel()
-	h := startHub(t, "")
-	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 2\nlease_renew_interval_seconds = 1\nlease_missed_renewals = 2\nperspective_destination = \"~/halls/net-kingdom.md\"\n"), "net-kingdom")
-	hold := filepath.Join(l.e.Root, "hold")
+	h := enginetest.StartHub(t, "")
+	l := newLoop(t, enginetest.HubConfig(h, 1, "wake_ack_timeout_seconds = 2\nlease_renew_interval_seconds = 1\nlease_missed_renewals = 2\nperspective_destination = \"~/halls/net-kingdom.md\"\n"), "net-kingdom")
+	hold := filepath.Join(l.Env.Root, "hold")
 	if err := os.WriteFile(hold, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l.agentEnv = "SCRIPTED_AGENT_HOLD='" + hold + "' SCRIPTED_AGENT_PUBLISH=1"
+	l.AgentEnv = "SCRIPTED_AGENT_HOLD='" + hold + "' SCRIPTED_AGENT_PUBLISH=1"
 	l.agents(t, "follow", "net-kingdom")
-	h.put(workplan("W-1", "net-kingdom", contract.Task{ID: "A", Title: "task A", Status: "todo", Repo: "net-kingdom"}))
+	h.Put(enginetest.Workplan("W-1", "net-kingdom", contract.Task{ID: "A", Title: "task A", Status: "todo", Repo: "net-kingdom"}))
 
-	testutil.WaitFor(t, "the agent to be woken", func() bool { return strings.Contains(l.agentLog(), "wake ") })
+	testutil.WaitFor(t, "the agent to be woken", func() bool { return strings.Contains(l.AgentLog(), "wake ") })
 	// Working three times as long as the ack deadline and a lease's hold:
 	// ten renewals the engine took, 300 ms apart, while the one attempt
 	// stays held.
 	testutil.WaitFor(t, "ten renewals by the agent", func() bool {
-		leases := l.explain(t, "A").Triggers[0].Leases
+		leases := l.Explain(t, "A").Triggers[0].Leases
 		if len(leases) != 1 || leases[0].Attempt != 1 || !slices.Contains([]string{"offered", "acknowledged", "running"}, leases[0].State) {
-			t.Fatalf("the work was offered again while the agent was on it: %+v\nagent:\n%s", leases, l.agentLog())
+			t.Fatalf("the work was offered again while the agent was on it: %+v\nagent:\n%s", leases, l.AgentLog())
 		}
-		return strings.Count(l.agentLog(), "run lease renew "+leases[0].LeaseID+" --attempt 1 -> 0") >= 10
+		return strings.Count(l.AgentLog(), "run lease renew "+leases[0].LeaseID+" --attempt 1 -> 0") >= 10
 	})
 	os.Remove(hold)
 	testutil.WaitFor(t, "A done in State Hub and its lease completed", func() bool {
-		return h.task("A").Status == "done" && l.explain(t, "A").Triggers[0].Leases[0].State == "completed"
+		return h.Task("A").Status == "done" && l.Explain(t, "A").Triggers[0].Leases[0].State == "completed"
 	})
-	ls := l.explain(t, "A").Triggers[0].Leases
+	ls := l.Explain(t, "A").Triggers[0].Leases
 	if len(ls) != 1 || ls[0].Attempt != 1 {
 		t.Errorf("A took more than one attempt: %+v", ls)
 	}
-	log := l.agentLog()
+	log := l.AgentLog()
 	if n := strings.Count(log, "wake "); n != 1 {
 		t.Errorf("the agent was woken %d times:\n%s", n, log)
 	}
@@ -75,11 +76,11 @@ func TestAnAgentTamqCannotReadAcksAndRenewsFromItsPrompt(t *testing.T) {
 func TestALaterAttemptIsWokenAsRetryDue(t *testing.T) {
 	t.Parallel()
 	l := newLoop(t, "[coordination]\nwake_ack_timeout_seconds = 2\nlease_renew_interval_seconds = 1\nlease_missed_renewals = 1\nretry_backoff_seconds = [1]\n", "net-kingdom")
-	l.openAgent(t, "net-kingdom", "ackstall complete")
-	l.waitAttached(t, "net-kingdom", 1)
-	id := l.wake(t, "net-kingdom", "--task", "T-1").Lease.LeaseID
+	l.OpenAgent(t, "net-kingdom", "ackstall complete")
+	l.WaitAttached(t, "net-kingdom", 1)
+	id := l.Wake(t, "net-kingdom", "--task", "T-1").Lease.LeaseID
 	testutil.WaitFor(t, "the second attempt to complete", func() bool { return l.lease(t, id).State == "completed" })
-	wakes := l.explain(t, "T-1").Triggers[0].Leases[0].Wakes
+	wakes := l.Explain(t, "T-1").Triggers[0].Leases[0].Wakes
 	if len(wakes) != 2 {
 		t.Fatalf("wakes: %+v", wakes)
 	}
@@ -97,13 +98,13 @@ func TestALaterAttemptIsWokenAsRetryDue(t *testing.T) {
 func TestALateAckLeavesACancelledWakeCancelled(t *testing.T) {
 	t.Parallel()
 	l := newLoop(t, "[coordination]\nwake_ack_timeout_seconds = 2\nmax_attempts = 0\n", "net-kingdom")
-	l.openAgent(t, "net-kingdom", "stall")
-	l.waitAttached(t, "net-kingdom", 1)
-	id := l.wake(t, "net-kingdom", "--task", "T-1").Lease.LeaseID
+	l.OpenAgent(t, "net-kingdom", "stall")
+	l.WaitAttached(t, "net-kingdom", 1)
+	id := l.Wake(t, "net-kingdom", "--task", "T-1").Lease.LeaseID
 	testutil.WaitFor(t, "the lease to stop", func() bool { return l.lease(t, id).State == "stopped" })
 	msg := l.lease(t, id).LocalLeaseID
 	testutil.WaitFor(t, "the wake to be cancelled in tamq", func() bool { return l.tamqMessage(t, msg).State == "cancelled" })
-	if r := l.e.Run(t, "coordination-engine", "lease", "ack", id, "--attempt", "1"); r.Status == 0 {
+	if r := l.Env.Run(t, "coordination-engine", "lease", "ack", id, "--attempt", "1"); r.Status == 0 {
 		t.Fatalf("an ack of a stopped lease was taken: %s", r)
 	}
 	if m := l.tamqMessage(t, msg); m.State != "cancelled" {

@@ -24,8 +24,8 @@ lease_renew_interval_seconds = 1
 lease_missed_renewals = 2
 `, "net-kingdom")
 	hold := l.openHeldAgent(t, "net-kingdom", "work workask")
-	l.waitAttached(t, "net-kingdom", 1)
-	id := l.wake(t, "net-kingdom", "--task", "T-1").Lease.LeaseID
+	l.WaitAttached(t, "net-kingdom", 1)
+	id := l.Wake(t, "net-kingdom", "--task", "T-1").Lease.LeaseID
 	held := func(ls api.Lease) bool { return ls.State == "running" || ls.State == "checkpointed" }
 	testutil.WaitFor(t, "the broker to acknowledge", func() bool { return held(l.lease(t, id)) })
 	// Working twice as long as an unrenewed lease lives.
@@ -39,7 +39,7 @@ lease_missed_renewals = 2
 	})
 	os.Remove(hold)
 	testutil.WaitFor(t, "the lease to complete", func() bool { return l.lease(t, id).State == "completed" })
-	if log := l.agentLog(); strings.Contains(log, "run lease ack") || strings.Contains(log, "run lease renew") {
+	if log := l.AgentLog(); strings.Contains(log, "run lease ack") || strings.Contains(log, "run lease renew") {
 		t.Errorf("the agent ran a lease command the broker runs:\n%s", log)
 	}
 	by := map[string]any{}
@@ -58,18 +58,18 @@ lease_missed_renewals = 2
 	if err := os.WriteFile(hold, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	id = l.wake(t, "net-kingdom", "--task", "T-2").Lease.LeaseID
+	id = l.Wake(t, "net-kingdom", "--task", "T-2").Lease.LeaseID
 	testutil.WaitFor(t, "status to show the dialog", func() bool {
-		ds := l.status(t).Leases.AtDialog
+		ds := l.Status(t).Leases.AtDialog
 		return len(ds) == 1 && ds[0].LeaseID == id && strings.HasPrefix(ds[0].Dialog, "net-kingdom: ")
 	})
 	// Not healthy (exit 8): no State Hub runs here. The dialog shows all the same.
-	if r := l.e.Run(t, "coordination-engine", "status"); !strings.Contains(r.Stdout, "lease "+id+" waits for a person: dialog in window net-kingdom: ") {
+	if r := l.Env.Run(t, "coordination-engine", "status"); !strings.Contains(r.Stdout, "lease "+id+" waits for a person: dialog in window net-kingdom: ") {
 		t.Errorf("status does not show the dialog:\n%s", r.Stdout)
 	}
 	os.Remove(hold)
 	testutil.WaitFor(t, "the second lease to complete", func() bool { return l.lease(t, id).State == "completed" })
-	if ds := l.status(t).Leases.AtDialog; len(ds) != 0 {
+	if ds := l.Status(t).Leases.AtDialog; len(ds) != 0 {
 		t.Errorf("a completed lease still shows at a dialog: %+v", ds)
 	}
 }
@@ -85,10 +85,10 @@ lease_missed_renewals = 2
 retry_backoff_seconds = [1]
 max_attempts = 1
 `, "net-kingdom")
-	l.openAgent(t, "net-kingdom", "workidle")
-	l.waitAttached(t, "net-kingdom", 1)
-	id := l.wake(t, "net-kingdom", "--task", "T-1").Lease.LeaseID
-	testutil.WaitFor(t, "the second attempt", func() bool { return strings.Contains(l.agentLog(), "wake "+id+" 2 checkpoint=yes") })
+	l.OpenAgent(t, "net-kingdom", "workidle")
+	l.WaitAttached(t, "net-kingdom", 1)
+	id := l.Wake(t, "net-kingdom", "--task", "T-1").Lease.LeaseID
+	testutil.WaitFor(t, "the second attempt", func() bool { return strings.Contains(l.AgentLog(), "wake "+id+" 2 checkpoint=yes") })
 	got := strings.Join(kinds(l.receipts(t, id)), " ")
 	for _, want := range []string{"lease.acknowledged", "lease.retry_wait", "lease.reoffered"} {
 		if !strings.Contains(got, want) {
@@ -108,11 +108,11 @@ lease_renew_interval_seconds = 2
 lease_missed_renewals = 3
 `, "net-kingdom")
 	hold := l.openHeldAgent(t, "net-kingdom", "work")
-	l.waitAttached(t, "net-kingdom", 1)
-	id := l.wake(t, "net-kingdom", "--task", "T-1").Lease.LeaseID
+	l.WaitAttached(t, "net-kingdom", 1)
+	id := l.Wake(t, "net-kingdom", "--task", "T-1").Lease.LeaseID
 	testutil.WaitFor(t, "the broker to acknowledge", func() bool { return l.lease(t, id).State == "checkpointed" })
-	l.e.Tamq(t, "stop")
-	l.e.Tamq(t, "start", "--detach")
+	l.Env.Tamq(t, "stop")
+	l.Env.Tamq(t, "start", "--detach")
 	// Two holds after the restart, the lease still lives.
 	restarted := time.Now()
 	testutil.WaitFor(t, "two holds' worth of work after the restart", func() bool {
@@ -130,12 +130,12 @@ lease_missed_renewals = 3
 // now, and again whenever the test writes it).
 func (l *loop) openHeldAgent(t *testing.T, repo, plan string) (hold string) {
 	t.Helper()
-	hold = filepath.Join(l.e.Root, "hold")
+	hold = filepath.Join(l.Env.Root, "hold")
 	if err := os.WriteFile(hold, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l.agentEnv = "SCRIPTED_AGENT_HOLD='" + hold + "'"
-	l.openAgent(t, repo, plan)
-	l.waitAttached(t, repo, 1)
+	l.AgentEnv = "SCRIPTED_AGENT_HOLD='" + hold + "'"
+	l.OpenAgent(t, repo, plan)
+	l.WaitAttached(t, repo, 1)
 	return hold
 }

@@ -6,13 +6,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/engine/enginetest"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	client "github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/errs"
@@ -30,117 +30,23 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// loop is one test's world: a private tmux server, gita, tamq and the engine
-// (real processes), and the scripted agent's log.
-type loop struct {
-	e   *testutil.Env
-	tm  *testutil.Tmux
-	log string
-	// agentEnv is more environment for the scripted agents ("K=V ...").
-	agentEnv string
-}
+// loop is enginetest's Loop with the helpers only this package's tests use.
+type loop struct{ *enginetest.Loop }
 
-const tamqConfig = "[delivery]\nenter_pause_ms = 20\n"
-
-// newLoop starts the engine with engineConfig, registers repos in gita and
-// starts a private tmux server; openAgent opens the windows.
 func newLoop(t testing.TB, engineConfig string, repos ...string) *loop {
 	t.Helper()
-	return newLoopIn(t, testutil.NewEnv(t), engineConfig, repos...)
+	return &loop{enginetest.NewLoop(t, engineConfig, repos...)}
 }
 
-// newLoopIn is newLoop in e, which the test may have prepared (a state
-// directory on a small disk).
 func newLoopIn(t testing.TB, e *testutil.Env, engineConfig string, repos ...string) *loop {
 	t.Helper()
-	e.WriteConfig(t, tamqConfig)
-	if !strings.Contains(engineConfig, "[statehub]") {
-		// No State Hub: a closed port, never another test's hub.
-		engineConfig = "[statehub]\napi_base = \"http://127.0.0.1:9\"\n\n" + engineConfig
-	}
-	e.WriteEngineConfig(t, engineConfig)
-	e.Gita(t, repos...)
-	tm := testutil.NewTmux(t)
-	l := &loop{e: e, tm: tm, log: filepath.Join(e.Root, "agent.log")}
-	t.Cleanup(func() {
-		e.Run(t, "tamq", "stop")
-		e.Run(t, "coordination-engine", "stop")
-	})
-	e.Engine(t, "start", "--detach")
-	return l
-}
-
-// openAgent opens repo's window running the scripted agent with plan.
-func (l *loop) openAgent(t testing.TB, repo, plan string, extra ...string) {
-	t.Helper()
-	agent := "env SCRIPTED_AGENT_PLAN='" + plan + "' SCRIPTED_AGENT_LOG='" + l.log + "' " + l.agentEnv + " " + filepath.Join(l.e.Bin, "scriptedagent")
-	if len(extra) == 0 {
-		extra = []string{"--mode", "trigger"}
-	}
-	args := append([]string{"open", "--tmux-socket", l.tm.Name, "--command", agent}, extra...)
-	l.e.Tamq(t, append(args, repo)...)
-	testutil.WaitFor(t, "the agent of "+repo, func() bool { return strings.Contains(l.agentLog(), "ready") })
-}
-
-func (l *loop) agentLog() string {
-	b, _ := os.ReadFile(l.log)
-	return string(b)
-}
-
-// engineLog is the last 40 lines of the engine's log that say any of words.
-func (l *loop) engineLog(words ...string) string {
-	b, _ := os.ReadFile(filepath.Join(l.e.EngineState(), "coordination-engine.log"))
-	var lines []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if slices.ContainsFunc(words, func(w string) bool { return strings.Contains(line, w) }) {
-			lines = append(lines, line)
-		}
-	}
-	return strings.Join(lines[max(0, len(lines)-40):], "\n")
-}
-
-// status is the engine's status report, asked in this process: tests poll
-// it, and a process per poll would cost more than what is tested.
-func (l *loop) status(t testing.TB) api.StatusReport {
-	t.Helper()
-	s, err := client.New(l.pathsOf(t, paths.Engine)).Status(context.Background())
-	if err != nil {
-		t.Fatalf("status: %v", err)
-	}
-	return s
-}
-
-// waitAttached waits until the engine has n attached endpoints hosting repo,
-// each with its agent running as tamq says.
-func (l *loop) waitAttached(t testing.TB, repo string, n int) {
-	t.Helper()
-	testutil.WaitFor(t, "tamq to attach "+repo, func() bool {
-		hosting := 0
-		for _, ep := range l.status(t).Endpoints {
-			for _, w := range ep.Windows {
-				if ep.State == "attached" && w.Repo == repo && (w.AgentRunning == nil || *w.AgentRunning) {
-					hosting++
-				}
-			}
-		}
-		return hosting == n
-	})
-}
-
-func (l *loop) wake(t testing.TB, args ...string) api.WakeResult {
-	t.Helper()
-	r := l.e.Engine(t, append([]string{"wake", "--json"}, args...)...)
-	var res api.WakeResult
-	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
-		t.Fatalf("wake --json: %v\n%s", err, r)
-	}
-	return res
+	return &loop{enginetest.NewLoopIn(t, e, engineConfig, repos...)}
 }
 
 // lease reads one lease in this process (tests poll it).
 func (l *loop) lease(t testing.TB, id string) api.Lease {
 	t.Helper()
-	res, err := client.New(l.pathsOf(t, paths.Engine)).Leases(context.Background(), api.LeasesArgs{})
+	res, err := client.New(l.PathsOf(t, paths.Engine)).Leases(context.Background(), api.LeasesArgs{})
 	if err != nil {
 		t.Fatalf("leases: %v", err)
 	}
@@ -155,7 +61,7 @@ func (l *loop) lease(t testing.TB, id string) api.Lease {
 
 func (l *loop) receipts(t testing.TB, leaseID string) []api.Receipt {
 	t.Helper()
-	r := l.e.Engine(t, "receipts", "--json", "--lease", leaseID)
+	r := l.Env.Engine(t, "receipts", "--json", "--lease", leaseID)
 	var res api.ReceiptsResult
 	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
 		t.Fatalf("receipts --json: %v\n%s", err, r)
@@ -174,7 +80,7 @@ func kinds(rs []api.Receipt) []string {
 // tamqMessage is tamq's record of a message, with its body.
 func (l *loop) tamqMessage(t testing.TB, id string) tamqapi.Message {
 	t.Helper()
-	r := l.e.Tamq(t, "history", "--json", "--body")
+	r := l.Env.Tamq(t, "history", "--json", "--body")
 	var ms []tamqapi.Message
 	if err := json.Unmarshal([]byte(r.Stdout), &ms); err != nil {
 		t.Fatalf("history --json: %v\n%s", err, r)
@@ -195,24 +101,24 @@ func (l *loop) tamqMessage(t testing.TB, id string) tamqapi.Message {
 func TestWakeAckRenewCheckpointRelease(t *testing.T) {
 	t.Parallel()
 	l := newLoop(t, "[coordination]\nwake_ack_timeout_seconds = 30\n", "net-kingdom")
-	l.openAgent(t, "net-kingdom", "complete")
-	l.waitAttached(t, "net-kingdom", 1)
-	res := l.wake(t, "net-kingdom", "--task", "T-1")
+	l.OpenAgent(t, "net-kingdom", "complete")
+	l.WaitAttached(t, "net-kingdom", 1)
+	res := l.Wake(t, "net-kingdom", "--task", "T-1")
 	if res.Lease == nil || res.Stopped != "" {
 		t.Fatalf("wake: %+v", res)
 	}
 	id := res.Lease.LeaseID
 	testutil.WaitFor(t, "the lease to complete", func() bool { return l.lease(t, id).State == "completed" })
 	// The agent logs a command once it returned, after the engine answered.
-	testutil.WaitFor(t, "the agent to finish", func() bool { return strings.Contains(l.agentLog(), "done "+id) })
+	testutil.WaitFor(t, "the agent to finish", func() bool { return strings.Contains(l.AgentLog(), "done "+id) })
 	for _, want := range []string{
 		"wake " + id + " 1 checkpoint=no",
 		"run lease ack " + id + " --attempt 1 -> 0",
 		"run lease renew " + id + " --attempt 1 -> 0",
 		"run lease release " + id + " --result completed --attempt 1 -> 0",
 	} {
-		if !strings.Contains(l.agentLog(), want) {
-			t.Errorf("agent log lacks %q:\n%s", want, l.agentLog())
+		if !strings.Contains(l.AgentLog(), want) {
+			t.Errorf("agent log lacks %q:\n%s", want, l.AgentLog())
 		}
 	}
 	got := strings.Join(kinds(l.receipts(t, id)), " ")
@@ -258,11 +164,11 @@ lease_missed_renewals = 1
 retry_backoff_seconds = [1]
 max_attempts = 1
 `, "net-kingdom")
-	l.openAgent(t, "net-kingdom", "ackstall stall")
-	l.waitAttached(t, "net-kingdom", 1)
-	id := l.wake(t, "net-kingdom").Lease.LeaseID
+	l.OpenAgent(t, "net-kingdom", "ackstall stall")
+	l.WaitAttached(t, "net-kingdom", 1)
+	id := l.Wake(t, "net-kingdom").Lease.LeaseID
 	testutil.WaitFor(t, "the lease to stop", func() bool { return l.lease(t, id).State == "stopped" })
-	if log := l.agentLog(); !strings.Contains(log, "wake "+id+" 1 checkpoint=no") || !strings.Contains(log, "wake "+id+" 2 checkpoint=yes") {
+	if log := l.AgentLog(); !strings.Contains(log, "wake "+id+" 1 checkpoint=no") || !strings.Contains(log, "wake "+id+" 2 checkpoint=yes") {
 		t.Errorf("the agent was not woken twice, the second time with its checkpoint:\n%s", log)
 	}
 	ls := l.lease(t, id)
@@ -276,11 +182,11 @@ max_attempts = 1
 		}
 	}
 	// The agent commands on a lease that stopped: a distinct exit status.
-	r := l.e.Run(t, "coordination-engine", "lease", "renew", id)
+	r := l.Env.Run(t, "coordination-engine", "lease", "renew", id)
 	if r.Status != 22 || !strings.Contains(r.Stderr, id) {
 		t.Errorf("renew of a stopped lease: %s", r)
 	}
-	if r := l.e.Run(t, "coordination-engine", "lease", "ack", "no-such-lease"); r.Status != 12 {
+	if r := l.Env.Run(t, "coordination-engine", "lease", "ack", "no-such-lease"); r.Status != 12 {
 		t.Errorf("ack of an unknown lease: %s", r)
 	}
 }
@@ -290,15 +196,15 @@ max_attempts = 1
 func TestManualWindowAndUnknownRepo(t *testing.T) {
 	t.Parallel()
 	l := newLoop(t, "", "net-kingdom")
-	l.openAgent(t, "net-kingdom", "complete", "--mode", "manual")
-	l.waitAttached(t, "net-kingdom", 1)
+	l.OpenAgent(t, "net-kingdom", "complete", "--mode", "manual")
+	l.WaitAttached(t, "net-kingdom", 1)
 	// A window in manual mode is waited for, not a gate: no lease, no
 	// stop, and the wake says so.
-	res := l.wake(t, "net-kingdom")
+	res := l.Wake(t, "net-kingdom")
 	if res.Waiting != "manual_mode" || res.Stopped != "" || res.Lease != nil || !strings.Contains(res.Reason, "manual") {
 		t.Errorf("wake of a manual window: %+v", res)
 	}
-	if r := l.e.Run(t, "coordination-engine", "wake", "nowhere"); r.Status != 5 || !strings.Contains(r.Stderr, "nowhere") {
+	if r := l.Env.Run(t, "coordination-engine", "wake", "nowhere"); r.Status != 5 || !strings.Contains(r.Stderr, "nowhere") {
 		t.Errorf("wake of an unregistered repo: %s", r)
 	}
 }
@@ -307,21 +213,21 @@ func TestManualWindowAndUnknownRepo(t *testing.T) {
 func TestTwoEndpointsNeedAnExplicitOne(t *testing.T) {
 	t.Parallel()
 	l := newLoop(t, "", "net-kingdom")
-	l.openAgent(t, "net-kingdom", "complete")
+	l.OpenAgent(t, "net-kingdom", "complete")
 	other := testutil.NewTmux(t)
-	l.e.Tamq(t, "open", "--tmux-socket", other.Name, "--mode", "trigger", "--command", "cat", "net-kingdom")
-	l.waitAttached(t, "net-kingdom", 2)
-	res := l.wake(t, "net-kingdom")
+	l.Env.Tamq(t, "open", "--tmux-socket", other.Name, "--mode", "trigger", "--command", "cat", "net-kingdom")
+	l.WaitAttached(t, "net-kingdom", 2)
+	res := l.Wake(t, "net-kingdom")
 	if res.Stopped != "ambiguous_ownership" || res.Lease != nil {
 		t.Fatalf("wake with two endpoints: %+v", res)
 	}
 	var ep string
-	for _, e := range l.status(t).Endpoints {
-		if e.State == "attached" && strings.Contains(e.TmuxSocket, l.tm.Name) {
+	for _, e := range l.Status(t).Endpoints {
+		if e.State == "attached" && strings.Contains(e.TmuxSocket, l.Tmux.Name) {
 			ep = e.TamqEndpointID
 		}
 	}
-	res = l.wake(t, "net-kingdom", "--endpoint", ep)
+	res = l.Wake(t, "net-kingdom", "--endpoint", ep)
 	if res.Lease == nil || res.Lease.WakeOutcome == "" {
 		t.Errorf("wake naming endpoint %s: %+v", ep, res)
 	}
@@ -339,45 +245,45 @@ lease_missed_renewals = 2
 retry_backoff_seconds = [60]
 max_attempts = 1
 `, "net-kingdom")
-	l.openAgent(t, "net-kingdom", "ackstall")
-	l.waitAttached(t, "net-kingdom", 1)
-	id := l.wake(t, "net-kingdom").Lease.LeaseID
+	l.OpenAgent(t, "net-kingdom", "ackstall")
+	l.WaitAttached(t, "net-kingdom", 1)
+	id := l.Wake(t, "net-kingdom").Lease.LeaseID
 	testutil.WaitFor(t, "the lease to be checkpointed", func() bool { return l.lease(t, id).State == "checkpointed" })
-	pid := lockfile.HolderPID(filepath.Join(l.e.EngineState(), "coordination-engine.lock"))
+	pid := lockfile.HolderPID(filepath.Join(l.Env.EngineState(), "coordination-engine.lock"))
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, "the engine to be gone", func() bool { return syscall.Kill(pid, 0) != nil })
-	l.e.Engine(t, "start", "--detach")
+	l.Env.Engine(t, "start", "--detach")
 	testutil.WaitFor(t, "the lease to run out after the restart", func() bool { return l.lease(t, id).State == "retry_wait" })
 	// The agent, late, finds its lease ran out: a distinct exit status.
-	if r := l.e.Run(t, "coordination-engine", "lease", "renew", id); r.Status != 23 {
+	if r := l.Env.Run(t, "coordination-engine", "lease", "renew", id); r.Status != 23 {
 		t.Errorf("renew of a lease that ran out: %s", r)
 	}
-	r := l.e.Engine(t, "leases", "--json")
+	r := l.Env.Engine(t, "leases", "--json")
 	var res api.LeasesResult
 	json.Unmarshal([]byte(r.Stdout), &res)
 	if len(res.Leases) != 1 {
 		t.Errorf("leases after the restart: %s", r.Stdout)
 	}
 	// tamq attaches to the new engine by itself.
-	l.waitAttached(t, "net-kingdom", 1)
+	l.WaitAttached(t, "net-kingdom", 1)
 }
 
 // tamq works without the engine, and attaches when it comes back.
 func TestTamqWorksWithoutTheEngineAndAttachesWhenItIsBack(t *testing.T) {
 	t.Parallel()
 	l := newLoop(t, "", "net-kingdom", "railiance")
-	l.e.Engine(t, "stop")
-	l.e.Tamq(t, "open", "--tmux-socket", l.tm.Name, "--command", l.e.RecorderCommand(), "net-kingdom", "railiance")
-	testutil.WaitFor(t, "the recorder", func() bool { _, ok := l.e.Recording("railiance"); return ok })
-	l.e.Tamq(t, "send", "To:railiance: no engine needed")
+	l.Env.Engine(t, "stop")
+	l.Env.Tamq(t, "open", "--tmux-socket", l.Tmux.Name, "--command", l.Env.RecorderCommand(), "net-kingdom", "railiance")
+	testutil.WaitFor(t, "the recorder", func() bool { _, ok := l.Env.Recording("railiance"); return ok })
+	l.Env.Tamq(t, "send", "To:railiance: no engine needed")
 	testutil.WaitFor(t, "the message", func() bool {
-		got, _ := l.e.Recording("railiance")
+		got, _ := l.Env.Recording("railiance")
 		return strings.Contains(got, "no engine needed")
 	})
-	l.e.Engine(t, "start", "--detach")
-	l.waitAttached(t, "railiance", 1)
+	l.Env.Engine(t, "start", "--detach")
+	l.WaitAttached(t, "railiance", 1)
 }
 
 // At attach the engine accepts only what gita registers at the path gita
@@ -385,21 +291,21 @@ func TestTamqWorksWithoutTheEngineAndAttachesWhenItIsBack(t *testing.T) {
 func TestAttachRefusesUnknownSlugsAndOtherPaths(t *testing.T) {
 	t.Parallel()
 	l := newLoop(t, "", "net-kingdom", "railiance")
-	l.e.Tamq(t, "open", "--tmux-socket", l.tm.Name, "--command", "cat", "net-kingdom", "railiance")
-	l.waitAttached(t, "railiance", 1)
+	l.Env.Tamq(t, "open", "--tmux-socket", l.Tmux.Name, "--command", "cat", "net-kingdom", "railiance")
+	l.WaitAttached(t, "railiance", 1)
 	// railiance moves in gita's registry: the window's path is no longer gita's.
-	moved := filepath.Join(l.e.Root, "moved")
+	moved := filepath.Join(l.Env.Root, "moved")
 	if err := os.MkdirAll(moved, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	rows := testutil.GitaRow(filepath.Join(l.e.Root, "src", "net-kingdom"), "net-kingdom") + testutil.GitaRow(moved, "railiance")
-	if err := os.WriteFile(filepath.Join(l.e.Config, "gita", "repos.csv"), []byte(rows), 0o644); err != nil {
+	rows := testutil.GitaRow(filepath.Join(l.Env.Root, "src", "net-kingdom"), "net-kingdom") + testutil.GitaRow(moved, "railiance")
+	if err := os.WriteFile(filepath.Join(l.Env.Config, "gita", "repos.csv"), []byte(rows), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// The engine refreshes the registry at the next attach (a window opened).
-	l.e.Tamq(t, "open", "--tmux-socket", l.tm.Name, "--command", "cat", "net-kingdom")
+	l.Env.Tamq(t, "open", "--tmux-socket", l.Tmux.Name, "--command", "cat", "net-kingdom")
 	testutil.WaitFor(t, "railiance to be refused", func() bool {
-		for _, ep := range l.status(t).Endpoints {
+		for _, ep := range l.Status(t).Endpoints {
 			for _, w := range ep.Windows {
 				if w.Repo == "railiance" {
 					return false
@@ -410,13 +316,13 @@ func TestAttachRefusesUnknownSlugsAndOtherPaths(t *testing.T) {
 	})
 	// Only tamq's own process attaches: anyone else is refused, whatever
 	// the windows.
-	_, err := client.New(l.pathsOf(t, paths.Engine)).Attach(context.Background(), api.AttachArgs{
+	_, err := client.New(l.PathsOf(t, paths.Engine)).Attach(context.Background(), api.AttachArgs{
 		EndpointID: "tmux-amq-1", Proto: "0.1", Windows: []api.AttachWindow{{Repo: "ghost", Path: moved, Mode: "trigger"}},
 	})
 	if !errs.Is(err, errs.PermissionDeny) {
 		t.Errorf("attach from the operator: %v, want permission_denied", err)
 	}
-	r := l.e.Engine(t, "receipts", "--json")
+	r := l.Env.Engine(t, "receipts", "--json")
 	for _, repo := range []string{"railiance"} {
 		if !strings.Contains(r.Stdout, `"endpoint.refused"`) || !strings.Contains(r.Stdout, repo) {
 			t.Errorf("no refusal receipt for %s:\n%s", repo, r.Stdout)
@@ -428,11 +334,11 @@ func TestAttachRefusesUnknownSlugsAndOtherPaths(t *testing.T) {
 // noCanaries fails t where any of canaries is in State Hub's progress, the
 // engine's receipts, window's screen, or, once both daemons are stopped, any
 // file below the test's root (databases, logs, exports) but the repositories.
-func (l *loop) noCanaries(t testing.TB, h *hub, window string, canaries ...string) {
+func (l *loop) noCanaries(t testing.TB, h *enginetest.Hub, window string, canaries ...string) {
 	t.Helper()
-	_, progress := h.progress()
-	receipts := l.e.Engine(t, "receipts", "--json", "--limit", "10000").Stdout
-	screen := l.tm.Must(t, "capture-pane", "-p", "-t", window)
+	_, progress := h.Progress()
+	receipts := l.Env.Engine(t, "receipts", "--json", "--limit", "10000").Stdout
+	screen := l.Tmux.Must(t, "capture-pane", "-p", "-t", window)
 	for what, text := range map[string]string{"State Hub's progress": progress, "the engine's receipts": receipts, "the terminal": screen} {
 		for _, c := range canaries {
 			if strings.Contains(text, c) {
@@ -440,9 +346,9 @@ func (l *loop) noCanaries(t testing.TB, h *hub, window string, canaries ...strin
 			}
 		}
 	}
-	l.e.Run(t, "tamq", "stop")
-	l.e.Run(t, "coordination-engine", "stop")
-	err := filepath.WalkDir(l.e.Root, func(path string, d fs.DirEntry, err error) error {
+	l.Env.Run(t, "tamq", "stop")
+	l.Env.Run(t, "coordination-engine", "stop")
+	err := filepath.WalkDir(l.Env.Root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || strings.Contains(path, "/src/") {
 			return err
 		}
@@ -462,8 +368,6 @@ func (l *loop) noCanaries(t testing.TB, h *hub, window string, canaries ...strin
 	}
 }
 
-func (l *loop) pathsOf(t testing.TB, program paths.Program) paths.Paths { return l.e.Paths(t, program) }
-
 // The engine dies after tamq queued its wake and before it read the answer.
 // Started again, it sends the identical wake, and tamq answers with the
 // original message instead of queuing a second one.
@@ -472,24 +376,24 @@ func TestIdenticalWakeAfterTheEngineDiedIsOneMessage(t *testing.T) {
 	l := newLoop(t, `[coordination]
 wake_ack_timeout_seconds = 30
 `, "net-kingdom")
-	l.e.Engine(t, "stop")
+	l.Env.Engine(t, "stop")
 	// The engine reaches tamq through a relay that keeps tamq's answer to
 	// the first wake from it.
 	lost := make(chan string, 1)
 	var once sync.Once
-	standin.Mediate(t, l.e, func(op string, answer []byte) bool {
+	standin.Mediate(t, l.Env, func(op string, answer []byte) bool {
 		kept := false
 		if op == tamqapi.OpWake {
 			once.Do(func() { kept = true; lost <- string(answer) })
 		}
 		return kept
 	})
-	startEngine := func() { l.e.Engine(t, "start", "--detach") }
+	startEngine := func() { l.Env.Engine(t, "start", "--detach") }
 	startEngine()
-	l.openAgent(t, "net-kingdom", "stall")
-	l.waitAttached(t, "net-kingdom", 1)
+	l.OpenAgent(t, "net-kingdom", "stall")
+	l.WaitAttached(t, "net-kingdom", 1)
 
-	wake := l.e.Command(context.Background(), "coordination-engine", "wake", "net-kingdom")
+	wake := l.Env.Command(context.Background(), "coordination-engine", "wake", "net-kingdom")
 	if err := wake.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -504,25 +408,25 @@ wake_ack_timeout_seconds = 30
 	case <-time.After(time.Minute):
 		t.Fatal("the engine sent no wake")
 	}
-	pid := lockfile.HolderPID(filepath.Join(l.e.EngineState(), "coordination-engine.lock"))
+	pid := lockfile.HolderPID(filepath.Join(l.Env.EngineState(), "coordination-engine.lock"))
 	syscall.Kill(pid, syscall.SIGKILL)
 	wake.Wait()
 	testutil.WaitFor(t, "the engine to be gone", func() bool { return syscall.Kill(pid, 0) != nil })
 
 	startEngine()
 	testutil.WaitFor(t, "the wake to be recorded", func() bool {
-		r := l.e.Engine(t, "leases", "--json")
+		r := l.Env.Engine(t, "leases", "--json")
 		var res api.LeasesResult
 		json.Unmarshal([]byte(r.Stdout), &res)
 		return len(res.Leases) == 1 && res.Leases[0].LocalLeaseID != ""
 	})
-	r := l.e.Engine(t, "leases", "--json")
+	r := l.Env.Engine(t, "leases", "--json")
 	var res api.LeasesResult
 	json.Unmarshal([]byte(r.Stdout), &res)
 	if got := res.Leases[0].LocalLeaseID; got != answer.MessageID {
 		t.Errorf("the engine recorded message %s; tamq had queued %s", got, answer.MessageID)
 	}
-	hist := l.e.Tamq(t, "history", "--json")
+	hist := l.Env.Tamq(t, "history", "--json")
 	if n := strings.Count(hist.Stdout, `"sender_kind": "coordination"`); n != 1 {
 		t.Errorf("%d wake messages in tamq, want 1:\n%s", n, hist.Stdout)
 	}
@@ -534,7 +438,7 @@ wake_ack_timeout_seconds = 30
 func TestListingsLongerThanAFrame(t *testing.T) {
 	t.Parallel()
 	l := newLoop(t, "", "net-kingdom")
-	c := client.New(l.pathsOf(t, paths.Engine))
+	c := client.New(l.PathsOf(t, paths.Engine))
 	ctx := context.Background()
 	for range 400 {
 		// No window hosts the repo: each wake is a trigger stopped at a gate.
@@ -555,7 +459,7 @@ func TestListingsLongerThanAFrame(t *testing.T) {
 		}
 	}
 	var out api.ReceiptsResult
-	if err := json.Unmarshal([]byte(l.e.Engine(t, "receipts", "--json").Stdout), &out); err != nil || len(out.Receipts) != len(res.Receipts) {
+	if err := json.Unmarshal([]byte(l.Env.Engine(t, "receipts", "--json").Stdout), &out); err != nil || len(out.Receipts) != len(res.Receipts) {
 		t.Errorf("coordination-engine receipts --json: %d receipts, %v", len(out.Receipts), err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tmux-amq/tamq/internal/engine/enginetest"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
 
@@ -16,14 +17,14 @@ import (
 // and a restart of the engine, run it no more.
 func TestNotifyCommandRunsWhenATaskNeedsYouAndWhenResolved(t *testing.T) {
 	t.Parallel()
-	h := startHub(t, "")
+	h := enginetest.StartHub(t, "")
 	dir := t.TempDir()
 	out := filepath.Join(dir, "notices")
 	sh := filepath.Join(dir, "notify.sh")
 	if err := os.WriteFile(sh, []byte("#!/bin/sh\n{ env | grep '^TAMQ_NOTIFY_' | sort; cat; echo ---; } >> \"$1\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfg := hubConfig(h, 1, "") + fmt.Sprintf("\n[notify]\ncommand = [%q, %q]\ntimeout_seconds = 5\n", sh, out)
+	cfg := enginetest.HubConfig(h, 1, "") + fmt.Sprintf("\n[notify]\ncommand = [%q, %q]\ntimeout_seconds = 5\n", sh, out)
 	l := newLoop(t, cfg, "net-kingdom")
 	notices := func() []string {
 		b, _ := os.ReadFile(out)
@@ -31,13 +32,13 @@ func TestNotifyCommandRunsWhenATaskNeedsYouAndWhenResolved(t *testing.T) {
 	}
 	read := func() string { b, _ := os.ReadFile(out); return string(b) }
 
-	g := todo("G", "net-kingdom")
+	g := enginetest.Todo("G", "net-kingdom")
 	g.NeedsHuman = true
-	h.put(workplan("W", "net-kingdom", g))
+	h.Put(enginetest.Workplan("W", "net-kingdom", g))
 	// A notice is whole once the script wrote its "---" (it writes the
 	// environment first, then its stdin), and told once the engine logged it.
 	whole := func(n int) bool {
-		return strings.Count(read(), "---\n") == n && strings.Count(l.engineLog("notified"), "notified") == n
+		return strings.Count(read(), "---\n") == n && strings.Count(l.EngineLog("notified"), "notified") == n
 	}
 	testutil.WaitFor(t, "the needs_you notice", func() bool { return whole(1) })
 	first := notices()[0]
@@ -49,22 +50,22 @@ func TestNotifyCommandRunsWhenATaskNeedsYouAndWhenResolved(t *testing.T) {
 	}
 
 	// Later looks, and a restart, see the same standing: no second notice.
-	polls := l.status(t).StateHub.Polls
-	testutil.WaitFor(t, "two more looks", func() bool { return l.status(t).StateHub.Polls >= polls+2 })
-	l.e.Run(t, "coordination-engine", "stop")
-	l.e.Engine(t, "start", "--detach")
-	testutil.WaitFor(t, "two looks after the restart", func() bool { return l.status(t).StateHub.Polls >= 2 })
+	polls := l.Status(t).StateHub.Polls
+	testutil.WaitFor(t, "two more looks", func() bool { return l.Status(t).StateHub.Polls >= polls+2 })
+	l.Env.Run(t, "coordination-engine", "stop")
+	l.Env.Engine(t, "start", "--detach")
+	testutil.WaitFor(t, "two looks after the restart", func() bool { return l.Status(t).StateHub.Polls >= 2 })
 	if n := len(notices()); n != 1 {
 		t.Fatalf("%d notices for one standing:\n%s", n, read())
 	}
 
-	h.patch("G", map[string]any{"needs_human": false})
+	h.Patch("G", map[string]any{"needs_human": false})
 	testutil.WaitFor(t, "the resolved notice", func() bool { return whole(2) })
 	ns := notices()
 	if len(ns) != 2 || !strings.Contains(ns[1], "TAMQ_NOTIFY_TASK=G\n") || !strings.Contains(ns[1], `"event":"resolved"`) {
 		t.Errorf("notices:\n%s", read())
 	}
-	if log := l.engineLog("notified"); strings.Count(log, "notified") != 2 {
+	if log := l.EngineLog("notified"); strings.Count(log, "notified") != 2 {
 		t.Errorf("the engine's log of notices:\n%s", log)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/engine/enginetest"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )
@@ -23,40 +24,40 @@ import (
 // outbox drains exactly once.
 func TestStateHubDownThenBack(t *testing.T) {
 	t.Parallel()
-	h := startHub(t, "")
-	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 30\n"), "net-kingdom")
+	h := enginetest.StartHub(t, "")
+	l := newLoop(t, enginetest.HubConfig(h, 1, "wake_ack_timeout_seconds = 30\n"), "net-kingdom")
 	l.agents(t, "complete", "net-kingdom")
-	h.put(workplan("W", "net-kingdom", todo("A", "net-kingdom")))
-	testutil.WaitFor(t, "A woken", func() bool { return strings.Contains(l.agentLog(), "task=A") })
+	h.Put(enginetest.Workplan("W", "net-kingdom", enginetest.Todo("A", "net-kingdom")))
+	testutil.WaitFor(t, "A woken", func() bool { return strings.Contains(l.AgentLog(), "task=A") })
 	// The repo's agent takes one lease at a time: A's ends first.
 	testutil.WaitFor(t, "A's lease to complete", func() bool {
-		x := l.explain(t, "A")
+		x := l.Explain(t, "A")
 		return len(x.Triggers) == 1 && len(x.Triggers[0].Leases) == 1 && x.Triggers[0].Leases[0].State == "completed"
 	})
 	l.waitPublished(t, h)
-	h.down()
-	testutil.WaitFor(t, "the observer to notice", func() bool { return l.status(t).StateHub.ObserveError != "" })
+	h.Down()
+	testutil.WaitFor(t, "the observer to notice", func() bool { return l.Status(t).StateHub.ObserveError != "" })
 	// Local work goes on: an operator's wake is leased and delivered,
 	// its receipts wait for State Hub.
-	res := l.wake(t, "net-kingdom")
+	res := l.Wake(t, "net-kingdom")
 	if res.Lease == nil {
 		t.Fatalf("wake while State Hub is down: %+v", res)
 	}
 	testutil.WaitFor(t, "the manual wake completed", func() bool { return l.lease(t, res.Lease.LeaseID).State == "completed" })
-	if n := l.status(t).StateHub.UnpublishedReceipts; n == 0 {
+	if n := l.Status(t).StateHub.UnpublishedReceipts; n == 0 {
 		t.Error("no receipts wait while State Hub is down")
 	}
-	before := l.status(t).StateHub.Polls
-	h.up()
+	before := l.Status(t).StateHub.Polls
+	h.Up()
 	testutil.WaitFor(t, "the observer to resume", func() bool {
-		s := l.status(t).StateHub
+		s := l.Status(t).StateHub
 		return s.ObserveError == "" && s.Polls > before
 	})
 	l.waitPublished(t, h)
-	if x := l.explain(t, "A"); len(x.Triggers) != 1 {
+	if x := l.Explain(t, "A"); len(x.Triggers) != 1 {
 		t.Errorf("A has %d triggers after the outage", len(x.Triggers))
 	}
-	logText, _ := os.ReadFile(filepath.Join(l.e.EngineState(), "coordination-engine.log"))
+	logText, _ := os.ReadFile(filepath.Join(l.Env.EngineState(), "coordination-engine.log"))
 	if n := strings.Count(string(logText), "State Hub is not reachable"); n != 1 {
 		t.Errorf("the outage was logged %d times at warning level", n)
 	}
@@ -68,7 +69,7 @@ func TestStateHubDownThenBack(t *testing.T) {
 func TestStateHubCredentialsAndRefusal(t *testing.T) {
 	t.Parallel()
 	token := "tok-" + strings.Repeat("k3", 10)
-	h := startHub(t, token)
+	h := enginetest.StartHub(t, token)
 	e := testutil.NewEnv(t) // only for a place to keep the credential script
 	script := filepath.Join(e.Root, "credential.sh")
 	writeScript := func(tok string) {
@@ -80,30 +81,30 @@ func TestStateHubCredentialsAndRefusal(t *testing.T) {
 		}
 	}
 	writeScript(token)
-	l := newLoop(t, hubConfig(h, 1, "", fmt.Sprintf("credential_command = [%q]\n", script)), "net-kingdom")
-	testutil.WaitFor(t, "an authorized look", func() bool { return l.status(t).StateHub.Polls > 0 })
-	if h.authorized.Load() == 0 {
+	l := newLoop(t, enginetest.HubConfig(h, 1, "", fmt.Sprintf("credential_command = [%q]\n", script)), "net-kingdom")
+	testutil.WaitFor(t, "an authorized look", func() bool { return l.Status(t).StateHub.Polls > 0 })
+	if h.Authorized.Load() == 0 {
 		t.Fatal("no request carried the token")
 	}
 	l.waitPublished(t, h)
 	// State Hub now wants another token; the command still prints the old.
 	newToken := "tok-" + strings.Repeat("q9", 10)
-	h.token.Store(&newToken)
-	testutil.WaitFor(t, "observation paused", func() bool { return l.status(t).StateHub.Paused })
-	st := l.e.Run(t, "coordination-engine", "status").Stdout // not healthy: no tamq here
+	h.Token.Store(&newToken)
+	testutil.WaitFor(t, "observation paused", func() bool { return l.Status(t).StateHub.Paused })
+	st := l.Env.Run(t, "coordination-engine", "status").Stdout // not healthy: no tamq here
 	if !strings.Contains(st, "PAUSED: State Hub refused the credentials") {
 		t.Errorf("status does not say observation is paused:\n%s", st)
 	}
-	l.wake(t, "net-kingdom") // receipts: stopped at unavailable (no window), waiting
-	if n := l.status(t).StateHub.UnpublishedReceipts; n == 0 {
+	l.Wake(t, "net-kingdom") // receipts: stopped at unavailable (no window), waiting
+	if n := l.Status(t).StateHub.UnpublishedReceipts; n == 0 {
 		t.Error("no receipts wait while State Hub refuses the credentials")
 	}
 	writeScript(newToken)
-	testutil.WaitFor(t, "observation resumed", func() bool { return !l.status(t).StateHub.Paused })
+	testutil.WaitFor(t, "observation resumed", func() bool { return !l.Status(t).StateHub.Paused })
 	l.waitPublished(t, h)
-	l.e.Run(t, "coordination-engine", "stop")
+	l.Env.Run(t, "coordination-engine", "stop")
 	for _, tok := range []string{token, newToken} {
-		err := filepath.WalkDir(l.e.Root, func(path string, d fs.DirEntry, err error) error {
+		err := filepath.WalkDir(l.Env.Root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err
 			}
@@ -122,22 +123,22 @@ func TestStateHubCredentialsAndRefusal(t *testing.T) {
 // inside the (long) poll interval.
 func TestStateHubEventsWakeAtOnce(t *testing.T) {
 	t.Parallel()
-	h := startHub(t, "")
-	l := newLoop(t, hubConfig(h, 3600, "wake_ack_timeout_seconds = 30\n"), "net-kingdom")
+	h := enginetest.StartHub(t, "")
+	l := newLoop(t, enginetest.HubConfig(h, 3600, "wake_ack_timeout_seconds = 30\n"), "net-kingdom")
 	l.agents(t, "complete", "net-kingdom")
-	testutil.WaitFor(t, "the event stream", func() bool { return l.status(t).StateHub.EventsConnected })
-	h.put(workplan("W", "net-kingdom", todo("E", "net-kingdom")))
+	testutil.WaitFor(t, "the event stream", func() bool { return l.Status(t).StateHub.EventsConnected })
+	h.Put(enginetest.Workplan("W", "net-kingdom", enginetest.Todo("E", "net-kingdom")))
 	// WaitFor's 30 s is far less than the hour between polls: only an
 	// event can have brought the change.
-	testutil.WaitFor(t, "E woken", func() bool { return strings.Contains(l.agentLog(), "task=E") })
+	testutil.WaitFor(t, "E woken", func() bool { return strings.Contains(l.AgentLog(), "task=E") })
 	// An unread message that requests action wakes its repo; the prompt
 	// names it, and the body stays in State Hub.
 	msg := contract.Message{ID: "m-1", ToRepo: "net-kingdom", From: "railiance", Subject: "rebase onto main", RequestsAction: true}
-	if status, b := h.do(http.MethodPost, "/v1/messages", msg); status != http.StatusOK {
+	if status, b := h.Do(http.MethodPost, "/v1/messages", msg); status != http.StatusOK {
 		t.Fatalf("post message: %d %s", status, b)
 	}
-	testutil.WaitFor(t, "the message's wake", func() bool { return strings.Count(l.agentLog(), "run lease release") == 2 })
-	history := l.e.Tamq(t, "history", "--json", "--body").Stdout
+	testutil.WaitFor(t, "the message's wake", func() bool { return strings.Count(l.AgentLog(), "run lease release") == 2 })
+	history := l.Env.Tamq(t, "history", "--json", "--body").Stdout
 	if !strings.Contains(history, `Message m-1 from railiance: \"rebase onto main\". Read it with: coordination-engine message show m-1; once it is handled: coordination-engine message read m-1`) {
 		t.Errorf("no prompt for the message in tamq's history:\n%s", history)
 	}
@@ -152,20 +153,20 @@ func TestStateHubEventsWakeAtOnce(t *testing.T) {
 // task wakes nothing and is recorded nowhere.
 func TestStateHubCheckpoints(t *testing.T) {
 	t.Parallel()
-	h := startHub(t, "")
+	h := enginetest.StartHub(t, "")
 	// One attempt per lease, acknowledged within 2 s: a wake nobody takes
 	// ends unreleased at once.
-	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 2\nlease_renew_interval_seconds = 60\nmax_attempts = 0\n"), "net-kingdom", "railiance")
+	l := newLoop(t, enginetest.HubConfig(h, 1, "wake_ack_timeout_seconds = 2\nlease_renew_interval_seconds = 60\nmax_attempts = 0\n"), "net-kingdom", "railiance")
 	l.agents(t, "ackstall stall stall complete", "net-kingdom")
 	// Z and Y are open (in progress) but not actionable as tasks: only a
 	// checkpoint (or the operator) wakes them.
-	z, y := todo("Z", "net-kingdom"), todo("Y", "net-kingdom")
+	z, y := enginetest.Todo("Z", "net-kingdom"), enginetest.Todo("Y", "net-kingdom")
 	z.Status, y.Status = "in_progress", "in_progress"
-	h.put(workplan("W", "net-kingdom", todo("A", "net-kingdom"), z, y))
+	h.Put(enginetest.Workplan("W", "net-kingdom", enginetest.Todo("A", "net-kingdom"), z, y))
 	leaseOf := func(task, state string) string {
 		var id string
 		testutil.WaitFor(t, task+"'s lease "+state, func() bool {
-			x := l.explain(t, task)
+			x := l.Explain(t, task)
 			if len(x.Triggers) == 0 || len(x.Triggers[len(x.Triggers)-1].Leases) != 1 {
 				return false
 			}
@@ -179,7 +180,7 @@ func TestStateHubCheckpoints(t *testing.T) {
 	// State Hub names each checkpoint posted (c1, c2, ...).
 	post := func(cp contract.Checkpoint) string {
 		t.Helper()
-		status, b := h.do(http.MethodPost, "/v1/checkpoints", cp)
+		status, b := h.Do(http.MethodPost, "/v1/checkpoints", cp)
 		if err := json.Unmarshal(b, &cp); status != http.StatusOK || err != nil {
 			t.Fatalf("post checkpoint: %d %s", status, b)
 		}
@@ -214,26 +215,26 @@ func TestStateHubCheckpoints(t *testing.T) {
 		}
 	}
 	for _, task := range []string{"Z", "Y"} {
-		if x := l.explain(t, task); len(x.Triggers) != 0 {
+		if x := l.Explain(t, task); len(x.Triggers) != 0 {
 			t.Errorf("a forged checkpoint woke %s: %+v", task, x.Triggers)
 		}
 	}
 	// The repo's agent takes one lease at a time: A's ends first. Then Z
 	// and Y are woken by hand, and their agent never takes the wakes.
-	l.e.Engine(t, "lease", "release", leaseID, "--result", "completed")
-	l.e.Engine(t, "wake", "net-kingdom", "--task", "Z")
+	l.Env.Engine(t, "lease", "release", leaseID, "--result", "completed")
+	l.Env.Engine(t, "wake", "net-kingdom", "--task", "Z")
 	zLease := leaseOf("Z", "stopped")
-	l.e.Engine(t, "wake", "net-kingdom", "--task", "Y")
+	l.Env.Engine(t, "wake", "net-kingdom", "--task", "Y")
 	yLease := leaseOf("Y", "stopped")
 	resume := post(contract.Checkpoint{Repo: "net-kingdom", LeaseID: zLease, TaskID: "Z", Summary: "half done", NextAction: "the rest"})
 	post(contract.Checkpoint{Repo: "net-kingdom", LeaseID: yLease, TaskID: "Y", Summary: "stuck", BlockedReason: "human"})
-	testutil.WaitFor(t, "Z resumed", func() bool { return strings.Count(l.agentLog(), "task=Z") == 2 })
-	zx := l.explain(t, "Z")
+	testutil.WaitFor(t, "Z resumed", func() bool { return strings.Count(l.AgentLog(), "task=Z") == 2 })
+	zx := l.Explain(t, "Z")
 	if len(zx.Triggers) != 2 || zx.Triggers[1].Source != "checkpoint" || zx.Triggers[1].Reason != "checkpoint_resume" || zx.Triggers[1].SourceID != resume {
 		t.Errorf("Z: %+v", zx.Triggers)
 	}
 	// The prompt carries the checkpoint it resumes from, never a forged one.
-	history := l.e.Tamq(t, "history", "--json", "--body").Stdout
+	history := l.Env.Tamq(t, "history", "--json", "--body").Stdout
 	if !strings.Contains(history, `): half done\nNext action you recorded: the rest`) {
 		t.Errorf("the resume prompt lacks the checkpoint's text:\n%s", history)
 	}
@@ -241,10 +242,10 @@ func TestStateHubCheckpoints(t *testing.T) {
 		t.Errorf("a forged checkpoint reached a prompt:\n%s", history)
 	}
 	testutil.WaitFor(t, "Y stopped at its gate", func() bool {
-		y := l.explain(t, "Y")
+		y := l.Explain(t, "Y")
 		return len(y.Triggers) == 2 && y.Triggers[1].State == "stopped"
 	})
-	if y := l.explain(t, "Y").Triggers[1]; y.GateReason != "human" || len(y.Leases) != 0 {
+	if y := l.Explain(t, "Y").Triggers[1]; y.GateReason != "human" || len(y.Leases) != 0 {
 		t.Errorf("Y: %+v", y)
 	}
 	if n := recorded(first); n != 1 {
@@ -258,30 +259,30 @@ func TestStateHubCheckpoints(t *testing.T) {
 // Hub is back, all of it clears.
 func TestStateHubDownMarksOldStandings(t *testing.T) {
 	t.Parallel()
-	h := startHub(t, "")
-	l := newLoop(t, hubConfig(h, 1, ""), "net-kingdom")
+	h := enginetest.StartHub(t, "")
+	l := newLoop(t, enginetest.HubConfig(h, 1, ""), "net-kingdom")
 	l.agents(t, "complete", "net-kingdom") // tamq runs: status is healthy but for State Hub
-	q := todo("Q", "net-kingdom")
+	q := enginetest.Todo("Q", "net-kingdom")
 	q.NeedsHuman = true
-	h.put(workplan("W", "net-kingdom", q))
-	testutil.WaitFor(t, "Q to need you", func() bool { return l.status(t).Tasks["needs_you"] == 1 })
-	if r := l.e.Run(t, "coordination-engine", "status"); r.Status != 0 {
+	h.Put(enginetest.Workplan("W", "net-kingdom", q))
+	testutil.WaitFor(t, "Q to need you", func() bool { return l.Status(t).Tasks["needs_you"] == 1 })
+	if r := l.Env.Run(t, "coordination-engine", "status"); r.Status != 0 {
 		t.Fatalf("status with State Hub up: %s", r)
 	}
-	if r := l.e.Tamq(t, "status", "--tmux-line"); r.Stdout != "1 need you\n" {
+	if r := l.Env.Tamq(t, "status", "--tmux-line"); r.Stdout != "1 need you\n" {
 		t.Fatalf("tmux line with State Hub up: %q", r.Stdout)
 	}
 	stale := regexp.MustCompile(`State Hub unreachable since \d\d:\d\d:\d\d; standings as of \d\d:\d\d:\d\d`)
 
-	h.down()
-	testutil.WaitFor(t, "the observer to notice", func() bool { return l.status(t).StateHub.ObserveError != "" })
-	if r := l.e.Run(t, "coordination-engine", "status"); r.Status != 8 || !strings.Contains(r.Stdout, "NOT healthy") || !stale.MatchString(r.Stderr) {
+	h.Down()
+	testutil.WaitFor(t, "the observer to notice", func() bool { return l.Status(t).StateHub.ObserveError != "" })
+	if r := l.Env.Run(t, "coordination-engine", "status"); r.Status != 8 || !strings.Contains(r.Stdout, "NOT healthy") || !stale.MatchString(r.Stderr) {
 		t.Errorf("status with State Hub down: %s", r)
 	}
-	if r := l.e.Run(t, "coordination-engine", "status", "--json"); r.Status != 8 || !strings.Contains(r.Stdout, `"unreachable_since"`) {
+	if r := l.Env.Run(t, "coordination-engine", "status", "--json"); r.Status != 8 || !strings.Contains(r.Stdout, `"unreachable_since"`) {
 		t.Errorf("status --json with State Hub down: %s", r)
 	}
-	tasks := l.e.Engine(t, "tasks").Stdout
+	tasks := l.Env.Engine(t, "tasks").Stdout
 	if first, _, _ := strings.Cut(tasks, "\n"); !stale.MatchString(first) || !strings.Contains(tasks, "Q") {
 		t.Errorf("tasks with State Hub down:\n%s", tasks)
 	}
@@ -289,22 +290,22 @@ func TestStateHubDownMarksOldStandings(t *testing.T) {
 		Since *time.Time `json:"statehub_unreachable_since"`
 		At    *time.Time `json:"observed_at"`
 	}
-	if err := json.Unmarshal([]byte(l.e.Engine(t, "tasks", "--json").Stdout), &res); err != nil || res.Since == nil || res.At == nil || res.Since.Before(*res.At) {
+	if err := json.Unmarshal([]byte(l.Env.Engine(t, "tasks", "--json").Stdout), &res); err != nil || res.Since == nil || res.At == nil || res.Since.Before(*res.At) {
 		t.Errorf("tasks --json with State Hub down: %+v, %v", res, err)
 	}
-	if top := l.e.Tamq(t, "top", "--once").Stdout; !stale.MatchString(top) {
+	if top := l.Env.Tamq(t, "top", "--once").Stdout; !stale.MatchString(top) {
 		t.Errorf("top with State Hub down:\n%s", top)
 	}
-	if r := l.e.Tamq(t, "status", "--tmux-line"); r.Stdout != "State Hub down · 1 need you\n" {
+	if r := l.Env.Tamq(t, "status", "--tmux-line"); r.Stdout != "State Hub down · 1 need you\n" {
 		t.Errorf("tmux line with State Hub down: %q", r.Stdout)
 	}
 
-	h.up()
-	testutil.WaitFor(t, "status healthy again", func() bool { return l.e.Run(t, "coordination-engine", "status").Status == 0 })
-	if tasks := l.e.Engine(t, "tasks").Stdout; stale.MatchString(tasks) {
+	h.Up()
+	testutil.WaitFor(t, "status healthy again", func() bool { return l.Env.Run(t, "coordination-engine", "status").Status == 0 })
+	if tasks := l.Env.Engine(t, "tasks").Stdout; stale.MatchString(tasks) {
 		t.Errorf("tasks with State Hub back:\n%s", tasks)
 	}
-	if r := l.e.Tamq(t, "status", "--tmux-line"); r.Stdout != "1 need you\n" {
+	if r := l.Env.Tamq(t, "status", "--tmux-line"); r.Stdout != "1 need you\n" {
 		t.Errorf("tmux line with State Hub back: %q", r.Stdout)
 	}
 }

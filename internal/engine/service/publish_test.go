@@ -25,14 +25,14 @@ func TestPublishOperation(t *testing.T) {
 	e.WriteEngineConfig(t, fmt.Sprintf("[statehub]\napi_base = %q\ncredential_command = [\"echo\", \"engine-token\"]\n", hubURL))
 	t.Cleanup(func() { e.Run(t, "coordination-engine", "stop") })
 	e.Engine(t, "start", "--detach")
-	c := client.New((&loop{e: e}).pathsOf(t, paths.Engine))
+	c := client.New(e.Paths(t, paths.Engine))
 	ctx := context.Background()
 	// Only tamq's service may publish: anyone else is refused.
 	if _, err := c.Publish(ctx, api.PublishArgs{Receipts: []contract.Receipt{{ID: "x", Source: "tamq"}}}); !errs.Is(err, errs.PermissionDeny) {
 		t.Fatalf("publish from the operator: %v, want permission_denied", err)
 	}
 	// The test stands in for tamq's service from here on.
-	standin.Serve(t, (&loop{e: e}).pathsOf(t, paths.Tamq).Socket)
+	standin.Serve(t, e.Paths(t, paths.Tamq).Socket)
 
 	receipt := func(id, source string) contract.Receipt {
 		return contract.Receipt{ID: id, Source: source, Kind: "message.transition", Status: "injected", At: time.Now().UTC()}

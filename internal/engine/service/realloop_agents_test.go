@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/engine/enginetest"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	client "github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/paths"
@@ -106,7 +107,7 @@ func atoi(s string) int {
 // says.
 type realLoop struct {
 	*loop
-	hub   *hub
+	hub   *enginetest.Hub
 	model *modelserver.Server
 	// engine is the engine's client, for what the model's goroutine asks.
 	engine *client.Client
@@ -117,11 +118,11 @@ type realLoop struct {
 
 func newRealLoop(t *testing.T, rules []modelserver.Rule, coordination string, repos ...string) *realLoop {
 	t.Helper()
-	h := startHub(t, "")
-	l := newLoop(t, hubConfig(h, 1, coordination), repos...)
-	l.e.WriteConfig(t, realTamqConfig)
-	r := &realLoop{loop: l, hub: h, model: modelserver.Start(t, rules...), engine: client.New(l.pathsOf(t, paths.Engine)),
-		home: filepath.Join(l.e.Root, "agent-home"), panes: map[string]string{}}
+	h := enginetest.StartHub(t, "")
+	l := newLoop(t, enginetest.HubConfig(h, 1, coordination), repos...)
+	l.Env.WriteConfig(t, realTamqConfig)
+	r := &realLoop{loop: l, hub: h, model: modelserver.Start(t, rules...), engine: client.New(l.PathsOf(t, paths.Engine)),
+		home: filepath.Join(l.Env.Root, "agent-home"), panes: map[string]string{}}
 	if err := os.MkdirAll(r.home, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -136,13 +137,13 @@ func newRealLoop(t *testing.T, rules []modelserver.Rule, coordination string, re
 // repoPath is the directory gita has for repo (as testutil's Gita made it).
 func (r *realLoop) repoPath(t *testing.T, repo string) string {
 	t.Helper()
-	return filepath.Join(r.e.Root, "src", repo)
+	return filepath.Join(r.Env.Root, "src", repo)
 }
 
 // setup runs `tamq agent setup AGENT REPO` with the agents' HOME.
 func (r *realLoop) setup(t *testing.T, agent, repo string) {
 	t.Helper()
-	cmd := r.e.Command(context.Background(), "tamq", "agent", "setup", agent, repo)
+	cmd := r.Env.Command(context.Background(), "tamq", "agent", "setup", agent, repo)
 	cmd.Env = append(cmd.Env, "HOME="+r.home)
 	if res := testutil.RunCmd(t, cmd); res.Status != 0 {
 		t.Fatalf("tamq agent setup %s %s: %s", agent, repo, res)
@@ -170,15 +171,15 @@ func (r *realLoop) openCodex(t *testing.T, repo string) {
 
 func (r *realLoop) open(t *testing.T, repo string, env []string, command string) {
 	t.Helper()
-	env = append(env, "PATH="+testutil.AgentPath(t, r.e.Bin), "TERM=xterm-256color")
-	r.e.Tamq(t, "open", "--tmux-socket", r.tm.Name, "--mode", "trigger", "--command", "env "+strings.Join(env, " ")+" "+command, repo)
-	r.panes[repo] = strings.TrimSpace(r.tm.Must(t, "display", "-p", "-t", "tamq:"+repo, "#{pane_id}"))
-	r.waitAttached(t, repo, 1)
+	env = append(env, "PATH="+testutil.AgentPath(t, r.Env.Bin), "TERM=xterm-256color")
+	r.Env.Tamq(t, "open", "--tmux-socket", r.Tmux.Name, "--mode", "trigger", "--command", "env "+strings.Join(env, " ")+" "+command, repo)
+	r.panes[repo] = strings.TrimSpace(r.Tmux.Must(t, "display", "-p", "-t", "tamq:"+repo, "#{pane_id}"))
+	r.WaitAttached(t, repo, 1)
 }
 
 // screen is the window's screen now.
 func (r *realLoop) screen(repo string) string {
-	out, _ := r.tm.Cmd("capture-pane", "-p", "-J", "-t", r.panes[repo])
+	out, _ := r.Tmux.Cmd("capture-pane", "-p", "-J", "-t", r.panes[repo])
 	return string(out)
 }
 
@@ -212,7 +213,7 @@ func step(t *testing.T, what string, d time.Duration, cond func() bool) {
 // leaseOfTask is the newest lease of the task's trigger, or nil.
 func (r *realLoop) leaseOfTask(t *testing.T, task string) *api.Lease {
 	t.Helper()
-	x := r.explain(t, task)
+	x := r.Explain(t, task)
 	for i := len(x.Triggers) - 1; i >= 0; i-- {
 		if ls := x.Triggers[i].Leases; len(ls) > 0 {
 			l := r.lease(t, ls[len(ls)-1].LeaseID)
@@ -255,15 +256,15 @@ func TestRealLoop(t *testing.T) {
 		{"C", "D", "beta", "alpha"},
 	} {
 		created := time.Now()
-		r.hub.put(contract.Workplan{ID: "W-" + round.first, Repo: round.firstRepo, Status: "active", Tasks: []contract.Task{
-			todo(round.first, round.firstRepo),
-			todo(round.second, round.secondRepo, round.first),
+		r.hub.Put(contract.Workplan{ID: "W-" + round.first, Repo: round.firstRepo, Status: "active", Tasks: []contract.Task{
+			enginetest.Todo(round.first, round.firstRepo),
+			enginetest.Todo(round.second, round.secondRepo, round.first),
 		}})
 		var first *api.Lease
 		step(t, round.first+" woken in "+round.firstRepo, 3*time.Minute, func() bool { first = r.leaseOfTask(t, round.first); return first != nil })
 		step(t, round.first+" acknowledged by the broker", 2*time.Minute, func() bool { return r.ackedBy(t, first.LeaseID) == "broker" })
 		step(t, round.first+" done and released", 3*time.Minute, func() bool {
-			return r.hub.task(round.first).Status == "done" && r.lease(t, first.LeaseID).State == "completed"
+			return r.hub.Task(round.first).Status == "done" && r.lease(t, first.LeaseID).State == "completed"
 		})
 		doneAt := time.Now()
 		var second *api.Lease
@@ -281,7 +282,7 @@ func TestRealLoop(t *testing.T) {
 		}
 		step(t, round.second+" acknowledged by the broker", 2*time.Minute, func() bool { return r.ackedBy(t, second.LeaseID) == "broker" })
 		step(t, round.second+" done and released", 3*time.Minute, func() bool {
-			return r.hub.task(round.second).Status == "done" && r.lease(t, second.LeaseID).State == "completed"
+			return r.hub.Task(round.second).Status == "done" && r.lease(t, second.LeaseID).State == "completed"
 		})
 		r.logTimings(t, round.firstRepo, first.LeaseID)
 		r.logTimings(t, round.secondRepo, second.LeaseID)
@@ -318,7 +319,7 @@ func (r *realLoop) logTimings(t *testing.T, repo, leaseID string) {
 	agent := "codex"
 	for _, name := range []string{"claude", "gemini"} {
 		// The program's path names it (the checkout's path may hold any word).
-		if regexp.MustCompile(`/\.bin/` + name + `\b`).MatchString(r.tm.Must(t, "display", "-p", "-t", r.panes[repo], "#{pane_start_command}")) {
+		if regexp.MustCompile(`/\.bin/` + name + `\b`).MatchString(r.Tmux.Must(t, "display", "-p", "-t", r.panes[repo], "#{pane_start_command}")) {
 			agent = name
 		}
 	}
@@ -330,7 +331,7 @@ func (r *realLoop) logTimings(t *testing.T, repo, leaseID string) {
 // outlives them.
 func (r *realLoop) noAgentLeftBehind(t *testing.T) {
 	t.Helper()
-	r.tm.Cmd("kill-server")
+	r.Tmux.Cmd("kill-server")
 	step(t, "the agents to exit with their windows", 30*time.Second, func() bool { return len(agentProcesses(r.home)) == 0 })
 }
 
@@ -358,7 +359,7 @@ func agentProcesses(home string) []int {
 // sendTamq sends a message as the operator and returns its id.
 func (r *realLoop) sendTamq(t *testing.T, text string) string {
 	t.Helper()
-	res := r.e.Tamq(t, "send", "--json", text)
+	res := r.Env.Tamq(t, "send", "--json", text)
 	var m tamqapi.Message
 	if err := json.Unmarshal([]byte(res.Stdout), &m); err != nil {
 		t.Fatalf("tamq send --json: %v\n%s", err, res)
@@ -400,7 +401,7 @@ func TestRealLoopUnhappyPaths(t *testing.T) {
 	r := newRealLoop(t, rules, "wake_ack_timeout_seconds = 120\nlease_renew_interval_seconds = 2\nlease_missed_renewals = 2\nretry_backoff_seconds = [1]\n", "alpha", "beta")
 	r.openClaude(t, "alpha")
 	r.openCodex(t, "beta")
-	r.tm.Must(t, "resize-window", "-t", "tamq:beta", "-x", "80", "-y", "30")
+	r.Tmux.Must(t, "resize-window", "-t", "tamq:beta", "-x", "80", "-y", "30")
 
 	// The dialogs: each agent asks before it runs a command not allowed
 	// (Codex: outside its sandbox).
@@ -422,11 +423,11 @@ func TestRealLoopUnhappyPaths(t *testing.T) {
 		}
 		// A person answers yes, and presses Enter again when the first one
 		// was not taken (an agent drawing its dialog may miss a key).
-		r.tm.Must(t, "send-keys", "-t", r.panes[repo], "Enter")
+		r.Tmux.Must(t, "send-keys", "-t", r.panes[repo], "Enter")
 		answered := time.Now()
 		for i := 0; i < 3 && !testutil.Within(2*time.Second, func() bool { return !atDialog() }); i++ {
 			t.Logf("%s's dialog still shows 2 s after the Enter: pressing it again", agent)
-			r.tm.Must(t, "send-keys", "-t", r.panes[repo], "Enter")
+			r.Tmux.Must(t, "send-keys", "-t", r.panes[repo], "Enter")
 			answered = time.Now()
 		}
 		step(t, "the second message to go in after "+agent+"'s dialog", time.Minute, func() bool { return r.tamqMessage(t, second).State == "injected" })
@@ -454,12 +455,12 @@ func TestRealLoopUnhappyPaths(t *testing.T) {
 
 	// A 300-character title in an 80-column window, an agent idle without
 	// releasing: attempt 2 carries the checkpoint and completes.
-	r.hub.put(contract.Workplan{ID: "W-LONG", Repo: "beta", Status: "active", Tasks: []contract.Task{{ID: "LONG", Title: long, Status: "todo", Repo: "beta"}}})
+	r.hub.Put(contract.Workplan{ID: "W-LONG", Repo: "beta", Status: "active", Tasks: []contract.Task{{ID: "LONG", Title: long, Status: "todo", Repo: "beta"}}})
 	var l *api.Lease
 	step(t, "LONG woken", 2*time.Minute, func() bool { l = r.leaseOfTask(t, "LONG"); return l != nil })
 	step(t, "LONG's attempt 2, after the idle agent's lease expired", 3*time.Minute, func() bool { return r.lease(t, l.LeaseID).Attempt == 2 })
 	step(t, "LONG done by attempt 2", 3*time.Minute, func() bool {
-		return r.hub.task("LONG").Status == "done" && r.lease(t, l.LeaseID).State == "completed"
+		return r.hub.Task("LONG").Status == "done" && r.lease(t, l.LeaseID).State == "completed"
 	})
 	resumed := false
 	for _, q := range r.model.Requests() {
@@ -472,7 +473,7 @@ func TestRealLoopUnhappyPaths(t *testing.T) {
 	// An agent that exits mid-lease (killed while it waits at a permission
 	// question in the middle of its turn): tamq no longer renews the lease,
 	// and the attempt runs out.
-	r.hub.put(contract.Workplan{ID: "W-EXIT", Repo: "alpha", Status: "active", Tasks: []contract.Task{todo("EXIT", "alpha")}})
+	r.hub.Put(contract.Workplan{ID: "W-EXIT", Repo: "alpha", Status: "active", Tasks: []contract.Task{enginetest.Todo("EXIT", "alpha")}})
 	var exit *api.Lease
 	step(t, "EXIT woken", 2*time.Minute, func() bool { exit = r.leaseOfTask(t, "EXIT"); return exit != nil })
 	step(t, "EXIT acknowledged", time.Minute, func() bool { return r.ackedBy(t, exit.LeaseID) == "broker" })
@@ -492,7 +493,7 @@ func TestRealLoopUnhappyPaths(t *testing.T) {
 func (r *realLoop) killAgent(t *testing.T, repo string) {
 	t.Helper()
 	var broker int
-	fmt.Sscan(r.tm.Must(t, "display", "-p", "-t", r.panes[repo], "#{pane_pid}"), &broker)
+	fmt.Sscan(r.Tmux.Must(t, "display", "-p", "-t", r.panes[repo], "#{pane_pid}"), &broker)
 	for _, pid := range descendants(broker) {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
@@ -556,8 +557,8 @@ func theGitHubLoopsPart(prompt string) []modelserver.Step {
 // call with no dialog on the way (tamq agent setup allows task show).
 func TestRealLoopFromGitHub(t *testing.T) {
 	l, gh := githubLoop(t, "wake_ack_timeout_seconds = 120\n", "alpha", "beta")
-	l.e.WriteConfig(t, realTamqConfig)
-	r := &realLoop{loop: l, engine: client.New(l.pathsOf(t, paths.Engine)), home: filepath.Join(l.e.Root, "agent-home"), panes: map[string]string{}}
+	l.Env.WriteConfig(t, realTamqConfig)
+	r := &realLoop{loop: l, engine: client.New(l.PathsOf(t, paths.Engine)), home: filepath.Join(l.Env.Root, "agent-home"), panes: map[string]string{}}
 	r.model = modelserver.Start(t, modelserver.Rule{Contains: "coordination-engine wakes", Steps: r.afterTheBrokersAck(theGitHubLoopsPart)})
 	if err := os.MkdirAll(r.home, 0o755); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/engine/enginetest"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 	"github.com/tmux-amq/tamq/internal/testutil"
@@ -52,7 +53,7 @@ func TestRealLoopGemini(t *testing.T) {
 	r := newRealLoop(t, rules, "wake_ack_timeout_seconds = 120\n", "alpha", "beta")
 	loop = r
 	r.openGemini(t, "alpha")
-	r.tm.Must(t, "resize-window", "-t", "tamq:alpha", "-x", "80", "-y", "30")
+	r.Tmux.Must(t, "resize-window", "-t", "tamq:alpha", "-x", "80", "-y", "30")
 	r.openCodex(t, "beta")
 	step(t, "Gemini CLI at its prompt", 2*time.Minute, func() bool { return geminiAtPrompt(r.screen("alpha")) })
 	step(t, "Codex at its prompt", 2*time.Minute, func() bool { return strings.Contains(r.screen("beta"), "? for shortcuts") })
@@ -61,16 +62,16 @@ func TestRealLoopGemini(t *testing.T) {
 		{"A", "B", "alpha", "beta"},
 		{"C", "D", "beta", "alpha"},
 	} {
-		r.hub.put(contract.Workplan{ID: "W-" + round.first, Repo: round.firstRepo, Status: "active", Tasks: []contract.Task{
-			todo(round.first, round.firstRepo),
-			todo(round.second, round.secondRepo, round.first),
+		r.hub.Put(contract.Workplan{ID: "W-" + round.first, Repo: round.firstRepo, Status: "active", Tasks: []contract.Task{
+			enginetest.Todo(round.first, round.firstRepo),
+			enginetest.Todo(round.second, round.secondRepo, round.first),
 		}})
 		for _, x := range []struct{ task, repo string }{{round.first, round.firstRepo}, {round.second, round.secondRepo}} {
 			var l *api.Lease
 			step(t, x.task+" woken in "+x.repo, 3*time.Minute, func() bool { l = r.leaseOfTask(t, x.task); return l != nil })
 			step(t, x.task+" acknowledged by the broker", 2*time.Minute, func() bool { return r.ackedBy(t, l.LeaseID) == "broker" })
 			step(t, x.task+" done and released", 3*time.Minute, func() bool {
-				return r.hub.task(x.task).Status == "done" && r.lease(t, l.LeaseID).State == "completed"
+				return r.hub.Task(x.task).Status == "done" && r.lease(t, l.LeaseID).State == "completed"
 			})
 			r.logTimings(t, x.repo, l.LeaseID)
 		}
@@ -94,11 +95,11 @@ func TestRealLoopGemini(t *testing.T) {
 	if st := r.tamqMessage(t, second); st.State != "queued" || strings.Contains(r.screen("alpha"), "after the dialog") {
 		t.Fatalf("the second message went into Gemini CLI's question: %+v\n%s", st, r.screen("alpha"))
 	}
-	r.tm.Must(t, "send-keys", "-t", r.panes["alpha"], "Enter")
+	r.Tmux.Must(t, "send-keys", "-t", r.panes["alpha"], "Enter")
 	answered := time.Now()
 	for i := 0; i < 3 && !testutil.Within(2*time.Second, func() bool { return !atDialog() }); i++ {
 		t.Logf("the question still shows 2 s after the Enter: pressing it again")
-		r.tm.Must(t, "send-keys", "-t", r.panes["alpha"], "Enter")
+		r.Tmux.Must(t, "send-keys", "-t", r.panes["alpha"], "Enter")
 		answered = time.Now()
 	}
 	step(t, "the second message to go in after the question", time.Minute, func() bool { return r.tamqMessage(t, second).State == "injected" })

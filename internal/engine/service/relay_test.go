@@ -103,7 +103,7 @@ func TestAgentRelaysThroughTheEngine(t *testing.T) {
 		hub.do("POST", "/v1/messages", string(b))
 	}
 	e.Engine(t, "start", "--detach")
-	c := client.New((&loop{e: e}).pathsOf(t, paths.Engine))
+	c := client.New(e.Paths(t, paths.Engine))
 	ctx := context.Background()
 	testutil.WaitFor(t, "the engine to observe T-1", func() bool {
 		res, err := c.Explain(ctx, "T-1")

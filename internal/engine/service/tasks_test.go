@@ -12,6 +12,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/tmux-amq/tamq/internal/engine/enginetest"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	client "github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/paths"
@@ -29,34 +30,34 @@ import (
 // are standings the unit tests of internal/engine/standing reach.)
 func TestTasksSayWhatEachTaskWaitsFor(t *testing.T) {
 	t.Parallel()
-	h := startHub(t, "")
-	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 30\nlease_renew_interval_seconds = 300\n"), "alpha", "beta", "delta")
+	h := enginetest.StartHub(t, "")
+	l := newLoop(t, enginetest.HubConfig(h, 1, "wake_ack_timeout_seconds = 30\nlease_renew_interval_seconds = 300\n"), "alpha", "beta", "delta")
 	l.agents(t, "ackstall", "alpha")
 
-	human := todo("T-human", "beta")
+	human := enginetest.Todo("T-human", "beta")
 	human.InterventionNotes = []contract.Note{{ID: "N-3", Text: "look first", RequestsReview: true}}
-	secret := todo("T-secret", "beta")
+	secret := enginetest.Todo("T-secret", "beta")
 	secret.SecretsRequired = true
-	destructive := todo("T-destructive", "beta")
+	destructive := enginetest.Todo("T-destructive", "beta")
 	destructive.ProposedActions = []contract.ProposedAction{{Category: "destructive", Summary: "drop the table"}}
-	done := todo("T-done", "beta")
+	done := enginetest.Todo("T-done", "beta")
 	done.Status = "done"
-	hostile := todo("T-hostile", "beta")
+	hostile := enginetest.Todo("T-hostile", "beta")
 	hostile.Title = "\x1b]0;pwned\x07\x1b[2J title"
 	hostile.NeedsHuman = true
-	h.put(workplan("W-1", "alpha",
-		todo("T-work", "alpha"), todo("T-after", "beta", "T-work"), todo("T-nowin", "delta"),
+	h.Put(enginetest.Workplan("W-1", "alpha",
+		enginetest.Todo("T-work", "alpha"), enginetest.Todo("T-after", "beta", "T-work"), enginetest.Todo("T-nowin", "delta"),
 		human, secret, destructive, done))
-	h.put(workplan("W-2", "beta", hostile))
+	h.Put(enginetest.Workplan("W-2", "beta", hostile))
 
-	ec := client.New(l.pathsOf(t, paths.Engine))
+	ec := client.New(l.PathsOf(t, paths.Engine))
 	var res api.TasksResult
 	testutil.WaitFor(t, "both workplans observed, T-work's lease acknowledged and T-nowin waiting for its window", func() bool {
 		var err error
 		res, err = ec.Tasks(context.Background(), api.TasksArgs{})
-		return err == nil && len(res.Tasks) == 8 && standingOf(res, "T-hostile").Kind == "needs_you" &&
-			standingOf(res, "T-work").Kind == "working" && standingOf(res, "T-work").AckedBy != "" &&
-			standingOf(res, "T-nowin").Wait != ""
+		return err == nil && len(res.Tasks) == 8 && enginetest.StandingOf(res, "T-hostile").Kind == "needs_you" &&
+			enginetest.StandingOf(res, "T-work").Kind == "working" && enginetest.StandingOf(res, "T-work").AckedBy != "" &&
+			enginetest.StandingOf(res, "T-nowin").Wait != ""
 	})
 	want := map[string]string{
 		"T-human":       "needs you: human gate (note N-3 on the task requests review)",
@@ -68,11 +69,11 @@ func TestTasksSayWhatEachTaskWaitsFor(t *testing.T) {
 		"T-done":        "done",
 	}
 	for id, words := range want {
-		if got := standingOf(res, id).Words; got != words {
+		if got := enginetest.StandingOf(res, id).Words; got != words {
 			t.Errorf("%s: %q, want %q", id, got, words)
 		}
 	}
-	work := standingOf(res, "T-work")
+	work := enginetest.StandingOf(res, "T-work")
 	if !strings.HasPrefix(work.Words, "working: lease "+work.LeaseID+" attempt 1, acked by agent ") || work.RenewedAt == nil {
 		t.Errorf("T-work: %+v", work)
 	}
@@ -85,7 +86,7 @@ func TestTasksSayWhatEachTaskWaitsFor(t *testing.T) {
 	}
 
 	// The command: a header, a line each, hostile text inert.
-	out := l.e.Engine(t, "tasks").Stdout
+	out := l.Env.Engine(t, "tasks").Stdout
 	if !strings.HasPrefix(out, "TASK") || !strings.Contains(out, "needs you: secret required") || !textsafe.Inert(out) {
 		t.Errorf("tasks:\n%s", out)
 	}
@@ -93,36 +94,36 @@ func TestTasksSayWhatEachTaskWaitsFor(t *testing.T) {
 	if len(lines) != 1+len(res.Tasks) {
 		t.Errorf("tasks printed %d lines for %d tasks:\n%s", len(lines), len(res.Tasks), out)
 	}
-	needs := l.e.Engine(t, "tasks", "--needs-you").Stdout
+	needs := l.Env.Engine(t, "tasks", "--needs-you").Stdout
 	if strings.Count(strings.TrimSpace(needs), "\n") != 4 || strings.Contains(needs, "T-work") {
 		t.Errorf("tasks --needs-you:\n%s", needs)
 	}
-	if w := l.e.Engine(t, "tasks", "--state", "waiting", "--repo", "delta").Stdout; !strings.Contains(w, "T-nowin") || strings.Contains(w, "T-after") {
+	if w := l.Env.Engine(t, "tasks", "--state", "waiting", "--repo", "delta").Stdout; !strings.Contains(w, "T-nowin") || strings.Contains(w, "T-after") {
 		t.Errorf("tasks --state waiting --repo delta:\n%s", w)
 	}
-	tree := l.e.Engine(t, "tasks", "--tree").Stdout
+	tree := l.Env.Engine(t, "tasks", "--tree").Stdout
 	if !strings.Contains(tree, "workplan W-1\n") || !strings.Contains(tree, "└─ T-after") || !textsafe.Inert(tree) {
 		t.Errorf("tasks --tree:\n%s", tree)
 	}
 	var parsed api.TasksResult
-	if err := json.Unmarshal([]byte(l.e.Engine(t, "tasks", "--json").Stdout), &parsed); err != nil || len(parsed.Tasks) != len(res.Tasks) {
+	if err := json.Unmarshal([]byte(l.Env.Engine(t, "tasks", "--json").Stdout), &parsed); err != nil || len(parsed.Tasks) != len(res.Tasks) {
 		t.Errorf("tasks --json: %v, %d tasks", err, len(parsed.Tasks))
 	}
-	if r := l.e.Run(t, "coordination-engine", "tasks", "--state", "sleeping"); r.Status != 2 || !strings.Contains(r.Stderr, "needs_you") {
+	if r := l.Env.Run(t, "coordination-engine", "tasks", "--state", "sleeping"); r.Status != 2 || !strings.Contains(r.Stderr, "needs_you") {
 		t.Errorf("tasks --state sleeping: %s", r)
 	}
 
 	// Everywhere a person looks: tmux's status bar, status, doctor.
-	if line := l.e.Tamq(t, "status", "--tmux-line").Stdout; line != "4 need you · 1 working\n" {
+	if line := l.Env.Tamq(t, "status", "--tmux-line").Stdout; line != "4 need you · 1 working\n" {
 		t.Errorf("tamq status --tmux-line: %q", line)
 	}
-	if st := l.e.Run(t, "coordination-engine", "status").Stdout; !strings.Contains(st, "tasks:     4 need you, 1 working, 2 waiting, 1 done (") {
+	if st := l.Env.Run(t, "coordination-engine", "status").Stdout; !strings.Contains(st, "tasks:     4 need you, 1 working, 2 waiting, 1 done (") {
 		t.Errorf("status:\n%s", st)
 	}
 	var doc struct {
 		Checks []struct{ Name, Status, Detail string }
 	}
-	if err := json.Unmarshal([]byte(l.e.Run(t, "coordination-engine", "doctor", "--json").Stdout), &doc); err != nil {
+	if err := json.Unmarshal([]byte(l.Env.Run(t, "coordination-engine", "doctor", "--json").Stdout), &doc); err != nil {
 		t.Fatal(err)
 	}
 	found := false
@@ -137,19 +138,10 @@ func TestTasksSayWhatEachTaskWaitsFor(t *testing.T) {
 	topShowsTheLoop(t, l)
 
 	// The engine stopped: the status bar shows nothing, without an error.
-	l.e.Engine(t, "stop")
-	if r := l.e.Run(t, "tamq", "status", "--tmux-line"); r.Status != 0 || r.Stdout != "" || r.Stderr != "" {
+	l.Env.Engine(t, "stop")
+	if r := l.Env.Run(t, "tamq", "status", "--tmux-line"); r.Status != 0 || r.Stdout != "" || r.Stderr != "" {
 		t.Errorf("tamq status --tmux-line, engine stopped: %s", r)
 	}
-}
-
-func standingOf(res api.TasksResult, id string) api.TaskStanding {
-	for _, t := range res.Tasks {
-		if t.ID == id {
-			return t
-		}
-	}
-	return api.TaskStanding{}
 }
 
 // topShowsTheLoop runs `tamq top` in a window of the agents' tmux server with
@@ -161,9 +153,9 @@ func standingOf(res api.TasksResult, id string) api.TaskStanding {
 func topShowsTheLoop(t *testing.T, l *loop) {
 	t.Helper()
 	argv := []string{"new-session", "-d", "-s", "watch", "-x", "150", "-y", "45", "env"}
-	argv = append(argv, l.e.Vars...)
-	l.tm.Must(t, append(argv, filepath.Join(l.e.Bin, "tamq"), "top", "--interval", "200ms")...)
-	client := exec.Command("tmux", "-L", l.tm.Name, "attach", "-t", "watch")
+	argv = append(argv, l.Env.Vars...)
+	l.Tmux.Must(t, append(argv, filepath.Join(l.Env.Bin, "tamq"), "top", "--interval", "200ms")...)
+	client := exec.Command("tmux", "-L", l.Tmux.Name, "attach", "-t", "watch")
 	client.Env = append(os.Environ(), "TERM=xterm-256color")
 	ptmx, err := pty.StartWithSize(client, &pty.Winsize{Rows: 45, Cols: 150})
 	if err != nil {
@@ -175,7 +167,7 @@ func topShowsTheLoop(t *testing.T, l *loop) {
 		client.Wait()
 	}()
 	go io.Copy(io.Discard, ptmx) // the client's screen; the pane is read with capture-pane
-	screen := func() string { return l.tm.Must(t, "capture-pane", "-p", "-t", "watch:0") }
+	screen := func() string { return l.Tmux.Must(t, "capture-pane", "-p", "-t", "watch:0") }
 	waitScreen := func(what string) string {
 		t.Helper()
 		var got string
@@ -192,14 +184,14 @@ func topShowsTheLoop(t *testing.T, l *loop) {
 		t.Errorf("the loop pane lacks the waiting work, or shows done work:\n%s", got)
 	}
 	for range 4 {
-		l.tm.Must(t, "send-keys", "-t", "watch:0", "Down")
+		l.Tmux.Must(t, "send-keys", "-t", "watch:0", "Down")
 	}
 	waitScreen("> T-work")
 
 	// Enter: the client goes to alpha's window.
 	var alpha string
 	var st tamqapi.StatusReport
-	if err := json.Unmarshal([]byte(l.e.Run(t, "tamq", "status", "--json").Stdout), &st); err != nil {
+	if err := json.Unmarshal([]byte(l.Env.Run(t, "tamq", "status", "--json").Stdout), &st); err != nil {
 		t.Fatal(err)
 	}
 	for _, ep := range st.Endpoints {
@@ -209,22 +201,22 @@ func topShowsTheLoop(t *testing.T, l *loop) {
 			}
 		}
 	}
-	l.tm.Must(t, "send-keys", "-t", "watch:0", "Enter")
+	l.Tmux.Must(t, "send-keys", "-t", "watch:0", "Enter")
 	testutil.WaitFor(t, "the client in alpha's window", func() bool {
-		return strings.TrimSpace(l.tm.Must(t, "list-clients", "-F", "#{window_id}")) == alpha
+		return strings.TrimSpace(l.Tmux.Must(t, "list-clients", "-F", "#{window_id}")) == alpha
 	})
-	l.tm.Must(t, "switch-client", "-t", "watch")
+	l.Tmux.Must(t, "switch-client", "-t", "watch")
 
-	l.tm.Must(t, "send-keys", "-t", "watch:0", "e")
+	l.Tmux.Must(t, "send-keys", "-t", "watch:0", "e")
 	waitScreen("explain T-work: woken (task_actionable): lease ")
-	l.tm.Must(t, "send-keys", "-t", "watch:0", "Escape")
+	l.Tmux.Must(t, "send-keys", "-t", "watch:0", "Escape")
 	testutil.WaitFor(t, "Esc to leave the explain", func() bool { return !strings.Contains(screen(), "(Esc goes back)") })
-	l.tm.Must(t, "send-keys", "-t", "watch:0", "c")
+	l.Tmux.Must(t, "send-keys", "-t", "watch:0", "c")
 	got = waitScreen("latest checkpoint of T-work")
 	if !strings.Contains(got, "summary: half of the scripted work") || !strings.Contains(got, "next: the other half") {
 		t.Errorf("the checkpoint:\n%s", got)
 	}
-	l.tm.Must(t, "send-keys", "-t", "watch:0", "q")
+	l.Tmux.Must(t, "send-keys", "-t", "watch:0", "q")
 }
 
 // The standings that take time to reach, with real agents of the scripted
@@ -233,26 +225,26 @@ func topShowsTheLoop(t *testing.T, l *loop) {
 // puts its task into a retry, then out of retries.
 func TestTasksNeedYouAtADialogAndAfterRetries(t *testing.T) {
 	t.Parallel()
-	h := startHub(t, "")
-	l := newLoop(t, hubConfig(h, 1, `wake_ack_timeout_seconds = 10
+	h := enginetest.StartHub(t, "")
+	l := newLoop(t, enginetest.HubConfig(h, 1, `wake_ack_timeout_seconds = 10
 lease_renew_interval_seconds = 1
 lease_missed_renewals = 2
 max_attempts = 1
 retry_backoff_seconds = [5]
 `), "eta", "theta")
-	l.openAgent(t, "theta", "fail fail")
-	l.waitAttached(t, "theta", 1)
+	l.OpenAgent(t, "theta", "fail fail")
+	l.WaitAttached(t, "theta", 1)
 	hold := l.openHeldAgent(t, "eta", "workask")
 	defer os.Remove(hold)
-	h.put(workplan("W-1", "eta", todo("T-ask", "eta"), todo("T-fail", "theta")))
+	h.Put(enginetest.Workplan("W-1", "eta", enginetest.Todo("T-ask", "eta"), enginetest.Todo("T-fail", "theta")))
 
-	ec := client.New(l.pathsOf(t, paths.Engine))
+	ec := client.New(l.PathsOf(t, paths.Engine))
 	standing := func(id string) api.TaskStanding {
 		res, err := ec.Tasks(context.Background(), api.TasksArgs{})
 		if err != nil {
 			t.Fatalf("tasks: %v", err)
 		}
-		return standingOf(res, id)
+		return enginetest.StandingOf(res, id)
 	}
 	var s api.TaskStanding
 	testutil.WaitFor(t, "T-ask at its dialog", func() bool { s = standing("T-ask"); return s.Dialog != "" })
@@ -268,7 +260,7 @@ retry_backoff_seconds = [5]
 	if s.Words != "needs you: retries exhausted (lease "+s.LeaseID+", 2 attempts): failed: scripted failure" {
 		t.Errorf("T-fail out of retries: %+v", s)
 	}
-	if out := l.e.Engine(t, "tasks", "--needs-you").Stdout; !strings.Contains(out, "T-ask") || !strings.Contains(out, "T-fail") {
+	if out := l.Env.Engine(t, "tasks", "--needs-you").Stdout; !strings.Contains(out, "T-ask") || !strings.Contains(out, "T-fail") {
 		t.Errorf("tasks --needs-you:\n%s", out)
 	}
 }

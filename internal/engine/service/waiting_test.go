@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/engine/enginetest"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	client "github.com/tmux-amq/tamq/internal/engineclient"
 	"github.com/tmux-amq/tamq/internal/paths"
@@ -24,15 +25,15 @@ import (
 // goes in when the dialog closes.
 func TestAWakeHeldByADialogWaitsAndGoesInWhenItCloses(t *testing.T) {
 	t.Parallel()
-	h := startHub(t, "")
-	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 1\nmax_attempts = 1\nretry_backoff_seconds = [1]\n"), "alpha")
-	dialog := filepath.Join(l.e.Root, "dialog")
+	h := enginetest.StartHub(t, "")
+	l := newLoop(t, enginetest.HubConfig(h, 1, "wake_ack_timeout_seconds = 1\nmax_attempts = 1\nretry_backoff_seconds = [1]\n"), "alpha")
+	dialog := filepath.Join(l.Env.Root, "dialog")
 	if err := os.WriteFile(dialog, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l.agentEnv = "SCRIPTED_AGENT_DIALOG=" + dialog + " SCRIPTED_AGENT_PUBLISH=1"
+	l.AgentEnv = "SCRIPTED_AGENT_DIALOG=" + dialog + " SCRIPTED_AGENT_PUBLISH=1"
 	l.agents(t, "complete", "alpha")
-	h.put(workplan("W-1", "alpha", todo("T-1", "alpha")))
+	h.Put(enginetest.Workplan("W-1", "alpha", enginetest.Todo("T-1", "alpha")))
 
 	var s api.TaskStanding
 	testutil.WaitFor(t, "T-1 held at its dialog", func() bool { s = l.standing(t, "T-1"); return s.Dialog != "" })
@@ -49,10 +50,10 @@ func TestAWakeHeldByADialogWaitsAndGoesInWhenItCloses(t *testing.T) {
 		}
 		return ls.ExpiresAt.Sub(first.ExpiresAt) >= 3*time.Second
 	})
-	if n := l.status(t).Tasks["needs_you"]; n != 1 {
+	if n := l.Status(t).Tasks["needs_you"]; n != 1 {
 		t.Errorf("status counts %d tasks needing a person, want 1", n)
 	}
-	if out := l.e.Engine(t, "tasks", "--needs-you").Stdout; !strings.Contains(out, "T-1") || !strings.Contains(out, "dialog open in window alpha") {
+	if out := l.Env.Engine(t, "tasks", "--needs-you").Stdout; !strings.Contains(out, "T-1") || !strings.Contains(out, "dialog open in window alpha") {
 		t.Errorf("tasks --needs-you:\n%s", out)
 	}
 
@@ -64,7 +65,7 @@ func TestAWakeHeldByADialogWaitsAndGoesInWhenItCloses(t *testing.T) {
 		t.Errorf("the completed lease: attempt %d of budget %d, want 1 of %d", ls.Attempt, ls.MaxAttempts, first.MaxAttempts)
 	}
 	if n := l.wakes(); n != 1 {
-		t.Errorf("%d wakes typed, want 1:\n%s", n, l.agentLog())
+		t.Errorf("%d wakes typed, want 1:\n%s", n, l.AgentLog())
 	}
 }
 
@@ -76,10 +77,10 @@ func TestAWakeHeldByADialogWaitsAndGoesInWhenItCloses(t *testing.T) {
 func TestAPinnedWakeWhoseEndpointDiesGoesToTheLiveWindow(t *testing.T) {
 	t.Parallel()
 	l, doomed := doomedDialogWindow(t)
-	l.openAgentOn(t, l.tm, "alpha", "complete", "")
-	l.waitAttached(t, "alpha", 2)
+	l.openAgentOn(t, l.Tmux, "alpha", "complete", "")
+	l.WaitAttached(t, "alpha", 2)
 	pinned := l.endpointOf(t, doomed)
-	res := l.wake(t, "alpha", "--task", "T-1", "--endpoint", pinned)
+	res := l.Wake(t, "alpha", "--task", "T-1", "--endpoint", pinned)
 	if res.Lease == nil || res.Lease.WakeOutcome != "resumed" {
 		t.Fatalf("the pinned wake: %+v", res)
 	}
@@ -91,7 +92,7 @@ func TestAPinnedWakeWhoseEndpointDiesGoesToTheLiveWindow(t *testing.T) {
 		t.Errorf("the re-routed lease spent attempts: attempt %d of budget %d (was 1 of %d)", ls.Attempt, ls.MaxAttempts, res.Lease.MaxAttempts)
 	}
 	if n := l.wakes(); n != 1 {
-		t.Errorf("%d wakes typed, want 1:\n%s", n, l.agentLog())
+		t.Errorf("%d wakes typed, want 1:\n%s", n, l.AgentLog())
 	}
 }
 
@@ -103,9 +104,9 @@ func TestAPinnedWakeWhoseEndpointDiesGoesToTheLiveWindow(t *testing.T) {
 func TestForgettingAPinnedWakesEndpointEndsThePin(t *testing.T) {
 	t.Parallel()
 	l, doomed := doomedDialogWindow(t)
-	l.waitAttached(t, "alpha", 1)
+	l.WaitAttached(t, "alpha", 1)
 	pinned := l.endpointOf(t, doomed)
-	res := l.wake(t, "alpha", "--task", "T-1", "--endpoint", pinned)
+	res := l.Wake(t, "alpha", "--task", "T-1", "--endpoint", pinned)
 	if res.Lease == nil || res.Lease.WakeOutcome != "resumed" {
 		t.Fatalf("the pinned wake: %+v", res)
 	}
@@ -113,19 +114,19 @@ func TestForgettingAPinnedWakesEndpointEndsThePin(t *testing.T) {
 	l.waitWakeDeferred(t)
 	doomed.Must(t, "kill-server")
 	testutil.WaitFor(t, "tamq to see the endpoint gone", func() bool {
-		return l.e.Run(t, "tamq", "endpoints", "forget", pinned).Status == 0
+		return l.Env.Run(t, "tamq", "endpoints", "forget", pinned).Status == 0
 	})
 	testutil.WaitFor(t, "the lease waiting for a window", func() bool { return l.lease(t, id).State == "retry_wait" })
 	waiting := l.lease(t, id)
 
-	l.openAgentOn(t, l.tm, "alpha", "complete", "")
+	l.openAgentOn(t, l.Tmux, "alpha", "complete", "")
 	testutil.WaitFor(t, "the lease completed in the new window", func() bool { return l.lease(t, id).State == "completed" })
 	if ls := l.lease(t, id); ls.Attempt != waiting.Attempt || ls.MaxAttempts != waiting.MaxAttempts || ls.Attempt-1 > ls.MaxAttempts-res.Lease.MaxAttempts {
 		t.Errorf("waiting for a window spent attempts: attempt %d of budget %d, then %d of %d (was 1 of %d)",
 			waiting.Attempt, waiting.MaxAttempts, ls.Attempt, ls.MaxAttempts, res.Lease.MaxAttempts)
 	}
 	if n := l.wakes(); n != 1 {
-		t.Errorf("%d wakes typed, want 1:\n%s", n, l.agentLog())
+		t.Errorf("%d wakes typed, want 1:\n%s", n, l.AgentLog())
 	}
 }
 
@@ -144,27 +145,27 @@ func (l *loop) waitWakeDeferred(t testing.TB) {
 // standing is one task's standing, asked in this process (tests poll it).
 func (l *loop) standing(t testing.TB, id string) api.TaskStanding {
 	t.Helper()
-	res, err := client.New(l.pathsOf(t, paths.Engine)).Tasks(context.Background(), api.TasksArgs{})
+	res, err := client.New(l.PathsOf(t, paths.Engine)).Tasks(context.Background(), api.TasksArgs{})
 	if err != nil {
 		t.Fatalf("tasks: %v", err)
 	}
-	return standingOf(res, id)
+	return enginetest.StandingOf(res, id)
 }
 
 // openAgentOn opens repo's window on tm's server running the scripted agent
 // with plan and env ("K=V ..."), and waits until it is ready.
 func (l *loop) openAgentOn(t testing.TB, tm *testutil.Tmux, repo, plan, env string) {
 	t.Helper()
-	before := strings.Count(l.agentLog(), "ready")
-	agent := "env SCRIPTED_AGENT_PLAN='" + plan + "' SCRIPTED_AGENT_LOG='" + l.log + "' " + env + " " + filepath.Join(l.e.Bin, "scriptedagent")
-	l.e.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", agent, "--mode", "trigger", repo)
-	testutil.WaitFor(t, "the agent of "+repo+" on "+tm.Name, func() bool { return strings.Count(l.agentLog(), "ready") > before })
+	before := strings.Count(l.AgentLog(), "ready")
+	agent := "env SCRIPTED_AGENT_PLAN='" + plan + "' SCRIPTED_AGENT_LOG='" + l.LogFile + "' " + env + " " + filepath.Join(l.Env.Bin, "scriptedagent")
+	l.Env.Tamq(t, "open", "--tmux-socket", tm.Name, "--command", agent, "--mode", "trigger", repo)
+	testutil.WaitFor(t, "the agent of "+repo+" on "+tm.Name, func() bool { return strings.Count(l.AgentLog(), "ready") > before })
 }
 
 // endpointOf is tamq's id of the attached endpoint on tm's server.
 func (l *loop) endpointOf(t testing.TB, tm *testutil.Tmux) string {
 	t.Helper()
-	for _, e := range l.status(t).Endpoints {
+	for _, e := range l.Status(t).Endpoints {
 		if e.State == "attached" && strings.Contains(e.TmuxSocket, tm.Name) {
 			return e.TamqEndpointID
 		}
@@ -179,11 +180,11 @@ func (l *loop) endpointOf(t testing.TB, tm *testutil.Tmux) string {
 // nothing, and the work goes in once an agent runs in the repo's window.
 func TestWorkWhoseAgentQuitWaitsForAPerson(t *testing.T) {
 	t.Parallel()
-	h := startHub(t, "")
-	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 10\nmax_attempts = 2\nretry_backoff_seconds = [1]\n"), "alpha")
-	l.agentEnv = "SCRIPTED_AGENT_PUBLISH=1"
+	h := enginetest.StartHub(t, "")
+	l := newLoop(t, enginetest.HubConfig(h, 1, "wake_ack_timeout_seconds = 10\nmax_attempts = 2\nretry_backoff_seconds = [1]\n"), "alpha")
+	l.AgentEnv = "SCRIPTED_AGENT_PUBLISH=1"
 	l.agents(t, "failquit", "alpha")
-	h.put(workplan("W-1", "alpha", todo("T-1", "alpha")))
+	h.Put(enginetest.Workplan("W-1", "alpha", enginetest.Todo("T-1", "alpha")))
 
 	var s api.TaskStanding
 	testutil.WaitFor(t, "T-1 to need a person", func() bool { s = l.standing(t, "T-1"); return s.Kind == "needs_you" })
@@ -191,12 +192,12 @@ func TestWorkWhoseAgentQuitWaitsForAPerson(t *testing.T) {
 		(s.Wait != "no_agent" && s.Wait != "no_window") {
 		t.Errorf("T-1 with its agent gone: %+v", s)
 	}
-	if n := l.status(t).Tasks["needs_you"]; n != 1 {
+	if n := l.Status(t).Tasks["needs_you"]; n != 1 {
 		t.Errorf("status counts %d tasks needing a person, want 1", n)
 	}
 	waiting := l.lease(t, s.LeaseID)
 
-	l.openAgentOn(t, l.tm, "alpha", "complete", "SCRIPTED_AGENT_PUBLISH=1")
+	l.openAgentOn(t, l.Tmux, "alpha", "complete", "SCRIPTED_AGENT_PUBLISH=1")
 	testutil.WaitFor(t, "the lease completed", func() bool { return l.lease(t, s.LeaseID).State == "completed" })
 	if ls := l.lease(t, s.LeaseID); ls.Attempt != waiting.Attempt || ls.MaxAttempts != waiting.MaxAttempts {
 		t.Errorf("waiting for an agent spent attempts: attempt %d of %d, then %d of %d", waiting.Attempt, waiting.MaxAttempts, ls.Attempt, ls.MaxAttempts)
@@ -209,22 +210,22 @@ func TestWorkWhoseAgentQuitWaitsForAPerson(t *testing.T) {
 // window's agent.
 func TestAHeldWakeWhoseWindowClosedGoesIntoTheNextOne(t *testing.T) {
 	t.Parallel()
-	h := startHub(t, "")
-	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 1\nmax_attempts = 1\nretry_backoff_seconds = [1]\n"), "alpha")
-	dialog := filepath.Join(l.e.Root, "dialog")
+	h := enginetest.StartHub(t, "")
+	l := newLoop(t, enginetest.HubConfig(h, 1, "wake_ack_timeout_seconds = 1\nmax_attempts = 1\nretry_backoff_seconds = [1]\n"), "alpha")
+	dialog := filepath.Join(l.Env.Root, "dialog")
 	if err := os.WriteFile(dialog, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l.agentEnv = "SCRIPTED_AGENT_PUBLISH=1"
-	l.openAgentOn(t, l.tm, "alpha", "complete", "SCRIPTED_AGENT_DIALOG="+dialog)
-	l.waitAttached(t, "alpha", 1)
-	h.put(workplan("W-1", "alpha", todo("T-1", "alpha")))
+	l.AgentEnv = "SCRIPTED_AGENT_PUBLISH=1"
+	l.openAgentOn(t, l.Tmux, "alpha", "complete", "SCRIPTED_AGENT_DIALOG="+dialog)
+	l.WaitAttached(t, "alpha", 1)
+	h.Put(enginetest.Workplan("W-1", "alpha", enginetest.Todo("T-1", "alpha")))
 	var s api.TaskStanding
 	testutil.WaitFor(t, "T-1 held at its dialog", func() bool { s = l.standing(t, "T-1"); return s.Wait == "dialog" })
 	first := l.lease(t, s.LeaseID)
 	l.waitWakeDeferred(t)
 
-	l.tm.Must(t, "kill-window", "-t", "alpha")
+	l.Tmux.Must(t, "kill-window", "-t", "alpha")
 	testutil.WaitFor(t, "T-1 waiting for its window", func() bool {
 		s = l.standing(t, "T-1")
 		return s.Kind == "needs_you" && (s.Wait == "no_window" || s.Wait == "no_agent")
@@ -232,13 +233,13 @@ func TestAHeldWakeWhoseWindowClosedGoesIntoTheNextOne(t *testing.T) {
 	if !strings.Contains(s.Words, "(lease "+first.LeaseID+": ") || !strings.Contains(s.Words, "no attempt used)") {
 		t.Errorf("T-1 with its window closed: %+v", s)
 	}
-	l.openAgentOn(t, l.tm, "alpha", "complete", "")
+	l.openAgentOn(t, l.Tmux, "alpha", "complete", "")
 	testutil.WaitFor(t, "the lease completed", func() bool { return l.lease(t, first.LeaseID).State == "completed" })
 	if ls := l.lease(t, first.LeaseID); ls.Attempt-first.Attempt > ls.MaxAttempts-first.MaxAttempts {
 		t.Errorf("waiting for the window spent attempts: attempt %d of %d, then %d of %d", first.Attempt, first.MaxAttempts, ls.Attempt, ls.MaxAttempts)
 	}
 	if n := l.wakes(); n != 1 {
-		t.Errorf("%d wakes typed, want 1:\n%s", n, l.agentLog())
+		t.Errorf("%d wakes typed, want 1:\n%s", n, l.AgentLog())
 	}
 }
 
@@ -249,7 +250,7 @@ func doomedDialogWindow(t *testing.T) (*loop, *testutil.Tmux) {
 	t.Helper()
 	l := newLoop(t, "[coordination]\nwake_ack_timeout_seconds = 2\nmax_attempts = 2\nretry_backoff_seconds = [1]\n", "alpha")
 	doomed := testutil.NewTmux(t)
-	dialog := filepath.Join(l.e.Root, "dialog")
+	dialog := filepath.Join(l.Env.Root, "dialog")
 	if err := os.WriteFile(dialog, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}

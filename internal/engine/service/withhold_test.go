@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tmux-amq/tamq/internal/engine/enginetest"
 	api "github.com/tmux-amq/tamq/internal/engineapi"
 	"github.com/tmux-amq/tamq/internal/statehub/contract"
 	"github.com/tmux-amq/tamq/internal/testutil"
@@ -20,13 +21,13 @@ import (
 // receipt, State Hub progress, database, log or terminal.
 func TestReleaseAndCheckpointWithholdSecrets(t *testing.T) {
 	t.Parallel()
-	h := startHub(t, "")
-	l := newLoop(t, hubConfig(h, 1, "wake_ack_timeout_seconds = 30\nlease_renew_interval_seconds = 60\nretry_backoff_seconds = [1]\n"), "net-kingdom")
+	h := enginetest.StartHub(t, "")
+	l := newLoop(t, enginetest.HubConfig(h, 1, "wake_ack_timeout_seconds = 30\nlease_renew_interval_seconds = 60\nretry_backoff_seconds = [1]\n"), "net-kingdom")
 	l.agents(t, "ackstall", "net-kingdom")
-	h.put(workplan("W", "net-kingdom", todo("A", "net-kingdom")))
+	h.Put(enginetest.Workplan("W", "net-kingdom", enginetest.Todo("A", "net-kingdom")))
 	var id string
 	testutil.WaitFor(t, "A's lease checkpointed by its agent", func() bool {
-		x := l.explain(t, "A")
+		x := l.Explain(t, "A")
 		if len(x.Triggers) != 1 || len(x.Triggers[0].Leases) != 1 {
 			return false
 		}
@@ -41,7 +42,7 @@ func TestReleaseAndCheckpointWithholdSecrets(t *testing.T) {
 	hubToken := "glpat-" + "q8Zr2LmX9vB4nT7kP1sW"
 	canaries := []string{ghToken, awsKey, password, hubToken}
 
-	r := l.e.Run(t, "coordination-engine", "checkpoint", "--lease", id, "--attempt", "1",
+	r := l.Env.Run(t, "coordination-engine", "checkpoint", "--lease", id, "--attempt", "1",
 		"--summary", "parser done; the CI uses "+ghToken, "--next", "log in with password is "+password,
 		"--file", "internal/auth/token.go", "--json")
 	var cp api.Lease
@@ -58,7 +59,7 @@ func TestReleaseAndCheckpointWithholdSecrets(t *testing.T) {
 	}
 
 	// A checkpoint posted to State Hub is withheld the same way.
-	status, b := h.do(http.MethodPost, "/v1/checkpoints", contract.Checkpoint{Repo: "net-kingdom", LeaseID: id, TaskID: "A",
+	status, b := h.Do(http.MethodPost, "/v1/checkpoints", contract.Checkpoint{Repo: "net-kingdom", LeaseID: id, TaskID: "A",
 		Summary: "posted with " + hubToken, NextAction: "finish"})
 	if status != http.StatusOK {
 		t.Fatalf("post checkpoint: %d %s", status, b)
@@ -73,7 +74,7 @@ func TestReleaseAndCheckpointWithholdSecrets(t *testing.T) {
 		return n == 3 // the agent's, the command's, State Hub's
 	})
 
-	r = l.e.Run(t, "coordination-engine", "lease", "release", id, "--attempt", "1", "--result", "failed",
+	r = l.Env.Run(t, "coordination-engine", "lease", "release", id, "--attempt", "1", "--result", "failed",
 		"--reason", "need password="+password+" and "+awsKey)
 	if r.Status != 0 || !strings.Contains(r.Stdout, "lease "+id+" released") ||
 		!strings.Contains(r.Stderr, "the reason was withheld: it looks like it holds a secret (secret-assignment at byte 5)") {
@@ -99,7 +100,7 @@ func TestReleaseAndCheckpointWithholdSecrets(t *testing.T) {
 	}
 
 	l.waitPublished(t, h)
-	if _, progress := h.progress(); !strings.Contains(progress, api.WithheldText) {
+	if _, progress := h.Progress(); !strings.Contains(progress, api.WithheldText) {
 		t.Errorf("State Hub's progress does not say what was withheld:\n%s", progress)
 	}
 	l.noCanaries(t, h, "net-kingdom", canaries...)

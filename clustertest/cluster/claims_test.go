@@ -1,5 +1,3 @@
-//go:build cluster
-
 package cluster_test
 
 import (
@@ -12,8 +10,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tmux-amq/tamq/clustertest/etcdtest"
 	"github.com/tmux-amq/tamq/internal/cluster"
-	"github.com/tmux-amq/tamq/internal/cluster/etcdtest"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/testutil"
 )

@@ -1,5 +1,3 @@
-//go:build cluster
-
 package cluster_test
 
 import (
@@ -9,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/clustertest/etcdtest"
 	"github.com/tmux-amq/tamq/internal/benchutil"
 	"github.com/tmux-amq/tamq/internal/cluster"
-	"github.com/tmux-amq/tamq/internal/cluster/etcdtest"
 	"github.com/tmux-amq/tamq/internal/engine/store"
 	"github.com/tmux-amq/tamq/internal/lease"
 	"github.com/tmux-amq/tamq/internal/paths"

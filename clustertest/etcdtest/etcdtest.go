@@ -1,14 +1,12 @@
-//go:build cluster
-
 // Package etcdtest starts a real etcd cluster inside a test: embedded
 // servers (go.etcd.io/etcd/server/v3/embed) on 127.0.0.1, ports picked
 // free, data in t.TempDir(), timings short and logs off, stopped by
 // t.Cleanup. Members can be stopped and started again, and etcd's auth
 // turned on, to test what the engine does when etcd goes away or refuses.
 //
-// The etcd server is large to build; this package and the tests that use it
-// carry the build tag cluster (`make test-cluster`), so `make test` does
-// not build it.
+// The etcd server is large to build and brings some forty modules: this
+// package and the tests that use it are the module clustertest, apart from
+// the programs' go.mod (`make test-cluster`), so `make test` never builds it.
 package etcdtest
 
 import (

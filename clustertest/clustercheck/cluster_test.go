@@ -1,5 +1,3 @@
-//go:build cluster
-
 package clustercheck_test
 
 import (
@@ -13,7 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/tmux-amq/tamq/internal/cluster/etcdtest"
+	"github.com/tmux-amq/tamq/clustertest/etcdtest"
 	"github.com/tmux-amq/tamq/internal/config"
 	"github.com/tmux-amq/tamq/internal/doctor"
 	"github.com/tmux-amq/tamq/internal/doctor/clustercheck"
