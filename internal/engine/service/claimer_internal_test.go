@@ -18,7 +18,7 @@ import (
 // memClaims is the cluster's claim store in memory: one claim per work,
 // won by whoever claims it first and renewed only by its lease; fail, when
 // set, is every call's answer (etcd away, or refusing). It keeps the calls
-// that change claims.
+// made of it, but for the checkpoints'.
 type memClaims struct {
 	mu     sync.Mutex
 	claims map[string]cluster.Holder
