@@ -66,6 +66,16 @@ func setupWith(t *testing.T, set func(*Options)) *engineWorld {
 	return w
 }
 
+// attach attaches tamq endpoint id with the windows given (replacing its
+// windows when it is attached already).
+func (w *engineWorld) attach(t *testing.T, id string, windows ...lease.Window) {
+	t.Helper()
+	if _, err := w.s.store.Endpoints.Attach(context.Background(), lease.Endpoint{TamqEndpointID: id, TmuxSocket: "/tmp/tmux-1/" + id,
+		Windows: windows}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // look is one look of the observer, and what it saw judged.
 func (w *engineWorld) look(t *testing.T) {
 	t.Helper()

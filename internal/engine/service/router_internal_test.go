@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/tmux-amq/tamq/internal/engine/observe"
@@ -16,79 +17,84 @@ import (
 // repo's agent busy). A named endpoint narrows the choice; the lease
 // asking, or an operator's force, is not kept waiting by itself or by
 // other work.
+//
+// The cases share one engine, each with a repo, tasks and tamq endpoints
+// of its own; the last detaches every endpoint.
 func TestTheRouterSaysWhereAWakeMayGo(t *testing.T) {
-	const other = "tmux-amq-2"
-	for _, tc := range []struct {
+	w := setup(t)
+	for i, tc := range []struct {
 		name string
-		// arrange changes the world (one window of alpha, in trigger
-		// mode, on tmux-amq-1) and says which trigger is routed, asked
-		// how.
-		arrange func(t *testing.T, w *engineWorld) (lease.Trigger, routeAsk)
-		to      string // the tamq endpoint it goes to
+		// arrange changes the case's place (one window of its repo, in
+		// trigger mode, on its first endpoint) and says which trigger is
+		// routed, asked how.
+		arrange func(t *testing.T, p routePlace) (lease.Trigger, routeAsk)
+		to      int // the case's endpoint it goes to (1 or 2; 0 none)
 		gate    string
 		wait    lease.Wait
 	}{
-		{"its repo's window", func(t *testing.T, w *engineWorld) (lease.Trigger, routeAsk) {
-			return w.trigger(t, "T-1", worldRepo), routeAsk{}
-		}, worldEndpoint, "", ""},
-		{"a repo gita does not register", func(t *testing.T, w *engineWorld) (lease.Trigger, routeAsk) {
-			return w.trigger(t, "T-1", "ghost"), routeAsk{}
-		}, "", observe.GateUnregistered, ""},
-		{"a registered repo without a window", func(t *testing.T, w *engineWorld) (lease.Trigger, routeAsk) {
-			w.reg.Repos = append(w.reg.Repos, gita.Repo{Name: "beta", Path: t.TempDir()})
-			return w.trigger(t, "T-1", "beta"), routeAsk{}
-		}, "", "", lease.WaitNoWindow},
-		{"no tamq attached", func(t *testing.T, w *engineWorld) (lease.Trigger, routeAsk) {
-			if _, err := w.s.store.Endpoints.DetachAll(context.Background(), "gone"); err != nil {
+		{"its repo's window", func(t *testing.T, p routePlace) (lease.Trigger, routeAsk) {
+			return p.trigger(t, "T-1"), routeAsk{}
+		}, 1, "", ""},
+		{"a repo gita does not register", func(t *testing.T, p routePlace) (lease.Trigger, routeAsk) {
+			p.repo = "ghost"
+			return p.trigger(t, "T-1"), routeAsk{}
+		}, 0, observe.GateUnregistered, ""},
+		{"a registered repo without a window", func(t *testing.T, p routePlace) (lease.Trigger, routeAsk) {
+			p.attach(t, 1, lease.Window{Repo: "other", Path: p.dir, Mode: lease.ModeTrigger})
+			return p.trigger(t, "T-1"), routeAsk{}
+		}, 0, "", lease.WaitNoWindow},
+		{"two windows of the repo", func(t *testing.T, p routePlace) (lease.Trigger, routeAsk) {
+			p.attach(t, 2, lease.Window{Repo: p.repo, Path: p.dir, Mode: lease.ModeTrigger})
+			return p.trigger(t, "T-1"), routeAsk{}
+		}, 0, observe.GateAmbiguous, ""},
+		{"two windows, one named", func(t *testing.T, p routePlace) (lease.Trigger, routeAsk) {
+			p.attach(t, 2, lease.Window{Repo: p.repo, Path: p.dir, Mode: lease.ModeTrigger})
+			return p.trigger(t, "T-1"), routeAsk{Endpoint: p.endpoint(2)}
+		}, 2, "", ""},
+		{"an endpoint named that has no window of it", func(t *testing.T, p routePlace) (lease.Trigger, routeAsk) {
+			p.attach(t, 2, lease.Window{Repo: "other", Path: p.dir, Mode: lease.ModeTrigger})
+			return p.trigger(t, "T-1"), routeAsk{Endpoint: p.endpoint(2)}
+		}, 0, "", lease.WaitNoWindow},
+		{"its window in another directory than gita's", func(t *testing.T, p routePlace) (lease.Trigger, routeAsk) {
+			p.attach(t, 1, lease.Window{Repo: p.repo, Path: t.TempDir(), Mode: lease.ModeTrigger})
+			return p.trigger(t, "T-1"), routeAsk{}
+		}, 0, observe.GateIdentity, ""},
+		{"its window in manual mode", func(t *testing.T, p routePlace) (lease.Trigger, routeAsk) {
+			p.attach(t, 1, lease.Window{Repo: p.repo, Path: p.dir, Mode: lease.ModeManual})
+			return p.trigger(t, "T-1"), routeAsk{}
+		}, 0, "", lease.WaitManual},
+		{"no agent in its window", func(t *testing.T, p routePlace) (lease.Trigger, routeAsk) {
+			p.attach(t, 1, lease.Window{Repo: p.repo, Path: p.dir, Mode: lease.ModeTrigger, NoAgent: true})
+			return p.trigger(t, "T-1"), routeAsk{}
+		}, 0, "", lease.WaitNoAgent},
+		{"another trigger of its task leased", func(t *testing.T, p routePlace) (lease.Trigger, routeAsk) {
+			p.offer(t, p.trigger(t, "T-1"))
+			return p.triggerAt(t, "T-1", "r2"), routeAsk{}
+		}, 0, "", lease.WaitTaskLeased},
+		{"its task's lease asking, for its next attempt", func(t *testing.T, p routePlace) (lease.Trigger, routeAsk) {
+			tr := p.trigger(t, "T-1")
+			return tr, routeAsk{Lease: p.offer(t, tr).ID}
+		}, 1, "", ""},
+		{"the repo's agent busy with another task", func(t *testing.T, p routePlace) (lease.Trigger, routeAsk) {
+			p.offer(t, p.trigger(t, "T-2"))
+			return p.trigger(t, "T-1"), routeAsk{}
+		}, 0, "", lease.WaitBusy},
+		{"the repo's agent busy, forced", func(t *testing.T, p routePlace) (lease.Trigger, routeAsk) {
+			p.offer(t, p.trigger(t, "T-2"))
+			return p.trigger(t, "T-1"), routeAsk{Force: true}
+		}, 1, "", ""},
+		{"no tamq attached", func(t *testing.T, p routePlace) (lease.Trigger, routeAsk) {
+			if _, err := p.w.s.store.Endpoints.DetachAll(context.Background(), "gone"); err != nil {
 				t.Fatal(err)
 			}
-			return w.trigger(t, "T-1", worldRepo), routeAsk{}
-		}, "", "", lease.WaitTamq},
-		{"two windows of the repo", func(t *testing.T, w *engineWorld) (lease.Trigger, routeAsk) {
-			w.attach(t, other, lease.Window{Repo: worldRepo, Path: w.dir, Mode: lease.ModeTrigger})
-			return w.trigger(t, "T-1", worldRepo), routeAsk{}
-		}, "", observe.GateAmbiguous, ""},
-		{"two windows, one named", func(t *testing.T, w *engineWorld) (lease.Trigger, routeAsk) {
-			w.attach(t, other, lease.Window{Repo: worldRepo, Path: w.dir, Mode: lease.ModeTrigger})
-			return w.trigger(t, "T-1", worldRepo), routeAsk{Endpoint: other}
-		}, other, "", ""},
-		{"an endpoint named that has no window of it", func(t *testing.T, w *engineWorld) (lease.Trigger, routeAsk) {
-			w.attach(t, other, lease.Window{Repo: "beta", Path: w.dir, Mode: lease.ModeTrigger})
-			return w.trigger(t, "T-1", worldRepo), routeAsk{Endpoint: other}
-		}, "", "", lease.WaitNoWindow},
-		{"its window in another directory than gita's", func(t *testing.T, w *engineWorld) (lease.Trigger, routeAsk) {
-			w.attach(t, worldEndpoint, lease.Window{Repo: worldRepo, Path: t.TempDir(), Mode: lease.ModeTrigger})
-			return w.trigger(t, "T-1", worldRepo), routeAsk{}
-		}, "", observe.GateIdentity, ""},
-		{"its window in manual mode", func(t *testing.T, w *engineWorld) (lease.Trigger, routeAsk) {
-			w.attach(t, worldEndpoint, lease.Window{Repo: worldRepo, Path: w.dir, Mode: lease.ModeManual})
-			return w.trigger(t, "T-1", worldRepo), routeAsk{}
-		}, "", "", lease.WaitManual},
-		{"no agent in its window", func(t *testing.T, w *engineWorld) (lease.Trigger, routeAsk) {
-			w.attach(t, worldEndpoint, lease.Window{Repo: worldRepo, Path: w.dir, Mode: lease.ModeTrigger, NoAgent: true})
-			return w.trigger(t, "T-1", worldRepo), routeAsk{}
-		}, "", "", lease.WaitNoAgent},
-		{"another trigger of its task leased", func(t *testing.T, w *engineWorld) (lease.Trigger, routeAsk) {
-			w.offer(t, w.trigger(t, "T-1", worldRepo))
-			return w.triggerAt(t, "T-1", "r2", worldRepo), routeAsk{}
-		}, "", "", lease.WaitTaskLeased},
-		{"its task's lease asking, for its next attempt", func(t *testing.T, w *engineWorld) (lease.Trigger, routeAsk) {
-			tr := w.trigger(t, "T-1", worldRepo)
-			return tr, routeAsk{Lease: w.offer(t, tr).ID}
-		}, worldEndpoint, "", ""},
-		{"the repo's agent busy with another task", func(t *testing.T, w *engineWorld) (lease.Trigger, routeAsk) {
-			w.offer(t, w.trigger(t, "T-2", worldRepo))
-			return w.trigger(t, "T-1", worldRepo), routeAsk{}
-		}, "", "", lease.WaitBusy},
-		{"the repo's agent busy, forced", func(t *testing.T, w *engineWorld) (lease.Trigger, routeAsk) {
-			w.offer(t, w.trigger(t, "T-2", worldRepo))
-			return w.trigger(t, "T-1", worldRepo), routeAsk{Force: true}
-		}, worldEndpoint, "", ""},
+			return p.trigger(t, "T-1"), routeAsk{}
+		}, 0, "", lease.WaitTamq},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			w := setup(t)
-			tr, ask := tc.arrange(t, w)
+			p := routePlace{w: w, repo: fmt.Sprint("repo-", i), dir: t.TempDir(), n: i}
+			w.reg.Repos = append(w.reg.Repos, gita.Repo{Name: p.repo, Path: p.dir})
+			p.attach(t, 1, lease.Window{Repo: p.repo, Path: p.dir, Mode: lease.ModeTrigger})
+			tr, ask := tc.arrange(t, p)
 			rt := &router{store: w.s.store}
 			r, wait, err := rt.judgeRoute(context.Background(), tr, func() (*gita.Registry, error) { return w.reg, nil }, ask)
 			if err != nil {
@@ -100,24 +106,41 @@ func TestTheRouterSaysWhereAWakeMayGo(t *testing.T) {
 			if (tc.gate != "" || tc.wait != "") != (r.Reason != "") {
 				t.Errorf("reason %q", r.Reason)
 			}
-			if got := w.tamqEndpoint(t, r.EndpointID); got != tc.to {
-				t.Errorf("goes to %q, want %q", got, tc.to)
+			want := ""
+			if tc.to > 0 {
+				want = p.endpoint(tc.to)
+			}
+			if got := p.tamqEndpoint(t, r.EndpointID); got != want {
+				t.Errorf("goes to %q, want %q", got, want)
 			}
 		})
 	}
 }
 
-// trigger is a new trigger of task's first revision for repo, recorded.
-func (w *engineWorld) trigger(t *testing.T, task, repo string) lease.Trigger {
-	t.Helper()
-	return w.triggerAt(t, task, "r1", repo)
+// routePlace is a case's own part of the router's world: its repo (in
+// gita at dir), its tasks, its two tamq endpoints.
+type routePlace struct {
+	w    *engineWorld
+	repo string
+	dir  string
+	n    int
 }
 
-// triggerAt is a new trigger of task at revision rev for repo, recorded.
-func (w *engineWorld) triggerAt(t *testing.T, task, rev, repo string) lease.Trigger {
+// endpoint is the case's tamq endpoint i (1 or 2).
+func (p routePlace) endpoint(i int) string { return fmt.Sprintf("tmux-amq-%d-%d", p.n, i) }
+
+// trigger is a new trigger of the case's task at its first revision.
+func (p routePlace) trigger(t *testing.T, task string) lease.Trigger {
 	t.Helper()
-	tr, _, err := w.s.store.Triggers.AddTrigger(context.Background(), lease.Trigger{Source: lease.SourceTask, SourceID: task,
-		SourceRevision: rev, TargetRepo: repo, TaskID: task, Reason: lease.TaskActionable})
+	return p.triggerAt(t, task, "r1")
+}
+
+// triggerAt is a new trigger of the case's task at revision rev, recorded.
+func (p routePlace) triggerAt(t *testing.T, task, rev string) lease.Trigger {
+	t.Helper()
+	task = fmt.Sprint(p.n, "-", task)
+	tr, _, err := p.w.s.store.Triggers.AddTrigger(context.Background(), lease.Trigger{Source: lease.SourceTask, SourceID: task,
+		SourceRevision: rev, TargetRepo: p.repo, TaskID: task, Reason: lease.TaskActionable})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,33 +148,30 @@ func (w *engineWorld) triggerAt(t *testing.T, task, rev, repo string) lease.Trig
 }
 
 // offer offers a lease of tr, live from now.
-func (w *engineWorld) offer(t *testing.T, tr lease.Trigger) lease.Lease {
+func (p routePlace) offer(t *testing.T, tr lease.Trigger) lease.Lease {
 	t.Helper()
-	l, err := w.s.store.Leases.Offer(context.Background(), tr.ID, "", "", w.s.judge.timing)
+	l, err := p.w.s.store.Leases.Offer(context.Background(), tr.ID, "", "", p.w.s.judge.timing)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l
 }
 
-// attach attaches tamq endpoint id with the windows given (replacing its
-// windows when it is attached already).
-func (w *engineWorld) attach(t *testing.T, id string, windows ...lease.Window) {
+// attach attaches the case's tamq endpoint i with the windows given
+// (replacing its windows when it is attached already).
+func (p routePlace) attach(t *testing.T, i int, windows ...lease.Window) {
 	t.Helper()
-	if _, err := w.s.store.Endpoints.Attach(context.Background(), lease.Endpoint{TamqEndpointID: id, TmuxSocket: "/tmp/tmux-1/" + id,
-		Windows: windows}, nil); err != nil {
-		t.Fatal(err)
-	}
+	p.w.attach(t, p.endpoint(i), windows...)
 }
 
 // tamqEndpoint is the tamq endpoint id of the coordination endpoint id
-// ("" for none).
-func (w *engineWorld) tamqEndpoint(t *testing.T, id string) string {
+// that hosts the case's repo ("" for none).
+func (p routePlace) tamqEndpoint(t *testing.T, id string) string {
 	t.Helper()
 	if id == "" {
 		return ""
 	}
-	eps, err := w.s.store.Endpoints.Hosts(context.Background(), worldRepo)
+	eps, err := p.w.s.store.Endpoints.Hosts(context.Background(), p.repo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +180,6 @@ func (w *engineWorld) tamqEndpoint(t *testing.T, id string) string {
 			return ep.TamqEndpointID
 		}
 	}
-	t.Fatalf("no endpoint %s hosts %s", id, worldRepo)
+	t.Fatalf("no endpoint %s hosts %s", id, p.repo)
 	return ""
 }
