@@ -155,6 +155,7 @@ var (
 // (as the look read the claims, or as the claim found it), when another
 // host settled it, or when etcd does not answer or refuses.
 func TestTheClaimerClaimsWorkBeforeItIsOffered(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		// before sets the cluster's claims before the look; the task is
@@ -217,6 +218,7 @@ func TestTheClaimerClaimsWorkBeforeItIsOffered(t *testing.T) {
 // Hub changes it), deleted when its lease was never offered; a live lease's
 // claim stays. Without a cluster nothing is claimed or ended.
 func TestTheClaimerEndsAClaimWithItsLease(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		end  func(t *testing.T, w *engineWorld, l lease.Lease)
@@ -287,6 +289,7 @@ func TestTheClaimerEndsAClaimWithItsLease(t *testing.T) {
 // work, or when etcd has not confirmed it for its TTL and grace, not
 // sooner.
 func TestTheClaimerKeepsAClaimWhileItsLeaseLives(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		// then changes the cluster after the claim was kept once, and

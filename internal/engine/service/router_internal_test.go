@@ -21,6 +21,7 @@ import (
 // The cases share one engine, each with a repo, tasks and tamq endpoints
 // of its own; the last detaches every endpoint.
 func TestTheRouterSaysWhereAWakeMayGo(t *testing.T) {
+	t.Parallel()
 	w := setup(t)
 	for i, tc := range []struct {
 		name string
