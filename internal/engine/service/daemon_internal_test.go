@@ -28,13 +28,27 @@ type engineWorld struct {
 	hub  *fakehub.Hub
 	tamq *fakeTamq
 	clk  *clock.Fake
+	// reg is gita's registry as the engine reads it, and dir the repo's
+	// directory there and its window's.
+	reg *gita.Registry
+	dir string
 }
 
 // worldRepo is the one repo of the world: registered with gita, its window
 // attached in trigger mode, so that work on it may be offered.
 const worldRepo = "alpha"
 
+// worldEndpoint is the tamq endpoint that hosts the repo's window.
+const worldEndpoint = "tmux-amq-1"
+
 func setup(t *testing.T) *engineWorld {
+	t.Helper()
+	return setupWith(t, nil)
+}
+
+// setupWith is setup with the engine's options set further (set nil: as
+// setup's).
+func setupWith(t *testing.T, set func(*Options)) *engineWorld {
 	t.Helper()
 	clk := clock.NewFake(storyStart)
 	hub := fakehub.New(worldRepo)
@@ -42,13 +56,24 @@ func setup(t *testing.T) *engineWorld {
 	dir := t.TempDir()
 	reg := &gita.Registry{Repos: []gita.Repo{{Name: worldRepo, Path: dir}}}
 	tq := &fakeTamq{}
-	s := inProcessEngineOpts(t, nil, Options{Registry: func() (*gita.Registry, error) { return reg, nil }, Hub: hub, Clock: clk, Tamq: tq})
-	_, err := s.store.Endpoints.Attach(context.Background(), lease.Endpoint{TamqEndpointID: "tmux-amq-1", TmuxSocket: "/tmp/tmux-1/default",
-		Windows: []lease.Window{{Repo: worldRepo, Path: dir, Mode: lease.ModeTrigger}}}, nil)
-	if err != nil {
+	o := Options{Registry: func() (*gita.Registry, error) { return reg, nil }, Hub: hub, Clock: clk, Tamq: tq}
+	if set != nil {
+		set(&o)
+	}
+	s := inProcessEngineOpts(t, nil, o)
+	w := &engineWorld{s: s, hub: hub, tamq: tq, clk: clk, reg: reg, dir: dir}
+	w.attach(t, worldEndpoint, lease.Window{Repo: worldRepo, Path: dir, Mode: lease.ModeTrigger})
+	return w
+}
+
+// attach attaches tamq endpoint id with the windows given (replacing its
+// windows when it is attached already).
+func (w *engineWorld) attach(t *testing.T, id string, windows ...lease.Window) {
+	t.Helper()
+	if _, err := w.s.store.Endpoints.Attach(context.Background(), lease.Endpoint{TamqEndpointID: id, TmuxSocket: "/tmp/tmux-1/" + id,
+		Windows: windows}, nil); err != nil {
 		t.Fatal(err)
 	}
-	return &engineWorld{s: s, hub: hub, tamq: tq, clk: clk}
 }
 
 // look is one look of the observer, and what it saw judged.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/clock"
 	"github.com/tmux-amq/tamq/internal/engineapi"
+	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/tamq/broker"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
@@ -17,11 +18,13 @@ import (
 )
 
 // leaseCallLog is the engine behind the keeper: it grants every call a
-// lease held for 30 seconds on the keeper's clock, and keeps the calls.
+// lease held for 30 seconds on the keeper's clock (or answers refuse, when
+// set), and keeps the calls.
 type leaseCallLog struct {
-	clock clock.Clock
-	mu    sync.Mutex
-	calls []string
+	clock  clock.Clock
+	refuse error
+	mu     sync.Mutex
+	calls  []string
 }
 
 func (l *leaseCallLog) call(what string, args engineapi.LeaseArgs) (engineapi.Lease, error) {
@@ -31,6 +34,9 @@ func (l *leaseCallLog) call(what string, args engineapi.LeaseArgs) (engineapi.Le
 	l.mu.Lock()
 	l.calls = append(l.calls, what)
 	l.mu.Unlock()
+	if l.refuse != nil {
+		return engineapi.Lease{}, l.refuse
+	}
 	return engineapi.Lease{ExpiresAt: l.clock.Now().Add(30 * time.Second)}, nil
 }
 
@@ -84,11 +90,14 @@ func newKeeper(fake *clock.Fake, brokers *oneBroker) (*keeper, *leaseCallLog) {
 // its prompt reports the agent at work (busy, or at a dialog midway), and
 // renews an acknowledged one while the agent works or waits at a dialog
 // (naming it); it leaves alone an agent back at its prompt or gone, a
-// broker gone, and an agent its broker cannot read.
+// broker gone, and an agent its broker cannot read. A lease the engine
+// says has ended (expired, unknown, in another state) is kept no more; one
+// the engine did not answer for is asked for again keeperRetry later.
 func TestKeeperAcksAndRenewsFromWhatTheBrokerSees(t *testing.T) {
 	t.Parallel()
 	busy := api.BrokerState{Reads: true, Screen: broker.StateBusy}
 	dialog := api.BrokerState{Reads: true, Screen: broker.StateDialog, Reason: "a permission question"}
+	ended := func(code errs.Code) error { return &errs.Error{Code: code, Message: "lease " + string(code)} }
 	for _, c := range []struct {
 		name  string
 		acked bool // the lease was acknowledged already
@@ -96,7 +105,13 @@ func TestKeeperAcksAndRenewsFromWhatTheBrokerSees(t *testing.T) {
 		state api.BrokerState
 		// noReport: the broker has said nothing since it took the prompt.
 		noReport, brokerGone bool
-		want                 []string
+		// refuse is the engine's answer to every call; with it set the
+		// broker reports the agent at work again, keeperRetry later,
+		// and the keeper looks once more.
+		refuse error
+		want   []string
+		// kept: the keeper still holds the lease after.
+		kept bool
 	}{
 		{name: "submitted and busy: acknowledged", state: busy, want: []string{"ack"}},
 		{name: "submitted, at a dialog midway: acknowledged", state: dialog, want: []string{"ack"}},
@@ -111,6 +126,14 @@ func TestKeeperAcksAndRenewsFromWhatTheBrokerSees(t *testing.T) {
 		{name: "the agent gone: left to run out", acked: true, state: api.BrokerState{Reads: true, NoAgent: true}},
 		{name: "the broker gone: left to run out", acked: true, state: busy, brokerGone: true},
 		{name: "an agent its broker cannot read: left to the agent", state: api.BrokerState{Screen: broker.StateBusy}},
+		{name: "the lease expired at the engine: renewed no more", acked: true, state: busy,
+			refuse: ended(errs.LeaseExpired), want: []string{"renew"}},
+		{name: "the lease unknown to the engine: renewed no more", acked: true, state: busy,
+			refuse: ended(errs.NotFound), want: []string{"renew"}},
+		{name: "the lease ended before its ack: acknowledged no more", state: busy,
+			refuse: ended(errs.LeaseState), want: []string{"ack"}},
+		{name: "the engine not answering: renewed again later", acked: true, state: busy,
+			refuse: ended(errs.Unavailable), want: []string{"renew", "renew"}, kept: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -125,9 +148,18 @@ func TestKeeperAcksAndRenewsFromWhatTheBrokerSees(t *testing.T) {
 			} else {
 				brokers.report(c.state)
 			}
+			engine.refuse = c.refuse
 			k.keepOnce(context.Background(), engine)
+			if c.refuse != nil {
+				brokers.report(c.state)
+				fake.Advance(keeperRetry)
+				k.keepOnce(context.Background(), engine)
+			}
 			if got := engine.made(); !slices.Equal(got, c.want) {
 				t.Errorf("engine calls %q, want %q", got, c.want)
+			}
+			if _, kept := k.byWindow[key]; kept != (c.kept || c.refuse == nil) {
+				t.Errorf("the lease kept: %v", kept)
 			}
 		})
 	}
