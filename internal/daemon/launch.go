@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/backoff"
 	"github.com/tmux-amq/tamq/internal/errs"
 	"github.com/tmux-amq/tamq/internal/lockfile"
 	"github.com/tmux-amq/tamq/internal/paths"
@@ -182,8 +183,12 @@ func NotifyReady(fd int, startErr error) {
 }
 
 // waitAlive polls until the service answers or ctx ends.
+// pollPace is how often waitAlive and WaitGone ask again: soon at first, as
+// a service starts or stops within milliseconds, then less often.
+var pollPace = backoff.Policy{Min: 5 * time.Millisecond, Max: 100 * time.Millisecond}
+
 func waitAlive(ctx context.Context, p paths.Paths) (PingResult, error) {
-	delay := 5 * time.Millisecond
+	delay := pollPace.Min
 	for {
 		res, err := Ping(ctx, p)
 		if err == nil || refusedSocket(err) {
@@ -194,7 +199,7 @@ func waitAlive(ctx context.Context, p paths.Paths) (PingResult, error) {
 			return res, err
 		case <-time.After(delay):
 		}
-		delay = min(delay*2, 100*time.Millisecond)
+		delay = pollPace.Next(delay)
 	}
 }
 
@@ -208,7 +213,7 @@ func refusedSocket(err error) bool {
 // WaitGone polls until the process pid has exited and the socket no longer
 // answers, or ctx ends.
 func WaitGone(ctx context.Context, p paths.Paths, pid int) error {
-	delay := 5 * time.Millisecond
+	delay := pollPace.Min
 	for {
 		procGone := proc.Exited(pid)
 		if _, err := Ping(ctx, p); err != nil && procGone {
@@ -219,6 +224,6 @@ func WaitGone(ctx context.Context, p paths.Paths, pid int) error {
 			return errs.New(errs.Timeout, "%s (pid %d) did not stop in time", p.Program, pid)
 		case <-time.After(delay):
 		}
-		delay = min(delay*2, 100*time.Millisecond)
+		delay = pollPace.Next(delay)
 	}
 }

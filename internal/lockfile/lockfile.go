@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tmux-amq/tamq/internal/backoff"
 	"github.com/tmux-amq/tamq/internal/errs"
 )
 
@@ -53,7 +54,8 @@ func TryLockFor(path, what string) (*Lock, error) {
 // Acquire waits for the lock until ctx ends, checking every few milliseconds
 // (flock has no timeout of its own).
 func Acquire(ctx context.Context, path string) (*Lock, error) {
-	delay := 2 * time.Millisecond
+	pace := backoff.Policy{Min: 2 * time.Millisecond, Max: 50 * time.Millisecond}
+	delay := pace.Min
 	for {
 		l, err := TryLock(path)
 		if !errors.Is(err, ErrHeld) {
@@ -64,7 +66,7 @@ func Acquire(ctx context.Context, path string) (*Lock, error) {
 			return nil, errs.New(errs.Timeout, "timed out waiting for lock %s (held by pid %d)", path, HolderPID(path))
 		case <-time.After(delay):
 		}
-		delay = min(delay*2, 50*time.Millisecond)
+		delay = pace.Next(delay)
 	}
 }
 

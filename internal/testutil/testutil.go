@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tmux-amq/tamq/internal/backoff"
 	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/statehub/devhub"
 	"golang.org/x/sys/unix"
@@ -291,13 +292,14 @@ func Within(d time.Duration, cond func() bool) bool {
 // most step late. It is the one place the tests sleep to poll.
 func WithinEvery(d, step time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
-	delay := min(time.Millisecond, step)
+	pace := backoff.Policy{Min: min(time.Millisecond, step), Max: step}
+	delay := pace.Min
 	for !cond() {
 		if time.Now().After(deadline) {
 			return false
 		}
 		time.Sleep(delay)
-		delay = min(delay*2, step)
+		delay = pace.Next(delay)
 	}
 	return true
 }
