@@ -78,6 +78,8 @@ func TestDelivererRecordsWhatCameOfTheWrite(t *testing.T) {
 			want: "queued", attempts: 1},
 		{name: "failed after some may have arrived: failed", mode: ackmode.Injected, wrote: api.DeliveryOutcome{Kind: api.Failed, Err: writeErr, MaybeWritten: true},
 			want: "failed", attempts: 1},
+		{name: "failed with no error given: queued again, the service running on", mode: ackmode.Injected, wrote: api.DeliveryOutcome{Kind: api.Failed},
+			want: "queued", attempts: 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -113,9 +113,13 @@ func (s *deliverer) record(ctx context.Context, ms []queue.Message, wr Written, 
 		s.keepWake(m, wr) // a person may press the Enter: the agent then takes it
 		return
 	case api.Failed:
-		s.log.Warn("delivery failed", "message", m.ID, "messages", len(ms), "target", m.Target, "maybe_written", out.MaybeWritten, "error", out.Err.Error())
+		why := "the write failed" // a writer that gave no error must not stop the service
+		if out.Err != nil {
+			why = out.Err.Error()
+		}
+		s.log.Warn("delivery failed", "message", m.ID, "messages", len(ms), "target", m.Target, "maybe_written", out.MaybeWritten, "error", why)
 		s.transitionEach(ctx, ms, "write failed", nil, func(x *queue.Message) error {
-			return x.WriteFailed(now, t, out.MaybeWritten, out.Err.Error())
+			return x.WriteFailed(now, t, out.MaybeWritten, why)
 		})
 		return
 	}
