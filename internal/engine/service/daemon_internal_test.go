@@ -118,6 +118,16 @@ func (w *engineWorld) verdict(t *testing.T, task string) string {
 type fakeTamq struct {
 	mu    sync.Mutex
 	wakes []tamqapi.WakeRequest
+	// held is its answer to wake_held, for every wake (none held unless a
+	// test says otherwise).
+	held tamqapi.WakeHeldResult
+}
+
+// holdEveryWake makes every wake tamq is asked about held, as res says.
+func (f *fakeTamq) holdEveryWake(res tamqapi.WakeHeldResult) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.held = res
 }
 
 var _ Tamq = (*fakeTamq)(nil)
@@ -146,7 +156,9 @@ func (f *fakeTamq) CancelWake(context.Context, tamqapi.CancelWakeArgs) (tamqapi.
 }
 
 func (f *fakeTamq) WakeHeld(context.Context, tamqapi.WakeHeldArgs) (tamqapi.WakeHeldResult, error) {
-	return tamqapi.WakeHeldResult{}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.held, nil
 }
 
 func (f *fakeTamq) Ack(context.Context, string) (tamqapi.Message, error) {
@@ -369,4 +381,54 @@ func (w *engineWorld) triggers(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// A wake that tamq holds unwritten waits without spending its attempt: at
+// a dialog for as long as the dialog is open, but on its way into a free
+// window (a cause tamq cannot name, that no person is told of) only for
+// onItsWayLimit ack timeouts from its offer; then it runs out as any
+// attempt, so that the budget ends it and a person hears of it.
+func TestAWakeSaidToBeOnItsWayWaitsOnlySoLong(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		held tamqapi.WakeHeldResult
+		// heldFor is how many ack deadlines the attempt is held past.
+		heldFor int
+	}{
+		{"on its way into a free window", tamqapi.WakeHeldResult{Held: true}, onItsWayLimit - 1},
+		{"at a dialog", tamqapi.WakeHeldResult{Held: true, Wait: string(lease.WaitDialog), Reason: "a dialog is open"}, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := setup(t)
+			task := w.hub.AddTask(t, worldRepo, hubtest.Task{Title: "a", Status: "todo"})
+			w.look(t)
+			ls := w.leasesOf(t, task)
+			if len(ls) != 1 || ls[0].WakeOutcome == "" {
+				t.Fatalf("after the look: %+v; want one lease whose wake tamq took", ls)
+			}
+			id, ack := ls[0].ID, w.s.judge.timing.AckTimeout
+			w.tamq.holdEveryWake(tc.held)
+			ctx := context.Background()
+			held := 0
+			for i := 1; i <= 10; i++ {
+				deadline := storyStart.Add(time.Duration(i) * ack)
+				w.s.leaseClock.holdWakes(ctx, deadline)
+				l, err := w.s.store.LeaseLists.Lease(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if l.State != lease.Offered || l.Attempt != 1 {
+					t.Fatalf("at ack deadline %d: %s, attempt %d; want offered, attempt 1", i, l.State, l.Attempt)
+				}
+				if !l.ExpiresAt.After(deadline) {
+					break // not held: it runs out at this deadline
+				}
+				held++
+			}
+			if held != tc.heldFor {
+				t.Errorf("held past %d ack deadlines, want %d", held, tc.heldFor)
+			}
+		})
+	}
 }

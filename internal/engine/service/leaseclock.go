@@ -126,6 +126,11 @@ func (w tamqWakes) settleWake(ctx context.Context, l lease.Lease) {
 // answers from memory and one read of its database.
 const wakeHeldTimeout = 2 * time.Second
 
+// onItsWayLimit is how many ack timeouts, counted from its offer, a wake
+// that tamq says is on its way into a free window (being written, or about
+// to be) may wait unwritten before its attempt runs out as any other.
+const onItsWayLimit = 3
+
 // holdWakes asks tamq, for each offered attempt whose ack deadline has
 // come, whether its wake was ever written: one never delivered did not run
 // out, it waited. Behind a dialog or in a window without its agent it waits
@@ -157,6 +162,14 @@ func (lc *leaseClock) holdWakes(ctx context.Context, now time.Time) {
 			continue
 		}
 		wait := lease.Wait(res.Wait)
+		if wait == "" && !now.Before(l.AcquiredAt.Add(onItsWayLimit*lc.timing.AckTimeout)) {
+			// Said to be on its way for that long, it is not: something
+			// keeps it from its window that tamq cannot name. It runs
+			// out, so that the budget ends it and a person hears of it,
+			// rather than waiting unseen for ever.
+			lc.log.Warn("wake still unwritten in a free window; the attempt runs out", "lease", l.ID, "attempt", l.Attempt, "since", l.AcquiredAt)
+			continue
+		}
 		switch wait {
 		case lease.WaitDialog, lease.WaitNoAgent, "":
 			// "": on its way into a window that can take it; the
