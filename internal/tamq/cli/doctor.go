@@ -20,7 +20,6 @@ import (
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	api "github.com/tmux-amq/tamq/internal/tamqapi"
 	client "github.com/tmux-amq/tamq/internal/tamqclient"
-	"github.com/tmux-amq/tamq/internal/textsafe"
 )
 
 func newDoctorCmd(a *app.App) *cobra.Command {
@@ -110,28 +109,12 @@ func windowsCheck(ctx context.Context, a *app.App, cfg *config.Loaded, running b
 		}
 		eps = status.Recorded(ctx, recorded)
 	}
-	var ended []string
-	var repos []string
-	n := 0
-	seen := map[string]bool{}
-	for _, ep := range eps { // newest first
-		if seen[ep.TmuxSocket] {
-			continue
-		}
-		seen[ep.TmuxSocket] = true
-		for _, w := range ep.Windows {
-			n++
-			if end := w.EndText(); end != "" {
-				ended = append(ended, "the window of "+textsafe.Escape(w.Repo)+": "+end)
-				repos = append(repos, textsafe.Escape(w.Repo))
-			}
-		}
+	e := endedWindowsOf(eps)
+	if len(e.ended) == 0 {
+		return doctor.Passed("windows", fmt.Sprintf("%d %s recorded, none whose agent exited or that was closed", e.n, english.PluralWord(e.n, "window", "windows")))
 	}
-	if len(ended) == 0 {
-		return doctor.Passed("windows", fmt.Sprintf("%d %s recorded, none whose agent exited or that was closed", n, english.PluralWord(n, "window", "windows")))
-	}
-	return doctor.Warning("windows", strings.Join(ended, "; ")+" (nothing is delivered there, and `tamq start` does not run it again)",
-		"`tamq open --command CMD "+strings.Join(repos, " ")+"` runs the agent again in its window; see `tamq status`")
+	return doctor.Warning("windows", strings.Join(e.ended, "; ")+" (nothing is delivered there, and `tamq start` does not run it again)",
+		e.rerunHint()+"; see `tamq status`")
 }
 
 // queueWaitWarn is how long a message may wait to be delivered before

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tmux-amq/tamq/internal/app"
 	"github.com/tmux-amq/tamq/internal/daemon"
+	"github.com/tmux-amq/tamq/internal/paths"
 	"github.com/tmux-amq/tamq/internal/tamq/service"
 	"github.com/tmux-amq/tamq/internal/tamq/store"
 	client "github.com/tmux-amq/tamq/internal/tamqclient"
@@ -32,8 +33,8 @@ workspace, whether the service was running or not: the windows recorded by
 earlier opens (with their command and mode) whose agent was running are reused
 or opened again on every tmux server that runs, and on the server of
 --tmux-socket (default: tmux's own), which is started again after a reboot. A
-window whose agent exited, or that was closed, is left as it is: no command is
-run again. Servers of other sockets that are gone are left alone. Starts are
+window whose agent exited, or that was closed, is left as it is, and start
+names it: no command is run again. Servers of other sockets that are gone are left alone. Starts are
 lock-protected: any number of concurrent starts leave exactly one service. If
 the service cannot start, the reason is printed and the exit status is non-zero.
 A start that starts the service prints the history advisory on stderr when the
@@ -54,7 +55,11 @@ history is over 100 MB (the detached service only logs it).`,
 				if _, err := client.New(p).Restore(ctx, []string{recreate}); err != nil {
 					return err
 				}
-				return a.ReportStart(res, true)
+				if err := a.ReportStart(res, true); err != nil {
+					return err
+				}
+				reportLeftAsTheyWere(cmd.Context(), a, p)
+				return nil
 			}
 			f.restore, f.recreate = true, []string{recreate}
 			if !detach {
@@ -64,6 +69,7 @@ history is over 100 MB (the detached service only logs it).`,
 				return err
 			}
 			printHistoryAdvisory(cmd.Context(), a)
+			reportLeftAsTheyWere(cmd.Context(), a, p)
 			return nil
 		},
 	}
@@ -72,6 +78,31 @@ history is over 100 MB (the detached service only logs it).`,
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for the service to become ready")
 	cmd.Flags().StringVar(&tmuxSocket, "tmux-socket", "", "the tmux server whose windows come back even if it is gone: a socket name as tmux -L, or a path as tmux -S (default: the server tmux would use)")
 	return cmd
+}
+
+// reportLeftAsTheyWere says which recorded windows start left as they were
+// (their agent exited, or they were closed) and how to run them again, so
+// that a person who expected them back is not left to guess. The service
+// has restored the workspace before it answers anyone, so its status
+// already says how each window ended. Only in words: status --json has the
+// same, and a failure to ask leaves it to status and doctor.
+func reportLeftAsTheyWere(ctx context.Context, a *app.App, p paths.Paths) {
+	if a.JSON || a.Quiet {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := client.New(p).Status(sctx)
+	if err != nil {
+		return
+	}
+	e := endedWindowsOf(st.Endpoints)
+	for _, line := range e.ended {
+		a.Printf("left as it was: %s\n", line)
+	}
+	if len(e.ended) > 0 {
+		a.Printf("%s\n", e.rerunHint())
+	}
 }
 
 // printHistoryAdvisory prints the spec's history advisory on stderr, once,

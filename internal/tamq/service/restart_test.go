@@ -100,9 +100,21 @@ func TestStartNeverRevivesWhatEnded(t *testing.T) {
 	testutil.WaitFor(t, "quit's agent to exit", func() bool {
 		return slices.Contains(windowLines(t, tm), "quit 1")
 	})
-	e.Tamq(t, "start", "--detach", "--tmux-socket", tm.Name)
+	started := e.Tamq(t, "start", "--detach", "--tmux-socket", tm.Name).Stdout
 	for range 4 {
-		e.Tamq(t, "start", "--tmux-socket", tm.Name) // the service runs: a restore alone
+		// The service runs: a restore alone, which says the same.
+		again := e.Tamq(t, "start", "--tmux-socket", tm.Name).Stdout
+		for _, out := range []string{started, again} {
+			// Start names what it left as it was, and how to run it again.
+			for _, repo := range []string{"quit", "script", "closed"} {
+				if !strings.Contains(out, "left as it was: the window of "+repo+": ") {
+					t.Errorf("start does not name %s's window:\n%s", repo, out)
+				}
+			}
+			if !strings.Contains(out, "`tamq open --command CMD ") || strings.Contains(out, "the window of runs") {
+				t.Errorf("start's note of the windows left:\n%s", out)
+			}
+		}
 	}
 	if got := windowLines(t, tm); !slices.Equal(got, []string{"quit 1", "runs 0", "script 1"}) {
 		t.Errorf("windows after five starts: %q", got)
