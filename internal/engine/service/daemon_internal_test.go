@@ -432,3 +432,22 @@ func TestAWakeSaidToBeOnItsWayWaitsOnlySoLong(t *testing.T) {
 		})
 	}
 }
+
+// Explain names a gate only for a task still open: one done or cancelled
+// has no gate in its way, whatever its labels still say.
+func TestExplainNamesNoGateOfATaskThatEnded(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	done := w.hub.AddTask(t, worldRepo, hubtest.Task{Title: "d", Status: "done", NeedsHuman: true})
+	open := w.hub.AddTask(t, worldRepo, hubtest.Task{Title: "o", Status: "todo", NeedsHuman: true})
+	w.look(t)
+	for task, want := range map[string]string{done: "", open: "human"} {
+		res, err := Explain(context.Background(), w.s.store, task, w.s.observer.explainView())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Gate != want {
+			t.Errorf("task %s (%s): gate %q, want %q", task, res.Status, res.Gate, want)
+		}
+	}
+}

@@ -65,7 +65,12 @@ func Explain(ctx context.Context, st *store.Store, task string, view *ExplainVie
 		res.Observed = true
 		res.Status, res.Revision, res.Repo, res.Workplan = tv.Status, tv.Revision, tv.Repo, tv.Workplan
 		res.WorkplanStatus, res.Priority, res.Actionable, res.Waiting = tv.WorkplanStatus, tv.Priority, tv.Actionable, tv.Waiting
-		res.Gate, res.GateReason, res.Skipped = tv.Gate, tv.GateReason, tv.Skipped
+		res.Skipped = tv.Skipped
+		if tv.Open() {
+			// A gate stands in the way of work to do; a task that ended
+			// has none, whatever its labels still say.
+			res.Gate, res.GateReason = tv.Gate, tv.GateReason
+		}
 		for _, d := range tv.Deps {
 			res.Dependencies = append(res.Dependencies, api.ExplainDep{ID: d.ID, Status: d.Status, Repo: d.Repo, Found: d.Found, Done: d.Status == "done"})
 		}
