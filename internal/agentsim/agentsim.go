@@ -82,6 +82,10 @@ type Config struct {
 	// does (tamq holds deliveries then); once it is removed the agent
 	// clears its screen and is at its prompt again.
 	Dialog string
+	// Busy, when set, is a file: while it exists the agent says it is at
+	// work (as one working for a person does: tamq holds deliveries
+	// then); once it is removed the agent is at its prompt again.
+	Busy string
 	// Hold, when set, is a file: the work part works while it exists.
 	Hold string
 	// RenewEvery is how often the follow part renews while it works; 0 is
@@ -132,6 +136,27 @@ type wake struct {
 	ack, renew bool
 }
 
+// whileFile runs begin at once when the file exists, and end once it is
+// removed (in the background); nothing when path is "" or absent.
+func whileFile(path string, begin, end func()) {
+	if path == "" {
+		return
+	}
+	if _, err := os.Stat(path); err != nil {
+		return
+	}
+	begin()
+	go func() {
+		for {
+			time.Sleep(50 * time.Millisecond) // polling a file: no event to wait on
+			if _, err := os.Stat(path); err != nil {
+				end()
+				return
+			}
+		}
+	}()
+}
+
 // Run reads the terminal (in) until it ends, playing the plan on each wake;
 // out is the terminal's output.
 func Run(in io.Reader, out io.Writer, c Config) {
@@ -142,21 +167,14 @@ func Run(in io.Reader, out io.Writer, c Config) {
 		c.Log = func(string, ...any) {}
 	}
 	fmt.Fprintln(out, "scripted agent ready")
-	if c.Dialog != "" {
-		if _, err := os.Stat(c.Dialog); err == nil {
-			fmt.Fprint(out, "Do you want to proceed? (y/n) ")
-			go func() {
-				for {
-					time.Sleep(50 * time.Millisecond) // polling a file: no event to wait on
-					if _, err := os.Stat(c.Dialog); err != nil {
-						fmt.Fprint(out, "\x1b[2J\x1b[Hscripted agent ready\n")
-						c.Log("dialog closed")
-						return
-					}
-				}
-			}()
-		}
-	}
+	whileFile(c.Dialog, func() { fmt.Fprint(out, "Do you want to proceed? (y/n) ") }, func() {
+		fmt.Fprint(out, "\x1b[2J\x1b[Hscripted agent ready\n")
+		c.Log("dialog closed")
+	})
+	whileFile(c.Busy, func() { fmt.Fprint(out, "\x1b]7501;state=working\x07") }, func() {
+		fmt.Fprint(out, "\x1b]7501;state=idle\x07")
+		c.Log("busy no more")
+	})
 	c.Log("ready")
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64*1024), 64*1024)

@@ -228,7 +228,9 @@ const (
 	// WaitDialog: the window's agent shows a dialog (a permission
 	// question), and tamq holds the wake until a person answers it.
 	WaitDialog Wait = "dialog"
-	// WaitBusy: the repo's agent works on another lease; one at a time.
+	// WaitBusy: the repo's agent works on another lease (one at a time),
+	// or, for an offered attempt whose wake tamq holds, the agent is busy
+	// in its window (not at its prompt): the wake goes in when it is.
 	WaitBusy Wait = "window_busy"
 	// WaitTaskLeased: another trigger of the same task holds a live lease.
 	WaitTaskLeased Wait = "task_leased"

@@ -112,6 +112,7 @@ const (
 	WaitManual   = string(lease.WaitManual)
 	WaitNoAgent  = string(lease.WaitNoAgent)
 	WaitDialog   = string(lease.WaitDialog)
+	WaitBusy     = string(lease.WaitBusy)
 )
 
 // OpWakeHeld asks whether the wake of one attempt was ever written, and if
@@ -128,12 +129,12 @@ type WakeHeldArgs struct {
 }
 
 // WakeHeldResult says what became of the wake. Held: it was never written
-// and waits for what Wait names (WaitDialog or WaitNoAgent: it goes in when
-// that clears; WaitNoWindow: its endpoint or window is gone, or it was
-// dropped with a forgotten endpoint, and nothing will write it: the engine
-// sends the work elsewhere; "": it is being written, or is about to be, to
-// a window that can take it). Not held: written at least once, waiting
-// for a busy agent, or unknown to tamq. Reason says it in words; for a
+// and waits for what Wait names (WaitDialog, WaitNoAgent or WaitBusy, an
+// agent not at its prompt: it goes in when that clears; WaitNoWindow: its
+// endpoint or window is gone, or it was dropped with a forgotten endpoint,
+// and nothing will write it: the engine sends the work elsewhere; "": it is
+// being written, or is about to be, to a window that can take it). Not
+// held: written at least once, or unknown to tamq. Reason says it in words; for a
 // dialog it names only the window ("a dialog is open in the window of
 // net-kingdom"): what the dialog asks is screen text, which never leaves
 // tamq this way.

@@ -137,7 +137,9 @@ const onItsWayLimit = 3
 // on (its deadline starts again; the wake goes in when a person has dealt
 // with it); on an endpoint that is gone it is taken back, at no cost, and
 // routed afresh (the repo's live window, or it waits for one). What tamq
-// cannot answer, or answers as written, runs out as before.
+// cannot answer, or answers as written, runs out as before. An agent busy
+// in its window (at work for a person) holds it too: it never saw the
+// prompt.
 func (lc *leaseClock) holdWakes(ctx context.Context, now time.Time) {
 	if lc.tamq == nil {
 		return
@@ -171,7 +173,7 @@ func (lc *leaseClock) holdWakes(ctx context.Context, now time.Time) {
 			continue
 		}
 		switch wait {
-		case lease.WaitDialog, lease.WaitNoAgent, "":
+		case lease.WaitDialog, lease.WaitNoAgent, lease.WaitBusy, "":
 			// "": on its way into a window that can take it; the
 			// agent gets a whole ack timeout from now.
 			held, err := lc.store.Leases.HoldWake(ctx, l.ID, l.Attempt, now.Add(lc.timing.AckTimeout), wait, res.Reason)
@@ -182,7 +184,7 @@ func (lc *leaseClock) holdWakes(ctx context.Context, now time.Time) {
 			if held != l && wait != "" {
 				lc.log.Info("wake held by tamq: the attempt waits, nothing spent", "lease", l.ID, "attempt", l.Attempt, "wait", string(wait), "reason", res.Reason)
 			}
-		default:
+		case lease.WaitNoWindow:
 			// Nothing will write it where it is: taken back first in tamq,
 			// so that an endpoint that comes back does not type it.
 			lc.ends.wakes.cancelWakes(ctx, l.ID, l.Attempt, "re-routed: "+res.Reason)
@@ -194,6 +196,10 @@ func (lc *leaseClock) holdWakes(ctx context.Context, now time.Time) {
 			if to.State == lease.RetryWait {
 				lc.log.Info("wake withdrawn: its endpoint or window is gone; the work is routed again, nothing spent", "lease", l.ID, "attempt", l.Attempt, "reason", res.Reason)
 			}
+		default:
+			// A wait this engine does not know (a newer tamq's): the
+			// attempt runs out as before, which no wait can make worse.
+			lc.log.Debug("tamq holds a wake for a reason unknown here; the attempt runs out", "lease", l.ID, "wait", string(wait))
 		}
 	}
 }

@@ -69,6 +69,57 @@ func TestAWakeHeldByADialogWaitsAndGoesInWhenItCloses(t *testing.T) {
 	}
 }
 
+// A wake queued while the agent is at work for a person (busy, not at its
+// prompt) waits through many ack deadlines at attempt 1, as working, not as
+// needing a person, and goes in once the agent is back at its prompt. Once,
+// it ran out at each deadline as if the agent had ignored it, and a person
+// who kept the agent busy for ten minutes found the task "retries
+// exhausted".
+func TestAWakeQueuedForABusyAgentWaitsForItsPrompt(t *testing.T) {
+	t.Parallel()
+	h := enginetest.StartHub(t, "")
+	l := newLoop(t, enginetest.HubConfig(h, 1, "wake_ack_timeout_seconds = 1\nmax_attempts = 1\nretry_backoff_seconds = [1]\n"), "alpha")
+	busy := filepath.Join(l.Env.Root, "busy")
+	if err := os.WriteFile(busy, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l.AgentEnv = "SCRIPTED_AGENT_BUSY=" + busy + " SCRIPTED_AGENT_PUBLISH=1"
+	l.agents(t, "complete", "alpha")
+	h.Put(enginetest.Workplan("W-1", "alpha", enginetest.Todo("T-1", "alpha")))
+
+	var s api.TaskStanding
+	testutil.WaitFor(t, "T-1's wake held for the busy agent", func() bool { s = l.standing(t, "T-1"); return s.Wait == "window_busy" })
+	if s.Kind != "working" || !strings.Contains(s.Words, "its wake waits: the agent in the window of alpha is busy (not at its prompt), no attempt used") {
+		t.Errorf("T-1 for a busy agent: %+v", s)
+	}
+	id := s.LeaseID
+	first := l.lease(t, id)
+	testutil.WaitFor(t, "three more ack deadlines", func() bool {
+		ls := l.lease(t, id)
+		if ls.State != "offered" || ls.Attempt != 1 || ls.MaxAttempts != first.MaxAttempts {
+			t.Fatalf("a wake held for a busy agent spent its attempt: %+v", ls)
+		}
+		return ls.ExpiresAt.Sub(first.ExpiresAt) >= 3*time.Second
+	})
+	if n := l.Status(t).Tasks["needs_you"]; n != 0 {
+		t.Errorf("status counts %d tasks needing a person, want 0", n)
+	}
+	if n := l.wakes(); n != 0 {
+		t.Errorf("%d wakes typed into a busy agent:\n%s", n, l.AgentLog())
+	}
+
+	if err := os.Remove(busy); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the lease completed", func() bool { return l.lease(t, id).State == "completed" })
+	if ls := l.lease(t, id); ls.Attempt != 1 || ls.MaxAttempts != first.MaxAttempts {
+		t.Errorf("the completed lease: attempt %d of budget %d, want 1 of %d", ls.Attempt, ls.MaxAttempts, first.MaxAttempts)
+	}
+	if n := l.wakes(); n != 1 {
+		t.Errorf("%d wakes typed, want 1:\n%s", n, l.AgentLog())
+	}
+}
+
 // A wake pinned with --endpoint to an endpoint that dies (its tmux server
 // killed) is routed to the repo's other live window, where its agent
 // completes it. Once, the pin outlived the endpoint: every attempt went

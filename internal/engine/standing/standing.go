@@ -7,6 +7,7 @@
 package standing
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -222,6 +223,12 @@ func working(f Facts, l lease.Lease) Standing {
 	switch {
 	case l.State == lease.Offered:
 		words = append(words, "offered "+reltime.Ago(l.AcquiredAt, f.Now)+", not acknowledged yet")
+		if tr := triggerOf(f.Triggers, l.TriggerID); tr != nil && tr.Wait == lease.WaitBusy {
+			// Held in tamq while the agent works for someone else: it
+			// goes in when the agent is back at its prompt.
+			s.Wait = string(tr.Wait)
+			words = append(words, "its wake waits: "+cmp.Or(tr.WaitDetail, "the agent is busy")+", no attempt used")
+		}
 	default:
 		if l.AckedBy != "" {
 			s.AckedBy, s.AckedAt = l.AckedBy, l.AckedAt

@@ -34,11 +34,12 @@ earlier opens (with their command and mode) whose agent was running are reused
 or opened again on every tmux server that runs, and on the server of
 --tmux-socket (default: tmux's own), which is started again after a reboot. A
 window whose agent exited, or that was closed, is left as it is, and start
-names it: no command is run again. Servers of other sockets that are gone are left alone. Starts are
-lock-protected: any number of concurrent starts leave exactly one service. If
-the service cannot start, the reason is printed and the exit status is non-zero.
-A start that starts the service prints the history advisory on stderr when the
-history is over 100 MB (the detached service only logs it).`,
+names it: no command is run again. Servers of other sockets that are gone are
+left alone. Starts are lock-protected: any number of concurrent starts leave
+exactly one service. If the service cannot start, the reason is printed and the
+exit status is non-zero. A start that starts the service prints the history
+advisory on stderr when the history is over 100 MB (the detached service only
+logs it).`,
 		Example: `  tamq start --detach
   tamq start --detach --json`,
 		Args: cobra.NoArgs,

@@ -389,10 +389,13 @@ func brokerWaitReason(saw string) string {
 // not at its input prompt, with what the broker saw instead.
 func notAtPrompt(saw string) string {
 	if saw == "" {
-		return "the agent is not at its prompt"
+		return notAtPromptWords
 	}
-	return "the agent is not at its prompt: " + saw
+	return notAtPromptWords + ": " + saw
 }
+
+// notAtPromptWords begin every wait reason of an agent not at its prompt.
+const notAtPromptWords = "the agent is not at its prompt"
 
 func mustJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v)

@@ -393,8 +393,13 @@ func (s *wakeHandlers) wakeHeldOp(ctx context.Context, _ unixrpc.Peer, req *unix
 		// Being written now (the broker waits for the agent's prompt),
 		// or about to be: held for nothing a person must do.
 		return held("", "")
+	case strings.HasPrefix(why, notAtPromptWords):
+		// The agent is at work (for a person, or on a screen tamq does
+		// not know): it never saw the prompt, which goes in once it is
+		// back at its prompt.
+		return held(api.WaitBusy, "the agent in the window of "+m.Target+" is busy (not at its prompt)")
 	}
-	return res, nil // for a busy agent: it runs out as any attempt whose agent did not take it
+	return res, nil // waiting for something else (its broker): it runs out as any attempt
 }
 
 // agentExited says whether the window's program has exited (its pane is

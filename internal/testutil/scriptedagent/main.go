@@ -6,6 +6,8 @@
 //	SCRIPTED_AGENT_PUBLISH          set: a completed wake marks its task done (its
 //	                                message read) through the engine
 //	SCRIPTED_AGENT_DIALOG           a file: a dialog shows while it exists
+//	SCRIPTED_AGENT_BUSY             a file: the agent says it is at work while
+//	                                it exists (tamq holds deliveries)
 //	SCRIPTED_AGENT_HOLD             a file: the work part works while it exists
 //	SCRIPTED_AGENT_WRAP             columns: show every line read re-wrapped at
 //	                                that width, as a TUI shows the user's prompt
@@ -30,6 +32,7 @@ func main() {
 		Engine:  engine(),
 		Publish: os.Getenv("SCRIPTED_AGENT_PUBLISH") != "",
 		Dialog:  os.Getenv("SCRIPTED_AGENT_DIALOG"),
+		Busy:    os.Getenv("SCRIPTED_AGENT_BUSY"),
 		Hold:    os.Getenv("SCRIPTED_AGENT_HOLD"),
 		Wrap:    wrap,
 		Say:     os.Getenv("SCRIPTED_AGENT_SAY"),
