@@ -16,7 +16,7 @@ import (
 // that are details of a line, not what it is about (see Repeats).
 var detailKeys = []string{
 	"error", "reason", "pid", "peer_pid", "until", "since", "bytes", "limit", "panic",
-	"messages", "endpoints", "held", "maybe_written", "outcome", "result", "output",
+	"messages", "endpoints", "held", "maybe_written", "outcome", "result", "output", "attempt",
 }
 
 // Every attribute key a warning or error is logged with is known to be
