@@ -25,15 +25,7 @@ import (
 // goes in when the dialog closes.
 func TestAWakeHeldByADialogWaitsAndGoesInWhenItCloses(t *testing.T) {
 	t.Parallel()
-	h := enginetest.StartHub(t, "")
-	l := newLoop(t, enginetest.HubConfig(h, 1, "wake_ack_timeout_seconds = 1\nmax_attempts = 1\nretry_backoff_seconds = [1]\n"), "alpha")
-	dialog := filepath.Join(l.Env.Root, "dialog")
-	if err := os.WriteFile(dialog, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l.AgentEnv = "SCRIPTED_AGENT_DIALOG=" + dialog + " SCRIPTED_AGENT_PUBLISH=1"
-	l.agents(t, "complete", "alpha")
-	h.Put(enginetest.Workplan("W-1", "alpha", enginetest.Todo("T-1", "alpha")))
+	l, dialog := heldWakeLoop(t, "SCRIPTED_AGENT_DIALOG")
 
 	var s api.TaskStanding
 	testutil.WaitFor(t, "T-1 held at its dialog", func() bool { s = l.standing(t, "T-1"); return s.Dialog != "" })
@@ -42,14 +34,7 @@ func TestAWakeHeldByADialogWaitsAndGoesInWhenItCloses(t *testing.T) {
 		t.Errorf("T-1 at its dialog: %+v", s)
 	}
 	id := s.LeaseID
-	first := l.lease(t, id)
-	testutil.WaitFor(t, "three more ack deadlines", func() bool {
-		ls := l.lease(t, id)
-		if ls.State != "offered" || ls.Attempt != 1 || ls.MaxAttempts != first.MaxAttempts {
-			t.Fatalf("a held wake spent its attempt: %+v", ls)
-		}
-		return ls.ExpiresAt.Sub(first.ExpiresAt) >= 3*time.Second
-	})
+	first := l.heldThreeDeadlines(t, id)
 	if n := l.Status(t).Tasks["needs_you"]; n != 1 {
 		t.Errorf("status counts %d tasks needing a person, want 1", n)
 	}
@@ -57,16 +42,7 @@ func TestAWakeHeldByADialogWaitsAndGoesInWhenItCloses(t *testing.T) {
 		t.Errorf("tasks --needs-you:\n%s", out)
 	}
 
-	if err := os.Remove(dialog); err != nil {
-		t.Fatal(err)
-	}
-	testutil.WaitFor(t, "the lease completed", func() bool { return l.lease(t, id).State == "completed" })
-	if ls := l.lease(t, id); ls.Attempt != 1 || ls.MaxAttempts != first.MaxAttempts {
-		t.Errorf("the completed lease: attempt %d of budget %d, want 1 of %d", ls.Attempt, ls.MaxAttempts, first.MaxAttempts)
-	}
-	if n := l.wakes(); n != 1 {
-		t.Errorf("%d wakes typed, want 1:\n%s", n, l.AgentLog())
-	}
+	l.completesOnItsFirstAttempt(t, dialog, first)
 }
 
 // A wake queued while the agent is at work for a person (busy, not at its
@@ -77,30 +53,14 @@ func TestAWakeHeldByADialogWaitsAndGoesInWhenItCloses(t *testing.T) {
 // exhausted".
 func TestAWakeQueuedForABusyAgentWaitsForItsPrompt(t *testing.T) {
 	t.Parallel()
-	h := enginetest.StartHub(t, "")
-	l := newLoop(t, enginetest.HubConfig(h, 1, "wake_ack_timeout_seconds = 1\nmax_attempts = 1\nretry_backoff_seconds = [1]\n"), "alpha")
-	busy := filepath.Join(l.Env.Root, "busy")
-	if err := os.WriteFile(busy, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l.AgentEnv = "SCRIPTED_AGENT_BUSY=" + busy + " SCRIPTED_AGENT_PUBLISH=1"
-	l.agents(t, "complete", "alpha")
-	h.Put(enginetest.Workplan("W-1", "alpha", enginetest.Todo("T-1", "alpha")))
+	l, busy := heldWakeLoop(t, "SCRIPTED_AGENT_BUSY")
 
 	var s api.TaskStanding
 	testutil.WaitFor(t, "T-1's wake held for the busy agent", func() bool { s = l.standing(t, "T-1"); return s.Wait == "window_busy" })
 	if s.Kind != "working" || !strings.Contains(s.Words, "its wake waits: the agent in the window of alpha is busy (not at its prompt), no attempt used") {
 		t.Errorf("T-1 for a busy agent: %+v", s)
 	}
-	id := s.LeaseID
-	first := l.lease(t, id)
-	testutil.WaitFor(t, "three more ack deadlines", func() bool {
-		ls := l.lease(t, id)
-		if ls.State != "offered" || ls.Attempt != 1 || ls.MaxAttempts != first.MaxAttempts {
-			t.Fatalf("a wake held for a busy agent spent its attempt: %+v", ls)
-		}
-		return ls.ExpiresAt.Sub(first.ExpiresAt) >= 3*time.Second
-	})
+	first := l.heldThreeDeadlines(t, s.LeaseID)
 	if n := l.Status(t).Tasks["needs_you"]; n != 0 {
 		t.Errorf("status counts %d tasks needing a person, want 0", n)
 	}
@@ -108,9 +68,52 @@ func TestAWakeQueuedForABusyAgentWaitsForItsPrompt(t *testing.T) {
 		t.Errorf("%d wakes typed into a busy agent:\n%s", n, l.AgentLog())
 	}
 
-	if err := os.Remove(busy); err != nil {
+	l.completesOnItsFirstAttempt(t, busy, first)
+}
+
+// heldWakeLoop starts a loop whose wakes run out in 1 s, with no retry, and
+// alpha's scripted agent held by a file (its env variable names it: a
+// dialog shows, or it says it is busy, while the file exists), then puts
+// task T-1 in State Hub for it. It returns the loop and the file.
+func heldWakeLoop(t *testing.T, env string) (*loop, string) {
+	t.Helper()
+	h := enginetest.StartHub(t, "")
+	l := newLoop(t, enginetest.HubConfig(h, 1, "wake_ack_timeout_seconds = 1\nmax_attempts = 1\nretry_backoff_seconds = [1]\n"), "alpha")
+	file := filepath.Join(l.Env.Root, "holds")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	l.AgentEnv = env + "=" + file + " SCRIPTED_AGENT_PUBLISH=1"
+	l.agents(t, "complete", "alpha")
+	h.Put(enginetest.Workplan("W-1", "alpha", enginetest.Todo("T-1", "alpha")))
+	return l, file
+}
+
+// heldThreeDeadlines waits until the lease's one attempt has been held past
+// three more ack deadlines, failing at once if it spent the attempt or grew
+// the budget; it returns the lease as it first was.
+func (l *loop) heldThreeDeadlines(t *testing.T, id string) api.Lease {
+	t.Helper()
+	first := l.lease(t, id)
+	testutil.WaitFor(t, "three more ack deadlines", func() bool {
+		ls := l.lease(t, id)
+		if ls.State != "offered" || ls.Attempt != 1 || ls.MaxAttempts != first.MaxAttempts {
+			t.Fatalf("a held wake spent its attempt: %+v", ls)
+		}
+		return ls.ExpiresAt.Sub(first.ExpiresAt) >= 3*time.Second
+	})
+	return first
+}
+
+// completesOnItsFirstAttempt removes the file that held the agent and
+// waits for the lease to complete on its first attempt, its budget as it
+// was, with the one wake typed once.
+func (l *loop) completesOnItsFirstAttempt(t *testing.T, file string, first api.Lease) {
+	t.Helper()
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	id := first.LeaseID
 	testutil.WaitFor(t, "the lease completed", func() bool { return l.lease(t, id).State == "completed" })
 	if ls := l.lease(t, id); ls.Attempt != 1 || ls.MaxAttempts != first.MaxAttempts {
 		t.Errorf("the completed lease: attempt %d of budget %d, want 1 of %d", ls.Attempt, ls.MaxAttempts, first.MaxAttempts)
