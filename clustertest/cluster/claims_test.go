@@ -35,6 +35,22 @@ func open(t testing.TB, c *etcdtest.Cluster, host string, mutate ...func(*cluste
 
 // eventually retries f until it is nil or the deadline passes, and says
 // its last error if it never is.
+// wonOnceAnswered waits (a minute at most) until lease's claim on task
+// through l (cluster.Claims or cluster.Late) is won: etcd, restarted,
+// answers again.
+func wonOnceAnswered(t testing.TB, what string, l interface {
+	Claim(context.Context, string, cluster.Holder, time.Duration) (cluster.Holder, bool, error)
+}, task, lease string) {
+	t.Helper()
+	eventually(t, what, time.Minute, func() error {
+		_, won, err := l.Claim(context.Background(), task, cluster.Holder{LeaseID: lease}, 10*time.Second)
+		if err == nil && !won {
+			return fmt.Errorf("not won")
+		}
+		return err
+	})
+}
+
 func eventually(t testing.TB, what string, within time.Duration, f func() error) {
 	t.Helper()
 	var last error
@@ -403,13 +419,7 @@ func TestOpenLateLogsInWhenEtcdAnswers(t *testing.T) {
 		t.Errorf("a claim before the login: %v", err)
 	}
 	c.RestartMember(0)
-	eventually(t, "a claim once etcd answers", time.Minute, func() error {
-		_, won, err := l.Claim(ctx, "T-1", cluster.Holder{LeaseID: "L1"}, 10*time.Second)
-		if err == nil && !won {
-			return fmt.Errorf("not won")
-		}
-		return err
-	})
+	wonOnceAnswered(t, "a claim once etcd answers", l, "T-1", "L1")
 }
 
 // Held reads every claim under the prefix in one range read: live and

@@ -358,13 +358,7 @@ func TestASquatterOnEtcdsPortGetsNothing(t *testing.T) {
 
 	// The squatter is gone (its subtest ended); etcd has its port back.
 	c.RestartMember(0)
-	eventually(t, "a claim once etcd has its port back", time.Minute, func() error {
-		_, won, err := late.Claim(ctx, "T-2", cluster.Holder{LeaseID: "L2"}, 10*time.Second)
-		if err == nil && !won {
-			return fmt.Errorf("not won")
-		}
-		return err
-	})
+	wonOnceAnswered(t, "a claim once etcd has its port back", late, "T-2", "L2")
 }
 
 // The same check, with the owner of etcd's own listener said to be
@@ -409,14 +403,7 @@ func TestASocketEndpointMustBeTheUsers(t *testing.T) {
 			t.Skip("running a listener as uid 65534 needs root (CI runs as root)")
 		}
 		e := testutil.NewEnv(t)
-		shared := filepath.Join(e.Root, "shared")
-		if err := os.Mkdir(shared, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(shared, os.ModeSticky|0o777); err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(shared, "etcd.sock")
+		path := filepath.Join(e.SharedDir(t, "shared"), "etcd.sock")
 		sq := e.Squat(t, nobody, path)
 		creds := []string{"sh", "-c", "echo engine:s3cret-pw"}
 		_, err := cluster.Open(ctx, cluster.Config{Endpoints: []string{"unix://" + path}, HostID: "h", Prefix: prefix, DialTimeout: time.Second, CredentialCommand: creds})

@@ -196,20 +196,26 @@ func (c *Cluster) Client(user, password string) *clientv3.Client {
 	return cli
 }
 
-// EnableAuth turns etcd's auth on: the user root with rootPassword, and
-// user with password, allowed to read and write every key under prefix.
-func (c *Cluster) EnableAuth(rootPassword, user, password, prefix string) {
+// adminClient is a client of its own for setting auth up, with a context
+// bounding the setup; done closes both. Closed once done: a client left
+// open would dial again when a member stops, and a test that counts what
+// reaches the member's port meanwhile would count it.
+func (c *Cluster) adminClient() (*clientv3.Client, context.Context, func()) {
 	c.t.Helper()
-	// A client of its own, closed once done: one left open would dial
-	// again when a member stops, and a test that counts what reaches the
-	// member's port meanwhile would count it.
 	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	return cli, ctx, func() { cancel(); cli.Close() }
+}
+
+// EnableAuth turns etcd's auth on: the user root with rootPassword, and
+// user with password, allowed to read and write every key under prefix.
+func (c *Cluster) EnableAuth(rootPassword, user, password, prefix string) {
+	c.t.Helper()
+	cli, ctx, done := c.adminClient()
+	defer done()
 	steps := []func() error{
 		func() error { _, err := cli.UserAdd(ctx, "root", rootPassword); return err },
 		func() error { _, err := cli.UserGrantRole(ctx, "root", "root"); return err },
@@ -237,13 +243,8 @@ func (c *Cluster) EnableAuth(rootPassword, user, password, prefix string) {
 // sub-prefix (<prefix>/hosts/<id>/) only.
 func (c *Cluster) EnablePerHostAuth(rootPassword, prefix string, hosts map[string]string) {
 	c.t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	cli, ctx, done := c.adminClient()
+	defer done()
 	grant := func(role, key string, perm clientv3.PermissionType) error {
 		_, err := cli.RoleGrantPermission(ctx, role, key, clientv3.GetPrefixRangeEnd(key), perm)
 		return err

@@ -177,14 +177,7 @@ func TestUnixSocketStateHub(t *testing.T) {
 			t.Skip("running a listener as uid 65534 needs root (CI runs as root)")
 		}
 		e := testutil.NewEnv(t)
-		shared := filepath.Join(e.Root, "shared")
-		if err := os.Mkdir(shared, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(shared, os.ModeSticky|0o777); err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(shared, "statehub.sock")
+		path := filepath.Join(e.SharedDir(t, "shared"), "statehub.sock")
 		sq := e.Squat(t, nobody, path)
 		c := &statehub.Client{Base: "unix://" + path, Credential: []string{"echo", "s3cret"}}
 		for name, err := range every(c) {

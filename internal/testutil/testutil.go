@@ -532,6 +532,21 @@ func (s *Squatter) Conns() []int {
 	return append([]int{}, s.conns...)
 }
 
+// SharedDir makes a directory under the test's root that anyone may
+// create files in, with the sticky bit, as /tmp is: where another user can
+// get to a path first.
+func (e *Env) SharedDir(t testing.TB, name string) string {
+	t.Helper()
+	d := filepath.Join(e.Root, name)
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(d, os.ModeSticky|0o777); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // Squat runs the squatter as uid (with the same gid) on path until the test
 // ends, and returns once it listens.
 func (e *Env) Squat(t testing.TB, uid uint32, path string) *Squatter {

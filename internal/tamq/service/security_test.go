@@ -31,20 +31,6 @@ func needOtherUser(t *testing.T) {
 	}
 }
 
-// sharedDir makes a directory anyone may create files in, with the sticky
-// bit, as /tmp is: where another user can get to a path first.
-func sharedDir(t *testing.T, e *testutil.Env, name string) string {
-	t.Helper()
-	d := filepath.Join(e.Root, name)
-	if err := os.Mkdir(d, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(d, os.ModeSticky|0o777); err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 // setVar replaces (or, with value "", drops) one variable of the test's
 // environment.
 func setVar(e *testutil.Env, name, value string) {
@@ -63,7 +49,7 @@ func TestClientsRefuseAnotherUsersSocket(t *testing.T) {
 	needOtherUser(t)
 	e := testutil.NewEnv(t)
 	e.Gita(t, "net-kingdom")
-	e.Runtime = sharedDir(t, e, "run-shared")
+	e.Runtime = e.SharedDir(t, "run-shared")
 	setVar(e, "XDG_RUNTIME_DIR", e.Runtime)
 	sq := e.Squat(t, nobody, e.Socket())
 	commands := [][]string{{"send", "To:net-kingdom: the secret body"}, {"ping"}, {"stop"}}
@@ -110,7 +96,7 @@ func TestPrivateSocketDirectory(t *testing.T) {
 	t.Parallel()
 	needOtherUser(t)
 	e := testutil.NewEnv(t)
-	tmp := sharedDir(t, e, "tmp")
+	tmp := e.SharedDir(t, "tmp")
 	setVar(e, "XDG_RUNTIME_DIR", "")
 	setVar(e, "TMPDIR", tmp)
 	private := filepath.Join(tmp, fmt.Sprintf("tamq-%d", os.Getuid()))
@@ -170,7 +156,7 @@ func TestSomethingPlantedAtTheSocketPath(t *testing.T) {
 	t.Parallel()
 	needOtherUser(t)
 	e := testutil.NewEnv(t)
-	e.Runtime = sharedDir(t, e, "run-shared")
+	e.Runtime = e.SharedDir(t, "run-shared")
 	setVar(e, "XDG_RUNTIME_DIR", e.Runtime)
 	if err := os.Mkdir(e.Socket(), 0o777); err != nil {
 		t.Fatal(err)
@@ -250,7 +236,7 @@ func TestDefaultTmuxServerKeepsTmuxsDirectoryCheck(t *testing.T) {
 	needOtherUser(t)
 	e := testutil.NewEnv(t)
 	e.Gita(t, "net-kingdom")
-	shared := sharedDir(t, e, "tmux-tmp")
+	shared := e.SharedDir(t, "tmux-tmp")
 	setVar(e, "TMUX_TMPDIR", shared)
 	planted := filepath.Join(shared, fmt.Sprintf("tmux-%d", os.Getuid()))
 	cmd := exec.Command("mkdir", "-m", "0777", planted)
